@@ -1,0 +1,29 @@
+"""The evaluator API: declare evaluators, group them in packs, resolve references."""
+
+from evalsi.evaluators._context import JUDGE_PENDING, EvalContext
+from evalsi.evaluators._evaluator import (
+    BoundEvaluator,
+    Evaluator,
+    Output,
+    Param,
+    evaluator,
+    normalize_scores,
+)
+from evalsi.evaluators._registry import ENTRY_POINT_GROUP, Pack, Registry
+
+__all__ = [
+    # authoring
+    "EvalContext",
+    "Output",
+    "evaluator",
+    # packs and lookup
+    "ENTRY_POINT_GROUP",
+    "Pack",
+    "Registry",
+    # execution
+    "JUDGE_PENDING",
+    "BoundEvaluator",
+    "Evaluator",
+    "Param",
+    "normalize_scores",
+]

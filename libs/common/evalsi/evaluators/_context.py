@@ -1,0 +1,32 @@
+"""What an evaluator gets besides its record: its judge, and where it runs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from evalsi.errors import SkipRecord
+
+if TYPE_CHECKING:
+    from evalsi.judges import JudgeClient
+
+JUDGE_PENDING = "judge_pending"
+
+
+@dataclass(frozen=True)
+class EvalContext:
+    """Handed to evaluators that declare a ``ctx`` parameter.
+
+    ``judge`` is the judge chosen for this evaluator (by name, ``default`` otherwise), or None when
+    no judge is configured: model-graded evaluators then skip with ``judge_pending``, never pass.
+    """
+
+    judge: JudgeClient | None = None
+    judges: dict[str, JudgeClient] = field(default_factory=dict)
+    project: str = "default"
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    def require_judge(self) -> JudgeClient:
+        if self.judge is None:
+            raise SkipRecord(f"{JUDGE_PENDING}: no judge configured (pass --judge-model or judge=...)")
+        return self.judge

@@ -1,0 +1,114 @@
+"""Packs and the registry that resolves evaluator references (``ns/name[@version]`` or a bare name)."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from importlib import metadata
+
+from evalsi.errors import BadInputError
+from evalsi.evaluators._evaluator import Evaluator
+
+ENTRY_POINT_GROUP = "evalsi.packs"
+
+
+@dataclass(frozen=True)
+class Pack:
+    """A named set of evaluators, registered through the ``evalsi.packs`` entry-point group."""
+
+    name: str
+    evaluators: tuple[Evaluator, ...]
+    description: str = ""
+    default_on: bool = False
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    core = version.split("-")[0].split("+")[0]
+    return tuple(int(part) for part in core.split("."))
+
+
+class Registry:
+    """Evaluators by name and version. Built once (usually from entry points) and passed explicitly."""
+
+    def __init__(self, packs: Iterable[Pack] = ()) -> None:
+        self._packs: dict[str, Pack] = {}
+        self._by_name: dict[str, dict[str, Evaluator]] = {}
+        for pack in packs:
+            self.add_pack(pack)
+
+    @classmethod
+    def from_entry_points(cls, group: str = ENTRY_POINT_GROUP) -> Registry:
+        """Load every pack installed under the entry-point group; a bad plugin fails naming both."""
+        registry = cls()
+        for entry_point in sorted(metadata.entry_points(group=group), key=lambda e: e.name):
+            try:
+                pack = entry_point.load()
+            except Exception as exc:
+                raise BadInputError(
+                    f"entry point {entry_point.name!r} in group {group!r} ({entry_point.value}) failed to load: {exc}"
+                ) from exc
+            if not isinstance(pack, Pack):
+                raise BadInputError(
+                    f"entry point {entry_point.name!r} in group {group!r} ({entry_point.value}) is a "
+                    f"{type(pack).__name__}, expected evalsi.Pack"
+                )
+            registry.add_pack(pack)
+        return registry
+
+    def add_pack(self, pack: Pack) -> None:
+        if pack.name in self._packs:
+            raise BadInputError(f"pack {pack.name!r} is registered twice")
+        self._packs[pack.name] = pack
+        for ev in pack.evaluators:
+            self.add(ev if ev.pack else _with_pack(ev, pack.name))
+
+    def add(self, ev: Evaluator) -> None:
+        versions = self._by_name.setdefault(ev.name, {})
+        if ev.version in versions and versions[ev.version] is not ev:
+            raise BadInputError(f"evaluator {ev.ref} is registered twice")
+        versions[ev.version] = ev
+
+    @property
+    def packs(self) -> dict[str, Pack]:
+        return dict(self._packs)
+
+    def evaluators(self, pack: str | None = None) -> list[Evaluator]:
+        """The newest version of each evaluator, optionally of one pack, sorted by name."""
+        if pack is not None and pack not in self._packs:
+            raise BadInputError(f"unknown pack {pack!r}; installed packs: {', '.join(sorted(self._packs))}")
+        latest = [max(v.values(), key=lambda e: _version_key(e.version)) for v in self._by_name.values()]
+        return sorted((e for e in latest if pack is None or e.pack == pack), key=lambda e: e.name)
+
+    def resolve(self, ref: str) -> Evaluator:
+        """``ns/name@version``, ``ns/name`` (newest version) or an unambiguous bare ``name``."""
+        ref = ref.strip()
+        name, _, version = ref.partition("@")
+        if "/" not in name:
+            matches = sorted(full for full in self._by_name if full.split("/", 1)[1] == name)
+            if len(matches) > 1:
+                raise BadInputError(f"evaluator {name!r} is ambiguous: {', '.join(matches)}; use the full name")
+            if not matches:
+                raise BadInputError(self._unknown(name))
+            name = matches[0]
+        versions = self._by_name.get(name)
+        if versions is None:
+            raise BadInputError(self._unknown(name))
+        if version:
+            if version not in versions:
+                known = ", ".join(sorted(versions, key=_version_key))
+                raise BadInputError(f"evaluator {name} has no version {version}; installed: {known}")
+            return versions[version]
+        return max(versions.values(), key=lambda e: _version_key(e.version))
+
+    def _unknown(self, name: str) -> str:
+        candidates: Sequence[str] = [*self._by_name, *(full.split("/", 1)[1] for full in self._by_name)]
+        close = difflib.get_close_matches(name, candidates, n=3, cutoff=0.6)
+        hint = f"; did you mean {' or '.join(close)}?" if close else "; `evalsi catalog list` shows what is installed"
+        return f"unknown evaluator {name!r}{hint}"
+
+
+def _with_pack(ev: Evaluator, pack: str) -> Evaluator:
+    from dataclasses import replace
+
+    return replace(ev, pack=pack)

@@ -1,0 +1,174 @@
+"""Records and their content: building them from plain Python values, reading them back, hashing them.
+
+The conventions (DESIGN.md): a string becomes ``Content.text``; an object with exactly one of
+``text``/``messages``/``json`` becomes that content; anything else becomes ``json``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from google.protobuf import json_format, struct_pb2
+
+from evalsi.v1alpha1.record_pb2 import Content, Message, Messages, Record, ToolCall
+
+RECORD_FIELDS = ("id", "input", "output", "reference", "context", "metadata")
+
+
+def to_value(obj: Any) -> struct_pb2.Value:
+    value = struct_pb2.Value()
+    if obj is None:
+        value.null_value = struct_pb2.NULL_VALUE
+    elif isinstance(obj, bool):
+        value.bool_value = obj
+    elif isinstance(obj, int | float):
+        value.number_value = obj
+    elif isinstance(obj, str):
+        value.string_value = obj
+    elif isinstance(obj, Mapping):
+        value.struct_value.update(obj)
+    elif isinstance(obj, list | tuple):
+        value.list_value.extend(obj)
+    else:
+        raise TypeError(f"cannot store a {type(obj).__name__} as JSON")
+    return value
+
+
+def from_value(value: struct_pb2.Value) -> Any:
+    return json_format.MessageToDict(value)
+
+
+def _messages(items: Any) -> Messages:
+    out = Messages()
+    for item in items:
+        if not isinstance(item, Mapping) or "role" not in item:
+            raise ValueError("each message needs a 'role'")
+        message = Message(role=str(item["role"]), content=_message_text(item.get("content")))
+        for key in ("tool_call_id", "name"):
+            if item.get(key):
+                setattr(message, key, str(item[key]))
+        for call in item.get("tool_calls") or ():
+            message.tool_calls.append(_tool_call(call))
+        out.messages.append(message)
+    return out
+
+
+def _message_text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    # OpenAI-style content parts: keep the text parts.
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, Mapping))
+    return json.dumps(content, sort_keys=True)
+
+
+def _tool_call(call: Mapping[str, Any]) -> ToolCall:
+    function = call.get("function") if isinstance(call.get("function"), Mapping) else call
+    arguments = function.get("arguments", call.get("arguments"))
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments)
+        except json.JSONDecodeError:
+            pass
+    tool_call = ToolCall(id=str(call.get("id", "")), name=str(function.get("name", "")))
+    if arguments is not None:
+        tool_call.arguments.CopyFrom(to_value(arguments))
+    return tool_call
+
+
+def to_content(obj: Any) -> Content:
+    """Build a Content from a plain value, following the record conventions."""
+    if isinstance(obj, Content):
+        return obj
+    if isinstance(obj, str):
+        return Content(text=obj)
+    if isinstance(obj, Mapping) and len(obj) == 1:
+        (key, inner), = obj.items()
+        if key == "text" and isinstance(inner, str):
+            return Content(text=inner)
+        if key == "messages" and isinstance(inner, list):
+            return Content(messages=_messages(inner))
+        if key == "json":
+            return Content(json=to_value(inner))
+    return Content(json=to_value(obj))
+
+
+def content_text(content: Content) -> str:
+    """The text an evaluator compares: text as is, the last assistant message, or canonical JSON."""
+    kind = content.WhichOneof("kind")
+    if kind == "text":
+        return content.text
+    if kind == "messages":
+        messages = content.messages.messages
+        for message in reversed(messages):
+            if message.role == "assistant":
+                return message.content
+        return messages[-1].content if messages else ""
+    if kind == "json":
+        value = content.json
+        if value.WhichOneof("kind") == "string_value":
+            return value.string_value
+        return canonical_json(from_value(value))
+    if kind is None:
+        return ""
+    return canonical_json(json_format.MessageToDict(content))
+
+
+def content_value(content: Content) -> Any:
+    """The plain Python value of a content (a string for text, the decoded JSON for json)."""
+    kind = content.WhichOneof("kind")
+    if kind == "text":
+        return content.text
+    if kind == "json":
+        return from_value(content.json)
+    if kind is None:
+        return None
+    return json_format.MessageToDict(getattr(content, kind))
+
+
+def has_content(record: Record, field: str) -> bool:
+    """Whether the record carries a field an evaluator may require."""
+    if field == "context":
+        return len(record.context) > 0
+    if field == "metadata":
+        return len(record.metadata) > 0
+    if field in ("input", "output", "reference"):
+        return getattr(record, field).WhichOneof("kind") is not None
+    return record.HasField(field)
+
+
+def canonical_json(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def record_hash(record: Record) -> str:
+    """sha256 of the record's canonical JSON form (the protobuf JSON mapping, keys sorted)."""
+    as_dict = json_format.MessageToDict(record, preserving_proto_field_name=True)
+    return hashlib.sha256(canonical_json(as_dict).encode()).hexdigest()
+
+
+def make_record(
+    *,
+    id: str = "",
+    input: Any = None,
+    output: Any = None,
+    reference: Any = None,
+    context: Any = None,
+    metadata: Mapping[str, Any] | None = None,
+) -> Record:
+    """A Record from plain Python values."""
+    record = Record(id=id)
+    for name, value in (("input", input), ("output", output), ("reference", reference)):
+        if value is not None:
+            getattr(record, name).CopyFrom(to_content(value))
+    if context is not None:
+        items = context if isinstance(context, list) else [context]
+        record.context.extend(to_content(item) for item in items)
+    for key, value in (metadata or {}).items():
+        record.metadata[str(key)].CopyFrom(to_value(value))
+    return record
