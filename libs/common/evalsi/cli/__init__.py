@@ -1,0 +1,1 @@
+"""The ``evalsi`` command line: one module per verb, each parsing, calling the library and rendering."""

@@ -1,0 +1,82 @@
+"""What every verb shares: exit codes, error reporting and flag parsing."""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from collections.abc import Callable, Iterable
+from functools import wraps
+from typing import Any, TypeVar
+
+import click
+
+from evalsi.errors import BadInputError, EvalsiError
+
+# Exit codes a CI can gate on (DESIGN.md).
+EXIT_OK = 0
+EXIT_INTERNAL = 1
+EXIT_BAD_INPUT = 2
+EXIT_GATE_FAILED = 3
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def handle_errors(fn: F) -> F:
+    """Map our errors to exit codes: bad input 2 with its message, anything unexpected 1 with a traceback."""
+
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (click.exceptions.Exit, click.ClickException, click.Abort):
+            raise
+        except BadInputError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(EXIT_BAD_INPUT)
+        except EvalsiError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(EXIT_INTERNAL)
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            sys.exit(130)
+        except Exception:
+            click.echo("internal error (a bug in evalsi; please report it with this trace):", err=True)
+            traceback.print_exc()
+            sys.exit(EXIT_INTERNAL)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def parse_value(text: str) -> Any:
+    """A flag value as JSON when it parses (true, 0.5, [1,2], {"a":1}), else the string itself."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def parse_params(items: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """``--param exact-match.normalize=false`` into ``{"exact-match": {"normalize": False}}``."""
+    params: dict[str, dict[str, Any]] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        alias, dot, name = key.rpartition(".")
+        if not sep or not dot or not alias or not name:
+            raise BadInputError(f"--param {item!r}: expected EVALUATOR.PARAM=VALUE, e.g. exact-match.normalize=false")
+        params.setdefault(alias, {})[name] = parse_value(value)
+    return params
+
+
+def parse_key_values(items: Iterable[str], flag: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise BadInputError(f"{flag} {item!r}: expected KEY=VALUE")
+        out[key] = parse_value(value)
+    return out
+
+
+def split_list(value: str) -> list[str]:
+    return [part.strip() for part in value.split(",") if part.strip()]

@@ -1,0 +1,83 @@
+"""Paired comparison of two result sets: per metric, B against A on the records both scored."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping
+
+import numpy as np
+
+from evalsi import stats
+from evalsi.v1alpha1.run_pb2 import Comparison, MetricComparison, Run
+from evalsi.v1alpha1.score_pb2 import OUTCOME_SCORED, VALUE_KIND_BOOLEAN, VALUE_KIND_NUMBER
+
+# (record id, trial) -> value, per metric name.
+_Values = dict[str, dict[tuple[str, int], float]]
+
+
+def _values_by_metric(run: Run) -> _Values:
+    """Per-record values of each numeric or pass/fail metric, named as in the run's summaries."""
+    multi_output: dict[str, set[str]] = defaultdict(set)
+    for result in run.results:
+        for score in result.scores:
+            multi_output[result.evaluator].add(score.name)
+    summaries = {s.metric for s in run.summaries}
+    values: _Values = defaultdict(dict)
+    for result in run.results:
+        if result.outcome != OUTCOME_SCORED:
+            continue
+        for score in result.scores:
+            kind = score.WhichOneof("value")
+            if kind not in ("number", "passed"):
+                continue
+            metric = f"{result.evaluator}.{score.name}"
+            if metric not in summaries:
+                metric = result.evaluator
+            values[metric][(result.record_id, result.trial)] = float(getattr(score, kind))
+    return values
+
+
+def compare_runs(a: Run, b: Run, *, confidence: float = 0.95) -> Comparison:
+    """B versus A, paired by (record, trial); trials of one record are clustered."""
+    values_a, values_b = _values_by_metric(a), _values_by_metric(b)
+    kinds = {s.metric: s for s in b.summaries}
+    comparison = Comparison(run_a=a.id, run_b=b.id)
+    for metric in [s.metric for s in a.summaries]:
+        summary = kinds.get(metric)
+        if summary is None or summary.kind not in (VALUE_KIND_NUMBER, VALUE_KIND_BOOLEAN) or summary.k:
+            continue
+        comparison.metrics.append(
+            _compare_metric(metric, values_a.get(metric, {}), values_b.get(metric, {}), summary.higher_is_better,
+                            confidence)
+        )
+    return comparison
+
+
+def _compare_metric(
+    metric: str,
+    a: Mapping[tuple[str, int], float],
+    b: Mapping[tuple[str, int], float],
+    higher_is_better: bool,
+    confidence: float,
+) -> MetricComparison:
+    keys = sorted(set(a) & set(b))
+    out = MetricComparison(metric=metric, n_pairs=len(keys), unpaired=len(set(a) ^ set(b)))
+    xa = np.asarray([a[k] for k in keys], dtype=np.float64)
+    xb = np.asarray([b[k] for k in keys], dtype=np.float64)
+    records = [k[0] for k in keys]
+    clusters = records if len(set(records)) < len(records) else None
+    result = stats.paired_difference(xa, xb, clusters=clusters, level=confidence, higher_is_better=higher_is_better)
+    for field in ("mean_a", "mean_b", "diff", "p_value", "mde"):
+        value = getattr(result, field)
+        if value is not None:
+            setattr(out, field, value)
+    out.ci.level = confidence
+    if result.ci_low is not None and result.ci_high is not None:
+        out.ci.low, out.ci.high = result.ci_low, result.ci_high
+        out.ci.method = result.method or ""
+    out.verdict = result.verdict
+    out.test = "cluster-paired-t" if clusters is not None else "paired-t"
+    if result.mcnemar is not None:
+        out.test = "mcnemar-exact" if result.mcnemar.exact else "mcnemar-chi2"
+        out.p_value = result.mcnemar.p_value
+    return out

@@ -1,0 +1,173 @@
+"""The result of an evaluation: a Run document (per-record results, summaries, manifest) and its views.
+
+Saved as one JSON document in the protobuf JSON mapping of ``evalsi.v1alpha1.Run`` (DESIGN.md), so
+``evalsi compare A.json B.json`` and the server read the same format.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+from google.protobuf import json_format
+
+from evalsi.errors import BadInputError
+from evalsi.v1alpha1.run_pb2 import Run
+from evalsi.v1alpha1.score_pb2 import (
+    VALUE_KIND_LABEL,
+    EvaluationResult,
+    MetricSummary,
+    Outcome,
+)
+
+TableFormat = Literal["table", "md"]
+
+
+def _fmt(value: float | None) -> str:
+    if value is None or math.isnan(value):
+        return "—"
+    if value != 0 and (abs(value) >= 1e5 or abs(value) < 1e-3):
+        return f"{value:.3g}"
+    return f"{value:.3f}"
+
+
+def summary_row(summary: MetricSummary) -> dict[str, str]:
+    """One metric as display strings: metric, n, mean, CI, skipped, errors."""
+    mean = summary.mean if summary.HasField("mean") else None
+    if summary.kind == VALUE_KIND_LABEL and summary.labels:
+        top = sorted(summary.labels.items(), key=lambda kv: -kv[1].count)[:3]
+        mean_text = ", ".join(f"{label} {entry.share:.0%}" for label, entry in top)
+        ci_text = ""
+    else:
+        mean_text = _fmt(mean)
+        ci = summary.ci
+        ci_text = f"[{_fmt(ci.low)}, {_fmt(ci.high)}]" if ci.HasField("low") and ci.HasField("high") else "—"
+    errors = str(summary.errors)
+    if summary.infra_errors:
+        errors += f" ({summary.infra_errors} infra)"
+    return {
+        "metric": summary.metric,
+        "n": str(summary.n),
+        "mean": mean_text,
+        "ci": ci_text,
+        "skipped": str(summary.skipped),
+        "errors": errors,
+    }
+
+
+class EvaluationResults:
+    """What ``evalsi.evaluate`` returns."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+
+    @property
+    def summaries(self) -> dict[str, MetricSummary]:
+        """Metric name to its summary, in evaluator order."""
+        return {s.metric: s for s in self.run.summaries}
+
+    @property
+    def results(self) -> list[EvaluationResult]:
+        return list(self.run.results)
+
+    @property
+    def confidence(self) -> float:
+        return self.run.summaries[0].ci.level if self.run.summaries else 0.95
+
+    def metric(self, name: str) -> MetricSummary:
+        try:
+            return self.summaries[name]
+        except KeyError:
+            known = ", ".join(self.summaries) or "none"
+            raise KeyError(f"no metric {name!r}; metrics: {known}") from None
+
+    def __iter__(self) -> Iterator[EvaluationResult]:
+        return iter(self.run.results)
+
+    def __repr__(self) -> str:
+        return f"EvaluationResults({len(self.run.results)} results, metrics: {', '.join(self.summaries)})"
+
+    def table(self, format: TableFormat = "table") -> str:
+        """The metric table: n, mean, the interval, skipped and errors per metric."""
+        level = f"{self.confidence:.0%} CI"
+        headers = ["metric", "n", "mean", level, "skipped", "errors"]
+        rows = [list(summary_row(s).values()) for s in self.run.summaries]
+        if format == "md":
+            lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(["---"] + ["---:"] * 5) + "|"]
+            lines += ["| " + " | ".join(row) + " |" for row in rows]
+            return "\n".join(lines)
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(title=self._title(), title_justify="left", header_style="bold")
+        table.add_column(headers[0], style="cyan", no_wrap=True)
+        for header in headers[1:]:
+            table.add_column(header, justify="right")
+        for row in rows:
+            table.add_row(*row)
+        buffer = io.StringIO()
+        Console(file=buffer, width=max(100, 20 + max((len(r[0]) for r in rows), default=10)),
+                force_terminal=False).print(table)
+        return buffer.getvalue().rstrip("\n")
+
+    def _title(self) -> str:
+        manifest = self.run.manifest
+        parts = [self.run.name or "evaluation"]
+        if manifest.dataset:
+            parts.append(f"{manifest.dataset} @ {manifest.dataset_version[:12]}")
+        return " · ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return json_format.MessageToDict(self.run)
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
+
+    def save(self, path: str | Path) -> Path:
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(self.to_json() + "\n", encoding="utf-8")
+        return target
+
+    @classmethod
+    def load(cls, path: str | Path) -> EvaluationResults:
+        source = Path(path)
+        try:
+            document = json.loads(source.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise BadInputError(f"{source}: no such file") from None
+        except json.JSONDecodeError as exc:
+            raise BadInputError(f"{source}:{exc.lineno}: not a saved result (invalid JSON: {exc.msg})") from None
+        try:
+            run = json_format.ParseDict(document, Run())
+        except json_format.ParseError as exc:
+            raise BadInputError(f"{source}: not a saved result (an evalsi.v1alpha1.Run document): {exc}") from None
+        return cls(run)
+
+    def to_pandas(self) -> Any:
+        """One row per (record, trial, evaluator, score); needs pandas (pip install 'evalsi[pandas]')."""
+        try:
+            import pandas as pd
+        except ImportError:
+            raise BadInputError("to_pandas() needs pandas: pip install 'evalsi[pandas]'") from None
+        rows: list[dict[str, Any]] = []
+        for result in self.run.results:
+            base = {
+                "record_id": result.record_id,
+                "trial": result.trial,
+                "evaluator": result.evaluator,
+                "evaluator_ref": result.evaluator_ref,
+                "outcome": Outcome.Name(result.outcome).removeprefix("OUTCOME_").lower(),
+                "reason": result.reason,
+            }
+            if not result.scores:
+                rows.append({**base, "score": None, "value": None, "explanation": ""})
+            for score in result.scores:
+                kind = score.WhichOneof("value")
+                value = getattr(score, kind) if kind and kind != "structured" else None
+                rows.append({**base, "score": score.name, "value": value, "explanation": score.explanation})
+        return pd.DataFrame(rows)

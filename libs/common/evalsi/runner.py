@@ -1,0 +1,348 @@
+"""The batched runner: every bound evaluator over every record, with bounded concurrency.
+
+Synchronous evaluators run in chunks on a worker thread (the loop stays free, and a chunk costs one
+thread hop rather than one task per record). Asynchronous ones (judges) share one pool of workers pulling
+from a queue, so one slow judge call holds one worker and never stalls the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from evalsi.errors import BadInputError, InfraError, SkipRecord
+from evalsi.evaluators import JUDGE_PENDING, BoundEvaluator, EvalContext, normalize_scores
+from evalsi.records import has_content, to_value
+from evalsi.v1alpha1.record_pb2 import Record
+from evalsi.v1alpha1.score_pb2 import (
+    ERROR_KIND_EVALUATOR,
+    ERROR_KIND_INFRA,
+    OUTCOME_ERROR,
+    OUTCOME_SCORED,
+    OUTCOME_SKIPPED,
+    EvaluationResult,
+    Score,
+)
+
+Progress = Callable[[int], None]
+DATASET_RECORD_ID = "*"
+
+
+@dataclass(frozen=True)
+class RunnerOptions:
+    concurrency: int = 16
+    chunk_size: int = 2048
+    # Dataset-scope metrics get a percentile bootstrap over records (map once, reduce per resample).
+    bootstrap_resamples: int = 1000
+    confidence: float = 0.95
+    seed: int = 0
+
+
+def _new_result(record_id: str, bound: BoundEvaluator, trial: int) -> EvaluationResult:
+    return EvaluationResult(
+        record_id=record_id, evaluator=bound.alias, evaluator_ref=bound.evaluator.ref, trial=trial
+    )
+
+
+def _missing(bound: BoundEvaluator, record: Record, ctx: EvalContext) -> str | None:
+    missing = [f for f in bound.evaluator.requires if f != "judge" and not has_content(record, f)]
+    if missing:
+        return "missing " + ", ".join(missing)
+    if "judge" in bound.evaluator.requires and ctx.judge is None:
+        return f"{JUDGE_PENDING}: no judge configured"
+    return None
+
+
+def _args(bound: BoundEvaluator, subject: Any, ctx: EvalContext) -> tuple[Any, ...]:
+    return (subject, ctx) if bound.evaluator.wants_context else (subject,)
+
+
+def _finish(result: EvaluationResult, bound: BoundEvaluator, call: Callable[[], Any]) -> None:
+    """Run one evaluation and record its outcome on ``result`` (the sync path)."""
+    started = time.perf_counter_ns()
+    try:
+        returned = call()
+        result.scores.extend(normalize_scores(bound.evaluator, returned))
+        result.outcome = OUTCOME_SCORED
+    except SkipRecord as exc:
+        result.outcome, result.reason = OUTCOME_SKIPPED, str(exc)
+    except BadInputError:
+        raise
+    except InfraError as exc:
+        result.outcome, result.error_kind, result.reason = OUTCOME_ERROR, ERROR_KIND_INFRA, str(exc)
+    except Exception as exc:
+        result.outcome, result.error_kind = OUTCOME_ERROR, ERROR_KIND_EVALUATOR
+        result.reason = f"{type(exc).__name__}: {exc}"
+    result.duration.FromNanoseconds(time.perf_counter_ns() - started)
+
+
+async def _finish_async(result: EvaluationResult, bound: BoundEvaluator, args: tuple[Any, ...]) -> None:
+    started = time.perf_counter_ns()
+    try:
+        returned = await bound.evaluator.fn(*args, **bound.params)
+        result.scores.extend(normalize_scores(bound.evaluator, returned))
+        result.outcome = OUTCOME_SCORED
+    except SkipRecord as exc:
+        result.outcome, result.reason = OUTCOME_SKIPPED, str(exc)
+    except BadInputError:
+        raise
+    except InfraError as exc:
+        result.outcome, result.error_kind, result.reason = OUTCOME_ERROR, ERROR_KIND_INFRA, str(exc)
+    except Exception as exc:
+        result.outcome, result.error_kind = OUTCOME_ERROR, ERROR_KIND_EVALUATOR
+        result.reason = f"{type(exc).__name__}: {exc}"
+    result.duration.FromNanoseconds(time.perf_counter_ns() - started)
+
+
+@dataclass
+class _Unit:
+    """One evaluator call: what it is given and where its result goes."""
+
+    bound: BoundEvaluator
+    subject: Any
+    result: EvaluationResult
+    ctx: EvalContext
+
+
+def _record_units(bound: BoundEvaluator, records: Sequence[Record], ctx: EvalContext) -> Iterator[_Unit]:
+    scope = bound.evaluator.scope
+    if scope == "record":
+        for record in records:
+            yield _Unit(bound, record, _new_result(record.id, bound, record.provenance.trial), ctx)
+    elif scope == "span":
+        for record in records:
+            for index, step in enumerate(record.trajectory.steps):
+                span = step.span_id or step.id or str(index)
+                result = _new_result(f"{record.id}/{span}", bound, record.provenance.trial)
+                yield _Unit(bound, (record, step), result, ctx)
+    elif scope == "session":
+        for session_id, members in group_sessions(records).items():
+            yield _Unit(bound, members, _new_result(session_id, bound, 0), ctx)
+    else:
+        raise ValueError(f"{bound.evaluator.name}: scope {scope} is not evaluated per unit")
+
+
+def session_key(record: Record) -> str:
+    """The session a record belongs to: its trajectory's, its provenance's, or metadata session_id."""
+    if record.trajectory.session_id:
+        return record.trajectory.session_id
+    if record.provenance.session_id:
+        return record.provenance.session_id
+    value = record.metadata.get("session_id")
+    return value.string_value if value is not None and value.string_value else ""
+
+
+def group_sessions(records: Sequence[Record]) -> dict[str, list[Record]]:
+    sessions: dict[str, list[Record]] = defaultdict(list)
+    for record in records:
+        sessions[session_key(record) or record.id].append(record)
+    return dict(sessions)
+
+
+def _prepare(unit: _Unit) -> tuple[Any, ...] | None:
+    """The call's arguments, or None after marking the unit skipped for a missing requirement."""
+    bound, subject = unit.bound, unit.subject
+    if unit.result.outcome:  # decided before the call (no counterpart to compare with)
+        return None
+    if bound.evaluator.scope == "span":
+        record, step = subject
+        subject = step
+        missing = "missing judge" if "judge" in bound.evaluator.requires and unit.ctx.judge is None else None
+        if missing is None:
+            missing = _missing_fields(bound, record)
+    elif bound.evaluator.scope in ("session", "comparative"):
+        missing = next((m for m in (_missing(bound, r, unit.ctx) for r in subject) if m), None)
+    else:
+        missing = _missing(bound, subject, unit.ctx)
+    if missing is not None:
+        unit.result.outcome, unit.result.reason = OUTCOME_SKIPPED, missing
+        return None
+    return _args(bound, subject, unit.ctx)
+
+
+def _missing_fields(bound: BoundEvaluator, record: Record) -> str | None:
+    missing = [f for f in bound.evaluator.requires if f not in ("judge", "trajectory") and not has_content(record, f)]
+    return "missing " + ", ".join(missing) if missing else None
+
+
+def _run_sync_chunk(units: list[_Unit]) -> None:
+    for unit in units:
+        args = _prepare(unit)
+        if args is None:
+            continue
+        _finish(unit.result, unit.bound, partial(unit.bound.evaluator.fn, *args, **unit.bound.params))
+
+
+def _chunks(units: Iterator[_Unit], size: int) -> Iterator[list[_Unit]]:
+    chunk: list[_Unit] = []
+    for unit in units:
+        chunk.append(unit)
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+async def _run_async_units(units: list[_Unit], concurrency: int, progress: Progress | None) -> None:
+    queue: asyncio.Queue[_Unit] = asyncio.Queue()
+    for unit in units:
+        queue.put_nowait(unit)
+
+    async def worker() -> None:
+        while True:
+            try:
+                unit = queue.get_nowait()
+            except asyncio.QueueEmpty:
+                return
+            args = _prepare(unit)
+            if args is not None:
+                await _finish_async(unit.result, unit.bound, args)
+            if progress is not None:
+                progress(1)
+
+    await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(units))))))
+
+
+def _run_dataset(
+    bound: BoundEvaluator, records: Sequence[Record], ctx: EvalContext, options: RunnerOptions
+) -> EvaluationResult:
+    """Map every record, reduce once for the value, and reduce resamples for a percentile interval."""
+    ev = bound.evaluator
+    assert ev.mapper is not None
+    result = _new_result(DATASET_RECORD_ID, bound, 0)
+    mapped: list[Any] = []
+    skipped = 0
+    for record in records:
+        if _missing(bound, record, ctx) is not None:
+            skipped += 1
+            continue
+        try:
+            mapped.append(ev.mapper(record, **bound.params))
+        except SkipRecord:
+            skipped += 1
+
+    def reduce(values: list[Any]) -> list[Score]:
+        args = (values, ctx) if ev.wants_context else (values,)
+        return normalize_scores(ev, ev.fn(*args, **bound.params))
+
+    _finish(result, bound, partial(reduce, mapped))
+    if result.outcome != OUTCOME_SCORED:
+        return result
+    resamples: dict[str, list[float]] = defaultdict(list)
+    rng = random.Random(options.seed)
+    n = len(mapped)
+    if n >= 2:
+        for _ in range(options.bootstrap_resamples):
+            sample = [mapped[rng.randrange(n)] for _ in range(n)]
+            try:
+                for score in reduce(sample):
+                    kind = score.WhichOneof("value")
+                    if kind in ("number", "passed"):
+                        resamples[score.name].append(float(getattr(score, kind)))
+            except Exception:  # a resample the reducer cannot handle (e.g. one class only) is dropped
+                continue
+    alpha = (1 - options.confidence) / 2
+    for score in result.scores:
+        score.metadata["n"].CopyFrom(to_value(n))
+        score.metadata["skipped"].CopyFrom(to_value(skipped))
+        values = sorted(resamples.get(score.name, []))
+        if len(values) >= 10:
+            low = values[int(alpha * (len(values) - 1))]
+            high = values[int((1 - alpha) * (len(values) - 1))]
+            score.metadata["ci_low"].CopyFrom(to_value(low))
+            score.metadata["ci_high"].CopyFrom(to_value(high))
+            score.metadata["resamples"].CopyFrom(to_value(len(values)))
+    return result
+
+
+async def run_evaluators(
+    records: Sequence[Record],
+    evaluators: Sequence[BoundEvaluator],
+    context_for: Callable[[BoundEvaluator], EvalContext],
+    *,
+    options: RunnerOptions = RunnerOptions(),
+    progress: Progress | None = None,
+    compare_with: Sequence[Sequence[Record]] = (),
+) -> list[EvaluationResult]:
+    """Evaluate and return results grouped by evaluator, in record order within each.
+
+    ``compare_with`` holds the other result sets for comparative evaluators, aligned to ``records`` by
+    (id, trial); comparative evaluators receive ``[record, *others]``.
+    """
+    per_evaluator: list[list[EvaluationResult]] = []
+    sync_chunks: list[list[_Unit]] = []
+    async_units: list[_Unit] = []
+    for bound in evaluators:
+        ctx = context_for(bound)
+        scope = bound.evaluator.scope
+        if scope == "dataset":
+            per_evaluator.append([])
+            continue
+        if scope == "comparative":
+            units = list(_comparative_units(bound, records, compare_with, ctx))
+        else:
+            units = list(_record_units(bound, records, ctx))
+        per_evaluator.append([u.result for u in units])
+        if bound.evaluator.is_async:
+            async_units.extend(units)
+        else:
+            sync_chunks.extend(_chunks(iter(units), options.chunk_size))
+
+    async def run_sync() -> None:
+        for chunk in sync_chunks:
+            await asyncio.to_thread(_run_sync_chunk, chunk)
+            if progress is not None:
+                progress(len(chunk))
+
+    await asyncio.gather(run_sync(), _run_async_units(async_units, options.concurrency, progress))
+    for index, bound in enumerate(evaluators):
+        if bound.evaluator.scope == "dataset":
+            result = await asyncio.to_thread(_run_dataset, bound, records, context_for(bound), options)
+            per_evaluator[index] = [result]
+            if progress is not None:
+                progress(len(records))
+    return [result for results in per_evaluator for result in results]
+
+
+def _comparative_units(
+    bound: BoundEvaluator,
+    records: Sequence[Record],
+    others: Sequence[Sequence[Record]],
+    ctx: EvalContext,
+) -> Iterator[_Unit]:
+    if not others:
+        raise BadInputError(
+            f"evaluator {bound.evaluator.name} is comparative: give a second result set to compare with "
+            "(--compare-to FILE, or compare_to= in evaluate())"
+        )
+    indexes = [{(r.id, r.provenance.trial): r for r in other} for other in others]
+    for record in records:
+        key = (record.id, record.provenance.trial)
+        result = _new_result(record.id, bound, record.provenance.trial)
+        counterparts = [index.get(key) for index in indexes]
+        if any(c is None for c in counterparts):
+            result.outcome, result.reason = OUTCOME_SKIPPED, "no counterpart in the other result set"
+            yield _Unit(bound, None, result, ctx)
+            continue
+        yield _Unit(bound, [record, *counterparts], result, ctx)
+
+
+def units_total(records: Sequence[Record], evaluators: Sequence[BoundEvaluator], n_compare: int = 0) -> int:
+    """How many progress steps a run takes (for the progress bar)."""
+    total = 0
+    for bound in evaluators:
+        scope = bound.evaluator.scope
+        if scope == "span":
+            total += sum(len(r.trajectory.steps) for r in records)
+        elif scope == "session":
+            total += len(group_sessions(records))
+        else:
+            total += len(records)
+    return total
