@@ -6,6 +6,7 @@ The conventions (DESIGN.md): a string becomes ``Content.text``; an object with e
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from collections.abc import Mapping
@@ -29,8 +30,10 @@ def to_value(obj: Any) -> struct_pb2.Value:
     elif isinstance(obj, str):
         value.string_value = obj
     elif isinstance(obj, Mapping):
+        value.struct_value.SetInParent()  # so an empty object is still an object
         value.struct_value.update(obj)
     elif isinstance(obj, list | tuple):
+        value.list_value.SetInParent()
         value.list_value.extend(obj)
     else:
         raise TypeError(f"cannot store a {type(obj).__name__} as JSON")
@@ -38,7 +41,18 @@ def to_value(obj: Any) -> struct_pb2.Value:
 
 
 def from_value(value: struct_pb2.Value) -> Any:
-    return json_format.MessageToDict(value)
+    """The plain value; whole numbers come back as ints (protobuf stores every number as a double)."""
+    return _whole_numbers(json_format.MessageToDict(value))
+
+
+def _whole_numbers(obj: Any) -> Any:
+    if isinstance(obj, float) and obj.is_integer() and abs(obj) < 2**53:
+        return int(obj)
+    if isinstance(obj, list):
+        return [_whole_numbers(item) for item in obj]
+    if isinstance(obj, dict):
+        return {key: _whole_numbers(item) for key, item in obj.items()}
+    return obj
 
 
 def _messages(items: Any) -> Messages:
@@ -71,10 +85,8 @@ def _tool_call(call: Mapping[str, Any]) -> ToolCall:
     function = call.get("function") if isinstance(call.get("function"), Mapping) else call
     arguments = function.get("arguments", call.get("arguments"))
     if isinstance(arguments, str):
-        try:
+        with contextlib.suppress(json.JSONDecodeError):
             arguments = json.loads(arguments)
-        except json.JSONDecodeError:
-            pass
     tool_call = ToolCall(id=str(call.get("id", "")), name=str(function.get("name", "")))
     if arguments is not None:
         tool_call.arguments.CopyFrom(to_value(arguments))

@@ -1,0 +1,63 @@
+"""Model providers for LLM judges: config, connectors, rate limits, circuit breakers and the answer cache.
+
+Typical use (one limiter, cache and breaker set per process, shared by every judge)::
+
+    limiter, cache, breakers = RateLimiter(), JudgeCache(), CircuitBreakers()
+    async with JudgeClient(JudgeConfig.from_mapping(spec, where="judges.default"),
+                           limiter=limiter, cache=cache, breakers=breakers) as client:
+        answer = await client.complete([{"role": "user", "content": "..."}], template_hash=h)
+"""
+
+from .breaker import BreakerState, CircuitBreaker, CircuitBreakers, CircuitOpenError
+from .cache import JudgeCache, cache_key, default_cache_dir
+from .client import JudgeClient, JudgeStats
+from .config import DEFAULT_API_KEY_ENVS, DEFAULT_BASE_URLS, PROVIDERS, JudgeConfig
+from .connectors import (
+    AnthropicConnector,
+    Completion,
+    Connector,
+    Message,
+    OpenAIConnector,
+    ProviderError,
+    RetryPolicy,
+    make_connector,
+    parse_retry_after,
+)
+from .ratelimit import BucketState, BucketStore, InMemoryBucketStore, Limits, ModelLimiter, RateLimiter
+
+__all__ = [  # noqa: RUF022 - grouped by topic, not alphabetically, for readers
+    # configuration
+    "DEFAULT_API_KEY_ENVS",
+    "DEFAULT_BASE_URLS",
+    "PROVIDERS",
+    "JudgeConfig",
+    # the call judges make
+    "Completion",
+    "JudgeClient",
+    "JudgeStats",
+    "Message",
+    # connectors and retry policy
+    "AnthropicConnector",
+    "Connector",
+    "OpenAIConnector",
+    "ProviderError",
+    "RetryPolicy",
+    "make_connector",
+    "parse_retry_after",
+    # rate limiting
+    "BucketState",
+    "BucketStore",
+    "InMemoryBucketStore",
+    "Limits",
+    "ModelLimiter",
+    "RateLimiter",
+    # circuit breaking
+    "BreakerState",
+    "CircuitBreaker",
+    "CircuitBreakers",
+    "CircuitOpenError",
+    # caching
+    "JudgeCache",
+    "cache_key",
+    "default_cache_dir",
+]
