@@ -1,0 +1,62 @@
+"""Statistics for Evals.si: every reported figure comes with an interval.
+
+Pure functions over numpy arrays: no I/O, no global state, randomness only from an explicit seed.
+Anything undefined (the mean of nothing, the spread of one value, an interval from one cluster) is
+``None``, never NaN.
+
+- ``intervals``: Wilson, Student-t and cluster-robust t intervals.
+- ``bootstrap``: seeded percentile bootstrap, optionally by cluster.
+- ``passk``: unbiased pass@k and pass^k per record, and their summaries.
+- ``paired``: paired comparison of two runs on the same records, McNemar, minimum detectable effect.
+- ``summary``: ``summarize`` (mean, std, interval with an automatic method) and ``label_counts``.
+"""
+
+from evalsi.stats.bootstrap import percentile_bootstrap
+from evalsi.stats.intervals import Bounds, Interval, cluster_robust_t, t_interval, wilson
+from evalsi.stats.paired import (
+    Comparison,
+    McNemar,
+    Verdict,
+    mcnemar,
+    minimum_detectable_effect,
+    paired_difference,
+)
+from evalsi.stats.passk import (
+    pass_at_k,
+    pass_at_k_array,
+    pass_hat_k,
+    pass_hat_k_array,
+    summarize_pass_at_k,
+    summarize_pass_hat_k,
+)
+from evalsi.stats.summary import Aggregate, IntervalMethod, LabelShare, label_counts, summarize
+
+__all__ = [  # noqa: RUF022 - grouped by family, not sorted
+    # Summaries
+    "Aggregate",
+    "IntervalMethod",
+    "LabelShare",
+    "label_counts",
+    "summarize",
+    # Intervals
+    "Bounds",
+    "Interval",
+    "cluster_robust_t",
+    "percentile_bootstrap",
+    "t_interval",
+    "wilson",
+    # pass@k and pass^k
+    "pass_at_k",
+    "pass_at_k_array",
+    "pass_hat_k",
+    "pass_hat_k_array",
+    "summarize_pass_at_k",
+    "summarize_pass_hat_k",
+    # Paired comparison
+    "Comparison",
+    "McNemar",
+    "Verdict",
+    "mcnemar",
+    "minimum_detectable_effect",
+    "paired_difference",
+]
