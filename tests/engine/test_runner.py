@@ -118,7 +118,7 @@ async def test_span_session_dataset_and_comparative_scopes() -> None:
 
     records = []
     for i in range(6):
-        record = make_record(id=f"r{i}", output="a" * i, reference="aaa" if i < 3 else "", metadata={"session_id": f"s{i % 2}"})
+        record = make_record(id=f"r{i}", output="a" * i, reference=["", "z", "z"][i] if i < 3 else None, metadata={"session_id": f"s{i % 2}"})
         step = record.trajectory.steps.add(span_id=f"sp{i}")
         step.status = 2 if i == 0 else 1
         records.append(record)
@@ -132,7 +132,7 @@ async def test_span_session_dataset_and_comparative_scopes() -> None:
     assert sessions == {"s0": 3.0, "s1": 3.0}
     (dataset,) = [r for r in results if r.evaluator == "accuracy"]
     assert dataset.record_id == DATASET_RECORD_ID
-    assert dataset.scores[0].number == 1 / 3  # r3 only (r0..r2 have references "aaa"; r3 matches)
+    assert dataset.scores[0].number == 1 / 3  # r0..r2 have references; only r0 matches
     assert dataset.scores[0].metadata["n"].number_value == 3
     assert dataset.scores[0].metadata["skipped"].number_value == 3
     comparative = {r.record_id: r for r in results if r.evaluator == "longer"}

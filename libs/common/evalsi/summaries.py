@@ -110,6 +110,10 @@ def _counts(results: Sequence[EvaluationResult]) -> dict[str, int]:
     return counts
 
 
+def counts_scored(results: Sequence[EvaluationResult]) -> int:
+    return sum(1 for result in results if result.outcome == OUTCOME_SCORED)
+
+
 def _summarize_evaluator(
     bound: BoundEvaluator,
     results: Sequence[EvaluationResult],
@@ -132,6 +136,8 @@ def _summarize_evaluator(
             out.append(summary)
             continue
         values, record_ids, trials, labels = _collect(results, output)
+        if not values and not labels and counts_scored(results) and len(bound.evaluator.outputs) > 1:
+            continue  # an optional output this run never produced (e.g. within_budget without a budget)
         if output.type == "label":
             _fill_labels(summary, labels, settings)
             out.append(summary)
