@@ -63,41 +63,78 @@ def _args(bound: BoundEvaluator, subject: Any, ctx: EvalContext) -> tuple[Any, .
     return (subject, ctx) if bound.evaluator.wants_context else (subject,)
 
 
-def _finish(result: EvaluationResult, bound: BoundEvaluator, call: Callable[[], Any]) -> None:
-    """Run one evaluation and record its outcome on ``result`` (the sync path)."""
-    started = time.perf_counter_ns()
-    try:
-        returned = call()
+def _store(result: EvaluationResult, bound: BoundEvaluator, returned: Any) -> None:
+    """Record what the evaluator returned; a bare bool from a single-output evaluator skips normalization."""
+    outputs = bound.evaluator.outputs
+    if returned.__class__ is bool and len(outputs) == 1:
+        result.scores.add(name=outputs[0].name, passed=returned)
+    else:
         result.scores.extend(normalize_scores(bound.evaluator, returned))
-        result.outcome = OUTCOME_SCORED
-    except SkipRecord as exc:
+    result.outcome = OUTCOME_SCORED
+
+
+def _fail(result: EvaluationResult, exc: Exception) -> None:
+    """The outcome of an evaluation that raised: a skip, an infrastructure error or an evaluator error."""
+    if isinstance(exc, SkipRecord):
         result.outcome, result.reason = OUTCOME_SKIPPED, str(exc)
-    except BadInputError:
-        raise
-    except InfraError as exc:
+    elif isinstance(exc, InfraError):
         result.outcome, result.error_kind, result.reason = OUTCOME_ERROR, ERROR_KIND_INFRA, str(exc)
-    except Exception as exc:
+    else:
         result.outcome, result.error_kind = OUTCOME_ERROR, ERROR_KIND_EVALUATOR
         result.reason = f"{type(exc).__name__}: {exc}"
+
+
+def _finish(result: EvaluationResult, bound: BoundEvaluator, call: Callable[[], Any]) -> None:
+    """Run one evaluation and record its outcome and duration on ``result``."""
+    started = time.perf_counter_ns()
+    try:
+        _store(result, bound, call())
+    except BadInputError:
+        raise
+    except Exception as exc:
+        _fail(result, exc)
     result.duration.FromNanoseconds(time.perf_counter_ns() - started)
 
 
 async def _finish_async(result: EvaluationResult, bound: BoundEvaluator, args: tuple[Any, ...]) -> None:
     started = time.perf_counter_ns()
     try:
-        returned = await bound.evaluator.fn(*args, **bound.params)
-        result.scores.extend(normalize_scores(bound.evaluator, returned))
-        result.outcome = OUTCOME_SCORED
-    except SkipRecord as exc:
-        result.outcome, result.reason = OUTCOME_SKIPPED, str(exc)
+        _store(result, bound, await bound.evaluator.fn(*args, **bound.params))
     except BadInputError:
         raise
-    except InfraError as exc:
-        result.outcome, result.error_kind, result.reason = OUTCOME_ERROR, ERROR_KIND_INFRA, str(exc)
     except Exception as exc:
-        result.outcome, result.error_kind = OUTCOME_ERROR, ERROR_KIND_EVALUATOR
-        result.reason = f"{type(exc).__name__}: {exc}"
+        _fail(result, exc)
     result.duration.FromNanoseconds(time.perf_counter_ns() - started)
+
+
+def _run_record_chunk(bound: BoundEvaluator, ctx: EvalContext, records: Sequence[Record]) -> list[EvaluationResult]:
+    """The hot path: a synchronous record-scope evaluator over a chunk of records.
+
+    No per-record objects beyond the result itself, and no per-record duration: for deterministic
+    evaluators it would cost more than the evaluation and tell nothing.
+    """
+    ev = bound.evaluator
+    fn, params, alias, ref = ev.fn, bound.params, bound.alias, ev.ref
+    fields = [f for f in ev.requires if f != "judge"]
+    judge_missing = "judge" in ev.requires and ctx.judge is None
+    extra = (ctx,) if ev.wants_context else ()
+    results = []
+    for record in records:
+        result = EvaluationResult(record_id=record.id, evaluator=alias, evaluator_ref=ref,
+                                  trial=record.provenance.trial)
+        results.append(result)
+        missing = [f for f in fields if not has_content(record, f)]
+        if missing or judge_missing:
+            result.outcome = OUTCOME_SKIPPED
+            result.reason = "missing " + ", ".join(missing) if missing else f"{JUDGE_PENDING}: no judge configured"
+            continue
+        try:
+            _store(result, bound, fn(record, *extra, **params))
+        except BadInputError:
+            raise
+        except Exception as exc:
+            _fail(result, exc)
+    return results
 
 
 @dataclass
@@ -279,10 +316,15 @@ async def run_evaluators(
     per_evaluator: list[list[EvaluationResult]] = []
     sync_chunks: list[list[_Unit]] = []
     async_units: list[_Unit] = []
+    record_jobs: list[tuple[int, BoundEvaluator, EvalContext]] = []
     for bound in evaluators:
         ctx = context_for(bound)
         scope = bound.evaluator.scope
         if scope == "dataset":
+            per_evaluator.append([])
+            continue
+        if scope == "record" and not bound.evaluator.is_async:
+            record_jobs.append((len(per_evaluator), bound, ctx))
             per_evaluator.append([])
             continue
         if scope == "comparative":
@@ -296,6 +338,12 @@ async def run_evaluators(
             sync_chunks.extend(_chunks(iter(units), options.chunk_size))
 
     async def run_sync() -> None:
+        for index, bound, ctx in record_jobs:
+            for start in range(0, len(records), options.chunk_size):
+                chunk = records[start : start + options.chunk_size]
+                per_evaluator[index].extend(await asyncio.to_thread(_run_record_chunk, bound, ctx, chunk))
+                if progress is not None:
+                    progress(len(chunk))
         for chunk in sync_chunks:
             await asyncio.to_thread(_run_sync_chunk, chunk)
             if progress is not None:
