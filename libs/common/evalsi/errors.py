@@ -22,5 +22,5 @@ class InfraError(EvalsiError):
     """A failure outside the evaluated system (provider 5xx after retries, timeouts, sandbox, store)."""
 
 
-class SkipRecord(EvalsiError):  # noqa: N818 - it is a control-flow signal, not an error to report
+class SkipRecord(EvalsiError):
     """Raised inside an evaluator to mark the record skipped, with the reason as the message."""

@@ -11,7 +11,7 @@ from evalsi.evaluators._evaluator import (
 )
 from evalsi.evaluators._registry import ENTRY_POINT_GROUP, Pack, Registry
 
-__all__ = [
+__all__ = [  # noqa: RUF022 - grouped for readers
     # authoring
     "EvalContext",
     "Output",
