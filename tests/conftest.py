@@ -38,7 +38,8 @@ def judge_server() -> Iterator[FakeOpenAI]:
     def reply(body: dict[str, Any]) -> str:
         prompt = " ".join(str(m.get("content", "")) for m in body["messages"])
         good = "Paris" in prompt and "Lyon" not in prompt
-        return '{"reasoning": "checked against the reference", "score": %d}' % (5 if good else 1)
+        score = 5 if good else 1
+        return f'{{"reasoning": "checked against the reference", "score": {score}}}'
 
     with ThreadedProvider(reply) as server:
         yield server

@@ -25,8 +25,18 @@ def test_the_readme_quickstart_prints_the_metric_table() -> None:
     # The installed console script, as a new user runs it.
     evalsi = Path(sys.executable).parent / "evalsi"
     completed = subprocess.run(
-        [str(evalsi), "eval", "--data", str(QUICKSTART), "--evaluators", "exact-match,fuzzy-match,numeric-match,latency,cost"],
-        capture_output=True, text=True, timeout=120, check=False,
+        [
+            str(evalsi),
+            "eval",
+            "--data",
+            str(QUICKSTART),
+            "--evaluators",
+            "exact-match,fuzzy-match,numeric-match,latency,cost",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert completed.returncode == 0, completed.stderr
     for header in ("metric", "n", "mean", "95% CI", "skipped", "errors"):
@@ -87,11 +97,26 @@ def test_usage_errors_exit_2_and_internal_errors_exit_1(monkeypatch: pytest.Monk
 
 def test_llm_judge_scores_and_a_rerun_makes_no_provider_call(judge_server, tmp_path: Path) -> None:
     data = tmp_path / "qa.jsonl"
-    rows = [{"id": str(i), "input": "Capital of France?", "output": out, "reference": "Paris"}
-            for i, out in enumerate(["Paris", "Lyon", "Paris", "Lyon"])]
+    rows = [
+        {"id": str(i), "input": "Capital of France?", "output": out, "reference": "Paris"}
+        for i, out in enumerate(["Paris", "Lyon", "Paris", "Lyon"])
+    ]
     data.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    args = ["eval", "--data", str(data), "-e", "llm-judge,exact-match", "--judge-model", "judge-1",
-            "--judge-base-url", judge_server.base_url, "--cache-dir", str(tmp_path / "cache"), "--format", "json"]
+    args = [
+        "eval",
+        "--data",
+        str(data),
+        "-e",
+        "llm-judge,exact-match",
+        "--judge-model",
+        "judge-1",
+        "--judge-base-url",
+        judge_server.base_url,
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--format",
+        "json",
+    ]
     code, out, err = run(*args)
     assert code == 0, err
     first = json.loads(out)

@@ -80,7 +80,7 @@ def test_registry_resolves_full_versioned_and_bare_names() -> None:
     registry = Registry([Pack("acme", (length_ok, newer))])
     assert registry.resolve("length-ok").version == "1.10.0"  # newest by semantic version, not text
     assert registry.resolve("acme/length-ok@1.2.0").fn is length_ok.fn
-    with pytest.raises(BadInputError, match="no version 9.9.9; installed: 1.2.0, 1.10.0"):
+    with pytest.raises(BadInputError, match=r"no version 9\.9\.9; installed: 1\.2\.0, 1\.10\.0"):
         registry.resolve("acme/length-ok@9.9.9")
     with pytest.raises(BadInputError, match="did you mean length-ok"):
         registry.resolve("lenght-ok")

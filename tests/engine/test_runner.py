@@ -107,8 +107,13 @@ async def test_span_session_dataset_and_comparative_scopes() -> None:
     def turns(records) -> float:
         return float(len(records))
 
-    @evaluator("t/accuracy", scope="dataset", requires=["reference"], outputs=[Output("accuracy", "number", 0, 1)],
-               mapper=lambda r: r.output.text == r.reference.text)
+    @evaluator(
+        "t/accuracy",
+        scope="dataset",
+        requires=["reference"],
+        outputs=[Output("accuracy", "number", 0, 1)],
+        mapper=lambda r: r.output.text == r.reference.text,
+    )
     def accuracy(values) -> float:
         return sum(values) / len(values)
 
@@ -118,13 +123,19 @@ async def test_span_session_dataset_and_comparative_scopes() -> None:
 
     records = []
     for i in range(6):
-        record = make_record(id=f"r{i}", output="a" * i, reference=["", "z", "z"][i] if i < 3 else None, metadata={"session_id": f"s{i % 2}"})
+        record = make_record(
+            id=f"r{i}",
+            output="a" * i,
+            reference=["", "z", "z"][i] if i < 3 else None,
+            metadata={"session_id": f"s{i % 2}"},
+        )
         step = record.trajectory.steps.add(span_id=f"sp{i}")
         step.status = 2 if i == 0 else 1
         records.append(record)
     baseline = [make_record(id=f"r{i}", output="aa") for i in range(5)]
-    results = await run_evaluators(records, [tool_ok.bind(), turns.bind(), accuracy.bind(), longer.bind()], _ctx,
-                                   compare_with=[baseline])
+    results = await run_evaluators(
+        records, [tool_ok.bind(), turns.bind(), accuracy.bind(), longer.bind()], _ctx, compare_with=[baseline]
+    )
     spans = [r for r in results if r.evaluator == "tool-ok"]
     assert [r.record_id for r in spans] == [f"r{i}/sp{i}" for i in range(6)]
     assert [r.scores[0].passed for r in spans] == [False] + [True] * 5
@@ -138,3 +149,29 @@ async def test_span_session_dataset_and_comparative_scopes() -> None:
     comparative = {r.record_id: r for r in results if r.evaluator == "longer"}
     assert comparative["r5"].outcome == OUTCOME_SKIPPED and "counterpart" in comparative["r5"].reason
     assert [comparative[f"r{i}"].scores[0].passed for i in range(5)] == [False, False, False, True, True]
+
+
+async def test_cancel_lets_calls_in_flight_finish_and_marks_the_rest_cancelled() -> None:
+    from evalsi.v1alpha1.score_pb2 import OUTCOME_CANCELLED
+
+    cancel = asyncio.Event()
+
+    @evaluator("t/slow-judge", requires=["output"])
+    async def slow_judge(record) -> bool:
+        if record.id == "r2":
+            cancel.set()
+        await asyncio.sleep(0.01)
+        return True
+
+    records = [make_record(id=f"r{i}", output="x") for i in range(20)]
+    results = await run_evaluators(
+        records,
+        [slow_judge.bind(), equal.bind()],
+        _ctx,
+        options=RunnerOptions(concurrency=2, chunk_size=5),
+        cancel=cancel,
+    )
+    judged = [r for r in results if r.evaluator == "slow-judge"]
+    assert [r.outcome for r in judged[:3]] == [OUTCOME_SCORED] * 3  # r0..r2 were in flight and finished
+    assert all(r.outcome == OUTCOME_CANCELLED and r.reason for r in judged[4:])
+    assert len(results) == 40 and not any(r.outcome == 0 for r in results)

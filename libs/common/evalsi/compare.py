@@ -47,8 +47,9 @@ def compare_runs(a: Run, b: Run, *, confidence: float = 0.95) -> Comparison:
         if summary is None or summary.kind not in (VALUE_KIND_NUMBER, VALUE_KIND_BOOLEAN) or summary.k:
             continue
         comparison.metrics.append(
-            _compare_metric(metric, values_a.get(metric, {}), values_b.get(metric, {}), summary.higher_is_better,
-                            confidence)
+            _compare_metric(
+                metric, values_a.get(metric, {}), values_b.get(metric, {}), summary.higher_is_better, confidence
+            )
         )
     return comparison
 

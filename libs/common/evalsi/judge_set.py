@@ -16,7 +16,9 @@ from evalsi.judges import CircuitBreakers, JudgeCache, JudgeClient, JudgeConfig,
 JudgeInput = JudgeConfig | Mapping[str, Any]
 
 
-def judge_configs(judge: JudgeInput | None = None, judges: Mapping[str, JudgeInput] | None = None) -> dict[str, JudgeConfig]:
+def judge_configs(
+    judge: JudgeInput | None = None, judges: Mapping[str, JudgeInput] | None = None
+) -> dict[str, JudgeConfig]:
     """Named judge configs from ``judge=`` (the default judge) and ``judges=`` (several, by name)."""
     configs: dict[str, JudgeConfig] = {}
     if judge is not None:

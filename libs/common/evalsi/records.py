@@ -100,7 +100,7 @@ def to_content(obj: Any) -> Content:
     if isinstance(obj, str):
         return Content(text=obj)
     if isinstance(obj, Mapping) and len(obj) == 1:
-        (key, inner), = obj.items()
+        ((key, inner),) = obj.items()
         if key == "text" and isinstance(inner, str):
             return Content(text=inner)
         if key == "messages" and isinstance(inner, list):

@@ -110,8 +110,9 @@ class EvaluationResults:
         for row in rows:
             table.add_row(*row)
         buffer = io.StringIO()
-        Console(file=buffer, width=max(100, 20 + max((len(r[0]) for r in rows), default=10)),
-                force_terminal=False).print(table)
+        Console(
+            file=buffer, width=max(100, 20 + max((len(r[0]) for r in rows), default=10)), force_terminal=False
+        ).print(table)
         return buffer.getvalue().rstrip("\n")
 
     def _title(self) -> str:

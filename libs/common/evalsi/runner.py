@@ -23,6 +23,7 @@ from evalsi.v1alpha1.record_pb2 import Record
 from evalsi.v1alpha1.score_pb2 import (
     ERROR_KIND_EVALUATOR,
     ERROR_KIND_INFRA,
+    OUTCOME_CANCELLED,
     OUTCOME_ERROR,
     OUTCOME_SCORED,
     OUTCOME_SKIPPED,
@@ -45,9 +46,7 @@ class RunnerOptions:
 
 
 def _new_result(record_id: str, bound: BoundEvaluator, trial: int) -> EvaluationResult:
-    return EvaluationResult(
-        record_id=record_id, evaluator=bound.alias, evaluator_ref=bound.evaluator.ref, trial=trial
-    )
+    return EvaluationResult(record_id=record_id, evaluator=bound.alias, evaluator_ref=bound.evaluator.ref, trial=trial)
 
 
 def _missing(bound: BoundEvaluator, record: Record, ctx: EvalContext) -> str | None:
@@ -120,8 +119,9 @@ def _run_record_chunk(bound: BoundEvaluator, ctx: EvalContext, records: Sequence
     extra = (ctx,) if ev.wants_context else ()
     results = []
     for record in records:
-        result = EvaluationResult(record_id=record.id, evaluator=alias, evaluator_ref=ref,
-                                  trial=record.provenance.trial)
+        result = EvaluationResult(
+            record_id=record.id, evaluator=alias, evaluator_ref=ref, trial=record.provenance.trial
+        )
         results.append(result)
         missing = [f for f in fields if not has_content(record, f)]
         if missing or judge_missing:
@@ -227,13 +227,17 @@ def _chunks(units: Iterator[_Unit], size: int) -> Iterator[list[_Unit]]:
         yield chunk
 
 
-async def _run_async_units(units: list[_Unit], concurrency: int, progress: Progress | None) -> None:
+async def _run_async_units(
+    units: list[_Unit], concurrency: int, progress: Progress | None, cancelled: Callable[[], bool]
+) -> None:
     queue: asyncio.Queue[_Unit] = asyncio.Queue()
     for unit in units:
         queue.put_nowait(unit)
 
     async def worker() -> None:
         while True:
+            if cancelled():
+                return
             try:
                 unit = queue.get_nowait()
             except asyncio.QueueEmpty:
@@ -307,12 +311,15 @@ async def run_evaluators(
     options: RunnerOptions = RunnerOptions(),
     progress: Progress | None = None,
     compare_with: Sequence[Sequence[Record]] = (),
+    cancel: asyncio.Event | None = None,
 ) -> list[EvaluationResult]:
     """Evaluate and return results grouped by evaluator, in record order within each.
 
     ``compare_with`` holds the other result sets for comparative evaluators, aligned to ``records`` by
-    (id, trial); comparative evaluators receive ``[record, *others]``.
+    (id, trial); comparative evaluators receive ``[record, *others]``. Once ``cancel`` is set, calls in
+    flight finish and everything not yet started ends ``OUTCOME_CANCELLED``.
     """
+    cancelled = cancel.is_set if cancel is not None else lambda: False
     per_evaluator: list[list[EvaluationResult]] = []
     sync_chunks: list[list[_Unit]] = []
     async_units: list[_Unit] = []
@@ -341,22 +348,38 @@ async def run_evaluators(
         for index, bound, ctx in record_jobs:
             for start in range(0, len(records), options.chunk_size):
                 chunk = records[start : start + options.chunk_size]
+                if cancelled():
+                    per_evaluator[index].extend(_cancelled(_new_result(r.id, bound, r.provenance.trial)) for r in chunk)
+                    continue
                 per_evaluator[index].extend(await asyncio.to_thread(_run_record_chunk, bound, ctx, chunk))
                 if progress is not None:
                     progress(len(chunk))
         for chunk in sync_chunks:
-            await asyncio.to_thread(_run_sync_chunk, chunk)
-            if progress is not None:
-                progress(len(chunk))
+            if not cancelled():
+                await asyncio.to_thread(_run_sync_chunk, chunk)
+                if progress is not None:
+                    progress(len(chunk))
 
-    await asyncio.gather(run_sync(), _run_async_units(async_units, options.concurrency, progress))
+    await asyncio.gather(run_sync(), _run_async_units(async_units, options.concurrency, progress, cancelled))
     for index, bound in enumerate(evaluators):
         if bound.evaluator.scope == "dataset":
+            if cancelled():
+                per_evaluator[index] = [_cancelled(_new_result(DATASET_RECORD_ID, bound, 0))]
+                continue
             result = await asyncio.to_thread(_run_dataset, bound, records, context_for(bound), options)
             per_evaluator[index] = [result]
             if progress is not None:
                 progress(len(records))
-    return [result for results in per_evaluator for result in results]
+    results = [result for results in per_evaluator for result in results]
+    for result in results:
+        if not result.outcome:  # never started: the run was cancelled first
+            _cancelled(result)
+    return results
+
+
+def _cancelled(result: EvaluationResult) -> EvaluationResult:
+    result.outcome, result.reason = OUTCOME_CANCELLED, "cancelled before it ran"
+    return result
 
 
 def _comparative_units(

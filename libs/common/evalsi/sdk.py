@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import signal
 import sys
 import threading
 import time
@@ -85,7 +86,9 @@ def resolve_evaluators(
         bound.append(ev.bind(values, alias=alias, judge=judge))
     if extra:
         aliases = ", ".join(b.alias for b in bound)
-        raise BadInputError(f"--param given for {', '.join(sorted(extra))}, which is not among the evaluators ({aliases})")
+        raise BadInputError(
+            f"--param given for {', '.join(sorted(extra))}, which is not among the evaluators ({aliases})"
+        )
     seen: set[str] = set()
     for b in bound:
         if b.alias in seen:
@@ -98,7 +101,9 @@ def _ref_from_mapping(spec: Mapping[str, Any]) -> EvaluatorRef:
     try:
         return json_format.ParseDict(dict(spec), EvaluatorRef())
     except json_format.ParseError as exc:
-        raise BadInputError(f"evaluator spec {dict(spec)!r}: {exc} (accepted keys: ref, alias, params, judge)") from None
+        raise BadInputError(
+            f"evaluator spec {dict(spec)!r}: {exc} (accepted keys: ref, alias, params, judge)"
+        ) from None
 
 
 def _timestamp(seconds: float) -> timestamp_pb2.Timestamp:
@@ -118,7 +123,9 @@ def _package_versions() -> dict[str, str]:
     return versions
 
 
-def _spec(dataset: Dataset, bound: Sequence[BoundEvaluator], judges: Mapping[str, Any], options: SummaryOptions) -> RunSpec:
+def _spec(
+    dataset: Dataset, bound: Sequence[BoundEvaluator], judges: Mapping[str, Any], options: SummaryOptions
+) -> RunSpec:
     spec = RunSpec(summary=options, dataset=DatasetSource(path=dataset.source))
     spec.target.outputs.SetInParent()
     for b in bound:
@@ -127,14 +134,21 @@ def _spec(dataset: Dataset, bound: Sequence[BoundEvaluator], judges: Mapping[str
             ref.params.update(b.params)
         spec.evaluators.append(ref)
     for name, config in judges.items():
-        judge = JudgeSpec(connector=config.provider, model=config.model, base_url=config.base_url,
-                          api_key_env=config.api_key_env, template=config.template or "")
+        judge = JudgeSpec(
+            connector=config.provider,
+            model=config.model,
+            base_url=config.base_url,
+            api_key_env=config.api_key_env,
+            template=config.template or "",
+        )
         judge.params.update({k: v for k, v in config.params.items() if v is not None})
         spec.judges[name].CopyFrom(judge)
     return spec
 
 
-def _manifest(dataset: Dataset, spec: RunSpec, bound: Sequence[BoundEvaluator], judges: Mapping[str, Any]) -> RunManifest:
+def _manifest(
+    dataset: Dataset, spec: RunSpec, bound: Sequence[BoundEvaluator], judges: Mapping[str, Any]
+) -> RunManifest:
     canonical = canonical_json(json_format.MessageToDict(spec))
     manifest = RunManifest(
         spec_hash=hashlib.sha256(canonical.encode()).hexdigest(),
@@ -155,7 +169,9 @@ def _manifest(dataset: Dataset, spec: RunSpec, bound: Sequence[BoundEvaluator], 
         manifest.evaluators.append(entry)
     for name, config in judges.items():
         manifest.judges[name] = f"{config.provider}:{config.model} @ {config.base_url}"
-        manifest.unpinned.append(f"judge {name}: {config.provider} model {config.model!r} is served by an API and cannot be pinned")
+        manifest.unpinned.append(
+            f"judge {name}: {config.provider} model {config.model!r} is served by an API and cannot be pinned"
+        )
     return manifest
 
 
@@ -190,6 +206,26 @@ def _progress_bar(enabled: bool, total: int) -> Iterator[Callable[[int], None] |
         yield lambda n: bar.advance(task, n)
 
 
+@contextmanager
+def _interrupt_sets(cancel: asyncio.Event, enabled: bool) -> Iterator[None]:
+    """While active, the first SIGINT sets ``cancel``; the handler then steps aside so a second one aborts."""
+    if not enabled:
+        yield
+        return
+    loop = asyncio.get_running_loop()
+
+    def on_interrupt() -> None:
+        sys.stderr.write("\ncancelling: calls in flight finish, the rest are skipped (Ctrl-C again to abort)\n")
+        cancel.set()
+        loop.remove_signal_handler(signal.SIGINT)
+
+    loop.add_signal_handler(signal.SIGINT, on_interrupt)
+    try:
+        yield
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+
+
 async def evaluate_async(
     data: Data,
     evaluators: Sequence[EvaluatorSpec],
@@ -212,8 +248,15 @@ async def evaluate_async(
     registry: Registry | None = None,
     name: str = "",
     project: str = "default",
+    cancel: asyncio.Event | None = None,
+    stop_on_interrupt: bool = False,
 ) -> EvaluationResults:
-    """The async form of :func:`evaluate`, for callers that already run an event loop."""
+    """The async form of :func:`evaluate`, for callers that already run an event loop.
+
+    Setting ``cancel`` stops the evaluation early: calls in flight finish, the rest end cancelled, and the
+    results hold what was done. With ``stop_on_interrupt`` the first Ctrl-C sets it (the CLI uses this);
+    a second Ctrl-C aborts.
+    """
     if not 0 < confidence < 1:
         raise BadInputError(f"confidence must be between 0 and 1 (e.g. 0.95), got {confidence}")
     if interval not in ("auto", "bootstrap"):
@@ -225,24 +268,52 @@ async def evaluate_async(
     configs = judge_configs(judge, judges)
     for b in bound:
         if "judge" in b.evaluator.requires and configs and b.judge not in configs:
-            raise BadInputError(f"evaluator {b.alias} uses judge {b.judge!r}, which is not configured ({', '.join(configs)})")
+            raise BadInputError(
+                f"evaluator {b.alias} uses judge {b.judge!r}, which is not configured ({', '.join(configs)})"
+            )
     dataset = _as_dataset(data, mapping, limit)
     others = [_as_dataset(compare_to, mapping, limit).records] if compare_to is not None else []
-    options = SummaryOptions(confidence=confidence, cluster_by=cluster_by or "", interval=interval, seed=seed,
-                             bootstrap_resamples=bootstrap_resamples)
+    options = SummaryOptions(
+        confidence=confidence,
+        cluster_by=cluster_by or "",
+        interval=interval,
+        seed=seed,
+        bootstrap_resamples=bootstrap_resamples,
+    )
     started = time.time()
     async with JudgeSet(configs, cache=cache, cache_dir=cache_dir) as judge_set:
-        contexts = {b.alias: EvalContext(judge=judge_set.get(b.judge), judges=judge_set.clients, project=project)
-                    for b in bound}
+        contexts = {
+            b.alias: EvalContext(judge=judge_set.get(b.judge), judges=judge_set.clients, project=project) for b in bound
+        }
         total = units_total(dataset.records, bound)
-        runner_options = RunnerOptions(concurrency=concurrency, confidence=confidence, seed=seed,
-                                       bootstrap_resamples=min(bootstrap_resamples, 1000))
-        with _progress_bar(progress, total) as advance:
-            results = await run_evaluators(dataset.records, bound, lambda b: contexts[b.alias],
-                                           options=runner_options, progress=advance, compare_with=others)
+        runner_options = RunnerOptions(
+            concurrency=concurrency,
+            confidence=confidence,
+            seed=seed,
+            bootstrap_resamples=min(bootstrap_resamples, 1000),
+        )
+        cancel = cancel or asyncio.Event()
+        with _progress_bar(progress, total) as advance, _interrupt_sets(cancel, stop_on_interrupt):
+            results = await run_evaluators(
+                dataset.records,
+                bound,
+                lambda b: contexts[b.alias],
+                options=runner_options,
+                progress=advance,
+                compare_with=others,
+                cancel=cancel,
+            )
     spec = _spec(dataset, bound, configs, options)
-    run = Run(id=f"local-{uuid.uuid4().hex[:12]}", project=project, name=name, spec=spec, state=RUN_STATE_SUCCEEDED,
-              create_time=_timestamp(started), start_time=_timestamp(started), end_time=_timestamp(time.time()))
+    run = Run(
+        id=f"local-{uuid.uuid4().hex[:12]}",
+        project=project,
+        name=name,
+        spec=spec,
+        state=RUN_STATE_SUCCEEDED,
+        create_time=_timestamp(started),
+        start_time=_timestamp(started),
+        end_time=_timestamp(time.time()),
+    )
     run.results.extend(results)
     run.summaries.extend(summarize_results(results, bound, records=dataset.records, options=options))
     run.manifest.CopyFrom(_manifest(dataset, spec, bound, configs))

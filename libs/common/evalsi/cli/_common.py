@@ -18,6 +18,8 @@ EXIT_OK = 0
 EXIT_INTERNAL = 1
 EXIT_BAD_INPUT = 2
 EXIT_GATE_FAILED = 3
+# What shells report for a run stopped by Ctrl-C.
+EXIT_INTERRUPTED = 130
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -39,7 +41,7 @@ def handle_errors(fn: F) -> F:
             sys.exit(EXIT_INTERNAL)
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
-            sys.exit(130)
+            sys.exit(EXIT_INTERRUPTED)
         except Exception:
             click.echo("internal error (a bug in evalsi; please report it with this trace):", err=True)
             traceback.print_exc()

@@ -52,17 +52,27 @@ def show_command(name: str, fmt: str) -> None:
     if fmt == "json":
         click.echo(json_format.MessageToJson(manifest))
         return
-    lines = [f"{ev.ref}  (pack {ev.pack}, scope {Scope.Name(manifest.scope).removeprefix('SCOPE_').lower()}, "
-             f"pool {ev.pool})", "", ev.description or "(no description)", ""]
-    requires = [f for f in ("input", "output", "reference", "context", "trajectory", "usage", "judge")
-                if getattr(manifest.requires, f)]
+    lines = [
+        f"{ev.ref}  (pack {ev.pack}, scope {Scope.Name(manifest.scope).removeprefix('SCOPE_').lower()}, "
+        f"pool {ev.pool})",
+        "",
+        ev.description or "(no description)",
+        "",
+    ]
+    requires = [
+        f
+        for f in ("input", "output", "reference", "context", "trajectory", "usage", "judge")
+        if getattr(manifest.requires, f)
+    ]
     lines.append("requires: " + (", ".join(requires) or "nothing"))
     lines.append("outputs:")
     for output in manifest.outputs:
         kind = ValueKind.Name(output.type).removeprefix("VALUE_KIND_").lower()
         bounds = f" [{output.min:g}, {output.max:g}]" if output.HasField("min") and output.HasField("max") else ""
         direction = "higher is better" if output.higher_is_better else "lower is better"
-        lines.append(f"  {output.name}: {kind}{bounds}, {direction}" + (f" — {output.description}" if output.description else ""))
+        lines.append(
+            f"  {output.name}: {kind}{bounds}, {direction}" + (f" — {output.description}" if output.description else "")
+        )
     lines.append("params:" if manifest.params else "params: none")
     for param in manifest.params:
         default = "required" if param.required else f"default {json.dumps(json_format.MessageToDict(param.default))}"

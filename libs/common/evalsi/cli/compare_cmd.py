@@ -15,7 +15,9 @@ from evalsi.results import EvaluationResults, _fmt
 @click.command("compare")
 @click.argument("a", type=click.Path(dir_okay=False))
 @click.argument("b", type=click.Path(dir_okay=False))
-@click.option("--confidence", default=0.95, show_default=True, type=click.FloatRange(0, 1, min_open=True, max_open=True))
+@click.option(
+    "--confidence", default=0.95, show_default=True, type=click.FloatRange(0, 1, min_open=True, max_open=True)
+)
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "md"]), default="table", show_default=True)
 @handle_errors
 def compare_command(a: str, b: str, confidence: float, fmt: str) -> None:
@@ -34,9 +36,19 @@ def compare_command(a: str, b: str, confidence: float, fmt: str) -> None:
     for m in comparison.metrics:
         ci = f"[{_fmt(m.ci.low)}, {_fmt(m.ci.high)}]" if m.ci.HasField("low") else "—"
         p = _fmt(m.p_value) + f" ({m.test})" if m.HasField("p_value") else "—"
-        rows.append([m.metric, str(m.n_pairs), _fmt(m.mean_a if m.HasField("mean_a") else None),
-                     _fmt(m.mean_b if m.HasField("mean_b") else None), _fmt(m.diff if m.HasField("diff") else None),
-                     ci, p, _fmt(m.mde if m.HasField("mde") else None), m.verdict])
+        rows.append(
+            [
+                m.metric,
+                str(m.n_pairs),
+                _fmt(m.mean_a if m.HasField("mean_a") else None),
+                _fmt(m.mean_b if m.HasField("mean_b") else None),
+                _fmt(m.diff if m.HasField("diff") else None),
+                ci,
+                p,
+                _fmt(m.mde if m.HasField("mde") else None),
+                m.verdict,
+            ]
+        )
     if fmt == "md":
         click.echo("| " + " | ".join(headers) + " |\n|" + "---|" * len(headers))
         click.echo("\n".join("| " + " | ".join(r) + " |" for r in rows))

@@ -8,20 +8,33 @@ from typing import Any
 
 import click
 
-from evalsi.cli._common import handle_errors, parse_key_values, parse_params, split_list
+from evalsi.cli._common import EXIT_INTERRUPTED, handle_errors, parse_key_values, parse_params, split_list
 from evalsi.errors import BadInputError
 
 
-def _judge(provider: str | None, model: str | None, base_url: str | None, key_env: str | None,
-           params: tuple[str, ...], rpm: int | None, tpm: int | None, timeout: float | None) -> dict[str, Any] | None:
+def _judge(
+    provider: str | None,
+    model: str | None,
+    base_url: str | None,
+    key_env: str | None,
+    params: tuple[str, ...],
+    rpm: int | None,
+    tpm: int | None,
+    timeout: float | None,
+) -> dict[str, Any] | None:
     given = any(v is not None for v in (provider, base_url, key_env, rpm, tpm, timeout)) or params
     if model is None:
         if given:
             raise BadInputError("--judge-model is required when any other --judge-* flag is given")
         return None
     judge: dict[str, Any] = {"model": model, "provider": provider or "openai"}
-    for key, value in (("base_url", base_url), ("api_key_env", key_env), ("rpm", rpm), ("tpm", tpm),
-                       ("timeout_s", timeout)):
+    for key, value in (
+        ("base_url", base_url),
+        ("api_key_env", key_env),
+        ("rpm", rpm),
+        ("tpm", tpm),
+        ("timeout_s", timeout),
+    ):
         if value is not None:
             judge[key] = value
     if params:
@@ -30,51 +43,129 @@ def _judge(provider: str | None, model: str | None, base_url: str | None, key_en
 
 
 @click.command("eval")
-@click.option("--data", "data", required=True, metavar="FILE",
-              help="Records to grade: .jsonl, .json, .csv, .parquet, or hf://owner/name.")
-@click.option("--evaluators", "-e", required=True, metavar="A,B,...",
-              help="Comma-separated evaluator names (exact-match, builtin/llm-judge@1.0.0, ...).")
-@click.option("--map", "mapping", multiple=True, metavar="FIELD=SOURCE",
-              help="Map a record field to a source field: --map input=question --map reference=answer.text.")
-@click.option("--param", "params", multiple=True, metavar="EVALUATOR.PARAM=VALUE",
-              help="An evaluator param; VALUE is JSON when it parses: --param exact-match.normalize=false.")
+@click.option(
+    "--data",
+    "data",
+    required=True,
+    metavar="FILE",
+    help="Records to grade: .jsonl, .json, .csv, .parquet, or hf://owner/name.",
+)
+@click.option(
+    "--evaluators",
+    "-e",
+    required=True,
+    metavar="A,B,...",
+    help="Comma-separated evaluator names (exact-match, builtin/llm-judge@1.0.0, ...).",
+)
+@click.option(
+    "--map",
+    "mapping",
+    multiple=True,
+    metavar="FIELD=SOURCE",
+    help="Map a record field to a source field: --map input=question --map reference=answer.text.",
+)
+@click.option(
+    "--param",
+    "params",
+    multiple=True,
+    metavar="EVALUATOR.PARAM=VALUE",
+    help="An evaluator param; VALUE is JSON when it parses: --param exact-match.normalize=false.",
+)
 @click.option("--limit", type=click.IntRange(min=1), help="Evaluate only the first N records.")
-@click.option("--judge-provider", type=click.Choice(["openai", "openai-compatible", "anthropic"]),
-              help="Judge connector (default openai, which also speaks to any OpenAI-compatible server).")
+@click.option(
+    "--judge-provider",
+    type=click.Choice(["openai", "openai-compatible", "anthropic"]),
+    help="Judge connector (default openai, which also speaks to any OpenAI-compatible server).",
+)
 @click.option("--judge-model", help="Judge model id; enables model-graded evaluators.")
 @click.option("--judge-base-url", help="Judge endpoint, e.g. http://127.0.0.1:8000/v1 for a local server.")
 @click.option("--judge-api-key-env", help="Environment variable holding the judge's API key.")
-@click.option("--judge-param", "judge_params", multiple=True, metavar="KEY=VALUE",
-              help="Judge sampling parameter (temperature=0, max_tokens=512, seed=1).")
+@click.option(
+    "--judge-param",
+    "judge_params",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Judge sampling parameter (temperature=0, max_tokens=512, seed=1).",
+)
 @click.option("--judge-rpm", type=click.IntRange(min=1), help="Judge requests per minute limit.")
 @click.option("--judge-tpm", type=click.IntRange(min=1), help="Judge tokens per minute limit.")
 @click.option("--judge-timeout", type=click.FloatRange(min=0, min_open=True), help="Seconds per judge request.")
 @click.option("--no-cache", is_flag=True, help="Bypass the judge cache (always call the provider).")
-@click.option("--cache-dir", type=click.Path(file_okay=False), help="Judge cache directory "
-              "(default $EVALSI_CACHE_DIR or ~/.cache/evalsi/judge).")
-@click.option("--compare-to", type=click.Path(dir_okay=False), metavar="FILE",
-              help="A second record set for comparative evaluators (pairwise-preference), paired by id.")
-@click.option("--concurrency", default=16, show_default=True, type=click.IntRange(min=1),
-              help="Concurrent evaluator calls (judges).")
-@click.option("--confidence", default=0.95, show_default=True, type=click.FloatRange(0, 1, min_open=True, max_open=True),
-              help="Confidence level of the intervals.")
-@click.option("--interval", type=click.Choice(["auto", "bootstrap"]), default="auto", show_default=True,
-              help="auto: Wilson for pass/fail, Student-t for numbers, cluster-robust with clusters or trials.")
+@click.option(
+    "--cache-dir",
+    type=click.Path(file_okay=False),
+    help="Judge cache directory (default $EVALSI_CACHE_DIR or ~/.cache/evalsi/judge).",
+)
+@click.option(
+    "--compare-to",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="A second record set for comparative evaluators (pairwise-preference), paired by id.",
+)
+@click.option(
+    "--concurrency",
+    default=16,
+    show_default=True,
+    type=click.IntRange(min=1),
+    help="Concurrent evaluator calls (judges).",
+)
+@click.option(
+    "--confidence",
+    default=0.95,
+    show_default=True,
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    help="Confidence level of the intervals.",
+)
+@click.option(
+    "--interval",
+    type=click.Choice(["auto", "bootstrap"]),
+    default="auto",
+    show_default=True,
+    help="auto: Wilson for pass/fail, Student-t for numbers, cluster-robust with clusters or trials.",
+)
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed for the bootstrap.")
 @click.option("--cluster-by", metavar="KEY", help="Metadata key whose records share a cluster (cluster-robust CIs).")
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "md"]), default="table", show_default=True,
-              help="What to print on stdout.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json", "md"]),
+    default="table",
+    show_default=True,
+    help="What to print on stdout.",
+)
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="Save the full result document (JSON) here.")
 @click.option("--name", default="", help="A name for this evaluation, shown in the table and saved results.")
-@click.option("--progress/--no-progress", default=None,
-              help="Progress bar on stderr (default: when stderr is a terminal).")
+@click.option(
+    "--progress/--no-progress", default=None, help="Progress bar on stderr (default: when stderr is a terminal)."
+)
 @handle_errors
-def eval_command(data: str, evaluators: str, mapping: tuple[str, ...], params: tuple[str, ...], limit: int | None,
-                 judge_provider: str | None, judge_model: str | None, judge_base_url: str | None,
-                 judge_api_key_env: str | None, judge_params: tuple[str, ...], judge_rpm: int | None,
-                 judge_tpm: int | None, judge_timeout: float | None, no_cache: bool, cache_dir: str | None,
-                 compare_to: str | None, concurrency: int, confidence: float, interval: str, seed: int,
-                 cluster_by: str | None, fmt: str, output: str | None, name: str, progress: bool | None) -> None:
+def eval_command(
+    data: str,
+    evaluators: str,
+    mapping: tuple[str, ...],
+    params: tuple[str, ...],
+    limit: int | None,
+    judge_provider: str | None,
+    judge_model: str | None,
+    judge_base_url: str | None,
+    judge_api_key_env: str | None,
+    judge_params: tuple[str, ...],
+    judge_rpm: int | None,
+    judge_tpm: int | None,
+    judge_timeout: float | None,
+    no_cache: bool,
+    cache_dir: str | None,
+    compare_to: str | None,
+    concurrency: int,
+    confidence: float,
+    interval: str,
+    seed: int,
+    cluster_by: str | None,
+    fmt: str,
+    output: str | None,
+    name: str,
+    progress: bool | None,
+) -> None:
     """Grade records you bring (Score), embedded: no server.
 
     Prints n, mean, the confidence interval, skipped and errors per metric. Only scored records count;
@@ -91,8 +182,16 @@ def eval_command(data: str, evaluators: str, mapping: tuple[str, ...], params: t
     """
     from evalsi.sdk import evaluate
 
-    judge = _judge(judge_provider, judge_model, judge_base_url, judge_api_key_env, judge_params, judge_rpm,
-                   judge_tpm, judge_timeout)
+    judge = _judge(
+        judge_provider,
+        judge_model,
+        judge_base_url,
+        judge_api_key_env,
+        judge_params,
+        judge_rpm,
+        judge_tpm,
+        judge_timeout,
+    )
     results = evaluate(
         data,
         split_list(evaluators),
@@ -110,6 +209,7 @@ def eval_command(data: str, evaluators: str, mapping: tuple[str, ...], params: t
         cache_dir=cache_dir,
         progress=sys.stderr.isatty() if progress is None else progress,
         name=name or Path(data).stem,
+        stop_on_interrupt=True,
     )
     if output:
         saved = results.save(output)
@@ -118,3 +218,8 @@ def eval_command(data: str, evaluators: str, mapping: tuple[str, ...], params: t
         click.echo(results.to_json())
     else:
         click.echo(results.table("md" if fmt == "md" else "table"))
+    if results.run.progress.cancelled:
+        click.echo(
+            f"cancelled: {results.run.progress.cancelled} evaluations did not run; the figures are partial", err=True
+        )
+        sys.exit(EXIT_INTERRUPTED)

@@ -210,7 +210,9 @@ def _read_json(path: Path, name: str) -> Iterator[tuple[int, Any]]:
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise BadInputError(f"{name}: not valid UTF-8 (at byte {exc.start}); files must be UTF-8 text") from None
+        raise BadInputError(
+            f"{name}: not valid UTF-8 (at byte {exc.start}); files must be UTF-8 text"
+        ) from None
     if not text.strip():
         return
     try:
@@ -228,7 +230,7 @@ def _read_json(path: Path, name: str) -> Iterator[tuple[int, Any]]:
     if not isinstance(items, list):
         keys = f" with keys {', '.join(map(repr, list(doc)[:10]))}" if isinstance(doc, dict) else ""
         raise BadInputError(
-            f"{name}: expected a JSON list of objects, or an object with a \"records\" or \"data\" list; "
+            f'{name}: expected a JSON list of objects, or an object with a "records" or "data" list; '
             f"got {_kind(doc)}{keys}"
         )
     yield from enumerate(items)
@@ -338,12 +340,15 @@ def read_hf_rows(source: str, *, split: str = "train", streaming: bool = False) 
     repo, config = parse_hf_source(source)
     try:
         import datasets as hf_datasets
-    except ImportError:
+
+        load = hf_datasets.load_dataset
+    except (ImportError, AttributeError):  # AttributeError: a local folder named datasets, not the package
         raise BadInputError(
-            f"{source}: loading from the Hugging Face Hub needs the `datasets` package: pip install 'evalsi[hf]'"
+            f"{source}: loading from the Hugging Face Hub needs the `datasets` package: "
+            "pip install 'evalsi[hf]'"
         ) from None
     try:
-        data = hf_datasets.load_dataset(repo, config, split=split, streaming=streaming)
+        data = load(repo, config, split=split, streaming=streaming)
     except (FileNotFoundError, ValueError, KeyError) as exc:
         raise BadInputError(f"{source}: cannot load split {split!r}: {exc}") from None
     except OSError as exc:  # network and Hub failures: not the user's input

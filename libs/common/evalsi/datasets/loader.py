@@ -169,14 +169,10 @@ def dataset_version(records: Iterable[Record]) -> str:
 
 
 def _hash_record(digest: Any, record: Record) -> None:
-    dataset = record.provenance.dataset
-    if dataset:
+    if record.provenance.dataset:
+        record = _copy(record)
         record.provenance.dataset = ""
-    try:
-        data = record.SerializeToString(deterministic=True)
-    finally:
-        if dataset:
-            record.provenance.dataset = dataset
+    data = record.SerializeToString(deterministic=True)
     digest.update(len(data).to_bytes(8, "big"))
     digest.update(data)
 
@@ -268,8 +264,7 @@ class _Builder:
         self._append(record)
 
     def add_record(self, given: Record) -> None:
-        record = Record()
-        record.CopyFrom(given)
+        record = _copy(given)
         provenance = record.provenance
         if record.id:
             trial = provenance.trial
@@ -321,10 +316,18 @@ class _Builder:
             raise BadInputError(
                 f"{self.source}: {named}: no row has {sources}; the first row's fields are: {fields}"
             )
-        return Dataset(records=self.records, version=self.digest.hexdigest(), source=self.source, format=format)
+        return Dataset(
+            records=self.records, version=self.digest.hexdigest(), source=self.source, format=format
+        )
 
 
 # --- field conversion -------------------------------------------------------------------------------
+
+
+def _copy(record: Record) -> Record:
+    out = Record()
+    out.CopyFrom(record)
+    return out
 
 
 # canonical_json, with the encoder built once rather than per call.
@@ -368,7 +371,9 @@ def _trial(value: Any) -> int:
     trial: int | None = None
     if isinstance(value, int) and not isinstance(value, bool):
         trial = value
-    elif (isinstance(value, float) and value.is_integer()) or (isinstance(value, str) and value.strip().isdigit()):
+    elif (isinstance(value, float) and value.is_integer()) or (
+        isinstance(value, str) and value.strip().isdigit()
+    ):
         trial = int(value)
     if trial is None or not 0 <= trial <= _MAX_TRIAL:
         raise _RowError(f"field 'trial' must be a non-negative integer, got {value!r}")
@@ -420,9 +425,7 @@ def _trajectory(value: Any) -> Trajectory:
 def _usage(values: Mapping[str, Any]) -> Usage:
     unknown = [key for key in values if key not in _USAGE_SET]
     if unknown:
-        raise _RowError(
-            f"field 'usage': unknown key {unknown[0]!r}; accepted: {', '.join(USAGE_FIELDS)}"
-        )
+        raise _RowError(f"field 'usage': unknown key {unknown[0]!r}; accepted: {', '.join(USAGE_FIELDS)}")
     if values.get("latency_s") is not None and values.get("latency_ms") is not None:
         raise _RowError("field 'usage': give latency_s or latency_ms, not both")
     if values.get("ttft_s") is not None and values.get("ttft_ms") is not None:

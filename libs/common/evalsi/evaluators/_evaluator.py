@@ -157,9 +157,7 @@ class Evaluator:
         unknown = sorted(set(given) - set(known))
         if unknown:
             accepted = ", ".join(sorted(known)) or "none"
-            raise BadInputError(
-                f"evaluator {self.name}: unknown param(s) {', '.join(unknown)} (accepted: {accepted})"
-            )
+            raise BadInputError(f"evaluator {self.name}: unknown param(s) {', '.join(unknown)} (accepted: {accepted})")
         missing = sorted(p.name for p in self.params if p.required and p.name not in given)
         if missing:
             raise BadInputError(f"evaluator {self.name}: missing required param(s) {', '.join(missing)}")
@@ -196,8 +194,14 @@ class Evaluator:
                 name=param.name, type=param.type, description=param.description, required=param.required
             )
             prop: dict[str, Any] = {"description": param.description}
-            json_type = {"bool": "boolean", "int": "integer", "float": "number", "str": "string",
-                         "list": "array", "dict": "object"}.get(param.type)
+            json_type = {
+                "bool": "boolean",
+                "int": "integer",
+                "float": "number",
+                "str": "string",
+                "list": "array",
+                "dict": "object",
+            }.get(param.type)
             if json_type:
                 prop["type"] = json_type
             if not param.required:
@@ -301,7 +305,8 @@ def _params_from_signature(fn: Callable[..., Any], docs: Mapping[str, str]) -> t
 
 def _wants_context(fn: Callable[..., Any]) -> bool:
     positional = [
-        p for p in inspect.signature(fn).parameters.values()
+        p
+        for p in inspect.signature(fn).parameters.values()
         if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     ]
     if len(positional) not in (1, 2):
