@@ -144,7 +144,9 @@ def content_value(content: Content) -> Any:
 
 
 def has_content(record: Record, field: str) -> bool:
-    """Whether the record carries a field an evaluator may require."""
+    """Whether the record carries a field an evaluator may require (``metadata.<key>`` for one metadata key)."""
+    if field.startswith("metadata."):
+        return field[9:] in record.metadata
     if field == "context":
         return len(record.context) > 0
     if field == "metadata":

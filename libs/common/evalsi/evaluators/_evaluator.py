@@ -165,7 +165,8 @@ class Evaluator:
         return BoundEvaluator(self, alias or self.short_name, values, judge or "default")
 
     def manifest(self) -> evaluator_pb2.EvaluatorManifest:
-        requires = evaluator_pb2.Requirements(**{name: True for name in self.requires})
+        requires = evaluator_pb2.Requirements(**{name: True for name in self.requires if "." not in name})
+        requires.metadata.extend(name.split(".", 1)[1] for name in self.requires if name.startswith("metadata."))
         manifest = evaluator_pb2.EvaluatorManifest(
             name=self.name,
             version=self.version,
@@ -345,9 +346,10 @@ def evaluator(
         raise ValueError(f"evaluator {name}: version {version!r} must be semantic (1.0.0)")
     if scope not in _SCOPES:
         raise ValueError(f"evaluator {name}: scope must be one of {', '.join(_SCOPES)}")
-    bad = sorted(set(requires) - set(REQUIREMENTS))
+    bad = sorted(r for r in set(requires) - set(REQUIREMENTS) if not r.startswith("metadata."))
     if bad:
-        raise ValueError(f"evaluator {name}: unknown requirement(s) {', '.join(bad)}; known: {', '.join(REQUIREMENTS)}")
+        known = ", ".join(REQUIREMENTS)
+        raise ValueError(f"evaluator {name}: unknown requirement(s) {', '.join(bad)}; known: {known}, metadata.<key>")
     declared = tuple(o if isinstance(o, Output) else Output(o) for o in (outputs or [Output("passed")]))
     if scope == "dataset" and mapper is None:
         raise ValueError(f"evaluator {name}: dataset scope needs a mapper (record -> value) to reduce over")
