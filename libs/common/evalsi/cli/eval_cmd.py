@@ -11,32 +11,26 @@ import click
 from evalsi.cli._common import EXIT_INTERRUPTED, handle_errors, parse_key_values, parse_params, split_list
 from evalsi.errors import BadInputError
 
+# --judge-<flag> to the judge config key it sets.
+_JUDGE_FLAGS = {
+    "judge_provider": "provider",
+    "judge_base_url": "base_url",
+    "judge_api_key_env": "api_key_env",
+    "judge_rpm": "rpm",
+    "judge_tpm": "tpm",
+    "judge_timeout": "timeout_s",
+    "judge_template": "template",
+}
 
-def _judge(
-    provider: str | None,
-    model: str | None,
-    base_url: str | None,
-    key_env: str | None,
-    params: tuple[str, ...],
-    rpm: int | None,
-    tpm: int | None,
-    timeout: float | None,
-) -> dict[str, Any] | None:
-    given = any(v is not None for v in (provider, base_url, key_env, rpm, tpm, timeout)) or params
+
+def _judge(model: str | None, flags: dict[str, Any], params: tuple[str, ...]) -> dict[str, Any] | None:
+    """The default judge from the --judge-* flags, or None when no judge model is given."""
+    given = {_JUDGE_FLAGS[name]: value for name, value in flags.items() if value is not None}
     if model is None:
-        if given:
+        if given or params:
             raise BadInputError("--judge-model is required when any other --judge-* flag is given")
         return None
-    judge: dict[str, Any] = {"model": model, "provider": provider or "openai"}
-    for key, value in (
-        ("base_url", base_url),
-        ("api_key_env", key_env),
-        ("rpm", rpm),
-        ("tpm", tpm),
-        ("timeout_s", timeout),
-    ):
-        if value is not None:
-            judge[key] = value
+    judge: dict[str, Any] = {"model": model, **given}
     if params:
         judge["params"] = parse_key_values(params, "--judge-param")
     return judge
@@ -89,6 +83,11 @@ def _judge(
 )
 @click.option("--judge-rpm", type=click.IntRange(min=1), help="Judge requests per minute limit.")
 @click.option("--judge-tpm", type=click.IntRange(min=1), help="Judge tokens per minute limit.")
+@click.option(
+    "--judge-template",
+    metavar="NAME@VERSION",
+    help="Prompt template for the judge (llm-judge@1, reference-correctness@1, pairwise@1, ...).",
+)
 @click.option("--judge-timeout", type=click.FloatRange(min=0, min_open=True), help="Seconds per judge request.")
 @click.option("--no-cache", is_flag=True, help="Bypass the judge cache (always call the provider).")
 @click.option(
@@ -145,14 +144,8 @@ def eval_command(
     mapping: tuple[str, ...],
     params: tuple[str, ...],
     limit: int | None,
-    judge_provider: str | None,
     judge_model: str | None,
-    judge_base_url: str | None,
-    judge_api_key_env: str | None,
     judge_params: tuple[str, ...],
-    judge_rpm: int | None,
-    judge_tpm: int | None,
-    judge_timeout: float | None,
     no_cache: bool,
     cache_dir: str | None,
     compare_to: str | None,
@@ -165,6 +158,7 @@ def eval_command(
     output: str | None,
     name: str,
     progress: bool | None,
+    **judge_flags: Any,
 ) -> None:
     """Grade records you bring (Score), embedded: no server.
 
@@ -182,16 +176,7 @@ def eval_command(
     """
     from evalsi.sdk import evaluate
 
-    judge = _judge(
-        judge_provider,
-        judge_model,
-        judge_base_url,
-        judge_api_key_env,
-        judge_params,
-        judge_rpm,
-        judge_tpm,
-        judge_timeout,
-    )
+    judge = _judge(judge_model, judge_flags, judge_params)
     results = evaluate(
         data,
         split_list(evaluators),
