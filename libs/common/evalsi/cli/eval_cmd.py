@@ -93,7 +93,7 @@ def _judge(model: str | None, flags: dict[str, Any], params: tuple[str, ...]) ->
 @click.option(
     "--cache-dir",
     type=click.Path(file_okay=False),
-    help="Judge cache directory (default $EVALSI_CACHE_DIR or ~/.cache/evalsi/judge).",
+    help="Judge cache directory (default $EVALSI_CACHE_DIR/judge or ~/.cache/evalsi/judge).",
 )
 @click.option(
     "--compare-to",
