@@ -174,3 +174,15 @@ def test_catalog_lists_packs_and_shows_params() -> None:
     assert "threshold (float, default 0.8" in out and "similarity: number [0, 1]" in out
     code, _, err = run("catalog", "list", "--pack", "nope")
     assert code == 2 and "installed packs" in err
+
+
+def test_the_custom_evaluator_example_runs() -> None:
+    completed = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "custom_evaluator" / "run.py")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert "answer-brevity.brief" in completed.stdout and "cluster-robust t" in completed.stdout

@@ -103,7 +103,13 @@ class EvaluationResults:
         from rich.console import Console
         from rich.table import Table
 
-        table = Table(title=self._title(), title_justify="left", header_style="bold")
+        table = Table(
+            title=self._title(),
+            title_justify="left",
+            header_style="bold",
+            caption=self._caption(),
+            caption_justify="left",
+        )
         table.add_column(headers[0], style="cyan", no_wrap=True)
         for header in headers[1:]:
             table.add_column(header, justify="right")
@@ -114,6 +120,23 @@ class EvaluationResults:
             file=buffer, width=max(100, 20 + max((len(r[0]) for r in rows), default=10)), force_terminal=False
         ).print(table)
         return buffer.getvalue().rstrip("\n")
+
+    def _caption(self) -> str:
+        """How the intervals were computed, so a reader knows what the brackets mean."""
+        names = {
+            "wilson": "Wilson",
+            "t": "Student-t",
+            "cluster-t": "cluster-robust t",
+            "bootstrap": "bootstrap",
+            "bootstrap-cluster": "cluster bootstrap",
+        }
+        methods = sorted({names.get(s.ci.method, s.ci.method) for s in self.run.summaries if s.ci.method})
+        caption = f"intervals: {', '.join(methods)}" if methods else ""
+        clusters = max((s.clusters for s in self.run.summaries), default=0)
+        cluster_by = self.run.spec.summary.cluster_by
+        if clusters:
+            caption += f" ({clusters} clusters{' by ' + cluster_by if cluster_by else ''})"
+        return caption
 
     def _title(self) -> str:
         manifest = self.run.manifest
