@@ -210,9 +210,8 @@ def _read_json(path: Path, name: str) -> Iterator[tuple[int, Any]]:
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise BadInputError(
-            f"{name}: not valid UTF-8 (at byte {exc.start}); files must be UTF-8 text"
-        ) from None
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise BadInputError(f"{name}:{line}: not valid UTF-8; files must be UTF-8 text") from None
     if not text.strip():
         return
     try:
@@ -240,8 +239,8 @@ def _read_json(path: Path, name: str) -> Iterator[tuple[int, Any]]:
 
 
 def _read_csv(path: Path, name: str) -> Iterator[tuple[int, Any]]:
-    with _open(path, name, "r", encoding="utf-8-sig", newline="") as handle:
-        reader = csv.reader(handle)
+    with _open(path, name, "rb") as handle:
+        reader = csv.reader(_utf8_lines(handle, name))
         line = 0
         try:
             header: list[str] | None = None
@@ -273,10 +272,19 @@ def _read_csv(path: Path, name: str) -> Iterator[tuple[int, Any]]:
                         )
                     row[column] = cell
                 yield start, row
-        except UnicodeDecodeError:
-            raise BadInputError(f"{name}:{line + 1}: not valid UTF-8; files must be UTF-8 text") from None
         except csv.Error as exc:
             raise BadInputError(f"{name}:{line + 1}: not valid CSV ({exc})") from None
+
+
+def _utf8_lines(handle: Any, name: str) -> Iterator[str]:
+    """The lines of a binary file as text, so a bad byte is reported on its own line."""
+    for lineno, raw in enumerate(handle, 1):
+        if lineno == 1 and raw.startswith(_BOM):
+            raw = raw[3:]
+        try:
+            yield raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise BadInputError(f"{name}:{lineno}: not valid UTF-8; files must be UTF-8 text") from None
 
 
 def _check_header(header: list[str], name: str, line: int) -> None:

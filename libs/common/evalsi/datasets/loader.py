@@ -46,6 +46,7 @@ _USAGE_SET = frozenset(USAGE_FIELDS)
 _TOKEN_FIELDS = ("input_tokens", "output_tokens", "total_tokens", "cached_input_tokens", "reasoning_tokens")
 _MAX_TRIAL = 2**31 - 1
 _Value = struct_pb2.Value
+_NULL = struct_pb2.NULL_VALUE
 
 
 @dataclass(frozen=True)
@@ -196,7 +197,7 @@ class _Builder:
         self.first_fields: list[str] | None = None
 
     def add_row(self, row: Any) -> None:
-        if not isinstance(row, Mapping):
+        if type(row) is not dict and not isinstance(row, Mapping):
             raise _RowError(f"expected an object (one record), got {_kind(row)}")
         if self.first_fields is None:
             self.first_fields = list(row)
@@ -245,8 +246,6 @@ class _Builder:
                 metadata = {**extras, **metadata}
             else:
                 metadata = extras
-        if metadata:
-            kwargs["metadata"] = _metadata_values(metadata)
         if mapped_usage:
             usage = {**usage, **mapped_usage} if usage else mapped_usage
         if usage:
@@ -258,9 +257,11 @@ class _Builder:
         elif trial is None:
             trial = self.occurrences.get(record_id, 0)
             self.occurrences[record_id] = trial + 1
-        self._claim(record_id, trial)
         kwargs["provenance"] = {"sample_id": record_id, "trial": trial}
         record = Record(id=record_id, **kwargs)
+        if metadata:
+            _fill_metadata(record.metadata, metadata)
+        self._claim(record_id, trial)
         self._append(record)
 
     def add_record(self, given: Record) -> None:
@@ -341,9 +342,14 @@ def _row_digest(row: Mapping[str, Any]) -> str:
 
 
 def _content(name: str, value: Any) -> Content:
+    """``records.to_content``, with JSON content filled in place."""
     try:
-        return to_content(value)
-    except (TypeError, ValueError) as exc:
+        if isinstance(value, str | Content) or (isinstance(value, Mapping) and len(value) == 1):
+            return to_content(value)
+        content = Content()
+        _fill(content.json, value)
+        return content
+    except (TypeError, ValueError, OverflowError) as exc:
         raise _RowError(f"field {name!r}: {exc}; accepted: {CONTENT_HELP}") from None
 
 
@@ -394,21 +400,39 @@ def _object(name: str, value: Any) -> Mapping[str, Any]:
     raise _RowError(f"field {name!r} must be an object, got {_kind(value)}")
 
 
-def _metadata_values(metadata: Mapping[str, Any]) -> dict[str, _Value]:
-    out: dict[str, _Value] = {}
+def _fill(message: _Value, obj: Any) -> None:
+    """Set a Value in place from a JSON-like value: ``records.to_value`` without the nested copies."""
+    kind = type(obj)
+    if kind is str:
+        message.string_value = obj
+    elif kind is bool:
+        message.bool_value = obj
+    elif kind is int or kind is float:
+        message.number_value = obj
+    elif obj is None:
+        message.null_value = _NULL
+    elif kind is dict:
+        struct = message.struct_value
+        struct.SetInParent()
+        fields = struct.fields
+        for key, inner in obj.items():
+            _fill(fields[key], inner)
+    elif kind is list:
+        values = message.list_value
+        values.SetInParent()
+        add = values.values.add
+        for inner in obj:
+            _fill(add(), inner)
+    else:
+        message.CopyFrom(to_value(obj))
+
+
+def _fill_metadata(target: Any, metadata: Mapping[str, Any]) -> None:
     for key, value in metadata.items():
-        kind = type(value)
-        if kind is str:
-            out[key] = _Value(string_value=value)
-            continue
-        if kind is int or kind is float:
-            out[key] = _Value(number_value=value)
-            continue
         try:
-            out[key] = to_value(value)
-        except (TypeError, ValueError) as exc:
+            _fill(target[key], value)
+        except (TypeError, ValueError, OverflowError) as exc:
             raise _RowError(f"field 'metadata.{key}': {exc}; accepted: JSON values") from None
-    return out
 
 
 def _trajectory(value: Any) -> Trajectory:

@@ -82,7 +82,7 @@ class FieldMapping:
         metadata: dict[str, Any] | None = None
         usage: dict[str, Any] | None = None
         whole: set[str] = set()
-        partial: dict[str, list[tuple[str, ...]]] = {}
+        partial: dict[str, dict[Any, Any]] = {}  # top-level key -> trie of the parts taken
         for index, item in enumerate(self.items):
             found, value, top, rest = _resolve(row, item)
             if not found:
@@ -90,7 +90,7 @@ class FieldMapping:
             if missing:
                 missing.discard(index)
             if rest:
-                partial.setdefault(top, []).append(rest)
+                _take(partial.setdefault(top, {}), rest)
             else:
                 whole.add(top)
             if value is None:
@@ -198,8 +198,11 @@ def _item(target: str, source: Any, text: str) -> MappingItem:
     return MappingItem(target=target, source=source, path=path, kind=kind, key=key)
 
 
-def _resolve(row: Mapping[str, Any], item: MappingItem) -> tuple[bool, Any, str, tuple[str, ...]]:
-    """``(found, value, top-level key, rest of the path)``; a key spelled with dots wins over a path."""
+def _resolve(row: Mapping[str, Any], item: MappingItem) -> tuple[bool, Any, str, tuple[Any, ...]]:
+    """``(found, value, top-level key, rest of the path)``; a key spelled with dots wins over a path.
+
+    The rest holds the keys and list indexes (ints, negative ones resolved) actually followed.
+    """
     source = item.source
     if source in row:
         return True, row[source], source, ()
@@ -207,19 +210,22 @@ def _resolve(row: Mapping[str, Any], item: MappingItem) -> tuple[bool, Any, str,
     if len(path) == 1 or path[0] not in row:
         return False, None, "", ()
     value = row[path[0]]
+    followed: list[Any] = []
     for part in path[1:]:
-        if isinstance(value, Mapping):
+        if type(value) is dict or isinstance(value, Mapping):
             if part not in value:
                 return False, None, "", ()
             value = value[part]
+            followed.append(part)
         elif isinstance(value, list | tuple):
             index = _index(part, len(value))
             if index is None:
                 return False, None, "", ()
             value = value[index]
+            followed.append(index)
         else:
             return False, None, "", ()
-    return True, value, path[0], path[1:]
+    return True, value, path[0], tuple(followed)
 
 
 def resolve_path(row: Mapping[str, Any], source: str) -> tuple[bool, Any]:
@@ -239,25 +245,38 @@ def _index(part: str, length: int) -> int | None:
     return index if 0 <= index < length else None
 
 
-def _without(value: Any, paths: list[tuple[str, ...]]) -> Any:
-    """What is left of ``value`` once the parts at ``paths`` are taken; empty containers go too."""
-    if any(not path for path in paths):
+def _take(trie: dict[Any, Any], path: tuple[Any, ...]) -> None:
+    """Record ``path`` as taken in ``trie`` (nested dicts; ``True`` marks a part taken whole)."""
+    node = trie
+    for part in path[:-1]:
+        child = node.get(part)
+        if child is True:
+            return
+        if child is None:
+            child = node[part] = {}
+        node = child
+    node[path[-1]] = True
+
+
+def _without(value: Any, taken: dict[Any, Any] | bool) -> Any:
+    """What is left of ``value`` once the parts in ``taken`` are gone; emptied containers go too."""
+    if taken is True:
         return _GONE
-    if isinstance(value, Mapping):
-        out: dict[str, Any] = {}
-        for key, inner in value.items():
-            sub = [path[1:] for path in paths if path[0] == key]
-            if sub:
-                inner = _without(inner, sub)
-                if inner is _GONE:
-                    continue
-            out[key] = inner
+    if type(value) is dict or isinstance(value, Mapping):
+        out = dict(value)
+        for key, sub in taken.items():
+            if key in out:
+                rest = _without(out[key], sub)
+                if rest is _GONE:
+                    del out[key]
+                else:
+                    out[key] = rest
         return out or _GONE
     if isinstance(value, list | tuple):
         kept: list[Any] = []
-        for position, inner in enumerate(value):
-            sub = [path[1:] for path in paths if _index(path[0], len(value)) == position]
-            if sub:
+        for index, inner in enumerate(value):
+            sub = taken.get(index)
+            if sub is not None:
                 inner = _without(inner, sub)
                 if inner is _GONE:
                     continue
