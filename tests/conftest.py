@@ -12,6 +12,12 @@ import pytest
 from evalsi.testing import FakeOpenAI
 
 
+@pytest.fixture(autouse=True)
+def _private_judge_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test gets its own judge cache, so no answer leaks between tests or from earlier runs."""
+    monkeypatch.setenv("EVALSI_CACHE_DIR", str(tmp_path_factory.mktemp("evalsi-cache")))
+
+
 class ThreadedProvider:
     """A fake provider served by an event loop on a background thread."""
 
