@@ -175,3 +175,13 @@ async def test_cancel_lets_calls_in_flight_finish_and_marks_the_rest_cancelled()
     assert [r.outcome for r in judged[:3]] == [OUTCOME_SCORED] * 3  # r0..r2 were in flight and finished
     assert all(r.outcome == OUTCOME_CANCELLED and r.reason for r in judged[4:])
     assert len(results) == 40 and not any(r.outcome == 0 for r in results)
+
+
+def test_an_empty_content_message_counts_as_missing() -> None:
+    import evalsi
+    from evalsi.v1alpha1.record_pb2 import Content, Record
+
+    record = Record(id="a", reference=Content(text="x"))
+    record.output.CopyFrom(Content())  # present on the wire, but holding nothing
+    summary = evalsi.evaluate([record], ["exact-match"]).metric("exact-match")
+    assert summary.n == 0 and summary.skipped == 1

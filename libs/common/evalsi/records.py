@@ -151,9 +151,17 @@ def has_content(record: Record, field: str) -> bool:
         return len(record.context) > 0
     if field == "metadata":
         return len(record.metadata) > 0
-    if field in ("input", "output", "reference"):
-        return getattr(record, field).WhichOneof("kind") is not None
+    # HasField is several times cheaper than inspecting the oneof, and exact once clear_empty_contents has
+    # run at the edge where records enter (loaders, the API): a present Content then always has a kind.
     return record.HasField(field)
+
+
+def clear_empty_contents(record: Record) -> Record:
+    """Drop input/output/reference contents that hold no value, so presence means content (see has_content)."""
+    for field in ("input", "output", "reference"):
+        if record.HasField(field) and getattr(record, field).WhichOneof("kind") is None:
+            record.ClearField(field)
+    return record
 
 
 def canonical_json(obj: Any) -> str:

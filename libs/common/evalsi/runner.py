@@ -114,8 +114,6 @@ def _run_record_chunk(bound: BoundEvaluator, ctx: EvalContext, records: Sequence
     """
     ev = bound.evaluator
     fn, params, alias, ref = ev.fn, bound.params, bound.alias, ev.ref
-    fields = [f for f in ev.requires if f != "judge"]
-    judge_missing = "judge" in ev.requires and ctx.judge is None
     extra = (ctx,) if ev.wants_context else ()
     results = []
     for record in records:
@@ -123,10 +121,9 @@ def _run_record_chunk(bound: BoundEvaluator, ctx: EvalContext, records: Sequence
             record_id=record.id, evaluator=alias, evaluator_ref=ref, trial=record.provenance.trial
         )
         results.append(result)
-        missing = [f for f in fields if not has_content(record, f)]
-        if missing or judge_missing:
-            result.outcome = OUTCOME_SKIPPED
-            result.reason = "missing " + ", ".join(missing) if missing else f"{JUDGE_PENDING}: no judge configured"
+        missing = _missing(bound, record, ctx)
+        if missing is not None:
+            result.outcome, result.reason = OUTCOME_SKIPPED, missing
             continue
         try:
             _store(result, bound, fn(record, *extra, **params))
@@ -188,11 +185,8 @@ def _prepare(unit: _Unit) -> tuple[Any, ...] | None:
     if unit.result.outcome:  # decided before the call (no counterpart to compare with)
         return None
     if bound.evaluator.scope == "span":
-        record, step = subject
-        subject = step
-        missing = "missing judge" if "judge" in bound.evaluator.requires and unit.ctx.judge is None else None
-        if missing is None:
-            missing = _missing_fields(bound, record)
+        record, subject = subject
+        missing = _missing(bound, record, unit.ctx)
     elif bound.evaluator.scope in ("session", "comparative"):
         missing = next((m for m in (_missing(bound, r, unit.ctx) for r in subject) if m), None)
     else:
@@ -201,11 +195,6 @@ def _prepare(unit: _Unit) -> tuple[Any, ...] | None:
         unit.result.outcome, unit.result.reason = OUTCOME_SKIPPED, missing
         return None
     return _args(bound, subject, unit.ctx)
-
-
-def _missing_fields(bound: BoundEvaluator, record: Record) -> str | None:
-    missing = [f for f in bound.evaluator.requires if f not in ("judge", "trajectory") and not has_content(record, f)]
-    return "missing " + ", ".join(missing) if missing else None
 
 
 def _run_sync_chunk(units: list[_Unit]) -> None:
@@ -405,7 +394,7 @@ def _comparative_units(
         yield _Unit(bound, [record, *counterparts], result, ctx)
 
 
-def units_total(records: Sequence[Record], evaluators: Sequence[BoundEvaluator], n_compare: int = 0) -> int:
+def units_total(records: Sequence[Record], evaluators: Sequence[BoundEvaluator]) -> int:
     """How many progress steps a run takes (for the progress bar)."""
     total = 0
     for bound in evaluators:

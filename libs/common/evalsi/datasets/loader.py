@@ -34,7 +34,7 @@ from evalsi.datasets.formats import (
 )
 from evalsi.datasets.mapping import RECORD_TARGETS, USAGE_FIELDS, FieldMapping, parse_mapping
 from evalsi.errors import BadInputError
-from evalsi.records import canonical_json, to_content, to_value
+from evalsi.records import canonical_json, clear_empty_contents, to_content, to_value
 from evalsi.v1alpha1.record_pb2 import Content, Record, Trajectory, Usage
 
 MappingSpec = Mapping[str, str] | Sequence[str] | FieldMapping | None
@@ -328,7 +328,7 @@ class _Builder:
 def _copy(record: Record) -> Record:
     out = Record()
     out.CopyFrom(record)
-    return out
+    return clear_empty_contents(out)
 
 
 # canonical_json, with the encoder built once rather than per call.
