@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PROTO_DIR = ROOT / "proto"
 OUT_DIR = ROOT / "libs" / "common"
 # Directories of generated code; they hold nothing hand-written.
-GENERATED_PACKAGES = ["evalsi/v1alpha1"]
+GENERATED_PACKAGES = ["evalsi/v1alpha1", "evalsi/bus/v1alpha1"]
 
 
 def _include_dirs() -> list[str]:

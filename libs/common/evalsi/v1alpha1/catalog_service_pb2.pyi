@@ -1,0 +1,35 @@
+from google.api import annotations_pb2 as _annotations_pb2
+from evalsi.v1alpha1 import evaluator_pb2 as _evaluator_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class ListEvaluatorsRequest(_message.Message):
+    __slots__ = ("pack",)
+    PACK_FIELD_NUMBER: _ClassVar[int]
+    pack: str
+    def __init__(self, pack: _Optional[str] = ...) -> None: ...
+
+class PackInfo(_message.Message):
+    __slots__ = ("name", "description", "default_on", "evaluators")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_ON_FIELD_NUMBER: _ClassVar[int]
+    EVALUATORS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    description: str
+    default_on: bool
+    evaluators: int
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., default_on: _Optional[bool] = ..., evaluators: _Optional[int] = ...) -> None: ...
+
+class ListEvaluatorsResponse(_message.Message):
+    __slots__ = ("evaluators", "packs")
+    EVALUATORS_FIELD_NUMBER: _ClassVar[int]
+    PACKS_FIELD_NUMBER: _ClassVar[int]
+    evaluators: _containers.RepeatedCompositeFieldContainer[_evaluator_pb2.EvaluatorManifest]
+    packs: _containers.RepeatedCompositeFieldContainer[PackInfo]
+    def __init__(self, evaluators: _Optional[_Iterable[_Union[_evaluator_pb2.EvaluatorManifest, _Mapping]]] = ..., packs: _Optional[_Iterable[_Union[PackInfo, _Mapping]]] = ...) -> None: ...
