@@ -7,8 +7,8 @@ and ``<metric>.pass@k`` / ``<metric>.pass^k`` when samples have several trials.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -79,48 +79,96 @@ def cluster_keys(records: Sequence[Record], cluster_by: str) -> dict[str, str]:
 
 
 def summarize_results(
-    results: Sequence[EvaluationResult],
+    results: Iterable[EvaluationResult],
     evaluators: Sequence[BoundEvaluator],
     *,
     records: Sequence[Record] = (),
     options: SummaryOptions | None = None,
 ) -> list[MetricSummary]:
-    settings = _Settings.of(options)
-    clusters_of = cluster_keys(records, settings.cluster_by) if settings.cluster_by else {}
-    by_alias: dict[str, list[EvaluationResult]] = defaultdict(list)
-    for result in results:
-        by_alias[result.evaluator].append(result)
-    summaries: list[MetricSummary] = []
-    for bound in evaluators:
-        summaries.extend(_summarize_evaluator(bound, by_alias.get(bound.alias, []), clusters_of, settings))
-    return summaries
+    builder = SummaryBuilder(evaluators)
+    builder.add(results)
+    return builder.summaries(records=records, options=options)
 
 
-def _counts(results: Sequence[EvaluationResult]) -> dict[str, int]:
-    counts = {"skipped": 0, "errors": 0, "infra_errors": 0, "cancelled": 0}
-    for result in results:
-        if result.outcome == OUTCOME_SKIPPED:
-            counts["skipped"] += 1
-        elif result.outcome == OUTCOME_ERROR:
-            counts["errors"] += 1
-            if result.error_kind == ERROR_KIND_INFRA:
-                counts["infra_errors"] += 1
-        elif result.outcome == OUTCOME_CANCELLED:
-            counts["cancelled"] += 1
-    return counts
+@dataclass
+class _Column:
+    """The scored values of one evaluator output, kept compact (no result objects)."""
+
+    values: list[float] = field(default_factory=list)
+    record_ids: list[str] = field(default_factory=list)
+    trials: list[int] = field(default_factory=list)
+    labels: list[str] = field(default_factory=list)
 
 
-def counts_scored(results: Sequence[EvaluationResult]) -> int:
-    return sum(1 for result in results if result.outcome == OUTCOME_SCORED)
+@dataclass
+class _Accumulated:
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_COUNTED, 0))
+    scored: int = 0
+    columns: dict[str, _Column] = field(default_factory=lambda: defaultdict(_Column))
+    dataset_results: list[EvaluationResult] = field(default_factory=list)
+
+
+_COUNTED = ("skipped", "errors", "infra_errors", "cancelled")
+
+
+class SummaryBuilder:
+    """Summaries built from results added in batches, so a large run is never held in memory at once."""
+
+    def __init__(self, evaluators: Sequence[BoundEvaluator]) -> None:
+        self._evaluators = list(evaluators)
+        self._by_alias = {b.alias: _Accumulated() for b in evaluators}
+        self._dataset_aliases = {b.alias for b in evaluators if b.evaluator.scope == "dataset"}
+
+    def add(self, results: Iterable[EvaluationResult]) -> None:
+        for result in results:
+            acc = self._by_alias.get(result.evaluator)
+            if acc is None:
+                continue
+            outcome = result.outcome
+            if outcome == OUTCOME_SCORED:
+                acc.scored += 1
+                if result.evaluator in self._dataset_aliases:
+                    acc.dataset_results.append(result)
+                    continue
+                for score in result.scores:
+                    column = acc.columns[score.name]
+                    kind = score.WhichOneof("value")
+                    if kind == "passed":
+                        column.values.append(1.0 if score.passed else 0.0)
+                    elif kind == "number":
+                        column.values.append(score.number)
+                    else:
+                        column.labels.append(score.label if kind == "label" else "structured")
+                        continue
+                    column.record_ids.append(result.record_id)
+                    column.trials.append(result.trial)
+            elif outcome == OUTCOME_SKIPPED:
+                acc.counts["skipped"] += 1
+            elif outcome == OUTCOME_ERROR:
+                acc.counts["errors"] += 1
+                if result.error_kind == ERROR_KIND_INFRA:
+                    acc.counts["infra_errors"] += 1
+            elif outcome == OUTCOME_CANCELLED:
+                acc.counts["cancelled"] += 1
+
+    def summaries(
+        self, *, records: Sequence[Record] = (), options: SummaryOptions | None = None
+    ) -> list[MetricSummary]:
+        settings = _Settings.of(options)
+        clusters_of = cluster_keys(records, settings.cluster_by) if settings.cluster_by else {}
+        out: list[MetricSummary] = []
+        for bound in self._evaluators:
+            out.extend(_summarize_evaluator(bound, self._by_alias[bound.alias], clusters_of, settings))
+        return out
 
 
 def _summarize_evaluator(
     bound: BoundEvaluator,
-    results: Sequence[EvaluationResult],
+    acc: _Accumulated,
     clusters_of: Mapping[str, str],
     settings: _Settings,
 ) -> list[MetricSummary]:
-    counts = _counts(results)
+    counts = acc.counts
     out: list[MetricSummary] = []
     for output, metric in bound.metric_names():
         summary = MetricSummary(
@@ -132,56 +180,27 @@ def _summarize_evaluator(
         )
         summary.ci.level = settings.level
         if bound.evaluator.scope == "dataset":
-            _fill_dataset(summary, results, output)
+            _fill_dataset(summary, acc.dataset_results, output)
             out.append(summary)
             continue
-        values, record_ids, trials, labels = _collect(results, output)
-        if not values and not labels and counts_scored(results) and len(bound.evaluator.outputs) > 1:
+        column = acc.columns.get(output.name, _Column())
+        if not column.values and not column.labels and acc.scored and len(bound.evaluator.outputs) > 1:
             continue  # an optional output this run never produced (e.g. within_budget without a budget)
         if output.type == "label":
-            _fill_labels(summary, labels, settings)
+            _fill_labels(summary, column.labels, settings)
             out.append(summary)
             continue
         if output.type == "structured":
-            summary.n = len(labels)
+            summary.n = len(column.labels)
             out.append(summary)
             continue
-        sample_ids = [_sample_of(bound, rid) for rid in record_ids]
-        clusters = _clusters(bound, sample_ids, trials, clusters_of)
-        _fill_numbers(summary, np.asarray(values, dtype=np.float64), output, clusters, settings)
+        sample_ids = [_sample_of(bound, rid) for rid in column.record_ids]
+        clusters = _clusters(bound, sample_ids, column.trials, clusters_of)
+        _fill_numbers(summary, np.asarray(column.values, dtype=np.float64), output, clusters, settings)
         out.append(summary)
         if output.type == "boolean":
-            out.extend(_pass_k(bound, metric, values, sample_ids, settings, counts))
+            out.extend(_pass_k(bound, metric, column.values, sample_ids, settings, counts))
     return out
-
-
-def _collect(
-    results: Sequence[EvaluationResult], output: Output
-) -> tuple[list[float], list[str], list[int], list[str]]:
-    values: list[float] = []
-    record_ids: list[str] = []
-    trials: list[int] = []
-    labels: list[str] = []
-    for result in results:
-        if result.outcome != OUTCOME_SCORED:
-            continue
-        for score in result.scores:
-            if score.name != output.name:
-                continue
-            kind = score.WhichOneof("value")
-            if kind == "passed":
-                values.append(1.0 if score.passed else 0.0)
-            elif kind == "number":
-                values.append(score.number)
-            elif kind == "label":
-                labels.append(score.label)
-                continue
-            else:
-                labels.append("structured")
-                continue
-            record_ids.append(result.record_id)
-            trials.append(result.trial)
-    return values, record_ids, trials, labels
 
 
 def _sample_of(bound: BoundEvaluator, record_id: str) -> str:
