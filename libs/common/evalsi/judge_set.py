@@ -9,9 +9,11 @@ from types import TracebackType
 from typing import Any
 
 import aiohttp
+from google.protobuf import json_format
 
 from evalsi.errors import BadInputError
 from evalsi.judges import CircuitBreakers, JudgeCache, JudgeClient, JudgeConfig, RateLimiter
+from evalsi.v1alpha1.evaluator_pb2 import JudgeSpec
 
 JudgeInput = JudgeConfig | Mapping[str, Any]
 
@@ -28,6 +30,37 @@ def judge_configs(
             raise BadInputError(f"judges.{name}: defined twice (judge= is the judge named 'default')")
         configs[name] = _config(spec, f"judges.{name}", name)
     return configs
+
+
+def judge_spec_from_config(config: JudgeConfig) -> JudgeSpec:
+    """The wire form of a judge (in run specs, saved results and tasks on the bus)."""
+    spec = JudgeSpec(
+        connector=config.provider,
+        model=config.model,
+        base_url=config.base_url,
+        api_key_env=config.api_key_env,
+        template=config.template or "",
+        timeout_s=config.timeout_s,
+        max_retries=config.max_retries,
+        rpm=config.rpm or 0,
+        tpm=config.tpm or 0,
+    )
+    spec.params.update({k: v for k, v in config.params.items() if v is not None})
+    return spec
+
+
+def judge_config_from_spec(name: str, spec: JudgeSpec, *, where: str = "") -> JudgeConfig:
+    """A JudgeConfig from its wire form; zero values mean the defaults (proto3 cannot tell them apart)."""
+    mapping: dict[str, Any] = {"name": name, "model": spec.model, "provider": spec.connector or "openai"}
+    for key in ("base_url", "api_key_env", "template"):
+        if getattr(spec, key):
+            mapping[key] = getattr(spec, key)
+    for key in ("timeout_s", "max_retries", "rpm", "tpm"):
+        if getattr(spec, key):
+            mapping[key] = getattr(spec, key)
+    if spec.HasField("params"):
+        mapping["params"] = json_format.MessageToDict(spec.params)
+    return JudgeConfig.from_mapping(mapping, where=where or f"judges.{name}")
 
 
 def _config(spec: JudgeInput, where: str, name: str) -> JudgeConfig:
@@ -75,6 +108,19 @@ class JudgeSet:
 
     def get(self, name: str) -> JudgeClient | None:
         return self.clients.get(name)
+
+    def client_for(self, config: JudgeConfig) -> JudgeClient:
+        """A client for ``config``, created on first use and reused (a worker sees the same judges task after task)."""
+        key = f"{config.name}|{config.template}|{sorted(config.identity().items())}"
+        client = self.clients.get(key)
+        if client is None:
+            if self._session is None:
+                self._session = aiohttp.ClientSession()
+            client = JudgeClient(
+                config, limiter=self._limiter, cache=self._cache, breakers=self._breakers, session=self._session
+            )
+            self.clients[key] = client
+        return client
 
     def stats(self) -> dict[str, dict[str, int]]:
         return {name: asdict(client.stats()) for name, client in self.clients.items()}

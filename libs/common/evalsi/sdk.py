@@ -20,12 +20,12 @@ from google.protobuf import json_format, timestamp_pb2
 from evalsi.datasets import Dataset, load_dataset, records_from_rows
 from evalsi.errors import BadInputError
 from evalsi.evaluators import BoundEvaluator, EvalContext, Evaluator, Registry
-from evalsi.judge_set import JudgeInput, JudgeSet, judge_configs
+from evalsi.judge_set import JudgeInput, JudgeSet, judge_configs, judge_spec_from_config
 from evalsi.records import canonical_json
 from evalsi.results import EvaluationResults
 from evalsi.runner import RunnerOptions, run_evaluators, units_total
 from evalsi.summaries import summarize_results
-from evalsi.v1alpha1.evaluator_pb2 import EvaluatorRef, JudgeSpec
+from evalsi.v1alpha1.evaluator_pb2 import EvaluatorRef
 from evalsi.v1alpha1.run_pb2 import (
     RUN_STATE_SUCCEEDED,
     DatasetSource,
@@ -128,21 +128,9 @@ def _spec(
 ) -> RunSpec:
     spec = RunSpec(summary=options, dataset=DatasetSource(path=dataset.source))
     spec.target.outputs.SetInParent()
-    for b in bound:
-        ref = EvaluatorRef(ref=b.evaluator.ref, alias=b.alias, judge=b.judge if "judge" in b.evaluator.requires else "")
-        if b.params:
-            ref.params.update(b.params)
-        spec.evaluators.append(ref)
+    spec.evaluators.extend(b.to_ref() for b in bound)
     for name, config in judges.items():
-        judge = JudgeSpec(
-            connector=config.provider,
-            model=config.model,
-            base_url=config.base_url,
-            api_key_env=config.api_key_env,
-            template=config.template or "",
-        )
-        judge.params.update({k: v for k, v in config.params.items() if v is not None})
-        spec.judges[name].CopyFrom(judge)
+        spec.judges[name].CopyFrom(judge_spec_from_config(config))
     return spec
 
 

@@ -230,6 +230,15 @@ class BoundEvaluator:
     params: dict[str, Any] = field(default_factory=dict)
     judge: str = "default"
 
+    def to_ref(self) -> evaluator_pb2.EvaluatorRef:
+        """This binding as a spec (ref, alias, params, judge); ``resolve_evaluators`` rebuilds it from a registry."""
+        ref = evaluator_pb2.EvaluatorRef(
+            ref=self.evaluator.ref, alias=self.alias, judge=self.judge if "judge" in self.evaluator.requires else ""
+        )
+        if self.params:
+            ref.params.update(self.params)
+        return ref
+
     def metric_names(self) -> list[tuple[Output, str]]:
         """(output, metric name) pairs: the alias alone for one output, ``alias.output`` for several."""
         outputs = self.evaluator.outputs
