@@ -1,0 +1,156 @@
+"""``evalsi.yaml``: one file configures the standalone server and every service; secrets stay in the environment.
+
+    nats: {url: ""}                          # empty: `evalsi serve` starts the bundled nats-server
+    metadata: {url: sqlite:///.evalsi/state/evalsi.db}   # or postgresql://user@host:5432/evalsi
+    objects: {url: .evalsi/state/objects}    # or s3://bucket/prefix?endpoint=http://host:9000
+    datasets_dir: .                          # run specs may only read datasets below this directory
+    api: {host: 127.0.0.1, http_port: 8080, grpc_port: 8081}
+    scheduler: {replicas: 1, lease_ttl_s: 15}
+    workers: [{pool: cpu, replicas: 1, concurrency: 16}, {pool: judge, replicas: 1, concurrency: 32}]
+
+Every key is checked at start; an error names the key path and what is accepted.
+"""
+
+from __future__ import annotations
+
+import difflib
+import ipaddress
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from evalsi.errors import BadInputError
+
+POOLS = ("cpu", "judge", "gpu", "sandbox", "harness")
+
+
+@dataclass(frozen=True)
+class ApiConfig:
+    host: str = "127.0.0.1"
+    http_port: int = 8080
+    grpc_port: int = 8081
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    replicas: int = 1
+    lease_ttl_s: float = 15.0
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    pool: str = "cpu"
+    replicas: int = 1
+    concurrency: int = 16
+
+
+@dataclass(frozen=True)
+class Config:
+    nats_url: str = ""
+    metadata_url: str = "sqlite:///.evalsi/state/evalsi.db"
+    objects_url: str = ".evalsi/state/objects"
+    datasets_dir: str = "."
+    api: ApiConfig = field(default_factory=ApiConfig)
+    scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
+    workers: tuple[WorkerConfig, ...] = (WorkerConfig("cpu", 1, 16), WorkerConfig("judge", 1, 32))
+
+    @classmethod
+    def load(cls, path: str | Path | None) -> Config:
+        if path is None:
+            return cls()
+        source = Path(path)
+        try:
+            document = yaml.safe_load(source.read_text(encoding="utf-8")) or {}
+        except FileNotFoundError:
+            raise BadInputError(f"{source}: no such config file") from None
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f"{source}:{mark.line + 1}" if mark else str(source)
+            raise BadInputError(f"{where}: invalid YAML: {getattr(exc, 'problem', exc)}") from None
+        return cls.from_mapping(document, where=str(source))
+
+    @classmethod
+    def from_mapping(cls, document: Any, *, where: str = "evalsi.yaml") -> Config:
+        if not isinstance(document, Mapping):
+            raise BadInputError(f"{where}: the config must be a mapping of keys")
+        _known(document, ("nats", "metadata", "objects", "datasets_dir", "api", "scheduler", "workers"), where)
+        workers = document.get("workers", [{"pool": "cpu"}, {"pool": "judge", "concurrency": 32}])
+        if not isinstance(workers, list) or not workers:
+            raise BadInputError(f"{where}: workers: a non-empty list of {{pool, replicas, concurrency}}")
+        config = cls(
+            nats_url=_url(document, "nats", where, ""),
+            metadata_url=_url(document, "metadata", where, cls.metadata_url),
+            objects_url=_url(document, "objects", where, cls.objects_url),
+            datasets_dir=str(document.get("datasets_dir", ".")),
+            api=_section(ApiConfig, document.get("api", {}), f"{where}: api"),
+            scheduler=_section(SchedulerConfig, document.get("scheduler", {}), f"{where}: scheduler"),
+            workers=tuple(_section(WorkerConfig, w, f"{where}: workers[{i}]") for i, w in enumerate(workers)),
+        )
+        config.validate(where)
+        return config
+
+    def validate(self, where: str = "evalsi.yaml") -> None:
+        for i, worker in enumerate(self.workers):
+            if worker.pool not in POOLS:
+                raise BadInputError(
+                    f"{where}: workers[{i}].pool: must be one of {', '.join(POOLS)}, got {worker.pool!r}"
+                )
+            if worker.replicas < 1 or worker.concurrency < 1:
+                raise BadInputError(f"{where}: workers[{i}]: replicas and concurrency must be at least 1")
+        if self.scheduler.replicas < 1 or self.scheduler.lease_ttl_s <= 0:
+            raise BadInputError(f"{where}: scheduler: replicas must be at least 1 and lease_ttl_s positive")
+        for name in ("http_port", "grpc_port"):
+            port = getattr(self.api, name)
+            if not 0 <= port < 65536:
+                raise BadInputError(f"{where}: api.{name}: must be a port number, got {port}")
+
+
+def require_loopback(host: str, flag: str = "--host") -> None:
+    """Refuse to listen beyond this machine until authentication exists."""
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = host == "localhost"
+    if not loopback:
+        raise BadInputError(
+            f"{flag} {host}: Evals.si has no authentication yet, so it only listens on loopback "
+            "(127.0.0.1, ::1 or localhost); put an authenticating proxy in front to expose it"
+        )
+
+
+def _known(document: Mapping[str, Any], keys: tuple[str, ...], where: str) -> None:
+    for key in document:
+        if key not in keys:
+            close = difflib.get_close_matches(str(key), keys, n=1)
+            hint = f"; did you mean {close[0]}?" if close else f"; accepted: {', '.join(keys)}"
+            raise BadInputError(f"{where}: {key}: unknown key{hint}")
+
+
+def _url(document: Mapping[str, Any], key: str, where: str, default: str) -> str:
+    section = document.get(key, {})
+    if section is None:
+        return default
+    if not isinstance(section, Mapping):
+        raise BadInputError(f"{where}: {key}: expected a mapping like {{url: ...}}")
+    _known(section, ("url",), f"{where}: {key}")
+    value = section.get("url", default)
+    if not isinstance(value, str):
+        raise BadInputError(f"{where}: {key}.url: must be a string")
+    return value
+
+
+def _section(cls: type, values: Any, where: str) -> Any:
+    if not isinstance(values, Mapping):
+        raise BadInputError(f"{where}: expected a mapping")
+    names = tuple(f.name for f in fields(cls))
+    _known(values, names, where)
+    defaults = cls()
+    for name, value in values.items():
+        expected = type(getattr(defaults, name))
+        ok = isinstance(value, expected) or (expected is float and isinstance(value, int))
+        if not ok or (isinstance(value, bool) and expected is not bool):
+            raise BadInputError(f"{where}.{name}: must be {expected.__name__}, got {value!r}")
+    return cls(**values)

@@ -1,0 +1,154 @@
+"""What a worker does with one task from the bus: generate outputs or run evaluators over its records.
+
+Pure of transport: ``execute_task`` takes a Task and returns a TaskResult; the worker service owns the bus.
+The evaluators run through the same runner as the embedded mode, so a record scores identically wherever
+it is evaluated.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+from evalsi.bus.v1alpha1.bus_pb2 import (
+    STAGE_EVALUATE,
+    STAGE_GENERATE,
+    STAGE_REDUCE,
+    TASK_STATUS_DONE,
+    Task,
+    TaskRecords,
+    TaskResult,
+)
+from evalsi.errors import BadInputError
+from evalsi.evaluators import BoundEvaluator, EvalContext, Registry
+from evalsi.judge_set import JudgeSet, judge_config_from_spec
+from evalsi.runner import RunnerOptions, run_evaluators
+from evalsi.sdk import resolve_evaluators
+from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResponse
+from evalsi.v1alpha1.record_pb2 import Record, Usage
+from evalsi.v1alpha1.score_pb2 import EvaluationResult
+
+FetchObject = Callable[[str], Awaitable[bytes]]
+
+
+@dataclass
+class Executor:
+    """The long-lived parts a worker shares across tasks: evaluators, judges (limits, cache, sessions)."""
+
+    registry: Registry
+    judges: JudgeSet
+    concurrency: int = 16
+    fetch: FetchObject | None = None
+    worker: str = socket.gethostname()
+
+    def _contexts(self, bound: Sequence[BoundEvaluator], specs: dict, project: str) -> Callable:
+        contexts: dict[str, EvalContext] = {}
+        for b in bound:
+            judge = None
+            if "judge" in b.evaluator.requires and b.judge in specs:
+                judge = self.judges.client_for(judge_config_from_spec(b.judge, specs[b.judge]))
+            contexts[b.alias] = EvalContext(judge=judge, project=project)
+        return lambda b: contexts[b.alias]
+
+    async def records_of(self, task: Task) -> list[Record]:
+        if not task.records_ref:
+            return list(task.records)
+        if self.fetch is None:
+            raise BadInputError(f"task {task.key} refers to records by reference but no object store is configured")
+        holder = TaskRecords()
+        holder.ParseFromString(await self.fetch(task.records_ref))
+        return list(holder.records)
+
+    async def evaluate(
+        self,
+        records: Sequence[Record],
+        refs: Sequence,
+        judges: dict,
+        project: str,
+        *,
+        options: RunnerOptions | None = None,
+    ) -> list[EvaluationResult]:
+        bound = resolve_evaluators(list(refs), self.registry)
+        return await run_evaluators(
+            records,
+            bound,
+            self._contexts(bound, judges, project),
+            options=options or RunnerOptions(concurrency=self.concurrency),
+        )
+
+    async def execute(self, task: Task) -> TaskResult:
+        """Run one task; a bad task (unknown evaluator, bad params) raises BadInputError, which is permanent."""
+        out = TaskResult(
+            key=task.key,
+            run_id=task.run_id,
+            project=task.project,
+            shard=task.shard,
+            stage=task.stage,
+            trial=task.trial,
+            status=TASK_STATUS_DONE,
+            worker=self.worker,
+        )
+        records = await self.records_of(task)
+        if task.stage == STAGE_GENERATE:
+            from evalsi.targets import generate_for_task
+
+            generated = await generate_for_task(records, task, judges=self.judges)
+            out.records.extend(generated)
+            out.usage.CopyFrom(_usage_of_records(generated))
+            return out
+        if task.stage not in (STAGE_EVALUATE, STAGE_REDUCE):
+            raise BadInputError(f"task {task.key}: unknown stage {task.stage}")
+        options = RunnerOptions(
+            concurrency=self.concurrency,
+            confidence=task.summary.confidence or 0.95,
+            seed=task.seed,
+            bootstrap_resamples=min(task.summary.bootstrap_resamples or 2000, 1000),
+        )
+        results = await self.evaluate(records, task.evaluators, dict(task.judges), task.project, options=options)
+        out.results.extend(results)
+        out.usage.CopyFrom(_usage_of_results(results))
+        return out
+
+    async def evaluate_request(self, request: EvaluateRequest) -> EvaluateResponse:
+        """A synchronous Evaluate: small batches, answered over request/reply, summaries included."""
+        from evalsi.summaries import summarize_results
+
+        if not request.records:
+            raise BadInputError("records: at least one record is required")
+        if not request.evaluators:
+            raise BadInputError("evaluators: at least one evaluator is required")
+        bound = resolve_evaluators(list(request.evaluators), self.registry)
+        results = await run_evaluators(
+            request.records,
+            bound,
+            self._contexts(bound, dict(request.judges), request.project or "default"),
+            options=RunnerOptions(concurrency=self.concurrency),
+        )
+        response = EvaluateResponse(request_id=request.request_id)
+        response.results.extend(results)
+        response.summaries.extend(
+            summarize_results(results, bound, records=request.records, options=request.summary)
+        )
+        return response
+
+
+def _usage_of_results(results: Sequence[EvaluationResult]) -> Usage:
+    usage = Usage()
+    for result in results:
+        for score in result.scores:
+            usage.input_tokens += score.cost.input_tokens
+            usage.output_tokens += score.cost.output_tokens
+            usage.cost_usd += score.cost.cost_usd
+    usage.total_tokens = usage.input_tokens + usage.output_tokens
+    return usage
+
+
+def _usage_of_records(records: Sequence[Record]) -> Usage:
+    usage = Usage()
+    for record in records:
+        usage.input_tokens += record.usage.input_tokens
+        usage.output_tokens += record.usage.output_tokens
+        usage.cost_usd += record.usage.cost_usd
+    usage.total_tokens = usage.input_tokens + usage.output_tokens
+    return usage
