@@ -1,0 +1,461 @@
+"""The scheduler's logic: turn a stored run into tasks on the bus, fold task results into the store, and
+finish the run (summaries, gates, manifest) — with database leases so replicas share runs and adopt a
+dead replica's.
+
+Transport stays outside: the service hands in a ``BusPort`` (publish tasks and events, flag runs) and the
+stores. Results are processed by whichever scheduler receives them (every write is an idempotent upsert or
+compare-and-set), so only driving a run's lifecycle needs its lease.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from google.protobuf import timestamp_pb2
+
+from evalsi.bus.v1alpha1.bus_pb2 import (
+    STAGE_EVALUATE,
+    STAGE_GENERATE,
+    STAGE_REDUCE,
+    TASK_STATUS_CANCELLED,
+    TASK_STATUS_DONE,
+    Task,
+    TaskRecords,
+    TaskResult,
+)
+from evalsi.evaluators import BoundEvaluator, Registry
+from evalsi.sdk import resolve_evaluators
+from evalsi.summaries import SummaryBuilder
+from evalsi.v1alpha1.record_pb2 import Record
+from evalsi.v1alpha1.run_pb2 import (
+    RUN_STATE_BUDGET_EXCEEDED,
+    RUN_STATE_CANCELLED,
+    RUN_STATE_FAILED,
+    RUN_STATE_PENDING,
+    RUN_STATE_RUNNING,
+    RUN_STATE_SUCCEEDED,
+    Run,
+)
+from evalsi.v1alpha1.run_service_pb2 import (
+    RUN_EVENT_TYPE_PROGRESS,
+    RUN_EVENT_TYPE_STATE,
+    RUN_EVENT_TYPE_SUMMARY,
+    RunEvent,
+)
+from evalsi.v1alpha1.score_pb2 import (
+    ERROR_KIND_INFRA,
+    OUTCOME_ERROR,
+    EvaluationResult,
+)
+
+log = logging.getLogger("evalsi.scheduler")
+
+TERMINAL = (RUN_STATE_SUCCEEDED, RUN_STATE_FAILED, RUN_STATE_CANCELLED, RUN_STATE_BUDGET_EXCEEDED)
+RECORDS_REF_LABEL = "evals.si/records-ref"
+ATTEMPT_LABEL = "evals.si/attempt"
+RECORDS_PER_SHARD = 500
+
+
+class BusPort(Protocol):
+    """What the scheduler needs from the bus."""
+
+    async def publish_task(self, pool: str, task: Task, msg_id: str) -> None: ...
+
+    async def publish_event(self, event: RunEvent) -> None: ...
+
+    async def set_run_flag(self, run_id: str, flag: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class PlannedTask:
+    """One task of a run: its row in the store, and how to build its message."""
+
+    key: str
+    stage: int
+    shard: int
+    trial: int
+    pool: str
+    evaluators: tuple[BoundEvaluator, ...] = ()
+    start: int = 0
+    stop: int = 0
+
+
+def _now() -> timestamp_pb2.Timestamp:
+    ts = timestamp_pb2.Timestamp()
+    ts.GetCurrentTime()
+    return ts
+
+
+def bound_of(run: Run, registry: Registry) -> list[BoundEvaluator]:
+    return resolve_evaluators(list(run.spec.evaluators), registry)
+
+
+def has_model_target(run: Run) -> bool:
+    return run.spec.target.WhichOneof("kind") == "model"
+
+
+def _pool_groups(bound: Sequence[BoundEvaluator]) -> dict[str, list[BoundEvaluator]]:
+    """Per-record evaluators grouped by the worker pool that runs them (cpu, judge, ...)."""
+    by_pool: dict[str, list[BoundEvaluator]] = {}
+    for b in bound:
+        if b.evaluator.scope != "dataset":
+            by_pool.setdefault(b.evaluator.pool, []).append(b)
+    return dict(sorted(by_pool.items()))
+
+
+def evaluation_tasks(
+    run_id: str, bound: Sequence[BoundEvaluator], shard: int, trial: int, start: int = 0, stop: int = 0
+) -> list[PlannedTask]:
+    return [
+        PlannedTask(
+            f"{run_id}/{shard}/evaluate/{trial}/{pool}", STAGE_EVALUATE, shard, trial, pool, tuple(members), start, stop
+        )
+        for pool, members in _pool_groups(bound).items()
+    ]
+
+
+def plan_tasks(run: Run, n_records: int, bound: Sequence[BoundEvaluator]) -> list[PlannedTask]:
+    """Every task of a run, deterministically: the same run always plans the same keys.
+
+    Keys are ``{run}/{shard}/{stage}/{trial}/{pool}`` for per-shard work and ``{run}/reduce/{alias}`` for
+    dataset-scope evaluators: the task's store key, and (with the attempt appended) its JetStream message id.
+    """
+    trials = max(1, run.spec.trials) if has_model_target(run) else 1
+    tasks: list[PlannedTask] = []
+    for shard, start in enumerate(range(0, n_records, RECORDS_PER_SHARD)):
+        stop = min(start + RECORDS_PER_SHARD, n_records)
+        for trial in range(trials):
+            if has_model_target(run):
+                key = f"{run.id}/{shard}/generate/{trial}/judge"
+                tasks.append(PlannedTask(key, STAGE_GENERATE, shard, trial, "judge", (), start, stop))
+            tasks.extend(evaluation_tasks(run.id, bound, shard, trial, start, stop))
+    for b in bound:
+        if b.evaluator.scope == "dataset":
+            key = f"{run.id}/reduce/{b.alias}"
+            tasks.append(PlannedTask(key, STAGE_REDUCE, -1, 0, b.evaluator.pool, (b,), 0, n_records))
+    return tasks
+
+
+@dataclass
+class Scheduler:
+    """One scheduler replica: drives the runs it leases, processes whatever results it receives."""
+
+    store: Any  # evalsi.stores.MetadataStore
+    objects: Any  # evalsi.stores.ObjectStore
+    bus: BusPort
+    registry: Registry
+    owner: str
+    lease_ttl_s: float = 15.0
+    tick_s: float = 0.5
+    _drivers: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+    _runs: dict[str, Run] = field(default_factory=dict)
+
+    # --- control --------------------------------------------------------------------------------------
+
+    async def on_control_created(self, project: str, run_id: str) -> None:
+        await self.adopt(project, run_id)
+
+    async def on_control_resume(self, project: str, run_id: str) -> None:
+        run = await self.store.get_run(project, run_id)
+        if run is None or run.state not in (RUN_STATE_CANCELLED, RUN_STATE_FAILED, RUN_STATE_BUDGET_EXCEEDED):
+            return
+        attempt = int(run.labels.get(ATTEMPT_LABEL, "0")) + 1
+        run.labels[ATTEMPT_LABEL] = str(attempt)
+        run.state, run.message = RUN_STATE_PENDING, f"resumed (attempt {attempt})"
+        run.ClearField("end_time")
+        await self.store.update_run(run)
+        for row in await self.store.list_tasks(run_id, states=("failed", "cancelled")):
+            await self.store.set_task_state(run_id, row.key, "pending", only_from=("failed", "cancelled"))
+        await self.bus.set_run_flag(run_id, "running")
+        await self.adopt(project, run_id)
+
+    async def on_control_cancel(self, project: str, run_id: str) -> None:
+        run = await self.store.get_run(project, run_id)
+        if run is None or run.state in TERMINAL:
+            return
+        await self.bus.set_run_flag(run_id, "cancelled")
+        for row in await self.store.list_tasks(run_id, states=("pending",)):
+            await self.store.set_task_state(run_id, row.key, "cancelled")
+        run.state, run.message = RUN_STATE_CANCELLED, "cancelled on request"
+        await self.store.update_run(run)  # the driver notices and finishes the run as cancelled
+
+    # --- leases and adoption --------------------------------------------------------------------------
+
+    async def adopt(self, project: str, run_id: str) -> bool:
+        """Drive the run if its lease is free (or expired, or ours)."""
+        if run_id in self._drivers and not self._drivers[run_id].done():
+            return True
+        if not await self.store.acquire_lease(f"run:{run_id}", self.owner, self.lease_ttl_s):
+            return False
+        self._drivers[run_id] = asyncio.create_task(self._drive_safely(project, run_id))
+        return True
+
+    async def adopt_orphans(self) -> None:
+        """Runs left pending or running by a scheduler that stopped renewing its lease."""
+        for project, run_id in await self.store.runs_in_states((RUN_STATE_PENDING, RUN_STATE_RUNNING)):
+            await self.adopt(project, run_id)
+
+    async def stop(self) -> None:
+        for task in self._drivers.values():
+            task.cancel()
+        await asyncio.gather(*self._drivers.values(), return_exceptions=True)
+        for run_id in list(self._drivers):
+            await self.store.release_lease(f"run:{run_id}", self.owner)
+        self._drivers.clear()
+
+    # --- driving one run ------------------------------------------------------------------------------
+
+    async def _drive_safely(self, project: str, run_id: str) -> None:
+        try:
+            await self.drive(project, run_id)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a bug or a store failure: fail the run loudly rather than hang it
+            log.exception("driving run %s failed", run_id)
+            run = await self.store.get_run(project, run_id)
+            if run is not None and run.state not in TERMINAL:
+                run.state, run.message = RUN_STATE_FAILED, f"scheduler error: {type(exc).__name__}: {exc}"
+                run.end_time.CopyFrom(_now())
+                await self.store.update_run(run)
+                await self._event(run, RUN_EVENT_TYPE_STATE)
+        finally:
+            await self.store.release_lease(f"run:{run_id}", self.owner)
+
+    async def _records(self, run: Run) -> list[Record]:
+        holder = TaskRecords()
+        holder.ParseFromString(await self.objects.get(run.labels[RECORDS_REF_LABEL]))
+        return list(holder.records)
+
+    async def drive(self, project: str, run_id: str) -> None:
+        run = await self.store.get_run(project, run_id)
+        if run is None or run.state in TERMINAL:
+            return
+        bound = bound_of(run, self.registry)
+        records = await self._records(run)
+        planned = plan_tasks(run, len(records), bound)
+        from evalsi.stores import TaskRow
+
+        await self.store.add_tasks(
+            project,
+            [
+                TaskRow(run_id=run_id, key=p.key, stage=p.stage, shard=p.shard, trial=p.trial, state="pending")
+                for p in planned
+            ],
+        )
+        if run.state == RUN_STATE_PENDING:
+            run.state = RUN_STATE_RUNNING
+            run.start_time.CopyFrom(_now())
+            run.progress.total_tasks = len(planned)
+            await self.store.update_run(run)
+            await self.bus.set_run_flag(run_id, "running")
+            await self._event(run, RUN_EVENT_TYPE_STATE)
+        await self._publish_ready(run, planned, records)
+        del records  # the records travel in the tasks; only the plan stays in memory
+        reduce_published = False
+        last_progress = None
+        while True:
+            await asyncio.sleep(self.tick_s)
+            if not await self.store.acquire_lease(f"run:{run_id}", self.owner, self.lease_ttl_s):
+                log.warning("lost the lease of run %s; another scheduler drives it now", run_id)
+                return
+            run = await self.store.get_run(project, run_id)
+            if run is None:
+                return
+            counts = await self.store.task_counts(run_id)
+            progress = (counts.get("done", 0), counts.get("failed", 0), counts.get("cancelled", 0))
+            if progress != last_progress:
+                last_progress = progress
+                run.progress.completed = sum(progress)
+                run.progress.total_tasks = len(planned)
+                await self.store.update_run(run)
+                await self._event(run, RUN_EVENT_TYPE_PROGRESS)
+            if run.state == RUN_STATE_CANCELLED:
+                await self._finish(run, bound, RUN_STATE_CANCELLED, run.message or "cancelled")
+                return
+            open_tasks = counts.get("pending", 0)
+            reducers = [p for p in planned if p.stage == STAGE_REDUCE]
+            if open_tasks == len([p for p in reducers if not reduce_published]) and reducers and not reduce_published:
+                await self._publish_reducers(run, reducers)
+                reduce_published = True
+                continue
+            if open_tasks == 0:
+                failed = counts.get("failed", 0)
+                message = (
+                    f"{failed} task(s) failed after retries (their evaluations are infra errors)" if failed else ""
+                )
+                await self._finish(run, bound, RUN_STATE_SUCCEEDED, message)
+                return
+
+    async def _publish_ready(self, run: Run, planned: Sequence[PlannedTask], records: Sequence[Record]) -> None:
+        """Publish every pending task that can start now: generation, or evaluation of given outputs."""
+        pending = {row.key for row in await self.store.list_tasks(run.id, states=("pending",))}
+        done_generation = {
+            row.key: row.output_ref
+            for row in await self.store.list_tasks(run.id, states=("done",), stage=STAGE_GENERATE)
+        }
+        attempt = run.labels.get(ATTEMPT_LABEL, "0")
+        for p in planned:
+            if p.key not in pending or p.stage == STAGE_REDUCE:
+                continue
+            if p.stage == STAGE_EVALUATE and has_model_target(run):
+                generation = f"{run.id}/{p.shard}/generate/{p.trial}/judge"
+                if generation not in done_generation:
+                    continue  # published when its generation finishes
+                shard_records = await self._stored_records(done_generation[generation])
+            else:
+                shard_records = list(records[p.start : p.stop])
+            await self.bus.publish_task(p.pool, self._task(run, p, shard_records), f"{p.key}#{attempt}")
+
+    async def _stored_records(self, ref: str) -> list[Record]:
+        holder = TaskRecords()
+        holder.ParseFromString(await self.objects.get(ref))
+        return list(holder.records)
+
+    def _task(self, run: Run, p: PlannedTask, records: Sequence[Record]) -> Task:
+        task = Task(
+            key=p.key,
+            run_id=run.id,
+            project=run.project,
+            shard=p.shard,
+            stage=p.stage,
+            trial=p.trial,
+            summary=run.spec.summary,
+            seed=run.spec.seed,
+        )
+        task.records.extend(records)
+        task.evaluators.extend(b.to_ref() for b in p.evaluators)
+        for name, judge in run.spec.judges.items():
+            task.judges[name].CopyFrom(judge)
+        task.target.CopyFrom(run.spec.target)
+        return task
+
+    async def _publish_reducers(self, run: Run, reducers: Sequence[PlannedTask]) -> None:
+        records = await self._final_records(run)
+        ref = await self.objects.put(TaskRecords(records=records).SerializeToString())
+        attempt = run.labels.get(ATTEMPT_LABEL, "0")
+        for p in reducers:
+            task = self._task(run, p, ())
+            task.records_ref = ref
+            await self.bus.publish_task(p.pool, task, f"{p.key}#{attempt}")
+
+    async def _final_records(self, run: Run) -> list[Record]:
+        """The records as evaluated: generated outputs for a model target, the dataset otherwise."""
+        if not has_model_target(run):
+            return await self._records(run)
+        records: list[Record] = []
+        for row in sorted(
+            await self.store.list_tasks(run.id, states=("done",), stage=STAGE_GENERATE),
+            key=lambda r: (r.trial, r.shard),
+        ):
+            records.extend(await self._stored_records(row.output_ref))
+        return records
+
+    async def _finish(self, run: Run, bound: Sequence[BoundEvaluator], state: int, message: str) -> None:
+        """Summaries from the stored results (streamed), gates, the manifest; then the final event."""
+        builder = SummaryBuilder(bound)
+        async for batch in self.store.iter_results(run.project, run.id):
+            builder.add(batch)
+        records = await self._final_records(run) if run.spec.summary.cluster_by else ()
+        run.ClearField("summaries")
+        run.summaries.extend(builder.summaries(records=records, options=run.spec.summary))
+        if state == RUN_STATE_SUCCEEDED and run.spec.gates:
+            from evalsi.gates import evaluate_gates
+
+            run.ClearField("gates")
+            run.gates.extend(evaluate_gates(list(run.spec.gates), run.summaries))
+        counts = await self.store.count_results(run.project, run.id)
+        _fill_progress(run, counts)
+        run.state, run.message = state, message
+        run.end_time.CopyFrom(_now())
+        await self.store.update_run(run)
+        await self.bus.set_run_flag(run.id, "done" if state == RUN_STATE_SUCCEEDED else "cancelled")
+        await self._event(run, RUN_EVENT_TYPE_SUMMARY)
+
+    async def _event(self, run: Run, kind: int) -> None:
+        event = RunEvent(
+            run_id=run.id, type=kind, state=run.state, progress=run.progress, message=run.message, time=_now()
+        )
+        event.summaries.extend(run.summaries)
+        event.gates.extend(run.gates)
+        await self.bus.publish_event(event)
+
+    # --- results (any replica) ------------------------------------------------------------------------
+
+    async def on_task_result(self, result: TaskResult) -> None:
+        """Fold one task's outcome into the store; idempotent, so a redelivered result changes nothing."""
+        run = await self._run(result.project, result.run_id)
+        if run is None:
+            log.warning("result %s for unknown run %s dropped", result.key, result.run_id)
+            return
+        if result.stage == STAGE_GENERATE and result.status == TASK_STATUS_DONE:
+            ref = await self.objects.put(TaskRecords(records=result.records).SerializeToString())
+            # Evaluation tasks go out before the generation is marked done, so a crash in between re-sends them
+            # (deduplicated by key) instead of losing them.
+            await self._publish_evaluations_of(run, result, list(result.records))
+            await self.store.set_task_state(run.id, result.key, "done", output_ref=ref)
+            return
+        if result.results:
+            await self.store.upsert_results(run.project, run.id, list(result.results))
+        state = {TASK_STATUS_DONE: "done", TASK_STATUS_CANCELLED: "cancelled"}.get(result.status, "failed")
+        await self.store.set_task_state(run.id, result.key, state, error=result.error)
+
+    async def _publish_evaluations_of(self, run: Run, result: TaskResult, records: list[Record]) -> None:
+        attempt = run.labels.get(ATTEMPT_LABEL, "0")
+        for p in evaluation_tasks(run.id, bound_of(run, self.registry), result.shard, result.trial):
+            await self.bus.publish_task(p.pool, self._task(run, p, records), f"{p.key}#{attempt}")
+
+    async def on_dead_letter(self, task: Task, reason: str) -> None:
+        """A task no worker could finish: each of its evaluations is an infrastructure error, never a score."""
+        results = []
+        bound = resolve_evaluators(list(task.evaluators), self.registry) if task.evaluators else []
+        for record in task.records:
+            for b in bound:
+                results.append(
+                    EvaluationResult(
+                        record_id=record.id,
+                        evaluator=b.alias,
+                        evaluator_ref=b.evaluator.ref,
+                        trial=record.provenance.trial,
+                        outcome=OUTCOME_ERROR,
+                        error_kind=ERROR_KIND_INFRA,
+                        reason=f"task failed: {reason}",
+                    )
+                )
+        if results:
+            await self.store.upsert_results(task.project, task.run_id, results)
+        await self.store.set_task_state(task.run_id, task.key, "failed", error=reason)
+
+    async def _run(self, project: str, run_id: str) -> Run | None:
+        run = self._runs.get(run_id)
+        if run is None:
+            run = await self.store.get_run(project, run_id)
+            if run is not None:
+                self._runs[run_id] = run  # only its spec is read here, and the spec never changes
+        return run
+
+
+def _fill_progress(run: Run, counts: dict[int, int]) -> None:
+    from evalsi.v1alpha1.score_pb2 import OUTCOME_CANCELLED, OUTCOME_SCORED, OUTCOME_SKIPPED
+
+    run.progress.scored = counts.get(OUTCOME_SCORED, 0)
+    run.progress.skipped = counts.get(OUTCOME_SKIPPED, 0)
+    run.progress.errors = counts.get(OUTCOME_ERROR, 0)
+    run.progress.cancelled = counts.get(OUTCOME_CANCELLED, 0)
+
+
+async def run_periodically(every_s: float, job: Callable[[], Awaitable[None]], stop: asyncio.Event) -> None:
+    """Run ``job`` every ``every_s`` seconds until ``stop`` is set; a failing pass is logged, not fatal."""
+    while not stop.is_set():
+        started = time.monotonic()
+        try:
+            await job()
+        except Exception:
+            log.exception("periodic job failed")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=max(0.0, every_s - (time.monotonic() - started)))
