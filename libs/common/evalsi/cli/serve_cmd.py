@@ -1,0 +1,50 @@
+"""``evalsi serve``: NATS and every service on this machine, supervised."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from evalsi.cli._common import handle_errors
+
+
+@click.command("serve")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="evalsi.yaml (defaults otherwise).")
+@click.option(
+    "--state-dir",
+    default=".evalsi/serve",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Where the bundled NATS store, logs and (by default) SQLite and objects live.",
+)
+@click.option("--host", help="Listen address of the API (loopback only until authentication exists).")
+@click.option("--http-port", type=int, help="HTTP/JSON API port (default 8080).")
+@click.option("--grpc-port", type=int, help="gRPC API port (default 8081).")
+@handle_errors
+def serve_command(
+    config_path: str | None, state_dir: str, host: str | None, http_port: int | None, grpc_port: int | None
+) -> None:
+    """Run Evals.si standalone: nats-server with JetStream, the api, the scheduler and the workers.
+
+    Every service is its own process on loopback; a crashed one is restarted. State is SQLite and a local
+    directory unless evalsi.yaml points at Postgres and S3. Ctrl-C stops everything cleanly.
+    """
+    from dataclasses import replace
+
+    from evalsi.config import Config
+    from evalsi.serve import Supervisor
+
+    config = Config.load(config_path)
+    state = Path(state_dir)
+    if config_path is None:
+        config = replace(config, metadata_url=f"sqlite:///{state / 'evalsi.db'}", objects_url=str(state / "objects"))
+    api = replace(
+        config.api,
+        **{k: v for k, v in (("host", host), ("http_port", http_port), ("grpc_port", grpc_port)) if v is not None},
+    )
+    config = replace(config, api=api)
+    config.validate()
+    supervisor = Supervisor(config, state, echo=lambda line: click.echo(line, err=True))
+    supervisor.start()
+    supervisor.run_forever()
