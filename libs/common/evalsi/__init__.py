@@ -4,6 +4,7 @@ The public front. ``evaluate`` grades records embedded; ``evaluator`` declares a
 score types are the protobuf messages of ``evalsi.v1alpha1``.
 """
 
+from evalsi.client import Client
 from evalsi.errors import BadInputError, EvalsiError, InfraError, SkipRecord
 from evalsi.evaluators import EvalContext, Evaluator, Output, Pack, Registry, evaluator
 from evalsi.records import make_record
@@ -14,6 +15,7 @@ from evalsi.v1alpha1.score_pb2 import EvaluationResult, MetricSummary, Score
 
 __all__ = [  # noqa: RUF022 - grouped for readers
     # evaluate
+    "Client",
     "EvaluationResults",
     "evaluate",
     "evaluate_async",

@@ -13,21 +13,35 @@ from evalsi.results import EvaluationResults, _fmt
 
 
 @click.command("compare")
-@click.argument("a", type=click.Path(dir_okay=False))
-@click.argument("b", type=click.Path(dir_okay=False))
+@click.argument("a")
+@click.argument("b")
 @click.option(
     "--confidence", default=0.95, show_default=True, type=click.FloatRange(0, 1, min_open=True, max_open=True)
 )
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "md"]), default="table", show_default=True)
+@click.option(
+    "--server",
+    envvar="EVALSI_SERVER",
+    metavar="URL",
+    help="Compare two runs on this server (A and B are run ids) instead of two saved files.",
+)
+@click.option("--project", default="default", show_default=True, envvar="EVALSI_PROJECT")
 @handle_errors
-def compare_command(a: str, b: str, confidence: float, fmt: str) -> None:
-    """Compare result B with result A, record by record (saved with `evalsi eval --output`).
+def compare_command(a: str, b: str, confidence: float, fmt: str, server: str | None, project: str) -> None:
+    """Compare result B with result A, record by record: two saved results (`evalsi eval --output`), or
+    two runs on a server with --server.
 
     For each metric both share: the mean difference B − A with its interval (paired t, cluster-robust over
     trials), McNemar's test for pass/fail metrics, the minimum detectable effect at this size, and a
     verdict — better or worse only when the interval excludes zero.
     """
-    comparison = compare_runs(EvaluationResults.load(a).run, EvaluationResults.load(b).run, confidence=confidence)
+    if server:
+        from evalsi.client import Client
+
+        with Client(server, project=project) as client:
+            comparison = client.runs.compare(a, b, confidence=confidence)
+    else:
+        comparison = compare_runs(EvaluationResults.load(a).run, EvaluationResults.load(b).run, confidence=confidence)
     if fmt == "json":
         click.echo(json_format.MessageToJson(comparison))
         return

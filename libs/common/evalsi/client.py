@@ -1,0 +1,284 @@
+"""``evalsi.Client``: the server's API from Python, over gRPC (``grpc://host:8081``) or HTTP/JSON
+(``http://host:8080``). Both transports derive every call from the proto descriptors, so the client never
+hand-mirrors a route or a message.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from google.api import annotations_pb2
+from google.protobuf import json_format
+from google.protobuf.message import Message
+
+from evalsi.errors import BadInputError, InfraError
+from evalsi.v1alpha1 import catalog_service_pb2, evaluation_service_pb2, run_service_pb2
+from evalsi.v1alpha1.catalog_service_pb2 import ListEvaluatorsRequest, ListEvaluatorsResponse
+from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResponse
+from evalsi.v1alpha1.run_pb2 import (
+    RUN_STATE_BUDGET_EXCEEDED,
+    RUN_STATE_CANCELLED,
+    RUN_STATE_FAILED,
+    RUN_STATE_SUCCEEDED,
+    Comparison,
+    EvalRun,
+    Run,
+)
+from evalsi.v1alpha1.run_service_pb2 import (
+    CancelRunRequest,
+    CompareRunsRequest,
+    CreateRunRequest,
+    GetRunRequest,
+    ListRunResultsRequest,
+    ListRunsRequest,
+    ResumeRunRequest,
+    RunEvent,
+    WatchRunRequest,
+)
+from evalsi.v1alpha1.score_pb2 import EvaluationResult
+
+TERMINAL_STATES = (RUN_STATE_SUCCEEDED, RUN_STATE_FAILED, RUN_STATE_CANCELLED, RUN_STATE_BUDGET_EXCEEDED)
+_SERVICES = {
+    "EvaluationService": evaluation_service_pb2.DESCRIPTOR.services_by_name["EvaluationService"],
+    "RunService": run_service_pb2.DESCRIPTOR.services_by_name["RunService"],
+    "CatalogService": catalog_service_pb2.DESCRIPTOR.services_by_name["CatalogService"],
+}
+_PROJECT_HEADER = "x-evalsi-project"
+
+
+class _Grpc:
+    def __init__(self, target: str, project: str, timeout: float) -> None:
+        import grpc
+
+        self._grpc = grpc
+        self._channel = grpc.insecure_channel(target)
+        self._metadata = ((_PROJECT_HEADER, project),)
+        self._timeout = timeout
+
+    def _method(self, service: str, method: str, response_type: type[Message], streaming: bool) -> Any:
+        path = f"/{_SERVICES[service].full_name}/{method}"
+        make = self._channel.unary_stream if streaming else self._channel.unary_unary
+        return make(
+            path, request_serializer=lambda m: m.SerializeToString(), response_deserializer=response_type.FromString
+        )
+
+    def unary(self, service: str, method: str, request: Message, response_type: type[Message]) -> Any:
+        try:
+            return self._method(service, method, response_type, False)(
+                request, metadata=self._metadata, timeout=self._timeout
+            )
+        except self._grpc.RpcError as exc:
+            raise _grpc_error(exc) from None
+
+    def stream(self, service: str, method: str, request: Message, response_type: type[Message]) -> Iterator[Any]:
+        try:
+            yield from self._method(service, method, response_type, True)(request, metadata=self._metadata)
+        except self._grpc.RpcError as exc:
+            raise _grpc_error(exc) from None
+
+    def close(self) -> None:
+        self._channel.close()
+
+
+def _grpc_error(exc: Any) -> Exception:
+    import grpc
+
+    code, details = exc.code(), exc.details()
+    if code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND, grpc.StatusCode.FAILED_PRECONDITION):
+        return BadInputError(details)
+    return InfraError(f"server answered {code.name}: {details}")
+
+
+class _Http:
+    def __init__(self, base: str, project: str, timeout: float) -> None:
+        self._base = base.rstrip("/")
+        self._headers = {_PROJECT_HEADER: project, "content-type": "application/json"}
+        self._timeout = timeout
+
+    def _request(self, service: str, method: str, request: Message, timeout: float | None) -> Any:
+        rule = _SERVICES[service].methods_by_name[method].GetOptions().Extensions[annotations_pb2.http]
+        verb = rule.WhichOneof("pattern")
+        template = getattr(rule, verb)
+        fields = json_format.MessageToDict(request, preserving_proto_field_name=True)
+        used: set[str] = set()
+
+        def fill(match: re.Match[str]) -> str:
+            name = match.group(1)
+            used.add(name)
+            return urllib.parse.quote(str(fields.get(name, "")), safe="")
+
+        path = re.sub(r"\{([a-z_]+)\}", fill, template)
+        body = None
+        if rule.body == "*":
+            body = json_format.MessageToJson(request).encode()
+        else:
+            query = {k: v for k, v in fields.items() if k not in used}
+            if query:
+                path += "?" + urllib.parse.urlencode(query, doseq=True)
+        return urllib.request.urlopen(
+            urllib.request.Request(self._base + path, data=body, method=verb.upper(), headers=self._headers),
+            timeout=timeout,
+        )
+
+    def unary(self, service: str, method: str, request: Message, response_type: type[Message]) -> Any:
+        try:
+            with self._request(service, method, request, self._timeout) as response:
+                return json_format.Parse(response.read(), response_type(), ignore_unknown_fields=True)
+        except urllib.error.HTTPError as exc:
+            raise _http_error(exc) from None
+        except urllib.error.URLError as exc:
+            raise InfraError(f"cannot reach {self._base}: {exc.reason}") from None
+
+    def stream(self, service: str, method: str, request: Message, response_type: type[Message]) -> Iterator[Any]:
+        try:
+            with self._request(service, method, request, None) as response:
+                for line in response:
+                    if line.strip():
+                        yield json_format.Parse(line, response_type(), ignore_unknown_fields=True)
+        except urllib.error.HTTPError as exc:
+            raise _http_error(exc) from None
+        except urllib.error.URLError as exc:
+            raise InfraError(f"cannot reach {self._base}: {exc.reason}") from None
+
+    def close(self) -> None:
+        pass
+
+
+def _http_error(exc: urllib.error.HTTPError) -> Exception:
+    try:
+        message = json.loads(exc.read()).get("message", exc.reason)
+    except (ValueError, AttributeError):
+        message = exc.reason
+    if exc.code in (400, 404, 409, 413):
+        return BadInputError(str(message))
+    return InfraError(f"server answered HTTP {exc.code}: {message}")
+
+
+def _transport(url: str, project: str, timeout: float) -> _Grpc | _Http:
+    parsed = urllib.parse.urlparse(url)
+    if parsed.scheme == "grpc":
+        return _Grpc(parsed.netloc, project, timeout)
+    if parsed.scheme in ("http", "https"):
+        return _Http(url, project, timeout)
+    raise BadInputError(f"server URL {url!r}: use grpc://host:8081 or http://host:8080")
+
+
+def load_run_document(spec: str | Path | EvalRun | Mapping[str, Any]) -> EvalRun:
+    if isinstance(spec, EvalRun):
+        return spec
+    from evalsi import specs
+
+    if isinstance(spec, Mapping):
+        return specs.parse_eval_run(spec, source="<mapping>")
+    return specs.load_eval_run(spec)
+
+
+class RunHandle:
+    """A run on the server: its last known state, and ways to follow it."""
+
+    def __init__(self, runs: Runs, run: Run) -> None:
+        self._runs = runs
+        self.run = run
+
+    @property
+    def id(self) -> str:
+        return self.run.id
+
+    def refresh(self) -> Run:
+        self.run = self._runs.get(self.id)
+        return self.run
+
+    def watch(self) -> Iterator[RunEvent]:
+        return self._runs.watch(self.id)
+
+    def wait(self, poll_s: float = 0.5) -> Run:
+        """Block until the run ends; returns it with its summaries and gates."""
+        for event in self.watch():
+            if event.state in TERMINAL_STATES:
+                break
+        while self.refresh().state not in TERMINAL_STATES:
+            time.sleep(poll_s)
+        return self.run
+
+
+class Runs:
+    def __init__(self, transport: _Grpc | _Http) -> None:
+        self._t = transport
+
+    def create(self, spec: str | Path | EvalRun | Mapping[str, Any], *, dry_run: bool = False) -> RunHandle:
+        request = CreateRunRequest(run=load_run_document(spec), dry_run=dry_run)
+        return RunHandle(self, self._t.unary("RunService", "CreateRun", request, Run))
+
+    def get(self, run_id: str) -> Run:
+        return self._t.unary("RunService", "GetRun", GetRunRequest(id=run_id), Run)
+
+    def list(
+        self, *, state: int = 0, name_contains: str = "", labels: Sequence[str] = (), page_size: int = 100
+    ) -> Iterator[Run]:
+        token = ""
+        while True:
+            request = ListRunsRequest(
+                state=state, name_contains=name_contains, labels=list(labels), page_size=page_size, page_token=token
+            )
+            page = self._t.unary("RunService", "ListRuns", request, run_service_pb2.ListRunsResponse)
+            yield from page.runs
+            token = page.next_page_token
+            if not token:
+                return
+
+    def watch(self, run_id: str) -> Iterator[RunEvent]:
+        return self._t.stream("RunService", "WatchRun", WatchRunRequest(id=run_id), RunEvent)
+
+    def cancel(self, run_id: str) -> Run:
+        return self._t.unary("RunService", "CancelRun", CancelRunRequest(id=run_id), Run)
+
+    def resume(self, run_id: str) -> Run:
+        return self._t.unary("RunService", "ResumeRun", ResumeRunRequest(id=run_id), Run)
+
+    def results(self, run_id: str, *, evaluator: str = "", page_size: int = 1000) -> Iterator[EvaluationResult]:
+        token = ""
+        while True:
+            request = ListRunResultsRequest(id=run_id, evaluator=evaluator, page_size=page_size, page_token=token)
+            page = self._t.unary("RunService", "ListRunResults", request, run_service_pb2.ListRunResultsResponse)
+            yield from page.results
+            token = page.next_page_token
+            if not token:
+                return
+
+    def compare(self, run_a: str, run_b: str, *, confidence: float = 0.95) -> Comparison:
+        request = CompareRunsRequest(run_a=run_a, run_b=run_b, confidence=confidence)
+        return self._t.unary("RunService", "CompareRuns", request, Comparison)
+
+
+class Client:
+    """The Evals.si API: ``Client("grpc://127.0.0.1:8081")`` or ``Client("http://127.0.0.1:8080")``."""
+
+    def __init__(self, url: str, *, project: str = "default", timeout: float = 60.0) -> None:
+        self.url = url
+        self._t = _transport(url, project, timeout)
+        self.runs = Runs(self._t)
+
+    def evaluate(self, request: EvaluateRequest) -> EvaluateResponse:
+        return self._t.unary("EvaluationService", "Evaluate", request, EvaluateResponse)
+
+    def list_evaluators(self, pack: str = "") -> ListEvaluatorsResponse:
+        return self._t.unary(
+            "CatalogService", "ListEvaluators", ListEvaluatorsRequest(pack=pack), ListEvaluatorsResponse
+        )
+
+    def close(self) -> None:
+        self._t.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
