@@ -23,6 +23,7 @@ from evalsi.bus.v1alpha1.bus_pb2 import (
 from evalsi.errors import BadInputError
 from evalsi.evaluators import BoundEvaluator, EvalContext, Registry
 from evalsi.judge_set import JudgeSet, judge_config_from_spec
+from evalsi.records import from_value, to_value
 from evalsi.runner import RunnerOptions, run_evaluators
 from evalsi.sdk import resolve_evaluators
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResponse
@@ -30,6 +31,8 @@ from evalsi.v1alpha1.record_pb2 import Record, Usage
 from evalsi.v1alpha1.score_pb2 import EvaluationResult
 
 FetchObject = Callable[[str], Awaitable[bytes]]
+# Metadata key marking a record whose generation failed (set by the generate task, read by evaluate tasks).
+TARGET_FAILURE_KEY = "evalsi.target_failure"
 
 
 @dataclass
@@ -91,11 +94,23 @@ class Executor:
         )
         records = await self.records_of(task)
         if task.stage == STAGE_GENERATE:
-            from evalsi.targets import generate_for_task
+            from evalsi.targets import generate
 
-            generated = await generate_for_task(records, task, judges=self.judges)
-            out.records.extend(generated)
-            out.usage.CopyFrom(_usage_of_records(generated))
+            generation = await generate(
+                records,
+                task.target,
+                trial=task.trial,
+                seed=task.seed,
+                run_id=task.run_id,
+                concurrency=self.concurrency,
+            )
+            for index, failure in generation.failures.items():
+                # Travels with the record to its evaluation task, which reports it instead of evaluating.
+                generation.records[index].metadata[TARGET_FAILURE_KEY].CopyFrom(
+                    to_value({"kind": failure.kind, "reason": failure.reason})
+                )
+            out.records.extend(generation.records)
+            out.usage.CopyFrom(generation.usage)
             return out
         if task.stage not in (STAGE_EVALUATE, STAGE_REDUCE):
             raise BadInputError(f"task {task.key}: unknown stage {task.stage}")
@@ -105,7 +120,11 @@ class Executor:
             seed=task.seed,
             bootstrap_resamples=min(task.summary.bootstrap_resamples or 2000, 1000),
         )
-        results = await self.evaluate(records, task.evaluators, dict(task.judges), task.project, options=options)
+        failed = [r for r in records if TARGET_FAILURE_KEY in r.metadata]
+        evaluable = [r for r in records if TARGET_FAILURE_KEY not in r.metadata]
+        results = await self.evaluate(evaluable, task.evaluators, dict(task.judges), task.project, options=options)
+        if failed:
+            results.extend(_failure_results(failed, resolve_evaluators(list(task.evaluators), self.registry)))
         out.results.extend(results)
         out.usage.CopyFrom(_usage_of_results(results))
         return out
@@ -127,10 +146,21 @@ class Executor:
         )
         response = EvaluateResponse(request_id=request.request_id)
         response.results.extend(results)
-        response.summaries.extend(
-            summarize_results(results, bound, records=request.records, options=request.summary)
-        )
+        response.summaries.extend(summarize_results(results, bound, records=request.records, options=request.summary))
         return response
+
+
+def _failure_results(records: Sequence[Record], bound: Sequence[BoundEvaluator]) -> list[EvaluationResult]:
+    """Results for records the target produced no output for: infra errors, skips or cancellations."""
+    from evalsi.runs import failure_result
+    from evalsi.targets import TargetFailure
+
+    out = []
+    for record in records:
+        marker = from_value(record.metadata[TARGET_FAILURE_KEY])
+        failure = TargetFailure(marker.get("kind", "infra"), marker.get("reason", "the target failed"))
+        out.extend(failure_result(record, b, failure) for b in bound)
+    return out
 
 
 def _usage_of_results(results: Sequence[EvaluationResult]) -> Usage:
@@ -140,15 +170,5 @@ def _usage_of_results(results: Sequence[EvaluationResult]) -> Usage:
             usage.input_tokens += score.cost.input_tokens
             usage.output_tokens += score.cost.output_tokens
             usage.cost_usd += score.cost.cost_usd
-    usage.total_tokens = usage.input_tokens + usage.output_tokens
-    return usage
-
-
-def _usage_of_records(records: Sequence[Record]) -> Usage:
-    usage = Usage()
-    for record in records:
-        usage.input_tokens += record.usage.input_tokens
-        usage.output_tokens += record.usage.output_tokens
-        usage.cost_usd += record.usage.cost_usd
     usage.total_tokens = usage.input_tokens + usage.output_tokens
     return usage

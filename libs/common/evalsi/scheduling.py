@@ -30,6 +30,8 @@ from evalsi.bus.v1alpha1.bus_pb2 import (
     TaskResult,
 )
 from evalsi.evaluators import BoundEvaluator, Registry
+from evalsi.planning import Plan, plan_run, task_key
+from evalsi.planning import Task as PlannedTask
 from evalsi.sdk import resolve_evaluators
 from evalsi.summaries import SummaryBuilder
 from evalsi.v1alpha1.record_pb2 import Record
@@ -40,6 +42,7 @@ from evalsi.v1alpha1.run_pb2 import (
     RUN_STATE_PENDING,
     RUN_STATE_RUNNING,
     RUN_STATE_SUCCEEDED,
+    EvalRun,
     Run,
 )
 from evalsi.v1alpha1.run_service_pb2 import (
@@ -59,7 +62,6 @@ log = logging.getLogger("evalsi.scheduler")
 TERMINAL = (RUN_STATE_SUCCEEDED, RUN_STATE_FAILED, RUN_STATE_CANCELLED, RUN_STATE_BUDGET_EXCEEDED)
 RECORDS_REF_LABEL = "evals.si/records-ref"
 ATTEMPT_LABEL = "evals.si/attempt"
-RECORDS_PER_SHARD = 500
 
 
 class BusPort(Protocol):
@@ -72,18 +74,7 @@ class BusPort(Protocol):
     async def set_run_flag(self, run_id: str, flag: str) -> None: ...
 
 
-@dataclass(frozen=True)
-class PlannedTask:
-    """One task of a run: its row in the store, and how to build its message."""
-
-    key: str
-    stage: int
-    shard: int
-    trial: int
-    pool: str
-    evaluators: tuple[BoundEvaluator, ...] = ()
-    start: int = 0
-    stop: int = 0
+_STAGES = {"generate": STAGE_GENERATE, "evaluate": STAGE_EVALUATE, "reduce": STAGE_REDUCE}
 
 
 def _now() -> timestamp_pb2.Timestamp:
@@ -100,46 +91,14 @@ def has_model_target(run: Run) -> bool:
     return run.spec.target.WhichOneof("kind") == "model"
 
 
-def _pool_groups(bound: Sequence[BoundEvaluator]) -> dict[str, list[BoundEvaluator]]:
-    """Per-record evaluators grouped by the worker pool that runs them (cpu, judge, ...)."""
-    by_pool: dict[str, list[BoundEvaluator]] = {}
-    for b in bound:
-        if b.evaluator.scope != "dataset":
-            by_pool.setdefault(b.evaluator.pool, []).append(b)
-    return dict(sorted(by_pool.items()))
+def _index(value: int | None) -> int:
+    """Shard or trial index of a task; -1 for tasks that span all of them (reduce)."""
+    return -1 if value is None else value
 
 
-def evaluation_tasks(
-    run_id: str, bound: Sequence[BoundEvaluator], shard: int, trial: int, start: int = 0, stop: int = 0
-) -> list[PlannedTask]:
-    return [
-        PlannedTask(
-            f"{run_id}/{shard}/evaluate/{trial}/{pool}", STAGE_EVALUATE, shard, trial, pool, tuple(members), start, stop
-        )
-        for pool, members in _pool_groups(bound).items()
-    ]
-
-
-def plan_tasks(run: Run, n_records: int, bound: Sequence[BoundEvaluator]) -> list[PlannedTask]:
-    """Every task of a run, deterministically: the same run always plans the same keys.
-
-    Keys are ``{run}/{shard}/{stage}/{trial}/{pool}`` for per-shard work and ``{run}/reduce/{alias}`` for
-    dataset-scope evaluators: the task's store key, and (with the attempt appended) its JetStream message id.
-    """
-    trials = max(1, run.spec.trials) if has_model_target(run) else 1
-    tasks: list[PlannedTask] = []
-    for shard, start in enumerate(range(0, n_records, RECORDS_PER_SHARD)):
-        stop = min(start + RECORDS_PER_SHARD, n_records)
-        for trial in range(trials):
-            if has_model_target(run):
-                key = f"{run.id}/{shard}/generate/{trial}/judge"
-                tasks.append(PlannedTask(key, STAGE_GENERATE, shard, trial, "judge", (), start, stop))
-            tasks.extend(evaluation_tasks(run.id, bound, shard, trial, start, stop))
-    for b in bound:
-        if b.evaluator.scope == "dataset":
-            key = f"{run.id}/reduce/{b.alias}"
-            tasks.append(PlannedTask(key, STAGE_REDUCE, -1, 0, b.evaluator.pool, (b,), 0, n_records))
-    return tasks
+def plan_of(run: Run, n_records: int, bound: Sequence[BoundEvaluator]) -> Plan:
+    """The run's plan: the same planner as the embedded mode, so keys and shards agree everywhere."""
+    return plan_run(EvalRun(spec=run.spec), n_records, evaluators=bound, run_id=run.id)
 
 
 @dataclass
@@ -238,13 +197,20 @@ class Scheduler:
             return
         bound = bound_of(run, self.registry)
         records = await self._records(run)
-        planned = plan_tasks(run, len(records), bound)
+        planned = list(plan_of(run, len(records), bound).tasks())
         from evalsi.stores import TaskRow
 
         await self.store.add_tasks(
             project,
             [
-                TaskRow(run_id=run_id, key=p.key, stage=p.stage, shard=p.shard, trial=p.trial, state="pending")
+                TaskRow(
+                    run_id=run_id,
+                    key=p.key,
+                    stage=_STAGES[p.stage],
+                    shard=_index(p.shard),
+                    trial=_index(p.trial),
+                    state="pending",
+                )
                 for p in planned
             ],
         )
@@ -255,7 +221,7 @@ class Scheduler:
             await self.store.update_run(run)
             await self.bus.set_run_flag(run_id, "running")
             await self._event(run, RUN_EVENT_TYPE_STATE)
-        await self._publish_ready(run, planned, records)
+        await self._publish_ready(run, bound, planned, records)
         del records  # the records travel in the tasks; only the plan stays in memory
         reduce_published = False
         last_progress = None
@@ -279,9 +245,9 @@ class Scheduler:
                 await self._finish(run, bound, RUN_STATE_CANCELLED, run.message or "cancelled")
                 return
             open_tasks = counts.get("pending", 0)
-            reducers = [p for p in planned if p.stage == STAGE_REDUCE]
-            if open_tasks == len([p for p in reducers if not reduce_published]) and reducers and not reduce_published:
-                await self._publish_reducers(run, reducers)
+            reducers = [p for p in planned if p.stage == "reduce"]
+            if reducers and not reduce_published and open_tasks == len(reducers):
+                await self._publish_reducers(run, bound, reducers)
                 reduce_published = True
                 continue
             if open_tasks == 0:
@@ -292,57 +258,57 @@ class Scheduler:
                 await self._finish(run, bound, RUN_STATE_SUCCEEDED, message)
                 return
 
-    async def _publish_ready(self, run: Run, planned: Sequence[PlannedTask], records: Sequence[Record]) -> None:
-        """Publish every pending task that can start now: generation, or evaluation of given outputs."""
+    async def _publish_ready(
+        self, run: Run, bound: Sequence[BoundEvaluator], planned: Sequence[PlannedTask], records: Sequence[Record]
+    ) -> None:
+        """Publish every pending task that can start now: generation, or evaluation of ready outputs."""
         pending = {row.key for row in await self.store.list_tasks(run.id, states=("pending",))}
-        done_generation = {
-            row.key: row.output_ref
-            for row in await self.store.list_tasks(run.id, states=("done",), stage=STAGE_GENERATE)
-        }
-        attempt = run.labels.get(ATTEMPT_LABEL, "0")
+        generated = await self.store.list_tasks(run.id, states=("done",), stage=STAGE_GENERATE)
+        outputs = {row.key: row.output_ref for row in generated}
         for p in planned:
-            if p.key not in pending or p.stage == STAGE_REDUCE:
+            if p.key not in pending or p.stage == "reduce":
                 continue
-            if p.stage == STAGE_EVALUATE and has_model_target(run):
-                generation = f"{run.id}/{p.shard}/generate/{p.trial}/judge"
-                if generation not in done_generation:
+            if p.depends_on:
+                if p.depends_on[0] not in outputs:
                     continue  # published when its generation finishes
-                shard_records = await self._stored_records(done_generation[generation])
+                shard_records = await self._stored_records(outputs[p.depends_on[0]])
             else:
                 shard_records = list(records[p.start : p.stop])
-            await self.bus.publish_task(p.pool, self._task(run, p, shard_records), f"{p.key}#{attempt}")
+            await self._publish(run, bound, p, shard_records)
+
+    async def _publish(
+        self, run: Run, bound: Sequence[BoundEvaluator], p: PlannedTask, records: Sequence[Record], ref: str = ""
+    ) -> None:
+        task = Task(
+            key=p.key,
+            run_id=run.id,
+            project=run.project,
+            shard=_index(p.shard),
+            stage=_STAGES[p.stage],
+            trial=_index(p.trial),
+            summary=run.spec.summary,
+            seed=run.spec.seed,
+            records_ref=ref,
+        )
+        task.records.extend(records)
+        task.evaluators.extend(b.to_ref() for b in bound if b.alias == p.evaluator)
+        for name, judge in run.spec.judges.items():
+            task.judges[name].CopyFrom(judge)
+        task.target.CopyFrom(run.spec.target)
+        await self.bus.publish_task(p.pool, task, f"{p.key}#{run.labels.get(ATTEMPT_LABEL, '0')}")
 
     async def _stored_records(self, ref: str) -> list[Record]:
         holder = TaskRecords()
         holder.ParseFromString(await self.objects.get(ref))
         return list(holder.records)
 
-    def _task(self, run: Run, p: PlannedTask, records: Sequence[Record]) -> Task:
-        task = Task(
-            key=p.key,
-            run_id=run.id,
-            project=run.project,
-            shard=p.shard,
-            stage=p.stage,
-            trial=p.trial,
-            summary=run.spec.summary,
-            seed=run.spec.seed,
-        )
-        task.records.extend(records)
-        task.evaluators.extend(b.to_ref() for b in p.evaluators)
-        for name, judge in run.spec.judges.items():
-            task.judges[name].CopyFrom(judge)
-        task.target.CopyFrom(run.spec.target)
-        return task
-
-    async def _publish_reducers(self, run: Run, reducers: Sequence[PlannedTask]) -> None:
+    async def _publish_reducers(
+        self, run: Run, bound: Sequence[BoundEvaluator], reducers: Sequence[PlannedTask]
+    ) -> None:
         records = await self._final_records(run)
         ref = await self.objects.put(TaskRecords(records=records).SerializeToString())
-        attempt = run.labels.get(ATTEMPT_LABEL, "0")
         for p in reducers:
-            task = self._task(run, p, ())
-            task.records_ref = ref
-            await self.bus.publish_task(p.pool, task, f"{p.key}#{attempt}")
+            await self._publish(run, bound, p, (), ref)
 
     async def _final_records(self, run: Run) -> list[Record]:
         """The records as evaluated: generated outputs for a model target, the dataset otherwise."""
@@ -406,9 +372,20 @@ class Scheduler:
         await self.store.set_task_state(run.id, result.key, state, error=result.error)
 
     async def _publish_evaluations_of(self, run: Run, result: TaskResult, records: list[Record]) -> None:
-        attempt = run.labels.get(ATTEMPT_LABEL, "0")
-        for p in evaluation_tasks(run.id, bound_of(run, self.registry), result.shard, result.trial):
-            await self.bus.publish_task(p.pool, self._task(run, p, records), f"{p.key}#{attempt}")
+        bound = bound_of(run, self.registry)
+        for ev in plan_of(run, 0, bound).shard_evaluators:
+            key = task_key(run.id, result.shard, "evaluate", result.trial, ev.key_name)
+            planned = PlannedTask(
+                key,
+                "evaluate",
+                ev.pool,
+                result.shard,
+                result.trial,
+                evaluator=ev.alias,
+                ref=ev.ref,
+                depends_on=(result.key,),
+            )
+            await self._publish(run, bound, planned, records)
 
     async def on_dead_letter(self, task: Task, reason: str) -> None:
         """A task no worker could finish: each of its evaluations is an infrastructure error, never a score."""

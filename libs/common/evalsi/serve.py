@@ -129,6 +129,8 @@ class Supervisor:
     echo: Callable[[str], None] = print
     children: list[Child] = field(default_factory=list)
     nats: NatsServer | None = None
+    # Tests turn restarts off to watch another replica take over from a killed one.
+    restart: bool = True
     _stopping: bool = False
 
     def start(self) -> None:
@@ -161,7 +163,7 @@ class Supervisor:
         """Restart children that exited, with a growing backoff for ones that keep crashing."""
         for child in self.children:
             code = child.exited()
-            if code is None or self._stopping:
+            if code is None or self._stopping or not self.restart:
                 continue
             ran_for = time.monotonic() - child.started_at
             if ran_for > 60:
@@ -174,6 +176,12 @@ class Supervisor:
             time.sleep(delay)
             child.restarts += 1
             child.start()
+
+    def child(self, name: str) -> Child:
+        for child in self.children:
+            if child.name == name:
+                return child
+        raise KeyError(f"no child named {name!r}; children: {', '.join(c.name for c in self.children)}")
 
     def stop(self, grace_s: float = 10.0) -> None:
         self._stopping = True

@@ -1,0 +1,172 @@
+"""The scheduler process: control, results and dead-letter consumers around one Scheduler, plus adoption."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import sys
+
+from evalsi.bus import Consumer, Delivery, connect, ensure_scheduler_consumers, ensure_streams, publish, subjects
+from evalsi.bus.streams import ensure_consumer
+from evalsi.bus.v1alpha1.bus_pb2 import (
+    CONTROL_ACTION_CANCEL,
+    CONTROL_ACTION_CREATED,
+    CONTROL_ACTION_RESUME,
+    RunControl,
+    Task,
+    TaskResult,
+)
+from evalsi.evaluators import Registry
+from evalsi.run_flags import RunFlags
+from evalsi.scheduling import Scheduler, run_periodically
+from evalsi.service_http import start_service_http
+from evalsi.stores import open_metadata_store, open_object_store
+from evalsi.v1alpha1.run_service_pb2 import RunEvent
+
+log = logging.getLogger("evalsi.scheduler")
+DEADLETTER_CONSUMER = "scheduler-deadletters"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    env = os.environ.get
+    parser = argparse.ArgumentParser(prog="evalsi-scheduler", description="Plan, track and finish runs.")
+    parser.add_argument("--nats", default=env("EVALSI_NATS_URL", "nats://127.0.0.1:4222"))
+    parser.add_argument("--metadata-url", default=env("EVALSI_METADATA_URL", "sqlite:///.evalsi/state/evalsi.db"))
+    parser.add_argument("--objects-url", default=env("EVALSI_OBJECTS_URL", ".evalsi/state/objects"))
+    parser.add_argument(
+        "--lease-ttl",
+        type=float,
+        default=float(env("EVALSI_LEASE_TTL", "15")),
+        help="Seconds a run's lease lasts without renewal; another replica adopts the run after.",
+    )
+    parser.add_argument("--metrics-port", type=int, default=int(env("EVALSI_METRICS_PORT", "0")))
+    parser.add_argument("--name", default=f"{socket.gethostname()}-{os.getpid()}")
+    return parser
+
+
+class _Bus:
+    """The scheduler's BusPort over NATS."""
+
+    def __init__(self, js, objects, flags: RunFlags) -> None:  # type: ignore[no-untyped-def]
+        self._js, self._objects, self._flags = js, objects, flags
+
+    async def publish_task(self, pool: str, task: Task, msg_id: str) -> None:
+        await publish(self._js, subjects.work(pool), task, key=msg_id, store=self._objects)
+
+    async def publish_event(self, event: RunEvent) -> None:
+        await publish(self._js, subjects.run_events(event.run_id), event, key=None)
+
+    async def set_run_flag(self, run_id: str, flag: str) -> None:
+        await self._flags.set(run_id, flag)
+
+
+async def serve(args: argparse.Namespace) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    bus = await connect(args.nats, name=f"evalsi-scheduler-{args.name}")
+    await ensure_streams(bus.js)
+    await ensure_scheduler_consumers(bus.js)
+    await ensure_consumer(bus.js, subjects.DEADLETTER_STREAM, DEADLETTER_CONSUMER, "deadletter.>")
+    store = await open_metadata_store(args.metadata_url)
+    objects = await open_object_store(args.objects_url)
+    flags = await RunFlags.open(bus.js)
+    scheduler = Scheduler(
+        store,
+        objects,
+        _Bus(bus.js, objects, flags),
+        Registry.from_entry_points(),
+        owner=args.name,
+        lease_ttl_s=args.lease_ttl,
+        tick_s=min(0.5, args.lease_ttl / 6),
+    )
+
+    async def on_result(result: TaskResult, _delivery: Delivery) -> None:
+        await scheduler.on_task_result(result)
+
+    async def on_control(control: RunControl, _delivery: Delivery) -> None:
+        action = {
+            CONTROL_ACTION_CREATED: scheduler.on_control_created,
+            CONTROL_ACTION_RESUME: scheduler.on_control_resume,
+            CONTROL_ACTION_CANCEL: scheduler.on_control_cancel,
+        }.get(control.action)
+        if action is not None:
+            await action(control.project or "default", control.run_id)
+
+    async def on_dead(task: Task, delivery: Delivery) -> None:
+        reason = delivery.headers.get("Evalsi-Dead-Reason", "delivery attempts exhausted")
+        await scheduler.on_dead_letter(task, reason)
+
+    consumers = [
+        Consumer(
+            bus.js,
+            subjects.RESULTS_STREAM,
+            subjects.RESULTS_CONSUMER,
+            "results.>",
+            on_result,
+            message_type=TaskResult,
+            batch=32,
+            concurrency=8,
+            store=objects,
+            ensure=False,
+        ),
+        Consumer(
+            bus.js,
+            subjects.CONTROL_STREAM,
+            subjects.CONTROL_CONSUMER,
+            "runs.control.>",
+            on_control,
+            message_type=RunControl,
+            batch=8,
+            concurrency=4,
+            ensure=False,
+        ),
+        Consumer(
+            bus.js,
+            subjects.DEADLETTER_STREAM,
+            DEADLETTER_CONSUMER,
+            "deadletter.>",
+            on_dead,
+            message_type=Task,
+            batch=8,
+            concurrency=2,
+            store=objects,
+            ensure=False,
+        ),
+    ]
+    for consumer in consumers:
+        await consumer.start()
+    from evalsi.bus import watch_max_deliveries
+
+    watcher = await watch_max_deliveries(bus.nc, bus.js, subjects.WORK_STREAM, "*", store=objects)
+    http = await start_service_http("127.0.0.1", args.metrics_port, lambda: (bus.readiness.ready, bus.readiness.reason))
+    adoption = asyncio.create_task(run_periodically(max(0.5, args.lease_ttl / 3), scheduler.adopt_orphans, stop))
+    log.info("scheduler %s ready", args.name)
+    await stop.wait()
+    adoption.cancel()
+    await watcher.stop()
+    for consumer in consumers:
+        await consumer.stop()
+    await scheduler.stop()
+    await http.cleanup()
+    await store.close()
+    await objects.close()
+    await bus.close()
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    args = build_parser().parse_args()
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(serve(args))
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

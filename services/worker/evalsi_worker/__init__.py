@@ -1,0 +1,1 @@
+"""evalsi-worker: pulls work.<pool>, runs targets and evaluators, publishes results; answers Evaluate requests."""

@@ -1,0 +1,172 @@
+"""The worker process: assembled from explicit parts, drained on SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import socket
+import sys
+
+from prometheus_client import Counter, Histogram
+
+from evalsi.bus import Consumer, ConsumerSettings, Delivery, Permanent, connect, ensure_streams, publish, subjects
+from evalsi.bus.requests import serve_requests
+from evalsi.bus.streams import ensure_consumer
+from evalsi.bus.v1alpha1.bus_pb2 import TASK_STATUS_CANCELLED, Task, TaskResult
+from evalsi.errors import BadInputError
+from evalsi.evaluators import Registry
+from evalsi.execution import Executor
+from evalsi.judge_set import JudgeSet
+from evalsi.run_flags import RunFlags
+from evalsi.service_http import start_service_http
+from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest
+
+log = logging.getLogger("evalsi.worker")
+TASKS = Counter("evalsi_worker_tasks_total", "Tasks handled", ["pool", "stage", "status"])
+TASK_SECONDS = Histogram("evalsi_worker_task_seconds", "Time to execute a task", ["pool", "stage"])
+
+
+def build_parser() -> argparse.ArgumentParser:
+    env = os.environ.get
+    parser = argparse.ArgumentParser(prog="evalsi-worker", description="Run targets and evaluators for one pool.")
+    parser.add_argument("--pool", default=env("EVALSI_POOL", "cpu"), choices=subjects.POOLS)
+    parser.add_argument("--nats", default=env("EVALSI_NATS_URL", "nats://127.0.0.1:4222"))
+    parser.add_argument(
+        "--objects-url",
+        default=env("EVALSI_OBJECTS_URL", ""),
+        help="Object store for payloads passed by reference (directory or s3:// URL).",
+    )
+    parser.add_argument(
+        "--metadata-url",
+        default=env("EVALSI_METADATA_URL", ""),
+        help="Accepted for symmetry with the other services; workers keep no metadata.",
+    )
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=int(env("EVALSI_CONCURRENCY", "16")),
+        help="Concurrent target and judge calls within a task.",
+    )
+    parser.add_argument("--tasks", type=int, default=int(env("EVALSI_TASKS", "4")), help="Tasks in flight at once.")
+    parser.add_argument(
+        "--ack-wait",
+        type=float,
+        default=30.0,
+        help="Seconds before an unacknowledged task is redelivered (in-progress acks keep long tasks alive).",
+    )
+    parser.add_argument("--max-deliver", type=int, default=5, help="Deliveries before a task is dead-lettered.")
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=int(env("EVALSI_METRICS_PORT", "0")),
+        help="Port for /healthz, /readyz and /metrics (0: none).",
+    )
+    parser.add_argument("--name", default=f"{socket.gethostname()}-{os.getpid()}")
+    return parser
+
+
+async def serve(args: argparse.Namespace) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    bus = await connect(args.nats, name=f"evalsi-worker-{args.pool}-{args.name}")
+    await ensure_streams(bus.js)
+    settings = ConsumerSettings(ack_wait_s=args.ack_wait, max_deliver=args.max_deliver)
+    await ensure_consumer(
+        bus.js, subjects.WORK_STREAM, subjects.work_consumer(args.pool), subjects.work(args.pool), settings
+    )
+    objects = None
+    if args.objects_url:
+        from evalsi.stores import open_object_store
+
+        objects = await open_object_store(args.objects_url)
+    flags = await RunFlags.open(bus.js)
+    registry = Registry.from_entry_points()
+    http = await start_service_http("127.0.0.1", args.metrics_port, lambda: (bus.readiness.ready, bus.readiness.reason))
+    async with JudgeSet({}) as judges:
+        executor = Executor(
+            registry,
+            judges,
+            concurrency=args.concurrency,
+            fetch=objects.get if objects is not None else None,
+            worker=args.name,
+        )
+
+        async def handle(task: Task, delivery: Delivery) -> None:
+            stage = str(task.stage)
+            if await flags.get(task.run_id) == "cancelled":
+                result = TaskResult(
+                    key=task.key,
+                    run_id=task.run_id,
+                    project=task.project,
+                    shard=task.shard,
+                    stage=task.stage,
+                    trial=task.trial,
+                    status=TASK_STATUS_CANCELLED,
+                    worker=args.name,
+                )
+            else:
+                try:
+                    with TASK_SECONDS.labels(args.pool, stage).time():
+                        result = await executor.execute(task)
+                except BadInputError as exc:  # a task no retry can fix: dead-letter it, the scheduler reports it
+                    raise Permanent(str(exc)) from exc
+            result.delivery = delivery.num_delivered
+            # The task's message id keys the result, so a redelivered task's second result is dropped.
+            await publish(bus.js, subjects.results(task.run_id), result, key=delivery.msg_id or task.key, store=objects)
+            TASKS.labels(args.pool, stage, str(result.status)).inc()
+
+        consumer = Consumer(
+            bus.js,
+            subjects.WORK_STREAM,
+            subjects.work_consumer(args.pool),
+            subjects.work(args.pool),
+            handle,
+            message_type=Task,
+            batch=args.tasks,
+            concurrency=args.tasks,
+            ack_wait=args.ack_wait,
+            max_deliver=args.max_deliver,
+            heartbeat_s=args.ack_wait / 3,
+            store=objects,
+            ensure=False,
+        )
+        await consumer.start()
+
+        async def answer(request: EvaluateRequest, _delivery: Delivery):  # type: ignore[no-untyped-def]
+            return await executor.evaluate_request(request)
+
+        requests = await serve_requests(
+            bus.nc,
+            subjects.evaluate(args.pool),
+            subjects.evaluate_queue(args.pool),
+            answer,
+            request_type=EvaluateRequest,
+            concurrency=args.concurrency * 4,
+        )
+        log.info("worker %s serving pool %s", args.name, args.pool)
+        await stop.wait()
+        log.info("draining: finishing tasks in flight, returning the rest")
+        await requests.stop()
+        await consumer.stop()
+    await http.cleanup()
+    if objects is not None:
+        await objects.close()
+    await bus.close()
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    args = build_parser().parse_args()
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(serve(args))
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()
