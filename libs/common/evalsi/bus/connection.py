@@ -1,0 +1,170 @@
+"""Connect to NATS, waiting for it with capped exponential backoff, and report readiness.
+
+A service starts before (or without) its NATS server being up: ``connect`` keeps trying and says why it is
+not ready yet through a ``Readiness`` that the service's health endpoint shows. Once connected, nats-py's own
+reconnect logic takes over, and its disconnect/reconnect callbacks flip the same ``Readiness``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+import nats
+import nats.errors
+from nats.aio.client import Client as NATS
+from nats.js.client import JetStreamContext
+
+from evalsi.errors import InfraError
+
+__all__ = ["BusConnection", "Readiness", "connect"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Readiness:
+    """Whether the bus is usable now, and why not; a health endpoint serves ``ready`` and ``reason``."""
+
+    ready: bool = False
+    reason: str = "not connected yet"
+    changed_at: float = field(default_factory=time.monotonic)
+
+    def set(self, ready: bool, reason: str) -> bool:
+        """Record a state; True when it changed."""
+        changed = ready != self.ready or reason != self.reason
+        self.ready, self.reason = ready, reason
+        if changed:
+            self.changed_at = time.monotonic()
+        return changed
+
+    def as_dict(self) -> dict[str, object]:
+        return {"ready": self.ready, "reason": self.reason}
+
+
+OnState = Callable[[Readiness], None]
+
+
+@dataclass
+class BusConnection:
+    """A connected client, its JetStream context and its readiness."""
+
+    nc: NATS
+    js: JetStreamContext
+    readiness: Readiness
+
+    async def close(self) -> None:
+        """Drain (flush subscriptions and pending publishes), then close."""
+        if self.nc.is_closed:
+            return
+        try:
+            await self.nc.drain()
+        except (nats.errors.Error, TimeoutError):
+            with contextlib.suppress(nats.errors.Error):
+                await self.nc.close()
+
+
+async def _probe(servers: Sequence[str], timeout: float) -> None:
+    """Open a TCP connection to any server and read its INFO line: cheap proof that a NATS server is there."""
+    errors: list[str] = []
+    for server in servers:
+        parts = urlsplit(server if "://" in server else f"nats://{server}")
+        host, port = parts.hostname or "127.0.0.1", parts.port or 4222
+        try:
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+            try:
+                line = await asyncio.wait_for(reader.readline(), timeout)
+            finally:
+                writer.close()
+                with contextlib.suppress(OSError):
+                    await writer.wait_closed()
+            if line.startswith(b"INFO"):
+                return
+            errors.append(f"{host}:{port} did not greet as a NATS server")
+        except (OSError, TimeoutError) as e:
+            errors.append(f"{host}:{port}: {e or type(e).__name__}")
+    raise ConnectionError("; ".join(errors))
+
+
+async def connect(
+    url: str | Sequence[str],
+    *,
+    name: str,
+    on_state: OnState | None = None,
+    readiness: Readiness | None = None,
+    initial_backoff_s: float = 0.05,
+    max_backoff_s: float = 5.0,
+    give_up_after_s: float | None = None,
+    connect_timeout_s: float = 2.0,
+    reconnect_wait_s: float = 0.5,
+    ping_interval_s: int = 20,
+) -> BusConnection:
+    """Connect to ``url`` (one or several servers), retrying with capped exponential backoff until it works,
+    or raising ``InfraError`` after ``give_up_after_s``. Afterwards reconnects are unlimited."""
+    servers = [url] if isinstance(url, str) else list(url)
+    state = readiness or Readiness()
+
+    def report(ready: bool, reason: str) -> None:
+        if state.set(ready, reason) and on_state is not None:
+            try:
+                on_state(state)
+            except Exception:
+                log.exception("on_state callback failed")
+
+    async def disconnected() -> None:
+        report(False, "disconnected from NATS; reconnecting")
+
+    async def reconnected() -> None:
+        report(True, "connected (reconnected)")
+
+    async def closed() -> None:
+        report(False, "NATS connection closed")
+
+    async def error(e: Exception) -> None:
+        log.debug("nats client error: %s", e)
+
+    started = time.monotonic()
+    delay = initial_backoff_s
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            await _probe(servers, connect_timeout_s)
+            nc = NATS()
+            try:
+                await asyncio.wait_for(
+                    nc.connect(
+                        servers,
+                        name=name,
+                        connect_timeout=connect_timeout_s,  # type: ignore[arg-type]
+                        reconnect_time_wait=reconnect_wait_s,  # type: ignore[arg-type]
+                        max_reconnect_attempts=-1,
+                        allow_reconnect=True,
+                        ping_interval=ping_interval_s,
+                        disconnected_cb=disconnected,
+                        reconnected_cb=reconnected,
+                        closed_cb=closed,
+                        error_cb=error,
+                    ),
+                    timeout=connect_timeout_s * 2,
+                )
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    await nc.close()
+                raise
+            report(True, "connected")
+            return BusConnection(nc=nc, js=nc.jetstream(), readiness=state)
+        except (OSError, TimeoutError, nats.errors.Error) as e:
+            reason = f"connecting to {', '.join(servers)}: attempt {attempt} failed: {e or type(e).__name__}"
+            report(False, reason)
+            elapsed = time.monotonic() - started
+            if give_up_after_s is not None and elapsed + delay > give_up_after_s:
+                raise InfraError(f"could not reach NATS within {give_up_after_s:g}s: {reason}") from e
+            log.info("%s; again in %.2fs", reason, delay)
+            await asyncio.sleep(delay)
+            delay = min(max_backoff_s, delay * 2)

@@ -1,0 +1,172 @@
+"""Synchronous calls over core NATS request/reply (Evaluate): one protobuf message each way.
+
+Responders of a subject share a queue group, so each request is answered by exactly one of them. A failed
+call replies with an empty payload and ``Evalsi-Error`` (the message) plus ``Evalsi-Error-Kind``:
+
+| kind        | raised by the handler                      | raised at the caller   |
+|-------------|--------------------------------------------|------------------------|
+| bad_input   | ``BadInputError``, ``Permanent``, undecodable request | ``BadInputError`` |
+| infra       | ``InfraError``, ``Retryable``              | ``InfraError``         |
+| internal    | anything else (a bug)                      | ``RemoteError`` (an ``InfraError``) |
+
+No responder, or no answer within the timeout, is an ``InfraError`` too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Generic, Literal, TypeVar
+
+import nats.errors
+from google.protobuf.message import Message
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+
+from evalsi.bus.codec import (
+    ERROR_HEADER,
+    ERROR_KIND_HEADER,
+    Delivery,
+    decode,
+    delivery_from_msg,
+    encode,
+    header_value,
+    type_name,
+)
+from evalsi.bus.errors import Permanent, RemoteError, Retryable
+from evalsi.errors import BadInputError, InfraError
+
+__all__ = ["ErrorKind", "RequestServer", "error_kind", "request", "serve_requests"]
+
+log = logging.getLogger(__name__)
+
+Req = TypeVar("Req", bound=Message)
+Resp = TypeVar("Resp", bound=Message)
+ErrorKind = Literal["bad_input", "infra", "internal"]
+RequestHandler = Callable[[Req, Delivery], Awaitable[Message]]
+
+
+def error_kind(e: BaseException) -> ErrorKind:
+    if isinstance(e, BadInputError | Permanent):
+        return "bad_input"
+    if isinstance(e, InfraError | Retryable):
+        return "infra"
+    return "internal"
+
+
+class RequestServer(Generic[Req]):
+    """Answers requests on one subject in one queue group, at most ``concurrency`` at a time."""
+
+    def __init__(
+        self,
+        nc: NATS,
+        subject: str,
+        queue: str,
+        handler: RequestHandler[Req],
+        *,
+        request_type: type[Req],
+        concurrency: int = 64,
+    ) -> None:
+        self._nc = nc
+        self.subject = subject
+        self.queue = queue
+        self._handler = handler
+        self._request_type = request_type
+        self._slots = asyncio.Semaphore(concurrency)
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._sub: Subscription | None = None
+
+    async def start(self) -> RequestServer[Req]:
+        if self._sub is None:
+            self._sub = await self._nc.subscribe(self.subject, queue=self.queue, cb=self._on_request)
+        return self
+
+    async def stop(self, timeout: float = 10.0) -> None:
+        """Stop taking requests, then wait (up to ``timeout``) for those being answered."""
+        sub, self._sub = self._sub, None
+        if sub is not None:
+            with contextlib.suppress(nats.errors.Error):
+                await sub.unsubscribe()
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=timeout)
+
+    async def _on_request(self, msg: Msg) -> None:
+        # nats-py runs a subscription's callbacks one at a time: hand each request to its own task.
+        await self._slots.acquire()
+        task = asyncio.create_task(self._answer(msg))
+        self._tasks.add(task)
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        self._slots.release()
+
+    async def _answer(self, msg: Msg) -> None:
+        if not msg.reply:
+            log.warning("request on %s without a reply subject dropped", msg.subject)
+            return
+        delivery = delivery_from_msg(msg)
+        try:
+            request_message = decode(msg.data, delivery.headers, self._request_type)
+            response = await self._handler(request_message, delivery)
+            data, headers = encode(response, traceparent=delivery.traceparent, tracestate=delivery.tracestate)
+        except Exception as e:
+            kind = error_kind(e)
+            if kind == "internal":
+                log.exception("request handler on %s crashed", msg.subject)
+            data, headers = b"", {ERROR_HEADER: header_value(str(e) or type(e).__name__), ERROR_KIND_HEADER: kind}
+        try:
+            await self._nc.publish(msg.reply, data, headers=headers)
+        except nats.errors.Error as e:
+            log.warning("reply on %s failed: %s", msg.subject, e)
+
+
+async def serve_requests(
+    nc: NATS,
+    subject: str,
+    queue: str,
+    handler: RequestHandler[Req],
+    *,
+    request_type: type[Req],
+    concurrency: int = 64,
+) -> RequestServer[Req]:
+    """Start answering ``request_type`` messages on ``subject`` in queue group ``queue``; ``stop()`` ends it."""
+    return await RequestServer(nc, subject, queue, handler, request_type=request_type, concurrency=concurrency).start()
+
+
+async def request(
+    nc: NATS,
+    subject: str,
+    message: Message,
+    response_type: type[Resp],
+    timeout: float = 5.0,
+    *,
+    headers: Mapping[str, str] | None = None,
+    traceparent: str | None = None,
+) -> Resp:
+    """Send ``message`` and wait for the answer as ``response_type``; errors as the module's table says."""
+    data, hdrs = encode(message, headers=headers, traceparent=traceparent)
+    try:
+        reply = await nc.request(subject, data, timeout=timeout, headers=hdrs)
+    except nats.errors.NoRespondersError as e:
+        raise InfraError(f"no responder on {subject} for {type_name(message)}") from e
+    except TimeoutError as e:  # nats.errors.TimeoutError included
+        raise InfraError(f"no answer on {subject} within {timeout:g}s") from e
+    except nats.errors.Error as e:
+        raise InfraError(f"request on {subject} failed: {type(e).__name__}: {e}") from e
+    reply_headers = dict(reply.headers or {})
+    kind = reply_headers.get(ERROR_KIND_HEADER)
+    if kind is not None:
+        text = reply_headers.get(ERROR_HEADER, "(no message)")
+        if kind == "bad_input":
+            raise BadInputError(text)
+        if kind == "infra":
+            raise InfraError(f"{subject}: {text}")
+        raise RemoteError(f"{subject}: internal error in the responder: {text}")
+    try:
+        return decode(reply.data, reply_headers, response_type)
+    except Permanent as e:
+        raise InfraError(f"bad reply on {subject}: {e}") from e
