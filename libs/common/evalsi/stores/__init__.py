@@ -1,0 +1,46 @@
+"""The stores behind small interfaces: metadata and results (SQLite or Postgres) and objects (a directory or S3).
+
+Services open them from URLs (``open_metadata_store``, ``open_object_store``) and code against the
+``MetadataStore`` and ``ObjectStore`` protocols.
+"""
+
+from __future__ import annotations
+
+from .metadata import (
+    DEFAULT_PROJECT,
+    TASK_STATES,
+    MetadataStore,
+    TaskRow,
+    TaskState,
+    decode_page_token,
+    encode_page_token,
+)
+from .migrations import LATEST_VERSION, MIGRATIONS, Migration
+from .objects import ConflictError, LocalObjectStore, ObjectStore, S3ObjectStore, content_key
+from .sql import SqlMetadataStore
+from .urls import open_metadata_store, open_object_store
+
+__all__ = [  # noqa: RUF022 - grouped by topic, not alphabetically, for readers
+    # Metadata and results
+    "DEFAULT_PROJECT",
+    "TASK_STATES",
+    "MetadataStore",
+    "SqlMetadataStore",
+    "TaskRow",
+    "TaskState",
+    "decode_page_token",
+    "encode_page_token",
+    # Schema
+    "LATEST_VERSION",
+    "MIGRATIONS",
+    "Migration",
+    # Objects
+    "ConflictError",
+    "LocalObjectStore",
+    "ObjectStore",
+    "S3ObjectStore",
+    "content_key",
+    # Opening from configuration
+    "open_metadata_store",
+    "open_object_store",
+]

@@ -1,0 +1,168 @@
+"""The metadata and results store: the interface every service codes against, and its page tokens.
+
+Runs, per-record results, the tasks of a run and scheduler leases live here. One SQL implementation
+(``evalsi.stores.sql``) serves SQLite (standalone) and Postgres (compose, Kubernetes).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from evalsi.errors import BadInputError
+from evalsi.v1alpha1.run_pb2 import Run
+from evalsi.v1alpha1.score_pb2 import EvaluationResult
+
+TaskState = Literal["pending", "done", "failed", "cancelled"]
+TASK_STATES: tuple[str, ...] = ("pending", "done", "failed", "cancelled")
+
+DEFAULT_PROJECT = "default"
+
+
+@dataclass(frozen=True)
+class TaskRow:
+    """One task of a run (a batch of records for one stage, shard and trial), keyed by (run_id, key)."""
+
+    run_id: str
+    key: str
+    stage: int
+    shard: int
+    trial: int
+    state: str  # one of TASK_STATES
+    attempts: int = 0
+    output_ref: str = ""
+    error: str = ""
+
+
+@runtime_checkable
+class MetadataStore(Protocol):
+    """Runs, results, tasks and leases. Every row carries ``project_id`` and a reserved, empty ``tenant_id``."""
+
+    dialect: str  # "sqlite" | "postgres"
+
+    async def close(self) -> None: ...
+
+    # Runs: the whole Run (without ``results``) stored serialized, with indexed columns beside it.
+    async def create_run(self, run: Run) -> None: ...
+
+    async def get_run(self, project: str, run_id: str) -> Run | None: ...
+
+    async def update_run(self, run: Run) -> None: ...
+
+    async def list_runs(
+        self,
+        project: str,
+        *,
+        state: int = 0,
+        name_contains: str = "",
+        labels: Mapping[str, str] | None = None,
+        page_size: int = 50,
+        page_token: str = "",
+    ) -> tuple[list[Run], str]: ...
+
+    async def runs_in_states(self, states: Sequence[int]) -> list[tuple[str, str]]: ...
+
+    # Results, upserted by (run_id, record_id, trial, evaluator alias).
+    async def upsert_results(self, project: str, run_id: str, results: Sequence[EvaluationResult]) -> None: ...
+
+    async def list_results(
+        self, project: str, run_id: str, *, evaluator: str = "", page_size: int = 100, page_token: str = ""
+    ) -> tuple[list[EvaluationResult], str]: ...
+
+    def iter_results(
+        self, project: str, run_id: str, *, batch_size: int = 5000
+    ) -> AsyncIterator[list[EvaluationResult]]: ...
+
+    async def count_results(self, project: str, run_id: str) -> dict[int, int]: ...
+
+    async def delete_results(self, project: str, run_id: str, *, outcomes: Sequence[int]) -> int: ...
+
+    # Tasks of a run, keyed (run_id, key).
+    async def add_tasks(self, project: str, tasks: Sequence[TaskRow]) -> int: ...
+
+    async def set_task_state(
+        self,
+        run_id: str,
+        key: str,
+        state: str,
+        *,
+        output_ref: str = "",
+        error: str = "",
+        only_from: Sequence[str] = ("pending",),
+        attempts: int | None = None,
+    ) -> bool: ...
+
+    async def list_tasks(self, run_id: str, *, states: Sequence[str] = (), stage: int = 0) -> list[TaskRow]: ...
+
+    async def task_counts(self, run_id: str) -> dict[str, int]: ...
+
+    # Leases: run ownership between scheduler replicas, timed by the database's clock.
+    async def acquire_lease(self, name: str, owner: str, ttl_s: float) -> bool: ...
+
+    async def release_lease(self, name: str, owner: str) -> None: ...
+
+    async def lease_owner(self, name: str) -> str | None: ...
+
+
+def project_or_default(project: str) -> str:
+    """The project a row belongs to: ``default`` when none is given (DESIGN.md, Conventions)."""
+    return project or DEFAULT_PROJECT
+
+
+def query_fingerprint(*parts: object) -> str:
+    """A short hash of a query's filters, so a page token cannot be replayed against another query."""
+    text = json.dumps(parts, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def encode_page_token(cursor: Sequence[Any], fingerprint: str) -> str:
+    """An opaque token for the page after ``cursor`` (the sort key of the last row returned)."""
+    raw = json.dumps({"c": list(cursor), "q": fingerprint}, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_page_token(token: str, fingerprint: str, *, types: Sequence[type]) -> list[Any] | None:
+    """The cursor inside ``token`` (None for the first page); BadInputError when it is not one of ours.
+
+    ``types`` are the types of the cursor's values, in order (the sort key of the query).
+    """
+    if not token:
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        body = json.loads(raw)
+        cursor = body["c"]
+        query = body["q"]
+    except (binascii.Error, ValueError, TypeError, KeyError) as exc:
+        raise BadInputError(f"page_token {token!r} is not a token this store returned") from exc
+    if (
+        not isinstance(cursor, list)
+        or len(cursor) != len(types)
+        or not all(type(v) is t for v, t in zip(cursor, types, strict=True))
+    ):
+        raise BadInputError(f"page_token {token!r} is not a token this store returned")
+    if query != fingerprint:
+        raise BadInputError(
+            f"page_token {token!r} belongs to a different query; repeat the filters of the call that returned it"
+        )
+    return cursor
+
+
+def check_page_size(page_size: int, *, limit: int = 10_000) -> int:
+    if not 1 <= page_size <= limit:
+        raise BadInputError(f"page_size {page_size} is out of range; accepted: 1 to {limit}")
+    return page_size
+
+
+def check_task_states(states: Sequence[str], *, what: str) -> tuple[str, ...]:
+    if isinstance(states, str):
+        states = (states,)
+    bad = [s for s in states if s not in TASK_STATES]
+    if bad:
+        raise BadInputError(f"{what}: unknown task state {bad[0]!r}; accepted: {', '.join(TASK_STATES)}")
+    return tuple(states)

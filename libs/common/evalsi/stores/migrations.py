@@ -1,0 +1,170 @@
+"""Versioned schema migrations of the metadata store, applied when a store opens.
+
+Each migration has a version, a name and its statements per dialect; ``schema_migrations`` records the
+versions applied. Postgres applies them under an advisory lock, so services that start together do not
+race; SQLite under ``BEGIN IMMEDIATE``, which serializes writers across processes. A database whose
+schema is newer than this code is refused rather than written with an older idea of its tables.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from evalsi.errors import InfraError
+
+if TYPE_CHECKING:
+    import asyncpg
+
+# pg_advisory_lock key for migrations: "evalsi" in ASCII.
+ADVISORY_LOCK_KEY = 0x6576616C7369
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    sqlite: tuple[str, ...]
+    postgres: tuple[str, ...]
+
+    def statements(self, dialect: str) -> tuple[str, ...]:
+        return self.sqlite if dialect == "sqlite" else self.postgres
+
+
+def _v1(dialect: str) -> tuple[str, ...]:
+    # Text keys compare byte-wise in both dialects (COLLATE "C" in Postgres, SQLite's BINARY), so result
+    # pages come in the same order whichever store holds them.
+    pg = dialect == "postgres"
+    key = 'text COLLATE "C"' if pg else "TEXT"
+    text = "text" if pg else "TEXT"
+    blob = "bytea" if pg else "BLOB"
+    integer = "integer" if pg else "INTEGER"
+    bigint = "bigint" if pg else "INTEGER"
+    double = "double precision" if pg else "REAL"
+    return (
+        f"""CREATE TABLE runs (
+            run_id {key} PRIMARY KEY,
+            project_id {key} NOT NULL,
+            tenant_id {text} NOT NULL DEFAULT '',
+            name {text} NOT NULL DEFAULT '',
+            state {integer} NOT NULL,
+            create_us {bigint} NOT NULL,
+            update_us {bigint} NOT NULL,
+            data {blob} NOT NULL
+        )""",
+        "CREATE INDEX runs_by_project ON runs (project_id, create_us DESC, run_id DESC)",
+        "CREATE INDEX runs_by_state ON runs (state)",
+        f"""CREATE TABLE run_labels (
+            run_id {key} NOT NULL,
+            project_id {key} NOT NULL,
+            tenant_id {text} NOT NULL DEFAULT '',
+            key {key} NOT NULL,
+            value {key} NOT NULL,
+            PRIMARY KEY (run_id, key)
+        )""",
+        "CREATE INDEX run_labels_by_value ON run_labels (project_id, key, value)",
+        f"""CREATE TABLE results (
+            tenant_id {text} NOT NULL DEFAULT '',
+            project_id {key} NOT NULL,
+            run_id {key} NOT NULL,
+            evaluator {key} NOT NULL,
+            record_id {key} NOT NULL,
+            trial {integer} NOT NULL,
+            outcome {integer} NOT NULL,
+            data {blob} NOT NULL,
+            PRIMARY KEY (project_id, run_id, evaluator, record_id, trial)
+        )""",
+        f"""CREATE TABLE tasks (
+            tenant_id {text} NOT NULL DEFAULT '',
+            project_id {key} NOT NULL,
+            run_id {key} NOT NULL,
+            key {key} NOT NULL,
+            stage {integer} NOT NULL,
+            shard {integer} NOT NULL,
+            trial {integer} NOT NULL,
+            state {text} NOT NULL,
+            attempts {integer} NOT NULL DEFAULT 0,
+            output_ref {text} NOT NULL DEFAULT '',
+            error {text} NOT NULL DEFAULT '',
+            update_us {bigint} NOT NULL DEFAULT 0,
+            PRIMARY KEY (run_id, key)
+        )""",
+        "CREATE INDEX tasks_by_state ON tasks (run_id, state)",
+        f"""CREATE TABLE leases (
+            name {key} PRIMARY KEY,
+            owner {text} NOT NULL,
+            expires_at {double} NOT NULL,
+            project_id {key} NOT NULL DEFAULT '',
+            tenant_id {text} NOT NULL DEFAULT ''
+        )""",
+    )
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "runs, results, tasks, leases", sqlite=_v1("sqlite"), postgres=_v1("postgres")),
+)
+LATEST_VERSION = MIGRATIONS[-1].version
+
+_CREATE_TABLE = {
+    "sqlite": """CREATE TABLE IF NOT EXISTS schema_migrations (
+        version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP)""",
+    "postgres": """CREATE TABLE IF NOT EXISTS schema_migrations (
+        version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())""",
+}
+
+
+def _pending(applied: set[int], where: str, migrations: tuple[Migration, ...]) -> list[Migration]:
+    latest = max(m.version for m in migrations)
+    if applied and max(applied) > latest:
+        raise InfraError(
+            f"{where}: the schema is at version {max(applied)}, newer than this evalsi knows "
+            f"({latest}); upgrade evalsi before opening this database"
+        )
+    return [m for m in migrations if m.version not in applied]
+
+
+def migrate_sqlite(
+    conn: sqlite3.Connection, *, where: str, migrations: tuple[Migration, ...] = MIGRATIONS
+) -> list[int]:
+    """Apply the pending migrations in one transaction; returns the versions applied (none on a current schema).
+
+    ``conn`` must be in autocommit mode (``isolation_level=None``) so the explicit transaction is the only one.
+    """
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute(_CREATE_TABLE["sqlite"])
+        applied = {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
+        todo = _pending(applied, where, migrations)
+        for migration in todo:
+            for statement in migration.sqlite:
+                conn.execute(statement)
+            conn.execute(
+                "INSERT INTO schema_migrations (version, name) VALUES (?, ?)", (migration.version, migration.name)
+            )
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return [m.version for m in todo]
+
+
+async def migrate_postgres(
+    conn: asyncpg.Connection, *, where: str, migrations: tuple[Migration, ...] = MIGRATIONS
+) -> list[int]:
+    """Apply the pending migrations, each in its own transaction, holding the migrations advisory lock."""
+    await conn.execute("SELECT pg_advisory_lock($1)", ADVISORY_LOCK_KEY)
+    try:
+        await conn.execute(_CREATE_TABLE["postgres"])
+        applied = {row[0] for row in await conn.fetch("SELECT version FROM schema_migrations")}
+        todo = _pending(applied, where, migrations)
+        for migration in todo:
+            async with conn.transaction():
+                for statement in migration.postgres:
+                    await conn.execute(statement)
+                await conn.execute(
+                    "INSERT INTO schema_migrations (version, name) VALUES ($1, $2)", migration.version, migration.name
+                )
+    finally:
+        await conn.execute("SELECT pg_advisory_unlock($1)", ADVISORY_LOCK_KEY)
+    return [m.version for m in todo]

@@ -1,0 +1,92 @@
+"""Open a store from the URL in ``evalsi.yaml``.
+
+Metadata stores:
+- ``sqlite:///<path>``: the text after ``sqlite:///`` is the file path, as SQLAlchemy reads it: so
+  ``sqlite:///evalsi.db`` is relative to the working directory and ``sqlite:////var/lib/evalsi.db``
+  (four slashes) is absolute; ``f"sqlite:///{path}"`` is right for either kind of path.
+- ``postgresql://user[:password]@host:port/db`` (or ``postgres://``), passed to asyncpg as it is.
+
+Object stores:
+- ``file:///abs/dir`` or a plain path: a local directory.
+- ``s3://bucket[/prefix]?endpoint=http://127.0.0.1:8333&region=us-east-1``: credentials from the
+  keyword arguments, else ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``, else botocore's own chain.
+"""
+
+from __future__ import annotations
+
+import os
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from evalsi.errors import BadInputError
+
+from .objects import LocalObjectStore, ObjectStore, S3ObjectStore
+from .sql import SqlMetadataStore, redact_dsn
+
+_METADATA_FORMS = "sqlite:///relative.db, sqlite:////absolute/path.db or postgresql://user@host:port/db"
+_OBJECT_FORMS = "file:///absolute/dir, a plain directory path or s3://bucket/prefix?endpoint=URL&region=REGION"
+
+
+async def open_metadata_store(url: str, *, pool_size: int = 10) -> SqlMetadataStore:
+    """Open (and migrate) the metadata store at ``url``; BadInputError for a URL of no accepted form."""
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    if scheme == "sqlite":
+        if not url.startswith("sqlite:///") or len(url) == len("sqlite:///"):
+            raise BadInputError(f"metadata store URL {url!r}: a SQLite URL is sqlite:///<path>; accepted: "
+                                f"{_METADATA_FORMS}")
+        path = url[len("sqlite:///"):]
+        if "?" in path:
+            raise BadInputError(f"metadata store URL {url!r}: SQLite URLs take no query parameters")
+        return await SqlMetadataStore.open_sqlite(unquote(path))
+    if scheme in ("postgresql", "postgres"):
+        if pool_size < 1:
+            raise BadInputError(f"pool_size {pool_size} must be at least 1")
+        return await SqlMetadataStore.open_postgres(url, pool_size=pool_size)
+    raise BadInputError(f"metadata store URL {redact_dsn(url)!r} is not supported; accepted: {_METADATA_FORMS}")
+
+
+async def open_object_store(
+    url: str,
+    *,
+    access_key: str | None = None,
+    secret_key: str | None = None,
+    region: str | None = None,
+) -> ObjectStore:
+    """Open the object store at ``url`` (an S3 bucket is created when missing)."""
+    if not url:
+        raise BadInputError(f"object store URL is empty; accepted: {_OBJECT_FORMS}")
+    if "://" not in url:
+        return LocalObjectStore(url)
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme == "file":
+        if parts.netloc not in ("", "localhost") or not parts.path or parts.query:
+            raise BadInputError(f"object store URL {url!r}: a file URL is file:///absolute/dir")
+        return LocalObjectStore(unquote(parts.path))
+    if scheme == "s3":
+        if not parts.netloc:
+            raise BadInputError(f"object store URL {url!r} names no bucket; accepted: {_OBJECT_FORMS}")
+        query = parse_qs(parts.query, keep_blank_values=True)
+        unknown = sorted(set(query) - {"endpoint", "region"})
+        if unknown:
+            raise BadInputError(
+                f"object store URL {url!r}: unknown parameter {unknown[0]!r}; accepted: endpoint, region"
+            )
+        endpoint = query.get("endpoint", [None])[-1] or None
+        if endpoint is not None and urlsplit(endpoint).scheme not in ("http", "https"):
+            raise BadInputError(f"object store URL {url!r}: endpoint {endpoint!r} must be an http(s) URL")
+        chosen_region = (
+            region
+            or query.get("region", [""])[-1]
+            or os.environ.get("AWS_REGION")
+            or os.environ.get("AWS_DEFAULT_REGION")
+            or "us-east-1"
+        )
+        return await S3ObjectStore(
+            parts.netloc,
+            unquote(parts.path).strip("/"),
+            endpoint_url=endpoint,
+            region=chosen_region,
+            access_key=access_key or os.environ.get("AWS_ACCESS_KEY_ID") or None,
+            secret_key=secret_key or os.environ.get("AWS_SECRET_ACCESS_KEY") or None,
+        ).open()
+    raise BadInputError(f"object store URL {url!r} is not supported; accepted: {_OBJECT_FORMS}")
