@@ -178,7 +178,14 @@ def load_run_document(spec: str | Path | EvalRun | Mapping[str, Any]) -> EvalRun
 
     if isinstance(spec, Mapping):
         return specs.parse_eval_run(spec, source="<mapping>")
-    return specs.load_eval_run(spec)
+    run = specs.load_eval_run(spec)
+    # A relative dataset path means "next to the spec file", as it does embedded; the server only knows
+    # absolute paths (which it confines to its datasets directory) or paths relative to that directory.
+    if run.spec.dataset.path and not Path(run.spec.dataset.path).is_absolute():
+        local = (Path(spec).resolve().parent / run.spec.dataset.path).resolve()
+        if local.exists():
+            run.spec.dataset.path = str(local)
+    return run
 
 
 class RunHandle:
