@@ -45,6 +45,11 @@ def from_value(value: struct_pb2.Value) -> Any:
     return _whole_numbers(json_format.MessageToDict(value))
 
 
+def struct_to_dict(struct: struct_pb2.Struct) -> dict[str, Any]:
+    """A Struct as a plain dict, whole numbers as ints (so an int param survives the round trip)."""
+    return _whole_numbers(json_format.MessageToDict(struct))
+
+
 def _whole_numbers(obj: Any) -> Any:
     if isinstance(obj, float) and obj.is_integer() and abs(obj) < 2**53:
         return int(obj)

@@ -21,7 +21,7 @@ from evalsi.datasets import Dataset, load_dataset, records_from_rows
 from evalsi.errors import BadInputError
 from evalsi.evaluators import BoundEvaluator, EvalContext, Evaluator, Registry
 from evalsi.judge_set import JudgeInput, JudgeSet, judge_configs, judge_spec_from_config
-from evalsi.records import canonical_json
+from evalsi.records import canonical_json, struct_to_dict
 from evalsi.results import EvaluationResults
 from evalsi.runner import RunnerOptions, run_evaluators, units_total
 from evalsi.summaries import summarize_results
@@ -80,7 +80,7 @@ def resolve_evaluators(
             ref = spec if isinstance(spec, EvaluatorRef) else _ref_from_mapping(spec)
             ev = registry.resolve(ref.ref)
             alias, judge = ref.alias, ref.judge
-            values = json_format.MessageToDict(ref.params) if ref.HasField("params") else {}
+            values = struct_to_dict(ref.params) if ref.HasField("params") else {}
         alias = alias or ev.short_name
         values = {**values, **extra.pop(alias, {})}
         bound.append(ev.bind(values, alias=alias, judge=judge))

@@ -1,0 +1,231 @@
+"""``evalsi run -f run.yaml``: execute a target over a dataset, grade it, print the metrics and the gates."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from evalsi.cli._common import (
+    EXIT_GATE_FAILED,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    handle_errors,
+    parse_key_values,
+)
+from evalsi.errors import BadInputError
+
+PASS, FAIL = "✓", "✗"
+
+
+def _overridden(path: str) -> tuple[str | int, ...]:
+    return tuple(int(p) if p.isdigit() else p for p in path.split(".") if p)
+
+
+def _load(file: str, sets: tuple[str, ...]) -> Any:
+    from evalsi.specs import apply_overrides, load_document, parse_eval_run
+
+    document, lines = load_document(file)
+    overrides = parse_key_values(sets, "--set")
+    if overrides:
+        document = apply_overrides(document, overrides)
+        for dotted in overrides:  # an overridden value's line is not in the file any more
+            prefix = _overridden(dotted)
+            lines = {p: n for p, n in lines.items() if p[: len(prefix)] != prefix}
+    source = f"{file} (with --set)" if overrides else file
+    return parse_eval_run(document, source=source, lines=lines)
+
+
+def _gate_lines(gates: Any, markdown: bool) -> list[str]:
+    lines = []
+    for gate in gates:
+        mark = PASS if gate.passed else FAIL
+        if markdown:
+            lines.append(f"- {mark} `{gate.expression}`" + (f" — {gate.message}" if gate.message else ""))
+        else:
+            lines.append(f"  {mark} {gate.expression}" + (f"  ({gate.message})" if gate.message else ""))
+    return lines
+
+
+def _money(value: float | None) -> str:
+    return "unknown" if value is None else f"${value:,.4f}"
+
+
+def _dry_run_text(prepared: Any, projection: Any) -> str:
+    plan = prepared.plan
+    run = prepared.run
+    stages = ", ".join(f"{stage} {n}" for stage, n in projection.tasks_by_stage.items()) or "none"
+    pools = ", ".join(f"{pool} {n}" for pool, n in projection.tasks_by_pool.items())
+    lines = [
+        f"dry run of {run.metadata.name or 'the run'} (project {run.metadata.project}): nothing was called",
+        f"  dataset      {prepared.dataset.source}: {plan.samples} samples in {len(plan.shards)} shard(s) of up to "
+        f"{plan.shard_size}",
+        f"  trials       {plan.trials}",
+        f"  tasks        {projection.tasks} ({stages}; by pool: {pools})",
+        f"  evaluations  {projection.evaluations:,}",
+    ]
+    if plan.generates:
+        output = "unbounded" if projection.target_output_tokens is None else f"≤ {projection.target_output_tokens:,}"
+        lines.append(
+            f"  target       {projection.target_calls:,} calls, ≈ {projection.target_input_tokens:,} input tokens, "
+            f"{output} output tokens, cost {_money(projection.target_cost_usd)}"
+        )
+    if projection.judge_calls:
+        lines.append(
+            f"  judges       {projection.judge_calls:,} calls, ≈ {projection.judge_input_tokens:,} input and "
+            f"{projection.judge_output_tokens:,} output tokens, cost {_money(projection.judge_cost_usd)}"
+        )
+    lines.append(
+        f"  projected    ≈ {projection.total_tokens:,} tokens, cost {_money(projection.total_cost_usd)}"
+    )
+    budget = run.spec.budget
+    if budget.tokens or budget.usd:
+        limits = []
+        if budget.tokens:
+            limits.append(f"{budget.tokens:,} tokens")
+        if budget.usd:
+            limits.append(f"${budget.usd:,.4f}")
+        lines.append(f"  budget       {' and '.join(limits)}")
+        if budget.tokens and projection.total_tokens > budget.tokens:
+            lines.append("               the projected tokens exceed the token budget: the run would stop early")
+    for item in projection.unknown:
+        lines.append(f"  not projected: {item}")
+    for note in projection.notes:
+        lines.append(f"  note: {note}")
+    return "\n".join(lines)
+
+
+@click.command("run")
+@click.option("--file", "-f", "file", required=True, metavar="FILE", help="The EvalRun spec (YAML or JSON).")
+@click.option("--dry-run", is_flag=True, help="Print the plan and projected tokens and cost; call nothing.")
+@click.option("--output", "-o", type=click.Path(dir_okay=False), help="Save the full result document (JSON) here.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "json", "md"]),
+    default="table",
+    show_default=True,
+    help="What to print on stdout.",
+)
+@click.option("--no-cache", is_flag=True, help="Bypass the judge cache (target outputs are never cached).")
+@click.option(
+    "--cache-dir",
+    type=click.Path(file_okay=False),
+    help="Judge cache directory (default $EVALSI_CACHE_DIR/judge or ~/.cache/evalsi/judge).",
+)
+@click.option(
+    "--progress/--no-progress", default=None, help="Progress bar on stderr (default: when stderr is a terminal)."
+)
+@click.option(
+    "--set",
+    "sets",
+    multiple=True,
+    metavar="PATH=VALUE",
+    help="Override a spec field (VALUE is JSON when it parses): --set spec.trials=5 "
+    "--set spec.target.model.baseUrl=http://127.0.0.1:8000/v1",
+)
+@click.option("--server", metavar="URL", help="Run on an Evals.si server instead of embedded.")
+@handle_errors
+def run_command(
+    file: str,
+    dry_run: bool,
+    output: str | None,
+    fmt: str,
+    no_cache: bool,
+    cache_dir: str | None,
+    progress: bool | None,
+    sets: tuple[str, ...],
+    server: str | None,
+) -> None:
+    """Run a target over a dataset and grade it (Run), embedded: no server.
+
+    Prints n, mean, the confidence interval, skipped and errors per metric, then each gate as ✓ or ✗
+    with the values it read. Infrastructure failures (a provider down after retries) are errors counted
+    apart, never scores.
+
+    \b
+    Examples:
+      evalsi run -f examples/runs/qa-outputs.yaml
+      evalsi run -f examples/runs/qa-model.yaml --dry-run
+      evalsi run -f run.yaml --set spec.trials=5 -o results.json
+
+    Exit codes: 0 every gate passed, 3 a gate failed or the budget was exceeded, 2 bad input or usage,
+    1 internal error (or every target call failed), 130 interrupted.
+    """
+    if server is not None:
+        raise BadInputError(
+            f"--server {server}: the server mode is not available in this build yet; run without --server to "
+            "execute embedded"
+        )
+    from evalsi.runs import dry_run as plan_dry_run
+    from evalsi.runs import execute_run
+    from evalsi.v1alpha1.run_pb2 import RUN_STATE_BUDGET_EXCEEDED, RUN_STATE_CANCELLED, RUN_STATE_FAILED
+
+    run = _load(file, sets)
+    base_dir = Path(file).resolve().parent
+    if dry_run:
+        prepared, projection = plan_dry_run(run, base_dir=base_dir, source=file)
+        if fmt == "json":
+            plan = prepared.plan
+            document = {
+                "run": run.metadata.name,
+                "project": run.metadata.project,
+                "samples": plan.samples,
+                "shards": len(plan.shards),
+                "trials": plan.trials,
+                "pools": {pool: list(aliases) for pool, aliases in plan.pools.items()},
+                **projection.to_dict(),
+            }
+            click.echo(json.dumps(document, indent=2))
+        else:
+            click.echo(_dry_run_text(prepared, projection))
+        return
+    outcome = asyncio.run(
+        execute_run(
+            run,
+            base_dir=base_dir,
+            cache=not no_cache,
+            cache_dir=cache_dir,
+            progress=sys.stderr.isatty() if progress is None else progress,
+            stop_on_interrupt=True,
+            source=file,
+        )
+    )
+    results = outcome.results
+    document = results.run
+    if output:
+        saved = results.save(output)
+        click.echo(f"saved {len(document.results)} results to {saved}", err=True)
+    if fmt == "json":
+        click.echo(results.to_json())
+    elif fmt == "md":
+        click.echo(results.table("md"))
+        if document.gates:
+            click.echo("\n**Gates**\n")
+            click.echo("\n".join(_gate_lines(document.gates, markdown=True)))
+    else:
+        click.echo(results.table("table"))
+        if document.gates:
+            click.echo("gates:")
+            click.echo("\n".join(_gate_lines(document.gates, markdown=False)))
+    failed = [g for g in document.gates if not g.passed]
+    code = 0
+    if document.state == RUN_STATE_BUDGET_EXCEEDED:
+        click.echo(f"budget exceeded: {document.message}", err=True)
+        code = EXIT_GATE_FAILED
+    elif document.state == RUN_STATE_CANCELLED:
+        click.echo(document.message, err=True)
+        sys.exit(EXIT_INTERRUPTED)
+    elif document.state == RUN_STATE_FAILED:
+        click.echo(f"run failed: {document.message}", err=True)
+        sys.exit(EXIT_INTERNAL)
+    if failed:
+        click.echo(f"{len(failed)} of {len(document.gates)} gates failed: "
+                   + "; ".join(g.expression for g in failed), err=True)
+        code = EXIT_GATE_FAILED
+    if code:
+        sys.exit(code)

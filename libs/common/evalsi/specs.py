@@ -1,0 +1,807 @@
+"""``EvalRun`` specs: YAML (or JSON) to the protobuf message, and the checks a run needs before it starts.
+
+A spec is the protobuf JSON mapping of ``evalsi.v1alpha1.EvalRun`` (DESIGN.md), with two conveniences
+applied first: human durations (``10m``, ``1h30m``, ``250ms``, a bare number of seconds) in Duration fields,
+and either spelling of a field (``wallClock`` or ``wall_clock``). The document is walked against the message
+descriptors before protobuf parses it, so an unknown or mistyped field is a ``BadInputError`` naming its
+path, the file and (from YAML) the line: ``run.yaml:12: spec.evaluators[1].parms: unknown field; did you
+mean params?``.
+
+``validate_eval_run`` is what both the embedded runner and the API call before accepting a run: every
+evaluator resolves and binds, judges and the model target are valid, gates compile, the dataset path stays
+inside the allowed directory. It reports every problem it finds at once, one per line.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import os
+import re
+from collections.abc import Mapping, Sequence
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any
+
+import yaml
+from google.protobuf import json_format, struct_pb2
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+
+from evalsi.errors import BadInputError
+from evalsi.evaluators import BoundEvaluator, Registry
+from evalsi.gates import check_gate_references, compile_gate
+from evalsi.judges import PROVIDERS, JudgeConfig
+from evalsi.records import canonical_json, from_value
+from evalsi.sdk import resolve_evaluators
+from evalsi.v1alpha1.evaluator_pb2 import EvaluatorRef, JudgeSpec
+from evalsi.v1alpha1.run_pb2 import EvalRun, ModelTarget
+
+API_VERSION = "evals.si/v1alpha1"
+KIND = "EvalRun"
+PROJECT_LABEL = "evals.si/project"
+DEFAULT_PROJECT = "default"
+
+# Keys of ``spec.target.model.params`` that configure how Evals.si calls the target; they are never sent
+# to the provider. Everything else in params is (temperature, max_tokens, seed, ...).
+TARGET_CALL_PARAMS = (
+    "price_per_1k_input",
+    "price_per_1k_output",
+    "timeout_s",
+    "max_retries",
+    "rpm",
+    "tpm",
+)
+TEMPLATE_PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_.\-/]*)\s*\}\}")
+DEFAULT_PROMPT_TEMPLATE = "{{input}}"
+
+Path_ = tuple[str | int, ...]
+Lines = Mapping[Path_, int]
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h|d)")
+_UNIT_NANOS = {
+    "ns": 1,
+    "us": 1_000,
+    "µs": 1_000,
+    "ms": 1_000_000,
+    "s": 1_000_000_000,
+    "m": 60_000_000_000,
+    "h": 3_600_000_000_000,
+    "d": 86_400_000_000_000,
+}
+_DURATION_HELP = "a duration like 30s, 10m, 1h30m or 250ms (or a number of seconds)"
+_ALIAS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
+_INTS = {
+    FieldDescriptor.TYPE_INT32,
+    FieldDescriptor.TYPE_INT64,
+    FieldDescriptor.TYPE_UINT32,
+    FieldDescriptor.TYPE_UINT64,
+    FieldDescriptor.TYPE_SINT32,
+    FieldDescriptor.TYPE_SINT64,
+    FieldDescriptor.TYPE_FIXED32,
+    FieldDescriptor.TYPE_FIXED64,
+    FieldDescriptor.TYPE_SFIXED32,
+    FieldDescriptor.TYPE_SFIXED64,
+}
+_FLOATS = {FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FLOAT}
+_ANY_JSON = {"google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.ListValue"}
+
+
+# --- durations -----------------------------------------------------------------------------------------
+
+
+def parse_duration(value: Any) -> str:
+    """A human duration as the protobuf JSON form: ``"10m"`` -> ``"600s"``, ``"250ms"`` -> ``"0.25s"``.
+
+    Accepts a sequence of number+unit parts (ns, us, ms, s, m, h, d), ``"600s"`` itself, or a bare number
+    of seconds. Raises ``ValueError`` for anything else, including negative durations.
+    """
+    if isinstance(value, bool):
+        raise ValueError(f"expected {_DURATION_HELP}, got {value!r}")
+    if isinstance(value, int | float):
+        if value < 0:
+            raise ValueError(f"a duration cannot be negative, got {value!r}")
+        nanos = int(Decimal(str(value)) * 1_000_000_000)
+    elif isinstance(value, str):
+        text = value.strip().replace(" ", "")
+        position, nanos = 0, 0
+        for match in _DURATION_PART.finditer(text):
+            if match.start() != position:
+                break
+            try:
+                nanos += int(Decimal(match.group(1)) * _UNIT_NANOS[match.group(2)])
+            except InvalidOperation:
+                break
+            position = match.end()
+        if not text or position != len(text):
+            raise ValueError(f"expected {_DURATION_HELP}, got {value!r}")
+    else:
+        raise ValueError(f"expected {_DURATION_HELP}, got {type(value).__name__}")
+    seconds, rest = divmod(nanos, 1_000_000_000)
+    return f"{seconds}s" if not rest else f"{seconds}.{rest:09d}".rstrip("0") + "s"
+
+
+# --- reading files -------------------------------------------------------------------------------------
+
+
+def load_eval_run(path: str | Path) -> EvalRun:
+    """Read an ``EvalRun`` from a YAML or JSON file; errors name the file, the line and the field path."""
+    return parse_eval_run_text(_read(path), source=str(path))
+
+
+def load_document(path: str | Path) -> tuple[dict[str, Any], dict[Path_, int]]:
+    """The spec file as a plain mapping plus the line of every key (for ``--set`` before parsing)."""
+    return _document(_read(path), str(path))
+
+
+def parse_eval_run_text(text: str, *, source: str) -> EvalRun:
+    document, lines = _document(text, source)
+    return parse_eval_run(document, source=source, lines=lines)
+
+
+def _read(path: str | Path) -> str:
+    file = Path(path)
+    try:
+        return file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BadInputError(f"{file}: no such file") from None
+    except IsADirectoryError:
+        raise BadInputError(f"{file}: is a directory; expected an EvalRun YAML file") from None
+    except UnicodeDecodeError as exc:
+        raise BadInputError(f"{file}: not UTF-8 text ({exc.reason})") from None
+
+
+def _document(text: str, source: str) -> tuple[dict[str, Any], dict[Path_, int]]:
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        document = yaml.safe_load(text) if node is not None else None
+    except yaml.MarkedYAMLError as exc:
+        if text.lstrip().startswith("{"):  # JSON that YAML refuses (tab indentation): JSON's own errors
+            return _json_document(text, source), {}
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{source}:{mark.line + 1}" if mark is not None else source
+        raise BadInputError(f"{where}: invalid YAML: {exc.problem or exc.context}") from None
+    except yaml.YAMLError as exc:
+        raise BadInputError(f"{source}: invalid YAML: {exc}") from None
+    if document is None:
+        raise BadInputError(f"{source}: empty; expected an EvalRun document (apiVersion: {API_VERSION})")
+    if not isinstance(document, dict):
+        raise BadInputError(f"{source}: expected a mapping (an EvalRun document), got {_kind(document)}")
+    lines: dict[Path_, int] = {}
+    _node_lines(node, (), lines, source)
+    return document, lines
+
+
+def _json_document(text: str, source: str) -> dict[str, Any]:
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BadInputError(f"{source}:{exc.lineno}: invalid JSON: {exc.msg}") from None
+    if not isinstance(document, dict):
+        raise BadInputError(f"{source}: expected a mapping (an EvalRun document), got {_kind(document)}")
+    return document
+
+
+def _node_lines(node: yaml.Node, path: Path_, lines: dict[Path_, int], source: str) -> None:
+    if isinstance(node, yaml.MappingNode):
+        seen: set[Any] = set()
+        for key_node, value_node in node.value:
+            key = key_node.value
+            here = (*path, key)
+            if key in seen:
+                raise BadInputError(f"{source}:{key_node.start_mark.line + 1}: {_format_path(here)}: duplicate key")
+            seen.add(key)
+            lines[here] = key_node.start_mark.line + 1
+            _node_lines(value_node, here, lines, source)
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            lines[(*path, index)] = item.start_mark.line + 1
+            _node_lines(item, (*path, index), lines, source)
+
+
+# --- parsing -------------------------------------------------------------------------------------------
+
+
+def parse_eval_run(document: Mapping[str, Any], *, source: str, lines: Lines | None = None) -> EvalRun:
+    """The ``EvalRun`` in a plain mapping (a parsed YAML or JSON document).
+
+    ``source`` names the document in errors (a file path); ``lines`` maps field paths to YAML lines.
+    ``metadata.project`` is filled in from the ``evals.si/project`` label, or ``default``.
+    """
+    where = _Where(source, lines or {})
+    if not isinstance(document, Mapping):
+        raise BadInputError(f"{source}: expected a mapping (an EvalRun document), got {_kind(document)}")
+    api_version = document.get("apiVersion", document.get("api_version"))
+    kind = document.get("kind")
+    if api_version != API_VERSION:
+        key = "apiVersion" if "apiVersion" in document or "api_version" not in document else "api_version"
+        got = "missing" if api_version is None else f"got {api_version!r}"
+        raise where.error((key,), f"must be {API_VERSION} ({got})")
+    if kind != KIND:
+        got = "missing" if kind is None else f"got {kind!r}"
+        raise where.error(("kind",), f"must be {KIND} ({got}); this file is not a run spec")
+    converted = _convert(document, EvalRun.DESCRIPTOR, (), where)
+    try:
+        run = json_format.ParseDict(converted, EvalRun())
+    except json_format.ParseError as exc:  # what the walk above does not catch (e.g. an int out of range)
+        raise BadInputError(f"{source}: {exc}") from None
+    _fill_project(run, where)
+    return run
+
+
+def _fill_project(run: EvalRun, where: _Where) -> None:
+    labelled = run.metadata.labels.get(PROJECT_LABEL, "")
+    if run.metadata.project and labelled and run.metadata.project != labelled:
+        raise where.error(
+            ("metadata", "project"),
+            f"{run.metadata.project!r} differs from the label {PROJECT_LABEL}={labelled!r}; keep one of them",
+        )
+    run.metadata.project = run.metadata.project or labelled or DEFAULT_PROJECT
+
+
+class _Where:
+    """Formats errors with the source and, when known, the YAML line of a path."""
+
+    def __init__(self, source: str, lines: Lines) -> None:
+        self.source = source
+        self.lines = lines
+
+    def error(self, path: Path_, message: str) -> BadInputError:
+        line = None
+        probe = path
+        while probe and line is None:
+            line = self.lines.get(probe)
+            probe = probe[:-1]
+        prefix = f"{self.source}:{line}" if line is not None else self.source
+        return BadInputError(f"{prefix}: {_format_path(path)}: {message}")
+
+
+def _format_path(path: Path_) -> str:
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "(document)"
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, list | tuple):
+        return "a list"
+    return type(value).__name__
+
+
+def _fields(descriptor: Descriptor) -> dict[str, FieldDescriptor]:
+    out: dict[str, FieldDescriptor] = {}
+    for field in descriptor.fields:
+        out[field.name] = field
+        out[field.json_name] = field
+    return out
+
+
+def _convert(value: Any, descriptor: Descriptor, path: Path_, where: _Where) -> Any:
+    """Check ``value`` against a message type and return it with durations converted."""
+    name = descriptor.full_name
+    if name in _ANY_JSON:
+        if name == "google.protobuf.Struct" and not isinstance(value, Mapping):
+            raise where.error(path, f"must be a mapping, got {_kind(value)}")
+        if name == "google.protobuf.ListValue" and not isinstance(value, list):
+            raise where.error(path, f"must be a list, got {_kind(value)}")
+        _check_json(value, path, where)
+        return value
+    if name == "google.protobuf.Duration":
+        try:
+            return parse_duration(value)
+        except ValueError as exc:
+            raise where.error(path, str(exc)) from None
+    if name == "google.protobuf.Timestamp":
+        if not isinstance(value, str):
+            raise where.error(path, f"must be an RFC 3339 timestamp string, got {_kind(value)}")
+        return value
+    if not isinstance(value, Mapping):
+        raise where.error(path, f"must be a mapping ({descriptor.name}), got {_kind(value)}")
+    fields = _fields(descriptor)
+    out: dict[str, Any] = {}
+    chosen: dict[str, tuple[str, Path_]] = {}
+    for key, item in value.items():
+        here = (*path, key)
+        if not isinstance(key, str):
+            raise where.error(here, f"keys must be strings, got {_kind(key)}")
+        field = fields.get(key)
+        if field is None:
+            raise where.error(here, "unknown field" + _suggestion(key, fields, descriptor))
+        if item is None:  # `key:` with nothing after it: the field stays unset
+            continue
+        if field.json_name in out:
+            raise where.error(here, f"given twice (as {field.name} and {field.json_name})")
+        oneof = field.containing_oneof
+        if oneof is not None and len(oneof.fields) > 1:
+            if oneof.name in chosen:
+                other, _ = chosen[oneof.name]
+                members = ", ".join(f.json_name for f in oneof.fields)
+                raise where.error(here, f"conflicts with {other}: set only one of {members}")
+            chosen[oneof.name] = (key, here)
+        out[field.json_name] = _convert_field(item, field, here, where)
+    return out
+
+
+def _suggestion(key: str, fields: Mapping[str, FieldDescriptor], descriptor: Descriptor) -> str:
+    # Suggest in the writer's style: snake_case when they used an underscore, else the camelCase of the docs.
+    snake = "_" in key
+    preferred = [f.name if snake else f.json_name for f in descriptor.fields]
+    close = difflib.get_close_matches(key, preferred, n=1, cutoff=0.6) or difflib.get_close_matches(
+        key, list(fields), n=1, cutoff=0.6
+    )
+    if close:
+        return f"; did you mean {close[0]}?"
+    known = ", ".join(f.json_name for f in descriptor.fields)
+    return f"; {descriptor.name} fields: {known}"
+
+
+def _convert_field(value: Any, field: FieldDescriptor, path: Path_, where: _Where) -> Any:
+    message = field.message_type
+    if message is not None and message.GetOptions().map_entry:
+        if not isinstance(value, Mapping):
+            raise where.error(path, f"must be a mapping, got {_kind(value)}")
+        value_field = message.fields_by_name["value"]
+        out = {}
+        for key, item in value.items():
+            if item is None:
+                raise where.error((*path, key), "has no value")
+            out[str(key)] = _convert_single(item, value_field, (*path, key), where)
+        return out
+    if field.is_repeated:
+        if not isinstance(value, list):
+            raise where.error(path, f"must be a list, got {_kind(value)}")
+        return [_convert_single(item, field, (*path, index), where) for index, item in enumerate(value)]
+    return _convert_single(value, field, path, where)
+
+
+def _convert_single(value: Any, field: FieldDescriptor, path: Path_, where: _Where) -> Any:
+    kind = field.type
+    if kind == FieldDescriptor.TYPE_MESSAGE:
+        return _convert(value, field.message_type, path, where)
+    if kind == FieldDescriptor.TYPE_STRING:
+        if not isinstance(value, str):
+            raise where.error(path, f"must be a string, got {_kind(value)} {value!r}")
+        return value
+    if kind == FieldDescriptor.TYPE_BOOL:
+        if not isinstance(value, bool):
+            raise where.error(path, f"must be true or false, got {_kind(value)} {value!r}")
+        return value
+    if kind in _INTS:
+        if isinstance(value, bool) or not isinstance(value, int):
+            if isinstance(value, float) and value.is_integer():
+                return int(value)
+            raise where.error(path, f"must be an integer, got {_kind(value)} {value!r}")
+        return value
+    if kind in _FLOATS:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise where.error(path, f"must be a number, got {_kind(value)} {value!r}")
+        return value
+    if kind == FieldDescriptor.TYPE_ENUM:
+        names = [v.name for v in field.enum_type.values]
+        if value not in names and not (isinstance(value, int) and not isinstance(value, bool)):
+            raise where.error(path, f"must be one of {', '.join(names)}, got {value!r}")
+        return value
+    if kind == FieldDescriptor.TYPE_BYTES:
+        if not isinstance(value, str):
+            raise where.error(path, f"must be base64 text, got {_kind(value)}")
+        return value
+    raise where.error(path, f"unsupported field type {kind}")  # pragma: no cover - no such field in the API
+
+
+def _check_json(value: Any, path: Path_, where: _Where) -> None:
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise where.error(path, f"must be plain JSON values (strings, numbers, booleans, lists, maps): {exc}") from None
+
+
+# --- --set overrides -----------------------------------------------------------------------------------
+
+
+def apply_overrides(document: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``document`` with dotted paths set: ``{"spec.trials": 5, "spec.evaluators.0.alias": "em"}``.
+
+    A numeric part indexes a list (the index must exist); missing mapping keys are created. The result is
+    parsed like the file, so a misspelt path is reported as an unknown field.
+    """
+    result = json.loads(json.dumps(document, default=str))
+    for dotted, value in overrides.items():
+        parts = [p for p in dotted.split(".") if p]
+        if not parts:
+            raise BadInputError(f"--set {dotted!r}: expected a dotted path such as spec.trials")
+        node: Any = result
+        for index, part in enumerate(parts):
+            last = index == len(parts) - 1
+            where = ".".join(parts[: index + 1])
+            if isinstance(node, list):
+                if not part.isdigit() or int(part) >= len(node):
+                    raise BadInputError(f"--set {dotted}: {where}: no such list item (the list has {len(node)})")
+                if last:
+                    node[int(part)] = value
+                else:
+                    node = node[int(part)]
+            elif isinstance(node, dict):
+                if last:
+                    node[part] = value
+                else:
+                    if not isinstance(node.get(part), dict | list):
+                        node[part] = {}
+                    node = node[part]
+            else:
+                raise BadInputError(f"--set {dotted}: {'.'.join(parts[:index])} is not a mapping or a list")
+    return result
+
+
+# --- validation ----------------------------------------------------------------------------------------
+
+
+def spec_hash(run: EvalRun) -> str:
+    """sha256 (hex) of the spec's canonical JSON: the same spec gives the same hash on every machine."""
+    return hashlib.sha256(canonical_json(json_format.MessageToDict(run.spec)).encode()).hexdigest()
+
+
+def trials_of(run: EvalRun) -> int:
+    """The number of trials per sample (0 in a spec means 1)."""
+    return max(1, run.spec.trials)
+
+
+def target_kind(run: EvalRun) -> str:
+    """``outputs`` (given, or no target at all), ``model`` or ``agent``."""
+    return run.spec.target.WhichOneof("kind") or "outputs"
+
+
+def struct_dict(message: Any, field: str) -> dict[str, Any]:
+    """A Struct field as plain values, whole numbers as ints (protobuf stores every number as a double)."""
+    if not message.HasField(field):
+        return {}
+    value = struct_pb2.Value()
+    value.struct_value.CopyFrom(getattr(message, field))
+    plain = from_value(value)
+    return dict(plain) if isinstance(plain, dict) else {}
+
+
+def bind_evaluators(run: EvalRun, registry: Registry) -> list[BoundEvaluator]:
+    """The spec's evaluators, resolved and bound; errors name ``spec.evaluators[i]``."""
+    bound, problems = _bind(run, registry)
+    if problems:
+        raise BadInputError("\n".join(problems))
+    return [b for _, b in bound]
+
+
+def _bind(run: EvalRun, registry: Registry) -> tuple[list[tuple[int, BoundEvaluator]], list[str]]:
+    """(index in spec.evaluators, bound evaluator) for each evaluator that binds, and the problems."""
+    bound: list[tuple[int, BoundEvaluator]] = []
+    problems: list[str] = []
+    if not run.spec.evaluators:
+        problems.append("spec.evaluators: at least one evaluator is required; `evalsi catalog list` shows them")
+    seen: dict[str, int] = {}
+    for index, ref in enumerate(run.spec.evaluators):
+        where = f"spec.evaluators[{index}]"
+        if not ref.ref:
+            problems.append(f"{where}.ref: required (an evaluator such as builtin/exact-match)")
+            continue
+        try:
+            evaluator = registry.resolve(ref.ref)
+            alias = ref.alias or evaluator.short_name
+            # Params go in by alias so whole numbers stay ints (a Struct holds every number as a double).
+            bare = EvaluatorRef(ref=ref.ref, alias=alias, judge=ref.judge)
+            (item,) = resolve_evaluators([bare], registry, {alias: struct_dict(ref, "params")})
+        except BadInputError as exc:
+            problems.append(f"{where} ({ref.ref}): {exc}")
+            continue
+        if not _ALIAS.match(item.alias) or "@" in item.alias:
+            problems.append(
+                f"{where}.alias: {item.alias!r} must start with a letter or digit and hold only letters, digits, "
+                "'-', '_' and '.'"
+            )
+            continue
+        if item.alias in seen:
+            problems.append(
+                f"{where}: alias {item.alias!r} is already used by spec.evaluators[{seen[item.alias]}]; "
+                "give one of them an alias"
+            )
+            continue
+        seen[item.alias] = index
+        bound.append((index, item))
+    return bound, problems
+
+
+def judge_mapping(spec: JudgeSpec) -> dict[str, Any]:
+    """A ``JudgeSpec`` as the mapping ``JudgeConfig.from_mapping`` reads (unset fields left out)."""
+    mapping: dict[str, Any] = {"model": spec.model} if spec.model else {}
+    if spec.connector:
+        mapping["provider"] = spec.connector
+    for name in ("base_url", "api_key_env", "template"):
+        if getattr(spec, name):
+            mapping[name] = getattr(spec, name)
+    params = struct_dict(spec, "params")
+    if params:
+        mapping["params"] = params
+    if spec.timeout_s:
+        mapping["timeout_s"] = spec.timeout_s
+    for name in ("max_retries", "rpm", "tpm"):
+        if getattr(spec, name):
+            mapping[name] = getattr(spec, name)
+    return mapping
+
+
+def judge_configs_of(run: EvalRun) -> dict[str, JudgeConfig]:
+    """The spec's named judges as configs; errors name ``spec.judges.<name>``."""
+    configs, problems = _judges(run)
+    if problems:
+        raise BadInputError("\n".join(problems))
+    return configs
+
+
+def _judges(run: EvalRun) -> tuple[dict[str, JudgeConfig], list[str]]:
+    configs: dict[str, JudgeConfig] = {}
+    problems: list[str] = []
+    for name in sorted(run.spec.judges):
+        spec = run.spec.judges[name]
+        try:
+            configs[name] = JudgeConfig.from_mapping({"name": name, **judge_mapping(spec)}, where=f"spec.judges.{name}")
+        except BadInputError as exc:
+            problems.append(str(exc))
+    return configs, problems
+
+
+def target_config(model: ModelTarget, *, seed: int | None = None) -> JudgeConfig:
+    """The connector config that calls a model target (the judges' connectors, retries and limits).
+
+    ``params`` go to the provider except :data:`TARGET_CALL_PARAMS`; no temperature is imposed (the
+    provider's default applies unless params set one). ``seed``, when given, replaces any seed in params.
+    """
+    where = "spec.target.model"
+    params = struct_dict(model, "params")
+    call = {key: params.pop(key) for key in TARGET_CALL_PARAMS if key in params}
+    for key in ("price_per_1k_input", "price_per_1k_output"):
+        if key in call and (isinstance(call[key], bool) or not isinstance(call[key], int | float) or call[key] < 0):
+            raise BadInputError(f"{where}.params.{key}: must be a number >= 0 (USD per 1,000 tokens)")
+    if seed is not None:
+        params["seed"] = seed
+    mapping: dict[str, Any] = {
+        "name": "target",
+        "model": model.model,
+        "provider": model.connector or "openai",
+        "params": {"temperature": None, **params},
+    }
+    if not model.model:
+        raise BadInputError(f"{where}.model: required (the provider's model id)")
+    if model.connector and model.connector not in PROVIDERS:
+        raise BadInputError(f"{where}.connector: must be one of {', '.join(PROVIDERS)}, got {model.connector!r}")
+    if model.base_url:
+        mapping["base_url"] = model.base_url
+    if model.api_key_env:
+        mapping["api_key_env"] = model.api_key_env
+    for key in ("timeout_s", "max_retries", "rpm", "tpm"):
+        if key in call:
+            mapping[key] = call[key]
+    return JudgeConfig.from_mapping(mapping, where=where)
+
+
+def target_prices(model: ModelTarget) -> tuple[float, float] | None:
+    """USD per 1,000 input and output tokens, when the spec gives both (or either: the other is 0)."""
+    params = struct_dict(model, "params")
+    if "price_per_1k_input" not in params and "price_per_1k_output" not in params:
+        return None
+    return float(params.get("price_per_1k_input", 0.0)), float(params.get("price_per_1k_output", 0.0))
+
+
+def template_placeholders(template: str) -> list[str]:
+    return [match.group(1) for match in TEMPLATE_PLACEHOLDER.finditer(template)]
+
+
+def _check_prompt_template(template: str) -> str | None:
+    for name in template_placeholders(template):
+        if name in ("input", "reference", "id") or (name.startswith("metadata.") and len(name) > 9):
+            continue
+        return (
+            f"spec.target.model.promptTemplate: unknown placeholder {{{{{name}}}}}; accepted: {{{{input}}}}, "
+            "{{reference}}, {{id}}, {{metadata.<key>}}"
+        )
+    return None
+
+
+def resolve_dataset_path(run: EvalRun, *, base_dir: Path | None = None, datasets_dir: Path | None = None) -> Path:
+    """Where ``spec.dataset.path`` points: relative to ``base_dir`` (the spec file's folder), else to
+    ``datasets_dir``, else the working directory. With ``datasets_dir`` the real path (symlinks and ``..``
+    resolved) must lie inside it."""
+    given = run.spec.dataset.path
+    if not given:
+        raise BadInputError("spec.dataset.path: required (a dataset file)")
+    path = Path(given).expanduser()
+    if not path.is_absolute():
+        root = base_dir if base_dir is not None else datasets_dir if datasets_dir is not None else Path.cwd()
+        path = root / path
+    if datasets_dir is not None:
+        allowed = Path(os.path.realpath(datasets_dir))
+        real = Path(os.path.realpath(path))
+        if real != allowed and allowed not in real.parents:
+            raise BadInputError(
+                f"spec.dataset.path: {given!r} resolves to {real}, outside the allowed datasets directory "
+                f"{allowed}; put the file under {allowed}"
+            )
+        return real  # what was checked is what gets opened, whatever the links point to later
+    # The folder resolved (so "runs/../data/x.jsonl" reads "data/x.jsonl"), the file name kept as written.
+    return Path(os.path.realpath(path.parent)) / path.name
+
+
+def validate_eval_run(
+    run: EvalRun,
+    *,
+    registry: Registry,
+    datasets_dir: Path | None = None,
+    base_dir: Path | None = None,
+    source: str = "",
+) -> None:
+    """Check everything a run needs before anything runs; one ``BadInputError`` lists every problem.
+
+    ``base_dir`` is the spec file's folder (relative dataset paths resolve against it); ``datasets_dir``,
+    when given, confines dataset paths to that directory (the server's datasets directory).
+    ``source`` (a file name) prefixes the message.
+    """
+    problems = _problems(run, registry=registry, datasets_dir=datasets_dir, base_dir=base_dir)
+    if problems:
+        prefix = f"{source}: " if source else ""
+        if len(problems) == 1:
+            raise BadInputError(prefix + problems[0])
+        raise BadInputError(f"{prefix}{len(problems)} problems in the run spec:\n" + "\n".join(
+            f"  - {p}" for p in problems
+        ))
+
+
+def _problems(run: EvalRun, *, registry: Registry, datasets_dir: Path | None, base_dir: Path | None) -> list[str]:
+    spec = run.spec
+    problems: list[str] = []
+    if run.api_version != API_VERSION:
+        problems.append(f"apiVersion: must be {API_VERSION}, got {run.api_version!r}")
+    if run.kind != KIND:
+        problems.append(f"kind: must be {KIND}, got {run.kind!r}")
+    if "/" in run.metadata.name:
+        problems.append(f"metadata.name: {run.metadata.name!r} must not contain '/'")
+    bound, bind_problems = _bind(run, registry)
+    problems += bind_problems
+    _, judge_problems = _judges(run)
+    problems += judge_problems
+    judge_names = set(spec.judges)
+    for index, b in bound:
+        where = f"spec.evaluators[{index}]"
+        if "judge" in b.evaluator.requires and b.judge not in judge_names:
+            defined = ", ".join(sorted(judge_names)) if judge_names else "none"
+            problems.append(
+                f"{where} ({b.alias}): needs a judge and uses {b.judge!r}, which spec.judges does not define "
+                f"(defined: {defined})"
+            )
+        if b.evaluator.scope == "comparative":
+            problems.append(
+                f"{where} ({b.alias}): a comparative evaluator needs two result sets; compare runs with "
+                "`evalsi compare` instead"
+            )
+    if spec.trials < 0:
+        problems.append(f"spec.trials: must be >= 1 (0 means 1), got {spec.trials}")
+    if spec.concurrency < 0:
+        problems.append(f"spec.concurrency: must be >= 1 (0 means the default, 16), got {spec.concurrency}")
+    problems += _target_problems(run)
+    problems += _dataset_problems(run, datasets_dir=datasets_dir, base_dir=base_dir)
+    problems += _summary_problems(run)
+    problems += _budget_problems(run)
+    for name in ("harness", "sandbox"):
+        if spec.HasField(name):
+            problems.append(f"spec.{name}: for agent runs, which are not built yet in this version")
+    if spec.sinks:
+        problems.append("spec.sinks: sinks are not built yet in this version; remove them")
+    expected = None if bind_problems else expected_metrics([b for _, b in bound])
+    for index, expression in enumerate(spec.gates):
+        try:
+            compile_gate(expression)
+        except BadInputError as exc:
+            problems.append(f"spec.gates[{index}]: {exc}")
+            continue
+        if expected is not None:
+            problems += [
+                f"spec.gates[{index}]: {p}"
+                for p in check_gate_references(expression, expected, trials=_known_trials(run))
+            ]
+    return problems
+
+
+def _known_trials(run: EvalRun) -> int | None:
+    """Trials per sample when the spec decides them (a generating target); None when the data does."""
+    return trials_of(run) if target_kind(run) == "model" else None
+
+
+def expected_metrics(bound: Sequence[BoundEvaluator]) -> dict[str, bool]:
+    """Metric names the evaluators can produce, each with whether it gets pass@k / pass^k with trials."""
+    out: dict[str, bool] = {}
+    for b in bound:
+        for output, metric in b.metric_names():
+            out[metric] = output.type == "boolean" and b.evaluator.scope == "record"
+    return out
+
+
+def _target_problems(run: EvalRun) -> list[str]:
+    kind = target_kind(run)
+    spec = run.spec
+    if kind == "agent":
+        agent = spec.target.agent.WhichOneof("kind") or "agent"
+        return [
+            f"spec.target.agent.{agent}: agent targets are not built yet in this version; use target.model "
+            "(a model behind an OpenAI-compatible or Anthropic API) or target.outputs (outputs in the dataset)"
+        ]
+    problems = []
+    if kind == "outputs" and spec.trials > 1:
+        problems.append(
+            f"spec.trials: {spec.trials} trials need a target that generates outputs (target.model); with "
+            "outputs given, trials come from the dataset (rows sharing an id)"
+        )
+    if kind == "model":
+        model = spec.target.model
+        try:
+            target_config(model)
+        except BadInputError as exc:
+            problems.append(str(exc))
+        problem = _check_prompt_template(model.prompt_template)
+        if problem:
+            problems.append(problem)
+    return problems
+
+
+def _dataset_problems(run: EvalRun, *, datasets_dir: Path | None, base_dir: Path | None) -> list[str]:
+    dataset = run.spec.dataset
+    kind = dataset.WhichOneof("kind")
+    if kind is None:
+        return ["spec.dataset: required: one of path (a file), ref (a stored dataset) or hf (hf://owner/name)"]
+    if dataset.limit < 0:
+        return [f"spec.dataset.limit: must be >= 1, got {dataset.limit}"]
+    if kind == "hf" and not dataset.hf.startswith("hf://"):
+        return [f"spec.dataset.hf: must look like hf://owner/name, got {dataset.hf!r}"]
+    if kind == "ref" and not re.match(r"^datasets/[^@\s]+(@[^@\s]+)?$", dataset.ref):
+        return [f"spec.dataset.ref: must look like datasets/name@version, got {dataset.ref!r}"]
+    if kind != "path":
+        return []
+    try:
+        path = resolve_dataset_path(run, base_dir=base_dir, datasets_dir=datasets_dir)
+    except BadInputError as exc:
+        return [str(exc)]
+    if not path.is_file():
+        return [f"spec.dataset.path: {dataset.path!r}: no such file ({path})"]
+    return []
+
+
+def _summary_problems(run: EvalRun) -> list[str]:
+    summary = run.spec.summary
+    problems = []
+    if summary.confidence and not 0 < summary.confidence < 1:
+        problems.append(f"spec.summary.confidence: must be between 0 and 1 (e.g. 0.95), got {summary.confidence}")
+    if summary.interval not in ("", "auto", "bootstrap"):
+        problems.append(f"spec.summary.interval: must be auto or bootstrap, got {summary.interval!r}")
+    if summary.bootstrap_resamples < 0:
+        problems.append(f"spec.summary.bootstrapResamples: must be >= 1, got {summary.bootstrap_resamples}")
+    problems += [f"spec.summary.passK: k must be >= 1, got {k}" for k in summary.pass_k if k < 1]
+    return problems
+
+
+def _budget_problems(run: EvalRun) -> list[str]:
+    budget = run.spec.budget
+    problems = []
+    if budget.usd < 0:
+        problems.append(f"spec.budget.usd: must be >= 0, got {budget.usd}")
+    if budget.tokens < 0:
+        problems.append(f"spec.budget.tokens: must be >= 0, got {budget.tokens}")
+    if budget.wall_clock.seconds < 0 or budget.wall_clock.nanos < 0:
+        problems.append("spec.budget.wallClock: must not be negative")
+    return problems

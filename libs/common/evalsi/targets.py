@@ -1,0 +1,334 @@
+"""Targets: what a run executes to get outputs, before grading them.
+
+- ``outputs`` (or no target): the dataset already carries the outputs; records pass through unchanged.
+- ``model``: a chat model behind the judges' connectors (OpenAI-compatible or Anthropic), with their
+  retries, rate limits and circuit breaker. Each record becomes ``[system_prompt] + user prompt``, the
+  prompt rendered from ``prompt_template`` (``{{input}}`` by default; ``{{reference}}``, ``{{id}}`` and
+  ``{{metadata.<key>}}`` too). With the default template, an input that is a chat (messages) is sent as
+  that conversation. Providers that take a seed (OpenAI-compatible) get ``seed + trial``, so trials differ
+  but each is reproducible where the provider honours seeds.
+- ``agent``: declared in the API, not built yet; a spec using it is refused as bad input.
+
+A provider failure after retries is an infrastructure failure of that record (``TargetFailure`` kind
+``infra``): its evaluations end ``ERROR``/infra and never count as a model failure. A record the prompt
+template cannot be rendered for (no input, no such metadata key) is ``skipped``. Generated outputs are
+never cached: the point of a run is to measure the target as it is now.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Literal
+
+import aiohttp
+
+from evalsi.errors import BadInputError, InfraError
+from evalsi.judges import CircuitBreakers, Completion, Connector, ProviderError, RateLimiter, RetryPolicy
+from evalsi.judges.connectors import make_connector
+from evalsi.records import canonical_json, content_text, from_value
+from evalsi.specs import (
+    DEFAULT_PROMPT_TEMPLATE,
+    TEMPLATE_PLACEHOLDER,
+    struct_dict,
+    target_config,
+    target_prices,
+)
+from evalsi.v1alpha1.record_pb2 import Content, Record, Usage
+from evalsi.v1alpha1.run_pb2 import ModelTarget, Target
+
+OUTPUTS_GIVEN = "outputs given"
+FailureKind = Literal["infra", "skipped", "cancelled"]
+UsageCallback = Callable[[Usage], None]
+
+
+@dataclass(frozen=True)
+class TargetFailure:
+    """Why a record got no output: ``infra`` (provider down after retries), ``skipped`` (nothing to
+    prompt with) or ``cancelled`` (the run stopped first)."""
+
+    kind: FailureKind
+    reason: str
+
+
+@dataclass
+class Generation:
+    """The records of one generate call, in input order; a record in ``failures`` (by index) has no
+    output. ``usage`` totals the target calls that answered."""
+
+    records: list[Record]
+    failures: dict[int, TargetFailure] = field(default_factory=dict)
+    usage: Usage = field(default_factory=Usage)
+
+    def succeeded(self) -> list[Record]:
+        return [r for i, r in enumerate(self.records) if i not in self.failures]
+
+
+def target_identity(target: Target) -> str:
+    """What the manifest and provenance record: ``openai-compatible:my-model @ http://host/v1``."""
+    kind = target.WhichOneof("kind")
+    if kind == "model":
+        config = target_config(target.model)
+        return f"{target.model.connector or 'openai'}:{config.model} @ {config.base_url}"
+    if kind == "agent":
+        return f"agent:{target.agent.WhichOneof('kind') or 'unknown'}"
+    return OUTPUTS_GIVEN
+
+
+def check_target_supported(target: Target) -> None:
+    if target.WhichOneof("kind") == "agent":
+        agent = target.agent.WhichOneof("kind") or "agent"
+        raise BadInputError(
+            f"spec.target.agent.{agent}: agent targets are not built yet in this version; use target.model "
+            "or target.outputs"
+        )
+
+
+class PromptError(Exception):
+    """The record lacks what the prompt template needs."""
+
+
+def _render_content(content: Content) -> str:
+    if content.WhichOneof("kind") == "messages":
+        return "\n".join(f"{m.role}: {m.content}" for m in content.messages.messages)
+    return content_text(content)
+
+
+def render_prompt(record: Record, template: str = DEFAULT_PROMPT_TEMPLATE) -> str:
+    """The user prompt for ``record`` (one pass: text from the record is never substituted again)."""
+
+    def value(match: Any) -> str:
+        name = match.group(1)
+        if name == "id":
+            return record.id
+        if name in ("input", "reference"):
+            if not record.HasField(name) or getattr(record, name).WhichOneof("kind") is None:
+                raise PromptError(f"the record has no {name} for {{{{{name}}}}} in the prompt template")
+            return _render_content(getattr(record, name))
+        if name.startswith("metadata."):
+            key = name[len("metadata.") :]
+            if key not in record.metadata:
+                raise PromptError(f"the record has no metadata {key!r} for {{{{{name}}}}} in the prompt template")
+            plain = from_value(record.metadata[key])
+            return plain if isinstance(plain, str) else canonical_json(plain)
+        raise PromptError(f"unknown placeholder {{{{{name}}}}}")
+
+    return TEMPLATE_PLACEHOLDER.sub(value, template)
+
+
+def build_messages(record: Record, model: ModelTarget) -> list[dict[str, Any]]:
+    """The chat messages sent to a model target for ``record``."""
+    messages: list[dict[str, Any]] = []
+    if model.system_prompt:
+        messages.append({"role": "system", "content": model.system_prompt})
+    if not model.prompt_template and record.input.WhichOneof("kind") == "messages":
+        for message in record.input.messages.messages:
+            item: dict[str, Any] = {"role": message.role, "content": message.content}
+            if message.name:
+                item["name"] = message.name
+            messages.append(item)
+        return messages
+    prompt = render_prompt(record, model.prompt_template or DEFAULT_PROMPT_TEMPLATE)
+    messages.append({"role": "user", "content": prompt})
+    return messages
+
+
+def _unhealthy(error: InfraError) -> bool:
+    # As for judges: a 400 about one over-long prompt says nothing about the provider's health.
+    return not (isinstance(error, ProviderError) and error.request_specific)
+
+
+class TargetClient:
+    """Calls one model target. Share ``limiter`` (and ``session``) with the run's judges so a model used
+    as both draws from one quota. Use as ``async with TargetClient(model) as client``."""
+
+    def __init__(
+        self,
+        model: ModelTarget,
+        *,
+        session: aiohttp.ClientSession | None = None,
+        limiter: RateLimiter | None = None,
+        breakers: CircuitBreakers | None = None,
+        retry: RetryPolicy | None = None,
+        sleep: Callable[[float], Any] = asyncio.sleep,
+        rng: random.Random | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        self.model = model
+        self.config = target_config(model)
+        self.prices = target_prices(model)
+        self._base_seed = struct_dict(model, "params").get("seed")
+        self._session = session
+        self._owns_session = session is None
+        self._limiter = limiter or RateLimiter()
+        self._breaker = (breakers or CircuitBreakers()).for_model(self.config.provider, self.config.model)
+        self._retry = retry
+        self._sleep = sleep
+        self._rng = rng
+        self._environ = environ
+        self._connectors: dict[int | None, Connector] = {}
+        self.calls = 0
+        self.failures = 0
+
+    @property
+    def takes_seed(self) -> bool:
+        """Whether the provider's API accepts a sampling seed (OpenAI-compatible does, Anthropic not)."""
+        return self.config.provider == "openai"
+
+    def seed_for(self, run_seed: int, trial: int) -> int | None:
+        """The seed sent for ``trial``: params.seed (or the run's seed) plus the trial; None when unsupported."""
+        if not self.takes_seed:
+            return None
+        base = self._base_seed if isinstance(self._base_seed, int) else run_seed
+        return int(base) + trial
+
+    def _connector(self, seed: int | None) -> Connector:
+        connector = self._connectors.get(seed)
+        if connector is None:
+            config = target_config(self.model, seed=seed) if seed is not None else self.config
+            if self._session is None or self._session.closed:
+                self._session = aiohttp.ClientSession()
+                self._owns_session = True
+            connector = make_connector(
+                config,
+                session=self._session,
+                limiter=self._limiter.for_model(config.provider, config.model, rpm=config.rpm, tpm=config.tpm),
+                retry=self._retry,
+                sleep=self._sleep,
+                rng=self._rng,
+                environ=self._environ,
+            )
+            self._connectors[seed] = connector
+        return connector
+
+    async def complete(self, messages: Sequence[Mapping[str, Any]], *, seed: int | None = None) -> Completion:
+        """One answer; ``InfraError`` when none could be had after retries (or while the breaker is open)."""
+        connector = self._connector(seed)
+        try:
+            with self._breaker.guard(is_failure=_unhealthy):
+                self.calls += 1
+                return await connector.complete(messages)
+        except InfraError:
+            self.failures += 1
+            raise
+
+    def cost(self, input_tokens: int, output_tokens: int) -> float | None:
+        if self.prices is None:
+            return None
+        price_in, price_out = self.prices
+        return input_tokens / 1000 * price_in + output_tokens / 1000 * price_out
+
+    @property
+    def retries(self) -> int:
+        return sum(c.retries for c in self._connectors.values())
+
+    async def aclose(self) -> None:
+        if self._owns_session and self._session is not None and not self._session.closed:
+            await self._session.close()
+
+    async def __aenter__(self) -> TargetClient:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+
+def _copy(record: Record) -> Record:
+    out = Record()
+    out.CopyFrom(record)
+    return out
+
+
+async def generate(
+    records: Sequence[Record],
+    target: Target,
+    *,
+    trial: int,
+    seed: int = 0,
+    client: TargetClient | None = None,
+    concurrency: int | asyncio.Semaphore = 16,
+    cancel: asyncio.Event | None = None,
+    on_usage: UsageCallback | None = None,
+    run_id: str = "",
+) -> Generation:
+    """Copies of ``records`` with the target's output, usage and provenance (trial, target, run) set.
+
+    For ``outputs`` targets the records keep their own outputs and trials (from the dataset). ``client``
+    is the model target's client (one is opened, and closed, when not given); ``concurrency`` bounds calls
+    in flight (pass one Semaphore to bound several generate calls together); once ``cancel`` is set, calls
+    not yet started end ``cancelled``. ``on_usage`` hears each answered call's usage as it arrives (for
+    budgets).
+    """
+    check_target_supported(target)
+    identity = target_identity(target)
+    if target.WhichOneof("kind") != "model":
+        out = []
+        for record in records:
+            copy = _copy(record)
+            copy.provenance.target = identity
+            if run_id:
+                copy.provenance.run_id = run_id
+            out.append(copy)
+        return Generation(out)
+    if client is None:
+        async with TargetClient(target.model) as own:
+            return await generate(
+                records, target, trial=trial, seed=seed, client=own, concurrency=concurrency,
+                cancel=cancel, on_usage=on_usage, run_id=run_id,
+            )
+    semaphore = concurrency if isinstance(concurrency, asyncio.Semaphore) else asyncio.Semaphore(max(1, concurrency))
+    generation = Generation([_copy(r) for r in records])
+    call_seed = client.seed_for(seed, trial)
+
+    async def one(index: int, record: Record) -> None:
+        record.provenance.trial = trial
+        record.provenance.target = identity
+        record.provenance.sample_id = record.provenance.sample_id or record.id
+        if run_id:
+            record.provenance.run_id = run_id
+        record.ClearField("output")
+        record.ClearField("usage")
+        try:
+            messages = build_messages(record, target.model)
+        except PromptError as exc:
+            generation.failures[index] = TargetFailure("skipped", f"target: {exc}")
+            return
+        async with semaphore:
+            if cancel is not None and cancel.is_set():
+                generation.failures[index] = TargetFailure("cancelled", "cancelled before the target was called")
+                return
+            started = time.perf_counter_ns()
+            try:
+                completion = await client.complete(messages, seed=call_seed)
+            except InfraError as exc:
+                generation.failures[index] = TargetFailure("infra", f"target {identity}: {exc}")
+                return
+            elapsed = time.perf_counter_ns() - started
+        record.output.text = completion.text
+        usage = record.usage
+        usage.input_tokens = completion.input_tokens
+        usage.output_tokens = completion.output_tokens
+        usage.total_tokens = completion.input_tokens + completion.output_tokens
+        usage.latency.FromNanoseconds(elapsed)
+        cost = client.cost(completion.input_tokens, completion.output_tokens)
+        if cost is not None:
+            usage.cost_usd = cost
+        _add_usage(generation.usage, usage)
+        if on_usage is not None:
+            on_usage(usage)
+
+    await asyncio.gather(*(one(i, r) for i, r in enumerate(generation.records)))
+    return generation
+
+
+def _add_usage(total: Usage, usage: Usage) -> None:
+    total.input_tokens += usage.input_tokens
+    total.output_tokens += usage.output_tokens
+    total.total_tokens += usage.total_tokens
+    total.cost_usd += usage.cost_usd
