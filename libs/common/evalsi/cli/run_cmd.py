@@ -79,9 +79,7 @@ def _dry_run_text(prepared: Any, projection: Any) -> str:
             f"  judges       {projection.judge_calls:,} calls, ≈ {projection.judge_input_tokens:,} input and "
             f"{projection.judge_output_tokens:,} output tokens, cost {_money(projection.judge_cost_usd)}"
         )
-    lines.append(
-        f"  projected    ≈ {projection.total_tokens:,} tokens, cost {_money(projection.total_cost_usd)}"
-    )
+    lines.append(f"  projected    ≈ {projection.total_tokens:,} tokens, cost {_money(projection.total_cost_usd)}")
     budget = run.spec.budget
     if budget.tokens or budget.usd:
         limits = []
@@ -128,7 +126,20 @@ def _dry_run_text(prepared: Any, projection: Any) -> str:
     help="Override a spec field (VALUE is JSON when it parses): --set spec.trials=5 "
     "--set spec.target.model.baseUrl=http://127.0.0.1:8000/v1",
 )
-@click.option("--server", metavar="URL", help="Run on an Evals.si server instead of embedded.")
+@click.option(
+    "--server",
+    metavar="URL",
+    envvar="EVALSI_SERVER",
+    help="Run on an Evals.si server (grpc://host:8081 or http://host:8080) instead of embedded.",
+)
+@click.option("--no-wait", is_flag=True, help="With --server: print the run id and return at once.")
+@click.option(
+    "--project",
+    default="default",
+    show_default=True,
+    envvar="EVALSI_PROJECT",
+    help="With --server: the project the run belongs to.",
+)
 @handle_errors
 def run_command(
     file: str,
@@ -140,6 +151,8 @@ def run_command(
     progress: bool | None,
     sets: tuple[str, ...],
     server: str | None,
+    no_wait: bool,
+    project: str,
 ) -> None:
     """Run a target over a dataset and grade it (Run), embedded: no server.
 
@@ -157,10 +170,10 @@ def run_command(
     1 internal error (or every target call failed), 130 interrupted.
     """
     if server is not None:
-        raise BadInputError(
-            f"--server {server}: the server mode is not available in this build yet; run without --server to "
-            "execute embedded"
-        )
+        _run_on_server(server, project, _load(file, sets), Path(file), dry_run=dry_run, no_wait=no_wait, output=output)
+        return
+    if no_wait:
+        raise BadInputError("--no-wait applies to server runs only (with --server)")
     from evalsi.runs import dry_run as plan_dry_run
     from evalsi.runs import execute_run
     from evalsi.v1alpha1.run_pb2 import RUN_STATE_BUDGET_EXCEEDED, RUN_STATE_CANCELLED, RUN_STATE_FAILED
@@ -224,8 +237,39 @@ def run_command(
         click.echo(f"run failed: {document.message}", err=True)
         sys.exit(EXIT_INTERNAL)
     if failed:
-        click.echo(f"{len(failed)} of {len(document.gates)} gates failed: "
-                   + "; ".join(g.expression for g in failed), err=True)
+        click.echo(
+            f"{len(failed)} of {len(document.gates)} gates failed: " + "; ".join(g.expression for g in failed), err=True
+        )
         code = EXIT_GATE_FAILED
     if code:
         sys.exit(code)
+
+
+def _run_on_server(
+    server: str, project: str, run: Any, file: Path, *, dry_run: bool, no_wait: bool, output: str | None
+) -> None:
+    """Submit the spec to a server; follow it to its end unless --no-wait, exiting like an embedded run."""
+    from evalsi.cli.runs_cmd import describe_run, exit_code_of, follow, state_name
+    from evalsi.client import Client
+    from evalsi.results import EvaluationResults
+
+    if run.spec.dataset.path and not Path(run.spec.dataset.path).is_absolute():
+        local = (file.resolve().parent / run.spec.dataset.path).resolve()
+        if local.exists():  # relative to the spec file, as embedded; the server confines it to its datasets dir
+            run.spec.dataset.path = str(local)
+    with Client(server, project=project) as client:
+        handle = client.runs.create(run, dry_run=dry_run)
+        if dry_run:
+            click.echo(describe_run(handle.run))
+            return
+        click.echo(f"created {handle.id} ({state_name(handle.run.state)}) on {server}", err=True)
+        if no_wait:
+            click.echo(handle.id)
+            return
+        if output:
+            finished = handle.wait()
+            finished.results.extend(client.runs.results(handle.id))
+            EvaluationResults(finished).save(output)
+            click.echo(describe_run(finished))
+            sys.exit(exit_code_of(finished))
+        follow(client, handle.id)
