@@ -55,12 +55,12 @@ _PROJECT_HEADER = "x-evalsi-project"
 
 
 class _Grpc:
-    def __init__(self, target: str, project: str, timeout: float) -> None:
+    def __init__(self, target: str, project: str | None, timeout: float) -> None:
         import grpc
 
         self._grpc = grpc
         self._channel = grpc.insecure_channel(target)
-        self._metadata = ((_PROJECT_HEADER, project),)
+        self._metadata = ((_PROJECT_HEADER, project),) if project else ()
         self._timeout = timeout
 
     def _method(self, service: str, method: str, response_type: type[Message], streaming: bool) -> Any:
@@ -98,9 +98,9 @@ def _grpc_error(exc: Any) -> Exception:
 
 
 class _Http:
-    def __init__(self, base: str, project: str, timeout: float) -> None:
+    def __init__(self, base: str, project: str | None, timeout: float) -> None:
         self._base = base.rstrip("/")
-        self._headers = {_PROJECT_HEADER: project, "content-type": "application/json"}
+        self._headers = {"content-type": "application/json", **({_PROJECT_HEADER: project} if project else {})}
         self._timeout = timeout
 
     def _request(self, service: str, method: str, request: Message, timeout: float | None) -> Any:
@@ -141,8 +141,13 @@ class _Http:
         try:
             with self._request(service, method, request, None) as response:
                 for line in response:
-                    if line.strip():
-                        yield json_format.Parse(line, response_type(), ignore_unknown_fields=True)
+                    if not line.strip():
+                        continue
+                    document = json.loads(line)
+                    if "error" in document:  # the server failed after the stream started
+                        error = document["error"]
+                        raise InfraError(f"server stream ended with {error.get('code')}: {error.get('message')}")
+                    yield json_format.ParseDict(document, response_type(), ignore_unknown_fields=True)
         except urllib.error.HTTPError as exc:
             raise _http_error(exc) from None
         except urllib.error.URLError as exc:
@@ -162,7 +167,7 @@ def _http_error(exc: urllib.error.HTTPError) -> Exception:
     return InfraError(f"server answered HTTP {exc.code}: {message}")
 
 
-def _transport(url: str, project: str, timeout: float) -> _Grpc | _Http:
+def _transport(url: str, project: str | None, timeout: float) -> _Grpc | _Http:
     parsed = urllib.parse.urlparse(url)
     if parsed.scheme == "grpc":
         return _Grpc(parsed.netloc, project, timeout)
@@ -200,11 +205,11 @@ class RunHandle:
         return self.run.id
 
     def refresh(self) -> Run:
-        self.run = self._runs.get(self.id)
+        self.run = self._runs.get(self.id, project=self.run.project)
         return self.run
 
     def watch(self) -> Iterator[RunEvent]:
-        return self._runs.watch(self.id)
+        return self._runs.watch(self.id, project=self.run.project)
 
     def wait(self, poll_s: float = 0.5) -> Run:
         """Block until the run ends; returns it with its summaries and gates."""
@@ -224,8 +229,8 @@ class Runs:
         request = CreateRunRequest(run=load_run_document(spec), dry_run=dry_run)
         return RunHandle(self, self._t.unary("RunService", "CreateRun", request, Run))
 
-    def get(self, run_id: str) -> Run:
-        return self._t.unary("RunService", "GetRun", GetRunRequest(id=run_id), Run)
+    def get(self, run_id: str, *, project: str = "") -> Run:
+        return self._t.unary("RunService", "GetRun", GetRunRequest(id=run_id, project=project), Run)
 
     def list(
         self, *, state: int = 0, name_contains: str = "", labels: Sequence[str] = (), page_size: int = 100
@@ -241,19 +246,23 @@ class Runs:
             if not token:
                 return
 
-    def watch(self, run_id: str) -> Iterator[RunEvent]:
-        return self._t.stream("RunService", "WatchRun", WatchRunRequest(id=run_id), RunEvent)
+    def watch(self, run_id: str, *, project: str = "") -> Iterator[RunEvent]:
+        return self._t.stream("RunService", "WatchRun", WatchRunRequest(id=run_id, project=project), RunEvent)
 
-    def cancel(self, run_id: str) -> Run:
-        return self._t.unary("RunService", "CancelRun", CancelRunRequest(id=run_id), Run)
+    def cancel(self, run_id: str, *, project: str = "") -> Run:
+        return self._t.unary("RunService", "CancelRun", CancelRunRequest(id=run_id, project=project), Run)
 
-    def resume(self, run_id: str) -> Run:
-        return self._t.unary("RunService", "ResumeRun", ResumeRunRequest(id=run_id), Run)
+    def resume(self, run_id: str, *, project: str = "") -> Run:
+        return self._t.unary("RunService", "ResumeRun", ResumeRunRequest(id=run_id, project=project), Run)
 
-    def results(self, run_id: str, *, evaluator: str = "", page_size: int = 1000) -> Iterator[EvaluationResult]:
+    def results(
+        self, run_id: str, *, evaluator: str = "", page_size: int = 1000, project: str = ""
+    ) -> Iterator[EvaluationResult]:
         token = ""
         while True:
-            request = ListRunResultsRequest(id=run_id, evaluator=evaluator, page_size=page_size, page_token=token)
+            request = ListRunResultsRequest(
+                id=run_id, evaluator=evaluator, page_size=page_size, page_token=token, project=project
+            )
             page = self._t.unary("RunService", "ListRunResults", request, run_service_pb2.ListRunResultsResponse)
             yield from page.results
             token = page.next_page_token
@@ -266,9 +275,13 @@ class Runs:
 
 
 class Client:
-    """The Evals.si API: ``Client("grpc://127.0.0.1:8081")`` or ``Client("http://127.0.0.1:8080")``."""
+    """The Evals.si API: ``Client("grpc://127.0.0.1:8081")`` or ``Client("http://127.0.0.1:8080")``.
 
-    def __init__(self, url: str, *, project: str = "default", timeout: float = 60.0) -> None:
+    ``project`` scopes every call (the ``x-evalsi-project`` header); unset, runs go to the project their
+    spec names and other calls to ``default``.
+    """
+
+    def __init__(self, url: str, *, project: str | None = None, timeout: float = 60.0) -> None:
         self.url = url
         self._t = _transport(url, project, timeout)
         self.runs = Runs(self._t)

@@ -25,9 +25,9 @@ from evalsi.results import EvaluationResults, _fmt
     metavar="URL",
     help="Compare two runs on this server (A and B are run ids) instead of two saved files.",
 )
-@click.option("--project", default="default", show_default=True, envvar="EVALSI_PROJECT")
+@click.option("--project", default=None, envvar="EVALSI_PROJECT")
 @handle_errors
-def compare_command(a: str, b: str, confidence: float, fmt: str, server: str | None, project: str) -> None:
+def compare_command(a: str, b: str, confidence: float, fmt: str, server: str | None, project: str | None) -> None:
     """Compare result B with result A, record by record: two saved results (`evalsi eval --output`), or
     two runs on a server with --server.
 

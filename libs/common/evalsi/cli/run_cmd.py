@@ -135,10 +135,9 @@ def _dry_run_text(prepared: Any, projection: Any) -> str:
 @click.option("--no-wait", is_flag=True, help="With --server: print the run id and return at once.")
 @click.option(
     "--project",
-    default="default",
-    show_default=True,
+    default=None,
     envvar="EVALSI_PROJECT",
-    help="With --server: the project the run belongs to.",
+    help="With --server: the project (default: the spec's own, else 'default').",
 )
 @handle_errors
 def run_command(
@@ -152,7 +151,7 @@ def run_command(
     sets: tuple[str, ...],
     server: str | None,
     no_wait: bool,
-    project: str,
+    project: str | None,
 ) -> None:
     """Run a target over a dataset and grade it (Run), embedded: no server.
 
@@ -246,7 +245,7 @@ def run_command(
 
 
 def _run_on_server(
-    server: str, project: str, run: Any, file: Path, *, dry_run: bool, no_wait: bool, output: str | None
+    server: str, project: str | None, run: Any, file: Path, *, dry_run: bool, no_wait: bool, output: str | None
 ) -> None:
     """Submit the spec to a server; follow it to its end unless --no-wait, exiting like an embedded run."""
     from evalsi.cli.runs_cmd import describe_run, exit_code_of, follow, state_name
@@ -268,8 +267,8 @@ def _run_on_server(
             return
         if output:
             finished = handle.wait()
-            finished.results.extend(client.runs.results(handle.id))
+            finished.results.extend(client.runs.results(handle.id, project=finished.project))
             EvaluationResults(finished).save(output)
             click.echo(describe_run(finished))
             sys.exit(exit_code_of(finished))
-        follow(client, handle.id)
+        follow(client, handle.id, handle.run.project)

@@ -17,15 +17,14 @@ SERVER_HELP = "The Evals.si server: grpc://127.0.0.1:8081 or http://127.0.0.1:80
 def server_option(fn):  # type: ignore[no-untyped-def]
     fn = click.option(
         "--project",
-        default="default",
-        show_default=True,
+        default=None,
         envvar="EVALSI_PROJECT",
-        help="The project the runs belong to.",
+        help="The project (default: a run's own project, else 'default').",
     )(fn)
     return click.option("--server", required=True, envvar="EVALSI_SERVER", metavar="URL", help=SERVER_HELP)(fn)
 
 
-def client_for(server: str, project: str):  # type: ignore[no-untyped-def]
+def client_for(server: str, project: str | None):  # type: ignore[no-untyped-def]
     from evalsi.client import Client
 
     return Client(server, project=project)
@@ -80,7 +79,13 @@ def runs() -> None:
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @handle_errors
 def list_command(
-    server: str, project: str, state: str | None, name_contains: str, labels: tuple[str, ...], limit: int, fmt: str
+    server: str,
+    project: str | None,
+    state: str | None,
+    name_contains: str,
+    labels: tuple[str, ...],
+    limit: int,
+    fmt: str,
 ) -> None:
     """The project's runs, newest first."""
     with client_for(server, project) as client:
@@ -112,7 +117,7 @@ def list_command(
 @server_option
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @handle_errors
-def get_command(run_id: str, server: str, project: str, fmt: str) -> None:
+def get_command(run_id: str, server: str, project: str | None, fmt: str) -> None:
     """One run: state, progress, metrics with intervals, gates."""
     with client_for(server, project) as client:
         run = client.runs.get(run_id)
@@ -123,23 +128,23 @@ def get_command(run_id: str, server: str, project: str, fmt: str) -> None:
 @click.argument("run_id")
 @server_option
 @handle_errors
-def watch_command(run_id: str, server: str, project: str) -> None:
+def watch_command(run_id: str, server: str, project: str | None) -> None:
     """Follow a run to its end; exits like `evalsi run` (3 when a gate failed)."""
     with client_for(server, project) as client:
         follow(client, run_id)
 
 
-def follow(client, run_id: str) -> None:  # type: ignore[no-untyped-def]
+def follow(client, run_id: str, project: str = "") -> None:  # type: ignore[no-untyped-def]
     """Print progress events until the run ends, then the run, and exit with its code."""
     last = ""
-    for event in client.runs.watch(run_id):
+    for event in client.runs.watch(run_id, project=project):
         line = f"{state_name(event.state)}: tasks {event.progress.completed}/{event.progress.total_tasks}" + (
             f" · {event.message}" if event.message else ""
         )
         if line != last:
             click.echo(line, err=True)
             last = line
-    run = client.runs.get(run_id)
+    run = client.runs.get(run_id, project=project)
     click.echo(describe_run(run))
     sys.exit(exit_code_of(run))
 
@@ -148,7 +153,7 @@ def follow(client, run_id: str) -> None:  # type: ignore[no-untyped-def]
 @click.argument("run_id")
 @server_option
 @handle_errors
-def cancel_command(run_id: str, server: str, project: str) -> None:
+def cancel_command(run_id: str, server: str, project: str | None) -> None:
     """Cancel a run: work in flight finishes, the rest is cancelled."""
     with client_for(server, project) as client:
         run = client.runs.cancel(run_id)
@@ -159,7 +164,7 @@ def cancel_command(run_id: str, server: str, project: str) -> None:
 @click.argument("run_id")
 @server_option
 @handle_errors
-def resume_command(run_id: str, server: str, project: str) -> None:
+def resume_command(run_id: str, server: str, project: str | None) -> None:
     """Resume a cancelled or failed run: completed tasks are skipped."""
     with client_for(server, project) as client:
         run = client.runs.resume(run_id)
@@ -172,7 +177,7 @@ def resume_command(run_id: str, server: str, project: str) -> None:
 @click.option("--evaluator", default="", help="Only this evaluator alias.")
 @click.option("--limit", type=click.IntRange(min=1), help="At most this many results.")
 @handle_errors
-def results_command(run_id: str, server: str, project: str, evaluator: str, limit: int | None) -> None:
+def results_command(run_id: str, server: str, project: str | None, evaluator: str, limit: int | None) -> None:
     """Per-record results as JSON lines."""
     with client_for(server, project) as client:
         for count, result in enumerate(client.runs.results(run_id, evaluator=evaluator), start=1):

@@ -1,0 +1,111 @@
+"""The public API service's engine: one handler table served over gRPC and HTTP/JSON.
+
+Assemble with :func:`build_table` (or :class:`HandlerTable` directly) and serve with :class:`ApiServer`;
+``services/api`` (the ``evalsi-api`` process) only parses flags and wires the real stores and bus.
+"""
+
+from __future__ import annotations
+
+from evalsi.api.config import HandlerLimits, ServerConfig, is_loopback
+from evalsi.api.context import (
+    DEFAULT_PROJECT,
+    PROJECT_HEADER,
+    REQUEST_ID_HEADER,
+    TIMEOUT_HEADER,
+    CallContext,
+    build_context,
+)
+from evalsi.api.dependencies import (
+    Control,
+    DatasetLike,
+    Evaluate,
+    LoadRecords,
+    MetadataStore,
+    ObjectStore,
+    ValidateRun,
+    Watch,
+)
+from evalsi.api.errors import ApiError, ErrorStatus, NotFoundError, error_status
+from evalsi.api.grpc_server import GrpcServer
+from evalsi.api.handlers import (
+    RECORDS_REF_LABEL,
+    RESUMABLE_STATES,
+    TERMINAL_STATES,
+    CatalogHandlers,
+    EvaluationHandlers,
+    RunHandlers,
+)
+from evalsi.api.health import GrpcHealth, Readiness
+from evalsi.api.http_server import HttpServer
+from evalsi.api.metrics import ApiMetrics
+from evalsi.api.run_dataset import dataset_file, load_run_dataset
+from evalsi.api.server import ApiServer
+from evalsi.api.table import (
+    CATALOG_SERVICE,
+    EVALUATION_SERVICE,
+    PUBLIC_SERVICES,
+    RUN_SERVICE,
+    HandlerTable,
+    Method,
+)
+from evalsi.api.transcoding import Route, Router, routes_for
+
+
+def build_table(
+    *, evaluation: EvaluationHandlers, runs: RunHandlers, catalog: CatalogHandlers
+) -> HandlerTable:
+    """The table of all three public services."""
+    return HandlerTable({EVALUATION_SERVICE: evaluation, RUN_SERVICE: runs, CATALOG_SERVICE: catalog})
+
+
+__all__ = [  # noqa: RUF022 - grouped for readers
+    # serving
+    "ApiServer",
+    "ServerConfig",
+    "HandlerLimits",
+    "Readiness",
+    "ApiMetrics",
+    "build_table",
+    "is_loopback",
+    # handlers and what they depend on
+    "CallContext",
+    "CatalogHandlers",
+    "EvaluationHandlers",
+    "RunHandlers",
+    "Control",
+    "DatasetLike",
+    "Evaluate",
+    "LoadRecords",
+    "MetadataStore",
+    "ObjectStore",
+    "ValidateRun",
+    "Watch",
+    "load_run_dataset",
+    "dataset_file",
+    "RECORDS_REF_LABEL",
+    "TERMINAL_STATES",
+    "RESUMABLE_STATES",
+    # errors
+    "ApiError",
+    "ErrorStatus",
+    "NotFoundError",
+    "error_status",
+    # the table and its transports
+    "HandlerTable",
+    "Method",
+    "PUBLIC_SERVICES",
+    "EVALUATION_SERVICE",
+    "RUN_SERVICE",
+    "CATALOG_SERVICE",
+    "GrpcServer",
+    "GrpcHealth",
+    "HttpServer",
+    "Route",
+    "Router",
+    "routes_for",
+    "build_context",
+    "DEFAULT_PROJECT",
+    "PROJECT_HEADER",
+    "REQUEST_ID_HEADER",
+    "TIMEOUT_HEADER",
+]

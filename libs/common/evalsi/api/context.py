@@ -1,0 +1,113 @@
+"""What a handler knows about its call besides the request: project, request id, deadline, method."""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from google.protobuf.message import Message
+
+from evalsi.errors import BadInputError
+
+PROJECT_HEADER = "x-evalsi-project"
+REQUEST_ID_HEADER = "x-request-id"
+TIMEOUT_HEADER = "x-evalsi-timeout"
+DEFAULT_PROJECT = "default"
+
+# Projects name NATS subjects and store partitions, so no dots, spaces or wildcards.
+_PROJECT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,62}")
+_REQUEST_ID = re.compile(r"[A-Za-z0-9._:/+=-]{1,128}")
+PROJECT_RULE = "letters, digits, '-' and '_', starting with a letter or digit, at most 63 characters"
+
+
+def new_request_id() -> str:
+    return uuid.uuid4().hex
+
+
+def request_id_from(value: str | None) -> str:
+    """The caller's request id when it is sane, else a fresh one (ids end up in logs and headers)."""
+    if value and _REQUEST_ID.fullmatch(value):
+        return value
+    return new_request_id()
+
+
+def check_project(value: str, where: str) -> str:
+    if not _PROJECT.fullmatch(value):
+        raise BadInputError(f"{where}: {value!r} is not a valid project name ({PROJECT_RULE})")
+    return value
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """Per-call facts shared by both transports.
+
+    ``project`` is the header's project, else the request's ``project`` field, else ``default``;
+    ``header_project`` keeps the header alone so handlers with more places to look (CreateRun reads
+    the run document's metadata too) can resolve it themselves with :meth:`resolve_project`.
+    ``deadline`` is a ``time.monotonic()`` instant, or None when the caller set none.
+    """
+
+    method: str
+    request_id: str
+    project: str = DEFAULT_PROJECT
+    header_project: str = ""
+    deadline: float | None = None
+    transport: str = ""
+
+    def time_remaining(self) -> float | None:
+        if self.deadline is None:
+            return None
+        return max(0.0, self.deadline - time.monotonic())
+
+    def resolve_project(self, request_project: str = "", *fallbacks: str) -> str:
+        """Header, else ``request_project``, else the first non-empty fallback, else ``default``.
+
+        A request field naming another project than the header is refused rather than silently
+        ignored: the header is the boundary, and a mismatch is almost always a mistake.
+        """
+        if request_project:
+            check_project(request_project, "project")
+        if self.header_project:
+            if request_project and request_project != self.header_project:
+                raise BadInputError(
+                    f"project: {request_project!r} differs from the {PROJECT_HEADER} header "
+                    f"{self.header_project!r}; give one of them, or the same in both"
+                )
+            return self.header_project
+        if request_project:
+            return request_project
+        for candidate in fallbacks:
+            if candidate:
+                return check_project(candidate, "run.metadata.project")
+        return DEFAULT_PROJECT
+
+
+def build_context(
+    method: str,
+    headers: Mapping[str, str],
+    request: Message | None,
+    *,
+    transport: str,
+    deadline: float | None = None,
+    request_id: str | None = None,
+) -> CallContext:
+    """A context from transport headers (lower-case keys) and, for unary calls, the request."""
+    header_project = (headers.get(PROJECT_HEADER) or "").strip()
+    if header_project:
+        check_project(header_project, f"{PROJECT_HEADER} header")
+    ctx = CallContext(
+        method=method,
+        request_id=request_id or request_id_from(headers.get(REQUEST_ID_HEADER)),
+        header_project=header_project,
+        project=header_project or DEFAULT_PROJECT,
+        deadline=deadline,
+        transport=transport,
+    )
+    if request is not None and "project" in request.DESCRIPTOR.fields_by_name:
+        project = getattr(request, "project", "")
+        if isinstance(project, str):
+            ctx = replace(ctx, project=ctx.resolve_project(project))
+    return ctx

@@ -1,0 +1,74 @@
+"""What the handlers need from the rest of the system, as the narrow interfaces they use.
+
+The real implementations (``evalsi.stores``, ``evalsi.bus``, ``evalsi.specs``) are assembled in the
+service's ``main``; tests pass in-memory ones.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from typing import Protocol
+
+from evalsi.bus.v1alpha1.bus_pb2 import RunControl
+from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResponse
+from evalsi.v1alpha1.record_pb2 import Record
+from evalsi.v1alpha1.run_pb2 import EvalRun, Run
+from evalsi.v1alpha1.run_service_pb2 import RunEvent
+from evalsi.v1alpha1.score_pb2 import EvaluationResult
+
+
+class MetadataStore(Protocol):
+    """Runs and their results, partitioned by project."""
+
+    async def create_run(self, run: Run) -> None: ...
+
+    async def get_run(self, project: str, run_id: str) -> Run | None: ...
+
+    async def update_run(self, run: Run) -> None: ...
+
+    async def list_runs(
+        self,
+        project: str,
+        *,
+        state: int = 0,
+        name_contains: str = "",
+        labels: Mapping[str, str] = ...,
+        page_size: int = 50,
+        page_token: str = "",
+    ) -> tuple[list[Run], str]: ...
+
+    async def list_results(
+        self, project: str, run_id: str, *, evaluator: str = "", page_size: int = 100, page_token: str = ""
+    ) -> tuple[list[EvaluationResult], str]: ...
+
+    def iter_results(
+        self, project: str, run_id: str, *, batch_size: int = 5000
+    ) -> AsyncIterator[list[EvaluationResult]]: ...
+
+
+class ObjectStore(Protocol):
+    """Content-addressed blobs."""
+
+    async def put(self, data: bytes) -> str: ...
+
+    async def get(self, key: str) -> bytes: ...
+
+
+class DatasetLike(Protocol):
+    @property
+    def records(self) -> Sequence[Record]: ...
+
+    @property
+    def version(self) -> str: ...
+
+
+# Publishes evalsi.bus.v1alpha1.RunControl for the schedulers.
+Control = Callable[[RunControl], Awaitable[None]]
+# A worker's answer to one synchronous evaluation (NATS request/reply).
+Evaluate = Callable[[EvaluateRequest], Awaitable[EvaluateResponse]]
+# The run's events from the bus, from now on.
+Watch = Callable[[str], AsyncIterator[RunEvent]]
+# Raises BadInputError naming the field path (evalsi.specs.validate_eval_run with its registry bound).
+ValidateRun = Callable[[EvalRun], None]
+# The records of the spec's dataset, read from the configured datasets directory.
+LoadRecords = Callable[[EvalRun], DatasetLike]

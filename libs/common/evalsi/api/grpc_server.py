@@ -1,0 +1,230 @@
+"""The gRPC transport: a grpc.aio server whose generic handlers call the handler table.
+
+Handlers are registered from the service descriptors with raw-bytes (de)serialization, so a malformed
+message is INVALID_ARGUMENT naming the type rather than grpc's opaque INTERNAL, and oversize messages
+are refused by grpc itself (RESOURCE_EXHAUSTED) at the configured limit. grpc.health.v1 follows the
+readiness; server reflection lists every service.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any, NoReturn
+
+import grpc
+import structlog
+from google.protobuf.message import DecodeError, Message
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from evalsi.api.context import REQUEST_ID_HEADER, CallContext, build_context, request_id_from
+from evalsi.api.errors import error_status
+from evalsi.api.health import GrpcHealth, Readiness
+from evalsi.api.metrics import ApiMetrics
+from evalsi.api.table import HandlerTable, Method
+from evalsi.errors import BadInputError
+
+TRANSPORT = "grpc"
+
+
+def decode(message_type: type[Message], data: bytes) -> Message:
+    try:
+        return message_type.FromString(data)
+    except DecodeError as exc:
+        raise BadInputError(
+            f"request: malformed protobuf, not a {message_type.DESCRIPTOR.full_name} ({exc})"
+        ) from None
+
+
+class GrpcServer:
+    """Serves the table's services plus health and reflection on one address."""
+
+    def __init__(
+        self,
+        table: HandlerTable,
+        *,
+        readiness: Readiness,
+        metrics: ApiMetrics,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        max_request_bytes: int = 16 * 1024 * 1024,
+        logger: Any = None,
+    ) -> None:
+        self._table = table
+        self._readiness = readiness
+        self._metrics = metrics
+        self._address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        self._max_request_bytes = max_request_bytes
+        self._log = logger or structlog.get_logger("evalsi.api")
+        self._server: grpc.aio.Server | None = None
+        self._health: GrpcHealth | None = None
+        self.port = 0
+
+    async def start(self) -> int:
+        """Bind and serve; returns the bound port."""
+        server = grpc.aio.server(
+            options=[
+                ("grpc.max_receive_message_length", self._max_request_bytes),
+                ("grpc.max_send_message_length", -1),
+                ("grpc.so_reuseport", 0),
+            ]
+        )
+        for service in self._table.services:
+            handlers = {method.name: self._method_handler(method) for method in self._table.methods(service.full_name)}
+            server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, handlers),))
+        names = [service.full_name for service in self._table.services]
+        self._health = GrpcHealth(self._readiness, names)
+        health_pb2_grpc.add_HealthServicer_to_server(self._health.servicer, server)
+        reflection.enable_server_reflection(
+            [*names, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME], server
+        )
+        try:
+            self.port = server.add_insecure_port(self._address)
+        except RuntimeError as exc:
+            raise OSError(f"cannot listen for gRPC on {self._address}: {exc}") from None
+        await self._health.start()
+        await server.start()
+        self._server = server
+        return self.port
+
+    async def stop(self, grace: float | None = None) -> None:
+        """Refuse new calls, give running ones ``grace`` seconds, then cancel them."""
+        if self._health is not None:
+            await self._health.shutdown()
+        if self._server is not None:
+            await self._server.stop(grace)
+            self._server = None
+
+    # --- calls ---
+
+    def _method_handler(self, method: Method) -> grpc.RpcMethodHandler:
+        if method.client_streaming and method.server_streaming:
+            return grpc.stream_stream_rpc_method_handler(self._bidi(method))
+        if method.server_streaming:
+            return grpc.unary_stream_rpc_method_handler(self._server_stream(method))
+        if method.client_streaming:
+            return grpc.stream_unary_rpc_method_handler(self._client_stream(method))
+        return grpc.unary_unary_rpc_method_handler(self._unary(method))
+
+    def _unary(self, method: Method) -> Callable[[bytes, grpc.aio.ServicerContext], Any]:
+        async def handle(data: bytes, context: grpc.aio.ServicerContext) -> bytes:
+            call = _Call(self, method, context)
+            try:
+                request = decode(method.request_type, data)
+                ctx = call.context(request)
+                response = await method.handler(request, ctx)
+                await context.send_initial_metadata(((REQUEST_ID_HEADER, call.request_id),))
+                return response.SerializeToString()
+            except asyncio.CancelledError:
+                call.cancelled()
+                raise
+            except Exception as exc:
+                await call.fail(exc)
+            finally:
+                call.done()
+
+        return handle
+
+    def _server_stream(self, method: Method) -> Callable[[bytes, grpc.aio.ServicerContext], Any]:
+        async def handle(data: bytes, context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
+            call = _Call(self, method, context)
+            try:
+                request = decode(method.request_type, data)
+                ctx = call.context(request)
+                await context.send_initial_metadata(((REQUEST_ID_HEADER, call.request_id),))
+                async for response in method.handler(request, ctx):
+                    yield response.SerializeToString()
+            except asyncio.CancelledError:
+                call.cancelled()
+                raise
+            except Exception as exc:
+                await call.fail(exc)
+            finally:
+                call.done()
+
+        return handle
+
+    def _bidi(self, method: Method) -> Callable[[AsyncIterator[bytes], grpc.aio.ServicerContext], Any]:
+        async def handle(requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
+            call = _Call(self, method, context)
+            try:
+                ctx = call.context(None)
+                await context.send_initial_metadata(((REQUEST_ID_HEADER, call.request_id),))
+                async for response in method.handler(_decoded(method, requests), ctx):
+                    yield response.SerializeToString()
+            except asyncio.CancelledError:
+                call.cancelled()
+                raise
+            except Exception as exc:
+                await call.fail(exc)
+            finally:
+                call.done()
+
+        return handle
+
+    def _client_stream(self, method: Method) -> Callable[[AsyncIterator[bytes], grpc.aio.ServicerContext], Any]:
+        async def handle(requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext) -> bytes:
+            call = _Call(self, method, context)
+            try:
+                response = await method.handler(_decoded(method, requests), call.context(None))
+                await context.send_initial_metadata(((REQUEST_ID_HEADER, call.request_id),))
+                return response.SerializeToString()
+            except asyncio.CancelledError:
+                call.cancelled()
+                raise
+            except Exception as exc:
+                await call.fail(exc)
+            finally:
+                call.done()
+
+        return handle
+
+
+async def _decoded(method: Method, requests: AsyncIterator[bytes]) -> AsyncIterator[Message]:
+    async for data in requests:
+        yield decode(method.request_type, data)
+
+
+class _Call:
+    """Bookkeeping of one call: request id, context, status, metrics."""
+
+    def __init__(self, server: GrpcServer, method: Method, context: grpc.aio.ServicerContext) -> None:
+        self.server = server
+        self.method = method
+        self.grpc = context
+        self.started = time.perf_counter()
+        self.code = "OK"
+        self.headers = {
+            item.key: item.value for item in (context.invocation_metadata() or ()) if isinstance(item.value, str)
+        }
+        self.request_id = request_id_from(self.headers.get(REQUEST_ID_HEADER))
+        server._metrics.in_flight.labels(TRANSPORT).inc()
+
+    def context(self, request: Message | None) -> CallContext:
+        remaining = self.grpc.time_remaining()
+        return build_context(
+            self.method.rpc,
+            self.headers,
+            request,
+            transport=TRANSPORT,
+            deadline=None if remaining is None else time.monotonic() + remaining,
+            request_id=self.request_id,
+        )
+
+    def cancelled(self) -> None:
+        """The client went away, or (when its deadline passed) grpc cancelled the call for it."""
+        remaining = self.grpc.time_remaining()
+        self.code = "DEADLINE_EXCEEDED" if remaining is not None and remaining <= 0 else "CANCELLED"
+
+    async def fail(self, exc: Exception) -> NoReturn:
+        status = error_status(exc, request_id=self.request_id, method=self.method.rpc, logger=self.server._log)
+        self.code = status.code.name
+        await self.grpc.abort(status.code, status.message, trailing_metadata=status.grpc_trailing_metadata())
+        raise AssertionError("abort returned")  # pragma: no cover - abort always raises
+
+    def done(self) -> None:
+        metrics = self.server._metrics
+        metrics.in_flight.labels(TRANSPORT).dec()
+        metrics.observe(TRANSPORT, self.method.rpc, self.code, time.perf_counter() - self.started)

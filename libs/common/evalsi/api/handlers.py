@@ -1,0 +1,522 @@
+"""The RPC handlers of the public services, the same for gRPC and HTTP/JSON.
+
+Each is ``async def name(request, ctx) -> response`` (an async generator for server streams). They
+validate before anything is written, name the field at fault, and reach the rest of the system only
+through the dependencies given to them (:mod:`evalsi.api.dependencies`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from google.protobuf import struct_pb2
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from evalsi.api.config import HandlerLimits
+from evalsi.api.context import CallContext
+from evalsi.api.dependencies import (
+    Control,
+    DatasetLike,
+    Evaluate,
+    LoadRecords,
+    MetadataStore,
+    ObjectStore,
+    ValidateRun,
+    Watch,
+)
+from evalsi.api.errors import NotFoundError
+from evalsi.bus.v1alpha1.bus_pb2 import (
+    CONTROL_ACTION_CANCEL,
+    CONTROL_ACTION_CREATED,
+    CONTROL_ACTION_RESUME,
+    RunControl,
+    TaskRecords,
+)
+from evalsi.compare import compare_runs
+from evalsi.errors import BadInputError, InfraError
+from evalsi.evaluators import Registry
+from evalsi.records import from_value
+from evalsi.v1alpha1.catalog_service_pb2 import ListEvaluatorsRequest, ListEvaluatorsResponse, PackInfo
+from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResponse
+from evalsi.v1alpha1.run_pb2 import (
+    RUN_STATE_BUDGET_EXCEEDED,
+    RUN_STATE_CANCELLED,
+    RUN_STATE_FAILED,
+    RUN_STATE_PENDING,
+    RUN_STATE_SUCCEEDED,
+    Comparison,
+    DatasetSource,
+    EvalRun,
+    Run,
+    RunState,
+)
+from evalsi.v1alpha1.run_service_pb2 import (
+    RUN_EVENT_TYPE_STATE,
+    RUN_EVENT_TYPE_SUMMARY,
+    CancelRunRequest,
+    CompareRunsRequest,
+    CreateRunRequest,
+    GetRunRequest,
+    ListRunResultsRequest,
+    ListRunResultsResponse,
+    ListRunsRequest,
+    ListRunsResponse,
+    ResumeRunRequest,
+    RunEvent,
+    WatchRunRequest,
+)
+
+TERMINAL_STATES = frozenset({RUN_STATE_SUCCEEDED, RUN_STATE_FAILED, RUN_STATE_CANCELLED, RUN_STATE_BUDGET_EXCEEDED})
+RESUMABLE_STATES = frozenset({RUN_STATE_FAILED, RUN_STATE_CANCELLED, RUN_STATE_BUDGET_EXCEEDED})
+# Where a stored run keeps the object-store key of its records (a serialized bus TaskRecords).
+RECORDS_REF_LABEL = "evals.si/records-ref"
+PROJECT_LABEL = "evals.si/project"
+RESERVED_LABEL_PREFIX = "evals.si/"
+
+
+def state_name(state: int) -> str:
+    try:
+        return RunState.Name(state).removeprefix("RUN_STATE_").lower().replace("_", "-")
+    except ValueError:
+        return f"state {state}"
+
+
+def _now() -> Timestamp:
+    stamp = Timestamp()
+    stamp.GetCurrentTime()
+    return stamp
+
+
+def _required(value: str, field: str, what: str) -> str:
+    if not value.strip():
+        raise BadInputError(f"{field}: {what} is required")
+    return value
+
+
+def _page_size(value: int, default: int, limit: int) -> int:
+    if value < 0:
+        raise BadInputError(f"page_size: {value} must be zero (the default, {default}) or positive")
+    return min(value or default, limit)
+
+
+async def _bus_call(what: str, call: Any) -> Any:
+    """An outbound call on the bus; its failures are infrastructure failures, not bugs of ours."""
+    try:
+        return await call
+    except (BadInputError, InfraError, NotFoundError):
+        raise
+    except Exception as exc:
+        raise InfraError(f"{what}: {type(exc).__name__}: {exc}") from exc
+
+
+# --- EvaluationService ---------------------------------------------------------------------------
+
+
+class EvaluationHandlers:
+    """Score: synchronous evaluation of small batches, answered by a worker."""
+
+    def __init__(
+        self, evaluate: Evaluate, *, registry: Registry | None = None, limits: HandlerLimits | None = None
+    ) -> None:
+        self._evaluate = evaluate
+        self._registry = registry
+        self._limits = limits or HandlerLimits()
+
+    async def evaluate(self, request: EvaluateRequest, ctx: CallContext) -> EvaluateResponse:
+        return await self._evaluate_one(request, ctx.project, ctx)
+
+    async def evaluate_stream(
+        self, requests: AsyncIterator[EvaluateRequest], ctx: CallContext
+    ) -> AsyncIterator[EvaluateResponse]:
+        """One response per request, in request order; up to ``stream_window`` evaluated at once."""
+        window: asyncio.Queue[Any] = asyncio.Queue(maxsize=self._limits.stream_window)
+        done = object()
+
+        async def feed() -> None:
+            try:
+                index = 0
+                async for request in requests:
+                    project = ctx.resolve_project(request.project)
+                    if not request.request_id:  # one id per request, so each answer can be traced
+                        request.request_id = f"{ctx.request_id}-{index}"
+                    index += 1
+                    task = asyncio.ensure_future(self._evaluate_one(request, project, ctx))
+                    try:
+                        await window.put(task)
+                    except asyncio.CancelledError:
+                        task.cancel()
+                        raise
+            except Exception as exc:  # a malformed message or bad project ends the stream after what came before
+                await window.put(exc)
+                return
+            await window.put(done)
+
+        feeder = asyncio.create_task(feed())
+        try:
+            while (item := await window.get()) is not done:
+                if isinstance(item, Exception):
+                    raise item
+                yield await item
+        finally:
+            feeder.cancel()
+            while not window.empty():
+                item = window.get_nowait()
+                if isinstance(item, asyncio.Future):
+                    item.cancel()
+                    with contextlib.suppress(BaseException):
+                        await item
+
+    async def _evaluate_one(self, request: EvaluateRequest, project: str, ctx: CallContext) -> EvaluateResponse:
+        self.check(request)
+        request.project = project
+        if not request.request_id:
+            request.request_id = ctx.request_id
+        response = await _bus_call("evaluate", self._evaluate(request))
+        if not response.request_id:
+            response.request_id = request.request_id
+        return response
+
+    def check(self, request: EvaluateRequest) -> None:
+        """Refuse a request a worker could only fail on, naming the field."""
+        if not request.records:
+            raise BadInputError("records: at least one record is required")
+        limit = self._limits.max_sync_records
+        if len(request.records) > limit:
+            raise BadInputError(
+                f"records: {len(request.records)} records exceed the limit of {limit} per synchronous call; "
+                "send smaller batches, or create a run"
+            )
+        if not request.evaluators:
+            raise BadInputError("evaluators: at least one evaluator is required (`evalsi catalog list` shows them)")
+        aliases: dict[str, int] = {}
+        for index, ref in enumerate(request.evaluators):
+            where = f"evaluators[{index}]"
+            _required(ref.ref, f"{where}.ref", "an evaluator reference (such as builtin/exact-match)")
+            alias = ref.alias
+            if self._registry is not None:
+                try:
+                    evaluator = self._registry.resolve(ref.ref)
+                except BadInputError as exc:
+                    raise BadInputError(f"{where}.ref: {exc}") from None
+                params = from_value(struct_pb2.Value(struct_value=ref.params)) if ref.HasField("params") else {}
+                try:
+                    evaluator.bind(params)
+                except BadInputError as exc:
+                    raise BadInputError(f"{where}.params: {exc}") from None
+                alias = alias or evaluator.short_name
+            if ref.judge and request.judges and ref.judge not in request.judges:
+                raise BadInputError(
+                    f"{where}.judge: no judge named {ref.judge!r}; judges given: {', '.join(sorted(request.judges))}"
+                )
+            if alias and alias in aliases:
+                raise BadInputError(
+                    f"{where}.alias: {alias!r} is also evaluators[{aliases[alias]}]'s; give one of them another alias"
+                )
+            aliases[alias] = index
+
+
+# --- RunService ----------------------------------------------------------------------------------
+
+
+class RunHandlers:
+    """Run: create, read, watch, cancel, resume, list results and compare runs."""
+
+    def __init__(
+        self,
+        *,
+        store: MetadataStore,
+        objects: ObjectStore,
+        control: Control,
+        watch: Watch,
+        validate_run: ValidateRun,
+        load_records: LoadRecords,
+        limits: HandlerLimits | None = None,
+    ) -> None:
+        self._store = store
+        self._objects = objects
+        self._control = control
+        self._watch = watch
+        self._validate_run = validate_run
+        self._load_records = load_records
+        self._limits = limits or HandlerLimits()
+
+    async def create_run(self, request: CreateRunRequest, ctx: CallContext) -> Run:
+        if not request.HasField("run"):
+            raise BadInputError("run: the EvalRun document (metadata and spec) is required")
+        document = request.run
+        metadata = document.metadata
+        project = ctx.resolve_project(request.project, metadata.project, metadata.labels.get(PROJECT_LABEL, ""))
+        reserved = sorted(
+            key for key in metadata.labels if key.startswith(RESERVED_LABEL_PREFIX) and key != PROJECT_LABEL
+        )
+        if reserved:
+            raise BadInputError(
+                f"run.metadata.labels: {reserved[0]!r} is set by the server ({RESERVED_LABEL_PREFIX}* labels other "
+                f"than {PROJECT_LABEL} are reserved); remove it"
+            )
+        # Validation and loading read files; keep them off the event loop.
+        await asyncio.to_thread(self._validate_run, document)
+        dataset = await asyncio.to_thread(self._load_records, document)
+        run = self._pending_run(document, project, dataset)
+        if request.dry_run:
+            run.message = f"dry run: {_plan(document, dataset)}; nothing was stored"
+            return run
+        run.id = "run-" + uuid.uuid4().hex[:16]
+        records = TaskRecords(records=dataset.records).SerializeToString()
+        run.labels[RECORDS_REF_LABEL] = await _bus_call("storing the run's records", self._objects.put(records))
+        await self._store.create_run(run)
+        try:
+            await _bus_call("announcing the run", self._control(_control(run, CONTROL_ACTION_CREATED)))
+        except InfraError as exc:
+            # Stored but unannounced: make it resumable rather than forever pending.
+            run.state = RUN_STATE_FAILED
+            run.message = f"the schedulers could not be told about the run ({exc}); resume it with ResumeRun"
+            run.end_time.CopyFrom(_now())
+            with contextlib.suppress(Exception):
+                await self._store.update_run(run)
+            raise InfraError(f"run {run.id} was stored but not started: {exc}; resume it later") from exc
+        return run
+
+    def _pending_run(self, document: EvalRun, project: str, dataset: DatasetLike) -> Run:
+        spec = document.spec
+        run = Run(project=project, name=document.metadata.name, spec=spec, state=RUN_STATE_PENDING)
+        run.labels.update(document.metadata.labels)
+        now = _now()
+        run.create_time.CopyFrom(now)
+        run.progress.total_tasks = len(dataset.records) * len(spec.evaluators) * max(spec.trials, 1)
+        run.manifest.dataset = _dataset_name(spec.dataset)
+        run.manifest.dataset_version = dataset.version
+        run.manifest.seed = spec.seed
+        run.manifest.created.CopyFrom(now)
+        return run
+
+    async def get_run(self, request: GetRunRequest, ctx: CallContext) -> Run:
+        return await self._get(ctx.project, request.id)
+
+    async def list_runs(self, request: ListRunsRequest, ctx: CallContext) -> ListRunsResponse:
+        if request.state not in RunState.values():
+            raise BadInputError(f"state: {request.state} is not a run state; accepted: {', '.join(RunState.keys())}")
+        labels: dict[str, str] = {}
+        for index, item in enumerate(request.labels):
+            key, sep, value = item.partition("=")
+            if not sep or not key.strip():
+                raise BadInputError(f"labels[{index}]: expected key=value, got {item!r}")
+            labels[key.strip()] = value.strip()
+        limits = self._limits
+        runs, token = await self._store.list_runs(
+            ctx.project,
+            state=request.state,
+            name_contains=request.name_contains,
+            labels=labels,
+            page_size=_page_size(request.page_size, limits.default_runs_page_size, limits.max_page_size),
+            page_token=request.page_token,
+        )
+        return ListRunsResponse(runs=runs, next_page_token=token)
+
+    async def watch_run(self, request: WatchRunRequest, ctx: CallContext) -> AsyncIterator[RunEvent]:
+        """The stored state first, then the bus's events until the run ends.
+
+        The subscription starts before the stored run is read, so nothing between the two is lost;
+        the stored run is re-read whenever the bus is quiet for ``watch_poll_s``, so a missed terminal
+        event still ends the watch.
+        """
+        run_id = _required(request.id, "id", "a run id")
+        queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=256)
+        pump = asyncio.create_task(_pump(self._watch(run_id), queue))
+        try:
+            await asyncio.sleep(0)  # let the subscription begin
+            run = await self._get(ctx.project, run_id)
+            if run.state in TERMINAL_STATES:
+                yield _final_event(run)
+                return
+            yield _state_event(run)
+            last_state = run.state
+            while True:
+                try:
+                    item = await asyncio.wait_for(queue.get(), self._limits.watch_poll_s)
+                except TimeoutError:
+                    item = None
+                if item is None or item is _END:
+                    run = await self._get(ctx.project, run_id)
+                    if run.state in TERMINAL_STATES:
+                        yield _final_event(run)
+                        return
+                    if item is _END:
+                        raise InfraError(f"the event stream of run {run_id} ended before the run did; watch again")
+                    if run.state != last_state:
+                        last_state = run.state
+                        yield _state_event(run)
+                    continue
+                if isinstance(item, Exception):
+                    raise InfraError(f"watching run {run_id}: {type(item).__name__}: {item}") from item
+                event: RunEvent = item
+                if not event.run_id:
+                    event.run_id = run_id
+                yield event
+                if event.state in TERMINAL_STATES:
+                    return
+                if event.state:
+                    last_state = event.state
+        finally:
+            pump.cancel()
+            with contextlib.suppress(BaseException):
+                await pump
+
+    async def cancel_run(self, request: CancelRunRequest, ctx: CallContext) -> Run:
+        run = await self._get(ctx.project, request.id)
+        if run.state in TERMINAL_STATES:
+            return run
+        await _bus_call("requesting the cancel", self._control(_control(run, CONTROL_ACTION_CANCEL)))
+        return run
+
+    async def resume_run(self, request: ResumeRunRequest, ctx: CallContext) -> Run:
+        run = await self._get(ctx.project, request.id)
+        if run.state not in RESUMABLE_STATES:
+            raise BadInputError(
+                f"id: run {run.id} is {state_name(run.state)}; only cancelled, failed or budget-exceeded runs "
+                "can be resumed"
+            )
+        await _bus_call("requesting the resume", self._control(_control(run, CONTROL_ACTION_RESUME)))
+        return run
+
+    async def list_run_results(self, request: ListRunResultsRequest, ctx: CallContext) -> ListRunResultsResponse:
+        run = await self._get(ctx.project, request.id)
+        limits = self._limits
+        results, token = await self._store.list_results(
+            ctx.project,
+            run.id,
+            evaluator=request.evaluator,
+            page_size=_page_size(request.page_size, limits.default_results_page_size, limits.max_page_size),
+            page_token=request.page_token,
+        )
+        return ListRunResultsResponse(results=results, next_page_token=token)
+
+    async def compare_runs(self, request: CompareRunsRequest, ctx: CallContext) -> Comparison:
+        confidence = request.confidence or 0.95
+        if not 0 < confidence < 1:
+            raise BadInputError(f"confidence: {request.confidence} must be between 0 and 1, such as 0.95")
+        fields = ("run_a", "run_b")
+        runs = [await self._get(ctx.project, getattr(request, field), field=field) for field in fields]
+        for field, run in zip(fields, runs, strict=True):
+            if not run.summaries:
+                raise BadInputError(
+                    f"{field}: run {run.id} has no summaries yet (it is {state_name(run.state)}); "
+                    "compare runs that have finished"
+                )
+        for run in runs:
+            async for batch in self._store.iter_results(
+                ctx.project, run.id, batch_size=self._limits.compare_batch_size
+            ):
+                run.results.extend(batch)
+        # Numeric work on possibly large runs: off the event loop.
+        return await asyncio.to_thread(compare_runs, runs[0], runs[1], confidence=confidence)
+
+    async def _get(self, project: str, run_id: str, *, field: str = "id") -> Run:
+        _required(run_id, field, "a run id")
+        run = await self._store.get_run(project, run_id)
+        if run is None:
+            raise NotFoundError(f"{field}: run {run_id!r} not found in project {project!r}")
+        return run
+
+
+_END = object()
+
+
+async def _pump(events: AsyncIterator[RunEvent], queue: asyncio.Queue[Any]) -> None:
+    """Move the bus's events into the queue; its failure or end goes in as the last item."""
+    try:
+        async for event in events:
+            await queue.put(event)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        await queue.put(exc)
+        return
+    finally:
+        close = getattr(events, "aclose", None)
+        if close is not None:
+            with contextlib.suppress(Exception):
+                await close()
+    await queue.put(_END)
+
+
+def _control(run: Run, action: int) -> RunControl:
+    return RunControl(run_id=run.id, project=run.project, action=action)
+
+
+def _state_event(run: Run) -> RunEvent:
+    event = RunEvent(
+        run_id=run.id,
+        type=RUN_EVENT_TYPE_STATE,
+        state=run.state,
+        progress=run.progress,
+        summaries=run.summaries,
+        gates=run.gates,
+        message=run.message,
+    )
+    event.time.CopyFrom(_now())
+    return event
+
+
+def _final_event(run: Run) -> RunEvent:
+    event = RunEvent(
+        run_id=run.id,
+        type=RUN_EVENT_TYPE_SUMMARY,
+        state=run.state,
+        progress=run.progress,
+        summaries=run.summaries,
+        gates=run.gates,
+        message=run.message,
+    )
+    event.time.CopyFrom(run.end_time if run.HasField("end_time") else _now())
+    return event
+
+
+def _dataset_name(source: DatasetSource) -> str:
+    kind = source.WhichOneof("kind")
+    return getattr(source, kind) if kind else ""
+
+
+def _plan(document: EvalRun, dataset: DatasetLike) -> str:
+    spec = document.spec
+    records, evaluators, trials = len(dataset.records), len(spec.evaluators), max(spec.trials, 1)
+    names = ", ".join(ref.alias or ref.ref for ref in spec.evaluators)
+    target = spec.target.WhichOneof("kind") or "outputs"
+    plan = (
+        f"{records} records from {_dataset_name(spec.dataset)} (version {dataset.version[:12]}) × "
+        f"{evaluators} evaluators ({names}) × {trials} trial(s) = {records * evaluators * trials} evaluation tasks"
+    )
+    if target != "outputs":
+        plan += f", after {records * trials} calls to the {target} target"
+    return plan
+
+
+# --- CatalogService ------------------------------------------------------------------------------
+
+
+class CatalogHandlers:
+    """The evaluators this deployment offers, by pack."""
+
+    def __init__(self, registry: Registry) -> None:
+        self._registry = registry
+        # The registry does not change while the server runs: build each manifest once.
+        self._manifests = {ev.ref: ev.manifest() for ev in registry.evaluators()}
+
+    async def list_evaluators(self, request: ListEvaluatorsRequest, ctx: CallContext) -> ListEvaluatorsResponse:
+        pack = request.pack.strip() or None
+        try:
+            evaluators = self._registry.evaluators(pack)
+        except BadInputError as exc:
+            raise BadInputError(f"pack: {exc}") from None
+        response = ListEvaluatorsResponse(evaluators=[self._manifests[ev.ref] for ev in evaluators])
+        for name, info in sorted(self._registry.packs.items()):
+            if pack is None or name == pack:
+                count = len(self._registry.evaluators(name))
+                response.packs.append(
+                    PackInfo(name=name, description=info.description, default_on=info.default_on, evaluators=count)
+                )
+        return response
