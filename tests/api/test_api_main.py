@@ -177,6 +177,9 @@ async def test_the_wired_service_creates_evaluates_watches_and_controls_over_the
         connection.nc, bus.subjects.evaluate("cpu"), bus.subjects.evaluate_queue("cpu"), answer,
         request_type=EvaluateRequest,
     )  # fmt: skip
+    await connection.nc.flush()  # the server knows the subscriptions before the api sends to them
+    probe = EvaluateRequest(records=[{"id": "probe"}], evaluators=[{"ref": "exact-match"}])
+    await bus.request(connection.nc, bus.subjects.evaluate("cpu"), probe, EvaluateResponse, 5)
     try:
         async with aiohttp.ClientSession(base, headers={"x-evalsi-project": "team-a"}) as http:
             body = {"records": [{"id": "r1", "output": {"text": "x"}}], "evaluators": [{"ref": "exact-match"}]}

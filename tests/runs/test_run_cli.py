@@ -81,7 +81,7 @@ def test_json_and_markdown_output_and_saving(tmp_path: Path) -> None:
         (["--set", "spec.gates.0=metric('exact-match').mean >="], "spec.gates[0]: invalid CEL"),
         (["--set", "spec=3"], "spec: must be a mapping"),
         (["--set", "nonsense"], "--set 'nonsense': expected KEY=VALUE"),
-        (["--server", "http://127.0.0.1:8080"], "server mode is not available in this build yet"),
+        (["--no-wait"], "--no-wait applies to server runs only"),
     ],
 )
 def test_bad_input_exits_2_with_a_message_naming_it(args: list[str], message: str) -> None:
