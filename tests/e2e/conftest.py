@@ -32,18 +32,22 @@ class Stack:
         *,
         schedulers: int = 1,
         cpu_workers: int = 1,
+        judge_workers: int = 1,
         restart: bool = True,
         metadata_url: str | None = None,
         objects_url: str | None = None,
         lease_ttl_s: float = 3.0,
+        datasets_dir: Path | None = None,
     ) -> None:
+        if datasets_dir is not None:
+            datasets_dir.mkdir(parents=True, exist_ok=True)
         self.config = Config(
             metadata_url=metadata_url or f"sqlite:///{tmp / 'evalsi.db'}",
             objects_url=objects_url or str(tmp / "objects"),
-            datasets_dir=str(ROOT / "examples"),
+            datasets_dir=str(datasets_dir or ROOT / "examples"),
             api=ApiConfig(host="127.0.0.1", http_port=free_port(), grpc_port=free_port()),
             scheduler=SchedulerConfig(replicas=schedulers, lease_ttl_s=lease_ttl_s),
-            workers=(WorkerConfig("cpu", cpu_workers, 8), WorkerConfig("judge", 1, 8)),
+            workers=(WorkerConfig("cpu", cpu_workers, 8), WorkerConfig("judge", judge_workers, 8)),
         )
         self.supervisor = Supervisor(self.config, tmp / "serve", echo=lambda line: None, restart=restart)
         self._stop = threading.Event()

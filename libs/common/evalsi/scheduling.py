@@ -152,6 +152,7 @@ class Scheduler:
             return True
         if not await self.store.acquire_lease(f"run:{run_id}", self.owner, self.lease_ttl_s):
             return False
+        log.info("driving run %s (lease held by %s)", run_id, self.owner)
         self._drivers[run_id] = asyncio.create_task(self._drive_safely(project, run_id))
         return True
 

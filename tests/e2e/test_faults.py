@@ -1,0 +1,168 @@
+"""Faults on the spine: killed workers and schedulers, cancel and resume, a provider answering 429 and 500.
+
+Every test drives a model target (a local OpenAI-compatible server that answers slowly) so the run is still
+going when the fault happens, then checks that every evaluation is scored exactly once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import Stack
+
+import evalsi
+from evalsi.testing.threaded import ThreadedProvider
+from evalsi.v1alpha1.run_pb2 import RUN_STATE_CANCELLED, RUN_STATE_RUNNING, RUN_STATE_SUCCEEDED
+from evalsi.v1alpha1.score_pb2 import OUTCOME_SCORED
+
+RECORDS = 1200
+EVALUATORS = ("exact-match", "contains")
+
+
+def answer(body: dict[str, Any]) -> str:
+    """The capital the question asks for, so exact-match scores are deterministic."""
+    question = body["messages"][-1]["content"]
+    return question.rsplit(" ", 1)[-1].rstrip("?")
+
+
+@pytest.fixture
+def provider() -> Iterator[Any]:
+    with ThreadedProvider(answer) as server:
+        yield server
+
+
+def write_spec(tmp_path: Path, base_url: str, *, records: int = RECORDS) -> Path:
+    data = tmp_path / "datasets" / "capitals.jsonl"
+    data.parent.mkdir(exist_ok=True)
+    with data.open("w") as f:
+        for i in range(records):
+            f.write(json.dumps({"id": f"q{i}", "input": f"Name city {i % 50}?", "reference": str(i % 50)}) + "\n")
+    spec = tmp_path / "datasets" / "run.yaml"
+    spec.write_text(
+        "apiVersion: evals.si/v1alpha1\nkind: EvalRun\nmetadata: {name: faults}\nspec:\n"
+        f"  target: {{model: {{connector: openai-compatible, model: fake, baseUrl: '{base_url}'}}}}\n"
+        "  dataset: {path: capitals.jsonl}\n  evaluators:\n"
+        + "".join(f"    - {{ref: builtin/{name}, params: {{}}}}\n" for name in EVALUATORS)
+    )
+    return spec
+
+
+def slow_down(server: Any, seconds: float, calls: int) -> None:
+    server.enqueue(*[("delay", seconds)] * calls)
+
+
+def wait_for(predicate, timeout: float = 60.0, every: float = 0.1) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(every)
+    raise AssertionError("timed out waiting")
+
+
+def assert_scored_exactly_once(client: evalsi.Client, run_id: str, project: str = "default") -> None:
+    results = list(client.runs.results(run_id, project=project))
+    keys = [(r.record_id, r.trial, r.evaluator) for r in results]
+    assert len(keys) == len(set(keys)) == RECORDS * len(EVALUATORS)
+    assert all(r.outcome == OUTCOME_SCORED for r in results), {r.reason for r in results if r.outcome != OUTCOME_SCORED}
+
+
+def test_a_worker_killed_mid_run_loses_nothing_and_counts_nothing_twice(tmp_path: Path, provider: Any) -> None:
+    os.environ["EVALSI_ACK_WAIT"] = "2"
+    stack = Stack(tmp_path, datasets_dir=tmp_path / "datasets", restart=True).start()
+    try:
+        slow_down(provider, 0.01, RECORDS)
+        spec = write_spec(tmp_path, provider.base_url)
+        with evalsi.Client(stack.grpc) as client:
+            handle = client.runs.create(spec)
+            wait_for(lambda: len(provider.requests) > 100)
+            stack.supervisor.child("worker-judge-0").process.send_signal(signal.SIGKILL)
+            run = handle.wait()
+            assert run.state == RUN_STATE_SUCCEEDED, run.message + stack.logs()
+            assert run.progress.scored == RECORDS * len(EVALUATORS)
+            assert_scored_exactly_once(client, run.id)
+        assert len(provider.requests) > RECORDS  # the killed worker's generation was redone elsewhere
+    finally:
+        os.environ.pop("EVALSI_ACK_WAIT", None)
+        stack.stop()
+
+
+def test_a_killed_scheduler_run_is_adopted_by_another(tmp_path: Path, provider: Any) -> None:
+    stack = Stack(tmp_path, datasets_dir=tmp_path / "datasets", schedulers=2, restart=False, lease_ttl_s=2.0).start()
+    try:
+        slow_down(provider, 0.01, RECORDS)
+        spec = write_spec(tmp_path, provider.base_url)
+        from evalsi.stores import open_metadata_store
+
+        async def owner(run_id: str) -> str | None:
+            store = await open_metadata_store(stack.config.metadata_url)
+            try:
+                return await store.lease_owner(f"run:{run_id}")
+            finally:
+                await store.close()
+
+        with evalsi.Client(stack.grpc) as client:
+            handle = client.runs.create(spec)
+            wait_for(lambda: asyncio.run(owner(handle.id)) is not None)
+            first = asyncio.run(owner(handle.id))
+            victim = next(
+                c
+                for c in stack.supervisor.children
+                if c.name.startswith("scheduler") and first.endswith(f"-{c.process.pid}")
+            )
+            victim.process.send_signal(signal.SIGKILL)
+            run = handle.wait()
+            assert run.state == RUN_STATE_SUCCEEDED, run.message + stack.logs()
+            assert_scored_exactly_once(client, run.id)
+        (survivor,) = [c for c in stack.supervisor.children if c.name.startswith("scheduler") and c is not victim]
+        assert f"driving run {handle.id}" in survivor.log_path.read_text()
+    finally:
+        stack.stop()
+
+
+def test_cancel_then_resume_finishes_without_redoing_completed_work(tmp_path: Path, provider: Any) -> None:
+    stack = Stack(tmp_path, datasets_dir=tmp_path / "datasets").start()
+    try:
+        slow_down(provider, 0.02, RECORDS)
+        spec = write_spec(tmp_path, provider.base_url)
+        with evalsi.Client(stack.grpc) as client:
+            handle = client.runs.create(spec)
+            wait_for(lambda: client.runs.get(handle.id).state == RUN_STATE_RUNNING and len(provider.requests) > 50)
+            client.runs.cancel(handle.id)
+            cancelled = handle.wait()
+            assert cancelled.state == RUN_STATE_CANCELLED
+            asked_before_resume = len(provider.requests)
+            assert asked_before_resume < RECORDS
+            client.runs.resume(handle.id)
+            wait_for(lambda: client.runs.get(handle.id).state not in (RUN_STATE_CANCELLED,), timeout=30)
+            run = handle.wait()
+            assert run.state == RUN_STATE_SUCCEEDED, run.message + stack.logs()
+            assert_scored_exactly_once(client, run.id)
+        # Shards generated before the cancel are not asked again.
+        assert len(provider.requests) <= asked_before_resume + RECORDS
+    finally:
+        stack.stop()
+
+
+def test_a_provider_answering_429_and_500_is_retried_never_scored_as_a_failure(tmp_path: Path, provider: Any) -> None:
+    stack = Stack(tmp_path, datasets_dir=tmp_path / "datasets").start()
+    try:
+        provider.enqueue(("status", 429, {"Retry-After": "1"}), ("status", 500), ("status", 500))
+        spec = write_spec(tmp_path, provider.base_url)
+        with evalsi.Client(stack.grpc) as client:
+            run = client.runs.create(spec).wait()
+            assert run.state == RUN_STATE_SUCCEEDED, run.message + stack.logs()
+            assert run.progress.errors == 0
+            assert_scored_exactly_once(client, run.id)
+            exact = next(s for s in run.summaries if s.metric == "exact-match")
+            assert exact.n == RECORDS and exact.mean == 1.0
+    finally:
+        stack.stop()
