@@ -6,9 +6,11 @@ import json
 import os
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 from pathlib import Path
 
+import pytest
 from conftest import ROOT, Stack
 
 import evalsi
@@ -128,3 +130,44 @@ def big_spec(tmp_path: Path, rows: int) -> Path:
         + "".join(f"    - {{ref: builtin/exact-match, alias: em{i}}}\n" for i in range(4))
     )
     return spec
+
+
+def test_bad_input_is_refused_with_a_clear_error_and_nothing_is_stored(stack: Stack, tmp_path: Path) -> None:
+    import grpc
+
+    cases = {
+        "invalid.yaml": ("apiVersion: evals.si/v1alpha1\nkind: EvalRun\nspec: [unclosed\n", "invalid YAML"),
+        "unknown-field.yaml": (SPEC.read_text().replace("evaluators:", "evaluatorz:"), "evaluatorz"),
+        "unknown-evaluator.yaml": (SPEC.read_text().replace("builtin/exact-match", "builtin/exact-mach"), "exact-mach"),
+        "outside.yaml": (SPEC.read_text().replace("../quickstart/qa.jsonl", "/etc/passwd"), "outside"),
+    }
+    for name, (text, message) in cases.items():
+        spec = tmp_path / name
+        spec.write_text(text)
+        refused = cli("run", "-f", str(spec), "--server", stack.grpc)
+        assert refused.returncode == 2, (name, refused.stdout, refused.stderr)
+        assert message in refused.stderr, (name, refused.stderr)
+
+    def post(body: bytes) -> int:
+        request = urllib.request.Request(
+            stack.http + "/v1alpha1/runs", data=body, method="POST", headers={"content-type": "application/json"}
+        )
+        try:
+            with urllib.request.urlopen(request) as response:
+                return response.status
+        except urllib.error.HTTPError as exc:
+            return exc.code
+
+    assert post(b"{not json") == 400
+    assert post(json.dumps({"run": {"spec": {"trials": "many"}}}).encode()) == 400
+    assert post(b"x" * (17 * 1024 * 1024)) == 413
+    channel = grpc.insecure_channel(stack.grpc.removeprefix("grpc://"))
+    create = channel.unary_unary(
+        "/evalsi.v1alpha1.RunService/CreateRun", request_serializer=lambda b: b, response_deserializer=lambda b: b
+    )
+    with pytest.raises(grpc.RpcError) as raised:
+        create(b"\xff\xff\xff garbage", timeout=10)
+    assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT, raised.value.details()
+    channel.close()
+    with evalsi.Client(stack.grpc) as client:
+        assert list(client.runs.list()) == [] and list(client.runs.list()) == []
