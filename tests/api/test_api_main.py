@@ -71,6 +71,24 @@ def test_a_non_loopback_host_exits_2_saying_there_is_no_auth(capsys: pytest.Capt
     assert api_main.main(["--host", "0.0.0.0"]) == 2
     err = capsys.readouterr().err
     assert "--host 0.0.0.0: authentication does not exist yet" in err
+    assert "--allow-non-loopback" in err  # the refusal names the way out
+
+
+def test_allow_non_loopback_from_the_flag_or_its_variable(tmp_path: Path) -> None:
+    flagged = api_main.parse_settings(["--host", "0.0.0.0", "--allow-non-loopback"], environ={})
+    assert flagged.server.allow_non_loopback
+    from_env = api_main.parse_settings(["--host", "0.0.0.0"], environ={"EVALSI_API_ALLOW_NON_LOOPBACK": "1"})
+    assert from_env.server.allow_non_loopback
+    from dataclasses import replace
+
+    replace(flagged, datasets_dir=tmp_path).validate()  # no refusal
+    off = api_main.parse_settings(["--host", "0.0.0.0"], environ={"EVALSI_API_ALLOW_NON_LOOPBACK": "0"})
+    with pytest.raises(BadInputError, match="authentication does not exist yet"):
+        replace(off, datasets_dir=tmp_path).validate()
+    with pytest.raises(BadInputError, match="EVALSI_API_ALLOW_NON_LOOPBACK='maybe'"):
+        api_main.parse_settings([], environ={"EVALSI_API_ALLOW_NON_LOOPBACK": "maybe"})
+    with pytest.raises(SystemExit):  # a switch takes no value
+        api_main.parse_settings(["--allow-non-loopback=yes"], environ={})
 
 
 def test_bad_flags_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -289,6 +307,42 @@ def test_the_process_serves_and_stops_cleanly_on_sigterm(tmp_path: Path, dataset
         logs = [json.loads(line) for line in process.stderr.read().splitlines() if line.startswith("{")]
         events = [entry.get("event") for entry in logs]
         assert "api listening" in events and "api stopped" in events
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def test_allow_non_loopback_listens_on_all_interfaces_with_a_warning(tmp_path: Path, datasets: Path) -> None:
+    http_port = free_port()
+    args = [
+        sys.executable, "-m", "evalsi_api.main", "--host", "0.0.0.0", "--allow-non-loopback",
+        "--http-port", str(http_port), "--grpc-port", str(free_port()), "--nats", "nats://127.0.0.1:1",
+        "--metadata-url", f"sqlite:///{tmp_path / 'evalsi.db'}", "--objects-url", str(tmp_path / "objects"),
+        "--datasets-dir", str(datasets), "--grace-period", "1",
+    ]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SERVICE_PATH), os.environ.get("PYTHONPATH", "")])}
+    process = subprocess.Popen(args, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        import urllib.error
+        import urllib.request
+
+        deadline = time.monotonic() + 20
+        answered = False
+        while time.monotonic() < deadline and not answered:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{http_port}/healthz", timeout=1)
+                answered = True
+            except OSError:
+                time.sleep(0.05)
+        assert answered, "the api never answered"
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=15) == 0
+        logs = [json.loads(line) for line in process.stderr.read().splitlines() if line.startswith("{")]
+        warnings = [entry for entry in logs if entry.get("level") == "warning" and "WITHOUT AUTHENTICATION" in
+                    entry.get("event", "")]  # fmt: skip
+        assert len(warnings) == 1 and warnings[0]["host"] == "0.0.0.0"
+        assert "loopback" in warnings[0]["event"] and "authenticating proxy" in warnings[0]["event"]
     finally:
         if process.poll() is None:
             process.kill()

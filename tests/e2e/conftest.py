@@ -1,102 +1,20 @@
-"""A whole Evals.si stack as separate processes (bundled NATS, api, schedulers, workers) for end-to-end tests."""
+"""Fixtures for end-to-end tests: a whole stack as separate processes (see evalsi.testing.stack)."""
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from evalsi.config import ApiConfig, Config, SchedulerConfig, WorkerConfig
-from evalsi.serve import Supervisor
+from evalsi.testing.stack import Stack
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Stack:
-    """A running stack: its supervisor, its URLs, and a background thread that restarts crashed children."""
-
-    def __init__(
-        self,
-        tmp: Path,
-        *,
-        schedulers: int = 1,
-        cpu_workers: int = 1,
-        judge_workers: int = 1,
-        restart: bool = True,
-        metadata_url: str | None = None,
-        objects_url: str | None = None,
-        lease_ttl_s: float = 3.0,
-        datasets_dir: Path | None = None,
-    ) -> None:
-        if datasets_dir is not None:
-            datasets_dir.mkdir(parents=True, exist_ok=True)
-        self.config = Config(
-            metadata_url=metadata_url or f"sqlite:///{tmp / 'evalsi.db'}",
-            objects_url=objects_url or str(tmp / "objects"),
-            datasets_dir=str(datasets_dir or ROOT / "examples"),
-            api=ApiConfig(host="127.0.0.1", http_port=free_port(), grpc_port=free_port()),
-            scheduler=SchedulerConfig(replicas=schedulers, lease_ttl_s=lease_ttl_s),
-            workers=(WorkerConfig("cpu", cpu_workers, 8), WorkerConfig("judge", judge_workers, 8)),
-        )
-        self.supervisor = Supervisor(self.config, tmp / "serve", echo=lambda line: None, restart=restart)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._supervise, daemon=True)
-
-    @property
-    def http(self) -> str:
-        return f"http://127.0.0.1:{self.config.api.http_port}"
-
-    @property
-    def grpc(self) -> str:
-        return f"grpc://127.0.0.1:{self.config.api.grpc_port}"
-
-    def _supervise(self) -> None:
-        while not self._stop.is_set():
-            self.supervisor.supervise_once()
-            time.sleep(0.2)
-
-    def start(self, timeout_s: float = 60.0) -> Stack:
-        self.supervisor.start()
-        self._thread.start()
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(self.http + "/readyz", timeout=2) as response:
-                    if response.status == 200:
-                        return self
-            except OSError:
-                pass
-            time.sleep(0.2)
-        raise RuntimeError(f"the stack did not become ready in {timeout_s} s; logs:\n{self.logs()}")
-
-    def logs(self, lines: int = 40) -> str:
-        out = []
-        for child in self.supervisor.children:
-            if child.log_path.exists():
-                tail = child.log_path.read_text(errors="replace").splitlines()[-lines:]
-                out.append(f"--- {child.name}\n" + "\n".join(tail))
-        return "\n".join(out)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-        self.supervisor.stop(grace_s=5)
-
-
 @pytest.fixture
 def stack(tmp_path: Path) -> Iterator[Stack]:
-    running = Stack(tmp_path).start()
+    running = Stack(tmp_path, datasets_dir=ROOT / "examples").start()
     try:
         yield running
     finally:

@@ -16,14 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import Stack
 
 import evalsi
+from evalsi.testing.stack import Stack
 from evalsi.testing.threaded import ThreadedProvider
 from evalsi.v1alpha1.run_pb2 import RUN_STATE_CANCELLED, RUN_STATE_RUNNING, RUN_STATE_SUCCEEDED
 from evalsi.v1alpha1.score_pb2 import OUTCOME_SCORED
 
-RECORDS = 1200
+RECORDS = 600
 EVALUATORS = ("exact-match", "contains")
 
 

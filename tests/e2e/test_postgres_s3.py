@@ -8,12 +8,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, Stack
 
 import evalsi
 from evalsi.testing.services import PostgresServer, SeaweedS3
+from evalsi.testing.stack import Stack
 from evalsi.v1alpha1.run_pb2 import RUN_STATE_SUCCEEDED
 
+ROOT = Path(__file__).resolve().parents[2]
 SPEC = ROOT / "examples" / "runs" / "qa-outputs.yaml"
 
 

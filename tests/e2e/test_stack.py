@@ -11,14 +11,15 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, Stack
 
 import evalsi
 from evalsi.records import make_record
+from evalsi.testing.stack import Stack
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest
 from evalsi.v1alpha1.evaluator_pb2 import EvaluatorRef
 from evalsi.v1alpha1.run_pb2 import RUN_STATE_SUCCEEDED
 
+ROOT = Path(__file__).resolve().parents[2]
 SPEC = ROOT / "examples" / "runs" / "qa-outputs.yaml"
 
 

@@ -94,16 +94,26 @@ class Executor:
         )
         records = await self.records_of(task)
         if task.stage == STAGE_GENERATE:
-            from evalsi.targets import generate
+            from evalsi.targets import TargetClient, check_target_supported, generate
 
-            generation = await generate(
-                records,
-                task.target,
-                trial=task.trial,
-                seed=task.seed,
-                run_id=task.run_id,
-                concurrency=self.concurrency,
-            )
+            check_target_supported(task.target)
+            client = None
+            if task.target.WhichOneof("kind") == "model":
+                # The judges' limiter: a target model's rpm/tpm is shared by every task and worker like a judge's.
+                client = TargetClient(task.target.model, limiter=self.judges.limiter)
+            try:
+                generation = await generate(
+                    records,
+                    task.target,
+                    trial=task.trial,
+                    seed=task.seed,
+                    client=client,
+                    run_id=task.run_id,
+                    concurrency=self.concurrency,
+                )
+            finally:
+                if client is not None:
+                    await client.aclose()
             for index, failure in generation.failures.items():
                 # Travels with the record to its evaluation task, which reports it instead of evaluating.
                 generation.records[index].metadata[TARGET_FAILURE_KEY].CopyFrom(

@@ -106,6 +106,11 @@ class JudgeSet:
         if self._session is not None:
             await self._session.close()
 
+    @property
+    def limiter(self) -> RateLimiter:
+        """The rate limiter every client of this set draws on (targets on the same models should too)."""
+        return self._limiter
+
     def get(self, name: str) -> JudgeClient | None:
         return self.clients.get(name)
 

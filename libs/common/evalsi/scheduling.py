@@ -365,12 +365,16 @@ class Scheduler:
             # Evaluation tasks go out before the generation is marked done, so a crash in between re-sends them
             # (deduplicated by key) instead of losing them.
             await self._publish_evaluations_of(run, result, list(result.records))
-            await self.store.set_task_state(run.id, result.key, "done", output_ref=ref)
+            # Work that finished after a cancel still counts: a resume then skips it.
+            await self.store.set_task_state(
+                run.id, result.key, "done", output_ref=ref, only_from=("pending", "cancelled")
+            )
             return
         if result.results:
             await self.store.upsert_results(run.project, run.id, list(result.results))
         state = {TASK_STATUS_DONE: "done", TASK_STATUS_CANCELLED: "cancelled"}.get(result.status, "failed")
-        await self.store.set_task_state(run.id, result.key, state, error=result.error)
+        only_from = ("pending", "cancelled") if state == "done" else ("pending",)
+        await self.store.set_task_state(run.id, result.key, state, error=result.error, only_from=only_from)
 
     async def _publish_evaluations_of(self, run: Run, result: TaskResult, records: list[Record]) -> None:
         bound = bound_of(run, self.registry)

@@ -4,6 +4,9 @@
         --metadata-url sqlite:///.evalsi/state/evalsi.db --objects-url .evalsi/state/objects --datasets-dir .
 
 Every flag has an ``EVALSI_*`` environment variable (``--help`` names them); a flag wins over its variable.
+A non-loopback ``--host`` is refused unless ``--allow-non-loopback`` (``EVALSI_API_ALLOW_NON_LOOPBACK=1``) is
+given, because nothing authenticates callers yet: compose.yaml uses it inside a container whose ports are
+published on 127.0.0.1 only.
 Exit codes: 0 after a clean stop, 1 on an internal error, 2 on bad flags or configuration.
 """
 
@@ -65,10 +68,11 @@ class Settings:
     log_level: str = "info"
 
     def validate(self) -> None:
-        if not is_loopback(self.server.host):
+        if not self.server.allow_non_loopback and not is_loopback(self.server.host):
             raise BadInputError(
                 f"--host {self.server.host}: authentication does not exist yet, so evalsi-api listens only on "
-                "loopback (127.0.0.1, ::1 or localhost); put an authenticating proxy in front to expose it"
+                "loopback (127.0.0.1, ::1 or localhost); put an authenticating proxy in front to expose it, "
+                "and pass --allow-non-loopback (EVALSI_API_ALLOW_NON_LOOPBACK=1) only then"
             )
         self.server.validate()
         self.limits.validate()
@@ -95,13 +99,23 @@ _FLAGS: list[tuple[str, str, type, Any, str]] = [
     ("--evaluate-timeout", "EVALSI_API_EVALUATE_TIMEOUT", float, 60.0, "seconds to wait for a worker's answer"),
     ("--log-level", "EVALSI_LOG_LEVEL", str, "info", "debug, info, warning or error"),
 ]
+# A switch, not a typed value: the flag turns it on; so does its variable set to 1/true/yes/on.
+_ALLOW_NON_LOOPBACK = ("--allow-non-loopback", "EVALSI_API_ALLOW_NON_LOOPBACK")
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
+NO_AUTH_WARNING = (
+    "listening on a non-loopback address WITHOUT AUTHENTICATION: anyone who can reach this port can create, "
+    "read and cancel runs; publish the port on loopback only (127.0.0.1:PORT:PORT) or put an authenticating "
+    "proxy in front"
+)
 
 
 def parse_settings(argv: Sequence[str] | None = None, environ: dict[str, str] | None = None) -> Settings:
     """Flags over environment over defaults; a bad value is a usage error naming the flag or variable."""
     env = os.environ if environ is None else environ
     parser = argparse.ArgumentParser(
-        prog="evalsi-api", description="The Evals.si public API: gRPC and HTTP/JSON for every public RPC."
+        prog="evalsi-api",
+        description="The Evals.si public API: gRPC and HTTP/JSON for every public RPC.",
+        allow_abbrev=False,  # a renamed flag must fail, not match the prefix of another
     )
     for flag, variable, kind, default, text in _FLAGS:
         raw = env.get(variable)
@@ -112,6 +126,16 @@ def parse_settings(argv: Sequence[str] | None = None, environ: dict[str, str] | 
             except ValueError:
                 raise BadInputError(f"{variable}={raw!r}: expected {kind.__name__}") from None
         parser.add_argument(flag, type=kind, default=value, help=f"{text} (${variable}; default {default})")
+    flag, variable = _ALLOW_NON_LOOPBACK
+    raw = env.get(variable)
+    if raw is not None and raw.strip().lower() not in (*_TRUE, *_FALSE):
+        raise BadInputError(f"{variable}={raw!r}: expected 1 or 0 (true/false, yes/no, on/off)")
+    parser.add_argument(
+        flag,
+        action="store_true",
+        default=raw is not None and raw.strip().lower() in _TRUE,
+        help=f"permit a non-loopback --host although nothing authenticates callers; logs a warning (${variable})",
+    )
     args = parser.parse_args(argv)
     level = args.log_level.lower()
     if level not in ("debug", "info", "warning", "error"):
@@ -123,6 +147,7 @@ def parse_settings(argv: Sequence[str] | None = None, environ: dict[str, str] | 
             grpc_port=args.grpc_port,
             max_request_bytes=args.max_request_bytes,
             grace_period_s=args.grace_period,
+            allow_non_loopback=args.allow_non_loopback,
         ),
         limits=HandlerLimits(max_sync_records=args.max_sync_records),
         nats_url=args.nats,
@@ -269,6 +294,8 @@ def split_by_pool(request: EvaluateRequest, registry: Registry) -> dict[str, Eva
 async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> None:
     """Open the stores, start both listeners, connect the bus; on ``stop`` (SIGTERM) drain and close."""
     stop = stop or _stop_on_signals()
+    if not is_loopback(settings.server.host):  # validate() let it through: --allow-non-loopback was given
+        log.warning(NO_AUTH_WARNING, host=settings.server.host)
     readiness = Readiness(["metadata_store", "object_store", "nats"])
     registry = Registry.from_entry_points()
     store = await open_metadata_store(settings.metadata_url)

@@ -34,7 +34,10 @@ DEADLETTER_CONSUMER = "scheduler-deadletters"
 
 def build_parser() -> argparse.ArgumentParser:
     env = os.environ.get
-    parser = argparse.ArgumentParser(prog="evalsi-scheduler", description="Plan, track and finish runs.")
+    # No abbreviations: a renamed flag in a deployment must fail, not match the prefix of another.
+    parser = argparse.ArgumentParser(
+        prog="evalsi-scheduler", description="Plan, track and finish runs.", allow_abbrev=False
+    )
     parser.add_argument("--nats", default=env("EVALSI_NATS_URL", "nats://127.0.0.1:4222"))
     parser.add_argument("--metadata-url", default=env("EVALSI_METADATA_URL", "sqlite:///.evalsi/state/evalsi.db"))
     parser.add_argument("--objects-url", default=env("EVALSI_OBJECTS_URL", ".evalsi/state/objects"))

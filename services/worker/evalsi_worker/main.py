@@ -10,6 +10,7 @@ import os
 import signal
 import socket
 import sys
+import time
 
 from prometheus_client import Counter, Histogram
 
@@ -21,6 +22,8 @@ from evalsi.errors import BadInputError
 from evalsi.evaluators import Registry
 from evalsi.execution import Executor
 from evalsi.judge_set import JudgeSet
+from evalsi.judges import RateLimiter
+from evalsi.judges.kv_buckets import NatsKVBucketStore
 from evalsi.run_flags import RunFlags
 from evalsi.service_http import start_service_http
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest
@@ -30,9 +33,18 @@ TASKS = Counter("evalsi_worker_tasks_total", "Tasks handled", ["pool", "stage", 
 TASK_SECONDS = Histogram("evalsi_worker_task_seconds", "Time to execute a task", ["pool", "stage"])
 
 
+async def _wait_for_cancel(flags: RunFlags, run_id: str, every_s: float = 1.0) -> None:
+    """Returns once the run is flagged cancelled (checked every second while a task runs)."""
+    while await flags.get(run_id) != "cancelled":
+        await asyncio.sleep(every_s)
+
+
 def build_parser() -> argparse.ArgumentParser:
     env = os.environ.get
-    parser = argparse.ArgumentParser(prog="evalsi-worker", description="Run targets and evaluators for one pool.")
+    # No abbreviations: a renamed flag in a deployment must fail, not match the prefix of another.
+    parser = argparse.ArgumentParser(
+        prog="evalsi-worker", description="Run targets and evaluators for one pool.", allow_abbrev=False
+    )
     parser.add_argument("--pool", default=env("EVALSI_POOL", "cpu"), choices=subjects.POOLS)
     parser.add_argument("--nats", default=env("EVALSI_NATS_URL", "nats://127.0.0.1:4222"))
     parser.add_argument(
@@ -55,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--ack-wait",
         type=float,
-        default=30.0,
+        default=float(env("EVALSI_ACK_WAIT", "30")),
         help="Seconds before an unacknowledged task is redelivered (in-progress acks keep long tasks alive).",
     )
     parser.add_argument("--max-deliver", type=int, default=5, help="Deliveries before a task is dead-lettered.")
@@ -88,7 +100,10 @@ async def serve(args: argparse.Namespace) -> None:
     flags = await RunFlags.open(bus.js)
     registry = Registry.from_entry_points()
     http = await start_service_http("127.0.0.1", args.metrics_port, lambda: (bus.readiness.ready, bus.readiness.reason))
-    async with JudgeSet({}) as judges:
+    # Every worker of every pool draws on the same per-model quotas: token buckets in NATS KV, on the wall
+    # clock the workers share.
+    limiter = RateLimiter(store=await NatsKVBucketStore.open(bus.js), clock=time.time)
+    async with JudgeSet({}, limiter=limiter) as judges:
         executor = Executor(
             registry,
             judges,
@@ -99,23 +114,33 @@ async def serve(args: argparse.Namespace) -> None:
 
         async def handle(task: Task, delivery: Delivery) -> None:
             stage = str(task.stage)
+            cancelled = TaskResult(
+                key=task.key,
+                run_id=task.run_id,
+                project=task.project,
+                shard=task.shard,
+                stage=task.stage,
+                trial=task.trial,
+                status=TASK_STATUS_CANCELLED,
+                worker=args.name,
+            )
             if await flags.get(task.run_id) == "cancelled":
-                result = TaskResult(
-                    key=task.key,
-                    run_id=task.run_id,
-                    project=task.project,
-                    shard=task.shard,
-                    stage=task.stage,
-                    trial=task.trial,
-                    status=TASK_STATUS_CANCELLED,
-                    worker=args.name,
-                )
+                result = cancelled
             else:
+                watch = asyncio.create_task(_wait_for_cancel(flags, task.run_id))
+                work = asyncio.create_task(executor.execute(task))
                 try:
                     with TASK_SECONDS.labels(args.pool, stage).time():
-                        result = await executor.execute(task)
+                        await asyncio.wait({work, watch}, return_when=asyncio.FIRST_COMPLETED)
+                    if work.done():
+                        result = work.result()
+                    else:  # the run was cancelled mid-task: drop the partial work, a resume redoes the task
+                        work.cancel()
+                        result = cancelled
                 except BadInputError as exc:  # a task no retry can fix: dead-letter it, the scheduler reports it
                     raise Permanent(str(exc)) from exc
+                finally:
+                    watch.cancel()
             result.delivery = delivery.num_delivered
             # The task's message id keys the result, so a redelivered task's second result is dropped.
             await publish(bus.js, subjects.results(task.run_id), result, key=delivery.msg_id or task.key, store=objects)

@@ -32,9 +32,12 @@ class ServerConfig:
     max_request_bytes: int = 16 * MIB
     # How long in-flight calls may take to finish after SIGTERM.
     grace_period_s: float = 10.0
+    # Listen beyond loopback although nothing authenticates callers (a container behind a loopback-only
+    # port mapping or an authenticating proxy); evalsi-api logs a warning when it is used.
+    allow_non_loopback: bool = False
 
     def validate(self) -> None:
-        if not is_loopback(self.host):
+        if not self.allow_non_loopback and not is_loopback(self.host):
             raise BadInputError(
                 f"host: {self.host!r} is not a loopback address; authentication does not exist yet, so "
                 "evalsi-api listens only on 127.0.0.1, ::1 or localhost"

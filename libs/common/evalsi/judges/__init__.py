@@ -51,6 +51,7 @@ __all__ = [  # noqa: RUF022 - grouped by topic, not alphabetically, for readers
     "Limits",
     "ModelLimiter",
     "RateLimiter",
+    "NatsKVBucketStore",  # shared between processes; imported on first use (nats-py is slow to import)
     # circuit breaking
     "BreakerState",
     "CircuitBreaker",
@@ -61,3 +62,11 @@ __all__ = [  # noqa: RUF022 - grouped by topic, not alphabetically, for readers
     "cache_key",
     "default_cache_dir",
 ]
+
+
+def __getattr__(name: str) -> object:
+    if name == "NatsKVBucketStore":
+        from .kv_buckets import NatsKVBucketStore
+
+        return NatsKVBucketStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

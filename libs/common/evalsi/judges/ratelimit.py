@@ -10,9 +10,10 @@ Design:
   request bucket's burst is drained, and its refill rate is halved; the rate recovers linearly to the
   configured one over ``recovery_s``. This is the "adaptive" part: one caller's 429 slows everyone
   calling that model instead of each caller discovering the limit separately.
-- State lives behind ``BucketStore`` (load + compare-and-swap save), so a later store can put it in NATS
-  KV and share it between worker processes. Such a store must use a clock shared by those processes
-  (wall clock), not the default ``time.monotonic``.
+- State lives behind ``BucketStore`` (load + compare-and-swap save); ``kv_buckets.NatsKVBucketStore`` puts
+  it in NATS KV and shares it between worker processes. Such a store declares
+  ``shared_between_processes = True``, and the limiter then reads a clock those processes share (the wall
+  clock, ``time.time``): each process's ``time.monotonic`` starts at its own arbitrary point.
 """
 
 from __future__ import annotations
@@ -40,7 +41,11 @@ class BucketState:
 
 
 class BucketStore(Protocol):
-    """Where bucket states live. Compare-and-swap keeps concurrent updaters (tasks or processes) honest."""
+    """Where bucket states live. Compare-and-swap keeps concurrent updaters (tasks or processes) honest.
+
+    A store whose states other processes read too sets a class attribute ``shared_between_processes = True``
+    (optional; absent means False), so that ``RateLimiter`` uses the wall clock with it.
+    """
 
     async def load(self, key: str) -> tuple[BucketState | None, int]:
         """The state under ``key`` and its revision; ``(None, 0)`` when absent."""
@@ -54,6 +59,8 @@ class BucketStore(Protocol):
 class InMemoryBucketStore:
     """A ``BucketStore`` for one process. Methods never await, so a load/save pair from one task cannot
     interleave with another task's unless the caller awaits between them (which CAS then catches)."""
+
+    shared_between_processes = False
 
     def __init__(self) -> None:
         self._items: dict[str, tuple[BucketState, int]] = {}
@@ -83,19 +90,29 @@ class Limits:
 
 
 class RateLimiter:
-    """All buckets of a process. Create one and pass it to every judge client (no module global)."""
+    """All buckets of a process. Create one and pass it to every judge client (no module global).
+
+    ``clock`` defaults to ``time.monotonic`` for a store private to this process and to ``time.time`` for
+    one shared between processes; ``time.monotonic`` with a shared store is refused (ValueError).
+    """
 
     def __init__(
         self,
         store: BucketStore | None = None,
         *,
-        clock: Clock = time.monotonic,
+        clock: Clock | None = None,
         sleep: Sleep = asyncio.sleep,
         recovery_s: float = 60.0,
         min_slowdown: float = 1 / 16,
     ) -> None:
         self._store: BucketStore = store if store is not None else InMemoryBucketStore()
-        self._clock = clock
+        shared = bool(getattr(self._store, "shared_between_processes", False))
+        if shared and clock is time.monotonic:
+            raise ValueError(
+                f"{type(self._store).__name__} is shared between processes: its rate limiter needs a clock they "
+                "share, such as time.time, not time.monotonic"
+            )
+        self._clock: Clock = clock if clock is not None else (time.time if shared else time.monotonic)
         self._sleep = sleep
         self._recovery_s = recovery_s
         self._min_slowdown = min_slowdown
@@ -180,6 +197,8 @@ class RateLimiter:
     def _refilled(self, state: BucketState | None, limits: Limits, now: float) -> BucketState:
         if state is None:  # first use: full buckets, so a run may start with one minute's burst
             return BucketState(requests=float(limits.rpm or 0), tokens=float(limits.tpm or 0), updated=now)
+        # Never move ``updated`` back: a reader whose clock lags the last writer's (another host, or a wall
+        # clock stepped back) would otherwise get the same interval refilled twice.
         elapsed = max(0.0, now - state.updated)
         # The factor at the start of the interval under-refills slightly while recovering: errs slow.
         factor = self._factor(state, state.updated)
@@ -188,7 +207,7 @@ class RateLimiter:
             requests = min(float(limits.rpm), requests + elapsed * limits.rpm / 60.0 * factor)
         if limits.tpm:
             tokens = min(float(limits.tpm), tokens + elapsed * limits.tpm / 60.0)
-        return replace(state, requests=requests, tokens=tokens, updated=now)
+        return replace(state, requests=requests, tokens=tokens, updated=max(now, state.updated))
 
 
 class ModelLimiter:

@@ -1,0 +1,304 @@
+"""compose.yaml and the Dockerfile, checked against the code they start (this machine has no Docker engine).
+
+Every Evals.si service's command goes through that service's own flag parser, so a renamed or removed flag,
+a URL pointing at a service the file does not define, or a misspelt environment variable fails here instead of
+in a container that restarts forever.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shlex
+import tomllib
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from evalsi.cli.main import cli
+from evalsi.errors import BadInputError
+from evalsi.judges import DEFAULT_API_KEY_ENVS
+from evalsi.stores import S3ObjectStore, open_metadata_store, open_object_store
+from evalsi.stores.sql import SqlMetadataStore
+from evalsi_api import main as api_main
+from evalsi_scheduler import main as scheduler_main
+from evalsi_worker import main as worker_main
+
+ROOT = Path(__file__).resolve().parents[1]
+COMPOSE = yaml.safe_load((ROOT / "compose.yaml").read_text())
+SERVICES: dict[str, dict[str, Any]] = COMPOSE["services"]
+SCRIPTS: dict[str, str] = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+SERVICE_SCRIPTS = ("evalsi-api", "evalsi-scheduler", "evalsi-worker")
+BACKING = ("nats", "postgres", "clickhouse", "minio")
+OURS = ("api", "scheduler", "worker-cpu", "worker-judge")
+
+
+def command(name: str) -> list[str]:
+    value = SERVICES[name].get("command")
+    assert value, f"compose.yaml: services.{name}.command is missing"
+    return shlex.split(value) if isinstance(value, str) else [str(v) for v in value]
+
+
+def environment(name: str) -> dict[str, str]:
+    value = SERVICES[name].get("environment") or {}
+    if isinstance(value, list):  # the KEY=VALUE list form
+        value = dict(item.partition("=")[::2] for item in value)
+    return {str(k): "" if v is None else str(v) for k, v in value.items()}
+
+
+def flag(argv: list[str], name: str) -> str:
+    """The value of ``--name=value`` or ``--name value`` in a command."""
+    for i, arg in enumerate(argv):
+        if arg.startswith(name + "="):
+            return arg.split("=", 1)[1]
+        if arg == name and i + 1 < len(argv):
+            return argv[i + 1]
+    raise AssertionError(f"{argv[0]}: {name} not given in compose.yaml")
+
+
+def parse_service_flags(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    try:
+        return parser.parse_args(argv)
+    except SystemExit as exc:  # argparse's way of saying "unrecognized arguments" or "invalid choice"
+        raise AssertionError(f"{parser.prog} rejects the flags compose.yaml gives it: {argv}") from exc
+
+
+def ours_by_script(script: str) -> list[str]:
+    return [name for name in OURS if command(name)[0] == script]
+
+
+# --- the services -----------------------------------------------------------------------------------------
+
+
+def test_every_service_is_defined() -> None:
+    missing = [name for name in (*BACKING, *OURS) if name not in SERVICES]
+    assert not missing, f"compose.yaml lacks services {missing}"
+
+
+@pytest.mark.parametrize("name", OURS)
+def test_each_evalsi_service_runs_a_declared_console_script_from_the_image(name: str) -> None:
+    service = SERVICES[name]
+    assert service.get("build") == "." and (ROOT / "Dockerfile").is_file()
+    script = command(name)[0]
+    assert script in SERVICE_SCRIPTS, f"services.{name}: {script!r} is not one of {SERVICE_SCRIPTS}"
+    assert script in SCRIPTS, f"services.{name}: {script!r} is not in pyproject.toml [project.scripts]"
+    module = SCRIPTS[script].split(":")[0]
+    assert module == f"evalsi_{script.removeprefix('evalsi-')}.main"
+
+
+def test_depends_on_names_defined_services() -> None:
+    for name, service in SERVICES.items():
+        depends = service.get("depends_on") or {}
+        for target in depends if isinstance(depends, list) else depends.keys():
+            assert target in SERVICES, f"services.{name}.depends_on: {target!r} is not a service"
+            condition = {} if isinstance(depends, list) else depends[target] or {}
+            if condition.get("condition") == "service_healthy":
+                assert "healthcheck" in SERVICES[target], f"{name} waits for {target} to be healthy; it has no check"
+
+
+def test_healthchecks_use_tools_their_image_has() -> None:
+    # The default nats image is FROM scratch (just the binary): a wget check would never pass there, and
+    # every service waiting for nats to be healthy would never start. The alpine variant has busybox wget.
+    nats = SERVICES["nats"]
+    if "wget" in nats["healthcheck"]["test"]:
+        assert nats["image"].split(":")[1].endswith("alpine"), "the wget healthcheck needs the alpine nats image"
+    assert command("nats")[0] == "nats-server"
+    assert {"-js", "-sd", "-m"} <= set(command("nats")), "JetStream, a store directory and the monitor port"
+    monitor = command("nats")[command("nats").index("-m") + 1]
+    assert f"127.0.0.1:{monitor}/healthz" in " ".join(nats["healthcheck"]["test"])
+
+
+# --- each command, through its service's real parser -------------------------------------------------------
+
+
+def test_the_api_command_parses_and_validates(tmp_path: Path) -> None:
+    (name,) = ours_by_script("evalsi-api")
+    argv = command(name)[1:]
+    try:
+        settings = api_main.parse_settings(argv, environ=environment(name))
+    except SystemExit as exc:
+        raise AssertionError(f"evalsi-api rejects the flags compose.yaml gives it: {argv}") from exc
+    # --datasets-dir is a path inside the container: it must be a mounted volume whose host side exists.
+    mounts = dict(v.split(":")[1::-1] for v in SERVICES[name].get("volumes", []))
+    assert str(settings.datasets_dir) in mounts, f"--datasets-dir {settings.datasets_dir} is not a mounted volume"
+    assert (ROOT / mounts[str(settings.datasets_dir)]).is_dir()
+    settings = replace(settings, datasets_dir=tmp_path)
+    settings.validate()  # would refuse 0.0.0.0 without --allow-non-loopback
+    assert settings.server.host == "0.0.0.0" and settings.server.allow_non_loopback
+    published = SERVICES[name]["ports"]
+    for port in (settings.server.http_port, settings.server.grpc_port):
+        assert f"127.0.0.1:{port}:{port}" in published, f"the api's port {port} is not published on loopback"
+
+
+def test_without_allow_non_loopback_the_compose_api_command_is_refused(tmp_path: Path) -> None:
+    (name,) = ours_by_script("evalsi-api")
+    argv = [a for a in command(name)[1:] if a != "--allow-non-loopback"]
+    settings = replace(api_main.parse_settings(argv, environ={}), datasets_dir=tmp_path)
+    with pytest.raises(BadInputError, match=r"--host 0\.0\.0\.0: authentication does not exist yet"):
+        settings.validate()
+
+
+def test_ports_are_published_on_loopback_only() -> None:
+    for name, service in SERVICES.items():
+        for port in service.get("ports", []):
+            assert str(port).startswith("127.0.0.1:"), f"services.{name}.ports {port!r} is reachable from outside"
+
+
+@pytest.mark.parametrize("name", ours_by_script("evalsi-scheduler"))
+def test_the_scheduler_command_parses(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    for key, value in environment(name).items():  # the parser reads its defaults from the environment
+        monkeypatch.setenv(key, value)
+    args = parse_service_flags(scheduler_main.build_parser(), command(name)[1:])
+    assert args.lease_ttl > 0
+
+
+@pytest.mark.parametrize("name", ours_by_script("evalsi-worker"))
+def test_each_worker_command_parses_and_serves_the_pool_it_is_named_for(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for key, value in environment(name).items():
+        monkeypatch.setenv(key, value)
+    args = parse_service_flags(worker_main.build_parser(), command(name)[1:])
+    assert name == f"worker-{args.pool}"
+    assert args.concurrency >= 1
+
+
+def test_both_worker_pools_the_scheduler_plans_for_are_served() -> None:
+    pools = {flag(command(name), "--pool") for name in ours_by_script("evalsi-worker")}
+    assert {"cpu", "judge"} <= pools
+
+
+# --- the URLs point at services in the file ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", OURS)
+def test_nats_url_points_at_the_nats_service(name: str) -> None:
+    url = urlsplit(flag(command(name), "--nats"))
+    assert (url.scheme, url.hostname, url.port) == ("nats", "nats", 4222)
+    assert "nats" in (SERVICES[name].get("depends_on") or {})
+
+
+@pytest.mark.parametrize("name", [n for n in OURS if command(n)[0] != "evalsi-worker"])
+async def test_metadata_url_is_the_postgres_service_with_its_credentials(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = flag(command(name), "--metadata-url")
+    opened: list[str] = []
+
+    async def fake_open_postgres(cls: type, dsn: str, *, pool_size: int = 10) -> str:
+        opened.append(dsn)
+        return dsn
+
+    monkeypatch.setattr(SqlMetadataStore, "open_postgres", classmethod(fake_open_postgres))
+    await open_metadata_store(url)  # the code's own URL dispatch: a form it does not accept raises
+    assert opened == [url], f"{url} is not opened as Postgres"
+    parts = urlsplit(url)
+    postgres = environment("postgres")
+    assert parts.hostname == "postgres" and parts.port == 5432
+    assert (parts.username, parts.password, parts.path.lstrip("/")) == (
+        postgres["POSTGRES_USER"],
+        postgres["POSTGRES_PASSWORD"],
+        postgres["POSTGRES_DB"],
+    )
+    assert "postgres" in SERVICES[name]["depends_on"]
+    assert postgres["POSTGRES_USER"] in " ".join(SERVICES["postgres"]["healthcheck"]["test"])
+
+
+@pytest.mark.parametrize("name", OURS)
+async def test_objects_url_is_the_minio_service_with_its_credentials(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = flag(command(name), "--objects-url")
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in environment(name).items():
+        monkeypatch.setenv(key, value)
+
+    async def no_connect(self: S3ObjectStore) -> S3ObjectStore:
+        return self
+
+    monkeypatch.setattr(S3ObjectStore, "open", no_connect)
+    store = await open_object_store(url)
+    assert isinstance(store, S3ObjectStore), f"{url} is not opened as S3"
+    endpoint = urlsplit(store.endpoint_url or "")
+    assert (endpoint.hostname, endpoint.port) == ("minio", 9000)
+    assert command("minio")[:1] == ["server"] and "--address" not in command("minio")  # MinIO's API on 9000
+    minio = environment("minio")
+    assert (store._access_key, store._secret_key) == (minio["MINIO_ROOT_USER"], minio["MINIO_ROOT_PASSWORD"])
+    assert "minio" in SERVICES[name]["depends_on"]
+
+
+# --- environment variables are spelled as the code reads them ----------------------------------------------
+
+
+def variables_the_code_reads() -> set[str]:
+    names: set[str] = set(DEFAULT_API_KEY_ENVS.values())
+    pattern = re.compile(r"""["'](EVALSI_[A-Z0-9_]+|AWS_[A-Z0-9_]+)["']""")
+    for base in (ROOT / "services", ROOT / "libs" / "common" / "evalsi"):
+        for path in base.rglob("*.py"):
+            if "v1alpha1" in path.parts or "testing" in path.parts:
+                continue
+            names.update(pattern.findall(path.read_text(encoding="utf-8")))
+    return names
+
+
+def test_the_code_scan_finds_the_variables_services_are_known_to_read() -> None:
+    read = variables_the_code_reads()
+    assert {"EVALSI_NATS_URL", "EVALSI_API_ALLOW_NON_LOOPBACK", "EVALSI_POOL", "AWS_ACCESS_KEY_ID"} <= read
+
+
+@pytest.mark.parametrize("name", OURS)
+def test_every_variable_compose_sets_is_one_the_code_reads(name: str) -> None:
+    read = variables_the_code_reads()
+    unknown = sorted(set(environment(name)) - read)
+    assert not unknown, f"services.{name}.environment sets {unknown}, which no Evals.si code reads"
+
+
+# --- the image ------------------------------------------------------------------------------------------------
+
+
+def dockerfile() -> list[tuple[str, str]]:
+    text = (ROOT / "Dockerfile").read_text().replace("\\\n", " ")
+    instructions = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            keyword, _, rest = line.partition(" ")
+            instructions.append((keyword.upper(), rest.strip()))
+    return instructions
+
+
+def test_the_dockerfile_installs_the_project_and_its_packages() -> None:
+    steps = dockerfile()
+    assert steps[0][0] == "FROM" and "python:3.11" in steps[0][1]
+    copied = " ".join(rest for keyword, rest in steps if keyword == "COPY")
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    needed = ["pyproject.toml", project["project"]["readme"]]
+    needed += [where.split("/")[0] for where in project["tool"]["setuptools"]["packages"]["find"]["where"]]
+    for item in needed:
+        assert item in copied, f"the Dockerfile does not COPY {item}, which `pip install .` needs"
+    assert any(keyword == "RUN" and re.search(r"pip install (\S+ )*\.( |&|$)", rest) for keyword, rest in steps)
+
+
+def test_the_dockerfile_cmd_is_a_real_cli_verb_with_real_flags() -> None:
+    (cmd,) = [rest for keyword, rest in dockerfile() if keyword == "CMD"]
+    argv = json.loads(cmd)  # the exec form, so SIGTERM reaches the process
+    assert argv[0] in SCRIPTS and SCRIPTS[argv[0]] == "evalsi.cli.main:main"
+    verb = argv[1]
+    assert verb in cli.commands, f"CMD runs `evalsi {verb}`, which is not a verb of the CLI"
+    result = CliRunner().invoke(cli, [verb, "--help"])
+    assert result.exit_code == 0, result.output
+    # Parse (without running) the CMD's own flags, so a renamed option fails here.
+    command_ = cli.commands[verb]
+    with (
+        cli.make_context("evalsi", list(argv[1:])) as parent,
+        command_.make_context(verb, list(argv[2:]), parent=parent) as ctx,
+    ):
+        if "state_dir" in ctx.params:  # the image's USER may write only below /data
+            assert ctx.params["state_dir"].startswith("/data/")
