@@ -10,6 +10,8 @@ import asyncio
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -163,5 +165,29 @@ def test_a_provider_answering_429_and_500_is_retried_never_scored_as_a_failure(t
             assert_scored_exactly_once(client, run.id)
             exact = next(s for s in run.summaries if s.metric == "exact-match")
             assert exact.n == RECORDS and exact.mean == 1.0
+    finally:
+        stack.stop()
+
+
+def test_a_run_over_its_token_budget_stops_and_says_so(tmp_path: Path, provider: Any) -> None:
+    stack = Stack(tmp_path, datasets_dir=tmp_path / "datasets").start()
+    try:
+        slow_down(provider, 0.01, RECORDS)
+        spec = write_spec(tmp_path, provider.base_url)
+        spec.write_text(spec.read_text() + "  budget: {tokens: 300}\n")
+        evalsi_bin = Path(sys.executable).parent / "evalsi"
+        done = subprocess.run(
+            [str(evalsi_bin), "run", "-f", str(spec), "--server", stack.grpc],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 3, done.stdout + done.stderr + stack.logs()
+        assert "budget_exceeded" in done.stdout and "tokens" in done.stdout
+        with evalsi.Client(stack.grpc) as client:
+            (run,) = list(client.runs.list())
+            assert run.progress.usage.total_tokens >= 300
+            assert len(provider.requests) < RECORDS  # it stopped early, not after doing everything
     finally:
         stack.stop()

@@ -144,18 +144,22 @@ async def test_the_bucket_is_created_when_missing_and_again_after_it_is_deleted(
     assert (await js.key_value(BUCKET)) is not None
 
     await js.delete_key_value(BUCKET)  # an operator removes it under a running worker
-    assert await model.acquire() == 0.0  # state lost, so a first use again: no exception, a full bucket
-    assert await model.acquire() == 0.0
-    assert await model.acquire() == pytest.approx(30.0)
-    state, _ = await store.load(model.key)
-    assert state is not None and state.requests == pytest.approx(-1.0)
+    waits = [await model.acquire() for _ in range(3)]  # no exception: the bucket is created again
+    # The state went with the bucket, so this is a first use again: a full bucket of 2. (nats-server may
+    # bring back a file stream's last message when the stream is re-created right after its deletion;
+    # that state, one debt of 1 from before, is as valid, and the queue continues from it.)
+    fresh, resurrected = [0.0, 0.0, 30.0], [60.0, 90.0, 120.0]
+    assert waits in (pytest.approx(fresh), pytest.approx(resurrected))
+    assert (await js.key_value(BUCKET)) is not None
 
-    # Deleted between a load and a save: that save loses (its revision is gone), the retry wins.
+    # Deleted between a load and a save: that save loses (its revision went with the bucket), and a save at
+    # the revision a fresh load gives wins.
     _, revision = await store.load(model.key)
     await js.delete_key_value(BUCKET)
     assert not await store.save(model.key, BucketState(requests=1, tokens=0, updated=clock.now), revision)
-    assert await store.load(model.key) == (None, 0)
-    assert await store.save(model.key, BucketState(requests=1, tokens=0, updated=clock.now), 0)
+    state, revision = await store.load(model.key)
+    assert (state, revision) == (None, 0) or revision > 0
+    assert await store.save(model.key, BucketState(requests=1, tokens=0, updated=clock.now), revision)
 
 
 async def test_open_creates_the_bucket_at_once(connect: Connect) -> None:

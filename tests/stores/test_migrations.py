@@ -14,13 +14,13 @@ from evalsi.stores import LATEST_VERSION, MIGRATIONS, Migration, open_metadata_s
 from evalsi.stores.migrations import migrate_postgres, migrate_sqlite
 
 EXTRA = Migration(
-    2,
+    LATEST_VERSION + 1,
     "an extra table",
     sqlite=("CREATE TABLE extra (project_id TEXT NOT NULL, tenant_id TEXT NOT NULL DEFAULT '')",),
     postgres=("CREATE TABLE extra (project_id text NOT NULL, tenant_id text NOT NULL DEFAULT '')",),
 )
 BROKEN = Migration(
-    2,
+    LATEST_VERSION + 1,
     "half a migration",
     sqlite=("CREATE TABLE half (x INTEGER)", "CREATE TABLE nonsense ("),
     postgres=("CREATE TABLE half (x integer)", "CREATE TABLE nonsense ("),
@@ -30,7 +30,7 @@ BROKEN = Migration(
 async def raw(url: str, sql: str) -> list[tuple[Any, ...]]:
     """Run one query on the store's database directly, beside the store."""
     if url.startswith("sqlite:///"):
-        conn = sqlite3.connect(url[len("sqlite:///"):])
+        conn = sqlite3.connect(url[len("sqlite:///") :])
         try:
             return [tuple(r) for r in conn.execute(sql).fetchall()]
         finally:
@@ -44,7 +44,7 @@ async def raw(url: str, sql: str) -> list[tuple[Any, ...]]:
 
 async def migrate(url: str, migrations: tuple[Migration, ...]) -> list[int]:
     if url.startswith("sqlite:///"):
-        conn = sqlite3.connect(url[len("sqlite:///"):], isolation_level=None)
+        conn = sqlite3.connect(url[len("sqlite:///") :], isolation_level=None)
         try:
             return migrate_sqlite(conn, where="test", migrations=migrations)
         finally:
@@ -56,15 +56,17 @@ async def migrate(url: str, migrations: tuple[Migration, ...]) -> list[int]:
         await pg.close()
 
 
-async def test_the_first_open_applies_version_1_and_the_next_nothing(store_url: str) -> None:
+async def test_the_first_open_applies_every_version_and_the_next_nothing(store_url: str) -> None:
     first = await open_metadata_store(store_url)
     await first.close()
     second = await open_metadata_store(store_url)
     await second.close()
 
-    assert first.applied_migrations == (1,) and LATEST_VERSION == 1
+    assert first.applied_migrations == (1, 2) and LATEST_VERSION == 2
     assert second.applied_migrations == ()
-    assert await raw(store_url, "SELECT version, name FROM schema_migrations") == [(1, MIGRATIONS[0].name)]
+    assert await raw(store_url, "SELECT version, name FROM schema_migrations") == [
+        (m.version, m.name) for m in MIGRATIONS
+    ]
 
 
 async def test_every_table_carries_project_and_tenant(store_url: str) -> None:
@@ -88,9 +90,10 @@ async def test_every_table_carries_project_and_tenant(store_url: str) -> None:
 async def test_a_new_version_applies_alone_on_an_existing_schema(store_url: str) -> None:
     await (await open_metadata_store(store_url)).close()
 
-    assert await migrate(store_url, (*MIGRATIONS, EXTRA)) == [2]
+    assert await migrate(store_url, (*MIGRATIONS, EXTRA)) == [EXTRA.version]
     assert await migrate(store_url, (*MIGRATIONS, EXTRA)) == []
-    assert [r[0] for r in await raw(store_url, "SELECT version FROM schema_migrations ORDER BY version")] == [1, 2]
+    versions = [r[0] for r in await raw(store_url, "SELECT version FROM schema_migrations ORDER BY version")]
+    assert versions == [*(m.version for m in MIGRATIONS), EXTRA.version]
     assert await raw(store_url, "SELECT count(*) FROM extra") == [(0,)]
 
 
@@ -100,7 +103,9 @@ async def test_a_failing_migration_leaves_nothing_behind(store_url: str) -> None
     with pytest.raises((sqlite3.Error, asyncpg.PostgresError)):
         await migrate(store_url, (*MIGRATIONS, BROKEN))
 
-    assert [r[0] for r in await raw(store_url, "SELECT version FROM schema_migrations")] == [1]
+    assert sorted(r[0] for r in await raw(store_url, "SELECT version FROM schema_migrations")) == [
+        m.version for m in MIGRATIONS
+    ]
     with pytest.raises((sqlite3.Error, asyncpg.PostgresError)):
         await raw(store_url, "SELECT count(*) FROM half")
 
@@ -109,25 +114,27 @@ async def test_a_schema_newer_than_the_code_is_refused(store_url: str) -> None:
     await (await open_metadata_store(store_url)).close()
     await migrate(store_url, (*MIGRATIONS, EXTRA))
 
-    with pytest.raises(InfraError, match="schema is at version 2, newer than this evalsi knows"):
+    with pytest.raises(InfraError, match=f"schema is at version {EXTRA.version}, newer than this evalsi knows"):
         await open_metadata_store(store_url)
 
 
 async def test_services_starting_together_migrate_once(fresh_postgres_url: str) -> None:
     stores = await asyncio.gather(*(open_metadata_store(fresh_postgres_url, pool_size=2) for _ in range(5)))
     try:
-        assert sorted(s.applied_migrations for s in stores) == [(), (), (), (), (1,)]
+        assert sorted(s.applied_migrations for s in stores) == [(), (), (), (), (1, 2)]
     finally:
         for store in stores:
             await store.close()
-    assert await raw(fresh_postgres_url, "SELECT version FROM schema_migrations") == [(1,)]
+    assert sorted(await raw(fresh_postgres_url, "SELECT version FROM schema_migrations")) == [
+        (m.version,) for m in MIGRATIONS
+    ]
 
 
 async def test_sqlite_processes_starting_together_migrate_once(tmp_path: Any) -> None:
     url = f"sqlite:///{tmp_path / 'shared.db'}"
     stores = await asyncio.gather(*(open_metadata_store(url) for _ in range(4)))
     try:
-        assert sorted(s.applied_migrations for s in stores) == [(), (), (), (1,)]
+        assert sorted(s.applied_migrations for s in stores) == [(), (), (), (1, 2)]
     finally:
         for store in stores:
             await store.close()

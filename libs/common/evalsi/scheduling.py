@@ -44,6 +44,7 @@ from evalsi.v1alpha1.run_pb2 import (
     RUN_STATE_SUCCEEDED,
     EvalRun,
     Run,
+    RunManifest,
 )
 from evalsi.v1alpha1.run_service_pb2 import (
     RUN_EVENT_TYPE_PROGRESS,
@@ -62,6 +63,8 @@ log = logging.getLogger("evalsi.scheduler")
 TERMINAL = (RUN_STATE_SUCCEEDED, RUN_STATE_FAILED, RUN_STATE_CANCELLED, RUN_STATE_BUDGET_EXCEEDED)
 RECORDS_REF_LABEL = "evals.si/records-ref"
 ATTEMPT_LABEL = "evals.si/attempt"
+PARTIAL_SUMMARY_EVERY_S = 2.0
+PARTIAL_SUMMARY_MAX_RESULTS = 200_000
 
 
 class BusPort(Protocol):
@@ -226,6 +229,7 @@ class Scheduler:
         del records  # the records travel in the tasks; only the plan stays in memory
         reduce_published = False
         last_progress = None
+        last_partial = time.monotonic()
         while True:
             await asyncio.sleep(self.tick_s)
             if not await self.store.acquire_lease(f"run:{run_id}", self.owner, self.lease_ttl_s):
@@ -245,6 +249,16 @@ class Scheduler:
             if run.state == RUN_STATE_CANCELLED:
                 await self._finish(run, bound, RUN_STATE_CANCELLED, run.message or "cancelled")
                 return
+            over = await self._over_budget(run)
+            if over:
+                await self.bus.set_run_flag(run_id, "cancelled")
+                for row in await self.store.list_tasks(run_id, states=("pending",)):
+                    await self.store.set_task_state(run_id, row.key, "cancelled")
+                await self._finish(run, bound, RUN_STATE_BUDGET_EXCEEDED, over)
+                return
+            if time.monotonic() - last_partial > PARTIAL_SUMMARY_EVERY_S and run.progress.completed:
+                last_partial = time.monotonic()
+                await self._partial_summaries(run, bound)
             open_tasks = counts.get("pending", 0)
             reducers = [p for p in planned if p.stage == "reduce"]
             if reducers and not reduce_published and open_tasks == len(reducers):
@@ -258,6 +272,41 @@ class Scheduler:
                 )
                 await self._finish(run, bound, RUN_STATE_SUCCEEDED, message)
                 return
+
+    async def _over_budget(self, run: Run) -> str:
+        """Why the run is over its token or cost budget, or "" while it is within it."""
+        from evalsi.planning import budget_exceeded
+        from evalsi.v1alpha1.record_pb2 import Usage
+
+        budget = run.spec.budget
+        if not (budget.tokens or budget.usd):
+            return ""
+        tokens_in, tokens_out, usd = await self.store.task_usage(run.id)
+        run.progress.usage.input_tokens, run.progress.usage.output_tokens = tokens_in, tokens_out
+        run.progress.usage.total_tokens, run.progress.usage.cost_usd = tokens_in + tokens_out, usd
+        usage = Usage(
+            input_tokens=tokens_in, output_tokens=tokens_out, total_tokens=tokens_in + tokens_out, cost_usd=usd
+        )
+        return budget_exceeded(budget, usage) or ""
+
+    async def _partial_summaries(self, run: Run, bound: Sequence[BoundEvaluator]) -> None:
+        """Summaries of what is scored so far, for WatchRun; skipped on runs too large to re-read often."""
+        counts = await self.store.count_results(run.project, run.id)
+        if sum(counts.values()) > PARTIAL_SUMMARY_MAX_RESULTS:
+            return
+        builder = SummaryBuilder(bound)
+        async for batch in self.store.iter_results(run.project, run.id):
+            builder.add(batch)
+        event = RunEvent(
+            run_id=run.id,
+            type=RUN_EVENT_TYPE_SUMMARY,
+            state=run.state,
+            progress=run.progress,
+            message="partial",
+            time=_now(),
+        )
+        event.summaries.extend(builder.summaries(options=run.spec.summary))
+        await self.bus.publish_event(event)
 
     async def _publish_ready(
         self, run: Run, bound: Sequence[BoundEvaluator], planned: Sequence[PlannedTask], records: Sequence[Record]
@@ -338,6 +387,7 @@ class Scheduler:
             run.gates.extend(evaluate_gates(list(run.spec.gates), run.summaries))
         counts = await self.store.count_results(run.project, run.id)
         _fill_progress(run, counts)
+        run.manifest.CopyFrom(_manifest(run, bound))
         run.state, run.message = state, message
         run.end_time.CopyFrom(_now())
         await self.store.update_run(run)
@@ -367,14 +417,16 @@ class Scheduler:
             await self._publish_evaluations_of(run, result, list(result.records))
             # Work that finished after a cancel still counts: a resume then skips it.
             await self.store.set_task_state(
-                run.id, result.key, "done", output_ref=ref, only_from=("pending", "cancelled")
+                run.id, result.key, "done", output_ref=ref, only_from=("pending", "cancelled"), usage=_usage(result)
             )
             return
         if result.results:
             await self.store.upsert_results(run.project, run.id, list(result.results))
         state = {TASK_STATUS_DONE: "done", TASK_STATUS_CANCELLED: "cancelled"}.get(result.status, "failed")
         only_from = ("pending", "cancelled") if state == "done" else ("pending",)
-        await self.store.set_task_state(run.id, result.key, state, error=result.error, only_from=only_from)
+        await self.store.set_task_state(
+            run.id, result.key, state, error=result.error, only_from=only_from, usage=_usage(result)
+        )
 
     async def _publish_evaluations_of(self, run: Run, result: TaskResult, records: list[Record]) -> None:
         bound = bound_of(run, self.registry)
@@ -420,6 +472,29 @@ class Scheduler:
             if run is not None:
                 self._runs[run_id] = run  # only its spec is read here, and the spec never changes
         return run
+
+
+def _manifest(run: Run, bound: Sequence[BoundEvaluator]) -> RunManifest:
+    """The same manifest as an embedded run: spec hash, dataset version, evaluators, judges, target, versions."""
+    from types import SimpleNamespace
+
+    from evalsi.judge_set import judge_config_from_spec
+    from evalsi.sdk import _manifest as build_manifest
+    from evalsi.targets import target_identity
+
+    dataset = SimpleNamespace(
+        source=run.manifest.dataset or run.spec.dataset.path, version=run.manifest.dataset_version
+    )
+    judges = {name: judge_config_from_spec(name, spec) for name, spec in run.spec.judges.items()}
+    manifest = build_manifest(dataset, run.spec, bound, judges)  # type: ignore[arg-type]
+    manifest.target = target_identity(run.spec.target)
+    if has_model_target(run):
+        manifest.unpinned.append(f"target {manifest.target}: a served model cannot be pinned by digest")
+    return manifest
+
+
+def _usage(result: TaskResult) -> tuple[int, int, float]:
+    return result.usage.input_tokens, result.usage.output_tokens, result.usage.cost_usd
 
 
 def _fill_progress(run: Run, counts: dict[int, int]) -> None:

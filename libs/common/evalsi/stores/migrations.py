@@ -101,8 +101,19 @@ def _v1(dialect: str) -> tuple[str, ...]:
     )
 
 
+def _v2(dialect: str) -> tuple[str, ...]:
+    """Per-task usage, so a run's token and cost budget can be checked by any scheduler replica."""
+    bigint, real = ("INTEGER", "REAL") if dialect == "sqlite" else ("bigint", "double precision")
+    return (
+        f"ALTER TABLE tasks ADD COLUMN input_tokens {bigint} NOT NULL DEFAULT 0",
+        f"ALTER TABLE tasks ADD COLUMN output_tokens {bigint} NOT NULL DEFAULT 0",
+        f"ALTER TABLE tasks ADD COLUMN cost_usd {real} NOT NULL DEFAULT 0",
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "runs, results, tasks, leases", sqlite=_v1("sqlite"), postgres=_v1("postgres")),
+    Migration(2, "usage of each task", sqlite=_v2("sqlite"), postgres=_v2("postgres")),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -581,11 +581,13 @@ class SqlMetadataStore:
         error: str = "",
         only_from: Sequence[str] = ("pending",),
         attempts: int | None = None,
+        usage: tuple[int, int, float] | None = None,
     ) -> bool:
         """Move a task to ``state`` if it is in one of ``only_from`` (any state when empty); True if it moved.
 
         One conditional UPDATE, so of several concurrent completions of one task exactly one returns True.
-        ``attempts``, when given, is stored too (the caller counts deliveries).
+        ``attempts``, when given, is stored too (the caller counts deliveries); so is ``usage`` (input
+        tokens, output tokens, USD) of the work the task did.
         """
         (state,) = check_task_states((state,), what="set_task_state")
         sets = ["state = ?", "output_ref = ?", "error = ?", "update_us = ?"]
@@ -593,6 +595,9 @@ class SqlMetadataStore:
         if attempts is not None:
             sets.append("attempts = ?")
             args.append(int(attempts))
+        if usage is not None:
+            sets += ["input_tokens = ?", "output_tokens = ?", "cost_usd = ?"]
+            args += [int(usage[0]), int(usage[1]), float(usage[2])]
         where = ["run_id = ?", "key = ?"]
         args += [run_id, key]
         sources = check_task_states(only_from, what="set_task_state only_from")
@@ -602,6 +607,16 @@ class SqlMetadataStore:
             args += extra
         changed = await self._db.execute(f"UPDATE tasks SET {', '.join(sets)} WHERE {' AND '.join(where)}", *args)
         return changed > 0
+
+    async def task_usage(self, run_id: str) -> tuple[int, int, float]:
+        """Input tokens, output tokens and USD of every task of a run so far."""
+        rows = await self._db.fetch(
+            "SELECT COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0), COALESCE(SUM(cost_usd), 0) "
+            "FROM tasks WHERE run_id = ?",
+            run_id,
+        )
+        first = rows[0]
+        return int(first[0]), int(first[1]), float(first[2])
 
     async def list_tasks(self, run_id: str, *, states: Sequence[str] = (), stage: int = 0) -> list[TaskRow]:
         where = ["run_id = ?"]
