@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -93,7 +94,14 @@ def plan_children(config: Config, nats_url: str, state_dir: Path) -> list[Child]
         children.append(
             Child(
                 f"scheduler-{i}",
-                [*_module("evalsi_scheduler.main"), *common, "--lease-ttl", str(config.scheduler.lease_ttl_s)],
+                [
+                    *_module("evalsi_scheduler.main"),
+                    *common,
+                    "--lease-ttl",
+                    str(config.scheduler.lease_ttl_s),
+                    "--metrics-port",
+                    str(_free_port()),
+                ],
                 env,
                 logs / f"scheduler-{i}.log",
             )
@@ -108,9 +116,25 @@ def plan_children(config: Config, nats_url: str, state_dir: Path) -> list[Child]
                 worker.pool,
                 "--concurrency",
                 str(worker.concurrency),
+                "--metrics-port",
+                str(_free_port()),
             ]
             children.append(Child(name, argv, env, logs / f"{name}.log"))
     return children
+
+
+def _free_port() -> int:
+    """A free loopback port for a child's /metrics, /healthz and /readyz."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def metrics_url(child: Child) -> str:
+    """Where a background service serves /metrics ("" for the api, which serves it on its HTTP port)."""
+    if "--metrics-port" not in child.argv:
+        return ""
+    return f"http://127.0.0.1:{child.argv[child.argv.index('--metrics-port') + 1]}/metrics"
 
 
 def _resolve_url(url: str) -> str:
@@ -157,7 +181,9 @@ class Supervisor:
         self.echo(
             f"state      {_resolve_url(self.config.metadata_url)} · objects {_resolve_url(self.config.objects_url)}"
         )
-        self.echo(f"processes  {', '.join(c.name for c in self.children)}; logs in {self.state_dir / 'logs'}")
+        for child in self.children:
+            metrics = metrics_url(child) or f"http://{api.host}:{api.http_port}/metrics"
+            self.echo(f"{child.name:<18} metrics {metrics}   log {child.log_path}")
 
     def supervise_once(self) -> None:
         """Restart children that exited, with a growing backoff for ones that keep crashing."""

@@ -18,12 +18,22 @@ from evalsi.cli._common import handle_errors
     type=click.Path(file_okay=False),
     help="Where the bundled NATS store, logs and (by default) SQLite and objects live.",
 )
+@click.option(
+    "--datasets-dir",
+    type=click.Path(file_okay=False, exists=True),
+    help="Run specs may read datasets only below this directory (default: evalsi.yaml's, else the current directory).",
+)
 @click.option("--host", help="Listen address of the API (loopback only until authentication exists).")
 @click.option("--http-port", type=int, help="HTTP/JSON API port (default 8080).")
 @click.option("--grpc-port", type=int, help="gRPC API port (default 8081).")
 @handle_errors
 def serve_command(
-    config_path: str | None, state_dir: str, host: str | None, http_port: int | None, grpc_port: int | None
+    config_path: str | None,
+    state_dir: str,
+    datasets_dir: str | None,
+    host: str | None,
+    http_port: int | None,
+    grpc_port: int | None,
 ) -> None:
     """Run Evals.si standalone: nats-server with JetStream, the api, the scheduler and the workers.
 
@@ -43,7 +53,7 @@ def serve_command(
         config.api,
         **{k: v for k, v in (("host", host), ("http_port", http_port), ("grpc_port", grpc_port)) if v is not None},
     )
-    config = replace(config, api=api)
+    config = replace(config, api=api, datasets_dir=datasets_dir or config.datasets_dir)
     config.validate()
     supervisor = Supervisor(config, state, echo=lambda line: click.echo(line, err=True))
     supervisor.start()
