@@ -10,5 +10,7 @@ COPY proto ./proto
 RUN pip install . && useradd --system --uid 10001 evalsi && mkdir -p /data && chown evalsi /data
 USER evalsi
 WORKDIR /data
-# `docker run IMAGE` gives the standalone server; compose.yaml runs each service on its own.
+# `docker run --network host IMAGE` gives the standalone server: `evalsi serve` listens on loopback only (there
+# is no authentication yet), so with the default bridge network it is unreachable from outside the container.
+# compose.yaml runs each service on its own instead.
 CMD ["evalsi", "serve", "--state-dir", "/data/serve"]
