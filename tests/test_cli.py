@@ -186,3 +186,12 @@ def test_the_custom_evaluator_example_runs() -> None:
     )
     assert completed.returncode == 0, completed.stderr
     assert "answer-brevity.brief" in completed.stdout and "cluster-robust t" in completed.stdout
+
+
+def test_compare_exits_3_when_a_metric_got_worse(tmp_path: Path) -> None:
+    before, after = tmp_path / "before.json", tmp_path / "after.json"
+    improved = ROOT / "examples" / "quickstart" / "qa_improved.jsonl"
+    assert run("eval", "--data", str(improved), "-e", "exact-match", "-o", str(before))[0] == 0
+    assert run("eval", "--data", str(QUICKSTART), "-e", "exact-match", "-o", str(after))[0] == 0
+    code, out, err = run("compare", str(before), str(after))
+    assert code == 3 and "worse" in out and "regression: exact-match" in err

@@ -387,6 +387,9 @@ class Scheduler:
             run.gates.extend(evaluate_gates(list(run.spec.gates), run.summaries))
         counts = await self.store.count_results(run.project, run.id)
         _fill_progress(run, counts)
+        total = sum(counts.values())
+        if state == RUN_STATE_SUCCEEDED and has_model_target(run) and total and counts.get(OUTCOME_ERROR, 0) == total:
+            state, message = RUN_STATE_FAILED, "every evaluation is an error: the target (or its provider) failed"
         run.manifest.CopyFrom(_manifest(run, bound))
         run.state, run.message = state, message
         run.end_time.CopyFrom(_now())

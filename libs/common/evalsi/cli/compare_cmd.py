@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import io
+import sys
 
 import click
 from google.protobuf import json_format
 
-from evalsi.cli._common import handle_errors
+from evalsi.cli._common import EXIT_GATE_FAILED, handle_errors
 from evalsi.compare import compare_runs
 from evalsi.results import EvaluationResults, _fmt
+from evalsi.v1alpha1.run_pb2 import Comparison
 
 
 @click.command("compare")
@@ -33,7 +35,7 @@ def compare_command(a: str, b: str, confidence: float, fmt: str, server: str | N
 
     For each metric both share: the mean difference B − A with its interval (paired t, cluster-robust over
     trials), McNemar's test for pass/fail metrics, the minimum detectable effect at this size, and a
-    verdict — better or worse only when the interval excludes zero.
+    verdict — better or worse only when the interval excludes zero. Exits 3 when a metric got worse.
     """
     if server:
         from evalsi.client import Client
@@ -42,6 +44,14 @@ def compare_command(a: str, b: str, confidence: float, fmt: str, server: str | N
             comparison = client.runs.compare(a, b, confidence=confidence)
     else:
         comparison = compare_runs(EvaluationResults.load(a).run, EvaluationResults.load(b).run, confidence=confidence)
+    _render(comparison, fmt, a, b, confidence)
+    worse = [m.metric for m in comparison.metrics if m.verdict == "worse"]
+    if worse:
+        click.echo(f"regression: {', '.join(worse)} got worse (the interval excludes no change)", err=True)
+        sys.exit(EXIT_GATE_FAILED)
+
+
+def _render(comparison: Comparison, fmt: str, a: str, b: str, confidence: float) -> None:
     if fmt == "json":
         click.echo(json_format.MessageToJson(comparison))
         return

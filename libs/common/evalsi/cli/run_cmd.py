@@ -261,7 +261,10 @@ def _run_on_server(
         if dry_run:
             click.echo(describe_run(handle.run))
             return
-        click.echo(f"created {handle.id} ({state_name(handle.run.state)}) on {server}", err=True)
+        click.echo(
+            f"created {handle.id} in project {handle.run.project} ({state_name(handle.run.state)}) on {server}",
+            err=True,
+        )
         if no_wait:
             click.echo(handle.id)
             return

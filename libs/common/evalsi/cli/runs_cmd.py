@@ -19,7 +19,7 @@ def server_option(fn):  # type: ignore[no-untyped-def]
         "--project",
         default=None,
         envvar="EVALSI_PROJECT",
-        help="The project (default: a run's own project, else 'default').",
+        help="The project the runs belong to (default: 'default').",
     )(fn)
     return click.option("--server", required=True, envvar="EVALSI_SERVER", metavar="URL", help=SERVER_HELP)(fn)
 
