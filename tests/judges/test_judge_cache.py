@@ -97,3 +97,18 @@ async def test_unwritable_directory_does_not_fail_the_call(tmp_path: Path) -> No
 def test_default_directory_follows_env(tmp_path: Path) -> None:
     assert default_cache_dir({"EVALSI_CACHE_DIR": str(tmp_path)}) == tmp_path / "judge"
     assert default_cache_dir({}) == Path.home() / ".cache" / "evalsi" / "judge"
+
+
+async def test_the_shared_cache_round_trips_through_an_object_store(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from evalsi.judges import Completion
+    from evalsi.judges.cache import SharedJudgeCache, cache_key
+    from evalsi.stores import LocalObjectStore
+
+    objects = LocalObjectStore(tmp_path / "objects")
+    first, second = SharedJudgeCache(objects), SharedJudgeCache(objects)
+    key = cache_key({"model": "m"}, "t", [{"role": "user", "content": "hi"}])
+    assert await first.get(key) is None
+    await first.put(key, Completion(text="yes", input_tokens=3, output_tokens=1, model="m"))
+    await second.put(key, Completion(text="other", input_tokens=3, output_tokens=1, model="m"))  # first write wins
+    hit = await second.get(key)
+    assert hit is not None and hit.text == "yes" and hit.cached

@@ -13,6 +13,7 @@ from google.protobuf import json_format
 
 from evalsi.errors import BadInputError
 from evalsi.judges import CircuitBreakers, JudgeCache, JudgeClient, JudgeConfig, RateLimiter
+from evalsi.judges.cache import SharedJudgeCache
 from evalsi.v1alpha1.evaluator_pb2 import JudgeSpec
 
 JudgeInput = JudgeConfig | Mapping[str, Any]
@@ -81,9 +82,13 @@ class JudgeSet:
         cache: bool = True,
         cache_dir: str | Path | None = None,
         limiter: RateLimiter | None = None,
+        shared_cache: SharedJudgeCache | None = None,
     ) -> None:
+        """``shared_cache`` (workers of a deployment) replaces the on-disk cache; ``cache=False`` is --no-cache."""
         self._configs = dict(configs)
-        self._cache = JudgeCache(cache_dir) if cache else JudgeCache.disabled()
+        self._cache: JudgeCache | SharedJudgeCache = (
+            shared_cache if shared_cache is not None else JudgeCache(cache_dir) if cache else JudgeCache.disabled()
+        )
         self._limiter = limiter or RateLimiter()
         self._breakers = CircuitBreakers()
         self._session: aiohttp.ClientSession | None = None

@@ -23,6 +23,7 @@ from evalsi.evaluators import Registry
 from evalsi.execution import Executor
 from evalsi.judge_set import JudgeSet
 from evalsi.judges import RateLimiter
+from evalsi.judges.cache import SharedJudgeCache
 from evalsi.judges.kv_buckets import NatsKVBucketStore
 from evalsi.run_flags import RunFlags
 from evalsi.service_http import start_service_http
@@ -103,7 +104,9 @@ async def serve(args: argparse.Namespace) -> None:
     # Every worker of every pool draws on the same per-model quotas: token buckets in NATS KV, on the wall
     # clock the workers share.
     limiter = RateLimiter(store=await NatsKVBucketStore.open(bus.js), clock=time.time)
-    async with JudgeSet({}, limiter=limiter) as judges:
+    # With a shared object store, judge answers are cached there for every worker; else on this machine.
+    shared = SharedJudgeCache(objects) if objects is not None else None
+    async with JudgeSet({}, limiter=limiter, shared_cache=shared) as judges:
         executor = Executor(
             registry,
             judges,

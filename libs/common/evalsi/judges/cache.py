@@ -48,6 +48,65 @@ def cache_key(identity: Mapping[str, Any], template_hash: str, messages: Sequenc
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
+def encode_entry(key: str, completion: Completion) -> bytes:
+    """One cache entry as bytes (the same format on disk and in a shared object store)."""
+    doc = {"format": _FORMAT, "key": key, "completion": asdict(replace(completion, cached=False))}
+    return json.dumps(doc, ensure_ascii=False, sort_keys=True).encode("utf-8")
+
+
+def decode_entry(key: str, data: bytes) -> Completion | None:
+    """The completion of an entry (``cached=True``), or None for anything malformed: recompute, don't fail."""
+    try:
+        doc = json.loads(data)
+        if doc["format"] != _FORMAT or doc["key"] != key:
+            return None
+        c = doc["completion"]
+        completion = Completion(
+            text=c["text"], input_tokens=c["input_tokens"], output_tokens=c["output_tokens"],
+            model=c["model"], cached=True, raw=c["raw"],
+        )
+    except (ValueError, KeyError, TypeError):
+        return None
+    types_ok = (
+        isinstance(completion.text, str) and isinstance(completion.model, str)
+        and isinstance(completion.raw, dict)
+        and all(isinstance(n, int) and not isinstance(n, bool)
+                for n in (completion.input_tokens, completion.output_tokens))
+    )
+    return completion if types_ok else None
+
+
+class SharedJudgeCache:
+    """Judge answers in the object store (S3 or a shared directory), so every worker of a deployment
+    reuses every other's answers. Same keys and entry format as the on-disk cache."""
+
+    enabled = True
+    key = staticmethod(cache_key)
+
+    def __init__(self, objects: Any, prefix: str = "judge-cache") -> None:
+        self._objects = objects
+        self._prefix = prefix
+
+    def _name(self, key: str) -> str:
+        return f"{self._prefix}/{key[:2]}/{key}.json"
+
+    async def get(self, key: str) -> Completion | None:
+        try:
+            data, _etag = await self._objects.get_named(self._name(key))
+        except KeyError:
+            return None
+        except Exception as e:  # a store hiccup is a miss: the provider answers instead
+            log.warning("shared judge cache: could not read %s: %s", key, e)
+            return None
+        return decode_entry(key, data)
+
+    async def put(self, key: str, completion: Completion) -> None:
+        try:
+            await self._objects.put_named(self._name(key), encode_entry(key, completion), if_none_match=True)
+        except Exception as e:  # already there (another worker answered first), or the store is down
+            log.debug("shared judge cache: not written %s: %s", key, e)
+
+
 class JudgeCache:
     """Completions by key on disk. ``JudgeCache.disabled()`` (for ``--no-cache``) never reads or writes."""
 
@@ -82,29 +141,14 @@ class JudgeCache:
 
     def _read(self, key: str) -> Completion | None:
         try:
-            doc = json.loads(self.path_for(key).read_text(encoding="utf-8"))
-            if doc["format"] != _FORMAT or doc["key"] != key:
-                return None
-            c = doc["completion"]
-            completion = Completion(
-                text=c["text"], input_tokens=c["input_tokens"], output_tokens=c["output_tokens"],
-                model=c["model"], cached=True, raw=c["raw"],
-            )
-        except (OSError, ValueError, KeyError, TypeError):
-            return None  # missing, half-copied by hand, or garbage: recompute rather than fail the run
-        types_ok = (
-            isinstance(completion.text, str) and isinstance(completion.model, str)
-            and isinstance(completion.raw, dict)
-            and all(isinstance(n, int) and not isinstance(n, bool)
-                    for n in (completion.input_tokens, completion.output_tokens))
-        )
-        return completion if types_ok else None
+            return decode_entry(key, self.path_for(key).read_bytes())
+        except OSError:
+            return None
 
     def _write(self, key: str, completion: Completion) -> None:
         path = self.path_for(key)
         path.parent.mkdir(parents=True, exist_ok=True)
-        doc = {"format": _FORMAT, "key": key, "completion": asdict(replace(completion, cached=False))}
-        data = json.dumps(doc, ensure_ascii=False, sort_keys=True).encode("utf-8")
+        data = encode_entry(key, completion)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{key[:16]}.", suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as f:
