@@ -191,3 +191,32 @@ def test_a_run_over_its_token_budget_stops_and_says_so(tmp_path: Path, provider:
             assert len(provider.requests) < RECORDS  # it stopped early, not after doing everything
     finally:
         stack.stop()
+
+
+def test_judges_on_the_server_share_their_cache_across_runs(tmp_path: Path) -> None:
+    stack = Stack(tmp_path, datasets_dir=tmp_path / "datasets").start()
+    with ThreadedProvider(lambda body: '{"reasoning": "fine", "score": 5}') as judge:
+        try:
+            data = tmp_path / "datasets" / "qa.jsonl"
+            data.write_text(
+                "".join(
+                    json.dumps({"id": f"q{i}", "input": f"q{i}?", "output": "a", "reference": "a"}) + "\n"
+                    for i in range(20)
+                )
+            )
+            spec = tmp_path / "datasets" / "judged.yaml"
+            spec.write_text(
+                "apiVersion: evals.si/v1alpha1\nkind: EvalRun\nmetadata: {name: judged}\nspec:\n"
+                "  dataset: {path: qa.jsonl}\n  evaluators: [{ref: builtin/llm-judge}]\n"
+                f"  judges: {{default: {{connector: openai-compatible, model: judge, baseUrl: '{judge.base_url}'}}}}\n"
+            )
+            with evalsi.Client(stack.grpc) as client:
+                first = client.runs.create(spec).wait()
+                assert first.state == RUN_STATE_SUCCEEDED, first.message + stack.logs()
+                assert len(judge.requests) == 20
+                second = client.runs.create(spec).wait()
+            assert len(judge.requests) == 20  # every answer came from the shared cache
+            (summary,) = second.summaries
+            assert summary.metric == "llm-judge" and summary.n == 20 and summary.mean == 1.0
+        finally:
+            stack.stop()
