@@ -82,16 +82,7 @@ class Executor:
 
     async def execute(self, task: Task) -> TaskResult:
         """Run one task; a bad task (unknown evaluator, bad params) raises BadInputError, which is permanent."""
-        out = TaskResult(
-            key=task.key,
-            run_id=task.run_id,
-            project=task.project,
-            shard=task.shard,
-            stage=task.stage,
-            trial=task.trial,
-            status=TASK_STATUS_DONE,
-            worker=self.worker,
-        )
+        out = result_for(task, TASK_STATUS_DONE, self.worker)
         records = await self.records_of(task)
         if task.stage == STAGE_GENERATE:
             from evalsi.targets import TargetClient, check_target_supported, generate
@@ -158,6 +149,20 @@ class Executor:
         response.results.extend(results)
         response.summaries.extend(summarize_results(results, bound, records=request.records, options=request.summary))
         return response
+
+
+def result_for(task: Task, status: int, worker: str) -> TaskResult:
+    """An empty result of ``task`` with its identity filled in."""
+    return TaskResult(
+        key=task.key,
+        run_id=task.run_id,
+        project=task.project,
+        shard=task.shard,
+        stage=task.stage,
+        trial=task.trial,
+        status=status,
+        worker=worker,
+    )
 
 
 def _failure_results(records: Sequence[Record], bound: Sequence[BoundEvaluator]) -> list[EvaluationResult]:

@@ -17,10 +17,10 @@ from prometheus_client import Counter, Histogram
 from evalsi.bus import Consumer, ConsumerSettings, Delivery, Permanent, connect, ensure_streams, publish, subjects
 from evalsi.bus.requests import serve_requests
 from evalsi.bus.streams import ensure_consumer
-from evalsi.bus.v1alpha1.bus_pb2 import TASK_STATUS_CANCELLED, Task, TaskResult
+from evalsi.bus.v1alpha1.bus_pb2 import TASK_STATUS_CANCELLED, Task
 from evalsi.errors import BadInputError
 from evalsi.evaluators import Registry
-from evalsi.execution import Executor
+from evalsi.execution import Executor, result_for
 from evalsi.judge_set import JudgeSet
 from evalsi.judges import RateLimiter
 from evalsi.judges.cache import SharedJudgeCache
@@ -117,16 +117,7 @@ async def serve(args: argparse.Namespace) -> None:
 
         async def handle(task: Task, delivery: Delivery) -> None:
             stage = str(task.stage)
-            cancelled = TaskResult(
-                key=task.key,
-                run_id=task.run_id,
-                project=task.project,
-                shard=task.shard,
-                stage=task.stage,
-                trial=task.trial,
-                status=TASK_STATUS_CANCELLED,
-                worker=args.name,
-            )
+            cancelled = result_for(task, TASK_STATUS_CANCELLED, args.name)
             if await flags.get(task.run_id) == "cancelled":
                 result = cancelled
             else:
