@@ -22,6 +22,8 @@ test:           ## everything: install, proto check, lint, pytest
 
 bench:          ## benchmarks print their figures beside their targets
 	$(PY) benchmarks/embedded_evaluate.py
+	$(PY) benchmarks/evaluate_latency.py
+	$(PY) benchmarks/run_million.py
 
 quickstart:
 	$(VENV)/bin/evalsi eval --data examples/quickstart/qa.jsonl --evaluators exact-match,fuzzy-match,numeric-match,latency,cost

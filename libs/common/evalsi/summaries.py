@@ -291,8 +291,8 @@ def _pass_k(
     counts: Mapping[str, int],
 ) -> list[MetricSummary]:
     """pass@k and pass^k over samples with several trials; k is the smallest trial count (plus any asked)."""
-    if bound.evaluator.scope != "record":
-        return []
+    if bound.evaluator.scope != "record" or len(set(sample_ids)) == len(sample_ids):
+        return []  # one trial per sample: nothing to estimate
     trials: dict[str, list[float]] = defaultdict(list)
     for sid, value in zip(sample_ids, values, strict=True):
         trials[sid].append(value)

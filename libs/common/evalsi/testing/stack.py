@@ -76,7 +76,9 @@ class Stack:
             except OSError:
                 pass
             time.sleep(0.2)
-        raise RuntimeError(f"the stack did not become ready in {timeout_s} s; logs:\n{self.logs()}")
+        logs = self.logs()
+        self.stop()  # never leave processes behind when the stack cannot start
+        raise RuntimeError(f"the stack did not become ready in {timeout_s} s; logs:\n{logs}")
 
     def logs(self, lines: int = 40) -> str:
         out = []

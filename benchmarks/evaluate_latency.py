@@ -1,0 +1,168 @@
+"""Evaluate overhead through the API and a worker: one record, exact-match, sequential calls.
+
+    python benchmarks/evaluate_latency.py [--calls 500] [--warmup 50] [--client raw|evalsi]
+
+Starts a stack (bundled NATS, evalsi-api, evalsi-scheduler, one cpu evalsi-worker; SQLite and a local
+object directory) and times N sequential Evaluate calls of one record with exact-match, over gRPC and
+then over HTTP/JSON, after a warm-up. Each call goes client -> api -> NATS request/reply -> worker -> back.
+
+Clients: ``raw`` (default) is the least client overhead: a gRPC multicallable built once on one channel,
+and one keep-alive ``http.client`` connection posting a JSON body serialized once. ``evalsi`` uses
+``evalsi.Client`` (which builds the gRPC multicallable per call, and over HTTP serializes JSON per call
+and opens a new connection per call), to show what the SDK adds.
+
+For reference it also times ListEvaluators over gRPC (the api alone, no bus, no worker).
+
+Targets (DESIGN.md, this 2-core machine): p50 <= 5 ms, p95 <= 15 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import time
+from collections.abc import Callable
+
+import numpy as np
+from _stack import BenchStack
+from google.protobuf import json_format
+
+from evalsi.config import WorkerConfig
+from evalsi.records import make_record
+from evalsi.v1alpha1.catalog_service_pb2 import ListEvaluatorsRequest, ListEvaluatorsResponse
+from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResponse
+from evalsi.v1alpha1.evaluator_pb2 import EvaluatorRef
+
+TARGET_P50_MS = 5.0
+TARGET_P95_MS = 15.0
+EVALUATE = "/evalsi.v1alpha1.EvaluationService/Evaluate"
+LIST_EVALUATORS = "/evalsi.v1alpha1.CatalogService/ListEvaluators"
+
+
+def _request() -> EvaluateRequest:
+    request = EvaluateRequest(evaluators=[EvaluatorRef(ref="exact-match")])
+    request.records.append(
+        make_record(id="r1", input="What is the capital of France?", output="Paris", reference="Paris")
+    )
+    return request
+
+
+def _check(response: EvaluateResponse) -> None:
+    result = response.results[0]
+    if len(response.results) != 1 or not result.scores or not result.scores[0].passed:
+        raise RuntimeError(f"unexpected Evaluate answer: {response}")
+
+
+def _raw_grpc(target: str) -> tuple[Callable[[], EvaluateResponse], Callable[[], object], Callable[[], None]]:
+    import grpc
+
+    channel = grpc.insecure_channel(target)
+    evaluate = channel.unary_unary(
+        EVALUATE,
+        request_serializer=EvaluateRequest.SerializeToString,
+        response_deserializer=EvaluateResponse.FromString,
+    )
+    listing = channel.unary_unary(
+        LIST_EVALUATORS,
+        request_serializer=ListEvaluatorsRequest.SerializeToString,
+        response_deserializer=ListEvaluatorsResponse.FromString,
+    )
+    request, empty = _request(), ListEvaluatorsRequest()
+    return (lambda: evaluate(request, timeout=30)), (lambda: listing(empty, timeout=30)), channel.close
+
+
+def _raw_http(port: int) -> tuple[Callable[[], EvaluateResponse], Callable[[], None]]:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    body = json_format.MessageToJson(_request()).encode()
+    headers = {"content-type": "application/json"}
+
+    def call() -> EvaluateResponse:
+        connection.request("POST", "/v1alpha1/evaluate", body=body, headers=headers)
+        response = connection.getresponse()
+        data = response.read()
+        if response.status != 200:
+            raise RuntimeError(f"HTTP {response.status}: {data[:300]!r}")
+        return json_format.Parse(data, EvaluateResponse(), ignore_unknown_fields=True)
+
+    return call, connection.close
+
+
+def _sdk(url: str) -> tuple[Callable[[], EvaluateResponse], Callable[[], None]]:
+    import evalsi
+
+    client = evalsi.Client(url, timeout=30)
+    request = _request()
+    return (lambda: client.evaluate(request)), client.close
+
+
+def _warm(call: Callable[[], EvaluateResponse], n: int, deadline_s: float = 60.0) -> None:
+    """``n`` successful calls; the first ones may fail while the worker is still subscribing."""
+    deadline = time.monotonic() + deadline_s
+    done = 0
+    while done < n:
+        try:
+            _check(call())
+            done += 1
+        except Exception:
+            if done or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def _time(call: Callable[[], object], n: int, check: bool = True) -> np.ndarray:
+    samples = np.empty(n)
+    for i in range(n):
+        started = time.perf_counter()
+        response = call()
+        samples[i] = time.perf_counter() - started
+        if check:
+            _check(response)  # type: ignore[arg-type]
+    return samples * 1000.0
+
+
+def _line(label: str, ms: np.ndarray, targets: bool = True) -> str:
+    p50, p95, p99 = np.percentile(ms, [50, 95, 99])
+    text = f"{label:<34} n {len(ms):>4}  p50 {p50:6.2f} ms  p95 {p95:6.2f} ms  p99 {p99:6.2f} ms"
+    text += f"  max {ms.max():6.1f} ms"
+    if targets:
+        ok = p50 <= TARGET_P50_MS and p95 <= TARGET_P95_MS
+        text += f"   (targets p50 <= {TARGET_P50_MS:g}, p95 <= {TARGET_P95_MS:g}: {'meets' if ok else 'MISSES'})"
+    return text
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--calls", type=int, default=500)
+    parser.add_argument("--warmup", type=int, default=50)
+    parser.add_argument("--client", choices=("raw", "evalsi"), default="raw")
+    args = parser.parse_args()
+
+    with BenchStack(workers=(WorkerConfig("cpu", 1, 16),)) as stack:
+        print(f"stack: api, scheduler, 1 cpu worker, bundled NATS; SQLite, local objects; client {args.client}")
+        if args.client == "raw":
+            grpc_call, list_call, close_grpc = _raw_grpc(stack.grpc_target)
+            http_call, close_http = _raw_http(stack.config.api.http_port)
+        else:
+            grpc_call, close_grpc = _sdk(stack.grpc)
+            http_call, close_http = _sdk(stack.http)
+            _, list_call, close_list = _raw_grpc(stack.grpc_target)
+        try:
+            _warm(grpc_call, args.warmup)
+            grpc_ms = _time(grpc_call, args.calls)
+            _warm(http_call, args.warmup)
+            http_ms = _time(http_call, args.calls)
+            for _ in range(args.warmup):
+                list_call()
+            list_ms = _time(list_call, args.calls, check=False)
+        finally:
+            close_grpc()
+            close_http()
+            if args.client != "raw":
+                close_list()
+        print(_line("Evaluate, 1 record, gRPC", grpc_ms))
+        print(_line("Evaluate, 1 record, HTTP/JSON", http_ms))
+        print(_line("reference: ListEvaluators, gRPC", list_ms, targets=False) + "   (api only, no bus)")
+
+
+if __name__ == "__main__":
+    main()
