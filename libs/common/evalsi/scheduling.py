@@ -311,20 +311,28 @@ class Scheduler:
     async def _publish_ready(
         self, run: Run, bound: Sequence[BoundEvaluator], planned: Sequence[PlannedTask], records: Sequence[Record]
     ) -> None:
-        """Publish every pending task that can start now: generation, or evaluation of ready outputs."""
+        """Publish every pending task that can start now: generation, or evaluation of ready outputs.
+
+        A shard's records are stored once in the object store and every task of the shard carries only
+        their key, so the bus does not carry the same records once per evaluator.
+        """
         pending = {row.key for row in await self.store.list_tasks(run.id, states=("pending",))}
         generated = await self.store.list_tasks(run.id, states=("done",), stage=STAGE_GENERATE)
         outputs = {row.key: row.output_ref for row in generated}
+        shard_refs: dict[int, str] = {}
         for p in planned:
             if p.key not in pending or p.stage == "reduce":
                 continue
             if p.depends_on:
                 if p.depends_on[0] not in outputs:
                     continue  # published when its generation finishes
-                shard_records = await self._stored_records(outputs[p.depends_on[0]])
+                ref = outputs[p.depends_on[0]]
             else:
-                shard_records = list(records[p.start : p.stop])
-            await self._publish(run, bound, p, shard_records)
+                ref = shard_refs.get(p.start, "")
+                if not ref:
+                    shard = TaskRecords(records=records[p.start : p.stop])
+                    ref = shard_refs[p.start] = await self.objects.put(shard.SerializeToString())
+            await self._publish(run, bound, p, (), ref)
 
     async def _publish(
         self, run: Run, bound: Sequence[BoundEvaluator], p: PlannedTask, records: Sequence[Record], ref: str = ""
@@ -417,7 +425,7 @@ class Scheduler:
             ref = await self.objects.put(TaskRecords(records=result.records).SerializeToString())
             # Evaluation tasks go out before the generation is marked done, so a crash in between re-sends them
             # (deduplicated by key) instead of losing them.
-            await self._publish_evaluations_of(run, result, list(result.records))
+            await self._publish_evaluations_of(run, result, ref)
             # Work that finished after a cancel still counts: a resume then skips it.
             await self.store.set_task_state(
                 run.id, result.key, "done", output_ref=ref, only_from=("pending", "cancelled"), usage=_usage(result)
@@ -431,7 +439,7 @@ class Scheduler:
             run.id, result.key, state, error=result.error, only_from=only_from, usage=_usage(result)
         )
 
-    async def _publish_evaluations_of(self, run: Run, result: TaskResult, records: list[Record]) -> None:
+    async def _publish_evaluations_of(self, run: Run, result: TaskResult, ref: str) -> None:
         bound = bound_of(run, self.registry)
         for ev in plan_of(run, 0, bound).shard_evaluators:
             key = task_key(run.id, result.shard, "evaluate", result.trial, ev.key_name)
@@ -445,13 +453,16 @@ class Scheduler:
                 ref=ev.ref,
                 depends_on=(result.key,),
             )
-            await self._publish(run, bound, planned, records)
+            await self._publish(run, bound, planned, (), ref)
 
     async def on_dead_letter(self, task: Task, reason: str) -> None:
         """A task no worker could finish: each of its evaluations is an infrastructure error, never a score."""
         results = []
         bound = resolve_evaluators(list(task.evaluators), self.registry) if task.evaluators else []
-        for record in task.records:
+        records = list(task.records)
+        if not records and task.records_ref:
+            records = await self._stored_records(task.records_ref)
+        for record in records:
             for b in bound:
                 results.append(
                     EvaluationResult(
