@@ -220,3 +220,26 @@ def test_judges_on_the_server_share_their_cache_across_runs(tmp_path: Path) -> N
             assert summary.metric == "llm-judge" and summary.n == 20 and summary.mean == 1.0
         finally:
             stack.stop()
+
+
+def test_a_judge_failing_past_its_retries_is_retried_as_a_task_not_scored(tmp_path: Path) -> None:
+    stack = Stack(tmp_path, datasets_dir=tmp_path / "datasets").start()
+    with ThreadedProvider(lambda body: '{"reasoning": "fine", "score": 5}') as judge:
+        try:
+            judge.enqueue(("status", 500), ("status", 500))  # both attempts of the first call fail
+            (tmp_path / "datasets" / "one.jsonl").write_text('{"id": "q", "input": "q?", "output": "a"}\n')
+            spec = tmp_path / "datasets" / "judged.yaml"
+            spec.write_text(
+                "apiVersion: evals.si/v1alpha1\nkind: EvalRun\nmetadata: {name: judged}\nspec:\n"
+                "  dataset: {path: one.jsonl}\n  evaluators: [{ref: builtin/llm-judge}]\n"
+                "  judges: {default: {connector: openai-compatible, model: judge, maxRetries: 1, "
+                f"baseUrl: '{judge.base_url}'}}}}\n"
+            )
+            with evalsi.Client(stack.grpc) as client:
+                run = client.runs.create(spec).wait()
+            assert run.state == RUN_STATE_SUCCEEDED, run.message + stack.logs()
+            (summary,) = run.summaries
+            assert summary.n == 1 and summary.errors == 0 and summary.mean == 1.0
+            assert len(judge.requests) == 3  # two failed attempts, then the retried task's answer
+        finally:
+            stack.stop()

@@ -28,7 +28,7 @@ from evalsi.runner import RunnerOptions, run_evaluators
 from evalsi.sdk import resolve_evaluators
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResponse
 from evalsi.v1alpha1.record_pb2 import Record, Usage
-from evalsi.v1alpha1.score_pb2 import EvaluationResult
+from evalsi.v1alpha1.score_pb2 import ERROR_KIND_INFRA, OUTCOME_ERROR, EvaluationResult
 
 FetchObject = Callable[[str], Awaitable[bytes]]
 # Metadata key marking a record whose generation failed (set by the generate task, read by evaluate tasks).
@@ -80,8 +80,13 @@ class Executor:
             options=options or RunnerOptions(concurrency=self.concurrency),
         )
 
-    async def execute(self, task: Task) -> TaskResult:
-        """Run one task; a bad task (unknown evaluator, bad params) raises BadInputError, which is permanent."""
+    async def execute(self, task: Task, *, final_attempt: bool = True) -> TaskResult:
+        """Run one task; a bad task (unknown evaluator, bad params) raises BadInputError, which is permanent.
+
+        Unless this is the task's last attempt, evaluations failing on infrastructure (a judge provider down
+        after its own retries) raise RetryTask so the whole task runs again later; answers already given
+        come back from the judge cache. On the last attempt they are reported as infrastructure errors.
+        """
         out = result_for(task, TASK_STATUS_DONE, self.worker)
         records = await self.records_of(task)
         if task.stage == STAGE_GENERATE:
@@ -124,6 +129,9 @@ class Executor:
         failed = [r for r in records if TARGET_FAILURE_KEY in r.metadata]
         evaluable = [r for r in records if TARGET_FAILURE_KEY not in r.metadata]
         results = await self.evaluate(evaluable, task.evaluators, dict(task.judges), task.project, options=options)
+        infra = _infra_errors(results)
+        if infra and not final_attempt:
+            raise RetryTask(f"{infra} evaluations failed on infrastructure")
         if failed:
             results.extend(_failure_results(failed, resolve_evaluators(list(task.evaluators), self.registry)))
         out.results.extend(results)
@@ -149,6 +157,14 @@ class Executor:
         response.results.extend(results)
         response.summaries.extend(summarize_results(results, bound, records=request.records, options=request.summary))
         return response
+
+
+class RetryTask(Exception):
+    """Evaluations of the task failed on infrastructure; running the whole task again may succeed."""
+
+
+def _infra_errors(results: Sequence[EvaluationResult]) -> int:
+    return sum(1 for r in results if r.outcome == OUTCOME_ERROR and r.error_kind == ERROR_KIND_INFRA)
 
 
 def result_for(task: Task, status: int, worker: str) -> TaskResult:

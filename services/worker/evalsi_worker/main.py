@@ -14,13 +14,23 @@ import time
 
 from prometheus_client import Counter, Histogram
 
-from evalsi.bus import Consumer, ConsumerSettings, Delivery, Permanent, connect, ensure_streams, publish, subjects
+from evalsi.bus import (
+    Consumer,
+    ConsumerSettings,
+    Delivery,
+    Permanent,
+    Retryable,
+    connect,
+    ensure_streams,
+    publish,
+    subjects,
+)
 from evalsi.bus.requests import serve_requests
 from evalsi.bus.streams import ensure_consumer
 from evalsi.bus.v1alpha1.bus_pb2 import TASK_STATUS_CANCELLED, Task
 from evalsi.errors import BadInputError
 from evalsi.evaluators import Registry
-from evalsi.execution import Executor, result_for
+from evalsi.execution import Executor, RetryTask, result_for
 from evalsi.judge_set import JudgeSet
 from evalsi.judges import RateLimiter
 from evalsi.judges.cache import SharedJudgeCache
@@ -122,7 +132,8 @@ async def serve(args: argparse.Namespace) -> None:
                 result = cancelled
             else:
                 watch = asyncio.create_task(_wait_for_cancel(flags, task.run_id))
-                work = asyncio.create_task(executor.execute(task))
+                final = delivery.num_delivered >= args.max_deliver
+                work = asyncio.create_task(executor.execute(task, final_attempt=final))
                 try:
                     with TASK_SECONDS.labels(args.pool, stage).time():
                         await asyncio.wait({work, watch}, return_when=asyncio.FIRST_COMPLETED)
@@ -133,6 +144,8 @@ async def serve(args: argparse.Namespace) -> None:
                         result = cancelled
                 except BadInputError as exc:  # a task no retry can fix: dead-letter it, the scheduler reports it
                     raise Permanent(str(exc)) from exc
+                except RetryTask as exc:  # back on the queue with a backoff; the last attempt reports errors
+                    raise Retryable(str(exc)) from exc
                 finally:
                     watch.cancel()
             result.delivery = delivery.num_delivered

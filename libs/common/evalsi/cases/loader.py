@@ -213,7 +213,7 @@ class _Parser:
             raise self.fail((), "a case has exactly one of 'turns' (a replay) and 'persona' (a simulated user)")
         turns = self.turns(doc["turns"]) if has_turns else ()
         persona = self.persona(doc["persona"]) if has_persona else None
-        expect = self.expect(doc.get("expect", {}) if doc.get("expect") is not None else {}, len(turns))
+        expect = self.expect(doc.get("expect") if doc.get("expect") is not None else {})
         return Case(
             id=ident,
             agent=self.string(doc["agent"], ("agent",)),
@@ -322,7 +322,7 @@ class _Parser:
 
     # --- expect ---------------------------------------------------------------------------------------
 
-    def expect(self, value: Any, n_turns: int) -> Expect:
+    def expect(self, value: Any) -> Expect:
         path: FieldPath = ("expect",)
         expect = self.mapping(value, path, EXPECT_KEYS)
         fields: dict[str, Any] = {}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from evalsi.cli.cases_cmd import cases
 from evalsi.cli.catalog import catalog
 from evalsi.cli.compare_cmd import compare_command
 from evalsi.cli.eval_cmd import eval_command
@@ -23,6 +24,7 @@ def cli() -> None:
 
 cli.add_command(eval_command)
 cli.add_command(catalog)
+cli.add_command(cases)
 cli.add_command(compare_command)
 cli.add_command(run_command)
 cli.add_command(runs)
