@@ -1,0 +1,85 @@
+"""Watch: OTLP ingest. Receivers (HTTP and gRPC) → one export handler → mappers → a span sink (store, assembler).
+
+Pure parts: ``map_span``/``map_resource_spans`` (semantic-convention mappers), ``assemble_record`` and
+``TraceAssembler`` (the completed-trace rule, with an injected clock). I/O at the edges: the receivers and the
+SQLite trace store. See docs/watch.md.
+"""
+
+from .assembly import (
+    CompletedTrace,
+    CompletionConfig,
+    TraceAssembler,
+    assemble_record,
+    counts_toward_usage,
+    root_of,
+    sum_usage,
+)
+from .attributes import any_value_to_python, attributes_to_dict
+from .grpc_receiver import OtlpGrpcReceiver, start_grpc_receiver
+from .handler import (
+    DEFAULT_PROJECT,
+    PROJECT_ATTRIBUTE,
+    PROJECT_HEADER,
+    ExportHandler,
+    ExportStats,
+    SpanSink,
+    check_project,
+)
+from .http_receiver import DEFAULT_MAX_BODY, TRACES_PATH, OtlpHttpReceiver, decode_request, start_http_receiver
+from .mappers import (
+    DEFAULT_MAPPERS,
+    GENAI,
+    GENERIC,
+    OPENINFERENCE,
+    OPENLLMETRY,
+    MappedSpan,
+    Mapper,
+    MapResult,
+    map_resource_spans,
+    map_span,
+)
+from .pipeline import AssemblingSink, complete_once, open_trace_store, run_completion_loop
+from .sqlite_store import SqliteTraceStore, TracePage, TraceSummary
+
+__all__ = [
+    "DEFAULT_MAPPERS",
+    "DEFAULT_MAX_BODY",
+    "DEFAULT_PROJECT",
+    "GENAI",
+    "GENERIC",
+    "OPENINFERENCE",
+    "OPENLLMETRY",
+    "PROJECT_ATTRIBUTE",
+    "PROJECT_HEADER",
+    "TRACES_PATH",
+    "AssemblingSink",
+    "CompletedTrace",
+    "CompletionConfig",
+    "ExportHandler",
+    "ExportStats",
+    "MapResult",
+    "MappedSpan",
+    "Mapper",
+    "OtlpGrpcReceiver",
+    "OtlpHttpReceiver",
+    "SpanSink",
+    "SqliteTraceStore",
+    "TraceAssembler",
+    "TracePage",
+    "TraceSummary",
+    "any_value_to_python",
+    "assemble_record",
+    "attributes_to_dict",
+    "check_project",
+    "complete_once",
+    "counts_toward_usage",
+    "decode_request",
+    "map_resource_spans",
+    "map_span",
+    "open_trace_store",
+    "root_of",
+    "run_completion_loop",
+    "start_grpc_receiver",
+    "start_http_receiver",
+    "sum_usage",
+]

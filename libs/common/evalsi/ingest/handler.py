@@ -1,0 +1,91 @@
+"""The one export handler both OTLP receivers call: assign projects, map, hand spans to the sink, answer.
+
+Receivers only decode, count and delegate; everything the protocol says about spans happens here, once.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+
+from evalsi.errors import BadInputError
+
+from .attributes import attributes_to_dict
+from .mappers import DEFAULT_MAPPERS, MappedSpan, Mapper, map_resource_spans
+
+PROJECT_HEADER = "x-evalsi-project"
+PROJECT_ATTRIBUTE = "evalsi.project"
+DEFAULT_PROJECT = "default"
+_PROJECT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+PROJECT_FORM = "1 to 128 characters of letters, digits, '.', '_' or '-', starting with a letter or digit"
+
+
+class SpanSink(Protocol):
+    """Where mapped spans go: a store, the assembler, the bus. Raising InfraError makes the client retry."""
+
+    async def consume(self, project: str, spans: Sequence[MappedSpan]) -> None: ...
+
+
+def check_project(project: str, where: str) -> str:
+    if not _PROJECT.match(project):
+        raise BadInputError(f"{where} {project!r}: a project is {PROJECT_FORM}")
+    return project
+
+
+@dataclass
+class ExportStats:
+    accepted: int = 0
+    rejected: int = 0
+
+
+class ExportHandler:
+    """Maps an ``ExportTraceServiceRequest`` and hands its spans to the sink, one call per project."""
+
+    def __init__(self, sink: SpanSink, *, default_project: str = DEFAULT_PROJECT,
+                 mappers: Sequence[Mapper] = DEFAULT_MAPPERS) -> None:
+        self.sink = sink
+        self.default_project = check_project(default_project, "default project")
+        self.mappers = tuple(mappers)
+        self.stats = ExportStats()
+
+    async def export(self, request: ExportTraceServiceRequest, project_header: str | None = None) -> (
+            ExportTraceServiceResponse):
+        """Raises BadInputError for a bad project header (the whole request is refused, nothing stored)."""
+        header = (project_header or "").strip()
+        if header:
+            check_project(header, f"header {PROJECT_HEADER}")
+        by_project: dict[str, list[MappedSpan]] = {}
+        rejected = 0
+        reasons: list[str] = []
+        for resource_spans in request.resource_spans:
+            project = header
+            if not project:
+                attribute = attributes_to_dict(resource_spans.resource.attributes).get(PROJECT_ATTRIBUTE)
+                project = str(attribute) if attribute not in (None, "") else self.default_project
+                if not _PROJECT.match(project):
+                    count = sum(len(s.spans) for s in resource_spans.scope_spans)
+                    rejected += count
+                    reasons.append(f"resource attribute {PROJECT_ATTRIBUTE} {project!r} is not a project "
+                                   f"({PROJECT_FORM}): {count} spans rejected")
+                    continue
+            mapped = map_resource_spans(resource_spans, self.mappers)
+            rejected += mapped.rejected
+            reasons.extend(f"{reason}" for reason in mapped.reasons if reason not in reasons)
+            if mapped.spans:
+                by_project.setdefault(project, []).extend(mapped.spans)
+        for project, spans in by_project.items():
+            await self.sink.consume(project, spans)
+            self.stats.accepted += len(spans)
+        self.stats.rejected += rejected
+        response = ExportTraceServiceResponse()
+        if rejected:
+            response.partial_success.rejected_spans = rejected
+            response.partial_success.error_message = f"{rejected} spans rejected: " + "; ".join(reasons)
+        return response

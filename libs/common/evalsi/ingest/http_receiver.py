@@ -1,0 +1,173 @@
+"""OTLP/HTTP: ``POST /v1/traces`` with a protobuf or JSON body, optionally gzip, as the OTLP spec defines it.
+
+Answers:
+- 200 with an ``ExportTraceServiceResponse`` (``partial_success`` when spans were rejected), in the request's
+  encoding;
+- 400 for a body that does not decode (bad gzip, protobuf or JSON, or an invalid ``x-evalsi-project``);
+- 413 for a body over ``max_body_bytes``, compressed or after decompression: refused, never accepted and dropped;
+- 415 for any content type but ``application/x-protobuf`` and ``application/json``;
+- 503 when the sink fails (retryable, per the spec).
+Error bodies are a ``google.rpc.Status`` in the request's encoding (protobuf when it is unknown).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import zlib
+from typing import Any
+
+from aiohttp import web
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError, Message
+from google.rpc import code_pb2, status_pb2
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from evalsi.errors import BadInputError, InfraError
+
+from .handler import PROJECT_HEADER, ExportHandler
+
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+TRACES_PATH = "/v1/traces"
+DEFAULT_MAX_BODY = 16 * 1024 * 1024
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _gunzip(body: bytes, limit: int) -> bytes:
+    # Bounded, so a small gzip bomb cannot make us hold gigabytes: more than ``limit`` is refused as 413.
+    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    try:
+        out = inflater.decompress(body, limit + 1)
+        if len(out) > limit:
+            raise _TooLarge
+        if not inflater.eof:
+            raise ValueError("truncated gzip stream")
+    except zlib.error as exc:
+        raise ValueError(f"bad gzip: {exc}") from exc
+    return out
+
+
+_ID_FIELDS = ("traceId", "spanId", "parentSpanId")
+
+
+def _hex_ids_to_base64(request: dict[str, Any]) -> None:
+    """OTLP JSON writes ids as hex where the protobuf JSON mapping expects base64: convert them in place."""
+
+    def convert(obj: dict[str, Any], path: str) -> None:
+        for name in _ID_FIELDS:
+            value = obj.get(name)
+            if value is None or value == "":
+                continue
+            if not isinstance(value, str):
+                raise ValueError(f"{path}.{name}: a hex string is expected")
+            try:
+                obj[name] = base64.b64encode(bytes.fromhex(value)).decode("ascii")
+            except ValueError as exc:
+                raise ValueError(f"{path}.{name} {value!r}: not hex") from exc
+
+    for r, resource_spans in enumerate(request.get("resourceSpans") or request.get("resource_spans") or []):
+        for s, scope_spans in enumerate(resource_spans.get("scopeSpans") or resource_spans.get("scope_spans") or []):
+            for i, span in enumerate(scope_spans.get("spans") or []):
+                path = f"resourceSpans[{r}].scopeSpans[{s}].spans[{i}]"
+                convert(span, path)
+                for j, link in enumerate(span.get("links") or []):
+                    convert(link, f"{path}.links[{j}]")
+
+
+def decode_request(body: bytes, content_type: str) -> ExportTraceServiceRequest:
+    """Decode a request body; ValueError (with the reason) when it does not decode."""
+    request = ExportTraceServiceRequest()
+    if content_type == PROTOBUF:
+        try:
+            request.ParseFromString(body)
+        except (DecodeError, RuntimeError) as exc:
+            raise ValueError(f"malformed protobuf ExportTraceServiceRequest: {exc}") from exc
+        return request
+    try:
+        document = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"malformed JSON: {exc}") from exc
+    if not isinstance(document, dict):
+        raise ValueError("malformed JSON: an ExportTraceServiceRequest object is expected")
+    _hex_ids_to_base64(document)
+    try:
+        json_format.ParseDict(document, request, ignore_unknown_fields=True)
+    except (json_format.ParseError, binascii.Error, TypeError, ValueError) as exc:
+        raise ValueError(f"JSON is not an ExportTraceServiceRequest: {exc}") from exc
+    return request
+
+
+def _encode(message: Message, content_type: str) -> bytes:
+    if content_type == JSON:
+        return json_format.MessageToJson(message, indent=None).encode()
+    return message.SerializeToString()
+
+
+def _status(http_status: int, code: int, message: str, content_type: str) -> web.Response:
+    body = _encode(status_pb2.Status(code=code, message=message), content_type)
+    return web.Response(status=http_status, body=body, content_type=content_type)
+
+
+class OtlpHttpReceiver:
+    """The aiohttp application serving ``POST /v1/traces`` through an ``ExportHandler``."""
+
+    def __init__(self, handler: ExportHandler, *, max_body_bytes: int = DEFAULT_MAX_BODY) -> None:
+        if max_body_bytes < 1:
+            raise BadInputError(f"max_body_bytes {max_body_bytes}: must be at least 1")
+        self.handler = handler
+        self.max_body_bytes = max_body_bytes
+
+    def application(self) -> web.Application:
+        # client_max_size bounds what aiohttp reads; decompression is ours (see runner()), bounded the same.
+        app = web.Application(client_max_size=self.max_body_bytes)
+        app.router.add_post(TRACES_PATH, self.post_traces)
+        return app
+
+    def runner(self) -> web.AppRunner:
+        return web.AppRunner(self.application(), access_log=None, auto_decompress=False)
+
+    async def post_traces(self, request: web.Request) -> web.Response:
+        content_type = request.content_type  # without parameters such as charset
+        if content_type not in (PROTOBUF, JSON):
+            return _status(415, code_pb2.INVALID_ARGUMENT,
+                           f"Content-Type {request.headers.get('Content-Type', '')!r} is not supported; "
+                           f"send {PROTOBUF} or {JSON}", PROTOBUF)
+        too_large = f"request body over the {self.max_body_bytes}-byte limit: split the batch"
+        if request.content_length is not None and request.content_length > self.max_body_bytes:
+            return _status(413, code_pb2.RESOURCE_EXHAUSTED, too_large, content_type)
+        try:
+            body = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            return _status(413, code_pb2.RESOURCE_EXHAUSTED, too_large, content_type)
+        encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
+        try:
+            if encoding == "gzip":
+                body = _gunzip(body, self.max_body_bytes)
+            elif encoding not in ("identity", ""):
+                return _status(415, code_pb2.INVALID_ARGUMENT,
+                               f"Content-Encoding {encoding!r} is not supported; send gzip or identity", content_type)
+            export = decode_request(body, content_type)
+        except _TooLarge:
+            return _status(413, code_pb2.RESOURCE_EXHAUSTED, too_large + " (after gzip decompression)", content_type)
+        except ValueError as exc:
+            return _status(400, code_pb2.INVALID_ARGUMENT, str(exc), content_type)
+        try:
+            response = await self.handler.export(export, request.headers.get(PROJECT_HEADER))
+        except BadInputError as exc:
+            return _status(400, code_pb2.INVALID_ARGUMENT, str(exc), content_type)
+        except InfraError as exc:
+            return _status(503, code_pb2.UNAVAILABLE, f"could not store spans, retry: {exc}", content_type)
+        return web.Response(status=200, body=_encode(response, content_type), content_type=content_type)
+
+
+async def start_http_receiver(receiver: OtlpHttpReceiver, host: str, port: int) -> tuple[web.AppRunner, int]:
+    """Listen on host:port (0 picks a free port); returns the runner and the port bound."""
+    runner = receiver.runner()
+    await runner.setup()
+    await web.TCPSite(runner, host, port).start()
+    return runner, runner.addresses[0][1]

@@ -1,0 +1,453 @@
+"""Semantic-convention mappers: one OTLP span in, one canonical ``Step`` out. Pure functions.
+
+Every span keeps its identity, timing, status and *all* its raw attributes (``Step.attributes``), whichever
+mapper reads it; a mapper only adds what it understands: the step type, model, usage, tool call, input and
+output. The first mapper whose ``matches`` holds maps the span, in this order:
+
+- ``openinference@1``: ``openinference.span.kind`` (LLM, TOOL, RETRIEVER, CHAIN, AGENT, EMBEDDING, RERANKER,
+  GUARDRAIL), ``llm.model_name``, ``llm.token_count.*``, ``llm.input_messages.*``/``llm.output_messages.*``,
+  ``input.value``/``output.value``, ``tool.name``, ``tool.parameters``, ``retrieval.documents.*``;
+- ``openllmetry@1``: ``traceloop.*`` on framework spans (``traceloop.span.kind`` workflow, agent, task, tool),
+  and on its LLM spans ``gen_ai.*`` with ``llm.request.type`` and indexed ``gen_ai.prompt.*``/``gen_ai.completion.*``;
+- ``genai@1``: the OTel GenAI conventions (``gen_ai.operation.name``, ``gen_ai.request.model``/``response.model``,
+  ``gen_ai.usage.*``, ``gen_ai.tool.*``, ``gen_ai.input.messages``/``gen_ai.output.messages`` as attributes or on
+  the ``gen_ai.client.inference.operation.details`` event, and the older per-message span events);
+- ``generic@1``: anything else, as a ``STEP_TYPE_GENERIC`` step with its raw attributes.
+
+The session comes from ``gen_ai.conversation.id``, ``session.id`` or OpenLLMetry's association property, for
+every mapper. A mapper that raises (a bug, never bad input) falls back to ``generic@1`` with the error noted in
+the ``evalsi.mapper_error`` attribute, so a span is never lost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span, Status
+
+from evalsi.records import to_value
+from evalsi.v1alpha1.record_pb2 import (
+    STEP_STATUS_ERROR,
+    STEP_STATUS_OK,
+    STEP_TYPE_AGENT,
+    STEP_TYPE_CHAIN,
+    STEP_TYPE_EMBEDDING,
+    STEP_TYPE_GENERIC,
+    STEP_TYPE_GUARDRAIL,
+    STEP_TYPE_LLM,
+    STEP_TYPE_RERANK,
+    STEP_TYPE_RETRIEVAL,
+    STEP_TYPE_TOOL,
+    TOOL_CALL_STATUS_ERROR,
+    TOOL_CALL_STATUS_OK,
+    Content,
+    Messages,
+    Step,
+    StepType,
+)
+
+from .attributes import attributes_to_dict
+from .messages import (
+    content_of,
+    indexed,
+    messages_content,
+    messages_from_indexed,
+    messages_from_json,
+    parse_json,
+    tool_call,
+)
+
+SESSION_KEYS = ("gen_ai.conversation.id", "session.id", "traceloop.association.properties.session_id")
+
+
+@dataclass
+class MappedSpan:
+    """A span after mapping: the canonical step plus what assembly and storage index on."""
+
+    trace_id: str  # 32 lowercase hex digits
+    span_id: str  # 16 lowercase hex digits
+    parent_span_id: str  # "" for a root span
+    name: str
+    start_ns: int
+    end_ns: int
+    error: bool
+    session_id: str
+    mapper: str  # name@version
+    service_name: str
+    step: Step
+    resource: dict[str, Any] = field(default_factory=dict)
+    scope: str = ""
+
+
+@dataclass(frozen=True)
+class Mapper:
+    """A versioned mapper: ``matches(attrs)`` picks it, ``fill(attrs, span, step)`` writes what it knows."""
+
+    name: str
+    version: str
+    matches: Callable[[Mapping[str, Any]], bool]
+    fill: Callable[[Mapping[str, Any], Span, Step], None]
+
+    @property
+    def ref(self) -> str:
+        return f"{self.name}@{self.version}"
+
+
+# --- shared helpers ---------------------------------------------------------------------------------------
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
+
+
+def _first(attrs: Mapping[str, Any], *keys: str) -> Any:
+    for key in keys:
+        value = attrs.get(key)
+        if value not in (None, ""):
+            return value
+    return None
+
+
+def _set_usage(step: Step, inputs: Any, outputs: Any, total: Any = None, cached: Any = None,
+               reasoning: Any = None) -> None:
+    i, o = _int(inputs), _int(outputs)
+    t = _int(total) or i + o
+    if not (i or o or t or _int(cached) or _int(reasoning)):
+        return
+    step.usage.input_tokens, step.usage.output_tokens, step.usage.total_tokens = i, o, t
+    step.usage.cached_input_tokens = _int(cached)
+    step.usage.reasoning_tokens = _int(reasoning)
+
+
+def _set(step: Step, field_name: str, content: Content | None) -> None:
+    if content is not None:
+        getattr(step, field_name).CopyFrom(content)
+
+
+def _tool_status(step: Step) -> None:
+    if step.HasField("tool_call"):
+        failed = step.status == STEP_STATUS_ERROR
+        step.tool_call.status = TOOL_CALL_STATUS_ERROR if failed else TOOL_CALL_STATUS_OK
+        if failed:
+            step.tool_call.error = step.error
+
+
+def _arguments(value: Any) -> Any:
+    """Tool arguments: decorator-style ``{"args": [...], "kwargs": {...}}`` collapses to the kwargs when it can."""
+    parsed = parse_json(value)
+    if isinstance(parsed, Mapping) and parsed and set(parsed) <= {"args", "kwargs"}:
+        args, kwargs = parsed.get("args") or [], parsed.get("kwargs") or {}
+        if not args:
+            return kwargs
+    return parsed
+
+
+# --- OTel GenAI ---------------------------------------------------------------------------------------------
+
+_GENAI_TYPES: dict[str, StepType] = {
+    "chat": STEP_TYPE_LLM,
+    "text_completion": STEP_TYPE_LLM,
+    "generate_content": STEP_TYPE_LLM,
+    "completion": STEP_TYPE_LLM,
+    "embeddings": STEP_TYPE_EMBEDDING,
+    "embedding": STEP_TYPE_EMBEDDING,
+    "execute_tool": STEP_TYPE_TOOL,
+    "invoke_agent": STEP_TYPE_AGENT,
+    "create_agent": STEP_TYPE_AGENT,
+    "invoke_workflow": STEP_TYPE_CHAIN,
+    "retrieval": STEP_TYPE_RETRIEVAL,
+    "rerank": STEP_TYPE_RERANK,
+}
+_EVENT_ROLES = {
+    "gen_ai.system.message": "system",
+    "gen_ai.user.message": "user",
+    "gen_ai.assistant.message": "assistant",
+    "gen_ai.tool.message": "tool",
+}
+_DETAILS_EVENT = "gen_ai.client.inference.operation.details"
+
+
+def _genai_matches(attrs: Mapping[str, Any]) -> bool:
+    return any(key.startswith("gen_ai.") for key in attrs)
+
+
+def _genai_event_messages(span: Span) -> tuple[Messages | None, Messages | None]:
+    """The event forms: the operation-details event, else one event per message (``gen_ai.choice`` for outputs)."""
+    inputs: list[dict[str, Any]] = []
+    outputs: list[dict[str, Any]] = []
+    for event in span.events:
+        attrs = attributes_to_dict(event.attributes)
+        if event.name == _DETAILS_EVENT:
+            return (
+                messages_from_json(attrs.get("gen_ai.input.messages"), system=attrs.get("gen_ai.system_instructions")),
+                messages_from_json(attrs.get("gen_ai.output.messages")),
+            )
+        if event.name in _EVENT_ROLES:
+            inputs.append({"role": _EVENT_ROLES[event.name], **attrs})
+        elif event.name == "gen_ai.choice":
+            message = parse_json(attrs.get("message"))
+            outputs.append({"role": "assistant", **(message if isinstance(message, Mapping) else attrs)})
+    return (messages_from_json(inputs) if inputs else None, messages_from_json(outputs) if outputs else None)
+
+
+def _fill_genai(attrs: Mapping[str, Any], span: Span, step: Step) -> None:
+    operation = str(attrs.get("gen_ai.operation.name") or "")
+    step.type = _GENAI_TYPES.get(operation, STEP_TYPE_LLM if "gen_ai.request.model" in attrs else STEP_TYPE_GENERIC)
+    step.model = str(_first(attrs, "gen_ai.response.model", "gen_ai.request.model") or "")
+    _set_usage(
+        step,
+        _first(attrs, "gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens"),
+        _first(attrs, "gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens"),
+        attrs.get("gen_ai.usage.total_tokens"),
+        _first(attrs, "gen_ai.usage.cache_read.input_tokens", "gen_ai.usage.cache_read_input_tokens"),
+        attrs.get("gen_ai.usage.reasoning.output_tokens"),
+    )
+    inputs = messages_from_json(attrs.get("gen_ai.input.messages"), system=attrs.get("gen_ai.system_instructions"))
+    outputs = messages_from_json(attrs.get("gen_ai.output.messages"))
+    if inputs is None and outputs is None:
+        inputs, outputs = _genai_event_messages(span)
+    _set(step, "input", messages_content(inputs))
+    _set(step, "output", messages_content(outputs))
+    if step.type == STEP_TYPE_TOOL or "gen_ai.tool.name" in attrs:
+        step.tool_call.CopyFrom(tool_call(
+            attrs.get("gen_ai.tool.call.id"),
+            attrs.get("gen_ai.tool.name"),
+            attrs.get("gen_ai.tool.call.arguments"),
+            attrs.get("gen_ai.tool.call.result"),
+        ))
+        if not step.HasField("input") and "gen_ai.tool.call.arguments" in attrs:
+            _set(step, "input", content_of(attrs["gen_ai.tool.call.arguments"]))
+        if not step.HasField("output") and "gen_ai.tool.call.result" in attrs:
+            _set(step, "output", content_of(attrs["gen_ai.tool.call.result"]))
+    if step.type == STEP_TYPE_AGENT and attrs.get("gen_ai.agent.name"):
+        step.name = str(attrs["gen_ai.agent.name"])
+
+
+# --- OpenInference ------------------------------------------------------------------------------------------
+
+_OPENINFERENCE_TYPES: dict[str, StepType] = {
+    "LLM": STEP_TYPE_LLM,
+    "TOOL": STEP_TYPE_TOOL,
+    "CHAIN": STEP_TYPE_CHAIN,
+    "RETRIEVER": STEP_TYPE_RETRIEVAL,
+    "RERANKER": STEP_TYPE_RERANK,
+    "EMBEDDING": STEP_TYPE_EMBEDDING,
+    "AGENT": STEP_TYPE_AGENT,
+    "GUARDRAIL": STEP_TYPE_GUARDRAIL,
+}
+
+
+def _openinference_matches(attrs: Mapping[str, Any]) -> bool:
+    return "openinference.span.kind" in attrs
+
+
+def _fill_openinference(attrs: Mapping[str, Any], span: Span, step: Step) -> None:
+    kind = str(attrs.get("openinference.span.kind") or "").upper()
+    step.type = _OPENINFERENCE_TYPES.get(kind, STEP_TYPE_GENERIC)
+    step.model = str(_first(attrs, "llm.model_name", "embedding.model_name", "reranker.model_name") or "")
+    _set_usage(
+        step,
+        attrs.get("llm.token_count.prompt"),
+        attrs.get("llm.token_count.completion"),
+        attrs.get("llm.token_count.total"),
+        attrs.get("llm.token_count.prompt_details.cache_read"),
+        attrs.get("llm.token_count.completion_details.reasoning"),
+    )
+    inputs = messages_from_indexed(indexed(attrs, "llm.input_messages"), inner="message.")
+    outputs = messages_from_indexed(indexed(attrs, "llm.output_messages"), inner="message.")
+    _set(step, "input", messages_content(inputs) or content_of(attrs.get("input.value"), attrs.get("input.mime_type")))
+    _set(step, "output",
+         messages_content(outputs) or content_of(attrs.get("output.value"), attrs.get("output.mime_type")))
+    if step.type == STEP_TYPE_RETRIEVAL and not attrs.get("output.value"):
+        documents = [{key.removeprefix("document."): value for key, value in doc.items()}
+                     for doc in indexed(attrs, "retrieval.documents")]
+        if documents:
+            step.output.CopyFrom(Content(json=to_value(documents)))
+    if step.type == STEP_TYPE_TOOL or "tool.name" in attrs:
+        arguments = _first(attrs, "tool_call.function.arguments")
+        if arguments is None:
+            parsed = parse_json(attrs.get("input.value"))
+            arguments = parsed if isinstance(parsed, Mapping) else attrs.get("tool.parameters")
+        step.tool_call.CopyFrom(tool_call(
+            attrs.get("tool_call.id"),
+            _first(attrs, "tool.name", "tool_call.function.name") or span.name,
+            arguments,
+            attrs.get("output.value"),
+        ))
+
+
+# --- OpenLLMetry --------------------------------------------------------------------------------------------
+
+_TRACELOOP_TYPES: dict[str, StepType] = {
+    "workflow": STEP_TYPE_CHAIN,
+    "task": STEP_TYPE_CHAIN,
+    "agent": STEP_TYPE_AGENT,
+    "tool": STEP_TYPE_TOOL,
+}
+_LLM_REQUEST_TYPES: dict[str, StepType] = {
+    "chat": STEP_TYPE_LLM,
+    "completion": STEP_TYPE_LLM,
+    "embedding": STEP_TYPE_EMBEDDING,
+    "rerank": STEP_TYPE_RERANK,
+}
+
+
+def _openllmetry_matches(attrs: Mapping[str, Any]) -> bool:
+    return any(key.startswith(("traceloop.", "gen_ai.prompt.", "gen_ai.completion.", "llm.request.type"))
+               for key in attrs)
+
+
+def _fill_openllmetry(attrs: Mapping[str, Any], span: Span, step: Step) -> None:
+    kind = str(attrs.get("traceloop.span.kind") or "")
+    if kind in _TRACELOOP_TYPES:
+        step.type = _TRACELOOP_TYPES[kind]
+        step.name = str(attrs.get("traceloop.entity.name") or span.name)
+        _set(step, "input", content_of(attrs.get("traceloop.entity.input")))
+        _set(step, "output", content_of(attrs.get("traceloop.entity.output")))
+        if step.type == STEP_TYPE_TOOL:
+            step.tool_call.CopyFrom(tool_call(None, step.name, None, attrs.get("traceloop.entity.output")))
+            arguments = _arguments(attrs.get("traceloop.entity.input"))
+            if arguments is not None:
+                step.tool_call.arguments.CopyFrom(to_value(arguments))
+        return
+    # An LLM span: OTel GenAI attributes, in the current JSON form or OpenLLMetry's indexed one.
+    _fill_genai(attrs, span, step)
+    request_type = str(attrs.get("llm.request.type") or "")
+    if request_type in _LLM_REQUEST_TYPES and "gen_ai.operation.name" not in attrs:
+        step.type = _LLM_REQUEST_TYPES[request_type]
+    elif step.type == STEP_TYPE_GENERIC:
+        step.type = STEP_TYPE_LLM
+    if not step.HasField("input"):
+        _set(step, "input", messages_content(messages_from_indexed(indexed(attrs, "gen_ai.prompt"))))
+    if not step.HasField("output"):
+        _set(step, "output", messages_content(messages_from_indexed(indexed(attrs, "gen_ai.completion"))))
+    if not step.usage.total_tokens and attrs.get("llm.usage.total_tokens"):
+        step.usage.total_tokens = _int(attrs["llm.usage.total_tokens"])
+
+
+def _fill_generic(attrs: Mapping[str, Any], span: Span, step: Step) -> None:
+    step.type = STEP_TYPE_GENERIC
+
+
+GENAI = Mapper("genai", "1", _genai_matches, _fill_genai)
+OPENINFERENCE = Mapper("openinference", "1", _openinference_matches, _fill_openinference)
+OPENLLMETRY = Mapper("openllmetry", "1", _openllmetry_matches, _fill_openllmetry)
+GENERIC = Mapper("generic", "1", lambda _attrs: True, _fill_generic)
+DEFAULT_MAPPERS: tuple[Mapper, ...] = (OPENINFERENCE, OPENLLMETRY, GENAI, GENERIC)
+
+
+# --- the span-level entry points ----------------------------------------------------------------------------
+
+
+def _base_step(span: Span, attrs: Mapping[str, Any]) -> Step:
+    span_id = span.span_id.hex()
+    step = Step(id=span_id, span_id=span_id, parent_id=span.parent_span_id.hex(), name=span.name)
+    step.start_time.FromNanoseconds(span.start_time_unix_nano)
+    step.duration.FromNanoseconds(max(0, span.end_time_unix_nano - span.start_time_unix_nano))
+    if span.status.code == Status.STATUS_CODE_ERROR:
+        step.status = STEP_STATUS_ERROR
+        step.error = span.status.message or _exception_message(span)
+    else:
+        step.status = STEP_STATUS_OK
+    for key, value in attrs.items():
+        step.attributes[key].CopyFrom(to_value(value))
+    # Nothing dropped: what is not an attribute goes under otel.* so it survives too.
+    step.attributes["otel.span.kind"].string_value = Span.SpanKind.Name(span.kind)
+    if span.events:
+        events = [{"name": e.name, "time_unix_nano": str(e.time_unix_nano),
+                   "attributes": attributes_to_dict(e.attributes)} for e in span.events]
+        step.attributes["otel.events"].CopyFrom(to_value(events))
+    if span.links:
+        links = [{"trace_id": link.trace_id.hex(), "span_id": link.span_id.hex(),
+                  "attributes": attributes_to_dict(link.attributes)} for link in span.links]
+        step.attributes["otel.links"].CopyFrom(to_value(links))
+    return step
+
+
+def _exception_message(span: Span) -> str:
+    for event in span.events:
+        if event.name == "exception":
+            attrs = attributes_to_dict(event.attributes)
+            return str(attrs.get("exception.message") or attrs.get("exception.type") or "")
+    return ""
+
+
+def map_span(
+    span: Span,
+    resource: Mapping[str, Any],
+    scope: str = "",
+    mappers: Sequence[Mapper] = DEFAULT_MAPPERS,
+) -> MappedSpan:
+    """Map one span (whose trace and span ids the caller has checked) with the first mapper that matches."""
+    attrs = attributes_to_dict(span.attributes)
+    step = _base_step(span, attrs)
+    used = GENERIC
+    for mapper in mappers:
+        if mapper.matches(attrs):
+            try:
+                mapper.fill(attrs, span, step)
+                used = mapper
+            except Exception as exc:  # a mapper bug must not lose the span
+                step = _base_step(span, attrs)
+                step.type = STEP_TYPE_GENERIC
+                step.attributes["evalsi.mapper_error"].string_value = f"{mapper.ref}: {type(exc).__name__}: {exc}"
+            break
+    if step.type == STEP_TYPE_TOOL:
+        _tool_status(step)
+    step.attributes["evalsi.mapper"].string_value = used.ref
+    session = _first(attrs, *SESSION_KEYS) or _first(resource, *SESSION_KEYS) or ""
+    return MappedSpan(
+        trace_id=span.trace_id.hex(),
+        span_id=span.span_id.hex(),
+        parent_span_id=span.parent_span_id.hex(),
+        name=step.name,
+        start_ns=span.start_time_unix_nano,
+        end_ns=span.end_time_unix_nano,
+        error=step.status == STEP_STATUS_ERROR,
+        session_id=str(session),
+        mapper=used.ref,
+        service_name=str(resource.get("service.name") or ""),
+        step=step,
+        resource=dict(resource),
+        scope=scope,
+    )
+
+
+@dataclass
+class MapResult:
+    spans: list[MappedSpan]
+    rejected: int
+    reasons: list[str]
+
+
+def valid_ids(span: Span) -> str | None:
+    """Why a span cannot be stored (its ids), or None when it can."""
+    if len(span.trace_id) != 16 or not any(span.trace_id):
+        return "trace_id missing or not 16 bytes"
+    if len(span.span_id) != 8 or not any(span.span_id):
+        return "span_id missing or not 8 bytes"
+    if span.parent_span_id and len(span.parent_span_id) != 8:
+        return "parent_span_id not 8 bytes"
+    return None
+
+
+def map_resource_spans(resource_spans: ResourceSpans, mappers: Sequence[Mapper] = DEFAULT_MAPPERS) -> MapResult:
+    """Map every span of one ResourceSpans; spans with unusable ids are counted as rejected, with the reason."""
+    resource = attributes_to_dict(resource_spans.resource.attributes)
+    result = MapResult([], 0, [])
+    for scope_spans in resource_spans.scope_spans:
+        scope = scope_spans.scope.name
+        for span in scope_spans.spans:
+            reason = valid_ids(span)
+            if reason is not None:
+                result.rejected += 1
+                if reason not in result.reasons:
+                    result.reasons.append(reason)
+                continue
+            result.spans.append(map_span(span, resource, scope, mappers))
+    return result

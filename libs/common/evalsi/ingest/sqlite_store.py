@@ -1,0 +1,293 @@
+"""The trace store on SQLite (standalone mode): spans and trace summaries, the assembled Record on read.
+
+One ``sqlite3`` connection on one dedicated thread, so the event loop never blocks. A ``consume`` is one
+transaction: spans are upserted by (project, tenant, trace, span), so an OTLP client's retry never doubles
+anything, and the summary row of each trace it touched is recomputed from its spans with ``revision`` + 1
+(the trace revision online evaluation keys on). ``get_trace`` assembles the Record from the stored spans with
+the same pure ``assemble_record`` every backend uses. Every row carries ``project_id`` and the reserved, empty
+``tenant_id``. The ClickHouse store comes later behind the same methods.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import sqlite3
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from evalsi.errors import BadInputError, InfraError
+from evalsi.v1alpha1.record_pb2 import Record, Step
+
+from .assembly import assemble_record, counts_toward_usage
+from .mappers import MappedSpan
+
+T = TypeVar("T")
+TENANT = ""  # reserved: every row has one, empty until tenancy exists
+MAX_PAGE = 1000
+
+_MIGRATIONS: tuple[tuple[int, str], ...] = (
+    (1, """
+    CREATE TABLE spans (
+        project_id TEXT NOT NULL, tenant_id TEXT NOT NULL, trace_id TEXT NOT NULL, span_id TEXT NOT NULL,
+        parent_span_id TEXT NOT NULL, name TEXT NOT NULL, service_name TEXT NOT NULL, session_id TEXT NOT NULL,
+        mapper TEXT NOT NULL, scope TEXT NOT NULL, start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,
+        error INTEGER NOT NULL, step_type INTEGER NOT NULL, input_tokens INTEGER NOT NULL,
+        output_tokens INTEGER NOT NULL, step BLOB NOT NULL, resource TEXT NOT NULL, received_at REAL NOT NULL,
+        PRIMARY KEY (project_id, tenant_id, trace_id, span_id)
+    );
+    CREATE TABLE traces (
+        project_id TEXT NOT NULL, tenant_id TEXT NOT NULL, trace_id TEXT NOT NULL, root_span_id TEXT NOT NULL,
+        root_name TEXT NOT NULL, service_name TEXT NOT NULL, session_id TEXT NOT NULL, start_ns INTEGER NOT NULL,
+        end_ns INTEGER NOT NULL, span_count INTEGER NOT NULL, error_count INTEGER NOT NULL,
+        input_tokens INTEGER NOT NULL, output_tokens INTEGER NOT NULL, revision INTEGER NOT NULL,
+        updated_at REAL NOT NULL, completed_at REAL, completions INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (project_id, tenant_id, trace_id)
+    );
+    CREATE INDEX traces_by_start ON traces (project_id, tenant_id, start_ns DESC, trace_id);
+    CREATE INDEX traces_by_session ON traces (project_id, tenant_id, session_id);
+    """),
+)
+
+_SPAN_COLUMNS = ("project_id", "tenant_id", "trace_id", "span_id", "parent_span_id", "name", "service_name",
+                 "session_id", "mapper", "scope", "start_ns", "end_ns", "error", "step_type", "input_tokens",
+                 "output_tokens", "step", "resource", "received_at")
+_TRACE_COLUMNS = ("trace_id", "root_span_id", "root_name", "service_name", "session_id", "start_ns", "end_ns",
+                  "span_count", "error_count", "input_tokens", "output_tokens", "revision", "updated_at",
+                  "completed_at", "completions")
+
+
+@dataclass(frozen=True)
+class TraceSummary:
+    trace_id: str
+    root_span_id: str  # "" while the root span has not arrived
+    root_name: str
+    service_name: str
+    session_id: str
+    start_ns: int
+    end_ns: int
+    span_count: int
+    error_count: int
+    input_tokens: int
+    output_tokens: int
+    revision: int
+    updated_at: float
+    completed_at: float | None
+    completions: int
+
+
+@dataclass(frozen=True)
+class TracePage:
+    traces: list[TraceSummary]
+    next_page_token: str  # "" on the last page
+
+
+def _migrate(conn: sqlite3.Connection, where: str) -> None:
+    current = conn.execute("PRAGMA user_version").fetchone()[0]
+    latest = _MIGRATIONS[-1][0]
+    if current > latest:
+        raise InfraError(f"{where}: schema version {current} is newer than this evalsi knows ({latest}); upgrade")
+    for version, sql in _MIGRATIONS:
+        if version > current:
+            conn.executescript(f"BEGIN IMMEDIATE; {sql}; PRAGMA user_version = {version}; COMMIT;")
+
+
+def _span_row(project: str, span: MappedSpan, now: float) -> tuple[Any, ...]:
+    counted = counts_toward_usage(span.step) and span.step.HasField("usage")
+    return (
+        project, TENANT, span.trace_id, span.span_id, span.parent_span_id, span.name, span.service_name,
+        span.session_id, span.mapper, span.scope, span.start_ns, span.end_ns, int(span.error), int(span.step.type),
+        span.step.usage.input_tokens if counted else 0, span.step.usage.output_tokens if counted else 0,
+        span.step.SerializeToString(), json.dumps(span.resource, sort_keys=True), now,
+    )
+
+
+def _encode_token(start_ns: int, trace_id: str) -> str:
+    return base64.urlsafe_b64encode(f"{start_ns}:{trace_id}".encode()).decode()
+
+
+def _decode_token(token: str) -> tuple[int, str]:
+    try:
+        start, trace_id = base64.urlsafe_b64decode(token.encode()).decode().split(":", 1)
+        return int(start), trace_id
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadInputError(f"page_token {token!r}: not a token this store issued") from exc
+
+
+class SqliteTraceStore:
+    """Spans and traces in one SQLite file; implements the ingest ``SpanSink``."""
+
+    def __init__(self, path: Path, clock: Callable[[], float] = time.time) -> None:
+        self.path = path
+        self._clock = clock
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalsi-traces")
+        self._conn: sqlite3.Connection | None = None
+
+    @classmethod
+    async def open(cls, path: str | Path, clock: Callable[[], float] = time.time) -> SqliteTraceStore:
+        store = cls(Path(path), clock)
+
+        def connect(_: None) -> None:
+            store.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(store.path, isolation_level=None, check_same_thread=False)
+            conn.execute("PRAGMA busy_timeout = 10000")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            store._conn = conn
+            _migrate(conn, f"SQLite trace store {store.path}")
+
+        await store._run(connect, need_conn=False)
+        return store
+
+    async def _run(self, fn: Callable[[Any], T], *, need_conn: bool = True) -> T:
+        conn = self._conn
+        if need_conn and conn is None:
+            raise InfraError(f"SQLite trace store {self.path} is closed")
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._executor, fn, conn)
+        except (sqlite3.Error, OSError) as exc:
+            raise InfraError(f"SQLite trace store {self.path}: {exc}") from exc
+
+    async def close(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            await asyncio.get_running_loop().run_in_executor(self._executor, conn.close)
+        self._executor.shutdown(wait=True)
+
+    # --- the sink --------------------------------------------------------------------------------------------
+
+    async def consume(self, project: str, spans: Sequence[MappedSpan]) -> None:
+        if not spans:
+            return
+        now = self._clock()
+        rows = [_span_row(project, span, now) for span in spans]
+        trace_ids = sorted({span.trace_id for span in spans})
+        insert = (f"INSERT INTO spans ({', '.join(_SPAN_COLUMNS)}) VALUES ({', '.join('?' * len(_SPAN_COLUMNS))}) "
+                  f"ON CONFLICT (project_id, tenant_id, trace_id, span_id) DO UPDATE SET "
+                  + ", ".join(f"{c} = excluded.{c}" for c in _SPAN_COLUMNS[4:]))
+
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.executemany(insert, rows)
+                for trace_id in trace_ids:
+                    self._summarize(conn, project, trace_id, now)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+
+        await self._run(write)
+
+    @staticmethod
+    def _summarize(conn: sqlite3.Connection, project: str, trace_id: str, now: float) -> None:
+        key = (project, TENANT, trace_id)
+        where = "project_id = ? AND tenant_id = ? AND trace_id = ?"
+        count, start, end, errors, tokens_in, tokens_out = conn.execute(
+            f"SELECT COUNT(*), MIN(start_ns), MAX(end_ns), SUM(error), SUM(input_tokens), SUM(output_tokens) "
+            f"FROM spans WHERE {where}", key).fetchone()
+        root = conn.execute(
+            f"SELECT span_id, name, service_name FROM spans WHERE {where} AND parent_span_id = '' "
+            f"ORDER BY start_ns, span_id LIMIT 1", key).fetchone()
+        first = root or conn.execute(
+            f"SELECT '', '', service_name FROM spans WHERE {where} ORDER BY start_ns, span_id LIMIT 1", key).fetchone()
+        session = conn.execute(
+            f"SELECT session_id FROM spans WHERE {where} AND session_id != '' ORDER BY start_ns, span_id LIMIT 1",
+            key).fetchone()
+        conn.execute(
+            "INSERT INTO traces (project_id, tenant_id, trace_id, root_span_id, root_name, service_name, session_id, "
+            "start_ns, end_ns, span_count, error_count, input_tokens, output_tokens, revision, updated_at) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?) "
+            "ON CONFLICT (project_id, tenant_id, trace_id) DO UPDATE SET root_span_id = excluded.root_span_id, "
+            "root_name = excluded.root_name, service_name = excluded.service_name, session_id = excluded.session_id, "
+            "start_ns = excluded.start_ns, end_ns = excluded.end_ns, span_count = excluded.span_count, "
+            "error_count = excluded.error_count, input_tokens = excluded.input_tokens, "
+            "output_tokens = excluded.output_tokens, revision = traces.revision + 1, updated_at = excluded.updated_at",
+            (*key, first[0], first[1], first[2], session[0] if session else "", start, end, count, errors, tokens_in,
+             tokens_out, now),
+        )
+
+    # --- completion and reads ---------------------------------------------------------------------------------
+
+    async def mark_completed(self, project: str, trace_ids: Sequence[str]) -> None:
+        """Record that the assembler completed these traces (again, for a late span)."""
+        if not trace_ids:
+            return
+        now = self._clock()
+
+        def write(conn: sqlite3.Connection) -> None:
+            conn.executemany(
+                "UPDATE traces SET completed_at = ?, completions = completions + 1 "
+                "WHERE project_id = ? AND tenant_id = ? AND trace_id = ?",
+                [(now, project, TENANT, trace_id) for trace_id in trace_ids],
+            )
+
+        await self._run(write)
+
+    async def list_traces(
+        self,
+        project: str,
+        *,
+        limit: int = 50,
+        page_token: str = "",
+        service: str | None = None,
+        session_id: str | None = None,
+        since_ns: int | None = None,
+        until_ns: int | None = None,
+        has_error: bool | None = None,
+        completed: bool | None = None,
+    ) -> TracePage:
+        """Newest first (by start time); filters combine with AND; page on with ``next_page_token``."""
+        if not 1 <= limit <= MAX_PAGE:
+            raise BadInputError(f"limit {limit}: must be 1 to {MAX_PAGE}")
+        clauses, args = ["project_id = ?", "tenant_id = ?"], [project, TENANT]
+        for sql, value in (("service_name = ?", service), ("session_id = ?", session_id),
+                           ("start_ns >= ?", since_ns), ("start_ns < ?", until_ns)):
+            if value is not None:
+                clauses.append(sql)
+                args.append(value)
+        if has_error is not None:
+            clauses.append("error_count > 0" if has_error else "error_count = 0")
+        if completed is not None:
+            clauses.append("completed_at IS NOT NULL" if completed else "completed_at IS NULL")
+        if page_token:
+            start, trace_id = _decode_token(page_token)
+            clauses.append("(start_ns < ? OR (start_ns = ? AND trace_id > ?))")
+            args += [start, start, trace_id]
+        sql = (f"SELECT {', '.join(_TRACE_COLUMNS)} FROM traces WHERE {' AND '.join(clauses)} "
+               f"ORDER BY start_ns DESC, trace_id LIMIT ?")
+        rows = await self._run(lambda conn: conn.execute(sql, (*args, limit + 1)).fetchall())
+        traces = [TraceSummary(*row) for row in rows[:limit]]
+        token = _encode_token(traces[-1].start_ns, traces[-1].trace_id) if len(rows) > limit else ""
+        return TracePage(traces, token)
+
+    async def get_spans(self, project: str, trace_id: str) -> list[MappedSpan]:
+        sql = ("SELECT trace_id, span_id, parent_span_id, name, start_ns, end_ns, error, session_id, mapper, "
+               "service_name, step, resource, scope FROM spans WHERE project_id = ? AND tenant_id = ? "
+               "AND trace_id = ? ORDER BY start_ns, span_id")
+        rows = await self._run(lambda conn: conn.execute(sql, (project, TENANT, trace_id.lower())).fetchall())
+        return [
+            MappedSpan(trace_id=r[0], span_id=r[1], parent_span_id=r[2], name=r[3], start_ns=r[4], end_ns=r[5],
+                       error=bool(r[6]), session_id=r[7], mapper=r[8], service_name=r[9],
+                       step=Step.FromString(r[10]), resource=json.loads(r[11]), scope=r[12])
+            for r in rows
+        ]
+
+    async def get_trace(self, project: str, trace_id: str) -> Record | None:
+        """The assembled Record of a trace in this project, or None when the project has no such trace."""
+        spans = await self.get_spans(project, trace_id)
+        return assemble_record(spans, project=project) if spans else None
+
+    async def __aenter__(self) -> SqliteTraceStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        with contextlib.suppress(InfraError):
+            await self.close()

@@ -1,0 +1,165 @@
+"""The ``evalsi-ingest`` process: OTLP/HTTP and OTLP/gRPC receivers, one handler, the trace store, SIGTERM.
+
+    evalsi-ingest --http-port 4318 --grpc-port 4317 --traces-url sqlite:///.evalsi/state/traces.db
+
+Every flag has an ``EVALSI_*`` variable (``--help`` names them); a flag wins. Only loopback addresses are
+accepted for ``--host`` until authentication exists. Port 0 picks a free port; the addresses bound are printed
+as one JSON line on stdout (``{"event": "listening", ...}``) once both receivers accept spans.
+Exit codes: 0 after a clean stop, 1 on an internal error, 2 on bad flags or configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from evalsi.errors import BadInputError, InfraError
+from evalsi.ingest import (
+    DEFAULT_MAX_BODY,
+    AssemblingSink,
+    CompletionConfig,
+    ExportHandler,
+    OtlpHttpReceiver,
+    TraceAssembler,
+    check_project,
+    complete_once,
+    open_trace_store,
+    run_completion_loop,
+    start_grpc_receiver,
+    start_http_receiver,
+)
+
+log = logging.getLogger("evalsi.ingest")
+LOOPBACK = ("127.0.0.1", "::1", "localhost")
+
+
+@dataclass(frozen=True)
+class Settings:
+    host: str = "127.0.0.1"
+    http_port: int = 4318
+    grpc_port: int = 4317
+    traces_url: str = "sqlite:///.evalsi/state/traces.db"
+    default_project: str = "default"
+    max_body_bytes: int = DEFAULT_MAX_BODY
+    completion: CompletionConfig = field(default_factory=CompletionConfig)
+    log_level: str = "info"
+
+    def validate(self) -> None:
+        if self.host not in LOOPBACK and not self.host.startswith("127."):
+            raise BadInputError(f"--host {self.host}: authentication does not exist yet, so evalsi-ingest listens "
+                                "only on loopback (127.0.0.1, ::1 or localhost)")
+        for flag, port in (("--http-port", self.http_port), ("--grpc-port", self.grpc_port)):
+            if not 0 <= port <= 65535:
+                raise BadInputError(f"{flag} {port}: a port is 0 (any free port) to 65535")
+        if self.http_port and self.http_port == self.grpc_port:
+            raise BadInputError(f"--http-port and --grpc-port are both {self.http_port}: they need their own ports")
+        if self.max_body_bytes < 1024:
+            raise BadInputError(f"--max-body-bytes {self.max_body_bytes}: must be at least 1024")
+        check_project(self.default_project, "--default-project")
+        try:
+            self.completion.validate()
+        except ValueError as exc:
+            raise BadInputError(f"--grace/--max-wait: {exc}") from exc
+
+
+def build_parser() -> argparse.ArgumentParser:
+    env = os.environ.get
+    parser = argparse.ArgumentParser(prog="evalsi-ingest", description="Receive OTLP traces and store them.",
+                                     allow_abbrev=False)
+    parser.add_argument("--host", default=env("EVALSI_INGEST_HOST", "127.0.0.1"),
+                        help="loopback address to listen on (EVALSI_INGEST_HOST)")
+    parser.add_argument("--http-port", type=int, default=int(env("EVALSI_OTLP_HTTP_PORT", "4318")),
+                        help="OTLP/HTTP port (EVALSI_OTLP_HTTP_PORT); 0 picks a free one")
+    parser.add_argument("--grpc-port", type=int, default=int(env("EVALSI_OTLP_GRPC_PORT", "4317")),
+                        help="OTLP/gRPC port (EVALSI_OTLP_GRPC_PORT); 0 picks a free one")
+    parser.add_argument("--traces-url", default=env("EVALSI_TRACES_URL", "sqlite:///.evalsi/state/traces.db"),
+                        help="trace store URL (EVALSI_TRACES_URL): sqlite:///<path>")
+    parser.add_argument("--default-project", default=env("EVALSI_DEFAULT_PROJECT", "default"),
+                        help="project of spans with neither the x-evalsi-project header nor evalsi.project")
+    parser.add_argument("--max-body-bytes", type=int, default=int(env("EVALSI_OTLP_MAX_BODY_BYTES",
+                                                                      str(DEFAULT_MAX_BODY))),
+                        help="largest request accepted, after decompression (EVALSI_OTLP_MAX_BODY_BYTES)")
+    parser.add_argument("--grace", type=float, default=float(env("EVALSI_TRACE_GRACE_S", "5")),
+                        help="seconds after the root span arrives before a trace is complete (EVALSI_TRACE_GRACE_S)")
+    parser.add_argument("--max-wait", type=float, default=float(env("EVALSI_TRACE_MAX_WAIT_S", "300")),
+                        help="seconds after which a trace whose root never came is complete (EVALSI_TRACE_MAX_WAIT_S)")
+    parser.add_argument("--log-level", default=env("EVALSI_LOG_LEVEL", "info"))
+    return parser
+
+
+def settings_from_args(argv: Sequence[str] | None = None) -> Settings:
+    args = build_parser().parse_args(argv)
+    return Settings(
+        host=args.host,
+        http_port=args.http_port,
+        grpc_port=args.grpc_port,
+        traces_url=args.traces_url,
+        default_project=args.default_project,
+        max_body_bytes=args.max_body_bytes,
+        completion=CompletionConfig(grace_s=args.grace, max_wait_s=args.max_wait),
+        log_level=args.log_level,
+    )
+
+
+async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> None:
+    """Open the store, start both receivers, complete traces; on ``stop`` (SIGTERM) drain and close."""
+    if stop is None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
+    store = await open_trace_store(settings.traces_url)
+    assembler = TraceAssembler(settings.completion)
+    handler = ExportHandler(AssemblingSink(store, assembler), default_project=settings.default_project)
+    http_runner = grpc_server = None
+    try:
+        receiver = OtlpHttpReceiver(handler, max_body_bytes=settings.max_body_bytes)
+        http_runner, http_port = await start_http_receiver(receiver, settings.host, settings.http_port)
+        grpc_server, grpc_port = await start_grpc_receiver(handler, settings.host, settings.grpc_port,
+                                                           max_body_bytes=settings.max_body_bytes)
+        host = f"[{settings.host}]" if ":" in settings.host else settings.host
+        print(json.dumps({"event": "listening", "otlp_http": f"http://{host}:{http_port}",
+                          "otlp_grpc": f"{host}:{grpc_port}", "traces_url": settings.traces_url}), flush=True)
+        await run_completion_loop(assembler, store, stop)
+    finally:
+        # Stop taking spans first, let requests in flight finish, then record what completed and close.
+        if grpc_server is not None:
+            await grpc_server.stop(grace=5)
+        if http_runner is not None:
+            await http_runner.cleanup()
+        try:
+            await complete_once(assembler, store)
+        finally:
+            await store.close()
+        log.info("stopped: %d spans accepted, %d rejected", handler.stats.accepted, handler.stats.rejected)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        settings = settings_from_args(argv)
+        settings.validate()
+    except BadInputError as exc:
+        print(f"evalsi-ingest: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=settings.log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    try:
+        asyncio.run(serve(settings))
+    except BadInputError as exc:
+        print(f"evalsi-ingest: {exc}", file=sys.stderr)
+        return 2
+    except InfraError as exc:
+        print(f"evalsi-ingest: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
