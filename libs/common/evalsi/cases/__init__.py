@@ -5,11 +5,17 @@
 - ``grade`` and the ``check_*`` functions: the deterministic graders, pure, each a named ``Check``.
 - ``HttpTransport`` (docs/agent-protocol.md) and ``CallableTransport`` (an agent in this process).
 - ``CaseRunner`` / ``run_cases``: requires, seeding, replay, grading, a ``Report`` with a Wilson interval.
+- ``PanelConfig`` / ``Panel`` (judging), ``load_baseline`` / ``compare`` (gate), ``perf_summary`` (perf) and
+  ``compare_case`` (pairwise): rubric judges, the baseline gate, latency and the reference comparison.
 """
 
+from evalsi.cases.gate import Baseline, compare, load_baseline, write_baseline
 from evalsi.cases.graders import Check, count_questions, find_pii, grade
+from evalsi.cases.judging import Panel, PanelConfig, load_panel
 from evalsi.cases.loader import load_cases, load_file
 from evalsi.cases.model import BrokenCase, Case, CaseTurn, Expect, Policy, Requires
+from evalsi.cases.pairwise import compare_case
+from evalsi.cases.perf import perf_summary
 from evalsi.cases.report import exit_code, render_table
 from evalsi.cases.runner import CaseResult, CaseRunner, Report, Summary, fresh_conversation_id, run_cases
 from evalsi.cases.transcript import ToolCall, Transcript, Turn, UIEvent
@@ -26,6 +32,7 @@ from evalsi.cases.transport import (
 
 __all__ = [
     "AgentDescription",
+    "Baseline",
     "BrokenCase",
     "CallContext",
     "CallableTransport",
@@ -37,6 +44,8 @@ __all__ = [
     "DescriptionUnavailable",
     "Expect",
     "HttpTransport",
+    "Panel",
+    "PanelConfig",
     "Policy",
     "Report",
     "Requires",
@@ -48,13 +57,19 @@ __all__ = [
     "TransportError",
     "Turn",
     "UIEvent",
+    "compare",
+    "compare_case",
     "count_questions",
     "exit_code",
     "find_pii",
     "fresh_conversation_id",
     "grade",
+    "load_baseline",
     "load_cases",
     "load_file",
+    "load_panel",
+    "perf_summary",
     "render_table",
     "run_cases",
+    "write_baseline",
 ]

@@ -3,7 +3,7 @@
 Assertions read the LAST turn, except ``turns[i].tools_called`` (that turn), ``policy`` (every turn; the
 ``investigate_first`` and ``act_fast`` rules are about turn 1) and ``must_not: phantom_action`` (every reply,
 against the calls made so far in the conversation). A ``rubric`` is a check too: with no judge it reads
-``judge_pending``, which never passes.
+``judge_pending``, which never passes; the runner replaces it with a panel's verdict (cases/judging.py).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any, Literal
 from evalsi.cases.model import Case, Expect, Policy
 from evalsi.cases.transcript import Transcript, Turn
 
-CheckStatus = Literal["pass", "fail", "skipped", "judge_pending"]
+CheckStatus = Literal["pass", "fail", "skipped", "judge_pending", "error"]
 
 
 @dataclass(frozen=True)
@@ -25,13 +25,17 @@ class Check:
     name: str
     status: CheckStatus
     reason: str
+    detail: dict[str, Any] | None = None  # the rubric's panel: each judge's score, the aggregate, agreement
 
     @property
     def passed(self) -> bool:
         return self.status == "pass"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "status": self.status, "reason": self.reason}
+        out: dict[str, Any] = {"name": self.name, "status": self.status, "reason": self.reason}
+        if self.detail is not None:
+            out["detail"] = self.detail
+        return out
 
 
 def _ok(name: str, reason: str) -> Check:
@@ -298,5 +302,5 @@ def grade(case: Case, transcript: Transcript) -> list[Check]:
     if expect.policy is not None:
         checks.append(check_policy(transcript, expect.policy))
     if expect.rubric is not None:
-        checks.append(Check("rubric", "judge_pending", "no judge is configured (judge panels are not built yet)"))
+        checks.append(Check("rubric", "judge_pending", "no judge is configured"))
     return checks

@@ -56,7 +56,9 @@ def load_cases(source: str | Path) -> list[Case | BrokenCase]:
     if not root.exists():
         raise BadInputError(f"--source {source}: no such file or directory")
     if root.is_dir():
-        files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix.lower() in CASE_SUFFIXES)
+        # <source>/evals.yaml is the cases' panel configuration (cases/judging.py), not a case.
+        files = sorted(p for p in root.rglob("*")
+                       if p.is_file() and p.suffix.lower() in CASE_SUFFIXES and p != root / "evals.yaml")
         if not files:
             raise BadInputError(f"--source {source}: no case files (*.yaml, *.yml) under this directory")
     else:

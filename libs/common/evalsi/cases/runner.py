@@ -10,7 +10,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from evalsi.cases.graders import Check, grade
 from evalsi.cases.model import BrokenCase, Case
@@ -23,6 +23,9 @@ from evalsi.cases.transport import (
     TransportError,
 )
 from evalsi.stats import wilson
+
+if TYPE_CHECKING:
+    from evalsi.cases.judging import Panel
 
 CaseStatus = Literal["pass", "fail", "judge_pending", "skipped", "broken", "error"]
 CASE_STATUSES: tuple[str, ...] = ("pass", "fail", "judge_pending", "skipped", "broken", "error")
@@ -40,6 +43,7 @@ class CaseResult:
     conversation: str | None = None
     checks: list[Check] = field(default_factory=list)
     turns: list[Turn] = field(default_factory=list)
+    pairwise: dict[str, Any] | None = None  # --pairwise against the case's reference: never part of pass/fail
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -47,6 +51,7 @@ class CaseResult:
             "reason": self.reason, "conversation": self.conversation,
             "checks": [check.to_dict() for check in self.checks],
             "transcript": Transcript(tuple(self.turns)).to_dict(),
+            **({"pairwise": self.pairwise} if self.pairwise is not None else {}),
         }
 
 
@@ -68,6 +73,10 @@ class Report:
     results: list[CaseResult]
     notices: list[str]
     descriptions: dict[str, dict[str, Any] | None]
+    panel: dict[str, Any] | None = None  # the judge panel that graded rubrics; None: none configured
+    perf: dict[str, Any] | None = None  # --mode perf|both: TTFB and latency over the replayed turns
+    gate: dict[str, Any] | None = None  # --baseline: the regressions against it
+    pairwise: dict[str, Any] | None = None  # --pairwise: outcome counts, human-assisted references apart
 
     @property
     def summary(self) -> Summary:
@@ -85,6 +94,9 @@ class Report:
             "notices": self.notices,
             "agents": self.descriptions,
             "summary": self.summary.to_dict(),
+            **{key: value for key, value in (("panel", self.panel), ("perf", self.perf), ("gate", self.gate),
+                                                   ("pairwise", self.pairwise))
+               if value is not None},
             "cases": [result.to_dict() for result in self.results],
         }
 
@@ -110,9 +122,16 @@ def unmet_requirements(case: Case, description: AgentDescription) -> str | None:
 class CaseRunner:
     """Runs cases through one transport, reading each (agent, tenant)'s description once."""
 
-    def __init__(self, transport: Transport, *, conversation_id: Callable[[str], str] = fresh_conversation_id):
+    def __init__(
+        self, transport: Transport, *, conversation_id: Callable[[str], str] = fresh_conversation_id,
+        panel: Panel | None = None, call_judges: bool = True, pairwise: bool = False,
+    ):
+        """``panel`` grades rubrics (None: they read judge_pending); ``call_judges=False`` is ``--mode perf``."""
         self.transport = transport
         self.conversation_id = conversation_id
+        self.panel = panel
+        self.call_judges = call_judges
+        self.pairwise = pairwise
         self._descriptions: dict[tuple[str, str], AgentDescription | None] = {}
         self.notices: list[str] = []
 
@@ -138,7 +157,13 @@ class CaseRunner:
             f"{name}@{tenant}" if tenant != "platform" else name: (d.to_dict() if d else None)
             for (name, tenant), d in self._descriptions.items()
         }
-        return Report(results, list(self.notices), descriptions)
+        panel = self.panel.config.to_dict() if self.panel is not None and self.call_judges else None
+        report = Report(results, list(self.notices), descriptions, panel=panel)
+        if self.pairwise:
+            from evalsi.cases.pairwise import pairwise_summary
+
+            report.pairwise = pairwise_summary(results)
+        return report
 
     async def run_one(self, item: Case | BrokenCase) -> CaseResult:
         if isinstance(item, BrokenCase):
@@ -174,23 +199,47 @@ class CaseRunner:
         except Exception as exc:  # a crash in a grader is our bug: an error, never the agent's failure
             result.status, result.reason = "error", f"grader crashed: {type(exc).__name__}: {exc}"
             return result
+        if case.expect.rubric is not None:
+            result.checks[-1] = await self._rubric(case, Transcript(tuple(result.turns)))
+        if self.pairwise and case.reference is not None and self.panel is not None and self.panel.clients:
+            from evalsi.cases.pairwise import compare_case
+
+            result.pairwise = await compare_case(self.panel.clients, result, case.reference)
         failed = [check.name for check in result.checks if check.status == "fail"]
-        pending = [check.name for check in result.checks if check.status == "judge_pending"]
+        errored = [check for check in result.checks if check.status == "error"]
+        pending = [check for check in result.checks if check.status == "judge_pending"]
         if failed:
             result.status, result.reason = "fail", f"failed: {', '.join(failed)}"
+        elif errored:  # a judge that could not answer: the measurement was not taken
+            result.status, result.reason = "error", errored[0].reason
         elif pending:
-            result.status, result.reason = "judge_pending", "the rubric needs a judge; none is configured"
+            result.status, result.reason = "judge_pending", f"the rubric needs a judge: {pending[0].reason}"
         else:
             result.status, result.reason = "pass", f"{len(result.checks)} check(s) passed"
         return result
 
 
+    async def _rubric(self, case: Case, transcript: Transcript) -> Check:
+        """The rubric check (always the last one ``grade`` returns): the panel's verdict, or judge_pending."""
+        if not self.call_judges:
+            return Check("rubric", "judge_pending", "--mode perf does not call judges")
+        if self.panel is None or not self.panel.clients:
+            return Check("rubric", "judge_pending", "no judge is configured")
+        try:
+            return await self.panel.grade(case, transcript)
+        except Exception as exc:  # our bug, not the agent's failure
+            return Check("rubric", "error", f"judging crashed: {type(exc).__name__}: {exc}")
+
+
 async def run_cases(
     items: Sequence[Case | BrokenCase], transport: Transport, *, agent: str | None = None,
-    conversation_id: Callable[[str], str] = fresh_conversation_id,
+    conversation_id: Callable[[str], str] = fresh_conversation_id, panel: Panel | None = None,
+    call_judges: bool = True, pairwise: bool = False,
 ) -> Report:
     """Run ``items`` through ``transport`` and close it."""
     try:
-        return await CaseRunner(transport, conversation_id=conversation_id).run(items, agent=agent)
+        runner = CaseRunner(transport, conversation_id=conversation_id, panel=panel, call_judges=call_judges,
+                            pairwise=pairwise)
+        return await runner.run(items, agent=agent)
     finally:
         await transport.close()

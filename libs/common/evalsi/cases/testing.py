@@ -11,7 +11,8 @@ For tests, examples and CLI smoke runs; nothing in it calls a model::
 
 A reply entry (keyed by the exact user message; ``default`` answers the rest) may hold ``reply`` (text),
 ``calls`` (``name``, ``arguments``, ``status`` ok/error/blocked, ``gate``, ``error``), ``ui`` (``component``,
-``items``), ``delay`` (seconds before answering), ``drop`` (cut the connection after the tool calls, before
+``items``), ``delay`` (seconds before answering), ``stream_delay`` (seconds between the stream's first event and
+the rest), ``drop`` (cut the connection after the tool calls, before
 ``response.completed``), ``fail`` (an ``error`` event with this message) or ``http_status`` (answer the POST
 with that status). An entry may also be a function ``(message, conversation) -> entry``.
 
@@ -171,6 +172,8 @@ class ScriptedAgent:
 
         await send("response.created", conversation=key[1])
         await response.write(b": keep-alive\n\n")
+        if entry.get("stream_delay"):  # the first byte is out; the rest of the answer takes this long
+            await asyncio.sleep(float(entry["stream_delay"]))
         for index, call in enumerate(entry.get("calls") or []):
             call_id = f"c{index + 1}"
             await send("tool_call.started", call_id=call_id, name=call["name"], arguments=call.get("arguments", {}))

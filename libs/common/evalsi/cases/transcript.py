@@ -56,6 +56,9 @@ class Turn:
     reply: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
     ui: tuple[UIEvent, ...] = ()
+    # Measured by the transport (``--mode perf``): time to the first byte of the answer and to its end, in ms.
+    ttfb_ms: float | None = field(default=None, compare=False)
+    latency_ms: float | None = field(default=None, compare=False)
 
     @property
     def tool_names(self) -> list[str]:
@@ -67,6 +70,7 @@ class Turn:
             "reply": self.reply,
             "tool_calls": [call.to_dict() for call in self.tool_calls],
             "ui": [event.to_dict() for event in self.ui],
+            **({"ttfb_ms": self.ttfb_ms, "latency_ms": self.latency_ms} if self.latency_ms is not None else {}),
         }
 
 

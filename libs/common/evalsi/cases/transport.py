@@ -10,8 +10,9 @@ from __future__ import annotations
 import importlib
 import inspect
 import json
+import time
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import aiohttp
@@ -234,6 +235,8 @@ class HttpTransport:
         body = {"agent": agent, "conversation": conversation, "input": message, "stream": True}
         headers = {**self._headers(tenant), "Accept": "text/event-stream"}
         builder = _TurnBuilder(message)
+        ttfb: float | None = None
+        started = time.perf_counter()
         try:
             async with self.session.post(url, json=body, headers=headers) as response:
                 if response.status != 200:
@@ -241,6 +244,8 @@ class HttpTransport:
                 if not response.content_type.startswith("text/event-stream"):
                     raise TransportError(f"POST {url}: expected text/event-stream, got {response.content_type}")
                 async for event, data in iter_sse(response.content):
+                    if ttfb is None:  # the first event of the stream: what a customer waits for first
+                        ttfb = (time.perf_counter() - started) * 1000
                     try:
                         payload = json.loads(data) if data else {}
                     except json.JSONDecodeError:
@@ -254,7 +259,9 @@ class HttpTransport:
             raise TransportError(f"POST {url}: {_describe_exc(exc)}") from None
         if not builder.completed:
             raise TransportError(f"POST {url}: the stream ended before response.completed (dropped mid-stream)")
-        return builder.build()
+        total = (time.perf_counter() - started) * 1000
+        return replace(builder.build(), ttfb_ms=round(ttfb if ttfb is not None else total, 3),
+                       latency_ms=round(total, 3))
 
     async def close(self) -> None:
         if self._session is not None:
@@ -358,11 +365,13 @@ class CallableTransport:
 
     async def turn(self, conversation: str, agent: str, tenant: str, message: str) -> Turn:
         ctx = self._context(conversation, agent, tenant)
+        started = time.perf_counter()
         try:
             answer = await _maybe_await(self.respond(message, ctx))
         except Exception as exc:
             raise TransportError(f"the in-process agent raised {type(exc).__name__}: {exc}") from None
-        turn = _turn_from_answer(message, answer)
+        # An in-process answer arrives whole: no first byte to time apart from the end.
+        turn = replace(_turn_from_answer(message, answer), latency_ms=round((time.perf_counter() - started) * 1000, 3))
         ctx.history.append(turn)
         return turn
 
