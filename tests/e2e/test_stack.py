@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -38,7 +39,6 @@ def summaries_of(run) -> dict[str, tuple]:
 
 
 def test_a_run_on_the_server_equals_the_embedded_run(stack: Stack) -> None:
-    import asyncio
 
     from evalsi.runs import run_embedded
     from evalsi.specs import load_eval_run
@@ -50,6 +50,21 @@ def test_a_run_on_the_server_equals_the_embedded_run(stack: Stack) -> None:
     assert summaries_of(served) == summaries_of(embedded)
     assert [(g.expression, g.passed) for g in served.gates] == [(g.expression, g.passed) for g in embedded.gates]
     assert served.manifest.dataset_version == embedded.manifest.dataset_version
+
+    async def last_event_traceparent() -> str:
+        import nats
+
+        nc = await nats.connect(stack.supervisor.nats.url)
+        try:
+            message = await nc.jetstream().get_last_msg("EVENTS", f"runs.events.{served.id}")
+            return (message.headers or {}).get("traceparent", "")
+        finally:
+            await nc.close()
+
+    from evalsi.scheduling import run_traceparent
+
+    # Every message of a run carries the run's trace id, so a trace backend can correlate them.
+    assert asyncio.run(last_event_traceparent()).split("-")[1] == run_traceparent(served.id, "").split("-")[1]
 
 
 def test_evaluate_over_grpc_and_http_give_the_same_answer(stack: Stack) -> None:

@@ -94,6 +94,16 @@ def has_model_target(run: Run) -> bool:
     return run.spec.target.WhichOneof("kind") == "model"
 
 
+def run_traceparent(run_id: str, span_of: str) -> str:
+    """A W3C traceparent whose trace id is the run's, so every message of a run correlates in a trace
+    backend (and a worker's result carries its task's), whether or not the services export spans."""
+    import hashlib
+
+    trace_id = hashlib.sha256(run_id.encode()).hexdigest()[:32]
+    span_id = hashlib.sha256(f"{run_id}/{span_of}".encode()).hexdigest()[:16]
+    return f"00-{trace_id}-{span_id}-01"
+
+
 def _index(value: int | None) -> int:
     """Shard or trial index of a task; -1 for tasks that span all of them (reduce)."""
     return -1 if value is None else value

@@ -23,7 +23,7 @@ from evalsi.bus.v1alpha1.bus_pb2 import (
 )
 from evalsi.evaluators import Registry
 from evalsi.run_flags import RunFlags
-from evalsi.scheduling import Scheduler, run_periodically
+from evalsi.scheduling import Scheduler, run_periodically, run_traceparent
 from evalsi.service_http import start_service_http
 from evalsi.stores import open_metadata_store, open_object_store
 from evalsi.v1alpha1.run_service_pb2 import RunEvent
@@ -59,10 +59,23 @@ class _Bus:
         self._js, self._objects, self._flags = js, objects, flags
 
     async def publish_task(self, pool: str, task: Task, msg_id: str) -> None:
-        await publish(self._js, subjects.work(pool), task, key=msg_id, store=self._objects)
+        await publish(
+            self._js,
+            subjects.work(pool),
+            task,
+            key=msg_id,
+            store=self._objects,
+            traceparent=run_traceparent(task.run_id, task.key),
+        )
 
     async def publish_event(self, event: RunEvent) -> None:
-        await publish(self._js, subjects.run_events(event.run_id), event, key=None)
+        await publish(
+            self._js,
+            subjects.run_events(event.run_id),
+            event,
+            key=None,
+            traceparent=run_traceparent(event.run_id, "events"),
+        )
 
     async def set_run_flag(self, run_id: str, flag: str) -> None:
         await self._flags.set(run_id, flag)

@@ -150,7 +150,15 @@ async def serve(args: argparse.Namespace) -> None:
                     watch.cancel()
             result.delivery = delivery.num_delivered
             # The task's message id keys the result, so a redelivered task's second result is dropped.
-            await publish(bus.js, subjects.results(task.run_id), result, key=delivery.msg_id or task.key, store=objects)
+            await publish(
+                bus.js,
+                subjects.results(task.run_id),
+                result,
+                key=delivery.msg_id or task.key,
+                store=objects,
+                traceparent=delivery.traceparent,
+                tracestate=delivery.tracestate,
+            )
             TASKS.labels(args.pool, stage, str(result.status)).inc()
 
         consumer = Consumer(
