@@ -255,7 +255,7 @@ def test_dataset_symlink_out_of_the_directory_is_refused(datasets_dir: Path, tmp
     (datasets_dir / "link.jsonl").symlink_to(outside)
     run = eval_run()
     run.spec.dataset.path = "link.jsonl"
-    with pytest.raises(BadInputError, match="leads outside the server's datasets directory"):
+    with pytest.raises(BadInputError, match="outside the allowed datasets directory"):
         load_run_dataset(run, datasets_dir=datasets_dir)
 
 

@@ -38,7 +38,7 @@ from evalsi.api.handlers import (
 from evalsi.api.health import GrpcHealth, Readiness
 from evalsi.api.http_server import HttpServer
 from evalsi.api.metrics import ApiMetrics
-from evalsi.api.run_dataset import dataset_file, load_run_dataset
+from evalsi.api.run_dataset import load_run_dataset
 from evalsi.api.server import ApiServer
 from evalsi.api.table import (
     CATALOG_SERVICE,
@@ -81,7 +81,6 @@ __all__ = [  # noqa: RUF022 - grouped for readers
     "ValidateRun",
     "Watch",
     "load_run_dataset",
-    "dataset_file",
     "RECORDS_REF_LABEL",
     "TERMINAL_STATES",
     "RESUMABLE_STATES",

@@ -4,32 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evalsi.datasets import Dataset, load_dataset
+from evalsi.datasets import Dataset
 from evalsi.errors import BadInputError
 from evalsi.v1alpha1.run_pb2 import EvalRun
 
 
-def dataset_file(datasets_dir: Path, relative: str) -> Path:
-    """``relative`` under ``datasets_dir``; absolute paths, ``..`` and symlinks leading out are refused."""
-    where = "spec.dataset.path"
-    if not relative.strip():
-        raise BadInputError(f"{where}: a path relative to the server's datasets directory is required")
-    path = Path(relative)
-    if ".." in path.parts:
-        raise BadInputError(f"{where}: {relative!r} must not contain '..'")
-    base = datasets_dir.resolve()
-    # Absolute paths are accepted inside the datasets directory: `evalsi run --server` on the same machine
-    # sends the path it resolved next to the spec file.
-    full = (base / path).resolve()
-    if not full.is_relative_to(base):
-        raise BadInputError(f"{where}: {relative!r} leads outside the server's datasets directory")
-    return full
-
-
 def load_run_dataset(run: EvalRun, *, datasets_dir: Path) -> Dataset:
-    """The records of ``run.spec.dataset`` (a path under ``datasets_dir``), with its version.
+    """The records of ``run.spec.dataset`` (a path under ``datasets_dir``, symlinks resolved), with its version.
 
-    Errors and ``provenance.dataset`` show the path as the caller gave it, not the server's layout.
+    The same loader as embedded runs, confined to the datasets directory; only files are read (a stored
+    ``ref`` or ``hf://`` source is refused by name). Records name the dataset as the caller gave it.
     """
     source = run.spec.dataset
     kind = source.WhichOneof("kind")
@@ -40,19 +24,16 @@ def load_run_dataset(run: EvalRun, *, datasets_dir: Path) -> Dataset:
             f"spec.dataset.{kind}: this server reads datasets only from files under its datasets directory; "
             "use spec.dataset.path"
         )
-    relative = source.path
-    full = dataset_file(datasets_dir, relative)
+    from evalsi.runs import load_run_dataset as load
+
+    given = source.path
     try:
-        dataset = load_dataset(
-            full,
-            mapping=dict(source.mapping) or None,
-            limit=source.limit or None,
-            format=source.format or None,
-            split=source.split or None,
-        )
+        dataset = load(run, base_dir=Path(datasets_dir), datasets_dir=Path(datasets_dir))
     except BadInputError as exc:
-        message = str(exc).replace(str(full), relative)
-        raise BadInputError(f"spec.dataset.path: {message}") from None
+        message = str(exc).removeprefix("spec.dataset.path: ")
+        # Say where as the caller wrote it, not where the server keeps its files.
+        full = str(Path(datasets_dir).resolve() / given)
+        raise BadInputError(f"spec.dataset.path: {message.replace(full, given)}") from None
     for record in dataset.records:
-        record.provenance.dataset = relative
-    return Dataset(records=dataset.records, version=dataset.version, source=relative, format=dataset.format)
+        record.provenance.dataset = given
+    return Dataset(records=dataset.records, version=dataset.version, source=given, format=dataset.format)
