@@ -463,7 +463,7 @@ async def test_list_evaluators_lists_manifests_and_packs(api: Api) -> None:
 
 
 async def test_list_evaluators_unknown_pack_lists_the_installed_ones(api: Api) -> None:
-    with pytest.raises(BadInputError, match="pack: unknown pack 'rag'; installed packs: core, judge"):
+    with pytest.raises(BadInputError, match="pack: unknown pack 'rag'; installed packs: agent, core, judge"):
         await api.catalog.list_evaluators(ListEvaluatorsRequest(pack="rag"), ctx())
 
 

@@ -14,7 +14,7 @@ ROUTES = routes_for(method for service in PUBLIC_SERVICES for method in service.
 ROUTER = Router(ROUTES)
 
 
-def test_every_route_of_the_three_services_comes_from_the_descriptors() -> None:
+def test_every_route_of_the_public_services_comes_from_the_descriptors() -> None:
     table = sorted((r.http_method, r.path, r.body, r.rpc) for r in ROUTES)
     assert table == sorted(
         [
@@ -28,6 +28,8 @@ def test_every_route_of_the_three_services_comes_from_the_descriptors() -> None:
             ("GET", "/v1alpha1/runs/{id}/results", "", "evalsi.v1alpha1.RunService/ListRunResults"),
             ("POST", "/v1alpha1/runs:compare", "*", "evalsi.v1alpha1.RunService/CompareRuns"),
             ("GET", "/v1alpha1/evaluators", "", "evalsi.v1alpha1.CatalogService/ListEvaluators"),
+            ("GET", "/v1alpha1/traces", "", "evalsi.v1alpha1.TraceService/ListTraces"),
+            ("GET", "/v1alpha1/traces/{trace_id}", "", "evalsi.v1alpha1.TraceService/GetTrace"),
         ]
     )
 

@@ -122,4 +122,4 @@ def test_agent_filter_and_callable(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 def test_help_says_what_is_not_built() -> None:
     code, output = run("run", "--help")
-    assert code == 0 and "Not built yet" in output and "simulated users" in output
+    assert code == 0 and "Not built yet" in output and "case store" in output

@@ -114,7 +114,7 @@ async def test_runner_outcomes(tmp_path: Path) -> None:
     assert status["p"][0] == "pass"
     assert status["f"] == ("fail", "failed: never_calls")
     assert status["r"][0] == "skipped" and "search_orders" in status["r"][1] and "handoff" in status["r"][1]
-    assert status["s"] == ("skipped", "simulated users are not built yet")
+    assert status["s"][0] == "skipped" and "evalsi cases simulate" in status["s"][1]
     assert status["seeded"][0] == "skipped" and "seeding disabled" in status["seeded"][1]
     assert status["e"][0] == "error" and "crashed" in status["e"][1]
     summary = report.summary

@@ -12,6 +12,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from evalsi.errors import BadInputError, InfraError
-from evalsi.v1alpha1 import catalog_service_pb2, evaluation_service_pb2, run_service_pb2
+from evalsi.v1alpha1 import catalog_service_pb2, evaluation_service_pb2, run_service_pb2, trace_service_pb2
 from evalsi.v1alpha1.catalog_service_pb2 import ListEvaluatorsRequest, ListEvaluatorsResponse
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResponse
 from evalsi.v1alpha1.run_pb2 import (
@@ -44,12 +45,14 @@ from evalsi.v1alpha1.run_service_pb2 import (
     WatchRunRequest,
 )
 from evalsi.v1alpha1.score_pb2 import EvaluationResult
+from evalsi.v1alpha1.trace_service_pb2 import GetTraceRequest, ListTracesRequest, Trace, TraceSummary
 
 TERMINAL_STATES = (RUN_STATE_SUCCEEDED, RUN_STATE_FAILED, RUN_STATE_CANCELLED, RUN_STATE_BUDGET_EXCEEDED)
 _SERVICES = {
     "EvaluationService": evaluation_service_pb2.DESCRIPTOR.services_by_name["EvaluationService"],
     "RunService": run_service_pb2.DESCRIPTOR.services_by_name["RunService"],
     "CatalogService": catalog_service_pb2.DESCRIPTOR.services_by_name["CatalogService"],
+    "TraceService": trace_service_pb2.DESCRIPTOR.services_by_name["TraceService"],
 }
 _PROJECT_HEADER = "x-evalsi-project"
 
@@ -274,6 +277,46 @@ class Runs:
         return self._t.unary("RunService", "CompareRuns", request, Comparison)
 
 
+class Traces:
+    """Watch: the traces evalsi-ingest stored (the server needs ``--traces-url``)."""
+
+    def __init__(self, transport: _Grpc | _Http) -> None:
+        self._t = transport
+
+    def list(
+        self,
+        *,
+        service: str = "",
+        session_id: str = "",
+        since: datetime | None = None,
+        until: datetime | None = None,
+        has_error: bool | None = None,
+        page_size: int = 100,
+        project: str = "",
+    ) -> Iterator[TraceSummary]:
+        """Trace summaries, newest first, page after page (stop iterating to stop reading)."""
+        token = ""
+        while True:
+            request = ListTracesRequest(
+                service_name=service, session_id=session_id, page_size=page_size, page_token=token, project=project
+            )
+            if since is not None:
+                request.start_time.FromDatetime(since)
+            if until is not None:
+                request.end_time.FromDatetime(until)
+            if has_error is not None:
+                request.has_error = has_error
+            page = self._t.unary("TraceService", "ListTraces", request, trace_service_pb2.ListTracesResponse)
+            yield from page.traces
+            token = page.next_page_token
+            if not token:
+                return
+
+    def get(self, trace_id: str, *, project: str = "") -> Trace:
+        """The trace's summary, its span tree and its Record (trajectory included)."""
+        return self._t.unary("TraceService", "GetTrace", GetTraceRequest(trace_id=trace_id, project=project), Trace)
+
+
 class Client:
     """The Evals.si API: ``Client("grpc://127.0.0.1:8081")`` or ``Client("http://127.0.0.1:8080")``.
 
@@ -285,6 +328,7 @@ class Client:
         self.url = url
         self._t = _transport(url, project, timeout)
         self.runs = Runs(self._t)
+        self.traces = Traces(self._t)
 
     def evaluate(self, request: EvaluateRequest) -> EvaluateResponse:
         return self._t.unary("EvaluationService", "Evaluate", request, EvaluateResponse)

@@ -5,6 +5,7 @@
     objects: {url: .evalsi/state/objects}    # or s3://bucket/prefix?endpoint=http://host:9000
     datasets_dir: .                          # run specs may only read datasets below this directory
     api: {host: 127.0.0.1, http_port: 8080, grpc_port: 8081}
+    ingest: {http_port: 4318, grpc_port: 4317}   # evalsi-ingest (OTLP/HTTP, OTLP/gRPC); traces in <state>/traces.db
     scheduler: {replicas: 1, lease_ttl_s: 15}
     workers: [{pool: cpu, replicas: 1, concurrency: 16}, {pool: judge, replicas: 1, concurrency: 32}]
 
@@ -35,6 +36,14 @@ class ApiConfig:
 
 
 @dataclass(frozen=True)
+class IngestConfig:
+    """evalsi-ingest's OTLP listeners (loopback, as the api's)."""
+
+    http_port: int = 4318
+    grpc_port: int = 4317
+
+
+@dataclass(frozen=True)
 class SchedulerConfig:
     replicas: int = 1
     lease_ttl_s: float = 15.0
@@ -54,6 +63,7 @@ class Config:
     objects_url: str = ".evalsi/state/objects"
     datasets_dir: str = "."
     api: ApiConfig = field(default_factory=ApiConfig)
+    ingest: IngestConfig = field(default_factory=IngestConfig)
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     workers: tuple[WorkerConfig, ...] = (WorkerConfig("cpu", 1, 16), WorkerConfig("judge", 1, 32))
 
@@ -76,7 +86,8 @@ class Config:
     def from_mapping(cls, document: Any, *, where: str = "evalsi.yaml") -> Config:
         if not isinstance(document, Mapping):
             raise BadInputError(f"{where}: the config must be a mapping of keys")
-        _known(document, ("nats", "metadata", "objects", "datasets_dir", "api", "scheduler", "workers"), where)
+        keys = ("nats", "metadata", "objects", "datasets_dir", "api", "ingest", "scheduler", "workers")
+        _known(document, keys, where)
         workers = document.get("workers", [{"pool": "cpu"}, {"pool": "judge", "concurrency": 32}])
         if not isinstance(workers, list) or not workers:
             raise BadInputError(f"{where}: workers: a non-empty list of {{pool, replicas, concurrency}}")
@@ -86,6 +97,7 @@ class Config:
             objects_url=_url(document, "objects", where, cls.objects_url),
             datasets_dir=str(document.get("datasets_dir", ".")),
             api=_section(ApiConfig, document.get("api", {}), f"{where}: api"),
+            ingest=_section(IngestConfig, document.get("ingest", {}), f"{where}: ingest"),
             scheduler=_section(SchedulerConfig, document.get("scheduler", {}), f"{where}: scheduler"),
             workers=tuple(_section(WorkerConfig, w, f"{where}: workers[{i}]") for i, w in enumerate(workers)),
         )
@@ -102,10 +114,18 @@ class Config:
                 raise BadInputError(f"{where}: workers[{i}]: replicas and concurrency must be at least 1")
         if self.scheduler.replicas < 1 or self.scheduler.lease_ttl_s <= 0:
             raise BadInputError(f"{where}: scheduler: replicas must be at least 1 and lease_ttl_s positive")
+        for section in ("api", "ingest"):
+            for name in ("http_port", "grpc_port"):
+                port = getattr(getattr(self, section), name)
+                if not 0 <= port < 65536:
+                    raise BadInputError(f"{where}: {section}.{name}: must be a port number, got {port}")
+        if self.ingest.http_port and self.ingest.http_port == self.ingest.grpc_port:
+            raise BadInputError(f"{where}: ingest: http_port and grpc_port are both {self.ingest.http_port}")
+        api_ports = {self.api.http_port, self.api.grpc_port} - {0}
         for name in ("http_port", "grpc_port"):
-            port = getattr(self.api, name)
-            if not 0 <= port < 65536:
-                raise BadInputError(f"{where}: api.{name}: must be a port number, got {port}")
+            port = getattr(self.ingest, name)
+            if port and port in api_ports:
+                raise BadInputError(f"{where}: ingest.{name}: {port} is also an api port; give each its own")
 
 
 def require_loopback(host: str, flag: str = "--host") -> None:

@@ -60,7 +60,10 @@ def _module(name: str) -> list[str]:
 
 
 def plan_children(config: Config, nats_url: str, state_dir: Path) -> list[Child]:
-    """The service processes for a config: one api, the schedulers, and the workers of each pool."""
+    """The service processes for a config: one api, one ingest, the schedulers, and the workers of each pool.
+
+    The api and ingest share one trace store, ``<state>/traces.db``: ingest writes it, TraceService reads it.
+    """
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     common = [
         "--nats",
@@ -71,6 +74,7 @@ def plan_children(config: Config, nats_url: str, state_dir: Path) -> list[Child]
         _resolve_url(config.objects_url),
     ]
     logs = state_dir / "logs"
+    traces_url = traces_url_for(state_dir)
     children = [
         Child(
             "api",
@@ -85,10 +89,28 @@ def plan_children(config: Config, nats_url: str, state_dir: Path) -> list[Child]
                 str(config.api.grpc_port),
                 "--datasets-dir",
                 str(Path(config.datasets_dir).resolve()),
+                "--traces-url",
+                traces_url,
             ],
             env,
             logs / "api.log",
-        )
+        ),
+        Child(
+            "ingest",
+            [
+                *_module("evalsi_ingest.main"),
+                "--host",
+                config.api.host,
+                "--http-port",
+                str(config.ingest.http_port),
+                "--grpc-port",
+                str(config.ingest.grpc_port),
+                "--traces-url",
+                traces_url,
+            ],
+            env,
+            logs / "ingest.log",
+        ),
     ]
     for i in range(config.scheduler.replicas):
         children.append(
@@ -121,6 +143,11 @@ def plan_children(config: Config, nats_url: str, state_dir: Path) -> list[Child]
             ]
             children.append(Child(name, argv, env, logs / f"{name}.log"))
     return children
+
+
+def traces_url_for(state_dir: Path) -> str:
+    """The trace store ingest writes and the api reads: ``sqlite:///<state>/traces.db`` (absolute)."""
+    return "sqlite:///" + str((state_dir / "traces.db").resolve())
 
 
 def _free_port() -> int:
@@ -178,11 +205,18 @@ class Supervisor:
         api = self.config.api
         self.echo(f"http api   http://{api.host}:{api.http_port}   (/healthz /readyz /metrics)")
         self.echo(f"grpc api   grpc://{api.host}:{api.grpc_port}")
+        ingest = self.config.ingest
+        self.echo(
+            f"otlp       http://{api.host}:{ingest.http_port} (OTLP/HTTP) · {api.host}:{ingest.grpc_port} (OTLP/gRPC)"
+            f" · traces {traces_url_for(self.state_dir)}"
+        )
         self.echo(
             f"state      {_resolve_url(self.config.metadata_url)} · objects {_resolve_url(self.config.objects_url)}"
         )
         for child in self.children:
-            metrics = metrics_url(child) or f"http://{api.host}:{api.http_port}/metrics"
+            metrics = metrics_url(child) or (
+                "(none yet)" if child.name == "ingest" else f"http://{api.host}:{api.http_port}/metrics"
+            )
             self.echo(f"{child.name:<18} metrics {metrics}   log {child.log_path}")
 
     def supervise_once(self) -> None:

@@ -36,6 +36,7 @@ from evalsi.api import (
     Readiness,
     RunHandlers,
     ServerConfig,
+    TraceHandlers,
     build_table,
     is_loopback,
     load_run_dataset,
@@ -66,6 +67,8 @@ class Settings:
     datasets_dir: Path = Path(".")
     evaluate_timeout_s: float = 60.0
     log_level: str = "info"
+    # The trace store evalsi-ingest writes; empty: TraceService answers that none is configured.
+    traces_url: str = ""
 
     def validate(self) -> None:
         if not self.server.allow_non_loopback and not is_loopback(self.server.host):
@@ -80,6 +83,11 @@ class Settings:
             raise BadInputError(f"--datasets-dir {self.datasets_dir}: not a directory")
         if self.evaluate_timeout_s <= 0:
             raise BadInputError(f"--evaluate-timeout {self.evaluate_timeout_s}: must be positive")
+        if self.traces_url and (not self.traces_url.startswith("sqlite:///") or self.traces_url == "sqlite:///"):
+            raise BadInputError(
+                f"--traces-url {self.traces_url}: only SQLite trace stores exist yet: sqlite:///relative.db or "
+                "sqlite:////absolute/path.db"
+            )
 
 
 # --- flags ---------------------------------------------------------------------------------------
@@ -98,6 +106,7 @@ _FLAGS: list[tuple[str, str, type, Any, str]] = [
     ("--grace-period", "EVALSI_API_GRACE_PERIOD", float, 10.0, "seconds in-flight calls get after SIGTERM"),
     ("--evaluate-timeout", "EVALSI_API_EVALUATE_TIMEOUT", float, 60.0, "seconds to wait for a worker's answer"),
     ("--log-level", "EVALSI_LOG_LEVEL", str, "info", "debug, info, warning or error"),
+    ("--traces-url", "EVALSI_TRACES_URL", str, "", "trace store evalsi-ingest writes (sqlite:///<path>); empty: none"),
 ]
 # A switch, not a typed value: the flag turns it on; so does its variable set to 1/true/yes/on.
 _ALLOW_NON_LOOPBACK = ("--allow-non-loopback", "EVALSI_API_ALLOW_NON_LOOPBACK")
@@ -156,6 +165,7 @@ def parse_settings(argv: Sequence[str] | None = None, environ: dict[str, str] | 
         datasets_dir=Path(args.datasets_dir).expanduser().resolve(),
         evaluate_timeout_s=args.evaluate_timeout,
         log_level=level,
+        traces_url=args.traces_url,
     )
 
 
@@ -303,7 +313,12 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> Non
     link = None
     server = None
     connecting = None
+    traces = None
     try:
+        if settings.traces_url:
+            from evalsi.ingest import open_trace_store
+
+            traces = await open_trace_store(settings.traces_url)
         readiness.set_ready("metadata_store")
         objects = await open_object_store(settings.objects_url)
         readiness.set_ready("object_store")
@@ -323,6 +338,7 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> Non
             evaluation=EvaluationHandlers(link.evaluate, registry=registry, limits=settings.limits),
             runs=runs,
             catalog=CatalogHandlers(registry),
+            traces=TraceHandlers(traces, limits=settings.limits),
         )
         server = ApiServer(table, settings.server, readiness=readiness)
         await server.start()
@@ -340,6 +356,8 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> Non
             await link.close()
         if objects is not None:
             await objects.close()
+        if traces is not None:
+            await traces.close()
         await store.close()
 
 

@@ -27,6 +27,7 @@ from evalsi.ingest import (
     CompletionConfig,
     ExportHandler,
     OtlpHttpReceiver,
+    Redactor,
     TraceAssembler,
     check_project,
     complete_once,
@@ -50,6 +51,11 @@ class Settings:
     max_body_bytes: int = DEFAULT_MAX_BODY
     completion: CompletionConfig = field(default_factory=CompletionConfig)
     log_level: str = "info"
+    redact: str = ""  # a rules file (YAML or JSON); empty: no redaction
+
+    def redactor(self) -> Redactor | None:
+        """The redaction rules, or None; raises BadInputError naming the file and the rule at fault."""
+        return Redactor.load(self.redact) if self.redact else None
 
     def validate(self) -> None:
         if self.host not in LOOPBACK and not self.host.startswith("127."):
@@ -67,6 +73,7 @@ class Settings:
             self.completion.validate()
         except ValueError as exc:
             raise BadInputError(f"--grace/--max-wait: {exc}") from exc
+        self.redactor()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -90,6 +97,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="seconds after the root span arrives before a trace is complete (EVALSI_TRACE_GRACE_S)")
     parser.add_argument("--max-wait", type=float, default=float(env("EVALSI_TRACE_MAX_WAIT_S", "300")),
                         help="seconds after which a trace whose root never came is complete (EVALSI_TRACE_MAX_WAIT_S)")
+    parser.add_argument("--redact", default=env("EVALSI_INGEST_REDACT", ""), metavar="FILE",
+                        help="per-project redaction rules, YAML or JSON (EVALSI_INGEST_REDACT); applied before "
+                        "anything is stored")
     parser.add_argument("--log-level", default=env("EVALSI_LOG_LEVEL", "info"))
     return parser
 
@@ -105,6 +115,7 @@ def settings_from_args(argv: Sequence[str] | None = None) -> Settings:
         max_body_bytes=args.max_body_bytes,
         completion=CompletionConfig(grace_s=args.grace, max_wait_s=args.max_wait),
         log_level=args.log_level,
+        redact=args.redact,
     )
 
 
@@ -115,9 +126,11 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> Non
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
+    redactor = settings.redactor()
     store = await open_trace_store(settings.traces_url)
     assembler = TraceAssembler(settings.completion)
-    handler = ExportHandler(AssemblingSink(store, assembler), default_project=settings.default_project)
+    handler = ExportHandler(AssemblingSink(store, assembler), default_project=settings.default_project,
+                            redactor=redactor)
     http_runner = grpc_server = None
     try:
         receiver = OtlpHttpReceiver(handler, max_body_bytes=settings.max_body_bytes)

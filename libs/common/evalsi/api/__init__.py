@@ -22,6 +22,7 @@ from evalsi.api.dependencies import (
     LoadRecords,
     MetadataStore,
     ObjectStore,
+    TraceStore,
     ValidateRun,
     Watch,
 )
@@ -34,6 +35,7 @@ from evalsi.api.handlers import (
     CatalogHandlers,
     EvaluationHandlers,
     RunHandlers,
+    TraceHandlers,
 )
 from evalsi.api.health import GrpcHealth, Readiness
 from evalsi.api.http_server import HttpServer
@@ -45,6 +47,7 @@ from evalsi.api.table import (
     EVALUATION_SERVICE,
     PUBLIC_SERVICES,
     RUN_SERVICE,
+    TRACE_SERVICE,
     HandlerTable,
     Method,
 )
@@ -52,10 +55,21 @@ from evalsi.api.transcoding import Route, Router, routes_for
 
 
 def build_table(
-    *, evaluation: EvaluationHandlers, runs: RunHandlers, catalog: CatalogHandlers
+    *,
+    evaluation: EvaluationHandlers,
+    runs: RunHandlers,
+    catalog: CatalogHandlers,
+    traces: TraceHandlers | None = None,
 ) -> HandlerTable:
-    """The table of all three public services."""
-    return HandlerTable({EVALUATION_SERVICE: evaluation, RUN_SERVICE: runs, CATALOG_SERVICE: catalog})
+    """The table of the public services; without ``traces``, TraceService answers that no store is configured."""
+    return HandlerTable(
+        {
+            EVALUATION_SERVICE: evaluation,
+            RUN_SERVICE: runs,
+            CATALOG_SERVICE: catalog,
+            TRACE_SERVICE: traces or TraceHandlers(None),
+        }
+    )
 
 
 __all__ = [  # noqa: RUF022 - grouped for readers
@@ -72,6 +86,8 @@ __all__ = [  # noqa: RUF022 - grouped for readers
     "CatalogHandlers",
     "EvaluationHandlers",
     "RunHandlers",
+    "TraceHandlers",
+    "TraceStore",
     "Control",
     "DatasetLike",
     "Evaluate",
@@ -96,6 +112,7 @@ __all__ = [  # noqa: RUF022 - grouped for readers
     "EVALUATION_SERVICE",
     "RUN_SERVICE",
     "CATALOG_SERVICE",
+    "TRACE_SERVICE",
     "GrpcServer",
     "GrpcHealth",
     "HttpServer",

@@ -7,7 +7,7 @@ service's ``main``; tests pass in-memory ones.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from evalsi.bus.v1alpha1.bus_pb2 import RunControl
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResponse
@@ -44,6 +44,27 @@ class MetadataStore(Protocol):
     def iter_results(
         self, project: str, run_id: str, *, batch_size: int = 5000
     ) -> AsyncIterator[list[EvaluationResult]]: ...
+
+
+class TraceStore(Protocol):
+    """The traces evalsi-ingest stored (``evalsi.ingest.SqliteTraceStore``), partitioned by project."""
+
+    async def list_traces(
+        self,
+        project: str,
+        *,
+        limit: int = 50,
+        page_token: str = "",
+        service: str | None = None,
+        session_id: str | None = None,
+        since_ns: int | None = None,
+        until_ns: int | None = None,
+        has_error: bool | None = None,
+    ) -> Any: ...
+
+    async def get_summary(self, project: str, trace_id: str) -> Any: ...
+
+    async def get_trace(self, project: str, trace_id: str) -> Record | None: ...
 
 
 class ObjectStore(Protocol):

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
+import grpc
 from google.protobuf import struct_pb2
 from google.protobuf.timestamp_pb2 import Timestamp
 
@@ -25,10 +27,11 @@ from evalsi.api.dependencies import (
     LoadRecords,
     MetadataStore,
     ObjectStore,
+    TraceStore,
     ValidateRun,
     Watch,
 )
-from evalsi.api.errors import NotFoundError
+from evalsi.api.errors import ApiError, NotFoundError
 from evalsi.bus.v1alpha1.bus_pb2 import (
     CONTROL_ACTION_CANCEL,
     CONTROL_ACTION_CREATED,
@@ -42,6 +45,7 @@ from evalsi.evaluators import Registry
 from evalsi.records import from_value
 from evalsi.v1alpha1.catalog_service_pb2 import ListEvaluatorsRequest, ListEvaluatorsResponse, PackInfo
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResponse
+from evalsi.v1alpha1.record_pb2 import Record
 from evalsi.v1alpha1.run_pb2 import (
     RUN_STATE_BUDGET_EXCEEDED,
     RUN_STATE_CANCELLED,
@@ -68,6 +72,14 @@ from evalsi.v1alpha1.run_service_pb2 import (
     ResumeRunRequest,
     RunEvent,
     WatchRunRequest,
+)
+from evalsi.v1alpha1.trace_service_pb2 import (
+    GetTraceRequest,
+    ListTracesRequest,
+    ListTracesResponse,
+    Trace,
+    TraceNode,
+    TraceSummary,
 )
 
 TERMINAL_STATES = frozenset({RUN_STATE_SUCCEEDED, RUN_STATE_FAILED, RUN_STATE_CANCELLED, RUN_STATE_BUDGET_EXCEEDED})
@@ -520,3 +532,134 @@ class CatalogHandlers:
                     PackInfo(name=name, description=info.description, default_on=info.default_on, evaluators=count)
                 )
         return response
+
+
+# --- TraceService --------------------------------------------------------------------------------
+
+NO_TRACE_STORE = (
+    "no trace store is configured: start evalsi-api with --traces-url sqlite:///<path>/traces.db "
+    "(EVALSI_TRACES_URL), the store evalsi-ingest writes"
+)
+_TRACE_ID = re.compile(r"^[0-9a-fA-F]{32}$")
+
+
+class TraceHandlers:
+    """Watch: the traces evalsi-ingest stored, listed and read back as trees of steps and Records.
+
+    Without a store (``evalsi-api`` started without ``--traces-url``) every call is FAILED_PRECONDITION (400).
+    """
+
+    def __init__(self, store: TraceStore | None, *, limits: HandlerLimits | None = None) -> None:
+        self._store = store
+        self._limits = limits or HandlerLimits()
+
+    def _configured(self) -> TraceStore:
+        if self._store is None:
+            raise ApiError(grpc.StatusCode.FAILED_PRECONDITION, NO_TRACE_STORE)
+        return self._store
+
+    async def list_traces(self, request: ListTracesRequest, ctx: CallContext) -> ListTracesResponse:
+        store = self._configured()
+        for name in ("min_score", "max_score"):
+            if request.HasField(name):
+                raise BadInputError(
+                    f"{name}: score filters come with online evaluation; no scores are stored with traces yet"
+                )
+        since = _timestamp_ns(request.start_time) if request.HasField("start_time") else None
+        until = _timestamp_ns(request.end_time) if request.HasField("end_time") else None
+        if since is not None and until is not None and until <= since:
+            raise BadInputError("end_time: must be after start_time")
+        limits = self._limits
+        page = await store.list_traces(
+            ctx.project,
+            limit=_page_size(request.page_size, limits.default_runs_page_size, limits.max_page_size),
+            page_token=request.page_token,
+            service=request.service_name or None,
+            session_id=request.session_id or None,
+            since_ns=since,
+            until_ns=until,
+            has_error=request.has_error if request.HasField("has_error") else None,
+        )
+        return ListTracesResponse(
+            traces=[trace_summary(ctx.project, summary) for summary in page.traces],
+            next_page_token=page.next_page_token,
+        )
+
+    async def get_trace(self, request: GetTraceRequest, ctx: CallContext) -> Trace:
+        store = self._configured()
+        trace_id = _required(request.trace_id, "trace_id", "a trace id (32 hex digits)").strip()
+        if not _TRACE_ID.match(trace_id):
+            raise BadInputError(f"trace_id: {request.trace_id!r} is not a trace id (32 hex digits)")
+        trace_id = trace_id.lower()
+        record = await store.get_trace(ctx.project, trace_id)
+        summary = await store.get_summary(ctx.project, trace_id)
+        if record is None or summary is None:
+            raise NotFoundError(f"trace_id: trace {trace_id} not found in project {ctx.project!r}")
+        return Trace(summary=trace_summary(ctx.project, summary), tree=span_tree(record), record=record)
+
+
+def _timestamp_ns(stamp: Timestamp) -> int:
+    return stamp.seconds * 1_000_000_000 + stamp.nanos
+
+
+def _ns_timestamp(ns: int) -> Timestamp:
+    return Timestamp(seconds=ns // 1_000_000_000, nanos=ns % 1_000_000_000)
+
+
+def trace_summary(project: str, summary: Any) -> TraceSummary:
+    """The store's summary row as the API's message."""
+    message = TraceSummary(
+        trace_id=summary.trace_id,
+        project=project,
+        root_span_id=summary.root_span_id,
+        root_name=summary.root_name,
+        service_name=summary.service_name,
+        session_id=summary.session_id,
+        span_count=summary.span_count,
+        error_count=summary.error_count,
+        input_tokens=summary.input_tokens,
+        output_tokens=summary.output_tokens,
+        revision=summary.revision,
+        completions=summary.completions,
+    )
+    message.start_time.CopyFrom(_ns_timestamp(summary.start_ns))
+    message.duration.FromNanoseconds(max(0, summary.end_ns - summary.start_ns))
+    message.update_time.FromNanoseconds(int(summary.updated_at * 1e9))
+    if summary.completed_at is not None:
+        message.complete_time.FromNanoseconds(int(summary.completed_at * 1e9))
+    return message
+
+
+def span_tree(record: Record) -> list[TraceNode]:
+    """The trajectory's steps as a tree, depth first, children in step (start time) order; orphans are roots."""
+    steps = record.trajectory.steps
+    index_of = {step.span_id or step.id: i for i, step in enumerate(steps)}
+    children: dict[int, list[int]] = {}
+    roots: list[int] = []
+    for i, step in enumerate(steps):
+        parent = index_of.get(step.parent_id) if step.parent_id else None
+        if parent is None or parent == i:
+            roots.append(i)
+        else:
+            children.setdefault(parent, []).append(i)
+    nodes: list[TraceNode] = []
+    seen: set[int] = set()
+    stack = [(i, 0) for i in reversed(roots)]
+    while stack:
+        i, depth = stack.pop()
+        if i in seen:  # a parent cycle (bad instrumentation): each span once
+            continue
+        seen.add(i)
+        step = steps[i]
+        kids = children.get(i, [])
+        nodes.append(TraceNode(
+            span_id=step.span_id or step.id, parent_span_id=step.parent_id, depth=depth, step_index=i,
+            orphan=bool(step.parent_id) and step.parent_id not in index_of, child_count=len(kids),
+        ))
+        stack.extend((k, depth + 1) for k in reversed(kids))
+    for i in range(len(steps)):  # spans only reachable through a cycle
+        if i not in seen:
+            step = steps[i]
+            nodes.append(TraceNode(span_id=step.span_id or step.id, parent_span_id=step.parent_id, step_index=i,
+                                   child_count=len(children.get(i, []))))
+    return nodes

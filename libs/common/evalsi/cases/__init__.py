@@ -7,6 +7,7 @@
 - ``CaseRunner`` / ``run_cases``: requires, seeding, replay, grading, a ``Report`` with a Wilson interval.
 - ``PanelConfig`` / ``Panel`` (judging), ``load_baseline`` / ``compare`` (gate), ``perf_summary`` (perf) and
   ``compare_case`` (pairwise): rubric judges, the baseline gate, latency and the reference comparison.
+- ``Simulator`` (persona cases played by a persona model) and ``trials_summary`` (pass@k / pass^k).
 """
 
 from evalsi.cases.gate import Baseline, compare, load_baseline, write_baseline
@@ -18,6 +19,7 @@ from evalsi.cases.pairwise import compare_case
 from evalsi.cases.perf import perf_summary
 from evalsi.cases.report import exit_code, render_table
 from evalsi.cases.runner import CaseResult, CaseRunner, Report, Summary, fresh_conversation_id, run_cases
+from evalsi.cases.simulate import Simulator, simulated_conversation_id
 from evalsi.cases.transcript import ToolCall, Transcript, Turn, UIEvent
 from evalsi.cases.transport import (
     AgentDescription,
@@ -29,6 +31,7 @@ from evalsi.cases.transport import (
     Transport,
     TransportError,
 )
+from evalsi.cases.trials import trials_summary
 
 __all__ = [
     "AgentDescription",
@@ -50,6 +53,7 @@ __all__ = [
     "Report",
     "Requires",
     "SeedRefused",
+    "Simulator",
     "Summary",
     "ToolCall",
     "Transcript",
@@ -71,5 +75,7 @@ __all__ = [
     "perf_summary",
     "render_table",
     "run_cases",
+    "simulated_conversation_id",
+    "trials_summary",
     "write_baseline",
 ]

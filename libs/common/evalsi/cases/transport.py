@@ -178,16 +178,21 @@ class _TurnBuilder:
 class HttpTransport:
     """The HTTP/SSE client of docs/agent-protocol.md (aiohttp)."""
 
-    def __init__(self, base_url: str, *, token: str | None = None, timeout: float = 120.0) -> None:
+    def __init__(self, base_url: str, *, token: str | None = None, timeout: float = 120.0,
+                 eval_profile: str | None = None) -> None:
+        """``eval_profile`` (``evalsi cases simulate --eval-profile``) is sent as ``x-evalsi-eval-profile``."""
         if not base_url.startswith(("http://", "https://")):
             raise BadInputError(f"--agent-url {base_url!r}: expected an http:// or https:// URL")
         self.base_url = base_url.rstrip("/")
         self.token = token
+        self.eval_profile = eval_profile
         self.timeout = aiohttp.ClientTimeout(total=timeout)
         self._session: aiohttp.ClientSession | None = None
 
     def _headers(self, tenant: str) -> dict[str, str]:
         headers = {"x-evalsi-tenant": tenant}
+        if self.eval_profile:
+            headers["x-evalsi-eval-profile"] = self.eval_profile
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
         return headers

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,7 @@ import click
 from evalsi.cli._common import EXIT_BAD_INPUT, handle_errors
 from evalsi.errors import BadInputError
 
-NOT_BUILT = "Not built yet: simulated users (persona cases are skipped), the case store."
+NOT_BUILT = "Not built yet: the case store (import/export)."
 
 
 @click.group("cases")
@@ -43,6 +45,10 @@ def validate_command(source: str) -> None:
 @click.option("--agent-url", metavar="URL", help="A deployment speaking docs/agent-protocol.md.")
 @click.option("--agent-callable", metavar="MODULE:ATTR", help="An agent in this process (docs/agent-protocol.md).")
 @click.option("--agent-token", envvar="EVALSI_AGENT_TOKEN", help="Bearer token for --agent-url.")
+@click.option("--transport", "transport_kind", type=click.Choice(["agent", "responses", "a2a"]), default="agent",
+              show_default=True, help="The wire format of --agent-url: agent (docs/agent-protocol.md), responses "
+              "(OpenAI Responses-compatible, POST URL/responses, model = the case's agent), a2a (A2A JSON-RPC, polled "
+              "within --timeout).")
 @click.option("--agent", "agent_name", metavar="NAME", help="Only the cases of this agent.")
 @click.option("--timeout", default=120.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
               help="Seconds per HTTP request (a turn's whole stream).")
@@ -65,14 +71,18 @@ def validate_command(source: str) -> None:
               help='JSON {"case id": "conversation id"}; other cases get fresh ids.')
 @click.option("--pairwise", is_flag=True,
               help="Also compare each case with a reference against it (judges, both orders); never gates.")
+@click.option("--trials", default=1, show_default=True, type=click.IntRange(min=1),
+              help="Run each case N times, each in a fresh conversation; report pass@k and pass^k.")
+@click.option("--no-report", is_flag=True, help="Do not write the JSON report (default: evals/reports/).")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
-@click.option("--output", "-o", type=click.Path(dir_okay=False), help="Also write the JSON report here.")
+@click.option("--output", "-o", type=click.Path(dir_okay=False), help="Write the JSON report here.")
 @handle_errors
 def run_command(
     source: str, agent_url: str | None, agent_callable: str | None, agent_token: str | None, agent_name: str | None,
     timeout: float, mode: str, judges_file: str | None, judge_model: str | None, judge_provider: str,
     judge_base_url: str | None, judge_api_key_env: str | None, no_cache: bool, baseline_file: str | None,
-    update_baseline: bool, conv_map_file: str | None, pairwise: bool, fmt: str, output: str | None,
+    update_baseline: bool, conv_map_file: str | None, pairwise: bool, trials: int, no_report: bool, fmt: str,
+    output: str | None, transport_kind: str = "agent",
 ) -> None:
     """Replay every case under --source against an agent and grade it.
 
@@ -86,23 +96,18 @@ def run_command(
     """
     from evalsi.cases import CallableTransport, HttpTransport, exit_code, load_cases, render_table
     from evalsi.cases.gate import compare, load_baseline, refuse_unjudged, write_baseline
-    from evalsi.cases.judging import DEFAULT_TOLERANCE, PanelConfig, load_panel, panel_for_source
+    from evalsi.cases.judging import DEFAULT_TOLERANCE
     from evalsi.cases.perf import perf_summary
-    from evalsi.judges import JudgeConfig
 
     if bool(agent_url) == bool(agent_callable):
         raise BadInputError("give exactly one of --agent-url URL and --agent-callable MODULE:ATTR")
+    if trials > 1 and (baseline_file or update_baseline or conv_map_file):
+        raise BadInputError("--trials N (N > 1) cannot be combined with --baseline, --update-baseline or "
+                            "--conv-map: a baseline holds one outcome per case, a pinned conversation one run")
+    if no_report and output:
+        raise BadInputError("--no-report and --output contradict each other; give one")
     items = load_cases(source)  # a missing source is bad input before anything runs
-    panel = load_panel(judges_file) if judges_file else panel_for_source(source)
-    if judge_model:
-        judge = {"model": judge_model, "provider": judge_provider, "name": judge_model}
-        if judge_base_url:
-            judge["base_url"] = judge_base_url
-        if judge_api_key_env:
-            judge["api_key_env"] = judge_api_key_env
-        panel = (panel or PanelConfig()).with_judge(JudgeConfig.from_mapping(judge, where="--judge-model"))
-    elif judge_base_url or judge_api_key_env:
-        raise BadInputError("--judge-base-url and --judge-api-key-env need --judge-model")
+    panel = _panel(source, judges_file, judge_model, judge_provider, judge_base_url, judge_api_key_env)
     call_judges = mode != "perf"
     judged = panel is not None and bool(panel.judges) and call_judges
     if pairwise and not judged:
@@ -114,12 +119,15 @@ def run_command(
         baseline = load_baseline(baseline_file)
         refuse_unjudged(baseline, judged)
     conversation_id = _conversation_ids(conv_map_file, items)
+    if agent_callable and transport_kind != "agent":
+        raise BadInputError(f"--transport {transport_kind} needs --agent-url, not --agent-callable")
     transport = (
-        HttpTransport(agent_url, token=agent_token, timeout=timeout) if agent_url
+        HttpTransport(agent_url, token=agent_token, timeout=timeout) if agent_url and transport_kind == "agent"
+        else _url_transport(transport_kind, agent_url, agent_token, timeout) if agent_url
         else CallableTransport.from_spec(agent_callable or "")
     )
     report = asyncio.run(_run(items, transport, agent_name, conversation_id, panel if judged else None,
-                              call_judges, no_cache, pairwise))
+                              call_judges, no_cache, pairwise, trials))
     if not report.results:
         raise BadInputError(f"--agent {agent_name}: no case under {source} is for this agent")
     if mode in ("perf", "both"):
@@ -129,14 +137,23 @@ def run_command(
         report.gate = compare(baseline, report, tolerance if tolerance is not None
                               else baseline.tolerance if baseline.tolerance is not None else DEFAULT_TOLERANCE)
     document = json.dumps(report.to_dict(), indent=2, ensure_ascii=False)
-    if output:
-        Path(output).write_text(document + "\n", encoding="utf-8")
+    written = _write_report(document, source, agent_name, report, output, no_report)
     click.echo(document if fmt == "json" else render_table(report))
+    if written is not None and fmt == "table":  # JSON on stdout stays one document
+        click.echo(f"report: {written}")
     if update_baseline:
         written = write_baseline(baseline_path, report, tolerance)
         click.echo(f"baseline: wrote {len(written['cases'])} case(s) to {baseline_path} (skipped cases left out)",
                    err=fmt == "json")
     sys.exit(exit_code(report, accepting=update_baseline))
+
+
+def _url_transport(kind: str, url: str, token: str | None, timeout: float) -> Any:
+    """``--transport responses|a2a``: the client for ``--agent-url``'s wire format."""
+    from evalsi.cases.transport_a2a import A2ATransport
+    from evalsi.cases.transport_responses import ResponsesTransport
+
+    return (ResponsesTransport if kind == "responses" else A2ATransport)(url, token=token, timeout=timeout)
 
 
 def _conversation_ids(conv_map_file: str | None, items: list) -> Callable[[str], str]:
@@ -166,15 +183,208 @@ def _conversation_ids(conv_map_file: str | None, items: list) -> Callable[[str],
 
 
 async def _run(items: list, transport: Any, agent: str | None, conversation_id: Callable[[str], str],
-               panel_config: Any, call_judges: bool, no_cache: bool, pairwise: bool) -> Any:
+               panel_config: Any, call_judges: bool, no_cache: bool, pairwise: bool, trials: int) -> Any:
     from evalsi.cases import run_cases
     from evalsi.cases.judging import Panel
     from evalsi.judge_set import JudgeSet
 
     if panel_config is None:
         return await run_cases(items, transport, agent=agent, conversation_id=conversation_id,
-                               call_judges=call_judges)
+                               call_judges=call_judges, trials=trials)
     async with JudgeSet(panel_config.judges, cache=not no_cache) as judges:
         panel = Panel(panel_config, dict(judges.clients))
         return await run_cases(items, transport, agent=agent, conversation_id=conversation_id, panel=panel,
-                               call_judges=call_judges, pairwise=pairwise)
+                               call_judges=call_judges, pairwise=pairwise, trials=trials)
+
+
+def _panel(source: str, judges_file: str | None, judge_model: str | None, judge_provider: str,
+           judge_base_url: str | None, judge_api_key_env: str | None) -> Any:
+    """The judge panel: --judges FILE, else <source>/evals.yaml; --judge-model replaces its judges."""
+    from evalsi.cases.judging import PanelConfig, load_panel, panel_for_source
+    from evalsi.judges import JudgeConfig
+
+    panel = load_panel(judges_file) if judges_file else panel_for_source(source)
+    if judge_model:
+        judge = {"model": judge_model, "provider": judge_provider, "name": judge_model}
+        if judge_base_url:
+            judge["base_url"] = judge_base_url
+        if judge_api_key_env:
+            judge["api_key_env"] = judge_api_key_env
+        panel = (panel or PanelConfig()).with_judge(JudgeConfig.from_mapping(judge, where="--judge-model"))
+    elif judge_base_url or judge_api_key_env:
+        raise BadInputError("--judge-base-url and --judge-api-key-env need --judge-model")
+    return panel
+
+
+def default_report_path(source: str, agent: str, now: datetime | None = None) -> Path:
+    """``evals/reports/<timestamp>-<agent>.json`` next to the source: under the source's parent directory,
+    or that parent's own ``reports/`` when the parent is itself ``evals/`` (as with ``evals/golden``)."""
+    parent = Path(source).resolve().parent
+    reports = parent / "reports" if parent.name == "evals" else parent / "evals" / "reports"
+    stamp = (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%SZ")
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", agent) or "agent"
+    path = reports / f"{stamp}-{safe}.json"
+    index = 2
+    while path.exists():  # two runs in one second: never overwrite a report
+        path = reports / f"{stamp}-{safe}-{index}.json"
+        index += 1
+    return path
+
+
+def _write_report(document: str, source: str, agent_name: str | None, report: Any, output: str | None,
+                  no_report: bool) -> Path | None:
+    """--output FILE, else the default path under evals/reports/, unless --no-report. The path written."""
+    if no_report:
+        return None
+    if output:
+        Path(output).write_text(document + "\n", encoding="utf-8")
+        return Path(output)
+    agents = sorted({r.agent for r in report.results if r.agent})
+    agent = agent_name or (agents[0] if len(agents) == 1 else "all")
+    path = default_report_path(source, agent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(document + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise BadInputError(f"cannot write the report to {path}: {exc.strerror or exc} (use --output or "
+                            "--no-report)") from None
+    return path
+
+
+@cases.command("simulate")
+@click.option("--source", required=True, type=click.Path(), help="A case YAML file or a directory of them.")
+@click.option("--agent-url", metavar="URL", help="A deployment speaking docs/agent-protocol.md.")
+@click.option("--agent-callable", metavar="MODULE:ATTR", help="An agent in this process (docs/agent-protocol.md).")
+@click.option("--agent-token", envvar="EVALSI_AGENT_TOKEN", help="Bearer token for --agent-url.")
+@click.option("--agent", "agent_name", metavar="NAME", help="Only the cases of this agent.")
+@click.option("--case", "case_id", metavar="ID", help="Only this persona case.")
+@click.option("--staging", is_flag=True, help="Declare the target a staging deployment (its tools are live).")
+@click.option("--eval-profile", metavar="NAME",
+              help="Run under the deployment's eval profile NAME (side-effect tools swapped for dry-runs); "
+                   "verified: --eval-tools must name every side-effect tool the agent declares.")
+@click.option("--eval-tools", metavar="A,B,C", default="", help="The side-effect tools --eval-profile swaps.")
+@click.option("--persona-model", envvar="EVALSI_PERSONA_MODEL", metavar="MODEL",
+              help="The model playing the customer (or EVALSI_PERSONA_MODEL).")
+@click.option("--persona-provider", default="openai", show_default=True, help="Provider of --persona-model.")
+@click.option("--persona-base-url", metavar="URL", help="Base URL of --persona-model's provider.")
+@click.option("--persona-api-key-env", metavar="VAR", help="Environment variable holding the persona's API key.")
+@click.option("--conv", metavar="ID", help="The conversation id (one case, one trial): continue a session on purpose.")
+@click.option("--timeout", default=120.0, show_default=True, type=click.FloatRange(min=0, min_open=True),
+              help="Seconds per HTTP request (a turn's whole stream).")
+@click.option("--judges", "judges_file", type=click.Path(dir_okay=False), metavar="FILE",
+              help="The judge panel; default <source>/evals.yaml when present.")
+@click.option("--judge-model", metavar="MODEL", help="One judge for this run; overrides the panel's judges.")
+@click.option("--judge-provider", default="openai", show_default=True, help="Provider of --judge-model.")
+@click.option("--judge-base-url", metavar="URL", help="Base URL of --judge-model's provider.")
+@click.option("--judge-api-key-env", metavar="VAR", help="Environment variable holding the judge's API key.")
+@click.option("--no-cache", is_flag=True, help="Bypass the judge cache (the persona is never cached).")
+@click.option("--trials", default=1, show_default=True, type=click.IntRange(min=1),
+              help="Simulate each case N times, each in a fresh conversation; report pass@k and pass^k.")
+@click.option("--no-report", is_flag=True, help="Do not write the JSON report (default: evals/reports/).")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option("--output", "-o", type=click.Path(dir_okay=False), help="Write the JSON report here.")
+@handle_errors
+def simulate_command(
+    source: str, agent_url: str | None, agent_callable: str | None, agent_token: str | None, agent_name: str | None,
+    case_id: str | None, staging: bool, eval_profile: str | None, eval_tools: str, persona_model: str | None,
+    persona_provider: str, persona_base_url: str | None, persona_api_key_env: str | None, conv: str | None,
+    timeout: float, judges_file: str | None, judge_model: str | None, judge_provider: str,
+    judge_base_url: str | None, judge_api_key_env: str | None, no_cache: bool, trials: int, no_report: bool,
+    fmt: str, output: str | None,
+) -> None:
+    """Simulate the customer of every persona case under --source against an agent, and grade the transcript.
+
+    A persona model plays the customer knowing only the case's `knows` facts, turn by turn, until max_turns or
+    a stop marker (<<goal_met>>, <<gave_up>>). Every transcript is marked simulated: true. The agent's tools
+    are NOT disarmed, so --staging or a verified --eval-profile is required. A refused seed is an error.
+
+    Exit codes: as `evalsi cases run` (0, 3 a case failed, 2 bad input or refused, 1 a case could not run).
+    """
+    from evalsi.cases import CallableTransport, HttpTransport, exit_code, load_cases, render_table
+    from evalsi.cases.model import Case
+
+    if not staging and not eval_profile:
+        raise BadInputError("a simulated conversation does not disarm the agent's tools: give --staging (the "
+                            "target is a staging deployment) or --eval-profile NAME --eval-tools A,B (its "
+                            "side-effect tools are swapped for dry-runs)")
+    if eval_tools and not eval_profile:
+        raise BadInputError("--eval-tools needs --eval-profile")
+    if bool(agent_url) == bool(agent_callable):
+        raise BadInputError("give exactly one of --agent-url URL and --agent-callable MODULE:ATTR")
+    if not persona_model:
+        raise BadInputError("--persona-model MODEL (or EVALSI_PERSONA_MODEL) is required: the model playing the "
+                            "customer")
+    if no_report and output:
+        raise BadInputError("--no-report and --output contradict each other; give one")
+    items = load_cases(source)
+    if agent_name:
+        items = [item for item in items if item.agent is None or item.agent == agent_name]
+    if case_id:
+        items = [item for item in items if item.id == case_id]
+        if not items:
+            raise BadInputError(f"--case {case_id}: no case with this id under {source}")
+    personas = [item for item in items if isinstance(item, Case) and item.persona is not None]
+    if not personas:
+        raise BadInputError(f"no persona case under {source}" + (f" for agent {agent_name}" if agent_name else "")
+                            + "; replay cases run with `evalsi cases run`")
+    if conv and (len(personas) > 1 or trials > 1):
+        raise BadInputError("--conv names one conversation: it needs exactly one persona case (--case ID) and "
+                            "--trials 1")
+    panel = _panel(source, judges_file, judge_model, judge_provider, judge_base_url, judge_api_key_env)
+    judged = panel is not None and bool(panel.judges)
+    persona: dict[str, Any] = {"model": persona_model, "provider": persona_provider, "name": "persona"}
+    if persona_base_url:
+        persona["base_url"] = persona_base_url
+    if persona_api_key_env:
+        persona["api_key_env"] = persona_api_key_env
+    from evalsi.judges import JudgeConfig
+
+    persona_config = JudgeConfig.from_mapping(persona, where="--persona-model")
+    tools = [tool.strip() for tool in eval_tools.split(",") if tool.strip()]
+    transport = (
+        HttpTransport(agent_url, token=agent_token, timeout=timeout, eval_profile=eval_profile) if agent_url
+        else CallableTransport.from_spec(agent_callable or "")
+    )
+    report = asyncio.run(_simulate(items, personas, transport, persona_config, panel if judged else None,
+                                   no_cache, trials, conv, eval_profile, tools))
+    report.notices.insert(0, "target declared staging (--staging)" if staging and not eval_profile else
+                          f"eval profile {eval_profile}: side-effect tools covered by --eval-tools "
+                          f"({', '.join(tools) or 'none declared'})")
+    document = json.dumps(report.to_dict(), indent=2, ensure_ascii=False)
+    written = _write_report(document, source, agent_name, report, output, no_report)
+    click.echo(document if fmt == "json" else render_table(report))
+    if written is not None and fmt == "table":  # JSON on stdout stays one document
+        click.echo(f"report: {written}")
+    sys.exit(exit_code(report))
+
+
+async def _simulate(items: list, personas: list, transport: Any, persona_config: Any, panel_config: Any,
+                    no_cache: bool, trials: int, conv: str | None, eval_profile: str | None,
+                    eval_tools: list[str]) -> Any:
+    from evalsi.cases.judging import Panel
+    from evalsi.cases.simulate import Simulator, check_eval_profile, simulated_conversation_id
+    from evalsi.cases.transport import DescriptionUnavailable
+    from evalsi.judge_set import JudgeSet
+
+    try:
+        if eval_profile:  # verified before a single turn: every side-effect tool must be covered
+            descriptions: dict[str, Any] = {}
+            for case in personas:
+                if case.agent not in descriptions:
+                    try:
+                        descriptions[case.agent] = await transport.describe(case.agent, case.tenant)
+                    except DescriptionUnavailable:
+                        descriptions[case.agent] = None
+            check_eval_profile(eval_profile, eval_tools, descriptions)
+        conversation_id = (lambda _case: conv) if conv else simulated_conversation_id
+        async with JudgeSet({"persona": persona_config}, cache=False) as persona_set:
+            client = persona_set.clients["persona"]
+            if panel_config is None:
+                simulator = Simulator(transport, client, conversation_id=conversation_id, trials=trials)
+                return await simulator.run(items)
+            async with JudgeSet(panel_config.judges, cache=not no_cache) as judges:
+                simulator = Simulator(transport, client, conversation_id=conversation_id, trials=trials,
+                                      panel=Panel(panel_config, dict(judges.clients)))
+                return await simulator.run(items)
+    finally:
+        await transport.close()

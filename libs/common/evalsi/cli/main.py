@@ -11,6 +11,7 @@ from evalsi.cli.eval_cmd import eval_command
 from evalsi.cli.run_cmd import run_command
 from evalsi.cli.runs_cmd import runs
 from evalsi.cli.serve_cmd import serve_command
+from evalsi.cli.traces_cmd import traces
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "auto_envvar_prefix": "EVALSI"})
@@ -29,6 +30,7 @@ cli.add_command(compare_command)
 cli.add_command(run_command)
 cli.add_command(runs)
 cli.add_command(serve_command)
+cli.add_command(traces)
 
 
 def main() -> None:

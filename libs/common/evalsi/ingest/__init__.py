@@ -39,6 +39,8 @@ from .mappers import (
     map_span,
 )
 from .pipeline import AssemblingSink, complete_once, open_trace_store, run_completion_loop
+from .redaction import BUILTINS as REDACTION_BUILTINS
+from .redaction import RedactionRule, Redactor
 from .sqlite_store import SqliteTraceStore, TracePage, TraceSummary
 
 __all__ = [
@@ -51,6 +53,7 @@ __all__ = [
     "OPENLLMETRY",
     "PROJECT_ATTRIBUTE",
     "PROJECT_HEADER",
+    "REDACTION_BUILTINS",
     "TRACES_PATH",
     "AssemblingSink",
     "CompletedTrace",
@@ -62,6 +65,8 @@ __all__ = [
     "Mapper",
     "OtlpGrpcReceiver",
     "OtlpHttpReceiver",
+    "RedactionRule",
+    "Redactor",
     "SpanSink",
     "SqliteTraceStore",
     "TraceAssembler",

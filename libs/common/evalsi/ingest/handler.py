@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
@@ -19,6 +19,9 @@ from evalsi.errors import BadInputError
 
 from .attributes import attributes_to_dict
 from .mappers import DEFAULT_MAPPERS, MappedSpan, Mapper, map_resource_spans
+
+if TYPE_CHECKING:
+    from .redaction import Redactor
 
 PROJECT_HEADER = "x-evalsi-project"
 PROJECT_ATTRIBUTE = "evalsi.project"
@@ -49,8 +52,9 @@ class ExportHandler:
     """Maps an ``ExportTraceServiceRequest`` and hands its spans to the sink, one call per project."""
 
     def __init__(self, sink: SpanSink, *, default_project: str = DEFAULT_PROJECT,
-                 mappers: Sequence[Mapper] = DEFAULT_MAPPERS) -> None:
+                 mappers: Sequence[Mapper] = DEFAULT_MAPPERS, redactor: Redactor | None = None) -> None:
         self.sink = sink
+        self.redactor = redactor
         self.default_project = check_project(default_project, "default project")
         self.mappers = tuple(mappers)
         self.stats = ExportStats()
@@ -75,7 +79,11 @@ class ExportHandler:
                     reasons.append(f"resource attribute {PROJECT_ATTRIBUTE} {project!r} is not a project "
                                    f"({PROJECT_FORM}): {count} spans rejected")
                     continue
+            if self.redactor is not None:  # before mapping, so nothing mapped from a secret keeps it
+                self.redactor.redact_resource_spans(project, resource_spans)
             mapped = map_resource_spans(resource_spans, self.mappers)
+            if self.redactor is not None:
+                self.redactor.redact_spans(project, mapped.spans)
             rejected += mapped.rejected
             reasons.extend(f"{reason}" for reason in mapped.reasons if reason not in reasons)
             if mapped.spans:

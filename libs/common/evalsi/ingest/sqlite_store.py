@@ -268,6 +268,13 @@ class SqliteTraceStore:
         token = _encode_token(traces[-1].start_ns, traces[-1].trace_id) if len(rows) > limit else ""
         return TracePage(traces, token)
 
+    async def get_summary(self, project: str, trace_id: str) -> TraceSummary | None:
+        """The summary row of one trace in this project, or None."""
+        sql = (f"SELECT {', '.join(_TRACE_COLUMNS)} FROM traces WHERE project_id = ? AND tenant_id = ? "
+               "AND trace_id = ?")
+        row = await self._run(lambda conn: conn.execute(sql, (project, TENANT, trace_id.lower())).fetchone())
+        return TraceSummary(*row) if row else None
+
     async def get_spans(self, project: str, trace_id: str) -> list[MappedSpan]:
         sql = ("SELECT trace_id, span_id, parent_span_id, name, start_ns, end_ns, error, session_id, mapper, "
                "service_name, step, resource, scope FROM spans WHERE project_id = ? AND tenant_id = ? "

@@ -1,0 +1,293 @@
+"""Redaction at ingest: per-project regex rules applied to spans before anything is stored or published.
+
+A rules file (YAML or JSON) maps a project (or ``"*"``, every project) to a list of rules::
+
+    shop:
+      - email                                   # a built-in rule by name: email, credit_card, cpf
+      - {builtin: cpf, replacement: "[CPF]"}
+      - {pattern: "sk-[A-Za-z0-9]{20,}", replacement: "[KEY]", attributes: ["gen_ai.*", "llm.*"]}
+    "*":
+      - credit_card
+
+A rule without ``attributes`` applies to every string value: span, event, link and resource attribute values
+(inside arrays and kvlists too), the span's status message, and, after mapping, the step's content, tool call
+and attributes (so content a mapper decoded from JSON is covered as well). A rule with ``attributes`` (globs
+over attribute keys, ``fnmatch`` style) applies only to the values of matching attributes, before mapping, so
+content mapped from them is redacted too. Invalid files and regexes are refused at start, naming the rule.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from google.protobuf.message import Message
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans
+
+from evalsi.errors import BadInputError
+
+from .handler import check_project
+from .mappers import MappedSpan
+
+DEFAULT_REPLACEMENT = "[REDACTED]"
+ALL_PROJECTS = "*"
+_RULE_KEYS = ("pattern", "builtin", "replacement", "attributes", "name")
+# Step fields that identify rather than carry content; redacting them would break the trace's shape.
+_STEP_IDENTITY = frozenset({"id", "parent_id", "span_id", "name", "model"})
+
+
+def _luhn(text: str) -> bool:
+    digits = [int(c) for c in text if c.isdigit()]
+    if not 13 <= len(digits) <= 19:
+        return False
+    total = 0
+    for i, digit in enumerate(reversed(digits)):
+        if i % 2:
+            digit *= 2
+            if digit > 9:
+                digit -= 9
+        total += digit
+    return total % 10 == 0
+
+
+def _cpf_valid(text: str) -> bool:
+    digits = [int(c) for c in text if c.isdigit()]
+    if len(digits) != 11 or len(set(digits)) == 1:
+        return False
+    for n in (9, 10):
+        check = sum(d * w for d, w in zip(digits[:n], range(n + 1, 1, -1), strict=True)) * 10 % 11 % 10
+        if check != digits[n]:
+            return False
+    return True
+
+
+@dataclass(frozen=True)
+class Builtin:
+    pattern: str
+    check: Callable[[str], bool] | None = None
+    description: str = ""
+
+
+BUILTINS: dict[str, Builtin] = {
+    "email": Builtin(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}", None, "e-mail addresses"),
+    "credit_card": Builtin(r"(?<!\d)(?:\d[ -]?){12,18}\d(?!\d)", _luhn,
+                           "payment card numbers (13 to 19 digits, spaces or dashes allowed, Luhn-checked)"),
+    "cpf": Builtin(r"(?<!\d)\d{3}\.?\d{3}\.?\d{3}-?\d{2}(?!\d)", _cpf_valid,
+                   "Brazilian CPF numbers (formatted or not, check digits verified)"),
+}
+
+
+@dataclass(frozen=True)
+class RedactionRule:
+    name: str
+    pattern: re.Pattern[str]
+    replacement: str = DEFAULT_REPLACEMENT
+    attributes: tuple[str, ...] = ()  # empty: every string value
+    check: Callable[[str], bool] | None = None
+
+    def applies_to(self, key: str) -> bool:
+        return not self.attributes or any(fnmatch.fnmatchcase(key, glob) for glob in self.attributes)
+
+    def apply(self, text: str) -> str:
+        if self.check is None:
+            return self.pattern.sub(self.replacement, text)
+        check, replacement = self.check, self.replacement
+        return self.pattern.sub(lambda m: replacement if check(m.group(0)) else m.group(0), text)
+
+
+def parse_rule(item: Any, where: str) -> RedactionRule:
+    if isinstance(item, str):
+        item = {"builtin": item}
+    if not isinstance(item, Mapping):
+        raise BadInputError(f"{where}: a rule is a built-in name ({', '.join(BUILTINS)}) or a mapping "
+                            "{pattern, replacement, attributes}")
+    unknown = sorted(set(item) - set(_RULE_KEYS))
+    if unknown:
+        raise BadInputError(f"{where}: {unknown[0]}: unknown key; accepted: {', '.join(_RULE_KEYS)}")
+    if ("pattern" in item) == ("builtin" in item):
+        raise BadInputError(f"{where}: give exactly one of pattern (a regex) or builtin ({', '.join(BUILTINS)})")
+    replacement = item.get("replacement", DEFAULT_REPLACEMENT)
+    if not isinstance(replacement, str):
+        raise BadInputError(f"{where}: replacement: must be a string")
+    globs = item.get("attributes", [])
+    if isinstance(globs, str):
+        globs = [globs]
+    if not isinstance(globs, list) or not all(isinstance(g, str) and g for g in globs):
+        raise BadInputError(f"{where}: attributes: a list of attribute-key globs such as 'gen_ai.*'")
+    check = None
+    if "builtin" in item:
+        builtin = BUILTINS.get(str(item["builtin"]))
+        if builtin is None:
+            raise BadInputError(f"{where}: builtin {item['builtin']!r} is unknown; accepted: {', '.join(BUILTINS)}")
+        source, check, name = builtin.pattern, builtin.check, str(item["builtin"])
+    else:
+        source = item["pattern"]
+        if not isinstance(source, str) or not source:
+            raise BadInputError(f"{where}: pattern: must be a non-empty regex string")
+        name = str(item.get("name") or source)
+    try:
+        pattern = re.compile(source)
+    except re.error as exc:
+        raise BadInputError(f"{where}: pattern {source!r} is not a valid regex: {exc}") from None
+    if pattern.match(""):
+        raise BadInputError(f"{where}: pattern {source!r} matches the empty string; it would redact nothing useful "
+                            "and insert the replacement everywhere")
+    try:
+        pattern.sub(replacement, "")
+        pattern.sub(replacement, source)
+    except (re.error, IndexError) as exc:
+        raise BadInputError(f"{where}: replacement {replacement!r} is invalid for this pattern: {exc}") from None
+    return RedactionRule(name=str(item.get("name") or name), pattern=pattern, replacement=replacement,
+                         attributes=tuple(globs), check=check)
+
+
+@dataclass
+class Redactor:
+    """Rules by project; ``"*"`` rules apply to every project, before the project's own."""
+
+    rules: dict[str, tuple[RedactionRule, ...]] = field(default_factory=dict)
+
+    @classmethod
+    def from_mapping(cls, document: Any, where: str) -> Redactor:
+        if document is None:
+            return cls()
+        if not isinstance(document, Mapping):
+            raise BadInputError(f"{where}: expected a mapping of project to a list of rules")
+        rules: dict[str, tuple[RedactionRule, ...]] = {}
+        for project, items in document.items():
+            project = str(project)
+            if project != ALL_PROJECTS:
+                check_project(project, f"{where}: project")
+            if not isinstance(items, list):
+                raise BadInputError(f"{where}: {project}: expected a list of rules")
+            rules[project] = tuple(parse_rule(item, f"{where}: {project}[{i}]") for i, item in enumerate(items))
+        return cls(rules)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Redactor:
+        source = Path(path)
+        try:
+            text = source.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise BadInputError(f"--redact {source}: cannot read: {exc.strerror or exc}") from None
+        try:
+            document = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise BadInputError(f"--redact {source}: invalid YAML or JSON: {exc}") from None
+        return cls.from_mapping(document, f"--redact {source}")
+
+    def for_project(self, project: str) -> tuple[RedactionRule, ...]:
+        return self.rules.get(ALL_PROJECTS, ()) + self.rules.get(project, ())
+
+    # --- before mapping: the OTLP request -----------------------------------------------------------------
+
+    def redact_resource_spans(self, project: str, resource_spans: ResourceSpans) -> None:
+        """Redact the raw spans of one resource in place."""
+        rules = self.for_project(project)
+        if not rules:
+            return
+        _redact_kvs(resource_spans.resource.attributes, rules)
+        everywhere = [r for r in rules if not r.attributes]
+        for scope_spans in resource_spans.scope_spans:
+            for span in scope_spans.spans:
+                _redact_kvs(span.attributes, rules)
+                for event in span.events:
+                    _redact_kvs(event.attributes, rules)
+                for link in span.links:
+                    _redact_kvs(link.attributes, rules)
+                if span.status.message and everywhere:
+                    span.status.message = _apply(everywhere, span.status.message)
+
+    # --- after mapping: the steps -----------------------------------------------------------------------
+
+    def redact_spans(self, project: str, spans: Sequence[MappedSpan]) -> None:
+        """Redact the mapped steps' content, tool calls and attributes in place (rules without globs)."""
+        everywhere = [r for r in self.for_project(project) if not r.attributes]
+        if not everywhere:
+            return
+        for span in spans:
+            _redact_message(span.step, everywhere, skip=_STEP_IDENTITY)
+
+
+def _apply(rules: Iterable[RedactionRule], text: str) -> str:
+    for rule in rules:
+        text = rule.apply(text)
+    return text
+
+
+def _apply_json(rules: Sequence[RedactionRule], value: Any) -> Any:
+    if isinstance(value, str):
+        return _apply(rules, value)
+    if isinstance(value, list):
+        return [_apply_json(rules, item) for item in value]
+    if isinstance(value, dict):
+        return {key: _apply_json(rules, item) for key, item in value.items()}
+    return value
+
+
+def _redact_text(rules: Sequence[RedactionRule], text: str) -> str:
+    """A JSON document (messages, tool arguments) is redacted value by value, so escapes such as ``\\u0040``
+    hide nothing and a replacement never breaks the JSON; any other text as it is."""
+    if text.lstrip()[:1] in ("[", "{"):
+        try:
+            document = json.loads(text)
+        except ValueError:
+            pass
+        else:
+            redacted = _apply_json(rules, document)
+            return text if redacted == document else json.dumps(redacted, ensure_ascii=False)
+    return _apply(rules, text)
+
+
+def _redact_kvs(kvs: Iterable[KeyValue], rules: Sequence[RedactionRule]) -> None:
+    for kv in kvs:
+        matching = [r for r in rules if r.applies_to(kv.key)]
+        if matching:
+            _redact_any(kv.value, matching)
+
+
+def _redact_any(value: AnyValue, rules: Sequence[RedactionRule]) -> None:
+    kind = value.WhichOneof("value")
+    if kind == "string_value":
+        value.string_value = _redact_text(rules, value.string_value)
+    elif kind == "array_value":
+        for item in value.array_value.values:
+            _redact_any(item, rules)
+    elif kind == "kvlist_value":
+        for kv in value.kvlist_value.values:
+            _redact_any(kv.value, rules)
+
+
+def _redact_message(message: Message, rules: Sequence[RedactionRule], skip: frozenset[str] = frozenset()) -> None:
+    for descriptor, value in message.ListFields():
+        if descriptor.name in skip:
+            continue
+        if descriptor.message_type is not None and descriptor.message_type.GetOptions().map_entry:
+            value_field = descriptor.message_type.fields_by_name["value"]
+            container = getattr(message, descriptor.name)
+            for key in list(container):
+                if value_field.message_type is not None:
+                    _redact_message(container[key], rules)
+                elif value_field.type == value_field.TYPE_STRING:
+                    container[key] = _redact_text(rules, container[key])
+        elif descriptor.is_repeated:
+            container = getattr(message, descriptor.name)
+            if descriptor.message_type is not None:
+                for item in container:
+                    _redact_message(item, rules)
+            elif descriptor.type == descriptor.TYPE_STRING:
+                container[:] = [_redact_text(rules, item) for item in container]
+        elif descriptor.message_type is not None:
+            _redact_message(value, rules)
+        elif descriptor.type == descriptor.TYPE_STRING:
+            setattr(message, descriptor.name, _redact_text(rules, value))
+
+
+__all__ = ["BUILTINS", "DEFAULT_REPLACEMENT", "RedactionRule", "Redactor", "parse_rule"]

@@ -1,0 +1,156 @@
+"""Redaction at ingest: rules per project, built-ins, globs, and secrets that never reach the SQLite store."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+from ingest_helpers import make_span, resource_spans
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+from evalsi.errors import BadInputError
+from evalsi.ingest import ExportHandler, Redactor, SqliteTraceStore
+
+EMAIL = "ana.souza@example.com"
+CARD = "4111 1111 1111 1111"
+CPF = "529.982.247-25"
+KEY = "sk-ABCDEFGHIJKLMNOPQRSTUVWX"
+SECRETS = (EMAIL, CARD, CPF, "52998224725", "ana.souza", "4111")
+
+RULES = {
+    "shop": [
+        "email",
+        {"builtin": "credit_card", "replacement": "[CARD]"},
+        {"builtin": "cpf"},
+        {"pattern": r"sk-[A-Za-z0-9]{20,}", "replacement": "[KEY]", "attributes": ["gen_ai.*", "llm.*"]},
+    ],
+    "*": [{"pattern": r"internal-token-\d+", "name": "token"}],
+}
+
+
+def _request(project: str = "shop") -> ExportTraceServiceRequest:
+    messages = json.dumps([{"role": "user", "parts": [{"type": "text",
+                                                      "content": f"I am {EMAIL}, card {CARD}, CPF {CPF}"}]}])
+    # A JSON escape (\u0040 is "@") must not hide an address from the rules.
+    output = '[{"role": "assistant", "parts": [{"type": "text", "content": "Mailed ana.souza\\u0040example.com"}]}]'
+    root = make_span({"gen_ai.operation.name": "invoke_agent", "user.email": EMAIL, "gen_ai.request.key": KEY,
+                      "nested": {"deep": [f"cpf {CPF}", 3]}}, name="agent", span_id=1, error=f"failed for {EMAIL}")
+    chat = make_span({"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o-mini",
+                      "gen_ai.input.messages": messages, "gen_ai.output.messages": output,
+                      "gen_ai.usage.input_tokens": 10, "gen_ai.usage.output_tokens": 3,
+                      "other.key": KEY, "note": "internal-token-42"},
+                     name="chat", span_id=2, parent=1, start=1_100, end=1_900,
+                     events=[("exception", {"exception.message": f"card {CARD} declined"})])
+    return ExportTraceServiceRequest(resource_spans=[
+        resource_spans([root, chat], {"service.name": "svc", "evalsi.project": project, "owner": EMAIL}),
+    ])
+
+
+def _raw_db_text(path: Path) -> str:
+    """Every byte of the database files, and every row, as text."""
+    conn = sqlite3.connect(path)
+    rows = [repr(row) for table in ("spans", "traces") for row in conn.execute(f"SELECT * FROM {table}")]
+    conn.close()
+    raw = b"".join(p.read_bytes() for p in path.parent.iterdir() if p.name.startswith(path.name))
+    return "\n".join(rows) + raw.decode("latin-1")
+
+
+async def test_secrets_never_reach_the_store(tmp_path: Path) -> None:
+    db = tmp_path / "traces.db"
+    store = await SqliteTraceStore.open(db)
+    handler = ExportHandler(store, redactor=Redactor.from_mapping(RULES, "rules"))
+    await handler.export(_request())
+    record = await store.get_trace("shop", "0af7651916cd43dd8448eb211c80319c")
+    await store.close()
+    text = _raw_db_text(db)
+    for secret in SECRETS:
+        assert secret not in text, secret
+    assert "internal-token-42" not in text  # the "*" rule applies to every project
+    assert "[REDACTED]" in text and "[CARD]" in text and "[KEY]" in text
+    assert record is not None
+    chat = next(s for s in record.trajectory.steps if s.name == "chat")
+    assert chat.input.messages.messages[0].content == "I am [REDACTED], card [CARD], CPF [REDACTED]"
+    assert chat.output.messages.messages[0].content == "Mailed [REDACTED]"
+    assert chat.model == "gpt-4o-mini" and chat.usage.input_tokens == 10  # structure untouched
+    root = next(s for s in record.trajectory.steps if s.name == "agent")
+    assert root.error == "failed for [REDACTED]"
+    # A rule with attribute globs touches only the attributes they match.
+    assert root.attributes["gen_ai.request.key"].string_value == "[KEY]"
+    assert chat.attributes["other.key"].string_value == KEY
+    assert root.attributes["nested"].struct_value["deep"][0] == "cpf [REDACTED]"
+
+
+async def test_glob_rules_leave_other_attributes_alone(tmp_path: Path) -> None:
+    store = await SqliteTraceStore.open(tmp_path / "t.db")
+    rules = {"shop": [{"pattern": r"sk-[A-Za-z0-9]{20,}", "attributes": ["gen_ai.*"]}]}
+    handler = ExportHandler(store, redactor=Redactor.from_mapping(rules, "rules"))
+    await handler.export(_request())
+    record = await store.get_trace("shop", "0af7651916cd43dd8448eb211c80319c")
+    await store.close()
+    assert record is not None
+    chat = next(s for s in record.trajectory.steps if s.name == "chat")
+    root = next(s for s in record.trajectory.steps if s.name == "agent")
+    assert root.attributes["gen_ai.request.key"].string_value == "[REDACTED]"
+    assert chat.attributes["other.key"].string_value == KEY
+    assert root.attributes["user.email"].string_value == EMAIL
+
+
+async def test_other_projects_are_untouched(tmp_path: Path) -> None:
+    store = await SqliteTraceStore.open(tmp_path / "t.db")
+    handler = ExportHandler(store, redactor=Redactor.from_mapping({"shop": ["email"]}, "rules"))
+    await handler.export(_request("blog"))
+    record = await store.get_trace("blog", "0af7651916cd43dd8448eb211c80319c")
+    await store.close()
+    assert record is not None
+    root = next(s for s in record.trajectory.steps if s.name == "agent")
+    assert root.attributes["user.email"].string_value == EMAIL
+
+
+def test_builtins_check_what_they_match() -> None:
+    redactor = Redactor.from_mapping({"p": ["email", "credit_card", "cpf"]}, "rules")
+    (email, card, cpf) = redactor.for_project("p")
+    assert email.apply(f"write to {EMAIL}.") == "write to [REDACTED]."
+    assert card.apply(f"{CARD} and 4111-1111-1111-1111") == "[REDACTED] and [REDACTED]"
+    assert card.apply("order 1234 5678 9012 3456") == "order 1234 5678 9012 3456"  # fails the Luhn check
+    assert cpf.apply(f"{CPF} / 52998224725 / 529.982.247-26") == "[REDACTED] / [REDACTED] / 529.982.247-26"
+
+
+@pytest.mark.parametrize(
+    ("rules", "message"),
+    [
+        ({"shop": [{"pattern": "(unclosed"}]}, r"shop\[0\]: pattern '\(unclosed' is not a valid regex"),
+        ({"shop": ["email", "passport"]}, r"shop\[1\]: builtin 'passport' is unknown"),
+        ({"shop": [{"pattern": "x", "builtin": "email"}]}, "exactly one of pattern"),
+        ({"shop": [{"pattern": "x", "colour": "red"}]}, "colour: unknown key"),
+        ({"shop": [{"pattern": "x*"}]}, "matches the empty string"),
+        ({"shop": [{"pattern": "x", "replacement": r"\1"}]}, "replacement"),
+        ({"shop": [{"pattern": "x", "attributes": [3]}]}, "attributes"),
+        ({"shop": "email"}, "expected a list of rules"),
+        ({"a b": ["email"]}, "project"),
+        (["email"], "expected a mapping"),
+    ],
+)
+def test_bad_rules_are_refused_naming_the_rule(rules: object, message: str) -> None:
+    with pytest.raises(BadInputError, match=message):
+        Redactor.from_mapping(rules, "rules.yaml")
+
+
+def test_ingest_refuses_a_bad_rules_file_at_start(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from evalsi_ingest.main import main
+
+    bad = tmp_path / "redact.yaml"
+    bad.write_text("shop:\n  - email\n  - pattern: '[a-'\n")
+    assert main(["--redact", str(bad), "--http-port", "0", "--grpc-port", "0"]) == 2
+    err = capsys.readouterr().err
+    assert str(bad) in err and "shop[1]" in err and "not a valid regex" in err
+    assert main(["--redact", str(tmp_path / "missing.yaml")]) == 2
+    good = tmp_path / "redact.json"
+    good.write_text(json.dumps(RULES))
+    from evalsi_ingest.main import settings_from_args
+
+    settings = settings_from_args(["--redact", str(good)])
+    settings.validate()
+    redactor = settings.redactor()
+    assert redactor is not None and len(redactor.for_project("shop")) == 5
