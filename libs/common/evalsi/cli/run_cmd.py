@@ -153,7 +153,7 @@ def run_command(
     no_wait: bool,
     project: str | None,
 ) -> None:
-    """Run a target over a dataset and grade it (Run), embedded: no server.
+    """Run a target over a dataset and grade it (Run): embedded, or on a server with --server.
 
     Prints n, mean, the confidence interval, skipped and errors per metric, then each gate as ✓ or ✗
     with the values it read. Infrastructure failures (a provider down after retries) are errors counted
