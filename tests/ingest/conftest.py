@@ -1,8 +1,13 @@
-"""Fixtures for ingest: a SQLite trace store, and both receivers on free ports."""
+"""Fixtures for ingest: a SQLite trace store, the store contract over SQLite and ClickHouse, both receivers.
+
+One real ClickHouse server runs per session (``ClickHouseServer``); each contract test gets its own database. When
+ClickHouse cannot start, the tests that need it fail with the server's log, never skip.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+import itertools
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,6 +19,7 @@ from ingest_helpers import MAX_BODY
 
 from evalsi.ingest import (
     AssemblingSink,
+    ClickHouseTraceStore,
     ExportHandler,
     OtlpHttpReceiver,
     SqliteTraceStore,
@@ -21,6 +27,9 @@ from evalsi.ingest import (
     start_grpc_receiver,
     start_http_receiver,
 )
+from evalsi.testing.services import ClickHouseServer
+
+_databases = itertools.count(1)
 
 
 class FailingSink:
@@ -46,13 +55,40 @@ async def store(tmp_path: Path) -> AsyncIterator[SqliteTraceStore]:
     await store.close()
 
 
+@pytest.fixture(scope="session")
+def clickhouse_server() -> Iterator[ClickHouseServer]:
+    with ClickHouseServer() as server:
+        yield server
+
+
+@pytest.fixture
+def trace_store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh trace-store URL for the backend named by the test's ``backend`` parameter."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/traces.db"
+    server: ClickHouseServer = request.getfixturevalue("clickhouse_server")
+    return server.url_for(f"contract_{next(_databases)}")
+
+
+@pytest.fixture
+async def trace_store(trace_store_url: str) -> AsyncIterator[SqliteTraceStore | ClickHouseTraceStore]:
+    from evalsi.ingest import open_trace_store
+
+    store = await open_trace_store(trace_store_url)
+    yield store
+    await store.close()
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Every test that takes ``trace_store`` or ``trace_store_url`` runs against both stores: the contract."""
+    if {"trace_store", "trace_store_url"} & set(metafunc.fixturenames):
+        metafunc.parametrize("trace_store_url", ["sqlite", "clickhouse"], indirect=True)
+
+
 async def _start(handler: ExportHandler, max_body: int) -> tuple[web.AppRunner, grpc.aio.Server, int, int]:
     runner, http_port = await start_http_receiver(OtlpHttpReceiver(handler, max_body_bytes=max_body), "127.0.0.1", 0)
     server, grpc_port = await start_grpc_receiver(handler, "127.0.0.1", 0, max_body_bytes=max_body)
     return runner, server, http_port, grpc_port
-
-
-
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""The SQLite trace store: idempotent span upserts, revisions, project isolation, listing and paging."""
+"""The trace-store contract, run against SQLite and ClickHouse: idempotent span upserts, revisions, project
+isolation, listing and paging, completion, reopening and URLs."""
 
 from __future__ import annotations
 
@@ -6,7 +7,9 @@ import pytest
 from ingest_helpers import make_span
 
 from evalsi.errors import BadInputError
-from evalsi.ingest import SqliteTraceStore, map_span, open_trace_store
+from evalsi.ingest import ClickHouseTraceStore, SqliteTraceStore, map_span, open_trace_store
+
+Store = SqliteTraceStore | ClickHouseTraceStore
 
 
 def _spans(trace_byte: int, start: int, *, error: bool = False, service: str = "svc") -> list:
@@ -19,54 +22,56 @@ def _spans(trace_byte: int, start: int, *, error: bool = False, service: str = "
     return [map_span(s, {"service.name": service}) for s in (root, chat)]
 
 
-async def test_consume_get_and_idempotent_retry(store: SqliteTraceStore) -> None:
+async def test_consume_get_and_idempotent_retry(trace_store: Store) -> None:
     root, chat = _spans(1, 1000)
-    await store.consume("p", [chat])
-    (summary,) = (await store.list_traces("p")).traces
+    await trace_store.consume("p", [chat])
+    (summary,) = (await trace_store.list_traces("p")).traces
     assert (summary.root_span_id, summary.span_count, summary.revision) == ("", 1, 1)
-    await store.consume("p", [root, chat])  # the chat span again, as an OTLP retry would send it
-    (summary,) = (await store.list_traces("p")).traces
+    await trace_store.consume("p", [root, chat])  # the chat span again, as an OTLP retry would send it
+    (summary,) = (await trace_store.list_traces("p")).traces
     assert (summary.root_span_id, summary.span_count, summary.revision) == ("0000000000000001", 2, 2)
     assert (summary.input_tokens, summary.output_tokens, summary.session_id) == (5, 2, "s1")
-    record = await store.get_trace("p", root.trace_id)
+    record = await trace_store.get_trace("p", root.trace_id)
     assert record is not None and len(record.trajectory.steps) == 2
     assert record.usage.input_tokens == 5 and record.provenance.project == "p"
-    assert await store.get_trace("other", root.trace_id) is None
-    assert (await store.list_traces("other")).traces == []
+    assert await trace_store.get_trace("other", root.trace_id) is None
+    assert (await trace_store.list_traces("other")).traces == []
 
 
-async def test_list_filters_and_pages(store: SqliteTraceStore) -> None:
+async def test_list_filters_and_pages(trace_store: Store) -> None:
     for i in range(1, 6):
-        await store.consume("p", _spans(i, i * 1000, error=i == 3, service="a" if i % 2 else "b"))
-    page = await store.list_traces("p", limit=2)
+        await trace_store.consume("p", _spans(i, i * 1000, error=i == 3, service="a" if i % 2 else "b"))
+    page = await trace_store.list_traces("p", limit=2)
     assert [t.start_ns for t in page.traces] == [5000, 4000] and page.next_page_token
-    page2 = await store.list_traces("p", limit=2, page_token=page.next_page_token)
-    page3 = await store.list_traces("p", limit=2, page_token=page2.next_page_token)
+    page2 = await trace_store.list_traces("p", limit=2, page_token=page.next_page_token)
+    page3 = await trace_store.list_traces("p", limit=2, page_token=page2.next_page_token)
     assert [t.start_ns for t in page2.traces + page3.traces] == [3000, 2000, 1000] and page3.next_page_token == ""
-    assert [t.start_ns for t in (await store.list_traces("p", has_error=True)).traces] == [3000]
-    assert len((await store.list_traces("p", has_error=False)).traces) == 4
-    assert [t.start_ns for t in (await store.list_traces("p", service="b")).traces] == [4000, 2000]
-    assert [t.start_ns for t in (await store.list_traces("p", since_ns=2000, until_ns=4000)).traces] == [3000, 2000]
-    assert [t.session_id for t in (await store.list_traces("p", session_id="s2")).traces] == ["s2"]
+    assert [t.start_ns for t in (await trace_store.list_traces("p", has_error=True)).traces] == [3000]
+    assert len((await trace_store.list_traces("p", has_error=False)).traces) == 4
+    assert [t.start_ns for t in (await trace_store.list_traces("p", service="b")).traces] == [4000, 2000]
+    window = await trace_store.list_traces("p", since_ns=2000, until_ns=4000)
+    assert [t.start_ns for t in window.traces] == [3000, 2000]
+    assert [t.session_id for t in (await trace_store.list_traces("p", session_id="s2")).traces] == ["s2"]
     trace_id = page.traces[0].trace_id
-    await store.mark_completed("p", [trace_id])
-    (done,) = (await store.list_traces("p", completed=True)).traces
+    await trace_store.mark_completed("p", [trace_id])
+    (done,) = (await trace_store.list_traces("p", completed=True)).traces
     assert done.trace_id == trace_id and done.completions == 1 and done.completed_at is not None
-    assert len((await store.list_traces("p", completed=False)).traces) == 4
+    assert len((await trace_store.list_traces("p", completed=False)).traces) == 4
     with pytest.raises(BadInputError, match="limit"):
-        await store.list_traces("p", limit=0)
+        await trace_store.list_traces("p", limit=0)
     with pytest.raises(BadInputError, match="page_token"):
-        await store.list_traces("p", page_token="!!")
+        await trace_store.list_traces("p", page_token="!!")
 
 
-async def test_reopen_keeps_data_and_urls_are_checked(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    url = f"sqlite:///{tmp_path}/t.db"
+async def test_reopen_keeps_data_and_urls_are_checked(trace_store_url: str) -> None:
+    url = trace_store_url
     store = await open_trace_store(url)
     await store.consume("p", _spans(1, 1))
     await store.close()
     store = await open_trace_store(url)
     assert len((await store.list_traces("p")).traces) == 1
     await store.close()
-    for bad in ("clickhouse://x", "sqlite:///", "sqlite:///a.db?mode=ro"):
+    for bad in ("clickhouse://x", "clickhouse://x:9000/", "clickhouse://x:port/db", "clickhouse://x/a-b",
+                "sqlite:///", "sqlite:///a.db?mode=ro", "postgres://x/db"):
         with pytest.raises(BadInputError, match="trace store URL"):
             await open_trace_store(bad)

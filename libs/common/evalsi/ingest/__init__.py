@@ -2,7 +2,7 @@
 
 Pure parts: ``map_span``/``map_resource_spans`` (semantic-convention mappers), ``assemble_record`` and
 ``TraceAssembler`` (the completed-trace rule, with an injected clock). I/O at the edges: the receivers and the
-SQLite trace store. See docs/watch.md.
+trace stores (SQLite, ClickHouse). See docs/watch.md.
 """
 
 from .assembly import (
@@ -15,6 +15,7 @@ from .assembly import (
     sum_usage,
 )
 from .attributes import any_value_to_python, attributes_to_dict
+from .clickhouse_store import ClickHouseTraceStore
 from .grpc_receiver import OtlpGrpcReceiver, start_grpc_receiver
 from .handler import (
     DEFAULT_PROJECT,
@@ -56,6 +57,7 @@ __all__ = [
     "REDACTION_BUILTINS",
     "TRACES_PATH",
     "AssemblingSink",
+    "ClickHouseTraceStore",
     "CompletedTrace",
     "CompletionConfig",
     "ExportHandler",

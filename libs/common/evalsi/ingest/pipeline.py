@@ -17,12 +17,13 @@ from urllib.parse import unquote
 from evalsi.errors import BadInputError, InfraError
 
 from .assembly import CompletedTrace, TraceAssembler
+from .clickhouse_store import ClickHouseTraceStore
 from .handler import SpanSink
 from .mappers import MappedSpan
 from .sqlite_store import SqliteTraceStore
 
 log = logging.getLogger("evalsi.ingest")
-TRACE_URL_FORMS = "sqlite:///relative.db or sqlite:////absolute/path.db"
+TRACE_URL_FORMS = "sqlite:///relative.db, sqlite:////absolute/path.db or clickhouse://host[:tcp_port]/database"
 
 
 class CompletionStore(Protocol):
@@ -70,8 +71,14 @@ async def run_completion_loop(assembler: TraceAssembler, store: CompletionStore,
             await asyncio.wait_for(stop.wait(), interval_s)
 
 
-async def open_trace_store(url: str) -> SqliteTraceStore:
-    """Open the trace store at ``url``; only SQLite for now (ClickHouse later)."""
+async def open_trace_store(url: str) -> SqliteTraceStore | ClickHouseTraceStore:
+    """Open the trace store at ``url``: ``sqlite:///path`` or ``clickhouse://host[:tcp_port]/database``.
+
+    A ClickHouse URL names the native TCP port (9000 when omitted); the database is created if missing and the
+    schema migrated on open.
+    """
+    if url.startswith("clickhouse://"):
+        return await ClickHouseTraceStore.open(url)
     if not url.startswith("sqlite:///") or len(url) == len("sqlite:///"):
         raise BadInputError(f"trace store URL {url!r} is not supported; accepted: {TRACE_URL_FORMS}")
     path = url[len("sqlite:///"):]

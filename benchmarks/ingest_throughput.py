@@ -1,0 +1,171 @@
+"""Watch ingest throughput: OTLP/HTTP protobuf batches → normalized, redacted, stored, until queryable.
+
+    python benchmarks/ingest_throughput.py [--spans 200000] [--batch 2000] [--concurrency 4] [--store both]
+
+An in-process OTLP/HTTP receiver (``OtlpHttpReceiver`` on a free loopback port) feeds the ingest handler: each
+request is decoded, mapped to canonical steps (GenAI semantic conventions), redacted with one rule (``email``),
+stored, and observed by the trace assembler. Clients post pre-serialized ``ExportTraceServiceRequest`` bodies
+(``application/x-protobuf``) over loopback with ``--concurrency`` requests in flight. Traces have 5 spans (an agent
+root, two chats with token usage and content holding an e-mail address, a tool call, a retrieval). The clock runs
+from the first request until the last trace's summary reports all its spans and its spans are readable.
+
+ClickHouse: a throwaway ``ClickHouseServer`` (Debian's 18.16 here); SQLite: a file in a temporary directory.
+Target (DESIGN.md): at least 20,000 spans/s into ClickHouse.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import tempfile
+import time
+from typing import Any
+
+import aiohttp
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
+
+from evalsi.ingest import (
+    TRACES_PATH,
+    AssemblingSink,
+    ExportHandler,
+    OtlpHttpReceiver,
+    Redactor,
+    TraceAssembler,
+    map_resource_spans,
+    open_trace_store,
+    start_http_receiver,
+)
+from evalsi.ingest.redaction import parse_rule
+from evalsi.testing.services import ClickHouseServer
+
+TARGET_CLICKHOUSE = 20_000
+SPANS_PER_TRACE = 5
+PROJECT = "bench"
+
+
+def _kv(key: str, value: Any) -> KeyValue:
+    if isinstance(value, int):
+        return KeyValue(key=key, value=AnyValue(int_value=value))
+    return KeyValue(key=key, value=AnyValue(string_value=str(value)))
+
+
+def _trace(n: int, base_ns: int) -> list[Span]:
+    trace_id = n.to_bytes(16, "big")
+    start = base_ns + n * 1_000_000
+
+    def span(i: int, parent: int, name: str, attrs: dict[str, Any]) -> Span:
+        return Span(trace_id=trace_id, span_id=(n * 8 + i).to_bytes(8, "big"),
+                    parent_span_id=(n * 8 + parent).to_bytes(8, "big") if parent else b"", name=name,
+                    start_time_unix_nano=start + i * 1000, end_time_unix_nano=start + 900_000 - i,
+                    attributes=[_kv(k, v) for k, v in attrs.items()])
+
+    chat = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o-mini", "gen_ai.usage.input_tokens": 42,
+            "gen_ai.usage.output_tokens": 7,
+            "gen_ai.input.messages": f'[{{"role":"user","content":"mail user{n}@example.com about order {n}"}}]',
+            "gen_ai.output.messages": '[{"role":"assistant","content":"Done, the mail is sent."}]'}
+    return [
+        span(1, 0, "invoke_agent support", {"gen_ai.operation.name": "invoke_agent", "session.id": f"s{n % 97}"}),
+        span(2, 1, "chat gpt-4o-mini", chat),
+        span(3, 1, "execute_tool send_mail", {"gen_ai.operation.name": "execute_tool",
+                                              "gen_ai.tool.name": "send_mail",
+                                              "gen_ai.tool.call.arguments": f'{{"to":"user{n}@example.com"}}'}),
+        span(4, 1, "retrieve", {"gen_ai.operation.name": "retrieve", "retrieval.query": "refund policy"}),
+        span(5, 1, "chat gpt-4o-mini", chat),
+    ]
+
+
+def build_bodies(spans: int, batch: int) -> tuple[list[bytes], int]:
+    """Serialized requests with ``batch`` spans each (whole traces); returns the bodies and the last trace number."""
+    traces = spans // SPANS_PER_TRACE
+    per_request = max(1, batch // SPANS_PER_TRACE)
+    resource = Resource(attributes=[_kv("service.name", "support-agent"), _kv("evalsi.project", PROJECT)])
+    base = time.time_ns()
+    bodies = []
+    for first in range(1, traces + 1, per_request):
+        group = [s for n in range(first, min(first + per_request, traces + 1)) for s in _trace(n, base)]
+        request = ExportTraceServiceRequest(resource_spans=[ResourceSpans(
+            resource=resource, scope_spans=[ScopeSpans(spans=group)])])
+        bodies.append(request.SerializeToString())
+    return bodies, traces
+
+
+async def measure(url: str, bodies: list[bytes], last_trace: int, concurrency: int) -> tuple[float, int]:
+    store = await open_trace_store(url)
+    redactor = Redactor({"*": (parse_rule("email", "bench"),)})
+    handler = ExportHandler(AssemblingSink(store, TraceAssembler()), redactor=redactor)
+    runner, port = await start_http_receiver(OtlpHttpReceiver(handler), "127.0.0.1", 0)
+    endpoint = f"http://127.0.0.1:{port}{TRACES_PATH}"
+    queue: asyncio.Queue[bytes] = asyncio.Queue()
+    for body in bodies:
+        queue.put_nowait(body)
+    last_id = last_trace.to_bytes(16, "big").hex()
+    try:
+        async with aiohttp.ClientSession() as session:
+            async def client() -> None:
+                while not queue.empty():
+                    body = queue.get_nowait()
+                    async with session.post(endpoint, data=body,
+                                            headers={"Content-Type": "application/x-protobuf"}) as response:
+                        if response.status != 200:
+                            raise RuntimeError(f"ingest answered {response.status}: {await response.text()}")
+
+            started = time.perf_counter()
+            await asyncio.gather(*(client() for _ in range(concurrency)))
+            while True:  # until the last span is queryable
+                summary = await store.get_summary(PROJECT, last_id)
+                if summary is not None and summary.span_count == SPANS_PER_TRACE:
+                    record = await store.get_trace(PROJECT, last_id)
+                    if record is not None and len(record.trajectory.steps) == SPANS_PER_TRACE:
+                        break
+                await asyncio.sleep(0.001)
+            elapsed = time.perf_counter() - started
+        record = await store.get_trace(PROJECT, last_id)
+        assert record is not None and "example.com" not in str(record), "the email rule did not redact"
+        # The store alone: the same spans, mapped beforehand, consumed again under a second project.
+        mapped = []
+        for body in bodies:
+            request = ExportTraceServiceRequest.FromString(body)
+            mapped.append([span for rs in request.resource_spans for span in map_resource_spans(rs).spans])
+        store_started = time.perf_counter()
+        for batch in mapped:
+            await store.consume(PROJECT + "-store", batch)
+        return elapsed, time.perf_counter() - store_started
+    finally:
+        await runner.cleanup()
+        await store.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--spans", type=int, default=200_000)
+    parser.add_argument("--batch", type=int, default=2_000, help="spans per OTLP request")
+    parser.add_argument("--concurrency", type=int, default=4)
+    parser.add_argument("--store", choices=("both", "clickhouse", "sqlite"), default="both")
+    args = parser.parse_args()
+    bodies, last_trace = build_bodies(args.spans, args.batch)
+    total = last_trace * SPANS_PER_TRACE
+    print(f"{total} spans in {len(bodies)} OTLP/HTTP protobuf requests of {args.batch} spans, "
+          f"{args.concurrency} in flight; e-mail redaction on")
+    results: list[tuple[str, float, float]] = []
+    if args.store in ("both", "clickhouse"):
+        with ClickHouseServer() as server:
+            elapsed, alone = asyncio.run(measure(server.url_for("bench"), bodies, last_trace, args.concurrency))
+        results.append(("clickhouse", elapsed, alone))
+    if args.store in ("both", "sqlite"):
+        with tempfile.TemporaryDirectory() as tmp:
+            elapsed, alone = asyncio.run(measure(f"sqlite:///{tmp}/traces.db", bodies, last_trace,
+                                                 args.concurrency))
+        results.append(("sqlite", elapsed, alone))
+    for name, elapsed, alone in results:
+        rate = total / elapsed
+        target = f"target >= {TARGET_CLICKHOUSE:,} spans/s: {'met' if rate >= TARGET_CLICKHOUSE else 'MISSED'}" \
+            if name == "clickhouse" else "no target (standalone store)"
+        print(f"{name:10s} end to end: {total} spans in {elapsed:6.2f} s = {rate:10,.0f} spans/s   ({target}); "
+              f"store alone (pre-mapped consume): {total / alone:10,.0f} spans/s")
+
+
+if __name__ == "__main__":
+    main()

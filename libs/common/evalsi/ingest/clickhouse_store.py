@@ -1,0 +1,345 @@
+"""The trace store on ClickHouse (server mode): the same methods as the SQLite store, on a schema 18.16 accepts.
+
+Tables (every row carries ``project_id`` and the reserved, empty ``tenant_id``):
+
+- ``spans``: ``ReplacingMergeTree(version)`` ordered by (project, tenant, trace, span), so an OTLP retry replaces
+  the span it repeats; times are ``UInt64`` nanoseconds, with a materialized ``DateTime`` (``start_time``) that
+  partitions by day (``toYYYYMMDD``). The canonical ``Step`` is stored as its protobuf bytes.
+- ``traces``: one summary row per revision, ``ReplacingMergeTree(version)`` ordered by (project, tenant, trace)
+  and partitioned by the day the trace was first seen, so every revision of a trace lands in one partition and
+  ``FINAL`` keeps only the newest.
+
+Reads use ``FINAL`` with ``optimize_move_to_prewhere = 0``, so filters on summary columns apply after the
+replacing merge, never to a superseded revision. Writes are columnar batches. Like the SQLite store, one client
+on one dedicated thread serializes this store's writes, which keeps ``revision`` (read, + 1, write) exact for a
+single ingest process. Neither TTL, DateTime64 nor LowCardinality is used: 18.16 lacks them (retention, when it
+comes, is a scheduled ``ALTER TABLE ... DELETE``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import re
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from evalsi.errors import BadInputError, InfraError
+from evalsi.v1alpha1.record_pb2 import Record, Step
+
+from .assembly import assemble_record, counts_toward_usage
+from .mappers import MappedSpan
+from .sqlite_store import MAX_PAGE, TENANT, TracePage, TraceSummary, _decode_token, _encode_token
+
+T = TypeVar("T")
+DEFAULT_PORT = 9000
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Filters on non-key columns must see rows after FINAL's replacing merge, not before it in PREWHERE.
+_READ_SETTINGS = {"optimize_move_to_prewhere": 0}
+
+_MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
+    (1, (
+        """CREATE TABLE IF NOT EXISTS spans (
+            project_id String, tenant_id String, trace_id String, span_id String, parent_span_id String,
+            name String, service_name String, session_id String, mapper String, scope String,
+            start_ns UInt64, end_ns UInt64, start_time DateTime MATERIALIZED toDateTime(intDiv(start_ns, 1000000000)),
+            error UInt8, step_type Int32, input_tokens UInt64, output_tokens UInt64, step String, resource String,
+            received_at Float64, version UInt64
+        ) ENGINE = ReplacingMergeTree(version)
+        PARTITION BY toYYYYMMDD(start_time)
+        ORDER BY (project_id, tenant_id, trace_id, span_id)""",
+        """CREATE TABLE IF NOT EXISTS traces (
+            project_id String, tenant_id String, trace_id String, root_span_id String, root_name String,
+            service_name String, session_id String, start_ns UInt64, end_ns UInt64, span_count UInt64,
+            error_count UInt64, input_tokens UInt64, output_tokens UInt64, revision UInt64, updated_at Float64,
+            completed_at Nullable(Float64), completions UInt64, first_seen DateTime, version UInt64
+        ) ENGINE = ReplacingMergeTree(version)
+        PARTITION BY toYYYYMMDD(first_seen)
+        ORDER BY (project_id, tenant_id, trace_id)""",
+    )),
+)
+
+_SPAN_COLUMNS = ("project_id", "tenant_id", "trace_id", "span_id", "parent_span_id", "name", "service_name",
+                 "session_id", "mapper", "scope", "start_ns", "end_ns", "error", "step_type", "input_tokens",
+                 "output_tokens", "step", "resource", "received_at", "version")
+_TRACE_COLUMNS = ("trace_id", "root_span_id", "root_name", "service_name", "session_id", "start_ns", "end_ns",
+                  "span_count", "error_count", "input_tokens", "output_tokens", "revision", "updated_at",
+                  "completed_at", "completions")
+_TRACE_ROW = ("project_id", "tenant_id", *_TRACE_COLUMNS, "first_seen", "version")
+
+
+def parse_clickhouse_url(url: str) -> tuple[str, int, str]:
+    """``clickhouse://host[:tcp_port]/database`` → (host, port, database); the port is the native TCP one."""
+    forms = "clickhouse://host[:tcp_port]/database"
+    match = re.fullmatch(r"clickhouse://([^/:?#]+)(?::([^/?#]*))?/([^/?#]*)", url)
+    if not match:
+        raise BadInputError(f"trace store URL {url!r} is not supported; a ClickHouse URL is {forms}")
+    host, port_text, database = match.groups()
+    if port_text is not None and not port_text.isdigit():
+        raise BadInputError(f"trace store URL {url!r}: port {port_text!r} is not a number")
+    port = int(port_text) if port_text else DEFAULT_PORT
+    if not 0 < port < 65536:
+        raise BadInputError(f"trace store URL {url!r}: port {port} is out of range")
+    if not _NAME.match(database):
+        raise BadInputError(f"trace store URL {url!r}: database {database!r} must be a plain name ({forms})")
+    return host, port, database
+
+
+class ClickHouseTraceStore:
+    """Spans and traces in one ClickHouse database; implements the ingest ``SpanSink``."""
+
+    def __init__(self, host: str, port: int, database: str, clock: Callable[[], float] = time.time) -> None:
+        self.host, self.port, self.database = host, port, database
+        self._clock = clock
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalsi-traces-ch")
+        self._client: Any = None
+        self._last_version = 0
+        self._lock = threading.Lock()
+
+    @property
+    def where(self) -> str:
+        return f"ClickHouse trace store {self.host}:{self.port}/{self.database}"
+
+    @classmethod
+    async def open(cls, url: str, clock: Callable[[], float] = time.time) -> ClickHouseTraceStore:
+        host, port, database = parse_clickhouse_url(url)
+        store = cls(host, port, database, clock)
+        await store._run(lambda _: store._connect(), need_client=False)
+        return store
+
+    def _connect(self) -> None:
+        from clickhouse_driver import Client
+
+        bootstrap = Client(self.host, port=self.port, database="default", connect_timeout=5, send_receive_timeout=60)
+        try:
+            bootstrap.execute(f"CREATE DATABASE IF NOT EXISTS {self.database}")
+        finally:
+            bootstrap.disconnect()
+        client = Client(self.host, port=self.port, database=self.database, connect_timeout=5,
+                        send_receive_timeout=60)
+        self._migrate(client)
+        self._client = client
+
+    def _migrate(self, client: Any) -> None:
+        client.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version UInt32, applied_at DateTime) "
+                       "ENGINE = MergeTree ORDER BY version")
+        current = client.execute("SELECT max(version) FROM schema_migrations")[0][0] or 0
+        latest = _MIGRATIONS[-1][0]
+        if current > latest:
+            raise InfraError(f"{self.where}: schema version {current} is newer than this evalsi knows ({latest}); "
+                             "upgrade")
+        for version, statements in _MIGRATIONS:
+            if version > current:
+                for sql in statements:
+                    client.execute(sql)
+                client.execute("INSERT INTO schema_migrations (version, applied_at) VALUES",
+                               [{"version": version, "applied_at": int(time.time())}], types_check=True)
+
+    async def _run(self, fn: Callable[[Any], T], *, need_client: bool = True) -> T:
+        from clickhouse_driver.errors import Error as ClickHouseError
+
+        client = self._client
+        if need_client and client is None:
+            raise InfraError(f"{self.where} is closed")
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._executor, fn, client)
+        except (TimeoutError, ClickHouseError, OSError, EOFError) as exc:
+            raise InfraError(f"{self.where}: {exc}") from exc
+
+    def _next_version(self) -> int:
+        """A strictly increasing version (nanoseconds), so the newest write always wins ``FINAL``."""
+        with self._lock:
+            self._last_version = max(time.time_ns(), self._last_version + 1)
+            return self._last_version
+
+    async def close(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.get_running_loop().run_in_executor(self._executor, client.disconnect)
+        self._executor.shutdown(wait=True)
+
+    # --- the sink --------------------------------------------------------------------------------------------
+
+    async def consume(self, project: str, spans: Sequence[MappedSpan]) -> None:
+        if not spans:
+            return
+        now = self._clock()
+        columns: list[list[Any]] = [[] for _ in _SPAN_COLUMNS]
+        (c_project, c_tenant, c_trace, c_span, c_parent, c_name, c_service, c_session, c_mapper, c_scope, c_start,
+         c_end, c_error, c_type, c_in, c_out, c_step, c_resource, c_received, c_version) = columns
+        for span in spans:
+            step = span.step
+            counted = counts_toward_usage(step) and step.HasField("usage")
+            c_trace.append(span.trace_id)
+            c_span.append(span.span_id)
+            c_parent.append(span.parent_span_id)
+            c_name.append(span.name)
+            c_service.append(span.service_name)
+            c_session.append(span.session_id)
+            c_mapper.append(span.mapper)
+            c_scope.append(span.scope)
+            c_start.append(span.start_ns)
+            c_end.append(span.end_ns)
+            c_error.append(int(span.error))
+            c_type.append(int(step.type))
+            c_in.append(step.usage.input_tokens if counted else 0)
+            c_out.append(step.usage.output_tokens if counted else 0)
+            c_step.append(step.SerializeToString())
+            c_resource.append(json.dumps(span.resource, sort_keys=True))
+        count = len(spans)
+        c_project.extend([project] * count)
+        c_tenant.extend([TENANT] * count)
+        c_received.extend([now] * count)
+        trace_ids = tuple(sorted(set(c_trace)))
+        insert = f"INSERT INTO spans ({', '.join(_SPAN_COLUMNS)}) VALUES"
+
+        def write(client: Any) -> None:
+            c_version.extend([self._next_version()] * count)
+            client.execute(insert, columns, columnar=True)
+            self._summarize(client, project, trace_ids, now)
+
+        await self._run(write)
+
+    def _summarize(self, client: Any, project: str, trace_ids: tuple[str, ...], now: float) -> None:
+        """Recompute the summary of every trace in ``trace_ids`` from its stored spans, at ``revision`` + 1."""
+        params = {"project": project, "tenant": TENANT, "traces": trace_ids}
+        key = "project_id = %(project)s AND tenant_id = %(tenant)s AND trace_id IN %(traces)s"
+        rows = client.execute(
+            f"SELECT trace_id, span_id, parent_span_id, name, service_name, session_id, start_ns, end_ns, error, "
+            f"input_tokens, output_tokens FROM spans FINAL WHERE {key}", params, settings=_READ_SETTINGS)
+        previous = {
+            r[0]: r[1:] for r in client.execute(
+                f"SELECT trace_id, revision, completed_at, completions, first_seen FROM traces FINAL WHERE {key}",
+                params, settings=_READ_SETTINGS)
+        }
+        by_trace: dict[str, list[tuple[Any, ...]]] = {}
+        for row in rows:
+            by_trace.setdefault(row[0], []).append(row)
+        version = self._next_version()
+        out: list[list[Any]] = [[] for _ in _TRACE_ROW]
+        for trace_id, trace_rows in by_trace.items():
+            trace_rows.sort(key=lambda r: (r[6], r[1]))  # (start_ns, span_id), as the SQLite store orders
+            root = next((r for r in trace_rows if r[2] == ""), None)
+            first = trace_rows[0]
+            session = next((r[5] for r in trace_rows if r[5] != ""), "")
+            revision, completed_at, completions, first_seen = previous.get(trace_id, (0, None, 0, None))
+            values = (
+                project, TENANT, trace_id, root[1] if root else "", root[3] if root else "",
+                root[4] if root else first[4], session, first[6], max(r[7] for r in trace_rows), len(trace_rows),
+                sum(r[8] for r in trace_rows), sum(r[9] for r in trace_rows), sum(r[10] for r in trace_rows),
+                revision + 1, now, completed_at, completions, first_seen or int(now), version,
+            )
+            for column, value in zip(out, values, strict=True):
+                column.append(value)
+        if out[0]:
+            client.execute(f"INSERT INTO traces ({', '.join(_TRACE_ROW)}) VALUES", out, columnar=True)
+
+    # --- completion and reads ---------------------------------------------------------------------------------
+
+    async def mark_completed(self, project: str, trace_ids: Sequence[str]) -> None:
+        """Record that the assembler completed these traces (again, for a late span)."""
+        if not trace_ids:
+            return
+        now = self._clock()
+        params = {"project": project, "tenant": TENANT, "traces": tuple(trace_ids)}
+
+        def write(client: Any) -> None:
+            rows = client.execute(
+                f"SELECT {', '.join(_TRACE_ROW[:-1])} FROM traces FINAL WHERE project_id = %(project)s "
+                "AND tenant_id = %(tenant)s AND trace_id IN %(traces)s", params, settings=_READ_SETTINGS)
+            if not rows:
+                return
+            version = self._next_version()
+            completed_at, completions = _TRACE_ROW.index("completed_at"), _TRACE_ROW.index("completions")
+            updated = []
+            for row in rows:
+                values = list(row)
+                values[completed_at] = now
+                values[completions] += 1
+                updated.append((*values, version))
+            client.execute(f"INSERT INTO traces ({', '.join(_TRACE_ROW)}) VALUES", updated)
+
+        await self._run(write)
+
+    async def list_traces(
+        self,
+        project: str,
+        *,
+        limit: int = 50,
+        page_token: str = "",
+        service: str | None = None,
+        session_id: str | None = None,
+        since_ns: int | None = None,
+        until_ns: int | None = None,
+        has_error: bool | None = None,
+        completed: bool | None = None,
+    ) -> TracePage:
+        """Newest first (by start time); filters combine with AND; page on with ``next_page_token``."""
+        if not 1 <= limit <= MAX_PAGE:
+            raise BadInputError(f"limit {limit}: must be 1 to {MAX_PAGE}")
+        clauses = ["project_id = %(project)s", "tenant_id = %(tenant)s"]
+        params: dict[str, Any] = {"project": project, "tenant": TENANT, "limit": limit + 1}
+        for sql, name, value in (("service_name = %(service)s", "service", service),
+                                 ("session_id = %(session)s", "session", session_id),
+                                 ("start_ns >= %(since)s", "since", since_ns),
+                                 ("start_ns < %(until)s", "until", until_ns)):
+            if value is not None:
+                clauses.append(sql)
+                params[name] = max(value, 0) if isinstance(value, int) else value
+        if has_error is not None:
+            clauses.append("error_count > 0" if has_error else "error_count = 0")
+        if completed is not None:
+            clauses.append("isNotNull(completed_at)" if completed else "isNull(completed_at)")
+        if page_token:
+            start, trace_id = _decode_token(page_token)
+            clauses.append("(start_ns < %(tok_start)s OR (start_ns = %(tok_start)s AND trace_id > %(tok_trace)s))")
+            params |= {"tok_start": max(start, 0), "tok_trace": trace_id}
+        sql = (f"SELECT {', '.join(_TRACE_COLUMNS)} FROM traces FINAL WHERE {' AND '.join(clauses)} "
+               "ORDER BY start_ns DESC, trace_id LIMIT %(limit)s")
+        rows = await self._run(lambda client: client.execute(sql, params, settings=_READ_SETTINGS))
+        traces = [TraceSummary(*row) for row in rows[:limit]]
+        token = _encode_token(traces[-1].start_ns, traces[-1].trace_id) if len(rows) > limit else ""
+        return TracePage(traces, token)
+
+    async def get_summary(self, project: str, trace_id: str) -> TraceSummary | None:
+        """The summary row of one trace in this project, or None."""
+        sql = (f"SELECT {', '.join(_TRACE_COLUMNS)} FROM traces FINAL WHERE project_id = %(project)s "
+               "AND tenant_id = %(tenant)s AND trace_id = %(trace)s")
+        params = {"project": project, "tenant": TENANT, "trace": trace_id.lower()}
+        rows = await self._run(lambda client: client.execute(sql, params, settings=_READ_SETTINGS))
+        return TraceSummary(*rows[0]) if rows else None
+
+    async def get_spans(self, project: str, trace_id: str) -> list[MappedSpan]:
+        sql = ("SELECT trace_id, span_id, parent_span_id, name, start_ns, end_ns, error, session_id, mapper, "
+               "service_name, step, resource, scope FROM spans FINAL WHERE project_id = %(project)s "
+               "AND tenant_id = %(tenant)s AND trace_id = %(trace)s ORDER BY start_ns, span_id")
+        params = {"project": project, "tenant": TENANT, "trace": trace_id.lower()}
+        # The step column holds protobuf bytes: read strings as bytes and decode the text columns here.
+        rows = await self._run(lambda client: client.execute(
+            sql, params, settings={**_READ_SETTINGS, "strings_as_bytes": True}))
+        spans = []
+        for r in rows:
+            text = [value.decode() if isinstance(value, bytes) and i != 10 else value for i, value in enumerate(r)]
+            spans.append(MappedSpan(
+                trace_id=text[0], span_id=text[1], parent_span_id=text[2], name=text[3], start_ns=r[4],
+                end_ns=r[5], error=bool(r[6]), session_id=text[7], mapper=text[8], service_name=text[9],
+                step=Step.FromString(r[10]), resource=json.loads(text[11]), scope=text[12]))
+        return spans
+
+    async def get_trace(self, project: str, trace_id: str) -> Record | None:
+        """The assembled Record of a trace in this project, or None when the project has no such trace."""
+        spans = await self.get_spans(project, trace_id)
+        return assemble_record(spans, project=project) if spans else None
+
+    async def __aenter__(self) -> ClickHouseTraceStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        with contextlib.suppress(InfraError):
+            await self.close()

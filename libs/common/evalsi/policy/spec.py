@@ -1,0 +1,218 @@
+"""``OnlineEvalPolicy`` specs: YAML to the protobuf message, then the checks a policy needs before it is applied.
+
+The document is the protobuf JSON mapping of ``evalsi.v1alpha1.OnlineEvalPolicy`` with human durations
+(``window: 5m``), walked with the same helpers as ``EvalRun`` specs (``evalsi.specs``), so an unknown field is a
+``BadInputError`` naming its path and line. ``compile_policy`` resolves every cascade stage through the
+``Registry``, compiles the selector, ``when`` conditions, alert rules and promotion condition, and parses the
+always-rules; it reports every problem at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from google.protobuf import json_format
+
+from evalsi.errors import BadInputError
+from evalsi.evaluators import Registry
+from evalsi.specs import (
+    API_VERSION,
+    DEFAULT_PROJECT,
+    PROJECT_LABEL,
+    _convert,
+    _document,
+    _kind,
+    _read,
+    _Where,
+    struct_dict,
+)
+from evalsi.v1alpha1.policy_pb2 import OnlineEvalPolicy
+
+from .cascade import Cascade, Stage, compile_when
+from .selection import AlwaysRule, Selector, parse_always
+from .windows import AlertRule, compile_alert
+
+KIND = "OnlineEvalPolicy"
+DEFAULT_WINDOW_S = 300.0
+_NOTIFY_SCHEMES = ("http", "https")
+
+
+def load_policy(path: str | Path) -> OnlineEvalPolicy:
+    """Read an ``OnlineEvalPolicy`` from a YAML or JSON file; errors name the file, line and field path."""
+    return parse_policy_text(_read(path), source=str(path))
+
+
+def parse_policy_text(text: str, *, source: str) -> OnlineEvalPolicy:
+    document, lines = _document(text, source)
+    return parse_policy(document, source=source, lines=lines)
+
+
+def parse_policy(
+    document: Mapping[str, Any], *, source: str, lines: Mapping[tuple[str | int, ...], int] | None = None
+) -> OnlineEvalPolicy:
+    """The policy in a plain mapping; ``metadata.project`` filled from the ``evals.si/project`` label."""
+    where = _Where(source, lines or {})
+    if not isinstance(document, Mapping):
+        raise BadInputError(f"{source}: expected a mapping (an {KIND} document), got {_kind(document)}")
+    api_version = document.get("apiVersion", document.get("api_version"))
+    if api_version != API_VERSION:
+        got = "missing" if api_version is None else f"got {api_version!r}"
+        raise where.error(("apiVersion",), f"must be {API_VERSION} ({got})")
+    kind = document.get("kind")
+    if kind != KIND:
+        got = "missing" if kind is None else f"got {kind!r}"
+        raise where.error(("kind",), f"must be {KIND} ({got}); this file is not an online policy")
+    converted = _convert(document, OnlineEvalPolicy.DESCRIPTOR, (), where)
+    try:
+        policy = json_format.ParseDict(converted, OnlineEvalPolicy())
+    except json_format.ParseError as exc:
+        raise BadInputError(f"{source}: {exc}") from None
+    labelled = policy.metadata.labels.get(PROJECT_LABEL, "")
+    if policy.metadata.project and labelled and policy.metadata.project != labelled:
+        raise where.error(
+            ("metadata", "project"),
+            f"{policy.metadata.project!r} differs from the label {PROJECT_LABEL}={labelled!r}; keep one of them",
+        )
+    policy.metadata.project = policy.metadata.project or labelled or DEFAULT_PROJECT
+    return policy
+
+
+@dataclass(frozen=True)
+class CompiledPolicy:
+    """Everything a policy engine needs, checked and compiled once."""
+
+    name: str
+    project: str
+    selector: Selector
+    rate: float
+    always: tuple[AlwaysRule, ...]
+    cascade: Cascade
+    window_s: float
+    alerts: tuple[AlertRule, ...]
+    promote_when: Any | None  # a compiled `when` over one trace's scores
+    promote_dataset: str
+
+
+def compile_policy(policy: OnlineEvalPolicy, *, registry: Registry, source: str = "") -> CompiledPolicy:
+    """Validate and compile; one ``BadInputError`` lists every problem, each naming its field path."""
+    spec = policy.spec
+    problems: list[str] = []
+    if not policy.metadata.name:
+        problems.append("metadata.name: required")
+    elif "/" in policy.metadata.name:
+        problems.append(f"metadata.name: {policy.metadata.name!r} must not contain '/'")
+
+    selector = None
+    try:
+        selector = Selector(spec.selector)
+    except BadInputError as exc:
+        problems.append(f"spec.selector: {exc}")
+
+    if not 0.0 <= spec.sampling.rate <= 1.0:
+        problems.append(f"spec.sampling.rate: must be between 0 and 1, got {spec.sampling.rate}")
+    always: list[AlwaysRule] = []
+    for index, text in enumerate(spec.sampling.always):
+        try:
+            always.append(parse_always(text))
+        except BadInputError as exc:
+            problems.append(f"spec.sampling.always[{index}]: {exc}")
+
+    stages: list[Stage] = []
+    if not spec.cascade:
+        problems.append("spec.cascade: at least one stage is required (an evaluator such as builtin/exact-match)")
+    seen: dict[str, int] = {}
+    for index, stage in enumerate(spec.cascade):
+        where = f"spec.cascade[{index}]"
+        if not stage.ref:
+            problems.append(f"{where}.ref: required (an evaluator such as builtin/exact-match)")
+            continue
+        try:
+            evaluator = registry.resolve(stage.ref)
+            alias = stage.alias or evaluator.short_name
+            bound = evaluator.bind(struct_dict(stage, "params"), alias=alias, judge=stage.judge)
+        except BadInputError as exc:
+            problems.append(f"{where} ({stage.ref}): {exc}")
+            continue
+        if alias in seen:
+            problems.append(
+                f"{where}: alias {alias!r} is already used by spec.cascade[{seen[alias]}]; give one an alias"
+            )
+            continue
+        seen[alias] = index
+        try:
+            when = compile_when(stage.when) if stage.when else None
+        except BadInputError as exc:
+            problems.append(f"{where}.when: {exc}")
+            continue
+        stages.append(Stage(alias=alias, bound=bound, when=when, when_text=stage.when))
+
+    window_s = DEFAULT_WINDOW_S
+    if spec.HasField("window"):
+        window_s = spec.window.ToNanoseconds() / 1e9
+        if window_s <= 0:
+            problems.append("spec.window: must be longer than zero (e.g. 5m)")
+
+    alerts: list[AlertRule] = []
+    for index, alert in enumerate(spec.alerts):
+        where = f"spec.alerts[{index}]"
+        scheme = urlparse(alert.notify).scheme
+        if not alert.notify:
+            problems.append(f"{where}.notify: required (an http(s) URL the alert is POSTed to)")
+        elif scheme not in _NOTIFY_SCHEMES or not urlparse(alert.notify).netloc:
+            problems.append(
+                f"{where}.notify: {alert.notify!r}: only http(s) webhooks are built; slack:// and other "
+                "channels are not built yet in this version"
+            )
+        if alert.min_samples < 0:
+            problems.append(f"{where}.minSamples: must be >= 0, got {alert.min_samples}")
+        try:
+            alerts.append(
+                compile_alert(
+                    alert.when,
+                    index=index,
+                    notify=alert.notify,
+                    min_samples=max(1, alert.min_samples),
+                    secret_env=alert.secret_env,
+                )
+            )
+        except BadInputError as exc:
+            problems.append(f"{where}.when: {exc}")
+
+    promote_when = None
+    if spec.HasField("promote"):
+        if not spec.promote.dataset.startswith("datasets/") or "@" in spec.promote.dataset:
+            problems.append(
+                f"spec.promote.dataset: must look like datasets/name (a new version is created on each promotion), "
+                f"got {spec.promote.dataset!r}"
+            )
+        if not spec.promote.when:
+            problems.append("spec.promote.when: required (CEL over a trace's scores, e.g. score('llm-judge') < 0.5)")
+        else:
+            try:
+                promote_when = compile_when(spec.promote.when)
+            except BadInputError as exc:
+                problems.append(f"spec.promote.when: {exc}")
+
+    if problems:
+        prefix = f"{source}: " if source else ""
+        if len(problems) == 1:
+            raise BadInputError(prefix + problems[0])
+        listed = "\n".join(f"  - {p}" for p in problems)
+        raise BadInputError(f"{prefix}{len(problems)} problems in the policy:\n{listed}")
+    assert selector is not None
+    return CompiledPolicy(
+        name=policy.metadata.name,
+        project=policy.metadata.project,
+        selector=selector,
+        rate=spec.sampling.rate,
+        always=tuple(always),
+        cascade=Cascade(tuple(stages)),
+        window_s=window_s,
+        alerts=tuple(alerts),
+        promote_when=promote_when,
+        promote_dataset=spec.promote.dataset,
+    )
