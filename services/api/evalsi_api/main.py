@@ -83,10 +83,17 @@ class Settings:
             raise BadInputError(f"--datasets-dir {self.datasets_dir}: not a directory")
         if self.evaluate_timeout_s <= 0:
             raise BadInputError(f"--evaluate-timeout {self.evaluate_timeout_s}: must be positive")
-        if self.traces_url and (not self.traces_url.startswith("sqlite:///") or self.traces_url == "sqlite:///"):
+        if self.traces_url.startswith("clickhouse://"):
+            from evalsi.ingest.clickhouse_store import parse_clickhouse_url
+
+            try:
+                parse_clickhouse_url(self.traces_url)
+            except BadInputError as exc:
+                raise BadInputError(f"--traces-url: {exc}") from None
+        elif self.traces_url and (not self.traces_url.startswith("sqlite:///") or self.traces_url == "sqlite:///"):
             raise BadInputError(
-                f"--traces-url {self.traces_url}: only SQLite trace stores exist yet: sqlite:///relative.db or "
-                "sqlite:////absolute/path.db"
+                f"--traces-url {self.traces_url}: use sqlite:///relative.db, sqlite:////absolute/path.db or "
+                "clickhouse://host:9000/database"
             )
 
 
@@ -106,7 +113,13 @@ _FLAGS: list[tuple[str, str, type, Any, str]] = [
     ("--grace-period", "EVALSI_API_GRACE_PERIOD", float, 10.0, "seconds in-flight calls get after SIGTERM"),
     ("--evaluate-timeout", "EVALSI_API_EVALUATE_TIMEOUT", float, 60.0, "seconds to wait for a worker's answer"),
     ("--log-level", "EVALSI_LOG_LEVEL", str, "info", "debug, info, warning or error"),
-    ("--traces-url", "EVALSI_TRACES_URL", str, "", "trace store evalsi-ingest writes (sqlite:///<path>); empty: none"),
+    (
+        "--traces-url",
+        "EVALSI_TRACES_URL",
+        str,
+        "",
+        "trace store evalsi-ingest writes (sqlite:///PATH, clickhouse://HOST:PORT/DB); empty: none",
+    ),
 ]
 # A switch, not a typed value: the flag turns it on; so does its variable set to 1/true/yes/on.
 _ALLOW_NON_LOOPBACK = ("--allow-non-loopback", "EVALSI_API_ALLOW_NON_LOOPBACK")
@@ -322,9 +335,7 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> Non
         readiness.set_ready("metadata_store")
         objects = await open_object_store(settings.objects_url)
         readiness.set_ready("object_store")
-        link = BusLink(
-            settings.nats_url, readiness, registry=registry, evaluate_timeout_s=settings.evaluate_timeout_s
-        )
+        link = BusLink(settings.nats_url, readiness, registry=registry, evaluate_timeout_s=settings.evaluate_timeout_s)
         runs = RunHandlers(
             store=store,
             objects=objects,
