@@ -53,7 +53,7 @@ from evalsi.v1alpha1.score_pb2 import (
 )
 
 if TYPE_CHECKING:
-    from conftest import Api
+    from api_doubles import Api
 
 
 def ctx(project: str = "", method: str = "test") -> CallContext:

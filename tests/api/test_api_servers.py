@@ -31,7 +31,7 @@ from evalsi.v1alpha1.run_service_pb2 import (
 )
 
 if TYPE_CHECKING:
-    from conftest import Api
+    from api_doubles import Api
 
 EVALUATE_BODY = {
     "records": [
