@@ -33,7 +33,7 @@ from evalsi.planning import DEFAULT_SHARD_SIZE, Plan, Projection, budget_exceede
 from evalsi.records import has_content
 from evalsi.results import EvaluationResults
 from evalsi.runner import RunnerOptions, run_evaluators, units_total
-from evalsi.sdk import _interrupt_sets, _manifest, _progress_bar, _progress_counts, _timestamp
+from evalsi.sdk import build_manifest, interrupt_sets, progress_bar, progress_counts, timestamp_of
 from evalsi.specs import (
     bind_evaluators,
     judge_configs_of,
@@ -349,7 +349,7 @@ async def execute_run(
         if wall_clock > 0:
             watchers.append(asyncio.create_task(watch_clock(wall_clock)))
         try:
-            with _progress_bar(progress, total) as advance, _interrupt_sets(cancel, stop_on_interrupt):
+            with progress_bar(progress, total) as advance, interrupt_sets(cancel, stop_on_interrupt):
 
                 async def evaluate_shard(b: BoundEvaluator, generation: Generation, trial: int, shard: int) -> None:
                     results = await run_evaluators(
@@ -450,9 +450,9 @@ def _document(
         project=run.metadata.project,
         name=run.metadata.name,
         spec=spec,
-        create_time=_timestamp(started),
-        start_time=_timestamp(started),
-        end_time=_timestamp(time.time()),
+        create_time=timestamp_of(started),
+        start_time=timestamp_of(started),
+        end_time=timestamp_of(time.time()),
     )
     document.labels.update(dict(run.metadata.labels))
     document.results.extend(results)
@@ -461,7 +461,7 @@ def _document(
     document.summaries.extend(summarize_results(results, bound, records=records, options=options))
     document.gates.extend(evaluate_gates(list(spec.gates), document.summaries))
     document.manifest.CopyFrom(_run_manifest(prepared))
-    document.progress.CopyFrom(_progress_counts(document))
+    document.progress.CopyFrom(progress_counts(document))
     usage = document.progress.usage
     usage.input_tokens += meter.target.input_tokens
     usage.output_tokens += meter.target.output_tokens
@@ -490,7 +490,7 @@ def _state(
 
 def _run_manifest(prepared: PreparedRun) -> Any:
     run = prepared.run
-    manifest = _manifest(prepared.dataset, run.spec, prepared.evaluators, prepared.judges)
+    manifest = build_manifest(prepared.dataset, run.spec, prepared.evaluators, prepared.judges)
     manifest.spec_hash = spec_hash(run)
     manifest.target = target_identity(run.spec.target)
     manifest.seed = run.spec.seed

@@ -408,7 +408,7 @@ class Scheduler:
         total = sum(counts.values())
         if state == RUN_STATE_SUCCEEDED and has_model_target(run) and total and counts.get(OUTCOME_ERROR, 0) == total:
             state, message = RUN_STATE_FAILED, "every evaluation is an error: the target (or its provider) failed"
-        run.manifest.CopyFrom(_manifest(run, bound))
+        run.manifest.CopyFrom(server_manifest(run, bound))
         run.state, run.message = state, message
         run.end_time.CopyFrom(_now())
         await self.store.update_run(run)
@@ -498,12 +498,12 @@ class Scheduler:
         return run
 
 
-def _manifest(run: Run, bound: Sequence[BoundEvaluator]) -> RunManifest:
+def server_manifest(run: Run, bound: Sequence[BoundEvaluator]) -> RunManifest:
     """The same manifest as an embedded run: spec hash, dataset version, evaluators, judges, target, versions."""
     from types import SimpleNamespace
 
     from evalsi.judge_set import judge_config_from_spec
-    from evalsi.sdk import _manifest as build_manifest
+    from evalsi.sdk import build_manifest
     from evalsi.targets import target_identity
 
     dataset = SimpleNamespace(

@@ -106,7 +106,7 @@ def _ref_from_mapping(spec: Mapping[str, Any]) -> EvaluatorRef:
         ) from None
 
 
-def _timestamp(seconds: float) -> timestamp_pb2.Timestamp:
+def timestamp_of(seconds: float) -> timestamp_pb2.Timestamp:
     ts = timestamp_pb2.Timestamp()
     ts.FromNanoseconds(int(seconds * 1e9))
     return ts
@@ -134,7 +134,7 @@ def _spec(
     return spec
 
 
-def _manifest(
+def build_manifest(
     dataset: Dataset, spec: RunSpec, bound: Sequence[BoundEvaluator], judges: Mapping[str, Any]
 ) -> RunManifest:
     canonical = canonical_json(json_format.MessageToDict(spec))
@@ -145,7 +145,7 @@ def _manifest(
         target="outputs given",
         seed=spec.summary.seed,
         evalsi_version=_package_versions()["evalsi"],
-        created=_timestamp(time.time()),
+        created=timestamp_of(time.time()),
     )
     manifest.package_versions.update(_package_versions())
     for b in bound:
@@ -163,7 +163,7 @@ def _manifest(
     return manifest
 
 
-def _progress_counts(run: Run) -> RunProgress:
+def progress_counts(run: Run) -> RunProgress:
     progress = RunProgress(total_tasks=len(run.results), completed=len(run.results))
     for result in run.results:
         if result.outcome == OUTCOME_SCORED:
@@ -181,7 +181,7 @@ def _progress_counts(run: Run) -> RunProgress:
 
 
 @contextmanager
-def _progress_bar(enabled: bool, total: int) -> Iterator[Callable[[int], None] | None]:
+def progress_bar(enabled: bool, total: int) -> Iterator[Callable[[int], None] | None]:
     if not enabled:
         yield None
         return
@@ -195,7 +195,7 @@ def _progress_bar(enabled: bool, total: int) -> Iterator[Callable[[int], None] |
 
 
 @contextmanager
-def _interrupt_sets(cancel: asyncio.Event, enabled: bool) -> Iterator[None]:
+def interrupt_sets(cancel: asyncio.Event, enabled: bool) -> Iterator[None]:
     """While active, the first SIGINT sets ``cancel``; the handler then steps aside so a second one aborts."""
     if not enabled:
         yield
@@ -281,7 +281,7 @@ async def evaluate_async(
             bootstrap_resamples=min(bootstrap_resamples, 1000),
         )
         cancel = cancel or asyncio.Event()
-        with _progress_bar(progress, total) as advance, _interrupt_sets(cancel, stop_on_interrupt):
+        with progress_bar(progress, total) as advance, interrupt_sets(cancel, stop_on_interrupt):
             results = await run_evaluators(
                 dataset.records,
                 bound,
@@ -298,14 +298,14 @@ async def evaluate_async(
         name=name,
         spec=spec,
         state=RUN_STATE_SUCCEEDED,
-        create_time=_timestamp(started),
-        start_time=_timestamp(started),
-        end_time=_timestamp(time.time()),
+        create_time=timestamp_of(started),
+        start_time=timestamp_of(started),
+        end_time=timestamp_of(time.time()),
     )
     run.results.extend(results)
     run.summaries.extend(summarize_results(results, bound, records=dataset.records, options=options))
-    run.manifest.CopyFrom(_manifest(dataset, spec, bound, configs))
-    run.progress.CopyFrom(_progress_counts(run))
+    run.manifest.CopyFrom(build_manifest(dataset, spec, bound, configs))
+    run.progress.CopyFrom(progress_counts(run))
     return EvaluationResults(run)
 
 
