@@ -7,6 +7,7 @@ import socket
 import threading
 import time
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 
 from evalsi.config import ApiConfig, Config, SchedulerConfig, WorkerConfig
@@ -36,6 +37,7 @@ class Stack:
         objects_url: str | None = None,
         lease_ttl_s: float = 3.0,
         datasets_dir: Path | None = None,
+        workers: Sequence[WorkerConfig] | None = None,
     ) -> None:
         if datasets_dir is not None:
             datasets_dir.mkdir(parents=True, exist_ok=True)
@@ -45,7 +47,9 @@ class Stack:
             datasets_dir=str(datasets_dir or Path.cwd()),
             api=ApiConfig(host="127.0.0.1", http_port=free_port(), grpc_port=free_port()),
             scheduler=SchedulerConfig(replicas=schedulers, lease_ttl_s=lease_ttl_s),
-            workers=(WorkerConfig("cpu", cpu_workers, 8), WorkerConfig("judge", judge_workers, 8)),
+            workers=tuple(workers)
+            if workers is not None
+            else (WorkerConfig("cpu", cpu_workers, 8), WorkerConfig("judge", judge_workers, 8)),
         )
         self.supervisor = Supervisor(self.config, tmp / "serve", echo=lambda line: None, restart=restart)
         self._stop = threading.Event()
@@ -90,5 +94,6 @@ class Stack:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=5)
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
         self.supervisor.stop(grace_s=5)
