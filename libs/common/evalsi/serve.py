@@ -75,6 +75,7 @@ def plan_children(config: Config, nats_url: str, state_dir: Path) -> list[Child]
     ]
     logs = state_dir / "logs"
     traces_url = traces_url_for(state_dir)
+    taken = {config.api.http_port, config.api.grpc_port, config.ingest.http_port, config.ingest.grpc_port}
     children = [
         Child(
             "api",
@@ -122,7 +123,7 @@ def plan_children(config: Config, nats_url: str, state_dir: Path) -> list[Child]
                     "--lease-ttl",
                     str(config.scheduler.lease_ttl_s),
                     "--metrics-port",
-                    str(_free_port()),
+                    str(_free_port(taken)),
                 ],
                 env,
                 logs / f"scheduler-{i}.log",
@@ -139,7 +140,7 @@ def plan_children(config: Config, nats_url: str, state_dir: Path) -> list[Child]
                 "--concurrency",
                 str(worker.concurrency),
                 "--metrics-port",
-                str(_free_port()),
+                str(_free_port(taken)),
             ]
             children.append(Child(name, argv, env, logs / f"{name}.log"))
     return children
@@ -150,11 +151,16 @@ def traces_url_for(state_dir: Path) -> str:
     return "sqlite:///" + str((state_dir / "traces.db").resolve())
 
 
-def _free_port() -> int:
-    """A free loopback port for a child's /metrics, /healthz and /readyz."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+def _free_port(taken: set[int]) -> int:
+    """A free loopback port for a child's /metrics, /healthz and /readyz, never one in ``taken`` (the
+    kernel may hand a just-released port out again, e.g. one the api is about to bind)."""
+    while True:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = int(probe.getsockname()[1])
+        if port not in taken:
+            taken.add(port)
+            return port
 
 
 def metrics_url(child: Child) -> str:

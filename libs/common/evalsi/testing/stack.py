@@ -10,10 +10,20 @@ import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
-from evalsi.config import ApiConfig, Config, SchedulerConfig, WorkerConfig
+from evalsi.config import ApiConfig, Config, IngestConfig, SchedulerConfig, WorkerConfig
 from evalsi.serve import Supervisor
 
 ROOT = Path(__file__).resolve().parents[4]
+
+
+def distinct_free_ports(count: int) -> list[int]:
+    """``count`` different free loopback ports (a released port may come back from the kernel at once)."""
+    ports: list[int] = []
+    while len(ports) < count:
+        port = free_port()
+        if port not in ports:
+            ports.append(port)
+    return ports
 
 
 def free_port() -> int:
@@ -41,11 +51,13 @@ class Stack:
     ) -> None:
         if datasets_dir is not None:
             datasets_dir.mkdir(parents=True, exist_ok=True)
+        ports = distinct_free_ports(4)
         self.config = Config(
             metadata_url=metadata_url or f"sqlite:///{tmp / 'evalsi.db'}",
             objects_url=objects_url or str(tmp / "objects"),
             datasets_dir=str(datasets_dir or Path.cwd()),
-            api=ApiConfig(host="127.0.0.1", http_port=free_port(), grpc_port=free_port()),
+            api=ApiConfig(host="127.0.0.1", http_port=ports[0], grpc_port=ports[1]),
+            ingest=IngestConfig(http_port=ports[2], grpc_port=ports[3]),
             scheduler=SchedulerConfig(replicas=schedulers, lease_ttl_s=lease_ttl_s),
             workers=tuple(workers)
             if workers is not None
