@@ -102,6 +102,17 @@ def ui_from_dict(item: Any, where: str) -> UIEvent:
     return UIEvent(component=item["component"], items=count)
 
 
+def sse_payload(url: str, event: str, data: str) -> Mapping[str, Any]:
+    """The JSON object an SSE event carries; anything else is a transport error naming the event."""
+    try:
+        payload = json.loads(data) if data else {}
+    except json.JSONDecodeError:
+        raise TransportError(f"POST {url}: event {event!r} carries data that is not JSON") from None
+    if not isinstance(payload, Mapping):
+        raise TransportError(f"POST {url}: event {event!r}: data is not a JSON object")
+    return payload
+
+
 async def iter_sse(content: aiohttp.StreamReader) -> AsyncIterator[tuple[str, str]]:
     """``(event, data)`` pairs of a Server-Sent Events stream; comments skipped, multi-line data joined."""
     event, data = "", []
@@ -251,13 +262,7 @@ class HttpTransport:
                 async for event, data in iter_sse(response.content):
                     if ttfb is None:  # the first event of the stream: what a customer waits for first
                         ttfb = (time.perf_counter() - started) * 1000
-                    try:
-                        payload = json.loads(data) if data else {}
-                    except json.JSONDecodeError:
-                        raise TransportError(f"POST {url}: event {event!r} carries data that is not JSON") from None
-                    if not isinstance(payload, Mapping):
-                        raise TransportError(f"POST {url}: event {event!r}: data is not a JSON object")
-                    builder.feed(event, payload)
+                    builder.feed(event, sse_payload(url, event, data))
                     if builder.completed:
                         break
         except (TimeoutError, aiohttp.ClientError) as exc:

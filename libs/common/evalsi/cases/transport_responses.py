@@ -25,6 +25,7 @@ from evalsi.cases.transport import (
     _describe_exc,
     _snippet,
     iter_sse,
+    sse_payload,
 )
 from evalsi.errors import BadInputError
 
@@ -87,13 +88,7 @@ class ResponsesTransport:
                             ttfb = (time.perf_counter() - started) * 1000
                         if data == "[DONE]":
                             break
-                        try:
-                            payload = json.loads(data) if data else {}
-                        except json.JSONDecodeError:
-                            raise TransportError(f"POST {url}: event {event!r} carries data that is not JSON") from None
-                        if not isinstance(payload, Mapping):
-                            raise TransportError(f"POST {url}: event {event!r}: data is not a JSON object")
-                        fold.feed(event, payload)
+                        fold.feed(event, sse_payload(url, event, data))
                         if fold.completed:
                             break
                     if not fold.completed:
