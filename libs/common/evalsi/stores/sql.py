@@ -105,6 +105,22 @@ class _SqliteConn:
         return await self._db.call(lambda c: c.executemany(sql, (fixed + tuple(row) for row in rows)).rowcount)
 
 
+def _switch_to_wal(conn: sqlite3.Connection, *, attempts: int = 200, pause_s: float = 0.05) -> None:
+    """Switch the file to WAL, waiting while another process holds it.
+
+    Changing the journal mode needs an exclusive lock and SQLite answers "database is locked" at once
+    rather than through the busy handler when another connection is reading, so it is retried here.
+    """
+    for attempt in range(attempts):
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or attempt == attempts - 1:
+                raise
+            time.sleep(pause_s)
+
+
 class _SqliteDatabase:
     """One sqlite3 connection, used only from one dedicated thread."""
 
@@ -124,7 +140,7 @@ class _SqliteDatabase:
             self._conn = conn
             # Standalone mode has several processes on one file: wait for a writer rather than fail at once.
             conn.execute("PRAGMA busy_timeout = 10000")
-            conn.execute("PRAGMA journal_mode = WAL")
+            _switch_to_wal(conn)
             conn.execute("PRAGMA synchronous = NORMAL")
             return migrate_sqlite(conn, where=f"SQLite database {self.path}")
 
