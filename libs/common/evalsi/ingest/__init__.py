@@ -39,6 +39,7 @@ from .mappers import (
     map_resource_spans,
     map_span,
 )
+from .online import Feedback, OnlineScore
 from .pipeline import AssemblingSink, complete_once, open_trace_store, run_completion_loop
 from .redaction import BUILTINS as REDACTION_BUILTINS
 from .redaction import RedactionRule, Redactor
@@ -62,9 +63,11 @@ __all__ = [
     "CompletionConfig",
     "ExportHandler",
     "ExportStats",
+    "Feedback",
     "MapResult",
     "MappedSpan",
     "Mapper",
+    "OnlineScore",
     "OtlpGrpcReceiver",
     "OtlpHttpReceiver",
     "RedactionRule",

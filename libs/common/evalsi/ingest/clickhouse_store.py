@@ -33,6 +33,16 @@ from evalsi.v1alpha1.record_pb2 import Record, Step
 
 from .assembly import assemble_record, counts_toward_usage
 from .mappers import MappedSpan
+from .online import (
+    FEEDBACK_COLUMNS,
+    SCORE_COLUMNS,
+    Feedback,
+    OnlineScore,
+    feedback_from_row,
+    feedback_row,
+    score_from_row,
+    score_row,
+)
 from .sqlite_store import MAX_PAGE, TENANT, TracePage, TraceSummary, _decode_token, _encode_token
 
 T = TypeVar("T")
@@ -61,7 +71,24 @@ _MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
         PARTITION BY toYYYYMMDD(first_seen)
         ORDER BY (project_id, tenant_id, trace_id)""",
     )),
+    (2, (
+        # The newest trace revision wins FINAL: a re-evaluation after late spans replaces the trace's scores.
+        """CREATE TABLE IF NOT EXISTS online_scores (
+            project_id String, tenant_id String, trace_id String, policy String, metric String, revision UInt64,
+            stage String, evaluator String, outcome String, value Nullable(Float64), passed Nullable(UInt8),
+            label String, reason String, scored_at Float64
+        ) ENGINE = ReplacingMergeTree(revision)
+        ORDER BY (project_id, tenant_id, trace_id, policy, metric)""",
+        """CREATE TABLE IF NOT EXISTS feedback (
+            project_id String, tenant_id String, id String, trace_id String, session_id String, name String,
+            value Nullable(Float64), label String, comment String, source String, negative UInt8,
+            created_at Float64, version UInt64
+        ) ENGINE = ReplacingMergeTree(version)
+        ORDER BY (project_id, tenant_id, id)""",
+    )),
 )
+_SCORE_ROW = ("project_id", "tenant_id", *SCORE_COLUMNS)
+_FEEDBACK_ROW = ("project_id", "tenant_id", *FEEDBACK_COLUMNS, "version")
 
 _SPAN_COLUMNS = ("project_id", "tenant_id", "trace_id", "span_id", "parent_span_id", "name", "service_name",
                  "session_id", "mapper", "scope", "start_ns", "end_ns", "error", "step_type", "input_tokens",
@@ -336,6 +363,62 @@ class ClickHouseTraceStore:
         """The assembled Record of a trace in this project, or None when the project has no such trace."""
         spans = await self.get_spans(project, trace_id)
         return assemble_record(spans, project=project) if spans else None
+
+    # --- online scores and late signals ------------------------------------------------------------------------
+
+    async def put_scores(self, project: str, scores: Sequence[OnlineScore]) -> None:
+        """Insert; FINAL keeps the newest trace revision per (trace, policy, metric)."""
+        if not scores:
+            return
+        rows = [(project, TENANT, *score_row(score)) for score in scores]
+        sql = f"INSERT INTO online_scores ({', '.join(_SCORE_ROW)}) VALUES"
+        await self._run(lambda client: client.execute(sql, rows))
+
+    async def list_scores(self, project: str, *, trace_id: str | None = None, policy: str | None = None,
+                          since: float | None = None, until: float | None = None) -> list[OnlineScore]:
+        """Online scores of this project, oldest first; filters combine with AND (times on ``scored_at``)."""
+        clauses = ["project_id = %(project)s", "tenant_id = %(tenant)s"]
+        params: dict[str, Any] = {"project": project, "tenant": TENANT}
+        for sql, name, value in (("trace_id = %(trace)s", "trace", trace_id.lower() if trace_id else None),
+                                 ("policy = %(policy)s", "policy", policy),
+                                 ("scored_at >= %(since)s", "since", since),
+                                 ("scored_at < %(until)s", "until", until)):
+            if value is not None:
+                clauses.append(sql)
+                params[name] = value
+        sql = (f"SELECT {', '.join(SCORE_COLUMNS)} FROM online_scores FINAL WHERE {' AND '.join(clauses)} "
+               "ORDER BY scored_at, trace_id, policy, metric")
+        rows = await self._run(lambda client: client.execute(sql, params, settings=_READ_SETTINGS))
+        return [score_from_row(row) for row in rows]
+
+    async def put_feedback(self, project: str, feedback: Sequence[Feedback]) -> None:
+        """Insert; FINAL keeps the newest row per feedback id (a client's retry replaces its earlier row)."""
+        if not feedback:
+            return
+
+        def write(client: Any) -> None:
+            version = self._next_version()
+            rows = [(project, TENANT, *feedback_row(item), version) for item in feedback]
+            client.execute(f"INSERT INTO feedback ({', '.join(_FEEDBACK_ROW)}) VALUES", rows)
+
+        await self._run(write)
+
+    async def list_feedback(self, project: str, *, trace_id: str | None = None,
+                            session_id: str | None = None) -> list[Feedback]:
+        """Signals joined to a trace: those naming it, and those naming its session (either filter, or both: OR)."""
+        clauses = []
+        params: dict[str, Any] = {"project": project, "tenant": TENANT}
+        if trace_id:
+            clauses.append("trace_id = %(trace)s")
+            params["trace"] = trace_id.lower()
+        if session_id:
+            clauses.append("session_id = %(session)s")
+            params["session"] = session_id
+        match = f" AND ({' OR '.join(clauses)})" if clauses else ""
+        sql = (f"SELECT {', '.join(FEEDBACK_COLUMNS)} FROM feedback FINAL WHERE project_id = %(project)s "
+               f"AND tenant_id = %(tenant)s{match} ORDER BY created_at, id")
+        rows = await self._run(lambda client: client.execute(sql, params, settings=_READ_SETTINGS))
+        return [feedback_from_row(row) for row in rows]
 
     async def __aenter__(self) -> ClickHouseTraceStore:
         return self

@@ -27,6 +27,16 @@ from evalsi.v1alpha1.record_pb2 import Record, Step
 
 from .assembly import assemble_record, counts_toward_usage
 from .mappers import MappedSpan
+from .online import (
+    FEEDBACK_COLUMNS,
+    SCORE_COLUMNS,
+    Feedback,
+    OnlineScore,
+    feedback_from_row,
+    feedback_row,
+    score_from_row,
+    score_row,
+)
 
 T = TypeVar("T")
 TENANT = ""  # reserved: every row has one, empty until tenancy exists
@@ -52,6 +62,24 @@ _MIGRATIONS: tuple[tuple[int, str], ...] = (
     );
     CREATE INDEX traces_by_start ON traces (project_id, tenant_id, start_ns DESC, trace_id);
     CREATE INDEX traces_by_session ON traces (project_id, tenant_id, session_id);
+    """),
+    (2, """
+    CREATE TABLE online_scores (
+        project_id TEXT NOT NULL, tenant_id TEXT NOT NULL, trace_id TEXT NOT NULL, policy TEXT NOT NULL,
+        metric TEXT NOT NULL, revision INTEGER NOT NULL, stage TEXT NOT NULL, evaluator TEXT NOT NULL,
+        outcome TEXT NOT NULL, value REAL, passed INTEGER, label TEXT NOT NULL, reason TEXT NOT NULL,
+        scored_at REAL NOT NULL,
+        PRIMARY KEY (project_id, tenant_id, trace_id, policy, metric)
+    );
+    CREATE INDEX online_scores_by_time ON online_scores (project_id, tenant_id, policy, scored_at);
+    CREATE TABLE feedback (
+        project_id TEXT NOT NULL, tenant_id TEXT NOT NULL, id TEXT NOT NULL, trace_id TEXT NOT NULL,
+        session_id TEXT NOT NULL, name TEXT NOT NULL, value REAL, label TEXT NOT NULL, comment TEXT NOT NULL,
+        source TEXT NOT NULL, negative INTEGER NOT NULL, created_at REAL NOT NULL,
+        PRIMARY KEY (project_id, tenant_id, id)
+    );
+    CREATE INDEX feedback_by_trace ON feedback (project_id, tenant_id, trace_id);
+    CREATE INDEX feedback_by_session ON feedback (project_id, tenant_id, session_id);
     """),
 )
 
@@ -291,6 +319,71 @@ class SqliteTraceStore:
         """The assembled Record of a trace in this project, or None when the project has no such trace."""
         spans = await self.get_spans(project, trace_id)
         return assemble_record(spans, project=project) if spans else None
+
+    # --- online scores and late signals ------------------------------------------------------------------------
+
+    async def put_scores(self, project: str, scores: Sequence[OnlineScore]) -> None:
+        """Upsert by (trace, policy, metric); a row of an older trace revision never replaces a newer one."""
+        if not scores:
+            return
+        rows = [(project, TENANT, *score_row(s)) for s in scores]
+        columns = ("project_id", "tenant_id", *SCORE_COLUMNS)
+        sql = (f"INSERT INTO online_scores ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))}) "
+               "ON CONFLICT (project_id, tenant_id, trace_id, policy, metric) DO UPDATE SET "
+               + ", ".join(f"{c} = excluded.{c}" for c in SCORE_COLUMNS if c not in ("trace_id", "policy", "metric"))
+               + " WHERE excluded.revision >= online_scores.revision")
+
+        def write(conn: sqlite3.Connection) -> None:
+            with conn:
+                conn.executemany(sql, rows)
+
+        await self._run(write)
+
+    async def list_scores(self, project: str, *, trace_id: str | None = None, policy: str | None = None,
+                          since: float | None = None, until: float | None = None) -> list[OnlineScore]:
+        """Online scores of this project, oldest first; filters combine with AND (times on ``scored_at``)."""
+        clauses, args = ["project_id = ?", "tenant_id = ?"], [project, TENANT]
+        for sql, value in (("trace_id = ?", trace_id.lower() if trace_id else None), ("policy = ?", policy),
+                           ("scored_at >= ?", since), ("scored_at < ?", until)):
+            if value is not None:
+                clauses.append(sql)
+                args.append(value)
+        sql = (f"SELECT {', '.join(SCORE_COLUMNS)} FROM online_scores WHERE {' AND '.join(clauses)} "
+               "ORDER BY scored_at, trace_id, policy, metric")
+        rows = await self._run(lambda conn: conn.execute(sql, args).fetchall())
+        return [score_from_row(row) for row in rows]
+
+    async def put_feedback(self, project: str, feedback: Sequence[Feedback]) -> None:
+        """Upsert by feedback id (a client's retry replaces its earlier row)."""
+        if not feedback:
+            return
+        rows = [(project, TENANT, *feedback_row(f)) for f in feedback]
+        columns = ("project_id", "tenant_id", *FEEDBACK_COLUMNS)
+        sql = (f"INSERT INTO feedback ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))}) "
+               "ON CONFLICT (project_id, tenant_id, id) DO UPDATE SET "
+               + ", ".join(f"{c} = excluded.{c}" for c in FEEDBACK_COLUMNS[1:]))
+
+        def write(conn: sqlite3.Connection) -> None:
+            with conn:
+                conn.executemany(sql, rows)
+
+        await self._run(write)
+
+    async def list_feedback(self, project: str, *, trace_id: str | None = None,
+                            session_id: str | None = None) -> list[Feedback]:
+        """Signals joined to a trace: those naming it, and those naming its session (either filter, or both: OR)."""
+        clauses, args = [], []
+        if trace_id:
+            clauses.append("trace_id = ?")
+            args.append(trace_id.lower())
+        if session_id:
+            clauses.append("session_id = ?")
+            args.append(session_id)
+        match = f" AND ({' OR '.join(clauses)})" if clauses else ""
+        sql = (f"SELECT {', '.join(FEEDBACK_COLUMNS)} FROM feedback WHERE project_id = ? AND tenant_id = ?{match} "
+               "ORDER BY created_at, id")
+        rows = await self._run(lambda conn: conn.execute(sql, (project, TENANT, *args)).fetchall())
+        return [feedback_from_row(row) for row in rows]
 
     async def __aenter__(self) -> SqliteTraceStore:
         return self
