@@ -27,6 +27,8 @@ TEST_LIMITS = StreamLimits(
     events_max_bytes=16 * 1024 * 1024,
     control_max_bytes=8 * 1024 * 1024,
     deadletter_max_bytes=64 * 1024 * 1024,
+    traces_max_bytes=16 * 1024 * 1024,
+    assembly_max_bytes=16 * 1024 * 1024,
 )
 
 

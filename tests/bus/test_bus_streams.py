@@ -51,7 +51,7 @@ async def test_ensure_twice_and_concurrently_from_two_services(fresh_server: Nat
         await ensure_streams(a.js, limits)
         await asyncio.gather(ensure_work_consumers(a.js), ensure_work_consumers(b.js))
         names = sorted(s.config.name for s in await a.js.streams_info())
-        assert names == ["CONTROL", "DEADLETTER", "EVENTS", "RESULTS", "WORK"]
+        assert names == ["ASSEMBLY", "CONTROL", "DEADLETTER", "EVENTS", "RESULTS", "TRACES", "WORK"]
     finally:
         await a.close()
         await b.close()

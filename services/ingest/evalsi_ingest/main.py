@@ -1,6 +1,12 @@
 """The ``evalsi-ingest`` process: OTLP/HTTP and OTLP/gRPC receivers, one handler, the trace store, SIGTERM.
 
-    evalsi-ingest --http-port 4318 --grpc-port 4317 --traces-url sqlite:///.evalsi/state/traces.db
+    evalsi-ingest --http-port 4318 --grpc-port 4317 --traces-url sqlite:///.evalsi/state/traces.db \
+        [--nats nats://127.0.0.1:4222] [--replica 0 --replicas 1]
+
+With ``--nats``, completed traces are published on ``traces.completed.<project>`` for the policy service, and
+several replicas share the load: replica i completes the traces of partition i (crc32 of the trace id modulo
+``--replicas``); spans of other partitions are stored and their owner is told over the bus. Without it,
+ingest stands alone (traces are stored and completed, nobody is told).
 
 Every flag has an ``EVALSI_*`` variable (``--help`` names them); a flag wins. Only loopback addresses are
 accepted for ``--host`` until authentication exists. Port 0 picks a free port; the addresses bound are printed
@@ -19,23 +25,27 @@ import signal
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+from evalsi.bus import connect, ensure_streams
 from evalsi.errors import BadInputError, InfraError
 from evalsi.ingest import (
     DEFAULT_MAX_BODY,
     AssemblingSink,
+    Completer,
     CompletionConfig,
     ExportHandler,
     OtlpHttpReceiver,
+    Partitioning,
     Redactor,
     TraceAssembler,
     check_project,
-    complete_once,
     open_trace_store,
     run_completion_loop,
     start_grpc_receiver,
     start_http_receiver,
 )
+from evalsi.ingest.publishing import BusCompletionPublisher, BusNoticeSender, notice_consumer
 
 log = logging.getLogger("evalsi.ingest")
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
@@ -52,6 +62,9 @@ class Settings:
     completion: CompletionConfig = field(default_factory=CompletionConfig)
     log_level: str = "info"
     redact: str = ""  # a rules file (YAML or JSON); empty: no redaction
+    nats: str = ""  # empty: standalone, completed traces are not published
+    replica: int = 0
+    replicas: int = 1
 
     def redactor(self) -> Redactor | None:
         """The redaction rules, or None; raises BadInputError naming the file and the rule at fault."""
@@ -69,6 +82,10 @@ class Settings:
         if self.max_body_bytes < 1024:
             raise BadInputError(f"--max-body-bytes {self.max_body_bytes}: must be at least 1024")
         check_project(self.default_project, "--default-project")
+        if not 0 <= self.replica < self.replicas:
+            raise BadInputError(f"--replica {self.replica} --replicas {self.replicas}: needs 0 <= replica < replicas")
+        if self.replicas > 1 and not self.nats:
+            raise BadInputError(f"--replicas {self.replicas}: replicas reach each other over the bus; give --nats")
         try:
             self.completion.validate()
         except ValueError as exc:
@@ -100,6 +117,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--redact", default=env("EVALSI_INGEST_REDACT", ""), metavar="FILE",
                         help="per-project redaction rules, YAML or JSON (EVALSI_INGEST_REDACT); applied before "
                         "anything is stored")
+    parser.add_argument("--nats", default=env("EVALSI_INGEST_NATS_URL", ""), metavar="URL",
+                        help="NATS server (EVALSI_INGEST_NATS_URL): publish completed traces for the policies; "
+                        "empty: standalone")
+    parser.add_argument("--replica", type=int, default=int(env("EVALSI_INGEST_REPLICA", "0")),
+                        help="this replica's index, 0 to --replicas - 1 (EVALSI_INGEST_REPLICA)")
+    parser.add_argument("--replicas", type=int, default=int(env("EVALSI_INGEST_REPLICAS", "1")),
+                        help="how many ingest replicas share the traces, by trace id (EVALSI_INGEST_REPLICAS)")
     parser.add_argument("--log-level", default=env("EVALSI_LOG_LEVEL", "info"))
     return parser
 
@@ -116,11 +140,14 @@ def settings_from_args(argv: Sequence[str] | None = None) -> Settings:
         completion=CompletionConfig(grace_s=args.grace, max_wait_s=args.max_wait),
         log_level=args.log_level,
         redact=args.redact,
+        nats=args.nats,
+        replica=args.replica,
+        replicas=args.replicas,
     )
 
 
 async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> None:
-    """Open the store, start both receivers, complete traces; on ``stop`` (SIGTERM) drain and close."""
+    """Open the store (and the bus), start both receivers, complete traces; on ``stop`` (SIGTERM) drain and close."""
     if stop is None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -129,29 +156,52 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> Non
     redactor = settings.redactor()
     store = await open_trace_store(settings.traces_url)
     assembler = TraceAssembler(settings.completion)
-    handler = ExportHandler(AssemblingSink(store, assembler), default_project=settings.default_project,
-                            redactor=redactor)
+    partitioning = Partitioning(settings.replica, settings.replicas)
+    bus = notices = None
     http_runner = grpc_server = None
     try:
+        publisher = None
+        if settings.nats:
+            bus = await connect(settings.nats, name=f"evalsi-ingest-{settings.replica}")
+            await ensure_streams(bus.js)
+            publisher = BusCompletionPublisher(bus.js)
+            if settings.replicas > 1:
+                notices = await notice_consumer(bus.js, assembler, settings.replica).start()
+        completer = Completer(assembler, store, publisher)
+        sink = AssemblingSink(store, assembler, partitioning=partitioning,
+                              notices=BusNoticeSender(bus.js) if bus is not None and settings.replicas > 1 else None)
+        handler = ExportHandler(sink, default_project=settings.default_project, redactor=redactor)
         receiver = OtlpHttpReceiver(handler, max_body_bytes=settings.max_body_bytes)
         http_runner, http_port = await start_http_receiver(receiver, settings.host, settings.http_port)
         grpc_server, grpc_port = await start_grpc_receiver(handler, settings.host, settings.grpc_port,
                                                            max_body_bytes=settings.max_body_bytes)
         host = f"[{settings.host}]" if ":" in settings.host else settings.host
         print(json.dumps({"event": "listening", "otlp_http": f"http://{host}:{http_port}",
-                          "otlp_grpc": f"{host}:{grpc_port}", "traces_url": settings.traces_url}), flush=True)
-        await run_completion_loop(assembler, store, stop)
-    finally:
-        # Stop taking spans first, let requests in flight finish, then record what completed and close.
-        if grpc_server is not None:
-            await grpc_server.stop(grace=5)
-        if http_runner is not None:
-            await http_runner.cleanup()
+                          "otlp_grpc": f"{host}:{grpc_port}", "traces_url": settings.traces_url,
+                          "replica": f"{settings.replica}/{settings.replicas}"}), flush=True)
+        await run_completion_loop(completer, stop)
+        # Stop taking spans first, let requests in flight finish, then record and publish what completed.
+        await _stop_receivers(grpc_server, http_runner)
+        grpc_server = http_runner = None
         try:
-            await complete_once(assembler, store)
-        finally:
-            await store.close()
+            await completer.tick()
+        except InfraError as exc:
+            log.warning("stopping with %d completed traces unpublished: %s", completer.waiting, exc)
         log.info("stopped: %d spans accepted, %d rejected", handler.stats.accepted, handler.stats.rejected)
+    finally:
+        await _stop_receivers(grpc_server, http_runner)
+        if notices is not None:
+            await notices.stop()
+        if bus is not None:
+            await bus.close()
+        await store.close()
+
+
+async def _stop_receivers(grpc_server: Any, http_runner: Any) -> None:
+    if grpc_server is not None:
+        await grpc_server.stop(grace=5)
+    if http_runner is not None:
+        await http_runner.cleanup()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

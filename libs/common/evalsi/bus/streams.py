@@ -57,6 +57,9 @@ class StreamLimits:
     deadletter_max_bytes: int = 1024 * _MIB
     events_max_age_s: float = _DAY_S
     deadletter_max_age_s: float = 7 * _DAY_S
+    traces_max_bytes: int = 512 * _MIB
+    traces_max_age_s: float = _DAY_S
+    assembly_max_bytes: int = 256 * _MIB
     max_msg_size: int | None = None
     duplicate_window_s: float = 120.0
     replicas: int = 1
@@ -81,8 +84,8 @@ class ConsumerSettings:
 
 
 def stream_configs(limits: StreamLimits, max_msg_size: int) -> list[StreamConfig]:
-    """The five streams: WORK, RESULTS and CONTROL are work queues (a message lives until acked); EVENTS and
-    DEADLETTER keep messages by age for readers that come later."""
+    """The streams: WORK, RESULTS, CONTROL and ASSEMBLY are work queues (a message lives until acked); EVENTS,
+    DEADLETTER and TRACES keep messages by age for readers that come later."""
 
     def stream(
         name: str,
@@ -121,6 +124,10 @@ def stream_configs(limits: StreamLimits, max_msg_size: int) -> list[StreamConfig
                description="run control (created, cancel, resume) for the schedulers"),
         stream(subjects.DEADLETTER_STREAM, "deadletter.>", lim, limits.deadletter_max_bytes, old,
                limits.deadletter_max_age_s, "messages that failed permanently or ran out of deliveries"),
+        stream(subjects.TRACES_STREAM, "traces.completed.>", lim, limits.traces_max_bytes, old,
+               limits.traces_max_age_s, "completed traces for online policies"),
+        stream(subjects.ASSEMBLY_STREAM, "traces.observed.>", wq, limits.assembly_max_bytes, new,
+               description="spans an ingest replica saw of traces another replica's partition completes"),
     ]  # fmt: skip
 
 

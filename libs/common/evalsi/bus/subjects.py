@@ -9,15 +9,19 @@ import re
 from typing import Literal, get_args
 
 __all__ = [
+    "ASSEMBLY_STREAM",
     "CONTROL_CONSUMER",
     "CONTROL_STREAM",
     "DEADLETTER_STREAM",
     "EVENTS_STREAM",
+    "POLICY_CONSUMER",
     "POOLS",
     "RESULTS_CONSUMER",
     "RESULTS_STREAM",
+    "TRACES_STREAM",
     "WORK_STREAM",
     "Pool",
+    "assembler_consumer",
     "check_pool",
     "check_token",
     "deadletter",
@@ -27,6 +31,8 @@ __all__ = [
     "results",
     "run_control",
     "run_events",
+    "traces_completed",
+    "traces_observed",
     "work",
     "work_consumer",
 ]
@@ -39,10 +45,13 @@ RESULTS_STREAM = "RESULTS"
 EVENTS_STREAM = "EVENTS"
 CONTROL_STREAM = "CONTROL"
 DEADLETTER_STREAM = "DEADLETTER"
+TRACES_STREAM = "TRACES"
+ASSEMBLY_STREAM = "ASSEMBLY"
 
 # Durable consumers shared by every replica of their service (a WorkQueue stream allows one per subject).
 RESULTS_CONSUMER = "scheduler"
 CONTROL_CONSUMER = "scheduler-control"
+POLICY_CONSUMER = "policy"
 
 # A token is one dot-free piece of a subject; NATS forbids whitespace and gives '*' and '>' meaning.
 _TOKEN = re.compile(r"^[A-Za-z0-9_\-:=@+]+$")
@@ -86,6 +95,27 @@ def run_events(run_id: str) -> str:
 def run_control(run_id: str) -> str:
     """``runs.control.<run_id>``: created / cancel / resume for the schedulers (stream CONTROL)."""
     return f"runs.control.{check_token(run_id, 'run id')}"
+
+
+def traces_completed(project: str) -> str:
+    """``traces.completed.<project>``: completed traces for the policy service (stream TRACES).
+
+    A project may contain '.', which would split the token, so it travels as '=' (never part of a project name);
+    the payload carries the project as it is.
+    """
+    return f"traces.completed.{check_token(project.replace('.', '='), 'project')}"
+
+
+def traces_observed(partition: int) -> str:
+    """``traces.observed.<partition>``: spans one ingest replica saw of traces another replica completes."""
+    if partition < 0:
+        raise ValueError(f"partition {partition}: must be 0 or more")
+    return f"traces.observed.{partition}"
+
+
+def assembler_consumer(partition: int) -> str:
+    """``assembler-<partition>``: the durable consumer the replica owning a partition pulls its notices from."""
+    return f"assembler-{partition}"
 
 
 def deadletter(name: str) -> str:

@@ -40,7 +40,15 @@ from .mappers import (
     map_span,
 )
 from .online import Feedback, OnlineScore
-from .pipeline import AssemblingSink, complete_once, open_trace_store, run_completion_loop
+from .pipeline import (
+    AssemblingSink,
+    Completer,
+    Partitioning,
+    complete_once,
+    open_trace_store,
+    partition_of,
+    run_completion_loop,
+)
 from .redaction import BUILTINS as REDACTION_BUILTINS
 from .redaction import RedactionRule, Redactor
 from .sqlite_store import SqliteTraceStore, TracePage, TraceSummary
@@ -60,6 +68,7 @@ __all__ = [
     "AssemblingSink",
     "ClickHouseTraceStore",
     "CompletedTrace",
+    "Completer",
     "CompletionConfig",
     "ExportHandler",
     "ExportStats",
@@ -70,6 +79,7 @@ __all__ = [
     "OnlineScore",
     "OtlpGrpcReceiver",
     "OtlpHttpReceiver",
+    "Partitioning",
     "RedactionRule",
     "Redactor",
     "SpanSink",
@@ -87,6 +97,7 @@ __all__ = [
     "map_resource_spans",
     "map_span",
     "open_trace_store",
+    "partition_of",
     "root_of",
     "run_completion_loop",
     "start_grpc_receiver",

@@ -186,15 +186,19 @@ class TraceAssembler:
         return len(self._pending)
 
     def observe(self, project: str, spans: Iterable[MappedSpan]) -> None:
-        now = self._clock()
         for span in spans:
-            key = (project, span.trace_id)
-            pending = self._pending.get(key)
-            if pending is None:  # new, or a late span of a completed trace: it will complete again
-                late_rooted = key in self._rooted
-                pending = self._pending[key] = _Pending(first_seen=now, root_seen=now if late_rooted else None)
-            if not span.parent_span_id and pending.root_seen is None:
-                pending.root_seen = now
+            self.note(project, span.trace_id, has_root=not span.parent_span_id)
+
+    def note(self, project: str, trace_id: str, *, has_root: bool) -> None:
+        """Spans of ``trace_id`` arrived (here, or at a replica that passed the news on)."""
+        now = self._clock()
+        key = (project, trace_id)
+        pending = self._pending.get(key)
+        if pending is None:  # new, or a late span of a completed trace: it will complete again
+            late_rooted = key in self._rooted
+            pending = self._pending[key] = _Pending(first_seen=now, root_seen=now if late_rooted else None)
+        if has_root and pending.root_seen is None:
+            pending.root_seen = now
 
     def pop_completed(self) -> list[CompletedTrace]:
         """Traces whose root arrived at least ``grace_s`` ago, or whose first span ``max_wait_s`` ago."""

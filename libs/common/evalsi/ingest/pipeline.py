@@ -1,8 +1,10 @@
 """The ingest pipeline's composition: the store, then the assembler, behind the one ``SpanSink`` interface.
 
-Spans are stored before the assembler hears of them, so a trace it completes is always readable. The
-completion loop asks the assembler (a pure component) which traces are complete and records that in the store;
-publishing completed traces on the bus for policies comes later, at this same point.
+Spans are stored before the assembler hears of them, so a trace it completes is always readable. With several
+replicas each trace has one owner (its partition: crc32 of the trace id modulo the replica count); a replica
+that receives spans of a trace it does not own stores them and tells the owner over the bus
+(``traces.observed.<partition>``). The completion loop asks the assembler (a pure component) which traces are
+complete, records that in the store and publishes them for the policies (``traces.completed.<project>``).
 """
 
 from __future__ import annotations
@@ -10,17 +12,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+import time
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 from urllib.parse import unquote
 
+from evalsi.bus.v1alpha1.bus_pb2 import ObservedTrace, TraceCompleted
 from evalsi.errors import BadInputError, InfraError
 
 from .assembly import CompletedTrace, TraceAssembler
 from .clickhouse_store import ClickHouseTraceStore
 from .handler import SpanSink
 from .mappers import MappedSpan
-from .sqlite_store import SqliteTraceStore
+from .sqlite_store import SqliteTraceStore, TraceSummary
 
 log = logging.getLogger("evalsi.ingest")
 TRACE_URL_FORMS = "sqlite:///relative.db, sqlite:////absolute/path.db or clickhouse://host[:tcp_port]/database"
@@ -29,44 +35,135 @@ TRACE_URL_FORMS = "sqlite:///relative.db, sqlite:////absolute/path.db or clickho
 class CompletionStore(Protocol):
     async def mark_completed(self, project: str, trace_ids: Sequence[str]) -> None: ...
 
+    async def get_summary(self, project: str, trace_id: str) -> TraceSummary | None: ...
+
+
+class NoticeSender(Protocol):
+    """Tells the replica owning ``partition`` that spans of these traces arrived here."""
+
+    async def send(self, partition: int, traces: Sequence[ObservedTrace]) -> None: ...
+
+
+class CompletionPublisher(Protocol):
+    """Hands a completed trace to the policies (the bus in server mode)."""
+
+    async def publish(self, completed: TraceCompleted) -> None: ...
+
+
+def partition_of(trace_id: str, partitions: int) -> int:
+    """The partition of a trace: the same in every replica and process (crc32, not Python's salted hash)."""
+    return zlib.crc32(trace_id.lower().encode()) % partitions
+
+
+@dataclass(frozen=True)
+class Partitioning:
+    """Replica ``replica`` of ``replicas`` completes the traces of partition ``replica``; any replica stores spans."""
+
+    replica: int = 0
+    replicas: int = 1
+
+    def __post_init__(self) -> None:
+        if self.replicas < 1 or not 0 <= self.replica < self.replicas:
+            raise ValueError(f"replica {self.replica} of {self.replicas}: needs 0 <= replica < replicas")
+
+    def owner(self, trace_id: str) -> int:
+        return 0 if self.replicas == 1 else partition_of(trace_id, self.replicas)
+
 
 class AssemblingSink:
-    """Stores spans, then tells the assembler which traces they belong to."""
+    """Stores spans, then tells the assembler which traces they belong to (or the replica that owns them)."""
 
-    def __init__(self, store: SpanSink, assembler: TraceAssembler) -> None:
+    def __init__(self, store: SpanSink, assembler: TraceAssembler, *, partitioning: Partitioning | None = None,
+                 notices: NoticeSender | None = None) -> None:
         self.store = store
         self.assembler = assembler
+        self.partitioning = partitioning or Partitioning()
+        if self.partitioning.replicas > 1 and notices is None:
+            raise ValueError("several replicas need a notice sender (the bus) to reach each other")
+        self.notices = notices
 
     async def consume(self, project: str, spans: Sequence[MappedSpan]) -> None:
         await self.store.consume(project, spans)
-        self.assembler.observe(project, spans)
+        if self.partitioning.replicas == 1:
+            self.assembler.observe(project, spans)
+            return
+        foreign: dict[int, dict[str, bool]] = {}
+        for span in spans:
+            owner = self.partitioning.owner(span.trace_id)
+            if owner == self.partitioning.replica:
+                self.assembler.note(project, span.trace_id, has_root=not span.parent_span_id)
+            else:
+                traces = foreign.setdefault(owner, {})
+                traces[span.trace_id] = traces.get(span.trace_id, False) or not span.parent_span_id
+        # A failed notice fails the export, so the client retries: spans upsert, so nothing doubles.
+        for owner, traces in foreign.items():
+            assert self.notices is not None
+            await self.notices.send(owner, [ObservedTrace(project=project, trace_id=trace_id, has_root=root)
+                                            for trace_id, root in traces.items()])
 
 
-async def complete_once(
-    assembler: TraceAssembler,
-    store: CompletionStore,
-    on_complete: Callable[[CompletedTrace], Awaitable[None]] | None = None,
-) -> list[CompletedTrace]:
-    """One pass of the completion loop: mark every due trace completed, then call ``on_complete`` for each."""
-    done = assembler.pop_completed()
-    by_project: dict[str, list[str]] = {}
-    for trace in done:
-        by_project.setdefault(trace.project, []).append(trace.trace_id)
-    for project, trace_ids in by_project.items():
-        await store.mark_completed(project, trace_ids)
-    if on_complete is not None:
-        for trace in done:
-            await on_complete(trace)
-    return done
+@dataclass
+class _Outgoing:
+    trace: CompletedTrace
+    marked: bool = False
 
 
-async def run_completion_loop(assembler: TraceAssembler, store: CompletionStore, stop: asyncio.Event,
-                              interval_s: float = 0.5) -> None:
+class Completer:
+    """The completion loop's one step: due traces are marked completed in the store, then published.
+
+    Completed traces wait in an outbox until both are done, so a store or bus outage delays them, never loses
+    them. The revision published is the trace's span count: late spans raise it (and so re-trigger evaluation
+    under a new message id); a republished completion keeps it (and the bus drops the duplicate).
+    """
+
+    def __init__(self, assembler: TraceAssembler, store: CompletionStore,
+                 publisher: CompletionPublisher | None = None, clock: Callable[[], float] = time.time) -> None:
+        self.assembler = assembler
+        self.store = store
+        self.publisher = publisher
+        self._clock = clock
+        self._outbox: list[_Outgoing] = []
+
+    @property
+    def waiting(self) -> int:
+        return len(self._outbox)
+
+    async def tick(self) -> list[CompletedTrace]:
+        """Move due traces along; returns those fully done in this tick. Raises InfraError, keeping the rest."""
+        self._outbox.extend(_Outgoing(trace) for trace in self.assembler.pop_completed())
+        by_project: dict[str, list[_Outgoing]] = {}
+        for item in self._outbox:
+            if not item.marked:
+                by_project.setdefault(item.trace.project, []).append(item)
+        for project, items in by_project.items():
+            await self.store.mark_completed(project, [item.trace.trace_id for item in items])
+            for item in items:
+                item.marked = True
+        done: list[CompletedTrace] = []
+        while self._outbox:  # in order, so a trace is published only after those completed before it
+            if self.publisher is not None:
+                await self.publisher.publish(await self._message(self._outbox[0].trace))
+            done.append(self._outbox.pop(0).trace)
+        return done
+
+    async def _message(self, trace: CompletedTrace) -> TraceCompleted:
+        summary = await self.store.get_summary(trace.project, trace.trace_id)
+        return TraceCompleted(project=trace.project, trace_id=trace.trace_id,
+                              revision=summary.span_count if summary else 0, root_seen=trace.root_seen,
+                              completed_at=self._clock(), reason="spans")
+
+
+async def complete_once(assembler: TraceAssembler, store: CompletionStore) -> list[CompletedTrace]:
+    """Mark every due trace completed (no publishing): standalone use and tests."""
+    return await Completer(assembler, store).tick()
+
+
+async def run_completion_loop(completer: Completer, stop: asyncio.Event, interval_s: float = 0.5) -> None:
     while not stop.is_set():
         try:
-            await complete_once(assembler, store)
-        except InfraError as exc:  # the store is down: try again next tick, the assembler forgets nothing
-            log.warning("completing traces failed: %s", exc)
+            await completer.tick()
+        except InfraError as exc:  # the store or the bus is down: try again next tick, the outbox forgets nothing
+            log.warning("completing traces failed (%d waiting): %s", completer.waiting, exc)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), interval_s)
 

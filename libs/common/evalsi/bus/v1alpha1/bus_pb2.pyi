@@ -130,3 +130,35 @@ class RunControl(_message.Message):
     project: str
     action: ControlAction
     def __init__(self, run_id: _Optional[str] = ..., project: _Optional[str] = ..., action: _Optional[_Union[ControlAction, str]] = ...) -> None: ...
+
+class TraceCompleted(_message.Message):
+    __slots__ = ("project", "trace_id", "revision", "root_seen", "completed_at", "reason")
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    ROOT_SEEN_FIELD_NUMBER: _ClassVar[int]
+    COMPLETED_AT_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    project: str
+    trace_id: str
+    revision: int
+    root_seen: bool
+    completed_at: float
+    reason: str
+    def __init__(self, project: _Optional[str] = ..., trace_id: _Optional[str] = ..., revision: _Optional[int] = ..., root_seen: _Optional[bool] = ..., completed_at: _Optional[float] = ..., reason: _Optional[str] = ...) -> None: ...
+
+class ObservedTrace(_message.Message):
+    __slots__ = ("project", "trace_id", "has_root")
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    HAS_ROOT_FIELD_NUMBER: _ClassVar[int]
+    project: str
+    trace_id: str
+    has_root: bool
+    def __init__(self, project: _Optional[str] = ..., trace_id: _Optional[str] = ..., has_root: _Optional[bool] = ...) -> None: ...
+
+class TracesObserved(_message.Message):
+    __slots__ = ("traces",)
+    TRACES_FIELD_NUMBER: _ClassVar[int]
+    traces: _containers.RepeatedCompositeFieldContainer[ObservedTrace]
+    def __init__(self, traces: _Optional[_Iterable[_Union[ObservedTrace, _Mapping]]] = ...) -> None: ...
