@@ -24,7 +24,7 @@ from evalsi.natsserver import NatsServer
 
 async def test_streams_have_explicit_limits(bus: BusConnection, limits: StreamLimits) -> None:
     infos = await ensure_streams(bus.js, limits)
-    assert set(infos) == {"WORK", "RESULTS", "EVENTS", "CONTROL", "DEADLETTER"}
+    assert set(infos) == {"WORK", "RESULTS", "EVENTS", "CONTROL", "DEADLETTER", "TRACES", "ASSEMBLY"}
     max_payload = bus.nc.max_payload
     for info in infos.values():
         c = info.config
@@ -41,6 +41,10 @@ async def test_streams_have_explicit_limits(bus: BusConnection, limits: StreamLi
     assert events.subjects == ["runs.events.>"] and events.retention == RetentionPolicy.LIMITS
     assert events.max_age == 24 * 3600 and events.discard == DiscardPolicy.OLD
     assert dead.subjects == ["deadletter.>"] and dead.max_age == 7 * 24 * 3600
+    traces, assembly = infos["TRACES"].config, infos["ASSEMBLY"].config
+    assert traces.subjects == ["traces.completed.>"] and traces.retention == RetentionPolicy.LIMITS
+    assert traces.max_age == 24 * 3600 and traces.discard == DiscardPolicy.OLD
+    assert assembly.subjects == ["traces.observed.>"] and assembly.retention == RetentionPolicy.WORK_QUEUE
 
 
 async def test_ensure_twice_and_concurrently_from_two_services(fresh_server: NatsServer, limits: StreamLimits) -> None:
