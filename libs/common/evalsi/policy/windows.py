@@ -161,6 +161,12 @@ class AlertTracker:
             decisions.append(AlertDecision(rule, start, fire, duplicate, reason, values, key))
         return decisions
 
+    def with_rules(self, rules: Iterable[AlertRule]) -> AlertTracker:
+        """A tracker for changed rules that still remembers what this one fired (no repeat after a reload)."""
+        tracker = AlertTracker(self.policy, rules)
+        tracker._fired = dict(self._fired)
+        return tracker
+
     def forget_before(self, start: float) -> None:
         """Forget alerts of windows that start before ``start`` (bounded memory for a long-running engine)."""
         self._fired = {key: at for key, at in self._fired.items() if at >= start}

@@ -1,0 +1,248 @@
+"""The policy engine: one completed trace through every policy of its project.
+
+For each policy: the selector, then sampling (always-rules first), then the cascade, whose stages are evaluated
+by ``StageEvaluator`` (the worker pools over the bus in the service, in-process in tests and embedded use).
+Every stage's outcome is stored with the trace as ``OnlineScore`` rows keyed on the trace revision, so a
+redelivered completion rewrites the same rows and a later revision replaces them. Scored values feed the
+policy's windows; an alert rule that holds fires once per window; a trace whose scores satisfy
+``promote.when`` is added to the policy's dataset as a new version.
+
+I/O is injected (``TraceSource``, ``ScoreSink``, ``StageEvaluator``, ``Notifier``, ``Promoter``,
+``ScoreObserver``), so the engine is tested without a bus and the service only wires it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from evalsi.bus.v1alpha1.bus_pb2 import TraceCompleted
+from evalsi.errors import InfraError
+from evalsi.ingest.mappers import MappedSpan
+from evalsi.ingest.online import ERROR as ERROR_OUTCOME
+from evalsi.ingest.online import SCORED as SCORED_OUTCOME
+from evalsi.ingest.online import SKIPPED as SKIPPED_OUTCOME
+from evalsi.ingest.online import Feedback, OnlineScore
+from evalsi.v1alpha1.record_pb2 import Record
+
+from .cascade import SCORED, SKIPPED, Stage, StageResult, check_when, run_cascade
+from .selection import TraceView, decide_sampling
+from .spec import CompiledPolicy
+from .webhook import Delivery, alert_payload
+from .windows import AlertTracker, WindowAggregator, window_start
+
+log = logging.getLogger("evalsi.policy")
+
+
+class TraceSource(Protocol):
+    async def get_spans(self, project: str, trace_id: str) -> list[MappedSpan]: ...
+
+    async def list_feedback(self, project: str, *, trace_id: str | None = None,
+                            session_id: str | None = None) -> list[Feedback]: ...
+
+
+class ScoreSink(Protocol):
+    async def put_scores(self, project: str, scores: Sequence[OnlineScore]) -> None: ...
+
+
+StageEvaluator = Callable[[str, Record, Sequence[Stage]], Awaitable[Sequence[StageResult]]]
+"""(project, the trace's record, stages) → one result per stage; raises InfraError when the pools fail."""
+
+
+class Notifier(Protocol):
+    async def send(self, url: str, body: bytes, *, secret: str | bytes, key: str = "") -> Delivery: ...
+
+
+class Promoter(Protocol):
+    async def promote(self, project: str, dataset: str, record: Record) -> None: ...
+
+
+class ScoreObserver(Protocol):
+    """Exports (Prometheus, OTel events): told of every stored score of a policy."""
+
+    def observe(self, project: str, policy: str, scores: Sequence[OnlineScore], record: Record) -> None: ...
+
+
+class TraceNotReady(InfraError):
+    """The completion arrived before the trace's spans are readable: try the message again later."""
+
+
+@dataclass
+class PolicyOutcome:
+    """What one policy did with one trace."""
+
+    policy: str
+    selected: bool
+    sampled: bool = False
+    reasons: tuple[str, ...] = ()
+    scores: list[OnlineScore] = field(default_factory=list)
+    promoted: bool = False
+    alerts: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _PolicyState:
+    """Per-policy memory of the engine: the windows and the alerts already sent (bounded by window age)."""
+
+    windows: WindowAggregator
+    alerts: AlertTracker
+    counted: dict[tuple[str, str], int] = field(default_factory=dict)  # (trace, metric) → revision counted
+
+
+class PolicyEngine:
+    def __init__(
+        self,
+        *,
+        traces: TraceSource,
+        scores: ScoreSink,
+        evaluate: StageEvaluator,
+        notifier: Notifier | None = None,
+        promoter: Promoter | None = None,
+        observers: Sequence[ScoreObserver] = (),
+        clock: Callable[[], float] = time.time,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self._traces = traces
+        self._scores = scores
+        self._evaluate = evaluate
+        self._notifier = notifier
+        self._promoter = promoter
+        self._observers = tuple(observers)
+        self._clock = clock
+        self._env = os.environ if env is None else env
+        self._policies: dict[str, list[CompiledPolicy]] = {}
+        self._state: dict[tuple[str, str], _PolicyState] = {}
+
+    # --- policies --------------------------------------------------------------------------------------------
+
+    def set_policies(self, policies: Sequence[CompiledPolicy]) -> None:
+        """Replace the policies in force; a policy whose window length is unchanged keeps its windows."""
+        by_project: dict[str, list[CompiledPolicy]] = {}
+        state: dict[tuple[str, str], _PolicyState] = {}
+        for policy in policies:
+            project = policy.project or "default"
+            by_project.setdefault(project, []).append(policy)
+            key = (project, policy.name)
+            old = self._state.get(key)
+            if old is not None and old.windows.window_s == policy.window_s:
+                old.alerts = old.alerts.with_rules(policy.alerts)
+                state[key] = old
+            else:
+                state[key] = _PolicyState(WindowAggregator(policy.window_s), AlertTracker(policy.name, policy.alerts))
+        self._policies = by_project
+        self._state = state
+
+    def policies(self, project: str) -> list[CompiledPolicy]:
+        return list(self._policies.get(project, ()))
+
+    # --- one completed trace ---------------------------------------------------------------------------------
+
+    async def handle(self, completed: TraceCompleted) -> list[PolicyOutcome]:
+        project = completed.project or "default"
+        policies = self._policies.get(project)
+        if not policies:
+            return []
+        spans = await self._traces.get_spans(project, completed.trace_id)
+        if not spans:
+            raise TraceNotReady(f"trace {completed.trace_id} of project {project} has no readable spans yet")
+        session = next((span.session_id for span in spans if span.session_id), "")
+        feedback = await self._traces.list_feedback(project, trace_id=completed.trace_id, session_id=session or None)
+        view = TraceView.from_spans(spans, project=project, negative_feedback=any(f.negative for f in feedback))
+        revision = completed.revision or len(spans)
+        outcomes = []
+        for policy in policies:
+            outcomes.append(await self._apply(policy, project, view, revision))
+        return outcomes
+
+    async def _apply(self, policy: CompiledPolicy, project: str, view: TraceView, revision: int) -> PolicyOutcome:
+        if not policy.selector.matches(view):
+            return PolicyOutcome(policy.name, selected=False)
+        decision = decide_sampling(view, policy.rate, policy.always)
+        outcome = PolicyOutcome(policy.name, selected=True, sampled=decision.sampled, reasons=decision.reasons)
+        if not decision.sampled:
+            return outcome
+
+        async def evaluate(stages: Sequence[Stage]) -> Sequence[StageResult]:
+            return await self._evaluate(project, view.record, stages)
+
+        results = await run_cascade(policy.cascade, evaluate, view.record)
+        now = self._clock()
+        outcome.scores = online_scores(policy, view.trace_id, revision, results, now)
+        await self._scores.put_scores(project, outcome.scores)
+        for observer in self._observers:
+            observer.observe(project, policy.name, outcome.scores, view.record)
+        outcome.alerts = await self._window(policy, project, view.trace_id, revision, outcome.scores, now)
+        if policy.promote_when is not None and self._promoter is not None:
+            holds, _ = check_when(policy.promote_when, results)
+            if holds:
+                await self._promoter.promote(project, policy.promote_dataset, view.record)
+                outcome.promoted = True
+        return outcome
+
+    async def _window(self, policy: CompiledPolicy, project: str, trace_id: str, revision: int,
+                      scores: Sequence[OnlineScore], now: float) -> list[str]:
+        state = self._state[(project, policy.name)]
+        start = window_start(now, policy.window_s)
+        for score in scores:
+            if score.outcome != SCORED_OUTCOME or score.value is None:
+                continue
+            # A redelivered or re-evaluated trace counts once per window: the first revision seen stays.
+            key = (trace_id, score.metric)
+            if key in state.counted:
+                continue
+            state.counted[key] = revision
+            state.windows.add(score.metric, bool(score.passed) if score.passed is not None else score.value, now)
+        fired = []
+        for decision in state.alerts.evaluate(start, state.windows.aggregates(start)):
+            if not decision.fire or self._notifier is None:
+                continue
+            body = alert_payload(policy=policy.name, project=project, rule=decision.rule.when, window_start=start,
+                                 window_s=policy.window_s, values=decision.values, key=decision.key)
+            secret = self._env.get(decision.rule.secret_env, "") if decision.rule.secret_env else ""
+            delivery = await self._notifier.send(decision.rule.notify, body, secret=secret, key=decision.key)
+            if delivery.delivered:
+                fired.append(decision.key)
+            else:
+                log.warning("alert %s of policy %s not delivered to %s: %s", decision.key, policy.name,
+                            decision.rule.notify, delivery.error)
+        # Older windows are closed: forget them (memory stays bounded for a long-running engine).
+        state.windows.drop_before(start)
+        state.alerts.forget_before(start)
+        if len(state.counted) > 100_000:
+            state.counted.clear()
+        return fired
+
+
+def online_scores(policy: CompiledPolicy, trace_id: str, revision: int, results: Sequence[StageResult],
+                  now: float) -> list[OnlineScore]:
+    """The rows a cascade's results become: one per metric of a scored stage, one per skipped or failed stage."""
+    refs = {stage.alias: stage.bound.evaluator.ref for stage in policy.cascade.stages}
+    rows: list[OnlineScore] = []
+    for result in results:
+        common = {"trace_id": trace_id, "revision": revision, "policy": policy.name, "stage": result.alias,
+                  "evaluator": refs.get(result.alias, ""), "scored_at": now}
+        if result.outcome != SCORED:
+            outcome = SKIPPED_OUTCOME if result.outcome == SKIPPED else ERROR_OUTCOME
+            rows.append(OnlineScore(metric=result.alias, outcome=outcome, reason=result.reason, **common))
+            continue
+        for score in result.scores:
+            metric = result.alias if len(result.scores) == 1 else f"{result.alias}.{score.name}"
+            kind = score.WhichOneof("value")
+            value: float | None = None
+            passed: bool | None = None
+            label = ""
+            if kind == "number":
+                value = score.number
+            elif kind == "passed":
+                passed = score.passed
+                value = 1.0 if score.passed else 0.0
+            elif kind == "label":
+                label = score.label
+            rows.append(OnlineScore(metric=metric, outcome=SCORED_OUTCOME, value=value, passed=passed, label=label,
+                                    reason=score.explanation, **common))
+    return rows
+
