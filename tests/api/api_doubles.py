@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import time
 from collections import defaultdict
 from collections.abc import AsyncIterator, Mapping
 from functools import partial
@@ -20,6 +21,7 @@ from evalsi.api import (
     CatalogHandlers,
     EvaluationHandlers,
     HandlerLimits,
+    MonitorHandlers,
     Readiness,
     RunHandlers,
     ServerConfig,
@@ -29,7 +31,10 @@ from evalsi.api import (
 from evalsi.bus.v1alpha1.bus_pb2 import RunControl
 from evalsi.errors import BadInputError
 from evalsi.evaluators import Registry
+from evalsi.ingest import OnlineScore
+from evalsi.stores import StoredPolicy, policy_hash
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResponse
+from evalsi.v1alpha1.policy_pb2 import OnlineEvalPolicy
 from evalsi.v1alpha1.run_pb2 import EvalRun, Run
 from evalsi.v1alpha1.run_service_pb2 import RunEvent
 from evalsi.v1alpha1.score_pb2 import OUTCOME_SCORED, EvaluationResult, Score
@@ -42,11 +47,33 @@ def _copy(message: Any) -> Any:
 
 
 class MemoryStore:
-    """MetadataStore: runs and results by project, paged with offset tokens."""
+    """MetadataStore: runs and results by project, paged with offset tokens; policies by (project, name)."""
 
     def __init__(self) -> None:
         self.runs: dict[tuple[str, str], Run] = {}
         self.results: dict[tuple[str, str], list[EvaluationResult]] = defaultdict(list)
+        self.policies: dict[tuple[str, str], StoredPolicy] = {}
+
+    async def put_policy(self, project: str, policy: OnlineEvalPolicy) -> tuple[StoredPolicy, bool]:
+        stored = _copy(policy)
+        stored.metadata.project = project
+        key = (project, policy.metadata.name)
+        current = self.policies.get(key)
+        digest = policy_hash(stored)
+        if current is not None and current.spec_hash == digest:
+            return current, False
+        generation = current.generation + 1 if current is not None else 1
+        self.policies[key] = StoredPolicy(project, key[1], stored, generation, digest, time.time())
+        return self.policies[key], True
+
+    async def get_policy(self, project: str, name: str) -> StoredPolicy | None:
+        return self.policies.get((project, name))
+
+    async def list_policies(self, project: str | None = None) -> list[StoredPolicy]:
+        return [p for key, p in sorted(self.policies.items()) if project is None or key[0] == project]
+
+    async def delete_policy(self, project: str, name: str) -> bool:
+        return self.policies.pop((project, name), None) is not None
 
     async def create_run(self, run: Run) -> None:
         self.runs[(run.project, run.id)] = _copy(run)
@@ -96,6 +123,36 @@ def _page(items: list[Any], page_size: int, token: str) -> tuple[list[Any], str]
     start = int(token) if token else 0
     end = start + page_size
     return [_copy(item) for item in items[start:end]], (str(end) if end < len(items) else "")
+
+
+class MemoryScores:
+    """The trace store's online scores (``list_scores``), by project, oldest first."""
+
+    def __init__(self) -> None:
+        self.scores: list[tuple[str, OnlineScore]] = []
+
+    def add(self, project: str, *scores: OnlineScore) -> None:
+        self.scores.extend((project, score) for score in scores)
+
+    async def list_scores(
+        self,
+        project: str,
+        *,
+        trace_id: str | None = None,
+        policy: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
+    ) -> list[OnlineScore]:
+        found = [
+            s
+            for p, s in self.scores
+            if p == project
+            and (trace_id is None or s.trace_id == trace_id)
+            and (policy is None or s.policy == policy)
+            and (since is None or s.scored_at >= since)
+            and (until is None or s.scored_at < until)
+        ]
+        return sorted(found, key=lambda s: (s.scored_at, s.trace_id, s.metric))
 
 
 class MemoryObjects:
@@ -194,7 +251,13 @@ class Api:
             limits=limits,
         )
         self.catalog = CatalogHandlers(registry)
-        self.table = build_table(evaluation=self.evaluation, runs=self.runs, catalog=self.catalog)
+        self.scores = MemoryScores()
+        # The monitor's "now" (GetPolicyStats' last N windows), set by tests.
+        self.now = 1_700_000_000.0
+        self.monitor = MonitorHandlers(
+            self.store, self.scores, registry=registry, limits=limits, clock=lambda: self.now
+        )
+        self.table = build_table(evaluation=self.evaluation, runs=self.runs, catalog=self.catalog, monitor=self.monitor)
         self.readiness = Readiness(["store"])
         self.readiness.set_ready("store")
         self.metrics = ApiMetrics(process_metrics=False)

@@ -30,6 +30,12 @@ def test_every_route_of_the_public_services_comes_from_the_descriptors() -> None
             ("GET", "/v1alpha1/evaluators", "", "evalsi.v1alpha1.CatalogService/ListEvaluators"),
             ("GET", "/v1alpha1/traces", "", "evalsi.v1alpha1.TraceService/ListTraces"),
             ("GET", "/v1alpha1/traces/{trace_id}", "", "evalsi.v1alpha1.TraceService/GetTrace"),
+            ("POST", "/v1alpha1/feedback", "*", "evalsi.v1alpha1.TraceService/AddFeedback"),
+            ("POST", "/v1alpha1/policies", "policy", "evalsi.v1alpha1.MonitorService/ApplyPolicy"),
+            ("GET", "/v1alpha1/policies", "", "evalsi.v1alpha1.MonitorService/ListPolicies"),
+            ("GET", "/v1alpha1/policies/{name}", "", "evalsi.v1alpha1.MonitorService/GetPolicy"),
+            ("DELETE", "/v1alpha1/policies/{name}", "", "evalsi.v1alpha1.MonitorService/DeletePolicy"),
+            ("GET", "/v1alpha1/policies/{name}/stats", "", "evalsi.v1alpha1.MonitorService/GetPolicyStats"),
         ]
     )
 
@@ -187,6 +193,9 @@ def test_responses_are_single_line_protobuf_json() -> None:
     assert text == '{"runId": "r", "state": "RUN_STATE_CANCELLED", "progress": {"completed": "3"}}'
 
 
+_VERBS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+
+
 def test_the_routes_table_in_docs_matches_the_descriptors() -> None:
     from pathlib import Path
 
@@ -194,7 +203,7 @@ def test_the_routes_table_in_docs_matches_the_descriptors() -> None:
     documented = set()
     for line in doc.splitlines():
         cells = [cell.strip().strip("`") for cell in line.strip().strip("|").split("|")]
-        if len(cells) == 5 and cells[1].startswith("/evalsi.v1alpha1.") and cells[2].split(" ")[0] in ("GET", "POST"):
+        if len(cells) == 5 and cells[1].startswith("/evalsi.v1alpha1.") and cells[2].split(" ")[0] in _VERBS:
             verb, path = cells[2].split(" ", 1)
             documented.add((verb, path, cells[1].lstrip("/")))
     assert documented == {(r.http_method, r.path, r.rpc) for r in ROUTES}

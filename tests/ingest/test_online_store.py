@@ -4,9 +4,10 @@ filters and project isolation."""
 from __future__ import annotations
 
 import pytest
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from evalsi.errors import BadInputError
-from evalsi.ingest import ClickHouseTraceStore, Feedback, OnlineScore, SqliteTraceStore
+from evalsi.ingest import ClickHouseTraceStore, Feedback, OnlineScore, SqliteTraceStore, map_span
 
 Store = SqliteTraceStore | ClickHouseTraceStore
 T1, T2 = "ab" * 16, "cd" * 16
@@ -68,3 +69,20 @@ def test_feedback_check_names_the_field() -> None:
         Feedback(id="", trace_id=T1, session_id="", name="thumbs").check()
     with pytest.raises(ValueError, match="outcome"):
         _score(T1, 1, "m", 1.0, 1.0, outcome="great")
+
+
+async def test_list_traces_filters_on_score_thresholds(trace_store: Store) -> None:
+    for byte in (1, 2, 3):
+        span = Span(trace_id=bytes([byte]) * 16, span_id=b"\x00" * 7 + b"\x01", name="root",
+                    start_time_unix_nano=byte * 1000, end_time_unix_nano=byte * 1000 + 10)
+        await trace_store.consume("p", [map_span(span, {})])
+    await trace_store.put_scores("p", [
+        _score("01" * 16, 1, "judge", 0.2, 1.0), _score("02" * 16, 1, "judge", 0.9, 1.0),
+        _score("03" * 16, 1, "judge", None, 1.0, outcome="skipped", reason="no content"),
+        _score("03" * 16, 1, "other", 0.1, 1.0),
+    ])
+    low = await trace_store.list_traces("p", score_metric="judge", max_score=0.5)
+    assert [t.trace_id for t in low.traces] == ["01" * 16]
+    scored = await trace_store.list_traces("p", score_metric="judge")
+    assert [t.trace_id for t in scored.traces] == ["02" * 16, "01" * 16]
+    assert (await trace_store.list_traces("p", score_metric="judge", min_score=0.95)).traces == []

@@ -13,6 +13,8 @@ from evalsi.errors import InfraError
 from evalsi.stores import LATEST_VERSION, MIGRATIONS, Migration, open_metadata_store
 from evalsi.stores.migrations import migrate_postgres, migrate_sqlite
 
+# Every version in order, as a first open applies them.
+ALL_VERSIONS = tuple(m.version for m in MIGRATIONS)
 EXTRA = Migration(
     LATEST_VERSION + 1,
     "an extra table",
@@ -62,7 +64,8 @@ async def test_the_first_open_applies_every_version_and_the_next_nothing(store_u
     second = await open_metadata_store(store_url)
     await second.close()
 
-    assert first.applied_migrations == (1, 2) and LATEST_VERSION == 2
+    # Versions are consecutive from 1, so a gap (a migration deleted or renumbered) fails here.
+    assert first.applied_migrations == ALL_VERSIONS == tuple(range(1, LATEST_VERSION + 1))
     assert second.applied_migrations == ()
     assert await raw(store_url, "SELECT version, name FROM schema_migrations") == [
         (m.version, m.name) for m in MIGRATIONS
@@ -82,7 +85,7 @@ async def test_every_table_carries_project_and_tenant(store_url: str) -> None:
         for table, column in rows:
             columns.setdefault(table, set()).add(column)
     columns.pop("schema_migrations")
-    assert sorted(columns) == ["leases", "results", "run_labels", "runs", "tasks"]
+    assert sorted(columns) == ["leases", "policies", "results", "run_labels", "runs", "tasks"]
     for table, names in columns.items():
         assert {"project_id", "tenant_id"} <= names, table
 
@@ -121,7 +124,7 @@ async def test_a_schema_newer_than_the_code_is_refused(store_url: str) -> None:
 async def test_services_starting_together_migrate_once(fresh_postgres_url: str) -> None:
     stores = await asyncio.gather(*(open_metadata_store(fresh_postgres_url, pool_size=2) for _ in range(5)))
     try:
-        assert sorted(s.applied_migrations for s in stores) == [(), (), (), (), (1, 2)]
+        assert sorted(s.applied_migrations for s in stores) == [(), (), (), (), ALL_VERSIONS]
     finally:
         for store in stores:
             await store.close()
@@ -134,7 +137,7 @@ async def test_sqlite_processes_starting_together_migrate_once(tmp_path: Any) ->
     url = f"sqlite:///{tmp_path / 'shared.db'}"
     stores = await asyncio.gather(*(open_metadata_store(url) for _ in range(4)))
     try:
-        assert sorted(s.applied_migrations for s in stores) == [(), (), (), (1, 2)]
+        assert sorted(s.applied_migrations for s in stores) == [(), (), (), ALL_VERSIONS]
     finally:
         for store in stores:
             await store.close()

@@ -21,9 +21,25 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from evalsi.errors import BadInputError, InfraError
-from evalsi.v1alpha1 import catalog_service_pb2, evaluation_service_pb2, run_service_pb2, trace_service_pb2
+from evalsi.v1alpha1 import (
+    catalog_service_pb2,
+    evaluation_service_pb2,
+    monitor_service_pb2,
+    run_service_pb2,
+    trace_service_pb2,
+)
 from evalsi.v1alpha1.catalog_service_pb2 import ListEvaluatorsRequest, ListEvaluatorsResponse
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResponse
+from evalsi.v1alpha1.monitor_service_pb2 import (
+    ApplyPolicyRequest,
+    DeletePolicyRequest,
+    GetPolicyRequest,
+    GetPolicyStatsRequest,
+    ListPoliciesRequest,
+    Policy,
+    PolicyStats,
+)
+from evalsi.v1alpha1.policy_pb2 import OnlineEvalPolicy
 from evalsi.v1alpha1.run_pb2 import (
     RUN_STATE_BUDGET_EXCEEDED,
     RUN_STATE_CANCELLED,
@@ -53,6 +69,7 @@ _SERVICES = {
     "RunService": run_service_pb2.DESCRIPTOR.services_by_name["RunService"],
     "CatalogService": catalog_service_pb2.DESCRIPTOR.services_by_name["CatalogService"],
     "TraceService": trace_service_pb2.DESCRIPTOR.services_by_name["TraceService"],
+    "MonitorService": monitor_service_pb2.DESCRIPTOR.services_by_name["MonitorService"],
 }
 _PROJECT_HEADER = "x-evalsi-project"
 
@@ -123,6 +140,9 @@ class _Http:
         if rule.body == "*":
             body = json_format.MessageToJson(request).encode()
         else:
+            if rule.body:  # one field is the body (ApplyPolicy's policy); the others go in the query
+                body = json_format.MessageToJson(getattr(request, rule.body)).encode()
+                used.add(rule.body)
             query = {k: v for k, v in fields.items() if k not in used}
             if query:
                 path += "?" + urllib.parse.urlencode(query, doseq=True)
@@ -291,14 +311,21 @@ class Traces:
         since: datetime | None = None,
         until: datetime | None = None,
         has_error: bool | None = None,
+        score_metric: str = "",
+        min_score: float | None = None,
+        max_score: float | None = None,
         page_size: int = 100,
         project: str = "",
     ) -> Iterator[TraceSummary]:
-        """Trace summaries, newest first, page after page (stop iterating to stop reading)."""
+        """Trace summaries, newest first, page after page (stop iterating to stop reading).
+
+        ``score_metric`` keeps traces with an online score of that metric, within ``min_score``/``max_score``.
+        """
         token = ""
         while True:
             request = ListTracesRequest(
-                service_name=service, session_id=session_id, page_size=page_size, page_token=token, project=project
+                service_name=service, session_id=session_id, page_size=page_size, page_token=token, project=project,
+                score_metric=score_metric, min_score=min_score, max_score=max_score,
             )
             if since is not None:
                 request.start_time.FromDatetime(since)
@@ -317,6 +344,67 @@ class Traces:
         return self._t.unary("TraceService", "GetTrace", GetTraceRequest(trace_id=trace_id, project=project), Trace)
 
 
+class Policies:
+    """Watch: online policies on the server, and the statistics of the scores they stored."""
+
+    def __init__(self, transport: _Grpc | _Http) -> None:
+        self._t = transport
+
+    def apply(
+        self, policy: str | Path | OnlineEvalPolicy | Mapping[str, Any], *, dry_run: bool = False, project: str = ""
+    ) -> Policy:
+        """Create or replace the policy by name (a YAML file, a mapping or the message); ``changed`` says if it did."""
+        request = ApplyPolicyRequest(policy=load_policy_document(policy), dry_run=dry_run, project=project)
+        return self._t.unary("MonitorService", "ApplyPolicy", request, Policy)
+
+    def list(self, *, page_size: int = 100, project: str = "") -> Iterator[Policy]:
+        """The project's policies by name, page after page."""
+        token = ""
+        while True:
+            request = ListPoliciesRequest(page_size=page_size, page_token=token, project=project)
+            page = self._t.unary("MonitorService", "ListPolicies", request, monitor_service_pb2.ListPoliciesResponse)
+            yield from page.policies
+            token = page.next_page_token
+            if not token:
+                return
+
+    def get(self, name: str, *, project: str = "") -> Policy:
+        return self._t.unary("MonitorService", "GetPolicy", GetPolicyRequest(name=name, project=project), Policy)
+
+    def delete(self, name: str, *, project: str = "") -> Policy:
+        """Removes the policy and returns it as it was (its stored scores stay with the traces)."""
+        return self._t.unary("MonitorService", "DeletePolicy", DeletePolicyRequest(name=name, project=project), Policy)
+
+    def stats(
+        self,
+        name: str,
+        *,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        last_windows: int = 0,
+        per_window: bool = False,
+        project: str = "",
+    ) -> PolicyStats:
+        """Per metric n, mean and interval, skipped and errors; ``per_window`` adds each window's."""
+        request = GetPolicyStatsRequest(name=name, last_windows=last_windows, per_window=per_window, project=project)
+        if since is not None:
+            request.start_time.FromDatetime(since)
+        if until is not None:
+            request.end_time.FromDatetime(until)
+        return self._t.unary("MonitorService", "GetPolicyStats", request, PolicyStats)
+
+
+def load_policy_document(policy: str | Path | OnlineEvalPolicy | Mapping[str, Any]) -> OnlineEvalPolicy:
+    """The message itself, or parsed from a mapping or a YAML/JSON file (errors name the file, line and field)."""
+    if isinstance(policy, OnlineEvalPolicy):
+        return policy
+    from evalsi.policy import load_policy, parse_policy
+
+    if isinstance(policy, Mapping):
+        return parse_policy(policy, source="<mapping>")
+    return load_policy(policy)
+
+
 class Client:
     """The Evals.si API: ``Client("grpc://127.0.0.1:8081")`` or ``Client("http://127.0.0.1:8080")``.
 
@@ -329,6 +417,7 @@ class Client:
         self._t = _transport(url, project, timeout)
         self.runs = Runs(self._t)
         self.traces = Traces(self._t)
+        self.policies = Policies(self._t)
 
     def evaluate(self, request: EvaluateRequest) -> EvaluateResponse:
         return self._t.unary("EvaluationService", "Evaluate", request, EvaluateResponse)

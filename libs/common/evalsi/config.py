@@ -5,7 +5,7 @@
     objects: {url: .evalsi/state/objects}    # or s3://bucket/prefix?endpoint=http://host:9000
     datasets_dir: .                          # run specs may only read datasets below this directory
     api: {host: 127.0.0.1, http_port: 8080, grpc_port: 8081}
-    ingest: {http_port: 4318, grpc_port: 4317}   # evalsi-ingest (OTLP/HTTP, OTLP/gRPC); traces in <state>/traces.db
+    ingest: {http_port: 4318, grpc_port: 4317, grace_s: 5}   # evalsi-ingest (OTLP); traces in <state>/traces.db
     scheduler: {replicas: 1, lease_ttl_s: 15}
     workers: [{pool: cpu, replicas: 1, concurrency: 16}, {pool: judge, replicas: 1, concurrency: 32}]
 
@@ -41,6 +41,7 @@ class IngestConfig:
 
     http_port: int = 4318
     grpc_port: int = 4317
+    grace_s: float = 5.0  # seconds after a trace's root span arrives before it counts as complete
 
 
 @dataclass(frozen=True)

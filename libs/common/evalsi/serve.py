@@ -60,7 +60,8 @@ def _module(name: str) -> list[str]:
 
 
 def plan_children(config: Config, nats_url: str, state_dir: Path) -> list[Child]:
-    """The service processes for a config: one api, one ingest, the schedulers, and the workers of each pool.
+    """The service processes for a config: one api, one ingest, one policy service, the schedulers, and the
+    workers of each pool.
 
     The api and ingest share one trace store, ``<state>/traces.db``: ingest writes it, TraceService reads it.
     """
@@ -108,9 +109,20 @@ def plan_children(config: Config, nats_url: str, state_dir: Path) -> list[Child]
                 str(config.ingest.grpc_port),
                 "--traces-url",
                 traces_url,
+                "--grace",
+                str(config.ingest.grace_s),
+                "--nats",
+                nats_url,
             ],
             env,
             logs / "ingest.log",
+        ),
+        Child(
+            "policy",
+            [*_module("evalsi_policy.main"), *common, "--traces-url", traces_url, "--metrics-port",
+             str(_free_port(taken)), "--reload", "1"],
+            env,
+            logs / "policy.log",
         ),
     ]
     for i in range(config.scheduler.replicas):

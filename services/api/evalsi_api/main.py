@@ -19,6 +19,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -33,6 +34,7 @@ from evalsi.api import (
     CatalogHandlers,
     EvaluationHandlers,
     HandlerLimits,
+    MonitorHandlers,
     Readiness,
     RunHandlers,
     ServerConfig,
@@ -41,9 +43,10 @@ from evalsi.api import (
     is_loopback,
     load_run_dataset,
 )
-from evalsi.bus.v1alpha1.bus_pb2 import CONTROL_ACTION_CREATED, RunControl
+from evalsi.bus.v1alpha1.bus_pb2 import CONTROL_ACTION_CREATED, RunControl, TraceCompleted
 from evalsi.errors import BadInputError, InfraError
 from evalsi.evaluators import Registry
+from evalsi.ingest.publishing import BusCompletionPublisher
 from evalsi.specs import validate_eval_run
 from evalsi.stores import open_metadata_store, open_object_store
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResponse
@@ -260,6 +263,12 @@ class BusLink:
         key = f"{message.run_id}:created" if message.action == CONTROL_ACTION_CREATED else None
         await bus.publish(connection.js, bus.subjects.run_control(message.run_id), message, key=key)
 
+    async def retrigger(self, project: str, trace_id: str, revision: int) -> None:
+        """Ask the policies to evaluate a completed trace again (negative feedback arrived after completion)."""
+        completed = TraceCompleted(project=project, trace_id=trace_id, revision=revision, root_seen=True,
+                                   completed_at=time.time(), reason="feedback")
+        await BusCompletionPublisher(self._connected().js).publish(completed)
+
     async def evaluate(self, request: EvaluateRequest) -> EvaluateResponse:
         """Ask the pool(s) the evaluators run in; a request spanning pools is split and the answers joined."""
         connection = self._connected()
@@ -349,7 +358,8 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> Non
             evaluation=EvaluationHandlers(link.evaluate, registry=registry, limits=settings.limits),
             runs=runs,
             catalog=CatalogHandlers(registry),
-            traces=TraceHandlers(traces, limits=settings.limits),
+            traces=TraceHandlers(traces, limits=settings.limits, retrigger=link.retrigger),
+            monitor=MonitorHandlers(store, traces, registry=registry, limits=settings.limits),
         )
         server = ApiServer(table, settings.server, readiness=readiness)
         await server.start()

@@ -45,6 +45,7 @@ from evalsi.ingest import (
     start_grpc_receiver,
     start_http_receiver,
 )
+from evalsi.ingest.processes import ProcessMember, run_processes
 from evalsi.ingest.publishing import BusCompletionPublisher, BusNoticeSender, notice_consumer
 
 log = logging.getLogger("evalsi.ingest")
@@ -65,6 +66,7 @@ class Settings:
     nats: str = ""  # empty: standalone, completed traces are not published
     replica: int = 0
     replicas: int = 1
+    processes: int = 1  # receivers sharing this replica's ports (SO_REUSEPORT), one partition each
 
     def redactor(self) -> Redactor | None:
         """The redaction rules, or None; raises BadInputError naming the file and the rule at fault."""
@@ -84,6 +86,8 @@ class Settings:
         check_project(self.default_project, "--default-project")
         if not 0 <= self.replica < self.replicas:
             raise BadInputError(f"--replica {self.replica} --replicas {self.replicas}: needs 0 <= replica < replicas")
+        if self.processes < 1 or (self.processes > 1 and self.replicas > 1):
+            raise BadInputError(f"--processes {self.processes}: 1 or more, and only 1 with --replicas above 1")
         if self.replicas > 1 and not self.nats:
             raise BadInputError(f"--replicas {self.replicas}: replicas reach each other over the bus; give --nats")
         try:
@@ -124,6 +128,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="this replica's index, 0 to --replicas - 1 (EVALSI_INGEST_REPLICA)")
     parser.add_argument("--replicas", type=int, default=int(env("EVALSI_INGEST_REPLICAS", "1")),
                         help="how many ingest replicas share the traces, by trace id (EVALSI_INGEST_REPLICAS)")
+    parser.add_argument("--processes", type=int, default=int(env("EVALSI_INGEST_PROCESSES", "1")),
+                        help="receiver processes sharing the ports, a core each (EVALSI_INGEST_PROCESSES)")
     parser.add_argument("--log-level", default=env("EVALSI_LOG_LEVEL", "info"))
     return parser
 
@@ -143,10 +149,12 @@ def settings_from_args(argv: Sequence[str] | None = None) -> Settings:
         nats=args.nats,
         replica=args.replica,
         replicas=args.replicas,
+        processes=args.processes,
     )
 
 
-async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> None:
+async def serve(settings: Settings, *, stop: asyncio.Event | None = None,
+                member: ProcessMember | None = None) -> None:
     """Open the store (and the bus), start both receivers, complete traces; on ``stop`` (SIGTERM) drain and close."""
     if stop is None:
         stop = asyncio.Event()
@@ -156,7 +164,7 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> Non
     redactor = settings.redactor()
     store = await open_trace_store(settings.traces_url)
     assembler = TraceAssembler(settings.completion)
-    partitioning = Partitioning(settings.replica, settings.replicas)
+    partitioning = member.partitioning if member is not None else Partitioning(settings.replica, settings.replicas)
     bus = notices = None
     http_runner = grpc_server = None
     try:
@@ -167,18 +175,27 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> Non
             publisher = BusCompletionPublisher(bus.js)
             if settings.replicas > 1:
                 notices = await notice_consumer(bus.js, assembler, settings.replica).start()
+        if member is not None:
+            await member.start(assembler)
         completer = Completer(assembler, store, publisher)
         sink = AssemblingSink(store, assembler, partitioning=partitioning,
-                              notices=BusNoticeSender(bus.js) if bus is not None and settings.replicas > 1 else None)
+                              notices=member or (BusNoticeSender(bus.js) if bus is not None and settings.replicas > 1
+                                                 else None))
         handler = ExportHandler(sink, default_project=settings.default_project, redactor=redactor)
         receiver = OtlpHttpReceiver(handler, max_body_bytes=settings.max_body_bytes)
-        http_runner, http_port = await start_http_receiver(receiver, settings.host, settings.http_port)
+        http_runner, http_port = await start_http_receiver(receiver, settings.host, settings.http_port,
+                                                           reuse_port=member is not None)
         grpc_server, grpc_port = await start_grpc_receiver(handler, settings.host, settings.grpc_port,
+                                                           reuse_port=member is not None,
                                                            max_body_bytes=settings.max_body_bytes)
         host = f"[{settings.host}]" if ":" in settings.host else settings.host
-        print(json.dumps({"event": "listening", "otlp_http": f"http://{host}:{http_port}",
-                          "otlp_grpc": f"{host}:{grpc_port}", "traces_url": settings.traces_url,
-                          "replica": f"{settings.replica}/{settings.replicas}"}), flush=True)
+        listening = {"event": "listening", "otlp_http": f"http://{host}:{http_port}",
+                     "otlp_grpc": f"{host}:{grpc_port}", "traces_url": settings.traces_url,
+                     "replica": f"{settings.replica}/{settings.replicas}"}
+        if member is not None:
+            member.listening(listening)
+        else:
+            print(json.dumps(listening), flush=True)
         await run_completion_loop(completer, stop)
         # Stop taking spans first, let requests in flight finish, then record and publish what completed.
         await _stop_receivers(grpc_server, http_runner)
@@ -190,6 +207,8 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> Non
         log.info("stopped: %d spans accepted, %d rejected", handler.stats.accepted, handler.stats.rejected)
     finally:
         await _stop_receivers(grpc_server, http_runner)
+        if member is not None:
+            await member.stop()
         if notices is not None:
             await notices.stop()
         if bus is not None:
@@ -214,6 +233,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=settings.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
     try:
+        if settings.processes > 1:
+            return run_processes(settings, serve, settings.processes)
         asyncio.run(serve(settings))
     except BadInputError as exc:
         print(f"evalsi-ingest: {exc}", file=sys.stderr)

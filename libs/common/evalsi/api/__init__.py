@@ -22,6 +22,8 @@ from evalsi.api.dependencies import (
     LoadRecords,
     MetadataStore,
     ObjectStore,
+    PolicyStore,
+    ScoreStore,
     TraceStore,
     ValidateRun,
     Watch,
@@ -34,6 +36,7 @@ from evalsi.api.handlers import (
     TERMINAL_STATES,
     CatalogHandlers,
     EvaluationHandlers,
+    MonitorHandlers,
     RunHandlers,
     TraceHandlers,
 )
@@ -45,6 +48,7 @@ from evalsi.api.server import ApiServer
 from evalsi.api.table import (
     CATALOG_SERVICE,
     EVALUATION_SERVICE,
+    MONITOR_SERVICE,
     PUBLIC_SERVICES,
     RUN_SERVICE,
     TRACE_SERVICE,
@@ -60,14 +64,17 @@ def build_table(
     runs: RunHandlers,
     catalog: CatalogHandlers,
     traces: TraceHandlers | None = None,
+    monitor: MonitorHandlers | None = None,
 ) -> HandlerTable:
-    """The table of the public services; without ``traces``, TraceService answers that no store is configured."""
+    """The table of the public services; without ``traces`` or ``monitor``, those services answer that no store
+    is configured."""
     return HandlerTable(
         {
             EVALUATION_SERVICE: evaluation,
             RUN_SERVICE: runs,
             CATALOG_SERVICE: catalog,
             TRACE_SERVICE: traces or TraceHandlers(None),
+            MONITOR_SERVICE: monitor or MonitorHandlers(None, None, registry=catalog.registry),
         }
     )
 
@@ -88,6 +95,9 @@ __all__ = [  # noqa: RUF022 - grouped for readers
     "RunHandlers",
     "TraceHandlers",
     "TraceStore",
+    "MonitorHandlers",
+    "PolicyStore",
+    "ScoreStore",
     "Control",
     "DatasetLike",
     "Evaluate",
@@ -113,6 +123,7 @@ __all__ = [  # noqa: RUF022 - grouped for readers
     "RUN_SERVICE",
     "CATALOG_SERVICE",
     "TRACE_SERVICE",
+    "MONITOR_SERVICE",
     "GrpcServer",
     "GrpcHealth",
     "HttpServer",

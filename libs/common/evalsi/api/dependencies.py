@@ -10,7 +10,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequenc
 from typing import Any, Protocol
 
 from evalsi.bus.v1alpha1.bus_pb2 import RunControl
+from evalsi.stores.metadata import StoredPolicy
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResponse
+from evalsi.v1alpha1.policy_pb2 import OnlineEvalPolicy
 from evalsi.v1alpha1.record_pb2 import Record
 from evalsi.v1alpha1.run_pb2 import EvalRun, Run
 from evalsi.v1alpha1.run_service_pb2 import RunEvent
@@ -65,6 +67,43 @@ class TraceStore(Protocol):
     async def get_summary(self, project: str, trace_id: str) -> Any: ...
 
     async def get_trace(self, project: str, trace_id: str) -> Record | None: ...
+
+    async def list_scores(self, project: str, *, trace_id: str | None = None) -> list[Any]: ...
+
+    async def list_feedback(self, project: str, *, trace_id: str | None = None,
+                            session_id: str | None = None) -> list[Any]: ...
+
+    async def put_feedback(self, project: str, feedback: Sequence[Any]) -> None: ...
+
+
+# Asks the policies to look at a completed trace again (a TraceCompleted with reason "feedback").
+Retrigger = Callable[[str, str, int], Awaitable[None]]
+
+
+class PolicyStore(Protocol):
+    """Online policies by (project, name), as ``evalsi.stores.SqlMetadataStore`` keeps them."""
+
+    async def put_policy(self, project: str, policy: OnlineEvalPolicy) -> tuple[StoredPolicy, bool]: ...
+
+    async def get_policy(self, project: str, name: str) -> StoredPolicy | None: ...
+
+    async def list_policies(self, project: str | None = None) -> list[StoredPolicy]: ...
+
+    async def delete_policy(self, project: str, name: str) -> bool: ...
+
+
+class ScoreStore(Protocol):
+    """The online scores stored with the traces (``evalsi.ingest`` trace stores; rows are ``OnlineScore``)."""
+
+    async def list_scores(
+        self,
+        project: str,
+        *,
+        trace_id: str | None = None,
+        policy: str | None = None,
+        since: float | None = None,
+        until: float | None = None,
+    ) -> list[Any]: ...
 
 
 class ObjectStore(Protocol):

@@ -8,10 +8,13 @@ through the dependencies given to them (:mod:`evalsi.api.dependencies`).
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import contextlib
 import re
+import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 import grpc
@@ -19,7 +22,7 @@ from google.protobuf import struct_pb2
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from evalsi.api.config import HandlerLimits
-from evalsi.api.context import CallContext
+from evalsi.api.context import DEFAULT_PROJECT, CallContext
 from evalsi.api.dependencies import (
     Control,
     DatasetLike,
@@ -27,6 +30,9 @@ from evalsi.api.dependencies import (
     LoadRecords,
     MetadataStore,
     ObjectStore,
+    PolicyStore,
+    Retrigger,
+    ScoreStore,
     TraceStore,
     ValidateRun,
     Watch,
@@ -40,11 +46,32 @@ from evalsi.bus.v1alpha1.bus_pb2 import (
     TaskRecords,
 )
 from evalsi.compare import compare_runs
+from evalsi.datasets.stored import DatasetStore
 from evalsi.errors import BadInputError, InfraError
 from evalsi.evaluators import Registry
+from evalsi.ingest.online import Feedback, OnlineScore
+from evalsi.policy import ERROR, NO_CONTENT, SCORED, SKIPPED, compile_policy, window_start
+from evalsi.policy import KIND as POLICY_KIND
+from evalsi.policy.spec import DEFAULT_WINDOW_S
 from evalsi.records import from_value
+from evalsi.specs import API_VERSION
+from evalsi.stats import summarize
+from evalsi.stores import StoredPolicy, policy_hash
 from evalsi.v1alpha1.catalog_service_pb2 import ListEvaluatorsRequest, ListEvaluatorsResponse, PackInfo
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResponse
+from evalsi.v1alpha1.monitor_service_pb2 import (
+    ApplyPolicyRequest,
+    DeletePolicyRequest,
+    GetPolicyRequest,
+    GetPolicyStatsRequest,
+    ListPoliciesRequest,
+    ListPoliciesResponse,
+    MetricStats,
+    Policy,
+    PolicyStats,
+    WindowStats,
+)
+from evalsi.v1alpha1.policy_pb2 import OnlineEvalPolicy
 from evalsi.v1alpha1.record_pb2 import Record
 from evalsi.v1alpha1.run_pb2 import (
     RUN_STATE_BUDGET_EXCEEDED,
@@ -74,11 +101,14 @@ from evalsi.v1alpha1.run_service_pb2 import (
     WatchRunRequest,
 )
 from evalsi.v1alpha1.trace_service_pb2 import (
+    AddFeedbackRequest,
     GetTraceRequest,
     ListTracesRequest,
     ListTracesResponse,
     Trace,
+    TraceFeedback,
     TraceNode,
+    TraceScore,
     TraceSummary,
 )
 
@@ -272,7 +302,11 @@ class RunHandlers:
             )
         # Validation and loading read files; keep them off the event loop.
         await asyncio.to_thread(self._validate_run, document)
-        dataset = await asyncio.to_thread(self._load_records, document)
+        if document.spec.dataset.WhichOneof("kind") == "ref":  # a stored dataset (promoted traces, ...)
+            dataset = await _bus_call("reading the dataset", DatasetStore(self._objects).load(
+                project, document.spec.dataset.ref))
+        else:
+            dataset = await asyncio.to_thread(self._load_records, document)
         run = self._pending_run(document, project, dataset)
         if request.dry_run:
             run.message = f"dry run: {_plan(document, dataset)}; nothing was stored"
@@ -518,6 +552,10 @@ class CatalogHandlers:
         # The registry does not change while the server runs: build each manifest once.
         self._manifests = {ev.ref: ev.manifest() for ev in registry.evaluators()}
 
+    @property
+    def registry(self) -> Registry:
+        return self._registry
+
     async def list_evaluators(self, request: ListEvaluatorsRequest, ctx: CallContext) -> ListEvaluatorsResponse:
         pack = request.pack.strip() or None
         try:
@@ -549,9 +587,12 @@ class TraceHandlers:
     Without a store (``evalsi-api`` started without ``--traces-url``) every call is FAILED_PRECONDITION (400).
     """
 
-    def __init__(self, store: TraceStore | None, *, limits: HandlerLimits | None = None) -> None:
+    def __init__(self, store: TraceStore | None, *, limits: HandlerLimits | None = None,
+                 retrigger: Retrigger | None = None, clock: Callable[[], float] = time.time) -> None:
         self._store = store
         self._limits = limits or HandlerLimits()
+        self._retrigger = retrigger
+        self._clock = clock
 
     def _configured(self) -> TraceStore:
         if self._store is None:
@@ -560,11 +601,11 @@ class TraceHandlers:
 
     async def list_traces(self, request: ListTracesRequest, ctx: CallContext) -> ListTracesResponse:
         store = self._configured()
-        for name in ("min_score", "max_score"):
-            if request.HasField(name):
-                raise BadInputError(
-                    f"{name}: score filters come with online evaluation; no scores are stored with traces yet"
-                )
+        bounds = {name: getattr(request, name) for name in ("min_score", "max_score") if request.HasField(name)}
+        if bounds and not request.score_metric:
+            raise BadInputError(f"score_metric: required with {' and '.join(bounds)} (the metric they bound)")
+        if len(bounds) == 2 and bounds["min_score"] > bounds["max_score"]:
+            raise BadInputError("min_score: must not exceed max_score")
         since = _timestamp_ns(request.start_time) if request.HasField("start_time") else None
         until = _timestamp_ns(request.end_time) if request.HasField("end_time") else None
         if since is not None and until is not None and until <= since:
@@ -579,6 +620,7 @@ class TraceHandlers:
             since_ns=since,
             until_ns=until,
             has_error=request.has_error if request.HasField("has_error") else None,
+            **({"score_metric": request.score_metric, **bounds} if request.score_metric else {}),
         )
         return ListTracesResponse(
             traces=[trace_summary(ctx.project, summary) for summary in page.traces],
@@ -595,7 +637,59 @@ class TraceHandlers:
         summary = await store.get_summary(ctx.project, trace_id)
         if record is None or summary is None:
             raise NotFoundError(f"trace_id: trace {trace_id} not found in project {ctx.project!r}")
-        return Trace(summary=trace_summary(ctx.project, summary), tree=span_tree(record), record=record)
+        scores = await store.list_scores(ctx.project, trace_id=trace_id)
+        feedback = await store.list_feedback(ctx.project, trace_id=trace_id,
+                                             session_id=summary.session_id or None)
+        return Trace(summary=trace_summary(ctx.project, summary), tree=span_tree(record), record=record,
+                     scores=[trace_score(score) for score in scores],
+                     feedback=[trace_feedback(item) for item in feedback])
+
+    async def add_feedback(self, request: AddFeedbackRequest, ctx: CallContext) -> TraceFeedback:
+        """Store a late signal; negative feedback on a completed trace re-triggers its policies."""
+        store = self._configured()
+        project = ctx.resolve_project(request.project)
+        sent = request.feedback
+        value = sent.value if sent.HasField("value") else None
+        item = Feedback(
+            id=sent.id or uuid.uuid4().hex, trace_id=sent.trace_id.strip().lower(), session_id=sent.session_id,
+            name=sent.name, value=value, label=sent.label, comment=sent.comment, source=sent.source,
+            negative=sent.negative or (value is not None and value < 0), created_at=self._clock(),
+        ).check("feedback")
+        await store.put_feedback(project, [item])
+        if item.negative and self._retrigger is not None:
+            summaries = [await store.get_summary(project, item.trace_id)] if item.trace_id else [
+                s for s in (await store.list_traces(project, session_id=item.session_id, limit=1000)).traces]
+            for summary in summaries:
+                if summary is not None and summary.completed_at is not None:
+                    await _bus_call("asking the policies to re-evaluate",
+                                    self._retrigger(project, summary.trace_id, summary.span_count))
+        return trace_feedback(item)
+
+
+def trace_score(score: OnlineScore) -> TraceScore:
+    message = TraceScore(policy=score.policy, stage=score.stage, metric=score.metric, evaluator=score.evaluator,
+                         outcome=score.outcome, label=score.label, reason=score.reason, revision=score.revision,
+                         score_time=_seconds_timestamp(score.scored_at))
+    if score.value is not None:
+        message.value = score.value
+    if score.passed is not None:
+        message.passed = score.passed
+    return message
+
+
+def trace_feedback(item: Feedback) -> TraceFeedback:
+    message = TraceFeedback(id=item.id, trace_id=item.trace_id, session_id=item.session_id, name=item.name,
+                            label=item.label, comment=item.comment, source=item.source, negative=item.negative,
+                            create_time=_seconds_timestamp(item.created_at))
+    if item.value is not None:
+        message.value = item.value
+    return message
+
+
+def _seconds_timestamp(seconds: float) -> Timestamp:
+    stamp = Timestamp()
+    stamp.FromNanoseconds(int(seconds * 1e9))
+    return stamp
 
 
 def _timestamp_ns(stamp: Timestamp) -> int:
@@ -663,3 +757,214 @@ def span_tree(record: Record) -> list[TraceNode]:
             nodes.append(TraceNode(span_id=step.span_id or step.id, parent_span_id=step.parent_id, step_index=i,
                                    child_count=len(children.get(i, []))))
     return nodes
+
+
+# --- MonitorService ------------------------------------------------------------------------------
+
+NO_POLICY_STORE = "no policy store is configured: evalsi-api keeps policies in its metadata store (--metadata-url)"
+
+
+class MonitorHandlers:
+    """Watch: online policies applied, listed, read, deleted, and the statistics of the scores they stored.
+
+    Policies live in the metadata store; their scores live with the traces, so GetPolicyStats needs the trace
+    store (``--traces-url``) and answers FAILED_PRECONDITION without one.
+    """
+
+    def __init__(
+        self,
+        policies: PolicyStore | None,
+        scores: ScoreStore | None,
+        *,
+        registry: Registry,
+        limits: HandlerLimits | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._policies = policies
+        self._scores = scores
+        self._registry = registry
+        self._limits = limits or HandlerLimits()
+        self._clock = clock
+
+    def _store(self) -> PolicyStore:
+        if self._policies is None:
+            raise ApiError(grpc.StatusCode.FAILED_PRECONDITION, NO_POLICY_STORE)
+        return self._policies
+
+    async def apply_policy(self, request: ApplyPolicyRequest, ctx: CallContext) -> Policy:
+        store = self._store()
+        if not request.HasField("policy"):
+            raise BadInputError("policy: the OnlineEvalPolicy document (apiVersion, kind, metadata, spec) is required")
+        document = OnlineEvalPolicy()
+        document.CopyFrom(request.policy)
+        for field, expected in (("api_version", API_VERSION), ("kind", POLICY_KIND)):
+            value = getattr(document, field)
+            if value and value != expected:
+                raise BadInputError(f"policy.{field}: must be {expected}, got {value!r}")
+            setattr(document, field, expected)
+        document.metadata.project = _policy_project(document, request.project, ctx)
+        # CEL compilation is CPU work: off the event loop.
+        await asyncio.to_thread(compile_policy, document, registry=self._registry)
+        if request.dry_run:
+            current = await store.get_policy(document.metadata.project, document.metadata.name)
+            digest = policy_hash(document)
+            changed = current is None or current.spec_hash != digest
+            generation = (current.generation if current is not None else 0) + (1 if changed else 0)
+            return Policy(
+                project=document.metadata.project, name=document.metadata.name, policy=document,
+                generation=generation, spec_hash=digest, changed=changed,
+            )
+        stored, changed = await store.put_policy(document.metadata.project, document)
+        return policy_message(stored, changed=changed)
+
+    async def list_policies(self, request: ListPoliciesRequest, ctx: CallContext) -> ListPoliciesResponse:
+        stored = await self._store().list_policies(ctx.project)
+        limits = self._limits
+        size = _page_size(request.page_size, limits.default_runs_page_size, limits.max_page_size)
+        after = _policy_cursor(request.page_token)
+        # A project holds few policies: page by name over the full list rather than in SQL.
+        remaining = [p for p in stored if after is None or p.name > after]
+        page = remaining[:size]
+        token = _policy_token(page[-1].name) if len(remaining) > size else ""
+        return ListPoliciesResponse(policies=[policy_message(p) for p in page], next_page_token=token)
+
+    async def get_policy(self, request: GetPolicyRequest, ctx: CallContext) -> Policy:
+        return policy_message(await self._get(ctx.project, request.name))
+
+    async def delete_policy(self, request: DeletePolicyRequest, ctx: CallContext) -> Policy:
+        stored = await self._get(ctx.project, request.name)
+        if not await self._store().delete_policy(ctx.project, stored.name):
+            raise NotFoundError(f"name: policy {stored.name!r} not found in project {ctx.project!r}")
+        return policy_message(stored)
+
+    async def get_policy_stats(self, request: GetPolicyStatsRequest, ctx: CallContext) -> PolicyStats:
+        stored = await self._get(ctx.project, request.name)
+        if self._scores is None:
+            raise ApiError(grpc.StatusCode.FAILED_PRECONDITION, NO_TRACE_STORE)
+        spec = stored.policy.spec
+        window_s = spec.window.ToNanoseconds() / 1e9 if spec.HasField("window") else DEFAULT_WINDOW_S
+        since, until = self._range(request, window_s)
+        scores = await self._scores.list_scores(ctx.project, policy=stored.name, since=since, until=until)
+        stats = PolicyStats(project=ctx.project, name=stored.name, generation=stored.generation)
+        stats.window.FromNanoseconds(round(window_s * 1e9))
+        if since is not None:
+            stats.start_time.FromNanoseconds(round(since * 1e9))
+        if until is not None:
+            stats.end_time.FromNanoseconds(round(until * 1e9))
+        # Intervals over possibly many scores: numeric work off the event loop.
+        metrics, windows = await asyncio.to_thread(_score_stats, scores, window_s, request.per_window)
+        stats.traces_evaluated = len({s.trace_id for s in scores})
+        stats.metrics.extend(metrics)
+        stats.windows.extend(windows)
+        return stats
+
+    def _range(self, request: GetPolicyStatsRequest, window_s: float) -> tuple[float | None, float | None]:
+        """(since, until) in unix seconds; ``since`` on a window boundary so the first window is whole."""
+        if request.last_windows < 0:
+            raise BadInputError(f"last_windows: {request.last_windows} must be zero (no limit) or positive")
+        if request.last_windows and request.HasField("start_time"):
+            raise BadInputError("last_windows: give last_windows or start_time, not both")
+        until = _timestamp_ns(request.end_time) / 1e9 if request.HasField("end_time") else None
+        since = None
+        if request.HasField("start_time"):
+            since = window_start(_timestamp_ns(request.start_time) / 1e9, window_s)
+        elif request.last_windows:
+            since = window_start(until if until is not None else self._clock(), window_s)
+            since -= (request.last_windows - 1) * window_s
+        if since is not None and until is not None and until <= since:
+            raise BadInputError("end_time: must be after start_time (and after the first window's start)")
+        return since, until
+
+    async def _get(self, project: str, name: str) -> StoredPolicy:
+        _required(name, "name", "a policy name")
+        stored = await self._store().get_policy(project, name)
+        if stored is None:
+            raise NotFoundError(f"name: policy {name!r} not found in project {project!r}")
+        return stored
+
+
+def _policy_project(document: OnlineEvalPolicy, request_project: str, ctx: CallContext) -> str:
+    """The header, the request's project, else the document's metadata.project or label, else ``default``.
+
+    The document naming another project than the header or request is refused: applying a policy meant for
+    one project to another is almost always a mistake. ``default`` in metadata.project does not count, since
+    ``evalsi.policy.parse_policy`` fills it in when a file names no project.
+    """
+    named = document.metadata.project
+    label = document.metadata.labels.get(PROJECT_LABEL, "")
+    project = ctx.resolve_project(request_project, named, label)
+    if named and named not in (project, DEFAULT_PROJECT):
+        raise BadInputError(f"policy.metadata.project: {named!r} differs from the project {project!r} of the call")
+    if label and label != project:
+        raise BadInputError(
+            f"policy.metadata.labels: {PROJECT_LABEL}={label!r} differs from the project {project!r} of the call"
+        )
+    return project
+
+
+def _policy_token(name: str) -> str:
+    return base64.urlsafe_b64encode(name.encode()).decode().rstrip("=")
+
+
+def _policy_cursor(token: str) -> str | None:
+    if not token:
+        return None
+    try:
+        return base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        raise BadInputError(f"page_token: {token!r} is not a token ListPolicies returned") from None
+
+
+def policy_message(stored: StoredPolicy, *, changed: bool = False) -> Policy:
+    message = Policy(
+        project=stored.project, name=stored.name, policy=stored.policy, generation=stored.generation,
+        spec_hash=stored.spec_hash, changed=changed,
+    )
+    message.update_time.FromNanoseconds(round(stored.updated_at * 1e9))
+    return message
+
+
+def _score_stats(
+    scores: Sequence[Any], window_s: float, per_window: bool
+) -> tuple[list[MetricStats], list[WindowStats]]:
+    metrics = _metric_stats(scores)
+    windows: list[WindowStats] = []
+    if per_window:
+        by_window: dict[float, list[Any]] = {}
+        for score in scores:
+            by_window.setdefault(window_start(score.scored_at, window_s), []).append(score)
+        for start in sorted(by_window):
+            rows = by_window[start]
+            window = WindowStats(traces_evaluated=len({s.trace_id for s in rows}), metrics=_metric_stats(rows))
+            window.start_time.FromNanoseconds(round(start * 1e9))
+            window.end_time.FromNanoseconds(round((start + window_s) * 1e9))
+            windows.append(window)
+    return metrics, windows
+
+
+def _metric_stats(scores: Sequence[Any]) -> list[MetricStats]:
+    """Per metric, by name: the scored values summarized (Wilson for pass/fail, Student-t for numbers), with
+    skipped (of which no content) and errors counted apart, as every aggregate in the product is."""
+    by_metric: dict[str, list[Any]] = {}
+    for score in scores:
+        by_metric.setdefault(score.metric, []).append(score)
+    out: list[MetricStats] = []
+    for metric in sorted(by_metric):
+        rows = by_metric[metric]
+        scored = [s for s in rows if s.outcome == SCORED and s.value is not None]
+        pass_fail = bool(scored) and all(s.passed is not None for s in scored)
+        skipped = [s for s in rows if s.outcome == SKIPPED]
+        last = rows[-1]
+        stats = MetricStats(
+            metric=metric, stage=last.stage, evaluator=last.evaluator, pass_fail=pass_fail,
+            skipped=len(skipped), no_content=sum(1 for s in skipped if s.reason.startswith(NO_CONTENT)),
+            errors=sum(1 for s in rows if s.outcome == ERROR),
+        )
+        aggregate = summarize([float(s.value) for s in scored], binary=pass_fail)
+        stats.n, stats.level, stats.method = aggregate.n, aggregate.level, aggregate.method or ""
+        for figure in ("mean", "std", "ci_low", "ci_high"):
+            value = getattr(aggregate, figure)
+            if value is not None:
+                setattr(stats, figure, value)
+        out.append(stats)
+    return out

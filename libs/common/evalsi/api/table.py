@@ -17,13 +17,22 @@ from google.protobuf import message_factory
 from google.protobuf.descriptor import MethodDescriptor, ServiceDescriptor
 from google.protobuf.message import Message
 
-from evalsi.v1alpha1 import catalog_service_pb2, evaluation_service_pb2, run_service_pb2, trace_service_pb2
+from evalsi.v1alpha1 import (
+    catalog_service_pb2,
+    evaluation_service_pb2,
+    monitor_service_pb2,
+    run_service_pb2,
+    trace_service_pb2,
+)
 
 EVALUATION_SERVICE: ServiceDescriptor = evaluation_service_pb2.DESCRIPTOR.services_by_name["EvaluationService"]
 RUN_SERVICE: ServiceDescriptor = run_service_pb2.DESCRIPTOR.services_by_name["RunService"]
 CATALOG_SERVICE: ServiceDescriptor = catalog_service_pb2.DESCRIPTOR.services_by_name["CatalogService"]
 TRACE_SERVICE: ServiceDescriptor = trace_service_pb2.DESCRIPTOR.services_by_name["TraceService"]
-PUBLIC_SERVICES: tuple[ServiceDescriptor, ...] = (EVALUATION_SERVICE, RUN_SERVICE, CATALOG_SERVICE, TRACE_SERVICE)
+MONITOR_SERVICE: ServiceDescriptor = monitor_service_pb2.DESCRIPTOR.services_by_name["MonitorService"]
+PUBLIC_SERVICES: tuple[ServiceDescriptor, ...] = (
+    EVALUATION_SERVICE, RUN_SERVICE, CATALOG_SERVICE, TRACE_SERVICE, MONITOR_SERVICE,
+)
 
 
 def snake_case(name: str) -> str:

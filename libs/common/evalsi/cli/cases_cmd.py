@@ -44,6 +44,8 @@ def validate_command(source: str) -> None:
 @click.option("--source", required=True, type=click.Path(), help="A case YAML file or a directory of them.")
 @click.option("--agent-url", metavar="URL", help="A deployment speaking docs/agent-protocol.md.")
 @click.option("--agent-callable", metavar="MODULE:ATTR", help="An agent in this process (docs/agent-protocol.md).")
+@click.option("--agent-harness", type=click.Path(dir_okay=False), metavar="FILE",
+              help="The built-in reference agent (evalsi-harness) with this config (docs/harness.md).")
 @click.option("--agent-token", envvar="EVALSI_AGENT_TOKEN", help="Bearer token for --agent-url.")
 @click.option("--transport", "transport_kind", type=click.Choice(["agent", "responses", "a2a"]), default="agent",
               show_default=True, help="The wire format of --agent-url: agent (docs/agent-protocol.md), responses "
@@ -82,7 +84,7 @@ def run_command(
     timeout: float, mode: str, judges_file: str | None, judge_model: str | None, judge_provider: str,
     judge_base_url: str | None, judge_api_key_env: str | None, no_cache: bool, baseline_file: str | None,
     update_baseline: bool, conv_map_file: str | None, pairwise: bool, trials: int, no_report: bool, fmt: str,
-    output: str | None, transport_kind: str = "agent",
+    output: str | None, transport_kind: str = "agent", agent_harness: str | None = None,
 ) -> None:
     """Replay every case under --source against an agent and grade it.
 
@@ -99,8 +101,9 @@ def run_command(
     from evalsi.cases.judging import DEFAULT_TOLERANCE
     from evalsi.cases.perf import perf_summary
 
-    if bool(agent_url) == bool(agent_callable):
-        raise BadInputError("give exactly one of --agent-url URL and --agent-callable MODULE:ATTR")
+    if sum(map(bool, (agent_url, agent_callable, agent_harness))) != 1:
+        raise BadInputError("give exactly one of --agent-url URL, --agent-callable MODULE:ATTR and "
+                            "--agent-harness FILE")
     if trials > 1 and (baseline_file or update_baseline or conv_map_file):
         raise BadInputError("--trials N (N > 1) cannot be combined with --baseline, --update-baseline or "
                             "--conv-map: a baseline holds one outcome per case, a pinned conversation one run")
@@ -119,11 +122,12 @@ def run_command(
         baseline = load_baseline(baseline_file)
         refuse_unjudged(baseline, judged)
     conversation_id = _conversation_ids(conv_map_file, items)
-    if agent_callable and transport_kind != "agent":
-        raise BadInputError(f"--transport {transport_kind} needs --agent-url, not --agent-callable")
+    if not agent_url and transport_kind != "agent":
+        raise BadInputError(f"--transport {transport_kind} needs --agent-url")
     transport = (
         HttpTransport(agent_url, token=agent_token, timeout=timeout) if agent_url and transport_kind == "agent"
         else _url_transport(transport_kind, agent_url, agent_token, timeout) if agent_url
+        else _harness_transport(agent_harness) if agent_harness
         else CallableTransport.from_spec(agent_callable or "")
     )
     report = asyncio.run(_run(items, transport, agent_name, conversation_id, panel if judged else None,
@@ -146,6 +150,13 @@ def run_command(
         click.echo(f"baseline: wrote {len(written['cases'])} case(s) to {baseline_path} (skipped cases left out)",
                    err=fmt == "json")
     sys.exit(exit_code(report, accepting=update_baseline))
+
+
+def _harness_transport(config_file: str) -> Any:
+    """``--agent-harness FILE``: the built-in reference agent, in this process."""
+    from evalsi.cases.transport_harness import HarnessTransport
+
+    return HarnessTransport.from_file(config_file)
 
 
 def _url_transport(kind: str, url: str, token: str | None, timeout: float) -> Any:

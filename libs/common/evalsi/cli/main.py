@@ -8,6 +8,7 @@ from evalsi.cli.cases_cmd import cases
 from evalsi.cli.catalog import catalog
 from evalsi.cli.compare_cmd import compare_command
 from evalsi.cli.eval_cmd import eval_command
+from evalsi.cli.policies_cmd import policies
 from evalsi.cli.run_cmd import run_command
 from evalsi.cli.runs_cmd import runs
 from evalsi.cli.serve_cmd import serve_command
@@ -27,6 +28,7 @@ cli.add_command(eval_command)
 cli.add_command(catalog)
 cli.add_command(cases)
 cli.add_command(compare_command)
+cli.add_command(policies)
 cli.add_command(run_command)
 cli.add_command(runs)
 cli.add_command(serve_command)

@@ -16,7 +16,7 @@ from .assembly import (
 )
 from .attributes import any_value_to_python, attributes_to_dict
 from .clickhouse_store import ClickHouseTraceStore
-from .grpc_receiver import OtlpGrpcReceiver, start_grpc_receiver
+from .grpc_receiver import OtlpGrpcLogsReceiver, OtlpGrpcReceiver, start_grpc_receiver
 from .handler import (
     DEFAULT_PROJECT,
     PROJECT_ATTRIBUTE,
@@ -26,11 +26,22 @@ from .handler import (
     SpanSink,
     check_project,
 )
-from .http_receiver import DEFAULT_MAX_BODY, TRACES_PATH, OtlpHttpReceiver, decode_request, start_http_receiver
+from .http_receiver import (
+    DEFAULT_MAX_BODY,
+    LOGS_PATH,
+    TRACES_PATH,
+    OtlpHttpReceiver,
+    decode_logs_request,
+    decode_request,
+    start_http_receiver,
+)
+from .logs import LOG_MAPPER, is_log_row, map_log_record, map_resource_logs
 from .mappers import (
     DEFAULT_MAPPERS,
     GENAI,
     GENERIC,
+    LOGFIRE,
+    MLFLOW,
     OPENINFERENCE,
     OPENLLMETRY,
     MappedSpan,
@@ -59,6 +70,10 @@ __all__ = [
     "DEFAULT_PROJECT",
     "GENAI",
     "GENERIC",
+    "LOGFIRE",
+    "LOGS_PATH",
+    "LOG_MAPPER",
+    "MLFLOW",
     "OPENINFERENCE",
     "OPENLLMETRY",
     "PROJECT_ATTRIBUTE",
@@ -77,6 +92,7 @@ __all__ = [
     "MappedSpan",
     "Mapper",
     "OnlineScore",
+    "OtlpGrpcLogsReceiver",
     "OtlpGrpcReceiver",
     "OtlpHttpReceiver",
     "Partitioning",
@@ -93,7 +109,11 @@ __all__ = [
     "check_project",
     "complete_once",
     "counts_toward_usage",
+    "decode_logs_request",
     "decode_request",
+    "is_log_row",
+    "map_log_record",
+    "map_resource_logs",
     "map_resource_spans",
     "map_span",
     "open_trace_store",

@@ -30,6 +30,8 @@ from evalsi.v1alpha1.record_pb2 import (
     Usage,
 )
 
+from .logfire_mapper import PLACEHOLDER
+from .logs import is_log_row, merge_log_rows
 from .mappers import MappedSpan
 
 USAGE_STEP_TYPES = frozenset({STEP_TYPE_LLM, STEP_TYPE_EMBEDDING})
@@ -81,7 +83,20 @@ def assemble_record(spans: Sequence[MappedSpan], *, project: str = "default") ->
     if not spans:
         raise ValueError("a trace needs at least one span")
     ordered = sorted(spans, key=lambda s: (s.start_ns, s.span_id))
-    steps = [span.step for span in ordered]
+    if any(PLACEHOLDER in span.step.attributes for span in ordered):
+        # Logfire's pending spans announce a span that started; once the real one (their parent) is here they
+        # only repeat it. Kept in the store, left out of the trajectory.
+        ids = {span.span_id for span in ordered}
+        ordered = [span for span in ordered
+                   if not (PLACEHOLDER in span.step.attributes and span.parent_span_id in ids)]
+    log_rows = [span for span in ordered if is_log_row(span)]
+    if log_rows:  # log records (GenAI events) fold into their span's step; those whose span is missing stay
+        ordered = [span for span in ordered if not is_log_row(span)]
+        by_span = {span.span_id: span.step for span in ordered}
+        ordered = sorted([*ordered, *merge_log_rows(by_span, log_rows)], key=lambda s: (s.start_ns, s.span_id))
+        steps = [by_span.get(span.span_id, span.step) for span in ordered]
+    else:
+        steps = [span.step for span in ordered]
     root = root_of(ordered)
     trace_id = ordered[0].trace_id
     session = next((span.session_id for span in ordered if span.session_id), "")

@@ -198,6 +198,7 @@ class ClickHouseTraceStore:
             return
         now = self._clock()
         columns: list[list[Any]] = [[] for _ in _SPAN_COLUMNS]
+        resources: dict[int, str] = {}  # each resource's JSON once: its spans share one dict (alive during the loop)
         (c_project, c_tenant, c_trace, c_span, c_parent, c_name, c_service, c_session, c_mapper, c_scope, c_start,
          c_end, c_error, c_type, c_in, c_out, c_step, c_resource, c_received, c_version) = columns
         for span in spans:
@@ -218,7 +219,10 @@ class ClickHouseTraceStore:
             c_in.append(step.usage.input_tokens if counted else 0)
             c_out.append(step.usage.output_tokens if counted else 0)
             c_step.append(step.SerializeToString())
-            c_resource.append(json.dumps(span.resource, sort_keys=True))
+            resource = resources.get(id(span.resource))
+            if resource is None:
+                resource = resources[id(span.resource)] = json.dumps(span.resource, sort_keys=True)
+            c_resource.append(resource)
         count = len(spans)
         c_project.extend([project] * count)
         c_tenant.extend([TENANT] * count)
@@ -306,12 +310,29 @@ class ClickHouseTraceStore:
         until_ns: int | None = None,
         has_error: bool | None = None,
         completed: bool | None = None,
+        score_metric: str | None = None,
+        min_score: float | None = None,
+        max_score: float | None = None,
     ) -> TracePage:
-        """Newest first (by start time); filters combine with AND; page on with ``next_page_token``."""
+        """Newest first (by start time); filters combine with AND; page on with ``next_page_token``.
+
+        ``score_metric`` keeps traces with a scored online value of that metric, within ``min_score`` and
+        ``max_score`` when given (inclusive).
+        """
         if not 1 <= limit <= MAX_PAGE:
             raise BadInputError(f"limit {limit}: must be 1 to {MAX_PAGE}")
         clauses = ["project_id = %(project)s", "tenant_id = %(tenant)s"]
         params: dict[str, Any] = {"project": project, "tenant": TENANT, "limit": limit + 1}
+        if score_metric is not None:
+            scored = ["project_id = %(project)s", "tenant_id = %(tenant)s", "metric = %(score_metric)s",
+                      "outcome = 'scored'", "isNotNull(value)"]
+            params["score_metric"] = score_metric
+            for sql, name, bound in (("value >= %(min_score)s", "min_score", min_score),
+                                     ("value <= %(max_score)s", "max_score", max_score)):
+                if bound is not None:
+                    scored.append(sql)
+                    params[name] = bound
+            clauses.append(f"trace_id IN (SELECT trace_id FROM online_scores FINAL WHERE {' AND '.join(scored)})")
         for sql, name, value in (("service_name = %(service)s", "service", service),
                                  ("session_id = %(session)s", "session", session_id),
                                  ("start_ns >= %(since)s", "since", since_ns),

@@ -1,23 +1,33 @@
 """The one export handler both OTLP receivers call: assign projects, map, hand spans to the sink, answer.
 
+Traces and logs take the same path: a log record becomes a row keyed to its span (see ``logs``), stored by the
+same sink, so the GenAI events an instrumentation sends as logs reach the trajectory of their trace.
+
 Receivers only decode, count and delegate; everything the protocol says about spans happens here, once.
 """
 
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsServiceRequest,
+    ExportLogsServiceResponse,
+)
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
+from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 
 from evalsi.errors import BadInputError
 
 from .attributes import attributes_to_dict
+from .logs import map_resource_logs, redact_resource_logs
 from .mappers import DEFAULT_MAPPERS, MappedSpan, Mapper, map_resource_spans
 
 if TYPE_CHECKING:
@@ -46,6 +56,8 @@ def check_project(project: str, where: str) -> str:
 class ExportStats:
     accepted: int = 0
     rejected: int = 0
+    logs_accepted: int = 0
+    logs_rejected: int = 0
 
 
 class ExportHandler:
@@ -59,26 +71,34 @@ class ExportHandler:
         self.mappers = tuple(mappers)
         self.stats = ExportStats()
 
-    async def export(self, request: ExportTraceServiceRequest, project_header: str | None = None) -> (
-            ExportTraceServiceResponse):
-        """Raises BadInputError for a bad project header (the whole request is refused, nothing stored)."""
+    def _header(self, project_header: str | None) -> str:
         header = (project_header or "").strip()
         if header:
             check_project(header, f"header {PROJECT_HEADER}")
+        return header
+
+    def _project(self, header: str, resource: Resource) -> str:
+        """The header's project, else the resource's ``evalsi.project``, else the default (maybe invalid)."""
+        if header:
+            return header
+        attribute = attributes_to_dict(resource.attributes).get(PROJECT_ATTRIBUTE)
+        return str(attribute) if attribute not in (None, "") else self.default_project
+
+    async def export(self, request: ExportTraceServiceRequest, project_header: str | None = None) -> (
+            ExportTraceServiceResponse):
+        """Raises BadInputError for a bad project header (the whole request is refused, nothing stored)."""
+        header = self._header(project_header)
         by_project: dict[str, list[MappedSpan]] = {}
         rejected = 0
         reasons: list[str] = []
         for resource_spans in request.resource_spans:
-            project = header
-            if not project:
-                attribute = attributes_to_dict(resource_spans.resource.attributes).get(PROJECT_ATTRIBUTE)
-                project = str(attribute) if attribute not in (None, "") else self.default_project
-                if not _PROJECT.match(project):
-                    count = sum(len(s.spans) for s in resource_spans.scope_spans)
-                    rejected += count
-                    reasons.append(f"resource attribute {PROJECT_ATTRIBUTE} {project!r} is not a project "
-                                   f"({PROJECT_FORM}): {count} spans rejected")
-                    continue
+            project = self._project(header, resource_spans.resource)
+            if not _PROJECT.match(project):
+                count = sum(len(s.spans) for s in resource_spans.scope_spans)
+                rejected += count
+                reasons.append(f"resource attribute {PROJECT_ATTRIBUTE} {project!r} is not a project "
+                               f"({PROJECT_FORM}): {count} spans rejected")
+                continue
             if self.redactor is not None:  # before mapping, so nothing mapped from a secret keeps it
                 self.redactor.redact_resource_spans(project, resource_spans)
             mapped = map_resource_spans(resource_spans, self.mappers)
@@ -96,4 +116,42 @@ class ExportHandler:
         if rejected:
             response.partial_success.rejected_spans = rejected
             response.partial_success.error_message = f"{rejected} spans rejected: " + "; ".join(reasons)
+        return response
+
+    async def export_logs(self, request: ExportLogsServiceRequest, project_header: str | None = None) -> (
+            ExportLogsServiceResponse):
+        """Log records as rows keyed to their spans, through the same projects, redaction and sink as spans.
+
+        Raises BadInputError for a bad project header (the whole request is refused, nothing stored).
+        """
+        header = self._header(project_header)
+        received_ns = time.time_ns()
+        by_project: dict[str, list[MappedSpan]] = {}
+        rejected = 0
+        reasons: list[str] = []
+        for resource_logs in request.resource_logs:
+            project = self._project(header, resource_logs.resource)
+            if not _PROJECT.match(project):
+                count = sum(len(s.log_records) for s in resource_logs.scope_logs)
+                rejected += count
+                reasons.append(f"resource attribute {PROJECT_ATTRIBUTE} {project!r} is not a project "
+                               f"({PROJECT_FORM}): {count} log records rejected")
+                continue
+            if self.redactor is not None:
+                redact_resource_logs(self.redactor, project, resource_logs)
+            mapped = map_resource_logs(resource_logs, received_ns)
+            if self.redactor is not None:
+                self.redactor.redact_spans(project, mapped.spans)
+            rejected += mapped.rejected
+            reasons.extend(reason for reason in mapped.reasons if reason not in reasons)
+            if mapped.spans:
+                by_project.setdefault(project, []).extend(mapped.spans)
+        for project, rows in by_project.items():
+            await self.sink.consume(project, rows)
+            self.stats.logs_accepted += len(rows)
+        self.stats.logs_rejected += rejected
+        response = ExportLogsServiceResponse()
+        if rejected:
+            response.partial_success.rejected_log_records = rejected
+            response.partial_success.error_message = f"{rejected} log records rejected: " + "; ".join(reasons)
         return response

@@ -1,8 +1,9 @@
-"""OTLP/HTTP: ``POST /v1/traces`` with a protobuf or JSON body, optionally gzip, as the OTLP spec defines it.
+"""OTLP/HTTP: ``POST /v1/traces`` and ``POST /v1/logs`` with a protobuf or JSON body, optionally gzip, as the
+OTLP spec defines them.
 
-Answers:
-- 200 with an ``ExportTraceServiceResponse`` (``partial_success`` when spans were rejected), in the request's
-  encoding;
+Answers (both paths alike):
+- 200 with an ``ExportTraceServiceResponse``/``ExportLogsServiceResponse`` (``partial_success`` when spans or
+  log records were rejected), in the request's encoding;
 - 400 for a body that does not decode (bad gzip, protobuf or JSON, or an invalid ``x-evalsi-project``);
 - 413 for a body over ``max_body_bytes``, compressed or after decompression: refused, never accepted and dropped;
 - 415 for any content type but ``application/x-protobuf`` and ``application/json``;
@@ -16,12 +17,14 @@ import base64
 import binascii
 import json
 import zlib
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from aiohttp import web
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError, Message
 from google.rpc import code_pb2, status_pb2
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from evalsi.errors import BadInputError, InfraError
@@ -31,6 +34,7 @@ from .handler import PROJECT_HEADER, ExportHandler
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 TRACES_PATH = "/v1/traces"
+LOGS_PATH = "/v1/logs"
 DEFAULT_MAX_BODY = 16 * 1024 * 1024
 
 
@@ -53,53 +57,71 @@ def _gunzip(body: bytes, limit: int) -> bytes:
 
 
 _ID_FIELDS = ("traceId", "spanId", "parentSpanId")
+_Request = TypeVar("_Request", ExportTraceServiceRequest, ExportLogsServiceRequest)
+
+
+def _convert_ids(obj: dict[str, Any], path: str) -> None:
+    """OTLP JSON writes ids as hex where the protobuf JSON mapping expects base64: convert one object's."""
+    for name in _ID_FIELDS:
+        value = obj.get(name)
+        if value is None or value == "":
+            continue
+        if not isinstance(value, str):
+            raise ValueError(f"{path}.{name}: a hex string is expected")
+        try:
+            obj[name] = base64.b64encode(bytes.fromhex(value)).decode("ascii")
+        except ValueError as exc:
+            raise ValueError(f"{path}.{name} {value!r}: not hex") from exc
+
+
+def _hex_log_ids_to_base64(request: dict[str, Any]) -> None:
+    for r, resource_logs in enumerate(request.get("resourceLogs") or request.get("resource_logs") or []):
+        for s, scope_logs in enumerate(resource_logs.get("scopeLogs") or resource_logs.get("scope_logs") or []):
+            for i, record in enumerate(scope_logs.get("logRecords") or scope_logs.get("log_records") or []):
+                _convert_ids(record, f"resourceLogs[{r}].scopeLogs[{s}].logRecords[{i}]")
 
 
 def _hex_ids_to_base64(request: dict[str, Any]) -> None:
-    """OTLP JSON writes ids as hex where the protobuf JSON mapping expects base64: convert them in place."""
-
-    def convert(obj: dict[str, Any], path: str) -> None:
-        for name in _ID_FIELDS:
-            value = obj.get(name)
-            if value is None or value == "":
-                continue
-            if not isinstance(value, str):
-                raise ValueError(f"{path}.{name}: a hex string is expected")
-            try:
-                obj[name] = base64.b64encode(bytes.fromhex(value)).decode("ascii")
-            except ValueError as exc:
-                raise ValueError(f"{path}.{name} {value!r}: not hex") from exc
-
     for r, resource_spans in enumerate(request.get("resourceSpans") or request.get("resource_spans") or []):
         for s, scope_spans in enumerate(resource_spans.get("scopeSpans") or resource_spans.get("scope_spans") or []):
             for i, span in enumerate(scope_spans.get("spans") or []):
                 path = f"resourceSpans[{r}].scopeSpans[{s}].spans[{i}]"
-                convert(span, path)
+                _convert_ids(span, path)
                 for j, link in enumerate(span.get("links") or []):
-                    convert(link, f"{path}.links[{j}]")
+                    _convert_ids(link, f"{path}.links[{j}]")
 
 
-def decode_request(body: bytes, content_type: str) -> ExportTraceServiceRequest:
-    """Decode a request body; ValueError (with the reason) when it does not decode."""
-    request = ExportTraceServiceRequest()
+def _decode(body: bytes, content_type: str, request: _Request, convert_ids: Callable[[dict[str, Any]], None]) -> (
+        _Request):
+    kind = type(request).__name__
     if content_type == PROTOBUF:
         try:
             request.ParseFromString(body)
         except (DecodeError, RuntimeError) as exc:
-            raise ValueError(f"malformed protobuf ExportTraceServiceRequest: {exc}") from exc
+            raise ValueError(f"malformed protobuf {kind}: {exc}") from exc
         return request
     try:
         document = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ValueError(f"malformed JSON: {exc}") from exc
     if not isinstance(document, dict):
-        raise ValueError("malformed JSON: an ExportTraceServiceRequest object is expected")
-    _hex_ids_to_base64(document)
+        raise ValueError(f"malformed JSON: an {kind} object is expected")
+    convert_ids(document)
     try:
         json_format.ParseDict(document, request, ignore_unknown_fields=True)
     except (json_format.ParseError, binascii.Error, TypeError, ValueError) as exc:
-        raise ValueError(f"JSON is not an ExportTraceServiceRequest: {exc}") from exc
+        raise ValueError(f"JSON is not an {kind}: {exc}") from exc
     return request
+
+
+def decode_request(body: bytes, content_type: str) -> ExportTraceServiceRequest:
+    """Decode a traces request body; ValueError (with the reason) when it does not decode."""
+    return _decode(body, content_type, ExportTraceServiceRequest(), _hex_ids_to_base64)
+
+
+def decode_logs_request(body: bytes, content_type: str) -> ExportLogsServiceRequest:
+    """Decode a logs request body; ValueError (with the reason) when it does not decode."""
+    return _decode(body, content_type, ExportLogsServiceRequest(), _hex_log_ids_to_base64)
 
 
 def _encode(message: Message, content_type: str) -> bytes:
@@ -114,7 +136,7 @@ def _status(http_status: int, code: int, message: str, content_type: str) -> web
 
 
 class OtlpHttpReceiver:
-    """The aiohttp application serving ``POST /v1/traces`` through an ``ExportHandler``."""
+    """The aiohttp application serving ``POST /v1/traces`` and ``POST /v1/logs`` through an ``ExportHandler``."""
 
     def __init__(self, handler: ExportHandler, *, max_body_bytes: int = DEFAULT_MAX_BODY) -> None:
         if max_body_bytes < 1:
@@ -126,12 +148,20 @@ class OtlpHttpReceiver:
         # client_max_size bounds what aiohttp reads; decompression is ours (see runner()), bounded the same.
         app = web.Application(client_max_size=self.max_body_bytes)
         app.router.add_post(TRACES_PATH, self.post_traces)
+        app.router.add_post(LOGS_PATH, self.post_logs)
         return app
 
     def runner(self) -> web.AppRunner:
         return web.AppRunner(self.application(), access_log=None, auto_decompress=False)
 
     async def post_traces(self, request: web.Request) -> web.Response:
+        return await self._post(request, decode_request, self.handler.export, "spans")
+
+    async def post_logs(self, request: web.Request) -> web.Response:
+        return await self._post(request, decode_logs_request, self.handler.export_logs, "log records")
+
+    async def _post(self, request: web.Request, decode: Callable[[bytes, str], _Request],
+                    export: Callable[[_Request, str | None], Awaitable[Message]], what: str) -> web.Response:
         content_type = request.content_type  # without parameters such as charset
         if content_type not in (PROTOBUF, JSON):
             return _status(415, code_pb2.INVALID_ARGUMENT,
@@ -151,23 +181,25 @@ class OtlpHttpReceiver:
             elif encoding not in ("identity", ""):
                 return _status(415, code_pb2.INVALID_ARGUMENT,
                                f"Content-Encoding {encoding!r} is not supported; send gzip or identity", content_type)
-            export = decode_request(body, content_type)
+            decoded = decode(body, content_type)
         except _TooLarge:
             return _status(413, code_pb2.RESOURCE_EXHAUSTED, too_large + " (after gzip decompression)", content_type)
         except ValueError as exc:
             return _status(400, code_pb2.INVALID_ARGUMENT, str(exc), content_type)
         try:
-            response = await self.handler.export(export, request.headers.get(PROJECT_HEADER))
+            response = await export(decoded, request.headers.get(PROJECT_HEADER))
         except BadInputError as exc:
             return _status(400, code_pb2.INVALID_ARGUMENT, str(exc), content_type)
         except InfraError as exc:
-            return _status(503, code_pb2.UNAVAILABLE, f"could not store spans, retry: {exc}", content_type)
+            return _status(503, code_pb2.UNAVAILABLE, f"could not store {what}, retry: {exc}", content_type)
         return web.Response(status=200, body=_encode(response, content_type), content_type=content_type)
 
 
-async def start_http_receiver(receiver: OtlpHttpReceiver, host: str, port: int) -> tuple[web.AppRunner, int]:
-    """Listen on host:port (0 picks a free port); returns the runner and the port bound."""
+async def start_http_receiver(receiver: OtlpHttpReceiver, host: str, port: int, *,
+                              reuse_port: bool = False) -> tuple[web.AppRunner, int]:
+    """Listen on host:port (0 picks a free port); returns the runner and the port bound. ``reuse_port``: share the
+    port with other processes (SO_REUSEPORT), as ``evalsi-ingest --processes`` does."""
     runner = receiver.runner()
     await runner.setup()
-    await web.TCPSite(runner, host, port).start()
+    await web.TCPSite(runner, host, port, reuse_port=reuse_port or None).start()
     return runner, runner.addresses[0][1]

@@ -9,6 +9,9 @@ output. The first mapper whose ``matches`` holds maps the span, in this order:
   ``input.value``/``output.value``, ``tool.name``, ``tool.parameters``, ``retrieval.documents.*``;
 - ``openllmetry@1``: ``traceloop.*`` on framework spans (``traceloop.span.kind`` workflow, agent, task, tool),
   and on its LLM spans ``gen_ai.*`` with ``llm.request.type`` and indexed ``gen_ai.prompt.*``/``gen_ai.completion.*``;
+- ``mlflow@1`` (``mlflow_mapper``): MLflow Tracing's JSON-encoded ``mlflow.spanType``/``spanInputs``/``spanOutputs``;
+- ``logfire@1`` (``logfire_mapper``): Pydantic Logfire's spans (``logfire.span_type``), its LLM spans'
+  ``request_data``/``response_data`` beside the GenAI attributes;
 - ``genai@1``: the OTel GenAI conventions (``gen_ai.operation.name``, ``gen_ai.request.model``/``response.model``,
   ``gen_ai.usage.*``, ``gen_ai.tool.*``, ``gen_ai.input.messages``/``gen_ai.output.messages`` as attributes or on
   the ``gen_ai.client.inference.operation.details`` event, and the older per-message span events);
@@ -48,6 +51,7 @@ from evalsi.v1alpha1.record_pb2 import (
     StepType,
 )
 
+from . import logfire_mapper, mlflow_mapper
 from .attributes import attributes_to_dict
 from .messages import (
     content_of,
@@ -338,26 +342,45 @@ GENAI = Mapper("genai", "1", _genai_matches, _fill_genai)
 OPENINFERENCE = Mapper("openinference", "1", _openinference_matches, _fill_openinference)
 OPENLLMETRY = Mapper("openllmetry", "1", _openllmetry_matches, _fill_openllmetry)
 GENERIC = Mapper("generic", "1", lambda _attrs: True, _fill_generic)
-DEFAULT_MAPPERS: tuple[Mapper, ...] = (OPENINFERENCE, OPENLLMETRY, GENAI, GENERIC)
+MLFLOW = Mapper("mlflow", "1", mlflow_mapper.matches, mlflow_mapper.fill)
+LOGFIRE = Mapper("logfire", "1", logfire_mapper.matches, logfire_mapper.fill)
+# MLflow and Logfire come after the instrumentation-specific conventions (Logfire marks every span its tracer
+# starts, OpenInference's and OpenLLMetry's included) and before genai@1 (their spans carry gen_ai.* as well).
+DEFAULT_MAPPERS: tuple[Mapper, ...] = (OPENINFERENCE, OPENLLMETRY, MLFLOW, LOGFIRE, GENAI, GENERIC)
 
 
 # --- the span-level entry points ----------------------------------------------------------------------------
 
 
+_NANOS = 1_000_000_000
+_SPAN_KINDS = {number: name for name, number in Span.SpanKind.items()}
+
+
 def _base_step(span: Span, attrs: Mapping[str, Any]) -> Step:
     span_id = span.span_id.hex()
     step = Step(id=span_id, span_id=span_id, parent_id=span.parent_span_id.hex(), name=span.name)
-    step.start_time.FromNanoseconds(span.start_time_unix_nano)
-    step.duration.FromNanoseconds(max(0, span.end_time_unix_nano - span.start_time_unix_nano))
+    # Fields set directly, scalars without an intermediate Value: this runs for every span and
+    # FromNanoseconds/to_value are Python code (times are unsigned, so divmod is what FromNanoseconds does).
+    start, end = span.start_time_unix_nano, span.end_time_unix_nano
+    timestamp, duration = step.start_time, step.duration
+    timestamp.seconds, timestamp.nanos = divmod(start, _NANOS)
+    duration.seconds, duration.nanos = divmod(max(0, end - start), _NANOS)
     if span.status.code == Status.STATUS_CODE_ERROR:
         step.status = STEP_STATUS_ERROR
         step.error = span.status.message or _exception_message(span)
     else:
         step.status = STEP_STATUS_OK
+    fields = step.attributes
     for key, value in attrs.items():
-        step.attributes[key].CopyFrom(to_value(value))
+        kind = type(value)
+        if kind is str:
+            fields[key].string_value = value
+        elif kind is int or kind is float:
+            fields[key].number_value = value
+        else:  # bool, None, lists and dicts
+            fields[key].CopyFrom(to_value(value))
     # Nothing dropped: what is not an attribute goes under otel.* so it survives too.
-    step.attributes["otel.span.kind"].string_value = Span.SpanKind.Name(span.kind)
+    fields["otel.span.kind"].string_value = _SPAN_KINDS.get(span.kind) or Span.SpanKind.Name(span.kind)
     if span.events:
         events = [{"name": e.name, "time_unix_nano": str(e.time_unix_nano),
                    "attributes": attributes_to_dict(e.attributes)} for e in span.events]
@@ -377,6 +400,19 @@ def _exception_message(span: Span) -> str:
     return ""
 
 
+@dataclass(frozen=True)
+class _Resource:
+    """What every span of one resource shares, worked out once per resource rather than per span."""
+
+    attributes: dict[str, Any]  # one copy, shared by the resource's MappedSpans (nothing mutates it)
+    service_name: str
+    session_id: str
+
+    @classmethod
+    def of(cls, resource: Mapping[str, Any]) -> _Resource:
+        return cls(dict(resource), str(resource.get("service.name") or ""), str(_first(resource, *SESSION_KEYS) or ""))
+
+
 def map_span(
     span: Span,
     resource: Mapping[str, Any],
@@ -384,6 +420,10 @@ def map_span(
     mappers: Sequence[Mapper] = DEFAULT_MAPPERS,
 ) -> MappedSpan:
     """Map one span (whose trace and span ids the caller has checked) with the first mapper that matches."""
+    return _map_span(span, _Resource.of(resource), scope, mappers)
+
+
+def _map_span(span: Span, resource: _Resource, scope: str, mappers: Sequence[Mapper]) -> MappedSpan:
     attrs = attributes_to_dict(span.attributes)
     step = _base_step(span, attrs)
     used = GENERIC
@@ -399,8 +439,9 @@ def map_span(
             break
     if step.type == STEP_TYPE_TOOL:
         _tool_status(step)
-    step.attributes["evalsi.mapper"].string_value = used.ref
-    session = _first(attrs, *SESSION_KEYS) or _first(resource, *SESSION_KEYS) or ""
+    ref = used.ref
+    step.attributes["evalsi.mapper"].string_value = ref
+    session = _first(attrs, *SESSION_KEYS)
     return MappedSpan(
         trace_id=span.trace_id.hex(),
         span_id=span.span_id.hex(),
@@ -409,11 +450,11 @@ def map_span(
         start_ns=span.start_time_unix_nano,
         end_ns=span.end_time_unix_nano,
         error=step.status == STEP_STATUS_ERROR,
-        session_id=str(session),
-        mapper=used.ref,
-        service_name=str(resource.get("service.name") or ""),
+        session_id=str(session) if session else resource.session_id,
+        mapper=ref,
+        service_name=resource.service_name,
         step=step,
-        resource=dict(resource),
+        resource=resource.attributes,
         scope=scope,
     )
 
@@ -438,7 +479,7 @@ def valid_ids(span: Span) -> str | None:
 
 def map_resource_spans(resource_spans: ResourceSpans, mappers: Sequence[Mapper] = DEFAULT_MAPPERS) -> MapResult:
     """Map every span of one ResourceSpans; spans with unusable ids are counted as rejected, with the reason."""
-    resource = attributes_to_dict(resource_spans.resource.attributes)
+    resource = _Resource.of(attributes_to_dict(resource_spans.resource.attributes))
     result = MapResult([], 0, [])
     for scope_spans in resource_spans.scope_spans:
         scope = scope_spans.scope.name
@@ -449,5 +490,5 @@ def map_resource_spans(resource_spans: ResourceSpans, mappers: Sequence[Mapper] 
                 if reason not in result.reasons:
                     result.reasons.append(reason)
                 continue
-            result.spans.append(map_span(span, resource, scope, mappers))
+            result.spans.append(_map_span(span, resource, scope, mappers))
     return result

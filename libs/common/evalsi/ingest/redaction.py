@@ -14,6 +14,11 @@ A rule without ``attributes`` applies to every string value: span, event, link a
 and attributes (so content a mapper decoded from JSON is covered as well). A rule with ``attributes`` (globs
 over attribute keys, ``fnmatch`` style) applies only to the values of matching attributes, before mapping, so
 content mapped from them is redacted too. Invalid files and regexes are refused at start, naming the rule.
+
+Most strings hold nothing to redact, so each rule first screens a text cheaply (``RedactionRule.might_change``)
+and only a text that passes is parsed as JSON and rewritten. The screen is sound: it passes every text in which
+the rule would change something, including after one level of JSON decoding (which is all ``_redact_text`` does),
+and every text that contains such a text, so one screen of a whole serialized ``Step`` can clear all its strings.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
+import re._parser as sre_parse
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,15 +79,56 @@ class Builtin:
     pattern: str
     check: Callable[[str], bool] | None = None
     description: str = ""
+    # ``pattern`` without its lookarounds: it matches wherever ``pattern`` does, in any text around it.
+    screen: str = ""
+    # Texts every match contains one of (a character, or its JSON escape).
+    literals: tuple[str, ...] = ()
 
 
 BUILTINS: dict[str, Builtin] = {
-    "email": Builtin(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}", None, "e-mail addresses"),
+    "email": Builtin(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}", None, "e-mail addresses",
+                     # From the "@": a search for a literal is fast, and long words cost no backtracking.
+                     screen=r"@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}",
+                     literals=("@", "\\u0040")),
     "credit_card": Builtin(r"(?<!\d)(?:\d[ -]?){12,18}\d(?!\d)", _luhn,
-                           "payment card numbers (13 to 19 digits, spaces or dashes allowed, Luhn-checked)"),
+                           "payment card numbers (13 to 19 digits, spaces or dashes allowed, Luhn-checked)",
+                           screen=r"(?:\d[ -]?){12,18}\d"),
     "cpf": Builtin(r"(?<!\d)\d{3}\.?\d{3}\.?\d{3}-?\d{2}(?!\d)", _cpf_valid,
-                   "Brazilian CPF numbers (formatted or not, check digits verified)"),
+                   "Brazilian CPF numbers (formatted or not, check digits verified)",
+                   screen=r"\d{3}\.?\d{3}\.?\d{3}-?\d{2}"),
 }
+# JSON escapes other than \uXXXX decode to quotes, slashes and control characters, which no built-in matches; a
+# pattern of the user's might, so for those any backslash sends the text through the full path.
+_BUILTIN_ESCAPE = "\\u"
+_ANY_ESCAPE = "\\"
+_KEY_MEMO = 4096  # attribute keys remembered per glob rule; enough for any real schema, bounded for any input
+
+
+def _only_inside(source: str) -> bool:
+    """Whether a pattern looks at nothing outside its match (no anchors, word boundaries or lookarounds): then a
+    match in a text is a match in any text containing it, so the pattern can screen a whole serialized Step."""
+    try:
+        parsed = sre_parse.parse(source)
+    except re.error:
+        return False
+
+    def clean(items: Any) -> bool:
+        for op, av in items:
+            if op in (sre_parse.AT, sre_parse.ASSERT, sre_parse.ASSERT_NOT):
+                return False
+            if op is sre_parse.BRANCH and not all(clean(branch) for branch in av[1]):
+                return False
+            if op is sre_parse.SUBPATTERN and not clean(av[-1]):
+                return False
+            if op in (sre_parse.MAX_REPEAT, sre_parse.MIN_REPEAT, sre_parse.POSSESSIVE_REPEAT) and not clean(av[2]):
+                return False
+            if op is sre_parse.ATOMIC_GROUP and not clean(av):
+                return False
+            if op is sre_parse.GROUPREF_EXISTS and not (clean(av[1]) and (av[2] is None or clean(av[2]))):
+                return False
+        return True
+
+    return clean(parsed.data)
 
 
 @dataclass(frozen=True)
@@ -91,9 +138,29 @@ class RedactionRule:
     replacement: str = DEFAULT_REPLACEMENT
     attributes: tuple[str, ...] = ()  # empty: every string value
     check: Callable[[str], bool] | None = None
+    screen: re.Pattern[str] | None = None  # None: every text might change (see might_change)
+    literals: tuple[str, ...] = ()
+    escape: str = _ANY_ESCAPE
+    _keys: dict[str, bool] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def applies_to(self, key: str) -> bool:
-        return not self.attributes or any(fnmatch.fnmatchcase(key, glob) for glob in self.attributes)
+        if not self.attributes:
+            return True
+        known = self._keys.get(key)
+        if known is None:
+            if len(self._keys) >= _KEY_MEMO:
+                self._keys.clear()
+            known = self._keys[key] = any(fnmatch.fnmatchcase(key, glob) for glob in self.attributes)
+        return known
+
+    def might_change(self, text: str) -> bool:
+        """False only when this rule changes neither ``text`` nor any string JSON-decoded from it, nor any text
+        that ``text`` contains: a cheap look before the regex substitution and the JSON parsing."""
+        if self.screen is None:
+            return True
+        if self.literals and not any(literal in text for literal in self.literals):
+            return False
+        return self.escape in text or self.screen.search(text) is not None
 
     def apply(self, text: str) -> str:
         if self.check is None:
@@ -122,20 +189,24 @@ def parse_rule(item: Any, where: str) -> RedactionRule:
     if not isinstance(globs, list) or not all(isinstance(g, str) and g for g in globs):
         raise BadInputError(f"{where}: attributes: a list of attribute-key globs such as 'gen_ai.*'")
     check = None
+    literals: tuple[str, ...] = ()
     if "builtin" in item:
         builtin = BUILTINS.get(str(item["builtin"]))
         if builtin is None:
             raise BadInputError(f"{where}: builtin {item['builtin']!r} is unknown; accepted: {', '.join(BUILTINS)}")
         source, check, name = builtin.pattern, builtin.check, str(item["builtin"])
+        screen_source, literals, escape = builtin.screen, builtin.literals, _BUILTIN_ESCAPE
     else:
         source = item["pattern"]
         if not isinstance(source, str) or not source:
             raise BadInputError(f"{where}: pattern: must be a non-empty regex string")
         name = str(item.get("name") or source)
+        screen_source, escape = source, _ANY_ESCAPE
     try:
         pattern = re.compile(source)
     except re.error as exc:
         raise BadInputError(f"{where}: pattern {source!r} is not a valid regex: {exc}") from None
+    screen = re.compile(screen_source) if _only_inside(screen_source) else None
     if pattern.match(""):
         raise BadInputError(f"{where}: pattern {source!r} matches the empty string; it would redact nothing useful "
                             "and insert the replacement everywhere")
@@ -145,7 +216,7 @@ def parse_rule(item: Any, where: str) -> RedactionRule:
     except (re.error, IndexError) as exc:
         raise BadInputError(f"{where}: replacement {replacement!r} is invalid for this pattern: {exc}") from None
     return RedactionRule(name=str(item.get("name") or name), pattern=pattern, replacement=replacement,
-                         attributes=tuple(globs), check=check)
+                         attributes=tuple(globs), check=check, screen=screen, literals=literals, escape=escape)
 
 
 @dataclass
@@ -213,7 +284,13 @@ class Redactor:
         if not everywhere:
             return
         for span in spans:
-            _redact_message(span.step, everywhere, skip=_STEP_IDENTITY)
+            # Every string of the step lies verbatim in its serialization: one screen of it usually clears them all.
+            if _might_change(everywhere, span.step.SerializeToString().decode("utf-8", "surrogateescape")):
+                _redact_message(span.step, everywhere, skip=_STEP_IDENTITY)
+
+
+def _might_change(rules: Iterable[RedactionRule], text: str) -> bool:
+    return any(rule.might_change(text) for rule in rules)
 
 
 def _apply(rules: Iterable[RedactionRule], text: str) -> str:
@@ -235,6 +312,8 @@ def _apply_json(rules: Sequence[RedactionRule], value: Any) -> Any:
 def _redact_text(rules: Sequence[RedactionRule], text: str) -> str:
     """A JSON document (messages, tool arguments) is redacted value by value, so escapes such as ``\\u0040``
     hide nothing and a replacement never breaks the JSON; any other text as it is."""
+    if not _might_change(rules, text):
+        return text
     if text.lstrip()[:1] in ("[", "{"):
         try:
             document = json.loads(text)
@@ -247,8 +326,9 @@ def _redact_text(rules: Sequence[RedactionRule], text: str) -> str:
 
 
 def _redact_kvs(kvs: Iterable[KeyValue], rules: Sequence[RedactionRule]) -> None:
+    globbed = any(rule.attributes for rule in rules)
     for kv in kvs:
-        matching = [r for r in rules if r.applies_to(kv.key)]
+        matching = [r for r in rules if r.applies_to(kv.key)] if globbed else rules
         if matching:
             _redact_any(kv.value, matching)
 

@@ -126,13 +126,17 @@ def _migrate(conn: sqlite3.Connection, where: str) -> None:
             conn.executescript(f"BEGIN IMMEDIATE; {sql}; PRAGMA user_version = {version}; COMMIT;")
 
 
-def _span_row(project: str, span: MappedSpan, now: float) -> tuple[Any, ...]:
+def _span_row(project: str, span: MappedSpan, now: float, resources: dict[int, str]) -> tuple[Any, ...]:
+    """``resources`` caches each resource's JSON by identity: the spans of one resource share one dict."""
     counted = counts_toward_usage(span.step) and span.step.HasField("usage")
+    resource = resources.get(id(span.resource))
+    if resource is None:
+        resource = resources[id(span.resource)] = json.dumps(span.resource, sort_keys=True)
     return (
         project, TENANT, span.trace_id, span.span_id, span.parent_span_id, span.name, span.service_name,
         span.session_id, span.mapper, span.scope, span.start_ns, span.end_ns, int(span.error), int(span.step.type),
         span.step.usage.input_tokens if counted else 0, span.step.usage.output_tokens if counted else 0,
-        span.step.SerializeToString(), json.dumps(span.resource, sort_keys=True), now,
+        span.step.SerializeToString(), resource, now,
     )
 
 
@@ -195,7 +199,8 @@ class SqliteTraceStore:
         if not spans:
             return
         now = self._clock()
-        rows = [_span_row(project, span, now) for span in spans]
+        resources: dict[int, str] = {}  # alive only while ``spans`` holds the dicts, so ids are not reused
+        rows = [_span_row(project, span, now, resources) for span in spans]
         trace_ids = sorted({span.trace_id for span in spans})
         insert = (f"INSERT INTO spans ({', '.join(_SPAN_COLUMNS)}) VALUES ({', '.join('?' * len(_SPAN_COLUMNS))}) "
                   f"ON CONFLICT (project_id, tenant_id, trace_id, span_id) DO UPDATE SET "
@@ -271,11 +276,27 @@ class SqliteTraceStore:
         until_ns: int | None = None,
         has_error: bool | None = None,
         completed: bool | None = None,
+        score_metric: str | None = None,
+        min_score: float | None = None,
+        max_score: float | None = None,
     ) -> TracePage:
-        """Newest first (by start time); filters combine with AND; page on with ``next_page_token``."""
+        """Newest first (by start time); filters combine with AND; page on with ``next_page_token``.
+
+        ``score_metric`` keeps traces with a scored online value of that metric, within ``min_score`` and
+        ``max_score`` when given (inclusive).
+        """
         if not 1 <= limit <= MAX_PAGE:
             raise BadInputError(f"limit {limit}: must be 1 to {MAX_PAGE}")
         clauses, args = ["project_id = ?", "tenant_id = ?"], [project, TENANT]
+        if score_metric is not None:
+            scored = ["s.project_id = traces.project_id", "s.tenant_id = traces.tenant_id",
+                      "s.trace_id = traces.trace_id", "s.metric = ?", "s.outcome = 'scored'", "s.value IS NOT NULL"]
+            args.append(score_metric)
+            for sql, bound in (("s.value >= ?", min_score), ("s.value <= ?", max_score)):
+                if bound is not None:
+                    scored.append(sql)
+                    args.append(bound)
+            clauses.append(f"EXISTS (SELECT 1 FROM online_scores s WHERE {' AND '.join(scored)})")
         for sql, value in (("service_name = ?", service), ("session_id = ?", session_id),
                            ("start_ns >= ?", since_ns), ("start_ns < ?", until_ns)):
             if value is not None:

@@ -1,7 +1,8 @@
 """Online policies (Watch): which traces to evaluate, the cascade of evaluators, windows, alerts and webhooks.
 
-Pure logic only; the policy service that consumes completed traces from the bus is not built yet
-(docs/policies.md says what is).
+The pure parts are here; ``engine.PolicyEngine`` runs them on one completed trace with its I/O injected
+(``stages`` evaluates cascade stages on the worker pools or in-process, ``promotion`` writes stored datasets,
+``exports`` feeds Prometheus and OTel events); the ``evalsi-policy`` service wires it to the bus.
 """
 
 from .cascade import (

@@ -1,4 +1,4 @@
-"""The stores behind small interfaces: metadata and results (SQLite or Postgres) and objects (a directory or S3).
+"""The stores behind small interfaces: metadata, results and policies (SQLite or Postgres), objects (a directory or S3).
 
 Services open them from URLs (``open_metadata_store``, ``open_object_store``) and code against the
 ``MetadataStore`` and ``ObjectStore`` protocols.
@@ -10,10 +10,12 @@ from .metadata import (
     DEFAULT_PROJECT,
     TASK_STATES,
     MetadataStore,
+    StoredPolicy,
     TaskRow,
     TaskState,
     decode_page_token,
     encode_page_token,
+    policy_hash,
 )
 from .migrations import LATEST_VERSION, MIGRATIONS, Migration
 from .objects import ConflictError, LocalObjectStore, ObjectStore, S3ObjectStore, content_key
@@ -26,10 +28,12 @@ __all__ = [  # noqa: RUF022 - grouped by topic, not alphabetically, for readers
     "TASK_STATES",
     "MetadataStore",
     "SqlMetadataStore",
+    "StoredPolicy",
     "TaskRow",
     "TaskState",
     "decode_page_token",
     "encode_page_token",
+    "policy_hash",
     # Schema
     "LATEST_VERSION",
     "MIGRATIONS",

@@ -1,6 +1,6 @@
 """The metadata and results store: the interface every service codes against, and its page tokens.
 
-Runs, per-record results, the tasks of a run and scheduler leases live here. One SQL implementation
+Runs, per-record results, the tasks of a run, scheduler leases and online policies live here. One SQL implementation
 (``evalsi.stores.sql``) serves SQLite (standalone) and Postgres (compose, Kubernetes).
 """
 
@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from evalsi.errors import BadInputError
+from evalsi.v1alpha1.policy_pb2 import OnlineEvalPolicy
 from evalsi.v1alpha1.run_pb2 import Run
 from evalsi.v1alpha1.score_pb2 import EvaluationResult
 
@@ -39,9 +40,29 @@ class TaskRow:
     error: str = ""
 
 
+@dataclass(frozen=True)
+class StoredPolicy:
+    """An online policy as stored: ``generation`` counts the applies that changed it, from 1."""
+
+    project: str
+    name: str
+    policy: OnlineEvalPolicy
+    generation: int
+    spec_hash: str
+    updated_at: float  # unix seconds
+
+
+def policy_hash(policy: OnlineEvalPolicy) -> str:
+    """SHA-256 of the deterministic serialization (map keys sorted), so equal documents hash alike."""
+    return hashlib.sha256(policy.SerializeToString(deterministic=True)).hexdigest()
+
+
 @runtime_checkable
 class MetadataStore(Protocol):
-    """Runs, results, tasks and leases. Every row carries ``project_id`` and a reserved, empty ``tenant_id``."""
+    """Runs, results, tasks, leases and online policies.
+
+    Every row carries ``project_id`` and a reserved, empty ``tenant_id``.
+    """
 
     dialect: str  # "sqlite" | "postgres"
 
@@ -110,6 +131,15 @@ class MetadataStore(Protocol):
     async def release_lease(self, name: str, owner: str) -> None: ...
 
     async def lease_owner(self, name: str) -> str | None: ...
+
+    # Online policies by (project, name); the policy's metadata.project is the project it is stored under.
+    async def put_policy(self, project: str, policy: OnlineEvalPolicy) -> tuple[StoredPolicy, bool]: ...
+
+    async def get_policy(self, project: str, name: str) -> StoredPolicy | None: ...
+
+    async def list_policies(self, project: str | None = None) -> list[StoredPolicy]: ...
+
+    async def delete_policy(self, project: str, name: str) -> bool: ...
 
 
 def project_or_default(project: str) -> str:

@@ -111,9 +111,32 @@ def _v2(dialect: str) -> tuple[str, ...]:
     )
 
 
+def _v3(dialect: str) -> tuple[str, ...]:
+    """Online policies (MonitorService.ApplyPolicy): the serialized OnlineEvalPolicy by (project, tenant, name)."""
+    pg = dialect == "postgres"
+    key = 'text COLLATE "C"' if pg else "TEXT"
+    text, blob, bigint, double = (
+        ("text", "bytea", "bigint", "double precision") if pg else ("TEXT", "BLOB", "INTEGER", "REAL")
+    )
+    return (
+        f"""CREATE TABLE policies (
+            project_id {key} NOT NULL,
+            tenant_id {text} NOT NULL DEFAULT '',
+            name {key} NOT NULL,
+            spec {blob} NOT NULL,
+            spec_hash {text} NOT NULL,
+            generation {bigint} NOT NULL,
+            created_at {double} NOT NULL,
+            updated_at {double} NOT NULL,
+            PRIMARY KEY (project_id, tenant_id, name)
+        )""",
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "runs, results, tasks, leases", sqlite=_v1("sqlite"), postgres=_v1("postgres")),
     Migration(2, "usage of each task", sqlite=_v2("sqlite"), postgres=_v2("postgres")),
+    Migration(3, "online policies", sqlite=_v3("sqlite"), postgres=_v3("postgres")),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -23,16 +23,19 @@ from typing import Any, Protocol, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from evalsi.errors import BadInputError, InfraError
+from evalsi.v1alpha1.policy_pb2 import OnlineEvalPolicy
 from evalsi.v1alpha1.run_pb2 import Run
 from evalsi.v1alpha1.score_pb2 import EvaluationResult
 
 from .metadata import (
     TASK_STATES,
+    StoredPolicy,
     TaskRow,
     check_page_size,
     check_task_states,
     decode_page_token,
     encode_page_token,
+    policy_hash,
     project_or_default,
     query_fingerprint,
 )
@@ -678,3 +681,64 @@ class SqlMetadataStore:
     async def lease_owner(self, name: str) -> str | None:
         rows = await self._db.fetch(f"SELECT owner FROM leases WHERE name = ? AND expires_at > {self._db.now}", name)
         return rows[0][0] if rows else None
+
+    # --- online policies ---
+
+    async def put_policy(self, project: str, policy: OnlineEvalPolicy) -> tuple[StoredPolicy, bool]:
+        """Insert or replace the policy named ``policy.metadata.name``; True when that changed what is stored.
+
+        One conditional upsert: the row is only touched (and its generation raised) when the hash differs, so
+        concurrent applies of one document count once and re-applying it leaves generation and time alone.
+        """
+        project = project_or_default(project)
+        name = policy.metadata.name
+        if not name:
+            raise BadInputError("metadata.name: a policy needs a name before it is stored")
+        stored = OnlineEvalPolicy()
+        stored.CopyFrom(policy)
+        stored.metadata.project = project
+        spec = stored.SerializeToString(deterministic=True)
+        digest = policy_hash(stored)
+        now = time.time()
+        async with self._db.transaction() as c:
+            rows = await c.fetch(
+                "INSERT INTO policies (project_id, tenant_id, name, spec, spec_hash, generation, created_at, "
+                "updated_at) VALUES (?, '', ?, ?, ?, 1, ?, ?) ON CONFLICT (project_id, tenant_id, name) DO UPDATE "
+                "SET spec = excluded.spec, spec_hash = excluded.spec_hash, generation = policies.generation + 1, "
+                "updated_at = excluded.updated_at WHERE policies.spec_hash <> excluded.spec_hash "
+                "RETURNING generation, updated_at",
+                project, name, spec, digest, now, now,
+            )
+            if rows:
+                return StoredPolicy(project, name, stored, int(rows[0][0]), digest, float(rows[0][1])), True
+            rows = await c.fetch(f"{_POLICY_SELECT} WHERE {_POLICY_KEY}", project, name)
+        return _stored_policy(rows[0]), False
+
+    async def get_policy(self, project: str, name: str) -> StoredPolicy | None:
+        rows = await self._db.fetch(f"{_POLICY_SELECT} WHERE {_POLICY_KEY}", project_or_default(project), name)
+        return _stored_policy(rows[0]) if rows else None
+
+    async def list_policies(self, project: str | None = None) -> list[StoredPolicy]:
+        """The project's policies by name; every project's (by project, then name) when ``project`` is None."""
+        if project is None:
+            rows = await self._db.fetch(_POLICY_SELECT + " WHERE tenant_id = '' ORDER BY project_id, name")
+        else:
+            rows = await self._db.fetch(
+                _POLICY_SELECT + " WHERE project_id = ? AND tenant_id = '' ORDER BY name", project_or_default(project)
+            )
+        return [_stored_policy(r) for r in rows]
+
+    async def delete_policy(self, project: str, name: str) -> bool:
+        deleted = await self._db.execute(f"DELETE FROM policies WHERE {_POLICY_KEY}", project_or_default(project), name)
+        return deleted > 0
+
+
+_POLICY_SELECT = "SELECT project_id, name, spec, generation, spec_hash, updated_at FROM policies"
+_POLICY_KEY = "project_id = ? AND tenant_id = '' AND name = ?"
+
+
+def _stored_policy(row: Sequence[Any]) -> StoredPolicy:
+    return StoredPolicy(
+        project=row[0], name=row[1], policy=OnlineEvalPolicy.FromString(bytes(row[2])), generation=int(row[3]),
+        spec_hash=row[4], updated_at=float(row[5]),
+    )

@@ -15,6 +15,10 @@ Script steps, each consumed by one request (after that, requests get the default
 - ``("delay", seconds)``: wait, then the default reply (to exercise client timeouts).
 - ``("garbage", "not json")``: HTTP 200 with that body, as a misconfigured proxy might send.
 - ``("text", "...")``: a normal reply with this text instead of the default reply's.
+- ``("tool_calls", [{"name": "get_weather", "arguments": {"city": "Paris"}, "id": "call_1"}, ...])``: the model
+  asks for these tool calls instead of answering (OpenAI ``tool_calls`` with ``finish_reason: tool_calls``,
+  Anthropic ``tool_use`` blocks); ``id`` is optional. The next request, carrying the tool results, gets the
+  default reply or the next step, so a tool loop is two steps: ``("tool_calls", [...])``, ``("text", "...")``.
 
 Run one from a shell for a CLI smoke test: ``python -m evalsi.testing.providers openai --port 8080``.
 Token counts are whitespace-separated words: deterministic, not the real tokenizers.
@@ -27,10 +31,12 @@ import asyncio
 import collections
 import contextlib
 import itertools
+import json
 import socket
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from types import MappingProxyType, TracebackType
 from typing import Any, Self
 
@@ -39,7 +45,20 @@ from aiohttp import web
 Step = tuple[Any, ...]
 ReplyFn = Callable[[dict[str, Any]], str]
 
-_STEP_KINDS = ("status", "delay", "garbage", "text")
+
+@dataclass(frozen=True)
+class ToolCallSpec:
+    """One tool call a ``("tool_calls", ...)`` script step makes the model ask for."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
+
+    @property
+    def arguments_json(self) -> str:
+        return json.dumps(self.arguments)
+
+_STEP_KINDS = ("status", "delay", "garbage", "text", "tool_calls")
 
 # Error "type" and default message per status, as each provider documents them.
 _OPENAI_TYPES: Mapping[int, str] = MappingProxyType({
@@ -111,6 +130,10 @@ class FakeProvider(ABC):
         """The provider's response JSON for ``text``."""
 
     @abstractmethod
+    def tool_use(self, body: dict[str, Any], calls: list[ToolCallSpec]) -> dict[str, Any]:
+        """The provider's response JSON asking for ``calls``."""
+
+    @abstractmethod
     def error(self, status: int, message: str | None = None, headers: Mapping[str, str] | None = None) -> web.Response:
         """An error response in the provider's format."""
 
@@ -120,6 +143,9 @@ class FakeProvider(ABC):
         for step in steps:
             if not isinstance(step, tuple) or not step or step[0] not in _STEP_KINDS:
                 raise ValueError(f"script step must be a tuple starting with one of {_STEP_KINDS}, got {step!r}")
+            if step[0] == "tool_calls" and not _valid_tool_calls(step[1:]):
+                # Checked here, so a bad script fails in the test that wrote it, not as a 500 in the server.
+                raise ValueError(f"a tool_calls step is ('tool_calls', [{{name, arguments, id}}, ...]), got {step!r}")
             self._script.append(step)
 
     @property
@@ -182,6 +208,8 @@ class FakeProvider(ABC):
             return self.error(int(step[1]), headers=step[2] if len(step) > 2 else None)
         if kind == "garbage":
             return web.Response(status=200, text=str(step[1]), content_type="application/json")
+        if kind == "tool_calls":
+            return web.json_response(self.tool_use(body, self._tool_calls(step[1])))
         if kind == "delay":
             await asyncio.sleep(float(step[1]))
         text = str(step[1]) if kind == "text" else self.reply(body)
@@ -192,6 +220,10 @@ class FakeProvider(ABC):
 
     def _next_id(self) -> int:
         return next(self._ids)
+
+    def _tool_calls(self, calls: Iterable[Mapping[str, Any]]) -> list[ToolCallSpec]:
+        return [ToolCallSpec(str(call.get("id") or f"call_fake{self._next_id()}"), call["name"],
+                             dict(call.get("arguments") or {})) for call in calls]
 
 
 class FakeOpenAI(FakeProvider):
@@ -214,19 +246,24 @@ class FakeOpenAI(FakeProvider):
 
     def success(self, body: dict[str, Any], text: str) -> dict[str, Any]:
         text, truncated = _truncate(text, body.get("max_completion_tokens") or body.get("max_tokens"))
+        message = {"role": "assistant", "content": text, "refusal": None}
+        return self._completion(body, message, "length" if truncated else "stop", _words(text))
+
+    def tool_use(self, body: dict[str, Any], calls: list[ToolCallSpec]) -> dict[str, Any]:
+        message = {"role": "assistant", "content": None, "refusal": None, "tool_calls": [
+            {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments_json}}
+            for call in calls]}
+        return self._completion(body, message, "tool_calls", sum(_words(c.arguments_json) for c in calls))
+
+    def _completion(self, body: dict[str, Any], message: dict[str, Any], finish_reason: str,
+                    completion: int) -> dict[str, Any]:
         prompt = sum(_words(m.get("content")) for m in body["messages"] if isinstance(m, dict))
-        completion = _words(text)
         return {
             "id": f"chatcmpl-fake{self._next_id()}",
             "object": "chat.completion",
             "created": int(time.time()),
             "model": body["model"],
-            "choices": [{
-                "index": 0,
-                "message": {"role": "assistant", "content": text, "refusal": None},
-                "logprobs": None,
-                "finish_reason": "length" if truncated else "stop",
-            }],
+            "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason}],
             "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
                       "total_tokens": prompt + completion},
             "system_fingerprint": "fp_fake",
@@ -279,16 +316,25 @@ class FakeAnthropic(FakeProvider):
 
     def success(self, body: dict[str, Any], text: str) -> dict[str, Any]:
         text, truncated = _truncate(text, body["max_tokens"])
+        return self._message(body, [{"type": "text", "text": text}], "max_tokens" if truncated else "end_turn",
+                             _words(text))
+
+    def tool_use(self, body: dict[str, Any], calls: list[ToolCallSpec]) -> dict[str, Any]:
+        blocks = [{"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments} for call in calls]
+        return self._message(body, blocks, "tool_use", sum(_words(c.arguments_json) for c in calls))
+
+    def _message(self, body: dict[str, Any], content: list[dict[str, Any]], stop_reason: str,
+                 output_tokens: int) -> dict[str, Any]:
         prompt = sum(_words(m.get("content")) for m in body["messages"]) + _words(body.get("system"))
         return {
             "id": f"msg_fake{self._next_id()}",
             "type": "message",
             "role": "assistant",
-            "content": [{"type": "text", "text": text}],
+            "content": content,
             "model": body["model"],
-            "stop_reason": "max_tokens" if truncated else "end_turn",
+            "stop_reason": stop_reason,
             "stop_sequence": None,
-            "usage": {"input_tokens": prompt, "output_tokens": _words(text)},
+            "usage": {"input_tokens": prompt, "output_tokens": output_tokens},
         }
 
     def error(self, status: int, message: str | None = None, headers: Mapping[str, str] | None = None) -> web.Response:
@@ -297,6 +343,13 @@ class FakeAnthropic(FakeProvider):
             "message": message or _ANTHROPIC_MESSAGES.get(status, f"HTTP {status}"),
         }}
         return web.json_response(doc, status=status, headers=dict(headers or {}))
+
+
+def _valid_tool_calls(args: tuple[Any, ...]) -> bool:
+    if len(args) != 1 or not isinstance(args[0], list) or not args[0]:
+        return False
+    return all(isinstance(call, Mapping) and isinstance(call.get("name"), str)
+               and isinstance(call.get("arguments") or {}, Mapping) for call in args[0])
 
 
 def _text_of(content: Any) -> str:

@@ -48,6 +48,7 @@ class Stack:
         lease_ttl_s: float = 3.0,
         datasets_dir: Path | None = None,
         workers: Sequence[WorkerConfig] | None = None,
+        ingest_grace_s: float = 1.0,
     ) -> None:
         if datasets_dir is not None:
             datasets_dir.mkdir(parents=True, exist_ok=True)
@@ -57,7 +58,7 @@ class Stack:
             objects_url=objects_url or str(tmp / "objects"),
             datasets_dir=str(datasets_dir or Path.cwd()),
             api=ApiConfig(host="127.0.0.1", http_port=ports[0], grpc_port=ports[1]),
-            ingest=IngestConfig(http_port=ports[2], grpc_port=ports[3]),
+            ingest=IngestConfig(http_port=ports[2], grpc_port=ports[3], grace_s=ingest_grace_s),
             scheduler=SchedulerConfig(replicas=schedulers, lease_ttl_s=lease_ttl_s),
             workers=tuple(workers)
             if workers is not None

@@ -107,11 +107,73 @@ class TraceNode(_message.Message):
     def __init__(self, span_id: _Optional[str] = ..., parent_span_id: _Optional[str] = ..., depth: _Optional[int] = ..., step_index: _Optional[int] = ..., orphan: _Optional[bool] = ..., child_count: _Optional[int] = ...) -> None: ...
 
 class Trace(_message.Message):
-    __slots__ = ("summary", "tree", "record")
+    __slots__ = ("summary", "tree", "record", "scores", "feedback")
     SUMMARY_FIELD_NUMBER: _ClassVar[int]
     TREE_FIELD_NUMBER: _ClassVar[int]
     RECORD_FIELD_NUMBER: _ClassVar[int]
+    SCORES_FIELD_NUMBER: _ClassVar[int]
+    FEEDBACK_FIELD_NUMBER: _ClassVar[int]
     summary: TraceSummary
     tree: _containers.RepeatedCompositeFieldContainer[TraceNode]
     record: _record_pb2.Record
-    def __init__(self, summary: _Optional[_Union[TraceSummary, _Mapping]] = ..., tree: _Optional[_Iterable[_Union[TraceNode, _Mapping]]] = ..., record: _Optional[_Union[_record_pb2.Record, _Mapping]] = ...) -> None: ...
+    scores: _containers.RepeatedCompositeFieldContainer[TraceScore]
+    feedback: _containers.RepeatedCompositeFieldContainer[TraceFeedback]
+    def __init__(self, summary: _Optional[_Union[TraceSummary, _Mapping]] = ..., tree: _Optional[_Iterable[_Union[TraceNode, _Mapping]]] = ..., record: _Optional[_Union[_record_pb2.Record, _Mapping]] = ..., scores: _Optional[_Iterable[_Union[TraceScore, _Mapping]]] = ..., feedback: _Optional[_Iterable[_Union[TraceFeedback, _Mapping]]] = ...) -> None: ...
+
+class TraceScore(_message.Message):
+    __slots__ = ("policy", "stage", "metric", "evaluator", "outcome", "value", "passed", "label", "reason", "revision", "score_time")
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    STAGE_FIELD_NUMBER: _ClassVar[int]
+    METRIC_FIELD_NUMBER: _ClassVar[int]
+    EVALUATOR_FIELD_NUMBER: _ClassVar[int]
+    OUTCOME_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    PASSED_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    REVISION_FIELD_NUMBER: _ClassVar[int]
+    SCORE_TIME_FIELD_NUMBER: _ClassVar[int]
+    policy: str
+    stage: str
+    metric: str
+    evaluator: str
+    outcome: str
+    value: float
+    passed: bool
+    label: str
+    reason: str
+    revision: int
+    score_time: _timestamp_pb2.Timestamp
+    def __init__(self, policy: _Optional[str] = ..., stage: _Optional[str] = ..., metric: _Optional[str] = ..., evaluator: _Optional[str] = ..., outcome: _Optional[str] = ..., value: _Optional[float] = ..., passed: _Optional[bool] = ..., label: _Optional[str] = ..., reason: _Optional[str] = ..., revision: _Optional[int] = ..., score_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class TraceFeedback(_message.Message):
+    __slots__ = ("id", "trace_id", "session_id", "name", "value", "label", "comment", "source", "negative", "create_time")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    COMMENT_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    NEGATIVE_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    trace_id: str
+    session_id: str
+    name: str
+    value: float
+    label: str
+    comment: str
+    source: str
+    negative: bool
+    create_time: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[str] = ..., trace_id: _Optional[str] = ..., session_id: _Optional[str] = ..., name: _Optional[str] = ..., value: _Optional[float] = ..., label: _Optional[str] = ..., comment: _Optional[str] = ..., source: _Optional[str] = ..., negative: _Optional[bool] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class AddFeedbackRequest(_message.Message):
+    __slots__ = ("project", "feedback")
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    FEEDBACK_FIELD_NUMBER: _ClassVar[int]
+    project: str
+    feedback: TraceFeedback
+    def __init__(self, project: _Optional[str] = ..., feedback: _Optional[_Union[TraceFeedback, _Mapping]] = ...) -> None: ...

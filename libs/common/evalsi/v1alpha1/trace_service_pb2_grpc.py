@@ -44,6 +44,11 @@ class TraceServiceStub:
                 request_serializer=evalsi_dot_v1alpha1_dot_trace__service__pb2.GetTraceRequest.SerializeToString,
                 response_deserializer=evalsi_dot_v1alpha1_dot_trace__service__pb2.Trace.FromString,
                 _registered_method=True)
+        self.AddFeedback = channel.unary_unary(
+                '/evalsi.v1alpha1.TraceService/AddFeedback',
+                request_serializer=evalsi_dot_v1alpha1_dot_trace__service__pb2.AddFeedbackRequest.SerializeToString,
+                response_deserializer=evalsi_dot_v1alpha1_dot_trace__service__pb2.TraceFeedback.FromString,
+                _registered_method=True)
 
 
 class TraceServiceServicer:
@@ -63,6 +68,14 @@ class TraceServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AddFeedback(self, request, context):
+        """A late signal (a thumbs-down, a label, a rating) joined to a trace, or to every trace of a session. Negative
+        feedback on a completed trace asks the policies to look at it again (the `feedback.negative` always-rule).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TraceServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -75,6 +88,11 @@ def add_TraceServiceServicer_to_server(servicer, server):
                     servicer.GetTrace,
                     request_deserializer=evalsi_dot_v1alpha1_dot_trace__service__pb2.GetTraceRequest.FromString,
                     response_serializer=evalsi_dot_v1alpha1_dot_trace__service__pb2.Trace.SerializeToString,
+            ),
+            'AddFeedback': grpc.unary_unary_rpc_method_handler(
+                    servicer.AddFeedback,
+                    request_deserializer=evalsi_dot_v1alpha1_dot_trace__service__pb2.AddFeedbackRequest.FromString,
+                    response_serializer=evalsi_dot_v1alpha1_dot_trace__service__pb2.TraceFeedback.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -131,6 +149,33 @@ class TraceService:
             '/evalsi.v1alpha1.TraceService/GetTrace',
             evalsi_dot_v1alpha1_dot_trace__service__pb2.GetTraceRequest.SerializeToString,
             evalsi_dot_v1alpha1_dot_trace__service__pb2.Trace.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AddFeedback(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/evalsi.v1alpha1.TraceService/AddFeedback',
+            evalsi_dot_v1alpha1_dot_trace__service__pb2.AddFeedbackRequest.SerializeToString,
+            evalsi_dot_v1alpha1_dot_trace__service__pb2.TraceFeedback.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,190 @@
+"""``evalsi policies``: apply, list, read and delete online policies on a server, and read their statistics."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC
+from pathlib import Path
+
+import click
+import yaml
+from google.protobuf import json_format
+from google.protobuf.timestamp_pb2 import Timestamp
+
+from evalsi.cli._common import handle_errors
+from evalsi.cli.runs_cmd import client_for, server_option
+from evalsi.cli.traces_cmd import parse_since
+from evalsi.v1alpha1.monitor_service_pb2 import MetricStats, Policy, PolicyStats
+
+
+def _time(stamp: Timestamp) -> str:
+    if not stamp.seconds and not stamp.nanos:
+        return ""
+    return stamp.ToDatetime(UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _seconds(seconds: float) -> str:
+    """A window length as people write it in a spec: 5m, 1h, 90s."""
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds // size:.0f}{unit}"
+    return f"{seconds:g}s"
+
+
+def apply_line(policy: Policy, *, dry_run: bool) -> str:
+    """What an apply did, as kubectl says it: created, configured or unchanged."""
+    if not policy.changed:
+        outcome = "unchanged"
+    elif policy.generation == 1:
+        outcome = "created"
+    else:
+        outcome = "configured"
+    suffix = " (dry run: nothing stored)" if dry_run else ""
+    return f"policy {policy.name} (project {policy.project}): {outcome}, generation {policy.generation}{suffix}"
+
+
+def _figure(value: float, present: bool) -> str:
+    return f"{value:.3f}" if present else "-"
+
+
+def _metric_row(metric: MetricStats) -> list[str]:
+    interval = "-"
+    if metric.HasField("ci_low") and metric.HasField("ci_high"):
+        interval = f"[{metric.ci_low:.3f}, {metric.ci_high:.3f}] {metric.method}"
+    skipped = str(metric.skipped) + (f" ({metric.no_content} no content)" if metric.no_content else "")
+    return [
+        metric.metric, "pass/fail" if metric.pass_fail else "number", str(metric.n),
+        _figure(metric.mean, metric.HasField("mean")), interval, skipped, str(metric.errors),
+    ]
+
+
+def render_stats(stats: PolicyStats) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=160)
+    start = _time(stats.start_time) or "the first score"
+    end = _time(stats.end_time) or "now"
+    console.print(
+        f"policy {stats.name} (project {stats.project}), generation {stats.generation} · window "
+        f"{_seconds(stats.window.ToNanoseconds() / 1e9)} · {start} to {end} · "
+        f"{stats.traces_evaluated} traces evaluated",
+        highlight=False,
+    )
+    columns = ("metric", "kind", "n", "mean", "95% interval", "skipped", "errors")
+
+    def table(title: str | None, metrics: list[MetricStats]) -> Table:
+        out = Table(title=title, header_style="bold", title_justify="left")
+        for column in columns:
+            out.add_column(column)
+        for metric in metrics:
+            out.add_row(*_metric_row(metric))
+        return out
+
+    if not stats.metrics:
+        console.print("no scores stored for this policy in this range", highlight=False)
+        return
+    console.print(table(None, list(stats.metrics)))
+    for window in stats.windows:
+        title = f"window {_time(window.start_time)} · {window.traces_evaluated} traces"
+        console.print(table(title, list(window.metrics)))
+
+
+@click.group("policies")
+def policies() -> None:
+    """Online policies on a server: apply, list, get, stats, delete."""
+
+
+@policies.command("apply")
+@click.option("-f", "--file", "path", required=True, type=click.Path(path_type=Path), help="The policy YAML.")
+@server_option
+@click.option("--dry-run", is_flag=True, help="Validate on the server and say what would change; store nothing.")
+@handle_errors
+def apply_command(path: Path, server: str, project: str | None, dry_run: bool) -> None:
+    """Create or replace a policy by its name; the generation grows only when the spec changed."""
+    from evalsi.policy import load_policy
+
+    document = load_policy(path)  # errors name the file, line and field before anything is sent
+    with client_for(server, project) as client:
+        policy = client.policies.apply(document, dry_run=dry_run)
+    click.echo(apply_line(policy, dry_run=dry_run))
+
+
+@policies.command("list")
+@server_option
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@handle_errors
+def list_command(server: str, project: str | None, fmt: str) -> None:
+    """The project's policies by name."""
+    with client_for(server, project) as client:
+        found = list(client.policies.list())
+    if fmt == "json":
+        click.echo(json.dumps([json_format.MessageToDict(p) for p in found], indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(header_style="bold")
+    for column in ("name", "generation", "cascade", "sampling", "window", "alerts", "updated"):
+        table.add_column(column)
+    for p in found:
+        spec = p.policy.spec
+        window = _seconds(spec.window.ToNanoseconds() / 1e9) if spec.HasField("window") else "5m"
+        table.add_row(
+            p.name, str(p.generation), " → ".join(stage.alias or stage.ref for stage in spec.cascade),
+            f"{spec.sampling.rate:g}" + (f" + {len(spec.sampling.always)} always" if spec.sampling.always else ""),
+            window, str(len(spec.alerts)), _time(p.update_time),
+        )
+    Console(width=160).print(table)
+    if not found:
+        click.echo("no policies", err=True)
+
+
+@policies.command("get")
+@click.argument("name")
+@server_option
+@click.option("--format", "fmt", type=click.Choice(["yaml", "json"]), default="yaml", show_default=True)
+@handle_errors
+def get_command(name: str, server: str, project: str | None, fmt: str) -> None:
+    """The policy as stored: YAML that `evalsi policies apply -f` takes back, or the whole Policy as JSON."""
+    with client_for(server, project) as client:
+        policy = client.policies.get(name)
+    if fmt == "json":
+        click.echo(json_format.MessageToJson(policy, indent=2))
+        return
+    click.echo(f"# generation {policy.generation}, updated {_time(policy.update_time)} UTC")
+    click.echo(yaml.safe_dump(json_format.MessageToDict(policy.policy), sort_keys=False), nl=False)
+
+
+@policies.command("stats")
+@click.argument("name")
+@server_option
+@click.option("--windows", type=click.IntRange(min=1), help="The last N windows, each shown apart too.")
+@click.option("--since", default=None, metavar="WHEN", help="Scores since: 30m, 2h, 7d or an ISO time.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@handle_errors
+def stats_command(
+    name: str, server: str, project: str | None, windows: int | None, since: str | None, fmt: str
+) -> None:
+    """Per metric: n, mean, a 95% interval, skipped (of which no content) and errors; by window with --windows."""
+    if windows and since:
+        raise click.UsageError("give --windows or --since, not both")
+    with client_for(server, project) as client:
+        stats = client.policies.stats(
+            name, since=parse_since(since) if since else None, last_windows=windows or 0, per_window=bool(windows)
+        )
+    if fmt == "json":
+        click.echo(json_format.MessageToJson(stats, indent=2))
+        return
+    render_stats(stats)
+
+
+@policies.command("delete")
+@click.argument("name")
+@server_option
+@handle_errors
+def delete_command(name: str, server: str, project: str | None) -> None:
+    """Remove a policy; the scores it stored stay with their traces."""
+    with client_for(server, project) as client:
+        policy = client.policies.delete(name)
+    click.echo(f"policy {policy.name} (project {policy.project}) deleted; it was at generation {policy.generation}")

@@ -1,0 +1,1 @@
+"""evalsi-harness: the command line of the built-in reference agent (evalsi.harness)."""

@@ -1,0 +1,1 @@
+"""evalsi-policy: online evaluation policies over completed traces."""
