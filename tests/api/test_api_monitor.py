@@ -218,6 +218,8 @@ async def test_validation_errors_name_field_paths(served: Api) -> None:
         assert status == 400 and body["message"].startswith("policy.metadata.labels: evals.si/project='support'")
         status, body = post(url, other)  # without a header the label names the project
         assert status == 200 and body["project"] == "support"
+        status, body = post(url, http_doc(labels={"evals.si/project": "a b"}))
+        assert status == 400 and violations(body) == ["policy.metadata.labels[evals.si/project]"]
 
         status, body = post(url, {})
         assert status == 400 and body["message"].startswith("policy: the OnlineEvalPolicy document")

@@ -22,7 +22,7 @@ from google.protobuf import struct_pb2
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from evalsi.api.config import HandlerLimits
-from evalsi.api.context import DEFAULT_PROJECT, CallContext
+from evalsi.api.context import DEFAULT_PROJECT, CallContext, check_project
 from evalsi.api.dependencies import (
     Control,
     DatasetLike,
@@ -892,6 +892,9 @@ def _policy_project(document: OnlineEvalPolicy, request_project: str, ctx: CallC
     """
     named = document.metadata.project
     label = document.metadata.labels.get(PROJECT_LABEL, "")
+    for value, where in ((named, "policy.metadata.project"), (label, f"policy.metadata.labels[{PROJECT_LABEL}]")):
+        if value:
+            check_project(value, where)
     project = ctx.resolve_project(request_project, named, label)
     if named and named not in (project, DEFAULT_PROJECT):
         raise BadInputError(f"policy.metadata.project: {named!r} differs from the project {project!r} of the call")
