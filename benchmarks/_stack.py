@@ -35,6 +35,7 @@ class BenchStack(Stack):
         workers: Sequence[WorkerConfig] = (WorkerConfig("cpu", 1, 16),),
         schedulers: int = 1,
         lease_ttl_s: float = 15.0,
+        ingest_grace_s: float = 1.0,
     ) -> None:
         self._tmp = tempfile.TemporaryDirectory(prefix="evalsi-bench-")
         self.root = Path(self._tmp.name)
@@ -47,6 +48,7 @@ class BenchStack(Stack):
             lease_ttl_s=lease_ttl_s,
             datasets_dir=self.datasets,
             workers=workers,
+            ingest_grace_s=ingest_grace_s,
         )
 
     @property
