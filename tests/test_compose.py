@@ -27,6 +27,8 @@ from evalsi.judges import DEFAULT_API_KEY_ENVS
 from evalsi.stores import S3ObjectStore, open_metadata_store, open_object_store
 from evalsi.stores.sql import SqlMetadataStore
 from evalsi_api import main as api_main
+from evalsi_ingest import main as ingest_main
+from evalsi_policy import main as policy_main
 from evalsi_scheduler import main as scheduler_main
 from evalsi_worker import main as worker_main
 
@@ -34,9 +36,9 @@ ROOT = Path(__file__).resolve().parents[1]
 COMPOSE = yaml.safe_load((ROOT / "compose.yaml").read_text())
 SERVICES: dict[str, dict[str, Any]] = COMPOSE["services"]
 SCRIPTS: dict[str, str] = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
-SERVICE_SCRIPTS = ("evalsi-api", "evalsi-scheduler", "evalsi-worker")
+SERVICE_SCRIPTS = ("evalsi-api", "evalsi-scheduler", "evalsi-worker", "evalsi-ingest", "evalsi-policy")
 BACKING = ("nats", "postgres", "clickhouse", "minio")
-OURS = ("api", "scheduler", "worker-cpu", "worker-judge")
+OURS = ("api", "ingest", "policy", "scheduler", "worker-cpu", "worker-judge")
 
 
 def command(name: str) -> list[str]:
@@ -144,6 +146,31 @@ def test_without_allow_non_loopback_the_compose_api_command_is_refused(tmp_path:
         settings.validate()
 
 
+def test_the_ingest_command_parses_validates_and_publishes_otlp_on_loopback() -> None:
+    (name,) = ours_by_script("evalsi-ingest")
+    argv = command(name)[1:]
+    settings = ingest_main.settings_from_args(argv)
+    settings.validate()  # would refuse 0.0.0.0 without --allow-non-loopback
+    assert settings.host == "0.0.0.0" and settings.allow_non_loopback and settings.nats == "nats://nats:4222"
+    without = ingest_main.settings_from_args([a for a in argv if a != "--allow-non-loopback"])
+    with pytest.raises(BadInputError, match="--allow-non-loopback"):
+        without.validate()
+    for port in (settings.http_port, settings.grpc_port):
+        assert f"127.0.0.1:{port}:{port}" in SERVICES[name]["ports"]
+
+
+def test_the_policy_command_parses_and_every_trace_store_is_the_clickhouse_service() -> None:
+    (name,) = ours_by_script("evalsi-policy")
+    args = parse_service_flags(policy_main.build_parser(), command(name)[1:])
+    assert args.traces_url.startswith("clickhouse://")
+    from evalsi.ingest.clickhouse_store import parse_clickhouse_url
+
+    for service in ("api", "ingest", "policy"):
+        url = flag(command(service), "--traces-url")
+        assert parse_clickhouse_url(url) == ("clickhouse", 9000, "evalsi"), f"services.{service}: {url}"
+        assert "clickhouse" in SERVICES[service]["depends_on"]
+
+
 def test_ports_are_published_on_loopback_only() -> None:
     for name, service in SERVICES.items():
         for port in service.get("ports", []):
@@ -184,7 +211,7 @@ def test_nats_url_points_at_the_nats_service(name: str) -> None:
     assert "nats" in (SERVICES[name].get("depends_on") or {})
 
 
-@pytest.mark.parametrize("name", [n for n in OURS if command(n)[0] != "evalsi-worker"])
+@pytest.mark.parametrize("name", [n for n in OURS if command(n)[0] not in ("evalsi-worker", "evalsi-ingest")])
 async def test_metadata_url_is_the_postgres_service_with_its_credentials(
     name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -210,7 +237,7 @@ async def test_metadata_url_is_the_postgres_service_with_its_credentials(
     assert postgres["POSTGRES_USER"] in " ".join(SERVICES["postgres"]["healthcheck"]["test"])
 
 
-@pytest.mark.parametrize("name", OURS)
+@pytest.mark.parametrize("name", [n for n in OURS if command(n)[0] != "evalsi-ingest"])
 async def test_objects_url_is_the_minio_service_with_its_credentials(
     name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

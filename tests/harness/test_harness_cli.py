@@ -7,9 +7,9 @@ from pathlib import Path
 
 import yaml
 from click.testing import CliRunner
-from evalsi_harness.main import cli
 
 from evalsi.testing.threaded import ThreadedProvider
+from evalsi_harness.main import cli
 
 
 def _config(tmp_path: Path, base_url: str, **extra) -> Path:

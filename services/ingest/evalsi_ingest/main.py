@@ -66,6 +66,8 @@ class Settings:
     nats: str = ""  # empty: standalone, completed traces are not published
     replica: int = 0
     replicas: int = 1
+    # Containers must listen beyond loopback; only where the network itself is the boundary (compose, a pod).
+    allow_non_loopback: bool = False
     processes: int = 1  # receivers sharing this replica's ports (SO_REUSEPORT), one partition each
 
     def redactor(self) -> Redactor | None:
@@ -73,9 +75,10 @@ class Settings:
         return Redactor.load(self.redact) if self.redact else None
 
     def validate(self) -> None:
-        if self.host not in LOOPBACK and not self.host.startswith("127."):
+        if not self.allow_non_loopback and self.host not in LOOPBACK and not self.host.startswith("127."):
             raise BadInputError(f"--host {self.host}: authentication does not exist yet, so evalsi-ingest listens "
-                                "only on loopback (127.0.0.1, ::1 or localhost)")
+                                "only on loopback (127.0.0.1, ::1 or localhost); on a private network (a container "
+                                "network) pass --allow-non-loopback")
         for flag, port in (("--http-port", self.http_port), ("--grpc-port", self.grpc_port)):
             if not 0 <= port <= 65535:
                 raise BadInputError(f"{flag} {port}: a port is 0 (any free port) to 65535")
@@ -103,6 +106,10 @@ def build_parser() -> argparse.ArgumentParser:
                                      allow_abbrev=False)
     parser.add_argument("--host", default=env("EVALSI_INGEST_HOST", "127.0.0.1"),
                         help="loopback address to listen on (EVALSI_INGEST_HOST)")
+    parser.add_argument("--allow-non-loopback", action="store_true",
+                        default=env("EVALSI_INGEST_ALLOW_NON_LOOPBACK", "") in ("1", "true", "yes"),
+                        help="accept a non-loopback --host (EVALSI_INGEST_ALLOW_NON_LOOPBACK=1): there is no "
+                        "authentication yet, so only where the network is private (a container network)")
     parser.add_argument("--http-port", type=int, default=int(env("EVALSI_OTLP_HTTP_PORT", "4318")),
                         help="OTLP/HTTP port (EVALSI_OTLP_HTTP_PORT); 0 picks a free one")
     parser.add_argument("--grpc-port", type=int, default=int(env("EVALSI_OTLP_GRPC_PORT", "4317")),
@@ -149,6 +156,7 @@ def settings_from_args(argv: Sequence[str] | None = None) -> Settings:
         nats=args.nats,
         replica=args.replica,
         replicas=args.replicas,
+        allow_non_loopback=args.allow_non_loopback,
         processes=args.processes,
     )
 
