@@ -172,3 +172,19 @@ def test_traces_are_scored_alerted_promoted_and_run(watch_stack: Stack, hooks: t
     with evalsi.Client(watch_stack.http, project="shop") as client:
         (feedback,) = client.traces.get(polite).feedback
         assert (feedback.name, feedback.value, feedback.negative) == ("thumbs", -1.0, True)
+
+    # The same from the CLI: a label on a session, then the trace with its scores and feedback.
+    from click.testing import CliRunner
+
+    from evalsi.cli.main import cli
+
+    server = ["--server", watch_stack.http, "--project", "shop"]
+    added = CliRunner().invoke(cli, ["traces", "feedback", "--session", "s1", "--name", "label", "--label",
+                                     "refund", *server])
+    assert added.exit_code == 0 and "stored" in added.output, added.output
+    shown = CliRunner().invoke(cli, ["traces", "get", curt, *server])
+    assert shown.exit_code == 0, shown.output
+    assert "score  support/polite: scored 0" in shown.output and "feedback  label = refund" in shown.output
+    low = CliRunner().invoke(cli, ["traces", "list", "--score", "polite", "--max", "0.5", "--format", "json",
+                                   *server])
+    assert sorted(t["traceId"] for t in json.loads(low.output)) == sorted([curt, rude])

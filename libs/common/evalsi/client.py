@@ -340,8 +340,29 @@ class Traces:
                 return
 
     def get(self, trace_id: str, *, project: str = "") -> Trace:
-        """The trace's summary, its span tree and its Record (trajectory included)."""
+        """The trace's summary, its span tree, its Record (trajectory included), online scores and feedback."""
         return self._t.unary("TraceService", "GetTrace", GetTraceRequest(trace_id=trace_id, project=project), Trace)
+
+    def feedback(
+        self,
+        *,
+        name: str,
+        trace_id: str = "",
+        session_id: str = "",
+        value: float | None = None,
+        label: str = "",
+        comment: str = "",
+        source: str = "",
+        negative: bool = False,
+        id: str = "",
+        project: str = "",
+    ) -> trace_service_pb2.TraceFeedback:
+        """Join a late signal to a trace (or a session's traces); negative feedback re-triggers the policies."""
+        item = trace_service_pb2.TraceFeedback(id=id, trace_id=trace_id, session_id=session_id, name=name,
+                                               value=value, label=label, comment=comment, source=source,
+                                               negative=negative)
+        request = trace_service_pb2.AddFeedbackRequest(project=project, feedback=item)
+        return self._t.unary("TraceService", "AddFeedback", request, trace_service_pb2.TraceFeedback)
 
 
 class Policies:

@@ -82,7 +82,7 @@ def render_tree(trace: Trace) -> str:
 
 @click.group("traces")
 def traces() -> None:
-    """Traces received by evalsi-ingest: list and get (the server needs --traces-url)."""
+    """Traces received by evalsi-ingest: list, get, and late feedback (the server needs --traces-url)."""
 
 
 @traces.command("list")
@@ -90,18 +90,24 @@ def traces() -> None:
 @click.option("--service", default="", help="Only traces of this service.name.")
 @click.option("--since", default=None, metavar="WHEN", help="Only traces that started since: 30m, 2h, 7d or ISO time.")
 @click.option("--errors-only", is_flag=True, help="Only traces with a failed span.")
+@click.option("--score", "score_metric", default="", metavar="METRIC",
+              help="Only traces with an online score of this metric (with --min/--max: within them).")
+@click.option("--min", "min_score", type=float, default=None, help="With --score: the lowest value kept.")
+@click.option("--max", "max_score", type=float, default=None, help="With --score: the highest value kept.")
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(min=1))
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @handle_errors
 def list_command(
-    server: str, project: str | None, service: str, since: str | None, errors_only: bool, limit: int, fmt: str
+    server: str, project: str | None, service: str, since: str | None, errors_only: bool, score_metric: str,
+    min_score: float | None, max_score: float | None, limit: int, fmt: str
 ) -> None:
-    """The project's traces, newest first."""
+    """The project's traces, newest first (`--score judge --max 0.5`: those a policy scored low)."""
     start = parse_since(since) if since else None
     found: list[TraceSummary] = []
     with client_for(server, project) as client:
         for summary in client.traces.list(
-            service=service, since=start, has_error=True if errors_only else None, page_size=min(limit, 500)
+            service=service, since=start, has_error=True if errors_only else None, page_size=min(limit, 500),
+            score_metric=score_metric, min_score=min_score, max_score=max_score,
         ):
             found.append(summary)
             if len(found) >= limit:
@@ -138,3 +144,32 @@ def get_command(trace_id: str, server: str, project: str | None, fmt: str) -> No
         click.echo(json_format.MessageToJson(trace, indent=2))
         return
     click.echo(render_tree(trace))
+    for score in trace.scores:
+        value = f"{score.value:.4g}" if score.HasField("value") else score.label or "-"
+        why = f"  ({score.reason})" if score.reason and score.outcome != "scored" else ""
+        click.echo(f"score  {score.policy}/{score.metric}: {score.outcome} {value}{why}")
+    for item in trace.feedback:
+        value = f"{item.value:g}" if item.HasField("value") else item.label
+        click.echo(f"feedback  {item.name} = {value}{' (negative)' if item.negative else ''}"
+                   f"{f' from {item.source}' if item.source else ''}{f': {item.comment}' if item.comment else ''}")
+
+
+@traces.command("feedback")
+@click.argument("trace_id", required=False, default="")
+@server_option
+@click.option("--session", "session_id", default="", help="Join to every trace of this session instead.")
+@click.option("--name", required=True, help="What the signal is: thumbs, rating, label, resolved, ...")
+@click.option("--value", type=float, default=None, help="A number; below zero counts as negative.")
+@click.option("--label", default="", help="A label instead of (or besides) a value.")
+@click.option("--comment", default="")
+@click.option("--source", default="", help="Who sent it: user, support, reviewer:ana, ...")
+@click.option("--negative", is_flag=True, help="Mark it negative (what the feedback.negative always-rule reads).")
+@handle_errors
+def feedback_command(trace_id: str, server: str, project: str | None, session_id: str, name: str,
+                     value: float | None, label: str, comment: str, source: str, negative: bool) -> None:
+    """Join a late signal (a thumbs-down, a label) to a trace or a session; negative feedback re-triggers the
+    policies on a completed trace."""
+    with client_for(server, project) as client:
+        stored = client.traces.feedback(trace_id=trace_id, session_id=session_id, name=name, value=value,
+                                        label=label, comment=comment, source=source, negative=negative)
+    click.echo(f"feedback {stored.id} stored{' (negative)' if stored.negative else ''}")
