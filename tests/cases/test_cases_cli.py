@@ -120,6 +120,7 @@ def test_agent_filter_and_callable(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert code == 2 and "no case" in output
 
 
-def test_help_says_what_is_not_built() -> None:
+def test_run_help_names_the_store_source_and_how_it_is_reached() -> None:
     code, output = run("run", "--help")
-    assert code == 0 and "Not built yet" in output and "case store" in output
+    assert code == 0 and "Not built yet" not in output
+    assert "'store'" in output and "--metadata-url" in output and "EVALSI_METADATA_URL" in output

@@ -8,12 +8,14 @@
 - ``PanelConfig`` / ``Panel`` (judging), ``load_baseline`` / ``compare`` (gate), ``perf_summary`` (perf) and
   ``compare_case`` (pairwise): rubric judges, the baseline gate, latency and the reference comparison.
 - ``Simulator`` (persona cases played by a persona model) and ``trials_summary`` (pass@k / pass^k).
+- ``evalsi.cases.store``: the case store (import a corpus all or nothing, export it byte for byte, a tenant's
+  stored cases to run; another tenant's case reads as missing).
 """
 
 from evalsi.cases.gate import Baseline, compare, load_baseline, write_baseline
 from evalsi.cases.graders import Check, count_questions, find_pii, grade
 from evalsi.cases.judging import Panel, PanelConfig, load_panel
-from evalsi.cases.loader import load_cases, load_file
+from evalsi.cases.loader import load_cases, load_file, load_text
 from evalsi.cases.model import BrokenCase, Case, CaseTurn, Expect, Policy, Requires
 from evalsi.cases.pairwise import compare_case
 from evalsi.cases.perf import perf_summary
@@ -72,6 +74,7 @@ __all__ = [
     "load_cases",
     "load_file",
     "load_panel",
+    "load_text",
     "perf_summary",
     "render_table",
     "run_cases",

@@ -52,20 +52,9 @@ class CaseError(Exception):
 
 def load_cases(source: str | Path) -> list[Case | BrokenCase]:
     """Every case under ``source`` (a file or a directory tree), in path order, broken ones included."""
-    root = Path(source)
-    if not root.exists():
-        raise BadInputError(f"--source {source}: no such file or directory")
-    if root.is_dir():
-        # <source>/evals.yaml is the cases' panel configuration (cases/judging.py), not a case.
-        files = sorted(p for p in root.rglob("*")
-                       if p.is_file() and p.suffix.lower() in CASE_SUFFIXES and p != root / "evals.yaml")
-        if not files:
-            raise BadInputError(f"--source {source}: no case files (*.yaml, *.yml) under this directory")
-    else:
-        files = [root]
     loaded: list[Case | BrokenCase] = []
     first_seen: dict[str, str] = {}
-    for file in files:
+    for file in case_files(source):
         for item in load_file(file):
             if isinstance(item, Case):
                 if item.id in first_seen:
@@ -79,6 +68,21 @@ def load_cases(source: str | Path) -> list[Case | BrokenCase]:
     return loaded
 
 
+def case_files(source: str | Path) -> list[Path]:
+    """The case files of ``source``: the file itself, or every ``*.yaml``/``*.yml`` under the directory."""
+    root = Path(source)
+    if not root.exists():
+        raise BadInputError(f"--source {source}: no such file or directory")
+    if not root.is_dir():
+        return [root]
+    # <source>/evals.yaml is the cases' panel configuration (cases/judging.py), not a case.
+    files = sorted(p for p in root.rglob("*")
+                   if p.is_file() and p.suffix.lower() in CASE_SUFFIXES and p != root / "evals.yaml")
+    if not files:
+        raise BadInputError(f"--source {source}: no case files (*.yaml, *.yml) under this directory")
+    return files
+
+
 def load_file(file: str | Path) -> list[Case | BrokenCase]:
     """The cases in one file; an unreadable file or invalid YAML is one broken entry naming the line."""
     path = Path(file)
@@ -89,6 +93,17 @@ def load_file(file: str | Path) -> list[Case | BrokenCase]:
         return [BrokenCase(name, 1, f"{name}: not UTF-8 text ({exc.reason})")]
     except OSError as exc:
         return [BrokenCase(name, 1, f"{name}: cannot read ({exc.strerror})")]
+    return load_text(text, name)
+
+
+def load_text(text: str, name: str, *, first_line: int = 1) -> list[Case | BrokenCase]:
+    """The cases in YAML ``text`` named ``name`` (a file, or a stored case's path in its corpus).
+
+    ``first_line`` is where ``text`` began in its file: a case stored from the middle of a multi-document
+    file reports the lines of that file, not of its own slice.
+    """
+    # Blank lines in front shift every mark PyYAML reports, so each line number below stays the file's.
+    text = "\n" * (first_line - 1) + text
     try:
         nodes = list(yaml.compose_all(text, Loader=yaml.SafeLoader))
     except yaml.MarkedYAMLError as exc:
@@ -103,7 +118,7 @@ def load_file(file: str | Path) -> list[Case | BrokenCase]:
             continue
         out.append(_load_document(node, name))
     if not out:
-        out.append(BrokenCase(name, 1, f"{name}: empty; expected a case (id, agent, turns, expect)"))
+        out.append(BrokenCase(name, first_line, f"{name}: empty; expected a case (id, agent, turns, expect)"))
     return out
 
 

@@ -6,17 +6,72 @@ import asyncio
 import json
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from evalsi.cli._common import EXIT_BAD_INPUT, handle_errors
+from evalsi.config import Config
 from evalsi.errors import BadInputError
 
-NOT_BUILT = "Not built yet: the case store (import/export)."
+if TYPE_CHECKING:
+    from evalsi.stores import MetadataStore
+
+T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
+
+# `--source store`: the cases in the metadata store rather than a directory (a directory named `store` is
+# `./store`).
+STORE_SOURCE = "store"
+# evalsi.yaml's default metadata store, which evalsi-api and evalsi-scheduler open too.
+DEFAULT_METADATA_URL = Config.metadata_url
+
+
+def store_options(fn: F) -> F:
+    """How a cases command reaches the store: the metadata store of the standalone or server deployment."""
+    fn = click.option("--project", default=None, envvar="EVALSI_PROJECT",
+                      help="The project the cases belong to (EVALSI_PROJECT; default: 'default').")(fn)
+    fn = click.option("--config", "config_path", type=click.Path(dir_okay=False), metavar="FILE",
+                      help="evalsi.yaml: its metadata.url is the store when --metadata-url is not given.")(fn)
+    return click.option(
+        "--metadata-url", envvar="EVALSI_METADATA_URL", metavar="URL",
+        help="The metadata store holding the cases: sqlite:///path.db or postgresql://user@host:port/db "
+             f"(EVALSI_METADATA_URL; default: --config's metadata.url, else {DEFAULT_METADATA_URL}).",
+    )(fn)
+
+
+def tenant_option(fn: F) -> F:
+    return click.option(
+        "--tenant", default=None, metavar="TENANT",
+        help="Only this tenant's cases (default: platform). Another tenant's case is treated exactly as a "
+             "missing one.",
+    )(fn)
+
+
+def _metadata_url(metadata_url: str | None, config_path: str | None) -> str:
+    if metadata_url:
+        return metadata_url
+    if config_path:
+        return Config.load(config_path).metadata_url
+    return DEFAULT_METADATA_URL
+
+
+def _using_store(url: str, work: Callable[[MetadataStore], Awaitable[T]]) -> T:
+    """Open the metadata store at ``url`` (migrating it), run ``work`` on it and close it."""
+
+    async def main() -> T:
+        from evalsi.stores import open_metadata_store
+
+        store = await open_metadata_store(url)
+        try:
+            return await work(store)
+        finally:
+            await store.close()
+
+    return asyncio.run(main())
 
 
 @click.group("cases")
@@ -40,8 +95,132 @@ def validate_command(source: str) -> None:
         sys.exit(EXIT_BAD_INPUT)
 
 
-@cases.command("run", epilog=NOT_BUILT)
-@click.option("--source", required=True, type=click.Path(), help="A case YAML file or a directory of them.")
+@cases.command("import")
+@click.option("--source", default="evals/golden", show_default=True, type=click.Path(),
+              help="The corpus: a case YAML file or a directory tree of them.")
+@click.option("--keep-existing", is_flag=True,
+              help="Leave a case already stored under the same id and tenant as it is (it may have been edited in "
+                   "the store since); by default the corpus replaces it.")
+@store_options
+@handle_errors
+def import_command(source: str, keep_existing: bool, metadata_url: str | None, config_path: str | None,
+                   project: str | None) -> None:
+    """Copy the case corpus into the store, each case under its own tenant (default platform).
+
+    Every case is validated first: if one is broken (listed with file, line and field) nothing is written and
+    the exit code is 2. Each case is stored as its YAML text, comments included, with the path it came from,
+    so `evalsi cases export` writes the corpus back. Stored cases that are not in the corpus stay.
+    """
+    from evalsi.cases.store import import_corpus, read_corpus
+    from evalsi.stores.metadata import project_or_default
+
+    corpus = read_corpus(source)
+    if corpus.broken:
+        for item in corpus.broken:
+            click.echo(f"broken: {item.error}", err=True)
+        click.echo(f"nothing imported: {len(corpus.broken)} broken case(s) under {source}", err=True)
+        sys.exit(EXIT_BAD_INPUT)
+    project = project_or_default(project or "")
+    done = _using_store(_metadata_url(metadata_url, config_path),
+                        lambda store: import_corpus(store, project, corpus, keep_existing=keep_existing))
+    tenants: dict[str, int] = {}
+    for document in corpus.documents:
+        tenants[document.tenant] = tenants.get(document.tenant, 0) + 1
+    click.echo(f"imported {len(corpus.documents)} case(s) from {source} into project {project} "
+               f"(tenants: {', '.join(f'{name} {count}' for name, count in sorted(tenants.items()))}): "
+               f"{len(done.created)} new, {len(done.replaced)} replaced, {len(done.unchanged)} unchanged, "
+               f"{len(done.kept)} kept")
+
+
+@cases.command("export")
+@click.option("--dir", "directory", required=True, type=click.Path(file_okay=False),
+              help="Write the cases here, at the paths they were imported from.")
+@click.option("--force", is_flag=True,
+              help="Overwrite files that exist (their comments, and cases not in the store, are lost).")
+@store_options
+@tenant_option
+@handle_errors
+def export_command(directory: str, force: bool, metadata_url: str | None, config_path: str | None,
+                   project: str | None, tenant: str | None) -> None:
+    """Write the tenant's stored cases as a YAML directory tree, byte for byte as they were imported.
+
+    Refuses (exit 2, nothing written) when any file it would write exists, unless --force.
+    """
+    from evalsi.cases.model import DEFAULT_TENANT
+    from evalsi.cases.store import export_cases
+    from evalsi.stores.metadata import project_or_default
+
+    project, tenant = project_or_default(project or ""), tenant or DEFAULT_TENANT
+    written = _using_store(_metadata_url(metadata_url, config_path),
+                           lambda store: export_cases(store, project, tenant, directory, force=force))
+    click.echo(f"exported project {project}, tenant {tenant}: {len(written)} file(s) under {directory}")
+
+
+@cases.command("list")
+@click.option("--agent", "agent_name", metavar="NAME", help="Only the cases of this agent.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@store_options
+@tenant_option
+@handle_errors
+def list_command(agent_name: str | None, fmt: str, metadata_url: str | None, config_path: str | None,
+                 project: str | None, tenant: str | None) -> None:
+    """The tenant's stored cases: id, agent, where each came from, content hash, and whether it still validates.
+
+    A stored case that no longer validates is listed as broken, with the reason. Exit 2 if any is.
+    """
+    from evalsi.cases.model import DEFAULT_TENANT, BrokenCase
+    from evalsi.cases.store import load_stored
+    from evalsi.stores.metadata import project_or_default
+
+    project, tenant = project_or_default(project or ""), tenant or DEFAULT_TENANT
+    stored = _using_store(_metadata_url(metadata_url, config_path),
+                          lambda store: store.list_cases(project, tenant, agent=agent_name or ""))
+    rows = []
+    for case in stored:
+        item = load_stored(case)
+        rows.append({"id": case.case_id, "agent": case.agent, "path": case.path, "line": case.line,
+                     "yaml_hash": case.yaml_hash, "updated_at": case.updated_at,
+                     "broken": item.error if isinstance(item, BrokenCase) else None})
+    if fmt == "json":
+        click.echo(json.dumps({"project": project, "tenant": tenant, "cases": rows}, indent=2, ensure_ascii=False))
+    else:
+        for row in rows:
+            state = f"BROKEN {row['broken']}" if row["broken"] else "ok"
+            where = f"{row['path']}:{row['line']}"
+            click.echo(f"{row['id']:<32} {row['agent']:<20} {where:<32} {row['yaml_hash'][:12]}  {state}")
+        click.echo(f"{len(rows)} case(s) in project {project}, tenant {tenant}")
+    if any(row["broken"] for row in rows):
+        sys.exit(EXIT_BAD_INPUT)
+
+
+@cases.command("show")
+@click.argument("case_id", metavar="ID")
+@store_options
+@tenant_option
+@handle_errors
+def show_command(case_id: str, metadata_url: str | None, config_path: str | None, project: str | None,
+                 tenant: str | None) -> None:
+    """Print a stored case's YAML exactly as imported. Exit 2 when the tenant has no case with this id."""
+    from evalsi.cases.model import DEFAULT_TENANT
+    from evalsi.cases.store import CaseNotFound
+    from evalsi.stores.metadata import project_or_default
+
+    project, tenant = project_or_default(project or ""), tenant or DEFAULT_TENANT
+    found = _using_store(_metadata_url(metadata_url, config_path),
+                         lambda store: store.get_case(project, tenant, case_id))
+    if found is None:
+        raise CaseNotFound(case_id, project, tenant)
+    click.echo(found.yaml, nl=False)
+
+
+@cases.command("run")
+@click.option("--source", required=True, type=click.Path(),
+              help="A case YAML file or a directory of them, or 'store': the cases stored by `evalsi cases import` "
+                   "(--metadata-url, --project, --tenant).")
+@click.option("--case", "case_id", metavar="ID", help="Only this case (from the store: of --tenant; another "
+              "tenant's reads as missing).")
+@store_options
+@tenant_option
 @click.option("--agent-url", metavar="URL", help="A deployment speaking docs/agent-protocol.md.")
 @click.option("--agent-callable", metavar="MODULE:ATTR", help="An agent in this process (docs/agent-protocol.md).")
 @click.option("--agent-harness", type=click.Path(dir_okay=False), metavar="FILE",
@@ -84,9 +263,11 @@ def run_command(
     timeout: float, mode: str, judges_file: str | None, judge_model: str | None, judge_provider: str,
     judge_base_url: str | None, judge_api_key_env: str | None, no_cache: bool, baseline_file: str | None,
     update_baseline: bool, conv_map_file: str | None, pairwise: bool, trials: int, no_report: bool, fmt: str,
-    output: str | None, transport_kind: str = "agent", agent_harness: str | None = None,
+    output: str | None, transport_kind: str = "agent", agent_harness: str | None = None, case_id: str | None = None,
+    metadata_url: str | None = None, config_path: str | None = None, project: str | None = None,
+    tenant: str | None = None,
 ) -> None:
-    """Replay every case under --source against an agent and grade it.
+    """Replay every case under --source (a directory, or 'store') against an agent and grade it.
 
     Per case: requires checked against the agent's description (unmet: skipped, with the reason), state
     seeded (refused: skipped), the turns replayed in one fresh conversation, every declared check run, the
@@ -96,7 +277,7 @@ def run_command(
     Exit codes: 0 no case failed, 3 a case failed (with --baseline: only a regression), 2 bad input, a broken
     case or a refused baseline, 1 a case could not run.
     """
-    from evalsi.cases import CallableTransport, HttpTransport, exit_code, load_cases, render_table
+    from evalsi.cases import CallableTransport, HttpTransport, exit_code, render_table
     from evalsi.cases.gate import compare, load_baseline, refuse_unjudged, write_baseline
     from evalsi.cases.judging import DEFAULT_TOLERANCE
     from evalsi.cases.perf import perf_summary
@@ -109,8 +290,12 @@ def run_command(
                             "--conv-map: a baseline holds one outcome per case, a pinned conversation one run")
     if no_report and output:
         raise BadInputError("--no-report and --output contradict each other; give one")
-    items = load_cases(source)  # a missing source is bad input before anything runs
-    panel = _panel(source, judges_file, judge_model, judge_provider, judge_base_url, judge_api_key_env)
+    from_store = source == STORE_SOURCE
+    # A missing source, or a case missing from it, is bad input before anything runs.
+    items = (_store_items(metadata_url, config_path, project, tenant, agent_name, case_id) if from_store
+             else _dir_items(source, tenant, case_id))
+    panel = _panel(None if from_store else source, judges_file, judge_model, judge_provider, judge_base_url,
+                   judge_api_key_env)
     call_judges = mode != "perf"
     judged = panel is not None and bool(panel.judges) and call_judges
     if pairwise and not judged:
@@ -133,7 +318,8 @@ def run_command(
     report = asyncio.run(_run(items, transport, agent_name, conversation_id, panel if judged else None,
                               call_judges, no_cache, pairwise, trials))
     if not report.results:
-        raise BadInputError(f"--agent {agent_name}: no case under {source} is for this agent")
+        where = "in the store" if from_store else f"under {source}"
+        raise BadInputError(f"--agent {agent_name}: no case {where} is for this agent")
     if mode in ("perf", "both"):
         report.perf = perf_summary(report.results)
     tolerance = panel.tolerance if panel is not None else None
@@ -141,6 +327,7 @@ def run_command(
         report.gate = compare(baseline, report, tolerance if tolerance is not None
                               else baseline.tolerance if baseline.tolerance is not None else DEFAULT_TOLERANCE)
     document = json.dumps(report.to_dict(), indent=2, ensure_ascii=False)
+    # From the store, "store" resolves to ./store, so the default report lands in ./evals/reports/.
     written = _write_report(document, source, agent_name, report, output, no_report)
     click.echo(document if fmt == "json" else render_table(report))
     if written is not None and fmt == "table":  # JSON on stdout stays one document
@@ -150,6 +337,37 @@ def run_command(
         click.echo(f"baseline: wrote {len(written['cases'])} case(s) to {baseline_path} (skipped cases left out)",
                    err=fmt == "json")
     sys.exit(exit_code(report, accepting=update_baseline))
+
+
+def _dir_items(source: str, tenant: str | None, case_id: str | None) -> list[Any]:
+    """The cases under a directory; only ``tenant``'s when given (broken ones always stay: never dropped)."""
+    from evalsi.cases import Case, load_cases
+
+    items = load_cases(source)
+    if tenant:
+        items = [item for item in items if not isinstance(item, Case) or item.tenant == tenant]
+    if case_id is not None:
+        items = [item for item in items if item.id == case_id]
+        if not items:
+            raise BadInputError(f"--case {case_id}: no such case under {source}"
+                                + (f" for tenant {tenant!r}" if tenant else ""))
+    return items
+
+
+def _store_items(metadata_url: str | None, config_path: str | None, project: str | None, tenant: str | None,
+                 agent_name: str | None, case_id: str | None) -> list[Any]:
+    """``--source store``: the tenant's stored cases, broken ones included; a case of another tenant is missing."""
+    from evalsi.cases.model import DEFAULT_TENANT
+    from evalsi.cases.store import stored_cases
+    from evalsi.stores.metadata import project_or_default
+
+    project, tenant = project_or_default(project or ""), tenant or DEFAULT_TENANT
+    items = _using_store(_metadata_url(metadata_url, config_path), lambda store: stored_cases(
+        store, project, tenant, agent=agent_name or "", case_id=case_id))
+    if not items:
+        raise BadInputError(f"--source store: no case stored in project {project!r}, tenant {tenant!r}"
+                            + (f" for agent {agent_name}" if agent_name else "") + " (evalsi cases import)")
+    return items
 
 
 def _harness_transport(config_file: str) -> Any:
@@ -208,13 +426,14 @@ async def _run(items: list, transport: Any, agent: str | None, conversation_id: 
                                call_judges=call_judges, pairwise=pairwise, trials=trials)
 
 
-def _panel(source: str, judges_file: str | None, judge_model: str | None, judge_provider: str,
+def _panel(source: str | None, judges_file: str | None, judge_model: str | None, judge_provider: str,
            judge_base_url: str | None, judge_api_key_env: str | None) -> Any:
-    """The judge panel: --judges FILE, else <source>/evals.yaml; --judge-model replaces its judges."""
+    """The judge panel: --judges FILE, else <source>/evals.yaml (a directory source only); --judge-model replaces
+    its judges."""
     from evalsi.cases.judging import PanelConfig, load_panel, panel_for_source
     from evalsi.judges import JudgeConfig
 
-    panel = load_panel(judges_file) if judges_file else panel_for_source(source)
+    panel = load_panel(judges_file) if judges_file else panel_for_source(source) if source else None
     if judge_model:
         judge = {"model": judge_model, "provider": judge_provider, "name": judge_model}
         if judge_base_url:

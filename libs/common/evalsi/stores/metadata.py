@@ -57,11 +57,48 @@ def policy_hash(policy: OnlineEvalPolicy) -> str:
     return hashlib.sha256(policy.SerializeToString(deterministic=True)).hexdigest()
 
 
+@dataclass(frozen=True)
+class StoredCase:
+    """An agent case as stored (docs/cases.md): its YAML document exactly as imported, and where it came from.
+
+    ``path`` is the file relative to the imported directory, ``position`` the document's index in that file
+    and ``line`` its first line there, so an export writes the corpus back and errors name the original line.
+    ``created_at``/``updated_at`` are unix seconds the store sets; on the way in they are ignored.
+    """
+
+    tenant: str
+    case_id: str
+    agent: str
+    path: str
+    position: int
+    line: int
+    yaml: str
+    yaml_hash: str = ""
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class CaseImport:
+    """What ``put_cases`` did, per case id: written new, replaced, unchanged (same text and place), kept."""
+
+    created: tuple[str, ...] = ()
+    replaced: tuple[str, ...] = ()
+    unchanged: tuple[str, ...] = ()
+    kept: tuple[str, ...] = ()  # existing and left alone (keep_existing)
+
+
+def case_hash(text: str) -> str:
+    """SHA-256 of a case's YAML text: the content hash the store keeps beside it."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
 @runtime_checkable
 class MetadataStore(Protocol):
-    """Runs, results, tasks, leases and online policies.
+    """Runs, results, tasks, leases, online policies and agent cases.
 
-    Every row carries ``project_id`` and a reserved, empty ``tenant_id``.
+    Every row carries ``project_id`` and a reserved, empty ``tenant_id``, except a case's, which holds the
+    case's tenant (``platform`` by default), enforced like a project boundary.
     """
 
     dialect: str  # "sqlite" | "postgres"
@@ -140,6 +177,15 @@ class MetadataStore(Protocol):
     async def list_policies(self, project: str | None = None) -> list[StoredPolicy]: ...
 
     async def delete_policy(self, project: str, name: str) -> bool: ...
+
+    # Agent cases by (project, tenant, case id). A tenant sees only its own: another tenant's case reads as absent.
+    async def put_cases(
+        self, project: str, cases: Sequence[StoredCase], *, keep_existing: bool = False
+    ) -> CaseImport: ...
+
+    async def get_case(self, project: str, tenant: str, case_id: str) -> StoredCase | None: ...
+
+    async def list_cases(self, project: str, tenant: str, *, agent: str = "") -> list[StoredCase]: ...
 
 
 def project_or_default(project: str) -> str:

@@ -133,10 +133,39 @@ def _v3(dialect: str) -> tuple[str, ...]:
     )
 
 
+def _v4(dialect: str) -> tuple[str, ...]:
+    """Agent cases (docs/cases.md): each case's YAML document as imported, by (project, tenant, case id).
+
+    The text is kept as it was written, comments included, so an export gives the corpus back byte for byte;
+    ``path``, ``position`` and ``line`` say where in the corpus it came from.
+    """
+    pg = dialect == "postgres"
+    key = 'text COLLATE "C"' if pg else "TEXT"
+    text, integer, double = ("text", "integer", "double precision") if pg else ("TEXT", "INTEGER", "REAL")
+    return (
+        f"""CREATE TABLE cases (
+            project_id {key} NOT NULL,
+            tenant_id {key} NOT NULL,
+            case_id {key} NOT NULL,
+            agent {key} NOT NULL,
+            path {key} NOT NULL,
+            position {integer} NOT NULL,
+            line {integer} NOT NULL,
+            yaml {text} NOT NULL,
+            yaml_hash {text} NOT NULL,
+            created_at {double} NOT NULL,
+            updated_at {double} NOT NULL,
+            PRIMARY KEY (project_id, tenant_id, case_id)
+        )""",
+        "CREATE INDEX cases_by_path ON cases (project_id, tenant_id, path, position)",
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "runs, results, tasks, leases", sqlite=_v1("sqlite"), postgres=_v1("postgres")),
     Migration(2, "usage of each task", sqlite=_v2("sqlite"), postgres=_v2("postgres")),
     Migration(3, "online policies", sqlite=_v3("sqlite"), postgres=_v3("postgres")),
+    Migration(4, "agent cases", sqlite=_v4("sqlite"), postgres=_v4("postgres")),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

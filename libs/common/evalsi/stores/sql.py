@@ -29,8 +29,11 @@ from evalsi.v1alpha1.score_pb2 import EvaluationResult
 
 from .metadata import (
     TASK_STATES,
+    CaseImport,
+    StoredCase,
     StoredPolicy,
     TaskRow,
+    case_hash,
     check_page_size,
     check_task_states,
     decode_page_token,
@@ -731,6 +734,99 @@ class SqlMetadataStore:
     async def delete_policy(self, project: str, name: str) -> bool:
         deleted = await self._db.execute(f"DELETE FROM policies WHERE {_POLICY_KEY}", project_or_default(project), name)
         return deleted > 0
+
+    # --- agent cases ---
+
+    async def put_cases(
+        self, project: str, cases: Sequence[StoredCase], *, keep_existing: bool = False
+    ) -> CaseImport:
+        """Store ``cases`` in one transaction (all or none), each under its own tenant.
+
+        An existing case with the same id in the same tenant is replaced, unless ``keep_existing``: then it is
+        left as it is (it may have been edited in the store since). A case whose text and place in the corpus
+        are unchanged is not rewritten, so its ``updated_at`` keeps meaning "last changed".
+        """
+        project = project_or_default(project)
+        seen: set[tuple[str, str]] = set()
+        for case in cases:
+            if not case.tenant or not case.case_id:
+                raise BadInputError(f"put_cases: a case needs a tenant and an id, got {case.tenant!r}/{case.case_id!r}")
+            if (case.tenant, case.case_id) in seen:
+                raise BadInputError(f"put_cases: case {case.case_id!r} of tenant {case.tenant!r} is given twice")
+            seen.add((case.tenant, case.case_id))
+        if not cases:
+            return CaseImport()
+        now = time.time()
+        created: list[str] = []
+        replaced: list[str] = []
+        unchanged: list[str] = []
+        kept: list[str] = []
+        rows: list[tuple[Any, ...]] = []
+        async with self._db.transaction() as c:
+            clause, args = self._db.in_list("case_id", sorted({case.case_id for case in cases}))
+            existing = {
+                (r[0], r[1]): (r[2], r[3], int(r[4]), int(r[5]))
+                for r in await c.fetch(
+                    f"SELECT tenant_id, case_id, yaml_hash, path, position, line FROM cases "
+                    f"WHERE project_id = ? AND {clause}",
+                    project, *args,
+                )
+            }
+            for case in cases:
+                digest = case_hash(case.yaml)
+                before = existing.get((case.tenant, case.case_id))
+                if before is None:
+                    created.append(case.case_id)
+                elif keep_existing:
+                    kept.append(case.case_id)
+                    continue
+                elif before == (digest, case.path, case.position, case.line):
+                    unchanged.append(case.case_id)
+                    continue
+                else:
+                    replaced.append(case.case_id)
+                rows.append((case.tenant, case.case_id, case.agent, case.path, case.position, case.line, case.yaml,
+                             digest, now, now))
+            await c.insert_many(
+                "cases", [("project_id", "text", project)], _CASE_COLUMNS, rows,
+                "ON CONFLICT (project_id, tenant_id, case_id) DO UPDATE SET agent = excluded.agent, "
+                "path = excluded.path, position = excluded.position, line = excluded.line, yaml = excluded.yaml, "
+                "yaml_hash = excluded.yaml_hash, updated_at = excluded.updated_at",
+            )
+        return CaseImport(tuple(created), tuple(replaced), tuple(unchanged), tuple(kept))
+
+    async def get_case(self, project: str, tenant: str, case_id: str) -> StoredCase | None:
+        """The case, or None when there is none with this id in this tenant (whatever other tenants hold)."""
+        rows = await self._db.fetch(
+            f"{_CASE_SELECT} WHERE project_id = ? AND tenant_id = ? AND case_id = ?",
+            project_or_default(project), tenant, case_id,
+        )
+        return _stored_case(rows[0]) if rows else None
+
+    async def list_cases(self, project: str, tenant: str, *, agent: str = "") -> list[StoredCase]:
+        """The tenant's cases in corpus order (path, then position in the file), only ``agent``'s when given."""
+        where, args = "project_id = ? AND tenant_id = ?", [project_or_default(project), tenant]
+        if agent:
+            where += " AND agent = ?"
+            args.append(agent)
+        rows = await self._db.fetch(f"{_CASE_SELECT} WHERE {where} ORDER BY path, position, case_id", *args)
+        return [_stored_case(r) for r in rows]
+
+
+_CASE_COLUMNS: tuple[Column, ...] = (
+    ("tenant_id", "text"), ("case_id", "text"), ("agent", "text"), ("path", "text"), ("position", "int"),
+    ("line", "int"), ("yaml", "text"), ("yaml_hash", "text"), ("created_at", "float"), ("updated_at", "float"),
+)
+_CASE_SELECT = (
+    "SELECT tenant_id, case_id, agent, path, position, line, yaml, yaml_hash, created_at, updated_at FROM cases"
+)
+
+
+def _stored_case(row: Sequence[Any]) -> StoredCase:
+    return StoredCase(
+        tenant=row[0], case_id=row[1], agent=row[2], path=row[3], position=int(row[4]), line=int(row[5]),
+        yaml=row[6], yaml_hash=row[7], created_at=float(row[8]), updated_at=float(row[9]),
+    )
 
 
 _POLICY_SELECT = "SELECT project_id, name, spec, generation, spec_hash, updated_at FROM policies"
