@@ -120,9 +120,11 @@ def test_several_problems_are_reported_together(tmp_path: Path) -> None:
     assert "spec.trials: must be >= 1" in message and "spec.evaluators[0]" in message and "spec.gates[0]" in message
 
 
-def test_agent_targets_and_reserved_fields_are_refused_not_crashed(tmp_path: Path) -> None:
-    message = problems(tmp_path, {"target": {"agent": {"a2a": {"url": "http://agent", "timeout": "30s"}}}})
-    assert "spec.target.agent.a2a: agent targets are not built yet" in message
+def test_agent_targets_are_checked_and_reserved_fields_refused_not_crashed(tmp_path: Path) -> None:
+    message = problems(tmp_path, {"target": {"agent": {"a2a": {"url": "agent.local", "timeout": "30s"}}}})
+    assert message == "spec.target.agent.a2a.url: expected an http:// or https:// URL, got 'agent.local'"
+    message = problems(tmp_path, {"target": {"agent": {"a2a": {"url": "http://agent"}}}, "sandbox": {"class": "x"}})
+    assert message == "spec.sandbox: sandboxes for agent runs are not built yet in this version; remove it"
     message = problems(tmp_path, {"sinks": [{"mlflow": {"experiment": "x"}}]})
     assert "spec.sinks: sinks are not built yet" in message
 

@@ -7,7 +7,8 @@
     api: {host: 127.0.0.1, http_port: 8080, grpc_port: 8081}
     ingest: {http_port: 4318, grpc_port: 4317, grace_s: 5}   # evalsi-ingest (OTLP); traces in <state>/traces.db
     scheduler: {replicas: 1, lease_ttl_s: 15}
-    workers: [{pool: cpu, replicas: 1, concurrency: 16}, {pool: judge, replicas: 1, concurrency: 32}]
+    workers: [{pool: cpu, replicas: 1, concurrency: 16}, {pool: judge, replicas: 1, concurrency: 32},
+              {pool: harness, replicas: 1, concurrency: 8}]   # harness: agent targets and the built-in harness
 
 Every key is checked at start; an error names the key path and what is accepted.
 """
@@ -66,7 +67,12 @@ class Config:
     api: ApiConfig = field(default_factory=ApiConfig)
     ingest: IngestConfig = field(default_factory=IngestConfig)
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
-    workers: tuple[WorkerConfig, ...] = (WorkerConfig("cpu", 1, 16), WorkerConfig("judge", 1, 32))
+    workers: tuple[WorkerConfig, ...] = (
+        WorkerConfig("cpu", 1, 16),
+        WorkerConfig("judge", 1, 32),
+        # Generation for agent targets and the built-in harness runs on its own pool (planning.AGENT_POOL).
+        WorkerConfig("harness", 1, 8),
+    )
 
     @classmethod
     def load(cls, path: str | Path | None) -> Config:
@@ -89,7 +95,9 @@ class Config:
             raise BadInputError(f"{where}: the config must be a mapping of keys")
         keys = ("nats", "metadata", "objects", "datasets_dir", "api", "ingest", "scheduler", "workers")
         _known(document, keys, where)
-        workers = document.get("workers", [{"pool": "cpu"}, {"pool": "judge", "concurrency": 32}])
+        workers = document.get(
+            "workers", [{"pool": "cpu"}, {"pool": "judge", "concurrency": 32}, {"pool": "harness", "concurrency": 8}]
+        )
         if not isinstance(workers, list) or not workers:
             raise BadInputError(f"{where}: workers: a non-empty list of {{pool, replicas, concurrency}}")
         config = cls(

@@ -90,14 +90,15 @@ class Executor:
         out = result_for(task, TASK_STATUS_DONE, self.worker)
         records = await self.records_of(task)
         if task.stage == STAGE_GENERATE:
-            from evalsi.targets import TargetClient, check_target_supported, generate
+            from evalsi.agents import generation_kind
+            from evalsi.targets import TargetClient, failed_generation, generate
 
-            check_target_supported(task.target)
             client = None
-            if task.target.WhichOneof("kind") == "model":
+            if generation_kind(task.target, task.harness) == "model":
                 # The judges' limiter: a target model's rpm/tpm is shared by every task and worker like a judge's.
                 client = TargetClient(task.target.model, limiter=self.judges.limiter)
             try:
+                # Agents and the built-in harness run here exactly as embedded (evalsi.agents), on the harness pool.
                 generation = await generate(
                     records,
                     task.target,
@@ -106,7 +107,13 @@ class Executor:
                     client=client,
                     run_id=task.run_id,
                     concurrency=self.concurrency,
+                    harness=task.harness,
                 )
+            except BadInputError as exc:
+                # The API validated the spec; what fails here is this worker's environment (an agent or tool module
+                # it cannot import). Each record is an infrastructure error, so the run ends saying why instead of
+                # waiting forever on the evaluations of a dead-lettered generation.
+                generation = failed_generation(records, trial=task.trial, kind="infra", reason=f"target: {exc}")
             finally:
                 if client is not None:
                     await client.aclose()

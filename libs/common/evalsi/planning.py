@@ -29,9 +29,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from evalsi.agents import generation_kind
 from evalsi.evaluators import BoundEvaluator
 from evalsi.runner import group_sessions
-from evalsi.specs import target_config, target_kind, target_prices, trials_of
+from evalsi.specs import target_config, target_prices, trials_of
 from evalsi.targets import PromptError, build_messages
 from evalsi.v1alpha1.record_pb2 import Record, Usage
 from evalsi.v1alpha1.run_pb2 import Budget, EvalRun, RunSpec
@@ -40,6 +41,7 @@ DEFAULT_SHARD_SIZE = 500
 Stage = Literal["generate", "evaluate", "reduce"]
 STAGES: tuple[Stage, ...] = ("generate", "evaluate", "reduce")
 GENERATE_POOL = "judge"  # provider-bound I/O, like judges (plan §14 pools)
+AGENT_POOL = "harness"  # agent and harness trials: long, tool-running tasks (DESIGN.md pools)
 ALL = "*"
 
 # Projection assumptions, stated in the projection's notes.
@@ -100,6 +102,13 @@ class Plan:
     trials: int
     generates: bool
     evaluators: tuple[PlannedEvaluator, ...]
+    # How outputs are generated: outputs (given), model, agent or harness (evalsi.agents.generation_kind).
+    generation: str = "outputs"
+
+    @property
+    def generate_pool(self) -> str:
+        """The pool of generate tasks: ``harness`` for agents and the built-in harness, ``judge`` for models."""
+        return AGENT_POOL if self.generation in ("agent", "harness") else GENERATE_POOL
 
     @property
     def pools(self) -> dict[str, tuple[str, ...]]:
@@ -139,7 +148,8 @@ class Plan:
                     key = task_key(self.run_id, shard.index, "generate", trial, "target")
                     generate_keys.append(key)
                     depends = (key,)
-                    yield Task(key, "generate", GENERATE_POOL, shard.index, trial, start=shard.start, stop=shard.stop)
+                    yield Task(key, "generate", self.generate_pool, shard.index, trial, start=shard.start,
+                               stop=shard.stop)
                 for ev in self.shard_evaluators:
                     yield Task(
                         task_key(self.run_id, shard.index, "evaluate", trial, ev.key_name),
@@ -198,7 +208,8 @@ def plan_run(
         Shard(index, start, min(start + shard_size, samples))
         for index, start in enumerate(range(0, samples, shard_size))
     )
-    generates = target_kind(run) == "model"
+    generation = generation_kind(run.spec.target, run.spec.harness)
+    generates = generation != "outputs"
     planned = []
     for b in evaluators:
         ev = b.evaluator
@@ -223,6 +234,7 @@ def plan_run(
         trials=trials_of(run) if generates else 1,
         generates=generates,
         evaluators=tuple(planned),
+        generation=generation,
     )
 
 
@@ -309,7 +321,7 @@ def projection(plan: Plan, records: Sequence[Record]) -> Projection:
     pools: dict[str, int] = {}
     units = len(plan.shards) * plan.trials
     if plan.generates:
-        pools[GENERATE_POOL] = pools.get(GENERATE_POOL, 0) + units
+        pools[plan.generate_pool] = pools.get(plan.generate_pool, 0) + units
     for ev in plan.evaluators:
         pools[ev.pool] = pools.get(ev.pool, 0) + (units if ev.stage == "evaluate" else 1)
     out.tasks_by_pool = pools
@@ -317,7 +329,14 @@ def projection(plan: Plan, records: Sequence[Record]) -> Projection:
     out.notes.append(f"tokens are estimated at {CHARS_PER_TOKEN} characters per token")
 
     max_tokens = None
-    if plan.generates:
+    if plan.generation in ("agent", "harness"):
+        out.target_calls = len(records) * trials
+        out.target_output_tokens = out.target_cost_usd = None
+        out.unknown.append(
+            "target tokens and cost: an agent takes as many steps as it needs (the harness's per-task budget bounds "
+            "each task)"
+        )
+    elif plan.generates:
         model = spec.target.model
         config = target_config(model)
         max_tokens = config.params.get("max_tokens") or config.params.get("max_completion_tokens")
@@ -353,7 +372,7 @@ def projection(plan: Plan, records: Sequence[Record]) -> Projection:
     sessions = len(group_sessions(records)) if any(ev.scope == "session" for ev in plan.evaluators) else 0
     steps = sum(len(r.trajectory.steps) for r in records)
     per_record_chars = [_record_chars(r) for r in records]
-    judged_outputs = (max_tokens if isinstance(max_tokens, int) else 0) if plan.generates else 0
+    judged_outputs = max_tokens if isinstance(max_tokens, int) else 0
     for ev in plan.evaluators:
         if ev.scope == "record":
             n = len(records) * trials

@@ -43,7 +43,7 @@ from evalsi.specs import (
     validate_eval_run,
 )
 from evalsi.summaries import summarize_results
-from evalsi.targets import Generation, TargetClient, TargetFailure, generate, target_identity
+from evalsi.targets import Generation, TargetClient, TargetFailure, generate, target_identity, unpinned_target
 from evalsi.v1alpha1.record_pb2 import Record, Usage
 from evalsi.v1alpha1.run_pb2 import (
     RUN_STATE_BUDGET_EXCEEDED,
@@ -341,7 +341,7 @@ async def execute_run(
             b.alias: EvalContext(judge=judges.get(b.judge), judges=judges, project=run.metadata.project)  # type: ignore[arg-type]
             for b in bound
         }
-        client = TargetClient(spec.target.model, limiter=limiter, retry=retry) if plan.generates else None
+        client = TargetClient(spec.target.model, limiter=limiter, retry=retry) if plan.generation == "model" else None
         target_semaphore = asyncio.Semaphore(concurrency)
         pipelines = asyncio.Semaphore(_PIPELINES)
         watchers.append(asyncio.create_task(watch_cancel()))
@@ -375,6 +375,8 @@ async def execute_run(
                             cancel=stop,
                             on_usage=meter.add_target,
                             run_id=prepared.run_id,
+                            harness=spec.harness,
+                            retry=retry,
                         )
                         generations[(trial, shard_index)] = generation
                         async with asyncio.TaskGroup() as group:
@@ -492,12 +494,10 @@ def _run_manifest(prepared: PreparedRun) -> Any:
     run = prepared.run
     manifest = build_manifest(prepared.dataset, run.spec, prepared.evaluators, prepared.judges)
     manifest.spec_hash = spec_hash(run)
-    manifest.target = target_identity(run.spec.target)
+    manifest.target = target_identity(run.spec.target, run.spec.harness)
     manifest.seed = run.spec.seed
-    if prepared.plan.generates:
-        model = run.spec.target.model
-        manifest.unpinned.append(
-            f"target: {model.connector or 'openai'} model {model.model!r} is served by an API and cannot be pinned"
-        )
+    unpinned = unpinned_target(run.spec)
+    if unpinned:
+        manifest.unpinned.append(unpinned)
     return manifest
 

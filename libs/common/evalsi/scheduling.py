@@ -90,8 +90,11 @@ def bound_of(run: Run, registry: Registry) -> list[BoundEvaluator]:
     return resolve_evaluators(list(run.spec.evaluators), registry)
 
 
-def has_model_target(run: Run) -> bool:
-    return run.spec.target.WhichOneof("kind") == "model"
+def generates_outputs(run: Run) -> bool:
+    """Whether a target (a model, an agent or the built-in harness) generates the run's outputs."""
+    from evalsi.agents import generation_kind
+
+    return generation_kind(run.spec.target, run.spec.harness) != "outputs"
 
 
 def run_traceparent(run_id: str, span_of: str) -> str:
@@ -363,6 +366,8 @@ class Scheduler:
         for name, judge in run.spec.judges.items():
             task.judges[name].CopyFrom(judge)
         task.target.CopyFrom(run.spec.target)
+        if run.spec.HasField("harness"):
+            task.harness.CopyFrom(run.spec.harness)
         await self.bus.publish_task(p.pool, task, f"{p.key}#{run.labels.get(ATTEMPT_LABEL, '0')}")
 
     async def _stored_records(self, ref: str) -> list[Record]:
@@ -379,8 +384,8 @@ class Scheduler:
             await self._publish(run, bound, p, (), ref)
 
     async def _final_records(self, run: Run) -> list[Record]:
-        """The records as evaluated: generated outputs for a model target, the dataset otherwise."""
-        if not has_model_target(run):
+        """The records as evaluated: generated outputs for a generating target, the dataset otherwise."""
+        if not generates_outputs(run):
             return await self._records(run)
         records: list[Record] = []
         for row in sorted(
@@ -406,7 +411,7 @@ class Scheduler:
         counts = await self.store.count_results(run.project, run.id)
         _fill_progress(run, counts)
         total = sum(counts.values())
-        if state == RUN_STATE_SUCCEEDED and has_model_target(run) and total and counts.get(OUTCOME_ERROR, 0) == total:
+        if state == RUN_STATE_SUCCEEDED and generates_outputs(run) and total and counts.get(OUTCOME_ERROR, 0) == total:
             state, message = RUN_STATE_FAILED, "every evaluation is an error: the target (or its provider) failed"
         run.manifest.CopyFrom(server_manifest(run, bound))
         run.state, run.message = state, message
@@ -504,16 +509,17 @@ def server_manifest(run: Run, bound: Sequence[BoundEvaluator]) -> RunManifest:
 
     from evalsi.judge_set import judge_config_from_spec
     from evalsi.sdk import build_manifest
-    from evalsi.targets import target_identity
+    from evalsi.targets import target_identity, unpinned_target
 
     dataset = SimpleNamespace(
         source=run.manifest.dataset or run.spec.dataset.path, version=run.manifest.dataset_version
     )
     judges = {name: judge_config_from_spec(name, spec) for name, spec in run.spec.judges.items()}
     manifest = build_manifest(dataset, run.spec, bound, judges)  # type: ignore[arg-type]
-    manifest.target = target_identity(run.spec.target)
-    if has_model_target(run):
-        manifest.unpinned.append(f"target {manifest.target}: a served model cannot be pinned by digest")
+    manifest.target = target_identity(run.spec.target, run.spec.harness)
+    unpinned = unpinned_target(run.spec)
+    if unpinned:
+        manifest.unpinned.append(unpinned)
     return manifest
 
 

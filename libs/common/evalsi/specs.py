@@ -699,9 +699,8 @@ def _problems(run: EvalRun, *, registry: Registry, datasets_dir: Path | None, ba
     problems += _dataset_problems(run, datasets_dir=datasets_dir, base_dir=base_dir)
     problems += _summary_problems(run)
     problems += _budget_problems(run)
-    for name in ("harness", "sandbox"):
-        if spec.HasField(name):
-            problems.append(f"spec.{name}: for agent runs, which are not built yet in this version")
+    if spec.HasField("sandbox"):
+        problems.append("spec.sandbox: sandboxes for agent runs are not built yet in this version; remove it")
     if spec.sinks:
         problems.append("spec.sinks: sinks are not built yet in this version; remove them")
     expected = None if bind_problems else expected_metrics([b for _, b in bound])
@@ -721,7 +720,7 @@ def _problems(run: EvalRun, *, registry: Registry, datasets_dir: Path | None, ba
 
 def _known_trials(run: EvalRun) -> int | None:
     """Trials per sample when the spec decides them (a generating target); None when the data does."""
-    return trials_of(run) if target_kind(run) == "model" else None
+    return trials_of(run) if target_kind(run) != "outputs" else None
 
 
 def expected_metrics(bound: Sequence[BoundEvaluator]) -> dict[str, bool]:
@@ -734,19 +733,17 @@ def expected_metrics(bound: Sequence[BoundEvaluator]) -> dict[str, bool]:
 
 
 def _target_problems(run: EvalRun) -> list[str]:
+    from evalsi.agents import agent_problems, harness_problems  # evalsi.agents imports this module
+
     kind = target_kind(run)
     spec = run.spec
+    problems = harness_problems(spec) if spec.HasField("harness") else []
     if kind == "agent":
-        agent = spec.target.agent.WhichOneof("kind") or "agent"
-        return [
-            f"spec.target.agent.{agent}: agent targets are not built yet in this version; use target.model "
-            "(a model behind an OpenAI-compatible or Anthropic API) or target.outputs (outputs in the dataset)"
-        ]
-    problems = []
+        return problems + agent_problems(spec.target.agent)
     if kind == "outputs" and spec.trials > 1:
         problems.append(
-            f"spec.trials: {spec.trials} trials need a target that generates outputs (target.model); with "
-            "outputs given, trials come from the dataset (rows sharing an id)"
+            f"spec.trials: {spec.trials} trials need a target that generates outputs (target.model or "
+            "target.agent); with outputs given, trials come from the dataset (rows sharing an id)"
         )
     if kind == "model":
         model = spec.target.model

@@ -7,7 +7,8 @@
   ``{{metadata.<key>}}`` too). With the default template, an input that is a chat (messages) is sent as
   that conversation. Providers that take a seed (OpenAI-compatible) get ``seed + trial``, so trials differ
   but each is reproducible where the provider honours seeds.
-- ``agent``: declared in the API, not built yet; a spec using it is refused as bad input.
+- ``agent``, or ``model`` with ``spec.harness.builtin``: an agent performs each record as a task
+  (``evalsi.agents``): its answer is the output, its tool calls the trajectory.
 
 A provider failure after retries is an infrastructure failure of that record (``TargetFailure`` kind
 ``infra``): its evaluations end ``ERROR``/infra and never count as a model failure. A record the prompt
@@ -27,7 +28,7 @@ from typing import Any, Literal
 
 import aiohttp
 
-from evalsi.errors import BadInputError, InfraError
+from evalsi.errors import InfraError
 from evalsi.judges import CircuitBreakers, Completion, Connector, ProviderError, RateLimiter, RetryPolicy
 from evalsi.judges.connectors import make_connector
 from evalsi.records import canonical_json, content_text, from_value
@@ -39,7 +40,7 @@ from evalsi.specs import (
     target_prices,
 )
 from evalsi.v1alpha1.record_pb2 import Content, Record, Usage
-from evalsi.v1alpha1.run_pb2 import ModelTarget, Target
+from evalsi.v1alpha1.run_pb2 import HarnessSpec, ModelTarget, RunSpec, Target
 
 OUTPUTS_GIVEN = "outputs given"
 FailureKind = Literal["infra", "skipped", "cancelled"]
@@ -68,24 +69,44 @@ class Generation:
         return [r for i, r in enumerate(self.records) if i not in self.failures]
 
 
-def target_identity(target: Target) -> str:
-    """What the manifest and provenance record: ``openai-compatible:my-model @ http://host/v1``."""
-    kind = target.WhichOneof("kind")
+def target_identity(target: Target, harness: HarnessSpec | None = None) -> str:
+    """What the manifest and provenance record: ``openai-compatible:my-model @ http://host/v1``, the agent
+    (``agent:http:http://host:8080 (agent shop)``) or the reference agent and its model (``evalsi-harness(...) on
+    openai-compatible:my-model @ http://host/v1``)."""
+    from evalsi.agents import agent_identity, generation_kind, harness_identity
+
+    kind = generation_kind(target, harness)
+    if kind == "harness":
+        assert harness is not None  # generation_kind says harness
+        return harness_identity(RunSpec(target=target, harness=harness))
     if kind == "model":
         config = target_config(target.model)
         return f"{target.model.connector or 'openai'}:{config.model} @ {config.base_url}"
     if kind == "agent":
-        return f"agent:{target.agent.WhichOneof('kind') or 'unknown'}"
+        return agent_identity(target.agent)
     return OUTPUTS_GIVEN
 
 
-def check_target_supported(target: Target) -> None:
-    if target.WhichOneof("kind") == "agent":
-        agent = target.agent.WhichOneof("kind") or "agent"
-        raise BadInputError(
-            f"spec.target.agent.{agent}: agent targets are not built yet in this version; use target.model "
-            "or target.outputs"
-        )
+def unpinned_target(spec: RunSpec) -> str:
+    """What the manifest cannot pin about the target ("" for outputs given): a served model or agent."""
+    from evalsi.agents import generation_kind
+
+    kind = generation_kind(spec.target, spec.harness)
+    if kind in ("model", "harness"):
+        model = spec.target.model
+        return f"target: {model.connector or 'openai'} model {model.model!r} is served by an API and cannot be pinned"
+    if kind == "agent":
+        return f"target: {target_identity(spec.target)} is a running deployment and cannot be pinned"
+    return ""
+
+
+def target_seed(model: ModelTarget, run_seed: int, trial: int) -> int | None:
+    """The seed sent for ``trial``: params.seed (or the run's seed) plus the trial; None when the provider takes
+    no seed (only OpenAI-compatible APIs do)."""
+    if (model.connector or "openai") == "anthropic":
+        return None
+    base = struct_dict(model, "params").get("seed")
+    return int(base if isinstance(base, int) else run_seed) + trial
 
 
 class PromptError(Exception):
@@ -161,7 +182,6 @@ class TargetClient:
         self.model = model
         self.config = target_config(model)
         self.prices = target_prices(model)
-        self._base_seed = struct_dict(model, "params").get("seed")
         self._session = session
         self._owns_session = session is None
         self._limiter = limiter or RateLimiter()
@@ -174,17 +194,9 @@ class TargetClient:
         self.calls = 0
         self.failures = 0
 
-    @property
-    def takes_seed(self) -> bool:
-        """Whether the provider's API accepts a sampling seed (OpenAI-compatible does, Anthropic not)."""
-        return self.config.provider == "openai"
-
     def seed_for(self, run_seed: int, trial: int) -> int | None:
         """The seed sent for ``trial``: params.seed (or the run's seed) plus the trial; None when unsupported."""
-        if not self.takes_seed:
-            return None
-        base = self._base_seed if isinstance(self._base_seed, int) else run_seed
-        return int(base) + trial
+        return target_seed(self.model, run_seed, trial)
 
     def _connector(self, seed: int | None) -> Connector:
         connector = self._connectors.get(seed)
@@ -239,7 +251,16 @@ class TargetClient:
         await self.aclose()
 
 
-def _copy(record: Record) -> Record:
+def failed_generation(records: Sequence[Record], *, trial: int, kind: FailureKind, reason: str) -> Generation:
+    """A generation in which no record got an output, each for ``reason`` (copies carry their trial)."""
+    generation = Generation([copy_record(r) for r in records])
+    for index, record in enumerate(generation.records):
+        record.provenance.trial = trial
+        generation.failures[index] = TargetFailure(kind, reason)
+    return generation
+
+
+def copy_record(record: Record) -> Record:
     out = Record()
     out.CopyFrom(record)
     return out
@@ -256,6 +277,8 @@ async def generate(
     cancel: asyncio.Event | None = None,
     on_usage: UsageCallback | None = None,
     run_id: str = "",
+    harness: HarnessSpec | None = None,
+    retry: RetryPolicy | None = None,
 ) -> Generation:
     """Copies of ``records`` with the target's output, usage and provenance (trial, target, run) set.
 
@@ -263,27 +286,35 @@ async def generate(
     is the model target's client (one is opened, and closed, when not given); ``concurrency`` bounds calls
     in flight (pass one Semaphore to bound several generate calls together); once ``cancel`` is set, calls
     not yet started end ``cancelled``. ``on_usage`` hears each answered call's usage as it arrives (for
-    budgets).
+    budgets). An agent target, or ``harness`` (the spec's) with a model target, makes each record an agent
+    task (``evalsi.agents``); ``retry`` sets the waits between an agent's (or the harness model's) retries.
     """
-    check_target_supported(target)
-    identity = target_identity(target)
-    if target.WhichOneof("kind") != "model":
+    from evalsi.agents import generate_with_agent, generation_kind
+
+    identity = target_identity(target, harness)
+    kind = generation_kind(target, harness)
+    semaphore = concurrency if isinstance(concurrency, asyncio.Semaphore) else asyncio.Semaphore(max(1, concurrency))
+    if kind in ("agent", "harness"):
+        return await generate_with_agent(
+            records, target, harness, trial=trial, seed=seed, identity=identity, semaphore=semaphore, cancel=cancel,
+            on_usage=on_usage, run_id=run_id, retry=retry,
+        )
+    if kind != "model":
         out = []
         for record in records:
-            copy = _copy(record)
+            copy = copy_record(record)
             copy.provenance.target = identity
             if run_id:
                 copy.provenance.run_id = run_id
             out.append(copy)
         return Generation(out)
     if client is None:
-        async with TargetClient(target.model) as own:
+        async with TargetClient(target.model, retry=retry) as own:
             return await generate(
-                records, target, trial=trial, seed=seed, client=own, concurrency=concurrency,
+                records, target, trial=trial, seed=seed, client=own, concurrency=semaphore,
                 cancel=cancel, on_usage=on_usage, run_id=run_id,
             )
-    semaphore = concurrency if isinstance(concurrency, asyncio.Semaphore) else asyncio.Semaphore(max(1, concurrency))
-    generation = Generation([_copy(r) for r in records])
+    generation = Generation([copy_record(r) for r in records])
     call_seed = client.seed_for(seed, trial)
 
     async def one(index: int, record: Record) -> None:
@@ -319,7 +350,7 @@ async def generate(
         cost = client.cost(completion.input_tokens, completion.output_tokens)
         if cost is not None:
             usage.cost_usd = cost
-        _add_usage(generation.usage, usage)
+        add_usage(generation.usage, usage)
         if on_usage is not None:
             on_usage(usage)
 
@@ -327,7 +358,7 @@ async def generate(
     return generation
 
 
-def _add_usage(total: Usage, usage: Usage) -> None:
+def add_usage(total: Usage, usage: Usage) -> None:
     total.input_tokens += usage.input_tokens
     total.output_tokens += usage.output_tokens
     total.total_tokens += usage.total_tokens

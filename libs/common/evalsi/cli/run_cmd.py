@@ -68,7 +68,9 @@ def _dry_run_text(prepared: Any, projection: Any) -> str:
         f"  tasks        {projection.tasks} ({stages}; by pool: {pools})",
         f"  evaluations  {projection.evaluations:,}",
     ]
-    if plan.generates:
+    if plan.generation in ("agent", "harness"):
+        lines.append(f"  target       {projection.target_calls:,} agent tasks ({plan.generation})")
+    elif plan.generates:
         output = "unbounded" if projection.target_output_tokens is None else f"≤ {projection.target_output_tokens:,}"
         lines.append(
             f"  target       {projection.target_calls:,} calls, ≈ {projection.target_input_tokens:,} input tokens, "

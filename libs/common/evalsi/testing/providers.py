@@ -20,6 +20,9 @@ Script steps, each consumed by one request (after that, requests get the default
   Anthropic ``tool_use`` blocks); ``id`` is optional. The next request, carrying the tool results, gets the
   default reply or the next step, so a tool loop is two steps: ``("tool_calls", [...])``, ``("text", "...")``.
 
+The default reply (``reply``) may also return a ``("tool_calls", [...])`` step instead of text: tool calls that
+depend on the request, so concurrent agent loops each get theirs whatever order their requests arrive in.
+
 Run one from a shell for a CLI smoke test: ``python -m evalsi.testing.providers openai --port 8080``.
 Token counts are whitespace-separated words: deterministic, not the real tokenizers.
 """
@@ -43,7 +46,7 @@ from typing import Any, Self
 from aiohttp import web
 
 Step = tuple[Any, ...]
-ReplyFn = Callable[[dict[str, Any]], str]
+ReplyFn = Callable[[dict[str, Any]], "str | Step"]
 
 
 @dataclass(frozen=True)
@@ -208,12 +211,16 @@ class FakeProvider(ABC):
             return self.error(int(step[1]), headers=step[2] if len(step) > 2 else None)
         if kind == "garbage":
             return web.Response(status=200, text=str(step[1]), content_type="application/json")
-        if kind == "tool_calls":
-            return web.json_response(self.tool_use(body, self._tool_calls(step[1])))
         if kind == "delay":
             await asyncio.sleep(float(step[1]))
-        text = str(step[1]) if kind == "text" else self.reply(body)
-        return web.json_response(self.success(body, text))
+        if kind in ("reply", "delay"):
+            answer = self.reply(body)
+            step = answer if isinstance(answer, tuple) else ("text", answer)
+            if step[0] not in ("text", "tool_calls") or (step[0] == "tool_calls" and not _valid_tool_calls(step[1:])):
+                raise ValueError(f"a reply function returns text or ('tool_calls', [...]), got {answer!r}")
+        if step[0] == "tool_calls":
+            return web.json_response(self.tool_use(body, self._tool_calls(step[1])))
+        return web.json_response(self.success(body, str(step[1])))
 
     async def _not_found(self, request: web.Request) -> web.StreamResponse:
         return self.error(404, f"Invalid URL ({request.method} {request.path})")

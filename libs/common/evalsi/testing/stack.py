@@ -42,6 +42,7 @@ class Stack:
         schedulers: int = 1,
         cpu_workers: int = 1,
         judge_workers: int = 1,
+        harness_workers: int = 1,
         restart: bool = True,
         metadata_url: str | None = None,
         objects_url: str | None = None,
@@ -62,7 +63,11 @@ class Stack:
             scheduler=SchedulerConfig(replicas=schedulers, lease_ttl_s=lease_ttl_s),
             workers=tuple(workers)
             if workers is not None
-            else (WorkerConfig("cpu", cpu_workers, 8), WorkerConfig("judge", judge_workers, 8)),
+            else (
+                WorkerConfig("cpu", cpu_workers, 8),
+                WorkerConfig("judge", judge_workers, 8),
+                *([WorkerConfig("harness", harness_workers, 8)] if harness_workers else []),
+            ),
         )
         self.supervisor = Supervisor(self.config, tmp / "serve", echo=lambda line: None, restart=restart)
         self._stop = threading.Event()

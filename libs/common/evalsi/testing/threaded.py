@@ -4,16 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable
-from typing import Any
 
-from evalsi.testing.providers import FakeOpenAI
+from evalsi.testing.providers import FakeOpenAI, ReplyFn
 
 
 class ThreadedProvider:
     """A fake provider served by an event loop on a background thread."""
 
-    def __init__(self, reply: Callable[[dict[str, Any]], str]) -> None:
+    def __init__(self, reply: ReplyFn) -> None:
         self.server = FakeOpenAI(reply=reply)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
