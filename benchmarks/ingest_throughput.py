@@ -1,24 +1,38 @@
 """Watch ingest throughput: OTLP/HTTP protobuf batches → normalized, redacted, stored, until queryable.
 
     python benchmarks/ingest_throughput.py [--spans 200000] [--batch 2000] [--concurrency 4] [--store both]
+        [--processes 2]
 
-An in-process OTLP/HTTP receiver (``OtlpHttpReceiver`` on a free loopback port) feeds the ingest handler: each
+An OTLP/HTTP receiver (``OtlpHttpReceiver`` on a free loopback port) feeds the ingest handler: each
 request is decoded, mapped to canonical steps (GenAI semantic conventions), redacted with one rule (``email``),
 stored, and observed by the trace assembler. Clients post pre-serialized ``ExportTraceServiceRequest`` bodies
 (``application/x-protobuf``) over loopback with ``--concurrency`` requests in flight. Traces have 5 spans (an agent
 root, two chats with token usage and content holding an e-mail address, a tool call, a retrieval). The clock runs
 from the first request until the last trace's summary reports all its spans and its spans are readable.
 
+Each store is measured three ways: the receiver in this process (one process, one core at most: mapping and
+redaction are Python); the store alone (the same spans mapped beforehand, consumed again); and a replica of
+``--processes`` processes, ``evalsi-ingest --processes N`` started as a child on its own database, the processes
+sharing the port (DESIGN.md: "a process per core where one is not enough").
+
 ClickHouse: a throwaway ``ClickHouseServer`` (Debian's 18.16 here); SQLite: a file in a temporary directory.
-Target (DESIGN.md): at least 20,000 spans/s into ClickHouse.
+Target (DESIGN.md): at least 20,000 spans/s into ClickHouse, per replica.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
 import tempfile
 import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -92,38 +106,48 @@ def build_bodies(spans: int, batch: int) -> tuple[list[bytes], int]:
     return bodies, traces
 
 
-async def measure(url: str, bodies: list[bytes], last_trace: int, concurrency: int) -> tuple[float, int]:
-    store = await open_trace_store(url)
-    redactor = Redactor({"*": (parse_rule("email", "bench"),)})
-    handler = ExportHandler(AssemblingSink(store, TraceAssembler()), redactor=redactor)
-    runner, port = await start_http_receiver(OtlpHttpReceiver(handler), "127.0.0.1", 0)
-    endpoint = f"http://127.0.0.1:{port}{TRACES_PATH}"
+async def _send_until_queryable(endpoint: str, store: Any, bodies: list[bytes], last_trace: int,
+                                concurrency: int) -> float:
+    """Post every body (``concurrency`` in flight); seconds from the first post until the last trace is readable."""
     queue: asyncio.Queue[bytes] = asyncio.Queue()
     for body in bodies:
         queue.put_nowait(body)
     last_id = last_trace.to_bytes(16, "big").hex()
-    try:
-        async with aiohttp.ClientSession() as session:
-            async def client() -> None:
-                while not queue.empty():
-                    body = queue.get_nowait()
-                    async with session.post(endpoint, data=body,
-                                            headers={"Content-Type": "application/x-protobuf"}) as response:
-                        if response.status != 200:
-                            raise RuntimeError(f"ingest answered {response.status}: {await response.text()}")
+    # A connection per request: SO_REUSEPORT spreads connections, so a replica of several processes shares the load
+    # by request rather than by whichever of the few long-lived connections each process happened to get.
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as session:
+        async def client() -> None:
+            while not queue.empty():
+                body = queue.get_nowait()
+                async with session.post(endpoint, data=body,
+                                        headers={"Content-Type": "application/x-protobuf"}) as response:
+                    if response.status != 200:
+                        raise RuntimeError(f"ingest answered {response.status}: {await response.text()}")
 
-            started = time.perf_counter()
-            await asyncio.gather(*(client() for _ in range(concurrency)))
-            while True:  # until the last span is queryable
-                summary = await store.get_summary(PROJECT, last_id)
-                if summary is not None and summary.span_count == SPANS_PER_TRACE:
-                    record = await store.get_trace(PROJECT, last_id)
-                    if record is not None and len(record.trajectory.steps) == SPANS_PER_TRACE:
-                        break
-                await asyncio.sleep(0.001)
-            elapsed = time.perf_counter() - started
-        record = await store.get_trace(PROJECT, last_id)
-        assert record is not None and "example.com" not in str(record), "the email rule did not redact"
+        started = time.perf_counter()
+        await asyncio.gather(*(client() for _ in range(concurrency)))
+        while True:  # until the last span is queryable
+            summary = await store.get_summary(PROJECT, last_id)
+            if summary is not None and summary.span_count == SPANS_PER_TRACE:
+                record = await store.get_trace(PROJECT, last_id)
+                if record is not None and len(record.trajectory.steps) == SPANS_PER_TRACE:
+                    break
+            await asyncio.sleep(0.001)
+        elapsed = time.perf_counter() - started
+    record = await store.get_trace(PROJECT, last_id)
+    assert record is not None and "example.com" not in str(record), "the email rule did not redact"
+    return elapsed
+
+
+async def measure(url: str, bodies: list[bytes], last_trace: int, concurrency: int) -> tuple[float, float]:
+    """One process: the receiver in this process. Returns (end to end, store alone) seconds."""
+    store = await open_trace_store(url)
+    redactor = Redactor({"*": (parse_rule("email", "bench"),)})
+    handler = ExportHandler(AssemblingSink(store, TraceAssembler()), redactor=redactor)
+    runner, port = await start_http_receiver(OtlpHttpReceiver(handler), "127.0.0.1", 0)
+    try:
+        elapsed = await _send_until_queryable(f"http://127.0.0.1:{port}{TRACES_PATH}", store, bodies, last_trace,
+                                              concurrency)
         # The store alone: the same spans, mapped beforehand, consumed again under a second project.
         mapped = []
         for body in bodies:
@@ -138,33 +162,76 @@ async def measure(url: str, bodies: list[bytes], last_trace: int, concurrency: i
         await store.close()
 
 
+async def measure_processes(url: str, bodies: list[bytes], last_trace: int, concurrency: int,
+                            processes: int) -> float:
+    """A replica of ``processes`` processes: ``evalsi-ingest --processes N`` as a child, on its own store."""
+    with tempfile.TemporaryDirectory() as tmp:
+        rules = Path(tmp) / "redact.json"
+        rules.write_text(json.dumps({"*": ["email"]}))
+        child = subprocess.Popen(
+            [sys.executable, "-m", "evalsi_ingest.main", "--processes", str(processes), "--http-port", "0",
+             "--grpc-port", "0", "--traces-url", url, "--redact", str(rules), "--log-level", "warning"],
+            stdout=subprocess.PIPE, text=True)
+        try:
+            line = child.stdout.readline() if child.stdout else ""
+            if not line:
+                raise RuntimeError("evalsi-ingest did not start")
+            endpoint = json.loads(line)["otlp_http"] + TRACES_PATH
+            store = await open_trace_store(url)
+            try:
+                return await _send_until_queryable(endpoint, store, bodies, last_trace, concurrency)
+            finally:
+                await store.close()
+        finally:
+            child.send_signal(signal.SIGTERM)
+            try:
+                child.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                raise
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--spans", type=int, default=200_000)
     parser.add_argument("--batch", type=int, default=2_000, help="spans per OTLP request")
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--store", choices=("both", "clickhouse", "sqlite"), default="both")
+    parser.add_argument("--processes", type=int, default=2,
+                        help="processes of the measured replica (evalsi-ingest --processes); 1: in-process only")
     args = parser.parse_args()
     bodies, last_trace = build_bodies(args.spans, args.batch)
     total = last_trace * SPANS_PER_TRACE
     print(f"{total} spans in {len(bodies)} OTLP/HTTP protobuf requests of {args.batch} spans, "
-          f"{args.concurrency} in flight; e-mail redaction on")
-    results: list[tuple[str, float, float]] = []
-    if args.store in ("both", "clickhouse"):
-        with ClickHouseServer() as server:
-            elapsed, alone = asyncio.run(measure(server.url_for("bench"), bodies, last_trace, args.concurrency))
-        results.append(("clickhouse", elapsed, alone))
-    if args.store in ("both", "sqlite"):
-        with tempfile.TemporaryDirectory() as tmp:
-            elapsed, alone = asyncio.run(measure(f"sqlite:///{tmp}/traces.db", bodies, last_trace,
-                                                 args.concurrency))
-        results.append(("sqlite", elapsed, alone))
-    for name, elapsed, alone in results:
+          f"{args.concurrency} in flight; e-mail redaction on; {os.cpu_count()} cores")
+
+    def report(name: str, what: str, elapsed: float) -> None:
         rate = total / elapsed
-        target = f"target >= {TARGET_CLICKHOUSE:,} spans/s: {'met' if rate >= TARGET_CLICKHOUSE else 'MISSED'}" \
-            if name == "clickhouse" else "no target (standalone store)"
-        print(f"{name:10s} end to end: {total} spans in {elapsed:6.2f} s = {rate:10,.0f} spans/s   ({target}); "
-              f"store alone (pre-mapped consume): {total / alone:10,.0f} spans/s")
+        if name == "clickhouse" and not what.startswith("store"):
+            target = f"target >= {TARGET_CLICKHOUSE:,} spans/s: {'met' if rate >= TARGET_CLICKHOUSE else 'MISSED'}"
+        else:
+            target = "no target" if name == "sqlite" else "the store's own ceiling"
+        print(f"{name:10s} {what:58s} {total} spans in {elapsed:6.2f} s = {rate:8,.0f} spans/s  ({target})",
+              flush=True)
+
+    for name in ("clickhouse", "sqlite"):
+        if args.store not in ("both", name):
+            continue
+        with contextlib.ExitStack() as stack:
+            if name == "clickhouse":
+                server = stack.enter_context(ClickHouseServer())
+                url_for: Callable[[str], str] = server.url_for
+            else:
+                tmp = stack.enter_context(tempfile.TemporaryDirectory())
+                url_for = lambda database, tmp=tmp: f"sqlite:///{tmp}/{database}.db"  # noqa: E731
+            elapsed, alone = asyncio.run(measure(url_for("bench"), bodies, last_trace, args.concurrency))
+            report(name, "1 process (receiver in the benchmark's process)", elapsed)
+            report(name, "store alone (pre-mapped consume, no receiver)", alone)
+            if args.processes > 1:
+                elapsed = asyncio.run(measure_processes(url_for("bench_processes"), bodies, last_trace,
+                                                        args.concurrency, args.processes))
+                report(name, f"replica of {args.processes} processes (evalsi-ingest --processes {args.processes})",
+                       elapsed)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,9 @@ from evalsi.v1alpha1 import score_pb2
 EXPECTED = {
     "builtin/budget-adherence": ["passed", "tokens", "usd", "seconds"],
     "builtin/goal-completion": ["passed", "turns"],
+    "builtin/goal-judge": ["passed", "score"],
     "builtin/loop-detection": ["passed"],
+    "builtin/policy-violations": ["passed", "violations"],
     "builtin/step-efficiency": ["steps", "within_budget", "efficiency"],
     "builtin/task-success": ["passed"],
     "builtin/tool-call-accuracy": ["precision", "recall", "f1", "exact"],
@@ -23,6 +25,7 @@ EXPECTED = {
 }
 TRAJECTORY_EVALUATORS = {
     "builtin/loop-detection",
+    "builtin/policy-violations",
     "builtin/step-efficiency",
     "builtin/tool-call-accuracy",
     "builtin/tool-errors",
@@ -35,7 +38,9 @@ def test_pack_contents() -> None:
     assert {ev.name: [o.name for o in ev.outputs] for ev in PACK.evaluators} == EXPECTED
     assert all(ev.version == "1.0.0" and ev.pack == "agent" for ev in PACK.evaluators)
     assert {ev.name for ev in PACK.evaluators if "trajectory" in ev.requires} == TRAJECTORY_EVALUATORS
-    assert {ev.name: ev.scope for ev in PACK.evaluators}["builtin/goal-completion"] == "session"
+    scopes = {ev.name: ev.scope for ev in PACK.evaluators}
+    assert scopes["builtin/goal-completion"] == scopes["builtin/goal-judge"] == "session"
+    assert {ev.name for ev in PACK.evaluators if "judge" in ev.requires} == {"builtin/goal-judge"}
 
 
 def test_registered_through_entry_points() -> None:
@@ -51,7 +56,7 @@ def test_registered_through_entry_points() -> None:
 def test_manifest_documents_everything(ev) -> None:
     manifest = ev.manifest()
     assert manifest.name == ev.name and manifest.pack == "agent" and manifest.description
-    assert manifest.scheduling.pool == "cpu"
+    assert manifest.scheduling.pool == ("judge" if "judge" in ev.requires else "cpu")
     for param in manifest.params:
         assert param.description, f"{ev.name}: param {param.name} has no description"
     for output in manifest.outputs:

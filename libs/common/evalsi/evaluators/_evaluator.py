@@ -137,6 +137,9 @@ class Evaluator:
     wants_context: bool
     is_async: bool
     mapper: Callable[..., Any] | None = None
+    # Validates what param types cannot express (a regex compiles, a number in range) when the evaluator is
+    # bound, so a bad param stops the evaluation even if every record would be skipped before the call.
+    check: Callable[..., Any] | None = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the underlying function directly (handy in tests and notebooks)."""
@@ -162,6 +165,8 @@ class Evaluator:
         if missing:
             raise BadInputError(f"evaluator {self.name}: missing required param(s) {', '.join(missing)}")
         values = {name: _check_type(self.name, known[name], value) for name, value in given.items()}
+        if self.check is not None:
+            self.check(**{**{p.name: p.default for p in self.params if not p.required}, **values})
         return BoundEvaluator(self, alias or self.short_name, values, judge or "default")
 
     def manifest(self) -> evaluator_pb2.EvaluatorManifest:
@@ -339,6 +344,7 @@ def evaluator(
     pack: str = "",
     pool: str | None = None,
     mapper: Callable[..., Any] | None = None,
+    check: Callable[..., Any] | None = None,
 ) -> Callable[[Callable[..., Any]], Evaluator]:
     """Declare an evaluator.
 
@@ -347,7 +353,8 @@ def evaluator(
     output when omitted); ``params`` documents the keyword-only parameters. The function receives, by scope:
     a Record (record), a Step (span), the list of a session's Records (session), one Record per result set
     (comparative), or the list of ``mapper(record, **params)`` values (dataset: map, then this reduce).
-    It may be ``async``; a second positional ``ctx`` parameter receives an ``EvalContext``.
+    It may be ``async``; a second positional ``ctx`` parameter receives an ``EvalContext``. ``check`` is called
+    at bind time with every param (defaults filled in) and raises ``BadInputError`` for a bad value.
     """
     if not _NAME.match(name):
         raise ValueError(f"evaluator name {name!r} must look like 'namespace/name' (lowercase, digits, - _ .)")
@@ -379,6 +386,7 @@ def evaluator(
             wants_context=_wants_context(fn),
             is_async=inspect.iscoroutinefunction(fn),
             mapper=mapper,
+            check=check,
         )
 
     return decorate

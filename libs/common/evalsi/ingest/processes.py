@@ -28,7 +28,7 @@ from evalsi.bus.v1alpha1.bus_pb2 import ObservedTrace, TracesObserved
 from evalsi.errors import BadInputError, InfraError
 
 from .assembly import TraceAssembler
-from .pipeline import Partitioning
+from .pipeline import Partitioning, open_trace_store
 
 log = logging.getLogger("evalsi.ingest")
 _FRAME = struct.Struct(">I")
@@ -77,12 +77,19 @@ class ProcessMember:
         if self._report is not None:
             self._report(event)
 
-    async def stop(self) -> None:
+    async def stop(self, drain_s: float = 1.0) -> None:
+        """Close the links: our side first (a half-close), then, once the others have closed theirs or after
+        ``drain_s``, the rest, so the notices they already sent are still read."""
+        for writer in self._writers.values():
+            with contextlib.suppress(OSError):
+                writer.write_eof()
+        if self._readers:
+            _, late = await asyncio.wait(self._readers, timeout=drain_s)
+            for task in late:
+                task.cancel()
+            await asyncio.gather(*self._readers, return_exceptions=True)
         for writer in self._writers.values():
             writer.close()
-        for task in self._readers:
-            task.cancel()
-        await asyncio.gather(*self._readers, return_exceptions=True)
 
 
 def _reserve(host: str, port: int, flag: str) -> socket.socket:
@@ -114,6 +121,11 @@ def _child(serve: Serve, settings: Any, index: int, count: int, links: dict[int,
         sys.exit(1)
 
 
+async def _migrate(traces_url: str) -> None:
+    store = await open_trace_store(traces_url)
+    await store.close()
+
+
 def run_processes(settings: Any, serve: Serve, count: int) -> int:
     """Run ``count`` ingest processes (``serve(settings, member=...)`` each) until SIGTERM; the exit code.
 
@@ -123,6 +135,12 @@ def run_processes(settings: Any, serve: Serve, count: int) -> int:
                 _reserve(settings.host, settings.grpc_port, "--grpc-port")]
     http_port, grpc_port = (sock.getsockname()[1] for sock in reserved)
     settings = replace(settings, http_port=http_port, grpc_port=grpc_port)
+    try:  # migrated once here: N processes migrating one new database at once would trip over each other
+        asyncio.run(_migrate(settings.traces_url))
+    except (BadInputError, InfraError):
+        for sock in reserved:
+            sock.close()
+        raise
     # Fork before any event loop or gRPC thread exists here; each child starts its own.
     context = multiprocessing.get_context("fork")
     pairs = {(i, j): socket.socketpair() for i in range(count) for j in range(i + 1, count)}
@@ -169,8 +187,8 @@ def run_processes(settings: Any, serve: Serve, count: int) -> int:
             log.error("not every ingest process started; stopping the others")
             stop(signal.SIGTERM, None)
         # One process gone leaves a partition nobody completes: stop the others rather than limp on.
-        while any(child.is_alive() for child in children):
-            wait([child.sentinel for child in children if child.is_alive()])
+        while alive := [child for child in children if child.is_alive()]:
+            wait([child.sentinel for child in alive])
             if not stopping:
                 log.error("an ingest process stopped; stopping the others")
                 stop(signal.SIGTERM, None)

@@ -1,13 +1,19 @@
-"""The agent pack: evaluators over a record's trajectory (tool calls, steps, usage) and over sessions. Opt-in."""
+"""The agent pack: evaluators over a record's trajectory (tool calls, steps, usage) and over sessions. Opt-in.
+
+``goal-judge`` asks an LLM judge; the others are deterministic.
+"""
 
 from evalsi.evaluators import Pack
-from evalsi.packs.agent import efficiency, outcome, tools
+from evalsi.packs.agent import efficiency, judged, outcome, policy, tools
 
 PACK = Pack(
     name="agent",
-    evaluators=(*outcome.EVALUATORS, *tools.EVALUATORS, *efficiency.EVALUATORS),
-    description="Trajectory evaluators: task success, goal completion over a session, tool-call accuracy, "
-    "trajectory match, tool errors, loop detection, step efficiency and budget adherence.",
+    evaluators=(
+        *outcome.EVALUATORS, *judged.EVALUATORS, *tools.EVALUATORS, *policy.EVALUATORS, *efficiency.EVALUATORS
+    ),
+    description="Trajectory evaluators: task success, goal completion over a session (from markers, or judged by "
+    "an LLM), tool-call accuracy, trajectory match, tool errors, loop detection, policy violations, step "
+    "efficiency and budget adherence.",
     default_on=False,
 )
 

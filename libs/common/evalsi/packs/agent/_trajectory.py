@@ -31,6 +31,7 @@ class Call:
     name: str
     arguments: Any
     status: int
+    step: int  # its step's index in trajectory.steps, so findings can point at the step
     error: str = ""
 
     @property
@@ -65,26 +66,33 @@ def _started(step: Step) -> float:
     return step.start_time.seconds + step.start_time.nanos / 1e9
 
 
+def _indexed_tool_steps(trajectory: Trajectory) -> list[tuple[int, Step]]:
+    """(index in trajectory.steps, step) for the tool steps, in the order ``tool_steps`` gives."""
+    steps = [(i, s) for i, s in enumerate(trajectory.steps) if s.HasField("tool_call") or s.type == STEP_TYPE_TOOL]
+    if steps and all(s.HasField("start_time") for _, s in steps):
+        steps.sort(key=lambda item: _started(item[1]))
+    return steps
+
+
 def tool_steps(trajectory: Trajectory) -> list[Step]:
     """Steps that are tool calls (a ``tool_call`` set, or type TOOL), ordered by start time when all have one."""
-    steps = [s for s in trajectory.steps if s.HasField("tool_call") or s.type == STEP_TYPE_TOOL]
-    if steps and all(s.HasField("start_time") for s in steps):
-        steps.sort(key=_started)
-    return steps
+    return [step for _, step in _indexed_tool_steps(trajectory)]
 
 
 def tool_calls(trajectory: Trajectory) -> list[Call]:
     """The trajectory's tool calls. A call without a name takes its step's; a call without a status
     takes error from an errored step. Blocked calls stay blocked: they are the agent's, not the tool's, failure."""
     calls = []
-    for step in tool_steps(trajectory):
+    for index, step in _indexed_tool_steps(trajectory):
         call: ToolCall = step.tool_call
         status = call.status
         error = call.error
         if status == TOOL_CALL_STATUS_UNSPECIFIED and step.status == STEP_STATUS_ERROR:
             status, error = TOOL_CALL_STATUS_ERROR, error or step.error
         arguments = from_value(call.arguments) if call.HasField("arguments") else None
-        calls.append(Call(name=call.name or step.name, arguments=arguments, status=status, error=error))
+        calls.append(
+            Call(name=call.name or step.name, arguments=arguments, status=status, step=index, error=error)
+        )
     return calls
 
 

@@ -33,7 +33,7 @@ from typing import Literal
 
 from evalsi.errors import BadInputError
 
-Kind = Literal["rubric", "reference", "pairwise", "custom"]
+Kind = Literal["rubric", "reference", "pairwise", "custom", "session"]
 
 KINDS: Mapping[str, tuple[str, ...]] = {
     # llm-judge: one output graded against a rubric.
@@ -44,6 +44,8 @@ KINDS: Mapping[str, tuple[str, ...]] = {
     "pairwise": ("input", "output_a", "output_b", "reference", "context"),
     # prompt-judge: a user's template file.
     "custom": ("input", "output", "reference", "context"),
+    # the agent pack's goal-judge: a whole session against the user's goal.
+    "session": ("goal", "transcript"),
 }
 
 PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
