@@ -75,3 +75,19 @@ async def test_reopen_keeps_data_and_urls_are_checked(trace_store_url: str) -> N
                 "sqlite:///", "sqlite:///a.db?mode=ro", "postgres://x/db"):
         with pytest.raises(BadInputError, match="trace store URL"):
             await open_trace_store(bad)
+
+
+async def test_two_writers_of_one_new_trace_are_summed_at_completion(trace_store: Store, trace_store_url: str) -> None:
+    # Two replicas each store one span of a trace neither has seen: each may summarize only what it wrote.
+    # Completion re-sums the stored spans, so the completed trace's summary counts both.
+    other = await open_trace_store(trace_store_url)
+    try:
+        root, chat = _spans(7, 7000)
+        await trace_store.consume("p", [root])
+        await other.consume("p", [chat])
+        await trace_store.mark_completed("p", [root.trace_id])
+        summary = await trace_store.get_summary("p", root.trace_id)
+        assert summary is not None and summary.completions == 1 and summary.completed_at is not None
+        assert (summary.span_count, summary.root_span_id, summary.input_tokens) == (2, root.span_id, 5)
+    finally:
+        await other.close()

@@ -233,25 +233,44 @@ class ClickHouseTraceStore:
         def write(client: Any) -> None:
             c_version.extend([self._next_version()] * count)
             client.execute(insert, columns, columnar=True)
-            self._summarize(client, project, trace_ids, now)
+            batch: dict[str, dict[str, tuple[Any, ...]]] = {}
+            for row in zip(c_trace, c_span, c_parent, c_name, c_service, c_session, c_start, c_end, c_error, c_in,
+                           c_out, strict=True):
+                batch.setdefault(row[0], {})[row[1]] = row  # a span repeated in one request: its last copy
+            self._summarize(client, project, trace_ids, now, batch={t: list(r.values()) for t, r in batch.items()})
 
         await self._run(write)
 
-    def _summarize(self, client: Any, project: str, trace_ids: tuple[str, ...], now: float) -> None:
-        """Recompute the summary of every trace in ``trace_ids`` from its stored spans, at ``revision`` + 1."""
-        params = {"project": project, "tenant": TENANT, "traces": trace_ids}
+    def _summarize(self, client: Any, project: str, trace_ids: Sequence[str], now: float, *,
+                   batch: dict[str, list[tuple[Any, ...]]] | None = None, completing: bool = False) -> None:
+        """Write the summary of every trace in ``trace_ids`` at ``revision`` + 1 (or, ``completing``, marked complete).
+
+        A trace without a summary yet has all its stored spans in ``batch`` (they were just inserted by this
+        store's one writer), so its summary comes from the batch without reading ``spans FINAL`` back, which is
+        most of the server's work per span. Traces seen before, and every trace being completed, are summed from
+        their stored spans, so a summary another replica wrote concurrently is corrected at completion.
+        """
+        params = {"project": project, "tenant": TENANT, "traces": tuple(trace_ids)}
         key = "project_id = %(project)s AND tenant_id = %(tenant)s AND trace_id IN %(traces)s"
-        rows = client.execute(
-            f"SELECT trace_id, span_id, parent_span_id, name, service_name, session_id, start_ns, end_ns, error, "
-            f"input_tokens, output_tokens FROM spans FINAL WHERE {key}", params, settings=_READ_SETTINGS)
         previous = {
             r[0]: r[1:] for r in client.execute(
                 f"SELECT trace_id, revision, completed_at, completions, first_seen FROM traces FINAL WHERE {key}",
                 params, settings=_READ_SETTINGS)
         }
         by_trace: dict[str, list[tuple[Any, ...]]] = {}
-        for row in rows:
-            by_trace.setdefault(row[0], []).append(row)
+        stored = [t for t in trace_ids if batch is None or t in previous or t not in batch]
+        if stored:
+            rows = client.execute(
+                "SELECT trace_id, span_id, parent_span_id, name, service_name, session_id, start_ns, end_ns, error, "
+                "input_tokens, output_tokens FROM spans FINAL WHERE project_id = %(project)s "
+                "AND tenant_id = %(tenant)s AND trace_id IN %(traces)s",
+                {**params, "traces": tuple(stored)}, settings=_READ_SETTINGS)
+            for row in rows:
+                by_trace.setdefault(row[0], []).append(row)
+        if batch is not None:
+            for trace_id in trace_ids:
+                if trace_id not in previous and trace_id in batch:
+                    by_trace[trace_id] = batch[trace_id]
         version = self._next_version()
         out: list[list[Any]] = [[] for _ in _TRACE_ROW]
         for trace_id, trace_rows in by_trace.items():
@@ -260,11 +279,15 @@ class ClickHouseTraceStore:
             first = trace_rows[0]
             session = next((r[5] for r in trace_rows if r[5] != ""), "")
             revision, completed_at, completions, first_seen = previous.get(trace_id, (0, None, 0, None))
+            if completing:
+                completed_at, completions = now, completions + 1
+            else:
+                revision += 1
             values = (
                 project, TENANT, trace_id, root[1] if root else "", root[3] if root else "",
                 root[4] if root else first[4], session, first[6], max(r[7] for r in trace_rows), len(trace_rows),
                 sum(r[8] for r in trace_rows), sum(r[9] for r in trace_rows), sum(r[10] for r in trace_rows),
-                revision + 1, now, completed_at, completions, first_seen or int(now), version,
+                revision, now, completed_at, completions, first_seen or int(now), version,
             )
             for column, value in zip(out, values, strict=True):
                 column.append(value)
@@ -274,29 +297,12 @@ class ClickHouseTraceStore:
     # --- completion and reads ---------------------------------------------------------------------------------
 
     async def mark_completed(self, project: str, trace_ids: Sequence[str]) -> None:
-        """Record that the assembler completed these traces (again, for a late span)."""
+        """Record that the assembler completed these traces (again, for a late span), their summaries re-summed
+        from the stored spans."""
         if not trace_ids:
             return
         now = self._clock()
-        params = {"project": project, "tenant": TENANT, "traces": tuple(trace_ids)}
-
-        def write(client: Any) -> None:
-            rows = client.execute(
-                f"SELECT {', '.join(_TRACE_ROW[:-1])} FROM traces FINAL WHERE project_id = %(project)s "
-                "AND tenant_id = %(tenant)s AND trace_id IN %(traces)s", params, settings=_READ_SETTINGS)
-            if not rows:
-                return
-            version = self._next_version()
-            completed_at, completions = _TRACE_ROW.index("completed_at"), _TRACE_ROW.index("completions")
-            updated = []
-            for row in rows:
-                values = list(row)
-                values[completed_at] = now
-                values[completions] += 1
-                updated.append((*values, version))
-            client.execute(f"INSERT INTO traces ({', '.join(_TRACE_ROW)}) VALUES", updated)
-
-        await self._run(write)
+        await self._run(lambda client: self._summarize(client, project, tuple(trace_ids), now, completing=True))
 
     async def list_traces(
         self,
