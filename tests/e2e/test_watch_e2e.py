@@ -81,6 +81,12 @@ def _send_traces(endpoint: str, answers: list[str], service: str = "support-agen
     return trace_ids
 
 
+def _in_force(log: Path, policy: str) -> None:
+    assert log.exists(), f"{log} is not written yet"
+    lines = [line for line in log.read_text(errors="replace").splitlines() if "policies in force:" in line]
+    assert lines and policy in lines[-1]
+
+
 def _eventually(check: Any, timeout_s: float = 60.0) -> Any:
     deadline = time.monotonic() + timeout_s
     while True:
@@ -114,7 +120,9 @@ def test_traces_are_scored_alerted_promoted_and_run(watch_stack: Stack, hooks: t
     with evalsi.Client(watch_stack.http, project="shop") as client:
         applied = client.policies.apply(policy)
         assert applied.generation == 1
-        time.sleep(1.5)  # the policy service reloads stored policies every second
+        # The policy service reloads stored policies every second and logs the set in force when it changes.
+        log = watch_stack.supervisor.child("policy").log_path
+        _eventually(lambda: _in_force(log, "shop/support"))
         polite, curt, rude = _send_traces(otlp, ["thanks, done", "no", "I will not refund that order"])
         (billing,) = _send_traces(otlp, ["no"], service="billing")
 

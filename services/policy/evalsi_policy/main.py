@@ -153,9 +153,15 @@ async def serve(args: argparse.Namespace, *, stop: asyncio.Event | None = None) 
                 bus.nc, judges=judges, timeout_s=args.timeout), notifier=WebhookSender(session),
                 promoter=DatasetPromoter(DatasetStore(objects)), observers=observers)
 
+            in_force_names: list[str] = []
+
             async def reload() -> int:
                 policies = [*files, *(await stored_policies(metadata, registry) if metadata else [])]
                 engine.set_policies(policies)
+                names = sorted(f"{p.project or 'default'}/{p.name}" for p in policies)
+                if names != in_force_names:  # say what changed, once, so an operator sees an apply take effect
+                    log.info("policies in force: %s", ", ".join(names) or "none")
+                    in_force_names[:] = names
                 return len(policies)
 
             in_force = await reload()
