@@ -18,6 +18,22 @@ from evalsi.ingest import SqliteTraceStore
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def _eventually_scraped(port: int, line: str, timeout_s: float = 15.0) -> str:
+    """The /metrics text once it holds ``line`` (the completion loop ticks every half second)."""
+    import time
+    import urllib.request
+
+    deadline = time.monotonic() + timeout_s
+    text = ""
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            text = response.read().decode()
+        if line in text:
+            return text
+        time.sleep(0.2)
+    raise AssertionError(f"/metrics never showed {line!r}:\n{text}")
+
+
 def _env() -> dict[str, str]:
     return dict(os.environ)
 
@@ -32,10 +48,13 @@ def test_bad_flags_exit_2() -> None:
 
 
 async def test_process_serves_both_and_stops_cleanly(tmp_path: Path) -> None:
+    from evalsi.testing.services import free_port
+
     db = tmp_path / "traces.db"
+    metrics_port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "evalsi_ingest.main", "--http-port", "0", "--grpc-port", "0",
-         "--traces-url", f"sqlite:///{db}", "--grace", "0"],
+         "--traces-url", f"sqlite:///{db}", "--grace", "0", "--metrics-port", str(metrics_port)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
     )
     try:
@@ -46,6 +65,9 @@ async def test_process_serves_both_and_stops_cleanly(tmp_path: Path) -> None:
         assert listening["event"] == "listening" and listening["otlp_grpc"].startswith("127.0.0.1:")
         exporter = OTLPSpanExporter(endpoint=listening["otlp_http"] + "/v1/traces", timeout=5)
         send(exporter, genai_trace, {"service.name": "travel-agent", "evalsi.project": "proc"})
+        metrics = _eventually_scraped(metrics_port, 'evalsi_ingest_traces_completed_total{process="0"} 1.0')
+        assert 'evalsi_ingest_spans_total{outcome="accepted",process="0"} 4.0' in metrics
+        assert 'evalsi_ingest_spans_total{outcome="rejected",process="0"} 0.0' in metrics
     finally:
         process.send_signal(signal.SIGTERM)
         _, stderr = process.communicate(timeout=20)

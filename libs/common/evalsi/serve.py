@@ -113,6 +113,8 @@ def plan_children(config: Config, nats_url: str, state_dir: Path) -> list[Child]
                 str(config.ingest.grace_s),
                 "--nats",
                 nats_url,
+                "--metrics-port",
+                str(_free_port(taken)),
             ],
             env,
             logs / "ingest.log",
@@ -232,9 +234,7 @@ class Supervisor:
             f"state      {_resolve_url(self.config.metadata_url)} · objects {_resolve_url(self.config.objects_url)}"
         )
         for child in self.children:
-            metrics = metrics_url(child) or (
-                "(none yet)" if child.name == "ingest" else f"http://{api.host}:{api.http_port}/metrics"
-            )
+            metrics = metrics_url(child) or f"http://{api.host}:{api.http_port}/metrics"
             self.echo(f"{child.name:<18} metrics {metrics}   log {child.log_path}")
 
     def supervise_once(self) -> None:

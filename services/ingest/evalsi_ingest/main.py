@@ -45,8 +45,10 @@ from evalsi.ingest import (
     start_grpc_receiver,
     start_http_receiver,
 )
+from evalsi.ingest.metrics import IngestCollector, ingest_registry
 from evalsi.ingest.processes import ProcessMember, run_processes
 from evalsi.ingest.publishing import BusCompletionPublisher, BusNoticeSender, notice_consumer
+from evalsi.service_http import start_service_http
 
 log = logging.getLogger("evalsi.ingest")
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
@@ -66,6 +68,7 @@ class Settings:
     nats: str = ""  # empty: standalone, completed traces are not published
     replica: int = 0
     replicas: int = 1
+    metrics_port: int = 0  # /healthz, /readyz, /metrics; with --processes N, process i serves on port + i
     # Containers must listen beyond loopback; only where the network itself is the boundary (compose, a pod).
     allow_non_loopback: bool = False
     processes: int = 1  # receivers sharing this replica's ports (SO_REUSEPORT), one partition each
@@ -137,6 +140,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="how many ingest replicas share the traces, by trace id (EVALSI_INGEST_REPLICAS)")
     parser.add_argument("--processes", type=int, default=int(env("EVALSI_INGEST_PROCESSES", "1")),
                         help="receiver processes sharing the ports, a core each (EVALSI_INGEST_PROCESSES)")
+    parser.add_argument("--metrics-port", type=int, default=int(env("EVALSI_INGEST_METRICS_PORT", "0")),
+                        help="port for /healthz, /readyz and /metrics (EVALSI_INGEST_METRICS_PORT; 0: none); "
+                        "with --processes N, process i serves on this port + i")
     parser.add_argument("--log-level", default=env("EVALSI_LOG_LEVEL", "info"))
     return parser
 
@@ -156,6 +162,7 @@ def settings_from_args(argv: Sequence[str] | None = None) -> Settings:
         nats=args.nats,
         replica=args.replica,
         replicas=args.replicas,
+        metrics_port=args.metrics_port,
         allow_non_loopback=args.allow_non_loopback,
         processes=args.processes,
     )
@@ -173,7 +180,7 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None,
     store = await open_trace_store(settings.traces_url)
     assembler = TraceAssembler(settings.completion)
     partitioning = member.partitioning if member is not None else Partitioning(settings.replica, settings.replicas)
-    bus = notices = None
+    bus = notices = metrics = None
     http_runner = grpc_server = None
     try:
         publisher = None
@@ -190,6 +197,13 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None,
                               notices=member or (BusNoticeSender(bus.js) if bus is not None and settings.replicas > 1
                                                  else None))
         handler = ExportHandler(sink, default_project=settings.default_project, redactor=redactor)
+        index = member.partitioning.replica if member is not None else 0
+        if settings.metrics_port:
+            collector = IngestCollector(handler, assembler, completer, process=str(index))
+            metrics = await start_service_http(
+                "127.0.0.1", settings.metrics_port + index,
+                lambda: (bus is None or bus.readiness.ready, "" if bus is None else bus.readiness.reason),
+                ingest_registry(collector))
         receiver = OtlpHttpReceiver(handler, max_body_bytes=settings.max_body_bytes)
         http_runner, http_port = await start_http_receiver(receiver, settings.host, settings.http_port,
                                                            reuse_port=member is not None)
@@ -215,6 +229,8 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None,
         log.info("stopped: %d spans accepted, %d rejected", handler.stats.accepted, handler.stats.rejected)
     finally:
         await _stop_receivers(grpc_server, http_runner)
+        if metrics is not None:
+            await metrics.cleanup()
         if member is not None:
             await member.stop()
         if notices is not None:

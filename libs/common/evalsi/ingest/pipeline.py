@@ -123,6 +123,7 @@ class Completer:
         self.publisher = publisher
         self._clock = clock
         self._outbox: list[_Outgoing] = []
+        self.completed = 0  # traces marked complete and published since start (late re-completions included)
 
     @property
     def waiting(self) -> int:
@@ -144,6 +145,7 @@ class Completer:
             if self.publisher is not None:
                 await self.publisher.publish(await self._message(self._outbox[0].trace))
             done.append(self._outbox.pop(0).trace)
+            self.completed += 1
         return done
 
     async def _message(self, trace: CompletedTrace) -> TraceCompleted:
