@@ -50,7 +50,15 @@ def any_value_to_python(value: AnyValue) -> Any:
 
 def attributes_to_dict(attributes: Iterable[KeyValue]) -> dict[str, Any]:
     """Key-value pairs as a dict; a repeated key keeps its last value, as the OTel SDKs do."""
-    return {kv.key: any_value_to_python(kv.value) for kv in attributes}
+    # Strings, most values, are read here rather than through a call: this runs for every attribute of every span.
+    out: dict[str, Any] = {}
+    for kv in attributes:
+        value = kv.value
+        if value.WhichOneof("value") == "string_value":
+            out[kv.key] = value.string_value
+        else:
+            out[kv.key] = any_value_to_python(value)
+    return out
 
 
 def python_to_value(obj: Any) -> struct_pb2.Value:

@@ -12,7 +12,11 @@ Tables (every row carries ``project_id`` and the reserved, empty ``tenant_id``):
 Reads use ``FINAL`` with ``optimize_move_to_prewhere = 0``, so filters on summary columns apply after the
 replacing merge, never to a superseded revision. Writes are columnar batches. Like the SQLite store, one client
 on one dedicated thread serializes this store's writes, which keeps ``revision`` (read, + 1, write) exact for a
-single ingest process. Neither TTL, DateTime64 nor LowCardinality is used: 18.16 lacks them (retention, when it
+single ingest process. Span batches that arrive while a write runs are merged into the next one (``GroupCommit``):
+one insert and one summary pass per project for them all, fewer and larger parts for the server to merge, and
+each ``consume`` still returns only once its spans are written.
+
+Neither TTL, DateTime64 nor LowCardinality is used: 18.16 lacks them (retention, when it
 comes, is a scheduled ``ALTER TABLE ... DELETE``).
 """
 
@@ -24,9 +28,10 @@ import json
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from evalsi.errors import BadInputError, InfraError
 from evalsi.v1alpha1.record_pb2 import Record, Step
@@ -93,10 +98,65 @@ _FEEDBACK_ROW = ("project_id", "tenant_id", *FEEDBACK_COLUMNS, "version")
 _SPAN_COLUMNS = ("project_id", "tenant_id", "trace_id", "span_id", "parent_span_id", "name", "service_name",
                  "session_id", "mapper", "scope", "start_ns", "end_ns", "error", "step_type", "input_tokens",
                  "output_tokens", "step", "resource", "received_at", "version")
+_VERSION = _SPAN_COLUMNS.index("version")
+# The span columns a trace summary is made of, in the order ``_summarize`` reads its rows.
+_SUMMARY_SOURCE = tuple(_SPAN_COLUMNS.index(name) for name in (
+    "trace_id", "span_id", "parent_span_id", "name", "service_name", "session_id", "start_ns", "end_ns", "error",
+    "input_tokens", "output_tokens"))
 _TRACE_COLUMNS = ("trace_id", "root_span_id", "root_name", "service_name", "session_id", "start_ns", "end_ns",
                   "span_count", "error_count", "input_tokens", "output_tokens", "revision", "updated_at",
                   "completed_at", "completions")
 _TRACE_ROW = ("project_id", "tenant_id", *_TRACE_COLUMNS, "first_seen", "version")
+
+
+class GroupCommit(Generic[T]):
+    """Merges concurrent submissions into one write: items submitted while a write runs go, together, into the
+    next. ``submit`` returns once the write holding its item succeeded, or raises that write's error, so a caller
+    that has returned knows its item is stored (an OTLP response still means stored)."""
+
+    def __init__(self, write: Callable[[list[T]], Awaitable[None]]) -> None:
+        self._write = write
+        self._pending: list[tuple[T, asyncio.Future[None]]] = []
+        self._writer: asyncio.Task[None] | None = None
+
+    async def submit(self, item: T) -> None:
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._pending.append((item, future))
+        if self._writer is None:
+            self._writer = asyncio.create_task(self._drain(), name="group-commit")
+        await future
+
+    async def _drain(self) -> None:
+        group: list[tuple[T, asyncio.Future[None]]] = []
+        try:
+            while self._pending:
+                group, self._pending = self._pending, []
+                try:
+                    await self._write([item for item, _ in group])
+                except Exception as exc:  # the write's error is every caller's in its group
+                    for _, future in group:
+                        if not future.done():
+                            future.set_exception(exc)
+                else:
+                    for _, future in group:
+                        if not future.done():  # a caller cancelled while waiting has nobody to tell
+                            future.set_result(None)
+        finally:
+            self._writer = None
+            # Cancelled (the loop is shutting down): what was not written must not be reported written.
+            for _, future in (*group, *self._pending):
+                if not future.done():
+                    future.cancel()
+            self._pending = []
+
+
+@dataclass
+class _SpanBatch:
+    """One ``consume``'s rows, columnar in ``_SPAN_COLUMNS`` order; the version column is filled when written."""
+
+    project: str
+    now: float
+    columns: list[list[Any]]
 
 
 def parse_clickhouse_url(url: str) -> tuple[str, int, str]:
@@ -126,6 +186,7 @@ class ClickHouseTraceStore:
         self._client: Any = None
         self._last_version = 0
         self._lock = threading.Lock()
+        self._span_commits: GroupCommit[_SpanBatch] = GroupCommit(self._write_span_batches)
 
     @property
     def where(self) -> str:
@@ -200,7 +261,7 @@ class ClickHouseTraceStore:
         columns: list[list[Any]] = [[] for _ in _SPAN_COLUMNS]
         resources: dict[int, str] = {}  # each resource's JSON once: its spans share one dict (alive during the loop)
         (c_project, c_tenant, c_trace, c_span, c_parent, c_name, c_service, c_session, c_mapper, c_scope, c_start,
-         c_end, c_error, c_type, c_in, c_out, c_step, c_resource, c_received, c_version) = columns
+         c_end, c_error, c_type, c_in, c_out, c_step, c_resource, c_received, _version) = columns
         for span in spans:
             step = span.step
             counted = counts_toward_usage(step) and step.HasField("usage")
@@ -227,19 +288,31 @@ class ClickHouseTraceStore:
         c_project.extend([project] * count)
         c_tenant.extend([TENANT] * count)
         c_received.extend([now] * count)
-        trace_ids = tuple(sorted(set(c_trace)))
-        insert = f"INSERT INTO spans ({', '.join(_SPAN_COLUMNS)}) VALUES"
+        await self._span_commits.submit(_SpanBatch(project, now, columns))
 
-        def write(client: Any) -> None:
-            c_version.extend([self._next_version()] * count)
-            client.execute(insert, columns, columnar=True)
-            batch: dict[str, dict[str, tuple[Any, ...]]] = {}
-            for row in zip(c_trace, c_span, c_parent, c_name, c_service, c_session, c_start, c_end, c_error, c_in,
-                           c_out, strict=True):
-                batch.setdefault(row[0], {})[row[1]] = row  # a span repeated in one request: its last copy
-            self._summarize(client, project, trace_ids, now, batch={t: list(r.values()) for t, r in batch.items()})
+    async def _write_span_batches(self, batches: list[_SpanBatch]) -> None:
+        """One insert for every batch, then one summary pass per project over its traces in them."""
+        await self._run(lambda client: self._write_spans(client, batches))
 
-        await self._run(write)
+    def _write_spans(self, client: Any, batches: Sequence[_SpanBatch]) -> None:
+        columns: list[list[Any]] = [[] for _ in _SPAN_COLUMNS]
+        for batch in batches:
+            # A version per batch, in arrival order: a span in two merged batches is replaced as if written twice.
+            batch.columns[_VERSION][:] = [self._next_version()] * len(batch.columns[0])
+            for column, values in zip(columns, batch.columns, strict=True):
+                column.extend(values)
+        client.execute(f"INSERT INTO spans ({', '.join(_SPAN_COLUMNS)}) VALUES", columns, columnar=True)
+        # Per project: the newest batch's clock, and its traces' rows (a span repeated, in one request or in two
+        # merged ones, counts once: its last copy).
+        by_project: dict[str, tuple[float, dict[str, dict[str, tuple[Any, ...]]]]] = {}
+        for batch in batches:
+            previous_now, traces = by_project.get(batch.project, (batch.now, {}))
+            by_project[batch.project] = (max(previous_now, batch.now), traces)
+            for row in zip(*(batch.columns[i] for i in _SUMMARY_SOURCE), strict=True):
+                traces.setdefault(row[0], {})[row[1]] = row
+        for project, (now, traces) in by_project.items():
+            self._summarize(client, project, tuple(sorted(traces)), now,
+                            batch={t: list(rows.values()) for t, rows in traces.items()})
 
     def _summarize(self, client: Any, project: str, trace_ids: Sequence[str], now: float, *,
                    batch: dict[str, list[tuple[Any, ...]]] | None = None, completing: bool = False) -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any
 
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span, Status
@@ -103,6 +104,11 @@ class Mapper:
 
 
 def _int(value: Any) -> int:
+    # Most usage attributes are absent or already ints: no int() call, and no TypeError raised and caught for None.
+    if value is None:
+        return 0
+    if type(value) is int:
+        return value
     try:
         return int(value)
     except (TypeError, ValueError):
@@ -177,7 +183,8 @@ _DETAILS_EVENT = "gen_ai.client.inference.operation.details"
 
 
 def _genai_matches(attrs: Mapping[str, Any]) -> bool:
-    return any(key.startswith("gen_ai.") for key in attrs)
+    # map() of a C method rather than a generator: this runs for nearly every span.
+    return any(map(str.startswith, attrs, repeat("gen_ai.")))
 
 
 def _genai_event_messages(span: Span) -> tuple[Messages | None, Messages | None]:
@@ -301,9 +308,11 @@ _LLM_REQUEST_TYPES: dict[str, StepType] = {
 }
 
 
+_OPENLLMETRY_PREFIXES = ("traceloop.", "gen_ai.prompt.", "gen_ai.completion.", "llm.request.type")
+
+
 def _openllmetry_matches(attrs: Mapping[str, Any]) -> bool:
-    return any(key.startswith(("traceloop.", "gen_ai.prompt.", "gen_ai.completion.", "llm.request.type"))
-               for key in attrs)
+    return any(map(str.startswith, attrs, repeat(_OPENLLMETRY_PREFIXES)))
 
 
 def _fill_openllmetry(attrs: Mapping[str, Any], span: Span, step: Step) -> None:
@@ -356,9 +365,8 @@ _NANOS = 1_000_000_000
 _SPAN_KINDS = {number: name for name, number in Span.SpanKind.items()}
 
 
-def _base_step(span: Span, attrs: Mapping[str, Any]) -> Step:
-    span_id = span.span_id.hex()
-    step = Step(id=span_id, span_id=span_id, parent_id=span.parent_span_id.hex(), name=span.name)
+def _base_step(span: Span, attrs: Mapping[str, Any], span_id: str, parent_id: str) -> Step:
+    step = Step(id=span_id, span_id=span_id, parent_id=parent_id, name=span.name)
     # Fields set directly, scalars without an intermediate Value: this runs for every span and
     # FromNanoseconds/to_value are Python code (times are unsigned, so divmod is what FromNanoseconds does).
     start, end = span.start_time_unix_nano, span.end_time_unix_nano
@@ -425,7 +433,9 @@ def map_span(
 
 def _map_span(span: Span, resource: _Resource, scope: str, mappers: Sequence[Mapper]) -> MappedSpan:
     attrs = attributes_to_dict(span.attributes)
-    step = _base_step(span, attrs)
+    # The hex ids once per span: the step and the MappedSpan both carry them.
+    span_id, parent_id = span.span_id.hex(), span.parent_span_id.hex()
+    step = _base_step(span, attrs, span_id, parent_id)
     used = GENERIC
     for mapper in mappers:
         if mapper.matches(attrs):
@@ -433,7 +443,7 @@ def _map_span(span: Span, resource: _Resource, scope: str, mappers: Sequence[Map
                 mapper.fill(attrs, span, step)
                 used = mapper
             except Exception as exc:  # a mapper bug must not lose the span
-                step = _base_step(span, attrs)
+                step = _base_step(span, attrs, span_id, parent_id)
                 step.type = STEP_TYPE_GENERIC
                 step.attributes["evalsi.mapper_error"].string_value = f"{mapper.ref}: {type(exc).__name__}: {exc}"
             break
@@ -444,8 +454,8 @@ def _map_span(span: Span, resource: _Resource, scope: str, mappers: Sequence[Map
     session = _first(attrs, *SESSION_KEYS)
     return MappedSpan(
         trace_id=span.trace_id.hex(),
-        span_id=span.span_id.hex(),
-        parent_span_id=span.parent_span_id.hex(),
+        span_id=span_id,
+        parent_span_id=parent_id,
         name=step.name,
         start_ns=span.start_time_unix_nano,
         end_ns=span.end_time_unix_nano,

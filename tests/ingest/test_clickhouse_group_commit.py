@@ -1,0 +1,74 @@
+"""Group commit in the ClickHouse trace store: ``consume`` calls made while a write runs share the next insert and
+summary pass, each returns only once its spans are written, and a failed shared write fails every caller."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import AsyncIterator
+
+import pytest
+from ingest_helpers import make_span
+
+from evalsi.errors import InfraError
+from evalsi.ingest import ClickHouseTraceStore, map_span
+from evalsi.ingest.mappers import MappedSpan
+from evalsi.testing.services import ClickHouseServer
+
+_databases = itertools.count(1)
+TRACE = bytes([7]) * 16
+OTHER = bytes([8]) * 16
+
+
+@pytest.fixture
+async def store(clickhouse_server: ClickHouseServer) -> AsyncIterator[ClickHouseTraceStore]:
+    store = await ClickHouseTraceStore.open(clickhouse_server.url_for(f"group_commit_{next(_databases)}"))
+    yield store
+    await store.close()
+
+
+def _span(trace_id: bytes, span_id: int, parent: int | None = None) -> MappedSpan:
+    attrs = {"gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": 3, "gen_ai.usage.output_tokens": 1}
+    return map_span(make_span(attrs, span_id=span_id, parent=parent, trace_id=trace_id, start=1000 + span_id,
+                              end=2000), {"service.name": "svc"})
+
+
+async def test_concurrent_consumes_share_one_write_and_all_become_readable(store: ClickHouseTraceStore) -> None:
+    root = _span(TRACE, 1)
+    children = [_span(TRACE, i, parent=1) for i in range(2, 5)]
+    other = _span(OTHER, 1)
+    # Every call is queued before the first write starts (gather runs them in turn up to their await), so they
+    # are written together: one summary per trace, at revision 1, made from all the merged batches.
+    await asyncio.gather(store.consume("p", [root]), *(store.consume("p", [child]) for child in children),
+                         store.consume("q", [other]))
+    summary = await store.get_summary("p", root.trace_id)
+    assert summary is not None
+    assert (summary.revision, summary.span_count, summary.root_span_id) == (1, 4, root.span_id)
+    assert (summary.input_tokens, summary.output_tokens) == (12, 4)
+    record = await store.get_trace("p", root.trace_id)
+    assert record is not None and len(record.trajectory.steps) == 4
+    other_summary = await store.get_summary("q", other.trace_id)
+    assert other_summary is not None and (other_summary.revision, other_summary.span_count) == (1, 1)
+    assert await store.get_summary("q", root.trace_id) is None  # each project summarized on its own
+
+    await store.consume("p", [_span(TRACE, 5, parent=1)])  # alone: a write of its own, the next revision
+    summary = await store.get_summary("p", root.trace_id)
+    assert summary is not None and (summary.revision, summary.span_count) == (2, 5)
+
+
+async def test_a_failed_shared_write_fails_every_caller(store: ClickHouseTraceStore) -> None:
+    from clickhouse_driver import Client
+
+    # A real server error, deterministically: the spans table is gone when the shared insert runs.
+    admin = Client(store.host, port=store.port, database=store.database)
+    try:
+        admin.execute("DROP TABLE spans")
+    finally:
+        admin.disconnect()
+    results = await asyncio.gather(*(store.consume("p", [_span(TRACE, i)]) for i in range(1, 4)),
+                                   return_exceptions=True)
+    assert len(results) == 3
+    for result in results:
+        assert isinstance(result, InfraError) and "spans" in str(result)
+    with pytest.raises(InfraError):  # and the store goes on answering, a write at a time
+        await store.consume("p", [_span(TRACE, 9)])
