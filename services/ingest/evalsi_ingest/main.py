@@ -205,8 +205,8 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None,
                 lambda: (bus is None or bus.readiness.ready, "" if bus is None else bus.readiness.reason),
                 ingest_registry(collector))
         receiver = OtlpHttpReceiver(handler, max_body_bytes=settings.max_body_bytes)
-        http_runner, http_port = await start_http_receiver(receiver, settings.host, settings.http_port,
-                                                           reuse_port=member is not None)
+        http_runner, http_port = await start_http_receiver(
+            receiver, settings.host, settings.http_port, sock=member.http_socket if member is not None else None)
         grpc_server, grpc_port = await start_grpc_receiver(handler, settings.host, settings.grpc_port,
                                                            reuse_port=member is not None,
                                                            max_body_bytes=settings.max_body_bytes)

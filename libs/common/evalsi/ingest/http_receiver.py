@@ -16,6 +16,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import socket
 import zlib
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -196,10 +197,11 @@ class OtlpHttpReceiver:
 
 
 async def start_http_receiver(receiver: OtlpHttpReceiver, host: str, port: int, *,
-                              reuse_port: bool = False) -> tuple[web.AppRunner, int]:
-    """Listen on host:port (0 picks a free port); returns the runner and the port bound. ``reuse_port``: share the
-    port with other processes (SO_REUSEPORT), as ``evalsi-ingest --processes`` does."""
+                              sock: socket.socket | None = None) -> tuple[web.AppRunner, int]:
+    """Listen on host:port (0 picks a free port), or accept from ``sock``, a listening socket other processes
+    share (``evalsi-ingest --processes``); returns the runner and the port."""
     runner = receiver.runner()
     await runner.setup()
-    await web.TCPSite(runner, host, port, reuse_port=reuse_port or None).start()
+    site = web.SockSite(runner, sock) if sock is not None else web.TCPSite(runner, host, port)
+    await site.start()
     return runner, runner.addresses[0][1]

@@ -39,8 +39,10 @@ class ProcessMember:
     """Process ``index`` of ``count``: its partition, and its links to the others (a ``NoticeSender``)."""
 
     def __init__(self, index: int, count: int, links: dict[int, socket.socket],
-                 report: Callable[[dict[str, Any]], None] | None = None) -> None:
+                 report: Callable[[dict[str, Any]], None] | None = None, *,
+                 http_socket: socket.socket | None = None) -> None:
         self.partitioning = Partitioning(index, count)
+        self.http_socket = http_socket  # the OTLP/HTTP listener all processes accept from
         self._links = links
         self._report = report
         self._writers: dict[int, asyncio.StreamWriter] = {}
@@ -108,9 +110,25 @@ def _reserve(host: str, port: int, flag: str) -> socket.socket:
 Serve = Callable[..., Awaitable[None]]
 
 
+def _listen(host: str, port: int, flag: str) -> socket.socket:
+    """A listening socket every child accepts from: a busy process stops accepting, so an idle one takes the next
+    connection (with SO_REUSEPORT the kernel would hash connections to processes whether they are busy or not)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(1024)
+    except OSError as exc:
+        sock.close()
+        raise BadInputError(f"{flag} {port}: cannot listen on {host}: {exc.strerror or exc}") from None
+    sock.setblocking(False)
+    return sock
+
+
 def _child(serve: Serve, settings: Any, index: int, count: int, links: dict[int, socket.socket],
-           ready: Connection) -> None:
-    member = ProcessMember(index, count, links, ready.send)
+           ready: Connection, http_socket: socket.socket) -> None:
+    member = ProcessMember(index, count, links, ready.send, http_socket=http_socket)
     try:
         asyncio.run(serve(settings, member=member))
     except BadInputError as exc:
@@ -131,8 +149,9 @@ def run_processes(settings: Any, serve: Serve, count: int) -> int:
 
     ``settings`` is the service's settings dataclass (``host``, ``http_port`` and ``grpc_port`` are read here).
     """
-    reserved = [_reserve(settings.host, settings.http_port, "--http-port"),
-                _reserve(settings.host, settings.grpc_port, "--grpc-port")]
+    # gRPC binds its own listener (SO_REUSEPORT); OTLP/HTTP, the bulk of the traffic, shares one socket.
+    http_socket = _listen(settings.host, settings.http_port, "--http-port")
+    reserved = [http_socket, _reserve(settings.host, settings.grpc_port, "--grpc-port")]
     http_port, grpc_port = (sock.getsockname()[1] for sock in reserved)
     settings = replace(settings, http_port=http_port, grpc_port=grpc_port)
     try:  # migrated once here: N processes migrating one new database at once would trip over each other
@@ -148,7 +167,8 @@ def run_processes(settings: Any, serve: Serve, count: int) -> int:
     children = []
     for index in range(count):
         links = {j: pairs[(min(index, j), max(index, j))][0 if index < j else 1] for j in range(count) if j != index}
-        child = context.Process(target=_child, args=(serve, settings, index, count, links, ready_writer),
+        child = context.Process(target=_child, args=(serve, settings, index, count, links, ready_writer,
+                                                     http_socket),
                                 name=f"evalsi-ingest-{index}")
         child.start()
         children.append(child)
