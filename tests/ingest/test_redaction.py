@@ -154,3 +154,27 @@ def test_ingest_refuses_a_bad_rules_file_at_start(tmp_path: Path, capsys: pytest
     settings.validate()
     redactor = settings.redactor()
     assert redactor is not None and len(redactor.for_project("shop")) == 5
+
+
+def test_the_email_fast_path_on_json_equals_value_by_value_redaction() -> None:
+    # Without escapes, the e-mail rule rewrites a JSON text in place; the document must equal what redacting it
+    # value by value gives, and stay valid JSON (numbers, literals and structure untouched).
+    import json as json_module
+
+    from evalsi.ingest.redaction import _apply_json, _redact_text, _RuleSet, parse_rule
+
+    rules = _RuleSet([parse_rule("email", "test")])
+    assert rules.json_inert
+    documents = [
+        '[{"role":"user","content":"mail ana.b+x@mail.example.com, cc bo@ex.co.uk"}]',
+        '{"to":"user9@example.com","n":1.5e+3,"ok":true,"none":null,"list":["a@b.io",12,"-1@x"]}',
+        '{"nested":{"deep":[{"v":"x@y.zz and again x@y.zz"}]},"plain":"no address here"}',
+    ]
+    for text in documents:
+        fast = _redact_text(rules, text)
+        assert json_module.loads(fast) == _apply_json(rules.rules, json_module.loads(text))
+        assert "@" not in fast.replace("-1@x", "")  # "-1@x" has no domain: not an address, kept as it is
+    escaped = '{"to":"ana\\u0040example.com"}'  # an escape sends the text through the JSON path
+    assert json_module.loads(_redact_text(rules, escaped)) == {"to": "[REDACTED]"}
+    quoted = _RuleSet([parse_rule({"builtin": "email", "replacement": '"x"'}, "test")])
+    assert not quoted.json_inert  # a replacement with a quote could break the JSON: no fast path
