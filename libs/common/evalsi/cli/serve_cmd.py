@@ -35,7 +35,8 @@ def serve_command(
     http_port: int | None,
     grpc_port: int | None,
 ) -> None:
-    """Run Evals.si standalone: nats-server with JetStream, the api, the scheduler and the workers.
+    """Run Evals.si standalone: nats-server with JetStream, the api, the scheduler, the workers (cpu, judge,
+    harness), evalsi-ingest (OTLP on 4318/4317) and evalsi-policy (online policies).
 
     Every service is its own process on loopback; a crashed one is restarted. State is SQLite and a local
     directory unless evalsi.yaml points at Postgres and S3. Ctrl-C stops everything cleanly.
