@@ -50,10 +50,20 @@ def hooks() -> Iterator[tuple[type[_Hooks], str]]:
     server.shutdown()
 
 
-@pytest.fixture
-def watch_stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
+@pytest.fixture(scope="module")
+def clickhouse() -> Iterator[Any]:
+    from evalsi.testing.services import ClickHouseServer
+
+    with ClickHouseServer() as server:
+        yield server
+
+
+@pytest.fixture(params=["sqlite", "clickhouse"])
+def watch_stack(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Stack]:
     monkeypatch.setenv("HOOK_SECRET", SECRET)  # the policy service reads the webhook secret from its environment
-    running = Stack(tmp_path, ingest_grace_s=0.5, judge_workers=0).start()
+    # The same pipeline on both trace stores: SQLite (standalone) and a real ClickHouse server.
+    traces_url = request.getfixturevalue("clickhouse").url_for("watch_e2e") if request.param == "clickhouse" else ""
+    running = Stack(tmp_path, ingest_grace_s=0.5, judge_workers=0, traces_url=traces_url).start()
     try:
         yield running
     finally:

@@ -52,3 +52,12 @@ def test_ingest_ports_come_from_config(tmp_path: Path) -> None:
 def test_bad_ingest_config_names_the_key(document: dict, message: str) -> None:
     with pytest.raises(BadInputError, match=message):
         Config.from_mapping(document)
+
+
+def test_traces_url_from_config_goes_to_ingest_policy_and_api(tmp_path: Path) -> None:
+    config = Config.from_mapping({"traces": {"url": "clickhouse://127.0.0.1:9000/evalsi"}})
+    children = {c.name: c for c in plan_children(config, "nats://x", tmp_path)}
+    for name in ("ingest", "policy", "api"):
+        assert _flag(children[name].argv, "--traces-url") == "clickhouse://127.0.0.1:9000/evalsi", name
+    with pytest.raises(BadInputError, match=r"traces\.url: 'postgres://x' is not a trace store"):
+        Config.from_mapping({"traces": {"url": "postgres://x"}})

@@ -3,9 +3,10 @@
     nats: {url: ""}                          # empty: `evalsi serve` starts the bundled nats-server
     metadata: {url: sqlite:///.evalsi/state/evalsi.db}   # or postgresql://user@host:5432/evalsi
     objects: {url: .evalsi/state/objects}    # or s3://bucket/prefix?endpoint=http://host:9000
+    traces: {url: ""}                        # empty: <state>/traces.db; or clickhouse://host:9000/database
     datasets_dir: .                          # run specs may only read datasets below this directory
     api: {host: 127.0.0.1, http_port: 8080, grpc_port: 8081}
-    ingest: {http_port: 4318, grpc_port: 4317, grace_s: 5}   # evalsi-ingest (OTLP); traces in <state>/traces.db
+    ingest: {http_port: 4318, grpc_port: 4317, grace_s: 5}   # evalsi-ingest (OTLP)
     scheduler: {replicas: 1, lease_ttl_s: 15}
     workers: [{pool: cpu, replicas: 1, concurrency: 16}, {pool: judge, replicas: 1, concurrency: 32},
               {pool: harness, replicas: 1, concurrency: 8}]   # harness: agent targets and the built-in harness
@@ -63,6 +64,7 @@ class Config:
     nats_url: str = ""
     metadata_url: str = "sqlite:///.evalsi/state/evalsi.db"
     objects_url: str = ".evalsi/state/objects"
+    traces_url: str = ""  # the trace and online-score store; empty: SQLite in `evalsi serve`'s state directory
     datasets_dir: str = "."
     api: ApiConfig = field(default_factory=ApiConfig)
     ingest: IngestConfig = field(default_factory=IngestConfig)
@@ -93,7 +95,7 @@ class Config:
     def from_mapping(cls, document: Any, *, where: str = "evalsi.yaml") -> Config:
         if not isinstance(document, Mapping):
             raise BadInputError(f"{where}: the config must be a mapping of keys")
-        keys = ("nats", "metadata", "objects", "datasets_dir", "api", "ingest", "scheduler", "workers")
+        keys = ("nats", "metadata", "objects", "traces", "datasets_dir", "api", "ingest", "scheduler", "workers")
         _known(document, keys, where)
         workers = document.get(
             "workers", [{"pool": "cpu"}, {"pool": "judge", "concurrency": 32}, {"pool": "harness", "concurrency": 8}]
@@ -104,6 +106,7 @@ class Config:
             nats_url=_url(document, "nats", where, ""),
             metadata_url=_url(document, "metadata", where, cls.metadata_url),
             objects_url=_url(document, "objects", where, cls.objects_url),
+            traces_url=_url(document, "traces", where, ""),
             datasets_dir=str(document.get("datasets_dir", ".")),
             api=_section(ApiConfig, document.get("api", {}), f"{where}: api"),
             ingest=_section(IngestConfig, document.get("ingest", {}), f"{where}: ingest"),
@@ -121,6 +124,10 @@ class Config:
                 )
             if worker.replicas < 1 or worker.concurrency < 1:
                 raise BadInputError(f"{where}: workers[{i}]: replicas and concurrency must be at least 1")
+        if self.traces_url and not self.traces_url.startswith(("sqlite:///", "clickhouse://")):
+            raise BadInputError(f"{where}: traces.url: {self.traces_url!r} is not a trace store; accepted: "
+                                "sqlite:///path or clickhouse://host[:tcp_port]/database (empty: SQLite in the "
+                                "state directory)")
         if self.scheduler.replicas < 1 or self.scheduler.lease_ttl_s <= 0:
             raise BadInputError(f"{where}: scheduler: replicas must be at least 1 and lease_ttl_s positive")
         for section in ("api", "ingest"):

@@ -75,7 +75,7 @@ def plan_children(config: Config, nats_url: str, state_dir: Path) -> list[Child]
         _resolve_url(config.objects_url),
     ]
     logs = state_dir / "logs"
-    traces_url = traces_url_for(state_dir)
+    traces_url = _resolve_url(config.traces_url) if config.traces_url else traces_url_for(state_dir)
     taken = {config.api.http_port, config.api.grpc_port, config.ingest.http_port, config.ingest.grpc_port}
     children = [
         Child(
@@ -228,7 +228,7 @@ class Supervisor:
         ingest = self.config.ingest
         self.echo(
             f"otlp       http://{api.host}:{ingest.http_port} (OTLP/HTTP) · {api.host}:{ingest.grpc_port} (OTLP/gRPC)"
-            f" · traces {traces_url_for(self.state_dir)}"
+            f" · traces {self.config.traces_url or traces_url_for(self.state_dir)}"
         )
         self.echo(
             f"state      {_resolve_url(self.config.metadata_url)} · objects {_resolve_url(self.config.objects_url)}"

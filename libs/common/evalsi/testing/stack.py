@@ -50,6 +50,7 @@ class Stack:
         datasets_dir: Path | None = None,
         workers: Sequence[WorkerConfig] | None = None,
         ingest_grace_s: float = 1.0,
+        traces_url: str = "",
     ) -> None:
         if datasets_dir is not None:
             datasets_dir.mkdir(parents=True, exist_ok=True)
@@ -57,6 +58,7 @@ class Stack:
         self.config = Config(
             metadata_url=metadata_url or f"sqlite:///{tmp / 'evalsi.db'}",
             objects_url=objects_url or str(tmp / "objects"),
+            traces_url=traces_url,
             datasets_dir=str(datasets_dir or Path.cwd()),
             api=ApiConfig(host="127.0.0.1", http_port=ports[0], grpc_port=ports[1]),
             ingest=IngestConfig(http_port=ports[2], grpc_port=ports[3], grace_s=ingest_grace_s),
