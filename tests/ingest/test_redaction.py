@@ -178,3 +178,20 @@ def test_the_email_fast_path_on_json_equals_value_by_value_redaction() -> None:
     assert json_module.loads(_redact_text(rules, escaped)) == {"to": "[REDACTED]"}
     quoted = _RuleSet([parse_rule({"builtin": "email", "replacement": '"x"'}, "test")])
     assert not quoted.json_inert  # a replacement with a quote could break the JSON: no fast path
+
+
+def test_a_duplicate_json_key_does_not_hide_a_value_from_redaction() -> None:
+    # json.loads keeps the last of two equal keys; redaction must see (and rewrite) both values, escaped or not.
+    import json as json_module
+
+    from evalsi.ingest.redaction import _redact_text, _RuleSet, parse_rule
+
+    cards = _RuleSet([parse_rule("credit_card", "test")])
+    text = '{"card":"4111 1111 1111 1111","card":"none","n":[1,{"x":"4111-1111-1111-1111"}]}'
+    redacted = _redact_text(cards, text)
+    assert "4111" not in redacted and redacted.count('"card"') == 2
+    pairs = json_module.loads(redacted, object_pairs_hook=list)
+    assert pairs[0] == ("card", "[REDACTED]") and pairs[1] == ("card", "none")
+    emails = _RuleSet([parse_rule("email", "test")])
+    escaped = '{"to":"ana\\u0040example.com","to":"x"}'
+    assert "example.com" not in _redact_text(emails, escaped)

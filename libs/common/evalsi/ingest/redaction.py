@@ -387,6 +387,8 @@ def _apply(rules: Iterable[RedactionRule], text: str) -> str:
 def _apply_json(rules: Sequence[RedactionRule], value: Any) -> Any:
     if isinstance(value, str):
         return _apply(rules, value)
+    if isinstance(value, _Pairs):
+        return _Pairs((key, _apply_json(rules, item)) for key, item in value)
     if isinstance(value, list):
         return [_apply_json(rules, item) for item in value]
     if isinstance(value, dict):
@@ -403,13 +405,26 @@ def _redact_text(rules: _RuleSet, text: str) -> str:
         return _apply(rules.rules, text)
     if text.lstrip()[:1] in ("[", "{"):
         try:
-            document = json.loads(text)
+            document = json.loads(text, object_pairs_hook=_Pairs)
         except ValueError:
             pass
         else:
             redacted = _apply_json(rules.rules, document)
-            return text if redacted == document else json.dumps(redacted, ensure_ascii=False)
+            return text if redacted == document else _dumps(redacted)
     return _apply(rules.rules, text)
+
+
+class _Pairs(list):  # type: ignore[type-arg]
+    """A JSON object as its (key, value) pairs: a duplicate key keeps both values, so neither escapes redaction
+    (a dict would keep only the last one, and the text would be judged unchanged)."""
+
+
+def _dumps(value: Any) -> str:
+    if isinstance(value, _Pairs):
+        return "{" + ",".join(f"{json.dumps(key, ensure_ascii=False)}:{_dumps(item)}" for key, item in value) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_dumps(item) for item in value) + "]"
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _redact_kvs(kvs: Iterable[KeyValue], rules: Sequence[RedactionRule] | _RuleSet) -> None:
