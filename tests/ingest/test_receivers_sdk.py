@@ -19,7 +19,7 @@ from opentelemetry.sdk.trace import Tracer, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
 from opentelemetry.trace import Status, StatusCode
 
-from evalsi.ingest import SqliteTraceStore, complete_once
+from evalsi.ingest import Completer, SqliteTraceStore
 from evalsi.records import from_value
 from evalsi.v1alpha1.record_pb2 import (
     STEP_STATUS_ERROR,
@@ -214,7 +214,7 @@ async def test_completion_after_export(ingest) -> None:  # type: ignore[no-untyp
     await asyncio.to_thread(send, exporter, genai_trace, {"service.name": "travel-agent"})
     assert len(ingest.assembler) == 1
     ingest.assembler.config = type(ingest.assembler.config)(grace_s=0, max_wait_s=300)
-    (done,) = await complete_once(ingest.assembler, ingest.store)
+    (done,) = await Completer(ingest.assembler, ingest.store).tick()
     assert done.root_seen
     (summary,) = (await ingest.store.list_traces("default", completed=True)).traces
     assert summary.trace_id == done.trace_id

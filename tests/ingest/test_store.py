@@ -53,7 +53,7 @@ async def test_list_filters_and_pages(trace_store: Store) -> None:
     assert [t.start_ns for t in window.traces] == [3000, 2000]
     assert [t.session_id for t in (await trace_store.list_traces("p", session_id="s2")).traces] == ["s2"]
     trace_id = page.traces[0].trace_id
-    await trace_store.mark_completed("p", [trace_id])
+    assert await trace_store.mark_completed("p", [trace_id, "ff" * 16]) == {trace_id: 2}  # span counts; unknown: none
     (done,) = (await trace_store.list_traces("p", completed=True)).traces
     assert done.trace_id == trace_id and done.completions == 1 and done.completed_at is not None
     assert len((await trace_store.list_traces("p", completed=False)).traces) == 4
@@ -85,7 +85,7 @@ async def test_two_writers_of_one_new_trace_are_summed_at_completion(trace_store
         root, chat = _spans(7, 7000)
         await trace_store.consume("p", [root])
         await other.consume("p", [chat])
-        await trace_store.mark_completed("p", [root.trace_id])
+        assert await trace_store.mark_completed("p", [root.trace_id]) == {root.trace_id: 2}
         summary = await trace_store.get_summary("p", root.trace_id)
         assert summary is not None and summary.completions == 1 and summary.completed_at is not None
         assert (summary.span_count, summary.root_span_id, summary.input_tokens) == (2, root.span_id, 5)

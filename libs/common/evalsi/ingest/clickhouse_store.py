@@ -315,8 +315,9 @@ class ClickHouseTraceStore:
                             batch={t: list(rows.values()) for t, rows in traces.items()})
 
     def _summarize(self, client: Any, project: str, trace_ids: Sequence[str], now: float, *,
-                   batch: dict[str, list[tuple[Any, ...]]] | None = None, completing: bool = False) -> None:
-        """Write the summary of every trace in ``trace_ids`` at ``revision`` + 1 (or, ``completing``, marked complete).
+                   batch: dict[str, list[tuple[Any, ...]]] | None = None, completing: bool = False) -> dict[str, int]:
+        """Write the summary of every trace in ``trace_ids`` at ``revision`` + 1 (or, ``completing``, marked complete);
+        returns each summarized trace's span count.
 
         A trace without a summary yet has all its stored spans in ``batch`` (they were just inserted by this
         store's one writer), so its summary comes from the batch without reading ``spans FINAL`` back, which is
@@ -366,16 +367,18 @@ class ClickHouseTraceStore:
                 column.append(value)
         if out[0]:
             client.execute(f"INSERT INTO traces ({', '.join(_TRACE_ROW)}) VALUES", out, columnar=True)
+        return {trace_id: len(trace_rows) for trace_id, trace_rows in by_trace.items()}
 
     # --- completion and reads ---------------------------------------------------------------------------------
 
-    async def mark_completed(self, project: str, trace_ids: Sequence[str]) -> None:
+    async def mark_completed(self, project: str, trace_ids: Sequence[str]) -> dict[str, int]:
         """Record that the assembler completed these traces (again, for a late span), their summaries re-summed
-        from the stored spans."""
+        from the stored spans; returns each completed trace's span count (its revision for online evaluation)."""
         if not trace_ids:
-            return
+            return {}
         now = self._clock()
-        await self._run(lambda client: self._summarize(client, project, tuple(trace_ids), now, completing=True))
+        return await self._run(
+            lambda client: self._summarize(client, project, tuple(trace_ids), now, completing=True))
 
     async def list_traces(
         self,

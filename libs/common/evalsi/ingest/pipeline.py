@@ -26,16 +26,16 @@ from .assembly import CompletedTrace, TraceAssembler
 from .clickhouse_store import ClickHouseTraceStore
 from .handler import SpanSink
 from .mappers import MappedSpan
-from .sqlite_store import SqliteTraceStore, TraceSummary
+from .sqlite_store import SqliteTraceStore
 
 log = logging.getLogger("evalsi.ingest")
 TRACE_URL_FORMS = "sqlite:///relative.db, sqlite:////absolute/path.db or clickhouse://host[:tcp_port]/database"
 
 
 class CompletionStore(Protocol):
-    async def mark_completed(self, project: str, trace_ids: Sequence[str]) -> None: ...
-
-    async def get_summary(self, project: str, trace_id: str) -> TraceSummary | None: ...
+    async def mark_completed(self, project: str, trace_ids: Sequence[str]) -> dict[str, int]:
+        """Mark the traces completed; returns each one's span count."""
+        ...
 
 
 class NoticeSender(Protocol):
@@ -105,7 +105,7 @@ class AssemblingSink:
 @dataclass
 class _Outgoing:
     trace: CompletedTrace
-    marked: bool = False
+    span_count: int | None = None  # set once the store has recorded the completion
 
 
 class Completer:
@@ -134,30 +134,22 @@ class Completer:
         self._outbox.extend(_Outgoing(trace) for trace in self.assembler.pop_completed())
         by_project: dict[str, list[_Outgoing]] = {}
         for item in self._outbox:
-            if not item.marked:
+            if item.span_count is None:
                 by_project.setdefault(item.trace.project, []).append(item)
         for project, items in by_project.items():
-            await self.store.mark_completed(project, [item.trace.trace_id for item in items])
+            counts = await self.store.mark_completed(project, [item.trace.trace_id for item in items])
             for item in items:
-                item.marked = True
+                item.span_count = counts.get(item.trace.trace_id, 0)
         done: list[CompletedTrace] = []
         while self._outbox:  # in order, so a trace is published only after those completed before it
+            item = self._outbox[0]
             if self.publisher is not None:
-                await self.publisher.publish(await self._message(self._outbox[0].trace))
+                await self.publisher.publish(TraceCompleted(
+                    project=item.trace.project, trace_id=item.trace.trace_id, revision=item.span_count or 0,
+                    root_seen=item.trace.root_seen, completed_at=self._clock(), reason="spans"))
             done.append(self._outbox.pop(0).trace)
             self.completed += 1
         return done
-
-    async def _message(self, trace: CompletedTrace) -> TraceCompleted:
-        summary = await self.store.get_summary(trace.project, trace.trace_id)
-        return TraceCompleted(project=trace.project, trace_id=trace.trace_id,
-                              revision=summary.span_count if summary else 0, root_seen=trace.root_seen,
-                              completed_at=self._clock(), reason="spans")
-
-
-async def complete_once(assembler: TraceAssembler, store: CompletionStore) -> list[CompletedTrace]:
-    """Mark every due trace completed (no publishing): standalone use and tests."""
-    return await Completer(assembler, store).tick()
 
 
 async def run_completion_loop(completer: Completer, stop: asyncio.Event, interval_s: float = 0.5) -> None:

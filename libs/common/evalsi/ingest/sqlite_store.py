@@ -249,20 +249,26 @@ class SqliteTraceStore:
 
     # --- completion and reads ---------------------------------------------------------------------------------
 
-    async def mark_completed(self, project: str, trace_ids: Sequence[str]) -> None:
-        """Record that the assembler completed these traces (again, for a late span)."""
+    async def mark_completed(self, project: str, trace_ids: Sequence[str]) -> dict[str, int]:
+        """Record that the assembler completed these traces (again, for a late span); returns each completed
+        trace's span count (its revision for online evaluation)."""
         if not trace_ids:
-            return
+            return {}
         now = self._clock()
 
-        def write(conn: sqlite3.Connection) -> None:
-            conn.executemany(
-                "UPDATE traces SET completed_at = ?, completions = completions + 1 "
-                "WHERE project_id = ? AND tenant_id = ? AND trace_id = ?",
-                [(now, project, TENANT, trace_id) for trace_id in trace_ids],
-            )
+        def write(conn: sqlite3.Connection) -> dict[str, int]:
+            counts: dict[str, int] = {}
+            with conn:
+                for trace_id in trace_ids:
+                    row = conn.execute(
+                        "UPDATE traces SET completed_at = ?, completions = completions + 1 "
+                        "WHERE project_id = ? AND tenant_id = ? AND trace_id = ? RETURNING span_count",
+                        (now, project, TENANT, trace_id)).fetchone()
+                    if row is not None:
+                        counts[trace_id] = row[0]
+            return counts
 
-        await self._run(write)
+        return await self._run(write)
 
     async def list_traces(
         self,
