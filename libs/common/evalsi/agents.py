@@ -41,6 +41,7 @@ from evalsi.targets import (
     build_messages,
     copy_record,
     failed_generation,
+    stamp_for_generation,
     target_seed,
 )
 from evalsi.v1alpha1.record_pb2 import (
@@ -425,14 +426,8 @@ async def generate_with_agent(
     """Copies of ``records`` answered by the agent (see ``evalsi.targets.generate``)."""
     generation = Generation([copy_record(r) for r in records])
     for record in generation.records:
-        record.provenance.trial = trial
-        record.provenance.target = identity
-        record.provenance.sample_id = record.provenance.sample_id or record.id
-        if run_id:
-            record.provenance.run_id = run_id
-        record.ClearField("output")
-        record.ClearField("usage")
-        record.ClearField("trajectory")
+        stamp_for_generation(record, trial=trial, identity=identity, run_id=run_id)
+        record.ClearField("trajectory")  # the agent's own steps replace any the dataset carried
     async with contextlib.AsyncExitStack() as stack:
         try:
             agent = await stack.enter_async_context(open_agent(target, harness, trial=trial, seed=seed, retry=retry))

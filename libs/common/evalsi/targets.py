@@ -266,6 +266,17 @@ def copy_record(record: Record) -> Record:
     return out
 
 
+def stamp_for_generation(record: Record, *, trial: int, identity: str, run_id: str) -> None:
+    """Make a dataset record's copy the target's to answer: its trial, target and run, the answer fields cleared."""
+    record.provenance.trial = trial
+    record.provenance.target = identity
+    record.provenance.sample_id = record.provenance.sample_id or record.id
+    if run_id:
+        record.provenance.run_id = run_id
+    record.ClearField("output")
+    record.ClearField("usage")
+
+
 async def generate(
     records: Sequence[Record],
     target: Target,
@@ -318,13 +329,7 @@ async def generate(
     call_seed = client.seed_for(seed, trial)
 
     async def one(index: int, record: Record) -> None:
-        record.provenance.trial = trial
-        record.provenance.target = identity
-        record.provenance.sample_id = record.provenance.sample_id or record.id
-        if run_id:
-            record.provenance.run_id = run_id
-        record.ClearField("output")
-        record.ClearField("usage")
+        stamp_for_generation(record, trial=trial, identity=identity, run_id=run_id)
         try:
             messages = build_messages(record, target.model)
         except PromptError as exc:
