@@ -9,7 +9,9 @@ Both trace stores (SQLite, ClickHouse) keep these rows under the same keys:
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from evalsi.errors import BadInputError
 
@@ -89,14 +91,12 @@ def score_row(score: OnlineScore) -> tuple[object, ...]:
             score.outcome, score.value, passed, score.label, score.reason, score.scored_at)
 
 
-def score_from_row(row: tuple[object, ...]) -> OnlineScore:
+def score_from_row(row: Sequence[Any]) -> OnlineScore:
     trace_id, revision, policy, stage, metric, evaluator, outcome, value, passed, label, reason, at = row
     return OnlineScore(
-        trace_id=str(trace_id), revision=int(revision), policy=str(policy),  # type: ignore[call-overload]
-        stage=str(stage), metric=str(metric), evaluator=str(evaluator), outcome=str(outcome),
-        value=None if value is None else float(value),  # type: ignore[arg-type]
-        passed=None if passed is None else bool(passed), label=str(label), reason=str(reason),
-        scored_at=float(at),  # type: ignore[arg-type]
+        trace_id=str(trace_id), revision=int(revision), policy=str(policy), stage=str(stage), metric=str(metric),
+        evaluator=str(evaluator), outcome=str(outcome), value=None if value is None else float(value),
+        passed=None if passed is None else bool(passed), label=str(label), reason=str(reason), scored_at=float(at),
     )
 
 
@@ -105,11 +105,10 @@ def feedback_row(item: Feedback) -> tuple[object, ...]:
             item.source, int(item.negative), item.created_at)
 
 
-def feedback_from_row(row: tuple[object, ...]) -> Feedback:
+def feedback_from_row(row: Sequence[Any]) -> Feedback:
     id_, trace_id, session_id, name, value, label, comment, source, negative, created_at = row
     return Feedback(
         id=str(id_), trace_id=str(trace_id), session_id=str(session_id), name=str(name),
-        value=None if value is None else float(value),  # type: ignore[arg-type]
-        label=str(label), comment=str(comment), source=str(source), negative=bool(negative),
-        created_at=float(created_at),  # type: ignore[arg-type]
+        value=None if value is None else float(value), label=str(label), comment=str(comment), source=str(source),
+        negative=bool(negative), created_at=float(created_at),
     )

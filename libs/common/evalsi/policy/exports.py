@@ -61,8 +61,7 @@ class GenAiEvaluationEvents:
         from opentelemetry._logs import SeverityNumber
         from opentelemetry.trace import TraceFlags
 
-        trace_id = int(record.provenance.trace_id or record.id, 16) if _hex(record.provenance.trace_id) else None
-        span_id = int(record.provenance.span_id, 16) if _hex(record.provenance.span_id) else None
+        trace_id, span_id = _otel_id(record.provenance.trace_id), _otel_id(record.provenance.span_id)
         for score in scores:
             if score.outcome != SCORED:
                 continue
@@ -86,11 +85,13 @@ class GenAiEvaluationEvents:
         self._provider.shutdown()
 
 
-def _hex(value: str) -> bool:
+def _otel_id(value: str) -> int | None:
+    """A hex trace or span id as OTel's integer; None when absent or invalid (OTel ids are never zero)."""
     try:
-        return bool(value) and int(value, 16) > 0
+        number = int(value, 16)
     except ValueError:
-        return False
+        return None
+    return number or None
 
 
 def _parent(trace_id: int | None, span_id: int | None, flags: Any) -> dict[str, Any]:
