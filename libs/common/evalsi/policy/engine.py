@@ -90,7 +90,9 @@ class _PolicyState:
 
     windows: WindowAggregator
     alerts: AlertTracker
-    counted: dict[tuple[str, str], int] = field(default_factory=dict)  # (trace, metric) → revision counted
+    # The (trace, metric) pairs each open window already holds, by window start: a redelivered or re-evaluated
+    # trace counts once per window.
+    counted: dict[float, set[tuple[str, str]]] = field(default_factory=dict)
 
 
 class PolicyEngine:
@@ -136,9 +138,6 @@ class PolicyEngine:
         self._policies = by_project
         self._state = state
 
-    def policies(self, project: str) -> list[CompiledPolicy]:
-        return list(self._policies.get(project, ()))
-
     # --- one completed trace ---------------------------------------------------------------------------------
 
     async def handle(self, completed: TraceCompleted) -> list[PolicyOutcome]:
@@ -175,7 +174,7 @@ class PolicyEngine:
         await self._scores.put_scores(project, outcome.scores)
         for observer in self._observers:
             observer.observe(project, policy.name, outcome.scores, view.record)
-        outcome.alerts = await self._window(policy, project, view.trace_id, revision, outcome.scores, now)
+        outcome.alerts = await self._window(policy, project, view.trace_id, outcome.scores, now)
         if policy.promote_when is not None and self._promoter is not None:
             holds, _ = check_when(policy.promote_when, results)
             if holds:
@@ -183,18 +182,15 @@ class PolicyEngine:
                 outcome.promoted = True
         return outcome
 
-    async def _window(self, policy: CompiledPolicy, project: str, trace_id: str, revision: int,
-                      scores: Sequence[OnlineScore], now: float) -> list[str]:
+    async def _window(self, policy: CompiledPolicy, project: str, trace_id: str, scores: Sequence[OnlineScore],
+                      now: float) -> list[str]:
         state = self._state[(project, policy.name)]
         start = window_start(now, policy.window_s)
+        counted = state.counted.setdefault(start, set())
         for score in scores:
-            if score.outcome != SCORED_OUTCOME or score.value is None:
+            if score.outcome != SCORED_OUTCOME or score.value is None or (trace_id, score.metric) in counted:
                 continue
-            # A redelivered or re-evaluated trace counts once per window: the first revision seen stays.
-            key = (trace_id, score.metric)
-            if key in state.counted:
-                continue
-            state.counted[key] = revision
+            counted.add((trace_id, score.metric))
             state.windows.add(score.metric, bool(score.passed) if score.passed is not None else score.value, now)
         fired = []
         for decision in state.alerts.evaluate(start, state.windows.aggregates(start)):
@@ -212,8 +208,7 @@ class PolicyEngine:
         # Older windows are closed: forget them (memory stays bounded for a long-running engine).
         state.windows.drop_before(start)
         state.alerts.forget_before(start)
-        if len(state.counted) > 100_000:
-            state.counted.clear()
+        state.counted = {at: pairs for at, pairs in state.counted.items() if at >= start}
         return fired
 
 
