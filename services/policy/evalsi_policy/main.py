@@ -113,19 +113,32 @@ def load_files(paths: Sequence[str], registry: Registry) -> list[CompiledPolicy]
     return [compile_policy(load_policy(path), registry=registry, source=path) for path in paths]
 
 
-async def stored_policies(metadata: Any, registry: Registry) -> list[CompiledPolicy]:
-    """The policies applied through MonitorService; one that no longer compiles is skipped, loudly."""
-    compiled = []
-    for stored in await metadata.list_policies(None):
+class StoredPolicies:
+    """The policies applied through MonitorService, compiled once per generation: a reload recompiles only what
+    changed, and a policy that no longer compiles is reported once, not at every reload."""
+
+    def __init__(self, metadata: Any, registry: Registry) -> None:
+        self._metadata = metadata
+        self._registry = registry
+        self._compiled: dict[tuple[str, str, int], CompiledPolicy | None] = {}
+
+    async def load(self) -> list[CompiledPolicy]:
+        compiled: dict[tuple[str, str, int], CompiledPolicy | None] = {}
+        for stored in await self._metadata.list_policies(None):
+            key = (stored.project, stored.name, stored.generation)
+            compiled[key] = self._compiled[key] if key in self._compiled else self._compile(stored)
+        self._compiled = compiled
+        return [policy for policy in compiled.values() if policy is not None]
+
+    def _compile(self, stored: Any) -> CompiledPolicy | None:
         try:
-            policy = compile_policy(stored.policy, registry=registry, source=f"{stored.project}/{stored.name}")
+            policy = compile_policy(stored.policy, registry=self._registry, source=f"{stored.project}/{stored.name}")
         except BadInputError as exc:
-            log.error("policy %s/%s is not in force: %s", stored.project, stored.name, exc)
-            continue
-        if not policy.project:  # stored policies belong to the project they were applied in
-            policy = dataclasses.replace(policy, project=stored.project)
-        compiled.append(policy)
-    return compiled
+            log.error("policy %s/%s (generation %d) is not in force: %s", stored.project, stored.name,
+                      stored.generation, exc)
+            return None
+        # Stored policies belong to the project they were applied in.
+        return policy if policy.project else dataclasses.replace(policy, project=stored.project)
 
 
 async def serve(args: argparse.Namespace, *, stop: asyncio.Event | None = None) -> None:
@@ -153,10 +166,11 @@ async def serve(args: argparse.Namespace, *, stop: asyncio.Event | None = None) 
                 bus.nc, judges=judges, timeout_s=args.timeout), notifier=WebhookSender(session),
                 promoter=DatasetPromoter(DatasetStore(objects)), observers=observers)
 
+            stored = StoredPolicies(metadata, registry) if metadata is not None else None
             in_force_names: list[str] = []
 
             async def reload() -> int:
-                policies = [*files, *(await stored_policies(metadata, registry) if metadata else [])]
+                policies = [*files, *(await stored.load() if stored is not None else [])]
                 engine.set_policies(policies)
                 names = sorted(f"{p.project or 'default'}/{p.name}" for p in policies)
                 if names != in_force_names:  # say what changed, once, so an operator sees an apply take effect
