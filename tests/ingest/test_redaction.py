@@ -195,3 +195,22 @@ def test_a_duplicate_json_key_does_not_hide_a_value_from_redaction() -> None:
     emails = _RuleSet([parse_rule("email", "test")])
     escaped = '{"to":"ana\\u0040example.com","to":"x"}'
     assert "example.com" not in _redact_text(emails, escaped)
+
+
+def test_the_bytes_screen_passes_every_text_the_rules_might_change() -> None:
+    # After mapping, a step is screened as its serialized bytes: sound only if the bytes screen passes whatever
+    # the text screen passes, non-ASCII text included; rules whose screens are not ASCII-only get no bytes screen.
+    from evalsi.ingest.redaction import _redact_text, _RuleSet, parse_rule
+
+    emails = _RuleSet([parse_rule("email", "test")])
+    assert emails.might_change_bytes is not None
+    texts = ["ana@example.com", "olá ana@exemplo.com.br ✓", "ana\\u0040example.com", "x\\u0041", "genai@1",
+             "no address", "ünï@cödé.de", "a@b.c", "", "@@@.io", "mail: ana@example.c0m", "é@ex.io"]
+    for text in texts:
+        if emails.might_change(text):
+            assert emails.might_change_bytes(text.encode()), text
+        if emails.might_change_bytes(text.encode()) is None:  # the bytes screen clears: the text rules change nothing
+            assert _redact_text(emails, text) == text
+    assert _RuleSet([parse_rule("email", "t"), parse_rule("credit_card", "t")]).might_change_bytes is None
+    assert _RuleSet([parse_rule({"pattern": "secret-[a-z]+"}, "t")]).might_change_bytes is None
+

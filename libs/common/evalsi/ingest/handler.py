@@ -99,9 +99,11 @@ class ExportHandler:
                 reasons.append(f"resource attribute {PROJECT_ATTRIBUTE} {project!r} is not a project "
                                f"({PROJECT_FORM}): {count} spans rejected")
                 continue
+            redact = None
             if self.redactor is not None:  # before mapping, so nothing mapped from a secret keeps it
                 self.redactor.redact_resource_spans(project, resource_spans)
-            mapped = map_resource_spans(resource_spans, self.mappers)
+                redact = self.redactor.attributes_redactor(project)
+            mapped = map_resource_spans(resource_spans, self.mappers, redact)
             if self.redactor is not None:
                 self.redactor.redact_spans(project, mapped.spans)
             rejected += mapped.rejected

@@ -64,6 +64,8 @@ from .messages import (
     tool_call,
 )
 
+# Rewrites decoded attributes in place (redaction before mapping).
+Redact = Callable[[dict[str, Any]], None]
 SESSION_KEYS = ("gen_ai.conversation.id", "session.id", "traceloop.association.properties.session_id")
 
 
@@ -431,8 +433,11 @@ def map_span(
     return _map_span(span, _Resource.of(resource), scope, mappers)
 
 
-def _map_span(span: Span, resource: _Resource, scope: str, mappers: Sequence[Mapper]) -> MappedSpan:
+def _map_span(span: Span, resource: _Resource, scope: str, mappers: Sequence[Mapper],
+              redact: Redact | None = None) -> MappedSpan:
     attrs = attributes_to_dict(span.attributes)
+    if redact is not None:
+        redact(attrs)
     # The hex ids once per span: the step and the MappedSpan both carry them.
     span_id, parent_id = span.span_id.hex(), span.parent_span_id.hex()
     step = _base_step(span, attrs, span_id, parent_id)
@@ -487,9 +492,17 @@ def valid_ids(span: Span) -> str | None:
     return None
 
 
-def map_resource_spans(resource_spans: ResourceSpans, mappers: Sequence[Mapper] = DEFAULT_MAPPERS) -> MapResult:
-    """Map every span of one ResourceSpans; spans with unusable ids are counted as rejected, with the reason."""
-    resource = _Resource.of(attributes_to_dict(resource_spans.resource.attributes))
+def map_resource_spans(resource_spans: ResourceSpans, mappers: Sequence[Mapper] = DEFAULT_MAPPERS,
+                       redact: Redact | None = None) -> MapResult:
+    """Map every span of one ResourceSpans; spans with unusable ids are counted as rejected, with the reason.
+
+    ``redact`` rewrites decoded attributes in place (``Redactor.attributes_redactor``): the resource's, and each
+    span's before any mapper reads them.
+    """
+    resource_attributes = attributes_to_dict(resource_spans.resource.attributes)
+    if redact is not None:
+        redact(resource_attributes)
+    resource = _Resource.of(resource_attributes)
     result = MapResult([], 0, [])
     for scope_spans in resource_spans.scope_spans:
         scope = scope_spans.scope.name
@@ -500,5 +513,5 @@ def map_resource_spans(resource_spans: ResourceSpans, mappers: Sequence[Mapper] 
                 if reason not in result.reasons:
                     result.reasons.append(reason)
                 continue
-            result.spans.append(_map_span(span, resource, scope, mappers))
+            result.spans.append(_map_span(span, resource, scope, mappers, redact))
     return result

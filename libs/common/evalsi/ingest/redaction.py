@@ -15,6 +15,10 @@ and attributes (so content a mapper decoded from JSON is covered as well). A rul
 over attribute keys, ``fnmatch`` style) applies only to the values of matching attributes, before mapping, so
 content mapped from them is redacted too. Invalid files and regexes are refused at start, naming the rule.
 
+Before mapping, span and resource attributes are redacted as the mapper decodes them (``attributes_redactor``:
+plain strings are cheaper to screen than protobuf values), and events, links and status messages in the
+request itself (``redact_resource_spans``); the mapper reads nothing else.
+
 Most strings hold nothing to redact, so each rule first screens a text cheaply (``RedactionRule.might_change``)
 and only a text that passes is parsed as JSON and rewritten. A project's rules screen a text together first
 (``_RuleSet``, built once per project: one literal test or one combined regex, not one call per rule).
@@ -89,13 +93,16 @@ class Builtin:
     # punctuation, and a match needs a character no JSON number or literal has. Then, in a JSON text without
     # escapes, substituting the raw text changes exactly the strings (and keys) value-by-value redaction would.
     json_inert: bool = False
+    # ``screen`` uses explicit ASCII classes only (no ``\d``, ``\w``, ``.``), so on UTF-8 bytes it matches where it
+    # matches the text: a serialized message can be screened without decoding it.
+    ascii_screen: bool = False
 
 
 BUILTINS: dict[str, Builtin] = {
     "email": Builtin(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}", None, "e-mail addresses",
                      # From the "@": a search for a literal is fast, and long words cost no backtracking.
                      screen=r"@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}",
-                     literals=("@", "\\u0040"), json_inert=True),
+                     literals=("@", "\\u0040"), json_inert=True, ascii_screen=True),
     "credit_card": Builtin(r"(?<!\d)(?:\d[ -]?){12,18}\d(?!\d)", _luhn,
                            "payment card numbers (13 to 19 digits, spaces or dashes allowed, Luhn-checked)",
                            screen=r"(?:\d[ -]?){12,18}\d"),
@@ -148,6 +155,7 @@ class RedactionRule:
     literals: tuple[str, ...] = ()
     escape: str = _ANY_ESCAPE
     json_inert: bool = False  # see Builtin.json_inert; also needs a replacement without quotes or backslashes
+    ascii_screen: bool = False  # see Builtin.ascii_screen
     _keys: dict[str, bool] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def applies_to(self, key: str) -> bool:
@@ -204,8 +212,9 @@ def parse_rule(item: Any, where: str) -> RedactionRule:
         source, check, name = builtin.pattern, builtin.check, str(item["builtin"])
         screen_source, literals, escape = builtin.screen, builtin.literals, _BUILTIN_ESCAPE
         json_inert = builtin.json_inert and not any(c in replacement for c in '"\\')
+        ascii_screen = builtin.ascii_screen
     else:
-        json_inert = False
+        json_inert = ascii_screen = False
         source = item["pattern"]
         if not isinstance(source, str) or not source:
             raise BadInputError(f"{where}: pattern: must be a non-empty regex string")
@@ -226,7 +235,7 @@ def parse_rule(item: Any, where: str) -> RedactionRule:
         raise BadInputError(f"{where}: replacement {replacement!r} is invalid for this pattern: {exc}") from None
     return RedactionRule(name=str(item.get("name") or name), pattern=pattern, replacement=replacement,
                          attributes=tuple(globs), check=check, screen=screen, literals=literals, escape=escape,
-                         json_inert=json_inert)
+                         json_inert=json_inert, ascii_screen=ascii_screen)
 
 
 def _always(_text: str) -> bool:
@@ -265,7 +274,7 @@ class _RuleSet:
     """Rules applied together, with what they share worked out once: the combined screen and, for rules with
     attribute globs, which of them apply to each attribute key (remembered, bounded like ``applies_to``)."""
 
-    __slots__ = ("_by_key", "globbed", "json_inert", "rules", "screen")
+    __slots__ = ("_by_key", "globbed", "json_inert", "might_change_bytes", "rules", "screen")
 
     def __init__(self, rules: Sequence[RedactionRule]) -> None:
         self.rules = tuple(rules)
@@ -273,6 +282,13 @@ class _RuleSet:
         self.globbed = any(rule.attributes for rule in self.rules)
         self.json_inert = all(rule.json_inert for rule in self.rules)
         self._by_key: dict[str, _RuleSet | None] = {}
+        # On UTF-8 bytes (a serialized message) when every rule's screen is ASCII-only: one regex, each rule's
+        # escape or screen (what ``might_change`` requires besides a literal); else None, and bytes are decoded.
+        self.might_change_bytes: Callable[[bytes], object] | None = None
+        if self.rules and all(rule.ascii_screen and rule.screen is not None for rule in self.rules):
+            alternatives = dict.fromkeys(alternative for rule in self.rules for alternative in (
+                re.escape(rule.escape), f"(?:{rule.screen.pattern})"))  # type: ignore[union-attr]
+            self.might_change_bytes = re.compile("|".join(alternatives).encode()).search
 
     def for_key(self, key: str) -> _RuleSet | None:
         """The rules that apply to attribute ``key``; None when none does."""
@@ -347,17 +363,24 @@ class Redactor:
             sets = self._sets[key] = (_RuleSet(rules), _RuleSet([r for r in rules if not r.attributes]))
         return sets
 
-    # --- before mapping: the OTLP request -----------------------------------------------------------------
+    # --- before mapping: decoded attributes, and the rest of the OTLP request ------------------------------
+
+    def attributes_redactor(self, project: str) -> Callable[[dict[str, Any]], None] | None:
+        """What redacts decoded span and resource attributes (``attributes_to_dict``) in place; None without
+        rules. The mapper calls it on each span's attributes before it reads them."""
+        rules = self._rule_sets(project)[0]
+        if not rules.rules:
+            return None
+        return lambda attrs: _redact_attributes(attrs, rules)
 
     def redact_resource_spans(self, project: str, resource_spans: ResourceSpans) -> None:
-        """Redact the raw spans of one resource in place."""
+        """Redact what the mapper reads from one resource's raw spans other than their attributes (which
+        ``attributes_redactor`` covers), in place: event and link attributes, and status messages."""
         rules, everywhere = self._rule_sets(project)
         if not rules.rules:
             return
-        _redact_kvs(resource_spans.resource.attributes, rules)
         for scope_spans in resource_spans.scope_spans:
             for span in scope_spans.spans:
-                _redact_kvs(span.attributes, rules)
                 for event in span.events:
                     _redact_kvs(event.attributes, rules)
                 for link in span.links:
@@ -372,9 +395,12 @@ class Redactor:
         everywhere = self._rule_sets(project)[1]
         if not everywhere.rules:
             return
+        screen_bytes = everywhere.might_change_bytes
         for span in spans:
             # Every string of the step lies verbatim in its serialization: one screen of it usually clears them all.
-            if everywhere.might_change(span.step.SerializeToString().decode("utf-8", "surrogateescape")):
+            data = span.step.SerializeToString()
+            if (screen_bytes(data) if screen_bytes is not None
+                    else everywhere.might_change(data.decode("utf-8", "surrogateescape"))):
                 _redact_message(span.step, everywhere, skip=_STEP_IDENTITY)
 
 
@@ -425,6 +451,29 @@ def _dumps(value: Any) -> str:
     if isinstance(value, list):
         return "[" + ",".join(_dumps(item) for item in value) + "]"
     return json.dumps(value, ensure_ascii=False)
+
+
+def _redact_attributes(attrs: dict[str, Any], rules: _RuleSet) -> None:
+    """Decoded attribute values in place: strings, and the strings inside lists and dicts (arrays and kvlists)."""
+    for key, value in attrs.items():  # replacing values, never keys, is safe while iterating
+        matching = rules.for_key(key)
+        if matching is None:
+            continue
+        if type(value) is str:
+            if matching.screen(value):
+                attrs[key] = _redact_text(matching, value)
+        elif isinstance(value, list | dict):
+            attrs[key] = _redact_decoded(value, matching)
+
+
+def _redact_decoded(value: Any, rules: _RuleSet) -> Any:
+    if isinstance(value, str):
+        return _redact_text(rules, value)
+    if isinstance(value, list):
+        return [_redact_decoded(item, rules) for item in value]
+    if isinstance(value, dict):
+        return {key: _redact_decoded(item, rules) for key, item in value.items()}
+    return value
 
 
 def _redact_kvs(kvs: Iterable[KeyValue], rules: Sequence[RedactionRule] | _RuleSet) -> None:
