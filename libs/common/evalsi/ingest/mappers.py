@@ -220,19 +220,22 @@ def _fill_genai(attrs: Mapping[str, Any], span: Span, step: Step) -> None:
         _first(attrs, "gen_ai.usage.cache_read.input_tokens", "gen_ai.usage.cache_read_input_tokens"),
         attrs.get("gen_ai.usage.reasoning.output_tokens"),
     )
-    inputs = messages_from_json(attrs.get("gen_ai.input.messages"), system=attrs.get("gen_ai.system_instructions"))
-    outputs = messages_from_json(attrs.get("gen_ai.output.messages"))
+    # Written straight into the step: a field is set only once a message is added to it.
+    inputs = messages_from_json(attrs.get("gen_ai.input.messages"), system=attrs.get("gen_ai.system_instructions"),
+                                into=step.input.messages)
+    outputs = messages_from_json(attrs.get("gen_ai.output.messages"), into=step.output.messages)
     if inputs is None and outputs is None:
         inputs, outputs = _genai_event_messages(span)
-    _set(step, "input", messages_content(inputs))
-    _set(step, "output", messages_content(outputs))
+        _set(step, "input", messages_content(inputs))
+        _set(step, "output", messages_content(outputs))
     if step.type == STEP_TYPE_TOOL or "gen_ai.tool.name" in attrs:
-        step.tool_call.CopyFrom(tool_call(
+        tool_call(
             attrs.get("gen_ai.tool.call.id"),
             attrs.get("gen_ai.tool.name"),
             attrs.get("gen_ai.tool.call.arguments"),
             attrs.get("gen_ai.tool.call.result"),
-        ))
+            into=step.tool_call,
+        )
         if not step.HasField("input") and "gen_ai.tool.call.arguments" in attrs:
             _set(step, "input", content_of(attrs["gen_ai.tool.call.arguments"]))
         if not step.HasField("output") and "gen_ai.tool.call.result" in attrs:
@@ -286,12 +289,13 @@ def _fill_openinference(attrs: Mapping[str, Any], span: Span, step: Step) -> Non
         if arguments is None:
             parsed = parse_json(attrs.get("input.value"))
             arguments = parsed if isinstance(parsed, Mapping) else attrs.get("tool.parameters")
-        step.tool_call.CopyFrom(tool_call(
+        tool_call(
             attrs.get("tool_call.id"),
             _first(attrs, "tool.name", "tool_call.function.name") or span.name,
             arguments,
             attrs.get("output.value"),
-        ))
+            into=step.tool_call,
+        )
 
 
 # --- OpenLLMetry --------------------------------------------------------------------------------------------
@@ -325,7 +329,7 @@ def _fill_openllmetry(attrs: Mapping[str, Any], span: Span, step: Step) -> None:
         _set(step, "input", content_of(attrs.get("traceloop.entity.input")))
         _set(step, "output", content_of(attrs.get("traceloop.entity.output")))
         if step.type == STEP_TYPE_TOOL:
-            step.tool_call.CopyFrom(tool_call(None, step.name, None, attrs.get("traceloop.entity.output")))
+            tool_call(None, step.name, None, attrs.get("traceloop.entity.output"), into=step.tool_call)
             arguments = _arguments(attrs.get("traceloop.entity.input"))
             if arguments is not None:
                 step.tool_call.arguments.CopyFrom(to_value(arguments))

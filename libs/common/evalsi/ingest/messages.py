@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from evalsi.records import to_value
-from evalsi.v1alpha1.record_pb2 import Content, Message, Messages, ToolCall
+from evalsi.v1alpha1.record_pb2 import Content, Messages, ToolCall
 
 
 def parse_json(value: Any) -> Any:
@@ -54,8 +54,15 @@ def _text(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
-def tool_call(call_id: Any, name: Any, arguments: Any, result: Any = None) -> ToolCall:
-    call = ToolCall(id=str(call_id or ""), name=str(name or ""))
+def _str(value: Any) -> str:
+    return value if type(value) is str else str(value or "")
+
+
+def tool_call(call_id: Any, name: Any, arguments: Any, result: Any = None, *, into: ToolCall | None = None) -> (
+        ToolCall):
+    """A tool call, written into ``into`` (a field of the step or message being built) when given."""
+    call = ToolCall() if into is None else into
+    call.id, call.name = _str(call_id), _str(name)
     if arguments is not None:
         call.arguments.CopyFrom(to_value(parse_json(arguments)))
     if result is not None:
@@ -63,11 +70,12 @@ def tool_call(call_id: Any, name: Any, arguments: Any, result: Any = None) -> To
     return call
 
 
-def _message(item: Mapping[str, Any]) -> Message:
-    message = Message(role=str(item.get("role") or ""), name=str(item.get("name") or ""))
-    texts: list[str] = []
+def _add_message(out: Messages, item: Mapping[str, Any]) -> None:
+    # Built in place (add, not append): a Message built apart would be copied into ``out``.
+    message = out.messages.add(role=_str(item.get("role")), name=_str(item.get("name")))
     parts = item.get("parts")
     if isinstance(parts, list):
+        texts: list[str] = []
         for part in parts:
             if not isinstance(part, Mapping):
                 continue
@@ -75,38 +83,44 @@ def _message(item: Mapping[str, Any]) -> Message:
             if kind == "text":
                 texts.append(_text(part.get("content")))
             elif kind == "tool_call":
-                message.tool_calls.append(tool_call(part.get("id"), part.get("name"), part.get("arguments")))
+                tool_call(part.get("id"), part.get("name"), part.get("arguments"), into=message.tool_calls.add())
             elif kind == "tool_call_response":
-                message.tool_call_id = str(part.get("id") or "")
+                message.tool_call_id = _str(part.get("id"))
                 texts.append(_text(part.get("response", part.get("result"))))
+        content = "".join(texts)
     else:
-        texts.append(_text(item.get("content")))
+        content = _text(item.get("content"))
         for call in item.get("tool_calls") or []:
             if isinstance(call, Mapping):
                 function = call.get("function") if isinstance(call.get("function"), Mapping) else call
-                message.tool_calls.append(tool_call(call.get("id"), function.get("name"), function.get("arguments")))
+                tool_call(call.get("id"), function.get("name"), function.get("arguments"),
+                          into=message.tool_calls.add())
         if item.get("tool_call_id"):
             message.tool_call_id = str(item["tool_call_id"])
-    message.content = "".join(texts)
-    return message
+    if content:
+        message.content = content
 
 
-def messages_from_json(value: Any, *, system: Any = None) -> Messages | None:
-    """Messages from a JSON list (either JSON shape); ``system`` is ``gen_ai.system_instructions``."""
+def messages_from_json(value: Any, *, system: Any = None, into: Messages | None = None) -> Messages | None:
+    """Messages from a JSON list (either JSON shape); ``system`` is ``gen_ai.system_instructions``.
+
+    None when ``value`` is not a list. With ``into`` (a field of the step being built) the messages are added there.
+    """
     items = parse_json(value)
     if not isinstance(items, list):
         return None
-    out = Messages()
-    instructions = parse_json(system)
-    if isinstance(instructions, list) and instructions:
-        out.messages.append(Message(role="system", content=_text(instructions)))
-    elif isinstance(instructions, str) and instructions:
-        out.messages.append(Message(role="system", content=instructions))
+    out = Messages() if into is None else into
+    if system is not None:
+        instructions = parse_json(system)
+        if isinstance(instructions, list) and instructions:
+            out.messages.add(role="system", content=_text(instructions))
+        elif isinstance(instructions, str) and instructions:
+            out.messages.add(role="system", content=instructions)
     for item in items:
         if isinstance(item, Mapping):
-            out.messages.append(_message(item))
+            _add_message(out, item)
         elif isinstance(item, str):
-            out.messages.append(Message(role="user", content=item))
+            out.messages.add(role="user", content=item)
     return out
 
 
@@ -122,19 +136,19 @@ def messages_from_indexed(items: Sequence[Mapping[str, Any]], *, inner: str = ""
     out = Messages()
     for item in items:
         fields = {key[len(inner):]: value for key, value in item.items() if key.startswith(inner)}
-        message = Message(
-            role=str(fields.get("role") or ""),
+        message = out.messages.add(
+            role=_str(fields.get("role")),
             content=_text(fields.get("content")),
-            name=str(fields.get("name") or ""),
-            tool_call_id=str(fields.get("tool_call_id") or ""),
+            name=_str(fields.get("name")),
+            tool_call_id=_str(fields.get("tool_call_id")),
         )
         for call in indexed(fields, "tool_calls"):
-            message.tool_calls.append(tool_call(
+            tool_call(
                 call.get("tool_call.id", call.get("id")),
                 call.get("tool_call.function.name", call.get("name")),
                 call.get("tool_call.function.arguments", call.get("arguments")),
-            ))
-        out.messages.append(message)
+                into=message.tool_calls.add(),
+            )
     return out
 
 

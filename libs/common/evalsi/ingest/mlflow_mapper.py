@@ -130,7 +130,7 @@ def fill(attrs: Mapping[str, Any], span: Span, step: Step) -> None:
         if content is not None:
             getattr(step, field).CopyFrom(content)
     if step.type == STEP_TYPE_TOOL:
-        step.tool_call.CopyFrom(tool_call(None, _decoded(attrs, "mlflow.spanFunctionName") or span.name, None))
+        tool_call(None, _decoded(attrs, "mlflow.spanFunctionName") or span.name, None, into=step.tool_call)
         if inputs is not None:
             step.tool_call.arguments.CopyFrom(to_value(inputs))
         if outputs is not None:
