@@ -214,3 +214,10 @@ def test_the_bytes_screen_passes_every_text_the_rules_might_change() -> None:
     assert _RuleSet([parse_rule("email", "t"), parse_rule("credit_card", "t")]).might_change_bytes is None
     assert _RuleSet([parse_rule({"pattern": "secret-[a-z]+"}, "t")]).might_change_bytes is None
 
+
+
+def test_every_project_rules_apply_once() -> None:
+    redactor = Redactor.from_mapping({"*": ["email"], "shop": ["cpf"]}, "rules")
+    assert [rule.name for rule in redactor.for_project("blog")] == ["email"]
+    assert [rule.name for rule in redactor.for_project("*")] == ["email"]
+    assert [rule.name for rule in redactor.for_project("shop")] == ["email", "cpf"]

@@ -274,7 +274,7 @@ class _RuleSet:
     """Rules applied together, with what they share worked out once: the combined screen and, for rules with
     attribute globs, which of them apply to each attribute key (remembered, bounded like ``applies_to``)."""
 
-    __slots__ = ("_by_key", "globbed", "json_inert", "might_change_bytes", "rules", "screen")
+    __slots__ = ("_by_key", "_changes", "globbed", "json_inert", "might_change_bytes", "rules", "screen")
 
     def __init__(self, rules: Sequence[RedactionRule]) -> None:
         self.rules = tuple(rules)
@@ -282,13 +282,16 @@ class _RuleSet:
         self.globbed = any(rule.attributes for rule in self.rules)
         self.json_inert = all(rule.json_inert for rule in self.rules)
         self._by_key: dict[str, _RuleSet | None] = {}
-        # On UTF-8 bytes (a serialized message) when every rule's screen is ASCII-only: one regex, each rule's
-        # escape or screen (what ``might_change`` requires besides a literal); else None, and bytes are decoded.
-        self.might_change_bytes: Callable[[bytes], object] | None = None
-        if self.rules and all(rule.ascii_screen and rule.screen is not None for rule in self.rules):
-            alternatives = dict.fromkeys(alternative for rule in self.rules for alternative in (
-                re.escape(rule.escape), f"(?:{rule.screen.pattern})"))  # type: ignore[union-attr]
-            self.might_change_bytes = re.compile("|".join(alternatives).encode()).search
+        # After the screen, one regex instead of each rule's might_change: the alternation of every rule's escape
+        # and screen (what might_change asks besides a literal), when each rule has a screen that can be joined.
+        alternation = _alternation(self.rules)
+        self._changes: Callable[[str], object] = (
+            re.compile(alternation).search if alternation is not None
+            else lambda text: any(rule.might_change(text) for rule in self.rules))
+        # The same on UTF-8 bytes (a serialized message) when every screen is ASCII-only; else None (decode first).
+        self.might_change_bytes: Callable[[bytes], object] | None = (
+            re.compile(alternation.encode()).search
+            if alternation is not None and all(rule.ascii_screen for rule in self.rules) else None)
 
     def for_key(self, key: str) -> _RuleSet | None:
         """The rules that apply to attribute ``key``; None when none does."""
@@ -306,7 +309,25 @@ class _RuleSet:
         return found
 
     def might_change(self, text: str) -> bool:
-        return bool(self.screen(text)) and any(rule.might_change(text) for rule in self.rules)
+        return bool(self.screen(text)) and bool(self._changes(text))
+
+
+def _alternation(rules: Sequence[RedactionRule]) -> str | None:
+    """A regex matching wherever some rule's escape or screen does; None when a screen is missing or cannot be
+    joined (groups would be renumbered, inline flags would apply to all)."""
+    alternatives: dict[str, None] = {}
+    for rule in rules:
+        screen = rule.screen
+        if screen is None or screen.groups or screen.flags & ~re.UNICODE:
+            return None
+        alternatives.update({re.escape(rule.escape): None, f"(?:{screen.pattern})": None})
+    if not alternatives:
+        return None
+    try:
+        re.compile("|".join(alternatives))
+    except re.error:
+        return None
+    return "|".join(alternatives)
 
 
 def _rule_set(rules: Sequence[RedactionRule] | _RuleSet) -> _RuleSet:
@@ -352,7 +373,8 @@ class Redactor:
         return cls.from_mapping(document, f"--redact {source}")
 
     def for_project(self, project: str) -> tuple[RedactionRule, ...]:
-        return self.rules.get(ALL_PROJECTS, ()) + self.rules.get(project, ())
+        every = self.rules.get(ALL_PROJECTS, ())
+        return every if project == ALL_PROJECTS else every + self.rules.get(project, ())
 
     def _rule_sets(self, project: str) -> tuple[_RuleSet, _RuleSet]:
         """The project's rules and its rules without globs, each screened as one (built on first use)."""
