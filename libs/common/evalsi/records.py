@@ -19,8 +19,9 @@ from evalsi.v1alpha1.record_pb2 import Content, Message, Messages, Record, ToolC
 RECORD_FIELDS = ("id", "input", "output", "reference", "context", "metadata")
 
 
-def to_value(obj: Any) -> struct_pb2.Value:
-    value = struct_pb2.Value()
+def to_value(obj: Any, *, into: struct_pb2.Value | None = None) -> struct_pb2.Value:
+    """A plain JSON-like value as a ``Value``; written into ``into`` (an unset field) when given, saving a copy."""
+    value = struct_pb2.Value() if into is None else into
     if obj is None:
         value.null_value = struct_pb2.NULL_VALUE
     elif isinstance(obj, bool):

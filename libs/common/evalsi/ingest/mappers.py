@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any
 
+from google.protobuf.struct_pb2 import Value
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span, Status
 
 from evalsi.records import to_value
@@ -141,6 +142,15 @@ def _set(step: Step, field_name: str, content: Content | None) -> None:
         getattr(step, field_name).CopyFrom(content)
 
 
+def _set_content(content: Content, raw: Any, parsed: Value) -> None:
+    """``content_of(raw)`` into ``content``, reusing ``parsed`` (``raw`` already decoded) when it is an object or
+    array: content_of decodes exactly those raw values to JSON."""
+    if parsed.WhichOneof("kind") in ("struct_value", "list_value"):
+        content.json.CopyFrom(parsed)
+    elif (decoded := content_of(raw)) is not None:
+        content.CopyFrom(decoded)
+
+
 def _tool_status(step: Step) -> None:
     if step.HasField("tool_call"):
         failed = step.status == STEP_STATUS_ERROR
@@ -237,9 +247,9 @@ def _fill_genai(attrs: Mapping[str, Any], span: Span, step: Step) -> None:
             into=step.tool_call,
         )
         if not step.HasField("input") and "gen_ai.tool.call.arguments" in attrs:
-            _set(step, "input", content_of(attrs["gen_ai.tool.call.arguments"]))
+            _set_content(step.input, attrs["gen_ai.tool.call.arguments"], step.tool_call.arguments)
         if not step.HasField("output") and "gen_ai.tool.call.result" in attrs:
-            _set(step, "output", content_of(attrs["gen_ai.tool.call.result"]))
+            _set_content(step.output, attrs["gen_ai.tool.call.result"], step.tool_call.result)
     if step.type == STEP_TYPE_AGENT and attrs.get("gen_ai.agent.name"):
         step.name = str(attrs["gen_ai.agent.name"])
 

@@ -64,9 +64,9 @@ def tool_call(call_id: Any, name: Any, arguments: Any, result: Any = None, *, in
     call = ToolCall() if into is None else into
     call.id, call.name = _str(call_id), _str(name)
     if arguments is not None:
-        call.arguments.CopyFrom(to_value(parse_json(arguments)))
+        to_value(parse_json(arguments), into=call.arguments)
     if result is not None:
-        call.result.CopyFrom(to_value(parse_json(result)))
+        to_value(parse_json(result), into=call.result)
     return call
 
 
