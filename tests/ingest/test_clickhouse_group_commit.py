@@ -1,5 +1,6 @@
-"""Group commit in the ClickHouse trace store: ``consume`` calls made while a write runs share the next insert and
-summary pass, each returns only once its spans are written, and a failed shared write fails every caller."""
+"""Group commit in the ClickHouse trace store: ``consume`` calls made while a write runs share the next insert,
+each returns only once its spans are written, and a failed shared write fails every caller. Summaries follow in
+passes at most an interval apart, which reads through the same store wait for."""
 
 from __future__ import annotations
 
@@ -72,3 +73,65 @@ async def test_a_failed_shared_write_fails_every_caller(store: ClickHouseTraceSt
         assert isinstance(result, InfraError) and "spans" in str(result)
     with pytest.raises(InfraError):  # and the store goes on answering, a write at a time
         await store.consume("p", [_span(TRACE, 9)])
+
+
+async def test_summaries_follow_within_the_interval_and_reads_here_see_them_at_once(
+        clickhouse_server: ClickHouseServer) -> None:
+    url = clickhouse_server.url_for(f"group_commit_{next(_databases)}")
+    writer = await ClickHouseTraceStore.open(url, summary_interval_s=0.3)
+    reader = await ClickHouseTraceStore.open(url)
+    try:
+        root = _span(TRACE, 1)
+        await writer.consume("p", [root])
+        await writer.consume("p", [_span(TRACE, 2, parent=1)])
+        assert await reader.get_trace("p", root.trace_id) is not None  # spans are readable once consume returns
+        provisional = await reader.get_summary("p", root.trace_id)  # summed from the spans: no summary yet
+        assert provisional is not None and (provisional.revision, provisional.span_count) == (0, 2)
+        assert (await reader.list_traces("p")).traces == []  # listing waits for the next pass ...
+        await asyncio.sleep(1.0)  # ... which runs by itself, with no more spans to carry it
+        summary = await reader.get_summary("p", root.trace_id)
+        assert summary is not None and (summary.revision, summary.span_count) == (1, 2)  # one pass, both batches
+        assert [trace.trace_id for trace in (await reader.list_traces("p")).traces] == [root.trace_id]
+
+        await writer.consume("p", [_span(TRACE, 3, parent=1)])
+        mine = await writer.get_summary("p", root.trace_id)  # a read through the writer writes what is pending
+        assert mine is not None and (mine.revision, mine.span_count) == (2, 3)
+    finally:
+        await reader.close()
+        await writer.close()
+
+
+async def test_a_failed_summary_pass_keeps_its_traces_for_the_next(clickhouse_server: ClickHouseServer) -> None:
+    from clickhouse_driver import Client
+
+    from evalsi.ingest.clickhouse_store import _MIGRATIONS
+
+    url = clickhouse_server.url_for(f"group_commit_{next(_databases)}")
+    store = await ClickHouseTraceStore.open(url, summary_interval_s=60)
+    admin = Client(store.host, port=store.port, database=store.database)
+    try:
+        admin.execute("DROP TABLE traces")
+        root = _span(TRACE, 1)
+        await store.consume("p", [root, _span(TRACE, 2, parent=1)])  # the spans are stored
+        with pytest.raises(InfraError):  # the pass before the read fails: no traces table
+            await store.get_summary("p", root.trace_id)
+        admin.execute(next(sql for version, statements in _MIGRATIONS for sql in statements
+                           if "CREATE TABLE IF NOT EXISTS traces" in sql))
+        summary = await store.get_summary("p", root.trace_id)
+        assert summary is not None and summary.span_count == 2
+    finally:
+        admin.disconnect()
+        await store.close()
+
+
+async def test_a_pass_over_more_traces_than_one_query_can_name(store: ClickHouseTraceStore) -> None:
+    # 8,000 trace ids are over 256 KiB of query text: the server's max_query_size, were they named in one IN list.
+    traces = [(n + 1).to_bytes(16, "big") for n in range(8_000)]
+    await store.consume("p", [_span(trace_id, 1) for trace_id in traces])
+    ids = [trace_id.hex() for trace_id in traces]
+    last = await store.get_summary("p", ids[-1])
+    assert last is not None and last.span_count == 1
+    counts = await store.mark_completed("p", ids)
+    assert len(counts) == 8_000 and set(counts.values()) == {1}
+    completed = await store.get_summary("p", ids[0])
+    assert completed is not None and completed.completed_at is not None

@@ -13,8 +13,15 @@ Reads use ``FINAL`` with ``optimize_move_to_prewhere = 0``, so filters on summar
 replacing merge, never to a superseded revision. Writes are columnar batches. Like the SQLite store, one client
 on one dedicated thread serializes this store's writes, which keeps ``revision`` (read, + 1, write) exact for a
 single ingest process. Span batches that arrive while a write runs are merged into the next one (``GroupCommit``):
-one insert and one summary pass per project for them all, fewer and larger parts for the server to merge, and
-each ``consume`` still returns only once its spans are written.
+one insert for them all, fewer and larger parts for the server to merge, and each ``consume`` still returns only
+once its spans are written.
+
+Summaries of the traces those spans belong to are written at most every ``summary_interval_s`` (0.5 s), one
+pass for every batch since the last: each statement costs the server milliseconds whatever its size (a part of
+some forty files per insert), and a summary pass is a read and an insert, so a pass per batch was a fifth of
+the replica's throughput. Reads and completions through this store write what is pending first, so they see
+every span it has stored; another process (the API) sees an in-progress trace's summary up to the interval
+late. A pass that fails keeps its traces pending for the next.
 
 Neither TTL, DateTime64 nor LowCardinality is used: 18.16 lacks them (retention, when it
 comes, is a scheduled ``ALTER TABLE ... DELETE``).
@@ -25,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import re
 import threading
 import time
@@ -51,7 +59,14 @@ from .online import (
 from .sqlite_store import MAX_PAGE, TENANT, TracePage, TraceSummary, _decode_token, _encode_token
 
 T = TypeVar("T")
+log = logging.getLogger("evalsi.ingest")
 DEFAULT_PORT = 9000
+SUMMARY_INTERVAL_S = 0.5
+_IDS_PER_QUERY = 2_000
+_IN_KEY = "project_id = %(project)s AND tenant_id = %(tenant)s AND trace_id IN %(traces)s"
+# The spans' summary columns, in ``_SUMMARY_SOURCE`` order (what ``_sums`` reads).
+_SPAN_SUMS = ("SELECT trace_id, span_id, parent_span_id, name, service_name, session_id, start_ns, end_ns, error, "
+              f"input_tokens, output_tokens FROM spans FINAL WHERE {_IN_KEY}")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Filters on non-key columns must see rows after FINAL's replacing merge, not before it in PREWHERE.
 _READ_SETTINGS = {"optimize_move_to_prewhere": 0}
@@ -159,6 +174,27 @@ class _SpanBatch:
     columns: list[list[Any]]
 
 
+def _sums(rows: list[tuple[Any, ...]]) -> tuple[Any, ...]:
+    """A trace's summary columns from root_span_id to output_tokens, from its spans' ``_SUMMARY_SOURCE`` rows."""
+    rows.sort(key=lambda r: (r[6], r[1]))  # (start_ns, span_id), as the SQLite store orders
+    root = next((r for r in rows if r[2] == ""), None)
+    first = rows[0]
+    session = next((r[5] for r in rows if r[5] != ""), "")
+    return (root[1] if root else "", root[3] if root else "", root[4] if root else first[4], session, first[6],
+            max(r[7] for r in rows), len(rows), sum(r[8] for r in rows), sum(r[9] for r in rows),
+            sum(r[10] for r in rows))
+
+
+def _select_in(client: Any, sql: str, project: str, trace_ids: Sequence[str]) -> list[tuple[Any, ...]]:
+    """``sql`` (filtering on ``trace_id IN %(traces)s``) for any number of traces: in chunks, because the server
+    refuses a query text over ``max_query_size`` (256 KiB), some seven thousand ids."""
+    rows: list[tuple[Any, ...]] = []
+    for start in range(0, len(trace_ids), _IDS_PER_QUERY):
+        params = {"project": project, "tenant": TENANT, "traces": tuple(trace_ids[start:start + _IDS_PER_QUERY])}
+        rows.extend(client.execute(sql, params, settings=_READ_SETTINGS))
+    return rows
+
+
 def parse_clickhouse_url(url: str) -> tuple[str, int, str]:
     """``clickhouse://host[:tcp_port]/database`` → (host, port, database); the port is the native TCP one."""
     forms = "clickhouse://host[:tcp_port]/database"
@@ -176,10 +212,20 @@ def parse_clickhouse_url(url: str) -> tuple[str, int, str]:
     return host, port, database
 
 
+@dataclass
+class _Unsummarized:
+    """A project's spans written since its last summary pass, by trace and span (a span written twice counts once:
+    its last copy), and the newest batch's clock."""
+
+    now: float
+    traces: dict[str, dict[str, tuple[Any, ...]]]
+
+
 class ClickHouseTraceStore:
     """Spans and traces in one ClickHouse database; implements the ingest ``SpanSink``."""
 
-    def __init__(self, host: str, port: int, database: str, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, host: str, port: int, database: str, clock: Callable[[], float] = time.time, *,
+                 summary_interval_s: float = SUMMARY_INTERVAL_S) -> None:
         self.host, self.port, self.database = host, port, database
         self._clock = clock
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalsi-traces-ch")
@@ -187,15 +233,21 @@ class ClickHouseTraceStore:
         self._last_version = 0
         self._lock = threading.Lock()
         self._span_commits: GroupCommit[_SpanBatch] = GroupCommit(self._write_span_batches)
+        self.summary_interval_s = summary_interval_s
+        self._unsummarized: dict[str, _Unsummarized] = {}  # touched on the writer thread only
+        self._summarized_at = time.monotonic()
+        self._summary_timer: asyncio.TimerHandle | None = None
+        self._summary_task: asyncio.Task[None] | None = None
 
     @property
     def where(self) -> str:
         return f"ClickHouse trace store {self.host}:{self.port}/{self.database}"
 
     @classmethod
-    async def open(cls, url: str, clock: Callable[[], float] = time.time) -> ClickHouseTraceStore:
+    async def open(cls, url: str, clock: Callable[[], float] = time.time, *,
+                   summary_interval_s: float = SUMMARY_INTERVAL_S) -> ClickHouseTraceStore:
         host, port, database = parse_clickhouse_url(url)
-        store = cls(host, port, database, clock)
+        store = cls(host, port, database, clock, summary_interval_s=summary_interval_s)
         await store._run(lambda _: store._connect(), need_client=False)
         return store
 
@@ -246,6 +298,17 @@ class ClickHouseTraceStore:
             return self._last_version
 
     async def close(self) -> None:
+        if self._summary_timer is not None:
+            self._summary_timer.cancel()
+        if self._summary_task is not None:
+            self._summary_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, InfraError):
+                await self._summary_task
+        if self._client is not None:
+            try:  # what is pending is derived from stored spans: a failure here loses no data, only a preview
+                await self._run(self._write_summaries)
+            except InfraError as exc:
+                log.warning("%s: trace summaries not written at close: %s", self.where, exc)
         client, self._client = self._client, None
         if client is not None:
             with contextlib.suppress(Exception):
@@ -289,30 +352,69 @@ class ClickHouseTraceStore:
         c_tenant.extend([TENANT] * count)
         c_received.extend([now] * count)
         await self._span_commits.submit(_SpanBatch(project, now, columns))
+        self._schedule_summaries()
 
     async def _write_span_batches(self, batches: list[_SpanBatch]) -> None:
-        """One insert for every batch, then one summary pass per project over its traces in them."""
+        """One insert for every batch; their traces' summaries follow with the next summary pass."""
         await self._run(lambda client: self._write_spans(client, batches))
 
     def _write_spans(self, client: Any, batches: Sequence[_SpanBatch]) -> None:
-        columns: list[list[Any]] = [[] for _ in _SPAN_COLUMNS]
-        for batch in batches:
-            # A version per batch, in arrival order: a span in two merged batches is replaced as if written twice.
-            batch.columns[_VERSION][:] = [self._next_version()] * len(batch.columns[0])
-            for column, values in zip(columns, batch.columns, strict=True):
-                column.extend(values)
+        if len(batches) == 1:
+            columns = batches[0].columns
+            columns[_VERSION][:] = [self._next_version()] * len(columns[0])
+        else:
+            columns = [[] for _ in _SPAN_COLUMNS]
+            for batch in batches:
+                # A version per batch, in arrival order: a span in two merged batches is replaced as if written
+                # twice.
+                batch.columns[_VERSION][:] = [self._next_version()] * len(batch.columns[0])
+                for column, values in zip(columns, batch.columns, strict=True):
+                    column.extend(values)
         client.execute(f"INSERT INTO spans ({', '.join(_SPAN_COLUMNS)}) VALUES", columns, columnar=True)
-        # Per project: the newest batch's clock, and its traces' rows (a span repeated, in one request or in two
-        # merged ones, counts once: its last copy).
-        by_project: dict[str, tuple[float, dict[str, dict[str, tuple[Any, ...]]]]] = {}
         for batch in batches:
-            previous_now, traces = by_project.get(batch.project, (batch.now, {}))
-            by_project[batch.project] = (max(previous_now, batch.now), traces)
+            pending = self._unsummarized.get(batch.project)
+            if pending is None:
+                pending = self._unsummarized[batch.project] = _Unsummarized(batch.now, {})
+            pending.now = max(pending.now, batch.now)
+            traces = pending.traces
             for row in zip(*(batch.columns[i] for i in _SUMMARY_SOURCE), strict=True):
                 traces.setdefault(row[0], {})[row[1]] = row
-        for project, (now, traces) in by_project.items():
-            self._summarize(client, project, tuple(sorted(traces)), now,
-                            batch={t: list(rows.values()) for t, rows in traces.items()})
+        if time.monotonic() - self._summarized_at >= self.summary_interval_s:
+            self._write_summaries(client)  # due: on the back of this write rather than a wakeup of its own
+
+    def _write_summaries(self, client: Any) -> None:
+        """One summary pass per project over the traces written since the last (on the writer thread)."""
+        self._summarized_at = time.monotonic()
+        while self._unsummarized:
+            project, pending = next(iter(self._unsummarized.items()))
+            self._summarize(client, project, tuple(sorted(pending.traces)), pending.now,
+                            batch={t: list(rows.values()) for t, rows in pending.traces.items()})
+            del self._unsummarized[project]  # only once written: a failed pass leaves it for the next
+
+    def _schedule_summaries(self) -> None:
+        """Make sure a summary pass runs within the interval even if no more spans come to carry it."""
+        if self._summary_timer is None and self._summary_task is None:
+            self._summary_timer = asyncio.get_running_loop().call_later(self.summary_interval_s,
+                                                                        self._start_summary_pass)
+
+    def _start_summary_pass(self) -> None:
+        self._summary_timer = None
+        self._summary_task = asyncio.create_task(self._summary_pass(), name="trace-summaries")
+
+    async def _summary_pass(self) -> None:
+        try:
+            await self._run(self._write_summaries)
+        except InfraError as exc:
+            log.warning("%s: trace summaries not written, retrying: %s", self.where, exc)
+            self._summary_task = None
+            if self._client is not None:
+                self._schedule_summaries()
+            return
+        self._summary_task = None
+
+    async def _summaries_written(self) -> None:
+        """Write what is pending, so a read through this store sees every span it has stored."""
+        await self._run(self._write_summaries)
 
     def _summarize(self, client: Any, project: str, trace_ids: Sequence[str], now: float, *,
                    batch: dict[str, list[tuple[Any, ...]]] | None = None, completing: bool = False) -> dict[str, int]:
@@ -324,23 +426,15 @@ class ClickHouseTraceStore:
         most of the server's work per span. Traces seen before, and every trace being completed, are summed from
         their stored spans, so a summary another replica wrote concurrently is corrected at completion.
         """
-        params = {"project": project, "tenant": TENANT, "traces": tuple(trace_ids)}
-        key = "project_id = %(project)s AND tenant_id = %(tenant)s AND trace_id IN %(traces)s"
         previous = {
-            r[0]: r[1:] for r in client.execute(
-                f"SELECT trace_id, revision, completed_at, completions, first_seen FROM traces FINAL WHERE {key}",
-                params, settings=_READ_SETTINGS)
+            r[0]: r[1:] for r in _select_in(
+                client, f"SELECT trace_id, revision, completed_at, completions, first_seen FROM traces FINAL "
+                f"WHERE {_IN_KEY}", project, trace_ids)
         }
         by_trace: dict[str, list[tuple[Any, ...]]] = {}
         stored = [t for t in trace_ids if batch is None or t in previous or t not in batch]
-        if stored:
-            rows = client.execute(
-                "SELECT trace_id, span_id, parent_span_id, name, service_name, session_id, start_ns, end_ns, error, "
-                "input_tokens, output_tokens FROM spans FINAL WHERE project_id = %(project)s "
-                "AND tenant_id = %(tenant)s AND trace_id IN %(traces)s",
-                {**params, "traces": tuple(stored)}, settings=_READ_SETTINGS)
-            for row in rows:
-                by_trace.setdefault(row[0], []).append(row)
+        for row in _select_in(client, _SPAN_SUMS, project, stored):
+            by_trace.setdefault(row[0], []).append(row)
         if batch is not None:
             for trace_id in trace_ids:
                 if trace_id not in previous and trace_id in batch:
@@ -348,21 +442,13 @@ class ClickHouseTraceStore:
         version = self._next_version()
         out: list[list[Any]] = [[] for _ in _TRACE_ROW]
         for trace_id, trace_rows in by_trace.items():
-            trace_rows.sort(key=lambda r: (r[6], r[1]))  # (start_ns, span_id), as the SQLite store orders
-            root = next((r for r in trace_rows if r[2] == ""), None)
-            first = trace_rows[0]
-            session = next((r[5] for r in trace_rows if r[5] != ""), "")
             revision, completed_at, completions, first_seen = previous.get(trace_id, (0, None, 0, None))
             if completing:
                 completed_at, completions = now, completions + 1
             else:
                 revision += 1
-            values = (
-                project, TENANT, trace_id, root[1] if root else "", root[3] if root else "",
-                root[4] if root else first[4], session, first[6], max(r[7] for r in trace_rows), len(trace_rows),
-                sum(r[8] for r in trace_rows), sum(r[9] for r in trace_rows), sum(r[10] for r in trace_rows),
-                revision, now, completed_at, completions, first_seen or int(now), version,
-            )
+            values = (project, TENANT, trace_id, *_sums(trace_rows), revision, now, completed_at, completions,
+                      first_seen or int(now), version)
             for column, value in zip(out, values, strict=True):
                 column.append(value)
         if out[0]:
@@ -377,8 +463,12 @@ class ClickHouseTraceStore:
         if not trace_ids:
             return {}
         now = self._clock()
-        return await self._run(
-            lambda client: self._summarize(client, project, tuple(trace_ids), now, completing=True))
+
+        def complete(client: Any) -> dict[str, int]:
+            self._write_summaries(client)  # first, or a pending pass would follow (and replace) the completion
+            return self._summarize(client, project, tuple(trace_ids), now, completing=True)
+
+        return await self._run(complete)
 
     async def list_traces(
         self,
@@ -432,6 +522,7 @@ class ClickHouseTraceStore:
             params |= {"tok_start": max(start, 0), "tok_trace": trace_id}
         sql = (f"SELECT {', '.join(_TRACE_COLUMNS)} FROM traces FINAL WHERE {' AND '.join(clauses)} "
                "ORDER BY start_ns DESC, trace_id LIMIT %(limit)s")
+        await self._summaries_written()
         rows = await self._run(lambda client: client.execute(sql, params, settings=_READ_SETTINGS))
         traces = [TraceSummary(*row) for row in rows[:limit]]
         token = _encode_token(traces[-1].start_ns, traces[-1].trace_id) if len(rows) > limit else ""
@@ -442,8 +533,14 @@ class ClickHouseTraceStore:
         sql = (f"SELECT {', '.join(_TRACE_COLUMNS)} FROM traces FINAL WHERE project_id = %(project)s "
                "AND tenant_id = %(tenant)s AND trace_id = %(trace)s")
         params = {"project": project, "tenant": TENANT, "trace": trace_id.lower()}
+        await self._summaries_written()
         rows = await self._run(lambda client: client.execute(sql, params, settings=_READ_SETTINGS))
-        return TraceSummary(*rows[0]) if rows else None
+        if rows:
+            return TraceSummary(*rows[0])
+        # Spans another process stored within the last summary interval: summed here (revision 0: no summary
+        # written yet), so a trace is readable as soon as its export is answered, wherever it was stored.
+        spans = await self._run(lambda client: _select_in(client, _SPAN_SUMS, project, [trace_id.lower()]))
+        return TraceSummary(trace_id.lower(), *_sums(spans), 0, self._clock(), None, 0) if spans else None
 
     async def get_spans(self, project: str, trace_id: str) -> list[MappedSpan]:
         sql = ("SELECT trace_id, span_id, parent_span_id, name, start_ns, end_ns, error, session_id, mapper, "
