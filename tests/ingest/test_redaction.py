@@ -221,3 +221,23 @@ def test_every_project_rules_apply_once() -> None:
     assert [rule.name for rule in redactor.for_project("blog")] == ["email"]
     assert [rule.name for rule in redactor.for_project("*")] == ["email"]
     assert [rule.name for rule in redactor.for_project("shop")] == ["email", "cpf"]
+
+
+def test_the_email_rule_found_from_its_screen_replaces_what_the_pattern_would() -> None:
+    # Long texts are redacted by finding "@domain" and extending it left; that must be exactly pattern.sub.
+    import random
+
+    from evalsi.ingest.redaction import parse_rule
+
+    rule = parse_rule({"builtin": "email", "replacement": "<\\g<0>>"}, "test")  # a template, expanded per match
+    plain = parse_rule("email", "test")
+    assert rule.screen is not None and plain.screen is not None
+    pieces = ["ana", "Z9", ".", "-", "_", "%", "+", "@", "@ex-ample", "@b", ".com", ".io", ".c", " ", "é", '"', "\\"]
+    generator = random.Random(7)  # about one text in eight holds an address, some two or more
+    for _ in range(3000):
+        text = "".join(generator.choice(pieces) for _ in range(generator.randint(0, 25)))
+        for candidate in (rule, plain):
+            expected = candidate.pattern.sub(candidate.replacement, text)
+            assert candidate._apply_from_screen(text, candidate.screen) == expected, text
+    long = "an e-mail in a long message: ana.souza@example.com.br, then a@b and x@y.io. " * 20
+    assert plain.apply(long) == plain.pattern.sub(plain.replacement, long) and "souza" not in plain.apply(long)
