@@ -479,10 +479,12 @@ def _apply_json(rules: Sequence[RedactionRule], value: Any) -> Any:
 def _redact_text(rules: _RuleSet, text: str) -> str:
     """A JSON document (messages, tool arguments) is redacted value by value, so escapes such as ``\\u0040``
     hide nothing and a replacement never breaks the JSON; any other text as it is."""
-    if not rules.might_change(text):
+    if not rules.screen(text):
         return text
     if rules.json_inert and "\\" not in text:  # the same result as value by value, without parsing (see Builtin)
-        return _apply(rules.rules, text)
+        return _apply(rules.rules, text)  # (looking closer first would cost as much as applying)
+    if not rules.might_change(text):
+        return text
     if text.lstrip()[:1] in ("[", "{"):
         try:
             document = json.loads(text, object_pairs_hook=_Pairs)
@@ -510,12 +512,11 @@ def _dumps(value: Any) -> str:
 def _redact_attributes(attrs: dict[str, Any], rules: _RuleSet) -> None:
     """Decoded attribute values in place: strings, and the strings inside lists and dicts (arrays and kvlists)."""
     for key, value in attrs.items():  # replacing values, never keys, is safe while iterating
-        matching = rules.for_key(key)
+        matching = rules.for_key(key) if rules.globbed else rules
         if matching is None:
             continue
         if type(value) is str:
-            if matching.screen(value):
-                attrs[key] = _redact_text(matching, value)
+            attrs[key] = _redact_text(matching, value)
         elif isinstance(value, list | dict):
             attrs[key] = _redact_decoded(value, matching)
 
