@@ -180,9 +180,10 @@ def _sums(rows: list[tuple[Any, ...]]) -> tuple[Any, ...]:
     root = next((r for r in rows if r[2] == ""), None)
     first = rows[0]
     session = next((r[5] for r in rows if r[5] != ""), "")
+    # One pass for the sums (this runs for every trace summarized): columns 7 to 10 are end_ns, error and tokens.
+    end, errors, tokens_in, tokens_out = zip(*(r[7:11] for r in rows), strict=True)
     return (root[1] if root else "", root[3] if root else "", root[4] if root else first[4], session, first[6],
-            max(r[7] for r in rows), len(rows), sum(r[8] for r in rows), sum(r[9] for r in rows),
-            sum(r[10] for r in rows))
+            max(end), len(rows), sum(errors), sum(tokens_in), sum(tokens_out))
 
 
 def _select_in(client: Any, sql: str, project: str, trace_ids: Sequence[str]) -> list[tuple[Any, ...]]:

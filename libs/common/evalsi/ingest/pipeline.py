@@ -88,8 +88,11 @@ class AssemblingSink:
             self.assembler.observe(project, spans)
             return
         foreign: dict[int, dict[str, bool]] = {}
+        owners: dict[str, int] = {}  # a trace's spans mostly come together: one crc32 per trace, not per span
         for span in spans:
-            owner = self.partitioning.owner(span.trace_id)
+            owner = owners.get(span.trace_id)
+            if owner is None:
+                owner = owners[span.trace_id] = self.partitioning.owner(span.trace_id)
             if owner == self.partitioning.replica:
                 self.assembler.note(project, span.trace_id, has_root=not span.parent_span_id)
             else:
