@@ -70,7 +70,7 @@ Redact = Callable[[dict[str, Any]], None]
 SESSION_KEYS = ("gen_ai.conversation.id", "session.id", "traceloop.association.properties.session_id")
 
 
-@dataclass
+@dataclass(slots=True)
 class MappedSpan:
     """A span after mapping: the canonical step plus what assembly and storage index on."""
 
@@ -97,10 +97,10 @@ class Mapper:
     version: str
     matches: Callable[[Mapping[str, Any]], bool]
     fill: Callable[[Mapping[str, Any], Span, Step], None]
+    ref: str = field(init=False)  # name@version, stamped on every span it maps
 
-    @property
-    def ref(self) -> str:
-        return f"{self.name}@{self.version}"
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "ref", f"{self.name}@{self.version}")
 
 
 # --- shared helpers ---------------------------------------------------------------------------------------
