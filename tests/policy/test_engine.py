@@ -4,7 +4,8 @@ webhook receiver, stored datasets in a directory, Prometheus and OTel event expo
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from evalsi.bus.v1alpha1.bus_pb2 import TraceCompleted
 from evalsi.datasets.stored import DatasetStore
 from evalsi.errors import InfraError
 from evalsi.evaluators import Registry
-from evalsi.ingest import Feedback, SqliteTraceStore, map_span
+from evalsi.ingest import Feedback, OnlineScore, SqliteTraceStore, map_span
 from evalsi.policy import WebhookSender, compile_policy, parse_policy_text, verify
 from evalsi.policy.engine import PolicyEngine, TraceNotReady
 from evalsi.policy.exports import EVENT_NAME, GenAiEvaluationEvents, PrometheusScores
@@ -33,7 +34,7 @@ REGISTRY = Registry.from_entry_points()
 SECRET = "s3cret"
 
 
-def _policy(url: str, *, rate: float = 1.0, extra: str = "") -> Any:
+def _policy(url: str, *, rate: float = 1.0, extra: str = "", min_samples: int = 2) -> Any:
     text = f"""
 apiVersion: evals.si/v1alpha1
 kind: OnlineEvalPolicy
@@ -46,7 +47,7 @@ spec:
     - {{ref: builtin/length, when: "score('polite') < 0.5", params: {{unit: words, max: 5}}}}
   window: 1h
   alerts:
-    - {{when: "mean('polite') < 0.5", notify: "{url}", minSamples: 2, secretEnv: HOOK_SECRET}}
+    - {{when: "mean('polite') < 0.5", notify: "{url}", minSamples: {min_samples}, secretEnv: HOOK_SECRET}}
   promote: {{when: "score('polite') < 0.5", dataset: datasets/impolite}}
 {extra}"""
     return compile_policy(parse_policy_text(text, source="policy.yaml"), registry=REGISTRY)
@@ -187,5 +188,116 @@ async def test_sampling_feedback_and_not_ready(tmp_path: Path) -> None:
                                                         reason="feedback"))
         assert outcome.sampled and outcome.reasons == ("feedback.negative",) and outcome.scores
         assert await engine.handle(TraceCompleted(project="elsewhere", trace_id="01" * 16)) == []
+    finally:
+        await store.close()
+
+
+async def _handle(engine: PolicyEngine, byte: int) -> list[str]:
+    (outcome,) = await engine.handle(TraceCompleted(project="shop", trace_id=f"{byte:02x}" * 16, revision=2))
+    return outcome.alerts
+
+
+def _polite_n(engine: PolicyEngine, start: float) -> int:
+    aggregate = engine._state[("shop", "support")].windows.aggregates(start).get("polite")
+    return aggregate.n if aggregate is not None else 0
+
+
+async def test_restart_restores_the_current_window_from_stored_scores(tmp_path: Path,
+                                                                      hooks: tuple[Hooks, str]) -> None:
+    receiver, url = hooks
+    store = await SqliteTraceStore.open(tmp_path / "traces.db")
+    try:
+        for byte, answer in {1: "thanks, all done", 2: "no", 3: "it is not possible to refund this order"}.items():
+            await store.consume("shop", _spans(byte, answer))
+        policy = _policy(url, min_samples=3)
+        env = {"HOOK_SECRET": SECRET}
+        async with aiohttp.ClientSession() as session:
+            before = PolicyEngine(traces=store, scores=store, evaluate=local_stage_evaluator(),
+                                  notifier=WebhookSender(session, attempts=1), clock=lambda: 7200.0 + 60, env=env)
+            before.set_policies([policy])
+            assert await _handle(before, 1) == [] and await _handle(before, 2) == []  # 2 of 3 samples
+            # The restart: a new engine over the same store, later in the same window.
+            after = PolicyEngine(traces=store, scores=store, evaluate=local_stage_evaluator(),
+                                 notifier=WebhookSender(session, attempts=1), clock=lambda: 7200.0 + 600, env=env)
+            after.set_policies([policy])
+            # polite of both traces, and trace 2's length.length and length.in_range (trace 1's length skipped).
+            assert await after.restore_windows() == 4
+            assert _polite_n(after, 7200.0) == 2
+            assert await _handle(after, 2) == [] and _polite_n(after, 7200.0) == 2  # re-handled: counted once
+            # The third sample comes after the restart: the rule reads all three and fires.
+            assert len(await _handle(after, 3)) == 1 and _polite_n(after, 7200.0) == 3
+            ((body, _headers),) = receiver.received
+            assert json.loads(body)["values"]["mean('polite')"] == pytest.approx(1 / 3)
+            # Reloading the same policies keeps the restored window: nothing is read or added again.
+            after.set_policies([policy])
+            assert await after.restore_windows() == 0 and _polite_n(after, 7200.0) == 3
+    finally:
+        await store.close()
+
+
+async def test_restore_skips_scores_of_earlier_windows(tmp_path: Path) -> None:
+    store = await SqliteTraceStore.open(tmp_path / "traces.db")
+    try:
+        await store.consume("shop", _spans(1, "thanks, all done"))
+        await store.consume("shop", _spans(2, "thank you"))
+        now = [3600.0 + 3599]  # the last second of the window [3600, 7200)
+        before = PolicyEngine(traces=store, scores=store, evaluate=local_stage_evaluator(), clock=lambda: now[0])
+        before.set_policies([_policy("http://127.0.0.1:9/never")])
+        await _handle(before, 1)
+        now[0] = 7200.0  # the first second of the next window
+        await _handle(before, 2)
+        now[0] = 7200.0 + 30
+        after = PolicyEngine(traces=store, scores=store, evaluate=local_stage_evaluator(), clock=lambda: now[0])
+        after.set_policies([_policy("http://127.0.0.1:9/never")])
+        assert await after.restore_windows() == 1  # trace 2's polite only
+        windows = after._state[("shop", "support")].windows
+        assert windows.windows() == [7200.0] and _polite_n(after, 7200.0) == 1 and _polite_n(after, 3600.0) == 0
+    finally:
+        await store.close()
+
+
+class FlakyScores:
+    """The trace store's scores, whose reads fail with ``InfraError`` while ``failing`` (a store restarting)."""
+
+    def __init__(self, store: SqliteTraceStore) -> None:
+        self.store = store
+        self.failing = True
+        self.reads = 0
+
+    async def put_scores(self, project: str, scores: Sequence[OnlineScore]) -> None:
+        await self.store.put_scores(project, scores)
+
+    async def list_scores(self, project: str, *, trace_id: str | None = None, policy: str | None = None,
+                          since: float | None = None, until: float | None = None) -> list[OnlineScore]:
+        self.reads += 1
+        if self.failing:
+            raise InfraError("trace store unavailable")
+        return await self.store.list_scores(project, trace_id=trace_id, policy=policy, since=since, until=until)
+
+
+async def test_restore_failure_is_logged_and_retried(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    store = await SqliteTraceStore.open(tmp_path / "traces.db")
+    try:
+        await store.consume("shop", _spans(1, "thanks, all done"))
+        await store.consume("shop", _spans(2, "thank you"))
+        before = PolicyEngine(traces=store, scores=store, evaluate=local_stage_evaluator(), clock=lambda: 100.0)
+        before.set_policies([_policy("http://127.0.0.1:9/never")])
+        await _handle(before, 1)
+        flaky = FlakyScores(store)
+        after = PolicyEngine(traces=store, scores=flaky, evaluate=local_stage_evaluator(), clock=lambda: 200.0)
+        after.set_policies([_policy("http://127.0.0.1:9/never")])
+        with caplog.at_level(logging.WARNING, logger="evalsi.policy"):
+            assert await after.restore_windows() == 0
+        (warning,) = [r for r in caplog.records if r.levelno == logging.WARNING]
+        assert "shop/support" in warning.getMessage() and "trace store unavailable" in warning.getMessage()
+        assert _polite_n(after, 0.0) == 0
+        # Still usable: a trace is scored, stored and counted meanwhile.
+        await _handle(after, 2)
+        assert _polite_n(after, 0.0) == 1 and len(await store.list_scores("shop", trace_id="02" * 16)) == 2
+        # The next reload's restore retries: trace 1 is added, trace 2 (already counted) is not added again.
+        flaky.failing = False
+        assert await after.restore_windows() == 1 and _polite_n(after, 0.0) == 2
+        reads = flaky.reads
+        assert await after.restore_windows() == 0 and flaky.reads == reads  # restored: not read again
     finally:
         await store.close()

@@ -172,6 +172,9 @@ async def serve(args: argparse.Namespace, *, stop: asyncio.Event | None = None) 
             async def reload() -> int:
                 policies = [*files, *(await stored.load() if stored is not None else [])]
                 engine.set_policies(policies)
+                # New windows (at start, or a changed window length) are rebuilt from the stored scores; a store
+                # failure is logged by the engine and retried here at the next reload.
+                await engine.restore_windows()
                 names = sorted(f"{p.project or 'default'}/{p.name}" for p in policies)
                 if names != in_force_names:  # say what changed, once, so an operator sees an apply take effect
                     log.info("policies in force: %s", ", ".join(names) or "none")

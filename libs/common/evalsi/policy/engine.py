@@ -5,7 +5,8 @@ by ``StageEvaluator`` (the worker pools over the bus in the service, in-process 
 Every stage's outcome is stored with the trace as ``OnlineScore`` rows keyed on the trace revision, so a
 redelivered completion rewrites the same rows and a later revision replaces them. Scored values feed the
 policy's windows; an alert rule that holds fires once per window; a trace whose scores satisfy
-``promote.when`` is added to the policy's dataset as a new version.
+``promote.when`` is added to the policy's dataset as a new version. Windows live in memory: ``restore_windows``
+rebuilds a new policy state's current window from the stored scores (after a restart or a window change).
 
 I/O is injected (``TraceSource``, ``ScoreSink``, ``StageEvaluator``, ``Notifier``, ``Promoter``,
 ``ScoreObserver``), so the engine is tested without a bus and the service only wires it.
@@ -46,7 +47,12 @@ class TraceSource(Protocol):
 
 
 class ScoreSink(Protocol):
+    """Where scores are stored, and read back (by ``restore_windows``) to rebuild windows after a restart."""
+
     async def put_scores(self, project: str, scores: Sequence[OnlineScore]) -> None: ...
+
+    async def list_scores(self, project: str, *, trace_id: str | None = None, policy: str | None = None,
+                          since: float | None = None, until: float | None = None) -> list[OnlineScore]: ...
 
 
 StageEvaluator = Callable[[str, Record, Sequence[Stage]], Awaitable[Sequence[StageResult]]]
@@ -93,6 +99,9 @@ class _PolicyState:
     # The (trace, metric) pairs each open window already holds, by window start: a redelivered or re-evaluated
     # trace counts once per window.
     counted: dict[float, set[tuple[str, str]]] = field(default_factory=dict)
+    # Whether the current window was rebuilt from the stored scores; false until a restore succeeds, so a
+    # store failure is retried by the next ``restore_windows``.
+    restored: bool = False
 
 
 class PolicyEngine:
@@ -137,6 +146,35 @@ class PolicyEngine:
                 state[key] = _PolicyState(WindowAggregator(policy.window_s), AlertTracker(policy.name, policy.alerts))
         self._policies = by_project
         self._state = state
+
+    async def restore_windows(self) -> int:
+        """Rebuild the current window of every policy state not yet restored from the stored scores.
+
+        Call after ``set_policies``: a new state (the service started, or a window length changed) would
+        otherwise start its window from zero, so a ``minSamples`` rule might never be met in it and its mean
+        would read only the scores since. Returns the number of scores added. A store failure is logged and
+        leaves that window as it is, to be retried by the next call; the engine stays usable meanwhile.
+        """
+        restored = 0
+        for (project, name), state in list(self._state.items()):
+            if state.restored:
+                continue
+            start = window_start(self._clock(), state.windows.window_s)
+            try:
+                scores = await self._scores.list_scores(project, policy=name, since=start,
+                                                        until=start + state.windows.window_s)
+            except InfraError as exc:
+                log.warning("policy %s/%s: window not restored from the stored scores, retried at the next "
+                            "reload: %s", project, name, exc)
+                continue
+            if self._state.get((project, name)) is not state:  # replaced while reading: the new one restores
+                continue
+            added = _restore(state, scores)
+            state.restored = True
+            restored += added
+            log.info("policy %s/%s: restored %d stored scores into the window starting at %.0f", project, name,
+                     added, start)
+        return restored
 
     # --- one completed trace ---------------------------------------------------------------------------------
 
@@ -210,6 +248,29 @@ class PolicyEngine:
         state.alerts.forget_before(start)
         state.counted = {at: pairs for at, pairs in state.counted.items() if at >= start}
         return fired
+
+
+def _restore(state: _PolicyState, scores: Sequence[OnlineScore]) -> int:
+    """Add stored scores to ``state``'s windows, each (trace, metric) once per window, as ``_window`` does.
+
+    No await between reading ``counted`` and adding, so a trace handled concurrently is never counted twice:
+    whichever of the two comes second finds the pair counted.
+    """
+    added = 0
+    for score in scores:
+        if score.outcome != SCORED_OUTCOME or score.value is None:
+            continue
+        counted = state.counted.setdefault(window_start(score.scored_at, state.windows.window_s), set())
+        if (score.trace_id, score.metric) in counted:
+            continue
+        value = bool(score.passed) if score.passed is not None else score.value
+        try:
+            state.windows.add(score.metric, value, score.scored_at)
+        except ValueError:  # the metric's kind changed with a policy edit (pass/fail vs number): not mixed in
+            continue
+        counted.add((score.trace_id, score.metric))
+        added += 1
+    return added
 
 
 def online_scores(policy: CompiledPolicy, trace_id: str, revision: int, results: Sequence[StageResult],
