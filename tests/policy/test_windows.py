@@ -52,3 +52,17 @@ def test_a_rule_that_does_not_hold_or_reads_nothing() -> None:
     assert not decision.fire and not decision.duplicate
     (missing,) = AlertTracker("p", [rule]).evaluate(0, {})
     assert not missing.fire and "0 of 1 samples" in missing.reason
+
+
+def test_a_metric_whose_kind_changes_starts_again() -> None:
+    # A policy edit can make a metric numeric where it was pass/fail: the two cannot share an aggregate, and a
+    # window must not stop the service (it used to raise), so the earlier values go and the metric starts again.
+    windows = WindowAggregator(60)
+    for passed in (True, False, True):
+        windows.add("polite", passed, 10)
+    windows.add("length", 4.0, 10)
+    windows.add("polite", 0.25, 20)
+    windows.add("polite", 0.75, 30)
+    aggregates = windows.aggregates(0)
+    assert aggregates["polite"].n == 2 and aggregates["polite"].mean == 0.5
+    assert aggregates["length"].n == 1  # other metrics keep their values

@@ -264,10 +264,7 @@ def _restore(state: _PolicyState, scores: Sequence[OnlineScore]) -> int:
         if (score.trace_id, score.metric) in counted:
             continue
         value = bool(score.passed) if score.passed is not None else score.value
-        try:
-            state.windows.add(score.metric, value, score.scored_at)
-        except ValueError:  # the metric's kind changed with a policy edit (pass/fail vs number): not mixed in
-            continue
+        state.windows.add(score.metric, value, score.scored_at)  # oldest first: after an edit the newer kind wins
         counted.add((score.trace_id, score.metric))
         added += 1
     return added

@@ -46,9 +46,12 @@ class WindowAggregator:
     def add(self, metric: str, value: float | bool, at: float) -> float:
         """Record one scored value at Unix time ``at``; returns the window start it went into."""
         binary = isinstance(value, bool)
-        known = self._binary.setdefault(metric, binary)
-        if known != binary:
-            raise ValueError(f"metric {metric!r} mixes pass/fail and numeric values")
+        if self._binary.get(metric, binary) != binary:
+            # A policy edit made the metric pass/fail where it was numeric, or the reverse: the two do not
+            # aggregate together, so its earlier values leave every window and it starts again.
+            for metrics in self._values.values():
+                metrics.pop(metric, None)
+        self._binary[metric] = binary
         start = window_start(at, self.window_s)
         self._values[start][metric].append(float(value))
         return start
