@@ -21,6 +21,7 @@ import json
 import os
 import sqlite3
 import time
+from pathlib import Path
 
 import aiohttp
 import numpy as np
@@ -92,6 +93,18 @@ async def _send(url: str, rate: float, seconds: float) -> dict[str, float]:
     return sent
 
 
+def _wait_in_force(log: Path, policy: str, timeout_s: float) -> None:
+    """Until the policy service logs a set of policies in force that names ``policy`` (it reloads every second)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        text = log.read_text(errors="replace") if log.exists() else ""
+        lines = [line for line in text.splitlines() if "policies in force:" in line]
+        if lines and policy in lines[-1]:
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"the policy service did not put {policy} in force within {timeout_s:.0f} s (log: {log})")
+
+
 def _freshness(db: str, expected: int, timeout_s: float) -> list[tuple[str, float, float]]:
     deadline = time.monotonic() + timeout_s
     while True:
@@ -117,7 +130,7 @@ def main() -> None:
     try:
         with evalsi.Client(stack.http, project="bench") as client:
             client.policies.apply(POLICY)
-        time.sleep(2.0)  # the policy service reloads stored policies every second
+        _wait_in_force(stack.supervisor.child("policy").log_path, "bench/freshness", timeout_s=30.0)
         otlp = f"http://127.0.0.1:{stack.config.ingest.http_port}/v1/traces"
         sent = asyncio.run(_send(otlp, args.rate, args.seconds))
         db = stack.supervisor.state_dir / "traces.db"
