@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import logging
 import os
 import signal
 import sys
@@ -47,6 +46,7 @@ from evalsi.bus.v1alpha1.bus_pb2 import CONTROL_ACTION_CREATED, RunControl, Trac
 from evalsi.errors import BadInputError, InfraError
 from evalsi.evaluators import Registry
 from evalsi.ingest.publishing import BusCompletionPublisher
+from evalsi.service_logging import configure_logging
 from evalsi.specs import validate_eval_run
 from evalsi.stores import open_metadata_store, open_object_store
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResponse
@@ -183,36 +183,6 @@ def parse_settings(argv: Sequence[str] | None = None, environ: dict[str, str] | 
         log_level=level,
         traces_url=args.traces_url,
     )
-
-
-def configure_logging(level: str) -> None:
-    """JSON lines on stderr, for structlog and for libraries logging through the standard library."""
-    numeric = logging.getLevelName(level.upper())
-    shared: list[Any] = [
-        structlog.contextvars.merge_contextvars,
-        structlog.processors.add_log_level,
-        structlog.processors.TimeStamper(fmt="iso", utc=True),
-    ]
-    structlog.configure(
-        processors=[*shared, structlog.processors.dict_tracebacks, structlog.processors.JSONRenderer()],
-        wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
-        cache_logger_on_first_use=True,
-    )
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(
-        structlog.stdlib.ProcessorFormatter(
-            processors=[
-                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-                structlog.processors.dict_tracebacks,
-                structlog.processors.JSONRenderer(),
-            ],
-            foreign_pre_chain=[*shared, structlog.stdlib.add_logger_name],
-        )
-    )
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(numeric)
 
 
 # --- the bus -------------------------------------------------------------------------------------

@@ -50,6 +50,7 @@ from evalsi.ingest.metrics import IngestCollector, ingest_registry
 from evalsi.ingest.processes import ProcessMember, run_processes
 from evalsi.ingest.publishing import BusCompletionPublisher, BusNoticeSender, notice_consumer
 from evalsi.service_http import start_service_http
+from evalsi.service_logging import configure_logging
 
 log = logging.getLogger("evalsi.ingest")
 LOOPBACK = ("127.0.0.1", "::1", "localhost")
@@ -256,11 +257,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = settings_from_args(argv)
         settings.validate()
+        configure_logging(settings.log_level)  # inside: an unknown --log-level is a usage error, exit 2
     except BadInputError as exc:
         print(f"evalsi-ingest: {exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(level=settings.log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
     try:
         if settings.processes > 1:
             return run_processes(settings, serve, settings.processes)

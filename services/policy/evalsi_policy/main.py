@@ -48,6 +48,7 @@ from evalsi.policy.promotion import DatasetPromoter
 from evalsi.policy.spec import CompiledPolicy
 from evalsi.policy.stages import bus_stage_evaluator
 from evalsi.service_http import start_service_http
+from evalsi.service_logging import configure_logging
 from evalsi.stores import open_metadata_store, open_object_store
 from evalsi.v1alpha1.evaluator_pb2 import JudgeSpec
 
@@ -222,9 +223,8 @@ async def serve(args: argparse.Namespace, *, stop: asyncio.Event | None = None) 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
     try:
+        configure_logging(args.log_level)  # inside: an unknown --log-level is a usage error, exit 2
         asyncio.run(serve(args))
     except BadInputError as exc:
         print(f"evalsi-policy: {exc}", file=sys.stderr)

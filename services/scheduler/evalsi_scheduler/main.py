@@ -25,6 +25,7 @@ from evalsi.evaluators import Registry
 from evalsi.run_flags import RunFlags
 from evalsi.scheduling import Scheduler, run_periodically, run_traceparent
 from evalsi.service_http import start_service_http
+from evalsi.service_logging import configure_logging
 from evalsi.stores import open_metadata_store, open_object_store
 from evalsi.v1alpha1.run_service_pb2 import RunEvent
 
@@ -177,7 +178,7 @@ async def serve(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    configure_logging("info")  # no --log-level flag: the level it has always logged at
     args = build_parser().parse_args()
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(serve(args))

@@ -37,6 +37,7 @@ from evalsi.judges.cache import SharedJudgeCache
 from evalsi.judges.kv_buckets import NatsKVBucketStore
 from evalsi.run_flags import RunFlags
 from evalsi.service_http import start_service_http
+from evalsi.service_logging import configure_logging
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest
 
 log = logging.getLogger("evalsi.worker")
@@ -201,7 +202,7 @@ async def serve(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    configure_logging("info")  # no --log-level flag: the level it has always logged at
     args = build_parser().parse_args()
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(serve(args))

@@ -1,0 +1,59 @@
+"""Log output of the service processes: one JSON object per line on stderr (DESIGN.md, structured logs).
+
+Both structlog loggers and standard-library loggers (ours under ``evalsi.*`` and libraries' such as nats or
+aiohttp) end up in the same JSON lines, so one log collector parses every service the same way. stdout is left
+alone: services print their one "listening"/"ready" line there for the supervisor and the tests.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any
+
+import structlog
+
+from evalsi.errors import BadInputError
+
+LEVELS = ("debug", "info", "warning", "error")
+
+
+def configure_logging(level: str) -> None:
+    """JSON lines on stderr at ``level`` ("debug", "info", "warning" or "error") and above.
+
+    Each line has ``timestamp`` (ISO 8601, UTC), ``level`` and ``event`` (the message, ``%s`` arguments
+    already applied); standard-library records add ``logger``, and an exception is ``exception``, a list of
+    dicts rather than a text traceback, so it stays one line.
+    """
+    name = level.strip().lower()
+    if name not in LEVELS:
+        # Checked here, not left to logging: an unknown name would otherwise surface as a traceback at startup.
+        raise BadInputError(f"--log-level {level}: use {', '.join(LEVELS)}")
+    numeric = logging.getLevelNamesMapping()[name.upper()]
+    shared: list[Any] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+    structlog.configure(
+        processors=[*shared, structlog.processors.dict_tracebacks, structlog.processors.JSONRenderer()],
+        wrapper_class=structlog.make_filtering_bound_logger(numeric),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        cache_logger_on_first_use=True,
+    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        structlog.stdlib.ProcessorFormatter(
+            processors=[
+                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                structlog.processors.dict_tracebacks,
+                structlog.processors.JSONRenderer(),
+            ],
+            foreign_pre_chain=[*shared, structlog.stdlib.add_logger_name],
+        )
+    )
+    root = logging.getLogger()
+    # Replaced, not appended to: a handler installed earlier (basicConfig by an import) would print each record
+    # a second time as plain text.
+    root.handlers[:] = [handler]
+    root.setLevel(numeric)
