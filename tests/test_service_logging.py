@@ -78,6 +78,23 @@ def test_an_unknown_level_is_bad_input_and_a_service_exits_2(capsys: pytest.Capt
     assert "--log-level loud: use debug, info, warning, error" in capsys.readouterr().err
 
 
+@pytest.mark.usefixtures("restore_logging")
+def test_the_scheduler_and_worker_take_a_log_level(monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    from evalsi_scheduler.main import main as scheduler
+    from evalsi_worker.main import main as worker
+
+    monkeypatch.setattr(sys, "argv", ["evalsi-scheduler", "--log-level", "loud"])
+    with pytest.raises(SystemExit) as refused:  # argparse's choices
+        scheduler()
+    assert refused.value.code == 2 and "invalid choice: 'loud'" in capsys.readouterr().err
+    monkeypatch.setattr(sys, "argv", ["evalsi-worker"])
+    monkeypatch.setenv("EVALSI_LOG_LEVEL", "loud")  # the environment is not checked by argparse
+    with pytest.raises(SystemExit) as refused:
+        worker()
+    assert refused.value.code == 2 and "evalsi-worker: --log-level loud: use debug" in capsys.readouterr().err
+
+
 def test_the_ingest_process_logs_json_lines_on_stderr(tmp_path: Path) -> None:
     process = subprocess.Popen(
         [sys.executable, "-m", "evalsi_ingest.main", "--http-port", "0", "--grpc-port", "0",

@@ -21,11 +21,12 @@ from evalsi.bus.v1alpha1.bus_pb2 import (
     Task,
     TaskResult,
 )
+from evalsi.errors import BadInputError
 from evalsi.evaluators import Registry
 from evalsi.run_flags import RunFlags
 from evalsi.scheduling import Scheduler, run_periodically, run_traceparent
 from evalsi.service_http import start_service_http
-from evalsi.service_logging import configure_logging
+from evalsi.service_logging import LEVELS, configure_logging
 from evalsi.stores import open_metadata_store, open_object_store
 from evalsi.v1alpha1.run_service_pb2 import RunEvent
 
@@ -50,6 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--metrics-port", type=int, default=int(env("EVALSI_METRICS_PORT", "0")))
     parser.add_argument("--name", default=f"{socket.gethostname()}-{os.getpid()}")
+    parser.add_argument("--log-level", default=env("EVALSI_LOG_LEVEL", "info"), choices=LEVELS,
+                        help="JSON log lines on stderr at this level and above (default: info)")
     return parser
 
 
@@ -178,8 +181,12 @@ async def serve(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    configure_logging("info")  # no --log-level flag: the level it has always logged at
     args = build_parser().parse_args()
+    try:
+        configure_logging(args.log_level)
+    except BadInputError as exc:  # EVALSI_LOG_LEVEL, which argparse's choices do not check
+        print(f"evalsi-scheduler: {exc}", file=sys.stderr)
+        sys.exit(2)
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(serve(args))
     sys.exit(0)

@@ -37,7 +37,7 @@ from evalsi.judges.cache import SharedJudgeCache
 from evalsi.judges.kv_buckets import NatsKVBucketStore
 from evalsi.run_flags import RunFlags
 from evalsi.service_http import start_service_http
-from evalsi.service_logging import configure_logging
+from evalsi.service_logging import LEVELS, configure_logging
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest
 
 log = logging.getLogger("evalsi.worker")
@@ -90,6 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="Port for /healthz, /readyz and /metrics (0: none).",
     )
     parser.add_argument("--name", default=f"{socket.gethostname()}-{os.getpid()}")
+    parser.add_argument("--log-level", default=env("EVALSI_LOG_LEVEL", "info"), choices=LEVELS,
+                        help="JSON log lines on stderr at this level and above (default: info)")
     return parser
 
 
@@ -202,8 +204,12 @@ async def serve(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    configure_logging("info")  # no --log-level flag: the level it has always logged at
     args = build_parser().parse_args()
+    try:
+        configure_logging(args.log_level)
+    except BadInputError as exc:  # EVALSI_LOG_LEVEL, which argparse's choices do not check
+        print(f"evalsi-worker: {exc}", file=sys.stderr)
+        sys.exit(2)
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(serve(args))
     sys.exit(0)
