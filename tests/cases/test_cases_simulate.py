@@ -164,6 +164,24 @@ def test_simulate_cli_staging_writes_the_default_report(agent: ScriptedAgent, tm
     assert json.loads(written.read_text())["simulated"] is True and f"report: {written}" in output
 
 
+def test_simulate_reads_persona_cases_from_the_store(agent: ScriptedAgent, tmp_path: Path) -> None:
+    # `evalsi cases import` then `simulate --source store`: the stored case, not a directory, is what runs.
+    source = str(write_case(tmp_path / "cases"))
+    store = f"sqlite:///{tmp_path / 'evalsi.db'}"
+    code, output = cli_run("import", "--source", source, "--metadata-url", store)
+    assert code == 0, output
+    (tmp_path / "cases" / "presente.yaml").unlink()  # gone from disk: only the store has it now
+    base = ("simulate", "--source", "store", "--metadata-url", store, "--agent-url", agent.base_url, "--staging",
+            "--persona-model", "m")
+    with ThreadedProvider(persona_script("até R$ 100", "<<goal_met>>")) as server:
+        code, output = cli_run(*base, "--persona-base-url", server.base_url, "--format", "json", "--no-report")
+    assert code == 0, output
+    doc = json.loads(output)
+    assert [case["id"] for case in doc["cases"]] == ["presente"] and doc["cases"][0]["stop"]["reason"] == "goal_met"
+    code, output = cli_run(*base, "--tenant", "other", "--no-report")  # another tenant's store has no such case
+    assert code == 2 and "no case stored in project 'default', tenant 'other'" in output
+
+
 def test_trials_report_pass_at_k_and_pass_hat_k(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     module = tmp_path / "mod"
     module.mkdir()

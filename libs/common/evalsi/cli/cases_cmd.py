@@ -482,7 +482,11 @@ def _write_report(document: str, source: str, agent_name: str | None, report: An
 
 
 @cases.command("simulate")
-@click.option("--source", required=True, type=click.Path(), help="A case YAML file or a directory of them.")
+@click.option("--source", required=True, type=click.Path(),
+              help="A case YAML file or a directory of them, or 'store': the cases imported into the metadata "
+                   "store (evalsi cases import).")
+@store_options
+@tenant_option
 @click.option("--agent-url", metavar="URL", help="A deployment speaking docs/agent-protocol.md.")
 @click.option("--agent-callable", metavar="MODULE:ATTR", help="An agent in this process (docs/agent-protocol.md).")
 @click.option("--agent-token", envvar="EVALSI_AGENT_TOKEN", help="Bearer token for --agent-url.")
@@ -515,7 +519,8 @@ def _write_report(document: str, source: str, agent_name: str | None, report: An
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="Write the JSON report here.")
 @handle_errors
 def simulate_command(
-    source: str, agent_url: str | None, agent_callable: str | None, agent_token: str | None, agent_name: str | None,
+    source: str, metadata_url: str | None, config_path: str | None, project: str | None, tenant: str | None,
+    agent_url: str | None, agent_callable: str | None, agent_token: str | None, agent_name: str | None,
     case_id: str | None, staging: bool, eval_profile: str | None, eval_tools: str, persona_model: str | None,
     persona_provider: str, persona_base_url: str | None, persona_api_key_env: str | None, conv: str | None,
     timeout: float, judges_file: str | None, judge_model: str | None, judge_provider: str,
@@ -530,7 +535,7 @@ def simulate_command(
 
     Exit codes: as `evalsi cases run` (0, 3 a case failed, 2 bad input or refused, 1 a case could not run).
     """
-    from evalsi.cases import CallableTransport, HttpTransport, exit_code, load_cases, render_table
+    from evalsi.cases import CallableTransport, HttpTransport, exit_code, render_table
     from evalsi.cases.model import Case
 
     if not staging and not eval_profile:
@@ -546,21 +551,22 @@ def simulate_command(
                             "customer")
     if no_report and output:
         raise BadInputError("--no-report and --output contradict each other; give one")
-    items = load_cases(source)
+    from_store = source == STORE_SOURCE
+    # The same cases `evalsi cases run` would take from this source (a missing one is bad input before a turn).
+    items = (_store_items(metadata_url, config_path, project, tenant, agent_name, case_id) if from_store
+             else _dir_items(source, tenant, case_id))
     if agent_name:
         items = [item for item in items if item.agent is None or item.agent == agent_name]
-    if case_id:
-        items = [item for item in items if item.id == case_id]
-        if not items:
-            raise BadInputError(f"--case {case_id}: no case with this id under {source}")
+    where = "in the store" if from_store else f"under {source}"
     personas = [item for item in items if isinstance(item, Case) and item.persona is not None]
     if not personas:
-        raise BadInputError(f"no persona case under {source}" + (f" for agent {agent_name}" if agent_name else "")
+        raise BadInputError(f"no persona case {where}" + (f" for agent {agent_name}" if agent_name else "")
                             + "; replay cases run with `evalsi cases run`")
     if conv and (len(personas) > 1 or trials > 1):
         raise BadInputError("--conv names one conversation: it needs exactly one persona case (--case ID) and "
                             "--trials 1")
-    panel = _panel(source, judges_file, judge_model, judge_provider, judge_base_url, judge_api_key_env)
+    panel = _panel(None if from_store else source, judges_file, judge_model, judge_provider, judge_base_url,
+                   judge_api_key_env)
     judged = panel is not None and bool(panel.judges)
     persona: dict[str, Any] = {"model": persona_model, "provider": persona_provider, "name": "persona"}
     if persona_base_url:
