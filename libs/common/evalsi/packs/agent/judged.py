@@ -10,16 +10,15 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from importlib import resources
-from typing import Any
 
 from evalsi.errors import BadInputError, SkipRecord
 from evalsi.evaluators import EvalContext, Output, evaluator
 from evalsi.packs.agent._trajectory import Call, tool_calls
 from evalsi.packs.agent.outcome import _ordered
 from evalsi.packs.judge.answers import normalize
-from evalsi.packs.judge.evaluators import ask
+from evalsi.packs.judge.evaluators import ask, judged
 from evalsi.packs.judge.templates import Template, template_from_text
-from evalsi.records import canonical_json, content_text, has_content, to_value
+from evalsi.records import canonical_json, content_text, has_content
 from evalsi.v1alpha1.record_pb2 import TOOL_CALL_STATUS_OK, Content, Record
 from evalsi.v1alpha1.score_pb2 import Score
 
@@ -105,11 +104,6 @@ def _check(*, goal: str | None, pass_score: int) -> None:
         raise BadInputError(f"evaluator {NAME}: param 'pass_score' must be between 1 and 5, got {pass_score}")
 
 
-def _metadata(score: Score, items: dict[str, Any]) -> None:
-    for key, value in items.items():
-        score.metadata[key].CopyFrom(to_value(value))
-
-
 @evaluator(
     NAME,
     version="1.0.0",
@@ -147,24 +141,11 @@ async def goal_judge(
         Score(name="passed", passed=raw is not None and raw >= pass_score),
         Score(name="score", number=normalize(raw, "1-5") if raw is not None else 0.0),
     ]
-    meta: dict[str, Any] = {
-        "raw_score": raw,
-        "judge_model": completion.model,
-        "cached": completion.cached,
-        "template": template.ref,
-        "template_hash": template.hash,
-        "turns": len(turns),
-        "goal_source": goal_source,
-    }
-    if not answer.ok:
-        meta.update(parse_error=True, parse_detail=answer.error)
-    for score in scores:
-        score.explanation = answer.explanation
-        _metadata(score, meta)
-    if not completion.cached:  # once per result: run totals add up every score's cost; a cache hit spent none
-        scores[0].cost.input_tokens = completion.input_tokens
-        scores[0].cost.output_tokens = completion.output_tokens
-        scores[0].cost.total_tokens = completion.input_tokens + completion.output_tokens
+    # The judgement (explanation, metadata, and the tokens, counted once per result) on the first score; the
+    # second carries the same explanation and metadata.
+    judged(scores[0], answer, template, completion, turns=len(turns), goal_source=goal_source)
+    scores[1].explanation = scores[0].explanation
+    scores[1].metadata.MergeFrom(scores[0].metadata)
     return scores
 
 

@@ -126,7 +126,8 @@ def _judge_metadata(template: Template, completions: Sequence[Completion]) -> di
     }
 
 
-def _judged(score: Score, answer: Answer, template: Template, completion: Completion, **extra: Any) -> Score:
+def judged(score: Score, answer: Answer, template: Template, completion: Completion, **extra: Any) -> Score:
+    """``score`` with the judge's explanation, the tokens it spent and what identifies the judgement (metadata)."""
     score.explanation = answer.explanation
     _add_cost(score, [completion])
     raw = answer.value if answer.ok else None
@@ -174,7 +175,7 @@ async def llm_judge(
     values = {**record_values(record, shown=chosen.uses), "rubric": chosen.text}
     answer, completion = await ask(judge, template, values, "1-5")
     number = normalize(float(answer.value), "1-5") if answer.ok else 0.0  # type: ignore[arg-type]
-    return _judged(Score(number=number), answer, template, completion, rubric=chosen.name)
+    return judged(Score(number=number), answer, template, completion, rubric=chosen.name)
 
 
 def _rubric(name: str, text: str | None) -> Rubric:
@@ -206,7 +207,7 @@ async def reference_correctness(record: Record, ctx: EvalContext) -> Score:
     judge = ctx.require_judge()
     template = _judge_template(judge, "reference")
     answer, completion = await ask(judge, template, record_values(record), "pass-fail")
-    return _judged(Score(passed=answer.ok and answer.value == 1.0), answer, template, completion)
+    return judged(Score(passed=answer.ok and answer.value == 1.0), answer, template, completion)
 
 
 _OUTCOME_NUMBER = {"win": 1.0, "tie": 0.5, "loss": 0.0}
@@ -307,7 +308,7 @@ async def prompt_judge(record: Record, ctx: EvalContext, *, template_file: str, 
     judge = ctx.require_judge()
     answer, completion = await ask(judge, template, record_values(record), scale)
     number = normalize(float(answer.value), scale) if answer.ok else 0.0  # type: ignore[arg-type]
-    return _judged(Score(number=number), answer, template, completion, scale=scale)
+    return judged(Score(number=number), answer, template, completion, scale=scale)
 
 
 EVALUATORS = (llm_judge, reference_correctness, pairwise_preference, prompt_judge)
