@@ -360,17 +360,11 @@ class ClickHouseTraceStore:
         await self._run(lambda client: self._write_spans(client, batches))
 
     def _write_spans(self, client: Any, batches: Sequence[_SpanBatch]) -> None:
-        if len(batches) == 1:
-            columns = batches[0].columns
-            columns[_VERSION][:] = [self._next_version()] * len(columns[0])
-        else:
-            columns = [[] for _ in _SPAN_COLUMNS]
-            for batch in batches:
-                # A version per batch, in arrival order: a span in two merged batches is replaced as if written
-                # twice.
-                batch.columns[_VERSION][:] = [self._next_version()] * len(batch.columns[0])
-                for column, values in zip(columns, batch.columns, strict=True):
-                    column.extend(values)
+        for batch in batches:
+            # A version per batch, in arrival order: a span in two merged batches is replaced as if written twice.
+            batch.columns[_VERSION][:] = [self._next_version()] * len(batch.columns[0])
+        columns = batches[0].columns if len(batches) == 1 else [
+            [value for batch in batches for value in batch.columns[i]] for i in range(len(_SPAN_COLUMNS))]
         client.execute(f"INSERT INTO spans ({', '.join(_SPAN_COLUMNS)}) VALUES", columns, columnar=True)
         for batch in batches:
             pending = self._unsummarized.get(batch.project)
