@@ -26,6 +26,7 @@ from typing import Any
 import yaml
 
 from evalsi.errors import BadInputError
+from evalsi.masking import mask_url
 
 POOLS = ("cpu", "judge", "gpu", "sandbox", "harness")
 
@@ -125,7 +126,7 @@ class Config:
             if worker.replicas < 1 or worker.concurrency < 1:
                 raise BadInputError(f"{where}: workers[{i}]: replicas and concurrency must be at least 1")
         if self.traces_url and not self.traces_url.startswith(("sqlite:///", "clickhouse://")):
-            raise BadInputError(f"{where}: traces.url: {self.traces_url!r} is not a trace store; accepted: "
+            raise BadInputError(f"{where}: traces.url: {mask_url(self.traces_url)!r} is not a trace store; accepted: "
                                 "sqlite:///path or clickhouse://host[:tcp_port]/database (empty: SQLite in the "
                                 "state directory)")
         if self.scheduler.replicas < 1 or self.scheduler.lease_ttl_s <= 0:

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from evalsi.errors import BadInputError, InfraError
+from evalsi.masking import mask_url
 from evalsi.v1alpha1.record_pb2 import Record, Step
 
 from .assembly import assemble_record, counts_toward_usage
@@ -201,15 +202,15 @@ def parse_clickhouse_url(url: str) -> tuple[str, int, str]:
     forms = "clickhouse://host[:tcp_port]/database"
     match = re.fullmatch(r"clickhouse://([^/:?#]+)(?::([^/?#]*))?/([^/?#]*)", url)
     if not match:
-        raise BadInputError(f"trace store URL {url!r} is not supported; a ClickHouse URL is {forms}")
+        raise BadInputError(f"trace store URL {mask_url(url)!r} is not supported; a ClickHouse URL is {forms}")
     host, port_text, database = match.groups()
     if port_text is not None and not port_text.isdigit():
-        raise BadInputError(f"trace store URL {url!r}: port {port_text!r} is not a number")
+        raise BadInputError(f"trace store URL {mask_url(url)!r}: port {port_text!r} is not a number")
     port = int(port_text) if port_text else DEFAULT_PORT
     if not 0 < port < 65536:
-        raise BadInputError(f"trace store URL {url!r}: port {port} is out of range")
+        raise BadInputError(f"trace store URL {mask_url(url)!r}: port {port} is out of range")
     if not _NAME.match(database):
-        raise BadInputError(f"trace store URL {url!r}: database {database!r} must be a plain name ({forms})")
+        raise BadInputError(f"trace store URL {mask_url(url)!r}: database {database!r} must be a plain name ({forms})")
     return host, port, database
 
 

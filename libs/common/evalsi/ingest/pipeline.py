@@ -21,6 +21,7 @@ from urllib.parse import unquote
 
 from evalsi.bus.v1alpha1.bus_pb2 import ObservedTrace, TraceCompleted
 from evalsi.errors import BadInputError, InfraError
+from evalsi.masking import mask_url
 
 from .assembly import CompletedTrace, TraceAssembler
 from .clickhouse_store import ClickHouseTraceStore
@@ -174,8 +175,8 @@ async def open_trace_store(url: str) -> SqliteTraceStore | ClickHouseTraceStore:
     if url.startswith("clickhouse://"):
         return await ClickHouseTraceStore.open(url)
     if not url.startswith("sqlite:///") or len(url) == len("sqlite:///"):
-        raise BadInputError(f"trace store URL {url!r} is not supported; accepted: {TRACE_URL_FORMS}")
+        raise BadInputError(f"trace store URL {mask_url(url)!r} is not supported; accepted: {TRACE_URL_FORMS}")
     path = url[len("sqlite:///"):]
     if "?" in path:
-        raise BadInputError(f"trace store URL {url!r}: SQLite URLs take no query parameters")
+        raise BadInputError(f"trace store URL {mask_url(url)!r}: SQLite URLs take no query parameters")
     return await SqliteTraceStore.open(unquote(path))

@@ -20,9 +20,9 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 from evalsi.errors import BadInputError, InfraError
+from evalsi.masking import mask_url
 from evalsi.v1alpha1.policy_pb2 import OnlineEvalPolicy
 from evalsi.v1alpha1.run_pb2 import Run
 from evalsi.v1alpha1.score_pb2 import EvaluationResult
@@ -219,15 +219,6 @@ def _rowcount(status: str) -> int:
     return int(last) if last.isdigit() else 0
 
 
-def redact_dsn(dsn: str) -> str:
-    """The DSN without its password, for messages."""
-    parts = urlsplit(dsn)
-    if parts.password is None:
-        return dsn
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-    return urlunsplit(parts._replace(netloc=netloc))
-
-
 class _PostgresConn:
     def __init__(self, conn: Any, errors: Callable[[], contextlib.AbstractContextManager[None]]) -> None:
         self._conn = conn
@@ -279,7 +270,7 @@ class _PostgresDatabase:
         try:
             yield
         except (TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
-            raise InfraError(f"Postgres at {redact_dsn(self.dsn)}: {type(exc).__name__}: {exc}") from exc
+            raise InfraError(f"Postgres at {mask_url(self.dsn)}: {type(exc).__name__}: {exc}") from exc
 
     async def open(self) -> list[int]:
         import asyncpg
@@ -289,7 +280,7 @@ class _PostgresDatabase:
                 self.dsn, min_size=1, max_size=self._pool_size, timeout=10, command_timeout=300
             )
             async with self._pool.acquire() as conn:
-                return await migrate_postgres(conn, where=f"Postgres at {redact_dsn(self.dsn)}")
+                return await migrate_postgres(conn, where=f"Postgres at {mask_url(self.dsn)}")
 
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[_Conn]:

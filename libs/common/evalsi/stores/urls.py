@@ -18,9 +18,10 @@ import os
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from evalsi.errors import BadInputError
+from evalsi.masking import mask_url
 
 from .objects import LocalObjectStore, ObjectStore, S3ObjectStore
-from .sql import SqlMetadataStore, redact_dsn
+from .sql import SqlMetadataStore
 
 _METADATA_FORMS = "sqlite:///relative.db, sqlite:////absolute/path.db or postgresql://user@host:port/db"
 _OBJECT_FORMS = "file:///absolute/dir, a plain directory path or s3://bucket/prefix?endpoint=URL&region=REGION"
@@ -31,17 +32,17 @@ async def open_metadata_store(url: str, *, pool_size: int = 10) -> SqlMetadataSt
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
     if scheme == "sqlite":
         if not url.startswith("sqlite:///") or len(url) == len("sqlite:///"):
-            raise BadInputError(f"metadata store URL {url!r}: a SQLite URL is sqlite:///<path>; accepted: "
+            raise BadInputError(f"metadata store URL {mask_url(url)!r}: a SQLite URL is sqlite:///<path>; accepted: "
                                 f"{_METADATA_FORMS}")
         path = url[len("sqlite:///"):]
         if "?" in path:
-            raise BadInputError(f"metadata store URL {url!r}: SQLite URLs take no query parameters")
+            raise BadInputError(f"metadata store URL {mask_url(url)!r}: SQLite URLs take no query parameters")
         return await SqlMetadataStore.open_sqlite(unquote(path))
     if scheme in ("postgresql", "postgres"):
         if pool_size < 1:
             raise BadInputError(f"pool_size {pool_size} must be at least 1")
         return await SqlMetadataStore.open_postgres(url, pool_size=pool_size)
-    raise BadInputError(f"metadata store URL {redact_dsn(url)!r} is not supported; accepted: {_METADATA_FORMS}")
+    raise BadInputError(f"metadata store URL {mask_url(url)!r} is not supported; accepted: {_METADATA_FORMS}")
 
 
 async def open_object_store(
@@ -60,20 +61,22 @@ async def open_object_store(
     scheme = parts.scheme.lower()
     if scheme == "file":
         if parts.netloc not in ("", "localhost") or not parts.path or parts.query:
-            raise BadInputError(f"object store URL {url!r}: a file URL is file:///absolute/dir")
+            raise BadInputError(f"object store URL {mask_url(url)!r}: a file URL is file:///absolute/dir")
         return LocalObjectStore(unquote(parts.path))
     if scheme == "s3":
         if not parts.netloc:
-            raise BadInputError(f"object store URL {url!r} names no bucket; accepted: {_OBJECT_FORMS}")
+            raise BadInputError(f"object store URL {mask_url(url)!r} names no bucket; accepted: {_OBJECT_FORMS}")
         query = parse_qs(parts.query, keep_blank_values=True)
         unknown = sorted(set(query) - {"endpoint", "region"})
         if unknown:
             raise BadInputError(
-                f"object store URL {url!r}: unknown parameter {unknown[0]!r}; accepted: endpoint, region"
+                f"object store URL {mask_url(url)!r}: unknown parameter {unknown[0]!r}; accepted: endpoint, region"
             )
         endpoint = query.get("endpoint", [None])[-1] or None
         if endpoint is not None and urlsplit(endpoint).scheme not in ("http", "https"):
-            raise BadInputError(f"object store URL {url!r}: endpoint {endpoint!r} must be an http(s) URL")
+            raise BadInputError(
+                f"object store URL {mask_url(url)!r}: endpoint {mask_url(endpoint)!r} must be an http(s) URL"
+            )
         chosen_region = (
             region
             or query.get("region", [""])[-1]
@@ -89,4 +92,4 @@ async def open_object_store(
             access_key=access_key or os.environ.get("AWS_ACCESS_KEY_ID") or None,
             secret_key=secret_key or os.environ.get("AWS_SECRET_ACCESS_KEY") or None,
         ).open()
-    raise BadInputError(f"object store URL {url!r} is not supported; accepted: {_OBJECT_FORMS}")
+    raise BadInputError(f"object store URL {mask_url(url)!r} is not supported; accepted: {_OBJECT_FORMS}")
