@@ -135,7 +135,7 @@ class EvaluatorManifest(_message.Message):
     def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., pack: _Optional[str] = ..., scope: _Optional[_Union[Scope, str]] = ..., description: _Optional[str] = ..., requires: _Optional[_Union[Requirements, _Mapping]] = ..., outputs: _Optional[_Iterable[_Union[OutputSpec, _Mapping]]] = ..., params_schema: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., params: _Optional[_Iterable[_Union[ParamSpec, _Mapping]]] = ..., scheduling: _Optional[_Union[Scheduling, _Mapping]] = ..., modalities: _Optional[_Iterable[str]] = ..., tier: _Optional[str] = ...) -> None: ...
 
 class JudgeSpec(_message.Message):
-    __slots__ = ("connector", "model", "base_url", "api_key_env", "params", "template", "timeout_s", "max_retries", "rpm", "tpm", "secret_ref")
+    __slots__ = ("connector", "model", "base_url", "api_key_env", "params", "template", "timeout_s", "max_retries", "rpm", "tpm", "secret_ref", "connection")
     CONNECTOR_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     BASE_URL_FIELD_NUMBER: _ClassVar[int]
@@ -147,6 +147,7 @@ class JudgeSpec(_message.Message):
     RPM_FIELD_NUMBER: _ClassVar[int]
     TPM_FIELD_NUMBER: _ClassVar[int]
     SECRET_REF_FIELD_NUMBER: _ClassVar[int]
+    CONNECTION_FIELD_NUMBER: _ClassVar[int]
     connector: str
     model: str
     base_url: str
@@ -158,4 +159,5 @@ class JudgeSpec(_message.Message):
     rpm: int
     tpm: int
     secret_ref: str
-    def __init__(self, connector: _Optional[str] = ..., model: _Optional[str] = ..., base_url: _Optional[str] = ..., api_key_env: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., template: _Optional[str] = ..., timeout_s: _Optional[float] = ..., max_retries: _Optional[int] = ..., rpm: _Optional[int] = ..., tpm: _Optional[int] = ..., secret_ref: _Optional[str] = ...) -> None: ...
+    connection: str
+    def __init__(self, connector: _Optional[str] = ..., model: _Optional[str] = ..., base_url: _Optional[str] = ..., api_key_env: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., template: _Optional[str] = ..., timeout_s: _Optional[float] = ..., max_retries: _Optional[int] = ..., rpm: _Optional[int] = ..., tpm: _Optional[int] = ..., secret_ref: _Optional[str] = ..., connection: _Optional[str] = ...) -> None: ...

@@ -122,7 +122,7 @@ class OutputsGiven(_message.Message):
     def __init__(self) -> None: ...
 
 class ModelTarget(_message.Message):
-    __slots__ = ("connector", "model", "base_url", "api_key_env", "params", "prompt_template", "system_prompt", "secret_ref")
+    __slots__ = ("connector", "model", "base_url", "api_key_env", "params", "prompt_template", "system_prompt", "secret_ref", "connection")
     CONNECTOR_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     BASE_URL_FIELD_NUMBER: _ClassVar[int]
@@ -131,6 +131,7 @@ class ModelTarget(_message.Message):
     PROMPT_TEMPLATE_FIELD_NUMBER: _ClassVar[int]
     SYSTEM_PROMPT_FIELD_NUMBER: _ClassVar[int]
     SECRET_REF_FIELD_NUMBER: _ClassVar[int]
+    CONNECTION_FIELD_NUMBER: _ClassVar[int]
     connector: str
     model: str
     base_url: str
@@ -139,19 +140,22 @@ class ModelTarget(_message.Message):
     prompt_template: str
     system_prompt: str
     secret_ref: str
-    def __init__(self, connector: _Optional[str] = ..., model: _Optional[str] = ..., base_url: _Optional[str] = ..., api_key_env: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., prompt_template: _Optional[str] = ..., system_prompt: _Optional[str] = ..., secret_ref: _Optional[str] = ...) -> None: ...
+    connection: str
+    def __init__(self, connector: _Optional[str] = ..., model: _Optional[str] = ..., base_url: _Optional[str] = ..., api_key_env: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., prompt_template: _Optional[str] = ..., system_prompt: _Optional[str] = ..., secret_ref: _Optional[str] = ..., connection: _Optional[str] = ...) -> None: ...
 
 class AgentTarget(_message.Message):
-    __slots__ = ("a2a", "http", "openai_responses", "python")
+    __slots__ = ("a2a", "http", "openai_responses", "python", "connection")
     A2A_FIELD_NUMBER: _ClassVar[int]
     HTTP_FIELD_NUMBER: _ClassVar[int]
     OPENAI_RESPONSES_FIELD_NUMBER: _ClassVar[int]
     PYTHON_FIELD_NUMBER: _ClassVar[int]
+    CONNECTION_FIELD_NUMBER: _ClassVar[int]
     a2a: A2AAgent
     http: HttpAgent
     openai_responses: ResponsesAgent
     python: PythonAgent
-    def __init__(self, a2a: _Optional[_Union[A2AAgent, _Mapping]] = ..., http: _Optional[_Union[HttpAgent, _Mapping]] = ..., openai_responses: _Optional[_Union[ResponsesAgent, _Mapping]] = ..., python: _Optional[_Union[PythonAgent, _Mapping]] = ...) -> None: ...
+    connection: str
+    def __init__(self, a2a: _Optional[_Union[A2AAgent, _Mapping]] = ..., http: _Optional[_Union[HttpAgent, _Mapping]] = ..., openai_responses: _Optional[_Union[ResponsesAgent, _Mapping]] = ..., python: _Optional[_Union[PythonAgent, _Mapping]] = ..., connection: _Optional[str] = ...) -> None: ...
 
 class A2AAgent(_message.Message):
     __slots__ = ("url", "timeout")
