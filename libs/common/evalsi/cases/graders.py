@@ -9,11 +9,13 @@ against the calls made so far in the conversation). A ``rubric`` is a check too:
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from evalsi.cases.model import Case, Expect, Policy
 from evalsi.cases.transcript import Transcript, Turn
+from evalsi.patterns import Pattern
 
 CheckStatus = Literal["pass", "fail", "skipped", "judge_pending", "error"]
 
@@ -213,7 +215,7 @@ def check_tool_error(turn: Turn) -> Check:
     return _ok("must_not.tool_error", "no tool call errored (blocked calls are not errors)")
 
 
-def check_phantom_action(transcript: Transcript, claims: dict[str, re.Pattern[str]]) -> Check:
+def check_phantom_action(transcript: Transcript, claims: Mapping[str, Pattern]) -> Check:
     """A reply that says it did something the conversation never did: the claimed tool never ran to ``ok``.
 
     Cumulative: a call that succeeded on an earlier turn backs a claim on a later one. A call whose end the

@@ -29,6 +29,7 @@ from evalsi.cases.model import (
     Requires,
 )
 from evalsi.errors import BadInputError
+from evalsi.patterns import PatternError, compile_user_pattern
 
 FieldPath = tuple[str | int, ...]
 
@@ -367,10 +368,10 @@ class _Parser:
             compiled = {}
             for tool, pattern in claims.items():
                 pattern = self.string(pattern, (*path, "claims", str(tool)))
-                try:
-                    compiled[str(tool)] = re.compile(pattern, re.IGNORECASE)
-                except re.error as exc:
-                    raise self.fail((*path, "claims", str(tool)), f"regex does not compile: {exc}") from None
+                try:  # RE2: a case file's pattern must not be able to stall a grader (evalsi.patterns)
+                    compiled[str(tool)] = compile_user_pattern(pattern, "claims", ignore_case=True)
+                except PatternError as exc:
+                    raise self.fail((*path, "claims", str(tool)), f"regex does not compile: {exc.problem}") from None
             fields["claims"] = compiled
         if expect.get("must_not") is not None:
             detectors = self.strings(expect["must_not"], (*path, "must_not"))

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
+
+from evalsi.patterns import Pattern
 
 POLICIES: tuple[str, ...] = ("ask_once", "investigate_first", "act_fast")
 DETECTORS: tuple[str, ...] = ("pii_leak", "tool_error", "phantom_action")
@@ -35,7 +36,7 @@ class Expect:
     ui_components: tuple[str, ...] | None = None
     no_ui: bool = False
     must_not: tuple[str, ...] | None = None
-    claims: dict[str, re.Pattern[str]] = field(default_factory=dict)
+    claims: dict[str, Pattern] = field(default_factory=dict)
     policy: Policy | None = None
     rubric: str | None = None
     min_score: float = 0.7

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -12,6 +11,7 @@ from typing import Any
 from evalsi.errors import BadInputError
 from evalsi.evaluators import Output, evaluator
 from evalsi.packs.agent._trajectory import Call, tool_calls
+from evalsi.patterns import Pattern, PatternError, compile_user_pattern
 from evalsi.records import canonical_json, content_text, has_content, to_value
 from evalsi.v1alpha1.record_pb2 import Record
 from evalsi.v1alpha1.score_pb2 import Score
@@ -39,8 +39,8 @@ class Rules:
     forbidden_tools: tuple[str, ...]
     requires_before: Mapping[str, tuple[str, ...]]
     max_calls: Mapping[str, int]
-    forbidden_arguments: tuple[re.Pattern[str], ...]
-    forbidden_output: tuple[re.Pattern[str], ...]
+    forbidden_arguments: tuple[Pattern, ...]
+    forbidden_output: tuple[Pattern, ...]
     blocked_is_violation: bool
 
 
@@ -55,15 +55,15 @@ def _names(param: str, values: Sequence[Any]) -> tuple[str, ...]:
     return tuple(values)
 
 
-def _patterns(param: str, values: Sequence[Any]) -> tuple[re.Pattern[str], ...]:
+def _patterns(param: str, values: Sequence[Any]) -> tuple[Pattern, ...]:
     compiled = []
     for index, value in enumerate(values):
         if not isinstance(value, str) or not value:
             raise _bad(param, f"entry {index} must be a non-empty regular expression, got {value!r}")
-        try:
-            compiled.append(re.compile(value))
-        except re.error as exc:
-            raise _bad(param, f"entry {index} is not a valid regular expression ({value!r}: {exc})") from None
+        try:  # RE2 (linear time): the patterns come from whoever wrote the spec or the request
+            compiled.append(compile_user_pattern(value, f"evaluator {NAME}: param '{param}' entry {index}"))
+        except PatternError as exc:
+            raise _bad(param, f"entry {index} is not a valid regular expression ({value!r}: {exc.problem})") from None
     return tuple(compiled)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 from typing import Literal
@@ -12,6 +11,7 @@ from rapidfuzz import fuzz
 
 from evalsi.errors import BadInputError, SkipRecord
 from evalsi.evaluators import Output, evaluator
+from evalsi.patterns import Pattern, compile_user_pattern
 from evalsi.records import content_text
 from evalsi.v1alpha1.record_pb2 import Content, Record
 from evalsi.v1alpha1.score_pb2 import Score
@@ -353,12 +353,18 @@ def contains(
 # --- regex-match ---------------------------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=256)
-def compile_pattern(pattern: str, flags: int) -> re.Pattern[str]:
-    try:
-        return re.compile(pattern, flags)
-    except re.error as exc:
-        raise BadInputError(f"evaluator builtin/regex-match: invalid pattern {pattern!r}: {exc}") from None
+def compile_pattern(pattern: str, ignore_case: bool) -> Pattern:
+    """RE2, not ``re``: the pattern comes from the caller, and RE2 matches in linear time (evalsi.patterns)."""
+    return compile_user_pattern(pattern, "evaluator builtin/regex-match: param 'pattern'", ignore_case=ignore_case)
+
+
+def _check_regex(*, pattern: str, mode: str, ignore_case: bool) -> None:
+    """At bind time, so a bad pattern is a 400 before any record is evaluated."""
+    compile_pattern(pattern, ignore_case)
+    if mode not in ("search", "fullmatch"):
+        raise BadInputError(
+            f"evaluator builtin/regex-match: param 'mode' must be one of search, fullmatch, got {mode!r}"
+        )
 
 
 @evaluator(
@@ -367,8 +373,9 @@ def compile_pattern(pattern: str, flags: int) -> re.Pattern[str]:
     pack="core",
     requires=["output"],
     outputs=[Output("passed", "boolean", description="The output matches the pattern.")],
+    check=_check_regex,
     params={
-        "pattern": "The regular expression (Python re syntax).",
+        "pattern": "The regular expression (RE2 syntax: linear-time; no backreferences or lookaround).",
         "mode": "search: the pattern may match anywhere; fullmatch: it must match the whole output.",
         "ignore_case": "Match case-insensitively.",
     },
@@ -381,7 +388,7 @@ def regex_match(
     ignore_case: bool = False,
 ) -> Score | bool:
     """The output matches a regular expression (anywhere, or as a whole)."""
-    compiled = compile_pattern(pattern, re.IGNORECASE if ignore_case else 0)
+    compiled = compile_pattern(pattern, ignore_case)
     output = content_text(record.output)
     if mode == "search":
         matched = compiled.search(output) is not None

@@ -1,0 +1,68 @@
+"""Every bound on what one request may ask of the server, in one place so code and docs agree.
+
+The docs' "Limits" section (docs/server.md) lists these values; each check below refuses with a
+``BadInputError`` naming the field and the limit, which every surface reports as a 400 / INVALID_ARGUMENT.
+"""
+
+from __future__ import annotations
+
+import math
+
+from evalsi.errors import BadInputError
+
+# Bootstrap resamples of a summary (a run's spec.summary, an Evaluate's summary). Each resample re-reduces
+# every record, so memory and time grow with resamples × records; 2,000 is the documented default.
+MAX_BOOTSTRAP_RESAMPLES = 100_000
+# One CEL expression (gate, selector, `when`, alert rule, promotion condition): parsing is superlinear in size.
+MAX_EXPRESSION_CHARS = 4096
+# Gates of one run, and `when`/alert expressions of one policy.
+MAX_EXPRESSIONS = 64
+# A user-supplied regular expression (regex-match, policy-violations, case claims).
+MAX_PATTERN_CHARS = 4096
+# Names of runs and policies (Kubernetes allows 253 for an object name).
+MAX_NAME_CHARS = 253
+# Labels of a run: how many, and how long keys and values may be.
+MAX_LABELS = 64
+MAX_LABEL_KEY_CHARS = 253
+MAX_LABEL_VALUE_CHARS = 1024
+# Trials per sample and concurrent target calls of one run.
+MAX_TRIALS = 1000
+MAX_CONCURRENCY = 1024
+# Seconds one evaluator call may take on a worker before it is abandoned and reported as an error
+# (evalsi-worker --call-timeout). Judge calls retry providers within it, so it is generous.
+DEFAULT_CALL_TIMEOUT_S = 300.0
+
+
+def check_length(value: str, field: str, limit: int) -> str:
+    if len(value) > limit:
+        raise BadInputError(f"{field}: {len(value)} characters exceed the limit of {limit}")
+    return value
+
+
+def check_count(count: int, field: str, limit: int, what: str) -> None:
+    if count > limit:
+        raise BadInputError(f"{field}: {count} {what} exceed the limit of {limit}")
+
+
+def check_range(value: int, field: str, low: int, high: int) -> int:
+    if not low <= value <= high:
+        raise BadInputError(f"{field}: {value} is outside {low}..{high}")
+    return value
+
+
+def check_finite(value: float, field: str, *, minimum: float | None = None) -> float:
+    """A number meant as a quantity: NaN and ±Infinity are refused (JSON carries them as strings)."""
+    if math.isnan(value) or math.isinf(value):
+        raise BadInputError(f"{field}: {value} is not a finite number")
+    if minimum is not None and value < minimum:
+        raise BadInputError(f"{field}: must be >= {minimum:g}, got {value:g}")
+    return value
+
+
+def check_resamples(value: int, field: str) -> int:
+    """0 means the default (2,000); above MAX_BOOTSTRAP_RESAMPLES is refused, never silently lowered."""
+    if value < 0 or value > MAX_BOOTSTRAP_RESAMPLES:
+        raise BadInputError(
+            f"{field}: {value} is outside 0..{MAX_BOOTSTRAP_RESAMPLES} (0 means the default, 2000)"
+        )
+    return value
