@@ -24,18 +24,23 @@ from evalsi.api.errors import error_status
 from evalsi.api.health import GrpcHealth, Readiness
 from evalsi.api.metrics import ApiMetrics
 from evalsi.api.table import HandlerTable, Method
+from evalsi.edge_checks import MAX_MESSAGE_DEPTH, check_message
 from evalsi.errors import BadInputError
 
 TRANSPORT = "grpc"
 
 
 def decode(message_type: type[Message], data: bytes) -> Message:
+    """The request, refused (INVALID_ARGUMENT) when it does not decode or holds what no store can keep."""
     try:
-        return message_type.FromString(data)
+        message = message_type.FromString(data)
     except DecodeError as exc:
         raise BadInputError(
-            f"request: malformed protobuf, not a {message_type.DESCRIPTOR.full_name} ({exc})"
+            f"request: malformed protobuf, not a {message_type.DESCRIPTOR.full_name} ({exc}); messages nest "
+            f"at most {MAX_MESSAGE_DEPTH} levels"
         ) from None
+    check_message(message)
+    return message
 
 
 class GrpcServer:

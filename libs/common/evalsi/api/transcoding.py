@@ -25,6 +25,7 @@ from google.protobuf import json_format, message_factory
 from google.protobuf.descriptor import Descriptor, FieldDescriptor, MethodDescriptor
 from google.protobuf.message import Message
 
+from evalsi.edge_checks import check_message, load_json
 from evalsi.errors import BadInputError
 
 _VERBS = ("get", "put", "post", "delete", "patch")
@@ -274,6 +275,8 @@ def build_request(
             raise BadInputError(f"{name}: {spelled[proto_path]} names the same field; give it once")
         spelled[proto_path] = name
         set_query_param(message, name, values, bound=bound)
+    # Path and query strings reach the stores as they are: the same checks as the body, on the whole message.
+    check_message(message)
     return message
 
 
@@ -416,11 +419,9 @@ def parse_json_into(body: bytes, message: Message, *, where: str = "") -> None:
     if not body.strip():
         return
     try:
-        text = body.decode("utf-8")
+        obj = load_json(body, label=label, object_pairs_hook=_no_duplicates)
     except UnicodeDecodeError as exc:
         raise BadInputError(f"{label}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
-    try:
-        obj = json.loads(text, object_pairs_hook=_no_duplicates)
     except json.JSONDecodeError as exc:
         raise BadInputError(f"{label}: malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
     except _DuplicateKey as exc:

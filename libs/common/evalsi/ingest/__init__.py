@@ -16,7 +16,7 @@ from .assembly import (
 )
 from .attributes import any_value_to_python, attributes_to_dict
 from .clickhouse_store import ClickHouseTraceStore
-from .grpc_receiver import OtlpGrpcLogsReceiver, OtlpGrpcReceiver, start_grpc_receiver
+from .grpc_receiver import otlp_handlers, start_grpc_receiver
 from .handler import (
     DEFAULT_PROJECT,
     PROJECT_ATTRIBUTE,
@@ -91,8 +91,6 @@ __all__ = [
     "MappedSpan",
     "Mapper",
     "OnlineScore",
-    "OtlpGrpcLogsReceiver",
-    "OtlpGrpcReceiver",
     "OtlpHttpReceiver",
     "Partitioning",
     "RedactionRule",
@@ -115,6 +113,7 @@ __all__ = [
     "map_resource_spans",
     "map_span",
     "open_trace_store",
+    "otlp_handlers",
     "partition_of",
     "root_of",
     "run_completion_loop",

@@ -1,25 +1,30 @@
 """OTLP/gRPC: the collector's ``TraceService/Export`` and ``LogsService/Export`` on grpc.aio, through the same
 ``ExportHandler``.
 
-gRPC itself refuses a message over ``max_body_bytes`` with RESOURCE_EXHAUSTED and handles gzip. A bad
-``x-evalsi-project`` metadata value is INVALID_ARGUMENT; a failing sink UNAVAILABLE, which OTLP clients retry.
+gRPC itself refuses a message over ``max_body_bytes`` with RESOURCE_EXHAUSTED and handles gzip. Requests
+arrive as bytes and are decoded here, so a body that is not the service's protobuf (or nests deeper than
+protobuf's limit) is INVALID_ARGUMENT naming the type, not grpc's opaque UNKNOWN; so is a bad
+``x-evalsi-project`` metadata value. A failing sink is UNAVAILABLE, which OTLP clients retry.
 """
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
 import grpc
-from opentelemetry.proto.collector.logs.v1 import logs_service_pb2_grpc
-from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest, ExportLogsServiceResponse
-from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-    ExportTraceServiceRequest,
-    ExportTraceServiceResponse,
-)
+from google.protobuf.message import DecodeError, Message
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from evalsi.errors import BadInputError, InfraError
 
 from .handler import PROJECT_HEADER, ExportHandler
 from .http_receiver import DEFAULT_MAX_BODY
+
+TRACE_SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
+LOGS_SERVICE = "opentelemetry.proto.collector.logs.v1.LogsService"
+_Request = TypeVar("_Request", ExportTraceServiceRequest, ExportLogsServiceRequest)
 
 
 def _project(context: grpc.aio.ServicerContext) -> str | None:
@@ -30,36 +35,40 @@ def _project(context: grpc.aio.ServicerContext) -> str | None:
     return project
 
 
-class OtlpGrpcReceiver(trace_service_pb2_grpc.TraceServiceServicer):
-    def __init__(self, handler: ExportHandler) -> None:
-        self.handler = handler
+def decode(message_type: type[_Request], data: bytes) -> _Request:
+    """The request message; ``BadInputError`` naming the type when the bytes are not one."""
+    try:
+        return message_type.FromString(data)
+    except (DecodeError, RuntimeError) as exc:
+        raise BadInputError(f"malformed protobuf, not an {message_type.DESCRIPTOR.full_name}: {exc}") from None
 
-    async def Export(
-        self, request: ExportTraceServiceRequest, context: grpc.aio.ServicerContext
-    ) -> ExportTraceServiceResponse:
+
+def _export_method(
+    message_type: type[_Request], export: Callable[[_Request, str | None], Awaitable[Message]], what: str
+) -> Callable[[bytes, grpc.aio.ServicerContext], Awaitable[bytes]]:
+    """One ``Export`` method: decode, hand to the handler, map errors to the statuses OTLP clients expect.
+    A plain coroutine function, as grpc.aio tells async handlers from sync ones by that."""
+
+    async def handle(data: bytes, context: grpc.aio.ServicerContext) -> bytes:
         try:
-            return await self.handler.export(request, _project(context))
+            response = await export(decode(message_type, data), _project(context))
         except BadInputError as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         except InfraError as exc:
-            await context.abort(grpc.StatusCode.UNAVAILABLE, f"could not store spans, retry: {exc}")
-        raise AssertionError("unreachable: abort raises")
+            await context.abort(grpc.StatusCode.UNAVAILABLE, f"could not store {what}, retry: {exc}")
+        return response.SerializeToString()
+
+    return handle
 
 
-class OtlpGrpcLogsReceiver(logs_service_pb2_grpc.LogsServiceServicer):
-    def __init__(self, handler: ExportHandler) -> None:
-        self.handler = handler
-
-    async def Export(
-        self, request: ExportLogsServiceRequest, context: grpc.aio.ServicerContext
-    ) -> ExportLogsServiceResponse:
-        try:
-            return await self.handler.export_logs(request, _project(context))
-        except BadInputError as exc:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-        except InfraError as exc:
-            await context.abort(grpc.StatusCode.UNAVAILABLE, f"could not store log records, retry: {exc}")
-        raise AssertionError("unreachable: abort raises")
+def otlp_handlers(handler: ExportHandler) -> tuple[grpc.GenericRpcHandler, grpc.GenericRpcHandler]:
+    """TraceService and LogsService, taking raw bytes (no deserializer) so decoding errors are ours to report."""
+    traces = _export_method(ExportTraceServiceRequest, handler.export, "spans")
+    logs = _export_method(ExportLogsServiceRequest, handler.export_logs, "log records")
+    return (
+        grpc.method_handlers_generic_handler(TRACE_SERVICE, {"Export": grpc.unary_unary_rpc_method_handler(traces)}),
+        grpc.method_handlers_generic_handler(LOGS_SERVICE, {"Export": grpc.unary_unary_rpc_method_handler(logs)}),
+    )
 
 
 async def start_grpc_receiver(
@@ -71,8 +80,7 @@ async def start_grpc_receiver(
         ("grpc.max_receive_message_length", max_body_bytes),
         ("grpc.so_reuseport", int(reuse_port)),
     ])
-    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(OtlpGrpcReceiver(handler), server)
-    logs_service_pb2_grpc.add_LogsServiceServicer_to_server(OtlpGrpcLogsReceiver(handler), server)
+    server.add_generic_rpc_handlers(otlp_handlers(handler))
     address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     bound = server.add_insecure_port(address)
     if not bound:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import socket
 import zlib
 from collections.abc import Awaitable, Callable
@@ -28,6 +27,7 @@ from google.rpc import code_pb2, status_pb2
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from evalsi.edge_checks import load_json
 from evalsi.errors import BadInputError, InfraError
 
 from .handler import PROJECT_HEADER, ExportHandler
@@ -75,20 +75,31 @@ def _convert_ids(obj: dict[str, Any], path: str) -> None:
             raise ValueError(f"{path}.{name} {value!r}: not hex") from exc
 
 
+def _objects(parent: dict[str, Any], *names: str) -> list[tuple[int, dict[str, Any]]]:
+    """The objects in the list ``parent`` holds under one of ``names``, with their indexes. Anything of
+    another shape is skipped here: the protobuf parser after the conversion refuses it, naming the field."""
+    for name in names:
+        value = parent.get(name)
+        if value is not None:
+            items = value if isinstance(value, list) else []
+            return [(index, item) for index, item in enumerate(items) if isinstance(item, dict)]
+    return []
+
+
 def _hex_log_ids_to_base64(request: dict[str, Any]) -> None:
-    for r, resource_logs in enumerate(request.get("resourceLogs") or request.get("resource_logs") or []):
-        for s, scope_logs in enumerate(resource_logs.get("scopeLogs") or resource_logs.get("scope_logs") or []):
-            for i, record in enumerate(scope_logs.get("logRecords") or scope_logs.get("log_records") or []):
+    for r, resource_logs in _objects(request, "resourceLogs", "resource_logs"):
+        for s, scope_logs in _objects(resource_logs, "scopeLogs", "scope_logs"):
+            for i, record in _objects(scope_logs, "logRecords", "log_records"):
                 _convert_ids(record, f"resourceLogs[{r}].scopeLogs[{s}].logRecords[{i}]")
 
 
 def _hex_ids_to_base64(request: dict[str, Any]) -> None:
-    for r, resource_spans in enumerate(request.get("resourceSpans") or request.get("resource_spans") or []):
-        for s, scope_spans in enumerate(resource_spans.get("scopeSpans") or resource_spans.get("scope_spans") or []):
-            for i, span in enumerate(scope_spans.get("spans") or []):
+    for r, resource_spans in _objects(request, "resourceSpans", "resource_spans"):
+        for s, scope_spans in _objects(resource_spans, "scopeSpans", "scope_spans"):
+            for i, span in _objects(scope_spans, "spans"):
                 path = f"resourceSpans[{r}].scopeSpans[{s}].spans[{i}]"
                 _convert_ids(span, path)
-                for j, link in enumerate(span.get("links") or []):
+                for j, link in _objects(span, "links"):
                     _convert_ids(link, f"{path}.links[{j}]")
 
 
@@ -102,9 +113,12 @@ def _decode(body: bytes, content_type: str, request: _Request, convert_ids: Call
             raise ValueError(f"malformed protobuf {kind}: {exc}") from exc
         return request
     try:
-        document = json.loads(body)
+        # Bounded nesting, no NaN/Infinity literals. NUL and other text is left alone: see docs/ingest.md.
+        document = load_json(body, label=kind, check_text=False)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ValueError(f"malformed JSON: {exc}") from exc
+    except BadInputError as exc:
+        raise ValueError(str(exc)) from None
     if not isinstance(document, dict):
         raise ValueError(f"malformed JSON: an {kind} object is expected")
     convert_ids(document)
