@@ -1,8 +1,9 @@
 """Exceptions to what callers see: a gRPC status, an HTTP status and a google.rpc.Status body.
 
-``BadInputError`` → INVALID_ARGUMENT / 400, ``NotFoundError`` → NOT_FOUND / 404, ``InfraError`` →
-UNAVAILABLE / 503, ``TimeoutError`` → DEADLINE_EXCEEDED / 504, ``ApiError`` → its own code; anything
-else is a bug: INTERNAL / 500 with the request id, the exception logged, never a traceback sent.
+``BadInputError`` → INVALID_ARGUMENT / 400, ``PayloadTooLargeError`` → RESOURCE_EXHAUSTED / 413,
+``NotFoundError`` → NOT_FOUND / 404, ``InfraError`` → UNAVAILABLE / 503, ``TimeoutError`` →
+DEADLINE_EXCEEDED / 504, ``ApiError`` → its own code; anything else is a bug: INTERNAL / 500 with the
+request id, the exception logged, never a traceback sent.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import grpc
 from google.protobuf import any_pb2, json_format
 from google.rpc import error_details_pb2, status_pb2
 
+from evalsi.bus.errors import PayloadTooLargeError
 from evalsi.errors import BadInputError, EvalsiError, InfraError
 
 # The HTTP status for each code, as google.api's HTTP mapping (and grpc-gateway) defines it.
@@ -123,6 +125,8 @@ def error_status(exc: BaseException, *, request_id: str, method: str, logger: An
         code, http = exc.code, exc.http_status
     elif isinstance(exc, BadInputError):
         code = grpc.StatusCode.INVALID_ARGUMENT
+    elif isinstance(exc, PayloadTooLargeError):  # no object store to carry it across the bus: the caller's to split
+        code, http = grpc.StatusCode.RESOURCE_EXHAUSTED, 413
     elif isinstance(exc, NotFoundError):
         code = grpc.StatusCode.NOT_FOUND
     elif isinstance(exc, InfraError):
