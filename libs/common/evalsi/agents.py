@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import os
 import random
 import time
 import uuid
@@ -30,10 +29,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from evalsi.errors import BadInputError, InfraError
 from evalsi.judges import RetryPolicy
+from evalsi.judges.redaction import redact
 from evalsi.records import content_text, to_value
 from evalsi.specs import target_config, target_prices
 from evalsi.targets import (
+    Endpoints,
     Generation,
+    LocalEndpoints,
     PromptError,
     TargetFailure,
     UsageCallback,
@@ -41,6 +43,7 @@ from evalsi.targets import (
     build_messages,
     copy_record,
     failed_generation,
+    model_connection_identity,
     stamp_for_generation,
     target_seed,
 )
@@ -101,6 +104,8 @@ def agent_identity(agent: AgentTarget) -> str:
         return f"agent:openai-responses:{agent.openai_responses.model} @ {agent.openai_responses.base_url}"
     if kind == "python":
         return f"agent:python:{agent.python.callable}"
+    if kind == "connection":
+        return f"agent:connection:{agent.connection}"
     return "agent:unknown"
 
 
@@ -112,9 +117,11 @@ def harness_identity(spec: RunSpec) -> str:
     tools = [f"py:{t}" for t in builtin.tools.python] + [f"mcp:{m.url or ' '.join(m.command)}" for m in
                                                          builtin.tools.mcp]
     model = spec.target.model
+    head = f"evalsi-harness(maxSteps={builtin.max_steps or DEFAULT_MAX_STEPS}, tools=[{', '.join(tools)}]) on "
+    if model.connection:
+        return head + model_connection_identity(model)
     config = target_config(model)
-    return (f"evalsi-harness(maxSteps={builtin.max_steps or DEFAULT_MAX_STEPS}, tools=[{', '.join(tools)}]) on "
-            f"{model.connector or 'openai'}:{config.model} @ {config.base_url}")
+    return head + f"{model.connector or 'openai'}:{config.model} @ {config.base_url}"
 
 
 def _url_problem(where: str, url: str) -> str | None:
@@ -143,6 +150,9 @@ def agent_problems(agent: AgentTarget) -> list[str]:
         problems.append(_url_problem(f"{where}.baseUrl", agent.openai_responses.base_url))
         if not agent.openai_responses.model:
             problems.append(f"{where}.model: required (the model or agent the endpoint answers as)")
+    elif kind == "connection":
+        if not agent.connection:
+            problems.append(f"{where}: required (the name of an agent the server configures)")
     else:
         module, sep, attr = agent.python.callable.partition(":")
         if not (module and sep and attr):
@@ -189,7 +199,7 @@ def harness_problems(spec: RunSpec) -> list[str]:
     return problems
 
 
-def harness_config_of(spec: RunSpec, *, seed: int | None = None) -> HarnessConfig:
+def harness_config_of(spec: RunSpec, *, seed: int | None = None, endpoints: Endpoints | None = None) -> HarnessConfig:
     """The reference agent's config: the target model (its connector, params and system prompt, ``seed`` when
     given), prices per million tokens from the target's per-thousand prices, and the BuiltinHarness's step limit,
     per-task budget and tools. Errors name ``spec.harness.builtin``."""
@@ -218,7 +228,10 @@ def harness_config_of(spec: RunSpec, *, seed: int | None = None) -> HarnessConfi
         document["pricing"] = {"input_per_mtok": prices[0] * 1000, "output_per_mtok": prices[1] * 1000}
     config = config_from_mapping(document, source="spec.harness.builtin")
     pricing = Pricing(prices[0] * 1000, prices[1] * 1000) if prices is not None else None
-    return dataclasses.replace(config, model=target_config(spec.target.model, seed=seed),
+    # No endpoints: validation, which names no credential and calls nothing.
+    model = (endpoints.model_config(spec.target.model, seed=seed) if endpoints is not None
+             else target_config(spec.target.model, seed=seed))
+    return dataclasses.replace(config, model=model,
                                system=spec.target.model.system_prompt, pricing=pricing)
 
 
@@ -291,8 +304,11 @@ def open_transport(agent: AgentTarget, environ: Mapping[str, str]) -> tuple[Tran
     problems = agent_problems(agent)
     if problems:
         raise BadInputError("; ".join(problems))
-    token = environ.get(AGENT_TOKEN_ENV) or None
     kind = agent.WhichOneof("kind")
+    if kind == "connection":
+        raise BadInputError(f"{_where(kind)}: {agent.connection!r} names an agent a server configures; an embedded "
+                            "run gives http, a2a, openaiResponses or python instead")
+    token = environ.get(AGENT_TOKEN_ENV) or None
     if kind == "http":
         return HttpTransport(agent.http.url, token=token, timeout=_duration_s(agent.http, "timeout")), agent.http.agent
     if kind == "a2a":
@@ -311,9 +327,10 @@ class TransportAgent:
     """An agent deployment behind a case transport; one fresh conversation per record and attempt."""
 
     def __init__(self, agent: AgentTarget, *, retry: RetryPolicy | None = None,
-                 environ: Mapping[str, str] | None = None, retries: int = AGENT_RETRIES) -> None:
+                 environ: Mapping[str, str] | None = None, retries: int = AGENT_RETRIES,
+                 endpoints: Endpoints | None = None) -> None:
         self.identity = agent_identity(agent)
-        self.transport, self.agent = open_transport(agent, os.environ if environ is None else environ)
+        self.transport, self.agent = (endpoints or LocalEndpoints(environ)).agent_transport(agent)
         self._retry = retry or RetryPolicy()
         self._retries = retries
         self._rng = random.Random()
@@ -327,7 +344,9 @@ class TransportAgent:
             try:
                 turns.append(await self.transport.turn(conversation, self.agent, TENANT, message))
             except TransportError as exc:
-                raise AgentError(f"turn {len(turns) + 1}: {exc}") from None
+                # The agent's error body may echo the token it was sent.
+                token = getattr(self.transport, "token", None)
+                raise AgentError(redact(f"turn {len(turns) + 1}: {exc}", (token,))) from None
         return conversation, turns
 
     async def respond(self, record: Record, *, trial: int, run_id: str) -> None:
@@ -388,10 +407,10 @@ class HarnessAgent:
 
 @contextlib.asynccontextmanager
 async def open_agent(target: Target, harness: HarnessSpec | None, *, trial: int, seed: int,
-                     retry: RetryPolicy | None = None) -> AsyncIterator[Agent]:
+                     retry: RetryPolicy | None = None, endpoints: Endpoints | None = None) -> AsyncIterator[Agent]:
     """The agent that answers this trial's records: a transport, or the reference agent with the trial's seed."""
     if generation_kind(target, harness) == "agent":
-        agent = TransportAgent(target.agent, retry=retry)
+        agent = TransportAgent(target.agent, retry=retry, endpoints=endpoints)
         try:
             yield agent
         finally:
@@ -403,7 +422,8 @@ async def open_agent(target: Target, harness: HarnessSpec | None, *, trial: int,
     spec = RunSpec(seed=seed)
     spec.target.CopyFrom(target)
     spec.harness.CopyFrom(harness)
-    config = harness_config_of(spec, seed=target_seed(target.model, seed, trial))
+    config = harness_config_of(spec, seed=target_seed(target.model, seed, trial),
+                               endpoints=endpoints or LocalEndpoints())
     connector: dict[str, Any] = {"retry": retry} if retry is not None else {}
     async with Harness.open(config, **connector) as opened:
         yield HarnessAgent(spec, opened)
@@ -422,6 +442,7 @@ async def generate_with_agent(
     on_usage: UsageCallback | None,
     run_id: str,
     retry: RetryPolicy | None,
+    endpoints: Endpoints | None = None,
 ) -> Generation:
     """Copies of ``records`` answered by the agent (see ``evalsi.targets.generate``)."""
     generation = Generation([copy_record(r) for r in records])
@@ -430,7 +451,8 @@ async def generate_with_agent(
         record.ClearField("trajectory")  # the agent's own steps replace any the dataset carried
     async with contextlib.AsyncExitStack() as stack:
         try:
-            agent = await stack.enter_async_context(open_agent(target, harness, trial=trial, seed=seed, retry=retry))
+            agent = await stack.enter_async_context(open_agent(target, harness, trial=trial, seed=seed, retry=retry,
+                                                                    endpoints=endpoints))
         except InfraError as exc:  # the harness's tool servers could not start: no record can be answered
             return failed_generation(generation.records, trial=trial, kind="infra", reason=f"target {identity}: {exc}")
 

@@ -10,6 +10,9 @@
     scheduler: {replicas: 1, lease_ttl_s: 15}
     workers: [{pool: cpu, replicas: 1, concurrency: 16}, {pool: judge, replicas: 1, concurrency: 32},
               {pool: harness, replicas: 1, concurrency: 8}]   # harness: agent targets and the built-in harness
+    judges: {default: {connector: openai-compatible, base_url: http://127.0.0.1:8000/v1, model: my-judge,
+                       api_key: {env: JUDGE_KEY}}}   # model endpoints requests may name (evalsi.connections)
+    agents: {shop: {protocol: http, url: http://127.0.0.1:9000, agent: shop, token: {env: SHOP_TOKEN}}}
 
 Every key is checked at start; an error names the key path and what is accepted.
 """
@@ -25,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from evalsi.connections import Connections
 from evalsi.errors import BadInputError
 from evalsi.masking import mask_url
 
@@ -76,6 +80,8 @@ class Config:
         # Generation for agent targets and the built-in harness runs on its own pool (planning.AGENT_POOL).
         WorkerConfig("harness", 1, 8),
     )
+    # The judges: and agents: sections: the only endpoints and credentials a served request may name.
+    connections: Connections = field(default_factory=Connections)
 
     @classmethod
     def load(cls, path: str | Path | None) -> Config:
@@ -96,7 +102,8 @@ class Config:
     def from_mapping(cls, document: Any, *, where: str = "evalsi.yaml") -> Config:
         if not isinstance(document, Mapping):
             raise BadInputError(f"{where}: the config must be a mapping of keys")
-        keys = ("nats", "metadata", "objects", "traces", "datasets_dir", "api", "ingest", "scheduler", "workers")
+        keys = ("nats", "metadata", "objects", "traces", "datasets_dir", "api", "ingest", "scheduler", "workers",
+                "judges", "agents")
         _known(document, keys, where)
         workers = document.get(
             "workers", [{"pool": "cpu"}, {"pool": "judge", "concurrency": 32}, {"pool": "harness", "concurrency": 8}]
@@ -113,6 +120,7 @@ class Config:
             ingest=_section(IngestConfig, document.get("ingest", {}), f"{where}: ingest"),
             scheduler=_section(SchedulerConfig, document.get("scheduler", {}), f"{where}: scheduler"),
             workers=tuple(_section(WorkerConfig, w, f"{where}: workers[{i}]") for i, w in enumerate(workers)),
+            connections=Connections.from_mapping(document.get("judges"), document.get("agents"), where=where),
         )
         config.validate(where)
         return config

@@ -19,17 +19,18 @@ never cached: the point of a run is to measure the target as it is now.
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import aiohttp
 
-from evalsi.errors import InfraError
-from evalsi.judges import CircuitBreakers, Completion, Connector, ProviderError, RateLimiter, RetryPolicy
+from evalsi.errors import BadInputError, InfraError
+from evalsi.judges import CircuitBreakers, Completion, Connector, JudgeConfig, ProviderError, RateLimiter, RetryPolicy
 from evalsi.judges.connectors import make_connector
 from evalsi.records import canonical_json, content_text, from_value
 from evalsi.specs import (
@@ -40,11 +41,43 @@ from evalsi.specs import (
     target_prices,
 )
 from evalsi.v1alpha1.record_pb2 import Content, Record, Usage
-from evalsi.v1alpha1.run_pb2 import HarnessSpec, ModelTarget, RunSpec, Target
+from evalsi.v1alpha1.run_pb2 import AgentTarget, HarnessSpec, ModelTarget, RunSpec, Target
+
+if TYPE_CHECKING:
+    from evalsi.cases.transport import Transport
 
 OUTPUTS_GIVEN = "outputs given"
 FailureKind = Literal["infra", "skipped", "cancelled"]
 UsageCallback = Callable[[Usage], None]
+
+
+class Endpoints(Protocol):
+    """Where a target's calls go and with which credential: the spec's own (embedded, ``LocalEndpoints``) or a
+    server's configured connections (``evalsi.connection_rules.ServerEndpoints``)."""
+
+    def model_config(self, model: ModelTarget, *, seed: int | None = None) -> JudgeConfig:
+        """The connector config calling ``model`` (``seed`` replacing any seed in its params)."""
+
+    def agent_transport(self, agent: AgentTarget) -> tuple[Transport, str]:
+        """The transport to ``agent`` and the agent name its turns carry."""
+
+
+@dataclass(frozen=True)
+class LocalEndpoints:
+    """Embedded runs: the spec's base URLs, and keys from this machine's environment (the user's own)."""
+
+    environ: Mapping[str, str] | None = None
+
+    def model_config(self, model: ModelTarget, *, seed: int | None = None) -> JudgeConfig:
+        if model.connection:
+            raise BadInputError(f"spec.target.model.connection: {model.connection!r} names a connection a server "
+                                "configures; an embedded run gives connector, baseUrl and apiKeyEnv instead")
+        return target_config(model, seed=seed)
+
+    def agent_transport(self, agent: AgentTarget) -> tuple[Transport, str]:
+        from evalsi.agents import open_transport
+
+        return open_transport(agent, os.environ if self.environ is None else self.environ)
 
 
 @dataclass(frozen=True)
@@ -80,6 +113,8 @@ def target_identity(target: Target, harness: HarnessSpec | None = None) -> str:
         assert harness is not None  # generation_kind says harness
         return harness_identity(RunSpec(target=target, harness=harness))
     if kind == "model":
+        if target.model.connection:
+            return model_connection_identity(target.model)
         config = target_config(target.model)
         return f"{target.model.connector or 'openai'}:{config.model} @ {config.base_url}"
     if kind == "agent":
@@ -98,6 +133,11 @@ def unpinned_target(spec: RunSpec) -> str:
     if kind == "agent":
         return f"target: {target_identity(spec.target)} is a running deployment and cannot be pinned"
     return ""
+
+
+def model_connection_identity(model: ModelTarget) -> str:
+    """``connection:judges-a:my-model``: a served model target, by the names the server resolves."""
+    return f"connection:{model.connection}:{model.model or '(its default model)'}"
 
 
 def target_seed(model: ModelTarget, run_seed: int, trial: int) -> int | None:
@@ -178,9 +218,12 @@ class TargetClient:
         sleep: Callable[[float], Any] = asyncio.sleep,
         rng: random.Random | None = None,
         environ: Mapping[str, str] | None = None,
+        endpoints: Endpoints | None = None,
     ) -> None:
+        """``endpoints`` resolve the model's endpoint and credential (default: the spec's own, as embedded)."""
         self.model = model
-        self.config = target_config(model)
+        self._endpoints = endpoints if endpoints is not None else LocalEndpoints(environ)
+        self.config = self._endpoints.model_config(model)
         self.prices = target_prices(model)
         self._session = session
         self._owns_session = session is None
@@ -201,7 +244,7 @@ class TargetClient:
     def _connector(self, seed: int | None) -> Connector:
         connector = self._connectors.get(seed)
         if connector is None:
-            config = target_config(self.model, seed=seed) if seed is not None else self.config
+            config = self._endpoints.model_config(self.model, seed=seed) if seed is not None else self.config
             if self._session is None or self._session.closed:
                 self._session = aiohttp.ClientSession()
                 self._owns_session = True
@@ -290,6 +333,7 @@ async def generate(
     run_id: str = "",
     harness: HarnessSpec | None = None,
     retry: RetryPolicy | None = None,
+    endpoints: Endpoints | None = None,
 ) -> Generation:
     """Copies of ``records`` with the target's output, usage and provenance (trial, target, run) set.
 
@@ -299,6 +343,7 @@ async def generate(
     not yet started end ``cancelled``. ``on_usage`` hears each answered call's usage as it arrives (for
     budgets). An agent target, or ``harness`` (the spec's) with a model target, makes each record an agent
     task (``evalsi.agents``); ``retry`` sets the waits between an agent's (or the harness model's) retries.
+    ``endpoints`` resolve endpoints and credentials (default: the spec's own, as embedded).
     """
     from evalsi.agents import generate_with_agent, generation_kind
 
@@ -308,7 +353,7 @@ async def generate(
     if kind in ("agent", "harness"):
         return await generate_with_agent(
             records, target, harness, trial=trial, seed=seed, identity=identity, semaphore=semaphore, cancel=cancel,
-            on_usage=on_usage, run_id=run_id, retry=retry,
+            on_usage=on_usage, run_id=run_id, retry=retry, endpoints=endpoints,
         )
     if kind != "model":
         out = []
@@ -320,7 +365,7 @@ async def generate(
             out.append(copy)
         return Generation(out)
     if client is None:
-        async with TargetClient(target.model, retry=retry) as own:
+        async with TargetClient(target.model, retry=retry, endpoints=endpoints) as own:
             return await generate(
                 records, target, trial=trial, seed=seed, client=own, concurrency=semaphore,
                 cancel=cancel, on_usage=on_usage, run_id=run_id,

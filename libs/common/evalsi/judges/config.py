@@ -39,6 +39,38 @@ _TEMPLATE_RE = re.compile(r"^[^\s@]+@[^\s@]+$")
 
 
 @dataclass(frozen=True)
+class SecretRef:
+    """Where a credential lives on the machine of the service that uses it: an environment variable or a file.
+
+    Only the reference is ever configured, stored or sent; the value is read by the process that calls the
+    provider, when it calls. Neither set means "no credential" (a local server that needs no auth header).
+    """
+
+    env: str = ""
+    file: str = ""
+
+    def read(self, environ: Mapping[str, str] | None = None) -> str | None:
+        """The credential, None when none is configured; ``BadInputError`` naming the reference (never the
+        value) when it is configured but missing."""
+        if self.env:
+            value = (os.environ if environ is None else environ).get(self.env)
+            if not value:
+                raise BadInputError(f"the environment variable {self.env} holding the credential is not set")
+            return value
+        if self.file:
+            try:
+                with open(self.file, encoding="utf-8") as handle:
+                    value = handle.read().strip()
+            except OSError as exc:
+                problem = exc.strerror or type(exc).__name__
+                raise BadInputError(f"the credential file cannot be read ({problem})") from None
+            if not value:
+                raise BadInputError("the credential file is empty")
+            return value
+        return None
+
+
+@dataclass(frozen=True)
 class JudgeConfig:
     """One judge's model endpoint and call policy.
 
@@ -62,6 +94,9 @@ class JudgeConfig:
     rpm: int | None = None
     tpm: int | None = None
     template: str | None = None
+    # A server connection's credential reference; when set it replaces api_key_env (and its provider default):
+    # the key comes from the server's configuration, or there is none.
+    secret: SecretRef | None = None
 
     def __post_init__(self) -> None:
         # Direct construction (code, tests) gets the same checks as from_mapping, reported under "judge".
@@ -69,7 +104,10 @@ class JudgeConfig:
         provider = _CANONICAL_PROVIDER[self.provider]
         object.__setattr__(self, "provider", provider)
         object.__setattr__(self, "base_url", (self.base_url or DEFAULT_BASE_URLS[provider]).rstrip("/"))
-        object.__setattr__(self, "api_key_env", self.api_key_env or DEFAULT_API_KEY_ENVS[provider])
+        if self.secret is None:
+            object.__setattr__(self, "api_key_env", self.api_key_env or DEFAULT_API_KEY_ENVS[provider])
+        elif self.api_key_env:
+            raise BadInputError("judge.api_key_env: a judge with a configured credential takes no api_key_env")
         object.__setattr__(self, "params", {"temperature": 0, **dict(self.params)})
         if not self.model:
             raise BadInputError("judge.model: required (the provider's model id, e.g. gpt-4o-mini)")
@@ -86,7 +124,7 @@ class JudgeConfig:
         """
         if not isinstance(d, Mapping):
             raise BadInputError(f"{where}: must be a mapping of judge settings, got {_type_name(d)}")
-        known = [f.name for f in fields(cls)]
+        known = [f.name for f in fields(cls) if f.name != "secret"]  # credentials come from server connections
         for key in d:
             if key not in known:
                 raise BadInputError(f"{where}.{key}: unknown key{_suggest(str(key), known)}; "
@@ -130,7 +168,10 @@ class JudgeConfig:
                 "params": dict(self.params)}
 
     def api_key(self, environ: Mapping[str, str] | None = None) -> str | None:
-        """The API key from ``api_key_env``, or None when unset (local servers need no auth header)."""
+        """The API key from the configured credential, else from ``api_key_env``; None when there is none
+        (local servers need no auth header)."""
+        if self.secret is not None:
+            return self.secret.read(environ)
         env = os.environ if environ is None else environ
         return env.get(self.api_key_env) or None
 

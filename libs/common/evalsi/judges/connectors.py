@@ -36,6 +36,7 @@ from evalsi.errors import BadInputError, InfraError
 
 from .config import JudgeConfig
 from .ratelimit import Clock, ModelLimiter, Sleep
+from .redaction import redact
 
 log = logging.getLogger(__name__)
 
@@ -166,7 +167,13 @@ class Connector(ABC):
         self._retry = retry or RetryPolicy()
         self._sleep = sleep
         self._rng = rng or random.Random()
-        self._api_key = config.api_key(environ)
+        # A configured credential that is missing fails each call as an infrastructure error (the operator's to
+        # fix), not the construction: a worker builds its judges before it knows whether they will be called.
+        self._credential_problem = ""
+        try:
+            self._api_key = config.api_key(environ)
+        except BadInputError as exc:
+            self._api_key, self._credential_problem = None, str(exc)
         self._wall_clock = wall_clock
         self.requests = 0  # HTTP requests sent
         self.retries = 0  # of which retries
@@ -186,6 +193,8 @@ class Connector(ABC):
     async def complete(self, messages: Sequence[Message]) -> Completion:
         """One answer, retrying per the policy above; ``ProviderError`` (an InfraError) if there is none."""
         msgs = check_messages(messages)
+        if self._credential_problem:
+            raise self._error(f"no credential: {self._credential_problem}", None, 0)
         url, headers, body = self.build_request(msgs)
         estimate = estimate_tokens(msgs, body.get("max_tokens") or body.get("max_completion_tokens"))
         attempts = self.config.max_retries + 1
@@ -208,7 +217,7 @@ class Connector(ABC):
                 if attempt == attempts:
                     break
                 log.info("%s %s: attempt %d failed (%s); retrying in %.2f s",
-                         self.provider, self.config.model, attempt, failure.describe(), delay)
+                         self.provider, self.config.model, attempt, self._redact(failure.describe()), delay)
                 await self._sleep(delay)
                 continue
             if self._limiter is not None:
@@ -224,8 +233,12 @@ class Connector(ABC):
         return self._retry.backoff(attempt, self._rng)
 
     def _error(self, what: str, status: int | None, attempts: int) -> ProviderError:
-        return ProviderError(f"{self.provider} {self.config.model}: {what}", provider=self.provider,
+        # The message becomes a result's reason and a log line: never the key, whatever the provider echoed.
+        return ProviderError(f"{self.provider} {self.config.model}: {self._redact(what)}", provider=self.provider,
                              model=self.config.model, status=status, attempts=attempts)
+
+    def _redact(self, text: str) -> str:
+        return redact(text, (self._api_key,))
 
     async def _send(self, url: str, headers: dict[str, str], body: dict[str, Any]) -> Completion:
         session = self._get_session()
