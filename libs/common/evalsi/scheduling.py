@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from google.protobuf import timestamp_pb2
 
+from evalsi.bus.errors import Unavailable
 from evalsi.bus.v1alpha1.bus_pb2 import (
     STAGE_EVALUATE,
     STAGE_GENERATE,
@@ -29,6 +30,7 @@ from evalsi.bus.v1alpha1.bus_pb2 import (
     TaskRecords,
     TaskResult,
 )
+from evalsi.errors import InfraError
 from evalsi.evaluators import BoundEvaluator, Registry
 from evalsi.planning import Plan, plan_run, task_key
 from evalsi.planning import Task as PlannedTask
@@ -65,6 +67,10 @@ RECORDS_REF_LABEL = "evals.si/records-ref"
 ATTEMPT_LABEL = "evals.si/attempt"
 PARTIAL_SUMMARY_EVERY_S = 2.0
 PARTIAL_SUMMARY_MAX_RESULTS = 200_000
+# Failures that say nothing about a run: a store or the bus did not answer in time. Work waits for them.
+_OUTAGES = (InfraError, TimeoutError, OSError)
+PROBE_EVERY_S = 1.0
+REDRIVE_MAX_PAUSE_S = 30.0
 
 
 class BusPort(Protocol):
@@ -187,21 +193,54 @@ class Scheduler:
 
     # --- driving one run ------------------------------------------------------------------------------
 
+    async def available(self) -> bool:
+        """Whether the metadata store answers now."""
+        return bool(await self.store.ping())
+
+    async def until_available(self) -> None:
+        """Return once the metadata store answers again."""
+        while not await self.available():
+            await asyncio.sleep(PROBE_EVERY_S)
+
     async def _drive_safely(self, project: str, run_id: str) -> None:
+        pause = 1.0
         try:
-            await self.drive(project, run_id)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # a bug or a store failure: fail the run loudly rather than hang it
-            log.exception("driving run %s failed", run_id)
+            while True:
+                try:
+                    await self.drive(project, run_id)
+                    return
+                except asyncio.CancelledError:
+                    raise
+                except _OUTAGES as exc:
+                    # An outage is not a fact about the run: its state stays, and driving starts over (every
+                    # step is idempotent) once the store answers; growing pauses keep a lasting fault quiet.
+                    log.warning("run %s: paused (%s: %s); driving again when the store answers",
+                                run_id, type(exc).__name__, exc)  # fmt: skip
+                    await self.until_available()
+                    await asyncio.sleep(pause)
+                    pause = min(REDRIVE_MAX_PAUSE_S, pause * 2)
+                    if not await self.store.acquire_lease(f"run:{run_id}", self.owner, self.lease_ttl_s):
+                        return  # another replica drives it now
+                except Exception as exc:  # a bug of ours: fail the run loudly rather than hang it
+                    log.exception("driving run %s failed", run_id)
+                    await self._fail(project, run_id, exc)
+                    return
+        finally:
+            try:
+                await self.store.release_lease(f"run:{run_id}", self.owner)
+            except _OUTAGES as exc:  # it expires by itself
+                log.warning("run %s: lease not released (%s)", run_id, exc)
+
+    async def _fail(self, project: str, run_id: str, exc: Exception) -> None:
+        try:
             run = await self.store.get_run(project, run_id)
             if run is not None and run.state not in TERMINAL:
                 run.state, run.message = RUN_STATE_FAILED, f"scheduler error: {type(exc).__name__}: {exc}"
                 run.end_time.CopyFrom(_now())
                 await self.store.update_run(run)
                 await self._event(run, RUN_EVENT_TYPE_STATE)
-        finally:
-            await self.store.release_lease(f"run:{run_id}", self.owner)
+        except _OUTAGES as outage:
+            log.error("run %s: could not record its failure (%s); it stays as it is", run_id, outage)
 
     async def _records(self, run: Run) -> list[Record]:
         holder = TaskRecords()
@@ -235,8 +274,9 @@ class Scheduler:
             run.state = RUN_STATE_RUNNING
             run.start_time.CopyFrom(_now())
             run.progress.total_tasks = len(planned)
-            await self.store.update_run(run)
+            # The flag first: if it fails, the stored state still says what is left to do when driving again.
             await self.bus.set_run_flag(run_id, "running")
+            await self.store.update_run(run)
             await self._event(run, RUN_EVENT_TYPE_STATE)
         await self._publish_ready(run, bound, planned, records)
         del records  # the records travel in the tasks; only the plan stays in memory
@@ -245,46 +285,52 @@ class Scheduler:
         last_partial = time.monotonic()
         while True:
             await asyncio.sleep(self.tick_s)
-            if not await self.store.acquire_lease(f"run:{run_id}", self.owner, self.lease_ttl_s):
-                log.warning("lost the lease of run %s; another scheduler drives it now", run_id)
-                return
-            run = await self.store.get_run(project, run_id)
-            if run is None:
-                return
-            counts = await self.store.task_counts(run_id)
-            progress = (counts.get("done", 0), counts.get("failed", 0), counts.get("cancelled", 0))
-            if progress != last_progress:
-                last_progress = progress
-                run.progress.completed = sum(progress)
-                run.progress.total_tasks = len(planned)
-                await self.store.update_run(run)
-                await self._event(run, RUN_EVENT_TYPE_PROGRESS)
-            if run.state == RUN_STATE_CANCELLED:
-                await self._finish(run, bound, RUN_STATE_CANCELLED, run.message or "cancelled")
-                return
-            over = await self._over_budget(run)
-            if over:
-                await self.bus.set_run_flag(run_id, "cancelled")
-                for row in await self.store.list_tasks(run_id, states=("pending",)):
-                    await self.store.set_task_state(run_id, row.key, "cancelled")
-                await self._finish(run, bound, RUN_STATE_BUDGET_EXCEEDED, over)
-                return
-            if time.monotonic() - last_partial > PARTIAL_SUMMARY_EVERY_S and run.progress.completed:
-                last_partial = time.monotonic()
-                await self._partial_summaries(run, bound)
-            open_tasks = counts.get("pending", 0)
-            reducers = [p for p in planned if p.stage == "reduce"]
-            if reducers and not reduce_published and open_tasks == len(reducers):
-                await self._publish_reducers(run, bound, reducers)
-                reduce_published = True
-                continue
-            if open_tasks == 0:
-                failed = counts.get("failed", 0)
-                message = (
-                    f"{failed} task(s) failed after retries (their evaluations are infra errors)" if failed else ""
-                )
-                await self._finish(run, bound, RUN_STATE_SUCCEEDED, message)
-                return
+            try:
+                if not await self.store.acquire_lease(f"run:{run_id}", self.owner, self.lease_ttl_s):
+                    log.warning("lost the lease of run %s; another scheduler drives it now", run_id)
+                    return
+                run = await self.store.get_run(project, run_id)
+                if run is None:
+                    return
+                counts = await self.store.task_counts(run_id)
+                progress = (counts.get("done", 0), counts.get("failed", 0), counts.get("cancelled", 0))
+                if progress != last_progress:
+                    last_progress = progress
+                    # Cancelled tasks did not complete: a cancelled run shows how far it got.
+                    run.progress.completed = progress[0] + progress[1]
+                    run.progress.total_tasks = len(planned)
+                    await self.store.update_run(run)
+                    await self._event(run, RUN_EVENT_TYPE_PROGRESS)
+                if run.state == RUN_STATE_CANCELLED:
+                    await self._finish(run, bound, RUN_STATE_CANCELLED, run.message or "cancelled")
+                    return
+                over = await self._over_budget(run)
+                if over:
+                    await self.bus.set_run_flag(run_id, "cancelled")
+                    for row in await self.store.list_tasks(run_id, states=("pending",)):
+                        await self.store.set_task_state(run_id, row.key, "cancelled")
+                    await self._finish(run, bound, RUN_STATE_BUDGET_EXCEEDED, over)
+                    return
+                if time.monotonic() - last_partial > PARTIAL_SUMMARY_EVERY_S and run.progress.completed:
+                    last_partial = time.monotonic()
+                    await self._partial_summaries(run, bound)
+                open_tasks = counts.get("pending", 0)
+                reducers = [p for p in planned if p.stage == "reduce"]
+                if reducers and not reduce_published and open_tasks == len(reducers):
+                    await self._publish_reducers(run, bound, reducers)
+                    reduce_published = True
+                    continue
+                if open_tasks == 0:
+                    failed = counts.get("failed", 0)
+                    message = (
+                        f"{failed} task(s) failed after retries (their evaluations are infra errors)" if failed else ""
+                    )
+                    await self._finish(run, bound, RUN_STATE_SUCCEEDED, message)
+                    return
+            except _OUTAGES as exc:
+                # A store or the bus did not answer: no fact about the run, so its state stays as it is.
+                log.warning("run %s: paused (%s: %s); resumes when the store answers", run_id, type(exc).__name__, exc)
+                await self.until_available()
 
     async def _over_budget(self, run: Run) -> str:
         """Why the run is over its token or cost budget, or "" while it is within it."""
@@ -319,7 +365,7 @@ class Scheduler:
             time=_now(),
         )
         event.summaries.extend(builder.summaries(options=run.spec.summary))
-        await self.bus.publish_event(event)
+        await self._announce(event)
 
     async def _publish_ready(
         self, run: Run, bound: Sequence[BoundEvaluator], planned: Sequence[PlannedTask], records: Sequence[Record]
@@ -416,8 +462,9 @@ class Scheduler:
         run.manifest.CopyFrom(server_manifest(run, bound))
         run.state, run.message = state, message
         run.end_time.CopyFrom(_now())
-        await self.store.update_run(run)
+        # The flag before the state: a run stored as finished is never driven again, so nothing would retry it.
         await self.bus.set_run_flag(run.id, "done" if state == RUN_STATE_SUCCEEDED else "cancelled")
+        await self.store.update_run(run)
         await self._event(run, RUN_EVENT_TYPE_SUMMARY)
 
     async def _event(self, run: Run, kind: int) -> None:
@@ -426,9 +473,27 @@ class Scheduler:
         )
         event.summaries.extend(run.summaries)
         event.gates.extend(run.gates)
-        await self.bus.publish_event(event)
+        await self._announce(event)
+
+    async def _announce(self, event: RunEvent) -> None:
+        """Publish a run event. Events tell watchers what the store already holds: one the bus could not take
+        (after the publisher's retries) is logged and dropped, never a reason to change the run."""
+        try:
+            await self.bus.publish_event(event)
+        except _OUTAGES as exc:
+            log.warning("run %s: event not published (%s)", event.run_id, exc)
 
     # --- results (any replica) ------------------------------------------------------------------------
+
+    async def held_while_down(self, work: Awaitable[None]) -> None:
+        """Run ``work``; when it fails while the store does not answer, raise ``Unavailable`` so the consumer
+        holds the message until the store is back, rather than spend a delivery on an outage."""
+        try:
+            await work
+        except _OUTAGES as exc:
+            if not await self.available():
+                raise Unavailable(f"the metadata store does not answer ({type(exc).__name__}: {exc})") from exc
+            raise
 
     async def on_task_result(self, result: TaskResult) -> None:
         """Fold one task's outcome into the store; idempotent, so a redelivered result changes nothing."""
@@ -470,8 +535,23 @@ class Scheduler:
             )
             await self._publish(run, bound, planned, (), ref)
 
-    async def on_dead_letter(self, task: Task, reason: str) -> None:
-        """A task no worker could finish: each of its evaluations is an infrastructure error, never a score."""
+    async def on_dead_letter(self, task: Task, reason: str, msg_id: str = "") -> None:
+        """A task no worker could finish: each of its evaluations is an infrastructure error, never a score.
+
+        ``msg_id`` (``<key>#<attempt>``, the task's message id) tells a dead letter of an earlier attempt of a
+        resumed run, and a task no longer pending was finished by another delivery: neither is touched.
+        """
+        run = await self.store.get_run(task.project, task.run_id)  # fresh: a resume changes its attempt
+        if run is None:
+            log.warning("dead task %s of unknown run %s dropped", task.key, task.run_id)
+            return
+        attempt = msg_id.rpartition("#")[2] if "#" in msg_id else None
+        if attempt is not None and attempt != run.labels.get(ATTEMPT_LABEL, "0"):
+            log.info("dead task %s of attempt %s ignored: run %s is on another attempt", task.key, attempt, run.id)
+            return
+        if task.key not in {row.key for row in await self.store.list_tasks(task.run_id, states=("pending",))}:
+            log.info("dead task %s ignored: it is no longer pending", task.key)
+            return
         results = []
         bound = resolve_evaluators(list(task.evaluators), self.registry) if task.evaluators else []
         records = list(task.records)
@@ -492,7 +572,7 @@ class Scheduler:
                 )
         if results:
             await self.store.upsert_results(task.project, task.run_id, results)
-        await self.store.set_task_state(task.run_id, task.key, "failed", error=reason)
+        await self.store.set_task_state(task.run_id, task.key, "failed", error=reason, only_from=("pending",))
 
     async def _run(self, project: str, run_id: str) -> Run | None:
         run = self._runs.get(run_id)

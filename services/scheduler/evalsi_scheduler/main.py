@@ -1,4 +1,10 @@
-"""The scheduler process: control, results and dead-letter consumers around one Scheduler, plus adoption."""
+"""The scheduler process: control, results and dead-letter consumers around one Scheduler, plus adoption.
+
+While the metadata store does not answer, the results and dead-letter consumers hold what they have and pull
+nothing more (an outage is not a failed delivery). Dead letters of every kind are handled here: a task's become
+infrastructure errors, a result's and a control's are folded back as if they had arrived on time, and anything
+else (or one that fails again) is kept in the dead-letter stream, counted and logged, never re-published.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +17,25 @@ import signal
 import socket
 import sys
 
-from evalsi.bus import Consumer, Delivery, connect, ensure_scheduler_consumers, ensure_streams, publish, subjects
+import nats.errors
+import nats.js.errors
+from google.protobuf.message import Message
+from prometheus_client import Counter
+
+from evalsi.bus import (
+    Consumer,
+    Delivery,
+    Permanent,
+    connect,
+    ensure_scheduler_consumers,
+    ensure_streams,
+    publish,
+    subjects,
+    through_reconnects,
+    watch_max_deliveries,
+)
+from evalsi.bus.codec import DEAD_REASON_HEADER
+from evalsi.bus.deadletter import DEAD_MSG_ID_HEADER
 from evalsi.bus.streams import ensure_consumer
 from evalsi.bus.v1alpha1.bus_pb2 import (
     CONTROL_ACTION_CANCEL,
@@ -21,7 +45,7 @@ from evalsi.bus.v1alpha1.bus_pb2 import (
     Task,
     TaskResult,
 )
-from evalsi.errors import BadInputError
+from evalsi.errors import BadInputError, InfraError
 from evalsi.evaluators import Registry
 from evalsi.run_flags import RunFlags
 from evalsi.scheduling import Scheduler, run_periodically, run_traceparent
@@ -31,7 +55,15 @@ from evalsi.stores import open_metadata_store, open_object_store
 from evalsi.v1alpha1.run_service_pb2 import RunEvent
 
 log = logging.getLogger("evalsi.scheduler")
-DEADLETTER_CONSUMER = "scheduler-deadletters"
+# Renamed from "scheduler-deadletters", which rejected every dead letter but a task's: the new durable starts at
+# the beginning of the stream, so results dead-lettered by earlier versions are folded back too.
+DEADLETTER_CONSUMER = "scheduler-dead-letters"
+_OLD_DEADLETTER_CONSUMER = "scheduler-deadletters"
+DEAD_LETTERS = Counter(
+    "evalsi_scheduler_dead_letters",
+    "Dead letters read, by message type and outcome (handled: folded back or recorded; kept: left in the stream)",
+    ["type", "outcome"],
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -82,7 +114,10 @@ class _Bus:
         )
 
     async def set_run_flag(self, run_id: str, flag: str) -> None:
-        await self._flags.set(run_id, flag)
+        try:
+            await through_reconnects(lambda: self._flags.set(run_id, flag), f"run flag {run_id}={flag}")
+        except nats.errors.Error as e:
+            raise InfraError(f"setting run flag {run_id}={flag}: {type(e).__name__}: {e}") from e
 
 
 async def serve(args: argparse.Namespace) -> None:
@@ -94,6 +129,8 @@ async def serve(args: argparse.Namespace) -> None:
     await ensure_streams(bus.js)
     await ensure_scheduler_consumers(bus.js)
     await ensure_consumer(bus.js, subjects.DEADLETTER_STREAM, DEADLETTER_CONSUMER, "deadletter.>")
+    with contextlib.suppress(nats.js.errors.NotFoundError):
+        await bus.js.delete_consumer(subjects.DEADLETTER_STREAM, _OLD_DEADLETTER_CONSUMER)
     store = await open_metadata_store(args.metadata_url)
     objects = await open_object_store(args.objects_url)
     flags = await RunFlags.open(bus.js)
@@ -108,7 +145,7 @@ async def serve(args: argparse.Namespace) -> None:
     )
 
     async def on_result(result: TaskResult, _delivery: Delivery) -> None:
-        await scheduler.on_task_result(result)
+        await scheduler.held_while_down(scheduler.on_task_result(result))
 
     async def on_control(control: RunControl, _delivery: Delivery) -> None:
         action = {
@@ -117,11 +154,25 @@ async def serve(args: argparse.Namespace) -> None:
             CONTROL_ACTION_CANCEL: scheduler.on_control_cancel,
         }.get(control.action)
         if action is not None:
-            await action(control.project or "default", control.run_id)
+            await scheduler.held_while_down(action(control.project or "default", control.run_id))
 
-    async def on_dead(task: Task, delivery: Delivery) -> None:
-        reason = delivery.headers.get("Evalsi-Dead-Reason", "delivery attempts exhausted")
-        await scheduler.on_dead_letter(task, reason)
+    async def on_dead(message: Message, delivery: Delivery) -> None:
+        if isinstance(message, Task):
+            reason = delivery.headers.get(DEAD_REASON_HEADER, "delivery attempts exhausted")
+            msg_id = delivery.headers.get(DEAD_MSG_ID_HEADER, "")
+            await scheduler.held_while_down(scheduler.on_dead_letter(message, reason, msg_id))
+        elif isinstance(message, TaskResult):
+            await scheduler.held_while_down(scheduler.on_task_result(message))
+        elif isinstance(message, RunControl):
+            await on_control(message, delivery)
+        else:
+            raise Permanent(f"no handler for a dead {type(message).DESCRIPTOR.full_name}")
+        DEAD_LETTERS.labels(type(message).DESCRIPTOR.name, "handled").inc()
+
+    async def on_kept(message: Message | None, _delivery: Delivery, _reason: str) -> None:
+        # Only names this process knows label the metric: a poison message must not mint label values.
+        kind = type(message).DESCRIPTOR.name if message is not None else "undecodable"
+        DEAD_LETTERS.labels(kind, "kept").inc()
 
     consumers = [
         Consumer(
@@ -135,6 +186,7 @@ async def serve(args: argparse.Namespace) -> None:
             concurrency=8,
             store=objects,
             ensure=False,
+            probe=scheduler.available,
         ),
         Consumer(
             bus.js,
@@ -146,6 +198,7 @@ async def serve(args: argparse.Namespace) -> None:
             batch=8,
             concurrency=4,
             ensure=False,
+            probe=scheduler.available,
         ),
         Consumer(
             bus.js,
@@ -153,24 +206,29 @@ async def serve(args: argparse.Namespace) -> None:
             DEADLETTER_CONSUMER,
             "deadletter.>",
             on_dead,
-            message_type=Task,
+            message_type=None,
             batch=8,
             concurrency=2,
             store=objects,
             ensure=False,
+            probe=scheduler.available,
+            on_dead_letter=on_kept,
         ),
     ]
     for consumer in consumers:
         await consumer.start()
-    from evalsi.bus import watch_max_deliveries
-
-    watcher = await watch_max_deliveries(bus.nc, bus.js, subjects.WORK_STREAM, "*", store=objects)
+    # Tasks and results whose last delivery died unacked go to the dead letters, and from there back here.
+    watchers = [
+        await watch_max_deliveries(bus.nc, bus.js, stream, "*", store=objects)
+        for stream in (subjects.WORK_STREAM, subjects.RESULTS_STREAM)
+    ]
     http = await start_service_http("127.0.0.1", args.metrics_port, lambda: (bus.readiness.ready, bus.readiness.reason))
     adoption = asyncio.create_task(run_periodically(max(0.5, args.lease_ttl / 3), scheduler.adopt_orphans, stop))
     log.info("scheduler %s ready", args.name)
     await stop.wait()
     adoption.cancel()
-    await watcher.stop()
+    for watcher in watchers:
+        await watcher.stop()
     for consumer in consumers:
         await consumer.stop()
     await scheduler.stop()

@@ -23,9 +23,9 @@ from evalsi.bus.deadletter import (
     publish_dead_letter,
     watch_max_deliveries,
 )
-from evalsi.bus.errors import PayloadTooLargeError, Permanent, RemoteError, Retryable
+from evalsi.bus.errors import PayloadTooLargeError, Permanent, RemoteError, Retryable, Unavailable
 from evalsi.bus.offload import ObjectStore, payload_limit
-from evalsi.bus.publisher import Publisher, publish
+from evalsi.bus.publisher import PUBLISH_DEADLINE_S, Publisher, publish, through_reconnects
 from evalsi.bus.requests import RequestServer, request, serve_requests
 from evalsi.bus.streams import (
     ConsumerSettings,
@@ -61,9 +61,11 @@ __all__ = [  # noqa: RUF022 - grouped for readers
     "encode_headers",
     # publish
     "ObjectStore",
+    "PUBLISH_DEADLINE_S",
     "Publisher",
     "payload_limit",
     "publish",
+    "through_reconnects",
     # consume
     "Consumer",
     "ConsumerStats",
@@ -83,4 +85,5 @@ __all__ = [  # noqa: RUF022 - grouped for readers
     "Permanent",
     "RemoteError",
     "Retryable",
+    "Unavailable",
 ]

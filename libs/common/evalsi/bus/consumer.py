@@ -6,7 +6,13 @@
 | raises ``Retryable`` / ``InfraError`` / else | nak'ed with a backoff delay (redelivered later)           |
 | raises ``Permanent`` (or decoding fails)     | dead-lettered and terminated                              |
 | fails on the last allowed delivery           | dead-lettered and terminated                              |
+| raises ``Unavailable``                       | held (in-progress acks), pulling paused, handled again    |
+|                                              | once ``probe`` answers: no delivery is burnt              |
 | runs longer than ``heartbeat_s``             | kept alive with in-progress acks until it ends            |
+
+A message that is itself a dead letter (``deadletter.*``) is never dead-lettered again: where another one would
+be, it is terminated and kept where it is (the dead-letter stream keeps messages by age), counted in
+``stats.kept`` and reported once to ``on_dead_letter``. Re-publishing it would feed it back to its own reader.
 
 Shutdown (``stop``, on SIGTERM): stop pulling, give in-flight handlers ``drain_timeout_s`` to finish, then
 cancel them and nak their messages without delay so another worker takes them at once.
@@ -17,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
@@ -26,9 +33,10 @@ from google.protobuf.message import Message
 from nats.aio.msg import Msg
 from nats.js.client import JetStreamContext
 
-from evalsi.bus.codec import Delivery, decode, delivery_from_msg
+from evalsi.bus import subjects
+from evalsi.bus.codec import TYPE_HEADER, Delivery, decode, decode_any, delivery_from_msg
 from evalsi.bus.deadletter import OnDeadLetter, notify, publish_dead_letter
-from evalsi.bus.errors import Permanent, Retryable
+from evalsi.bus.errors import Permanent, Retryable, Unavailable
 from evalsi.bus.offload import ObjectStore, resolve_payload
 from evalsi.bus.streams import ConsumerSettings, ensure_consumer
 
@@ -38,6 +46,7 @@ log = logging.getLogger(__name__)
 
 M = TypeVar("M", bound=Message)
 Handler = Callable[[M, Delivery], Awaitable[None]]
+Probe = Callable[[], Awaitable[bool]]
 
 
 def retry_delay(num_delivered: int, base_s: float, max_s: float) -> float:
@@ -53,11 +62,17 @@ class ConsumerStats:
     acked: int = 0
     naked: int = 0
     dead_lettered: int = 0
+    kept: int = 0  # dead letters that failed again, terminated where they are
+    held: int = 0  # handler runs that met an unavailable dependency and waited for it
     in_progress_sent: int = 0
 
 
 class Consumer(Generic[M]):
-    """A pull loop on one durable consumer, running ``handler(message, delivery)`` with bounded concurrency."""
+    """A pull loop on one durable consumer, running ``handler(message, delivery)`` with bounded concurrency.
+
+    ``message_type`` None takes any message type this process knows (by its type header), for readers of
+    dead letters. ``probe`` tells whether what the handler needs answers again after it raised ``Unavailable``.
+    """
 
     def __init__(
         self,
@@ -67,7 +82,7 @@ class Consumer(Generic[M]):
         subject_filter: str,
         handler: Handler[M],
         *,
-        message_type: type[M],
+        message_type: type[M] | None,
         batch: int = 16,
         concurrency: int = 16,
         ack_wait: float = 30.0,
@@ -82,6 +97,8 @@ class Consumer(Generic[M]):
         fetch_timeout_s: float = 2.0,
         drain_timeout_s: float = 30.0,
         ensure: bool = True,
+        probe: Probe | None = None,
+        probe_every_s: float = 1.0,
     ) -> None:
         if batch < 1 or concurrency < 1:
             raise ValueError(f"batch and concurrency must be at least 1, got {batch} and {concurrency}")
@@ -106,6 +123,9 @@ class Consumer(Generic[M]):
         self._fetch_timeout_s = fetch_timeout_s
         self._drain_timeout_s = drain_timeout_s
         self._ensure = ensure
+        self._probe = probe
+        self._probe_every_s = probe_every_s
+        self._outage: asyncio.Task[None] | None = None
         self._psub: JetStreamContext.PullSubscription | None = None
         self._loop_task: asyncio.Task[None] | None = None
         self._inflight: dict[asyncio.Task[None], Msg] = {}
@@ -157,6 +177,10 @@ class Consumer(Generic[M]):
                 await self._slot_free.wait()
             if self._stopping:
                 break
+            if self._outage is not None and not self._outage.done():
+                # Back-pressure: what is held waits for the dependency; pulling more would only queue it here.
+                await asyncio.wait({self._outage}, timeout=self._fetch_timeout_s)
+                continue
             want = min(self._batch, self._concurrency - len(self._inflight))
             try:
                 msgs = await self._psub.fetch(want, timeout=self._fetch_timeout_s)
@@ -194,8 +218,8 @@ class Consumer(Generic[M]):
         message: M | None = None
         try:
             payload = await resolve_payload(msg.data, delivery.headers, self._store)
-            message = decode(payload, delivery.headers, self._message_type)
-            await self._run_with_heartbeat(msg, self._handler(message, delivery))
+            message = self._decode(payload, delivery.headers)
+            await self._handle_while_available(msg, message, delivery)
         except asyncio.CancelledError:
             # Shutdown ran out of patience: give the message back now rather than after ack_wait.
             await asyncio.shield(self._nak(msg, None))
@@ -221,6 +245,44 @@ class Consumer(Generic[M]):
         else:
             await self._ack(msg)
 
+    def _decode(self, payload: bytes, headers: dict[str, str]) -> M:
+        if self._message_type is not None:
+            return decode(payload, headers, self._message_type)
+        message = decode_any(payload, headers)
+        if message is None:
+            raise Permanent(f"not a message this service knows: {TYPE_HEADER} is {headers.get(TYPE_HEADER)!r}")
+        return message  # type: ignore[return-value]
+
+    async def _handle_while_available(self, msg: Msg, message: M, delivery: Delivery) -> None:
+        """Run the handler; while it meets an unavailable dependency, hold the message and run it again later."""
+        while True:
+            try:
+                await self._run_with_heartbeat(msg, self._handler(message, delivery))
+                return
+            except Unavailable as e:
+                self.stats.held += 1
+                await self._run_with_heartbeat(msg, self._until_available(str(e)))
+
+    async def _until_available(self, why: str) -> None:
+        """One outage at a time: the first handler to meet it starts probing, the others wait on the same probe."""
+        if self._outage is None or self._outage.done():
+            self._outage = asyncio.create_task(self._probe_until_up(why))
+        await asyncio.shield(self._outage)
+
+    async def _probe_until_up(self, why: str) -> None:
+        started = time.monotonic()
+        log.warning("consumer %s/%s: paused, holding messages: %s", self.stream, self.durable, why)
+        while True:
+            await asyncio.sleep(self._probe_every_s)
+            if self._probe is None:
+                break
+            try:
+                if await self._probe():
+                    break
+            except Exception as e:  # a probe that raises says "not yet", like one that answers False
+                log.debug("consumer %s/%s: probe failed: %s", self.stream, self.durable, e)
+        log.warning("consumer %s/%s: resumed after %.1fs", self.stream, self.durable, time.monotonic() - started)
+
     async def _run_with_heartbeat(self, msg: Msg, work: Awaitable[None]) -> None:
         task = asyncio.ensure_future(work)
         try:
@@ -239,6 +301,9 @@ class Consumer(Generic[M]):
                     await task
 
     async def _dead_letter(self, msg: Msg, delivery: Delivery, message: M | None, reason: str) -> None:
+        if subjects.is_deadletter(delivery.subject):
+            await self._keep(msg, delivery, message, reason)
+            return
         try:
             subject = await publish_dead_letter(self._js, msg.data, delivery, reason, subject=self._dead_letter_subject)
         except Exception as e:
@@ -254,6 +319,17 @@ class Consumer(Generic[M]):
         with contextlib.suppress(nats.errors.Error):
             await msg.term()
         self.stats.dead_lettered += 1
+
+    async def _keep(self, msg: Msg, delivery: Delivery, message: M | None, reason: str) -> None:
+        """Terminate a dead letter that failed again: it stays in its stream, and the server never redelivers it."""
+        log.error(
+            "consumer %s/%s: dead letter %s seq %s kept, not handled: %s",
+            self.stream, self.durable, delivery.subject, delivery.stream_seq, reason,
+        )  # fmt: skip
+        await notify(self._on_dead_letter, message, delivery, reason)
+        with contextlib.suppress(nats.errors.Error):
+            await msg.term()
+        self.stats.kept += 1
 
     async def _ack(self, msg: Msg) -> None:
         try:
@@ -293,6 +369,10 @@ class Consumer(Generic[M]):
                     self.stream, self.durable, len(still_running),
                 )  # fmt: skip
                 await asyncio.gather(*still_running, return_exceptions=True)
+        outage, self._outage = self._outage, None
+        if outage is not None:
+            outage.cancel()
+            await asyncio.gather(outage, return_exceptions=True)
         psub, self._psub = self._psub, None
         if psub is not None:
             with contextlib.suppress(nats.errors.Error, ValueError):

@@ -85,6 +85,9 @@ async def publish_dead_letter(
     js: JetStreamContext, data: bytes, delivery: Delivery, reason: str, *, subject: str | None = None
 ) -> str:
     """Publish the original payload to ``subject`` (default: ``deadletter_for(delivery.subject)``); returns it."""
+    if subjects.is_deadletter(delivery.subject):
+        # Its reader would receive it again, fail again, and publish it again: a loop with no end.
+        raise ValueError(f"{delivery.subject} is a dead letter already; it is kept where it is, never re-published")
     subject = subject or subjects.deadletter_for(delivery.subject)
     await publish_raw(js, subject, data, dead_letter_headers(delivery, reason))
     return subject

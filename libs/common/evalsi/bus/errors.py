@@ -4,13 +4,15 @@
   and dead-lettered once its deliveries run out.
 - ``Permanent``: retrying cannot help (an undecodable payload, a wrong message type, a malformed task); the
   message is terminated and dead-lettered at once.
+- ``Unavailable``: something the handler needs (a store) is down. That is not a failed delivery: the message is
+  held (in-progress acks), pulling pauses, and the handler runs again once the consumer's probe answers.
 """
 
 from __future__ import annotations
 
 from evalsi.errors import EvalsiError, InfraError
 
-__all__ = ["PayloadTooLargeError", "Permanent", "RemoteError", "Retryable"]
+__all__ = ["PayloadTooLargeError", "Permanent", "RemoteError", "Retryable", "Unavailable"]
 
 
 class Retryable(EvalsiError):
@@ -23,6 +25,10 @@ class Retryable(EvalsiError):
 
 class Permanent(EvalsiError):
     """A failure no redelivery can fix: terminate the message and dead-letter it."""
+
+
+class Unavailable(EvalsiError):
+    """A dependency of the handler is down: hold the message and retry once it answers, burning no delivery."""
 
 
 class PayloadTooLargeError(EvalsiError):

@@ -3,11 +3,19 @@
 ``Nats-Msg-Id`` is the key, so the stream drops a second publish of the same key within its duplicate window
 (2 minutes): a retried or resumed publisher never enqueues a task twice. Payloads over the limit go to the
 object store and travel by reference (see ``offload``).
+
+A publish is retried through NATS reconnects (a restarted server, a timed-out ack) until a generous deadline,
+so a bus restart delays publishers instead of failing whatever they were doing; a publish the stream refuses
+(full, too large) fails at once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TypeVar
 
 import nats.errors
 import nats.js.errors
@@ -18,8 +26,14 @@ from evalsi.bus.codec import PAYLOAD_REF_HEADER, encode
 from evalsi.bus.offload import DEFAULT_HEADROOM, ObjectStore, offload, payload_limit
 from evalsi.errors import InfraError
 
-__all__ = ["Publisher", "publish", "publish_raw"]
+__all__ = ["PUBLISH_DEADLINE_S", "Publisher", "publish", "publish_raw", "through_reconnects"]
 
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+# How long a publish keeps trying through reconnects: a NATS restart (seconds) fits many times over, while a
+# bus that stays gone still surfaces as an error within a couple of minutes.
+PUBLISH_DEADLINE_S = 120.0
 _FALLBACK_MAX_PAYLOAD = 1024 * 1024  # the server's default, when the connection cannot tell
 
 
@@ -30,18 +44,58 @@ def connection_max_payload(js: JetStreamContext) -> int:
     return int(max_payload) if max_payload else _FALLBACK_MAX_PAYLOAD
 
 
+async def through_reconnects(
+    call: Callable[[], Awaitable[T]], what: str, *, deadline_s: float = PUBLISH_DEADLINE_S
+) -> T:
+    """``call()`` again (capped backoff) while it fails on a connection problem, until ``deadline_s``: then an
+    ``InfraError``. A closed connection (this client is shutting down), server refusals and "no stream takes
+    this subject" (a configuration error: JetStream is up before a restarted server takes clients) are not."""
+    give_up = time.monotonic() + deadline_s
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            result = await call()
+        except (nats.errors.ConnectionClosedError, nats.js.errors.APIError, nats.js.errors.NoStreamResponseError):
+            raise
+        except (nats.errors.Error, TimeoutError) as e:
+            pause = min(2.0, 0.1 * 2 ** (attempt - 1))
+            if time.monotonic() + pause > give_up:
+                raise InfraError(f"{what} failed for {deadline_s:g}s: {type(e).__name__}: {e}") from e
+            if attempt == 1:  # once per call: a restart makes every publisher say this at the same moment
+                log.warning("%s failed (%s: %s); retrying through reconnects", what, type(e).__name__, e)
+            await asyncio.sleep(pause)
+            continue
+        if attempt > 1:
+            log.info("%s succeeded on attempt %d", what, attempt)
+        return result
+
+
 async def publish_raw(
-    js: JetStreamContext, subject: str, data: bytes, headers: dict[str, str], *, timeout: float | None = None
+    js: JetStreamContext,
+    subject: str,
+    data: bytes,
+    headers: dict[str, str],
+    *,
+    timeout: float | None = None,
+    deadline_s: float = PUBLISH_DEADLINE_S,
 ) -> bool:
     """Publish bytes with headers and wait for the stream's ack; True when the stream dropped it as a duplicate.
-    Every failure (no stream for the subject, timeout, a rejected publish) is an ``InfraError``."""
+
+    ``timeout`` bounds one attempt; attempts go on through reconnects until ``deadline_s`` (the message id makes
+    a repeat harmless). Every failure (no stream for the subject, a rejected publish, the deadline) is an
+    ``InfraError``."""
     try:
-        ack = await js.publish(subject, data, headers=headers, timeout=timeout)
+        ack = await through_reconnects(
+            lambda: js.publish(subject, data, headers=headers, timeout=timeout),
+            f"publish to {subject}",
+            deadline_s=deadline_s,
+        )
     except nats.js.errors.NoStreamResponseError as e:
         raise InfraError(f"publish to {subject}: no stream takes this subject (were the streams ensured?)") from e
     except nats.js.errors.APIError as e:
         raise InfraError(f"publish to {subject} rejected: {e.description or e}") from e
-    except (nats.errors.Error, TimeoutError) as e:
+    except nats.errors.Error as e:
         raise InfraError(f"publish to {subject} failed: {type(e).__name__}: {e}") from e
     return bool(ack.duplicate)
 
@@ -58,6 +112,7 @@ async def publish(
     store: ObjectStore | None = None,
     max_payload: int | None = None,
     timeout: float | None = None,
+    deadline_s: float = PUBLISH_DEADLINE_S,
 ) -> bool:
     """Publish ``message`` on ``subject`` with ``Nats-Msg-Id = key``; returns True when it was a duplicate.
 
@@ -69,7 +124,7 @@ async def publish(
     if len(data) > limit:
         hdrs[PAYLOAD_REF_HEADER] = await offload(data, store, subject=subject, limit=limit)
         data = b""
-    return await publish_raw(js, subject, data, hdrs, timeout=timeout)
+    return await publish_raw(js, subject, data, hdrs, timeout=timeout, deadline_s=deadline_s)
 
 
 class Publisher:

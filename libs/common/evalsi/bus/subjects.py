@@ -28,6 +28,7 @@ __all__ = [
     "deadletter_for",
     "evaluate",
     "evaluate_queue",
+    "is_deadletter",
     "results",
     "run_control",
     "run_events",
@@ -121,6 +122,11 @@ def assembler_consumer(partition: int) -> str:
 def deadletter(name: str) -> str:
     """``deadletter.<name>``: messages that ran out of deliveries or failed permanently (stream DEADLETTER)."""
     return f"deadletter.{check_token(name, 'dead-letter name')}"
+
+
+def is_deadletter(subject: str) -> bool:
+    """Whether ``subject`` is a dead letter's (``deadletter.*``): such a message is never dead-lettered again."""
+    return subject.split(".", 1)[0] == "deadletter"
 
 
 def deadletter_for(subject: str) -> str:

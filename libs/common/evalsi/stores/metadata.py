@@ -105,6 +105,9 @@ class MetadataStore(Protocol):
 
     async def close(self) -> None: ...
 
+    # Whether the database answers now: a consumer holds its messages while it does not.
+    async def ping(self) -> bool: ...
+
     # Runs: the whole Run (without ``results``) stored serialized, with indexed columns beside it.
     async def create_run(self, run: Run) -> None: ...
 

@@ -372,6 +372,14 @@ class SqlMetadataStore:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
+    async def ping(self) -> bool:
+        """Whether the database answers now (one trivial query); never raises."""
+        try:
+            await self._db.fetch("SELECT 1")
+        except InfraError:
+            return False
+        return True
+
     # --- runs ---
 
     async def create_run(self, run: Run) -> None:
