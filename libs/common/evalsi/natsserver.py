@@ -19,6 +19,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 
+from evalsi import child_processes
+
 __all__ = ["NatsServer", "find_nats_server"]
 
 _BINARY = "nats-server"
@@ -58,6 +60,7 @@ class NatsServer:
         extra_args: Sequence[str] = (),
         startup_timeout_s: float = 10.0,
         stop_grace_s: float = 5.0,
+        die_with_parent: bool = False,
     ) -> None:
         self.host = host
         self._want_port = port
@@ -69,6 +72,8 @@ class NatsServer:
         self._extra_args = tuple(extra_args)
         self._startup_timeout_s = startup_timeout_s
         self._stop_grace_s = stop_grace_s
+        # `evalsi serve`: the server is killed when the process (thread) that started it dies, even by SIGKILL.
+        self._die_with_parent = die_with_parent
         self._given_store_dir = store_dir
         self._work_dir: Path | None = None  # ours: holds the log, and the store when none was given
         self._store_dir: Path | None = Path(store_dir) if store_dir else None
@@ -151,7 +156,13 @@ class NatsServer:
             log.write(f"--- {' '.join(args)}\n".encode())
             log.flush()
             try:
-                self._proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+                self._proc = subprocess.Popen(
+                    args,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    preexec_fn=child_processes.die_with_parent() if self._die_with_parent else None,
+                )
             except OSError as e:
                 raise RuntimeError(f"cannot run nats-server {binary!r}: {e}") from e
         try:

@@ -3,24 +3,46 @@
 Starts the bundled nats-server with JetStream and every service as its own process on loopback (SQLite and
 a local directory by default; Postgres and S3 when evalsi.yaml says so), restarts a child that crashes, and
 stops everything cleanly on Ctrl-C or SIGTERM.
+
+- Store and bus URLs, which may carry passwords, reach the services as ``EVALSI_*`` environment variables,
+  never on their command lines (which every user of the machine reads with ``ps``); the console masks them.
+- Every port is checked before anything starts; a taken one is a usage error naming it and its service.
+- No child outlives the supervisor: each gets SIGKILL from the kernel when it dies, even by SIGKILL
+  (``PR_SET_PDEATHSIG``), and each runs in its own process group, stopped as a whole.
+- A child that keeps crashing (more than ``MAX_RESTARTS`` exits in ``RESTART_WINDOW_S``) ends the supervisor
+  with its last log lines, rather than a restart loop behind a console that looks fine.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from evalsi.child_processes import die_with_parent
 from evalsi.config import Config, require_loopback
+from evalsi.errors import BadInputError, EvalsiError
+from evalsi.masking import mask_url
 from evalsi.natsserver import NatsServer
 
 RESTART_BACKOFF_S = (0.5, 1.0, 2.0, 5.0, 10.0)
+MAX_RESTARTS = 5
+RESTART_WINDOW_S = 60.0
+LOG_TAIL_LINES = 20
+# How often the supervisor looks at its children and, until it answers, at the api's /readyz.
+TICK_S = 0.2
+
+
+class CrashLoop(EvalsiError):
+    """A child exited more than ``max_restarts`` times within the restart window: restarting it is futile."""
 
 
 @dataclass
@@ -31,28 +53,51 @@ class Child:
     argv: list[str]
     env: dict[str, str]
     log_path: Path
+    # What it listens on, checked before anything starts: (port, what it is and where it is configured).
+    ports: tuple[tuple[int, str], ...] = ()
     process: subprocess.Popen[bytes] | None = None
     restarts: int = 0
     started_at: float = 0.0
+    crashes: list[float] = field(default_factory=list)  # monotonic times of its exits within the window
+    restart_at: float | None = None
 
     def start(self) -> None:
-        log = self.log_path.open("ab")
-        self.process = subprocess.Popen(self.argv, env=self.env, stdout=log, stderr=subprocess.STDOUT)
-        log.close()
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                self.argv,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                # Its own group: Ctrl-C on the terminal reaches the supervisor only (which stops children in
+                # order), and stop() can end whatever the child itself started.
+                process_group=0,
+                preexec_fn=die_with_parent(),
+            )
         self.started_at = time.monotonic()
+        self.restart_at = None
 
     def exited(self) -> int | None:
         return None if self.process is None else self.process.poll()
 
-    def stop(self, grace_s: float) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        self.process.send_signal(signal.SIGTERM)
+    def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
         try:
-            self.process.wait(timeout=grace_s)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:]) or "(the log is empty)"
+
+    def stop(self, grace_s: float) -> None:
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout=grace_s)
+        # The child if it did not stop in time, and anything it started that is still in its group.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
 
 
 def _module(name: str) -> list[str]:
@@ -64,99 +109,107 @@ def plan_children(config: Config, nats_url: str, state_dir: Path) -> list[Child]
     workers of each pool.
 
     The api and ingest share one trace store, ``<state>/traces.db``: ingest writes it, TraceService reads it.
+    Store and bus URLs go in each child's environment (``EVALSI_*``, which every service reads for its flag),
+    never in its argv.
     """
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    common = [
-        "--nats",
-        nats_url,
-        "--metadata-url",
-        _resolve_url(config.metadata_url),
-        "--objects-url",
-        _resolve_url(config.objects_url),
-    ]
+    base = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    stores = {
+        "EVALSI_NATS_URL": nats_url,
+        "EVALSI_METADATA_URL": _resolve_url(config.metadata_url),
+        "EVALSI_OBJECTS_URL": _resolve_url(config.objects_url),
+    }
     logs = state_dir / "logs"
     traces_url = _resolve_url(config.traces_url) if config.traces_url else traces_url_for(state_dir)
-    taken = {config.api.http_port, config.api.grpc_port, config.ingest.http_port, config.ingest.grpc_port}
+    api, ingest = config.api, config.ingest
+    taken = {api.http_port, api.grpc_port, ingest.http_port, ingest.grpc_port}
+
+    def metrics(name: str) -> tuple[list[str], tuple[int, str]]:
+        port = _free_port(taken)
+        return ["--metrics-port", str(port)], (port, f"{name} /metrics")
+
     children = [
         Child(
             "api",
             [
                 *_module("evalsi_api.main"),
-                *common,
                 "--host",
-                config.api.host,
+                api.host,
                 "--http-port",
-                str(config.api.http_port),
+                str(api.http_port),
                 "--grpc-port",
-                str(config.api.grpc_port),
+                str(api.grpc_port),
                 "--datasets-dir",
                 str(Path(config.datasets_dir).resolve()),
-                "--traces-url",
-                traces_url,
             ],
-            env,
+            {**base, **stores, "EVALSI_TRACES_URL": traces_url},
             logs / "api.log",
+            ports=(
+                (api.http_port, "the api's HTTP port (api.http_port, --http-port)"),
+                (api.grpc_port, "the api's gRPC port (api.grpc_port, --grpc-port)"),
+            ),
         ),
+    ]
+    flags, port = metrics("ingest")
+    children.append(
         Child(
             "ingest",
             [
                 *_module("evalsi_ingest.main"),
                 "--host",
-                config.api.host,
+                api.host,
                 "--http-port",
-                str(config.ingest.http_port),
+                str(ingest.http_port),
                 "--grpc-port",
-                str(config.ingest.grpc_port),
-                "--traces-url",
-                traces_url,
+                str(ingest.grpc_port),
                 "--grace",
-                str(config.ingest.grace_s),
-                "--nats",
-                nats_url,
-                "--metrics-port",
-                str(_free_port(taken)),
+                str(ingest.grace_s),
+                *flags,
             ],
-            env,
+            # evalsi-ingest publishes completions only when given a bus; its variable says so.
+            {**base, "EVALSI_INGEST_NATS_URL": nats_url, "EVALSI_TRACES_URL": traces_url},
             logs / "ingest.log",
-        ),
+            ports=(
+                (ingest.http_port, "OTLP/HTTP of evalsi-ingest (ingest.http_port)"),
+                (ingest.grpc_port, "OTLP/gRPC of evalsi-ingest (ingest.grpc_port)"),
+                port,
+            ),
+        )
+    )
+    flags, port = metrics("policy")
+    children.append(
         Child(
             "policy",
-            [*_module("evalsi_policy.main"), *common, "--traces-url", traces_url, "--metrics-port",
-             str(_free_port(taken)), "--reload", "1"],
-            env,
+            [*_module("evalsi_policy.main"), *flags, "--reload", "1"],
+            {**base, **stores, "EVALSI_TRACES_URL": traces_url},
             logs / "policy.log",
-        ),
-    ]
+            ports=(port,),
+        )
+    )
     for i in range(config.scheduler.replicas):
+        name = f"scheduler-{i}"
+        flags, port = metrics(name)
         children.append(
             Child(
-                f"scheduler-{i}",
-                [
-                    *_module("evalsi_scheduler.main"),
-                    *common,
-                    "--lease-ttl",
-                    str(config.scheduler.lease_ttl_s),
-                    "--metrics-port",
-                    str(_free_port(taken)),
-                ],
-                env,
-                logs / f"scheduler-{i}.log",
+                name,
+                [*_module("evalsi_scheduler.main"), "--lease-ttl", str(config.scheduler.lease_ttl_s), *flags],
+                {**base, **stores},
+                logs / f"{name}.log",
+                ports=(port,),
             )
         )
     for worker in config.workers:
         for i in range(worker.replicas):
             name = f"worker-{worker.pool}-{i}"
+            flags, port = metrics(name)
             argv = [
                 *_module("evalsi_worker.main"),
-                *common,
                 "--pool",
                 worker.pool,
                 "--concurrency",
                 str(worker.concurrency),
-                "--metrics-port",
-                str(_free_port(taken)),
+                *flags,
             ]
-            children.append(Child(name, argv, env, logs / f"{name}.log"))
+            children.append(Child(name, argv, {**base, **stores}, logs / f"{name}.log", ports=(port,)))
     return children
 
 
@@ -184,6 +237,36 @@ def metrics_url(child: Child) -> str:
     return f"http://127.0.0.1:{child.argv[child.argv.index('--metrics-port') + 1]}/metrics"
 
 
+def check_ports(children: list[Child], host: str) -> None:
+    """Refuse (BadInputError, exit 2) when a port a child will listen on is taken, naming port and child.
+
+    The probe binds as the services do (SO_REUSEADDR, so a port in TIME_WAIT counts as free) but without
+    SO_REUSEPORT, which would let a second gRPC server share a port silently.
+    """
+    taken = []
+    for child in children:
+        for port, what in child.ports:
+            where = "127.0.0.1" if what.endswith("/metrics") else host
+            if port and not _port_free(where, port):
+                taken.append(f"port {port} on {where}, {what}, wanted by {child.name}")
+    if taken:
+        raise BadInputError(
+            f"{'; '.join(taken)}: already in use; stop whatever listens there or configure another port. "
+            "Nothing was started."
+        )
+
+
+def _port_free(host: str, port: int) -> bool:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
 def _resolve_url(url: str) -> str:
     """Relative sqlite and directory paths are made absolute, so every child sees the same state."""
     if url.startswith("sqlite:///") and not url.startswith("sqlite:////"):
@@ -202,10 +285,27 @@ class Supervisor:
     nats: NatsServer | None = None
     # Tests turn restarts off to watch another replica take over from a killed one.
     restart: bool = True
+    max_restarts: int = MAX_RESTARTS
+    restart_window_s: float = RESTART_WINDOW_S
+    restart_backoff_s: tuple[float, ...] = RESTART_BACKOFF_S
+    # Which processes to run (plan_children); tests substitute a plan to run a child that always crashes.
+    plan: Callable[[Config, str, Path], list[Child]] = plan_children
+    ready: bool = False
     _stopping: bool = False
+    _started_at: float = 0.0
 
     def start(self) -> None:
+        """Check every port, then start nats-server and every child; anything started is stopped again when
+        a later step fails (or a stop is requested meanwhile)."""
+        self._started_at = time.monotonic()
         require_loopback(self.config.api.host, "api.host")
+        nats_url = self.config.nats_url
+        if not nats_url:
+            # Its ports are chosen now, so the children's plan can name it before it runs.
+            self.nats = NatsServer(store_dir=str((self.state_dir / "nats").resolve()), die_with_parent=True)
+            nats_url = self.nats.url
+        children = self.plan(self.config, nats_url, self.state_dir)
+        check_ports(children, self.config.api.host)
         self.state_dir.mkdir(parents=True, exist_ok=True)
         (self.state_dir / "logs").mkdir(exist_ok=True)
         database = _resolve_url(self.config.metadata_url)
@@ -214,46 +314,83 @@ class Supervisor:
         objects = _resolve_url(self.config.objects_url)
         if "://" not in objects:
             Path(objects).mkdir(parents=True, exist_ok=True)
-        nats_url = self.config.nats_url
-        if not nats_url:
-            self.nats = NatsServer(store_dir=str(self.state_dir / "nats")).start()
-            nats_url = self.nats.url
-            self.echo(f"nats       {nats_url} (JetStream, store {self.state_dir / 'nats'})")
-        self.children = plan_children(self.config, nats_url, self.state_dir)
-        for child in self.children:
-            child.start()
-        api = self.config.api
+        try:
+            if self.nats is not None:
+                self.nats.start()
+                self.echo(f"nats       {nats_url} (JetStream, store {self.state_dir / 'nats'})")
+            for child in children:
+                if self._stopping:
+                    return
+                self.children.append(child)
+                child.start()
+        except BaseException:
+            self.stop(grace_s=2.0)
+            raise
+        self._print_plan()
+
+    def _print_plan(self) -> None:
+        api, ingest = self.config.api, self.config.ingest
+        traces = self.config.traces_url or traces_url_for(self.state_dir)
         self.echo(f"http api   http://{api.host}:{api.http_port}   (/healthz /readyz /metrics)")
         self.echo(f"grpc api   grpc://{api.host}:{api.grpc_port}")
-        ingest = self.config.ingest
         self.echo(
             f"otlp       http://{api.host}:{ingest.http_port} (OTLP/HTTP) · {api.host}:{ingest.grpc_port} (OTLP/gRPC)"
-            f" · traces {self.config.traces_url or traces_url_for(self.state_dir)}"
+            f" · traces {mask_url(traces)}"
         )
         self.echo(
-            f"state      {_resolve_url(self.config.metadata_url)} · objects {_resolve_url(self.config.objects_url)}"
+            f"state      {mask_url(_resolve_url(self.config.metadata_url))} · objects "
+            f"{mask_url(_resolve_url(self.config.objects_url))}"
         )
         for child in self.children:
             metrics = metrics_url(child) or f"http://{api.host}:{api.http_port}/metrics"
             self.echo(f"{child.name:<18} metrics {metrics}   log {child.log_path}")
 
     def supervise_once(self) -> None:
-        """Restart children that exited, with a growing backoff for ones that keep crashing."""
+        """Restart children that exited, after a growing backoff; CrashLoop when one keeps crashing."""
+        now = time.monotonic()
         for child in self.children:
-            code = child.exited()
-            if code is None or self._stopping or not self.restart:
+            if self._stopping or not self.restart:
+                return
+            if child.restart_at is not None:
+                if now >= child.restart_at:
+                    child.restarts += 1
+                    child.start()
                 continue
-            ran_for = time.monotonic() - child.started_at
-            if ran_for > 60:
-                child.restarts = 0
-            delay = RESTART_BACKOFF_S[min(child.restarts, len(RESTART_BACKOFF_S) - 1)]
+            code = child.exited()
+            if code is None:
+                continue
+            child.crashes = [at for at in child.crashes if now - at < self.restart_window_s] + [now]
+            if len(child.crashes) > self.max_restarts:
+                raise CrashLoop(
+                    f"{child.name} exited {len(child.crashes)} times within {self.restart_window_s:g} s (last exit "
+                    f"code {code}); giving up. Last lines of {child.log_path}:\n{child.log_tail()}"
+                )
+            delay = self.restart_backoff_s[min(len(child.crashes) - 1, len(self.restart_backoff_s) - 1)]
             self.echo(
-                f"{child.name} exited with {code} after {ran_for:.1f} s; restarting in {delay} s "
+                f"{child.name} exited with {code} after {now - child.started_at:.1f} s; restarting in {delay} s "
                 f"(log: {child.log_path})"
             )
-            time.sleep(delay)
-            child.restarts += 1
-            child.start()
+            child.restart_at = now + delay
+
+    def check_ready(self) -> bool:
+        """Print the one "ready" line once the api's /readyz answers 200 (everything it needs is up)."""
+        if self.ready:
+            return True
+        api, ingest = self.config.api, self.config.ingest
+        host = f"[{api.host}]" if ":" in api.host else api.host
+        try:
+            with urllib.request.urlopen(f"http://{host}:{api.http_port}/readyz", timeout=1.0) as answer:
+                if answer.status != 200:
+                    return False
+        except OSError:  # no answer yet, or HTTPError: 503 while something it needs is not up
+            return False
+        self.ready = True
+        self.echo(
+            f"ready in {time.monotonic() - self._started_at:.1f} s: http://{host}:{api.http_port} (HTTP/JSON) · "
+            f"grpc://{host}:{api.grpc_port} (gRPC) · http://{host}:{ingest.http_port} and {host}:{ingest.grpc_port} "
+            "(OTLP)"
+        )
+        return True
 
     def child(self, name: str) -> Child:
         for child in self.children:
@@ -272,18 +409,21 @@ class Supervisor:
         if self.nats is not None:
             self.nats.stop()
 
-    def run_forever(self) -> None:
-        stop = {"requested": False}
+    def run(self) -> None:
+        """Start, supervise until SIGTERM, SIGINT or SIGHUP, then stop everything; CrashLoop ends it too.
+        Children are stopped whatever ends the run (a failed start, a crash loop, a bug of ours)."""
 
         def request_stop(signum: int, _frame: object) -> None:
-            stop["requested"] = True
+            self._stopping = True
 
-        signal.signal(signal.SIGTERM, request_stop)
-        signal.signal(signal.SIGINT, request_stop)
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(signum, request_stop)
         try:
-            while not stop["requested"]:
+            self.start()
+            while not self._stopping:
                 self.supervise_once()
-                time.sleep(0.2)
+                self.check_ready()
+                time.sleep(TICK_S)
         finally:
             self.echo("stopping: services drain, then nats stops")
             self.stop()

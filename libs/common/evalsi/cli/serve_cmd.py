@@ -38,8 +38,12 @@ def serve_command(
     """Run Evals.si standalone: nats-server with JetStream, the api, the scheduler, the workers (cpu, judge,
     harness), evalsi-ingest (OTLP on 4318/4317) and evalsi-policy (online policies).
 
-    Every service is its own process on loopback; a crashed one is restarted. State is SQLite and a local
-    directory unless evalsi.yaml points at Postgres and S3. Ctrl-C stops everything cleanly.
+    Every service is its own process on loopback; a crashed one is restarted, and one that keeps crashing
+    (more than 5 exits in 60 s) stops everything with its last log lines (exit 1). Every port is checked
+    first: a taken one is exit 2, naming it. One "ready" line says when the api answers /readyz. State is
+    SQLite and a local directory unless evalsi.yaml points at Postgres and S3; store URLs reach the services
+    through their environment, never their command lines. Ctrl-C stops everything cleanly, and no service
+    outlives `evalsi serve`, however it ends.
     """
     from dataclasses import replace
 
@@ -56,6 +60,4 @@ def serve_command(
     )
     config = replace(config, api=api, datasets_dir=datasets_dir or config.datasets_dir)
     config.validate()
-    supervisor = Supervisor(config, state, echo=lambda line: click.echo(line, err=True))
-    supervisor.start()
-    supervisor.run_forever()
+    Supervisor(config, state, echo=lambda line: click.echo(line, err=True)).run()

@@ -7,11 +7,13 @@ import socket
 import threading
 import time
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from evalsi.config import ApiConfig, Config, IngestConfig, SchedulerConfig, WorkerConfig
-from evalsi.serve import Supervisor
+from evalsi.connections import Connections
+from evalsi.serve import CrashLoop, Supervisor
 
 ROOT = Path(__file__).resolve().parents[4]
 
@@ -51,7 +53,10 @@ class Stack:
         workers: Sequence[WorkerConfig] | None = None,
         ingest_grace_s: float = 1.0,
         traces_url: str = "",
+        judges: Mapping[str, Any] | None = None,
+        agents: Mapping[str, Any] | None = None,
     ) -> None:
+        """``judges`` and ``agents``: the evalsi.yaml sections of the connections the stack offers."""
         if datasets_dir is not None:
             datasets_dir.mkdir(parents=True, exist_ok=True)
         ports = distinct_free_ports(4)
@@ -59,6 +64,7 @@ class Stack:
             metadata_url=metadata_url or f"sqlite:///{tmp / 'evalsi.db'}",
             objects_url=objects_url or str(tmp / "objects"),
             traces_url=traces_url,
+            connections=Connections.from_mapping(judges, agents, where="Stack"),
             datasets_dir=str(datasets_dir or Path.cwd()),
             api=ApiConfig(host="127.0.0.1", http_port=ports[0], grpc_port=ports[1]),
             ingest=IngestConfig(http_port=ports[2], grpc_port=ports[3], grace_s=ingest_grace_s),
@@ -74,6 +80,7 @@ class Stack:
         self.supervisor = Supervisor(self.config, tmp / "serve", echo=lambda line: None, restart=restart)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._supervise, daemon=True)
+        self.crash_loop: CrashLoop | None = None
 
     @property
     def http(self) -> str:
@@ -85,14 +92,18 @@ class Stack:
 
     def _supervise(self) -> None:
         while not self._stop.is_set():
-            self.supervisor.supervise_once()
+            try:
+                self.supervisor.supervise_once()
+            except CrashLoop as exc:
+                self.crash_loop = exc
+                return
             time.sleep(0.2)
 
     def start(self, timeout_s: float = 60.0) -> Stack:
         self.supervisor.start()
         self._thread.start()
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and self.crash_loop is None:
             try:
                 with urllib.request.urlopen(self.http + "/readyz", timeout=2) as response:
                     if response.status == 200:
@@ -102,6 +113,8 @@ class Stack:
             time.sleep(0.2)
         logs = self.logs()
         self.stop()  # never leave processes behind when the stack cannot start
+        if self.crash_loop is not None:
+            raise RuntimeError(f"the stack could not start: {self.crash_loop}")
         raise RuntimeError(f"the stack did not become ready in {timeout_s} s; logs:\n{logs}")
 
     def logs(self, lines: int = 40) -> str:
@@ -113,7 +126,9 @@ class Stack:
         return "\n".join(out)
 
     def stop(self) -> None:
+        # The supervisor first: once it is stopping, the thread restarts nothing more. The children that thread
+        # restarted die with it (PR_SET_PDEATHSIG), so it is joined only after they were stopped gracefully.
+        self.supervisor.stop(grace_s=5)
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=5)
-        self.supervisor.stop(grace_s=5)
