@@ -86,16 +86,13 @@ async def test_timeout_and_no_responders_are_infra_errors(shared_bus: BusConnect
     with pytest.raises(InfraError, match="no responder"):
         await request(shared_bus.nc, subject, bus_pb2.RunControl(run_id="r"), bus_pb2.TaskResult, timeout=1)
 
-    async def slow(control: bus_pb2.RunControl, delivery: Delivery) -> bus_pb2.TaskResult:
-        await asyncio.sleep(1.0)
-        return bus_pb2.TaskResult()
-
-    server = await serve_requests(shared_bus.nc, subject, "q", slow, request_type=bus_pb2.RunControl)
+    # A responder that never answers (no deadline handling: a raw subscription).
+    silent = await shared_bus.nc.subscribe(subject, queue="q")
     try:
         with pytest.raises(InfraError, match=r"no answer on .* within 0\.2s"):
             await request(shared_bus.nc, subject, bus_pb2.RunControl(run_id="r"), bus_pb2.TaskResult, timeout=0.2)
     finally:
-        await server.stop()
+        await silent.unsubscribe()
 
 
 async def test_the_trace_context_reaches_the_handler(shared_bus: BusConnection, unique: str) -> None:

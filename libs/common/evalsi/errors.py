@@ -22,5 +22,9 @@ class InfraError(EvalsiError):
     """A failure outside the evaluated system (provider 5xx after retries, timeouts, sandbox, store)."""
 
 
+class DeadlineExceeded(EvalsiError, TimeoutError):
+    """The call's deadline passed before the work finished, and the work was stopped (DEADLINE_EXCEEDED, 504)."""
+
+
 class SkipRecord(EvalsiError):
     """Raised inside an evaluator to mark the record skipped, with the reason as the message."""

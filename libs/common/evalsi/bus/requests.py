@@ -8,8 +8,12 @@ call replies with an empty payload and ``Evalsi-Error`` (the message) plus ``Eva
 | bad_input   | ``BadInputError``, ``Permanent``, undecodable request | ``BadInputError`` |
 | infra       | ``InfraError``, ``Retryable``              | ``InfraError``         |
 | internal    | anything else (a bug)                      | ``RemoteError`` (an ``InfraError``) |
+| deadline    | the request's deadline passed in the handler | ``DeadlineExceeded``  |
 
-No responder, or no answer within the timeout, is an ``InfraError`` too.
+Every request carries its deadline (``Evalsi-Deadline``: seconds left when it was sent). The responder runs
+the handler under it and cancels the handler when it passes, so an abandoned call never holds a responder's
+slot; the caller waits a little longer than the deadline for that answer. No responder, or no answer at all
+(a responder too busy to even answer), is an ``InfraError``.
 """
 
 from __future__ import annotations
@@ -37,19 +41,25 @@ from evalsi.bus.codec import (
     type_name,
 )
 from evalsi.bus.errors import Permanent, RemoteError, Retryable
-from evalsi.errors import BadInputError, InfraError
+from evalsi.errors import BadInputError, DeadlineExceeded, InfraError
 
-__all__ = ["ErrorKind", "RequestServer", "error_kind", "request", "serve_requests"]
+__all__ = ["DEADLINE_HEADER", "ErrorKind", "RequestServer", "error_kind", "request", "serve_requests"]
 
 log = logging.getLogger(__name__)
 
 Req = TypeVar("Req", bound=Message)
 Resp = TypeVar("Resp", bound=Message)
-ErrorKind = Literal["bad_input", "infra", "internal"]
+ErrorKind = Literal["bad_input", "infra", "internal", "deadline"]
 RequestHandler = Callable[[Req, Delivery], Awaitable[Message]]
+DEADLINE_HEADER = "Evalsi-Deadline"
+# How much longer than its deadline a caller waits, so the responder's "deadline" answer (rather than silence)
+# reaches it.
+REPLY_GRACE_S = 1.0
 
 
 def error_kind(e: BaseException) -> ErrorKind:
+    if isinstance(e, DeadlineExceeded):
+        return "deadline"
     if isinstance(e, BadInputError | Permanent):
         return "bad_input"
     if isinstance(e, InfraError | Retryable):
@@ -109,19 +119,40 @@ class RequestServer(Generic[Req]):
             log.warning("request on %s without a reply subject dropped", msg.subject)
             return
         delivery = delivery_from_msg(msg)
+        deadline = None
         try:
+            deadline_s = _deadline_of(delivery.headers)
             request_message = decode(msg.data, delivery.headers, self._request_type)
-            response = await self._handler(request_message, delivery)
+            async with asyncio.timeout(deadline_s) as deadline:
+                response = await self._handler(request_message, delivery)
             data, headers = encode(response, traceparent=delivery.traceparent, tracestate=delivery.tracestate)
         except Exception as e:
-            kind = error_kind(e)
+            error: Exception = e
+            if deadline is not None and deadline.expired():  # the handler was cancelled at the caller's deadline
+                error = DeadlineExceeded(f"stopped at the request's deadline of {deadline_s:g}s")
+            kind = error_kind(error)
             if kind == "internal":
                 log.exception("request handler on %s crashed", msg.subject)
-            data, headers = b"", {ERROR_HEADER: header_value(str(e) or type(e).__name__), ERROR_KIND_HEADER: kind}
+            message = str(error) or type(error).__name__
+            data, headers = b"", {ERROR_HEADER: header_value(message), ERROR_KIND_HEADER: kind}
         try:
             await self._nc.publish(msg.reply, data, headers=headers)
         except nats.errors.Error as e:
             log.warning("reply on %s failed: %s", msg.subject, e)
+
+
+def _deadline_of(headers: Mapping[str, str]) -> float | None:
+    """Seconds the caller gives the handler (None: no deadline, a caller from before deadlines were sent)."""
+    value = headers.get(DEADLINE_HEADER)
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise Permanent(f"{DEADLINE_HEADER} header: expected seconds, got {value!r}") from None
+    if not seconds > 0:  # NaN included
+        raise Permanent(f"{DEADLINE_HEADER} header: expected a positive number of seconds, got {value!r}")
+    return seconds
 
 
 async def serve_requests(
@@ -147,10 +178,16 @@ async def request(
     headers: Mapping[str, str] | None = None,
     traceparent: str | None = None,
 ) -> Resp:
-    """Send ``message`` and wait for the answer as ``response_type``; errors as the module's table says."""
-    data, hdrs = encode(message, headers=headers, traceparent=traceparent)
+    """Send ``message`` and wait for the answer as ``response_type``; errors as the module's table says.
+
+    ``timeout`` is the deadline the responder works under; the caller waits ``REPLY_GRACE_S`` more for its answer.
+    """
+    if not timeout > 0:
+        raise DeadlineExceeded(f"{subject}: the deadline passed before the request was sent")
+    data, hdrs = encode(message, headers={**(headers or {}), DEADLINE_HEADER: f"{timeout:.6g}"},
+                        traceparent=traceparent)
     try:
-        reply = await nc.request(subject, data, timeout=timeout, headers=hdrs)
+        reply = await nc.request(subject, data, timeout=timeout + REPLY_GRACE_S, headers=hdrs)
     except nats.errors.NoRespondersError as e:
         raise InfraError(f"no responder on {subject} for {type_name(message)}") from e
     except TimeoutError as e:  # nats.errors.TimeoutError included
@@ -163,6 +200,8 @@ async def request(
         text = reply_headers.get(ERROR_HEADER, "(no message)")
         if kind == "bad_input":
             raise BadInputError(text)
+        if kind == "deadline":
+            raise DeadlineExceeded(f"{subject}: {text}")
         if kind == "infra":
             raise InfraError(f"{subject}: {text}")
         raise RemoteError(f"{subject}: internal error in the responder: {text}")
