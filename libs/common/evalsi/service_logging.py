@@ -12,10 +12,17 @@ import sys
 from typing import Any
 
 import structlog
+import structlog.tracebacks
 
 from evalsi.errors import BadInputError
+from evalsi.masking import flags_with_secrets, mask_urls_in
 
 LEVELS = ("debug", "info", "warning", "error")
+# Tracebacks as dicts, without the frames' local variables: those hold passwords (a DSN parsed by asyncpg into
+# ConnectionParameters), API keys and request bodies, which no log line may carry.
+_TRACEBACKS = structlog.processors.ExceptionRenderer(
+    structlog.tracebacks.ExceptionDictTransformer(show_locals=False)
+)
 
 
 def configure_logging(level: str) -> None:
@@ -36,7 +43,7 @@ def configure_logging(level: str) -> None:
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
     structlog.configure(
-        processors=[*shared, structlog.processors.dict_tracebacks, structlog.processors.JSONRenderer()],
+        processors=[*shared, _TRACEBACKS, structlog.processors.JSONRenderer(), _mask_urls],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
         cache_logger_on_first_use=True,
@@ -46,8 +53,9 @@ def configure_logging(level: str) -> None:
         structlog.stdlib.ProcessorFormatter(
             processors=[
                 structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-                structlog.processors.dict_tracebacks,
+                _TRACEBACKS,
                 structlog.processors.JSONRenderer(),
+                _mask_urls,
             ],
             foreign_pre_chain=[*shared, structlog.stdlib.add_logger_name],
         )
@@ -57,3 +65,16 @@ def configure_logging(level: str) -> None:
     # a second time as plain text.
     root.handlers[:] = [handler]
     root.setLevel(numeric)
+    flags = flags_with_secrets(sys.argv[1:])
+    if flags:
+        logging.getLogger("evalsi.service").warning(
+            "%s: a password or token on the command line, where every user of this machine reads it (ps, "
+            "/proc/<pid>/cmdline); give it in the flag's EVALSI_* environment variable instead (--help names it)",
+            ", ".join(flags),
+        )
+
+
+def _mask_urls(_logger: Any, _method: str, line: str) -> str:
+    """The last step of every chain: a URL anywhere in the line (a message, an exception, a traceback) shows no
+    password."""
+    return mask_urls_in(line) if "://" in line else line

@@ -49,6 +49,7 @@ from evalsi.ingest import (
 from evalsi.ingest.metrics import IngestCollector, ingest_registry
 from evalsi.ingest.processes import ProcessMember, run_processes
 from evalsi.ingest.publishing import BusCompletionPublisher, BusNoticeSender, notice_consumer
+from evalsi.masking import mask_url
 from evalsi.service_http import start_service_http
 from evalsi.service_logging import configure_logging
 
@@ -214,7 +215,7 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None,
                                                            max_body_bytes=settings.max_body_bytes)
         host = f"[{settings.host}]" if ":" in settings.host else settings.host
         listening = {"event": "listening", "otlp_http": f"http://{host}:{http_port}",
-                     "otlp_grpc": f"{host}:{grpc_port}", "traces_url": settings.traces_url,
+                     "otlp_grpc": f"{host}:{grpc_port}", "traces_url": mask_url(settings.traces_url),
                      "replica": f"{settings.replica}/{settings.replicas}"}
         if member is not None:
             member.listening(listening)

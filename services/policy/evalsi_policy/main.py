@@ -41,6 +41,7 @@ from evalsi.datasets.stored import DatasetStore
 from evalsi.errors import BadInputError, InfraError
 from evalsi.evaluators import Registry
 from evalsi.ingest import open_trace_store
+from evalsi.masking import mask_url
 from evalsi.policy import WebhookSender, compile_policy, load_policy
 from evalsi.policy.engine import PolicyEngine, ScoreObserver
 from evalsi.policy.exports import GenAiEvaluationEvents, PrometheusScores
@@ -196,7 +197,8 @@ async def serve(args: argparse.Namespace, *, stop: asyncio.Event | None = None) 
                                       retry_base_s=0.5, retry_max_s=10.0).start()
             http = await start_service_http("127.0.0.1", args.metrics_port,
                                             lambda: (bus.readiness.ready, bus.readiness.reason))
-            print(json.dumps({"event": "ready", "policies": in_force, "traces_url": args.traces_url}), flush=True)
+            ready = {"event": "ready", "policies": in_force, "traces_url": mask_url(args.traces_url)}
+            print(json.dumps(ready), flush=True)
             while not stop.is_set():
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), args.reload)

@@ -66,6 +66,11 @@ async def open_object_store(
     if scheme == "s3":
         if not parts.netloc:
             raise BadInputError(f"object store URL {mask_url(url)!r} names no bucket; accepted: {_OBJECT_FORMS}")
+        if "@" in parts.netloc:
+            raise BadInputError(
+                f"object store URL {mask_url(url)!r}: credentials do not go in the URL (it is logged and shown); "
+                "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in the environment"
+            )
         query = parse_qs(parts.query, keep_blank_values=True)
         unknown = sorted(set(query) - {"endpoint", "region"})
         if unknown:
