@@ -20,6 +20,7 @@ from evalsi.bus.v1alpha1.bus_pb2 import (
     TaskRecords,
     TaskResult,
 )
+from evalsi.connections import Connections
 from evalsi.errors import BadInputError
 from evalsi.evaluators import BoundEvaluator, EvalContext, Registry
 from evalsi.judge_set import JudgeSet, judge_config_from_spec
@@ -44,12 +45,21 @@ class Executor:
     concurrency: int = 16
     fetch: FetchObject | None = None
     worker: str = socket.gethostname()
+    # A service's own judges: and agents: configuration. When set, judges and targets are resolved by name
+    # against it for the task's project, and no endpoint or credential a message carries is ever used; None
+    # (tests of the embedded engine) takes the message's specs as they are.
+    connections: Connections | None = None
 
     def _contexts(self, bound: Sequence[BoundEvaluator], specs: dict, project: str) -> Callable:
+        from evalsi.connection_rules import judge_config
+
         contexts: dict[str, EvalContext] = {}
         for b in bound:
             judge = None
-            if "judge" in b.evaluator.requires and b.judge in specs:
+            if "judge" in b.evaluator.requires and self.connections is not None:
+                config = judge_config(self.connections, b.judge, specs.get(b.judge), project, f"judges.{b.judge}")
+                judge = self.judges.client_for(config)
+            elif "judge" in b.evaluator.requires and b.judge in specs:
                 judge = self.judges.client_for(judge_config_from_spec(b.judge, specs[b.judge]))
             contexts[b.alias] = EvalContext(judge=judge, project=project)
         return lambda b: contexts[b.alias]
@@ -91,13 +101,15 @@ class Executor:
         records = await self.records_of(task)
         if task.stage == STAGE_GENERATE:
             from evalsi.agents import generation_kind
+            from evalsi.connection_rules import ServerEndpoints
             from evalsi.targets import TargetClient, failed_generation, generate
 
             client = None
-            if generation_kind(task.target, task.harness) == "model":
-                # The judges' limiter: a target model's rpm/tpm is shared by every task and worker like a judge's.
-                client = TargetClient(task.target.model, limiter=self.judges.limiter)
+            endpoints = ServerEndpoints(self.connections, task.project) if self.connections is not None else None
             try:
+                if generation_kind(task.target, task.harness) == "model":
+                    # The judges' limiter: a target model's rpm/tpm is shared by every task and worker like a judge's.
+                    client = TargetClient(task.target.model, limiter=self.judges.limiter, endpoints=endpoints)
                 # Agents and the built-in harness run here exactly as embedded (evalsi.agents), on the harness pool.
                 generation = await generate(
                     records,
@@ -108,6 +120,7 @@ class Executor:
                     run_id=task.run_id,
                     concurrency=self.concurrency,
                     harness=task.harness,
+                    endpoints=endpoints,
                 )
             except BadInputError as exc:
                 # The API validated the spec; what fails here is this worker's environment (an agent or tool module

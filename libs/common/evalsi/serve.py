@@ -29,6 +29,7 @@ from pathlib import Path
 
 from evalsi.child_processes import die_with_parent
 from evalsi.config import Config, require_loopback
+from evalsi.connections import CONNECTIONS_ENV
 from evalsi.errors import BadInputError, EvalsiError
 from evalsi.masking import mask_url
 from evalsi.natsserver import NatsServer
@@ -113,6 +114,9 @@ def plan_children(config: Config, nats_url: str, state_dir: Path) -> list[Child]
     never in its argv.
     """
     base = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    # The judges and agents requests may name, read by the api (to check) and the workers (to call): a 0600 file
+    # of references, so no credential is on a command line or in the state directory.
+    base[CONNECTIONS_ENV] = str(config.connections.write(state_dir / "connections.json"))
     stores = {
         "EVALSI_NATS_URL": nats_url,
         "EVALSI_METADATA_URL": _resolve_url(config.metadata_url),

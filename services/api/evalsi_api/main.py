@@ -43,6 +43,7 @@ from evalsi.api import (
     load_run_dataset,
 )
 from evalsi.bus.v1alpha1.bus_pb2 import CONTROL_ACTION_CREATED, RunControl, TraceCompleted
+from evalsi.connections import Connections
 from evalsi.errors import BadInputError, InfraError
 from evalsi.evaluators import Registry
 from evalsi.ingest.publishing import BusCompletionPublisher
@@ -72,6 +73,8 @@ class Settings:
     log_level: str = "info"
     # The trace store evalsi-ingest writes; empty: TraceService answers that none is configured.
     traces_url: str = ""
+    # The judges and agents requests may name (EVALSI_CONNECTIONS_FILE); none when unset.
+    connections: Connections = field(default_factory=Connections)
 
     def validate(self) -> None:
         if not self.server.allow_non_loopback and not is_loopback(self.server.host):
@@ -182,6 +185,7 @@ def parse_settings(argv: Sequence[str] | None = None, environ: dict[str, str] | 
         evaluate_timeout_s=args.evaluate_timeout,
         log_level=level,
         traces_url=args.traces_url,
+        connections=Connections.from_environ(env),
     )
 
 
@@ -323,13 +327,16 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> Non
             validate_run=partial(validate_eval_run, registry=registry, datasets_dir=settings.datasets_dir),
             load_records=partial(load_run_dataset, datasets_dir=settings.datasets_dir),
             limits=settings.limits,
+            connections=settings.connections,
         )
         table = build_table(
-            evaluation=EvaluationHandlers(link.evaluate, registry=registry, limits=settings.limits),
+            evaluation=EvaluationHandlers(link.evaluate, registry=registry, limits=settings.limits,
+                                          connections=settings.connections),
             runs=runs,
             catalog=CatalogHandlers(registry),
             traces=TraceHandlers(traces, limits=settings.limits, retrigger=link.retrigger),
-            monitor=MonitorHandlers(store, traces, registry=registry, limits=settings.limits),
+            monitor=MonitorHandlers(store, traces, registry=registry, limits=settings.limits,
+                                    connections=settings.connections),
         )
         server = ApiServer(table, settings.server, readiness=readiness)
         await server.start()

@@ -28,6 +28,7 @@ from evalsi.bus import (
 from evalsi.bus.requests import serve_requests
 from evalsi.bus.streams import ensure_consumer
 from evalsi.bus.v1alpha1.bus_pb2 import TASK_STATUS_CANCELLED, Task
+from evalsi.connections import Connections
 from evalsi.errors import BadInputError
 from evalsi.evaluators import Registry
 from evalsi.execution import Executor, RetryTask, result_for
@@ -114,6 +115,7 @@ async def serve(args: argparse.Namespace) -> None:
     flags = await RunFlags.open(bus.js)
     registry = Registry.from_entry_points()
     http = await start_service_http("127.0.0.1", args.metrics_port, lambda: (bus.readiness.ready, bus.readiness.reason))
+    connections = Connections.from_environ()  # a bad file stops the worker before it takes any work
     # Every worker of every pool draws on the same per-model quotas: token buckets in NATS KV, on the wall
     # clock the workers share.
     limiter = RateLimiter(store=await NatsKVBucketStore.open(bus.js), clock=time.time)
@@ -145,6 +147,8 @@ async def serve(args: argparse.Namespace) -> None:
                     else:  # the run was cancelled mid-task: drop the partial work, a resume redoes the task
                         work.cancel()
                         result = cancelled
+            # Judges and targets only by name, from this process's configuration (EVALSI_CONNECTIONS_FILE).
+            connections=connections,
                 except BadInputError as exc:  # a task no retry can fix: dead-letter it, the scheduler reports it
                     raise Permanent(str(exc)) from exc
                 except RetryTask as exc:  # back on the queue with a backoff; the last attempt reports errors
@@ -210,8 +214,12 @@ def main() -> None:
     except BadInputError as exc:  # EVALSI_LOG_LEVEL, which argparse's choices do not check
         print(f"evalsi-worker: {exc}", file=sys.stderr)
         sys.exit(2)
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve(args))
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            asyncio.run(serve(args))
+    except BadInputError as exc:  # its connections file (EVALSI_CONNECTIONS_FILE)
+        print(f"evalsi-worker: {exc}", file=sys.stderr)
+        sys.exit(2)
     sys.exit(0)
 
 

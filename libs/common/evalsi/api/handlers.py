@@ -46,6 +46,8 @@ from evalsi.bus.v1alpha1.bus_pb2 import (
     TaskRecords,
 )
 from evalsi.compare import compare_runs
+from evalsi.connection_rules import evaluate_problems, pin_models, policy_problems, refuse, run_problems
+from evalsi.connections import Connections
 from evalsi.datasets.stored import DatasetStore
 from evalsi.errors import BadInputError, InfraError
 from evalsi.evaluators import Registry
@@ -162,11 +164,14 @@ class EvaluationHandlers:
     """Score: synchronous evaluation of small batches, answered by a worker."""
 
     def __init__(
-        self, evaluate: Evaluate, *, registry: Registry | None = None, limits: HandlerLimits | None = None
+        self, evaluate: Evaluate, *, registry: Registry | None = None, limits: HandlerLimits | None = None,
+        connections: Connections | None = None,
     ) -> None:
+        """``connections``: the judges the server offers (evalsi.yaml judges:); none when not given."""
         self._evaluate = evaluate
         self._registry = registry
         self._limits = limits or HandlerLimits()
+        self._connections = connections or Connections()
 
     async def evaluate(self, request: EvaluateRequest, ctx: CallContext) -> EvaluateResponse:
         return await self._evaluate_one(request, ctx.project, ctx)
@@ -214,6 +219,9 @@ class EvaluationHandlers:
 
     async def _evaluate_one(self, request: EvaluateRequest, project: str, ctx: CallContext) -> EvaluateResponse:
         self.check(request)
+        if self._registry is not None:
+            # Judges only by the names of the server's connections granted to the project, never an address or key.
+            refuse(evaluate_problems(self._connections, request, project, self._registry))
         request.project = project
         if not request.request_id:
             request.request_id = ctx.request_id
@@ -277,7 +285,10 @@ class RunHandlers:
         validate_run: ValidateRun,
         load_records: LoadRecords,
         limits: HandlerLimits | None = None,
+        connections: Connections | None = None,
     ) -> None:
+        """``connections``: the judges and agents the server offers (evalsi.yaml); none when not given."""
+        self._connections = connections or Connections()
         self._store = store
         self._objects = objects
         self._control = control
@@ -300,6 +311,10 @@ class RunHandlers:
                 f"run.metadata.labels: {reserved[0]!r} is set by the server ({RESERVED_LABEL_PREFIX}* labels other "
                 f"than {PROJECT_LABEL} are reserved); remove it"
             )
+        # Endpoints only by the names of the server's connections granted to the project; the models they
+        # default to are written into the spec, so its manifest and hash say what runs.
+        refuse(run_problems(self._connections, document, project))
+        pin_models(self._connections, document)
         # Validation and loading read files; keep them off the event loop.
         await asyncio.to_thread(self._validate_run, document)
         if document.spec.dataset.WhichOneof("kind") == "ref":  # a stored dataset (promoted traces, ...)
@@ -779,7 +794,10 @@ class MonitorHandlers:
         registry: Registry,
         limits: HandlerLimits | None = None,
         clock: Callable[[], float] = time.time,
+        connections: Connections | None = None,
     ) -> None:
+        """``connections``: the judges the server offers to judge stages (evalsi.yaml judges:)."""
+        self._connections = connections or Connections()
         self._policies = policies
         self._scores = scores
         self._registry = registry
@@ -804,7 +822,8 @@ class MonitorHandlers:
             setattr(document, field, expected)
         document.metadata.project = _policy_project(document, request.project, ctx)
         # CEL compilation is CPU work: off the event loop.
-        await asyncio.to_thread(compile_policy, document, registry=self._registry)
+        compiled = await asyncio.to_thread(compile_policy, document, registry=self._registry)
+        refuse(policy_problems(self._connections, compiled, document.metadata.project))
         if request.dry_run:
             current = await store.get_policy(document.metadata.project, document.metadata.name)
             digest = policy_hash(document)
