@@ -176,6 +176,7 @@ class MemoryBus:
     def __init__(self) -> None:
         self.controls: list[RunControl] = []
         self.evaluated: list[EvaluateRequest] = []
+        self.timeouts: list[float | None] = []
         self._watchers: dict[str, list[asyncio.Queue[RunEvent]]] = defaultdict(list)
         self.subscribed = asyncio.Event()
         self.evaluate_delay: dict[str, float] = {}
@@ -183,8 +184,9 @@ class MemoryBus:
     async def control(self, message: RunControl) -> None:
         self.controls.append(_copy(message))
 
-    async def evaluate(self, request: EvaluateRequest) -> EvaluateResponse:
+    async def evaluate(self, request: EvaluateRequest, timeout_s: float | None = None) -> EvaluateResponse:
         self.evaluated.append(_copy(request))
+        self.timeouts.append(timeout_s)
         delay = self.evaluate_delay.get(request.request_id)
         if delay:
             await asyncio.sleep(delay)

@@ -24,6 +24,7 @@ from evalsi.connections import Connections
 from evalsi.errors import BadInputError
 from evalsi.evaluators import BoundEvaluator, EvalContext, Registry
 from evalsi.judge_set import JudgeSet, judge_config_from_spec
+from evalsi.limits import DEFAULT_CALL_TIMEOUT_S, check_resamples
 from evalsi.records import from_value, to_value
 from evalsi.runner import RunnerOptions, run_evaluators
 from evalsi.sdk import resolve_evaluators
@@ -43,6 +44,9 @@ class Executor:
     registry: Registry
     judges: JudgeSet
     concurrency: int = 16
+    # Seconds one evaluator call may take before it is abandoned and reported as an evaluator error
+    # (evalsi.runner; evalsi-worker --call-timeout). None: no limit.
+    call_timeout_s: float | None = DEFAULT_CALL_TIMEOUT_S
     fetch: FetchObject | None = None
     worker: str = socket.gethostname()
     # A service's own judges: and agents: configuration. When set, judges and targets are resolved by name
@@ -87,7 +91,7 @@ class Executor:
             records,
             bound,
             self._contexts(bound, judges, project),
-            options=options or RunnerOptions(concurrency=self.concurrency),
+            options=options or RunnerOptions(concurrency=self.concurrency, call_timeout_s=self.call_timeout_s),
         )
 
     async def execute(self, task: Task, *, final_attempt: bool = True) -> TaskResult:
@@ -145,6 +149,7 @@ class Executor:
             confidence=task.summary.confidence or 0.95,
             seed=task.seed,
             bootstrap_resamples=min(task.summary.bootstrap_resamples or 2000, 1000),
+            call_timeout_s=self.call_timeout_s,
         )
         failed = [r for r in records if TARGET_FAILURE_KEY in r.metadata]
         evaluable = [r for r in records if TARGET_FAILURE_KEY not in r.metadata]
@@ -166,12 +171,14 @@ class Executor:
             raise BadInputError("records: at least one record is required")
         if not request.evaluators:
             raise BadInputError("evaluators: at least one evaluator is required")
+        check_resamples(request.summary.bootstrap_resamples, "summary.bootstrap_resamples")
         bound = resolve_evaluators(list(request.evaluators), self.registry)
+        # Cancelled as a whole at the request's deadline (evalsi.bus.requests); each call has its own too.
         results = await run_evaluators(
             request.records,
             bound,
             self._contexts(bound, dict(request.judges), request.project or "default"),
-            options=RunnerOptions(concurrency=self.concurrency),
+            options=RunnerOptions(concurrency=self.concurrency, call_timeout_s=self.call_timeout_s),
         )
         response = EvaluateResponse(request_id=request.request_id)
         response.results.extend(results)

@@ -3,12 +3,19 @@
 Synchronous evaluators run in chunks on a worker thread (the loop stays free, and a chunk costs one
 thread hop rather than one task per record). Asynchronous ones (judges) share one pool of workers pulling
 from a queue, so one slow judge call holds one worker and never stalls the others.
+
+With ``call_timeout_s`` every evaluator call has a deadline. An async call is cancelled when it passes. A
+sync call cannot be interrupted (Python cannot stop a thread): the loop abandons it, reports its result as an
+evaluator error, and goes on with the rest of the chunk on a fresh thread; the abandoned thread ends when
+that call returns and does nothing after it. When the awaiting task is cancelled (a request's deadline), the
+chunk's thread likewise stops after the call in progress.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
@@ -43,6 +50,8 @@ class RunnerOptions:
     bootstrap_resamples: int = 1000
     confidence: float = 0.95
     seed: int = 0
+    # Seconds one evaluator call may take (None: no limit); past it the call is abandoned, an evaluator error.
+    call_timeout_s: float | None = None
 
 
 def _new_result(record_id: str, bound: BoundEvaluator, trial: int) -> EvaluationResult:
@@ -83,6 +92,13 @@ def _fail(result: EvaluationResult, exc: Exception) -> None:
         result.reason = f"{type(exc).__name__}: {exc}"
 
 
+def _timed_out(result: EvaluationResult, timeout_s: float) -> EvaluationResult:
+    result.outcome, result.error_kind = OUTCOME_ERROR, ERROR_KIND_EVALUATOR
+    result.reason = f"deadline: the evaluator call did not finish within {timeout_s:g}s and was abandoned"
+    result.duration.FromNanoseconds(int(timeout_s * 1e9))
+    return result
+
+
 def _finish(result: EvaluationResult, bound: BoundEvaluator, call: Callable[[], Any]) -> None:
     """Run one evaluation and record its outcome and duration on ``result``."""
     started = time.perf_counter_ns()
@@ -95,19 +111,27 @@ def _finish(result: EvaluationResult, bound: BoundEvaluator, call: Callable[[], 
     result.duration.FromNanoseconds(time.perf_counter_ns() - started)
 
 
-async def _finish_async(result: EvaluationResult, bound: BoundEvaluator, args: tuple[Any, ...]) -> None:
+async def _finish_async(
+    result: EvaluationResult, bound: BoundEvaluator, args: tuple[Any, ...], timeout_s: float | None
+) -> None:
     started = time.perf_counter_ns()
+    deadline = asyncio.timeout(timeout_s)
     try:
-        _store(result, bound, await bound.evaluator.fn(*args, **bound.params))
+        async with deadline:
+            returned = await bound.evaluator.fn(*args, **bound.params)
+        _store(result, bound, returned)
     except BadInputError:
         raise
     except Exception as exc:
+        if timeout_s is not None and deadline.expired():
+            _timed_out(result, timeout_s)
+            return
         _fail(result, exc)
     result.duration.FromNanoseconds(time.perf_counter_ns() - started)
 
 
-def _run_record_chunk(bound: BoundEvaluator, ctx: EvalContext, records: Sequence[Record]) -> list[EvaluationResult]:
-    """The hot path: a synchronous record-scope evaluator over a chunk of records.
+def _record_call(bound: BoundEvaluator, ctx: EvalContext) -> Callable[[Record], EvaluationResult]:
+    """The hot path: one synchronous record-scope evaluation, as a chunk's lane calls it for each record.
 
     No per-record objects beyond the result itself, and no per-record duration: for deterministic
     evaluators it would cost more than the evaluation and tell nothing.
@@ -115,23 +139,117 @@ def _run_record_chunk(bound: BoundEvaluator, ctx: EvalContext, records: Sequence
     ev = bound.evaluator
     fn, params, alias, ref = ev.fn, bound.params, bound.alias, ev.ref
     extra = (ctx,) if ev.wants_context else ()
-    results = []
-    for record in records:
+
+    def call(record: Record) -> EvaluationResult:
         result = EvaluationResult(
             record_id=record.id, evaluator=alias, evaluator_ref=ref, trial=record.provenance.trial
         )
-        results.append(result)
         missing = _missing(bound, record, ctx)
         if missing is not None:
             result.outcome, result.reason = OUTCOME_SKIPPED, missing
-            continue
+            return result
         try:
             _store(result, bound, fn(record, *extra, **params))
         except BadInputError:
             raise
         except Exception as exc:
             _fail(result, exc)
+        return result
+
+    return call
+
+
+async def _run_record_chunk(
+    bound: BoundEvaluator, ctx: EvalContext, records: Sequence[Record], timeout_s: float | None
+) -> list[EvaluationResult]:
+    results: list[EvaluationResult] = []
+
+    def expire(record: Record) -> None:
+        result = _new_result(record.id, bound, record.provenance.trial)
+        results.append(_timed_out(result, timeout_s or 0.0))
+
+    await _in_lanes(records, _record_call(bound, ctx), lambda _, result: results.append(result), expire, timeout_s)
     return results
+
+
+class _Lane:
+    """Calls ``call`` on ``items[start:]`` in order, on one thread; the event loop watches each call's duration.
+
+    Once abandoned (its call in progress overran, or its awaiting task was cancelled) the lane commits nothing
+    more and starts no further call. The lock makes "the call finished and was committed" and "the call was
+    abandoned" exclusive, so an abandoned call's late answer never lands in a result.
+    """
+
+    def __init__(
+        self, items: Sequence[Any], call: Callable[[Any], Any], commit: Callable[[Any, Any], None], start: int
+    ) -> None:
+        self.items, self.call, self.commit, self.start = items, call, commit, start
+        self.lock = threading.Lock()
+        self.index = start
+        self.started = time.monotonic()
+        self.in_call = False
+        self.abandoned = False
+
+    def run(self) -> None:
+        items, call, commit, lock = self.items, self.call, self.commit, self.lock
+        for index in range(self.start, len(items)):
+            with lock:
+                if self.abandoned:
+                    return
+                self.index, self.started, self.in_call = index, time.monotonic(), True
+            value = call(items[index])
+            with lock:
+                if self.abandoned:
+                    return
+                self.in_call = False
+                commit(items[index], value)
+
+    def abandon_overdue(self, timeout_s: float) -> tuple[int | None, float]:
+        """(index of the call abandoned now, None if none) and the seconds until the call in progress is due."""
+        with self.lock:
+            if not self.in_call:
+                return None, min(timeout_s, 0.05)  # between calls or not started: look again shortly
+            left = self.started + timeout_s - time.monotonic()
+            if left > 0:
+                return None, left
+            self.abandoned = True
+            return self.index, 0.0
+
+    def abandon(self) -> None:
+        with self.lock:
+            self.abandoned = True
+
+
+async def _in_lanes(
+    items: Sequence[Any],
+    call: Callable[[Any], Any],
+    commit: Callable[[Any, Any], None],
+    expire: Callable[[Any], None],
+    timeout_s: float | None,
+) -> None:
+    """``commit(item, call(item))`` for each item in order off the loop; an overdue call is ``expire(item)``."""
+    loop = asyncio.get_running_loop()
+    start = 0
+    while start < len(items):
+        lane = _Lane(items, call, commit, start)
+        future = loop.run_in_executor(None, lane.run)
+        try:
+            while True:
+                if timeout_s is None:
+                    await future
+                    return
+                overdue, wait = lane.abandon_overdue(timeout_s)
+                if overdue is not None:
+                    expire(items[overdue])
+                    start = overdue + 1
+                    break
+                done, _ = await asyncio.wait({future}, timeout=wait)
+                if done:
+                    future.result()  # a BadInputError from the evaluator ends the evaluation
+                    return
+        except asyncio.CancelledError:
+            lane.abandon()
+            raise
 
 
 @dataclass
@@ -197,12 +315,25 @@ def _prepare(unit: _Unit) -> tuple[Any, ...] | None:
     return _args(bound, subject, unit.ctx)
 
 
-def _run_sync_chunk(units: list[_Unit]) -> None:
-    for unit in units:
-        args = _prepare(unit)
-        if args is None:
-            continue
-        _finish(unit.result, unit.bound, partial(unit.bound.evaluator.fn, *args, **unit.bound.params))
+def _unit_call(unit: _Unit) -> EvaluationResult:
+    """One span, session or comparative evaluation, into a copy of its result (committed unless abandoned)."""
+    result = EvaluationResult()
+    result.CopyFrom(unit.result)
+    local = _Unit(unit.bound, unit.subject, result, unit.ctx)
+    args = _prepare(local)
+    if args is not None:
+        _finish(result, unit.bound, partial(unit.bound.evaluator.fn, *args, **unit.bound.params))
+    return result
+
+
+async def _run_sync_chunk(units: list[_Unit], timeout_s: float | None) -> None:
+    await _in_lanes(
+        units,
+        _unit_call,
+        lambda unit, result: unit.result.CopyFrom(result),
+        lambda unit: _timed_out(unit.result, timeout_s or 0.0),
+        timeout_s,
+    )
 
 
 def _chunks(units: Iterator[_Unit], size: int) -> Iterator[list[_Unit]]:
@@ -217,7 +348,11 @@ def _chunks(units: Iterator[_Unit], size: int) -> Iterator[list[_Unit]]:
 
 
 async def _run_async_units(
-    units: list[_Unit], concurrency: int, progress: Progress | None, cancelled: Callable[[], bool]
+    units: list[_Unit],
+    concurrency: int,
+    progress: Progress | None,
+    cancelled: Callable[[], bool],
+    timeout_s: float | None,
 ) -> None:
     queue: asyncio.Queue[_Unit] = asyncio.Queue()
     for unit in units:
@@ -233,7 +368,7 @@ async def _run_async_units(
                 return
             args = _prepare(unit)
             if args is not None:
-                await _finish_async(unit.result, unit.bound, args)
+                await _finish_async(unit.result, unit.bound, args, timeout_s)
             if progress is not None:
                 progress(1)
 
@@ -292,6 +427,22 @@ def _run_dataset(
     return result
 
 
+async def _run_dataset_call(
+    bound: BoundEvaluator, records: Sequence[Record], ctx: EvalContext, options: RunnerOptions
+) -> EvaluationResult:
+    """The whole map-reduce (and its bootstrap) is the dataset evaluator's one call, under one deadline."""
+    done: list[EvaluationResult] = []
+    timeout_s = options.call_timeout_s
+    await _in_lanes(
+        [bound],
+        lambda b: _run_dataset(b, records, ctx, options),
+        lambda _, result: done.append(result),
+        lambda b: done.append(_timed_out(_new_result(DATASET_RECORD_ID, b, 0), timeout_s or 0.0)),
+        timeout_s,
+    )
+    return done[0]
+
+
 async def run_evaluators(
     records: Sequence[Record],
     evaluators: Sequence[BoundEvaluator],
@@ -340,23 +491,24 @@ async def run_evaluators(
                 if cancelled():
                     per_evaluator[index].extend(_cancelled(_new_result(r.id, bound, r.provenance.trial)) for r in chunk)
                     continue
-                per_evaluator[index].extend(await asyncio.to_thread(_run_record_chunk, bound, ctx, chunk))
+                per_evaluator[index].extend(await _run_record_chunk(bound, ctx, chunk, options.call_timeout_s))
                 if progress is not None:
                     progress(len(chunk))
         for chunk in sync_chunks:
             if not cancelled():
-                await asyncio.to_thread(_run_sync_chunk, chunk)
+                await _run_sync_chunk(chunk, options.call_timeout_s)
                 if progress is not None:
                     progress(len(chunk))
 
-    await asyncio.gather(run_sync(), _run_async_units(async_units, options.concurrency, progress, cancelled))
+    await asyncio.gather(
+        run_sync(), _run_async_units(async_units, options.concurrency, progress, cancelled, options.call_timeout_s)
+    )
     for index, bound in enumerate(evaluators):
         if bound.evaluator.scope == "dataset":
             if cancelled():
                 per_evaluator[index] = [_cancelled(_new_result(DATASET_RECORD_ID, bound, 0))]
                 continue
-            result = await asyncio.to_thread(_run_dataset, bound, records, context_for(bound), options)
-            per_evaluator[index] = [result]
+            per_evaluator[index] = [await _run_dataset_call(bound, records, context_for(bound), options)]
             if progress is not None:
                 progress(len(records))
     results = [result for results in per_evaluator for result in results]

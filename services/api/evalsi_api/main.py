@@ -243,13 +243,17 @@ class BusLink:
                                    completed_at=time.time(), reason="feedback")
         await BusCompletionPublisher(self._connected().js).publish(completed)
 
-    async def evaluate(self, request: EvaluateRequest) -> EvaluateResponse:
-        """Ask the pool(s) the evaluators run in; a request spanning pools is split and the answers joined."""
+    async def evaluate(self, request: EvaluateRequest, timeout_s: float | None = None) -> EvaluateResponse:
+        """Ask the pool(s) the evaluators run in; a request spanning pools is split and the answers joined.
+
+        The workers work under the caller's deadline, or ``--evaluate-timeout`` when that is sooner or none is set.
+        """
         connection = self._connected()
         parts = split_by_pool(request, self._registry)
+        timeout = self._timeout if timeout_s is None else min(timeout_s, self._timeout)
         answers = await asyncio.gather(
             *(
-                bus.request(connection.nc, bus.subjects.evaluate(pool), part, EvaluateResponse, self._timeout)
+                bus.request(connection.nc, bus.subjects.evaluate(pool), part, EvaluateResponse, timeout)
                 for pool, part in parts.items()
             )
         )

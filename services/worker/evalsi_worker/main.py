@@ -36,6 +36,7 @@ from evalsi.judge_set import JudgeSet
 from evalsi.judges import RateLimiter
 from evalsi.judges.cache import SharedJudgeCache
 from evalsi.judges.kv_buckets import NatsKVBucketStore
+from evalsi.limits import DEFAULT_CALL_TIMEOUT_S
 from evalsi.run_flags import RunFlags
 from evalsi.service_http import start_service_http
 from evalsi.service_logging import LEVELS, configure_logging
@@ -50,6 +51,16 @@ async def _wait_for_cancel(flags: RunFlags, run_id: str, every_s: float = 1.0) -
     """Returns once the run is flagged cancelled (checked every second while a task runs)."""
     while await flags.get(run_id) != "cancelled":
         await asyncio.sleep(every_s)
+
+
+def _positive_seconds(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {value!r}") from None
+    if not 0 < seconds < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {value!r}")
+    return seconds
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -77,6 +88,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="Concurrent target and judge calls within a task.",
     )
     parser.add_argument("--tasks", type=int, default=int(env("EVALSI_TASKS", "4")), help="Tasks in flight at once.")
+    parser.add_argument(
+        "--call-timeout",
+        type=_positive_seconds,
+        default=env("EVALSI_CALL_TIMEOUT", str(DEFAULT_CALL_TIMEOUT_S)),
+        help="Seconds one evaluator call may take before it is abandoned and reported as an evaluator error "
+        f"(default {DEFAULT_CALL_TIMEOUT_S:g}).",
+    )
     parser.add_argument(
         "--ack-wait",
         type=float,
@@ -126,8 +144,11 @@ async def serve(args: argparse.Namespace) -> None:
             registry,
             judges,
             concurrency=args.concurrency,
+            call_timeout_s=args.call_timeout,
             fetch=objects.get if objects is not None else None,
             worker=args.name,
+            # Judges and targets only by name, from this process's configuration (EVALSI_CONNECTIONS_FILE).
+            connections=connections,
         )
 
         async def handle(task: Task, delivery: Delivery) -> None:
@@ -147,8 +168,6 @@ async def serve(args: argparse.Namespace) -> None:
                     else:  # the run was cancelled mid-task: drop the partial work, a resume redoes the task
                         work.cancel()
                         result = cancelled
-            # Judges and targets only by name, from this process's configuration (EVALSI_CONNECTIONS_FILE).
-            connections=connections,
                 except BadInputError as exc:  # a task no retry can fix: dead-letter it, the scheduler reports it
                     raise Permanent(str(exc)) from exc
                 except RetryTask as exc:  # back on the queue with a backoff; the last attempt reports errors

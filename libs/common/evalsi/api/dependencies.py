@@ -124,8 +124,9 @@ class DatasetLike(Protocol):
 
 # Publishes evalsi.bus.v1alpha1.RunControl for the schedulers.
 Control = Callable[[RunControl], Awaitable[None]]
-# A worker's answer to one synchronous evaluation (NATS request/reply).
-Evaluate = Callable[[EvaluateRequest], Awaitable[EvaluateResponse]]
+# A worker's answer to one synchronous evaluation (NATS request/reply), within the caller's remaining seconds
+# (None: the caller set no deadline, the server's own applies).
+Evaluate = Callable[[EvaluateRequest, float | None], Awaitable[EvaluateResponse]]
 # The run's events from the bus, from now on.
 Watch = Callable[[str], AsyncIterator[RunEvent]]
 # Raises BadInputError naming the field path (evalsi.specs.validate_eval_run with its registry bound).

@@ -151,7 +151,7 @@ async def _bus_call(what: str, call: Any) -> Any:
     """An outbound call on the bus; its failures are infrastructure failures, not bugs of ours."""
     try:
         return await call
-    except (BadInputError, InfraError, NotFoundError):
+    except (BadInputError, InfraError, NotFoundError, TimeoutError):  # TimeoutError: a deadline passed (504)
         raise
     except Exception as exc:
         raise InfraError(f"{what}: {type(exc).__name__}: {exc}") from exc
@@ -225,7 +225,8 @@ class EvaluationHandlers:
         request.project = project
         if not request.request_id:
             request.request_id = ctx.request_id
-        response = await _bus_call("evaluate", self._evaluate(request))
+        # The worker works under the caller's deadline and stops when it passes (evalsi.bus.requests).
+        response = await _bus_call("evaluate", self._evaluate(request, ctx.time_remaining()))
         if not response.request_id:
             response.request_id = request.request_id
         return response
