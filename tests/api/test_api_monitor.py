@@ -202,7 +202,7 @@ async def test_validation_errors_name_field_paths(served: Api) -> None:
         several = http_doc()
         several["spec"]["cascade"][0]["ref"] = "builtin/exact-mach"
         several["spec"]["selector"] = "span.type =="
-        several["spec"]["alerts"] = [{"when": "mean('x') < 0.5", "notify": "slack://chan"}]
+        several["spec"]["alerts"] = [{"when": "mean('x') < 0.5", "notify": "slack://chan", "secretEnv": "HOOK"}]
         status, body = post(url, several)
         message = body["message"]
         assert status == 400 and message.startswith("3 problems in the policy:")

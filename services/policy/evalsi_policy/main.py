@@ -42,7 +42,7 @@ from evalsi.errors import BadInputError, InfraError
 from evalsi.evaluators import Registry
 from evalsi.ingest import open_trace_store
 from evalsi.masking import mask_url
-from evalsi.policy import WebhookSender, compile_policy, load_policy
+from evalsi.policy import WebhookSender, compile_policy, load_policy, unset_alert_secrets
 from evalsi.policy.engine import PolicyEngine, ScoreObserver
 from evalsi.policy.exports import GenAiEvaluationEvents, PrometheusScores
 from evalsi.policy.promotion import DatasetPromoter
@@ -112,7 +112,16 @@ def load_judges(path: str) -> dict[str, JudgeSpec]:
 
 
 def load_files(paths: Sequence[str], registry: Registry) -> list[CompiledPolicy]:
-    return [compile_policy(load_policy(path), registry=registry, source=path) for path in paths]
+    """The ``--policy`` files, compiled; an alert whose signing secret is unset here is a usage error (exit 2),
+    as applying such a policy through MonitorService is refused."""
+    compiled = []
+    for path in paths:
+        policy = load_policy(path)
+        compiled.append(compile_policy(policy, registry=registry, source=path))
+        unset = unset_alert_secrets(policy, os.environ)
+        if unset:
+            raise BadInputError(f"--policy {path}: " + "\n".join(unset))
+    return compiled
 
 
 class StoredPolicies:

@@ -11,6 +11,7 @@ import asyncio
 import base64
 import binascii
 import contextlib
+import os
 import re
 import time
 import uuid
@@ -52,7 +53,7 @@ from evalsi.datasets.stored import DatasetStore
 from evalsi.errors import BadInputError, InfraError
 from evalsi.evaluators import Registry
 from evalsi.ingest.online import Feedback, OnlineScore
-from evalsi.policy import ERROR, NO_CONTENT, SCORED, SKIPPED, compile_policy, window_start
+from evalsi.policy import ERROR, NO_CONTENT, SCORED, SKIPPED, compile_policy, unset_alert_secrets, window_start
 from evalsi.policy import KIND as POLICY_KIND
 from evalsi.policy.spec import DEFAULT_WINDOW_S
 from evalsi.records import from_value
@@ -824,6 +825,11 @@ class MonitorHandlers:
         document.metadata.project = _policy_project(document, request.project, ctx)
         # CEL compilation is CPU work: off the event loop.
         compiled = await asyncio.to_thread(compile_policy, document, registry=self._registry)
+        # Alerts are never sent unsigned: the signing secret must be set here (evalsi-policy gets the same
+        # environment from evalsi serve), so the caller learns now, not when an alert would go out.
+        unset = unset_alert_secrets(document, os.environ)
+        if unset:
+            raise BadInputError("\n".join(unset))
         refuse(policy_problems(self._connections, compiled, document.metadata.project))
         if request.dry_run:
             current = await store.get_policy(document.metadata.project, document.metadata.name)

@@ -28,7 +28,15 @@ from .selection import (
     parse_always,
     sample_fraction,
 )
-from .spec import KIND, CompiledPolicy, compile_policy, load_policy, parse_policy, parse_policy_text
+from .spec import (
+    KIND,
+    CompiledPolicy,
+    compile_policy,
+    load_policy,
+    parse_policy,
+    parse_policy_text,
+    unset_alert_secrets,
+)
 from .webhook import DELIVERY_HEADER, SIGNATURE_HEADER, Delivery, WebhookSender, alert_payload, sign, verify
 from .windows import (
     AlertDecision,
@@ -80,6 +88,7 @@ __all__ = [
     "sample_fraction",
     "score_entries",
     "sign",
+    "unset_alert_secrets",
     "verify",
     "window_start",
 ]

@@ -34,7 +34,7 @@ from .cascade import SCORED, SKIPPED, Stage, StageResult, check_when, run_cascad
 from .selection import TraceView, decide_sampling
 from .spec import CompiledPolicy
 from .webhook import Delivery, alert_payload
-from .windows import AlertTracker, WindowAggregator, window_start
+from .windows import AlertRule, AlertTracker, WindowAggregator, window_start
 
 log = logging.getLogger("evalsi.policy")
 
@@ -125,6 +125,7 @@ class PolicyEngine:
         self._observers = tuple(observers)
         self._clock = clock
         self._env = os.environ if env is None else env
+        self._unsigned_reported: set[tuple[str, str, int, str]] = set()
         self._policies: dict[str, list[CompiledPolicy]] = {}
         self._state: dict[tuple[str, str], _PolicyState] = {}
 
@@ -237,6 +238,9 @@ class PolicyEngine:
             body = alert_payload(policy=policy.name, project=project, rule=decision.rule.when, window_start=start,
                                  window_s=policy.window_s, values=decision.values, key=decision.key)
             secret = self._env.get(decision.rule.secret_env, "") if decision.rule.secret_env else ""
+            if not secret:  # applying refuses this; the variable may have been unset since (or differ here)
+                self._refuse_unsigned(project, policy.name, decision.rule)
+                continue
             delivery = await self._notifier.send(decision.rule.notify, body, secret=secret, key=decision.key)
             if delivery.delivered:
                 fired.append(decision.key)
@@ -248,6 +252,21 @@ class PolicyEngine:
         state.alerts.forget_before(start)
         state.counted = {at: pairs for at, pairs in state.counted.items() if at >= start}
         return fired
+
+
+    def _refuse_unsigned(self, project: str, policy: str, rule: AlertRule) -> None:
+        """An alert whose signing secret is unset or empty is not sent (a receiver could not tell it from a
+        forgery); said once per rule, not at every window."""
+        key = (project, policy, rule.index, rule.secret_env)
+        if key in self._unsigned_reported:
+            return
+        self._unsigned_reported.add(key)
+        variable = rule.secret_env or "(none named)"
+        log.error(
+            "alerts of policy %s/%s (spec.alerts[%d], to %s) are NOT sent: the signing secret variable %s is unset "
+            "or empty in evalsi-policy's environment; set it and restart evalsi-policy", project, policy,
+            rule.index, rule.notify, variable,
+        )
 
 
 def _restore(state: _PolicyState, scores: Sequence[OnlineScore]) -> int:

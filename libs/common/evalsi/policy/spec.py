@@ -9,6 +9,7 @@ always-rules; it reports every problem at once.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +40,7 @@ from .windows import AlertRule, compile_alert
 KIND = "OnlineEvalPolicy"
 DEFAULT_WINDOW_S = 300.0
 _NOTIFY_SCHEMES = ("http", "https")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def load_policy(path: str | Path) -> OnlineEvalPolicy:
@@ -79,6 +81,17 @@ def parse_policy(
         )
     policy.metadata.project = policy.metadata.project or labelled or DEFAULT_PROJECT
     return policy
+
+
+def unset_alert_secrets(policy: OnlineEvalPolicy, environ: Mapping[str, str]) -> list[str]:
+    """Problems, each naming the field and the variable, for alerts whose signing secret is unset or empty in
+    ``environ``: applying such a policy is refused, since its alerts could only go unsigned (forgeable)."""
+    return [
+        f"spec.alerts[{index}].secretEnv: the variable {alert.secret_env} is not set (or empty) in the server's "
+        f"environment; set it, to the webhook's signing secret, for evalsi-api and evalsi-policy, then apply again"
+        for index, alert in enumerate(policy.spec.alerts)
+        if alert.secret_env and not environ.get(alert.secret_env)
+    ]
 
 
 @dataclass(frozen=True)
@@ -169,6 +182,16 @@ def compile_policy(policy: OnlineEvalPolicy, *, registry: Registry, source: str 
             )
         if alert.min_samples < 0:
             problems.append(f"{where}.minSamples: must be >= 0, got {alert.min_samples}")
+        if not alert.secret_env:
+            problems.append(
+                f"{where}.secretEnv: required: the environment variable holding the webhook signing secret "
+                "(alerts are never sent unsigned), e.g. secretEnv: EVALSI_WEBHOOK_SECRET"
+            )
+        elif not _ENV_NAME.fullmatch(alert.secret_env):
+            problems.append(
+                f"{where}.secretEnv: {alert.secret_env!r} is not an environment variable name (letters, digits "
+                "and '_', not starting with a digit)"
+            )
         try:
             alerts.append(
                 compile_alert(

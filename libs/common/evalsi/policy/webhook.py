@@ -47,7 +47,12 @@ def alert_payload(
 
 
 def sign(secret: str | bytes, body: bytes, timestamp: int) -> str:
-    """The ``Evalsi-Signature`` header value for ``body`` sent at ``timestamp`` (Unix seconds)."""
+    """The ``Evalsi-Signature`` header value for ``body`` sent at ``timestamp`` (Unix seconds).
+
+    An empty secret is refused (ValueError): anyone can compute a signature with an empty key.
+    """
+    if not secret:
+        raise ValueError("refusing to sign with an empty secret: anyone could forge the signature")
     key = secret.encode() if isinstance(secret, str) else secret
     digest = hmac.new(key, f"{timestamp}.".encode() + body, hashlib.sha256).hexdigest()
     return f"t={timestamp},v1={digest}"
@@ -57,6 +62,8 @@ def verify(
     secret: str | bytes, body: bytes, header: str, *, now: float | None = None, tolerance_s: float = 300
 ) -> bool:
     """Check a signature header; false for a bad signature, a malformed header or a timestamp too far off."""
+    if not secret:
+        return False
     parts = dict(part.split("=", 1) for part in header.split(",") if "=" in part)
     try:
         timestamp = int(parts["t"])
@@ -105,6 +112,9 @@ class WebhookSender:
         self._sleep = sleep
 
     async def send(self, url: str, body: bytes, *, secret: str | bytes, key: str = "") -> Delivery:
+        """POST ``body`` signed with ``secret``; ValueError for an empty secret (nothing is sent unsigned)."""
+        if not secret:
+            raise ValueError(f"refusing to send an unsigned alert to {url}: the signing secret is empty")
         status: int | None = None
         error = ""
         for attempt in range(1, self.attempts + 1):
