@@ -199,8 +199,18 @@ class BusLink:
     ``/readyz``) while NATS is still coming up; a call that needs the bus before then is UNAVAILABLE.
     """
 
-    def __init__(self, url: str, readiness: Readiness, *, registry: Registry, evaluate_timeout_s: float) -> None:
+    def __init__(
+        self,
+        url: str,
+        readiness: Readiness,
+        *,
+        registry: Registry,
+        evaluate_timeout_s: float,
+        objects: bus.ObjectStore | None = None,
+    ) -> None:
         self._url = url
+        # Carries an Evaluate request (or its answer) over the bus's payload limit, as tasks travel.
+        self._objects = objects
         self._readiness = readiness
         self._registry = registry
         self._timeout = evaluate_timeout_s
@@ -253,7 +263,9 @@ class BusLink:
         timeout = self._timeout if timeout_s is None else min(timeout_s, self._timeout)
         answers = await asyncio.gather(
             *(
-                bus.request(connection.nc, bus.subjects.evaluate(pool), part, EvaluateResponse, timeout)
+                bus.request(
+                    connection.nc, bus.subjects.evaluate(pool), part, EvaluateResponse, timeout, store=self._objects
+                )
                 for pool, part in parts.items()
             )
         )
@@ -322,7 +334,13 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> Non
         readiness.set_ready("metadata_store")
         objects = await open_object_store(settings.objects_url)
         readiness.set_ready("object_store")
-        link = BusLink(settings.nats_url, readiness, registry=registry, evaluate_timeout_s=settings.evaluate_timeout_s)
+        link = BusLink(
+            settings.nats_url,
+            readiness,
+            registry=registry,
+            evaluate_timeout_s=settings.evaluate_timeout_s,
+            objects=objects,
+        )
         runs = RunHandlers(
             store=store,
             objects=objects,

@@ -14,6 +14,10 @@ Every request carries its deadline (``Evalsi-Deadline``: seconds left when it wa
 the handler under it and cancels the handler when it passes, so an abandoned call never holds a responder's
 slot; the caller waits a little longer than the deadline for that answer. No responder, or no answer at all
 (a responder too busy to even answer), is an ``InfraError``.
+
+A request or reply over the bus's payload limit travels through the object store like a task payload (see
+``offload``): the message carries ``Evalsi-Payload-Ref`` and the other side fetches it. Without a store on the
+sending side that is a ``PayloadTooLargeError``; without one on the receiving side an ``InfraError``.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from nats.aio.subscription import Subscription
 from evalsi.bus.codec import (
     ERROR_HEADER,
     ERROR_KIND_HEADER,
+    PAYLOAD_REF_HEADER,
     Delivery,
     decode,
     delivery_from_msg,
@@ -40,7 +45,8 @@ from evalsi.bus.codec import (
     header_value,
     type_name,
 )
-from evalsi.bus.errors import Permanent, RemoteError, Retryable
+from evalsi.bus.errors import PayloadTooLargeError, Permanent, RemoteError, Retryable
+from evalsi.bus.offload import ObjectStore, offload, payload_limit, resolve_payload
 from evalsi.errors import BadInputError, DeadlineExceeded, InfraError
 
 __all__ = ["DEADLINE_HEADER", "ErrorKind", "RequestServer", "error_kind", "request", "serve_requests"]
@@ -51,6 +57,7 @@ Req = TypeVar("Req", bound=Message)
 Resp = TypeVar("Resp", bound=Message)
 ErrorKind = Literal["bad_input", "infra", "internal", "deadline"]
 RequestHandler = Callable[[Req, Delivery], Awaitable[Message]]
+_FALLBACK_MAX_PAYLOAD = 1024 * 1024  # the server's default, before the connection has heard its INFO
 DEADLINE_HEADER = "Evalsi-Deadline"
 # How much longer than its deadline a caller waits, so the responder's "deadline" answer (rather than silence)
 # reaches it.
@@ -62,7 +69,7 @@ def error_kind(e: BaseException) -> ErrorKind:
         return "deadline"
     if isinstance(e, BadInputError | Permanent):
         return "bad_input"
-    if isinstance(e, InfraError | Retryable):
+    if isinstance(e, InfraError | Retryable | PayloadTooLargeError):
         return "infra"
     return "internal"
 
@@ -79,8 +86,10 @@ class RequestServer(Generic[Req]):
         *,
         request_type: type[Req],
         concurrency: int = 64,
+        store: ObjectStore | None = None,
     ) -> None:
         self._nc = nc
+        self._store = store
         self.subject = subject
         self.queue = queue
         self._handler = handler
@@ -122,10 +131,12 @@ class RequestServer(Generic[Req]):
         deadline = None
         try:
             deadline_s = _deadline_of(delivery.headers)
-            request_message = decode(msg.data, delivery.headers, self._request_type)
+            payload = await _fetch(msg.data, delivery.headers, self._store)
+            request_message = decode(payload, delivery.headers, self._request_type)
             async with asyncio.timeout(deadline_s) as deadline:
                 response = await self._handler(request_message, delivery)
             data, headers = encode(response, traceparent=delivery.traceparent, tracestate=delivery.tracestate)
+            data = await _offloaded(data, headers, self._nc, self._store, f"the reply on {msg.subject}")
         except Exception as e:
             error: Exception = e
             if deadline is not None and deadline.expired():  # the handler was cancelled at the caller's deadline
@@ -163,9 +174,29 @@ async def serve_requests(
     *,
     request_type: type[Req],
     concurrency: int = 64,
+    store: ObjectStore | None = None,
 ) -> RequestServer[Req]:
-    """Start answering ``request_type`` messages on ``subject`` in queue group ``queue``; ``stop()`` ends it."""
-    return await RequestServer(nc, subject, queue, handler, request_type=request_type, concurrency=concurrency).start()
+    """Start answering ``request_type`` messages on ``subject`` in queue group ``queue``; ``stop()`` ends it.
+    ``store`` carries requests and replies over the bus's payload limit."""
+    server = RequestServer(nc, subject, queue, handler, request_type=request_type, concurrency=concurrency, store=store)
+    return await server.start()
+
+
+async def _offloaded(data: bytes, headers: dict[str, str], nc: NATS, store: ObjectStore | None, what: str) -> bytes:
+    """``data`` itself when it fits the connection's max_payload, else b"" with its object-store key in ``headers``."""
+    limit = payload_limit(nc.max_payload or _FALLBACK_MAX_PAYLOAD)
+    if len(data) <= limit:
+        return data
+    headers[PAYLOAD_REF_HEADER] = await offload(data, store, subject=what, limit=limit)
+    return b""
+
+
+async def _fetch(data: bytes, headers: Mapping[str, str], store: ObjectStore | None) -> bytes:
+    """The payload, fetched from the store when it travelled by reference; a missing store is this side's
+    configuration, not the sender's fault: an ``InfraError``."""
+    if headers.get(PAYLOAD_REF_HEADER) and store is None:
+        raise InfraError("the payload travelled through the object store, but no object store is configured here")
+    return await resolve_payload(data, headers, store)
 
 
 async def request(
@@ -177,8 +208,10 @@ async def request(
     *,
     headers: Mapping[str, str] | None = None,
     traceparent: str | None = None,
+    store: ObjectStore | None = None,
 ) -> Resp:
     """Send ``message`` and wait for the answer as ``response_type``; errors as the module's table says.
+    ``store`` carries a request over the bus's payload limit, and fetches a reply that came by reference.
 
     ``timeout`` is the deadline the responder works under; the caller waits ``REPLY_GRACE_S`` more for its answer.
     """
@@ -186,6 +219,7 @@ async def request(
         raise DeadlineExceeded(f"{subject}: the deadline passed before the request was sent")
     data, hdrs = encode(message, headers={**(headers or {}), DEADLINE_HEADER: f"{timeout:.6g}"},
                         traceparent=traceparent)
+    data = await _offloaded(data, hdrs, nc, store, subject)
     try:
         reply = await nc.request(subject, data, timeout=timeout + REPLY_GRACE_S, headers=hdrs)
     except nats.errors.NoRespondersError as e:
@@ -206,6 +240,6 @@ async def request(
             raise InfraError(f"{subject}: {text}")
         raise RemoteError(f"{subject}: internal error in the responder: {text}")
     try:
-        return decode(reply.data, reply_headers, response_type)
+        return decode(await _fetch(reply.data, reply_headers, store), reply_headers, response_type)
     except Permanent as e:
         raise InfraError(f"bad reply on {subject}: {e}") from e

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from evalsi.edge_checks import text_problem
 from evalsi.errors import BadInputError
 from evalsi.v1alpha1.policy_pb2 import OnlineEvalPolicy
 from evalsi.v1alpha1.run_pb2 import Run
@@ -226,6 +227,7 @@ def decode_page_token(token: str, fingerprint: str, *, types: Sequence[type]) ->
         not isinstance(cursor, list)
         or len(cursor) != len(types)
         or not all(type(v) is t for v, t in zip(cursor, types, strict=True))
+        or any(isinstance(v, str) and text_problem(v) for v in cursor)  # forged: text the store cannot take
     ):
         raise BadInputError(f"page_token {token!r} is not a token this store returned")
     if query != fingerprint:
