@@ -622,6 +622,8 @@ async def run_periodically(every_s: float, job: Callable[[], Awaitable[None]], s
         started = time.monotonic()
         try:
             await job()
+        except _OUTAGES as exc:  # expected while a store is down: one line, not a traceback a second
+            log.warning("periodic job failed: %s: %s", type(exc).__name__, exc)
         except Exception:
             log.exception("periodic job failed")
         with contextlib.suppress(TimeoutError):

@@ -130,6 +130,7 @@ class PostgresServer:
         self.pid: int | None = None
         self.directory: Path | None = None
         self._bin: Path | None = None
+        self._options = ""
         self._as_postgres = os.geteuid() == 0
 
     @property
@@ -196,28 +197,56 @@ class PostgresServer:
                 f"-c listen_addresses={self.host} -p {self.port} -k {base} -c fsync=off -c synchronous_commit=off "
                 f"-c full_page_writes=off -c max_connections={self.max_connections}"
             )
-            code = self._run(
-                base / "client.log", "pg_ctl", "-D", str(data), "-l", str(base / "postgres.log"), "-w",
-                "-t", str(int(self.start_timeout)), "start", "-o", options, timeout=self.start_timeout + 10,
-            )
+            code = self._pg_ctl_start(base, options)
             if code == 0:
+                self._options = options
                 break
             if "already in use" not in _tail(base / "postgres.log", lines=10):
                 raise RuntimeError(f"pg_ctl start failed (exit {code}) on port {self.port}")
         else:
             raise RuntimeError("pg_ctl start failed: no free port after 3 attempts")
-        self.pid = int((data / "postmaster.pid").read_text().split()[0])
-        deadline = time.monotonic() + self.start_timeout
-        while self._run(base / "client.log", "pg_isready", "-h", self.host, "-p", str(self.port), timeout=10) != 0:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"PostgreSQL on port {self.port} did not become ready")
-            time.sleep(0.05)
+        self._wait_ready(base)
         code = self._run(
             base / "client.log", "createdb", "-h", self.host, "-p", str(self.port), "-U", "postgres", self.database,
             timeout=30,
         )
         if code != 0:
             raise RuntimeError(f"createdb {self.database} failed (exit {code})")
+
+    def _pg_ctl_start(self, base: Path, options: str) -> int:
+        return self._run(
+            base / "client.log", "pg_ctl", "-D", str(base / "data"), "-l", str(base / "postgres.log"), "-w",
+            "-t", str(int(self.start_timeout)), "start", "-o", options, timeout=self.start_timeout + 10,
+        )
+
+    def _wait_ready(self, base: Path) -> None:
+        self.pid = int((base / "data" / "postmaster.pid").read_text().split()[0])
+        deadline = time.monotonic() + self.start_timeout
+        while self._run(base / "client.log", "pg_isready", "-h", self.host, "-p", str(self.port), timeout=10) != 0:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"PostgreSQL on port {self.port} did not become ready")
+            time.sleep(0.05)
+
+    def halt(self) -> None:
+        """Stop the server at once (an outage: open connections break), keeping its port and data for ``resume``."""
+        if self.directory is None or self.pid is None:
+            raise RuntimeError("PostgresServer is not running")
+        code = self._run(
+            self.directory / "client.log", "pg_ctl", "-D", str(self.directory / "data"), "-m", "immediate", "-w",
+            "-t", "20", "stop", timeout=30,
+        )
+        if code != 0:
+            raise RuntimeError(f"pg_ctl stop failed (exit {code}):\n{_tail(self.directory / 'postgres.log')}")
+        self.pid = None
+
+    def resume(self) -> None:
+        """Start a halted server again on the same port with the same data."""
+        if self.directory is None or self.pid is not None:
+            raise RuntimeError("PostgresServer is not halted")
+        code = self._pg_ctl_start(self.directory, self._options)
+        if code != 0:
+            raise RuntimeError(f"pg_ctl start failed (exit {code}):\n{_tail(self.directory / 'postgres.log')}")
+        self._wait_ready(self.directory)
 
     def stop(self) -> None:
         base, self.directory = self.directory, None
