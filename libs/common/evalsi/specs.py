@@ -623,6 +623,8 @@ def resolve_dataset_path(run: EvalRun, *, base_dir: Path | None = None, datasets
     given = run.spec.dataset.path
     if not given:
         raise BadInputError("spec.dataset.path: required (a dataset file)")
+    if "\0" in given:
+        raise BadInputError("spec.dataset.path: contains a NUL character, which no file name holds")
     path = Path(given).expanduser()
     if not path.is_absolute():
         root = base_dir if base_dir is not None else datasets_dir if datasets_dir is not None else Path.cwd()
@@ -631,9 +633,10 @@ def resolve_dataset_path(run: EvalRun, *, base_dir: Path | None = None, datasets
         allowed = Path(os.path.realpath(datasets_dir))
         real = Path(os.path.realpath(path))
         if real != allowed and allowed not in real.parents:
+            # Where it leads (a link's target) and where the directory is are the server's business: neither is said.
             raise BadInputError(
-                f"spec.dataset.path: {given!r} resolves to {real}, outside the allowed datasets directory "
-                f"{allowed}; put the file under {allowed}"
+                f"spec.dataset.path: {given!r} leads outside the allowed datasets directory (through '..', an "
+                "absolute path or a symbolic link); give the path of a file under that directory, relative to it"
             )
         return real  # what was checked is what gets opened, whatever the links point to later
     # The folder resolved (so "runs/../data/x.jsonl" reads "data/x.jsonl"), the file name kept as written.
@@ -775,7 +778,9 @@ def _dataset_problems(run: EvalRun, *, datasets_dir: Path | None, base_dir: Path
     except BadInputError as exc:
         return [str(exc)]
     if not path.is_file():
-        return [f"spec.dataset.path: {dataset.path!r}: no such file ({path})"]
+        # Which absolute path was tried only where the caller owns the machine (no datasets directory: the CLI).
+        where = " in the datasets directory" if datasets_dir is not None else f" ({path})"
+        return [f"spec.dataset.path: {dataset.path!r}: no such file{where}"]
     return []
 
 

@@ -100,7 +100,15 @@ class LocalObjectStore:
         except (FileNotFoundError, IsADirectoryError):
             raise
         except OSError as exc:
-            raise InfraError(f"object store {self.directory}: {exc}") from exc
+            raise InfraError(f"object store: {self._describe(exc)}") from exc
+
+    def _describe(self, exc: OSError) -> str:
+        """An OS error without the store's absolute location: these messages reach API callers (a 503's text)."""
+        what = exc.strerror or type(exc).__name__
+        if not exc.filename:
+            return what
+        name = Path(os.fsdecode(exc.filename))
+        return f"{what}: {name.relative_to(self.directory) if name.is_relative_to(self.directory) else name.name}"
 
     def _write_temp(self, data: bytes) -> str:
         fd, tmp = tempfile.mkstemp(dir=self._tmp)
@@ -138,7 +146,7 @@ class LocalObjectStore:
         try:
             return await self._io(path.read_bytes)
         except (FileNotFoundError, IsADirectoryError):
-            raise KeyError(f"object {key!r} not found in {self.directory}") from None
+            raise KeyError(f"object {key!r} not found in the object store") from None
 
     async def exists(self, key: str) -> bool:
         path = self._path(key)
@@ -157,10 +165,10 @@ class LocalObjectStore:
                 try:
                     current = path.read_bytes() if path.is_file() else None
                     if if_none_match and current is not None:
-                        raise ConflictError(f"object {name!r} already exists in {self.directory}")
+                        raise ConflictError(f"object {name!r} already exists")
                     if if_match is not None:
                         if current is None:
-                            raise ConflictError(f"object {name!r} does not exist in {self.directory}")
+                            raise ConflictError(f"object {name!r} does not exist")
                         if hashlib.sha256(current).hexdigest() != if_match:
                             raise ConflictError(f"object {name!r} changed: its etag is not {if_match!r}")
                     path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,134 @@
+"""Errors an API caller sees never reveal the server's absolute paths or where a symbolic link leads: dataset
+paths are named relative to the datasets directory (as the caller wrote them), object-store errors relative to
+its root. The run handlers are wired as evalsi-api wires them (the real validation and loader)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from functools import partial
+from pathlib import Path
+
+import pytest
+from google.protobuf import json_format
+
+from evalsi.api import RunHandlers, load_run_dataset
+from evalsi.api.context import CallContext
+from evalsi.api.errors import error_status
+from evalsi.errors import BadInputError, InfraError
+from evalsi.evaluators import Registry
+from evalsi.specs import validate_eval_run
+from evalsi.stores import LocalObjectStore, SqlMetadataStore
+from evalsi.v1alpha1.run_pb2 import EvalRun
+from evalsi.v1alpha1.run_service_pb2 import CreateRunRequest
+
+REGISTRY = Registry.from_entry_points()
+
+
+@pytest.fixture
+def server_files(tmp_path: Path) -> Path:
+    """The server's tree: datasets/ (reached through a link, as /srv/data -> /mnt/disk often is) and a private
+    directory outside it holding a secret file and a directory."""
+    real = tmp_path / "disk" / "datasets"
+    (real / "sub").mkdir(parents=True)
+    (tmp_path / "datasets").symlink_to(real)
+    private = tmp_path / "private-7ae1"
+    (private / "dir").mkdir(parents=True)
+    (private / "secret.jsonl").write_text('{"id": "s", "input": "secret"}\n')
+    (real / "ok.jsonl").write_text('{"id": "a", "output": "x", "reference": "x"}\n')
+    (real / "bad.jsonl").write_text('{"id": "a", "output": "x"}\n{oops\n')
+    (real / "escape.jsonl").symlink_to(private / "secret.jsonl")
+    (real / "escape-dir").symlink_to(private / "dir")
+    (real / "alias.jsonl").symlink_to(real / "bad.jsonl")  # inside: allowed, but its target is not said
+    (real / "dangling.jsonl").symlink_to(private / "gone.jsonl")
+    return tmp_path
+
+
+@pytest.fixture
+async def runs(server_files: Path) -> AsyncIterator[RunHandlers]:
+    datasets = (server_files / "datasets").resolve()  # as evalsi-api resolves --datasets-dir
+    store = await SqlMetadataStore.open_sqlite(server_files / "evalsi.db")
+
+    async def control(_message: object) -> None:
+        return None
+
+    try:
+        yield RunHandlers(
+            store=store,
+            objects=LocalObjectStore(server_files / "objects"),
+            control=control,
+            watch=None,  # type: ignore[arg-type]
+            validate_run=partial(validate_eval_run, registry=REGISTRY, datasets_dir=datasets),
+            load_records=partial(load_run_dataset, datasets_dir=datasets),
+        )
+    finally:
+        await store.close()
+
+
+def run_with(path: str) -> EvalRun:
+    return json_format.ParseDict(
+        {"apiVersion": "evals.si/v1alpha1", "kind": "EvalRun", "metadata": {"name": "r"},
+         "spec": {"dataset": {"path": path}, "evaluators": [{"ref": "builtin/exact-match"}]}},
+        EvalRun(),
+    )
+
+
+OUTSIDE = (
+    "leads outside the allowed datasets directory (through '..', an absolute path or a symbolic link); give the "
+    "path of a file under that directory, relative to it"
+)
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("escape.jsonl", f"spec.dataset.path: 'escape.jsonl' {OUTSIDE}"),
+        ("escape-dir/secret.jsonl", f"spec.dataset.path: 'escape-dir/secret.jsonl' {OUTSIDE}"),
+        ("../private-7ae1/secret.jsonl", f"spec.dataset.path: '../private-7ae1/secret.jsonl' {OUTSIDE}"),
+        ("missing.jsonl", "spec.dataset.path: 'missing.jsonl': no such file in the datasets directory"),
+        ("dangling.jsonl", f"spec.dataset.path: 'dangling.jsonl' {OUTSIDE}"),
+        ("sub", "spec.dataset.path: 'sub': no such file in the datasets directory"),
+        ("bad.jsonl", "spec.dataset.path: bad.jsonl:2: not valid JSON (Expecting property name enclosed in double "
+                      "quotes at column 2); each line must hold one JSON object"),
+        ("alias.jsonl", "spec.dataset.path: alias.jsonl:2: not valid JSON (Expecting property name enclosed in double "
+                        "quotes at column 2); each line must hold one JSON object"),
+        ("ok.jsonl\0", "spec.dataset.path: contains a NUL character, which no file name holds"),
+    ],
+)
+async def test_create_run_errors_name_paths_as_given(
+    runs: RunHandlers, server_files: Path, path: str, message: str
+) -> None:
+    ctx = CallContext(method="CreateRun", request_id="r1")
+    with pytest.raises(BadInputError) as raised:
+        await runs.create_run(CreateRunRequest(run=run_with(path), dry_run=True), ctx)
+    status = error_status(raised.value, request_id="r1", method="CreateRun", logger=logging.getLogger())
+    assert (status.http_status, status.message) == (400, message)
+    assert str(server_files) not in status.message and "private-7ae1/" not in status.message.replace(path, "")
+
+
+async def test_an_absolute_path_inside_is_named_relative_to_the_datasets_directory(
+    runs: RunHandlers, server_files: Path
+) -> None:
+    ctx = CallContext(method="CreateRun", request_id="r2")
+    inside = str(server_files / "datasets" / "ok.jsonl")
+    run = await runs.create_run(CreateRunRequest(run=run_with(inside), dry_run=True), ctx)
+    assert run.message.startswith("dry run: ")
+    with pytest.raises(BadInputError) as raised:
+        await runs.create_run(CreateRunRequest(run=run_with(str(server_files / "disk/datasets/bad.jsonl")),
+                                               dry_run=True), ctx)
+    assert str(raised.value).startswith("spec.dataset.path: bad.jsonl:2: not valid JSON")
+
+
+async def test_object_store_errors_name_no_server_path(tmp_path: Path) -> None:
+    root = tmp_path / "objects-91c"
+    objects = LocalObjectStore(root)
+    with pytest.raises(KeyError) as missing:
+        await objects.get("sha256/" + "0" * 64)
+    assert str(root) not in str(missing.value) and "not found in the object store" in str(missing.value)
+    # A file where the store's temporary directory should be: the write fails with an OS error.
+    (root / ".tmp").rmdir()
+    (root / ".tmp").write_text("")
+    with pytest.raises(InfraError) as failed:
+        await objects.put(b"data")
+    assert str(tmp_path) not in str(failed.value)
+    assert str(failed.value).startswith("object store: Not a directory")
