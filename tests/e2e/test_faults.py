@@ -41,7 +41,12 @@ def provider() -> Iterator[Any]:
         yield server
 
 
-def write_spec(tmp_path: Path, base_url: str, *, records: int = RECORDS) -> Path:
+def connection(base_url: str, model: str = "fake", **settings: Any) -> dict[str, Any]:
+    """The judges: section of the stack: one connection to the fake provider (requests name it, never its URL)."""
+    return {model: {"connector": "openai-compatible", "base_url": base_url, "model": model, **settings}}
+
+
+def write_spec(tmp_path: Path, *, records: int = RECORDS) -> Path:
     data = tmp_path / "datasets" / "capitals.jsonl"
     data.parent.mkdir(exist_ok=True)
     with data.open("w") as f:
@@ -50,7 +55,7 @@ def write_spec(tmp_path: Path, base_url: str, *, records: int = RECORDS) -> Path
     spec = tmp_path / "datasets" / "run.yaml"
     spec.write_text(
         "apiVersion: evals.si/v1alpha1\nkind: EvalRun\nmetadata: {name: faults}\nspec:\n"
-        f"  target: {{model: {{connector: openai-compatible, model: fake, baseUrl: '{base_url}'}}}}\n"
+        "  target: {model: {connection: fake}}\n"
         "  dataset: {path: capitals.jsonl}\n  evaluators:\n"
         + "".join(f"    - {{ref: builtin/{name}, params: {{}}}}\n" for name in EVALUATORS)
     )
@@ -79,10 +84,11 @@ def assert_scored_exactly_once(client: evalsi.Client, run_id: str, project: str 
 
 def test_a_worker_killed_mid_run_loses_nothing_and_counts_nothing_twice(tmp_path: Path, provider: Any) -> None:
     os.environ["EVALSI_ACK_WAIT"] = "2"
-    stack = Stack(tmp_path, datasets_dir=tmp_path / "datasets", restart=True).start()
+    stack = Stack(tmp_path, datasets_dir=tmp_path / "datasets", restart=True,
+                  judges=connection(provider.base_url)).start()
     try:
         slow_down(provider, 0.01, RECORDS)
-        spec = write_spec(tmp_path, provider.base_url)
+        spec = write_spec(tmp_path)
         with evalsi.Client(stack.grpc) as client:
             handle = client.runs.create(spec)
             wait_for(lambda: len(provider.requests) > 100)
@@ -98,10 +104,11 @@ def test_a_worker_killed_mid_run_loses_nothing_and_counts_nothing_twice(tmp_path
 
 
 def test_a_killed_scheduler_run_is_adopted_by_another(tmp_path: Path, provider: Any) -> None:
-    stack = Stack(tmp_path, datasets_dir=tmp_path / "datasets", schedulers=2, restart=False, lease_ttl_s=2.0).start()
+    stack = Stack(tmp_path, datasets_dir=tmp_path / "datasets", schedulers=2, restart=False, lease_ttl_s=2.0,
+                  judges=connection(provider.base_url)).start()
     try:
         slow_down(provider, 0.01, RECORDS)
-        spec = write_spec(tmp_path, provider.base_url)
+        spec = write_spec(tmp_path)
         from evalsi.stores import open_metadata_store
 
         async def owner(run_id: str) -> str | None:
@@ -131,10 +138,10 @@ def test_a_killed_scheduler_run_is_adopted_by_another(tmp_path: Path, provider: 
 
 
 def test_cancel_then_resume_finishes_without_redoing_completed_work(tmp_path: Path, provider: Any) -> None:
-    stack = Stack(tmp_path, datasets_dir=tmp_path / "datasets").start()
+    stack = Stack(tmp_path, datasets_dir=tmp_path / "datasets", judges=connection(provider.base_url)).start()
     try:
         slow_down(provider, 0.02, RECORDS)
-        spec = write_spec(tmp_path, provider.base_url)
+        spec = write_spec(tmp_path)
         with evalsi.Client(stack.grpc) as client:
             handle = client.runs.create(spec)
             wait_for(lambda: client.runs.get(handle.id).progress.completed >= 1)  # a shard is generated
@@ -154,10 +161,10 @@ def test_cancel_then_resume_finishes_without_redoing_completed_work(tmp_path: Pa
 
 
 def test_a_provider_answering_429_and_500_is_retried_never_scored_as_a_failure(tmp_path: Path, provider: Any) -> None:
-    stack = Stack(tmp_path, datasets_dir=tmp_path / "datasets").start()
+    stack = Stack(tmp_path, datasets_dir=tmp_path / "datasets", judges=connection(provider.base_url)).start()
     try:
         provider.enqueue(("status", 429, {"Retry-After": "1"}), ("status", 500), ("status", 500))
-        spec = write_spec(tmp_path, provider.base_url)
+        spec = write_spec(tmp_path)
         with evalsi.Client(stack.grpc) as client:
             run = client.runs.create(spec).wait()
             assert run.state == RUN_STATE_SUCCEEDED, run.message + stack.logs()
@@ -170,10 +177,10 @@ def test_a_provider_answering_429_and_500_is_retried_never_scored_as_a_failure(t
 
 
 def test_a_run_over_its_token_budget_stops_and_says_so(tmp_path: Path, provider: Any) -> None:
-    stack = Stack(tmp_path, datasets_dir=tmp_path / "datasets").start()
+    stack = Stack(tmp_path, datasets_dir=tmp_path / "datasets", judges=connection(provider.base_url)).start()
     try:
         slow_down(provider, 0.01, RECORDS)
-        spec = write_spec(tmp_path, provider.base_url)
+        spec = write_spec(tmp_path)
         spec.write_text(spec.read_text() + "  budget: {tokens: 300}\n")
         evalsi_bin = Path(sys.executable).parent / "evalsi"
         done = subprocess.run(
@@ -194,8 +201,8 @@ def test_a_run_over_its_token_budget_stops_and_says_so(tmp_path: Path, provider:
 
 
 def test_judges_on_the_server_share_their_cache_across_runs(tmp_path: Path) -> None:
-    stack = Stack(tmp_path, datasets_dir=tmp_path / "datasets").start()
     with ThreadedProvider(lambda body: '{"reasoning": "fine", "score": 5}') as judge:
+        stack = Stack(tmp_path, datasets_dir=tmp_path / "datasets", judges=connection(judge.base_url, "judge")).start()
         try:
             data = tmp_path / "datasets" / "qa.jsonl"
             data.write_text(
@@ -208,7 +215,7 @@ def test_judges_on_the_server_share_their_cache_across_runs(tmp_path: Path) -> N
             spec.write_text(
                 "apiVersion: evals.si/v1alpha1\nkind: EvalRun\nmetadata: {name: judged}\nspec:\n"
                 "  dataset: {path: qa.jsonl}\n  evaluators: [{ref: builtin/llm-judge}]\n"
-                f"  judges: {{default: {{connector: openai-compatible, model: judge, baseUrl: '{judge.base_url}'}}}}\n"
+                "  judges: {default: {connection: judge}}\n"
             )
             with evalsi.Client(stack.grpc) as client:
                 first = client.runs.create(spec).wait()
@@ -223,8 +230,9 @@ def test_judges_on_the_server_share_their_cache_across_runs(tmp_path: Path) -> N
 
 
 def test_a_judge_failing_past_its_retries_is_retried_as_a_task_not_scored(tmp_path: Path) -> None:
-    stack = Stack(tmp_path, datasets_dir=tmp_path / "datasets").start()
     with ThreadedProvider(lambda body: '{"reasoning": "fine", "score": 5}') as judge:
+        stack = Stack(tmp_path, datasets_dir=tmp_path / "datasets",
+                      judges=connection(judge.base_url, "judge", max_retries=1)).start()
         try:
             judge.enqueue(("status", 500), ("status", 500))  # both attempts of the first call fail
             (tmp_path / "datasets" / "one.jsonl").write_text('{"id": "q", "input": "q?", "output": "a"}\n')
@@ -232,8 +240,7 @@ def test_a_judge_failing_past_its_retries_is_retried_as_a_task_not_scored(tmp_pa
             spec.write_text(
                 "apiVersion: evals.si/v1alpha1\nkind: EvalRun\nmetadata: {name: judged}\nspec:\n"
                 "  dataset: {path: one.jsonl}\n  evaluators: [{ref: builtin/llm-judge}]\n"
-                "  judges: {default: {connector: openai-compatible, model: judge, maxRetries: 1, "
-                f"baseUrl: '{judge.base_url}'}}}}\n"
+                "  judges: {default: {connection: judge}}\n"
             )
             with evalsi.Client(stack.grpc) as client:
                 run = client.runs.create(spec).wait()
