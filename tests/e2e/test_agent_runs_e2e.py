@@ -56,10 +56,21 @@ def test_agent_and_harness_runs_on_the_server_equal_the_embedded_runs(
         agent_run.spec.target.agent.http.url = agent.base_url
         embedded = [asyncio.run(run_embedded(run)).run for run in (harness_run, agent_run)]
         calls_embedded = len(model.requests)
-        stack = Stack(tmp_path, datasets_dir=ROOT / "examples").start()
+        # On the server the specs name the endpoints the server configures, never an address of their own.
+        served_harness, served_agent = EvalRun(), EvalRun()
+        served_harness.CopyFrom(harness_run)
+        served_harness.spec.target.model.ClearField("connector")
+        served_harness.spec.target.model.ClearField("base_url")
+        served_harness.spec.target.model.connection = "weather-model"
+        served_agent.CopyFrom(agent_run)
+        served_agent.spec.target.agent.connection = "weather"
+        stack = Stack(tmp_path, datasets_dir=ROOT / "examples",
+                      judges={"weather-model": {"base_url": model.base_url, "model": "fake-model"}},
+                      agents={"weather": {"protocol": "http", "url": agent.base_url, "agent": "weather",
+                                          "timeout_s": 30}}).start()
         try:
             with evalsi.Client(stack.grpc) as client:
-                served = [client.runs.create(run).wait() for run in (harness_run, agent_run)]
+                served = [client.runs.create(run).wait() for run in (served_harness, served_agent)]
             with urllib.request.urlopen(metrics_url(stack.supervisor.child("worker-harness-0")), timeout=10) as page:
                 metrics = page.read().decode()
         finally:
@@ -69,10 +80,13 @@ def test_agent_and_harness_runs_on_the_server_equal_the_embedded_runs(
         assert remote.state == RUN_STATE_SUCCEEDED, remote.message + logs
         assert summaries_of(remote) == summaries_of(local)
         assert [(g.expression, g.passed) for g in remote.gates] == [(g.expression, g.passed) for g in local.gates]
-        assert remote.manifest.target == local.manifest.target
-        assert list(remote.manifest.unpinned) == list(local.manifest.unpinned)
-    assert served[0].manifest.target.startswith("evalsi-harness(maxSteps=5")
-    assert served[1].manifest.target == f"agent:http:{agent.base_url} (agent weather)"
+    # The manifests name the connections; the embedded runs' name the addresses.
+    assert served[0].manifest.target == ("evalsi-harness(maxSteps=5, tools=[py:weather_tools:get_weather]) on "
+                                         "connection:weather-model:fake-model")
+    assert served[1].manifest.target == "agent:connection:weather"
+    assert embedded[1].manifest.target == f"agent:http:{agent.base_url} (agent weather)"
+    assert list(served[1].manifest.unpinned) == ["target: agent:connection:weather is a running deployment and "
+                                                 "cannot be pinned"]
     assert len(model.requests) == 2 * calls_embedded  # the server ran every task, once
     # Generation ran on the harness pool: two trials of each run, one generate task (stage 1) each.
     assert 'evalsi_worker_tasks_total{pool="harness",stage="1",status="1"} 4.0' in metrics

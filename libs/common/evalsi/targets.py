@@ -129,6 +129,8 @@ def unpinned_target(spec: RunSpec) -> str:
     kind = generation_kind(spec.target, spec.harness)
     if kind in ("model", "harness"):
         model = spec.target.model
+        if model.connection:
+            return f"target: {model_connection_identity(model)} is served by an API and cannot be pinned"
         return f"target: {model.connector or 'openai'} model {model.model!r} is served by an API and cannot be pinned"
     if kind == "agent":
         return f"target: {target_identity(spec.target)} is a running deployment and cannot be pinned"
