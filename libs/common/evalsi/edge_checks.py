@@ -69,13 +69,15 @@ def load_json(
     max_depth: int = MAX_JSON_DEPTH,
     object_pairs_hook: Callable[[list[tuple[str, Any]]], Any] | None = None,
     check_text: bool = True,
+    root: tuple[str, ...] = (),
 ) -> Any:
     """Parse a JSON body refusing what the stores cannot hold; errors name the path (``a.b[2].c: ...``).
 
     ``label`` names the whole body in messages about it. ``check_text=False`` leaves NULs in strings to the
     caller (lone surrogates still fail where the protobuf parser meets them). ``json.JSONDecodeError`` and
     ``UnicodeDecodeError`` pass through so callers keep their own wording for malformed JSON; anything else
-    is a ``BadInputError``.
+    is a ``BadInputError``. ``root`` is the path of the body inside the request (``policy`` when the body is
+    that field), so messages name the whole path.
     """
     constants: list[_Constant] = []
 
@@ -91,20 +93,24 @@ def load_json(
         # The C scanner stops at the interpreter's recursion limit, far above ours: the body is too deep.
         raise BadInputError(f"{label}: JSON nested deeper than the limit of {max_depth} levels") from None
     if text.count("{") + text.count("[") > max_depth:
-        _check_depth(document, label, max_depth)
+        _check_depth(document, label, max_depth, root)
     if constants:
         path = _path_to(document, lambda value: isinstance(value, _Constant))
         name = _at(document, path).name if path is not None else constants[0].name
         raise BadInputError(
-            f"{_render(path, label)}: {name} is not a JSON number; a finite number is expected "
+            f"{_render(_under(root, path), label)}: {name} is not a JSON number; a finite number is expected "
             "(NaN and Infinity are not accepted)"
         )
     if check_text and _SUSPECT_ESCAPE.search(text):
-        _check_text(document, label)
+        _check_text(document, label, root)
     return document
 
 
-def _check_depth(document: Any, label: str, max_depth: int) -> None:
+def _under(root: tuple[str, ...], path: tuple[str | int, ...] | None) -> tuple[str | int, ...] | None:
+    return None if path is None else (*root, *path)
+
+
+def _check_depth(document: Any, label: str, max_depth: int, root: tuple[str, ...]) -> None:
     level = [document]
     depth = 0
     while level:
@@ -114,15 +120,17 @@ def _check_depth(document: Any, label: str, max_depth: int) -> None:
         depth += 1
         if depth > max_depth:
             path = _path_to(document, lambda value: isinstance(value, dict | list), min_depth=max_depth)
-            raise BadInputError(f"{_render(path, label)}: JSON nested deeper than the limit of {max_depth} levels")
+            raise BadInputError(
+                f"{_render(_under(root, path), label)}: JSON nested deeper than the limit of {max_depth} levels"
+            )
         level = [child for value in containers for child in (value.values() if isinstance(value, dict) else value)]
 
 
-def _check_text(document: Any, label: str) -> None:
+def _check_text(document: Any, label: str, root: tuple[str, ...]) -> None:
     for path, value, is_key in _texts(document):
         problem = text_problem(value)
         if problem:
-            where = _render(path, label)
+            where = _render(_under(root, path), label)
             raise BadInputError(f"{where}: {'a key ' if is_key else ''}{problem}")
 
 

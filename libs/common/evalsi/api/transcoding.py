@@ -419,7 +419,7 @@ def parse_json_into(body: bytes, message: Message, *, where: str = "") -> None:
     if not body.strip():
         return
     try:
-        obj = load_json(body, label=label, object_pairs_hook=_no_duplicates)
+        obj = load_json(body, label=label, object_pairs_hook=_no_duplicates, root=(where,) if where else ())
     except UnicodeDecodeError as exc:
         raise BadInputError(f"{label}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
     except json.JSONDecodeError as exc:
