@@ -45,7 +45,7 @@ def policy_doc(name: str = "prod", *, rate: float = 0.5, **metadata: Any) -> dic
             "sampling": {"rate": rate, "always": ["trace.error"]},
             "cascade": [
                 {"ref": "builtin/regex-match", "alias": "no-ssn",
-                 "params": {"pattern": "(?s)^(?!.*\\b\\d{3}-\\d{2}-\\d{4}\\b)", "mode": "search"}},
+                 "params": {"pattern": "\\b\\d{3}-\\d{2}-\\d{4}\\b", "negate": True}},
                 {"ref": "builtin/exact-match", "when": "scores.all(s, s.passed)"},
             ],
             "window": "1m",

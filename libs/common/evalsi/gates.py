@@ -22,6 +22,7 @@ import celpy
 from celpy import celtypes
 
 from evalsi.errors import BadInputError
+from evalsi.limits import MAX_EXPRESSION_CHARS
 from evalsi.v1alpha1.run_pb2 import GateResult
 from evalsi.v1alpha1.score_pb2 import MetricSummary
 
@@ -93,6 +94,8 @@ def compile_gate(expression: str) -> Gate:
     """Parse a gate; syntax errors and unknown metric members are ``BadInputError``."""
     if not isinstance(expression, str) or not expression.strip():
         raise BadInputError("a gate must be a non-empty CEL expression, e.g. metric('exact-match').mean >= 0.8")
+    if len(expression) > MAX_EXPRESSION_CHARS:  # refused before parsing: parsing is what a huge one costs
+        raise BadInputError(f"{len(expression)} characters exceed the limit of {MAX_EXPRESSION_CHARS} for a gate")
     try:
         tree = _ENV.compile(expression)
     except celpy.CELParseError as exc:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import math
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -32,6 +33,16 @@ from evalsi.errors import BadInputError
 from evalsi.evaluators import BoundEvaluator, Registry
 from evalsi.gates import check_gate_references, compile_gate
 from evalsi.judges import PROVIDERS, JudgeConfig
+from evalsi.limits import (
+    MAX_BOOTSTRAP_RESAMPLES,
+    MAX_CONCURRENCY,
+    MAX_EXPRESSIONS,
+    MAX_LABEL_KEY_CHARS,
+    MAX_LABEL_VALUE_CHARS,
+    MAX_LABELS,
+    MAX_NAME_CHARS,
+    MAX_TRIALS,
+)
 from evalsi.records import canonical_json, from_value
 from evalsi.sdk import resolve_evaluators
 from evalsi.v1alpha1.evaluator_pb2 import EvaluatorRef, JudgeSpec
@@ -674,8 +685,11 @@ def _problems(run: EvalRun, *, registry: Registry, datasets_dir: Path | None, ba
         problems.append(f"apiVersion: must be {API_VERSION}, got {run.api_version!r}")
     if run.kind != KIND:
         problems.append(f"kind: must be {KIND}, got {run.kind!r}")
-    if "/" in run.metadata.name:
+    if len(run.metadata.name) > MAX_NAME_CHARS:
+        problems.append(f"metadata.name: {len(run.metadata.name)} characters exceed the limit of {MAX_NAME_CHARS}")
+    elif "/" in run.metadata.name:
         problems.append(f"metadata.name: {run.metadata.name!r} must not contain '/'")
+    problems += _label_problems(run)
     bound, bind_problems = _bind(run, registry)
     problems += bind_problems
     _, judge_problems = _judges(run)
@@ -696,8 +710,12 @@ def _problems(run: EvalRun, *, registry: Registry, datasets_dir: Path | None, ba
             )
     if spec.trials < 0:
         problems.append(f"spec.trials: must be >= 1 (0 means 1), got {spec.trials}")
+    elif spec.trials > MAX_TRIALS:
+        problems.append(f"spec.trials: {spec.trials} exceeds the limit of {MAX_TRIALS}")
     if spec.concurrency < 0:
         problems.append(f"spec.concurrency: must be >= 1 (0 means the default, 16), got {spec.concurrency}")
+    elif spec.concurrency > MAX_CONCURRENCY:
+        problems.append(f"spec.concurrency: {spec.concurrency} exceeds the limit of {MAX_CONCURRENCY}")
     problems += _target_problems(run)
     problems += _dataset_problems(run, datasets_dir=datasets_dir, base_dir=base_dir)
     problems += _summary_problems(run)
@@ -707,6 +725,9 @@ def _problems(run: EvalRun, *, registry: Registry, datasets_dir: Path | None, ba
     if spec.sinks:
         problems.append("spec.sinks: sinks are not built yet in this version; remove them")
     expected = None if bind_problems else expected_metrics([b for _, b in bound])
+    if len(spec.gates) > MAX_EXPRESSIONS:
+        problems.append(f"spec.gates: {len(spec.gates)} gates exceed the limit of {MAX_EXPRESSIONS}")
+        return problems  # each would be parsed; that is the cost the limit bounds
     for index, expression in enumerate(spec.gates):
         try:
             compile_gate(expression)
@@ -793,15 +814,38 @@ def _summary_problems(run: EvalRun) -> list[str]:
         problems.append(f"spec.summary.interval: must be auto or bootstrap, got {summary.interval!r}")
     if summary.bootstrap_resamples < 0:
         problems.append(f"spec.summary.bootstrapResamples: must be >= 1, got {summary.bootstrap_resamples}")
+    elif summary.bootstrap_resamples > MAX_BOOTSTRAP_RESAMPLES:
+        problems.append(
+            f"spec.summary.bootstrapResamples: {summary.bootstrap_resamples} exceeds the limit of "
+            f"{MAX_BOOTSTRAP_RESAMPLES} (refused, never lowered: 0 means the default, 2000)"
+        )
     problems += [f"spec.summary.passK: k must be >= 1, got {k}" for k in summary.pass_k if k < 1]
+    return problems
+
+
+def _label_problems(run: EvalRun) -> list[str]:
+    labels = run.metadata.labels
+    if len(labels) > MAX_LABELS:
+        return [f"metadata.labels: {len(labels)} labels exceed the limit of {MAX_LABELS}"]
+    problems = []
+    for key, value in labels.items():
+        if len(key) > MAX_LABEL_KEY_CHARS:
+            problems.append(
+                f"metadata.labels: a key of {len(key)} characters ({key[:40]!r}...) exceeds the limit of "
+                f"{MAX_LABEL_KEY_CHARS}"
+            )
+        elif len(value) > MAX_LABEL_VALUE_CHARS:
+            problems.append(
+                f"metadata.labels.{key}: {len(value)} characters exceed the limit of {MAX_LABEL_VALUE_CHARS}"
+            )
     return problems
 
 
 def _budget_problems(run: EvalRun) -> list[str]:
     budget = run.spec.budget
     problems = []
-    if budget.usd < 0:
-        problems.append(f"spec.budget.usd: must be >= 0, got {budget.usd}")
+    if not 0 <= budget.usd < math.inf:  # NaN fails every comparison
+        problems.append(f"spec.budget.usd: must be a finite number >= 0, got {budget.usd}")
     if budget.tokens < 0:
         problems.append(f"spec.budget.tokens: must be >= 0, got {budget.tokens}")
     if budget.wall_clock.seconds < 0 or budget.wall_clock.nanos < 0:

@@ -53,6 +53,7 @@ from evalsi.datasets.stored import DatasetStore
 from evalsi.errors import BadInputError, InfraError
 from evalsi.evaluators import Registry
 from evalsi.ingest.online import Feedback, OnlineScore
+from evalsi.limits import check_resamples
 from evalsi.policy import ERROR, NO_CONTENT, SCORED, SKIPPED, compile_policy, unset_alert_secrets, window_start
 from evalsi.policy import KIND as POLICY_KIND
 from evalsi.policy.spec import DEFAULT_WINDOW_S
@@ -244,6 +245,10 @@ class EvaluationHandlers:
             )
         if not request.evaluators:
             raise BadInputError("evaluators: at least one evaluator is required (`evalsi catalog list` shows them)")
+        check_resamples(request.summary.bootstrap_resamples, "summary.bootstrap_resamples")
+        confidence = request.summary.confidence
+        if confidence and not 0 < confidence < 1:  # NaN included
+            raise BadInputError(f"summary.confidence: must be between 0 and 1 (e.g. 0.95), got {confidence}")
         aliases: dict[str, int] = {}
         for index, ref in enumerate(request.evaluators):
             where = f"evaluators[{index}]"

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalsi.errors import BadInputError
+from evalsi.limits import check_finite
 
 SCORED = "scored"
 SKIPPED = "skipped"
@@ -74,6 +75,8 @@ class Feedback:
             raise BadInputError(f"{where}.id {self.id!r}: 1 to 128 letters, digits, '.', '_', ':' or '-'")
         if self.value is None and not self.label:
             raise BadInputError(f"{where}: a value (a number) or a label is required")
+        if self.value is not None:  # NaN or Infinity would poison every aggregate over feedback
+            check_finite(self.value, f"{where}.value")
         return self
 
 

@@ -10,16 +10,17 @@ always-rules; it reports every problem at once.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import urlparse
 
 from google.protobuf import json_format
 
 from evalsi.errors import BadInputError
 from evalsi.evaluators import Registry
+from evalsi.limits import MAX_EXPRESSION_CHARS, MAX_EXPRESSIONS, MAX_NAME_CHARS
 from evalsi.specs import (
     API_VERSION,
     DEFAULT_PROJECT,
@@ -110,10 +111,51 @@ class CompiledPolicy:
     promote_dataset: str
 
 
+def size_problems(policy: OnlineEvalPolicy) -> list[str]:
+    """The name, expressions and lists of a policy over the limits of evalsi.limits, each naming its field."""
+    spec = policy.spec
+    problems: list[str] = []
+
+    def expression(text: str, where: str) -> None:
+        if len(text) > MAX_EXPRESSION_CHARS:
+            problems.append(f"{where}: {len(text)} characters exceed the limit of {MAX_EXPRESSION_CHARS}")
+
+    def count(items: Sequence[Any], where: str) -> bool:
+        if len(items) > MAX_EXPRESSIONS:
+            problems.append(f"{where}: {len(items)} entries exceed the limit of {MAX_EXPRESSIONS}")
+            return False
+        return True
+
+    if len(policy.metadata.name) > MAX_NAME_CHARS:
+        problems.append(f"metadata.name: {len(policy.metadata.name)} characters exceed the limit of {MAX_NAME_CHARS}")
+    expression(spec.selector, "spec.selector")
+    if count(spec.sampling.always, "spec.sampling.always"):
+        for index, text in enumerate(spec.sampling.always):
+            expression(text, f"spec.sampling.always[{index}]")
+    if count(spec.cascade, "spec.cascade"):
+        for index, stage in enumerate(spec.cascade):
+            expression(stage.when, f"spec.cascade[{index}].when")
+    if count(spec.alerts, "spec.alerts"):
+        for index, alert in enumerate(spec.alerts):
+            expression(alert.when, f"spec.alerts[{index}].when")
+    expression(spec.promote.when, "spec.promote.when")
+    return problems
+
+
+def _refuse(problems: Sequence[str], source: str) -> NoReturn:
+    prefix = f"{source}: " if source else ""
+    if len(problems) == 1:
+        raise BadInputError(prefix + problems[0])
+    listed = "\n".join(f"  - {p}" for p in problems)
+    raise BadInputError(f"{prefix}{len(problems)} problems in the policy:\n{listed}")
+
+
 def compile_policy(policy: OnlineEvalPolicy, *, registry: Registry, source: str = "") -> CompiledPolicy:
     """Validate and compile; one ``BadInputError`` lists every problem, each naming its field path."""
     spec = policy.spec
-    problems: list[str] = []
+    problems = size_problems(policy)
+    if problems:  # nothing oversized is parsed: parsing is the cost the limits bound
+        _refuse(problems, source)
     if not policy.metadata.name:
         problems.append("metadata.name: required")
     elif "/" in policy.metadata.name:
@@ -221,11 +263,7 @@ def compile_policy(policy: OnlineEvalPolicy, *, registry: Registry, source: str 
                 problems.append(f"spec.promote.when: {exc}")
 
     if problems:
-        prefix = f"{source}: " if source else ""
-        if len(problems) == 1:
-            raise BadInputError(prefix + problems[0])
-        listed = "\n".join(f"  - {p}" for p in problems)
-        raise BadInputError(f"{prefix}{len(problems)} problems in the policy:\n{listed}")
+        _refuse(problems, source)
     assert selector is not None
     return CompiledPolicy(
         name=policy.metadata.name,

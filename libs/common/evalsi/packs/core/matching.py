@@ -358,7 +358,7 @@ def compile_pattern(pattern: str, ignore_case: bool) -> Pattern:
     return compile_user_pattern(pattern, "evaluator builtin/regex-match: param 'pattern'", ignore_case=ignore_case)
 
 
-def _check_regex(*, pattern: str, mode: str, ignore_case: bool) -> None:
+def _check_regex(*, pattern: str, mode: str, ignore_case: bool, negate: bool) -> None:
     """At bind time, so a bad pattern is a 400 before any record is evaluated."""
     compile_pattern(pattern, ignore_case)
     if mode not in ("search", "fullmatch"):
@@ -378,6 +378,7 @@ def _check_regex(*, pattern: str, mode: str, ignore_case: bool) -> None:
         "pattern": "The regular expression (RE2 syntax: linear-time; no backreferences or lookaround).",
         "mode": "search: the pattern may match anywhere; fullmatch: it must match the whole output.",
         "ignore_case": "Match case-insensitively.",
+        "negate": "Pass when the output does NOT match (e.g. no SSN anywhere), which RE2 cannot say with lookahead.",
     },
 )
 def regex_match(
@@ -386,8 +387,9 @@ def regex_match(
     pattern: str,
     mode: Literal["search", "fullmatch"] = "search",
     ignore_case: bool = False,
+    negate: bool = False,
 ) -> Score | bool:
-    """The output matches a regular expression (anywhere, or as a whole)."""
+    """The output matches a regular expression (anywhere, or as a whole), or with ``negate`` does not."""
     compiled = compile_pattern(pattern, ignore_case)
     output = content_text(record.output)
     if mode == "search":
@@ -398,9 +400,12 @@ def regex_match(
         raise BadInputError(
             f"evaluator builtin/regex-match: param 'mode' must be one of search, fullmatch, got {mode!r}"
         )
-    if matched:
+    if matched != negate:
         return True
-    verb = "does not match" if mode == "search" else "does not fully match"
+    if negate:
+        verb = "matches" if mode == "search" else "fully matches"
+    else:
+        verb = "does not match" if mode == "search" else "does not fully match"
     return Score(passed=False, explanation=f"output {clip(output)} {verb} /{pattern}/")
 
 
