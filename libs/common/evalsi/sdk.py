@@ -21,6 +21,7 @@ from evalsi.datasets import Dataset, load_dataset, records_from_rows
 from evalsi.errors import BadInputError
 from evalsi.evaluators import BoundEvaluator, EvalContext, Evaluator, Registry
 from evalsi.judge_set import JudgeInput, JudgeSet, judge_configs, judge_spec_from_config
+from evalsi.limits import check_resamples
 from evalsi.records import canonical_json, struct_to_dict
 from evalsi.results import EvaluationResults
 from evalsi.runner import RunnerOptions, run_evaluators, units_total
@@ -259,6 +260,7 @@ async def evaluate_async(
             raise BadInputError(
                 f"evaluator {b.alias} uses judge {b.judge!r}, which is not configured ({', '.join(configs)})"
             )
+    check_resamples(bootstrap_resamples, "bootstrap_resamples")
     dataset = _as_dataset(data, mapping, limit)
     others = [_as_dataset(compare_to, mapping, limit).records] if compare_to is not None else []
     options = SummaryOptions(
