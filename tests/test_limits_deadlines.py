@@ -47,7 +47,8 @@ def hang_in_session(records) -> bool:  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture(autouse=True)
-def release_hung_calls() -> Iterator[None]:
+async def release_hung_calls() -> AsyncIterator[None]:
+    # Async, so it runs before the test's event loop closes (closing waits for the executor's threads).
     released.clear()
     yield
     released.set()
