@@ -246,7 +246,10 @@ def load_template_file(path: str | os.PathLike[str], *, kind: Kind = "custom") -
     try:
         stat = resolved.stat()
     except FileNotFoundError:
-        raise BadInputError(f"{where}: no such file (resolved to {resolved.absolute()})") from None
+        # Not where it resolved to: on a server that would tell the caller the worker's working directory.
+        raise BadInputError(
+            f"{where}: no such file (a relative path is relative to the evaluating process's working directory)"
+        ) from None
     except OSError as exc:
         raise BadInputError(f"{where}: cannot read it: {exc}") from None
     if not resolved.is_file():
