@@ -98,3 +98,20 @@ async def test_targets_are_resolved_by_name_and_never_by_a_messages_address(tmp_
     assert reasons[0].startswith("target: spec.target.model.baseUrl: not accepted on a server")
     assert reasons[1].startswith("target: spec.target.agent.http: on a server an agent target names a configured")
     assert listener.requests == []
+
+
+async def test_two_connections_to_one_endpoint_never_share_a_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVALSI_TEST_KEY_A", "key-of-team-a")
+    monkeypatch.setenv("EVALSI_TEST_KEY_B", "key-of-team-b")
+    async with FakeOpenAI(reply=lambda body: VERDICT) as provider, JudgeSet({}, cache=False) as judges:
+        same = {"base_url": provider.base_url, "model": "judge"}
+        executor = Executor(Registry.from_entry_points(), judges, connections=Connections.from_mapping(
+            {"a": {**same, "api_key": {"env": "EVALSI_TEST_KEY_A"}, "projects": ["team-a"]},
+             "b": {**same, "api_key": {"env": "EVALSI_TEST_KEY_B"}, "projects": ["team-b"]}}, None))
+        for project, connection in (("team-a", "a"), ("team-b", "b"), ("team-a", "a")):
+            request = EvaluateRequest(project=project, records=[record()], evaluators=[EvaluatorRef(ref="llm-judge")])
+            request.judges["default"].connection = connection
+            (result,) = (await executor.evaluate_request(request)).results
+            assert result.outcome == OUTCOME_SCORED
+    assert [h["Authorization"] for h in provider.request_headers] == [
+        "Bearer key-of-team-a", "Bearer key-of-team-b", "Bearer key-of-team-a"]

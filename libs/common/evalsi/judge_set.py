@@ -121,7 +121,10 @@ class JudgeSet:
 
     def client_for(self, config: JudgeConfig) -> JudgeClient:
         """A client for ``config``, created on first use and reused (a worker sees the same judges task after task)."""
-        key = f"{config.name}|{config.template}|{sorted(config.identity().items())}"
+        # The credential is part of the key: two connections to one endpoint and model (two projects' keys) must
+        # never share a client, whose connector holds the key it was built with.
+        credential = f"{config.secret}|{config.api_key_env}"
+        key = f"{config.name}|{config.template}|{sorted(config.identity().items())}|{credential}"
         client = self.clients.get(key)
         if client is None:
             if self._session is None:
