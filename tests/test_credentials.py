@@ -217,3 +217,16 @@ def test_provider_error_bodies_lose_keys_tokens_and_length() -> None:
     assert text.count(REDACTED) == 4
     assert len(redact("x" * 5000)) == 500
     assert redact("usage.prompt_tokens is -1, not a token count") == "usage.prompt_tokens is -1, not a token count"
+
+
+def test_an_embedded_run_refuses_a_servers_connection_names() -> None:
+    from evalsi.agents import open_transport
+    from evalsi.specs import judge_configs_of
+    from evalsi.targets import LocalEndpoints
+
+    with pytest.raises(BadInputError, match=r"^spec\.judges\.default\.connection: names a judge connection a server"):
+        judge_configs_of(run({"judges": {"default": {"connection": "good", "model": "judge"}}}))
+    with pytest.raises(BadInputError, match=r"^spec\.target\.model\.connection: 'good' names a connection a server"):
+        LocalEndpoints().model_config(ModelTarget(connection="good", model="judge"))
+    with pytest.raises(BadInputError, match=r"^spec\.target\.agent\.connection: 'shop' names an agent a server"):
+        open_transport(run({"target": {"agent": {"connection": "shop"}}}).spec.target.agent, {})

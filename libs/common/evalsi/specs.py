@@ -551,7 +551,13 @@ def judge_mapping(spec: JudgeSpec) -> dict[str, Any]:
 
 
 def judge_configs_of(run: EvalRun) -> dict[str, JudgeConfig]:
-    """The spec's named judges as configs; errors name ``spec.judges.<name>``."""
+    """The spec's named judges as configs, for an embedded run; errors name ``spec.judges.<name>``."""
+    # A server's connection name means nothing here: refusing it keeps a served spec run locally from calling
+    # the provider's public API under the default key.
+    named = [f"spec.judges.{name}.connection" for name in sorted(run.spec.judges) if run.spec.judges[name].connection]
+    if named:
+        raise BadInputError(f"{', '.join(named)}: names a judge connection a server configures; an embedded run "
+                            "gives connector, model, baseUrl and apiKeyEnv (or run it with --server)")
     configs, problems = _judges(run)
     if problems:
         raise BadInputError("\n".join(problems))
