@@ -10,7 +10,7 @@ import time
 import grpc
 import httpx
 import pytest
-from conftest import FuzzStack
+from fuzz_stack import FuzzStack
 from google.rpc import error_details_pb2, status_pb2
 
 from evalsi.ingest.grpc_receiver import TRACE_SERVICE

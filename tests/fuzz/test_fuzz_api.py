@@ -10,7 +10,7 @@ from typing import Any
 import grpc
 import httpx
 import pytest
-from conftest import FuzzStack
+from fuzz_stack import FuzzStack
 from google.protobuf import json_format, message_factory
 from google.protobuf.descriptor import MethodDescriptor
 from hostile import (

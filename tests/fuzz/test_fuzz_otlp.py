@@ -12,7 +12,7 @@ from typing import Any
 import grpc
 import httpx
 import pytest
-from conftest import FuzzStack
+from fuzz_stack import FuzzStack
 from google.protobuf import json_format
 from hostile import (
     hostile_text,
