@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import binascii
 import contextlib
 import os
 import re
@@ -50,6 +49,7 @@ from evalsi.compare import compare_runs
 from evalsi.connection_rules import evaluate_problems, pin_models, policy_problems, refuse, run_problems
 from evalsi.connections import Connections
 from evalsi.datasets.stored import DatasetStore
+from evalsi.edge_checks import text_problem
 from evalsi.errors import BadInputError, InfraError
 from evalsi.evaluators import Registry
 from evalsi.ingest.online import Feedback, OnlineScore
@@ -943,10 +943,13 @@ def _policy_token(name: str) -> str:
 def _policy_cursor(token: str) -> str | None:
     if not token:
         return None
-    try:
-        return base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
-    except (binascii.Error, UnicodeDecodeError):
+    try:  # ValueError: not base64 (binascii.Error), not ASCII, or not UTF-8 inside
+        name = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
+    except ValueError:
         raise BadInputError(f"page_token: {token!r} is not a token ListPolicies returned") from None
+    if text_problem(name):  # a forged token carrying what the store cannot take
+        raise BadInputError(f"page_token: {token!r} is not a token ListPolicies returned")
+    return name
 
 
 def policy_message(stored: StoredPolicy, *, changed: bool = False) -> Policy:
