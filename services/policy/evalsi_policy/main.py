@@ -174,7 +174,7 @@ async def serve(args: argparse.Namespace, *, stop: asyncio.Event | None = None) 
             observers.append(events)
         async with aiohttp.ClientSession() as session:
             engine = PolicyEngine(traces=traces, scores=traces, evaluate=bus_stage_evaluator(
-                bus.nc, judges=judges, timeout_s=args.timeout), notifier=WebhookSender(session),
+                bus.nc, judges=judges, timeout_s=args.timeout, store=objects), notifier=WebhookSender(session),
                 promoter=DatasetPromoter(DatasetStore(objects)), observers=observers)
 
             stored = StoredPolicies(metadata, registry) if metadata is not None else None

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 
 from nats.aio.client import Client as NATS
 
-from evalsi.bus import request, subjects
+from evalsi.bus import ObjectStore, request, subjects
 from evalsi.errors import InfraError
 from evalsi.evaluators import EvalContext
 from evalsi.runner import RunnerOptions, run_evaluators
@@ -52,8 +52,9 @@ def stage_results(stages: Sequence[Stage], results: Sequence[EvaluationResult]) 
 
 
 def bus_stage_evaluator(nc: NATS, *, judges: Mapping[str, JudgeSpec] | None = None,
-                        timeout_s: float = 60.0) -> StageEvaluator:
-    """Stages go to the pool of their evaluator (``evaluate.<pool>``, request/reply), pools in parallel."""
+                        timeout_s: float = 60.0, store: ObjectStore | None = None) -> StageEvaluator:
+    """Stages go to the pool of their evaluator (``evaluate.<pool>``, request/reply), pools in parallel.
+    ``store`` carries a trace's record over the bus's payload limit (a long agent trajectory)."""
     judge_specs = dict(judges or {})
 
     async def evaluate(project: str, record: Record, stages: Sequence[Stage]) -> Sequence[StageResult]:
@@ -65,7 +66,7 @@ def bus_stage_evaluator(nc: NATS, *, judges: Mapping[str, JudgeSpec] | None = No
         async def ask(pool: str, group: list[Stage]) -> list[StageResult]:
             req = EvaluateRequest(project=project, records=[record], judges=judge_specs)
             req.evaluators.extend(stage.bound.to_ref() for stage in group)
-            response = await request(nc, subjects.evaluate(pool), req, EvaluateResponse, timeout_s)
+            response = await request(nc, subjects.evaluate(pool), req, EvaluateResponse, timeout_s, store=store)
             return stage_results(group, response.results)
 
         answers = await asyncio.gather(*(ask(pool, group) for pool, group in by_pool.items()))
