@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from google.protobuf import json_format
 
+from evalsi.api import load_run_dataset
 from evalsi.api.transcoding import parse_json_into
 from evalsi.edge_checks import MAX_MESSAGE_DEPTH, check_message, load_json
 from evalsi.errors import BadInputError
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest
 from evalsi.v1alpha1.monitor_service_pb2 import ApplyPolicyRequest
 from evalsi.v1alpha1.record_pb2 import Record
+from evalsi.v1alpha1.run_pb2 import EvalRun
 
 
 @pytest.mark.parametrize(
@@ -101,3 +105,13 @@ def test_check_message_leaves_bytes_and_ordinary_text_alone() -> None:
 def test_http_bodies_get_the_checks_with_the_body_field_in_the_path() -> None:
     with pytest.raises(BadInputError, match=r"^policy\.metadata\.name: contains a NUL"):
         parse_json_into(b'{"metadata": {"name": "p\\u0000"}}', ApplyPolicyRequest().policy, where="policy")
+
+
+def test_a_dataset_record_id_the_store_cannot_key_is_refused_at_create(tmp_path: Path) -> None:
+    (tmp_path / "qa.jsonl").write_text('{"id": "ok", "output": "a"}\n{"id": "b\\u0000d", "output": "b"}\n')
+    run = json_format.ParseDict(
+        {"metadata": {"name": "n"}, "spec": {"dataset": {"path": "qa.jsonl"}, "evaluators": [{"ref": "exact-match"}]}},
+        EvalRun(),
+    )
+    with pytest.raises(BadInputError, match=r"^spec\.dataset\.path: 'qa\.jsonl': record 2: its id contains a NUL"):
+        load_run_dataset(run, datasets_dir=tmp_path)

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 from evalsi.datasets import Dataset
+from evalsi.edge_checks import text_problem
 from evalsi.errors import BadInputError
 from evalsi.specs import resolve_dataset_path
 from evalsi.v1alpha1.run_pb2 import EvalRun
@@ -39,7 +40,11 @@ def load_run_dataset(run: EvalRun, *, datasets_dir: Path) -> Dataset:
     except OSError as exc:  # unreadable: say why, not where
         raise BadInputError(f"spec.dataset.path: {given!r}: cannot be read ({exc.strerror or type(exc).__name__})") \
             from None
-    for record in dataset.records:
+    for index, record in enumerate(dataset.records):
+        # Record ids key result rows (a Postgres text column): one the store cannot hold is refused here.
+        problem = text_problem(record.id)
+        if problem:
+            raise BadInputError(f"spec.dataset.path: {given!r}: record {index + 1}: its id {problem}")
         record.provenance.dataset = given
     return Dataset(records=dataset.records, version=dataset.version, source=given, format=dataset.format)
 
