@@ -164,7 +164,7 @@ async def test_evaluate_stream_ends_with_the_error_of_a_bad_request_after_earlie
 
 
 async def test_evaluate_reports_worker_failures_as_infrastructure(api: Api) -> None:
-    async def broken(request: EvaluateRequest):
+    async def broken(request: EvaluateRequest, timeout_s: float | None):
         raise ConnectionError("no responders")
 
     api.evaluation._evaluate = broken

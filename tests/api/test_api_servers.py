@@ -201,7 +201,7 @@ async def test_an_unexpected_error_is_500_with_a_request_id_and_no_internals(
 
 
 async def test_infrastructure_failures_are_503_UNAVAILABLE(served: Api, http: aiohttp.ClientSession) -> None:
-    async def unreachable(request: EvaluateRequest) -> EvaluateResponse:
+    async def unreachable(request: EvaluateRequest, timeout_s: float | None) -> EvaluateResponse:
         raise TimeoutError("no worker answered")
 
     served.evaluation._evaluate = unreachable

@@ -50,7 +50,7 @@ from evalsi.connection_rules import evaluate_problems, pin_models, policy_proble
 from evalsi.connections import Connections
 from evalsi.datasets.stored import DatasetStore
 from evalsi.edge_checks import text_problem
-from evalsi.errors import BadInputError, InfraError
+from evalsi.errors import BadInputError, DeadlineExceeded, InfraError
 from evalsi.evaluators import Registry
 from evalsi.ingest.online import Feedback, OnlineScore
 from evalsi.limits import check_resamples
@@ -153,7 +153,7 @@ async def _bus_call(what: str, call: Any) -> Any:
     """An outbound call on the bus; its failures are infrastructure failures, not bugs of ours."""
     try:
         return await call
-    except (BadInputError, InfraError, NotFoundError, TimeoutError):  # TimeoutError: a deadline passed (504)
+    except (BadInputError, InfraError, NotFoundError, DeadlineExceeded):  # DeadlineExceeded: the deadline passed (504)
         raise
     except Exception as exc:
         raise InfraError(f"{what}: {type(exc).__name__}: {exc}") from exc
