@@ -186,7 +186,9 @@ def test_a_child_that_always_crashes_ends_serve_with_its_last_log_lines(tmp_path
         supervisor.run()
     assert time.monotonic() - started < 30
     message = str(raised.value)
-    assert message.startswith("crasher exited 4 times within 60 s (last exit code 3); giving up.")
+    assert message.startswith(
+        "crasher exited 4 times in a row, each within 60 s of starting (last exit code 3); giving up."
+    )
     assert message.rstrip().endswith("starting\nfatal: cannot open the store")
     assert supervisor.child("crasher").restarts == 3
     assert [line for line in console if line.startswith("crasher exited with 3")] == [
@@ -196,6 +198,29 @@ def test_a_child_that_always_crashes_ends_serve_with_its_last_log_lines(tmp_path
     # Giving up stopped everything else too.
     assert supervisor.child("sleeper").exited() is not None
     assert console[-2:] == ["stopping: services drain, then nats stops", "stopped"]
+
+
+def test_a_child_that_runs_past_the_window_before_exiting_is_always_restarted(tmp_path: Path) -> None:
+    """Only exits of short runs count toward giving up: one that ran past the window starts the count anew."""
+
+    def plan(config: Config, nats_url: str, state_dir: Path) -> list[Child]:
+        argv = [sys.executable, "-c", "import time; time.sleep(0.6)"]
+        return [Child("slow-exit", argv, dict(os.environ), state_dir / "logs" / "slow-exit.log")]
+
+    http, grpc = distinct_free_ports(2)
+    supervisor = Supervisor(
+        Config(nats_url="nats://127.0.0.1:1", api=ApiConfig(http_port=http, grpc_port=grpc)), tmp_path / "state",
+        echo=lambda line: None, plan=plan, max_restarts=1, restart_window_s=0.3, restart_backoff_s=(0.05,),
+    )
+    supervisor.start()
+    try:
+        deadline = time.monotonic() + 60
+        while supervisor.child("slow-exit").restarts < 3 and time.monotonic() < deadline:
+            supervisor.supervise_once()  # raises CrashLoop if the count were not reset
+            time.sleep(0.05)
+    finally:
+        supervisor.stop(grace_s=1)
+    assert supervisor.child("slow-exit").restarts >= 3 and supervisor.child("slow-exit").crashes == 1
 
 
 def test_serve_on_postgres_keeps_the_password_off_command_lines_and_console_and_says_ready_once(

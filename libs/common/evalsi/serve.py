@@ -9,8 +9,10 @@ stops everything cleanly on Ctrl-C or SIGTERM.
 - Every port is checked before anything starts; a taken one is a usage error naming it and its service.
 - No child outlives the supervisor: each gets SIGKILL from the kernel when it dies, even by SIGKILL
   (``PR_SET_PDEATHSIG``), and each runs in its own process group, stopped as a whole.
-- A child that keeps crashing (more than ``MAX_RESTARTS`` exits in ``RESTART_WINDOW_S``) ends the supervisor
-  with its last log lines, rather than a restart loop behind a console that looks fine.
+- A child that keeps crashing (more than ``MAX_RESTARTS`` exits in a row, each within ``RESTART_WINDOW_S`` of
+  its start) ends the supervisor with its last log lines, rather than a restart loop behind a console that
+  looks fine. Counting exits of short runs, not exits per minute, bounds the restarts however slowly a child
+  starts.
 """
 
 from __future__ import annotations
@@ -59,7 +61,7 @@ class Child:
     process: subprocess.Popen[bytes] | None = None
     restarts: int = 0
     started_at: float = 0.0
-    crashes: list[float] = field(default_factory=list)  # monotonic times of its exits within the window
+    crashes: int = 0  # exits in a row, each within the restart window of its start
     restart_at: float | None = None
 
     def start(self) -> None:
@@ -363,15 +365,17 @@ class Supervisor:
             code = child.exited()
             if code is None:
                 continue
-            child.crashes = [at for at in child.crashes if now - at < self.restart_window_s] + [now]
-            if len(child.crashes) > self.max_restarts:
+            ran_for = now - child.started_at
+            child.crashes = child.crashes + 1 if ran_for < self.restart_window_s else 1
+            if child.crashes > self.max_restarts:
                 raise CrashLoop(
-                    f"{child.name} exited {len(child.crashes)} times within {self.restart_window_s:g} s (last exit "
-                    f"code {code}); giving up. Last lines of {child.log_path}:\n{child.log_tail()}"
+                    f"{child.name} exited {child.crashes} times in a row, each within {self.restart_window_s:g} s of "
+                    f"starting (last exit code {code}); giving up. Last lines of {child.log_path}:\n"
+                    f"{child.log_tail()}"
                 )
-            delay = self.restart_backoff_s[min(len(child.crashes) - 1, len(self.restart_backoff_s) - 1)]
+            delay = self.restart_backoff_s[min(child.crashes - 1, len(self.restart_backoff_s) - 1)]
             self.echo(
-                f"{child.name} exited with {code} after {now - child.started_at:.1f} s; restarting in {delay} s "
+                f"{child.name} exited with {code} after {ran_for:.1f} s; restarting in {delay} s "
                 f"(log: {child.log_path})"
             )
             child.restart_at = now + delay

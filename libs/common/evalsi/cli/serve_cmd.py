@@ -39,11 +39,11 @@ def serve_command(
     harness), evalsi-ingest (OTLP on 4318/4317) and evalsi-policy (online policies).
 
     Every service is its own process on loopback; a crashed one is restarted, and one that keeps crashing
-    (more than 5 exits in 60 s) stops everything with its last log lines (exit 1). Every port is checked
-    first: a taken one is exit 2, naming it. One "ready" line says when the api answers /readyz. State is
-    SQLite and a local directory unless evalsi.yaml points at Postgres and S3; store URLs reach the services
-    through their environment, never their command lines. Ctrl-C stops everything cleanly, and no service
-    outlives `evalsi serve`, however it ends.
+    (more than 5 times in a row within a minute of starting) stops everything with its last log lines
+    (exit 1). Every port is checked first: a taken one is exit 2, naming it. One "ready" line says when the
+    api answers /readyz. State is SQLite and a local directory unless evalsi.yaml points at Postgres and S3;
+    store URLs reach the services through their environment, never their command lines. Ctrl-C stops
+    everything cleanly, and no service outlives `evalsi serve`, however it ends.
     """
     from dataclasses import replace
 
