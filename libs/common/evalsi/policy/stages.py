@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from nats.aio.client import Client as NATS
 
 from evalsi.bus import ObjectStore, request, subjects
-from evalsi.errors import InfraError
+from evalsi.errors import DeadlineExceeded, InfraError
 from evalsi.evaluators import EvalContext
 from evalsi.runner import RunnerOptions, run_evaluators
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResponse
@@ -66,7 +66,10 @@ def bus_stage_evaluator(nc: NATS, *, judges: Mapping[str, JudgeSpec] | None = No
         async def ask(pool: str, group: list[Stage]) -> list[StageResult]:
             req = EvaluateRequest(project=project, records=[record], judges=judge_specs)
             req.evaluators.extend(stage.bound.to_ref() for stage in group)
-            response = await request(nc, subjects.evaluate(pool), req, EvaluateResponse, timeout_s, store=store)
+            try:
+                response = await request(nc, subjects.evaluate(pool), req, EvaluateResponse, timeout_s, store=store)
+            except DeadlineExceeded as exc:  # the worker stopped at the deadline: the trace is tried again later
+                raise InfraError(str(exc)) from exc
             return stage_results(group, response.results)
 
         answers = await asyncio.gather(*(ask(pool, group) for pool, group in by_pool.items()))
