@@ -73,3 +73,12 @@ def test_a_service_warns_of_a_password_on_its_command_line_and_never_logs_it(tmp
     assert exception["exc_value"].startswith("Postgres at postgresql://evalsi:***@127.0.0.1:1/evalsi: ")
     # Frames, but not their local variables (asyncpg keeps the password in one).
     assert exception["frames"] and all("locals" not in frame for frame in exception["frames"])
+
+
+async def test_a_bus_that_cannot_be_reached_is_reported_without_its_token() -> None:
+    from evalsi.bus import connect
+    from evalsi.errors import InfraError
+
+    with pytest.raises(InfraError) as raised:  # nothing listens on port 1
+        await connect(f"nats://{SECRET}@127.0.0.1:1", name="test", give_up_after_s=0.2)
+    assert SECRET not in str(raised.value) and "connecting to nats://***@127.0.0.1:1" in str(raised.value)

@@ -21,6 +21,7 @@ from nats.aio.client import Client as NATS
 from nats.js.client import JetStreamContext
 
 from evalsi.errors import InfraError
+from evalsi.masking import mask_url
 
 __all__ = ["BusConnection", "Readiness", "connect"]
 
@@ -160,7 +161,9 @@ async def connect(
             report(True, "connected")
             return BusConnection(nc=nc, js=nc.jetstream(), readiness=state)
         except (OSError, TimeoutError, nats.errors.Error) as e:
-            reason = f"connecting to {', '.join(servers)}: attempt {attempt} failed: {e or type(e).__name__}"
+            # The reason is served by /readyz and logged: the servers' credentials are masked.
+            where = ", ".join(mask_url(server) for server in servers)
+            reason = f"connecting to {where}: attempt {attempt} failed: {e or type(e).__name__}"
             report(False, reason)
             elapsed = time.monotonic() - started
             if give_up_after_s is not None and elapsed + delay > give_up_after_s:
