@@ -29,8 +29,9 @@ MAX_LABEL_VALUE_CHARS = 1024
 MAX_TRIALS = 1000
 MAX_CONCURRENCY = 1024
 # Seconds one evaluator call may take on a worker before it is abandoned and reported as an error
-# (evalsi-worker --call-timeout). Judge calls retry providers within it, so it is generous.
-DEFAULT_CALL_TIMEOUT_S = 300.0
+# (evalsi-worker --call-timeout). A judge call retries its provider within it (5 attempts of up to 60 s plus
+# backoff by default), so it is generous: it is there to end calls that would never end.
+DEFAULT_CALL_TIMEOUT_S = 600.0
 
 
 def check_length(value: str, field: str, limit: int) -> str:
