@@ -24,6 +24,7 @@ from click.testing import CliRunner
 from evalsi.cli.main import cli
 from evalsi.errors import BadInputError
 from evalsi.judges import DEFAULT_API_KEY_ENVS
+from evalsi.masking import flags_with_secrets
 from evalsi.stores import S3ObjectStore, open_metadata_store, open_object_store
 from evalsi.stores.sql import SqlMetadataStore
 from evalsi_api import main as api_main
@@ -215,7 +216,9 @@ def test_nats_url_points_at_the_nats_service(name: str) -> None:
 async def test_metadata_url_is_the_postgres_service_with_its_credentials(
     name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    url = flag(command(name), "--metadata-url")
+    # The password travels in the environment, never on the command line (ps shows every command line).
+    assert flags_with_secrets(command(name)) == []
+    url = environment(name)["EVALSI_METADATA_URL"]
     opened: list[str] = []
 
     async def fake_open_postgres(cls: type, dsn: str, *, pool_size: int = 10) -> str:
