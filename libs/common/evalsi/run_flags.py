@@ -1,5 +1,6 @@
 """Run flags in a NATS key-value bucket: workers check them to skip tasks of a cancelled run without a
-database round trip, and the scheduler sets them (running, cancelled, done)."""
+database round trip, and the scheduler sets them (running, cancelled, done). Reads and writes go on through
+NATS reconnects (until the publisher's deadline), so a bus restart never turns into a failed task or run."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import nats.js.errors
 from nats.js.api import KeyValueConfig
 from nats.js.client import JetStreamContext
 from nats.js.kv import KeyValue
+
+from evalsi.bus.publisher import through_reconnects
 
 BUCKET = "evalsi-runs"
 
@@ -28,10 +31,10 @@ class RunFlags:
 
     async def get(self, run_id: str) -> str:
         try:
-            entry = await self._kv.get(run_id)
+            entry = await through_reconnects(lambda: self._kv.get(run_id), f"reading run flag {run_id}")
         except nats.js.errors.KeyNotFoundError:
             return ""
         return (entry.value or b"").decode()
 
     async def set(self, run_id: str, flag: str) -> None:
-        await self._kv.put(run_id, flag.encode())
+        await through_reconnects(lambda: self._kv.put(run_id, flag.encode()), f"setting run flag {run_id}={flag}")

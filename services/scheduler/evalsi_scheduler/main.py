@@ -31,7 +31,6 @@ from evalsi.bus import (
     ensure_streams,
     publish,
     subjects,
-    through_reconnects,
     watch_max_deliveries,
 )
 from evalsi.bus.codec import DEAD_REASON_HEADER
@@ -115,7 +114,7 @@ class _Bus:
 
     async def set_run_flag(self, run_id: str, flag: str) -> None:
         try:
-            await through_reconnects(lambda: self._flags.set(run_id, flag), f"run flag {run_id}={flag}")
+            await self._flags.set(run_id, flag)
         except nats.errors.Error as e:
             raise InfraError(f"setting run flag {run_id}={flag}: {type(e).__name__}: {e}") from e
 

@@ -27,6 +27,7 @@ from nats.js.api import KeyValueConfig
 from nats.js.client import JetStreamContext
 from nats.js.kv import KeyValue
 
+from evalsi.bus.publisher import through_reconnects
 from evalsi.errors import InfraError
 
 from .ratelimit import BucketState
@@ -76,7 +77,8 @@ class NatsKVBucketStore:
         name = kv_key(key)
         kv = await self._bucket(None)
         try:
-            entry = await kv.get(name)
+            # Through reconnects: a NATS restart delays a judge call; it must not turn it into an error.
+            entry = await through_reconnects(lambda: kv.get(name), f"reading {name} from {self.bucket}")
         except nats.js.errors.KeyNotFoundError:  # also a deleted key, and (for a non-direct get) no bucket
             return None, 0
         except _BUCKET_GONE:
@@ -95,7 +97,9 @@ class NatsKVBucketStore:
         value = json.dumps(asdict(state), separators=(",", ":")).encode()
         kv = await self._bucket(None)
         try:
-            return await _write(kv, name, value, revision)
+            return await through_reconnects(
+                lambda: _write(kv, name, value, revision), f"writing {name} to {self.bucket}"
+            )
         except _BUCKET_GONE:
             kv = await self._bucket(kv)
             if revision:  # the revision was read from the bucket that went away: the caller must reload
@@ -136,8 +140,7 @@ class NatsKVBucketStore:
 
     def _unavailable(self, what: str, exc: BaseException) -> InfraError:
         return InfraError(
-            f"judge rate limits: could not {what} the NATS key-value bucket {self.bucket}: "
-            f"{type(exc).__name__}: {exc}"
+            f"judge rate limits: could not {what} the NATS key-value bucket {self.bucket}: {type(exc).__name__}: {exc}"
         )
 
 
