@@ -32,6 +32,7 @@ from evalsi.bus.v1alpha1.bus_pb2 import RunControl
 from evalsi.errors import BadInputError
 from evalsi.evaluators import Registry
 from evalsi.ingest import OnlineScore
+from evalsi.scheduling import planned_task_count
 from evalsi.stores import StoredPolicy, policy_hash
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResponse
 from evalsi.v1alpha1.policy_pb2 import OnlineEvalPolicy
@@ -251,6 +252,7 @@ class Api:
             validate_run=partial(validate_run, registry=registry),
             load_records=partial(load_run_dataset, datasets_dir=datasets_dir),
             limits=limits,
+            count_tasks=partial(planned_task_count, registry=registry),
         )
         self.catalog = CatalogHandlers(registry)
         self.scores = MemoryScores()

@@ -183,7 +183,8 @@ async def test_create_run_stores_the_run_and_its_records_and_tells_the_scheduler
     assert run.HasField("create_time")
     assert run.manifest.dataset == "qa.jsonl"
     assert len(run.manifest.dataset_version) == 64
-    assert run.progress.total_tasks == 3 * 1 * 2
+    # Tasks as the scheduler plans them: one shard, one evaluator (given outputs are evaluated once, not per trial).
+    assert run.progress.total_tasks == 1
     stored = await api.store.get_run("team-a", run.id)
     assert stored == run
     records = TaskRecords.FromString(await api.objects.get(run.labels[RECORDS_REF_LABEL]))
@@ -199,7 +200,7 @@ async def test_create_run_dry_run_describes_the_plan_and_stores_nothing(api: Api
     assert run.state == RUN_STATE_PENDING and not run.id
     assert "3 records from qa.jsonl" in run.message
     assert "= 6 evaluation tasks" in run.message and "nothing was stored" in run.message
-    assert run.progress.total_tasks == 6
+    assert run.progress.total_tasks == 1  # tasks, not the evaluations they carry
     assert api.store.runs == {} and api.objects.blobs == {} and api.bus.controls == []
 
 
@@ -340,8 +341,12 @@ async def test_resume_is_refused_for_a_running_run_naming_its_state(api: Api) ->
 @pytest.mark.parametrize("state", [RUN_STATE_CANCELLED, RUN_STATE_FAILED, RUN_STATE_BUDGET_EXCEEDED])
 async def test_resume_of_a_stopped_run_asks_the_schedulers(api: Api, state: int) -> None:
     run = await stored_run(api, state)
-    await api.runs.resume_run(ResumeRunRequest(id=run.id), ctx())
+    returned = await api.runs.resume_run(ResumeRunRequest(id=run.id), ctx())
     assert [(c.run_id, c.action) for c in api.bus.controls] == [(run.id, CONTROL_ACTION_RESUME)]
+    # The answer is the state the resume puts the run in, not the one it had.
+    assert (returned.state, returned.message, returned.HasField("end_time")) == (
+        RUN_STATE_PENDING, "resume requested", False
+    )
 
 
 # --- ListRunResults, CompareRuns ---

@@ -123,6 +123,12 @@ def plan_of(run: Run, n_records: int, bound: Sequence[BoundEvaluator]) -> Plan:
     return plan_run(EvalRun(spec=run.spec), n_records, evaluators=bound, run_id=run.id)
 
 
+def planned_task_count(document: EvalRun, n_records: int, *, registry: Registry) -> int:
+    """How many tasks the scheduler will plan for ``document``: a run's ``progress.total_tasks`` from PENDING on."""
+    bound = resolve_evaluators(list(document.spec.evaluators), registry)
+    return plan_run(document, n_records, evaluators=bound, run_id="pending").task_count
+
+
 @dataclass
 class Scheduler:
     """One scheduler replica: drives the runs it leases, processes whatever results it receives."""

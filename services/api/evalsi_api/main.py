@@ -47,6 +47,7 @@ from evalsi.connections import Connections
 from evalsi.errors import BadInputError, InfraError
 from evalsi.evaluators import Registry
 from evalsi.ingest.publishing import BusCompletionPublisher
+from evalsi.scheduling import planned_task_count
 from evalsi.service_logging import configure_logging
 from evalsi.specs import validate_eval_run
 from evalsi.stores import open_metadata_store, open_object_store
@@ -350,6 +351,7 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> Non
             load_records=partial(load_run_dataset, datasets_dir=settings.datasets_dir),
             limits=settings.limits,
             connections=settings.connections,
+            count_tasks=partial(planned_task_count, registry=registry),
         )
         table = build_table(
             evaluation=EvaluationHandlers(link.evaluate, registry=registry, limits=settings.limits,

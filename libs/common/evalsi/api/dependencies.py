@@ -131,5 +131,7 @@ Evaluate = Callable[[EvaluateRequest, float | None], Awaitable[EvaluateResponse]
 Watch = Callable[[str], AsyncIterator[RunEvent]]
 # Raises BadInputError naming the field path (evalsi.specs.validate_eval_run with its registry bound).
 ValidateRun = Callable[[EvalRun], None]
+# The number of tasks a run's plan has, given its document and its number of records.
+CountTasks = Callable[[EvalRun, int], int]
 # The records of the spec's dataset, read from the configured datasets directory.
 LoadRecords = Callable[[EvalRun], DatasetLike]

@@ -25,6 +25,7 @@ from evalsi.api.config import HandlerLimits
 from evalsi.api.context import DEFAULT_PROJECT, CallContext, check_project
 from evalsi.api.dependencies import (
     Control,
+    CountTasks,
     DatasetLike,
     Evaluate,
     LoadRecords,
@@ -293,9 +294,13 @@ class RunHandlers:
         load_records: LoadRecords,
         limits: HandlerLimits | None = None,
         connections: Connections | None = None,
+        count_tasks: CountTasks | None = None,
     ) -> None:
-        """``connections``: the judges and agents the server offers (evalsi.yaml); none when not given."""
+        """``connections``: the judges and agents the server offers (evalsi.yaml); none when not given.
+        ``count_tasks``: the size of a run's plan, so a PENDING run counts tasks as a running one does (without
+        it a pending run shows 0 tasks until the scheduler plans it)."""
         self._connections = connections or Connections()
+        self._count_tasks = count_tasks
         self._store = store
         self._objects = objects
         self._control = control
@@ -355,7 +360,8 @@ class RunHandlers:
         run.labels.update(document.metadata.labels)
         now = _now()
         run.create_time.CopyFrom(now)
-        run.progress.total_tasks = len(dataset.records) * len(spec.evaluators) * max(spec.trials, 1)
+        if self._count_tasks is not None:
+            run.progress.total_tasks = self._count_tasks(document, len(dataset.records))
         run.manifest.dataset = _dataset_name(spec.dataset)
         run.manifest.dataset_version = dataset.version
         run.manifest.seed = spec.seed
@@ -449,6 +455,9 @@ class RunHandlers:
                 "can be resumed"
             )
         await _bus_call("requesting the resume", self._control(_control(run, CONTROL_ACTION_RESUME)))
+        # What the scheduler makes of it at once: pending again, its cancelled and failed tasks to be redone.
+        run.state, run.message = RUN_STATE_PENDING, "resume requested"
+        run.ClearField("end_time")
         return run
 
     async def list_run_results(self, request: ListRunResultsRequest, ctx: CallContext) -> ListRunResultsResponse:
