@@ -22,7 +22,7 @@ import pytest
 import evalsi
 from evalsi.testing.stack import Stack
 from evalsi.testing.threaded import ThreadedProvider
-from evalsi.v1alpha1.run_pb2 import RUN_STATE_CANCELLED, RUN_STATE_SUCCEEDED
+from evalsi.v1alpha1.run_pb2 import RUN_STATE_CANCELLED, RUN_STATE_PENDING, RUN_STATE_SUCCEEDED
 from evalsi.v1alpha1.score_pb2 import OUTCOME_SCORED
 
 RECORDS = 600
@@ -148,11 +148,15 @@ def test_cancel_then_resume_finishes_without_redoing_completed_work(tmp_path: Pa
             client.runs.cancel(handle.id)
             cancelled = handle.wait()
             assert cancelled.state == RUN_STATE_CANCELLED
+            # Cancelled tasks are not completed ones: the run shows how far it got.
+            assert 1 <= cancelled.progress.completed < cancelled.progress.total_tasks
             assert len(provider.requests) < RECORDS + 50  # work stopped at the cancel, bar calls in flight
-            client.runs.resume(handle.id)
+            resumed = client.runs.resume(handle.id)
+            assert (resumed.state, resumed.message) == (RUN_STATE_PENDING, "resume requested")
             wait_for(lambda: client.runs.get(handle.id).state not in (RUN_STATE_CANCELLED,), timeout=30)
             run = handle.wait()
             assert run.state == RUN_STATE_SUCCEEDED, run.message + stack.logs()
+            assert run.progress.completed == run.progress.total_tasks == 2 * (1 + len(EVALUATORS))
             assert_scored_exactly_once(client, run.id)
         # The shard generated before the cancel is not asked again (shards are 500 and 100 records).
         assert len(provider.requests) < 2 * RECORDS
