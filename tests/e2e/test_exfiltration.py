@@ -211,6 +211,7 @@ def test_a_configured_judge_is_used_with_its_own_key_at_its_own_endpoint_only(
         assert run.state == RUN_STATE_SUCCEEDED, run.message + stack.logs()
         # The model the connection defaults to is pinned into the stored spec.
         assert run.spec.target.model.model == "judge" and run.spec.judges["default"].model == "judge"
+        assert run.spec.judges["default"].connection == "good"
         results = list(client.runs.results(run.id))
     assert len(results) == 3 and all(r.outcome == OUTCOME_SCORED for r in results)
     sent = provider.request_headers[before:]

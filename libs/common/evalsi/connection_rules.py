@@ -211,11 +211,12 @@ class ServerEndpoints:
 
 
 def pin_models(connections: Connections, run: EvalRun) -> None:
-    """Write the model each connection defaults to into a checked spec's judges and model target, so the stored
-    spec, its hash and its manifest name the model that answers."""
+    """Write the connection and the model it defaults to into a checked spec's judges and model target, so the
+    stored spec and its hash name what answers."""
     for name, spec in run.spec.judges.items():
+        spec.connection = spec.connection or name
         if not spec.model:
-            spec.model = connections.judges[spec.connection or name].model
+            spec.model = connections.judges[spec.connection].model
     model = run.spec.target.model
     if run.spec.target.WhichOneof("kind") == "model" and model.connection and not model.model:
         model.model = connections.judges[model.connection].model
