@@ -90,10 +90,11 @@ def agent_transport(connections: Connections, agent: AgentTarget, project: str,
 
 
 def evaluate_problems(connections: Connections, request: EvaluateRequest, project: str,
-                      registry: Registry) -> list[str]:
-    """What a served Evaluate names that the server does not offer ``project``, each naming its field."""
+                      registry: Registry | None) -> list[str]:
+    """What a served Evaluate names that the server does not offer ``project``, each naming its field (the
+    judges its evaluators use by name too, given the ``registry`` that says which evaluators need one)."""
     problems = _judges_problems(connections, request.judges, project, "judges")
-    for index, ref in enumerate(request.evaluators):
+    for index, ref in enumerate(request.evaluators if registry is not None else ()):
         try:
             evaluator = registry.resolve(ref.ref)
         except BadInputError:

@@ -222,9 +222,8 @@ class EvaluationHandlers:
 
     async def _evaluate_one(self, request: EvaluateRequest, project: str, ctx: CallContext) -> EvaluateResponse:
         self.check(request)
-        if self._registry is not None:
-            # Judges only by the names of the server's connections granted to the project, never an address or key.
-            refuse(evaluate_problems(self._connections, request, project, self._registry))
+        # Judges only by the names of the server's connections granted to the project, never an address or key.
+        refuse(evaluate_problems(self._connections, request, project, self._registry))
         request.project = project
         if not request.request_id:
             request.request_id = ctx.request_id
