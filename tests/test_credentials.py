@@ -230,3 +230,16 @@ def test_an_embedded_run_refuses_a_servers_connection_names() -> None:
         LocalEndpoints().model_config(ModelTarget(connection="good", model="judge"))
     with pytest.raises(BadInputError, match=r"^spec\.target\.agent\.connection: 'shop' names an agent a server"):
         open_transport(run({"target": {"agent": {"connection": "shop"}}}).spec.target.agent, {})
+
+
+def test_evalsi_serve_hands_its_children_the_connections_in_a_private_file(tmp_path: Path) -> None:
+    from evalsi.serve import plan_children
+
+    config = Config.from_mapping({"judges": JUDGES, "agents": AGENTS})
+    children = plan_children(config, "nats://127.0.0.1:4222", tmp_path)
+    paths = {child.env[CONNECTIONS_ENV] for child in children}
+    assert paths == {str(tmp_path / "connections.json")}
+    assert stat.S_IMODE((tmp_path / "connections.json").stat().st_mode) == 0o600
+    assert Connections.load(tmp_path / "connections.json") == config.connections
+    # References only: no argv and no file carries a credential's value, only where to read it.
+    assert all("JUDGE_KEY" not in " ".join(child.argv) for child in children)
