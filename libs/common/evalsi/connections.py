@@ -120,8 +120,9 @@ class AgentConnection:
 class Connections:
     """The ``judges:`` and ``agents:`` sections; empty on a server that offers none."""
 
-    judges: Mapping[str, JudgeConnection] = field(default_factory=dict)
-    agents: Mapping[str, AgentConnection] = field(default_factory=dict)
+    # Left out of the hash (dicts have none), so a Config holding them stays hashable as before.
+    judges: Mapping[str, JudgeConnection] = field(default_factory=dict, hash=False)
+    agents: Mapping[str, AgentConnection] = field(default_factory=dict, hash=False)
 
     @classmethod
     def from_mapping(cls, judges: Any, agents: Any, *, where: str = "evalsi.yaml") -> Connections:
