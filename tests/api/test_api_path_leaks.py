@@ -1,6 +1,7 @@
 """Errors an API caller sees never reveal the server's absolute paths or where a symbolic link leads: dataset
 paths are named relative to the datasets directory (as the caller wrote them), object-store errors relative to
-its root. The run handlers are wired as evalsi-api wires them (the real validation and loader)."""
+its root; and no request makes the server read a file its evaluator params name. The run handlers are wired as
+evalsi-api wires them (the real validation and loader)."""
 
 from __future__ import annotations
 
@@ -12,13 +13,16 @@ from pathlib import Path
 import pytest
 from google.protobuf import json_format
 
-from evalsi.api import RunHandlers, load_run_dataset
+from evalsi.api import EvaluationHandlers, MonitorHandlers, RunHandlers, load_run_dataset
 from evalsi.api.context import CallContext
 from evalsi.api.errors import error_status
 from evalsi.errors import BadInputError, InfraError
 from evalsi.evaluators import Registry
+from evalsi.policy import parse_policy_text
 from evalsi.specs import validate_eval_run
 from evalsi.stores import LocalObjectStore, SqlMetadataStore
+from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResponse
+from evalsi.v1alpha1.monitor_service_pb2 import ApplyPolicyRequest
 from evalsi.v1alpha1.run_pb2 import EvalRun
 from evalsi.v1alpha1.run_service_pb2 import CreateRunRequest
 
@@ -132,3 +136,56 @@ async def test_object_store_errors_name_no_server_path(tmp_path: Path) -> None:
         await objects.put(b"data")
     assert str(tmp_path) not in str(failed.value)
     assert str(failed.value).startswith("object store: Not a directory")
+
+
+SECRET_LINE = "db_password: hunter2-never-shown: x"  # a YAML error would quote this line back
+
+
+async def test_no_request_makes_the_server_read_a_file_it_names(runs: RunHandlers, tmp_path: Path) -> None:
+    """Evaluate, a run spec and a policy alike: an evaluator param naming a file is refused before anything binds
+    (binding json-schema's schema_file reads and parses the file, and its parse error quotes the file's lines)."""
+    private = tmp_path / "server-secret.yaml"
+    private.write_text(SECRET_LINE + "\n")
+    ctx = CallContext(method="Evaluate", request_id="r3")
+    evaluation = EvaluationHandlers(_never_called, registry=REGISTRY)
+    request = json_format.ParseDict(
+        {"records": [{"output": {"json": {}}}],
+         "evaluators": [{"ref": "builtin/exact-match"}, {"ref": "builtin/json-schema",
+                                                         "params": {"schema_file": str(private)}}]},
+        EvaluateRequest(),
+    )
+    refusals = []
+    with pytest.raises(BadInputError) as raised:
+        await evaluation.evaluate(request, ctx)
+    refusals.append(str(raised.value))
+
+    run = run_with("ok.jsonl")
+    run.spec.evaluators[0].ref = "builtin/prompt-judge"
+    run.spec.evaluators[0].params.update({"template_file": str(private)})
+    with pytest.raises(BadInputError) as raised:
+        await runs.create_run(CreateRunRequest(run=run, dry_run=True), ctx)
+    refusals.append(str(raised.value))
+
+    store = await SqlMetadataStore.open_sqlite(tmp_path / "policies.db")
+    try:
+        policy = parse_policy_text(
+            "apiVersion: evals.si/v1alpha1\nkind: OnlineEvalPolicy\nmetadata: {name: p}\nspec:\n  cascade:\n"
+            f"    - {{ref: builtin/json-schema, params: {{schema_file: '{private}'}}}}\n", source="p.yaml")
+        with pytest.raises(BadInputError) as raised:
+            await MonitorHandlers(store, None, registry=REGISTRY).apply_policy(ApplyPolicyRequest(policy=policy), ctx)
+        refusals.append(str(raised.value))
+        assert await store.list_policies("default") == []
+    finally:
+        await store.close()
+    refused = "a server reads no file a request names (it would disclose the server's files); "
+    assert refusals == [
+        f"evaluators[1].params.schema_file: {refused}give the schema inline (params.schema)",
+        f"spec.evaluators[0].params.template_file: {refused}prompt-judge with a template file runs embedded only "
+        "(evalsi eval, evalsi run)",
+        f"spec.cascade[0].params.schema_file: {refused}give the schema inline (params.schema)",
+    ]
+    assert all("hunter2" not in message for message in refusals)
+
+
+async def _never_called(request: EvaluateRequest, *args: object) -> EvaluateResponse:
+    raise AssertionError("a refused request reached the workers")

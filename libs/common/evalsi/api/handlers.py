@@ -39,6 +39,7 @@ from evalsi.api.dependencies import (
     Watch,
 )
 from evalsi.api.errors import ApiError, NotFoundError
+from evalsi.api.file_params import refuse_file_params
 from evalsi.bus.v1alpha1.bus_pb2 import (
     CONTROL_ACTION_CANCEL,
     CONTROL_ACTION_CREATED,
@@ -249,6 +250,7 @@ class EvaluationHandlers:
         confidence = request.summary.confidence
         if confidence and not 0 < confidence < 1:  # NaN included
             raise BadInputError(f"summary.confidence: must be between 0 and 1 (e.g. 0.95), got {confidence}")
+        refuse_file_params((f"evaluators[{i}]", ref.params) for i, ref in enumerate(request.evaluators))
         aliases: dict[str, int] = {}
         for index, ref in enumerate(request.evaluators):
             where = f"evaluators[{index}]"
@@ -326,6 +328,7 @@ class RunHandlers:
         # default to are written into the spec, so its manifest and hash say what runs.
         refuse(run_problems(self._connections, document, project))
         pin_models(self._connections, document)
+        refuse_file_params((f"spec.evaluators[{i}]", ref.params) for i, ref in enumerate(document.spec.evaluators))
         # Validation and loading read files; keep them off the event loop.
         await asyncio.to_thread(self._validate_run, document)
         if document.spec.dataset.WhichOneof("kind") == "ref":  # a stored dataset (promoted traces, ...)
@@ -837,6 +840,7 @@ class MonitorHandlers:
             setattr(document, field, expected)
         document.metadata.project = _policy_project(document, request.project, ctx)
         # CEL compilation is CPU work: off the event loop.
+        refuse_file_params((f"spec.cascade[{i}]", stage.params) for i, stage in enumerate(document.spec.cascade))
         compiled = await asyncio.to_thread(compile_policy, document, registry=self._registry)
         # Alerts are never sent unsigned: the signing secret must be set here (evalsi-policy gets the same
         # environment from evalsi serve), so the caller learns now, not when an alert would go out.
