@@ -73,8 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--policy", action="append", default=[], metavar="FILE",
                         help="an OnlineEvalPolicy YAML file, in force besides the stored ones (repeatable)")
     parser.add_argument("--judges", default=env("EVALSI_POLICY_JUDGES", ""), metavar="FILE",
-                        help="named judges for judge stages, YAML: {default: {provider: openai, model: ...}} "
-                        "(EVALSI_POLICY_JUDGES)")
+                        help="judges for judge stages, YAML: {default: {connection: NAME, model: ...}}, naming "
+                        "judge connections of the workers' configuration (served workers refuse endpoints and "
+                        "keys; a stage's judge name is a connection name without this file) (EVALSI_POLICY_JUDGES)")
     parser.add_argument("--otlp-events", default=env("EVALSI_OTLP_EVENTS_URL", ""), metavar="URL",
                         help="also export scores as gen_ai.evaluation.result events to this OTLP/HTTP logs "
                         "endpoint (EVALSI_OTLP_EVENTS_URL), e.g. http://127.0.0.1:4318/v1/logs")
