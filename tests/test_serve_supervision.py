@@ -223,6 +223,42 @@ def test_a_child_that_runs_past_the_window_before_exiting_is_always_restarted(tm
     assert supervisor.child("slow-exit").restarts >= 3 and supervisor.child("slow-exit").crashes == 1
 
 
+def test_what_a_child_started_is_stopped_with_it(tmp_path: Path) -> None:
+    """A service's own children (an MCP server, a forked process) go when it goes: its process group is killed."""
+    spawn = ("import subprocess, sys, time; "
+             "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)']); "
+             "print(p.pid, flush=True); time.sleep(120)")
+
+    def plan(config: Config, nats_url: str, state_dir: Path) -> list[Child]:
+        return [Child(f"parent-{i}", [sys.executable, "-c", spawn], dict(os.environ),
+                      state_dir / "logs" / f"parent-{i}.log") for i in range(2)]
+
+    http, grpc = distinct_free_ports(2)
+    supervisor = Supervisor(
+        Config(nats_url="nats://127.0.0.1:1", api=ApiConfig(http_port=http, grpc_port=grpc)), tmp_path / "state",
+        echo=lambda line: None, plan=plan, restart=False,
+    )
+    supervisor.start()
+    try:
+        grandchildren = []
+        for child in supervisor.children:
+            deadline = time.monotonic() + 30
+            while not child.log_path.read_text().strip() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            grandchildren.append(int(child.log_path.read_text().split()[0]))
+        # One parent dies on its own: the supervisor notices, and its child goes with it.
+        assert supervisor.children[0].process is not None
+        os.kill(supervisor.children[0].process.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while supervisor.children[0].exited() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _wait_gone({grandchildren[0]}, timeout_s=5) == set()
+        assert _state(grandchildren[1]) not in ("gone", "Z")
+    finally:
+        supervisor.stop(grace_s=2)  # the other is stopped: its child goes too
+    assert _wait_gone(set(grandchildren), timeout_s=5) == set()
+
+
 def test_serve_on_postgres_keeps_the_password_off_command_lines_and_console_and_says_ready_once(
     tmp_path: Path,
 ) -> None:

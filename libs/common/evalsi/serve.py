@@ -81,7 +81,28 @@ class Child:
         self.restart_at = None
 
     def exited(self) -> int | None:
-        return None if self.process is None else self.process.poll()
+        """Its exit code, None while it runs. When it has ended, whatever it started and left behind in its
+        process group is killed first: while it is an unreaped zombie its ID cannot be handed to a new process
+        or group, so the signal reaches this child's processes only (after reaping, it might not)."""
+        process = self.process
+        if process is None:
+            return None
+        if process.returncode is None:
+            try:
+                ended = os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:  # reaped behind Popen's back: nothing of it is ours to signal any more
+                return process.poll()
+            if ended is None:
+                return None
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+        return process.poll()
+
+    def terminate(self) -> None:
+        """SIGTERM, by PID: unlike Popen.send_signal this never reaps it first (see exited)."""
+        if self.process is not None and self.exited() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.process.pid, signal.SIGTERM)
 
     def log_tail(self, lines: int = LOG_TAIL_LINES) -> str:
         try:
@@ -91,16 +112,16 @@ class Child:
         return "\n".join(text.splitlines()[-lines:]) or "(the log is empty)"
 
     def stop(self, grace_s: float) -> None:
-        if self.process is None:
-            return
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.process.wait(timeout=grace_s)
-        # The child if it did not stop in time, and anything it started that is still in its group.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait()
+        """SIGTERM, then SIGKILL to its whole process group if it has not ended after ``grace_s``."""
+        self.terminate()
+        deadline = time.monotonic() + grace_s
+        while self.process is not None and self.exited() is None:
+            if time.monotonic() >= deadline:
+                with contextlib.suppress(ProcessLookupError):  # not reaped yet: the group is still this child's
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+                return
+            time.sleep(0.02)
 
 
 def _module(name: str) -> list[str]:
@@ -409,8 +430,7 @@ class Supervisor:
     def stop(self, grace_s: float = 10.0) -> None:
         self._stopping = True
         for child in self.children:
-            if child.process is not None and child.process.poll() is None:
-                child.process.send_signal(signal.SIGTERM)
+            child.terminate()
         deadline = time.monotonic() + grace_s
         for child in self.children:
             child.stop(max(0.1, deadline - time.monotonic()))
