@@ -32,7 +32,7 @@ AGENTS = {"shop": {"protocol": "http", "url": "http://127.0.0.1:9", "agent": "sh
 
 @pytest.fixture(scope="module")
 def connections() -> Connections:
-    return Config.from_mapping({"judges": JUDGES, "agents": AGENTS}).connections
+    return Config.from_mapping({"judges": JUDGES, "agents": AGENTS, "harness_tools": ["tools:weather"]}).connections
 
 
 @pytest.fixture(scope="module")
@@ -90,6 +90,7 @@ def test_the_sections_round_trip_through_a_private_file(tmp_path: Path, connecti
     assert again.judges["default"].models == ("judge", "big")
     assert again.judges["team"].base_url == "https://api.anthropic.com"
     assert again.judges["team"].api_key.file == "/run/secrets/k"
+    assert again.harness_tools == ("tools:weather",)
     assert Connections.from_environ({}) == Connections()
 
 
@@ -177,6 +178,10 @@ def run(spec: dict[str, Any]) -> EvalRun:
          "spec.target.agent.connection: 'mall' is not one of the server's configured agents"),
         ({"target": {"model": {"connection": "default"}}, "harness": {"builtin": {"tools": {"mcp": [
             {"command": ["sh", "-c", "env"]}]}}}}, "spec.harness.builtin.tools.mcp[0].command: MCP tool servers"),
+        ({"target": {"model": {"connection": "default"}}, "harness": {"builtin": {"tools": {"python": [
+            "tools:weather", "os:getenv"]}}}},
+         "spec.harness.builtin.tools.python[1]: 'os:getenv' is not a tool the server offers (a tool runs in the worker "
+         "with its environment); accepted: tools:weather"),
     ],
 )
 def test_a_run_spec_naming_an_endpoint_is_refused(connections: Connections, spec: dict, message: str) -> None:
@@ -243,3 +248,8 @@ def test_evalsi_serve_hands_its_children_the_connections_in_a_private_file(tmp_p
     assert Connections.load(tmp_path / "connections.json") == config.connections
     # References only: no argv and no file carries a credential's value, only where to read it.
     assert all("JUDGE_KEY" not in " ".join(child.argv) for child in children)
+
+
+def test_harness_tools_must_name_functions() -> None:
+    with pytest.raises(BadInputError, match=r"^evalsi.yaml: harness_tools\[0\]: expected \"package.module:function\""):
+        Config.from_mapping({"harness_tools": ["os.getenv"]})

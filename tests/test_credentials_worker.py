@@ -91,13 +91,17 @@ async def test_targets_are_resolved_by_name_and_never_by_a_messages_address(tmp_
         forged_agent = task(STAGE_GENERATE)
         forged_agent.target.agent.http.url = listener.base_url
         forged_agent.target.agent.http.agent = "a"
-        results = [await executor.execute(t) for t in (named, forged_model, forged_agent)]
+        forged_tool = task(STAGE_GENERATE)
+        forged_tool.target.model.connection = "good"
+        forged_tool.harness.builtin.tools.python.append("os:getenv")
+        results = [await executor.execute(t) for t in (named, forged_model, forged_agent, forged_tool)]
     assert results[0].records[0].output.text == "Paris" and TARGET_FAILURE_KEY not in results[0].records[0].metadata
     assert provider.requests[0]["model"] == "judge"
     reasons = [from_value(r.records[0].metadata[TARGET_FAILURE_KEY])["reason"] for r in results[1:]]
     assert reasons[0].startswith("target: spec.target.model.baseUrl: not accepted on a server")
     assert reasons[1].startswith("target: spec.target.agent.http: on a server an agent target names a configured")
-    assert listener.requests == []
+    assert reasons[2].startswith("target: spec.harness.builtin.tools.python[0]: 'os:getenv' is not a tool the server")
+    assert listener.requests == [] and len(provider.requests) == 1
 
 
 async def test_two_connections_to_one_endpoint_never_share_a_key(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -67,7 +67,8 @@ def test_agent_and_harness_runs_on_the_server_equal_the_embedded_runs(
         stack = Stack(tmp_path, datasets_dir=ROOT / "examples",
                       judges={"weather-model": {"base_url": model.base_url, "model": "fake-model"}},
                       agents={"weather": {"protocol": "http", "url": agent.base_url, "agent": "weather",
-                                          "timeout_s": 30}}).start()
+                                          "timeout_s": 30}},
+                      harness_tools=["weather_tools:get_weather"]).start()
         try:
             with evalsi.Client(stack.grpc) as client:
                 served = [client.runs.create(run).wait() for run in (served_harness, served_agent)]

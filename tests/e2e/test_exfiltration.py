@@ -158,6 +158,8 @@ def attacks(url: str) -> list[tuple[str, dict[str, Any], str]]:
         ("/v1alpha1/runs", run_body({"target": {"agent": {"connection": "mall"}}}), "spec.target.agent.connection"),
         ("/v1alpha1/runs", run_body({"target": {"model": {"connection": "good"}}, "harness": {"builtin": {
             "tools": {"mcp": [{"url": url}]}}}}), "spec.harness.builtin.tools.mcp[0].url"),
+        ("/v1alpha1/runs", run_body({"target": {"model": {"connection": "good"}}, "harness": {"builtin": {
+            "tools": {"python": ["os:getenv"]}}}}), "spec.harness.builtin.tools.python[0]"),
         ("/v1alpha1/policies", {"apiVersion": "evals.si/v1alpha1", "kind": "OnlineEvalPolicy",
                                 "metadata": {"name": "exfil"},
                                 "spec": {"cascade": [{"ref": "builtin/llm-judge", "judge": "evil"}]}},

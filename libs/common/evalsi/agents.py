@@ -419,11 +419,12 @@ async def open_agent(target: Target, harness: HarnessSpec | None, *, trial: int,
     from evalsi.harness import Harness
 
     assert harness is not None  # generation_kind says harness
+    endpoints = endpoints or LocalEndpoints()
+    endpoints.check_harness(harness)
     spec = RunSpec(seed=seed)
     spec.target.CopyFrom(target)
     spec.harness.CopyFrom(harness)
-    config = harness_config_of(spec, seed=target_seed(target.model, seed, trial),
-                               endpoints=endpoints or LocalEndpoints())
+    config = harness_config_of(spec, seed=target_seed(target.model, seed, trial), endpoints=endpoints)
     connector: dict[str, Any] = {"retry": retry} if retry is not None else {}
     async with Harness.open(config, **connector) as opened:
         yield HarnessAgent(spec, opened)

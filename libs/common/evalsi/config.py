@@ -13,6 +13,7 @@
     judges: {default: {connector: openai-compatible, base_url: http://127.0.0.1:8000/v1, model: my-judge,
                        api_key: {env: JUDGE_KEY}}}   # model endpoints requests may name (evalsi.connections)
     agents: {shop: {protocol: http, url: http://127.0.0.1:9000, agent: shop, token: {env: SHOP_TOKEN}}}
+    harness_tools: [weather_tools:get_weather]   # python tools served runs may give the built-in harness
 
 Every key is checked at start; an error names the key path and what is accepted.
 """
@@ -103,7 +104,7 @@ class Config:
         if not isinstance(document, Mapping):
             raise BadInputError(f"{where}: the config must be a mapping of keys")
         keys = ("nats", "metadata", "objects", "traces", "datasets_dir", "api", "ingest", "scheduler", "workers",
-                "judges", "agents")
+                "judges", "agents", "harness_tools")
         _known(document, keys, where)
         workers = document.get(
             "workers", [{"pool": "cpu"}, {"pool": "judge", "concurrency": 32}, {"pool": "harness", "concurrency": 8}]
@@ -120,7 +121,8 @@ class Config:
             ingest=_section(IngestConfig, document.get("ingest", {}), f"{where}: ingest"),
             scheduler=_section(SchedulerConfig, document.get("scheduler", {}), f"{where}: scheduler"),
             workers=tuple(_section(WorkerConfig, w, f"{where}: workers[{i}]") for i, w in enumerate(workers)),
-            connections=Connections.from_mapping(document.get("judges"), document.get("agents"), where=where),
+            connections=Connections.from_mapping(document.get("judges"), document.get("agents"),
+                                                 document.get("harness_tools"), where=where),
         )
         config.validate(where)
         return config

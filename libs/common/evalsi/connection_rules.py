@@ -20,7 +20,7 @@ from evalsi.connections import Connections, JudgeConnection
 from evalsi.errors import BadInputError
 from evalsi.judges.config import JudgeConfig
 from evalsi.v1alpha1.evaluator_pb2 import JudgeSpec
-from evalsi.v1alpha1.run_pb2 import AgentTarget, EvalRun, ModelTarget
+from evalsi.v1alpha1.run_pb2 import AgentTarget, EvalRun, HarnessSpec, ModelTarget
 
 if TYPE_CHECKING:
     from evalsi.cases.transport import Transport
@@ -114,11 +114,25 @@ def run_problems(connections: Connections, run: EvalRun, project: str) -> list[s
         problems += _problem(model_config, connections, spec.target.model, project)
     elif kind == "agent":
         problems += _problem(_agent_name, connections, spec.target.agent, project, "spec.target.agent")
-    for index, mcp in enumerate(spec.harness.builtin.tools.mcp):
+    problems += harness_problems(connections, spec.harness)
+    return problems
+
+
+def harness_problems(connections: Connections, harness: HarnessSpec) -> list[str]:
+    """The harness tools a served spec gives that the server does not offer: python tools outside its
+    ``harness_tools``, and every MCP tool server."""
+    problems = []
+    where = "spec.harness.builtin.tools"
+    offered = ", ".join(connections.harness_tools) or "none (the server's evalsi.yaml harness_tools: lists none)"
+    for index, tool in enumerate(harness.builtin.tools.python):
+        if tool not in connections.harness_tools:
+            problems.append(f"{where}.python[{index}]: {tool!r} is not a tool the server offers (a tool runs in the "
+                            f"worker with its environment); accepted: {offered}")
+    for index, mcp in enumerate(harness.builtin.tools.mcp):
         # A URL the caller chose, or a command the worker would start: neither is the server's to offer yet.
         field = "url" if mcp.url else "command"
-        problems.append(f"spec.harness.builtin.tools.mcp[{index}].{field}: MCP tool servers are not accepted on a "
-                        "server (a caller-chosen address or command); use python tools, or run the harness embedded")
+        problems.append(f"{where}.mcp[{index}].{field}: MCP tool servers are not accepted on a server (a "
+                        "caller-chosen address or command); use the server's python tools, or run the harness embedded")
     return problems
 
 
@@ -209,6 +223,9 @@ class ServerEndpoints:
 
     def agent_transport(self, agent: AgentTarget) -> tuple[Transport, str]:
         return agent_transport(self.connections, agent, self.project)
+
+    def check_harness(self, harness: HarnessSpec) -> None:
+        refuse(harness_problems(self.connections, harness))
 
 
 def pin_models(connections: Connections, run: EvalRun) -> None:

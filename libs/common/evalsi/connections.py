@@ -13,6 +13,7 @@
         max_retries: 4
         rpm: 600
         tpm: 200000
+    harness_tools: [weather_tools:get_weather]   # python tools run specs may give the built-in harness
     agents:
       shop:
         protocol: http                        # http (docs/agent-protocol.md) | a2a | openai-responses
@@ -123,12 +124,17 @@ class Connections:
     # Left out of the hash (dicts have none), so a Config holding them stays hashable as before.
     judges: Mapping[str, JudgeConnection] = field(default_factory=dict, hash=False)
     agents: Mapping[str, AgentConnection] = field(default_factory=dict, hash=False)
+    # Python tools (module:function) a served run may give the built-in harness: a tool runs in the worker with
+    # its environment, so a caller naming any importable function (os:getenv) could read or send it.
+    harness_tools: tuple[str, ...] = ()
 
     @classmethod
-    def from_mapping(cls, judges: Any, agents: Any, *, where: str = "evalsi.yaml") -> Connections:
+    def from_mapping(cls, judges: Any, agents: Any, harness_tools: Any = None, *,
+                     where: str = "evalsi.yaml") -> Connections:
         return cls(
             {name: _judge(name, value, f"{where}: judges.{name}") for name, value in _entries(judges, "judges", where)},
             {name: _agent(name, value, f"{where}: agents.{name}") for name, value in _entries(agents, "agents", where)},
+            _tools(harness_tools, f"{where}: harness_tools"),
         )
 
     @classmethod
@@ -145,8 +151,11 @@ class Connections:
         return cls.load(path) if path else cls()
 
     def to_document(self) -> dict[str, Any]:
-        return {"judges": {n: c.to_document() for n, c in self.judges.items()},
-                "agents": {n: c.to_document() for n, c in self.agents.items()}}
+        document: dict[str, Any] = {"judges": {n: c.to_document() for n, c in self.judges.items()},
+                                    "agents": {n: c.to_document() for n, c in self.agents.items()}}
+        if self.harness_tools:
+            document["harness_tools"] = list(self.harness_tools)
+        return document
 
     def write(self, path: Path) -> Path:
         """The sections as a file only this user can read (they hold references, still nobody else's business)."""
@@ -248,6 +257,15 @@ def _mapping(value: Any, where: str, keys: tuple[str, ...]) -> Mapping[str, Any]
             hint = f"did you mean {close[0]}?" if close else f"accepted: {', '.join(keys)}"
             raise BadInputError(f"{where}.{key}: unknown key; {hint}")
     return value
+
+
+def _tools(value: Any, where: str) -> tuple[str, ...]:
+    tools = _strings(value, where)
+    for index, tool in enumerate(tools):
+        module, sep, attr = tool.partition(":")
+        if not (module and sep and attr):
+            raise BadInputError(f"{where}[{index}]: expected \"package.module:function\", got {tool!r}")
+    return tools
 
 
 def _strings(value: Any, where: str) -> tuple[str, ...]:

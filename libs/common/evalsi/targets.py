@@ -61,6 +61,9 @@ class Endpoints(Protocol):
     def agent_transport(self, agent: AgentTarget) -> tuple[Transport, str]:
         """The transport to ``agent`` and the agent name its turns carry."""
 
+    def check_harness(self, harness: HarnessSpec) -> None:
+        """Refuse tools of the built-in harness these endpoints do not offer (``BadInputError``)."""
+
 
 @dataclass(frozen=True)
 class LocalEndpoints:
@@ -78,6 +81,9 @@ class LocalEndpoints:
         from evalsi.agents import open_transport
 
         return open_transport(agent, os.environ if self.environ is None else self.environ)
+
+    def check_harness(self, harness: HarnessSpec) -> None:
+        """Embedded: the user's own tools on the user's own machine."""
 
 
 @dataclass(frozen=True)
