@@ -2,7 +2,8 @@
 
 A judge (``JudgeSpec``) names a judge connection (``connection``, or its own key when empty) and may choose a
 model among the connection's ``models`` and a prompt template; a model target (``ModelTarget``) names a connection
-the same way and adds its prompt and sampling params; an agent target names an agent connection. Every field that
+the same way and adds its prompt and sampling params; an agent target names an agent connection; the built-in
+harness gets only the python tools the server lists (``harness_tools``) and no MCP server. Every field that
 would choose an endpoint or a credential (``baseUrl``, ``apiKeyEnv``, ``secretRef``, ``connector``, an agent's
 ``url``) or a call policy the server owns (timeouts, retries, rate limits) is refused with the field's path and
 what is accepted. The api checks this before anything is stored or sent; the worker that makes the call resolves
