@@ -16,7 +16,6 @@ import os
 import re
 import time
 import urllib.request
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -73,20 +72,23 @@ def backends() -> Iterator[tuple[PostgresServer, SeaweedS3]]:
                     os.environ[key] = value
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def provider() -> Iterator[Any]:
     with ThreadedProvider(answer) as server:
         yield server
 
 
-@pytest.fixture
-def stack(tmp_path: Path, backends: tuple[PostgresServer, SeaweedS3], provider: Any) -> Iterator[Stack]:
+@pytest.fixture(scope="module")
+def stack(
+    tmp_path_factory: pytest.TempPathFactory, backends: tuple[PostgresServer, SeaweedS3], provider: Any
+) -> Iterator[Stack]:
+    """One stack for the module (starting and stopping one costs ~25 s): tests compare counts and logs with
+    what they were before, and each run is checked on its own rows."""
     postgres, s3 = backends
-    if postgres.pid is None:  # a test that failed while Postgres was down
-        postgres.resume()
+    base = tmp_path_factory.mktemp("outages")
     running = Stack(
-        tmp_path, metadata_url=postgres.dsn, objects_url=s3.url(f"objects-{uuid.uuid4().hex[:8]}"),
-        datasets_dir=tmp_path / "datasets", harness_workers=0,
+        base, metadata_url=postgres.dsn, objects_url=s3.url("objects"), datasets_dir=base / "datasets",
+        harness_workers=0,
         judges={"fake": {"connector": "openai-compatible", "base_url": provider.base_url, "model": "fake"}},
     ).start()  # fmt: skip
     try:
@@ -95,12 +97,22 @@ def stack(tmp_path: Path, backends: tuple[PostgresServer, SeaweedS3], provider: 
         running.stop()
 
 
-def write_spec(tmp_path: Path) -> Path:
-    data = tmp_path / "datasets" / "capitals.jsonl"
+@pytest.fixture(autouse=True)
+def postgres_up(backends: tuple[PostgresServer, SeaweedS3]) -> None:
+    if backends[0].pid is None:  # an earlier test failed while Postgres was down
+        backends[0].resume()
+
+
+def datasets(stack: Stack) -> Path:
+    return Path(stack.config.datasets_dir)
+
+
+def write_spec(stack: Stack) -> Path:
+    data = datasets(stack) / "capitals.jsonl"
     with data.open("w") as f:
         for i in range(RECORDS):
             f.write(json.dumps({"id": f"q{i}", "input": f"Name city {i % 50}?", "reference": reference(i)}) + "\n")
-    spec = tmp_path / "datasets" / "run.yaml"
+    spec = datasets(stack) / "run.yaml"
     spec.write_text(
         "apiVersion: evals.si/v1alpha1\nkind: EvalRun\nmetadata: {name: outages}\nspec:\n"
         "  target: {model: {connection: fake}}\n"
@@ -170,14 +182,15 @@ def scheduler_log(stack: Stack) -> str:
 
 @pytest.mark.parametrize("outage_s", [5, 30, 120])
 def test_postgres_down_mid_run_loses_nothing(
-    outage_s: int, tmp_path: Path, stack: Stack, provider: Any, backends: tuple[PostgresServer, SeaweedS3]
+    outage_s: int, stack: Stack, provider: Any, backends: tuple[PostgresServer, SeaweedS3]
 ) -> None:
     postgres, _ = backends
+    asked, logged, dead = len(provider.requests), len(scheduler_log(stack)), dead_letters(stack)
     provider.enqueue(*[("delay", 0.2)] * RECORDS)
-    spec = write_spec(tmp_path)
+    spec = write_spec(stack)
     with evalsi.Client(stack.http) as client:
         handle = client.runs.create(spec)
-        wait_for(lambda: len(provider.requests) > 150)
+        wait_for(lambda: len(provider.requests) - asked > 150)
         postgres.halt()
         try:
             time.sleep(outage_s)
@@ -185,20 +198,21 @@ def test_postgres_down_mid_run_loses_nothing(
             postgres.resume()
         run = finished(client, handle.id)
         assert_exact(client, run, stack)
-    log = scheduler_log(stack)
+    log = scheduler_log(stack)[logged:]
     assert "paused, holding messages" in log  # the outage was felt, and ridden out
-    assert "dead-lettered" not in log and dead_letters(stack) == 0
-    assert len(provider.requests) == RECORDS  # no generation was redone
+    assert "dead-lettered" not in log and dead_letters(stack) == dead
+    assert len(provider.requests) - asked == RECORDS  # no generation was redone
 
 
-def test_nats_killed_and_restarted_twice_mid_run(tmp_path: Path, stack: Stack, provider: Any) -> None:
+def test_nats_killed_and_restarted_twice_mid_run(stack: Stack, provider: Any) -> None:
+    asked, logged = len(provider.requests), len(scheduler_log(stack))
     provider.enqueue(*[("delay", 0.2)] * RECORDS)
-    spec = write_spec(tmp_path)
+    spec = write_spec(stack)
     nats_server = stack.supervisor.nats
     assert nats_server is not None
     with evalsi.Client(stack.http) as client:
         handle = client.runs.create(spec)
-        wait_for(lambda: len(provider.requests) > 150)
+        wait_for(lambda: len(provider.requests) - asked > 150)
         for _ in range(2):
             nats_server.kill()
             time.sleep(2)
@@ -206,7 +220,7 @@ def test_nats_killed_and_restarted_twice_mid_run(tmp_path: Path, stack: Stack, p
             time.sleep(1)
         run = finished(client, handle.id)
         assert_exact(client, run, stack)
-    assert "scheduler error" not in scheduler_log(stack)
+    assert "scheduler error" not in scheduler_log(stack)[logged:]
 
 
 def dead_letter_counts(stack: Stack) -> dict[tuple[str, str], float]:
@@ -230,13 +244,14 @@ async def _publish_dead(nats_url: str, messages: list[tuple[str, bytes, dict[str
 
 
 def test_poison_on_every_dead_letter_subject_is_kept_once_and_a_dead_result_is_folded_back(
-    tmp_path: Path, stack: Stack, backends: tuple[PostgresServer, SeaweedS3]
+    stack: Stack, backends: tuple[PostgresServer, SeaweedS3]
 ) -> None:
     postgres, _ = backends
-    (tmp_path / "datasets" / "qa.jsonl").write_text(
+    logged, counted = len(scheduler_log(stack)), dead_letter_counts(stack)
+    (datasets(stack) / "qa.jsonl").write_text(
         "".join(json.dumps({"id": f"r{i}", "input": "q", "output": str(i), "reference": "1"}) + "\n" for i in range(4))
     )
-    spec = tmp_path / "datasets" / "qa.yaml"
+    spec = datasets(stack) / "qa.yaml"
     spec.write_text(
         "apiVersion: evals.si/v1alpha1\nkind: EvalRun\nmetadata: {name: dead}\nspec:\n"
         "  dataset: {path: qa.jsonl}\n  evaluators: [{ref: builtin/exact-match}]\n"
@@ -275,7 +290,35 @@ def test_poison_on_every_dead_letter_subject_is_kept_once_and_a_dead_result_is_f
         time.sleep(2)
     assert dead_letters(stack) == before + 2 + len(poison)  # nothing re-published, nothing looping
     # Each poison message counted and logged once; the dead task of a run that is gone is dropped, not kept.
-    assert dead_letter_counts(stack) == {
+    now = dead_letter_counts(stack)
+    assert {key: now[key] - counted.get(key, 0.0) for key in now if now[key] != counted.get(key, 0.0)} == {
         ("undecodable", "kept"): 4.0, ("TaskResult", "handled"): 1.0, ("Task", "handled"): 1.0,
     }, scheduler_log(stack)[-3000:]
-    assert scheduler_log(stack).count("kept, not handled") == 4
+    assert scheduler_log(stack)[logged:].count("kept, not handled") == 4
+
+
+def test_the_store_says_when_postgres_is_back_and_then_every_pooled_connection_works(
+    backends: tuple[PostgresServer, SeaweedS3],
+) -> None:
+    from evalsi.stores import open_metadata_store
+
+    postgres, _ = backends
+
+    async def check() -> list[bool]:
+        store = await open_metadata_store(postgres.dsn)
+        try:
+            # Fill the pool, so every pooled connection is one the restart breaks.
+            await asyncio.gather(*(store.runs_in_states((RUN_STATE_RUNNING,)) for _ in range(10)))
+            seen = [await store.ping()]
+            postgres.halt()
+            try:
+                seen.append(await store.ping())
+            finally:
+                postgres.resume()
+            seen.append(await store.ping())  # the first answer after the restart
+            await asyncio.gather(*(store.runs_in_states((RUN_STATE_RUNNING,)) for _ in range(10)))
+            return seen
+        finally:
+            await store.close()
+
+    assert asyncio.run(check()) == [True, False, True]

@@ -80,6 +80,8 @@ class _Database(Protocol):
 
     def contains(self, column: str) -> str: ...
 
+    async def forget_connections(self) -> None: ...
+
     async def close(self) -> None: ...
 
 
@@ -193,6 +195,9 @@ class _SqliteDatabase:
     def contains(self, column: str) -> str:
         return f"instr(lower({column}), lower(?)) > 0"
 
+    async def forget_connections(self) -> None:
+        """Nothing to do: a file does not go away the way a server does."""
+
     async def close(self) -> None:
         async with self._lock:
             conn, self._conn = self._conn, None
@@ -302,6 +307,12 @@ class _PostgresDatabase:
     def contains(self, column: str) -> str:
         return f"strpos(lower({column}), lower(?)) > 0"
 
+    async def forget_connections(self) -> None:
+        """Replace every pooled connection on its next use: after a server restart each one is broken, and
+        finding that out query by query would fail as many queries as the pool holds connections."""
+        if self._pool is not None:
+            await self._pool.expire_connections()
+
     async def close(self) -> None:
         pool, self._pool = self._pool, None
         if pool is not None:
@@ -377,6 +388,7 @@ class SqlMetadataStore:
         try:
             await self._db.fetch("SELECT 1")
         except InfraError:
+            await self._db.forget_connections()
             return False
         return True
 
