@@ -178,6 +178,8 @@ def progress_counts(run: Run) -> RunProgress:
         for score in result.scores:
             progress.usage.input_tokens += score.cost.input_tokens
             progress.usage.output_tokens += score.cost.output_tokens
+    # Cancelled work did not complete, as on a server: a cancelled run shows how far it got.
+    progress.completed -= progress.cancelled
     return progress
 
 
