@@ -18,7 +18,6 @@ import socket
 import sys
 
 import nats.errors
-import nats.js.errors
 from google.protobuf.message import Message
 from prometheus_client import Counter
 
@@ -128,7 +127,7 @@ async def serve(args: argparse.Namespace) -> None:
     await ensure_streams(bus.js)
     await ensure_scheduler_consumers(bus.js)
     await ensure_consumer(bus.js, subjects.DEADLETTER_STREAM, DEADLETTER_CONSUMER, "deadletter.>")
-    with contextlib.suppress(nats.js.errors.NotFoundError):
+    with contextlib.suppress(nats.errors.Error):  # gone already (or never made): nothing to tidy
         await bus.js.delete_consumer(subjects.DEADLETTER_STREAM, _OLD_DEADLETTER_CONSUMER)
     store = await open_metadata_store(args.metadata_url)
     objects = await open_object_store(args.objects_url)
