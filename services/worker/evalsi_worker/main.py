@@ -214,6 +214,7 @@ async def serve(args: argparse.Namespace) -> None:
             answer,
             request_type=EvaluateRequest,
             concurrency=args.concurrency * 4,
+            store=objects,
         )
         log.info("worker %s serving pool %s", args.name, args.pool)
         await stop.wait()
