@@ -115,6 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 async def serve(args: argparse.Namespace) -> None:
+    connections = Connections.from_environ()  # a bad file stops the worker before it takes any work
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -133,7 +134,6 @@ async def serve(args: argparse.Namespace) -> None:
     flags = await RunFlags.open(bus.js)
     registry = Registry.from_entry_points()
     http = await start_service_http("127.0.0.1", args.metrics_port, lambda: (bus.readiness.ready, bus.readiness.reason))
-    connections = Connections.from_environ()  # a bad file stops the worker before it takes any work
     # Every worker of every pool draws on the same per-model quotas: token buckets in NATS KV, on the wall
     # clock the workers share.
     limiter = RateLimiter(store=await NatsKVBucketStore.open(bus.js), clock=time.time)
