@@ -279,7 +279,8 @@ def test_regex_match_failure_explains() -> None:
 
 
 def test_regex_match_invalid_pattern_is_bad_input() -> None:
-    with pytest.raises(BadInputError, match=r"param 'pattern': '\(unclosed' is not a valid regular expression: missing \)"):
+    expected = r"param 'pattern': '\(unclosed' is not a valid regular expression: missing \)"
+    with pytest.raises(BadInputError, match=expected):
         run(regex_match, make_record(output="x"), pattern="(unclosed")
 
 
