@@ -214,6 +214,9 @@ def test_a_configured_judge_is_used_with_its_own_key_at_its_own_endpoint_only(
         # The model the connection defaults to is pinned into the stored spec.
         assert run.spec.target.model.model == "judge" and run.spec.judges["default"].model == "judge"
         assert run.spec.judges["default"].connection == "good"
+        # The manifest names the server's connection, never the provider default a bare spec would imply.
+        assert dict(run.manifest.judges) == {"default": "connection:good:judge"}
+        assert "api.openai.com" not in " ".join(run.manifest.unpinned)
         results = list(client.runs.results(run.id))
     assert len(results) == 3 and all(r.outcome == OUTCOME_SCORED for r in results)
     sent = provider.request_headers[before:]

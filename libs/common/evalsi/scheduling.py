@@ -602,6 +602,15 @@ def server_manifest(run: Run, bound: Sequence[BoundEvaluator]) -> RunManifest:
     )
     judges = {name: judge_config_from_spec(name, spec) for name, spec in run.spec.judges.items()}
     manifest = build_manifest(dataset, run.spec, bound, judges)  # type: ignore[arg-type]
+    for name, spec in run.spec.judges.items():
+        if spec.connection:
+            # A served judge is the server's connection, not the provider default its bare spec would imply.
+            identity = f"connection:{spec.connection}:{spec.model or '(its default model)'}"
+            manifest.judges[name] = identity
+            unpinned = [note for note in manifest.unpinned if not note.startswith(f"judge {name}:")]
+            unpinned.append(f"judge {name}: {identity} is served by an API and cannot be pinned")
+            del manifest.unpinned[:]
+            manifest.unpinned.extend(unpinned)
     manifest.target = target_identity(run.spec.target, run.spec.harness)
     unpinned = unpinned_target(run.spec)
     if unpinned:
