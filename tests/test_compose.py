@@ -55,6 +55,12 @@ def environment(name: str) -> dict[str, str]:
     return {str(k): "" if v is None else str(v) for k, v in value.items()}
 
 
+def host_environment(name: str) -> dict[str, str]:
+    """A service's environment with paths inside the container replaced by the host files mounted there."""
+    mounted = mounts(name)
+    return {key: str(mounted.get(value, value)) for key, value in environment(name).items()}
+
+
 def flag(argv: list[str], name: str) -> str:
     """The value of ``--name=value`` or ``--name value`` in a command."""
     for i, arg in enumerate(argv):
@@ -124,7 +130,7 @@ def test_the_api_command_parses_and_validates(tmp_path: Path) -> None:
     (name,) = ours_by_script("evalsi-api")
     argv = command(name)[1:]
     try:
-        settings = api_main.parse_settings(argv, environ=environment(name))
+        settings = api_main.parse_settings(argv, environ=host_environment(name))
     except SystemExit as exc:
         raise AssertionError(f"evalsi-api rejects the flags compose.yaml gives it: {argv}") from exc
     # --datasets-dir is a path inside the container: it must be a mounted volume whose host side exists.
@@ -332,3 +338,35 @@ def test_the_dockerfile_cmd_is_a_real_cli_verb_with_real_flags() -> None:
     ):
         if "state_dir" in ctx.params:  # the image's USER may write only below /data
             assert ctx.params["state_dir"].startswith("/data/")
+
+
+# --- connections ----------------------------------------------------------------------------------------------
+
+
+def mounts(name: str) -> dict[str, Path]:
+    """Container path -> host file of each bind mount of a service (merge keys already applied by PyYAML)."""
+    found: dict[str, Path] = {}
+    for volume in SERVICES[name].get("volumes") or []:
+        source, _, rest = str(volume).partition(":")
+        if source.startswith("./"):
+            found[rest.split(":")[0]] = ROOT / source
+    return found
+
+
+@pytest.mark.parametrize("name", OURS)
+def test_every_service_reads_the_mounted_connections_file(name: str) -> None:
+    from evalsi.connections import CONNECTIONS_ENV
+
+    path = environment(name).get(CONNECTIONS_ENV)
+    assert path, f"services.{name}.environment: {CONNECTIONS_ENV} is missing (served judges would all be refused)"
+    assert path in mounts(name), f"services.{name}: {path} is not mounted"
+
+
+def test_the_connections_file_loads_and_its_keys_reach_the_judge_worker() -> None:
+    from evalsi.connections import Connections
+
+    connections = Connections.load(ROOT / "compose.connections.yaml")
+    assert set(connections.judges) == {"openai", "anthropic"}
+    variables = {judge.api_key.env for judge in connections.judges.values()}
+    assert variables == set(DEFAULT_API_KEY_ENVS.values())
+    assert variables <= set(environment("worker-judge"))
