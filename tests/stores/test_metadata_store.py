@@ -209,14 +209,33 @@ async def test_runs_in_states_spans_projects(metadata_store: SqlMetadataStore) -
 
 
 async def test_upserting_the_same_key_replaces_rather_than_duplicates(metadata_store: SqlMetadataStore) -> None:
-    await metadata_store.upsert_results("alpha", "r1", [result("a", value=0.0), result("b")])
-    await metadata_store.upsert_results("alpha", "r1", [result("a", value=1.0, outcome=ERROR)])
+    await metadata_store.upsert_results("alpha", "r1", [result("a", value=0.0, outcome=ERROR), result("b")])
+    await metadata_store.upsert_results("alpha", "r1", [result("a", value=1.0), result("b", value=0.5)])
 
     rows, token = await metadata_store.list_results("alpha", "r1")
 
     assert token == ""
-    assert [(r.record_id, r.outcome, r.scores[0].number) for r in rows] == [("a", ERROR, 1.0), ("b", SCORED, 1.0)]
-    assert await metadata_store.count_results("alpha", "r1") == {SCORED: 1, ERROR: 1}
+    assert [(r.record_id, r.outcome, r.scores[0].number) for r in rows] == [("a", SCORED, 1.0), ("b", SCORED, 0.5)]
+    assert await metadata_store.count_results("alpha", "r1") == {SCORED: 2}
+
+
+async def test_a_late_error_or_cancellation_never_replaces_a_scored_or_skipped_result(
+    metadata_store: SqlMetadataStore,
+) -> None:
+    cancelled = Outcome.OUTCOME_CANCELLED
+    await metadata_store.upsert_results("alpha", "r1", [result("a", value=0.25), result("b", outcome=SKIPPED),
+                                                        result("c", outcome=ERROR)])
+    # A dead-lettered copy of the task (infra errors) and a cancel racing the last result, across calls...
+    await metadata_store.upsert_results("alpha", "r1", [result("a", outcome=ERROR), result("b", outcome=cancelled),
+                                                        result("c", outcome=cancelled)])
+    # ...and within one batch.
+    await metadata_store.upsert_results("alpha", "r1", [result("d", value=0.75), result("d", outcome=ERROR)])
+
+    rows, _ = await metadata_store.list_results("alpha", "r1")
+
+    assert [(r.record_id, r.outcome) for r in rows] == [("a", SCORED), ("b", SKIPPED), ("c", cancelled),
+                                                        ("d", SCORED)]
+    assert [r.scores[0].number for r in rows if r.outcome == SCORED] == [0.25, 0.75]
 
 
 async def test_the_key_is_record_trial_and_evaluator(metadata_store: SqlMetadataStore) -> None:

@@ -25,7 +25,7 @@ from evalsi.errors import BadInputError, InfraError
 from evalsi.masking import mask_url
 from evalsi.v1alpha1.policy_pb2 import OnlineEvalPolicy
 from evalsi.v1alpha1.run_pb2 import Run
-from evalsi.v1alpha1.score_pb2 import EvaluationResult
+from evalsi.v1alpha1.score_pb2 import OUTCOME_SCORED, OUTCOME_SKIPPED, EvaluationResult
 
 from .metadata import (
     TASK_STATES,
@@ -43,6 +43,9 @@ from .metadata import (
     query_fingerprint,
 )
 from .migrations import migrate_postgres, migrate_sqlite
+
+_FINAL = (OUTCOME_SCORED, OUTCOME_SKIPPED)
+_FINAL_OUTCOMES = ", ".join(str(int(o)) for o in _FINAL)
 
 T = TypeVar("T")
 
@@ -497,12 +500,13 @@ class SqlMetadataStore:
             return
         # The last of several results with one key wins, as it would across calls; Postgres also refuses
         # to touch one row twice in a single INSERT ... ON CONFLICT.
-        rows = {
-            (r.evaluator, r.record_id, r.trial): (
-                r.evaluator, r.record_id, r.trial, int(r.outcome), r.SerializeToString()
-            )
-            for r in results
-        }
+        rows: dict[tuple[str, str, int], tuple[str, str, int, int, bytes]] = {}
+        for r in results:
+            key = (r.evaluator, r.record_id, r.trial)
+            kept = rows.get(key)
+            if kept is not None and kept[3] in _FINAL and r.outcome not in _FINAL:
+                continue  # the same rule as the upsert below
+            rows[key] = (r.evaluator, r.record_id, r.trial, int(r.outcome), r.SerializeToString())
         async with self._db.transaction() as c:
             await c.insert_many(
                 "results",
@@ -511,7 +515,11 @@ class SqlMetadataStore:
                 _RESULT_COLUMNS,
                 rows.values(),
                 "ON CONFLICT (project_id, run_id, evaluator, record_id, trial) "
-                "DO UPDATE SET outcome = excluded.outcome, data = excluded.data",
+                "DO UPDATE SET outcome = excluded.outcome, data = excluded.data "
+                # A result the evaluator produced is a fact: a late error or cancellation for the same key (a
+                # dead-lettered copy of a task that was also scored, a cancel racing the last result) never
+                # replaces it.
+                f"WHERE results.outcome NOT IN ({_FINAL_OUTCOMES}) OR excluded.outcome IN ({_FINAL_OUTCOMES})",
             )
 
     async def _results_after(
