@@ -27,7 +27,7 @@ from google.protobuf.message import Message
 
 from evalsi.errors import BadInputError
 
-__all__ = ["MAX_JSON_DEPTH", "MAX_MESSAGE_DEPTH", "check_message", "load_json", "text_problem"]
+__all__ = ["MAX_JSON_DEPTH", "MAX_MESSAGE_DEPTH", "check_message", "is_map", "is_repeated", "load_json", "text_problem"]
 
 MAX_JSON_DEPTH = 64
 # upb refuses to decode a message nested deeper than this, so no service could read such a message back.
@@ -206,7 +206,7 @@ def check_message(message: Message, *, max_depth: int = MAX_MESSAGE_DEPTH) -> No
         transparent = current.DESCRIPTOR.full_name in _JSON_TYPES
         for field, value in current.ListFields():
             here = path if transparent else (*path, field.json_name)
-            if _is_map(field):
+            if is_map(field):
                 value_field = field.message_type.fields_by_name["value"]
                 for key, item in value.items():
                     item_path = (*here, key if isinstance(key, str) else str(key))
@@ -216,7 +216,7 @@ def check_message(message: Message, *, max_depth: int = MAX_MESSAGE_DEPTH) -> No
                         stack.append((item, item_path, depth + 2))
                     else:
                         _check_scalar(item, item_path)
-            elif _is_repeated(field):
+            elif is_repeated(field):
                 for index, item in enumerate(value):
                     if field.message_type is not None:
                         stack.append((item, (*here, index), depth + 1))
@@ -243,11 +243,11 @@ def _check_scalar(value: Any, path: tuple[str | int, ...], *, key_of_map: bool =
         )
 
 
-def _is_repeated(field: FieldDescriptor) -> bool:
+def is_repeated(field: FieldDescriptor) -> bool:
     if hasattr(field, "is_repeated"):  # protobuf >= 5.28; .label is deprecated there
         return bool(field.is_repeated)
     return field.label == FieldDescriptor.LABEL_REPEATED
 
 
-def _is_map(field: FieldDescriptor) -> bool:
-    return _is_repeated(field) and field.message_type is not None and field.message_type.GetOptions().map_entry
+def is_map(field: FieldDescriptor) -> bool:
+    return is_repeated(field) and field.message_type is not None and field.message_type.GetOptions().map_entry

@@ -25,7 +25,7 @@ from google.protobuf import json_format, message_factory
 from google.protobuf.descriptor import Descriptor, FieldDescriptor, MethodDescriptor
 from google.protobuf.message import Message
 
-from evalsi.edge_checks import check_message, load_json
+from evalsi.edge_checks import check_message, is_map, is_repeated, load_json
 from evalsi.errors import BadInputError
 
 _VERBS = ("get", "put", "post", "delete", "patch")
@@ -203,7 +203,7 @@ def routes_for(methods: Iterable[MethodDescriptor]) -> list[Route]:
                 raise ValueError(f"{rpc}: google.api.http rule without a pattern")
             if rule.body not in ("", "*"):
                 field = method.input_type.fields_by_name.get(rule.body)
-                if field is None or field.message_type is None or _is_repeated(field):
+                if field is None or field.message_type is None or is_repeated(field):
                     raise ValueError(f"{rpc}: body {rule.body!r} must name a singular message field")
             routes.append(Route(verb, PathTemplate.parse(path), rule.body, rpc, method))
     return routes
@@ -299,9 +299,9 @@ def set_query_param(message: Message, name: str, values: Sequence[str], *, bound
         raise BadInputError(f"{name}: already given in the path; do not repeat it as a query parameter")
     target = _descend(message, fields)
     field = fields[-1]
-    if _is_map(field):
+    if is_map(field):
         raise BadInputError(f"{name}: map fields cannot be set from the query string")
-    if _is_repeated(field):
+    if is_repeated(field):
         container = getattr(target, field.name)
         for value in values:
             if field.message_type is not None:
@@ -328,7 +328,7 @@ def _resolve(descriptor: Descriptor, dotted: str, *, what: str) -> list[FieldDes
             accepted = ", ".join(sorted(f.json_name for f in current.fields))
             raise BadInputError(f"{dotted}: unknown {what}; accepted: {accepted}")
         last = index == len(dotted.split(".")) - 1
-        if not last and (field.message_type is None or _is_repeated(field) or _is_wkt(field)):
+        if not last and (field.message_type is None or is_repeated(field) or _is_wkt(field)):
             raise BadInputError(f"{dotted}: {field.name} is not a message whose fields can be named")
         fields.append(field)
         current = field.message_type
@@ -474,7 +474,7 @@ def _locate(obj: Mapping[str, Any], descriptor: Descriptor, path: str) -> str | 
 
 
 def _locate_field(field: FieldDescriptor, key: str, value: Any, here: str) -> str | None:
-    if _is_map(field):
+    if is_map(field):
         if not isinstance(value, dict):
             return f"{here}: expected a JSON object (a map), got {_describe(value)}"
         value_field = field.message_type.fields_by_name["value"]
@@ -487,7 +487,7 @@ def _locate_field(field: FieldDescriptor, key: str, value: Any, here: str) -> st
             if problem:
                 return problem
         return None
-    if _is_repeated(field):
+    if is_repeated(field):
         if not isinstance(value, list):
             return f"{here}: expected a JSON array, got {_describe(value)}"
         for index, item in enumerate(value):
@@ -511,8 +511,8 @@ def _try(field: FieldDescriptor, key: str, value: Any, here: str, shown: FieldDe
     try:
         json_format.ParseDict({key: value}, container, ignore_unknown_fields=False)
     except json_format.ParseError:
-        item = next(iter(value.values())) if isinstance(value, dict) and _is_map(field) else value
-        item = item[0] if isinstance(item, list) and _is_repeated(field) and not _is_map(field) else item
+        item = next(iter(value.values())) if isinstance(value, dict) and is_map(field) else value
+        item = item[0] if isinstance(item, list) and is_repeated(field) and not is_map(field) else item
         return f"{here}: expected {_expected(shown)}, got {_describe(item)}"
     return None
 
@@ -551,16 +551,6 @@ def _clean(message: str) -> str:
     """json_format's message without its 'Failed to parse x field:' chain and trailing noise."""
     message = re.sub(r"^(Failed to parse \S+ field: )+", "", message.strip())
     return message.split("\n")[0].rstrip(".")
-
-
-def _is_repeated(field: FieldDescriptor) -> bool:
-    if hasattr(field, "is_repeated"):  # protobuf >= 5.28; .label is deprecated there
-        return bool(field.is_repeated)
-    return field.label == FieldDescriptor.LABEL_REPEATED
-
-
-def _is_map(field: FieldDescriptor) -> bool:
-    return _is_repeated(field) and field.message_type is not None and field.message_type.GetOptions().map_entry
 
 
 def _is_wkt(field: FieldDescriptor) -> bool:
