@@ -219,8 +219,12 @@ class BusLink:
 
     async def connect(self) -> None:
         def on_state(state: Any) -> None:
-            if state.ready:
+            # Ready only once requests can use the connection: bus.connect reports the first connect before it
+            # returns, and ensuring the streams takes a while after that.
+            if state.ready and self.connection is not None:
                 self._readiness.set_ready("nats")
+            elif state.ready:
+                self._readiness.set_not_ready("nats", "connected to NATS, ensuring the streams")
             else:
                 self._readiness.set_not_ready("nats", state.reason)
 
