@@ -10,7 +10,7 @@ import asyncio
 import hashlib
 import time
 from collections import defaultdict
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -83,8 +83,12 @@ class MemoryStore:
         run = self.runs.get((project, run_id))
         return _copy(run) if run is not None else None
 
-    async def update_run(self, run: Run) -> None:
+    async def update_run(self, run: Run, *, only_from: Sequence[int] = ()) -> bool:
+        stored = self.runs.get((run.project, run.id))
+        if only_from and stored is not None and stored.state not in only_from:
+            return False
         self.runs[(run.project, run.id)] = _copy(run)
+        return True
 
     async def list_runs(
         self,

@@ -414,3 +414,25 @@ async def test_one_of_many_concurrent_claimants_gets_a_lease(metadata_store: Sql
     assert await metadata_store.lease_owner("run/r1") == f"s{got.index(True)}"
     with pytest.raises(BadInputError, match="ttl_s"):
         await metadata_store.acquire_lease("run/r1", "s1", ttl_s=0)
+
+
+async def test_a_conditional_update_never_undoes_a_state_change_made_meanwhile(
+    metadata_store: SqlMetadataStore,
+) -> None:
+    running = RunState.RUN_STATE_RUNNING
+    cancelled = RunState.RUN_STATE_CANCELLED
+    await metadata_store.create_run(make_run("r1", state=running))
+    stale = await metadata_store.get_run("alpha", "r1")
+    assert stale is not None
+    # A cancel lands between a driver's read and its progress write...
+    cancel = make_run("r1", state=cancelled)
+    assert await metadata_store.update_run(cancel, only_from=(running,)) is True
+    stale.progress.completed = 3
+    # ...so the write conditioned on the state it read is refused, and the cancel stands.
+    assert await metadata_store.update_run(stale, only_from=(running,)) is False
+    stored = await metadata_store.get_run("alpha", "r1")
+    assert stored is not None and stored.state == cancelled and stored.progress.completed == 0
+    # Unconditional writes still replace; a missing run is still an error, conditional or not.
+    assert await metadata_store.update_run(stale) is True
+    with pytest.raises(BadInputError, match="no run 'nope'"):
+        await metadata_store.update_run(make_run("nope"), only_from=(running,))

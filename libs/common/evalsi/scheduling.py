@@ -70,6 +70,7 @@ PARTIAL_SUMMARY_MAX_RESULTS = 200_000
 # Failures that say nothing about a run: a store or the bus did not answer in time. Work waits for them.
 _OUTAGES = (InfraError, TimeoutError, OSError)
 PROBE_EVERY_S = 1.0
+RESUME_WAIT_S = 60.0  # how long a resume waits for the driver of the cancelled attempt to finish
 REDRIVE_MAX_PAUSE_S = 30.0
 
 
@@ -149,14 +150,22 @@ class Scheduler:
         await self.adopt(project, run_id)
 
     async def on_control_resume(self, project: str, run_id: str) -> None:
+        # A resume right after a cancel can arrive while this replica's driver is still finishing the cancelled
+        # run; let it finish first, so its final write cannot land on top of the resumed run.
+        driver = self._drivers.get(run_id)
+        if driver is not None and not driver.done():
+            await asyncio.wait([driver], timeout=RESUME_WAIT_S)
         run = await self.store.get_run(project, run_id)
-        if run is None or run.state not in (RUN_STATE_CANCELLED, RUN_STATE_FAILED, RUN_STATE_BUDGET_EXCEEDED):
+        resumable = (RUN_STATE_CANCELLED, RUN_STATE_FAILED, RUN_STATE_BUDGET_EXCEEDED)
+        if run is None or run.state not in resumable:
             return
         attempt = int(run.labels.get(ATTEMPT_LABEL, "0")) + 1
         run.labels[ATTEMPT_LABEL] = str(attempt)
+        state = run.state
         run.state, run.message = RUN_STATE_PENDING, f"resumed (attempt {attempt})"
         run.ClearField("end_time")
-        await self.store.update_run(run)
+        if not await self.store.update_run(run, only_from=(state,)):
+            return  # resumed (or changed) by someone else meanwhile
         for row in await self.store.list_tasks(run_id, states=("failed", "cancelled")):
             await self.store.set_task_state(run_id, row.key, "pending", only_from=("failed", "cancelled"))
         await self.bus.set_run_flag(run_id, "running")
@@ -169,8 +178,10 @@ class Scheduler:
         await self.bus.set_run_flag(run_id, "cancelled")
         for row in await self.store.list_tasks(run_id, states=("pending",)):
             await self.store.set_task_state(run_id, row.key, "cancelled")
+        state = run.state
         run.state, run.message = RUN_STATE_CANCELLED, "cancelled on request"
-        await self.store.update_run(run)  # the driver notices and finishes the run as cancelled
+        # The driver notices and finishes the run as cancelled; a run that finished meanwhile stays finished.
+        await self.store.update_run(run, only_from=(state,))
 
     # --- leases and adoption --------------------------------------------------------------------------
 
@@ -241,10 +252,11 @@ class Scheduler:
         try:
             run = await self.store.get_run(project, run_id)
             if run is not None and run.state not in TERMINAL:
+                state = run.state
                 run.state, run.message = RUN_STATE_FAILED, f"scheduler error: {type(exc).__name__}: {exc}"
                 run.end_time.CopyFrom(_now())
-                await self.store.update_run(run)
-                await self._event(run, RUN_EVENT_TYPE_STATE)
+                if await self.store.update_run(run, only_from=(state,)):
+                    await self._event(run, RUN_EVENT_TYPE_STATE)
         except _OUTAGES as outage:
             log.error("run %s: could not record its failure (%s); it stays as it is", run_id, outage)
 
@@ -258,6 +270,7 @@ class Scheduler:
         if run is None or run.state in TERMINAL:
             return
         bound = bound_of(run, self.registry)
+        attempt = run.labels.get(ATTEMPT_LABEL, "0")
         records = await self._records(run)
         planned = list(plan_of(run, len(records), bound).tasks())
         from evalsi.stores import TaskRow
@@ -282,7 +295,8 @@ class Scheduler:
             run.progress.total_tasks = len(planned)
             # The flag first: if it fails, the stored state still says what is left to do when driving again.
             await self.bus.set_run_flag(run_id, "running")
-            await self.store.update_run(run)
+            if not await self.store.update_run(run, only_from=(RUN_STATE_PENDING,)):
+                return  # cancelled before it started: driving again sees the stored state
             await self._event(run, RUN_EVENT_TYPE_STATE)
         await self._publish_ready(run, bound, planned, records)
         del records  # the records travel in the tasks; only the plan stays in memory
@@ -298,6 +312,11 @@ class Scheduler:
                 run = await self.store.get_run(project, run_id)
                 if run is None:
                     return
+                if run.labels.get(ATTEMPT_LABEL, "0") != attempt:
+                    # Resumed meanwhile (by another replica's control handler): a fresh driver plans the new
+                    # attempt and publishes its reset tasks; this one would wait for them forever.
+                    log.info("run %s: attempt %s superseded; handing it to a fresh driver", run_id, attempt)
+                    return
                 counts = await self.store.task_counts(run_id)
                 progress = (counts.get("done", 0), counts.get("failed", 0), counts.get("cancelled", 0))
                 if progress != last_progress:
@@ -305,7 +324,9 @@ class Scheduler:
                     # Cancelled tasks did not complete: a cancelled run shows how far it got.
                     run.progress.completed = progress[0] + progress[1]
                     run.progress.total_tasks = len(planned)
-                    await self.store.update_run(run)
+                    if not await self.store.update_run(run, only_from=(run.state,)):
+                        last_progress = None  # the state changed since it was read: read it again next tick
+                        continue
                     await self._event(run, RUN_EVENT_TYPE_PROGRESS)
                 if run.state == RUN_STATE_CANCELLED:
                     await self._finish(run, bound, RUN_STATE_CANCELLED, run.message or "cancelled")
@@ -466,11 +487,17 @@ class Scheduler:
         if state == RUN_STATE_SUCCEEDED and generates_outputs(run) and total and counts.get(OUTCOME_ERROR, 0) == total:
             state, message = RUN_STATE_FAILED, "every evaluation is an error: the target (or its provider) failed"
         run.manifest.CopyFrom(server_manifest(run, bound))
+        read_state = run.state
         run.state, run.message = state, message
         run.end_time.CopyFrom(_now())
         # The flag before the state: a run stored as finished is never driven again, so nothing would retry it.
         await self.bus.set_run_flag(run.id, "done" if state == RUN_STATE_SUCCEEDED else "cancelled")
-        await self.store.update_run(run)
+        if not await self.store.update_run(run, only_from=(read_state,)):
+            log.info("run %s: its state changed while it was finishing; the newer state stands", run.id)
+            current = await self.store.get_run(run.project, run.id)
+            if current is not None and current.state in (RUN_STATE_PENDING, RUN_STATE_RUNNING):
+                await self.bus.set_run_flag(run.id, "running")  # resumed meanwhile: undo the flag set above
+            return
         await self._event(run, RUN_EVENT_TYPE_SUMMARY)
 
     async def _event(self, run: Run, kind: int) -> None:

@@ -114,7 +114,10 @@ class MetadataStore(Protocol):
 
     async def get_run(self, project: str, run_id: str) -> Run | None: ...
 
-    async def update_run(self, run: Run) -> None: ...
+    async def update_run(self, run: Run, *, only_from: Sequence[int] = ()) -> bool:
+        """Store ``run``; with ``only_from``, only while the stored state is one of those (False otherwise), so a
+        writer holding an older copy never undoes a state change made meanwhile (a cancel, a resume)."""
+        ...
 
     async def list_runs(
         self,

@@ -420,19 +420,29 @@ class SqlMetadataStore:
         )
         return Run.FromString(rows[0][0]) if rows else None
 
-    async def update_run(self, run: Run) -> None:
+    async def update_run(self, run: Run, *, only_from: Sequence[int] = ()) -> bool:
         project = project_or_default(run.project)
         stored = _without_results(run, project)
+        condition, condition_args = "", []
+        if only_from:
+            clause, condition_args = self._db.in_list("state", [int(s) for s in only_from])
+            condition = f" AND {clause}"
         async with self._db.transaction() as c:
             updated = await c.execute(
                 "UPDATE runs SET tenant_id = ?, name = ?, state = ?, update_us = ?, data = ? "
-                "WHERE run_id = ? AND project_id = ?",
+                f"WHERE run_id = ? AND project_id = ?{condition}",
                 run.tenant_id, run.name, int(run.state), _now_us(), stored.SerializeToString(), run.id, project,
+                *condition_args,
             )
-            if not updated:
-                raise BadInputError(f"no run {run.id!r} in project {project!r} to update; create it first")
-            await c.execute("DELETE FROM run_labels WHERE run_id = ?", run.id)
-            await self._write_labels(c, run, project)
+            if updated:
+                await c.execute("DELETE FROM run_labels WHERE run_id = ?", run.id)
+                await self._write_labels(c, run, project)
+        if updated:
+            return True
+        # Outside the transaction: the SQLite store serializes its connection, a read inside would wait on itself.
+        if only_from and await self.get_run(project, run.id) is not None:
+            return False
+        raise BadInputError(f"no run {run.id!r} in project {project!r} to update; create it first")
 
     @staticmethod
     async def _write_labels(c: _Conn, run: Run, project: str) -> None:
