@@ -299,3 +299,29 @@ def test_serve_on_postgres_keeps_the_password_off_command_lines_and_console_and_
         assert PASSWORD not in log.read_text(errors="replace"), log.name
     assert lines[-2:] == ["stopping: services drain, then nats stops", "stopped"]
     assert _wait_gone(set(children), timeout_s=5) == set()
+
+
+def test_a_launched_command_keeps_its_pid_and_command_line_and_dies_with_its_parent() -> None:
+    script = (
+        "import subprocess, time\n"
+        "from evalsi.child_processes import with_death_signal\n"
+        "child = subprocess.Popen(with_death_signal(['sleep', '120']))\n"
+        "print(child.pid, flush=True)\n"
+        "time.sleep(120)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout is not None
+        pid = int(parent.stdout.readline())
+        cmdline = Path(f"/proc/{pid}/cmdline")
+        deadline = time.monotonic() + 20
+        while cmdline.read_bytes() != b"sleep\x00120\x00":  # the launcher execs the command in place
+            assert time.monotonic() < deadline, cmdline.read_bytes()
+            time.sleep(0.02)
+    finally:
+        parent.kill()
+        parent.wait()
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{pid}").exists() and Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z":
+        assert time.monotonic() < deadline, "the child outlived its SIGKILLed parent"
+        time.sleep(0.05)

@@ -157,11 +157,10 @@ class NatsServer:
             log.flush()
             try:
                 self._proc = subprocess.Popen(
-                    args,
+                    child_processes.with_death_signal(args) if self._die_with_parent else args,
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL,
-                    preexec_fn=child_processes.die_with_parent() if self._die_with_parent else None,
                 )
             except OSError as e:
                 raise RuntimeError(f"cannot run nats-server {binary!r}: {e}") from e

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from evalsi.child_processes import die_with_parent
+from evalsi.child_processes import with_death_signal
 from evalsi.config import Config, require_loopback
 from evalsi.connections import CONNECTIONS_ENV
 from evalsi.errors import BadInputError, EvalsiError
@@ -67,7 +67,7 @@ class Child:
     def start(self) -> None:
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
-                self.argv,
+                with_death_signal(self.argv),
                 env=self.env,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -75,7 +75,6 @@ class Child:
                 # Its own group: Ctrl-C on the terminal reaches the supervisor only (which stops children in
                 # order), and stop() can end whatever the child itself started.
                 process_group=0,
-                preexec_fn=die_with_parent(),
             )
         self.started_at = time.monotonic()
         self.restart_at = None
