@@ -229,15 +229,28 @@ async def _in_lanes(
 ) -> None:
     """``commit(item, call(item))`` for each item in order off the loop; an overdue call is ``expire(item)``."""
     loop = asyncio.get_running_loop()
+    if timeout_s is None:
+        # No deadline to watch (embedded runs): the plain loop, without a lane's per-call locking.
+        stopped = threading.Event()
+
+        def run_all() -> None:
+            for item in items:
+                if stopped.is_set():
+                    return
+                commit(item, call(item))
+
+        try:
+            await loop.run_in_executor(None, run_all)
+        except asyncio.CancelledError:
+            stopped.set()
+            raise
+        return
     start = 0
     while start < len(items):
         lane = _Lane(items, call, commit, start)
         future = loop.run_in_executor(None, lane.run)
         try:
             while True:
-                if timeout_s is None:
-                    await future
-                    return
                 overdue, wait = lane.abandon_overdue(timeout_s)
                 if overdue is not None:
                     expire(items[overdue])
