@@ -20,6 +20,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from e2e_helpers import environment
 
 import evalsi
 from evalsi.config import WorkerConfig
@@ -73,17 +74,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     datasets.mkdir()
     rows = [{"id": "bomb", "output": BOMB}, {"id": "as", "output": "aaaa"}, {"id": "b", "output": "b"}]
     (datasets / "bounded.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
-    saved = {key: os.environ.get(key) for key in ("PYTHONPATH", "EVALSI_CALL_TIMEOUT")}
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(tmp / "site"), saved["PYTHONPATH"]) if p)
-    os.environ["EVALSI_CALL_TIMEOUT"] = str(CALL_TIMEOUT_S)
-    try:
+    python_path = os.pathsep.join(p for p in (str(tmp / "site"), os.environ.get("PYTHONPATH")) if p)
+    with environment(PYTHONPATH=python_path, EVALSI_CALL_TIMEOUT=str(CALL_TIMEOUT_S)):
         running = Stack(tmp, datasets_dir=datasets, workers=[WorkerConfig("cpu", 1, 8)]).start()
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
     try:
         _wait_for_the_worker(running)
         yield running

@@ -12,12 +12,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from e2e_helpers import wait_for
 
 import evalsi
 from evalsi.testing.stack import Stack
@@ -64,15 +64,6 @@ def write_spec(tmp_path: Path, *, records: int = RECORDS) -> Path:
 
 def slow_down(server: Any, seconds: float, calls: int) -> None:
     server.enqueue(*[("delay", seconds)] * calls)
-
-
-def wait_for(predicate, timeout: float = 60.0, every: float = 0.1) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(every)
-    raise AssertionError("timed out waiting")
 
 
 def assert_scored_exactly_once(client: evalsi.Client, run_id: str, project: str = "default") -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import json
-import os
 import re
 import time
 import urllib.request
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from e2e_helpers import postgres_and_s3, wait_for
 
 import evalsi
 from evalsi.bus.codec import encode
@@ -59,17 +59,8 @@ def answer(body: dict[str, Any]) -> str:
 
 @pytest.fixture(scope="module")
 def backends() -> Iterator[tuple[PostgresServer, SeaweedS3]]:
-    with PostgresServer() as postgres, SeaweedS3(bucket="evalsi-outages") as s3:
-        saved = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
-        os.environ["AWS_ACCESS_KEY_ID"], os.environ["AWS_SECRET_ACCESS_KEY"] = s3.access_key, s3.secret_key
-        try:
-            yield postgres, s3
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
+    with postgres_and_s3("evalsi-outages") as both:
+        yield both
 
 
 @pytest.fixture(scope="module")
@@ -120,15 +111,6 @@ def write_spec(stack: Stack) -> Path:
         + "".join(f"    - {{ref: builtin/{name}, params: {{}}}}\n" for name in EVALUATORS)
     )
     return spec
-
-
-def wait_for(predicate, timeout: float = 60.0, every: float = 0.1) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        time.sleep(every)
-    raise AssertionError("timed out waiting")
 
 
 def finished(client: evalsi.Client, run_id: str, timeout: float = 120.0) -> Run:

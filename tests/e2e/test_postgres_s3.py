@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from e2e_helpers import postgres_and_s3
 
 import evalsi
 from evalsi.testing.services import PostgresServer, SeaweedS3
@@ -20,17 +20,8 @@ SPEC = ROOT / "examples" / "runs" / "qa-outputs.yaml"
 
 @pytest.fixture
 def backends() -> Iterator[tuple[PostgresServer, SeaweedS3]]:
-    with PostgresServer() as postgres, SeaweedS3(bucket="evalsi-e2e") as s3:
-        saved = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
-        os.environ["AWS_ACCESS_KEY_ID"], os.environ["AWS_SECRET_ACCESS_KEY"] = s3.access_key, s3.secret_key
-        try:
-            yield postgres, s3
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
+    with postgres_and_s3("evalsi-e2e") as both:
+        yield both
 
 
 def test_a_run_on_postgres_and_s3_equals_the_embedded_run(tmp_path: Path, backends) -> None:  # type: ignore[no-untyped-def]
