@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from evalsi.errors import BadInputError
-from evalsi.judges.config import PROVIDERS, JudgeConfig, SecretRef
+from evalsi.judges.config import ENV_VAR_NAME, PROVIDERS, JudgeConfig, SecretRef
 
 # `evalsi serve` writes the sections to a file in its state directory and names it here for the api and workers;
 # a deployment may point it at its evalsi.yaml.
@@ -49,7 +49,6 @@ JUDGE_KEYS = ("connector", "base_url", "model", "models", "api_key", "projects",
               "max_retries", "rpm", "tpm")
 AGENT_KEYS = ("protocol", "url", "agent", "model", "token", "projects", "timeout_s")
 AGENT_PROTOCOLS = ("http", "a2a", "openai-responses")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 
 
@@ -287,7 +286,7 @@ def _secret(value: Any, where: str) -> SecretRef:
     if not isinstance(ref, str) or not ref:
         raise BadInputError(f"{where}.{kind}: must be a non-empty string")
     if kind == "env":
-        if not _ENV_NAME.match(ref):
+        if not ENV_VAR_NAME.fullmatch(ref):
             raise BadInputError(f"{where}.env: {ref!r} is not an environment variable name")
         return SecretRef(env=ref)
     # Absolute, so every service started from this configuration reads the same file.

@@ -38,6 +38,10 @@ _RESERVED_PARAMS = frozenset({"model", "messages", "stream", "system"})
 _TEMPLATE_RE = re.compile(r"^[^\s@]+@[^\s@]+$")
 
 
+# What a credential reference may name as an environment variable (also a webhook signing secret's secretEnv).
+ENV_VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
 @dataclass(frozen=True)
 class SecretRef:
     """Where a credential lives on the machine of the service that uses it: an environment variable or a file.

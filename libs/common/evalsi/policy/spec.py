@@ -9,7 +9,6 @@ always-rules; it reports every problem at once.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +19,7 @@ from google.protobuf import json_format
 
 from evalsi.errors import BadInputError
 from evalsi.evaluators import Registry
+from evalsi.judges.config import ENV_VAR_NAME
 from evalsi.limits import MAX_EXPRESSION_CHARS, MAX_EXPRESSIONS, MAX_NAME_CHARS
 from evalsi.specs import (
     API_VERSION,
@@ -41,7 +41,6 @@ from .windows import AlertRule, compile_alert
 KIND = "OnlineEvalPolicy"
 DEFAULT_WINDOW_S = 300.0
 _NOTIFY_SCHEMES = ("http", "https")
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def load_policy(path: str | Path) -> OnlineEvalPolicy:
@@ -229,7 +228,7 @@ def compile_policy(policy: OnlineEvalPolicy, *, registry: Registry, source: str 
                 f"{where}.secretEnv: required: the environment variable holding the webhook signing secret "
                 "(alerts are never sent unsigned), e.g. secretEnv: EVALSI_WEBHOOK_SECRET"
             )
-        elif not _ENV_NAME.fullmatch(alert.secret_env):
+        elif not ENV_VAR_NAME.fullmatch(alert.secret_env):
             problems.append(
                 f"{where}.secretEnv: {alert.secret_env!r} is not an environment variable name (letters, digits "
                 "and '_', not starting with a digit)"
