@@ -8,8 +8,8 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from evalsi.config import WorkerConfig
-from evalsi.serve import Child
+from evalsi.service.config import WorkerConfig
+from evalsi.service.supervisor import Child
 from evalsi.testing.stack import Stack
 
 

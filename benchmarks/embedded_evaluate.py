@@ -17,8 +17,8 @@ import numpy as np
 from evalsi import stats
 from evalsi.datasets import records_from_rows
 from evalsi.evaluators import EvalContext, Registry
-from evalsi.runner import run_evaluators
-from evalsi.summaries import summarize_results
+from evalsi.evaluators.runner import run_evaluators
+from evalsi.runs.summary import summarize_results
 
 TARGET_PER_S = 100_000
 

@@ -27,8 +27,8 @@ import numpy as np
 from _stack import BenchStack
 from google.protobuf import json_format
 
-from evalsi.config import WorkerConfig
 from evalsi.records import make_record
+from evalsi.service.config import WorkerConfig
 from evalsi.v1alpha1.catalog_service_pb2 import ListEvaluatorsRequest, ListEvaluatorsResponse
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResponse
 from evalsi.v1alpha1.evaluator_pb2 import EvaluatorRef

@@ -51,10 +51,10 @@ from evalsi.ingest import (
     Redactor,
     TraceAssembler,
     map_resource_spans,
-    open_trace_store,
     start_http_receiver,
 )
 from evalsi.ingest.redaction import parse_rule
+from evalsi.stores.traces import open_trace_store
 from evalsi.testing.services import ClickHouseServer
 
 TARGET_CLICKHOUSE = 20_000

@@ -32,7 +32,7 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
 import evalsi
-from evalsi.config import WorkerConfig
+from evalsi.service.config import WorkerConfig
 
 TARGET_P95_S = 5.0
 POLICY = {

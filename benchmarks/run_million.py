@@ -33,7 +33,7 @@ from pathlib import Path
 from _stack import BenchStack
 
 import evalsi
-from evalsi.config import WorkerConfig
+from evalsi.service.config import WorkerConfig
 from evalsi.testing.services import PostgresServer
 from evalsi.v1alpha1.run_pb2 import RUN_STATE_SUCCEEDED, RunState
 

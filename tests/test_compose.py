@@ -170,7 +170,7 @@ def test_the_policy_command_parses_and_every_trace_store_is_the_clickhouse_servi
     (name,) = ours_by_script("evalsi-policy")
     args = parse_service_flags(policy_main.build_parser(), command(name)[1:])
     assert args.traces_url.startswith("clickhouse://")
-    from evalsi.ingest.clickhouse_store import parse_clickhouse_url
+    from evalsi.stores.traces.clickhouse import parse_clickhouse_url
 
     for service in ("api", "ingest", "policy"):
         url = flag(command(service), "--traces-url")

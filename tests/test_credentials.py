@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 from google.protobuf import json_format
 
-from evalsi.config import Config
 from evalsi.connection_rules import evaluate_problems, judge_config, model_config, policy_problems, run_problems
 from evalsi.connections import CONNECTIONS_ENV, Connections
 from evalsi.errors import BadInputError
 from evalsi.evaluators import Registry
 from evalsi.judges.redaction import REDACTED, redact
 from evalsi.policy import compile_policy
+from evalsi.service.config import Config
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest
 from evalsi.v1alpha1.evaluator_pb2 import JudgeSpec
 from evalsi.v1alpha1.policy_pb2 import OnlineEvalPolicy
@@ -225,9 +225,9 @@ def test_provider_error_bodies_lose_keys_tokens_and_length() -> None:
 
 
 def test_an_embedded_run_refuses_a_servers_connection_names() -> None:
-    from evalsi.agents import open_transport
-    from evalsi.specs import judge_configs_of
-    from evalsi.targets import LocalEndpoints
+    from evalsi.runs.spec import judge_configs_of
+    from evalsi.targets.agents import open_transport
+    from evalsi.targets.models import LocalEndpoints
 
     with pytest.raises(BadInputError, match=r"^spec\.judges\.default\.connection: names a judge connection a server"):
         judge_configs_of(run({"judges": {"default": {"connection": "good", "model": "judge"}}}))
@@ -238,7 +238,7 @@ def test_an_embedded_run_refuses_a_servers_connection_names() -> None:
 
 
 def test_evalsi_serve_hands_its_children_the_connections_in_a_private_file(tmp_path: Path) -> None:
-    from evalsi.serve import plan_children
+    from evalsi.service.supervisor import plan_children
 
     config = Config.from_mapping({"judges": JUDGES, "agents": AGENTS})
     children = plan_children(config, "nats://127.0.0.1:4222", tmp_path)

@@ -11,9 +11,9 @@ from evalsi.bus.v1alpha1.bus_pb2 import STAGE_EVALUATE, STAGE_GENERATE, Task
 from evalsi.connections import Connections
 from evalsi.errors import BadInputError
 from evalsi.evaluators import Registry
-from evalsi.execution import TARGET_FAILURE_KEY, Executor
-from evalsi.judge_set import JudgeSet
+from evalsi.judges.panel import JudgeSet
 from evalsi.records import from_value
+from evalsi.runs.execute import TARGET_FAILURE_KEY, Executor
 from evalsi.testing import FakeOpenAI
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest
 from evalsi.v1alpha1.evaluator_pb2 import EvaluatorRef, JudgeSpec

@@ -12,12 +12,12 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 
 from evalsi.bus import connect, request, serve_requests
+from evalsi.bus.natsserver import NatsServer
 from evalsi.bus.v1alpha1 import bus_pb2
 from evalsi.errors import DeadlineExceeded, InfraError
 from evalsi.evaluators import EvalContext, Output, evaluator
-from evalsi.natsserver import NatsServer
+from evalsi.evaluators.runner import RunnerOptions, run_evaluators
 from evalsi.records import make_record
-from evalsi.runner import RunnerOptions, run_evaluators
 from evalsi.v1alpha1.score_pb2 import ERROR_KIND_EVALUATOR, OUTCOME_ERROR, OUTCOME_SCORED
 
 HANG_S = 3.0

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evalsi.config import ApiConfig, Config
-from evalsi.serve import Child, CrashLoop, Supervisor
+from evalsi.service.config import ApiConfig, Config
+from evalsi.service.supervisor import Child, CrashLoop, Supervisor
 from evalsi.testing.services import PostgresServer
 from evalsi.testing.stack import distinct_free_ports
 

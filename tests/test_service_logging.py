@@ -15,7 +15,7 @@ import pytest
 import structlog
 
 from evalsi.errors import BadInputError
-from evalsi.service_logging import configure_logging
+from evalsi.service.logging import configure_logging
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from evalsi.judges import RetryPolicy
-from evalsi.specs import load_eval_run
+from evalsi.runs.spec import load_eval_run
 from evalsi.v1alpha1.run_pb2 import EvalRun
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,7 +45,7 @@ def make_run(tmp_path: Path, spec: dict[str, Any], rows: list[dict[str, Any]]) -
 
     import yaml
 
-    from evalsi.specs import parse_eval_run
+    from evalsi.runs.spec import parse_eval_run
 
     (tmp_path / "data.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     document = {"apiVersion": "evals.si/v1alpha1", "kind": "EvalRun", "metadata": {"name": "agent-test"},

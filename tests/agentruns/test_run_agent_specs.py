@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from agentrun_support import make_run
 
-from evalsi.config import Config
 from evalsi.errors import BadInputError
 from evalsi.evaluators import Registry
-from evalsi.serve import plan_children
-from evalsi.specs import validate_eval_run
+from evalsi.runs.spec import validate_eval_run
+from evalsi.service.config import Config
+from evalsi.service.supervisor import plan_children
 
 REGISTRY = Registry.from_entry_points()
 ROWS = [{"id": "a", "input": "hi"}]

@@ -13,7 +13,7 @@ from agentrun_support import EXAMPLES, FAST, example, make_run
 from evalsi.cases.testing import ScriptedAgent
 from evalsi.cases.testing_protocols import ScriptedA2A, ScriptedResponses
 from evalsi.records import from_value
-from evalsi.runs import execute_run
+from evalsi.runs.embedded import execute_run
 from evalsi.v1alpha1.record_pb2 import (
     STEP_STATUS_ERROR,
     STEP_TYPE_AGENT,

@@ -10,9 +10,9 @@ from agentrun_support import EXAMPLES, example
 from evalsi.bus.v1alpha1.bus_pb2 import STAGE_GENERATE, TASK_STATUS_DONE, Task
 from evalsi.datasets import load_dataset
 from evalsi.evaluators import Registry
-from evalsi.execution import TARGET_FAILURE_KEY, Executor
-from evalsi.judge_set import JudgeSet
+from evalsi.judges.panel import JudgeSet
 from evalsi.records import from_value
+from evalsi.runs.execute import TARGET_FAILURE_KEY, Executor
 from evalsi.testing import FakeOpenAI
 from evalsi.v1alpha1.record_pb2 import STEP_TYPE_TOOL
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from agentrun_support import EXAMPLES, FAST, example
 
-from evalsi.runs import dry_run, execute_run
+from evalsi.runs.embedded import dry_run, execute_run
 from evalsi.testing import FakeOpenAI
 from evalsi.v1alpha1.record_pb2 import STEP_TYPE_AGENT, STEP_TYPE_LLM, STEP_TYPE_TOOL
 from evalsi.v1alpha1.run_pb2 import RUN_STATE_FAILED, RUN_STATE_SUCCEEDED

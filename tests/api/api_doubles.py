@@ -32,7 +32,7 @@ from evalsi.bus.v1alpha1.bus_pb2 import RunControl
 from evalsi.errors import BadInputError
 from evalsi.evaluators import Registry
 from evalsi.ingest import OnlineScore
-from evalsi.scheduling import planned_task_count
+from evalsi.runs.driver import planned_task_count
 from evalsi.stores import StoredPolicy, policy_hash
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResponse
 from evalsi.v1alpha1.policy_pb2 import OnlineEvalPolicy
@@ -229,7 +229,7 @@ class MemoryBus:
 
 
 def validate_run(run: EvalRun, *, registry: Registry) -> None:
-    """A small stand-in for evalsi.specs.validate_eval_run: the checks these tests rely on."""
+    """A small stand-in for evalsi.runs.spec.validate_eval_run: the checks these tests rely on."""
     if not run.spec.evaluators:
         raise BadInputError("spec.evaluators: at least one evaluator is required")
     for index, ref in enumerate(run.spec.evaluators):

@@ -19,10 +19,10 @@ import pytest
 from google.protobuf import json_format
 
 from evalsi import bus
+from evalsi.bus.natsserver import NatsServer
 from evalsi.bus.v1alpha1.bus_pb2 import CONTROL_ACTION_CANCEL, CONTROL_ACTION_CREATED, RunControl
 from evalsi.errors import BadInputError
 from evalsi.evaluators import Registry
-from evalsi.natsserver import NatsServer
 from evalsi.v1alpha1 import run_service_pb2_grpc
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResponse
 from evalsi.v1alpha1.run_pb2 import RUN_STATE_SUCCEEDED, Run

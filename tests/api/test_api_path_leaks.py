@@ -19,7 +19,7 @@ from evalsi.api.errors import error_status
 from evalsi.errors import BadInputError, InfraError
 from evalsi.evaluators import Registry
 from evalsi.policy import parse_policy_text
-from evalsi.specs import validate_eval_run
+from evalsi.runs.spec import validate_eval_run
 from evalsi.stores import LocalObjectStore, SqlMetadataStore
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResponse
 from evalsi.v1alpha1.monitor_service_pb2 import ApplyPolicyRequest

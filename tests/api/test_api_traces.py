@@ -23,7 +23,8 @@ from evalsi.cli.main import cli
 from evalsi.cli.traces_cmd import parse_since
 from evalsi.client import Client
 from evalsi.errors import BadInputError
-from evalsi.ingest import ExportHandler, SqliteTraceStore
+from evalsi.ingest import ExportHandler
+from evalsi.stores.traces import SqliteTraceStore
 from evalsi.v1alpha1.record_pb2 import Record, Step
 from evalsi.v1alpha1.trace_service_pb2 import GetTraceRequest, ListTracesRequest
 

@@ -16,8 +16,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 import pytest
 
 from evalsi.bus import BusConnection, StreamLimits, connect, ensure_streams
+from evalsi.bus.natsserver import NatsServer
 from evalsi.bus.v1alpha1 import bus_pb2
-from evalsi.natsserver import NatsServer
 from evalsi.v1alpha1 import record_pb2
 
 # Small budgets: JetStream checks every stream's max_bytes against the disk it may use.

@@ -8,8 +8,8 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from evalsi.bus import Readiness, connect
+from evalsi.bus.natsserver import NatsServer
 from evalsi.errors import InfraError
-from evalsi.natsserver import NatsServer
 
 Eventually = Callable[..., Awaitable[None]]
 

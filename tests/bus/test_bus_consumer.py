@@ -21,9 +21,9 @@ from evalsi.bus import (
     watch_max_deliveries,
 )
 from evalsi.bus.codec import DEAD_REASON_HEADER, TYPE_HEADER, decode
+from evalsi.bus.natsserver import NatsServer
 from evalsi.bus.v1alpha1 import bus_pb2
 from evalsi.errors import InfraError
-from evalsi.natsserver import NatsServer
 
 MakeTask = Callable[..., bus_pb2.Task]
 Eventually = Callable[..., Awaitable[None]]

@@ -11,7 +11,7 @@ from pathlib import Path
 import nats
 import pytest
 
-from evalsi.natsserver import NatsServer, find_nats_server
+from evalsi.bus.natsserver import NatsServer, find_nats_server
 
 
 def test_finds_the_bundled_binary() -> None:

@@ -23,8 +23,8 @@ from evalsi.bus import (
     subjects,
 )
 from evalsi.bus.codec import encode
+from evalsi.bus.natsserver import NatsServer
 from evalsi.bus.v1alpha1 import bus_pb2
-from evalsi.natsserver import NatsServer
 
 MakeTask = Callable[..., bus_pb2.Task]
 Eventually = Callable[..., Awaitable[None]]

@@ -18,8 +18,8 @@ from evalsi.bus import (
     ensure_work_consumers,
     subjects,
 )
+from evalsi.bus.natsserver import NatsServer
 from evalsi.errors import InfraError
-from evalsi.natsserver import NatsServer
 
 
 async def test_streams_have_explicit_limits(bus: BusConnection, limits: StreamLimits) -> None:

@@ -11,7 +11,7 @@ from evalsi.cases import CallableTransport, Case, load_file, run_cases
 from evalsi.cases.judging import Panel, PanelConfig, load_panel, panel_for_source, rubric_messages
 from evalsi.cases.transcript import Transcript, Turn
 from evalsi.errors import BadInputError
-from evalsi.judge_set import JudgeSet
+from evalsi.judges.panel import JudgeSet
 from evalsi.testing import FakeOpenAI
 
 RUBRIC_CASE = """\

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from evalsi.cases import CallableTransport, Case, load_file, render_table, run_cases
 from evalsi.cases.judging import Panel, PanelConfig
 from evalsi.cli.main import cli
-from evalsi.judge_set import JudgeSet
+from evalsi.judges.panel import JudgeSet
 from evalsi.testing import FakeOpenAI
 from evalsi.testing.threaded import ThreadedProvider
 

@@ -16,8 +16,8 @@ from evalsi.cases.simulate import Simulator, find_stop, persona_system_prompt
 from evalsi.cases.testing import ScriptedAgent, ThreadedAgent
 from evalsi.cli.cases_cmd import default_report_path
 from evalsi.cli.main import cli
-from evalsi.judge_set import JudgeSet
 from evalsi.judges import JudgeConfig
+from evalsi.judges.panel import JudgeSet
 from evalsi.testing import FakeOpenAI
 from evalsi.testing.threaded import ThreadedProvider
 

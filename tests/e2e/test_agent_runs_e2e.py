@@ -12,9 +12,9 @@ import pytest
 
 import evalsi
 from evalsi.cases.testing import ScriptedAgent, ThreadedAgent
-from evalsi.runs import run_embedded
-from evalsi.serve import metrics_url
-from evalsi.specs import load_eval_run
+from evalsi.runs.embedded import run_embedded
+from evalsi.runs.spec import load_eval_run
+from evalsi.service.supervisor import metrics_url
 from evalsi.testing.stack import Stack
 from evalsi.testing.threaded import ThreadedProvider
 from evalsi.v1alpha1.run_pb2 import RUN_STATE_SUCCEEDED, EvalRun

@@ -23,9 +23,9 @@ import pytest
 from e2e_helpers import environment
 
 import evalsi
-from evalsi.config import WorkerConfig
 from evalsi.errors import InfraError
 from evalsi.records import make_record
+from evalsi.service.config import WorkerConfig
 from evalsi.testing.stack import Stack
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest
 from evalsi.v1alpha1.evaluator_pb2 import EvaluatorRef

@@ -25,7 +25,7 @@ from e2e_helpers import postgres_and_s3, wait_for
 import evalsi
 from evalsi.bus.codec import encode
 from evalsi.bus.v1alpha1.bus_pb2 import TASK_STATUS_DONE, Task, TaskResult
-from evalsi.serve import metrics_url
+from evalsi.service.supervisor import metrics_url
 from evalsi.testing.services import PostgresServer, SeaweedS3
 from evalsi.testing.stack import Stack
 from evalsi.testing.threaded import ThreadedProvider

@@ -25,8 +25,8 @@ def backends() -> Iterator[tuple[PostgresServer, SeaweedS3]]:
 
 
 def test_a_run_on_postgres_and_s3_equals_the_embedded_run(tmp_path: Path, backends) -> None:  # type: ignore[no-untyped-def]
-    from evalsi.runs import run_embedded
-    from evalsi.specs import load_eval_run
+    from evalsi.runs.embedded import run_embedded
+    from evalsi.runs.spec import load_eval_run
 
     postgres, s3 = backends
     stack = Stack(tmp_path, metadata_url=postgres.dsn, objects_url=s3.url("objects")).start()

@@ -40,8 +40,8 @@ def summaries_of(run) -> dict[str, tuple]:
 
 def test_a_run_on_the_server_equals_the_embedded_run(stack: Stack) -> None:
 
-    from evalsi.runs import run_embedded
-    from evalsi.specs import load_eval_run
+    from evalsi.runs.embedded import run_embedded
+    from evalsi.runs.spec import load_eval_run
 
     embedded = asyncio.run(run_embedded(load_eval_run(SPEC), base_dir=SPEC.parent)).run
     with evalsi.Client(stack.grpc) as client:
@@ -61,7 +61,7 @@ def test_a_run_on_the_server_equals_the_embedded_run(stack: Stack) -> None:
         finally:
             await nc.close()
 
-    from evalsi.scheduling import run_traceparent
+    from evalsi.runs.driver import run_traceparent
 
     # Every message of a run carries the run's trace id, so a trace backend can correlate them.
     assert asyncio.run(last_event_traceparent()).split("-")[1] == run_traceparent(served.id, "").split("-")[1]

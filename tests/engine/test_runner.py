@@ -7,8 +7,8 @@ import time
 
 from evalsi.errors import InfraError, SkipRecord
 from evalsi.evaluators import EvalContext, Output, evaluator
+from evalsi.evaluators.runner import DATASET_RECORD_ID, RunnerOptions, run_evaluators
 from evalsi.records import make_record
-from evalsi.runner import DATASET_RECORD_ID, RunnerOptions, run_evaluators
 from evalsi.v1alpha1.record_pb2 import Step
 from evalsi.v1alpha1.score_pb2 import (
     ERROR_KIND_EVALUATOR,

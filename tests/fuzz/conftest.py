@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 from fuzz_stack import FuzzStack, wait_for_ingest
 
-from evalsi.config import WorkerConfig
+from evalsi.service.config import WorkerConfig
 from evalsi.testing.services import PostgresServer
 from evalsi.testing.stack import Stack
 

@@ -19,14 +19,13 @@ from ingest_helpers import MAX_BODY
 
 from evalsi.ingest import (
     AssemblingSink,
-    ClickHouseTraceStore,
     ExportHandler,
     OtlpHttpReceiver,
-    SqliteTraceStore,
     TraceAssembler,
     start_grpc_receiver,
     start_http_receiver,
 )
+from evalsi.stores.traces import ClickHouseTraceStore, SqliteTraceStore
 from evalsi.testing.services import ClickHouseServer
 
 _databases = itertools.count(1)
@@ -72,7 +71,7 @@ def trace_store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 @pytest.fixture
 async def trace_store(trace_store_url: str) -> AsyncIterator[SqliteTraceStore | ClickHouseTraceStore]:
-    from evalsi.ingest import open_trace_store
+    from evalsi.stores.traces import open_trace_store
 
     store = await open_trace_store(trace_store_url)
     yield store

@@ -12,8 +12,9 @@ import pytest
 from ingest_helpers import make_span
 
 from evalsi.errors import InfraError
-from evalsi.ingest import ClickHouseTraceStore, map_span
+from evalsi.ingest import map_span
 from evalsi.ingest.mappers import MappedSpan
+from evalsi.stores.traces import ClickHouseTraceStore
 from evalsi.testing.services import ClickHouseServer
 
 _databases = itertools.count(1)
@@ -104,7 +105,7 @@ async def test_summaries_follow_within_the_interval_and_reads_here_see_them_at_o
 async def test_a_failed_summary_pass_keeps_its_traces_for_the_next(clickhouse_server: ClickHouseServer) -> None:
     from clickhouse_driver import Client
 
-    from evalsi.ingest.clickhouse_store import _MIGRATIONS
+    from evalsi.stores.traces.clickhouse import _MIGRATIONS
 
     url = clickhouse_server.url_for(f"group_commit_{next(_databases)}")
     store = await ClickHouseTraceStore.open(url, summary_interval_s=60)

@@ -12,19 +12,19 @@ import pytest
 from ingest_helpers import make_span
 
 from evalsi.bus import BusConnection, StreamLimits, connect, ensure_streams, subjects
+from evalsi.bus.natsserver import NatsServer
 from evalsi.bus.v1alpha1.bus_pb2 import TraceCompleted
 from evalsi.ingest import (
     AssemblingSink,
     Completer,
     CompletionConfig,
     Partitioning,
-    SqliteTraceStore,
     TraceAssembler,
     map_span,
     partition_of,
 )
 from evalsi.ingest.publishing import BusCompletionPublisher, BusNoticeSender, notice_consumer
-from evalsi.natsserver import NatsServer
+from evalsi.stores.traces import SqliteTraceStore
 
 LIMITS = StreamLimits(work_max_bytes=8 << 20, results_max_bytes=8 << 20, events_max_bytes=8 << 20,
                       control_max_bytes=8 << 20, deadletter_max_bytes=8 << 20, traces_max_bytes=8 << 20,

@@ -13,7 +13,7 @@ import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from test_receivers_sdk import genai_trace, send
 
-from evalsi.ingest import SqliteTraceStore
+from evalsi.stores.traces import SqliteTraceStore
 
 ROOT = Path(__file__).resolve().parents[2]
 

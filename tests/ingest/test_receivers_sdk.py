@@ -19,8 +19,9 @@ from opentelemetry.sdk.trace import Tracer, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
 from opentelemetry.trace import Status, StatusCode
 
-from evalsi.ingest import Completer, SqliteTraceStore
+from evalsi.ingest import Completer
 from evalsi.records import from_value
+from evalsi.stores.traces import SqliteTraceStore
 from evalsi.v1alpha1.record_pb2 import (
     STEP_STATUS_ERROR,
     STEP_TYPE_AGENT,

@@ -11,7 +11,8 @@ from ingest_helpers import make_span, resource_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from evalsi.errors import BadInputError
-from evalsi.ingest import ExportHandler, Redactor, SqliteTraceStore
+from evalsi.ingest import ExportHandler, Redactor
+from evalsi.stores.traces import SqliteTraceStore
 
 EMAIL = "ana.souza@example.com"
 CARD = "4111 1111 1111 1111"

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from evalsi.config import Config
 from evalsi.errors import BadInputError
-from evalsi.serve import plan_children, traces_url_for
+from evalsi.service.config import Config
+from evalsi.service.supervisor import plan_children, traces_url_for
 
 
 def _flag(argv: list[str], name: str) -> str:

@@ -7,7 +7,8 @@ import pytest
 from ingest_helpers import make_span
 
 from evalsi.errors import BadInputError
-from evalsi.ingest import ClickHouseTraceStore, SqliteTraceStore, map_span, open_trace_store
+from evalsi.ingest import map_span
+from evalsi.stores.traces import ClickHouseTraceStore, SqliteTraceStore, open_trace_store
 
 Store = SqliteTraceStore | ClickHouseTraceStore
 

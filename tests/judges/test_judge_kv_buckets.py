@@ -15,11 +15,11 @@ import nats
 import pytest
 from nats.aio.client import Client as NATS
 
+from evalsi.bus.natsserver import NatsServer
 from evalsi.errors import InfraError
-from evalsi.judge_set import JudgeSet
 from evalsi.judges import BucketState, InMemoryBucketStore, NatsKVBucketStore, RateLimiter
 from evalsi.judges.kv_buckets import BUCKET, kv_key
-from evalsi.natsserver import NatsServer
+from evalsi.judges.panel import JudgeSet
 
 Connect = Callable[[], Awaitable[NATS]]
 
@@ -243,7 +243,7 @@ async def test_a_workers_target_calls_draw_on_the_shared_buckets_too(connect: Co
 
     from evalsi.bus.v1alpha1.bus_pb2 import STAGE_GENERATE, TASK_STATUS_DONE, Task
     from evalsi.evaluators import Registry
-    from evalsi.execution import Executor
+    from evalsi.runs.execute import Executor
     from evalsi.testing import FakeOpenAI
 
     store = await NatsKVBucketStore.open((await connect()).jetstream())

@@ -24,11 +24,12 @@ from evalsi.api.errors import error_status
 from evalsi.bus.v1alpha1.bus_pb2 import TraceCompleted
 from evalsi.errors import BadInputError
 from evalsi.evaluators import Registry
-from evalsi.ingest import SqliteTraceStore, map_span
+from evalsi.ingest import map_span
 from evalsi.policy import WebhookSender, compile_policy, parse_policy_text, sign, unset_alert_secrets, verify
 from evalsi.policy.engine import PolicyEngine
 from evalsi.policy.stages import local_stage_evaluator
 from evalsi.stores import SqlMetadataStore
+from evalsi.stores.traces import SqliteTraceStore
 from evalsi.v1alpha1.monitor_service_pb2 import ApplyPolicyRequest
 
 REGISTRY = Registry.from_entry_points()

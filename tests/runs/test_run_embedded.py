@@ -16,8 +16,8 @@ from evalsi import Output, evaluator
 from evalsi.errors import BadInputError
 from evalsi.evaluators import Pack, Registry
 from evalsi.judges import RetryPolicy
-from evalsi.runs import execute_run, run_embedded
-from evalsi.specs import parse_eval_run
+from evalsi.runs.embedded import execute_run, run_embedded
+from evalsi.runs.spec import parse_eval_run
 from evalsi.testing import FakeAnthropic, FakeOpenAI
 from evalsi.v1alpha1.run_pb2 import (
     RUN_STATE_BUDGET_EXCEEDED,

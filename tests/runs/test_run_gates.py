@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from evalsi.errors import BadInputError
-from evalsi.gates import compile_gate, evaluate_gate, evaluate_gates
+from evalsi.runs.gates import compile_gate, evaluate_gate, evaluate_gates
 from evalsi.v1alpha1.score_pb2 import MetricSummary
 
 

@@ -8,9 +8,9 @@ import pytest
 import yaml
 
 from evalsi.evaluators import Registry
-from evalsi.planning import budget_exceeded, plan_run, projection, result_key, task_key
 from evalsi.records import make_record
-from evalsi.specs import bind_evaluators, parse_eval_run
+from evalsi.runs.plan import budget_exceeded, plan_run, projection, result_key, task_key
+from evalsi.runs.spec import bind_evaluators, parse_eval_run
 from evalsi.v1alpha1.record_pb2 import Usage
 from evalsi.v1alpha1.run_pb2 import Budget
 

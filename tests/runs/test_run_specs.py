@@ -8,7 +8,14 @@ from pathlib import Path
 import pytest
 
 from evalsi.errors import BadInputError
-from evalsi.specs import apply_overrides, load_eval_run, parse_duration, parse_eval_run, parse_eval_run_text, spec_hash
+from evalsi.runs.spec import (
+    apply_overrides,
+    load_eval_run,
+    parse_duration,
+    parse_eval_run,
+    parse_eval_run_text,
+    spec_hash,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "runs"

@@ -11,7 +11,7 @@ import yaml
 
 from evalsi.errors import BadInputError
 from evalsi.evaluators import Pack, Registry, evaluator
-from evalsi.specs import bind_evaluators, parse_eval_run, validate_eval_run
+from evalsi.runs.spec import bind_evaluators, parse_eval_run, validate_eval_run
 
 REGISTRY = Registry.from_entry_points()
 

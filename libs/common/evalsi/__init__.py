@@ -8,7 +8,7 @@ from evalsi.client import Client
 from evalsi.errors import BadInputError, EvalsiError, InfraError, SkipRecord
 from evalsi.evaluators import EvalContext, Evaluator, Output, Pack, Registry, evaluator
 from evalsi.records import make_record
-from evalsi.results import EvaluationResults
+from evalsi.runs.results import EvaluationResults
 from evalsi.sdk import evaluate, evaluate_async
 from evalsi.v1alpha1.record_pb2 import Content, Message, Record, Step, ToolCall, Trajectory, Usage
 from evalsi.v1alpha1.score_pb2 import EvaluationResult, MetricSummary, Score

@@ -202,7 +202,7 @@ def _transport(url: str, project: str | None, timeout: float) -> _Grpc | _Http:
 def load_run_document(spec: str | Path | EvalRun | Mapping[str, Any]) -> EvalRun:
     if isinstance(spec, EvalRun):
         return spec
-    from evalsi import specs
+    from evalsi.runs import spec as specs
 
     if isinstance(spec, Mapping):
         return specs.parse_eval_run(spec, source="<mapping>")

@@ -54,7 +54,7 @@ def model_config(connections: Connections, model: ModelTarget, project: str, *, 
                  where: str = "spec.target.model") -> JudgeConfig:
     """The call config of a model target over its connection: the spec's params on the connection's (no
     temperature imposed, as embedded), prices and the connection's call policy left to their owners."""
-    from evalsi.specs import TARGET_CALL_PARAMS, struct_dict
+    from evalsi.runs.spec import TARGET_CALL_PARAMS, struct_dict
 
     _refuse_fields(model, MODEL_FIELDS, where, "a model target")
     if not model.connection:
@@ -214,7 +214,7 @@ def _camel(name: str) -> str:
 @dataclasses.dataclass(frozen=True)
 class ServerEndpoints:
     """A worker's generation endpoints: the target's connection resolved for ``project`` against this process's
-    own configuration (``evalsi.targets.Endpoints``); what a bus message says about addresses is never used."""
+    own configuration (``evalsi.targets.models.Endpoints``); what a bus message says about addresses is never used."""
 
     connections: Connections
     project: str

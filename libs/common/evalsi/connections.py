@@ -139,7 +139,7 @@ class Connections:
     @classmethod
     def load(cls, path: str | Path) -> Connections:
         """The sections of an evalsi.yaml-shaped file (JSON is YAML too); other keys are checked by Config."""
-        from evalsi.config import Config
+        from evalsi.service.config import Config
 
         return Config.load(path).connections
 

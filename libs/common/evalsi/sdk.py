@@ -20,12 +20,12 @@ from google.protobuf import json_format, timestamp_pb2
 from evalsi.datasets import Dataset, load_dataset, records_from_rows
 from evalsi.errors import BadInputError
 from evalsi.evaluators import BoundEvaluator, EvalContext, Evaluator, Registry
-from evalsi.judge_set import JudgeInput, JudgeSet, judge_configs, judge_spec_from_config
+from evalsi.evaluators.runner import RunnerOptions, run_evaluators, units_total
+from evalsi.judges.panel import JudgeInput, JudgeSet, judge_configs, judge_spec_from_config
 from evalsi.limits import check_resamples
 from evalsi.records import canonical_json, struct_to_dict
-from evalsi.results import EvaluationResults
-from evalsi.runner import RunnerOptions, run_evaluators, units_total
-from evalsi.summaries import summarize_results
+from evalsi.runs.results import EvaluationResults
+from evalsi.runs.summary import summarize_results
 from evalsi.v1alpha1.evaluator_pb2 import EvaluatorRef
 from evalsi.v1alpha1.run_pb2 import (
     RUN_STATE_SUCCEEDED,

@@ -47,9 +47,9 @@ from evalsi.connections import Connections
 from evalsi.errors import BadInputError, InfraError
 from evalsi.evaluators import Registry
 from evalsi.ingest.publishing import BusCompletionPublisher
-from evalsi.scheduling import planned_task_count
-from evalsi.service_logging import configure_logging
-from evalsi.specs import validate_eval_run
+from evalsi.runs.driver import planned_task_count
+from evalsi.runs.spec import validate_eval_run
+from evalsi.service.logging import configure_logging
 from evalsi.stores import open_metadata_store, open_object_store
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResponse
 from evalsi.v1alpha1.run_service_pb2 import RunEvent
@@ -91,7 +91,7 @@ class Settings:
         if self.evaluate_timeout_s <= 0:
             raise BadInputError(f"--evaluate-timeout {self.evaluate_timeout_s}: must be positive")
         if self.traces_url.startswith("clickhouse://"):
-            from evalsi.ingest.clickhouse_store import parse_clickhouse_url
+            from evalsi.stores.traces.clickhouse import parse_clickhouse_url
 
             try:
                 parse_clickhouse_url(self.traces_url)
@@ -333,7 +333,7 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> Non
     traces = None
     try:
         if settings.traces_url:
-            from evalsi.ingest import open_trace_store
+            from evalsi.stores.traces import open_trace_store
 
             traces = await open_trace_store(settings.traces_url)
         readiness.set_ready("metadata_store")

@@ -41,7 +41,6 @@ from evalsi.ingest import (
     Redactor,
     TraceAssembler,
     check_project,
-    open_trace_store,
     run_completion_loop,
     start_grpc_receiver,
     start_http_receiver,
@@ -50,8 +49,9 @@ from evalsi.ingest.metrics import IngestCollector, ingest_registry
 from evalsi.ingest.processes import ProcessMember, run_processes
 from evalsi.ingest.publishing import BusCompletionPublisher, BusNoticeSender, notice_consumer
 from evalsi.masking import mask_url
-from evalsi.service_http import start_service_http
-from evalsi.service_logging import configure_logging
+from evalsi.service.http import start_service_http
+from evalsi.service.logging import configure_logging
+from evalsi.stores.traces import open_trace_store
 
 log = logging.getLogger("evalsi.ingest")
 LOOPBACK = ("127.0.0.1", "::1", "localhost")

@@ -40,7 +40,6 @@ from evalsi.bus.v1alpha1.bus_pb2 import TraceCompleted
 from evalsi.datasets.stored import DatasetStore
 from evalsi.errors import BadInputError, InfraError
 from evalsi.evaluators import Registry
-from evalsi.ingest import open_trace_store
 from evalsi.masking import mask_url
 from evalsi.policy import WebhookSender, compile_policy, load_policy, unset_alert_secrets
 from evalsi.policy.engine import PolicyEngine, ScoreObserver
@@ -48,9 +47,10 @@ from evalsi.policy.exports import GenAiEvaluationEvents, PrometheusScores
 from evalsi.policy.promotion import DatasetPromoter
 from evalsi.policy.spec import CompiledPolicy
 from evalsi.policy.stages import bus_stage_evaluator
-from evalsi.service_http import start_service_http
-from evalsi.service_logging import configure_logging
+from evalsi.service.http import start_service_http
+from evalsi.service.logging import configure_logging
 from evalsi.stores import open_metadata_store, open_object_store
+from evalsi.stores.traces import open_trace_store
 from evalsi.v1alpha1.evaluator_pb2 import JudgeSpec
 
 log = logging.getLogger("evalsi.policy")

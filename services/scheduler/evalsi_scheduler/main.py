@@ -45,10 +45,10 @@ from evalsi.bus.v1alpha1.bus_pb2 import (
 )
 from evalsi.errors import BadInputError, InfraError
 from evalsi.evaluators import Registry
-from evalsi.run_flags import RunFlags
-from evalsi.scheduling import Scheduler, run_periodically, run_traceparent
-from evalsi.service_http import start_service_http
-from evalsi.service_logging import LEVELS, configure_logging
+from evalsi.runs.driver import Scheduler, run_periodically, run_traceparent
+from evalsi.runs.flags import RunFlags
+from evalsi.service.http import start_service_http
+from evalsi.service.logging import LEVELS, configure_logging
 from evalsi.stores import open_metadata_store, open_object_store
 from evalsi.v1alpha1.run_service_pb2 import RunEvent
 

@@ -31,15 +31,15 @@ from evalsi.bus.v1alpha1.bus_pb2 import TASK_STATUS_CANCELLED, Task
 from evalsi.connections import Connections
 from evalsi.errors import BadInputError
 from evalsi.evaluators import Registry
-from evalsi.execution import Executor, RetryTask, result_for
-from evalsi.judge_set import JudgeSet
 from evalsi.judges import RateLimiter
 from evalsi.judges.cache import SharedJudgeCache
 from evalsi.judges.kv_buckets import NatsKVBucketStore
+from evalsi.judges.panel import JudgeSet
 from evalsi.limits import DEFAULT_CALL_TIMEOUT_S
-from evalsi.run_flags import RunFlags
-from evalsi.service_http import start_service_http
-from evalsi.service_logging import LEVELS, configure_logging
+from evalsi.runs.execute import Executor, RetryTask, result_for
+from evalsi.runs.flags import RunFlags
+from evalsi.service.http import start_service_http
+from evalsi.service.logging import LEVELS, configure_logging
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest
 
 log = logging.getLogger("evalsi.worker")

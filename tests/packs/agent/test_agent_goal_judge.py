@@ -14,10 +14,10 @@ from google.protobuf import json_format
 import evalsi
 from evalsi.errors import BadInputError
 from evalsi.evaluators import JUDGE_PENDING, EvalContext
+from evalsi.evaluators.runner import run_evaluators
 from evalsi.judges import JudgeCache, JudgeClient, JudgeConfig, RateLimiter
 from evalsi.packs.agent.judged import ARGUMENT_CHARS, goal_judge, goal_template, transcript
 from evalsi.records import from_value, make_record
-from evalsi.runner import run_evaluators
 from evalsi.testing import FakeOpenAI
 from evalsi.v1alpha1.record_pb2 import Record
 from evalsi.v1alpha1.score_pb2 import (

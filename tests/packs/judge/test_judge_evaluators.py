@@ -12,12 +12,12 @@ import pytest
 
 from evalsi.errors import BadInputError
 from evalsi.evaluators import EvalContext, Evaluator
+from evalsi.evaluators.runner import run_evaluators
 from evalsi.judges import JudgeCache, JudgeClient, JudgeConfig, RateLimiter
 from evalsi.packs.judge import llm_judge, pairwise_preference, prompt_judge, reference_correctness
 from evalsi.packs.judge.rubrics import RUBRICS
 from evalsi.packs.judge.templates import Template, get_template, register_template, unregister_template
 from evalsi.records import from_value, make_record
-from evalsi.runner import run_evaluators
 from evalsi.testing import FakeAnthropic, FakeOpenAI, FakeProvider
 from evalsi.v1alpha1.record_pb2 import Record
 from evalsi.v1alpha1.score_pb2 import (

@@ -1,6 +1,6 @@
 """What the handlers need from the rest of the system, as the narrow interfaces they use.
 
-The real implementations (``evalsi.stores``, ``evalsi.bus``, ``evalsi.specs``) are assembled in the
+The real implementations (``evalsi.stores``, ``evalsi.bus``, ``evalsi.runs.spec``) are assembled in the
 service's ``main``; tests pass in-memory ones.
 """
 
@@ -129,7 +129,7 @@ Control = Callable[[RunControl], Awaitable[None]]
 Evaluate = Callable[[EvaluateRequest, float | None], Awaitable[EvaluateResponse]]
 # The run's events from the bus, from now on.
 Watch = Callable[[str], AsyncIterator[RunEvent]]
-# Raises BadInputError naming the field path (evalsi.specs.validate_eval_run with its registry bound).
+# Raises BadInputError naming the field path (evalsi.runs.spec.validate_eval_run with its registry bound).
 ValidateRun = Callable[[EvalRun], None]
 # The number of tasks a run's plan has, given its document and its number of records.
 CountTasks = Callable[[EvalRun, int], int]

@@ -47,7 +47,6 @@ from evalsi.bus.v1alpha1.bus_pb2 import (
     RunControl,
     TaskRecords,
 )
-from evalsi.compare import compare_runs
 from evalsi.connection_rules import evaluate_problems, pin_models, policy_problems, refuse, run_problems
 from evalsi.connections import Connections
 from evalsi.datasets.stored import DatasetStore
@@ -60,7 +59,8 @@ from evalsi.policy import ERROR, NO_CONTENT, SCORED, SKIPPED, compile_policy, un
 from evalsi.policy import KIND as POLICY_KIND
 from evalsi.policy.spec import DEFAULT_WINDOW_S
 from evalsi.records import from_value
-from evalsi.specs import API_VERSION
+from evalsi.runs.compare import compare_runs
+from evalsi.runs.spec import API_VERSION
 from evalsi.stats import summarize
 from evalsi.stores import StoredPolicy, policy_hash
 from evalsi.v1alpha1.catalog_service_pb2 import ListEvaluatorsRequest, ListEvaluatorsResponse, PackInfo

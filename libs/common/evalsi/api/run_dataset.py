@@ -8,7 +8,7 @@ from pathlib import Path
 from evalsi.datasets import Dataset
 from evalsi.edge_checks import text_problem
 from evalsi.errors import BadInputError
-from evalsi.specs import resolve_dataset_path
+from evalsi.runs.spec import resolve_dataset_path
 from evalsi.v1alpha1.run_pb2 import EvalRun
 
 
@@ -28,7 +28,7 @@ def load_run_dataset(run: EvalRun, *, datasets_dir: Path) -> Dataset:
             f"spec.dataset.{kind}: this server reads datasets only from files under its datasets directory; "
             "use spec.dataset.path"
         )
-    from evalsi.runs import load_run_dataset as load
+    from evalsi.runs.embedded import load_run_dataset as load
 
     given = source.path
     root = Path(datasets_dir)

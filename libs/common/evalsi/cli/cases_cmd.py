@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from evalsi.cli._common import EXIT_BAD_INPUT, handle_errors
-from evalsi.config import Config
 from evalsi.errors import BadInputError
+from evalsi.service.config import Config
 
 if TYPE_CHECKING:
     from evalsi.stores import MetadataStore
@@ -415,7 +415,7 @@ async def _run(items: list, transport: Any, agent: str | None, conversation_id: 
                panel_config: Any, call_judges: bool, no_cache: bool, pairwise: bool, trials: int) -> Any:
     from evalsi.cases import run_cases
     from evalsi.cases.judging import Panel
-    from evalsi.judge_set import JudgeSet
+    from evalsi.judges.panel import JudgeSet
 
     if panel_config is None:
         return await run_cases(items, transport, agent=agent, conversation_id=conversation_id,
@@ -600,7 +600,7 @@ async def _simulate(items: list, personas: list, transport: Any, persona_config:
     from evalsi.cases.judging import Panel
     from evalsi.cases.simulate import Simulator, check_eval_profile, simulated_conversation_id
     from evalsi.cases.transport import DescriptionUnavailable
-    from evalsi.judge_set import JudgeSet
+    from evalsi.judges.panel import JudgeSet
 
     try:
         if eval_profile:  # verified before a single turn: every side-effect tool must be covered

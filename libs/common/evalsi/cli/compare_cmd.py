@@ -9,8 +9,8 @@ import click
 from google.protobuf import json_format
 
 from evalsi.cli._common import EXIT_GATE_FAILED, handle_errors
-from evalsi.compare import compare_runs
-from evalsi.results import EvaluationResults, _fmt
+from evalsi.runs.compare import compare_runs
+from evalsi.runs.results import EvaluationResults, _fmt
 from evalsi.v1alpha1.run_pb2 import Comparison
 
 

@@ -27,7 +27,7 @@ def _overridden(path: str) -> tuple[str | int, ...]:
 
 
 def _load(file: str, sets: tuple[str, ...]) -> Any:
-    from evalsi.specs import apply_overrides, load_document, parse_eval_run
+    from evalsi.runs.spec import apply_overrides, load_document, parse_eval_run
 
     document, lines = load_document(file)
     overrides = parse_key_values(sets, "--set")
@@ -175,8 +175,8 @@ def run_command(
         return
     if no_wait:
         raise BadInputError("--no-wait applies to server runs only (with --server)")
-    from evalsi.runs import dry_run as plan_dry_run
-    from evalsi.runs import execute_run
+    from evalsi.runs.embedded import dry_run as plan_dry_run
+    from evalsi.runs.embedded import execute_run
     from evalsi.v1alpha1.run_pb2 import RUN_STATE_BUDGET_EXCEEDED, RUN_STATE_CANCELLED, RUN_STATE_FAILED
 
     run = _load(file, sets)
@@ -252,7 +252,7 @@ def _run_on_server(
     """Submit the spec to a server; follow it to its end unless --no-wait, exiting like an embedded run."""
     from evalsi.cli.runs_cmd import describe_run, exit_code_of, follow, state_name
     from evalsi.client import Client
-    from evalsi.results import EvaluationResults
+    from evalsi.runs.results import EvaluationResults
 
     if run.spec.dataset.path and not Path(run.spec.dataset.path).is_absolute():
         local = (file.resolve().parent / run.spec.dataset.path).resolve()

@@ -36,7 +36,7 @@ def state_name(state: int) -> str:
 
 def describe_run(run: Run) -> str:
     """A run as a person reads it: state, progress, the metric table and its gates."""
-    from evalsi.results import EvaluationResults
+    from evalsi.runs.results import EvaluationResults
 
     progress = run.progress
     lines = [

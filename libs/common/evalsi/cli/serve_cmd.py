@@ -47,8 +47,8 @@ def serve_command(
     """
     from dataclasses import replace
 
-    from evalsi.config import Config
-    from evalsi.serve import Supervisor
+    from evalsi.service.config import Config
+    from evalsi.service.supervisor import Supervisor
 
     config = Config.load(config_path)
     state = Path(state_dir)

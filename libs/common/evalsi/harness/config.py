@@ -325,7 +325,7 @@ def _number(value: Any, source: str, path: str, *, positive: bool = False) -> fl
 
 
 def _seconds(value: Any, source: str, path: str) -> float:
-    from evalsi.specs import parse_duration  # imported here: evalsi.specs pulls in the whole evaluator stack
+    from evalsi.runs.spec import parse_duration  # imported here: evalsi.runs.spec pulls in the whole evaluator stack
 
     try:
         seconds = float(parse_duration(value)[:-1])

@@ -15,7 +15,6 @@ from .assembly import (
     sum_usage,
 )
 from .attributes import any_value_to_python, attributes_to_dict
-from .clickhouse_store import ClickHouseTraceStore
 from .grpc_receiver import otlp_handlers, start_grpc_receiver
 from .handler import (
     DEFAULT_PROJECT,
@@ -55,13 +54,11 @@ from .pipeline import (
     AssemblingSink,
     Completer,
     Partitioning,
-    open_trace_store,
     partition_of,
     run_completion_loop,
 )
 from .redaction import BUILTINS as REDACTION_BUILTINS
 from .redaction import RedactionRule, Redactor
-from .sqlite_store import SqliteTraceStore, TracePage, TraceSummary
 
 __all__ = [
     "DEFAULT_MAPPERS",
@@ -80,7 +77,6 @@ __all__ = [
     "REDACTION_BUILTINS",
     "TRACES_PATH",
     "AssemblingSink",
-    "ClickHouseTraceStore",
     "CompletedTrace",
     "Completer",
     "CompletionConfig",
@@ -96,10 +92,7 @@ __all__ = [
     "RedactionRule",
     "Redactor",
     "SpanSink",
-    "SqliteTraceStore",
     "TraceAssembler",
-    "TracePage",
-    "TraceSummary",
     "any_value_to_python",
     "assemble_record",
     "attributes_to_dict",
@@ -112,7 +105,6 @@ __all__ = [
     "map_resource_logs",
     "map_resource_spans",
     "map_span",
-    "open_trace_store",
     "otlp_handlers",
     "partition_of",
     "root_of",

@@ -17,20 +17,15 @@ import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
-from urllib.parse import unquote
 
 from evalsi.bus.v1alpha1.bus_pb2 import ObservedTrace, TraceCompleted
-from evalsi.errors import BadInputError, InfraError
-from evalsi.masking import mask_url
+from evalsi.errors import InfraError
 
 from .assembly import CompletedTrace, TraceAssembler
-from .clickhouse_store import ClickHouseTraceStore
 from .handler import SpanSink
 from .mappers import MappedSpan
-from .sqlite_store import SqliteTraceStore
 
 log = logging.getLogger("evalsi.ingest")
-TRACE_URL_FORMS = "sqlite:///relative.db, sqlite:////absolute/path.db or clickhouse://host[:tcp_port]/database"
 
 
 class CompletionStore(Protocol):
@@ -164,19 +159,3 @@ async def run_completion_loop(completer: Completer, stop: asyncio.Event, interva
             log.warning("completing traces failed (%d waiting): %s", completer.waiting, exc)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), interval_s)
-
-
-async def open_trace_store(url: str) -> SqliteTraceStore | ClickHouseTraceStore:
-    """Open the trace store at ``url``: ``sqlite:///path`` or ``clickhouse://host[:tcp_port]/database``.
-
-    A ClickHouse URL names the native TCP port (9000 when omitted); the database is created if missing and the
-    schema migrated on open.
-    """
-    if url.startswith("clickhouse://"):
-        return await ClickHouseTraceStore.open(url)
-    if not url.startswith("sqlite:///") or len(url) == len("sqlite:///"):
-        raise BadInputError(f"trace store URL {mask_url(url)!r} is not supported; accepted: {TRACE_URL_FORMS}")
-    path = url[len("sqlite:///"):]
-    if "?" in path:
-        raise BadInputError(f"trace store URL {mask_url(url)!r}: SQLite URLs take no query parameters")
-    return await SqliteTraceStore.open(unquote(path))

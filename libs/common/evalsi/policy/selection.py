@@ -31,7 +31,7 @@ from evalsi.errors import BadInputError
 from evalsi.ingest.assembly import assemble_record
 from evalsi.ingest.mappers import MappedSpan
 from evalsi.records import from_value
-from evalsi.specs import parse_duration
+from evalsi.runs.spec import parse_duration
 from evalsi.v1alpha1.record_pb2 import STEP_STATUS_ERROR, Record, Step, StepType
 
 _ENV = celpy.Environment()

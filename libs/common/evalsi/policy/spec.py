@@ -1,7 +1,7 @@
 """``OnlineEvalPolicy`` specs: YAML to the protobuf message, then the checks a policy needs before it is applied.
 
 The document is the protobuf JSON mapping of ``evalsi.v1alpha1.OnlineEvalPolicy`` with human durations
-(``window: 5m``), walked with the same helpers as ``EvalRun`` specs (``evalsi.specs``), so an unknown field is a
+(``window: 5m``), walked with the same helpers as ``EvalRun`` specs (``evalsi.runs.spec``), so an unknown field is a
 ``BadInputError`` naming its path and line. ``compile_policy`` resolves every cascade stage through the
 ``Registry``, compiles the selector, ``when`` conditions, alert rules and promotion condition, and parses the
 always-rules; it reports every problem at once.
@@ -21,7 +21,7 @@ from evalsi.errors import BadInputError
 from evalsi.evaluators import Registry
 from evalsi.judges.config import ENV_VAR_NAME
 from evalsi.limits import MAX_EXPRESSION_CHARS, MAX_EXPRESSIONS, MAX_NAME_CHARS
-from evalsi.specs import (
+from evalsi.runs.spec import (
     API_VERSION,
     DEFAULT_PROJECT,
     PROJECT_LABEL,

@@ -16,7 +16,7 @@ from nats.aio.client import Client as NATS
 from evalsi.bus import ObjectStore, request, subjects
 from evalsi.errors import DeadlineExceeded, InfraError
 from evalsi.evaluators import EvalContext
-from evalsi.runner import RunnerOptions, run_evaluators
+from evalsi.evaluators.runner import RunnerOptions, run_evaluators
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResponse
 from evalsi.v1alpha1.evaluator_pb2 import JudgeSpec
 from evalsi.v1alpha1.record_pb2 import Record

@@ -11,9 +11,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from evalsi.config import ApiConfig, Config, IngestConfig, SchedulerConfig, WorkerConfig
 from evalsi.connections import Connections
-from evalsi.serve import CrashLoop, Supervisor
+from evalsi.service.config import ApiConfig, Config, IngestConfig, SchedulerConfig, WorkerConfig
+from evalsi.service.supervisor import CrashLoop, Supervisor
 
 ROOT = Path(__file__).resolve().parents[4]
 

@@ -31,8 +31,8 @@ from evalsi.errors import BadInputError, InfraError
 from evalsi.judges import RetryPolicy
 from evalsi.judges.redaction import redact
 from evalsi.records import content_text, to_value
-from evalsi.specs import target_config, target_prices
-from evalsi.targets import (
+from evalsi.runs.spec import target_config, target_prices
+from evalsi.targets.models import (
     Endpoints,
     Generation,
     LocalEndpoints,
@@ -445,7 +445,7 @@ async def generate_with_agent(
     retry: RetryPolicy | None,
     endpoints: Endpoints | None = None,
 ) -> Generation:
-    """Copies of ``records`` answered by the agent (see ``evalsi.targets.generate``)."""
+    """Copies of ``records`` answered by the agent (see ``evalsi.targets.models.generate``)."""
     generation = Generation([copy_record(r) for r in records])
     for record in generation.records:
         stamp_for_generation(record, trial=trial, identity=identity, run_id=run_id)

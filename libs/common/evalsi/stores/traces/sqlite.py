@@ -23,11 +23,9 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from evalsi.errors import BadInputError, InfraError
-from evalsi.v1alpha1.record_pb2 import Record, Step
-
-from .assembly import assemble_record, counts_toward_usage
-from .mappers import MappedSpan
-from .online import (
+from evalsi.ingest.assembly import assemble_record, counts_toward_usage
+from evalsi.ingest.mappers import MappedSpan
+from evalsi.ingest.online import (
     FEEDBACK_COLUMNS,
     SCORE_COLUMNS,
     Feedback,
@@ -37,6 +35,7 @@ from .online import (
     score_from_row,
     score_row,
 )
+from evalsi.v1alpha1.record_pb2 import Record, Step
 
 T = TypeVar("T")
 TENANT = ""  # reserved: every row has one, empty until tenancy exists

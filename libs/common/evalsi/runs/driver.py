@@ -32,10 +32,10 @@ from evalsi.bus.v1alpha1.bus_pb2 import (
 )
 from evalsi.errors import InfraError
 from evalsi.evaluators import BoundEvaluator, Registry
-from evalsi.planning import Plan, plan_run, task_key
-from evalsi.planning import Task as PlannedTask
+from evalsi.runs.plan import Plan, plan_run, task_key
+from evalsi.runs.plan import Task as PlannedTask
+from evalsi.runs.summary import SummaryBuilder
 from evalsi.sdk import resolve_evaluators
-from evalsi.summaries import SummaryBuilder
 from evalsi.v1alpha1.record_pb2 import Record
 from evalsi.v1alpha1.run_pb2 import (
     RUN_STATE_BUDGET_EXCEEDED,
@@ -99,7 +99,7 @@ def bound_of(run: Run, registry: Registry) -> list[BoundEvaluator]:
 
 def generates_outputs(run: Run) -> bool:
     """Whether a target (a model, an agent or the built-in harness) generates the run's outputs."""
-    from evalsi.agents import generation_kind
+    from evalsi.targets.agents import generation_kind
 
     return generation_kind(run.spec.target, run.spec.harness) != "outputs"
 
@@ -361,7 +361,7 @@ class Scheduler:
 
     async def _over_budget(self, run: Run) -> str:
         """Why the run is over its token or cost budget, or "" while it is within it."""
-        from evalsi.planning import budget_exceeded
+        from evalsi.runs.plan import budget_exceeded
         from evalsi.v1alpha1.record_pb2 import Usage
 
         budget = run.spec.budget
@@ -477,7 +477,7 @@ class Scheduler:
         run.ClearField("summaries")
         run.summaries.extend(builder.summaries(records=records, options=run.spec.summary))
         if state == RUN_STATE_SUCCEEDED and run.spec.gates:
-            from evalsi.gates import evaluate_gates
+            from evalsi.runs.gates import evaluate_gates
 
             run.ClearField("gates")
             run.gates.extend(evaluate_gates(list(run.spec.gates), run.summaries))
@@ -620,9 +620,9 @@ def server_manifest(run: Run, bound: Sequence[BoundEvaluator]) -> RunManifest:
     """The same manifest as an embedded run: spec hash, dataset version, evaluators, judges, target, versions."""
     from types import SimpleNamespace
 
-    from evalsi.judge_set import judge_config_from_spec
+    from evalsi.judges.panel import judge_config_from_spec
     from evalsi.sdk import build_manifest
-    from evalsi.targets import target_identity, unpinned_target
+    from evalsi.targets.models import target_identity, unpinned_target
 
     dataset = SimpleNamespace(
         source=run.manifest.dataset or run.spec.dataset.path, version=run.manifest.dataset_version

@@ -29,12 +29,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from evalsi.bus.natsserver import NatsServer
 from evalsi.child_processes import with_death_signal
-from evalsi.config import Config, require_loopback
 from evalsi.connections import CONNECTIONS_ENV
 from evalsi.errors import BadInputError, EvalsiError
 from evalsi.masking import mask_url
-from evalsi.natsserver import NatsServer
+from evalsi.service.config import Config, require_loopback
 
 RESTART_BACKOFF_S = (0.5, 1.0, 2.0, 5.0, 10.0)
 MAX_RESTARTS = 5

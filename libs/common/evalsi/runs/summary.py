@@ -14,7 +14,7 @@ import numpy as np
 
 from evalsi import stats
 from evalsi.evaluators import BoundEvaluator, Output
-from evalsi.runner import DATASET_RECORD_ID
+from evalsi.evaluators.runner import DATASET_RECORD_ID
 from evalsi.v1alpha1.record_pb2 import Record
 from evalsi.v1alpha1.score_pb2 import (
     ERROR_KIND_INFRA,

@@ -42,12 +42,9 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from evalsi.errors import BadInputError, InfraError
-from evalsi.masking import mask_url
-from evalsi.v1alpha1.record_pb2 import Record, Step
-
-from .assembly import assemble_record, counts_toward_usage
-from .mappers import MappedSpan
-from .online import (
+from evalsi.ingest.assembly import assemble_record, counts_toward_usage
+from evalsi.ingest.mappers import MappedSpan
+from evalsi.ingest.online import (
     FEEDBACK_COLUMNS,
     SCORE_COLUMNS,
     Feedback,
@@ -57,7 +54,10 @@ from .online import (
     score_from_row,
     score_row,
 )
-from .sqlite_store import MAX_PAGE, TENANT, TracePage, TraceSummary, _decode_token, _encode_token
+from evalsi.masking import mask_url
+from evalsi.v1alpha1.record_pb2 import Record, Step
+
+from .sqlite import MAX_PAGE, TENANT, TracePage, TraceSummary, _decode_token, _encode_token
 
 T = TypeVar("T")
 log = logging.getLogger("evalsi.ingest")

@@ -8,7 +8,7 @@
   that conversation. Providers that take a seed (OpenAI-compatible) get ``seed + trial``, so trials differ
   but each is reproducible where the provider honours seeds.
 - ``agent``, or ``model`` with ``spec.harness.builtin``: an agent performs each record as a task
-  (``evalsi.agents``): its answer is the output, its tool calls the trajectory.
+  (``evalsi.targets.agents``): its answer is the output, its tool calls the trajectory.
 
 A provider failure after retries is an infrastructure failure of that record (``TargetFailure`` kind
 ``infra``): its evaluations end ``ERROR``/infra and never count as a model failure. A record the prompt
@@ -33,7 +33,7 @@ from evalsi.errors import BadInputError, InfraError
 from evalsi.judges import CircuitBreakers, Completion, Connector, JudgeConfig, ProviderError, RateLimiter, RetryPolicy
 from evalsi.judges.connectors import make_connector
 from evalsi.records import canonical_json, content_text, from_value
-from evalsi.specs import (
+from evalsi.runs.spec import (
     DEFAULT_PROMPT_TEMPLATE,
     TEMPLATE_PLACEHOLDER,
     struct_dict,
@@ -78,7 +78,7 @@ class LocalEndpoints:
         return target_config(model, seed=seed)
 
     def agent_transport(self, agent: AgentTarget) -> tuple[Transport, str]:
-        from evalsi.agents import open_transport
+        from evalsi.targets.agents import open_transport
 
         return open_transport(agent, os.environ if self.environ is None else self.environ)
 
@@ -112,7 +112,7 @@ def target_identity(target: Target, harness: HarnessSpec | None = None) -> str:
     """What the manifest and provenance record: ``openai-compatible:my-model @ http://host/v1``, the agent
     (``agent:http:http://host:8080 (agent shop)``) or the reference agent and its model (``evalsi-harness(...) on
     openai-compatible:my-model @ http://host/v1``)."""
-    from evalsi.agents import agent_identity, generation_kind, harness_identity
+    from evalsi.targets.agents import agent_identity, generation_kind, harness_identity
 
     kind = generation_kind(target, harness)
     if kind == "harness":
@@ -130,7 +130,7 @@ def target_identity(target: Target, harness: HarnessSpec | None = None) -> str:
 
 def unpinned_target(spec: RunSpec) -> str:
     """What the manifest cannot pin about the target ("" for outputs given): a served model or agent."""
-    from evalsi.agents import generation_kind
+    from evalsi.targets.agents import generation_kind
 
     kind = generation_kind(spec.target, spec.harness)
     if kind in ("model", "harness"):
@@ -350,10 +350,10 @@ async def generate(
     in flight (pass one Semaphore to bound several generate calls together); once ``cancel`` is set, calls
     not yet started end ``cancelled``. ``on_usage`` hears each answered call's usage as it arrives (for
     budgets). An agent target, or ``harness`` (the spec's) with a model target, makes each record an agent
-    task (``evalsi.agents``); ``retry`` sets the waits between an agent's (or the harness model's) retries.
+    task (``evalsi.targets.agents``); ``retry`` sets the waits between an agent's (or the harness model's) retries.
     ``endpoints`` resolve endpoints and credentials (default: the spec's own, as embedded).
     """
-    from evalsi.agents import generate_with_agent, generation_kind
+    from evalsi.targets.agents import generate_with_agent, generation_kind
 
     identity = target_identity(target, harness)
     kind = generation_kind(target, harness)

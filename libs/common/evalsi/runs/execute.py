@@ -23,10 +23,10 @@ from evalsi.bus.v1alpha1.bus_pb2 import (
 from evalsi.connections import Connections
 from evalsi.errors import BadInputError
 from evalsi.evaluators import BoundEvaluator, EvalContext, Registry
-from evalsi.judge_set import JudgeSet, judge_config_from_spec
+from evalsi.evaluators.runner import RunnerOptions, run_evaluators
+from evalsi.judges.panel import JudgeSet, judge_config_from_spec
 from evalsi.limits import DEFAULT_CALL_TIMEOUT_S, check_resamples
 from evalsi.records import from_value, to_value
-from evalsi.runner import RunnerOptions, run_evaluators
 from evalsi.sdk import resolve_evaluators
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResponse
 from evalsi.v1alpha1.record_pb2 import Record, Usage
@@ -45,7 +45,7 @@ class Executor:
     judges: JudgeSet
     concurrency: int = 16
     # Seconds one evaluator call may take before it is abandoned and reported as an evaluator error
-    # (evalsi.runner; evalsi-worker --call-timeout). None: no limit.
+    # (evalsi.evaluators.runner; evalsi-worker --call-timeout). None: no limit.
     call_timeout_s: float | None = DEFAULT_CALL_TIMEOUT_S
     fetch: FetchObject | None = None
     worker: str = socket.gethostname()
@@ -104,9 +104,9 @@ class Executor:
         out = result_for(task, TASK_STATUS_DONE, self.worker)
         records = await self.records_of(task)
         if task.stage == STAGE_GENERATE:
-            from evalsi.agents import generation_kind
             from evalsi.connection_rules import ServerEndpoints
-            from evalsi.targets import TargetClient, failed_generation, generate
+            from evalsi.targets.agents import generation_kind
+            from evalsi.targets.models import TargetClient, failed_generation, generate
 
             client = None
             endpoints = ServerEndpoints(self.connections, task.project) if self.connections is not None else None
@@ -114,7 +114,7 @@ class Executor:
                 if generation_kind(task.target, task.harness) == "model":
                     # The judges' limiter: a target model's rpm/tpm is shared by every task and worker like a judge's.
                     client = TargetClient(task.target.model, limiter=self.judges.limiter, endpoints=endpoints)
-                # Agents and the built-in harness run here exactly as embedded (evalsi.agents), on the harness pool.
+                # Agents and the built-in harness run here exactly as embedded (targets.agents), on the harness pool.
                 generation = await generate(
                     records,
                     task.target,
@@ -165,7 +165,7 @@ class Executor:
 
     async def evaluate_request(self, request: EvaluateRequest) -> EvaluateResponse:
         """A synchronous Evaluate: small batches, answered over request/reply, summaries included."""
-        from evalsi.summaries import summarize_results
+        from evalsi.runs.summary import summarize_results
 
         if not request.records:
             raise BadInputError("records: at least one record is required")
@@ -210,8 +210,8 @@ def result_for(task: Task, status: int, worker: str) -> TaskResult:
 
 def _failure_results(records: Sequence[Record], bound: Sequence[BoundEvaluator]) -> list[EvaluationResult]:
     """Results for records the target produced no output for: infra errors, skips or cancellations."""
-    from evalsi.runs import failure_result
-    from evalsi.targets import TargetFailure
+    from evalsi.runs.embedded import failure_result
+    from evalsi.targets.models import TargetFailure
 
     out = []
     for record in records:

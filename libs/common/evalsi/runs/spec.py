@@ -31,7 +31,6 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 from evalsi.errors import BadInputError
 from evalsi.evaluators import BoundEvaluator, Registry
-from evalsi.gates import check_gate_references, compile_gate
 from evalsi.judges import PROVIDERS, JudgeConfig
 from evalsi.limits import (
     MAX_BOOTSTRAP_RESAMPLES,
@@ -44,6 +43,7 @@ from evalsi.limits import (
     MAX_TRIALS,
 )
 from evalsi.records import canonical_json, from_value
+from evalsi.runs.gates import check_gate_references, compile_gate
 from evalsi.sdk import resolve_evaluators
 from evalsi.v1alpha1.evaluator_pb2 import EvaluatorRef, JudgeSpec
 from evalsi.v1alpha1.run_pb2 import EvalRun, ModelTarget
@@ -763,7 +763,7 @@ def expected_metrics(bound: Sequence[BoundEvaluator]) -> dict[str, bool]:
 
 
 def _target_problems(run: EvalRun) -> list[str]:
-    from evalsi.agents import agent_problems, harness_problems  # evalsi.agents imports this module
+    from evalsi.targets.agents import agent_problems, harness_problems  # evalsi.targets.agents imports this module
 
     kind = target_kind(run)
     spec = run.spec

@@ -26,15 +26,14 @@ from typing import Any
 from evalsi.datasets import Dataset, load_dataset
 from evalsi.errors import BadInputError
 from evalsi.evaluators import BoundEvaluator, EvalContext, Registry
-from evalsi.gates import evaluate_gates
-from evalsi.judge_set import JudgeSet
+from evalsi.evaluators.runner import RunnerOptions, run_evaluators, units_total
 from evalsi.judges import Completion, JudgeClient, JudgeConfig, RateLimiter, RetryPolicy
-from evalsi.planning import DEFAULT_SHARD_SIZE, Plan, Projection, budget_exceeded, plan_run, projection
+from evalsi.judges.panel import JudgeSet
 from evalsi.records import has_content
-from evalsi.results import EvaluationResults
-from evalsi.runner import RunnerOptions, run_evaluators, units_total
-from evalsi.sdk import build_manifest, interrupt_sets, progress_bar, progress_counts, timestamp_of
-from evalsi.specs import (
+from evalsi.runs.gates import evaluate_gates
+from evalsi.runs.plan import DEFAULT_SHARD_SIZE, Plan, Projection, budget_exceeded, plan_run, projection
+from evalsi.runs.results import EvaluationResults
+from evalsi.runs.spec import (
     bind_evaluators,
     judge_configs_of,
     resolve_dataset_path,
@@ -42,8 +41,9 @@ from evalsi.specs import (
     target_kind,
     validate_eval_run,
 )
-from evalsi.summaries import summarize_results
-from evalsi.targets import Generation, TargetClient, TargetFailure, generate, target_identity, unpinned_target
+from evalsi.runs.summary import summarize_results
+from evalsi.sdk import build_manifest, interrupt_sets, progress_bar, progress_counts, timestamp_of
+from evalsi.targets.models import Generation, TargetClient, TargetFailure, generate, target_identity, unpinned_target
 from evalsi.v1alpha1.record_pb2 import Record, Usage
 from evalsi.v1alpha1.run_pb2 import (
     RUN_STATE_BUDGET_EXCEEDED,

@@ -29,11 +29,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from evalsi.agents import generation_kind
 from evalsi.evaluators import BoundEvaluator
-from evalsi.runner import group_sessions
-from evalsi.specs import target_config, target_prices, trials_of
-from evalsi.targets import PromptError, build_messages
+from evalsi.evaluators.runner import group_sessions
+from evalsi.runs.spec import target_config, target_prices, trials_of
+from evalsi.targets.agents import generation_kind
+from evalsi.targets.models import PromptError, build_messages
 from evalsi.v1alpha1.record_pb2 import Record, Usage
 from evalsi.v1alpha1.run_pb2 import Budget, EvalRun, RunSpec
 
@@ -102,7 +102,7 @@ class Plan:
     trials: int
     generates: bool
     evaluators: tuple[PlannedEvaluator, ...]
-    # How outputs are generated: outputs (given), model, agent or harness (evalsi.agents.generation_kind).
+    # How outputs are generated: outputs (given), model, agent or harness (evalsi.targets.agents.generation_kind).
     generation: str = "outputs"
 
     @property

@@ -1,0 +1,1 @@
+"""The run: its spec, plan, execution, driver, summaries, gates and result documents."""

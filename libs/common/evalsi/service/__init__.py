@@ -1,0 +1,1 @@
+"""The service kit: configuration, lifecycle, HTTP health and metrics, logging, and the local supervisor."""

@@ -1,0 +1,1 @@
+"""What a run evaluates: model targets and agents."""
