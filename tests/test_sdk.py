@@ -14,6 +14,7 @@ from statsmodels.stats.proportion import proportion_confint
 import evalsi
 from evalsi import Output, evaluator
 from evalsi.errors import BadInputError
+from evalsi.stats import DEFAULT_BOOTSTRAP_RESAMPLES
 
 ROWS = [
     {"id": f"q{i}", "output": "yes" if i % 3 else "no", "reference": "yes", "doc": f"d{i // 4}", "score": (i * 7) % 10}
@@ -151,6 +152,12 @@ def test_dataset_scope_metric_gets_a_bootstrap_interval() -> None:
     def accuracy(matches: list[bool]) -> float:
         return sum(matches) / len(matches)
 
-    summary = evalsi.evaluate(ROWS, [accuracy]).metric("accuracy")
+    results = evalsi.evaluate(ROWS, [accuracy])
+    summary = results.metric("accuracy")
     assert summary.n == 24 and summary.mean == pytest.approx(16 / 24)
     assert summary.ci.method == "bootstrap" and summary.ci.low < 16 / 24 < summary.ci.high
+    # The documented default (2,000 resamples) is what runs, not a silently lower cap.
+    (score,) = [s for r in results.results for s in r.scores if s.name == "accuracy"]
+    assert score.metadata["resamples"].number_value == DEFAULT_BOOTSTRAP_RESAMPLES == 2000
+    explicit = evalsi.evaluate(ROWS, [accuracy], bootstrap_resamples=3000).results
+    assert [s.metadata["resamples"].number_value for r in explicit for s in r.scores] == [3000]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 from evalsi.errors import BadInputError
+from evalsi.stats.defaults import DEFAULT_BOOTSTRAP_RESAMPLES
 
 # Bootstrap resamples of a summary (a run's spec.summary, an Evaluate's summary). Each resample re-reduces
 # every record, so memory and time grow with resamples × records; 2,000 is the documented default.
@@ -61,9 +62,10 @@ def check_finite(value: float, field: str, *, minimum: float | None = None) -> f
 
 
 def check_resamples(value: int, field: str) -> int:
-    """0 means the default (2,000); above MAX_BOOTSTRAP_RESAMPLES is refused, never silently lowered."""
+    """0 means DEFAULT_BOOTSTRAP_RESAMPLES; above MAX_BOOTSTRAP_RESAMPLES is refused, never silently lowered."""
     if value < 0 or value > MAX_BOOTSTRAP_RESAMPLES:
         raise BadInputError(
-            f"{field}: {value} is outside 0..{MAX_BOOTSTRAP_RESAMPLES} (0 means the default, 2000)"
+            f"{field}: {value} is outside 0..{MAX_BOOTSTRAP_RESAMPLES} "
+            f"(0 means the default, {DEFAULT_BOOTSTRAP_RESAMPLES})"
         )
     return value

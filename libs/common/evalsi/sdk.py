@@ -26,6 +26,7 @@ from evalsi.limits import check_resamples
 from evalsi.records import canonical_json, struct_to_dict
 from evalsi.runs.results import EvaluationResults
 from evalsi.runs.summary import summarize_results
+from evalsi.stats.defaults import DEFAULT_BOOTSTRAP_RESAMPLES
 from evalsi.v1alpha1.evaluator_pb2 import EvaluatorRef
 from evalsi.v1alpha1.run_pb2 import (
     RUN_STATE_SUCCEEDED,
@@ -231,7 +232,7 @@ async def evaluate_async(
     confidence: float = 0.95,
     interval: str = "auto",
     seed: int = 0,
-    bootstrap_resamples: int = 2000,
+    bootstrap_resamples: int = DEFAULT_BOOTSTRAP_RESAMPLES,
     concurrency: int = 16,
     cache: bool = True,
     cache_dir: str | Path | None = None,
@@ -282,7 +283,7 @@ async def evaluate_async(
             concurrency=concurrency,
             confidence=confidence,
             seed=seed,
-            bootstrap_resamples=min(bootstrap_resamples, 1000),
+            bootstrap_resamples=bootstrap_resamples or DEFAULT_BOOTSTRAP_RESAMPLES,
         )
         cancel = cancel or asyncio.Event()
         with progress_bar(progress, total) as advance, interrupt_sets(cancel, stop_on_interrupt):

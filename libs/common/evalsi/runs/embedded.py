@@ -31,25 +31,31 @@ from evalsi.judges import Completion, JudgeClient, JudgeConfig, RateLimiter, Ret
 from evalsi.judges.panel import JudgeSet
 from evalsi.records import has_content
 from evalsi.runs.gates import evaluate_gates
-from evalsi.runs.plan import DEFAULT_SHARD_SIZE, Plan, Projection, budget_exceeded, plan_run, projection
+from evalsi.runs.outcome import TargetCalls, bootstrap_seed, final_state, run_manifest, target_calls_of
+from evalsi.runs.plan import (
+    DEFAULT_SHARD_SIZE,
+    Plan,
+    Projection,
+    budget_exceeded,
+    plan_run,
+    projection,
+    wall_clock_exceeded,
+    wall_clock_seconds,
+)
 from evalsi.runs.results import EvaluationResults
 from evalsi.runs.spec import (
     bind_evaluators,
     judge_configs_of,
     resolve_dataset_path,
-    spec_hash,
     target_kind,
     validate_eval_run,
 )
 from evalsi.runs.summary import summarize_results
-from evalsi.sdk import build_manifest, interrupt_sets, progress_bar, progress_counts, timestamp_of
-from evalsi.targets.models import Generation, TargetClient, TargetFailure, generate, target_identity, unpinned_target
+from evalsi.sdk import interrupt_sets, progress_bar, progress_counts, timestamp_of
+from evalsi.stats.defaults import DEFAULT_BOOTSTRAP_RESAMPLES
+from evalsi.targets.models import Generation, TargetClient, TargetFailure, generate
 from evalsi.v1alpha1.record_pb2 import Record, Usage
 from evalsi.v1alpha1.run_pb2 import (
-    RUN_STATE_BUDGET_EXCEEDED,
-    RUN_STATE_CANCELLED,
-    RUN_STATE_FAILED,
-    RUN_STATE_SUCCEEDED,
     EvalRun,
     Run,
 )
@@ -311,8 +317,8 @@ async def execute_run(
     runner_options = RunnerOptions(
         concurrency=concurrency,
         confidence=summary_options.confidence or 0.95,
-        seed=summary_options.seed,
-        bootstrap_resamples=min(summary_options.bootstrap_resamples or 2000, 1000),
+        seed=bootstrap_seed(summary_options),
+        bootstrap_resamples=summary_options.bootstrap_resamples or DEFAULT_BOOTSTRAP_RESAMPLES,
     )
     stop = asyncio.Event()
     meter = _Meter(run, stop)
@@ -332,7 +338,7 @@ async def execute_run(
 
     async def watch_clock(seconds: float) -> None:
         await asyncio.sleep(seconds)
-        meter.exceed(f"wall-clock budget exceeded: {seconds:g} s elapsed")
+        meter.exceed(wall_clock_exceeded(spec.budget, seconds) or "")
 
     async with JudgeSet(prepared.judges, cache=cache, cache_dir=cache_dir, limiter=limiter) as judge_set:
         judge_semaphore = asyncio.Semaphore(concurrency)
@@ -345,7 +351,7 @@ async def execute_run(
         target_semaphore = asyncio.Semaphore(concurrency)
         pipelines = asyncio.Semaphore(_PIPELINES)
         watchers.append(asyncio.create_task(watch_cancel()))
-        wall_clock = spec.budget.wall_clock.ToTimedelta().total_seconds() if spec.budget.HasField("wall_clock") else 0
+        wall_clock = wall_clock_seconds(spec.budget)
         if wall_clock > 0:
             watchers.append(asyncio.create_task(watch_clock(wall_clock)))
         try:
@@ -462,7 +468,7 @@ def _document(
     options.CopyFrom(spec.summary)
     document.summaries.extend(summarize_results(results, bound, records=records, options=options))
     document.gates.extend(evaluate_gates(list(spec.gates), document.summaries))
-    document.manifest.CopyFrom(_run_manifest(prepared))
+    document.manifest.CopyFrom(run_manifest(spec, bound, prepared.dataset, prepared.judges))
     document.progress.CopyFrom(progress_counts(document))
     usage = document.progress.usage
     usage.input_tokens += meter.target.input_tokens
@@ -476,28 +482,14 @@ def _document(
 def _state(
     prepared: PreparedRun, meter: _Meter, cancel: asyncio.Event, generations: Sequence[Generation], document: Run
 ) -> tuple[int, str]:
-    cancelled = document.progress.cancelled
-    if meter.exceeded:
-        return RUN_STATE_BUDGET_EXCEEDED, f"{meter.exceeded}; {cancelled} evaluations were cancelled"
-    if cancel.is_set():
-        return RUN_STATE_CANCELLED, f"cancelled; {cancelled} evaluations did not run, the figures are partial"
-    if prepared.plan.generates:
-        failures = [f for g in generations for f in g.failures.values()]
-        attempted = sum(len(g.records) for g in generations) - sum(f.kind == "skipped" for f in failures)
-        infra = [f for f in failures if f.kind == "infra"]
-        if attempted and len(infra) == attempted:
-            return RUN_STATE_FAILED, f"every target call failed ({len(infra)}); the first: {infra[0].reason}"
-    return RUN_STATE_SUCCEEDED, ""
-
-
-def _run_manifest(prepared: PreparedRun) -> Any:
-    run = prepared.run
-    manifest = build_manifest(prepared.dataset, run.spec, prepared.evaluators, prepared.judges)
-    manifest.spec_hash = spec_hash(run)
-    manifest.target = target_identity(run.spec.target, run.spec.harness)
-    manifest.seed = run.spec.seed
-    unpinned = unpinned_target(run.spec)
-    if unpinned:
-        manifest.unpinned.append(unpinned)
-    return manifest
-
+    calls = sum(
+        (target_calls_of(((f.kind, f.reason) for f in g.failures.values()), len(g.records)) for g in generations),
+        TargetCalls(),
+    )
+    return final_state(
+        budget_exceeded=meter.exceeded,
+        cancelled=cancel.is_set(),
+        generates=prepared.plan.generates,
+        target_calls=calls,
+        cancelled_evaluations=document.progress.cancelled,
+    )

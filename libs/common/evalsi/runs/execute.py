@@ -27,14 +27,14 @@ from evalsi.evaluators.runner import RunnerOptions, run_evaluators
 from evalsi.judges.panel import JudgeSet, judge_config_from_spec
 from evalsi.limits import DEFAULT_CALL_TIMEOUT_S, check_resamples
 from evalsi.records import from_value, to_value
+from evalsi.runs.outcome import TARGET_FAILURE_KEY, bootstrap_seed
 from evalsi.sdk import resolve_evaluators
+from evalsi.stats.defaults import DEFAULT_BOOTSTRAP_RESAMPLES
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResponse
 from evalsi.v1alpha1.record_pb2 import Record, Usage
 from evalsi.v1alpha1.score_pb2 import ERROR_KIND_INFRA, OUTCOME_ERROR, EvaluationResult
 
 FetchObject = Callable[[str], Awaitable[bytes]]
-# Metadata key marking a record whose generation failed (set by the generate task, read by evaluate tasks).
-TARGET_FAILURE_KEY = "evalsi.target_failure"
 
 
 @dataclass
@@ -147,8 +147,8 @@ class Executor:
         options = RunnerOptions(
             concurrency=self.concurrency,
             confidence=task.summary.confidence or 0.95,
-            seed=task.seed,
-            bootstrap_resamples=min(task.summary.bootstrap_resamples or 2000, 1000),
+            seed=bootstrap_seed(task.summary),  # task.seed is the target's
+            bootstrap_resamples=task.summary.bootstrap_resamples or DEFAULT_BOOTSTRAP_RESAMPLES,
             call_timeout_s=self.call_timeout_s,
         )
         failed = [r for r in records if TARGET_FAILURE_KEY in r.metadata]

@@ -59,7 +59,7 @@ class _Settings:
             level=options.confidence or 0.95,
             method=method,
             seed=options.seed,
-            resamples=options.bootstrap_resamples or 2000,
+            resamples=options.bootstrap_resamples or stats.DEFAULT_BOOTSTRAP_RESAMPLES,
             cluster_by=options.cluster_by,
             extra_k=tuple(options.pass_k),
         )

@@ -9,29 +9,77 @@ Anything undefined (the mean of nothing, the spread of one value, an interval fr
 - ``passk``: unbiased pass@k and pass^k per record, and their summaries.
 - ``paired``: paired comparison of two runs on the same records, McNemar, minimum detectable effect.
 - ``summary``: ``summarize`` (mean, std, interval with an automatic method) and ``label_counts``.
+- ``defaults``: ``DEFAULT_BOOTSTRAP_RESAMPLES``, the one bootstrap default every surface uses.
+
+The submodules' names load on first use (numpy and scipy are slow to import).
 """
 
-from evalsi.stats.bootstrap import percentile_bootstrap
-from evalsi.stats.intervals import Bounds, Interval, cluster_robust_t, t_interval, wilson
-from evalsi.stats.paired import (
-    Comparison,
-    McNemar,
-    Verdict,
-    mcnemar,
-    minimum_detectable_effect,
-    paired_difference,
-)
-from evalsi.stats.passk import (
-    pass_at_k,
-    pass_at_k_array,
-    pass_hat_k,
-    pass_hat_k_array,
-    summarize_pass_at_k,
-    summarize_pass_hat_k,
-)
-from evalsi.stats.summary import Aggregate, IntervalMethod, LabelShare, label_counts, summarize
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+from evalsi.stats.defaults import DEFAULT_BOOTSTRAP_RESAMPLES
+
+if TYPE_CHECKING:
+    from evalsi.stats.bootstrap import percentile_bootstrap
+    from evalsi.stats.intervals import Bounds, Interval, cluster_robust_t, t_interval, wilson
+    from evalsi.stats.paired import (
+        Comparison,
+        McNemar,
+        Verdict,
+        mcnemar,
+        minimum_detectable_effect,
+        paired_difference,
+    )
+    from evalsi.stats.passk import (
+        pass_at_k,
+        pass_at_k_array,
+        pass_hat_k,
+        pass_hat_k_array,
+        summarize_pass_at_k,
+        summarize_pass_hat_k,
+    )
+    from evalsi.stats.summary import Aggregate, IntervalMethod, LabelShare, label_counts, summarize
+
+# Public name -> submodule. The submodules import numpy and scipy (~1.5 s), so they load on first use:
+# importing evalsi.stats for DEFAULT_BOOTSTRAP_RESAMPLES must not cost a CLI's start (PEP 562).
+_LAZY: dict[str, str] = {
+    "percentile_bootstrap": "bootstrap",
+    **dict.fromkeys(("Bounds", "Interval", "cluster_robust_t", "t_interval", "wilson"), "intervals"),
+    **dict.fromkeys(
+        ("Comparison", "McNemar", "Verdict", "mcnemar", "minimum_detectable_effect", "paired_difference"), "paired"
+    ),
+    **dict.fromkeys(
+        (
+            "pass_at_k",
+            "pass_at_k_array",
+            "pass_hat_k",
+            "pass_hat_k_array",
+            "summarize_pass_at_k",
+            "summarize_pass_hat_k",
+        ),
+        "passk",
+    ),
+    **dict.fromkeys(("Aggregate", "IntervalMethod", "LabelShare", "label_counts", "summarize"), "summary"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])
+
 
 __all__ = [  # noqa: RUF022 - grouped by family, not sorted
+    "DEFAULT_BOOTSTRAP_RESAMPLES",
     # Summaries
     "Aggregate",
     "IntervalMethod",

@@ -11,6 +11,7 @@ from typing import Final
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from evalsi.stats.defaults import DEFAULT_BOOTSTRAP_RESAMPLES
 from evalsi.stats.intervals import (
     Bounds,
     Interval,
@@ -35,7 +36,7 @@ def percentile_bootstrap(
     level: float = 0.95,
     *,
     seed: int = 0,
-    resamples: int = 2000,
+    resamples: int = DEFAULT_BOOTSTRAP_RESAMPLES,
     clusters: ArrayLike | None = None,
     bounds: Bounds | None = None,
 ) -> Interval | None:

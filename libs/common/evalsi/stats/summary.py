@@ -9,6 +9,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from evalsi.stats.bootstrap import percentile_bootstrap
+from evalsi.stats.defaults import DEFAULT_BOOTSTRAP_RESAMPLES
 from evalsi.stats.intervals import (
     Bounds,
     Interval,
@@ -73,7 +74,7 @@ def summarize(
     level: float = 0.95,
     method: SummaryMethod = "auto",
     seed: int = 0,
-    resamples: int = 2000,
+    resamples: int = DEFAULT_BOOTSTRAP_RESAMPLES,
     bounds: Bounds | None = None,
 ) -> Aggregate:
     """Mean, sample std and interval of ``values``.
