@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from evalsi.durations import parse_duration
 from evalsi.errors import BadInputError
 from evalsi.runs.spec import (
     apply_overrides,
     load_eval_run,
-    parse_duration,
     parse_eval_run,
     parse_eval_run_text,
     spec_hash,

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 import yaml
 
+from evalsi.durations import parse_duration
 from evalsi.errors import BadInputError
 from evalsi.judges import JudgeConfig
 
@@ -325,7 +326,6 @@ def _number(value: Any, source: str, path: str, *, positive: bool = False) -> fl
 
 
 def _seconds(value: Any, source: str, path: str) -> float:
-    from evalsi.runs.spec import parse_duration  # imported here: evalsi.runs.spec pulls in the whole evaluator stack
 
     try:
         seconds = float(parse_duration(value)[:-1])
