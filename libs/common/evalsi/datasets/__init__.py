@@ -11,7 +11,14 @@ from evalsi.datasets.formats import (
     read_rows,
     to_plain,
 )
-from evalsi.datasets.loader import Dataset, dataset_version, load_dataset, records_from_rows
+from evalsi.datasets.loader import (
+    Dataset,
+    RecordStream,
+    dataset_version,
+    load_dataset,
+    records_from_rows,
+    stream_dataset,
+)
 from evalsi.datasets.mapping import (
     RECORD_TARGETS,
     USAGE_FIELDS,
@@ -24,9 +31,11 @@ from evalsi.datasets.mapping import (
 # loading
 __all__ = [
     "Dataset",
+    "RecordStream",
     "dataset_version",
     "load_dataset",
     "records_from_rows",
+    "stream_dataset",
 ]
 # field mapping
 __all__ += [

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -82,6 +82,25 @@ def load_dataset(
     ``limit`` stops reading after that many records; ``format`` overrides the file extension;
     ``split`` picks the Hub split (default ``train``). Raises ``BadInputError`` for anything wrong
     with the input, its message starting with the file and line (or record index) at fault.
+    Every record is held in memory: :func:`stream_dataset` reads the same source one record at a time.
+    """
+    stream = stream_dataset(source, mapping=mapping, limit=limit, format=format, split=split)
+    records = list(stream)
+    return Dataset(records=records, version=stream.version, source=stream.source, format=stream.format)
+
+
+def stream_dataset(
+    source: str | Path,
+    *,
+    mapping: MappingSpec = None,
+    limit: int | None = None,
+    format: str | None = None,
+    split: str | None = None,
+) -> RecordStream:
+    """The records of a file or ``hf://`` source, read lazily: the arguments and errors of :func:`load_dataset`.
+
+    JSONL and CSV are read a line at a time; Parquet and the Hub in bounded batches; a JSON file (one
+    document) is parsed whole. Arguments are checked here; the file is read as the stream is iterated.
     """
     field_mapping = parse_mapping(mapping)
     name = str(source)
@@ -90,34 +109,69 @@ def load_dataset(
     if isinstance(source, str) and source.startswith(HF_PREFIX):
         if format not in (None, "hf"):
             raise BadInputError(f"{name}: format {format!r} does not apply to hf:// sources")
-        fmt = "hf"
-        rows = read_hf_rows(name, split=split or "train", streaming=limit is not None)
-    else:
-        if split is not None:
-            raise BadInputError(f"{name}: split={split!r} applies to hf:// sources only")
-        path = Path(source).expanduser()
-        check_file(path, name)
-        fmt = detect_format(name, format)
-        rows = read_rows(path, fmt, name=name, batch_size=limit)
-    builder = _Builder(name, field_mapping)
-    add = builder.add_row
-    count = 0
-    try:
-        for position, row in rows:
-            try:
-                add(row)
-            except _RowError as exc:
-                raise BadInputError(f"{location(name, fmt, position)}: {exc}") from None
-            count += 1
-            if count == limit:
-                break
-    finally:
-        close = getattr(rows, "close", None)
-        if close is not None:
-            close()
-    if not builder.records:
-        raise BadInputError(f"{name}: no records")
-    return builder.finish(fmt)
+        return RecordStream(name, "hf", field_mapping, limit,
+                            lambda: read_hf_rows(name, split=split or "train", streaming=limit is not None))
+    if split is not None:
+        raise BadInputError(f"{name}: split={split!r} applies to hf:// sources only")
+    path = Path(source).expanduser()
+    check_file(path, name)
+    fmt = detect_format(name, format)
+    return RecordStream(name, fmt, field_mapping, limit, lambda: read_rows(path, fmt, name=name, batch_size=limit))
+
+
+class RecordStream:
+    """Records of one source, produced one at a time as they are read; iterable once.
+
+    ``version`` (see :func:`dataset_version`) and ``count`` are known once the stream is exhausted. Errors
+    (``BadInputError``, naming the file and line) surface while iterating, including a mapping that matched
+    no row and a source with no records, which are found only at its end.
+    """
+
+    def __init__(self, source: str, format: str, mapping: FieldMapping, limit: int | None,
+                 open_rows: Callable[[], Iterator[tuple[int, Any]]]) -> None:
+        self.source = source
+        self.format = format
+        self._builder = _Builder(source, mapping)
+        self._limit = limit
+        self._open_rows = open_rows
+        self._version: str | None = None
+        self._started = False
+
+    @property
+    def count(self) -> int:
+        return self._builder.count
+
+    @property
+    def version(self) -> str:
+        if self._version is None:
+            raise RuntimeError(f"{self.source}: the version is known once every record was read")
+        return self._version
+
+    def __iter__(self) -> Iterator[Record]:
+        if self._started:
+            raise RuntimeError(f"{self.source}: a record stream is read once")
+        self._started = True
+        return self._records()
+
+    def _records(self) -> Iterator[Record]:
+        builder, limit, fmt = self._builder, self._limit, self.format
+        rows = self._open_rows()
+        try:
+            for position, row in rows:
+                try:
+                    record = builder.add_row(row)
+                except _RowError as exc:
+                    raise BadInputError(f"{location(self.source, fmt, position)}: {exc}") from None
+                yield record
+                if builder.count == limit:
+                    break
+        finally:
+            close = getattr(rows, "close", None)
+            if close is not None:
+                close()
+        if not builder.count:
+            raise BadInputError(f"{self.source}: no records")
+        self._version = builder.finish()
 
 
 def records_from_rows(
@@ -139,21 +193,22 @@ def records_from_rows(
     elif hasattr(rows, "to_dicts"):  # a polars DataFrame
         rows = rows.to_dicts()
     builder = _Builder(source, field_mapping)
+    records: list[Record] = []
     for index, row in enumerate(rows):
         try:
             if isinstance(row, Record):
                 if field_mapping:
                     raise _RowError("a mapping applies to rows, not to Records")
-                builder.add_record(row)
+                records.append(builder.add_record(row))
             else:
                 try:
                     row = plain_row(row)
                 except (TypeError, ValueError) as exc:
                     raise _RowError(f"{exc}; accepted: JSON-like values") from None
-                builder.add_row(row)
+                records.append(builder.add_row(row))
         except _RowError as exc:
             raise BadInputError(f"{source}: record {index}: {exc}") from None
-    return builder.finish("memory")
+    return Dataset(records=records, version=builder.finish(), source=source, format="memory")
 
 
 def dataset_version(records: Iterable[Record]) -> str:
@@ -183,12 +238,12 @@ class _RowError(Exception):
 
 
 class _Builder:
-    """Turns rows into Records, assigning ids and trials and hashing as it goes."""
+    """Turns rows into Records, assigning ids and trials and hashing as it goes; keeps no record."""
 
     def __init__(self, source: str, mapping: FieldMapping) -> None:
         self.source = source
         self.mapping = mapping
-        self.records: list[Record] = []
+        self.count = 0
         self.digest = hashlib.sha256()
         self.occurrences: dict[str, int] = {}
         self.generated: dict[str, int] = {}
@@ -196,7 +251,7 @@ class _Builder:
         self.missing: set[int] = set(range(len(mapping.items)))
         self.first_fields: list[str] | None = None
 
-    def add_row(self, row: Any) -> None:
+    def add_row(self, row: Any) -> Record:
         if type(row) is not dict and not isinstance(row, Mapping):
             raise _RowError(f"expected an object (one record), got {_kind(row)}")
         if self.first_fields is None:
@@ -262,9 +317,9 @@ class _Builder:
         if metadata:
             _fill_metadata(record.metadata, metadata)
         self._claim(record_id, trial)
-        self._append(record)
+        return self._append(record)
 
-    def add_record(self, given: Record) -> None:
+    def add_record(self, given: Record) -> Record:
         record = _copy(given)
         provenance = record.provenance
         if record.id:
@@ -280,7 +335,7 @@ class _Builder:
         provenance.trial = trial
         if not provenance.sample_id:
             provenance.sample_id = record.id
-        self._append(record)
+        return self._append(record)
 
     def _generated_id(self, hexdigest: str) -> str:
         base = "r-" + hexdigest[:16]
@@ -297,7 +352,7 @@ class _Builder:
             )
         self.pairs.add(key)
 
-    def _append(self, record: Record) -> None:
+    def _append(self, record: Record) -> Record:
         provenance = record.provenance
         if provenance.dataset:
             _hash_record(self.digest, record)
@@ -306,10 +361,12 @@ class _Builder:
             self.digest.update(len(data).to_bytes(8, "big"))
             self.digest.update(data)
             provenance.dataset = self.source
-        self.records.append(record)
+        self.count += 1
+        return record
 
-    def finish(self, format: str) -> Dataset:
-        if self.records and self.missing:
+    def finish(self) -> str:
+        """The version of the records added; refuses a mapping item that matched no row."""
+        if self.count and self.missing:
             items = self.mapping.items
             named = ", ".join(f"--map {str(items[index])!r}" for index in sorted(self.missing))
             sources = ", ".join(repr(items[index].source) for index in sorted(self.missing))
@@ -317,9 +374,7 @@ class _Builder:
             raise BadInputError(
                 f"{self.source}: {named}: no row has {sources}; the first row's fields are: {fields}"
             )
-        return Dataset(
-            records=self.records, version=self.digest.hexdigest(), source=self.source, format=format
-        )
+        return self.digest.hexdigest()
 
 
 # --- field conversion -------------------------------------------------------------------------------
