@@ -20,7 +20,8 @@ from evalsi.cases.model import BrokenCase, Case, CaseTurn, Expect, Policy, Requi
 from evalsi.cases.pairwise import compare_case
 from evalsi.cases.perf import perf_summary
 from evalsi.cases.report import exit_code, render_table
-from evalsi.cases.runner import CaseResult, CaseRunner, Report, Summary, fresh_conversation_id, run_cases
+from evalsi.cases.result import CaseResult
+from evalsi.cases.runner import CaseRunner, Report, Summary, fresh_conversation_id, run_cases
 from evalsi.cases.simulate import Simulator, simulated_conversation_id
 from evalsi.cases.transcript import ToolCall, Transcript, Turn, UIEvent
 from evalsi.cases.transport import (

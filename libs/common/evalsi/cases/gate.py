@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evalsi.cases.runner import CaseResult, Report
+from evalsi.cases.result import CaseResult
+from evalsi.cases.runner import Report
 from evalsi.errors import BadInputError
 
 BASELINE_KIND = "evalsi.cases.baseline/v1"

@@ -15,7 +15,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from evalsi.cases.runner import CaseResult
+from evalsi.cases.result import CaseResult
 from evalsi.cases.transcript import Transcript
 from evalsi.errors import InfraError
 from evalsi.judges import JudgeClient

@@ -11,7 +11,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from evalsi.cases.runner import CaseResult
+from evalsi.cases.result import CaseResult
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from evalsi.cases.graders import Check, grade
 from evalsi.cases.model import BrokenCase, Case
-from evalsi.cases.transcript import Transcript, Turn
+from evalsi.cases.pairwise import compare_case, pairwise_summary
+from evalsi.cases.result import CaseResult
+from evalsi.cases.transcript import Transcript
 from evalsi.cases.transport import (
     AgentDescription,
     DescriptionUnavailable,
@@ -22,43 +24,14 @@ from evalsi.cases.transport import (
     Transport,
     TransportError,
 )
+from evalsi.cases.trials import trials_summary
 from evalsi.stats import wilson
 
 if TYPE_CHECKING:
     from evalsi.cases.judging import Panel
 
-CaseStatus = Literal["pass", "fail", "judge_pending", "skipped", "broken", "error"]
 CASE_STATUSES: tuple[str, ...] = ("pass", "fail", "judge_pending", "skipped", "broken", "error")
 PERSONA_SKIPPED = "a simulated-user (persona) case: `evalsi cases simulate` drives it"
-
-
-@dataclass
-class CaseResult:
-    id: str | None
-    agent: str | None
-    where: str
-    status: CaseStatus
-    reason: str = ""
-    tenant: str | None = None
-    conversation: str | None = None
-    checks: list[Check] = field(default_factory=list)
-    turns: list[Turn] = field(default_factory=list)
-    pairwise: dict[str, Any] | None = None  # --pairwise against the case's reference: never part of pass/fail
-    trial: int | None = None  # --trials N: which of the N fresh conversations (1-based); None: a single run
-    simulated: bool = False  # a persona model generated the customer's turns (evalsi cases simulate)
-    stop: dict[str, Any] | None = None  # simulated: why the conversation ended (goal_met, gave_up, max_turns)
-
-    def to_dict(self) -> dict[str, Any]:
-        transcript = Transcript(tuple(self.turns), simulated=self.simulated).to_dict()
-        return {
-            "id": self.id, "agent": self.agent, "tenant": self.tenant, "where": self.where, "status": self.status,
-            "reason": self.reason, "conversation": self.conversation,
-            **({"trial": self.trial} if self.trial is not None else {}),
-            **({"simulated": True, "stop": self.stop} if self.simulated else {}),
-            "checks": [check.to_dict() for check in self.checks],
-            "transcript": transcript,
-            **({"pairwise": self.pairwise} if self.pairwise is not None else {}),
-        }
 
 
 @dataclass
@@ -179,11 +152,9 @@ class CaseRunner:
         panel = self.panel.config.to_dict() if self.panel is not None and self.call_judges else None
         report = Report(results, list(self.notices), descriptions, panel=panel)
         if self.pairwise:
-            from evalsi.cases.pairwise import pairwise_summary
 
             report.pairwise = pairwise_summary(results)
         if self.trials > 1:
-            from evalsi.cases.trials import trials_summary
 
             report.trials = trials_summary(results, self.trials)
         return report
@@ -229,7 +200,6 @@ class CaseRunner:
         if case.expect.rubric is not None:
             result.checks[-1] = await self._rubric(case, Transcript(tuple(result.turns)))
         if self.pairwise and case.reference is not None and self.panel is not None and self.panel.clients:
-            from evalsi.cases.pairwise import compare_case
 
             result.pairwise = await compare_case(self.panel.clients, result, case.reference)
         failed = [check.name for check in result.checks if check.status == "fail"]

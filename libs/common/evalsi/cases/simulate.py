@@ -18,7 +18,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from evalsi.cases.model import BrokenCase, Case
-from evalsi.cases.runner import CaseResult, CaseRunner, Report, unmet_requirements
+from evalsi.cases.result import CaseResult
+from evalsi.cases.runner import CaseRunner, Report, unmet_requirements
 from evalsi.cases.transport import AgentDescription, SeedRefused, Transport, TransportError
 from evalsi.errors import BadInputError, InfraError
 from evalsi.judges import JudgeClient

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from evalsi.stats import pass_at_k, pass_hat_k, summarize_pass_at_k, summarize_pass_hat_k
 
 if TYPE_CHECKING:
-    from evalsi.cases.runner import CaseResult
+    from evalsi.cases.result import CaseResult
 
 
 def _aggregate(agg: Any) -> dict[str, Any]:
