@@ -1,328 +1,36 @@
 """The metadata store in SQL: one implementation for SQLite and Postgres over a small dialect layer.
 
-The store writes its SQL once, with ``?`` placeholders; a ``_Database`` runs it on its engine:
-- ``_SqliteDatabase``: the stdlib ``sqlite3`` on one connection in one dedicated thread (WAL mode), so
-  the event loop never blocks; an asyncio lock keeps a transaction's statements together.
-- ``_PostgresDatabase``: an asyncpg pool; ``?`` becomes ``$n``.
-The dialects differ only in bulk inserts (SQLite: ``executemany`` in one transaction; Postgres: one
-``INSERT ... SELECT FROM unnest(arrays)`` per chunk), ``IN`` lists, substring tests and the clock.
+The store writes its SQL once, with ``?`` placeholders; a ``Database`` (``evalsi.stores.sql_engines``) runs
+it on SQLite or Postgres. This module holds runs, results, tasks and leases; policies and agent cases are
+the ``SqlDocuments`` mixin (``evalsi.stores.sql_documents``).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import functools
-import re
-import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import AsyncIterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any
 
 from evalsi.errors import BadInputError, InfraError
-from evalsi.masking import mask_url
-from evalsi.v1alpha1.policy_pb2 import OnlineEvalPolicy
 from evalsi.v1alpha1.run_pb2 import Run
 from evalsi.v1alpha1.score_pb2 import OUTCOME_SCORED, OUTCOME_SKIPPED, EvaluationResult
 
 from .metadata import (
     TASK_STATES,
-    CaseImport,
-    StoredCase,
-    StoredPolicy,
     TaskRow,
-    case_hash,
     check_page_size,
     check_task_states,
     decode_page_token,
     encode_page_token,
-    policy_hash,
     project_or_default,
     query_fingerprint,
 )
-from .migrations import migrate_postgres, migrate_sqlite
+from .sql_documents import SqlDocuments
+from .sql_engines import Column, Conn, Database, PostgresDatabase, SqliteDatabase
 
 _FINAL = (OUTCOME_SCORED, OUTCOME_SKIPPED)
 _FINAL_OUTCOMES = ", ".join(str(int(o)) for o in _FINAL)
-
-T = TypeVar("T")
-
-# A column of a bulk insert: (name, neutral type); types are "text", "int", "bigint", "float", "bytes".
-Column = tuple[str, str]
-# A value shared by every row of a bulk insert: (name, neutral type, value).
-Constant = tuple[str, str, Any]
-
-_PG_TYPES = {"text": "text", "int": "int4", "bigint": "int8", "float": "float8", "bytes": "bytea"}
-_PG_CHUNK = 20_000
-
-
-class _Conn(Protocol):
-    async def fetch(self, sql: str, *args: Any) -> list[Sequence[Any]]: ...
-
-    async def execute(self, sql: str, *args: Any) -> int: ...
-
-    async def insert_many(
-        self, table: str, constants: Sequence[Constant], columns: Sequence[Column], rows: Iterable[Sequence[Any]],
-        tail: str,
-    ) -> int: ...
-
-
-class _Database(Protocol):
-    dialect: str
-    now: str  # an SQL expression: the database's clock, in seconds since the epoch
-
-    def transaction(self) -> contextlib.AbstractAsyncContextManager[_Conn]: ...
-
-    async def fetch(self, sql: str, *args: Any) -> list[Sequence[Any]]: ...
-
-    async def execute(self, sql: str, *args: Any) -> int: ...
-
-    def in_list(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]: ...
-
-    def contains(self, column: str) -> str: ...
-
-    async def forget_connections(self) -> None: ...
-
-    async def close(self) -> None: ...
-
-
-# --- SQLite ----------------------------------------------------------------------------------------
-
-
-class _SqliteConn:
-    def __init__(self, db: _SqliteDatabase) -> None:
-        self._db = db
-
-    async def fetch(self, sql: str, *args: Any) -> list[Sequence[Any]]:
-        return await self._db.call(lambda c: c.execute(sql, args).fetchall())
-
-    async def execute(self, sql: str, *args: Any) -> int:
-        return await self._db.call(lambda c: c.execute(sql, args).rowcount)
-
-    async def insert_many(
-        self, table: str, constants: Sequence[Constant], columns: Sequence[Column], rows: Iterable[Sequence[Any]],
-        tail: str,
-    ) -> int:
-        names = [c[0] for c in constants] + [c[0] for c in columns]
-        marks = ", ".join("?" * len(names))
-        sql = f"INSERT INTO {table} ({', '.join(names)}) VALUES ({marks}) {tail}"
-        fixed = tuple(c[2] for c in constants)
-        rows = list(rows)
-        if not rows:
-            return 0
-        # The parameter tuples are built in the database thread too, off the event loop.
-        return await self._db.call(lambda c: c.executemany(sql, (fixed + tuple(row) for row in rows)).rowcount)
-
-
-def _switch_to_wal(conn: sqlite3.Connection, *, attempts: int = 200, pause_s: float = 0.05) -> None:
-    """Switch the file to WAL, waiting while another process holds it.
-
-    Changing the journal mode needs an exclusive lock and SQLite answers "database is locked" at once
-    rather than through the busy handler when another connection is reading, so it is retried here.
-    """
-    for attempt in range(attempts):
-        try:
-            conn.execute("PRAGMA journal_mode = WAL")
-            return
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or attempt == attempts - 1:
-                raise
-            time.sleep(pause_s)
-
-
-class _SqliteDatabase:
-    """One sqlite3 connection, used only from one dedicated thread."""
-
-    dialect = "sqlite"
-    now = "((julianday('now') - 2440587.5) * 86400.0)"
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalsi-sqlite")
-        self._conn: sqlite3.Connection | None = None
-        self._lock = asyncio.Lock()
-
-    async def open(self) -> list[int]:
-        def connect() -> list[int]:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-            self._conn = conn
-            # Standalone mode has several processes on one file: wait for a writer rather than fail at once.
-            conn.execute("PRAGMA busy_timeout = 10000")
-            _switch_to_wal(conn)
-            conn.execute("PRAGMA synchronous = NORMAL")
-            return migrate_sqlite(conn, where=f"SQLite database {self.path}")
-
-        return await self._in_thread(connect)
-
-    async def _in_thread(self, fn: Callable[[], T]) -> T:
-        loop = asyncio.get_running_loop()
-        try:
-            return await loop.run_in_executor(self._executor, fn)
-        except sqlite3.IntegrityError:
-            raise
-        except (sqlite3.Error, OSError) as exc:
-            raise InfraError(f"SQLite database {self.path}: {exc}") from exc
-
-    async def call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        conn = self._conn
-        if conn is None:
-            raise InfraError(f"SQLite database {self.path} is closed")
-        return await self._in_thread(functools.partial(fn, conn))
-
-    @contextlib.asynccontextmanager
-    async def transaction(self) -> AsyncIterator[_Conn]:
-        async with self._lock:
-            # IMMEDIATE takes the write lock up front, so two processes never deadlock upgrading read locks.
-            await self.call(lambda c: c.execute("BEGIN IMMEDIATE"))
-            try:
-                yield _SqliteConn(self)
-            except BaseException:
-                await self.call(lambda c: c.execute("ROLLBACK"))
-                raise
-            await self.call(lambda c: c.execute("COMMIT"))
-
-    async def fetch(self, sql: str, *args: Any) -> list[Sequence[Any]]:
-        async with self._lock:
-            return await _SqliteConn(self).fetch(sql, *args)
-
-    async def execute(self, sql: str, *args: Any) -> int:
-        async with self._lock:
-            return await _SqliteConn(self).execute(sql, *args)
-
-    def in_list(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
-        return f"{column} IN ({', '.join('?' * len(values))})", list(values)
-
-    def contains(self, column: str) -> str:
-        return f"instr(lower({column}), lower(?)) > 0"
-
-    async def forget_connections(self) -> None:
-        """Nothing to do: a file does not go away the way a server does."""
-
-    async def close(self) -> None:
-        async with self._lock:
-            conn, self._conn = self._conn, None
-            if conn is not None:
-                await self._in_thread(conn.close)
-        self._executor.shutdown(wait=True)
-
-
-# --- Postgres --------------------------------------------------------------------------------------
-
-_PLACEHOLDER = re.compile(r"\?")
-
-
-@functools.lru_cache(maxsize=512)
-def _dollar(sql: str) -> str:
-    """``?`` placeholders to ``$1, $2, ...`` (the store's SQL never has a ``?`` inside a literal)."""
-    counter = iter(range(1, 10_000))
-    return _PLACEHOLDER.sub(lambda _: f"${next(counter)}", sql)
-
-
-def _rowcount(status: str) -> int:
-    """Rows affected, from a command tag such as ``INSERT 0 5`` or ``UPDATE 1``."""
-    last = status.rsplit(" ", 1)[-1]
-    return int(last) if last.isdigit() else 0
-
-
-class _PostgresConn:
-    def __init__(self, conn: Any, errors: Callable[[], contextlib.AbstractContextManager[None]]) -> None:
-        self._conn = conn
-        self._errors = errors
-
-    async def fetch(self, sql: str, *args: Any) -> list[Sequence[Any]]:
-        with self._errors():
-            return await self._conn.fetch(_dollar(sql), *args)
-
-    async def execute(self, sql: str, *args: Any) -> int:
-        with self._errors():
-            return _rowcount(await self._conn.execute(_dollar(sql), *args))
-
-    async def insert_many(
-        self, table: str, constants: Sequence[Constant], columns: Sequence[Column], rows: Iterable[Sequence[Any]],
-        tail: str,
-    ) -> int:
-        names = [c[0] for c in constants] + [c[0] for c in columns]
-        fixed = [f"${i}::{_PG_TYPES[c[1]]}" for i, c in enumerate(constants, 1)]
-        arrays = [f"${i}::{_PG_TYPES[c[1]]}[]" for i, c in enumerate(columns, len(constants) + 1)]
-        sql = (
-            f"INSERT INTO {table} ({', '.join(names)}) SELECT {', '.join([*fixed, 'u.*'])} "
-            f"FROM unnest({', '.join(arrays)}) AS u {tail}"
-        )
-        values = [c[2] for c in constants]
-        rows = list(rows)
-        total = 0
-        with self._errors():
-            for start in range(0, len(rows), _PG_CHUNK):
-                chunk = rows[start : start + _PG_CHUNK]
-                status = await self._conn.execute(sql, *values, *(list(col) for col in zip(*chunk, strict=True)))
-                total += _rowcount(status)
-        return total
-
-
-class _PostgresDatabase:
-    dialect = "postgres"
-    now = "extract(epoch from clock_timestamp())::float8"
-
-    def __init__(self, dsn: str, *, pool_size: int) -> None:
-        self.dsn = dsn
-        self._pool_size = pool_size
-        self._pool: Any = None
-
-    @contextlib.contextmanager
-    def _errors(self) -> Iterator[None]:
-        import asyncpg
-
-        try:
-            yield
-        except (TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError, OSError) as exc:
-            raise InfraError(f"Postgres at {mask_url(self.dsn)}: {type(exc).__name__}: {exc}") from exc
-
-    async def open(self) -> list[int]:
-        import asyncpg
-
-        with self._errors():
-            self._pool = await asyncpg.create_pool(
-                self.dsn, min_size=1, max_size=self._pool_size, timeout=10, command_timeout=300
-            )
-            async with self._pool.acquire() as conn:
-                return await migrate_postgres(conn, where=f"Postgres at {mask_url(self.dsn)}")
-
-    @contextlib.asynccontextmanager
-    async def transaction(self) -> AsyncIterator[_Conn]:
-        with self._errors():
-            async with self._pool.acquire() as conn, conn.transaction():
-                yield _PostgresConn(conn, self._errors)
-
-    async def fetch(self, sql: str, *args: Any) -> list[Sequence[Any]]:
-        with self._errors():
-            return await self._pool.fetch(_dollar(sql), *args)
-
-    async def execute(self, sql: str, *args: Any) -> int:
-        with self._errors():
-            return _rowcount(await self._pool.execute(_dollar(sql), *args))
-
-    def in_list(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
-        return f"{column} = ANY(?)", [list(values)]
-
-    def contains(self, column: str) -> str:
-        return f"strpos(lower({column}), lower(?)) > 0"
-
-    async def forget_connections(self) -> None:
-        """Replace every pooled connection on its next use: after a server restart each one is broken, and
-        finding that out query by query would fail as many queries as the pool holds connections."""
-        if self._pool is not None:
-            await self._pool.expire_connections()
-
-    async def close(self) -> None:
-        pool, self._pool = self._pool, None
-        if pool is not None:
-            await pool.close()
-
-
-# --- The store -------------------------------------------------------------------------------------
 
 _RESULT_COLUMNS: tuple[Column, ...] = (
     ("evaluator", "text"), ("record_id", "text"), ("trial", "int"), ("outcome", "int"), ("data", "bytes"),
@@ -348,10 +56,10 @@ def _without_results(run: Run, project: str) -> Run:
     return stored
 
 
-class SqlMetadataStore:
+class SqlMetadataStore(SqlDocuments):
     """The MetadataStore over SQLite or Postgres; open it with ``open_sqlite``/``open_postgres`` or a URL."""
 
-    def __init__(self, db: _Database, *, applied_migrations: Sequence[int] = ()) -> None:
+    def __init__(self, db: Database, *, applied_migrations: Sequence[int] = ()) -> None:
         self._db = db
         self.dialect: str = db.dialect
         # The migrations this open applied (empty when the schema was already current).
@@ -359,7 +67,7 @@ class SqlMetadataStore:
 
     @classmethod
     async def open_sqlite(cls, path: str | Path) -> SqlMetadataStore:
-        db = _SqliteDatabase(Path(path))
+        db = SqliteDatabase(Path(path))
         try:
             applied = await db.open()
         except BaseException:
@@ -369,7 +77,7 @@ class SqlMetadataStore:
 
     @classmethod
     async def open_postgres(cls, dsn: str, *, pool_size: int = 10) -> SqlMetadataStore:
-        db = _PostgresDatabase(dsn, pool_size=pool_size)
+        db = PostgresDatabase(dsn, pool_size=pool_size)
         try:
             applied = await db.open()
         except BaseException:
@@ -445,7 +153,7 @@ class SqlMetadataStore:
         raise BadInputError(f"no run {run.id!r} in project {project!r} to update; create it first")
 
     @staticmethod
-    async def _write_labels(c: _Conn, run: Run, project: str) -> None:
+    async def _write_labels(c: Conn, run: Run, project: str) -> None:
         await c.insert_many(
             "run_labels",
             [("run_id", "text", run.id), ("project_id", "text", project), ("tenant_id", "text", run.tenant_id)],
@@ -713,157 +421,3 @@ class SqlMetadataStore:
     async def lease_owner(self, name: str) -> str | None:
         rows = await self._db.fetch(f"SELECT owner FROM leases WHERE name = ? AND expires_at > {self._db.now}", name)
         return rows[0][0] if rows else None
-
-    # --- online policies ---
-
-    async def put_policy(self, project: str, policy: OnlineEvalPolicy) -> tuple[StoredPolicy, bool]:
-        """Insert or replace the policy named ``policy.metadata.name``; True when that changed what is stored.
-
-        One conditional upsert: the row is only touched (and its generation raised) when the hash differs, so
-        concurrent applies of one document count once and re-applying it leaves generation and time alone.
-        """
-        project = project_or_default(project)
-        name = policy.metadata.name
-        if not name:
-            raise BadInputError("metadata.name: a policy needs a name before it is stored")
-        stored = OnlineEvalPolicy()
-        stored.CopyFrom(policy)
-        stored.metadata.project = project
-        spec = stored.SerializeToString(deterministic=True)
-        digest = policy_hash(stored)
-        now = time.time()
-        async with self._db.transaction() as c:
-            rows = await c.fetch(
-                "INSERT INTO policies (project_id, tenant_id, name, spec, spec_hash, generation, created_at, "
-                "updated_at) VALUES (?, '', ?, ?, ?, 1, ?, ?) ON CONFLICT (project_id, tenant_id, name) DO UPDATE "
-                "SET spec = excluded.spec, spec_hash = excluded.spec_hash, generation = policies.generation + 1, "
-                "updated_at = excluded.updated_at WHERE policies.spec_hash <> excluded.spec_hash "
-                "RETURNING generation, updated_at",
-                project, name, spec, digest, now, now,
-            )
-            if rows:
-                return StoredPolicy(project, name, stored, int(rows[0][0]), digest, float(rows[0][1])), True
-            rows = await c.fetch(f"{_POLICY_SELECT} WHERE {_POLICY_KEY}", project, name)
-        return _stored_policy(rows[0]), False
-
-    async def get_policy(self, project: str, name: str) -> StoredPolicy | None:
-        rows = await self._db.fetch(f"{_POLICY_SELECT} WHERE {_POLICY_KEY}", project_or_default(project), name)
-        return _stored_policy(rows[0]) if rows else None
-
-    async def list_policies(self, project: str | None = None) -> list[StoredPolicy]:
-        """The project's policies by name; every project's (by project, then name) when ``project`` is None."""
-        if project is None:
-            rows = await self._db.fetch(_POLICY_SELECT + " WHERE tenant_id = '' ORDER BY project_id, name")
-        else:
-            rows = await self._db.fetch(
-                _POLICY_SELECT + " WHERE project_id = ? AND tenant_id = '' ORDER BY name", project_or_default(project)
-            )
-        return [_stored_policy(r) for r in rows]
-
-    async def delete_policy(self, project: str, name: str) -> bool:
-        deleted = await self._db.execute(f"DELETE FROM policies WHERE {_POLICY_KEY}", project_or_default(project), name)
-        return deleted > 0
-
-    # --- agent cases ---
-
-    async def put_cases(
-        self, project: str, cases: Sequence[StoredCase], *, keep_existing: bool = False
-    ) -> CaseImport:
-        """Store ``cases`` in one transaction (all or none), each under its own tenant.
-
-        An existing case with the same id in the same tenant is replaced, unless ``keep_existing``: then it is
-        left as it is (it may have been edited in the store since). A case whose text and place in the corpus
-        are unchanged is not rewritten, so its ``updated_at`` keeps meaning "last changed".
-        """
-        project = project_or_default(project)
-        seen: set[tuple[str, str]] = set()
-        for case in cases:
-            if not case.tenant or not case.case_id:
-                raise BadInputError(f"put_cases: a case needs a tenant and an id, got {case.tenant!r}/{case.case_id!r}")
-            if (case.tenant, case.case_id) in seen:
-                raise BadInputError(f"put_cases: case {case.case_id!r} of tenant {case.tenant!r} is given twice")
-            seen.add((case.tenant, case.case_id))
-        if not cases:
-            return CaseImport()
-        now = time.time()
-        created: list[str] = []
-        replaced: list[str] = []
-        unchanged: list[str] = []
-        kept: list[str] = []
-        rows: list[tuple[Any, ...]] = []
-        async with self._db.transaction() as c:
-            clause, args = self._db.in_list("case_id", sorted({case.case_id for case in cases}))
-            existing = {
-                (r[0], r[1]): (r[2], r[3], int(r[4]), int(r[5]))
-                for r in await c.fetch(
-                    f"SELECT tenant_id, case_id, yaml_hash, path, position, line FROM cases "
-                    f"WHERE project_id = ? AND {clause}",
-                    project, *args,
-                )
-            }
-            for case in cases:
-                digest = case_hash(case.yaml)
-                before = existing.get((case.tenant, case.case_id))
-                if before is None:
-                    created.append(case.case_id)
-                elif keep_existing:
-                    kept.append(case.case_id)
-                    continue
-                elif before == (digest, case.path, case.position, case.line):
-                    unchanged.append(case.case_id)
-                    continue
-                else:
-                    replaced.append(case.case_id)
-                rows.append((case.tenant, case.case_id, case.agent, case.path, case.position, case.line, case.yaml,
-                             digest, now, now))
-            await c.insert_many(
-                "cases", [("project_id", "text", project)], _CASE_COLUMNS, rows,
-                "ON CONFLICT (project_id, tenant_id, case_id) DO UPDATE SET agent = excluded.agent, "
-                "path = excluded.path, position = excluded.position, line = excluded.line, yaml = excluded.yaml, "
-                "yaml_hash = excluded.yaml_hash, updated_at = excluded.updated_at",
-            )
-        return CaseImport(tuple(created), tuple(replaced), tuple(unchanged), tuple(kept))
-
-    async def get_case(self, project: str, tenant: str, case_id: str) -> StoredCase | None:
-        """The case, or None when there is none with this id in this tenant (whatever other tenants hold)."""
-        rows = await self._db.fetch(
-            f"{_CASE_SELECT} WHERE project_id = ? AND tenant_id = ? AND case_id = ?",
-            project_or_default(project), tenant, case_id,
-        )
-        return _stored_case(rows[0]) if rows else None
-
-    async def list_cases(self, project: str, tenant: str, *, agent: str = "") -> list[StoredCase]:
-        """The tenant's cases in corpus order (path, then position in the file), only ``agent``'s when given."""
-        where, args = "project_id = ? AND tenant_id = ?", [project_or_default(project), tenant]
-        if agent:
-            where += " AND agent = ?"
-            args.append(agent)
-        rows = await self._db.fetch(f"{_CASE_SELECT} WHERE {where} ORDER BY path, position, case_id", *args)
-        return [_stored_case(r) for r in rows]
-
-
-_CASE_COLUMNS: tuple[Column, ...] = (
-    ("tenant_id", "text"), ("case_id", "text"), ("agent", "text"), ("path", "text"), ("position", "int"),
-    ("line", "int"), ("yaml", "text"), ("yaml_hash", "text"), ("created_at", "float"), ("updated_at", "float"),
-)
-_CASE_SELECT = (
-    "SELECT tenant_id, case_id, agent, path, position, line, yaml, yaml_hash, created_at, updated_at FROM cases"
-)
-
-
-def _stored_case(row: Sequence[Any]) -> StoredCase:
-    return StoredCase(
-        tenant=row[0], case_id=row[1], agent=row[2], path=row[3], position=int(row[4]), line=int(row[5]),
-        yaml=row[6], yaml_hash=row[7], created_at=float(row[8]), updated_at=float(row[9]),
-    )
-
-
-_POLICY_SELECT = "SELECT project_id, name, spec, generation, spec_hash, updated_at FROM policies"
-_POLICY_KEY = "project_id = ? AND tenant_id = '' AND name = ?"
-
-
-def _stored_policy(row: Sequence[Any]) -> StoredPolicy:
-    return StoredPolicy(
-        project=row[0], name=row[1], policy=OnlineEvalPolicy.FromString(bytes(row[2])), generation=int(row[3]),
-        spec_hash=row[4], updated_at=float(row[5]),
-    )
