@@ -25,6 +25,8 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from evalsi.records import to_value
 from evalsi.v1alpha1.record_pb2 import STEP_TYPE_GENERIC, STEP_TYPE_LLM, STEP_TYPE_TOOL, Content, Messages, Step
 
+from . import genai_mapper
+from .genai_mapper import set_usage
 from .messages import messages_content, messages_from_json, parse_json
 
 PLACEHOLDER = "evalsi.placeholder"
@@ -54,8 +56,6 @@ def _response_messages(response: Mapping[str, Any]) -> Messages | None:
 
 
 def _fill_llm(step: Step, request: Mapping[str, Any], response: Any) -> None:
-    from .mappers import _set_usage  # imported when called, as in fill()
-
     if step.type == STEP_TYPE_GENERIC:
         step.type = STEP_TYPE_LLM
     if not step.model:
@@ -67,7 +67,7 @@ def _fill_llm(step: Step, request: Mapping[str, Any], response: Any) -> None:
             step.output.CopyFrom(content)
         usage = response.get("usage")
         if not step.HasField("usage") and isinstance(usage, Mapping):
-            _set_usage(step, usage.get("prompt_tokens", usage.get("input_tokens")),
+            set_usage(step, usage.get("prompt_tokens", usage.get("input_tokens")),
                        usage.get("completion_tokens", usage.get("output_tokens")), usage.get("total_tokens"))
 
 
@@ -83,15 +83,12 @@ def _arguments(attrs: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def fill(attrs: Mapping[str, Any], span: Span, step: Step) -> None:
-    # Imported when called: mappers.py imports this module to list it in DEFAULT_MAPPERS.
-    from .mappers import _fill_genai
-
     if attrs.get("logfire.span_type") == "pending_span":
         step.type = STEP_TYPE_GENERIC
         step.attributes[PLACEHOLDER].bool_value = True
         return
     if any(key.startswith("gen_ai.") for key in attrs):
-        _fill_genai(attrs, span, step)
+        genai_mapper.fill(attrs, span, step)
     else:
         step.type = STEP_TYPE_GENERIC
     request = parse_json(attrs.get("request_data"))

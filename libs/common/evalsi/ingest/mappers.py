@@ -12,9 +12,10 @@ output. The first mapper whose ``matches`` holds maps the span, in this order:
 - ``mlflow@1`` (``mlflow_mapper``): MLflow Tracing's JSON-encoded ``mlflow.spanType``/``spanInputs``/``spanOutputs``;
 - ``logfire@1`` (``logfire_mapper``): Pydantic Logfire's spans (``logfire.span_type``), its LLM spans'
   ``request_data``/``response_data`` beside the GenAI attributes;
-- ``genai@1``: the OTel GenAI conventions (``gen_ai.operation.name``, ``gen_ai.request.model``/``response.model``,
-  ``gen_ai.usage.*``, ``gen_ai.tool.*``, ``gen_ai.input.messages``/``gen_ai.output.messages`` as attributes or on
-  the ``gen_ai.client.inference.operation.details`` event, and the older per-message span events);
+- ``genai@1`` (``genai_mapper``, whose usage and content helpers every mapper shares): the OTel GenAI
+  conventions (``gen_ai.operation.name``, ``gen_ai.request.model``/``response.model``, ``gen_ai.usage.*``,
+  ``gen_ai.tool.*``, ``gen_ai.input.messages``/``gen_ai.output.messages`` as attributes or on the
+  ``gen_ai.client.inference.operation.details`` event, and the older per-message span events);
 - ``generic@1``: anything else, as a ``STEP_TYPE_GENERIC`` step with its raw attributes.
 
 The session comes from ``gen_ai.conversation.id``, ``session.id`` or OpenLLMetry's association property, for
@@ -29,7 +30,6 @@ from dataclasses import dataclass, field
 from itertools import repeat
 from typing import Any
 
-from google.protobuf.struct_pb2 import Value
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span, Status
 
 from evalsi.records import to_value
@@ -48,19 +48,18 @@ from evalsi.v1alpha1.record_pb2 import (
     TOOL_CALL_STATUS_ERROR,
     TOOL_CALL_STATUS_OK,
     Content,
-    Messages,
     Step,
     StepType,
 )
 
-from . import logfire_mapper, mlflow_mapper
+from . import genai_mapper, logfire_mapper, mlflow_mapper
 from .attributes import attributes_to_dict
+from .genai_mapper import first, set_field, set_usage, to_int
 from .messages import (
     content_of,
     indexed,
     messages_content,
     messages_from_indexed,
-    messages_from_json,
     parse_json,
     tool_call,
 )
@@ -106,51 +105,6 @@ class Mapper:
 # --- shared helpers ---------------------------------------------------------------------------------------
 
 
-def _int(value: Any) -> int:
-    # Most usage attributes are absent or already ints: no int() call, and no TypeError raised and caught for None.
-    if value is None:
-        return 0
-    if type(value) is int:
-        return value
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return 0
-
-
-def _first(attrs: Mapping[str, Any], *keys: str) -> Any:
-    for key in keys:
-        value = attrs.get(key)
-        if value not in (None, ""):
-            return value
-    return None
-
-
-def _set_usage(step: Step, inputs: Any, outputs: Any, total: Any = None, cached: Any = None,
-               reasoning: Any = None) -> None:
-    i, o = _int(inputs), _int(outputs)
-    t = _int(total) or i + o
-    if not (i or o or t or _int(cached) or _int(reasoning)):
-        return
-    step.usage.input_tokens, step.usage.output_tokens, step.usage.total_tokens = i, o, t
-    step.usage.cached_input_tokens = _int(cached)
-    step.usage.reasoning_tokens = _int(reasoning)
-
-
-def _set(step: Step, field_name: str, content: Content | None) -> None:
-    if content is not None:
-        getattr(step, field_name).CopyFrom(content)
-
-
-def _set_content(content: Content, raw: Any, parsed: Value) -> None:
-    """``content_of(raw)`` into ``content``, reusing ``parsed`` (``raw`` already decoded) when it is an object or
-    array: content_of decodes exactly those raw values to JSON."""
-    if parsed.WhichOneof("kind") in ("struct_value", "list_value"):
-        content.json.CopyFrom(parsed)
-    elif (decoded := content_of(raw)) is not None:
-        content.CopyFrom(decoded)
-
-
 def _tool_status(step: Step) -> None:
     if step.HasField("tool_call"):
         failed = step.status == STEP_STATUS_ERROR
@@ -167,91 +121,6 @@ def _arguments(value: Any) -> Any:
         if not args:
             return kwargs
     return parsed
-
-
-# --- OTel GenAI ---------------------------------------------------------------------------------------------
-
-_GENAI_TYPES: dict[str, StepType] = {
-    "chat": STEP_TYPE_LLM,
-    "text_completion": STEP_TYPE_LLM,
-    "generate_content": STEP_TYPE_LLM,
-    "completion": STEP_TYPE_LLM,
-    "embeddings": STEP_TYPE_EMBEDDING,
-    "embedding": STEP_TYPE_EMBEDDING,
-    "execute_tool": STEP_TYPE_TOOL,
-    "invoke_agent": STEP_TYPE_AGENT,
-    "create_agent": STEP_TYPE_AGENT,
-    "invoke_workflow": STEP_TYPE_CHAIN,
-    "retrieval": STEP_TYPE_RETRIEVAL,
-    "rerank": STEP_TYPE_RERANK,
-}
-_EVENT_ROLES = {
-    "gen_ai.system.message": "system",
-    "gen_ai.user.message": "user",
-    "gen_ai.assistant.message": "assistant",
-    "gen_ai.tool.message": "tool",
-}
-_DETAILS_EVENT = "gen_ai.client.inference.operation.details"
-
-
-def _genai_matches(attrs: Mapping[str, Any]) -> bool:
-    # map() of a C method rather than a generator: this runs for nearly every span.
-    return any(map(str.startswith, attrs, repeat("gen_ai.")))
-
-
-def _genai_event_messages(span: Span) -> tuple[Messages | None, Messages | None]:
-    """The event forms: the operation-details event, else one event per message (``gen_ai.choice`` for outputs)."""
-    inputs: list[dict[str, Any]] = []
-    outputs: list[dict[str, Any]] = []
-    for event in span.events:
-        attrs = attributes_to_dict(event.attributes)
-        if event.name == _DETAILS_EVENT:
-            return (
-                messages_from_json(attrs.get("gen_ai.input.messages"), system=attrs.get("gen_ai.system_instructions")),
-                messages_from_json(attrs.get("gen_ai.output.messages")),
-            )
-        if event.name in _EVENT_ROLES:
-            inputs.append({"role": _EVENT_ROLES[event.name], **attrs})
-        elif event.name == "gen_ai.choice":
-            message = parse_json(attrs.get("message"))
-            outputs.append({"role": "assistant", **(message if isinstance(message, Mapping) else attrs)})
-    return (messages_from_json(inputs) if inputs else None, messages_from_json(outputs) if outputs else None)
-
-
-def _fill_genai(attrs: Mapping[str, Any], span: Span, step: Step) -> None:
-    operation = str(attrs.get("gen_ai.operation.name") or "")
-    step.type = _GENAI_TYPES.get(operation, STEP_TYPE_LLM if "gen_ai.request.model" in attrs else STEP_TYPE_GENERIC)
-    step.model = str(_first(attrs, "gen_ai.response.model", "gen_ai.request.model") or "")
-    _set_usage(
-        step,
-        _first(attrs, "gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens"),
-        _first(attrs, "gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens"),
-        attrs.get("gen_ai.usage.total_tokens"),
-        _first(attrs, "gen_ai.usage.cache_read.input_tokens", "gen_ai.usage.cache_read_input_tokens"),
-        attrs.get("gen_ai.usage.reasoning.output_tokens"),
-    )
-    # Written straight into the step: a field is set only once a message is added to it.
-    inputs = messages_from_json(attrs.get("gen_ai.input.messages"), system=attrs.get("gen_ai.system_instructions"),
-                                into=step.input.messages)
-    outputs = messages_from_json(attrs.get("gen_ai.output.messages"), into=step.output.messages)
-    if inputs is None and outputs is None:
-        inputs, outputs = _genai_event_messages(span)
-        _set(step, "input", messages_content(inputs))
-        _set(step, "output", messages_content(outputs))
-    if step.type == STEP_TYPE_TOOL or "gen_ai.tool.name" in attrs:
-        tool_call(
-            attrs.get("gen_ai.tool.call.id"),
-            attrs.get("gen_ai.tool.name"),
-            attrs.get("gen_ai.tool.call.arguments"),
-            attrs.get("gen_ai.tool.call.result"),
-            into=step.tool_call,
-        )
-        if not step.HasField("input") and "gen_ai.tool.call.arguments" in attrs:
-            _set_content(step.input, attrs["gen_ai.tool.call.arguments"], step.tool_call.arguments)
-        if not step.HasField("output") and "gen_ai.tool.call.result" in attrs:
-            _set_content(step.output, attrs["gen_ai.tool.call.result"], step.tool_call.result)
-    if step.type == STEP_TYPE_AGENT and attrs.get("gen_ai.agent.name"):
-        step.name = str(attrs["gen_ai.agent.name"])
 
 
 # --- OpenInference ------------------------------------------------------------------------------------------
@@ -275,8 +144,8 @@ def _openinference_matches(attrs: Mapping[str, Any]) -> bool:
 def _fill_openinference(attrs: Mapping[str, Any], span: Span, step: Step) -> None:
     kind = str(attrs.get("openinference.span.kind") or "").upper()
     step.type = _OPENINFERENCE_TYPES.get(kind, STEP_TYPE_GENERIC)
-    step.model = str(_first(attrs, "llm.model_name", "embedding.model_name", "reranker.model_name") or "")
-    _set_usage(
+    step.model = str(first(attrs, "llm.model_name", "embedding.model_name", "reranker.model_name") or "")
+    set_usage(
         step,
         attrs.get("llm.token_count.prompt"),
         attrs.get("llm.token_count.completion"),
@@ -286,22 +155,23 @@ def _fill_openinference(attrs: Mapping[str, Any], span: Span, step: Step) -> Non
     )
     inputs = messages_from_indexed(indexed(attrs, "llm.input_messages"), inner="message.")
     outputs = messages_from_indexed(indexed(attrs, "llm.output_messages"), inner="message.")
-    _set(step, "input", messages_content(inputs) or content_of(attrs.get("input.value"), attrs.get("input.mime_type")))
-    _set(step, "output",
-         messages_content(outputs) or content_of(attrs.get("output.value"), attrs.get("output.mime_type")))
+    set_field(step, "input",
+              messages_content(inputs) or content_of(attrs.get("input.value"), attrs.get("input.mime_type")))
+    set_field(step, "output",
+              messages_content(outputs) or content_of(attrs.get("output.value"), attrs.get("output.mime_type")))
     if step.type == STEP_TYPE_RETRIEVAL and not attrs.get("output.value"):
         documents = [{key.removeprefix("document."): value for key, value in doc.items()}
                      for doc in indexed(attrs, "retrieval.documents")]
         if documents:
             step.output.CopyFrom(Content(json=to_value(documents)))
     if step.type == STEP_TYPE_TOOL or "tool.name" in attrs:
-        arguments = _first(attrs, "tool_call.function.arguments")
+        arguments = first(attrs, "tool_call.function.arguments")
         if arguments is None:
             parsed = parse_json(attrs.get("input.value"))
             arguments = parsed if isinstance(parsed, Mapping) else attrs.get("tool.parameters")
         tool_call(
             attrs.get("tool_call.id"),
-            _first(attrs, "tool.name", "tool_call.function.name") or span.name,
+            first(attrs, "tool.name", "tool_call.function.name") or span.name,
             arguments,
             attrs.get("output.value"),
             into=step.tool_call,
@@ -336,8 +206,8 @@ def _fill_openllmetry(attrs: Mapping[str, Any], span: Span, step: Step) -> None:
     if kind in _TRACELOOP_TYPES:
         step.type = _TRACELOOP_TYPES[kind]
         step.name = str(attrs.get("traceloop.entity.name") or span.name)
-        _set(step, "input", content_of(attrs.get("traceloop.entity.input")))
-        _set(step, "output", content_of(attrs.get("traceloop.entity.output")))
+        set_field(step, "input", content_of(attrs.get("traceloop.entity.input")))
+        set_field(step, "output", content_of(attrs.get("traceloop.entity.output")))
         if step.type == STEP_TYPE_TOOL:
             tool_call(None, step.name, None, attrs.get("traceloop.entity.output"), into=step.tool_call)
             arguments = _arguments(attrs.get("traceloop.entity.input"))
@@ -345,25 +215,25 @@ def _fill_openllmetry(attrs: Mapping[str, Any], span: Span, step: Step) -> None:
                 step.tool_call.arguments.CopyFrom(to_value(arguments))
         return
     # An LLM span: OTel GenAI attributes, in the current JSON form or OpenLLMetry's indexed one.
-    _fill_genai(attrs, span, step)
+    genai_mapper.fill(attrs, span, step)
     request_type = str(attrs.get("llm.request.type") or "")
     if request_type in _LLM_REQUEST_TYPES and "gen_ai.operation.name" not in attrs:
         step.type = _LLM_REQUEST_TYPES[request_type]
     elif step.type == STEP_TYPE_GENERIC:
         step.type = STEP_TYPE_LLM
     if not step.HasField("input"):
-        _set(step, "input", messages_content(messages_from_indexed(indexed(attrs, "gen_ai.prompt"))))
+        set_field(step, "input", messages_content(messages_from_indexed(indexed(attrs, "gen_ai.prompt"))))
     if not step.HasField("output"):
-        _set(step, "output", messages_content(messages_from_indexed(indexed(attrs, "gen_ai.completion"))))
+        set_field(step, "output", messages_content(messages_from_indexed(indexed(attrs, "gen_ai.completion"))))
     if not step.usage.total_tokens and attrs.get("llm.usage.total_tokens"):
-        step.usage.total_tokens = _int(attrs["llm.usage.total_tokens"])
+        step.usage.total_tokens = to_int(attrs["llm.usage.total_tokens"])
 
 
 def _fill_generic(attrs: Mapping[str, Any], span: Span, step: Step) -> None:
     step.type = STEP_TYPE_GENERIC
 
 
-GENAI = Mapper("genai", "1", _genai_matches, _fill_genai)
+GENAI = Mapper("genai", "1", genai_mapper.matches, genai_mapper.fill)
 OPENINFERENCE = Mapper("openinference", "1", _openinference_matches, _fill_openinference)
 OPENLLMETRY = Mapper("openllmetry", "1", _openllmetry_matches, _fill_openllmetry)
 GENERIC = Mapper("generic", "1", lambda _attrs: True, _fill_generic)
@@ -434,7 +304,7 @@ class _Resource:
 
     @classmethod
     def of(cls, resource: Mapping[str, Any]) -> _Resource:
-        return cls(dict(resource), str(resource.get("service.name") or ""), str(_first(resource, *SESSION_KEYS) or ""))
+        return cls(dict(resource), str(resource.get("service.name") or ""), str(first(resource, *SESSION_KEYS) or ""))
 
 
 def map_span(
@@ -470,7 +340,7 @@ def _map_span(span: Span, resource: _Resource, scope: str, mappers: Sequence[Map
         _tool_status(step)
     ref = used.ref
     step.attributes["evalsi.mapper"].string_value = ref
-    session = _first(attrs, *SESSION_KEYS)
+    session = first(attrs, *SESSION_KEYS)
     return MappedSpan(
         trace_id=span.trace_id.hex(),
         span_id=span_id,

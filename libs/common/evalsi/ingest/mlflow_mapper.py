@@ -39,6 +39,7 @@ from evalsi.v1alpha1.record_pb2 import (
     StepType,
 )
 
+from .genai_mapper import set_usage
 from .messages import messages_content, messages_from_json, parse_json, tool_call
 
 _TYPES: dict[str, StepType] = {
@@ -96,16 +97,13 @@ def _chat(attrs: Mapping[str, Any], inputs: Any, outputs: Any) -> tuple[Messages
 
 
 def _usage(step: Step, attrs: Mapping[str, Any], outputs: Any) -> None:
-    # Imported when called: mappers.py imports this module to list it in DEFAULT_MAPPERS.
-    from .mappers import _set_usage
-
     usage = _decoded(attrs, "mlflow.chat.tokenUsage")
     if isinstance(usage, Mapping):
-        _set_usage(step, usage.get("input_tokens"), usage.get("output_tokens"), usage.get("total_tokens"),
+        set_usage(step, usage.get("input_tokens"), usage.get("output_tokens"), usage.get("total_tokens"),
                    usage.get("cache_read_input_tokens"))
     elif isinstance(outputs, Mapping) and isinstance(outputs.get("usage"), Mapping):
         usage = outputs["usage"]
-        _set_usage(step, usage.get("prompt_tokens", usage.get("input_tokens")),
+        set_usage(step, usage.get("prompt_tokens", usage.get("input_tokens")),
                    usage.get("completion_tokens", usage.get("output_tokens")), usage.get("total_tokens"))
 
 
