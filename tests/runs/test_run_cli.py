@@ -102,7 +102,7 @@ def test_a_broken_file_exits_2_naming_file_and_line(tmp_path: Path) -> None:
 def test_dry_run_prints_the_plan_and_calls_nothing() -> None:
     code, out, err = run("-f", str(MODEL), "--dry-run")  # nothing listens on the example's base URL
     assert code == 0, err
-    assert "dry run of qa-model (project quickstart): nothing was called" in out
+    assert "dry run: qa-model (project quickstart); nothing was called or stored" in out
     assert "8 samples in 1 shard(s)" in out and "trials       3" in out
     assert "tasks        12 (generate 3, evaluate 9; by pool: judge 3, cpu 9)" in out
     assert "target       24 calls" in out and "≤ 768 output tokens" in out

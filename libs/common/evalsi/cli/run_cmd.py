@@ -51,54 +51,6 @@ def _gate_lines(gates: Any, markdown: bool) -> list[str]:
     return lines
 
 
-def _money(value: float | None) -> str:
-    return "unknown" if value is None else f"${value:,.4f}"
-
-
-def _dry_run_text(prepared: Any, projection: Any) -> str:
-    plan = prepared.plan
-    run = prepared.run
-    stages = ", ".join(f"{stage} {n}" for stage, n in projection.tasks_by_stage.items()) or "none"
-    pools = ", ".join(f"{pool} {n}" for pool, n in projection.tasks_by_pool.items())
-    lines = [
-        f"dry run of {run.metadata.name or 'the run'} (project {run.metadata.project}): nothing was called",
-        f"  dataset      {prepared.dataset.source}: {plan.samples} samples in {len(plan.shards)} shard(s) of up to "
-        f"{plan.shard_size}",
-        f"  trials       {plan.trials}",
-        f"  tasks        {projection.tasks} ({stages}; by pool: {pools})",
-        f"  evaluations  {projection.evaluations:,}",
-    ]
-    if plan.generation in ("agent", "harness"):
-        lines.append(f"  target       {projection.target_calls:,} agent tasks ({plan.generation})")
-    elif plan.generates:
-        output = "unbounded" if projection.target_output_tokens is None else f"≤ {projection.target_output_tokens:,}"
-        lines.append(
-            f"  target       {projection.target_calls:,} calls, ≈ {projection.target_input_tokens:,} input tokens, "
-            f"{output} output tokens, cost {_money(projection.target_cost_usd)}"
-        )
-    if projection.judge_calls:
-        lines.append(
-            f"  judges       {projection.judge_calls:,} calls, ≈ {projection.judge_input_tokens:,} input and "
-            f"{projection.judge_output_tokens:,} output tokens, cost {_money(projection.judge_cost_usd)}"
-        )
-    lines.append(f"  projected    ≈ {projection.total_tokens:,} tokens, cost {_money(projection.total_cost_usd)}")
-    budget = run.spec.budget
-    if budget.tokens or budget.usd:
-        limits = []
-        if budget.tokens:
-            limits.append(f"{budget.tokens:,} tokens")
-        if budget.usd:
-            limits.append(f"${budget.usd:,.4f}")
-        lines.append(f"  budget       {' and '.join(limits)}")
-        if budget.tokens and projection.total_tokens > budget.tokens:
-            lines.append("               the projected tokens exceed the token budget: the run would stop early")
-    for item in projection.unknown:
-        lines.append(f"  not projected: {item}")
-    for note in projection.notes:
-        lines.append(f"  note: {note}")
-    return "\n".join(lines)
-
-
 @click.command("run")
 @click.option("--file", "-f", "file", required=True, metavar="FILE", help="The EvalRun spec (YAML or JSON).")
 @click.option("--dry-run", is_flag=True, help="Print the plan and projected tokens and cost; call nothing.")
@@ -175,6 +127,7 @@ def run_command(
         return
     if no_wait:
         raise BadInputError("--no-wait applies to server runs only (with --server)")
+    from evalsi.runs.dry_run import dry_run_text
     from evalsi.runs.embedded import dry_run as plan_dry_run
     from evalsi.runs.embedded import execute_run
     from evalsi.v1alpha1.run_pb2 import RUN_STATE_BUDGET_EXCEEDED, RUN_STATE_CANCELLED, RUN_STATE_FAILED
@@ -196,7 +149,12 @@ def run_command(
             }
             click.echo(json.dumps(document, indent=2))
         else:
-            click.echo(_dry_run_text(prepared, projection))
+            click.echo(
+                dry_run_text(
+                    prepared.plan, projection, name=run.metadata.name, project=run.metadata.project,
+                    dataset=prepared.dataset.source,
+                )
+            )
         return
     outcome = asyncio.run(
         execute_run(

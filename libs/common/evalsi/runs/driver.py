@@ -32,6 +32,7 @@ from evalsi.bus.v1alpha1.bus_pb2 import (
 )
 from evalsi.errors import InfraError
 from evalsi.evaluators import BoundEvaluator, Registry
+from evalsi.runs.outcome import final_state, run_manifest, target_calls_of_records
 from evalsi.runs.plan import Plan, plan_run, task_key
 from evalsi.runs.plan import Task as PlannedTask
 from evalsi.runs.summary import SummaryBuilder
@@ -329,14 +330,14 @@ class Scheduler:
                         continue
                     await self._event(run, RUN_EVENT_TYPE_PROGRESS)
                 if run.state == RUN_STATE_CANCELLED:
-                    await self._finish(run, bound, RUN_STATE_CANCELLED, run.message or "cancelled")
+                    await self._finish(run, bound, cancelled=True)
                     return
                 over = await self._over_budget(run)
                 if over:
                     await self.bus.set_run_flag(run_id, "cancelled")
                     for row in await self.store.list_tasks(run_id, states=("pending",)):
                         await self.store.set_task_state(run_id, row.key, "cancelled")
-                    await self._finish(run, bound, RUN_STATE_BUDGET_EXCEEDED, over)
+                    await self._finish(run, bound, budget=over)
                     return
                 if time.monotonic() - last_partial > PARTIAL_SUMMARY_EVERY_S and run.progress.completed:
                     last_partial = time.monotonic()
@@ -348,11 +349,7 @@ class Scheduler:
                     reduce_published = True
                     continue
                 if open_tasks == 0:
-                    failed = counts.get("failed", 0)
-                    message = (
-                        f"{failed} task(s) failed after retries (their evaluations are infra errors)" if failed else ""
-                    )
-                    await self._finish(run, bound, RUN_STATE_SUCCEEDED, message)
+                    await self._finish(run, bound, failed_tasks=counts.get("failed", 0))
                     return
             except _OUTAGES as exc:
                 # A store or the bus did not answer: no fact about the run, so its state stays as it is.
@@ -360,11 +357,17 @@ class Scheduler:
                 await self.until_available()
 
     async def _over_budget(self, run: Run) -> str:
-        """Why the run is over its token or cost budget, or "" while it is within it."""
-        from evalsi.runs.plan import budget_exceeded
+        """Why the run is over its token, cost or wall-clock budget (counted from its start), or "" while within
+        them."""
+        from evalsi.runs.plan import budget_exceeded, wall_clock_exceeded
         from evalsi.v1alpha1.record_pb2 import Usage
 
         budget = run.spec.budget
+        if run.HasField("start_time"):
+            elapsed = time.time() - run.start_time.ToNanoseconds() / 1e9
+            over = wall_clock_exceeded(budget, elapsed)
+            if over:
+                return over
         if not (budget.tokens or budget.usd):
             return ""
         tokens_in, tokens_out, usd = await self.store.task_usage(run.id)
@@ -468,24 +471,38 @@ class Scheduler:
             records.extend(await self._stored_records(row.output_ref))
         return records
 
-    async def _finish(self, run: Run, bound: Sequence[BoundEvaluator], state: int, message: str) -> None:
-        """Summaries from the stored results (streamed), gates, the manifest; then the final event."""
+    async def _finish(
+        self, run: Run, bound: Sequence[BoundEvaluator], *, cancelled: bool = False, budget: str = "",
+        failed_tasks: int = 0,
+    ) -> None:
+        """Summaries from the stored results (streamed), gates, the manifest, the final state (runs.outcome's
+        rule); then the final event."""
         builder = SummaryBuilder(bound)
         async for batch in self.store.iter_results(run.project, run.id):
             builder.add(batch)
         records = await self._final_records(run) if run.spec.summary.cluster_by else ()
         run.ClearField("summaries")
         run.summaries.extend(builder.summaries(records=records, options=run.spec.summary))
-        if state == RUN_STATE_SUCCEEDED and run.spec.gates:
+        if run.spec.gates:
             from evalsi.runs.gates import evaluate_gates
 
             run.ClearField("gates")
             run.gates.extend(evaluate_gates(list(run.spec.gates), run.summaries))
         counts = await self.store.count_results(run.project, run.id)
         _fill_progress(run, counts)
-        total = sum(counts.values())
-        if state == RUN_STATE_SUCCEEDED and generates_outputs(run) and total and counts.get(OUTCOME_ERROR, 0) == total:
-            state, message = RUN_STATE_FAILED, "every evaluation is an error: the target (or its provider) failed"
+        generates = generates_outputs(run)
+        # Read only when the rule can get to it: a cancelled or over-budget run ends so whatever its target did.
+        calls = None
+        if generates and not (cancelled or budget):
+            calls = target_calls_of_records(records or await self._final_records(run))
+        state, message = final_state(
+            budget_exceeded=budget,
+            cancelled=cancelled,
+            generates=generates,
+            target_calls=calls,
+            cancelled_evaluations=run.progress.cancelled,
+            failed_tasks=failed_tasks,
+        )
         run.manifest.CopyFrom(server_manifest(run, bound))
         read_state = run.state
         run.state, run.message = state, message
@@ -617,32 +634,16 @@ class Scheduler:
 
 
 def server_manifest(run: Run, bound: Sequence[BoundEvaluator]) -> RunManifest:
-    """The same manifest as an embedded run: spec hash, dataset version, evaluators, judges, target, versions."""
+    """The run's manifest (the embedded run's builder), its dataset as the api recorded it when storing the run."""
     from types import SimpleNamespace
 
     from evalsi.judges.panel import judge_config_from_spec
-    from evalsi.sdk import build_manifest
-    from evalsi.targets.models import target_identity, unpinned_target
 
     dataset = SimpleNamespace(
         source=run.manifest.dataset or run.spec.dataset.path, version=run.manifest.dataset_version
     )
     judges = {name: judge_config_from_spec(name, spec) for name, spec in run.spec.judges.items()}
-    manifest = build_manifest(dataset, run.spec, bound, judges)  # type: ignore[arg-type]
-    for name, spec in run.spec.judges.items():
-        if spec.connection:
-            # A served judge is the server's connection, not the provider default its bare spec would imply.
-            identity = f"connection:{spec.connection}:{spec.model or '(its default model)'}"
-            manifest.judges[name] = identity
-            unpinned = [note for note in manifest.unpinned if not note.startswith(f"judge {name}:")]
-            unpinned.append(f"judge {name}: {identity} is served by an API and cannot be pinned")
-            del manifest.unpinned[:]
-            manifest.unpinned.extend(unpinned)
-    manifest.target = target_identity(run.spec.target, run.spec.harness)
-    unpinned = unpinned_target(run.spec)
-    if unpinned:
-        manifest.unpinned.append(unpinned)
-    return manifest
+    return run_manifest(run.spec, bound, dataset, judges)
 
 
 def _usage(result: TaskResult) -> tuple[int, int, float]:

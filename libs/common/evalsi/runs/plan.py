@@ -413,7 +413,7 @@ def budget_exceeded(budget: Budget, usage: Usage) -> str | None:
     """Which budget ``usage`` (target plus judges) is over, and by how much; None while within both.
 
     ``spec.budget.tokens`` limits input plus output tokens; ``spec.budget.usd`` the cost known so far
-    (0 in either means no limit). The wall clock is the runner's to watch.
+    (0 in either means no limit). The wall clock: :func:`wall_clock_exceeded`.
     """
     tokens = usage.total_tokens or usage.input_tokens + usage.output_tokens
     if budget.tokens and tokens > budget.tokens:
@@ -424,3 +424,16 @@ def budget_exceeded(budget: Budget, usage: Usage) -> str | None:
         return f"cost budget exceeded: ${usage.cost_usd:.4f} spent of ${budget.usd:.4f} (over by ${over:.4f})"
     return None
 
+
+def wall_clock_seconds(budget: Budget) -> float:
+    """``spec.budget.wallClock`` in seconds; 0 means no limit."""
+    return budget.wall_clock.ToTimedelta().total_seconds() if budget.HasField("wall_clock") else 0.0
+
+
+def wall_clock_exceeded(budget: Budget, elapsed_s: float) -> str | None:
+    """Why a run that has been running ``elapsed_s`` seconds (from its start) is over its wall-clock budget;
+    None while within it or without one."""
+    limit = wall_clock_seconds(budget)
+    if limit > 0 and elapsed_s >= limit:
+        return f"wall-clock budget exceeded: {limit:g} s elapsed"
+    return None
