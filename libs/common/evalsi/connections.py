@@ -41,6 +41,7 @@ from typing import Any
 
 from evalsi.errors import BadInputError
 from evalsi.judges.config import ENV_VAR_NAME, PROVIDERS, JudgeConfig, SecretRef
+from evalsi.yaml_files import read_yaml_file
 
 # `evalsi serve` writes the sections to a file in its state directory and names it here for the api and workers;
 # a deployment may point it at its evalsi.yaml.
@@ -138,10 +139,12 @@ class Connections:
 
     @classmethod
     def load(cls, path: str | Path) -> Connections:
-        """The sections of an evalsi.yaml-shaped file (JSON is YAML too); other keys are checked by Config."""
-        from evalsi.service.config import Config
-
-        return Config.load(path).connections
+        """The connection sections of an evalsi.yaml-shaped file (JSON is YAML too); its other keys are Config's."""
+        document = read_yaml_file(path)
+        if not isinstance(document, Mapping):
+            raise BadInputError(f"{path}: the config must be a mapping of keys")
+        return cls.from_mapping(document.get("judges"), document.get("agents"), document.get("harness_tools"),
+                                where=str(path))
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Connections:

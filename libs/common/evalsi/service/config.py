@@ -27,11 +27,10 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from evalsi.connections import Connections
 from evalsi.errors import BadInputError
 from evalsi.masking import mask_url
+from evalsi.yaml_files import read_yaml_file
 
 POOLS = ("cpu", "judge", "gpu", "sandbox", "harness")
 
@@ -88,16 +87,8 @@ class Config:
     def load(cls, path: str | Path | None) -> Config:
         if path is None:
             return cls()
-        source = Path(path)
-        try:
-            document = yaml.safe_load(source.read_text(encoding="utf-8")) or {}
-        except FileNotFoundError:
-            raise BadInputError(f"{source}: no such config file") from None
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f"{source}:{mark.line + 1}" if mark else str(source)
-            raise BadInputError(f"{where}: invalid YAML: {getattr(exc, 'problem', exc)}") from None
-        return cls.from_mapping(document, where=str(source))
+        document = read_yaml_file(path)
+        return cls.from_mapping(document, where=str(path))
 
     @classmethod
     def from_mapping(cls, document: Any, *, where: str = "evalsi.yaml") -> Config:
