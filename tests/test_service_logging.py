@@ -15,7 +15,7 @@ import pytest
 import structlog
 
 from evalsi.errors import BadInputError
-from evalsi.service.logging import configure_logging
+from evalsi.service.logging import configure_logging, ids
 
 
 @pytest.fixture
@@ -84,15 +84,35 @@ def test_the_scheduler_and_worker_take_a_log_level(monkeypatch: pytest.MonkeyPat
     from evalsi_scheduler.main import main as scheduler
     from evalsi_worker.main import main as worker
 
-    monkeypatch.setattr(sys, "argv", ["evalsi-scheduler", "--log-level", "loud"])
+    assert scheduler(["--log-level", "loud"]) == 2
+    assert "evalsi-scheduler: --log-level loud: use debug" in capsys.readouterr().err
+    monkeypatch.setenv("EVALSI_LOG_LEVEL", "loud")  # the shared variable, read by every service
+    assert worker([]) == 2
+    assert "evalsi-worker: --log-level loud: use debug" in capsys.readouterr().err
+    monkeypatch.delenv("EVALSI_LOG_LEVEL")
     with pytest.raises(SystemExit) as refused:  # argparse's choices
-        scheduler()
-    assert refused.value.code == 2 and "invalid choice: 'loud'" in capsys.readouterr().err
-    monkeypatch.setattr(sys, "argv", ["evalsi-worker"])
-    monkeypatch.setenv("EVALSI_LOG_LEVEL", "loud")  # the environment is not checked by argparse
-    with pytest.raises(SystemExit) as refused:
-        worker()
-    assert refused.value.code == 2 and "evalsi-worker: --log-level loud: use debug" in capsys.readouterr().err
+        worker(["--log-format", "xml"])
+    assert refused.value.code == 2 and "invalid choice: 'xml'" in capsys.readouterr().err
+
+
+@pytest.mark.usefixtures("restore_logging")
+def test_ids_are_fields_of_the_line_not_words_of_its_text(capsys: pytest.CaptureFixture[str]) -> None:
+    configure_logging("info")
+    logging.getLogger("evalsi.worker").info("task cancelled with its run", extra=ids(run_id="r1", task_key="k",
+                                                                                     project=None))
+    (line,) = _lines(capsys.readouterr().err)
+    assert line["event"] == "task cancelled with its run"
+    assert (line["run_id"], line["task_key"]) == ("r1", "k") and "project" not in line
+
+
+@pytest.mark.usefixtures("restore_logging")
+def test_the_text_format_is_one_plain_line_per_record(capsys: pytest.CaptureFixture[str]) -> None:
+    configure_logging("info", "text")
+    logging.getLogger("evalsi.x").warning("run %s slow", "r1", extra=ids(run_id="r1"))
+    (line,) = capsys.readouterr().err.splitlines()
+    assert not line.startswith("{") and "run r1 slow" in line and "run_id=r1" in line and "warning" in line
+    with pytest.raises(BadInputError, match="--log-format xml: use json, text"):
+        configure_logging("info", "xml")
 
 
 def test_the_ingest_process_logs_json_lines_on_stderr(tmp_path: Path) -> None:
