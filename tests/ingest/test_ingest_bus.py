@@ -83,24 +83,24 @@ async def test_completed_traces_are_published_and_late_spans_republish_as_a_new_
         assembler = TraceAssembler(CompletionConfig(grace_s=2, max_wait_s=60), clock=clock)
         sink = AssemblingSink(store, assembler)
         completer = Completer(assembler, store, BusCompletionPublisher(bus.js), clock=lambda: 123.0)
-        await sink.consume("team.a", _trace(1))
+        await sink.consume("team-a", _trace(1))
         assert await completer.tick() == []  # within the grace period
         clock.now = 3
         (done,) = await completer.tick()
         assert done.trace_id == "01" * 16
         # A late span (a third one), then the same completion published again by a restarted replica.
-        await sink.consume("team.a", [map_span(make_span({}, span_id=3, parent=1, trace_id=bytes([1]) * 16), {})])
+        await sink.consume("team-a", [map_span(make_span({}, span_id=3, parent=1, trace_id=bytes([1]) * 16), {})])
         clock.now = 6
         assert len(await completer.tick()) == 1
         await BusCompletionPublisher(bus.js).publish(
-            TraceCompleted(project="team.a", trace_id="01" * 16, revision=3, root_seen=True, reason="spans"))
+            TraceCompleted(project="team-a", trace_id="01" * 16, revision=3, root_seen=True, reason="spans"))
         published = await _completed(bus)
         assert [(m.project, m.trace_id, m.revision, m.root_seen, m.completed_at) for m in published] == [
-            ("team.a", "01" * 16, 2, True, 123.0), ("team.a", "01" * 16, 3, True, 123.0)]
+            ("team-a", "01" * 16, 2, True, 123.0), ("team-a", "01" * 16, 3, True, 123.0)]
         info = await bus.js.stream_info(subjects.TRACES_STREAM)
         assert info.state.messages == 2
-        assert subjects.traces_completed("team.a") == "traces.completed.team=a"
-        summary = await store.get_summary("team.a", "01" * 16)
+        assert subjects.traces_completed("team-a") == "traces.completed.team-a"
+        summary = await store.get_summary("team-a", "01" * 16)
         assert summary is not None and summary.completions == 2
     finally:
         await store.close()
@@ -112,7 +112,7 @@ async def test_two_replicas_complete_each_trace_once_by_its_owner(bus: BusConnec
     assemblers = [TraceAssembler(CompletionConfig(grace_s=1, max_wait_s=60), clock=clock) for _ in range(2)]
     sinks = [AssemblingSink(stores[i], assemblers[i], partitioning=Partitioning(i, 2),
                             notices=BusNoticeSender(bus.js)) for i in range(2)]
-    consumers = [await notice_consumer(bus.js, assemblers[i], i).start() for i in range(2)]
+    consumers = [await notice_consumer(bus, assemblers[i], i).start() for i in range(2)]
     completers = [Completer(assemblers[i], stores[i], BusCompletionPublisher(bus.js)) for i in range(2)]
     try:
         owners = {byte: partition_of(f"{byte:02x}" * 16, 2) for byte in range(1, 9)}

@@ -125,6 +125,15 @@ async def test_bad_projects(ingest) -> None:  # type: ignore[no-untyped-def]
     result = ExportTraceServiceResponse.FromString(answer)
     assert status == 200 and result.partial_success.rejected_spans == 1
     assert "evalsi.project" in result.partial_success.error_message
+    # The API's rule: a dotted name the API could never read back is refused here too, with the rule, counted.
+    status, answer = await post(ingest.http_url, body, {**PROTOBUF, "x-evalsi-project": "acme.prod"})
+    message = status_pb2.Status.FromString(answer).message
+    assert status == 400 and "'acme.prod' is not a valid project name (letters, digits, '-' and '_'" in message
+    dotted = request(make_span({}), resource={"evalsi.project": "acme.prod"}).SerializeToString()
+    status, answer = await post(ingest.http_url, dotted, PROTOBUF)
+    result = ExportTraceServiceResponse.FromString(answer)
+    assert status == 200 and result.partial_success.rejected_spans == 1
+    assert "'acme.prod' is not a project (letters, digits" in result.partial_success.error_message
 
 
 async def test_a_failing_sink_is_retryable(failing_ingest) -> None:  # type: ignore[no-untyped-def]

@@ -21,6 +21,7 @@ from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from evalsi.errors import BadInputError, InfraError
+from evalsi.projects import PROJECT_HEADER, check_project
 from evalsi.v1alpha1 import (
     catalog_service_pb2,
     evaluation_service_pb2,
@@ -71,7 +72,6 @@ _SERVICES = {
     "TraceService": trace_service_pb2.DESCRIPTOR.services_by_name["TraceService"],
     "MonitorService": monitor_service_pb2.DESCRIPTOR.services_by_name["MonitorService"],
 }
-_PROJECT_HEADER = "x-evalsi-project"
 
 
 class _Grpc:
@@ -80,7 +80,7 @@ class _Grpc:
 
         self._grpc = grpc
         self._channel = grpc.insecure_channel(target)
-        self._metadata = ((_PROJECT_HEADER, project),) if project else ()
+        self._metadata = ((PROJECT_HEADER, project),) if project else ()
         self._timeout = timeout
 
     def _method(self, service: str, method: str, response_type: type[Message], streaming: bool) -> Any:
@@ -120,7 +120,7 @@ def _grpc_error(exc: Any) -> Exception:
 class _Http:
     def __init__(self, base: str, project: str | None, timeout: float) -> None:
         self._base = base.rstrip("/")
-        self._headers = {"content-type": "application/json", **({_PROJECT_HEADER: project} if project else {})}
+        self._headers = {"content-type": "application/json", **({PROJECT_HEADER: project} if project else {})}
         self._timeout = timeout
 
     def _request(self, service: str, method: str, request: Message, timeout: float | None) -> Any:
@@ -435,6 +435,8 @@ class Client:
 
     def __init__(self, url: str, *, project: str | None = None, timeout: float = 60.0) -> None:
         self.url = url
+        if project:
+            check_project(project, "Client(project=...)")
         self._t = _transport(url, project, timeout)
         self.runs = Runs(self._t)
         self.traces = Traces(self._t)

@@ -40,7 +40,6 @@ from evalsi.ingest import (
     Partitioning,
     Redactor,
     TraceAssembler,
-    check_project,
     run_completion_loop,
     start_grpc_receiver,
     start_http_receiver,
@@ -49,6 +48,7 @@ from evalsi.ingest.metrics import IngestCollector, ingest_registry
 from evalsi.ingest.processes import ProcessMember, run_processes
 from evalsi.ingest.publishing import BusCompletionPublisher, BusNoticeSender, notice_consumer
 from evalsi.masking import mask_url
+from evalsi.projects import DEFAULT_PROJECT, check_project
 from evalsi.service.http import start_service_http
 from evalsi.service.logging import configure_logging
 from evalsi.stores.traces import open_trace_store
@@ -122,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="OTLP/gRPC port (EVALSI_OTLP_GRPC_PORT); 0 picks a free one")
     parser.add_argument("--traces-url", default=env("EVALSI_TRACES_URL", "sqlite:///.evalsi/state/traces.db"),
                         help="trace store URL (EVALSI_TRACES_URL): sqlite:///<path>")
-    parser.add_argument("--default-project", default=env("EVALSI_DEFAULT_PROJECT", "default"),
+    parser.add_argument("--default-project", default=env("EVALSI_DEFAULT_PROJECT", DEFAULT_PROJECT),
                         help="project of spans with neither the x-evalsi-project header nor evalsi.project")
     parser.add_argument("--max-body-bytes", type=int, default=int(env("EVALSI_OTLP_MAX_BODY_BYTES",
                                                                       str(DEFAULT_MAX_BODY))),

@@ -7,14 +7,7 @@ Assemble with :func:`build_table` (or :class:`HandlerTable` directly) and serve 
 from __future__ import annotations
 
 from evalsi.api.config import HandlerLimits, ServerConfig, is_loopback
-from evalsi.api.context import (
-    DEFAULT_PROJECT,
-    PROJECT_HEADER,
-    REQUEST_ID_HEADER,
-    TIMEOUT_HEADER,
-    CallContext,
-    build_context,
-)
+from evalsi.api.context import REQUEST_ID_HEADER, TIMEOUT_HEADER, CallContext, build_context
 from evalsi.api.dependencies import (
     Control,
     DatasetLike,
@@ -131,8 +124,6 @@ __all__ = [  # noqa: RUF022 - grouped for readers
     "Router",
     "routes_for",
     "build_context",
-    "DEFAULT_PROJECT",
-    "PROJECT_HEADER",
     "REQUEST_ID_HEADER",
     "TIMEOUT_HEADER",
 ]

@@ -11,16 +11,12 @@ from dataclasses import dataclass, replace
 from google.protobuf.message import Message
 
 from evalsi.errors import BadInputError
+from evalsi.projects import DEFAULT_PROJECT, PROJECT_HEADER, check_project
 
-PROJECT_HEADER = "x-evalsi-project"
 REQUEST_ID_HEADER = "x-request-id"
 TIMEOUT_HEADER = "x-evalsi-timeout"
-DEFAULT_PROJECT = "default"
 
-# Projects name NATS subjects and store partitions, so no dots, spaces or wildcards.
-_PROJECT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,62}")
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:/+=-]{1,128}")
-PROJECT_RULE = "letters, digits, '-' and '_', starting with a letter or digit, at most 63 characters"
 
 
 def new_request_id() -> str:
@@ -32,12 +28,6 @@ def request_id_from(value: str | None) -> str:
     if value and _REQUEST_ID.fullmatch(value):
         return value
     return new_request_id()
-
-
-def check_project(value: str, where: str) -> str:
-    if not _PROJECT.fullmatch(value):
-        raise BadInputError(f"{where}: {value!r} is not a valid project name ({PROJECT_RULE})")
-    return value
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from google.protobuf import struct_pb2
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from evalsi.api.config import HandlerLimits
-from evalsi.api.context import DEFAULT_PROJECT, CallContext, check_project
+from evalsi.api.context import CallContext
 from evalsi.api.dependencies import (
     Control,
     CountTasks,
@@ -58,6 +58,7 @@ from evalsi.limits import check_resamples
 from evalsi.policy import ERROR, NO_CONTENT, SCORED, SKIPPED, compile_policy, unset_alert_secrets, window_start
 from evalsi.policy import KIND as POLICY_KIND
 from evalsi.policy.spec import DEFAULT_WINDOW_S
+from evalsi.projects import DEFAULT_PROJECT, PROJECT_LABEL, check_project
 from evalsi.records import from_value
 from evalsi.runs.compare import compare_runs
 from evalsi.runs.spec import API_VERSION
@@ -122,7 +123,6 @@ TERMINAL_STATES = frozenset({RUN_STATE_SUCCEEDED, RUN_STATE_FAILED, RUN_STATE_CA
 RESUMABLE_STATES = frozenset({RUN_STATE_FAILED, RUN_STATE_CANCELLED, RUN_STATE_BUDGET_EXCEEDED})
 # Where a stored run keeps the object-store key of its records (a serialized bus TaskRecords).
 RECORDS_REF_LABEL = "evals.si/records-ref"
-PROJECT_LABEL = "evals.si/project"
 RESERVED_LABEL_PREFIX = "evals.si/"
 
 

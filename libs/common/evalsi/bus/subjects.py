@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 from typing import Literal, get_args
 
+from evalsi.projects import check_project
+
 __all__ = [
     "ASSEMBLY_STREAM",
     "CONTROL_CONSUMER",
@@ -101,10 +103,9 @@ def run_control(run_id: str) -> str:
 def traces_completed(project: str) -> str:
     """``traces.completed.<project>``: completed traces for the policy service (stream TRACES).
 
-    A project may contain '.', which would split the token, so it travels as '=' (never part of a project name);
-    the payload carries the project as it is.
+    The project rule (evalsi.projects) admits no '.', space, '*' or '>', so a project is always exactly one token.
     """
-    return f"traces.completed.{check_token(project.replace('.', '='), 'project')}"
+    return f"traces.completed.{check_token(check_project(project, 'traces.completed subject'), 'project')}"
 
 
 def traces_observed(partition: int) -> str:
@@ -116,6 +117,8 @@ def traces_observed(partition: int) -> str:
 
 def assembler_consumer(partition: int) -> str:
     """``assembler-<partition>``: the durable consumer the replica owning a partition pulls its notices from."""
+    if partition < 0:
+        raise ValueError(f"partition {partition}: must be 0 or more")
     return f"assembler-{partition}"
 
 

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 import click
 
 from evalsi.errors import BadInputError, EvalsiError
+from evalsi.projects import PROJECT_RULE, is_project
 
 # Exit codes a CI can gate on (DESIGN.md).
 EXIT_OK = 0
@@ -48,6 +49,13 @@ def handle_errors(fn: F) -> F:
             sys.exit(EXIT_INTERNAL)
 
     return wrapper  # type: ignore[return-value]
+
+
+def check_project_flag(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """``--project`` (or EVALSI_PROJECT) by the one project rule, refused (exit 2) before anything connects."""
+    if value and not is_project(value):
+        raise click.BadParameter(f"{value!r} is not a valid project name ({PROJECT_RULE})")
+    return value
 
 
 def parse_value(text: str) -> Any:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from evalsi.cli._common import EXIT_BAD_INPUT, handle_errors
+from evalsi.cli._common import EXIT_BAD_INPUT, check_project_flag, handle_errors
 from evalsi.errors import BadInputError
 from evalsi.service.config import Config
 
@@ -32,7 +32,7 @@ DEFAULT_METADATA_URL = Config.metadata_url
 
 def store_options(fn: F) -> F:
     """How a cases command reaches the store: the metadata store of the standalone or server deployment."""
-    fn = click.option("--project", default=None, envvar="EVALSI_PROJECT",
+    fn = click.option("--project", default=None, envvar="EVALSI_PROJECT", callback=check_project_flag,
                       help="The project the cases belong to (EVALSI_PROJECT; default: 'default').")(fn)
     fn = click.option("--config", "config_path", type=click.Path(dir_okay=False), metavar="FILE",
                       help="evalsi.yaml: its metadata.url is the store when --metadata-url is not given.")(fn)

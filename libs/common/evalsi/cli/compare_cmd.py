@@ -8,7 +8,7 @@ import sys
 import click
 from google.protobuf import json_format
 
-from evalsi.cli._common import EXIT_GATE_FAILED, handle_errors
+from evalsi.cli._common import EXIT_GATE_FAILED, check_project_flag, handle_errors
 from evalsi.runs.compare import compare_runs
 from evalsi.runs.results import EvaluationResults, _fmt
 from evalsi.v1alpha1.run_pb2 import Comparison
@@ -27,7 +27,7 @@ from evalsi.v1alpha1.run_pb2 import Comparison
     metavar="URL",
     help="Compare two runs on this server (A and B are run ids) instead of two saved files.",
 )
-@click.option("--project", default=None, envvar="EVALSI_PROJECT")
+@click.option("--project", default=None, envvar="EVALSI_PROJECT", callback=check_project_flag)
 @handle_errors
 def compare_command(a: str, b: str, confidence: float, fmt: str, server: str | None, project: str | None) -> None:
     """Compare result B with result A, record by record: two saved results (`evalsi eval --output`), or

@@ -14,6 +14,7 @@ from evalsi.cli._common import (
     EXIT_GATE_FAILED,
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
+    check_project_flag,
     handle_errors,
     parse_key_values,
 )
@@ -91,6 +92,7 @@ def _gate_lines(gates: Any, markdown: bool) -> list[str]:
     "--project",
     default=None,
     envvar="EVALSI_PROJECT",
+    callback=check_project_flag,
     help="With --server: the project (default: the spec's own, else 'default').",
 )
 @handle_errors

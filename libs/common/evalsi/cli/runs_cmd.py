@@ -8,7 +8,7 @@ import sys
 import click
 from google.protobuf import json_format
 
-from evalsi.cli._common import EXIT_GATE_FAILED, handle_errors
+from evalsi.cli._common import EXIT_GATE_FAILED, check_project_flag, handle_errors
 from evalsi.v1alpha1.run_pb2 import RUN_STATE_BUDGET_EXCEEDED, RUN_STATE_SUCCEEDED, Run, RunState
 
 SERVER_HELP = "The Evals.si server: grpc://127.0.0.1:8081 or http://127.0.0.1:8080 (env EVALSI_SERVER)."
@@ -19,6 +19,7 @@ def server_option(fn):  # type: ignore[no-untyped-def]
         "--project",
         default=None,
         envvar="EVALSI_PROJECT",
+        callback=check_project_flag,
         help="The project the runs belong to (default: 'default').",
     )(fn)
     return click.option("--server", required=True, envvar="EVALSI_SERVER", metavar="URL", help=SERVER_HELP)(fn)

@@ -16,15 +16,7 @@ from .assembly import (
 )
 from .attributes import any_value_to_python, attributes_to_dict
 from .grpc_receiver import otlp_handlers, start_grpc_receiver
-from .handler import (
-    DEFAULT_PROJECT,
-    PROJECT_ATTRIBUTE,
-    PROJECT_HEADER,
-    ExportHandler,
-    ExportStats,
-    SpanSink,
-    check_project,
-)
+from .handler import ExportHandler, ExportStats, SpanSink
 from .http_receiver import (
     DEFAULT_MAX_BODY,
     LOGS_PATH,
@@ -63,7 +55,6 @@ from .redaction import RedactionRule, Redactor
 __all__ = [
     "DEFAULT_MAPPERS",
     "DEFAULT_MAX_BODY",
-    "DEFAULT_PROJECT",
     "GENAI",
     "GENERIC",
     "LOGFIRE",
@@ -72,8 +63,6 @@ __all__ = [
     "MLFLOW",
     "OPENINFERENCE",
     "OPENLLMETRY",
-    "PROJECT_ATTRIBUTE",
-    "PROJECT_HEADER",
     "REDACTION_BUILTINS",
     "TRACES_PATH",
     "AssemblingSink",
@@ -96,7 +85,6 @@ __all__ = [
     "any_value_to_python",
     "assemble_record",
     "attributes_to_dict",
-    "check_project",
     "counts_toward_usage",
     "decode_logs_request",
     "decode_request",

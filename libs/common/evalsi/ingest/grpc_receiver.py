@@ -18,8 +18,9 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from evalsi.errors import BadInputError, InfraError
+from evalsi.projects import PROJECT_HEADER
 
-from .handler import PROJECT_HEADER, ExportHandler
+from .handler import ExportHandler
 from .http_receiver import DEFAULT_MAX_BODY
 
 TRACE_SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"

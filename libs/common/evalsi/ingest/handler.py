@@ -8,11 +8,10 @@ Receivers only decode, count and delegate; everything the protocol says about sp
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
     ExportLogsServiceRequest,
@@ -24,33 +23,16 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 
-from evalsi.errors import BadInputError
+from evalsi.projects import DEFAULT_PROJECT, PROJECT_ATTRIBUTE, PROJECT_HEADER, PROJECT_RULE, check_project, is_project
+from evalsi.stores.traces.protocol import SpanSink
+from evalsi.traces.model import MappedSpan
 
 from .attributes import attributes_to_dict
 from .logs import map_resource_logs, redact_resource_logs
-from .mappers import DEFAULT_MAPPERS, MappedSpan, Mapper, map_resource_spans
+from .mappers import DEFAULT_MAPPERS, Mapper, map_resource_spans
 
 if TYPE_CHECKING:
     from .redaction import Redactor
-
-PROJECT_HEADER = "x-evalsi-project"
-PROJECT_ATTRIBUTE = "evalsi.project"
-DEFAULT_PROJECT = "default"
-_PROJECT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
-PROJECT_FORM = "1 to 128 characters of letters, digits, '.', '_' or '-', starting with a letter or digit"
-
-
-class SpanSink(Protocol):
-    """Where mapped spans go: a store, the assembler, the bus. Raising InfraError makes the client retry."""
-
-    async def consume(self, project: str, spans: Sequence[MappedSpan]) -> None: ...
-
-
-def check_project(project: str, where: str) -> str:
-    if not _PROJECT.match(project):
-        raise BadInputError(f"{where} {project!r}: a project is {PROJECT_FORM}")
-    return project
-
 
 @dataclass
 class ExportStats:
@@ -74,7 +56,7 @@ class ExportHandler:
     def _header(self, project_header: str | None) -> str:
         header = (project_header or "").strip()
         if header:
-            check_project(header, f"header {PROJECT_HEADER}")
+            check_project(header, f"{PROJECT_HEADER} header")
         return header
 
     def _project(self, header: str, resource: Resource) -> str:
@@ -93,11 +75,11 @@ class ExportHandler:
         reasons: list[str] = []
         for resource_spans in request.resource_spans:
             project = self._project(header, resource_spans.resource)
-            if not _PROJECT.match(project):
+            if not is_project(project):
                 count = sum(len(s.spans) for s in resource_spans.scope_spans)
                 rejected += count
                 reasons.append(f"resource attribute {PROJECT_ATTRIBUTE} {project!r} is not a project "
-                               f"({PROJECT_FORM}): {count} spans rejected")
+                               f"({PROJECT_RULE}): {count} spans rejected")
                 continue
             redact = None
             if self.redactor is not None:  # before mapping, so nothing mapped from a secret keeps it
@@ -133,11 +115,11 @@ class ExportHandler:
         reasons: list[str] = []
         for resource_logs in request.resource_logs:
             project = self._project(header, resource_logs.resource)
-            if not _PROJECT.match(project):
+            if not is_project(project):
                 count = sum(len(s.log_records) for s in resource_logs.scope_logs)
                 rejected += count
                 reasons.append(f"resource attribute {PROJECT_ATTRIBUTE} {project!r} is not a project "
-                               f"({PROJECT_FORM}): {count} log records rejected")
+                               f"({PROJECT_RULE}): {count} log records rejected")
                 continue
             if self.redactor is not None:
                 redact_resource_logs(self.redactor, project, resource_logs)

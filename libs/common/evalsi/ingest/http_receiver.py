@@ -29,8 +29,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from evalsi.edge_checks import load_json
 from evalsi.errors import BadInputError, InfraError
+from evalsi.projects import PROJECT_HEADER
 
-from .handler import PROJECT_HEADER, ExportHandler
+from .handler import ExportHandler
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"

@@ -44,8 +44,8 @@ from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans
 
 from evalsi.errors import BadInputError
+from evalsi.projects import check_project
 
-from .handler import check_project
 from .mappers import MappedSpan
 
 DEFAULT_REPLACEMENT = "[REDACTED]"

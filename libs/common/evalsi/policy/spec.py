@@ -23,13 +23,12 @@ from evalsi.judges.config import ENV_VAR_NAME
 from evalsi.limits import MAX_EXPRESSION_CHARS, MAX_EXPRESSIONS, MAX_NAME_CHARS
 from evalsi.runs.spec import (
     API_VERSION,
-    DEFAULT_PROJECT,
-    PROJECT_LABEL,
     _convert,
     _document,
     _kind,
     _read,
     _Where,
+    fill_project,
     struct_dict,
 )
 from evalsi.v1alpha1.policy_pb2 import OnlineEvalPolicy
@@ -73,13 +72,7 @@ def parse_policy(
         policy = json_format.ParseDict(converted, OnlineEvalPolicy())
     except json_format.ParseError as exc:
         raise BadInputError(f"{source}: {exc}") from None
-    labelled = policy.metadata.labels.get(PROJECT_LABEL, "")
-    if policy.metadata.project and labelled and policy.metadata.project != labelled:
-        raise where.error(
-            ("metadata", "project"),
-            f"{policy.metadata.project!r} differs from the label {PROJECT_LABEL}={labelled!r}; keep one of them",
-        )
-    policy.metadata.project = policy.metadata.project or labelled or DEFAULT_PROJECT
+    fill_project(policy.metadata, where)
     return policy
 
 

@@ -42,16 +42,15 @@ from evalsi.limits import (
     MAX_NAME_CHARS,
     MAX_TRIALS,
 )
+from evalsi.projects import DEFAULT_PROJECT, PROJECT_LABEL, PROJECT_RULE, is_project
 from evalsi.records import canonical_json, from_value
 from evalsi.runs.gates import check_gate_references, compile_gate
 from evalsi.sdk import resolve_evaluators
 from evalsi.v1alpha1.evaluator_pb2 import EvaluatorRef, JudgeSpec
-from evalsi.v1alpha1.run_pb2 import EvalRun, ModelTarget
+from evalsi.v1alpha1.run_pb2 import EvalRun, ModelTarget, ObjectMeta
 
 API_VERSION = "evals.si/v1alpha1"
 KIND = "EvalRun"
-PROJECT_LABEL = "evals.si/project"
-DEFAULT_PROJECT = "default"
 
 # Keys of ``spec.target.model.params`` that configure how Evals.si calls the target; they are never sent
 # to the provider. Everything else in params is (temperature, max_tokens, seed, ...).
@@ -189,18 +188,24 @@ def parse_eval_run(document: Mapping[str, Any], *, source: str, lines: Lines | N
         run = json_format.ParseDict(converted, EvalRun())
     except json_format.ParseError as exc:  # what the walk above does not catch (e.g. an int out of range)
         raise BadInputError(f"{source}: {exc}") from None
-    _fill_project(run, where)
+    fill_project(run.metadata, where)
     return run
 
 
-def _fill_project(run: EvalRun, where: _Where) -> None:
-    labelled = run.metadata.labels.get(PROJECT_LABEL, "")
-    if run.metadata.project and labelled and run.metadata.project != labelled:
+def fill_project(metadata: ObjectMeta, where: _Where) -> None:
+    """``metadata.project`` from itself, else the ``evals.si/project`` label, else ``default``; checked by the
+    one project rule (evalsi.projects), so a document names only projects the API and ingest accept."""
+    labelled = metadata.labels.get(PROJECT_LABEL, "")
+    if metadata.project and labelled and metadata.project != labelled:
         raise where.error(
             ("metadata", "project"),
-            f"{run.metadata.project!r} differs from the label {PROJECT_LABEL}={labelled!r}; keep one of them",
+            f"{metadata.project!r} differs from the label {PROJECT_LABEL}={labelled!r}; keep one of them",
         )
-    run.metadata.project = run.metadata.project or labelled or DEFAULT_PROJECT
+    path: tuple[str, ...] = ("metadata", "project") if metadata.project else ("metadata", "labels", PROJECT_LABEL)
+    project = metadata.project or labelled or DEFAULT_PROJECT
+    if not is_project(project):
+        raise where.error(path, f"{project!r} is not a valid project name ({PROJECT_RULE})")
+    metadata.project = project
 
 
 class _Where:

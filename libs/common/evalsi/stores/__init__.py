@@ -7,7 +7,6 @@ Services open them from URLs (``open_metadata_store``, ``open_object_store``) an
 from __future__ import annotations
 
 from .metadata import (
-    DEFAULT_PROJECT,
     TASK_STATES,
     CaseImport,
     MetadataStore,
@@ -27,7 +26,6 @@ from .urls import open_metadata_store, open_object_store
 
 __all__ = [  # noqa: RUF022 - grouped by topic, not alphabetically, for readers
     # Metadata and results
-    "DEFAULT_PROJECT",
     "TASK_STATES",
     "CaseImport",
     "MetadataStore",

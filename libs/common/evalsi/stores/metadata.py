@@ -16,14 +16,13 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from evalsi.edge_checks import text_problem
 from evalsi.errors import BadInputError
+from evalsi.projects import DEFAULT_PROJECT
 from evalsi.v1alpha1.policy_pb2 import OnlineEvalPolicy
 from evalsi.v1alpha1.run_pb2 import Run
 from evalsi.v1alpha1.score_pb2 import EvaluationResult
 
 TaskState = Literal["pending", "done", "failed", "cancelled"]
 TASK_STATES: tuple[str, ...] = ("pending", "done", "failed", "cancelled")
-
-DEFAULT_PROJECT = "default"
 
 
 @dataclass(frozen=True)
