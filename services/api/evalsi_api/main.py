@@ -39,13 +39,13 @@ from evalsi.api import (
     ServerConfig,
     TraceHandlers,
     build_table,
-    is_loopback,
     load_run_dataset,
 )
 from evalsi.bus.v1alpha1.bus_pb2 import CONTROL_ACTION_CREATED, RunControl, TraceCompleted
 from evalsi.connections import Connections
 from evalsi.errors import BadInputError, InfraError
 from evalsi.evaluators import Registry
+from evalsi.hosts import is_loopback
 from evalsi.ingest.publishing import BusCompletionPublisher
 from evalsi.runs.driver import planned_task_count
 from evalsi.runs.spec import validate_eval_run

@@ -6,7 +6,7 @@ Assemble with :func:`build_table` (or :class:`HandlerTable` directly) and serve 
 
 from __future__ import annotations
 
-from evalsi.api.config import HandlerLimits, ServerConfig, is_loopback
+from evalsi.api.config import HandlerLimits, ServerConfig
 from evalsi.api.context import REQUEST_ID_HEADER, TIMEOUT_HEADER, CallContext, build_context
 from evalsi.api.dependencies import (
     Control,
@@ -80,7 +80,6 @@ __all__ = [  # noqa: RUF022 - grouped for readers
     "Readiness",
     "ApiMetrics",
     "build_table",
-    "is_loopback",
     # handlers and what they depend on
     "CallContext",
     "CatalogHandlers",

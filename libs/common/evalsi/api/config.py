@@ -2,23 +2,12 @@
 
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass
 
 from evalsi.errors import BadInputError
+from evalsi.hosts import is_loopback
 
 MIB = 1024 * 1024
-LOOPBACK_NAMES = ("localhost",)
-
-
-def is_loopback(host: str) -> bool:
-    host = host.strip().strip("[]")
-    if host.lower() in LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 @dataclass(frozen=True)

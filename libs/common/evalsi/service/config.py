@@ -21,7 +21,6 @@ Every key is checked at start; an error names the key path and what is accepted.
 from __future__ import annotations
 
 import difflib
-import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -29,6 +28,7 @@ from typing import Any
 
 from evalsi.connections import Connections
 from evalsi.errors import BadInputError
+from evalsi.hosts import is_loopback
 from evalsi.masking import mask_url
 from evalsi.yaml_files import read_yaml_file
 
@@ -148,11 +148,7 @@ class Config:
 
 def require_loopback(host: str, flag: str = "--host") -> None:
     """Refuse to listen beyond this machine until authentication exists."""
-    try:
-        loopback = ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = host == "localhost"
-    if not loopback:
+    if not is_loopback(host):
         raise BadInputError(
             f"{flag} {host}: Evals.si has no authentication yet, so it only listens on loopback "
             "(127.0.0.1, ::1 or localhost); put an authenticating proxy in front to expose it"
