@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from evalsi.cases import CallableTransport, HttpTransport, load_cases, run_cases
 from evalsi.cases.simulate import Simulator, find_stop, persona_system_prompt
 from evalsi.cases.testing import ScriptedAgent, ThreadedAgent
-from evalsi.cli.cases_cmd import default_report_path
+from evalsi.cli.cases_inputs import default_report_path
 from evalsi.cli.main import cli
 from evalsi.judges import JudgeConfig
 from evalsi.judges.panel import JudgeSet
