@@ -25,6 +25,7 @@ from evalsi.cli.main import cli
 from evalsi.errors import BadInputError
 from evalsi.judges import DEFAULT_API_KEY_ENVS
 from evalsi.masking import flags_with_secrets
+from evalsi.service.settings import CONFIG_ENV
 from evalsi.stores import S3ObjectStore, open_metadata_store, open_object_store
 from evalsi.stores.sql import SqlMetadataStore
 from evalsi_api import main as api_main
@@ -203,6 +204,15 @@ def test_each_worker_command_parses_and_serves_the_pool_it_is_named_for(
     assert args.concurrency >= 1
 
 
+@pytest.mark.parametrize("name", OURS)
+def test_each_service_has_a_healthcheck_on_the_port_it_serves_readyz_on(name: str) -> None:
+    argv = command(name)
+    port = flag(argv, "--http-port") if argv[0] == "evalsi-api" else flag(argv, "--metrics-port")
+    test = SERVICES[name]["healthcheck"]["test"]
+    assert test[:3] == ["CMD", "python", "-c"], "the image has python, not curl or wget"
+    assert f"http://127.0.0.1:{port}/readyz" in test[3], f"services.{name}: the healthcheck does not ask /readyz"
+
+
 def test_both_worker_pools_the_scheduler_plans_for_are_served() -> None:
     pools = {flag(command(name), "--pool") for name in ours_by_script("evalsi-worker")}
     assert {"cpu", "judge"} <= pools
@@ -273,8 +283,15 @@ async def test_objects_url_is_the_minio_service_with_its_credentials(
 # --- environment variables are spelled as the code reads them ----------------------------------------------
 
 
+SERVICE_OPTIONS = {"api": api_main.OPTIONS, "ingest": ingest_main.OPTIONS, "policy": policy_main.OPTIONS,
+                   "scheduler": scheduler_main.OPTIONS, "worker": worker_main.OPTIONS}
+
+
 def variables_the_code_reads() -> set[str]:
-    names: set[str] = set(DEFAULT_API_KEY_ENVS.values())
+    # The services' settings name their variables by the kit's rule (EVALSI_<SERVICE>_<KEY>, shared EVALSI_<KEY>).
+    names: set[str] = {CONFIG_ENV, *DEFAULT_API_KEY_ENVS.values()}
+    for service, options in SERVICE_OPTIONS.items():
+        names.update(item.variable(service) for item in options if not item.repeat)
     pattern = re.compile(r"""["'](EVALSI_[A-Z0-9_]+|AWS_[A-Z0-9_]+)["']""")
     for base in (ROOT / "services", ROOT / "libs" / "common" / "evalsi"):
         for path in base.rglob("*.py"):
@@ -286,7 +303,8 @@ def variables_the_code_reads() -> set[str]:
 
 def test_the_code_scan_finds_the_variables_services_are_known_to_read() -> None:
     read = variables_the_code_reads()
-    assert {"EVALSI_NATS_URL", "EVALSI_API_ALLOW_NON_LOOPBACK", "EVALSI_POOL", "AWS_ACCESS_KEY_ID"} <= read
+    assert {"EVALSI_NATS_URL", "EVALSI_API_ALLOW_NON_LOOPBACK", "EVALSI_WORKER_POOL", "AWS_ACCESS_KEY_ID",
+            "EVALSI_CONNECTIONS_FILE"} <= read
 
 
 @pytest.mark.parametrize("name", OURS)

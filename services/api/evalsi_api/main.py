@@ -3,7 +3,8 @@
     evalsi-api --http-port 8080 --grpc-port 8081 --nats nats://127.0.0.1:4222 \\
         --metadata-url sqlite:///.evalsi/state/evalsi.db --objects-url .evalsi/state/objects --datasets-dir .
 
-Every flag has an ``EVALSI_*`` environment variable (``--help`` names them); a flag wins over its variable.
+Every flag has an ``EVALSI_API_*`` environment variable (shared ones ``EVALSI_*``; ``--help`` names them) and
+some an evalsi.yaml key (``--config``); a flag wins over its variable, which wins over the file.
 A non-loopback ``--host`` is refused unless ``--allow-non-loopback`` (``EVALSI_API_ALLOW_NON_LOOPBACK=1``) is
 given, because nothing authenticates callers yet: compose.yaml uses it inside a container whose ports are
 published on 127.0.0.1 only.
@@ -12,14 +13,12 @@ Exit codes: 0 after a clean stop, 1 on an internal error, 2 on bad flags or conf
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import os
-import signal
 import sys
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -48,8 +47,22 @@ from evalsi.evaluators import Registry
 from evalsi.hosts import is_loopback
 from evalsi.ingest.publishing import BusCompletionPublisher
 from evalsi.runs.driver import planned_task_count
+from evalsi.runs.dry_run import served_dry_run_text
 from evalsi.runs.spec import validate_eval_run
-from evalsi.service.logging import configure_logging
+from evalsi.service.kit import run_service
+from evalsi.service.lifecycle import Lifecycle
+from evalsi.service.logging import LEVELS
+from evalsi.service.settings import (
+    DATASETS_DIR,
+    LOGGING,
+    METADATA_URL,
+    NATS,
+    OBJECTS_URL,
+    TRACES_URL,
+    Option,
+    option,
+    parse,
+)
 from evalsi.stores import open_metadata_store, open_object_store
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResponse
 from evalsi.v1alpha1.run_service_pb2 import RunEvent
@@ -72,6 +85,7 @@ class Settings:
     datasets_dir: Path = Path(".")
     evaluate_timeout_s: float = 60.0
     log_level: str = "info"
+    log_format: str = "json"
     # The trace store evalsi-ingest writes; empty: TraceService answers that none is configured.
     traces_url: str = ""
     # The judges and agents requests may name (EVALSI_CONNECTIONS_FILE); none when unset.
@@ -106,31 +120,25 @@ class Settings:
 
 # --- flags ---------------------------------------------------------------------------------------
 
-_FLAGS: list[tuple[str, str, type, Any, str]] = [
-    # flag, environment variable, type, default, help
-    ("--host", "EVALSI_API_HOST", str, "127.0.0.1", "listen address; loopback only until authentication exists"),
-    ("--http-port", "EVALSI_API_HTTP_PORT", int, 8080, "HTTP/JSON port (0 picks a free one)"),
-    ("--grpc-port", "EVALSI_API_GRPC_PORT", int, 8081, "gRPC port (0 picks a free one)"),
-    ("--nats", "EVALSI_NATS_URL", str, "nats://127.0.0.1:4222", "NATS server URL"),
-    ("--metadata-url", "EVALSI_METADATA_URL", str, "sqlite:///.evalsi/state/evalsi.db", "metadata store URL"),
-    ("--objects-url", "EVALSI_OBJECTS_URL", str, ".evalsi/state/objects", "object store URL or directory"),
-    ("--datasets-dir", "EVALSI_DATASETS_DIR", str, ".", "directory run datasets are read from (and confined to)"),
-    ("--max-request-bytes", "EVALSI_API_MAX_REQUEST_BYTES", int, 16 * 1024 * 1024, "largest request accepted"),
-    ("--max-sync-records", "EVALSI_API_MAX_SYNC_RECORDS", int, 1000, "records per synchronous Evaluate call"),
-    ("--grace-period", "EVALSI_API_GRACE_PERIOD", float, 10.0, "seconds in-flight calls get after SIGTERM"),
-    ("--evaluate-timeout", "EVALSI_API_EVALUATE_TIMEOUT", float, 60.0, "seconds to wait for a worker's answer"),
-    ("--log-level", "EVALSI_LOG_LEVEL", str, "info", "debug, info, warning or error"),
-    (
-        "--traces-url",
-        "EVALSI_TRACES_URL",
-        str,
-        "",
-        "trace store evalsi-ingest writes (sqlite:///PATH, clickhouse://HOST:PORT/DB); empty: none",
-    ),
-]
-# A switch, not a typed value: the flag turns it on; so does its variable set to 1/true/yes/on.
-_ALLOW_NON_LOOPBACK = ("--allow-non-loopback", "EVALSI_API_ALLOW_NON_LOOPBACK")
-_TRUE, _FALSE = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
+OPTIONS = (
+    Option("--host", default="127.0.0.1", help="listen address; loopback only until authentication exists",
+           config="api.host"),
+    Option("--http-port", int, 8080, "HTTP/JSON port (0 picks a free one)", config="api.http_port"),
+    Option("--grpc-port", int, 8081, "gRPC port (0 picks a free one)", config="api.grpc_port"),
+    NATS,
+    METADATA_URL,
+    OBJECTS_URL,
+    DATASETS_DIR,
+    Option("--max-request-bytes", int, 16 * 1024 * 1024, "largest request accepted"),
+    Option("--max-sync-records", int, 1000, "records per synchronous Evaluate call"),
+    Option("--grace-period", float, 10.0, "seconds in-flight calls get after SIGTERM"),
+    Option("--evaluate-timeout", float, 60.0, "seconds to wait for a worker's answer"),
+    option(TRACES_URL, default="", help="trace store evalsi-ingest writes (sqlite:///PATH, clickhouse://HOST:PORT/DB); "
+           "empty: none"),
+    Option("--allow-non-loopback", switch=True, default=False,
+           help="permit a non-loopback --host although nothing authenticates callers; logs a warning"),
+    *LOGGING,
+)
 NO_AUTH_WARNING = (
     "listening on a non-loopback address WITHOUT AUTHENTICATION: anyone who can reach this port can create, "
     "read and cancel runs; publish the port on loopback only (127.0.0.1:PORT:PORT) or put an authenticating "
@@ -138,37 +146,14 @@ NO_AUTH_WARNING = (
 )
 
 
-def parse_settings(argv: Sequence[str] | None = None, environ: dict[str, str] | None = None) -> Settings:
-    """Flags over environment over defaults; a bad value is a usage error naming the flag or variable."""
+def parse_settings(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> Settings:
+    """Flags over environment over evalsi.yaml over defaults; a bad value is a usage error naming its source."""
     env = os.environ if environ is None else environ
-    parser = argparse.ArgumentParser(
-        prog="evalsi-api",
-        description="The Evals.si public API: gRPC and HTTP/JSON for every public RPC.",
-        allow_abbrev=False,  # a renamed flag must fail, not match the prefix of another
-    )
-    for flag, variable, kind, default, text in _FLAGS:
-        raw = env.get(variable)
-        value = default
-        if raw is not None:
-            try:
-                value = kind(raw)
-            except ValueError:
-                raise BadInputError(f"{variable}={raw!r}: expected {kind.__name__}") from None
-        parser.add_argument(flag, type=kind, default=value, help=f"{text} (${variable}; default {default})")
-    flag, variable = _ALLOW_NON_LOOPBACK
-    raw = env.get(variable)
-    if raw is not None and raw.strip().lower() not in (*_TRUE, *_FALSE):
-        raise BadInputError(f"{variable}={raw!r}: expected 1 or 0 (true/false, yes/no, on/off)")
-    parser.add_argument(
-        flag,
-        action="store_true",
-        default=raw is not None and raw.strip().lower() in _TRUE,
-        help=f"permit a non-loopback --host although nothing authenticates callers; logs a warning (${variable})",
-    )
-    args = parser.parse_args(argv)
+    args = parse("api", OPTIONS, argv, description="The Evals.si public API: gRPC and HTTP/JSON for every public RPC.",
+                 environ=env)
     level = args.log_level.lower()
-    if level not in ("debug", "info", "warning", "error"):
-        raise BadInputError(f"--log-level {args.log_level}: use debug, info, warning or error")
+    if level not in LEVELS:
+        raise BadInputError(f"--log-level {args.log_level}: use {', '.join(LEVELS)}")
     return Settings(
         server=ServerConfig(
             host=args.host,
@@ -185,6 +170,7 @@ def parse_settings(argv: Sequence[str] | None = None, environ: dict[str, str] | 
         datasets_dir=Path(args.datasets_dir).expanduser().resolve(),
         evaluate_timeout_s=args.evaluate_timeout,
         log_level=level,
+        log_format=args.log_format,
         traces_url=args.traces_url,
         connections=Connections.from_environ(env),
     )
@@ -319,80 +305,65 @@ def split_by_pool(request: EvaluateRequest, registry: Registry) -> dict[str, Eva
 
 
 async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> None:
-    """Open the stores, start both listeners, connect the bus; on ``stop`` (SIGTERM) drain and close."""
-    stop = stop or _stop_on_signals()
+    """Run until SIGTERM (or ``stop``): open the stores, start both listeners, connect the bus; then drain and
+    close."""
+    await Lifecycle("evalsi-api").run(partial(assemble, settings), stop=stop)
+
+
+async def assemble(settings: Settings, life: Lifecycle) -> None:
+    """The parts in start order; stopping reverses it: the listeners drain before the bus and the stores close."""
     if not is_loopback(settings.server.host):  # validate() let it through: --allow-non-loopback was given
         log.warning(NO_AUTH_WARNING, host=settings.server.host)
-    readiness = Readiness(["metadata_store", "object_store", "nats"])
+    # The api serves /readyz on its own port from these conditions; "started" is the lifecycle's own.
+    readiness = Readiness(["metadata_store", "object_store", "nats", "started"])
     registry = Registry.from_entry_points()
-    store = await open_metadata_store(settings.metadata_url)
-    objects = None
-    link = None
-    server = None
-    connecting = None
+    store = await life.enter("metadata store", open_metadata_store(settings.metadata_url), lambda s: s.close())
     traces = None
-    try:
-        if settings.traces_url:
-            from evalsi.stores.traces import open_trace_store
+    if settings.traces_url:
+        from evalsi.stores.traces import open_trace_store
 
-            traces = await open_trace_store(settings.traces_url)
-        readiness.set_ready("metadata_store")
-        objects = await open_object_store(settings.objects_url)
-        readiness.set_ready("object_store")
-        link = BusLink(
-            settings.nats_url,
-            readiness,
-            registry=registry,
-            evaluate_timeout_s=settings.evaluate_timeout_s,
-            objects=objects,
-        )
-        runs = RunHandlers(
-            store=store,
-            objects=objects,
-            control=link.control,
-            watch=link.watch,
-            validate_run=partial(validate_eval_run, registry=registry, datasets_dir=settings.datasets_dir),
-            load_records=partial(load_run_dataset, datasets_dir=settings.datasets_dir),
-            limits=settings.limits,
-            connections=settings.connections,
-            count_tasks=partial(planned_task_count, registry=registry),
-        )
-        table = build_table(
-            evaluation=EvaluationHandlers(link.evaluate, registry=registry, limits=settings.limits,
-                                          connections=settings.connections),
-            runs=runs,
-            catalog=CatalogHandlers(registry),
-            traces=TraceHandlers(traces, limits=settings.limits, retrigger=link.retrigger),
-            monitor=MonitorHandlers(store, traces, registry=registry, limits=settings.limits,
-                                    connections=settings.connections),
-        )
-        server = ApiServer(table, settings.server, readiness=readiness)
-        await server.start()
-        connecting = asyncio.create_task(link.connect())
-        await stop.wait()
-        log.info("stopping on signal")
-    finally:
-        if server is not None:
-            await server.stop()
-        if connecting is not None and not connecting.done():
-            connecting.cancel()
-            with contextlib.suppress(BaseException):
-                await connecting
-        if link is not None:
-            await link.close()
-        if objects is not None:
-            await objects.close()
-        if traces is not None:
-            await traces.close()
-        await store.close()
+        traces = await life.enter("trace store", open_trace_store(settings.traces_url), lambda t: t.close())
+    readiness.set_ready("metadata_store")
+    objects = await life.enter("object store", open_object_store(settings.objects_url), lambda o: o.close())
+    readiness.set_ready("object_store")
+    link = BusLink(
+        settings.nats_url,
+        readiness,
+        registry=registry,
+        evaluate_timeout_s=settings.evaluate_timeout_s,
+        objects=objects,
+    )
+    await life.enter("nats", _nothing(), lambda _: link.close())
+    runs = RunHandlers(
+        store=store,
+        objects=objects,
+        control=link.control,
+        watch=link.watch,
+        validate_run=partial(validate_eval_run, registry=registry, datasets_dir=settings.datasets_dir),
+        load_records=partial(load_run_dataset, datasets_dir=settings.datasets_dir),
+        limits=settings.limits,
+        connections=settings.connections,
+        count_tasks=partial(planned_task_count, registry=registry),
+        describe_plan=partial(served_dry_run_text, registry=registry),
+    )
+    table = build_table(
+        evaluation=EvaluationHandlers(link.evaluate, registry=registry, limits=settings.limits,
+                                      connections=settings.connections),
+        runs=runs,
+        catalog=CatalogHandlers(registry),
+        traces=TraceHandlers(traces, limits=settings.limits, retrigger=link.retrigger),
+        monitor=MonitorHandlers(store, traces, registry=registry, limits=settings.limits,
+                                connections=settings.connections),
+    )
+    server = ApiServer(table, settings.server, readiness=readiness)
+    await life.enter("listeners", server.start(), lambda _: server.stop())
+    # In the background: the listeners answer /healthz (and an honest /readyz) while NATS is still coming up.
+    await life.spawn("nats connect", link.connect())
+    readiness.set_ready("started")
 
 
-def _stop_on_signals() -> asyncio.Event:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    return stop
+async def _nothing() -> None:
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -402,17 +373,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BadInputError as exc:
         print(f"evalsi-api: {exc}", file=sys.stderr)
         return 2
-    configure_logging(settings.log_level)
-    try:
-        asyncio.run(serve(settings))
-    except BadInputError as exc:
-        log.error("bad configuration", error=str(exc))
-        print(f"evalsi-api: {exc}", file=sys.stderr)
-        return 2
-    except Exception as exc:
-        log.error("evalsi-api failed", exc_info=exc)
-        return 1
-    return 0
+    return run_service("api", partial(assemble, settings), settings.log_level, settings.log_format)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@ several replicas share the load: replica i completes the traces of partition i (
 ``--replicas``); spans of other partitions are stored and their owner is told over the bus. Without it,
 ingest stands alone (traces are stored and completed, nobody is told).
 
-Every flag has an ``EVALSI_*`` variable (``--help`` names them); a flag wins. Only loopback addresses are
+Every flag has an ``EVALSI_INGEST_*`` variable (shared ones ``EVALSI_*``; ``--help`` names them) and some an
+evalsi.yaml key (``--config``); a flag wins over its variable, which wins over the file. Only loopback addresses are
 accepted for ``--host`` until authentication exists. Port 0 picks a free port; the addresses bound are printed
 as one JSON line on stdout (``{"event": "listening", ...}``) once both receivers accept spans.
 Exit codes: 0 after a clean stop, 1 on an internal error, 2 on bad flags or configuration.
@@ -22,13 +23,12 @@ import gc
 import json
 import logging
 import os
-import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
 
-from evalsi.bus import connect, ensure_streams
+from evalsi.bus import BusConnection, connect, ensure_streams
 from evalsi.errors import BadInputError, InfraError
 from evalsi.ingest import (
     DEFAULT_MAX_BODY,
@@ -49,8 +49,11 @@ from evalsi.ingest.processes import ProcessMember, run_processes
 from evalsi.ingest.publishing import BusCompletionPublisher, BusNoticeSender, notice_consumer
 from evalsi.masking import mask_url
 from evalsi.projects import DEFAULT_PROJECT, check_project
-from evalsi.service.http import start_service_http
+from evalsi.service.kit import serve_health
+from evalsi.service.lifecycle import Lifecycle
 from evalsi.service.logging import configure_logging
+from evalsi.service.settings import LOGGING, METRICS_PORT, NATS, TRACES_URL, Option, option, parse
+from evalsi.service.settings import build_parser as build_settings_parser
 from evalsi.stores.traces import open_trace_store
 
 log = logging.getLogger("evalsi.ingest")
@@ -63,10 +66,11 @@ class Settings:
     http_port: int = 4318
     grpc_port: int = 4317
     traces_url: str = "sqlite:///.evalsi/state/traces.db"
-    default_project: str = "default"
+    default_project: str = DEFAULT_PROJECT
     max_body_bytes: int = DEFAULT_MAX_BODY
     completion: CompletionConfig = field(default_factory=CompletionConfig)
     log_level: str = "info"
+    log_format: str = "json"
     redact: str = ""  # a rules file (YAML or JSON); empty: no redaction
     nats: str = ""  # empty: standalone, completed traces are not published
     replica: int = 0
@@ -106,52 +110,39 @@ class Settings:
         self.redactor()
 
 
-def build_parser() -> argparse.ArgumentParser:
-    env = os.environ.get
-    parser = argparse.ArgumentParser(prog="evalsi-ingest", description="Receive OTLP traces and store them.",
-                                     allow_abbrev=False)
-    parser.add_argument("--host", default=env("EVALSI_INGEST_HOST", "127.0.0.1"),
-                        help="loopback address to listen on (EVALSI_INGEST_HOST)")
-    parser.add_argument("--allow-non-loopback", action="store_true",
-                        default=env("EVALSI_INGEST_ALLOW_NON_LOOPBACK", "") in ("1", "true", "yes"),
-                        help="accept a non-loopback --host (EVALSI_INGEST_ALLOW_NON_LOOPBACK=1): there is no "
-                        "authentication yet, so only where the network is private (a container network)")
-    parser.add_argument("--http-port", type=int, default=int(env("EVALSI_OTLP_HTTP_PORT", "4318")),
-                        help="OTLP/HTTP port (EVALSI_OTLP_HTTP_PORT); 0 picks a free one")
-    parser.add_argument("--grpc-port", type=int, default=int(env("EVALSI_OTLP_GRPC_PORT", "4317")),
-                        help="OTLP/gRPC port (EVALSI_OTLP_GRPC_PORT); 0 picks a free one")
-    parser.add_argument("--traces-url", default=env("EVALSI_TRACES_URL", "sqlite:///.evalsi/state/traces.db"),
-                        help="trace store URL (EVALSI_TRACES_URL): sqlite:///<path>")
-    parser.add_argument("--default-project", default=env("EVALSI_DEFAULT_PROJECT", DEFAULT_PROJECT),
-                        help="project of spans with neither the x-evalsi-project header nor evalsi.project")
-    parser.add_argument("--max-body-bytes", type=int, default=int(env("EVALSI_OTLP_MAX_BODY_BYTES",
-                                                                      str(DEFAULT_MAX_BODY))),
-                        help="largest request accepted, after decompression (EVALSI_OTLP_MAX_BODY_BYTES)")
-    parser.add_argument("--grace", type=float, default=float(env("EVALSI_TRACE_GRACE_S", "5")),
-                        help="seconds after the root span arrives before a trace is complete (EVALSI_TRACE_GRACE_S)")
-    parser.add_argument("--max-wait", type=float, default=float(env("EVALSI_TRACE_MAX_WAIT_S", "300")),
-                        help="seconds after which a trace whose root never came is complete (EVALSI_TRACE_MAX_WAIT_S)")
-    parser.add_argument("--redact", default=env("EVALSI_INGEST_REDACT", ""), metavar="FILE",
-                        help="per-project redaction rules, YAML or JSON (EVALSI_INGEST_REDACT); applied before "
-                        "anything is stored")
-    parser.add_argument("--nats", default=env("EVALSI_INGEST_NATS_URL", ""), metavar="URL",
-                        help="NATS server (EVALSI_INGEST_NATS_URL): publish completed traces for the policies; "
-                        "empty: standalone")
-    parser.add_argument("--replica", type=int, default=int(env("EVALSI_INGEST_REPLICA", "0")),
-                        help="this replica's index, 0 to --replicas - 1 (EVALSI_INGEST_REPLICA)")
-    parser.add_argument("--replicas", type=int, default=int(env("EVALSI_INGEST_REPLICAS", "1")),
-                        help="how many ingest replicas share the traces, by trace id (EVALSI_INGEST_REPLICAS)")
-    parser.add_argument("--processes", type=int, default=int(env("EVALSI_INGEST_PROCESSES", "1")),
-                        help="receiver processes sharing the ports, a core each (EVALSI_INGEST_PROCESSES)")
-    parser.add_argument("--metrics-port", type=int, default=int(env("EVALSI_INGEST_METRICS_PORT", "0")),
-                        help="port for /healthz, /readyz and /metrics (EVALSI_INGEST_METRICS_PORT; 0: none); "
-                        "with --processes N, process i serves on this port + i")
-    parser.add_argument("--log-level", default=env("EVALSI_LOG_LEVEL", "info"))
-    return parser
+OPTIONS = (
+    Option("--host", default="127.0.0.1", help="loopback address to listen on"),
+    Option("--allow-non-loopback", switch=True, default=False, help="accept a non-loopback --host: there is no "
+           "authentication yet, so only where the network is private (a container network)"),
+    Option("--http-port", int, 4318, "OTLP/HTTP port; 0 picks a free one", config="ingest.http_port"),
+    Option("--grpc-port", int, 4317, "OTLP/gRPC port; 0 picks a free one", config="ingest.grpc_port"),
+    TRACES_URL,
+    Option("--default-project", default=DEFAULT_PROJECT,
+           help="project of spans with neither the x-evalsi-project header nor evalsi.project"),
+    Option("--max-body-bytes", int, DEFAULT_MAX_BODY, "largest request accepted, after decompression"),
+    Option("--grace", float, 5.0, "seconds after the root span arrives before a trace is complete",
+           config="ingest.grace_s"),
+    Option("--max-wait", float, 300.0, "seconds after which a trace whose root never came is complete"),
+    Option("--redact", default="", metavar="FILE",
+           help="per-project redaction rules, YAML or JSON; applied before anything is stored"),
+    option(NATS, default="", help="NATS server: publish completed traces for the policies; empty: standalone"),
+    Option("--replica", int, 0, "this replica's index, 0 to --replicas - 1"),
+    Option("--replicas", int, 1, "how many ingest replicas share the traces, by trace id"),
+    Option("--processes", int, 1, "receiver processes sharing the ports, a core each"),
+    option(METRICS_PORT, help="port for /healthz, /readyz and /metrics (0: none); with --processes N, process i "
+           "serves on this port + i"),
+    *LOGGING,
+)
+DESCRIPTION = "Receive OTLP traces and store them."
 
 
-def settings_from_args(argv: Sequence[str] | None = None) -> Settings:
-    args = build_parser().parse_args(argv)
+def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
+    return build_settings_parser("ingest", OPTIONS, description=DESCRIPTION,
+                                 environ=os.environ if environ is None else environ)
+
+
+def settings_from_args(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> Settings:
+    args = parse("ingest", OPTIONS, argv, description=DESCRIPTION, environ=os.environ if environ is None else environ)
     return Settings(
         host=args.host,
         http_port=args.http_port,
@@ -161,6 +152,7 @@ def settings_from_args(argv: Sequence[str] | None = None) -> Settings:
         max_body_bytes=args.max_body_bytes,
         completion=CompletionConfig(grace_s=args.grace, max_wait_s=args.max_wait),
         log_level=args.log_level,
+        log_format=args.log_format,
         redact=args.redact,
         nats=args.nats,
         replica=args.replica,
@@ -173,92 +165,84 @@ def settings_from_args(argv: Sequence[str] | None = None) -> Settings:
 
 async def serve(settings: Settings, *, stop: asyncio.Event | None = None,
                 member: ProcessMember | None = None) -> None:
-    """Open the store (and the bus), start both receivers, complete traces; on ``stop`` (SIGTERM) drain and close."""
-    if stop is None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, stop.set)
+    """Run until SIGTERM (or ``stop``): open the store (and the bus), start both receivers, complete traces; then
+    drain and close."""
+    await Lifecycle("evalsi-ingest").run(partial(assemble, settings, member), stop=stop)
+
+
+async def assemble(settings: Settings, member: ProcessMember | None, life: Lifecycle) -> None:
+    """The parts in start order. Stopping reverses it: the receivers stop taking spans first (requests in flight
+    finish), then what completed is recorded and published, then the bus and the store close."""
     redactor = settings.redactor()
-    store = await open_trace_store(settings.traces_url)
+    index = member.partitioning.replica if member is not None else 0
+    bus: BusConnection | None = None
+
+    def bus_ready() -> tuple[bool, str]:
+        return (True, "") if bus is None else (bus.readiness.ready, bus.readiness.reason)
+
     assembler = TraceAssembler(settings.completion)
+    store = await life.enter("trace store", open_trace_store(settings.traces_url), lambda s: s.close())
     partitioning = member.partitioning if member is not None else Partitioning(settings.replica, settings.replicas)
-    bus = notices = metrics = None
-    http_runner = grpc_server = None
+    publisher = None
+    if settings.nats:
+        bus = await life.enter("nats", connect(settings.nats, name=f"evalsi-ingest-{settings.replica}"),
+                               BusConnection.close, ready=bus_ready)
+        await ensure_streams(bus.js)
+        publisher = BusCompletionPublisher(bus.js)
+        if settings.replicas > 1:
+            await life.enter("notices", notice_consumer(bus, assembler, settings.replica).start(),
+                             lambda notices: notices.stop())
+    if member is not None:
+        await life.enter("process links", member.start(assembler), lambda _: member.stop())
+    completer = Completer(assembler, store, publisher)
+    sink = AssemblingSink(store, assembler, partitioning=partitioning,
+                          notices=member or (BusNoticeSender(bus.js) if bus is not None and settings.replicas > 1
+                                             else None))
+    handler = ExportHandler(sink, default_project=settings.default_project, redactor=redactor)
+    if settings.metrics_port:  # with its counters, so after the handler and the completer (the receivers follow)
+        registry = ingest_registry(IngestCollector(handler, assembler, completer, process=str(index)))
+        await serve_health(life, settings.metrics_port + index, registry)
+    await life.spawn("completion", run_completion_loop(completer, life.stopping),
+                     stop=partial(_final_completion, completer, handler))
+    receiver = OtlpHttpReceiver(handler, max_body_bytes=settings.max_body_bytes)
+    _, http_port = await life.enter(
+        "otlp/http", start_http_receiver(receiver, settings.host, settings.http_port,
+                                         sock=member.http_socket if member is not None else None),
+        lambda started: started[0].cleanup())
+    _, grpc_port = await life.enter(
+        "otlp/grpc", start_grpc_receiver(handler, settings.host, settings.grpc_port, reuse_port=member is not None,
+                                         max_body_bytes=settings.max_body_bytes),
+        lambda started: started[0].stop(grace=5))
+    host = f"[{settings.host}]" if ":" in settings.host else settings.host
+    listening = {"event": "listening", "otlp_http": f"http://{host}:{http_port}",
+                 "otlp_grpc": f"{host}:{grpc_port}", "traces_url": mask_url(settings.traces_url),
+                 "replica": f"{settings.replica}/{settings.replicas}"}
+    if member is not None:
+        member.listening(listening)
+    else:
+        print(json.dumps(listening), flush=True)
+    # Everything allocated by now (modules, the receivers) lives as long as the process: frozen out of the
+    # collector, which otherwise walks it all at every full collection (~55 ms each; in the ingest benchmark
+    # full collections fell from 0.38 s to 0.11 s of a process's ~6 s).
+    gc.freeze()
+
+
+async def _final_completion(completer: Completer, handler: ExportHandler, loop: asyncio.Task[None]) -> None:
+    """After the receivers stopped: the loop has seen ``stopping``; record and publish what completed since."""
+    await loop
     try:
-        publisher = None
-        if settings.nats:
-            bus = await connect(settings.nats, name=f"evalsi-ingest-{settings.replica}")
-            await ensure_streams(bus.js)
-            publisher = BusCompletionPublisher(bus.js)
-            if settings.replicas > 1:
-                notices = await notice_consumer(bus.js, assembler, settings.replica).start()
-        if member is not None:
-            await member.start(assembler)
-        completer = Completer(assembler, store, publisher)
-        sink = AssemblingSink(store, assembler, partitioning=partitioning,
-                              notices=member or (BusNoticeSender(bus.js) if bus is not None and settings.replicas > 1
-                                                 else None))
-        handler = ExportHandler(sink, default_project=settings.default_project, redactor=redactor)
-        index = member.partitioning.replica if member is not None else 0
-        if settings.metrics_port:
-            collector = IngestCollector(handler, assembler, completer, process=str(index))
-            metrics = await start_service_http(
-                "127.0.0.1", settings.metrics_port + index,
-                lambda: (bus is None or bus.readiness.ready, "" if bus is None else bus.readiness.reason),
-                ingest_registry(collector))
-        receiver = OtlpHttpReceiver(handler, max_body_bytes=settings.max_body_bytes)
-        http_runner, http_port = await start_http_receiver(
-            receiver, settings.host, settings.http_port, sock=member.http_socket if member is not None else None)
-        grpc_server, grpc_port = await start_grpc_receiver(handler, settings.host, settings.grpc_port,
-                                                           reuse_port=member is not None,
-                                                           max_body_bytes=settings.max_body_bytes)
-        host = f"[{settings.host}]" if ":" in settings.host else settings.host
-        listening = {"event": "listening", "otlp_http": f"http://{host}:{http_port}",
-                     "otlp_grpc": f"{host}:{grpc_port}", "traces_url": mask_url(settings.traces_url),
-                     "replica": f"{settings.replica}/{settings.replicas}"}
-        if member is not None:
-            member.listening(listening)
-        else:
-            print(json.dumps(listening), flush=True)
-        # Everything allocated by now (modules, the receivers) lives as long as the process: frozen out of the
-        # collector, which otherwise walks it all at every full collection (~55 ms each; in the ingest benchmark
-        # full collections fell from 0.38 s to 0.11 s of a process's ~6 s).
-        gc.freeze()
-        await run_completion_loop(completer, stop)
-        # Stop taking spans first, let requests in flight finish, then record and publish what completed.
-        await _stop_receivers(grpc_server, http_runner)
-        grpc_server = http_runner = None
-        try:
-            await completer.tick()
-        except InfraError as exc:
-            log.warning("stopping with %d completed traces unpublished: %s", completer.waiting, exc)
-        log.info("stopped: %d spans accepted, %d rejected", handler.stats.accepted, handler.stats.rejected)
-    finally:
-        await _stop_receivers(grpc_server, http_runner)
-        if metrics is not None:
-            await metrics.cleanup()
-        if member is not None:
-            await member.stop()
-        if notices is not None:
-            await notices.stop()
-        if bus is not None:
-            await bus.close()
-        await store.close()
-
-
-async def _stop_receivers(grpc_server: Any, http_runner: Any) -> None:
-    if grpc_server is not None:
-        await grpc_server.stop(grace=5)
-    if http_runner is not None:
-        await http_runner.cleanup()
+        await completer.tick()
+    except InfraError as exc:
+        log.warning("stopping with %d completed traces unpublished: %s", completer.waiting, exc)
+    log.info("stopped: %d spans accepted, %d rejected", handler.stats.accepted, handler.stats.rejected)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = settings_from_args(argv)
         settings.validate()
-        configure_logging(settings.log_level)  # inside: an unknown --log-level is a usage error, exit 2
+        # Inside: an unknown --log-level is a usage error, exit 2.
+        configure_logging(settings.log_level, settings.log_format)
     except BadInputError as exc:
         print(f"evalsi-ingest: {exc}", file=sys.stderr)
         return 2

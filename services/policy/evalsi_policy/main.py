@@ -11,7 +11,8 @@ every ``--reload`` seconds, plus any ``--policy`` files), sends cascade stages t
 A completion whose trace is not readable yet, or whose evaluation failed on infrastructure, is retried later
 (then dead-lettered after ``--max-deliver`` tries); nothing is scored as a model failure.
 
-Every flag has an ``EVALSI_*`` variable (``--help`` names them). Exit codes: 0 after a clean stop, 1 on an
+Every flag but ``--policy`` has an ``EVALSI_POLICY_*`` variable (shared ones ``EVALSI_*``; ``--help`` names
+them). Exit codes: 0 after a clean stop, 1 on an
 internal error, 2 on bad flags or configuration.
 """
 
@@ -24,9 +25,9 @@ import dataclasses
 import json
 import logging
 import os
-import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ import yaml
 from google.protobuf import json_format
 from prometheus_client import REGISTRY
 
-from evalsi.bus import Consumer, Delivery, Retryable, connect, ensure_streams, subjects
+from evalsi.bus import BusBroker, BusConnection, Delivery, Retryable, connect, ensure_streams, subscriptions
 from evalsi.bus.v1alpha1.bus_pb2 import TraceCompleted
 from evalsi.datasets.stored import DatasetStore
 from evalsi.errors import BadInputError, InfraError
@@ -47,8 +48,10 @@ from evalsi.policy.exports import GenAiEvaluationEvents, PrometheusScores
 from evalsi.policy.promotion import DatasetPromoter
 from evalsi.policy.spec import CompiledPolicy
 from evalsi.policy.stages import bus_stage_evaluator
-from evalsi.service.http import start_service_http
-from evalsi.service.logging import configure_logging
+from evalsi.service.kit import parse_flags, run_service, serve_health
+from evalsi.service.lifecycle import Lifecycle
+from evalsi.service.settings import LOGGING, METADATA_URL, METRICS_PORT, NATS, OBJECTS_URL, TRACES_URL, Option, option
+from evalsi.service.settings import build_parser as build_settings_parser
 from evalsi.stores import open_metadata_store, open_object_store
 from evalsi.stores.traces import open_trace_store
 from evalsi.v1alpha1.evaluator_pb2 import JudgeSpec
@@ -56,41 +59,33 @@ from evalsi.v1alpha1.evaluator_pb2 import JudgeSpec
 log = logging.getLogger("evalsi.policy")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    env = os.environ.get
-    parser = argparse.ArgumentParser(
-        prog="evalsi-policy", allow_abbrev=False,
-        description="Evaluate completed traces with online policies (OnlineEvalPolicy) and store the scores.")
-    parser.add_argument("--nats", default=env("EVALSI_NATS_URL", "nats://127.0.0.1:4222"),
-                        help="NATS server (EVALSI_NATS_URL)")
-    parser.add_argument("--traces-url", default=env("EVALSI_TRACES_URL", "sqlite:///.evalsi/state/traces.db"),
-                        help="trace store ingest writes (EVALSI_TRACES_URL): sqlite:///path or clickhouse://host/db")
-    parser.add_argument("--metadata-url", default=env("EVALSI_METADATA_URL", ""),
-                        help="metadata store holding policies applied with MonitorService (EVALSI_METADATA_URL); "
-                        "empty: only --policy files")
-    parser.add_argument("--objects-url", default=env("EVALSI_OBJECTS_URL", ".evalsi/state/objects"),
-                        help="object store for promoted datasets (EVALSI_OBJECTS_URL): a directory or s3://bucket")
-    parser.add_argument("--policy", action="append", default=[], metavar="FILE",
-                        help="an OnlineEvalPolicy YAML file, in force besides the stored ones (repeatable)")
-    parser.add_argument("--judges", default=env("EVALSI_POLICY_JUDGES", ""), metavar="FILE",
-                        help="judges for judge stages, YAML: {default: {connection: NAME, model: ...}}, naming "
-                        "judge connections of the workers' configuration (served workers refuse endpoints and "
-                        "keys; a stage's judge name is a connection name without this file) (EVALSI_POLICY_JUDGES)")
-    parser.add_argument("--otlp-events", default=env("EVALSI_OTLP_EVENTS_URL", ""), metavar="URL",
-                        help="also export scores as gen_ai.evaluation.result events to this OTLP/HTTP logs "
-                        "endpoint (EVALSI_OTLP_EVENTS_URL), e.g. http://127.0.0.1:4318/v1/logs")
-    parser.add_argument("--reload", type=float, default=float(env("EVALSI_POLICY_RELOAD_S", "5")),
-                        help="seconds between reloads of the stored policies (EVALSI_POLICY_RELOAD_S)")
-    parser.add_argument("--concurrency", type=int, default=int(env("EVALSI_POLICY_CONCURRENCY", "16")),
-                        help="completed traces evaluated at once (EVALSI_POLICY_CONCURRENCY)")
-    parser.add_argument("--timeout", type=float, default=float(env("EVALSI_POLICY_TIMEOUT_S", "60")),
-                        help="seconds a worker pool has to answer one stage (EVALSI_POLICY_TIMEOUT_S)")
-    parser.add_argument("--max-deliver", type=int, default=int(env("EVALSI_POLICY_MAX_DELIVER", "5")),
-                        help="tries of one completed trace before it is dead-lettered")
-    parser.add_argument("--metrics-port", type=int, default=int(env("EVALSI_POLICY_METRICS_PORT", "0")),
-                        help="port for /healthz, /readyz and /metrics (EVALSI_POLICY_METRICS_PORT; 0: none)")
-    parser.add_argument("--log-level", default=env("EVALSI_LOG_LEVEL", "info"))
-    return parser
+OPTIONS = (
+    NATS,
+    TRACES_URL,
+    option(METADATA_URL, default="", help="metadata store holding policies applied with MonitorService; empty: "
+           "only --policy files"),
+    option(OBJECTS_URL, help="object store for promoted datasets: a directory or s3:// URL"),
+    Option("--policy", repeat=True, metavar="FILE",
+           help="an OnlineEvalPolicy YAML file, in force besides the stored ones"),
+    Option("--judges", default="", metavar="FILE",
+           help="judges for judge stages, YAML: {default: {connection: NAME, model: ...}}, naming judge connections "
+           "of the workers' configuration (served workers refuse endpoints and keys; a stage's judge name is a "
+           "connection name without this file)"),
+    Option("--otlp-events", default="", metavar="URL", help="also export scores as gen_ai.evaluation.result "
+           "events to this OTLP/HTTP logs endpoint, e.g. http://127.0.0.1:4318/v1/logs"),
+    Option("--reload", float, 5.0, "seconds between reloads of the stored policies"),
+    Option("--concurrency", int, 16, "completed traces evaluated at once"),
+    Option("--timeout", float, 60.0, "seconds a worker pool has to answer one stage"),
+    Option("--max-deliver", int, 5, "tries of one completed trace before it is dead-lettered"),
+    METRICS_PORT,
+    *LOGGING,
+)
+DESCRIPTION = "Evaluate completed traces with online policies (OnlineEvalPolicy) and store the scores."
+
+
+def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
+    return build_settings_parser("policy", OPTIONS, description=DESCRIPTION,
+                                 environ=os.environ if environ is None else environ)
 
 
 def load_judges(path: str) -> dict[str, JudgeSpec]:
@@ -153,98 +148,86 @@ class StoredPolicies:
         return policy if policy.project else dataclasses.replace(policy, project=stored.project)
 
 
-async def serve(args: argparse.Namespace, *, stop: asyncio.Event | None = None) -> None:
-    if stop is None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, stop.set)
+async def assemble(args: argparse.Namespace, life: Lifecycle) -> None:
+    """The parts in start order; at SIGTERM the consumer stops first (finishing the traces in flight), then the
+    exporters, the bus and the stores close."""
     registry = Registry.from_entry_points()
     files = load_files(args.policy, registry)
     judges = load_judges(args.judges)
-    traces = await open_trace_store(args.traces_url)
-    metadata = await open_metadata_store(args.metadata_url) if args.metadata_url else None
-    objects = await open_object_store(args.objects_url)
-    bus = await connect(args.nats, name="evalsi-policy")
-    events = GenAiEvaluationEvents.to_otlp_http(args.otlp_events) if args.otlp_events else None
-    consumer = http = None
-    try:
-        await ensure_streams(bus.js)
-        observers: list[ScoreObserver] = [PrometheusScores(REGISTRY)]
-        if events is not None:
-            observers.append(events)
-        async with aiohttp.ClientSession() as session:
-            engine = PolicyEngine(traces=traces, scores=traces, evaluate=bus_stage_evaluator(
-                bus.nc, judges=judges, timeout_s=args.timeout, store=objects), notifier=WebhookSender(session),
-                promoter=DatasetPromoter(DatasetStore(objects)), observers=observers)
+    await serve_health(life, args.metrics_port)
+    traces = await life.enter("trace store", open_trace_store(args.traces_url), lambda t: t.close())
+    metadata = None
+    if args.metadata_url:
+        metadata = await life.enter("metadata store", open_metadata_store(args.metadata_url), lambda m: m.close())
+    objects = await life.enter("object store", open_object_store(args.objects_url), lambda o: o.close())
+    bus = await life.enter("nats", connect(args.nats, name="evalsi-policy"), BusConnection.close,
+                           ready=lambda: (bus.readiness.ready, bus.readiness.reason))
+    await ensure_streams(bus.js)
+    observers: list[ScoreObserver] = [PrometheusScores(REGISTRY)]
+    if args.otlp_events:
+        events = await life.enter("score events", _opened(GenAiEvaluationEvents.to_otlp_http(args.otlp_events)),
+                                  _shut_down)
+        observers.append(events)
+    session = await life.enter_context("webhooks", aiohttp.ClientSession())
+    engine = PolicyEngine(traces=traces, scores=traces, evaluate=bus_stage_evaluator(
+        bus.nc, judges=judges, timeout_s=args.timeout, store=objects), notifier=WebhookSender(session),
+        promoter=DatasetPromoter(DatasetStore(objects)), observers=observers)
+    stored = StoredPolicies(metadata, registry) if metadata is not None else None
+    in_force_names: list[str] = []
 
-            stored = StoredPolicies(metadata, registry) if metadata is not None else None
-            in_force_names: list[str] = []
+    async def reload() -> int:
+        policies = [*files, *(await stored.load() if stored is not None else [])]
+        engine.set_policies(policies)
+        # New windows (at start, or a changed window length) are rebuilt from the stored scores; a store
+        # failure is logged by the engine and retried here at the next reload.
+        await engine.restore_windows()
+        names = sorted(f"{p.project or 'default'}/{p.name}" for p in policies)
+        if names != in_force_names:  # say what changed, once, so an operator sees an apply take effect
+            log.info("policies in force: %s", ", ".join(names) or "none")
+            in_force_names[:] = names
+        return len(policies)
 
-            async def reload() -> int:
-                policies = [*files, *(await stored.load() if stored is not None else [])]
-                engine.set_policies(policies)
-                # New windows (at start, or a changed window length) are rebuilt from the stored scores; a store
-                # failure is logged by the engine and retried here at the next reload.
-                await engine.restore_windows()
-                names = sorted(f"{p.project or 'default'}/{p.name}" for p in policies)
-                if names != in_force_names:  # say what changed, once, so an operator sees an apply take effect
-                    log.info("policies in force: %s", ", ".join(names) or "none")
-                    in_force_names[:] = names
-                return len(policies)
+    in_force = await reload()
 
-            in_force = await reload()
+    async def handle(message: TraceCompleted, _delivery: Delivery) -> None:
+        try:
+            await engine.handle(message)
+        except InfraError as exc:  # not ready, a pool down, a store restarting: later, not a score
+            raise Retryable(str(exc)) from exc
 
-            async def handle(message: TraceCompleted, _delivery: Delivery) -> None:
-                try:
-                    await engine.handle(message)
-                except InfraError as exc:  # not ready, a pool down, a store restarting: later, not a score
-                    raise Retryable(str(exc)) from exc
+    consumer = BusBroker(bus)
+    ack_wait_s = max(30.0, args.timeout * 2)
+    consumer.subscribe(subscriptions.traces_completed(concurrency=args.concurrency, ack_wait_s=ack_wait_s,
+                                                      max_deliver=args.max_deliver), handle)
+    await life.enter_part("consumer", consumer)
+    await life.spawn("reload", _reload_until_stopped(reload, args.reload, life.stopping),
+                     stop=lambda task: task)
+    ready = {"event": "ready", "policies": in_force, "traces_url": mask_url(args.traces_url)}
+    print(json.dumps(ready), flush=True)
 
-            consumer = await Consumer(bus.js, subjects.TRACES_STREAM, subjects.POLICY_CONSUMER, "traces.completed.>",
-                                      handle, message_type=TraceCompleted, concurrency=args.concurrency,
-                                      ack_wait=max(30.0, args.timeout * 2), max_deliver=args.max_deliver,
-                                      retry_base_s=0.5, retry_max_s=10.0).start()
-            http = await start_service_http("127.0.0.1", args.metrics_port,
-                                            lambda: (bus.readiness.ready, bus.readiness.reason))
-            ready = {"event": "ready", "policies": in_force, "traces_url": mask_url(args.traces_url)}
-            print(json.dumps(ready), flush=True)
-            while not stop.is_set():
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), args.reload)
-                if not stop.is_set():
-                    try:
-                        await reload()
-                    except InfraError as exc:
-                        log.warning("reloading policies failed, keeping the ones in force: %s", exc)
-            await consumer.stop()
-            consumer = None
-    finally:
-        if consumer is not None:
-            await consumer.stop()
-        if http is not None:
-            await http.cleanup()
-        if events is not None:
-            events.shutdown()
-        await bus.close()
-        await objects.close()
-        if metadata is not None:
-            await metadata.close()
-        await traces.close()
+
+async def _reload_until_stopped(reload: Callable[[], Awaitable[int]], every_s: float, stop: asyncio.Event) -> None:
+    while not stop.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), every_s)
+        if not stop.is_set():
+            try:
+                await reload()
+            except InfraError as exc:
+                log.warning("reloading policies failed, keeping the ones in force: %s", exc)
+
+
+async def _opened(events: GenAiEvaluationEvents) -> GenAiEvaluationEvents:
+    return events
+
+
+async def _shut_down(events: GenAiEvaluationEvents) -> None:
+    events.shutdown()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        configure_logging(args.log_level)  # inside: an unknown --log-level is a usage error, exit 2
-        asyncio.run(serve(args))
-    except BadInputError as exc:
-        print(f"evalsi-policy: {exc}", file=sys.stderr)
-        return 2
-    except InfraError as exc:
-        print(f"evalsi-policy: {exc}", file=sys.stderr)
-        return 1
-    return 0
+    args = parse_flags("policy", OPTIONS, argv, description=DESCRIPTION)
+    return run_service("policy", partial(assemble, args), args.log_level, args.log_format)
 
 
 if __name__ == "__main__":

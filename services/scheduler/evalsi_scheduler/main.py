@@ -9,20 +9,21 @@ else (or one that fails again) is kept in the dead-letter stream, counted and lo
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import logging
 import os
-import signal
 import socket
 import sys
+from collections.abc import Mapping, Sequence
+from functools import partial
 
 import nats.errors
 from google.protobuf.message import Message
 from prometheus_client import Counter
 
 from evalsi.bus import (
-    Consumer,
+    BusBroker,
+    BusConnection,
     Delivery,
     Permanent,
     connect,
@@ -30,6 +31,7 @@ from evalsi.bus import (
     ensure_streams,
     publish,
     subjects,
+    subscriptions,
     watch_max_deliveries,
 )
 from evalsi.bus.codec import DEAD_REASON_HEADER
@@ -43,19 +45,22 @@ from evalsi.bus.v1alpha1.bus_pb2 import (
     Task,
     TaskResult,
 )
-from evalsi.errors import BadInputError, InfraError
+from evalsi.errors import InfraError
 from evalsi.evaluators import Registry
 from evalsi.runs.driver import Scheduler, run_periodically, run_traceparent
 from evalsi.runs.flags import RunFlags
-from evalsi.service.http import start_service_http
-from evalsi.service.logging import LEVELS, configure_logging
+from evalsi.service.kit import parse_flags, run_service, serve_health
+from evalsi.service.lifecycle import Lifecycle
+from evalsi.service.logging import ids
+from evalsi.service.settings import LOGGING, METADATA_URL, METRICS_PORT, NATS, OBJECTS_URL, Option
+from evalsi.service.settings import build_parser as build_settings_parser
 from evalsi.stores import open_metadata_store, open_object_store
 from evalsi.v1alpha1.run_service_pb2 import RunEvent
 
 log = logging.getLogger("evalsi.scheduler")
 # Renamed from "scheduler-deadletters", which rejected every dead letter but a task's: the new durable starts at
 # the beginning of the stream, so results dead-lettered by earlier versions are folded back too.
-DEADLETTER_CONSUMER = "scheduler-dead-letters"
+DEADLETTER_CONSUMER = subscriptions.SCHEDULER_DEADLETTERS
 _OLD_DEADLETTER_CONSUMER = "scheduler-deadletters"
 DEAD_LETTERS = Counter(
     "evalsi_scheduler_dead_letters",
@@ -64,26 +69,26 @@ DEAD_LETTERS = Counter(
 )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    env = os.environ.get
-    # No abbreviations: a renamed flag in a deployment must fail, not match the prefix of another.
-    parser = argparse.ArgumentParser(
-        prog="evalsi-scheduler", description="Plan, track and finish runs.", allow_abbrev=False
-    )
-    parser.add_argument("--nats", default=env("EVALSI_NATS_URL", "nats://127.0.0.1:4222"))
-    parser.add_argument("--metadata-url", default=env("EVALSI_METADATA_URL", "sqlite:///.evalsi/state/evalsi.db"))
-    parser.add_argument("--objects-url", default=env("EVALSI_OBJECTS_URL", ".evalsi/state/objects"))
-    parser.add_argument(
-        "--lease-ttl",
-        type=float,
-        default=float(env("EVALSI_LEASE_TTL", "15")),
-        help="Seconds a run's lease lasts without renewal; another replica adopts the run after.",
-    )
-    parser.add_argument("--metrics-port", type=int, default=int(env("EVALSI_METRICS_PORT", "0")))
-    parser.add_argument("--name", default=f"{socket.gethostname()}-{os.getpid()}")
-    parser.add_argument("--log-level", default=env("EVALSI_LOG_LEVEL", "info"), choices=LEVELS,
-                        help="JSON log lines on stderr at this level and above (default: info)")
-    return parser
+def _name() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+OPTIONS = (
+    NATS,
+    METADATA_URL,
+    OBJECTS_URL,
+    Option("--lease-ttl", float, 15.0, "seconds a run's lease lasts without renewal; another replica adopts the "
+           "run after", config="scheduler.lease_ttl_s"),
+    METRICS_PORT,
+    Option("--name", default=_name(), help="this replica's name, the owner of the runs it leases"),
+    *LOGGING,
+)
+DESCRIPTION = "Plan, track and finish runs."
+
+
+def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
+    return build_settings_parser("scheduler", OPTIONS, description=DESCRIPTION,
+                                 environ=os.environ if environ is None else environ)
 
 
 class _Bus:
@@ -118,19 +123,18 @@ class _Bus:
             raise InfraError(f"setting run flag {run_id}={flag}: {type(e).__name__}: {e}") from e
 
 
-async def serve(args: argparse.Namespace) -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-    bus = await connect(args.nats, name=f"evalsi-scheduler-{args.name}")
+async def assemble(args: argparse.Namespace, life: Lifecycle) -> None:
+    """The scheduler's parts in start order; the lifecycle stops them in reverse (consumers before the stores)."""
+    await serve_health(life, args.metrics_port)
+    bus = await life.enter("nats", connect(args.nats, name=f"evalsi-scheduler-{args.name}"), BusConnection.close,
+                           ready=lambda: (bus.readiness.ready, bus.readiness.reason))
     await ensure_streams(bus.js)
     await ensure_scheduler_consumers(bus.js)
     await ensure_consumer(bus.js, subjects.DEADLETTER_STREAM, DEADLETTER_CONSUMER, "deadletter.>")
     with contextlib.suppress(nats.errors.Error):  # gone already (or never made): nothing to tidy
         await bus.js.delete_consumer(subjects.DEADLETTER_STREAM, _OLD_DEADLETTER_CONSUMER)
-    store = await open_metadata_store(args.metadata_url)
-    objects = await open_object_store(args.objects_url)
+    store = await life.enter("metadata store", open_metadata_store(args.metadata_url), lambda s: s.close())
+    objects = await life.enter("object store", open_object_store(args.objects_url), lambda o: o.close())
     flags = await RunFlags.open(bus.js)
     scheduler = Scheduler(
         store,
@@ -141,6 +145,7 @@ async def serve(args: argparse.Namespace) -> None:
         lease_ttl_s=args.lease_ttl,
         tick_s=min(0.5, args.lease_ttl / 6),
     )
+    await life.enter("scheduler", _noop(), lambda _: scheduler.stop())
 
     async def on_result(result: TaskResult, _delivery: Delivery) -> None:
         await scheduler.held_while_down(scheduler.on_task_result(result))
@@ -172,81 +177,28 @@ async def serve(args: argparse.Namespace) -> None:
         kind = type(message).DESCRIPTOR.name if message is not None else "undecodable"
         DEAD_LETTERS.labels(kind, "kept").inc()
 
-    consumers = [
-        Consumer(
-            bus.js,
-            subjects.RESULTS_STREAM,
-            subjects.RESULTS_CONSUMER,
-            "results.>",
-            on_result,
-            message_type=TaskResult,
-            batch=32,
-            concurrency=8,
-            store=objects,
-            ensure=False,
-            probe=scheduler.available,
-        ),
-        Consumer(
-            bus.js,
-            subjects.CONTROL_STREAM,
-            subjects.CONTROL_CONSUMER,
-            "runs.control.>",
-            on_control,
-            message_type=RunControl,
-            batch=8,
-            concurrency=4,
-            ensure=False,
-            probe=scheduler.available,
-        ),
-        Consumer(
-            bus.js,
-            subjects.DEADLETTER_STREAM,
-            DEADLETTER_CONSUMER,
-            "deadletter.>",
-            on_dead,
-            message_type=None,
-            batch=8,
-            concurrency=2,
-            store=objects,
-            ensure=False,
-            probe=scheduler.available,
-            on_dead_letter=on_kept,
-        ),
-    ]
-    for consumer in consumers:
-        await consumer.start()
+    consumers = BusBroker(bus, store=objects)
+    consumers.subscribe(subscriptions.results(), on_result, probe=scheduler.available)
+    consumers.subscribe(subscriptions.control(), on_control, probe=scheduler.available)
+    consumers.subscribe(subscriptions.dead_letters(), on_dead, probe=scheduler.available, on_dead_letter=on_kept)
+    await life.enter_part("bus subscribers", consumers)
     # Tasks and results whose last delivery died unacked go to the dead letters, and from there back here.
-    watchers = [
-        await watch_max_deliveries(bus.nc, bus.js, stream, "*", store=objects)
-        for stream in (subjects.WORK_STREAM, subjects.RESULTS_STREAM)
-    ]
-    http = await start_service_http("127.0.0.1", args.metrics_port, lambda: (bus.readiness.ready, bus.readiness.reason))
-    adoption = asyncio.create_task(run_periodically(max(0.5, args.lease_ttl / 3), scheduler.adopt_orphans, stop))
-    log.info("scheduler %s ready", args.name)
-    await stop.wait()
-    adoption.cancel()
-    for watcher in watchers:
-        await watcher.stop()
-    for consumer in consumers:
-        await consumer.stop()
-    await scheduler.stop()
-    await http.cleanup()
-    await store.close()
-    await objects.close()
-    await bus.close()
+    for stream in (subjects.WORK_STREAM, subjects.RESULTS_STREAM):
+        await life.enter(f"max-deliveries watcher {stream}",
+                         watch_max_deliveries(bus.nc, bus.js, stream, "*", store=objects), lambda w: w.stop())
+    await life.spawn("adoption", run_periodically(max(0.5, args.lease_ttl / 3), scheduler.adopt_orphans,
+                                                  life.stopping))
+    log.info("scheduler ready", extra=ids(scheduler=args.name))
 
 
-def main() -> None:
-    args = build_parser().parse_args()
-    try:
-        configure_logging(args.log_level)
-    except BadInputError as exc:  # EVALSI_LOG_LEVEL, which argparse's choices do not check
-        print(f"evalsi-scheduler: {exc}", file=sys.stderr)
-        sys.exit(2)
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve(args))
-    sys.exit(0)
+async def _noop() -> None:
+    return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_flags("scheduler", OPTIONS, argv, description=DESCRIPTION)
+    return run_service("scheduler", partial(assemble, args), args.log_level, args.log_format)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -191,8 +191,8 @@ def plan_children(config: Config, nats_url: str, state_dir: Path) -> list[Child]
                 str(ingest.grace_s),
                 *flags,
             ],
-            # evalsi-ingest publishes completions only when given a bus; its variable says so.
-            {**base, "EVALSI_INGEST_NATS_URL": nats_url, "EVALSI_TRACES_URL": traces_url},
+            # evalsi-ingest publishes completions only when given a bus (EVALSI_NATS_URL, shared by every service).
+            {**base, "EVALSI_NATS_URL": nats_url, "EVALSI_TRACES_URL": traces_url},
             logs / "ingest.log",
             ports=(
                 (ingest.http_port, "OTLP/HTTP of evalsi-ingest (ingest.http_port)"),
