@@ -20,14 +20,25 @@ import json
 import math
 import re
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
-from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.descriptor import Descriptor, EnumDescriptor, FieldDescriptor
 from google.protobuf.message import Message
 
 from evalsi.errors import BadInputError
 
-__all__ = ["MAX_JSON_DEPTH", "MAX_MESSAGE_DEPTH", "check_message", "is_map", "is_repeated", "load_json", "text_problem"]
+__all__ = [
+    "MAX_JSON_DEPTH",
+    "MAX_MESSAGE_DEPTH",
+    "check_message",
+    "descriptor_of",
+    "enum_type",
+    "is_map",
+    "is_repeated",
+    "load_json",
+    "message_type",
+    "text_problem",
+]
 
 MAX_JSON_DEPTH = 64
 # upb refuses to decode a message nested deeper than this, so no service could read such a message back.
@@ -207,7 +218,7 @@ def check_message(message: Message, *, max_depth: int = MAX_MESSAGE_DEPTH) -> No
         for field, value in current.ListFields():
             here = path if transparent else (*path, field.json_name)
             if is_map(field):
-                value_field = field.message_type.fields_by_name["value"]
+                value_field = message_type(field).fields_by_name["value"]
                 for key, item in value.items():
                     item_path = (*here, key if isinstance(key, str) else str(key))
                     if isinstance(key, str):
@@ -244,10 +255,32 @@ def _check_scalar(value: Any, path: tuple[str | int, ...], *, key_of_map: bool =
 
 
 def is_repeated(field: FieldDescriptor) -> bool:
-    if hasattr(field, "is_repeated"):  # protobuf >= 5.28; .label is deprecated there
-        return bool(field.is_repeated)
-    return field.label == FieldDescriptor.LABEL_REPEATED
+    return field.is_repeated
 
 
 def is_map(field: FieldDescriptor) -> bool:
     return is_repeated(field) and field.message_type is not None and field.message_type.GetOptions().map_entry
+
+
+def descriptor_of(message: Message) -> Descriptor:
+    """``message.DESCRIPTOR``, typed as the ``Descriptor`` it is.
+
+    types-protobuf declares it as the union of the pure-Python and the upb descriptor classes; under upb the
+    object passes ``isinstance(d, Descriptor)`` (the Python class's metaclass recognises upb descriptors), so
+    the narrowing is exact: the stub is looser than the runtime.
+    """
+    return cast(Descriptor, message.DESCRIPTOR)
+
+
+def message_type(field: FieldDescriptor) -> Descriptor:
+    """The type of a message (or map) field; asking it of a scalar field is a bug in the caller."""
+    if field.message_type is None:
+        raise TypeError(f"{field.full_name} is not a message field")
+    return field.message_type
+
+
+def enum_type(field: FieldDescriptor) -> EnumDescriptor:
+    """The type of an enum field; asking it of another field is a bug in the caller."""
+    if field.enum_type is None:
+        raise TypeError(f"{field.full_name} is not an enum field")
+    return field.enum_type

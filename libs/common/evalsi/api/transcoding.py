@@ -25,7 +25,7 @@ from google.protobuf import json_format, message_factory
 from google.protobuf.descriptor import Descriptor, FieldDescriptor, MethodDescriptor
 from google.protobuf.message import Message
 
-from evalsi.edge_checks import check_message, is_map, is_repeated, load_json
+from evalsi.edge_checks import check_message, descriptor_of, enum_type, is_map, is_repeated, load_json, message_type
 from evalsi.errors import BadInputError
 
 _VERBS = ("get", "put", "post", "delete", "patch")
@@ -125,7 +125,9 @@ def _segment_regex(segment: str, template: str) -> str:
 
 def _split_top(text: str, separator: str) -> list[str]:
     """Split at separators outside braces."""
-    parts, depth, current = [], 0, []
+    parts: list[str] = []
+    current: list[str] = []
+    depth = 0
     for char in text:
         depth += {"{": 1, "}": -1}.get(char, 0)
         if char == separator and depth == 0:
@@ -270,7 +272,7 @@ def build_request(
     bound = set(captures) | ({route.body} if route.body else set())
     spelled: dict[str, str] = {}
     for name, values in params.items():
-        proto_path = ".".join(f.name for f in _resolve(message.DESCRIPTOR, name, what="query parameter"))
+        proto_path = ".".join(f.name for f in _resolve(descriptor_of(message), name, what="query parameter"))
         if proto_path in spelled:
             raise BadInputError(f"{name}: {spelled[proto_path]} names the same field; give it once")
         spelled[proto_path] = name
@@ -281,7 +283,7 @@ def build_request(
 
 
 def _set_capture(message: Message, field_path: str, value: str) -> None:
-    fields = _resolve(message.DESCRIPTOR, field_path, what="path field")
+    fields = _resolve(descriptor_of(message), field_path, what="path field")
     target = _descend(message, fields)
     field = fields[-1]
     current = getattr(target, field.name)
@@ -293,7 +295,7 @@ def _set_capture(message: Message, field_path: str, value: str) -> None:
 
 def set_query_param(message: Message, name: str, values: Sequence[str], *, bound: Iterable[str] = ()) -> None:
     """Set the field a query parameter names (``page_size`` or ``pageSize``, ``a.b`` for nested)."""
-    fields = _resolve(message.DESCRIPTOR, name, what="query parameter")
+    fields = _resolve(descriptor_of(message), name, what="query parameter")
     proto_path = ".".join(field.name for field in fields)
     if proto_path in set(bound):
         raise BadInputError(f"{name}: already given in the path; do not repeat it as a query parameter")
@@ -365,10 +367,10 @@ def _convert(field: FieldDescriptor, text: str, name: str) -> Any:
                 raise ValueError
             return number
         if kind in _FLOATS:
-            number = float(text.strip())
-            if math.isnan(number) and text.strip() not in ("NaN", "nan"):
+            real = float(text.strip())
+            if math.isnan(real) and text.strip() not in ("NaN", "nan"):
                 raise ValueError
-            return number
+            return real
         if kind == FieldDescriptor.TYPE_BYTES:
             padded = text + "=" * (-len(text) % 4)
             return base64.urlsafe_b64decode(padded.replace("+", "-").replace("/", "_"))
@@ -380,7 +382,7 @@ def _convert(field: FieldDescriptor, text: str, name: str) -> Any:
 
 
 def _enum_number(field: FieldDescriptor, text: str) -> int:
-    values = field.enum_type.values
+    values = enum_type(field).values
     wanted = text.strip()
     for value in values:
         if value.name == wanted:
@@ -389,13 +391,13 @@ def _enum_number(field: FieldDescriptor, text: str) -> int:
     matches = [value for value in values if value.name == upper or value.name.endswith("_" + upper)]
     if len(matches) == 1:
         return matches[0].number
-    if wanted.lstrip("-").isdigit() and int(wanted) in field.enum_type.values_by_number:
+    if wanted.lstrip("-").isdigit() and int(wanted) in enum_type(field).values_by_number:
         return int(wanted)
     raise ValueError(text)
 
 
 def _parse_wkt(target: Message, field: FieldDescriptor, text: str, name: str) -> None:
-    if not _is_wkt(field) or field.message_type.full_name in (
+    if not _is_wkt(field) or message_type(field).full_name in (
         "google.protobuf.Struct",
         "google.protobuf.ListValue",
         "google.protobuf.Any",
@@ -433,7 +435,7 @@ def parse_json_into(body: bytes, message: Message, *, where: str = "") -> None:
     try:
         json_format.ParseDict(obj, message, ignore_unknown_fields=False)
     except json_format.ParseError as exc:
-        problem = _locate(obj, message.DESCRIPTOR, where)
+        problem = _locate(obj, descriptor_of(message), where)
         raise BadInputError(problem or f"{label}: {_clean(str(exc))}") from None
 
 
@@ -477,11 +479,11 @@ def _locate_field(field: FieldDescriptor, key: str, value: Any, here: str) -> st
     if is_map(field):
         if not isinstance(value, dict):
             return f"{here}: expected a JSON object (a map), got {_describe(value)}"
-        value_field = field.message_type.fields_by_name["value"]
+        value_field = message_type(field).fields_by_name["value"]
         for map_key, item in value.items():
             item_path = f"{here}[{json.dumps(map_key)}]"
             if _is_plain_message(value_field) and isinstance(item, dict):
-                problem = _locate(item, value_field.message_type, item_path)
+                problem = _locate(item, message_type(value_field), item_path)
             else:
                 problem = _try(field, key, {map_key: item}, item_path, value_field)
             if problem:
@@ -493,7 +495,7 @@ def _locate_field(field: FieldDescriptor, key: str, value: Any, here: str) -> st
         for index, item in enumerate(value):
             item_path = f"{here}[{index}]"
             if _is_plain_message(field) and isinstance(item, dict):
-                problem = _locate(item, field.message_type, item_path)
+                problem = _locate(item, message_type(field), item_path)
             else:
                 problem = _try(field, key, [item], item_path, field)
             if problem:
@@ -501,13 +503,15 @@ def _locate_field(field: FieldDescriptor, key: str, value: Any, here: str) -> st
         return None
     if _is_plain_message(field):
         if not isinstance(value, dict):
-            return f"{here}: expected a JSON object ({field.message_type.name}), got {_describe(value)}"
-        return _locate(value, field.message_type, here)
+            return f"{here}: expected a JSON object ({message_type(field).name}), got {_describe(value)}"
+        return _locate(value, message_type(field), here)
     return _try(field, key, value, here, field)
 
 
 def _try(field: FieldDescriptor, key: str, value: Any, here: str, shown: FieldDescriptor) -> str | None:
-    container = message_factory.GetMessageClass(field.containing_type)()
+    owner = field.containing_type
+    assert owner is not None  # fields found through a message's descriptor all belong to it
+    container = message_factory.GetMessageClass(owner)()
     try:
         json_format.ParseDict({key: value}, container, ignore_unknown_fields=False)
     except json_format.ParseError:
@@ -533,7 +537,7 @@ def _expected(field: FieldDescriptor) -> str:
     if kind == FieldDescriptor.TYPE_BYTES:
         return "a base64 string"
     if kind == FieldDescriptor.TYPE_ENUM:
-        names = [value.name for value in field.enum_type.values]
+        names = [value.name for value in enum_type(field).values]
         return "one of " + ", ".join(names)
     return "a value of another type"
 
