@@ -1,4 +1,4 @@
-"""The consume loop on a real server: errors decide the ack, long tasks stay leased, dead letters keep why."""
+"""FastStream subscribers on a real server: errors decide the ack, long tasks stay leased, dead letters keep why."""
 
 from __future__ import annotations
 
@@ -10,11 +10,13 @@ from typing import Any
 import nats
 
 from evalsi.bus import (
+    AckTable,
+    BusBroker,
     BusConnection,
-    Consumer,
     ConsumerSettings,
     Delivery,
     Retryable,
+    Subscription,
     ensure_consumer,
     publish,
     subjects,
@@ -29,10 +31,35 @@ MakeTask = Callable[..., bus_pb2.Task]
 Eventually = Callable[..., Awaitable[None]]
 
 
-def work_consumer(js: Any, handler: Any, **options: Any) -> Consumer[bus_pb2.Task]:
-    options.setdefault("retry_base_s", 0.05)
-    options.setdefault("fetch_timeout_s", 0.5)
-    return Consumer(js, "WORK", "work-cpu", "work.cpu", handler, message_type=bus_pb2.Task, **options)
+class WorkConsumer:
+    """A broker with one subscriber on ``work.cpu``, and that subscriber's ack table."""
+
+    def __init__(self, bus: BusConnection, handler: Any, on_dead_letter: Any = None, **options: Any) -> None:
+        options.setdefault("retry_base_s", 0.05)
+        options.setdefault("fetch_timeout_s", 0.5)
+        if "ack_wait" in options:
+            options["ack_wait_s"] = options.pop("ack_wait")
+        self.broker = BusBroker(bus)
+        subscription = Subscription("WORK", "work-cpu", "work.cpu", bus_pb2.Task, "tasks", **options)
+        self.table: AckTable = self.broker.subscribe(subscription, handler, on_dead_letter=on_dead_letter)
+        self.stats = self.table.stats
+
+    async def start(self) -> WorkConsumer:
+        await self.broker.start()
+        return self
+
+    async def stop(self, timeout: float | None = None) -> None:
+        await self.broker.stop(timeout)
+
+    async def __aenter__(self) -> WorkConsumer:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+
+def work_consumer(bus: BusConnection, handler: Any, **options: Any) -> WorkConsumer:
+    return WorkConsumer(bus, handler, **options)
 
 
 async def stream_messages(bus: BusConnection, stream: str) -> int:
@@ -56,7 +83,7 @@ async def test_retryable_is_redelivered_then_acked(
         if delivery.num_delivered == 2:
             raise InfraError("sandbox unavailable")  # an InfraError retries too
 
-    async with work_consumer(bus.js, handler, max_deliver=5) as consumer:
+    async with work_consumer(bus, handler, max_deliver=5) as consumer:
         await eventually(lambda: consumer.stats.acked == 1, what="the third delivery to be acked")
         assert consumer.stats.naked == 2 and consumer.stats.dead_lettered == 0
     assert deliveries == [1, 2, 3]
@@ -77,7 +104,7 @@ async def test_always_failing_is_dead_lettered_after_max_deliver(
     async def on_dead_letter(message: Any, delivery: Delivery, reason: str) -> None:
         dead.append((message, delivery, reason))
 
-    async with work_consumer(bus.js, handler, max_deliver=3, on_dead_letter=on_dead_letter) as consumer:
+    async with work_consumer(bus, handler, max_deliver=3, on_dead_letter=on_dead_letter) as consumer:
         await eventually(lambda: consumer.stats.dead_lettered == 1, what="the dead letter")
         assert consumer.stats.naked == 2 and consumer.stats.acked == 0
 
@@ -108,7 +135,7 @@ async def test_wrong_type_is_terminated_as_permanent(bus: BusConnection, eventua
     async def on_dead_letter(message: Any, delivery: Delivery, reason: str) -> None:
         dead.append((message, delivery, reason))
 
-    async with work_consumer(bus.js, handler, on_dead_letter=on_dead_letter) as consumer:
+    async with work_consumer(bus, handler, on_dead_letter=on_dead_letter) as consumer:
         await eventually(lambda: consumer.stats.dead_lettered == 1)
         assert consumer.stats.naked == 0
     assert not called.is_set()
@@ -138,7 +165,7 @@ async def test_a_killed_consumer_task_is_redelivered_to_another_after_ack_wait(
     async def handler(task: bus_pb2.Task, delivery: Delivery) -> None:
         got.append((task.key, delivery.num_delivered, time.monotonic() - died_at))
 
-    async with work_consumer(bus.js, handler, ack_wait=1.0) as consumer:
+    async with work_consumer(bus, handler, ack_wait=1.0) as consumer:
         await eventually(lambda: consumer.stats.acked == 1, timeout=8, what="redelivery to the second worker")
     [(key, num_delivered, after)] = got
     assert key == "t-crash" and num_delivered == 2
@@ -156,8 +183,8 @@ async def test_in_progress_heartbeats_keep_a_long_task_from_redelivery(
         await asyncio.sleep(3.0)  # three times ack_wait
 
     # Two workers share the consumer: a lost lease would show up as a second call.
-    other = work_consumer(bus.js, handler, ack_wait=1.0, heartbeat_s=0.3)
-    async with work_consumer(bus.js, handler, ack_wait=1.0, heartbeat_s=0.3) as consumer, other:
+    other = work_consumer(bus, handler, ack_wait=1.0, heartbeat_s=0.3)
+    async with work_consumer(bus, handler, ack_wait=1.0, heartbeat_s=0.3) as consumer, other:
         await eventually(lambda: consumer.stats.acked + other.stats.acked == 1, timeout=6)
         await asyncio.sleep(1.2)  # past another ack_wait: nothing comes back
     assert calls == [1]
@@ -179,7 +206,7 @@ async def test_stop_naks_unfinished_work_for_prompt_redelivery(
             cancelled.set()
             raise
 
-    first = await work_consumer(bus.js, stuck, ack_wait=30.0).start()
+    first = await work_consumer(bus, stuck, ack_wait=30.0).start()
     await asyncio.wait_for(started.wait(), 5)
     await first.stop(timeout=0.2)
     assert cancelled.is_set() and first.stats.naked == 1
@@ -190,7 +217,7 @@ async def test_stop_naks_unfinished_work_for_prompt_redelivery(
         got.append(delivery.num_delivered)
 
     t0 = time.monotonic()
-    async with work_consumer(bus.js, handler, ack_wait=30.0) as second:
+    async with work_consumer(bus, handler, ack_wait=30.0) as second:
         await eventually(lambda: second.stats.acked == 1, timeout=5, what="prompt redelivery after shutdown")
     assert got == [2] and time.monotonic() - t0 < 5  # well inside ack_wait (30 s)
 
@@ -205,7 +232,7 @@ async def test_finished_work_is_acked_during_a_graceful_stop(
         started.set()
         await asyncio.sleep(0.3)
 
-    consumer = await work_consumer(bus.js, slowish).start()
+    consumer = await work_consumer(bus, slowish).start()
     await asyncio.wait_for(started.wait(), 5)
     await consumer.stop(timeout=5)
     assert consumer.stats.acked == 1 and consumer.stats.naked == 0
@@ -225,7 +252,7 @@ async def test_bounded_concurrency(bus: BusConnection, make_task: MakeTask, even
         await asyncio.sleep(0.05)
         running -= 1
 
-    async with work_consumer(bus.js, handler, batch=8, concurrency=3) as consumer:
+    async with work_consumer(bus, handler, concurrency=3) as consumer:
         await eventually(lambda: consumer.stats.acked == 12, timeout=10)
     assert 1 < peak <= 3
 
@@ -257,7 +284,7 @@ async def test_max_deliveries_advisory_dead_letters_a_task_whose_worker_died_on_
         async def handler(t: bus_pb2.Task, delivery: Delivery) -> None:
             seen.append(t.key)
 
-        async with work_consumer(bus.js, handler, ack_wait=1.0, max_deliver=2, ensure=False):
+        async with work_consumer(bus, handler, ack_wait=1.0, max_deliver=2, ensure=False):
             await eventually(lambda: watcher.dead_lettered == 1, timeout=5, what="the max-deliveries advisory")
         assert seen == []
     finally:

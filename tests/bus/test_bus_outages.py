@@ -10,11 +10,12 @@ from typing import Any
 from google.protobuf.message import Message
 
 from evalsi.bus import (
+    BusBroker,
     BusConnection,
-    Consumer,
     Delivery,
     Permanent,
     StreamLimits,
+    Subscription,
     Unavailable,
     connect,
     ensure_consumer,
@@ -50,11 +51,13 @@ async def test_an_unavailable_store_holds_the_message_and_pauses_pulling(
     async def probe() -> bool:
         return store_up
 
-    consumer = Consumer(
-        bus.js, "WORK", "work-cpu", "work.cpu", handler, message_type=bus_pb2.Task, batch=1, concurrency=1,
-        max_deliver=2, ack_wait=2.0, probe=probe, probe_every_s=0.05, fetch_timeout_s=0.2,
+    broker = BusBroker(bus)
+    consumer = broker.subscribe(
+        Subscription("WORK", "work-cpu", "work.cpu", bus_pb2.Task, "tasks", concurrency=1, max_deliver=2,
+                     ack_wait_s=2.0, fetch_timeout_s=0.2),
+        handler, probe=probe, probe_every_s=0.05,
     )  # fmt: skip
-    async with consumer:
+    async with broker:
         await eventually(lambda: consumer.stats.held == 1, what="the handler to meet the outage")
         # Held past ack_wait: in-progress acks keep the delivery, and nothing more is pulled meanwhile.
         await asyncio.sleep(2.5)
@@ -90,11 +93,13 @@ async def test_a_dead_letter_that_fails_again_is_kept_and_counted_once_never_rep
         kept.append((delivery.subject, reason))
 
     await ensure_consumer(bus.js, subjects.DEADLETTER_STREAM, "dead-reader", "deadletter.>")
-    consumer: Consumer[Any] = Consumer(
-        bus.js, subjects.DEADLETTER_STREAM, "dead-reader", "deadletter.>", handler, message_type=None,
-        max_deliver=2, retry_base_s=0.05, fetch_timeout_s=0.2, on_dead_letter=on_kept, ensure=False,
+    broker = BusBroker(bus)
+    consumer = broker.subscribe(
+        Subscription(subjects.DEADLETTER_STREAM, "dead-reader", "deadletter.>", None, "dead letters", max_deliver=2,
+                     retry_base_s=0.05, fetch_timeout_s=0.2, ensure=False),
+        handler, on_dead_letter=on_kept,
     )  # fmt: skip
-    async with consumer:
+    async with broker:
         await eventually(lambda: consumer.stats.acked + consumer.stats.kept == 4, what="every dead letter read")
         await asyncio.sleep(0.5)  # room for a loop to show itself
     assert handled == ["TaskResult"]

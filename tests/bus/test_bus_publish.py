@@ -11,16 +11,19 @@ import pytest
 from evalsi.bus import (
     PAYLOAD_REF_HEADER,
     TYPE_HEADER,
+    BusBroker,
     BusConnection,
-    Consumer,
     Delivery,
     PayloadTooLargeError,
     Publisher,
+    Subscription,
     publish,
     subjects,
 )
 from evalsi.bus.v1alpha1 import bus_pb2
 from evalsi.errors import InfraError
+
+WORK_CPU = Subscription("WORK", "work-cpu", "work.cpu", bus_pb2.Task, "tasks", fetch_timeout_s=0.5)
 
 
 async def test_the_same_key_twice_is_one_message(bus: BusConnection, make_task: Callable[..., bus_pb2.Task]) -> None:
@@ -72,9 +75,9 @@ async def test_offloaded_payload_round_trips(
     async def handler(task: bus_pb2.Task, delivery: Delivery) -> None:
         received.append((task, delivery))
 
-    consumer = Consumer(bus.js, "WORK", "work-cpu", "work.cpu", handler, message_type=bus_pb2.Task,
-                        store=object_store, fetch_timeout_s=0.5)  # fmt: skip
-    async with consumer:
+    broker = BusBroker(bus, store=object_store)
+    consumer = broker.subscribe(WORK_CPU, handler)
+    async with broker:
         await eventually(lambda: consumer.stats.acked == 1, what="the offloaded task to be handled")
     task, delivery = received[0]
     assert task == big
@@ -92,8 +95,9 @@ async def test_consumer_without_store_dead_letters_an_offloaded_payload(
     async def handler(task: bus_pb2.Task, delivery: Delivery) -> None:
         called.set()
 
-    async with Consumer(bus.js, "WORK", "work-cpu", "work.cpu", handler, message_type=bus_pb2.Task,
-                        fetch_timeout_s=0.5) as consumer:  # fmt: skip
+    broker = BusBroker(bus)
+    consumer = broker.subscribe(WORK_CPU, handler)
+    async with broker:
         await eventually(lambda: consumer.stats.dead_lettered == 1)
     assert not called.is_set()
     dead = await bus.js.get_last_msg("DEADLETTER", "deadletter.cpu")

@@ -112,7 +112,7 @@ async def test_two_replicas_complete_each_trace_once_by_its_owner(bus: BusConnec
     assemblers = [TraceAssembler(CompletionConfig(grace_s=1, max_wait_s=60), clock=clock) for _ in range(2)]
     sinks = [AssemblingSink(stores[i], assemblers[i], partitioning=Partitioning(i, 2),
                             notices=BusNoticeSender(bus.js)) for i in range(2)]
-    consumers = [await notice_consumer(bus.js, assemblers[i], i).start() for i in range(2)]
+    consumers = [await notice_consumer(bus, assemblers[i], i).start() for i in range(2)]
     completers = [Completer(assemblers[i], stores[i], BusCompletionPublisher(bus.js)) for i in range(2)]
     try:
         owners = {byte: partition_of(f"{byte:02x}" * 16, 2) for byte in range(1, 9)}

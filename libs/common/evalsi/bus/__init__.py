@@ -1,8 +1,12 @@
 """The message bus: protobuf messages over NATS JetStream (work, results, events, control, dead letters) and
-core request/reply (synchronous Evaluate). See docs/bus.md.
+core request/reply (synchronous Evaluate). Services read it through FastStream subscribers (``BusBroker``);
+docs/asyncapi.yaml is the bus's AsyncAPI document. See docs/bus.md.
 
 The generated bus messages (``Task``, ``TaskResult``, ``RunControl``) live in ``evalsi.bus.v1alpha1.bus_pb2``.
 """
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
 from evalsi.bus import subjects
 from evalsi.bus.codec import (
@@ -16,7 +20,6 @@ from evalsi.bus.codec import (
     encode_headers,
 )
 from evalsi.bus.connection import BusConnection, Readiness, connect
-from evalsi.bus.consumer import Consumer, ConsumerStats, Handler, retry_delay
 from evalsi.bus.deadletter import (
     MaxDeliveriesWatcher,
     OnDeadLetter,
@@ -36,9 +39,36 @@ from evalsi.bus.streams import (
     ensure_work_consumers,
 )
 
+if TYPE_CHECKING:
+    from evalsi.bus import subscriptions
+    from evalsi.bus.acks import AckTable, ConsumerStats, Received, retry_delay
+    from evalsi.bus.broker import BusBroker, Handler, Subscription
+
+# The subscriber side imports FastStream (and pydantic, ~1 s on a busy machine): only processes that consume
+# pay for it, not the api or the CLI, which only publish and request.
+_SUBSCRIBER_SIDE = {
+    "AckTable": "evalsi.bus.acks",
+    "ConsumerStats": "evalsi.bus.acks",
+    "Received": "evalsi.bus.acks",
+    "retry_delay": "evalsi.bus.acks",
+    "BusBroker": "evalsi.bus.broker",
+    "Handler": "evalsi.bus.broker",
+    "Subscription": "evalsi.bus.broker",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "subscriptions":
+        return import_module("evalsi.bus.subscriptions")
+    if name in _SUBSCRIBER_SIDE:
+        return getattr(import_module(_SUBSCRIBER_SIDE[name]), name)
+    raise AttributeError(f"module 'evalsi.bus' has no attribute {name!r}")
+
+
 __all__ = [  # noqa: RUF022 - grouped for readers
     # names
     "subjects",
+    "subscriptions",
     # connect
     "BusConnection",
     "Readiness",
@@ -66,10 +96,13 @@ __all__ = [  # noqa: RUF022 - grouped for readers
     "payload_limit",
     "publish",
     "through_reconnects",
-    # consume
-    "Consumer",
+    # consume (FastStream subscribers with the ack table)
+    "AckTable",
+    "BusBroker",
     "ConsumerStats",
     "Handler",
+    "Received",
+    "Subscription",
     "retry_delay",
     # dead letters
     "MaxDeliveriesWatcher",
