@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from nats.js.client import JetStreamContext
 
-from evalsi.bus import Consumer, Delivery, publish, subjects
+from evalsi.bus import BusBroker, BusConnection, Delivery, publish, subjects, subscriptions
 from evalsi.bus.v1alpha1.bus_pb2 import ObservedTrace, TraceCompleted, TracesObserved
 
 from .assembly import TraceAssembler
@@ -40,12 +40,13 @@ class BusNoticeSender:
         await publish(self._js, subjects.traces_observed(partition), TracesObserved(traces=traces), key=None)
 
 
-def notice_consumer(js: JetStreamContext, assembler: TraceAssembler, partition: int) -> Consumer[TracesObserved]:
+def notice_consumer(bus: BusConnection, assembler: TraceAssembler, partition: int) -> BusBroker:
     """The durable consumer of one partition's notices; only the replica owning the partition runs it."""
 
     async def handle(message: TracesObserved, _delivery: Delivery) -> None:
         for trace in message.traces:
             assembler.note(trace.project, trace.trace_id, has_root=trace.has_root)
 
-    return Consumer(js, subjects.ASSEMBLY_STREAM, subjects.assembler_consumer(partition),
-                    subjects.traces_observed(partition), handle, message_type=TracesObserved, concurrency=1)
+    broker = BusBroker(bus)
+    broker.subscribe(subscriptions.trace_notices(partition), handle)
+    return broker
