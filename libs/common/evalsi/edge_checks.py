@@ -262,8 +262,8 @@ def is_map(field: FieldDescriptor) -> bool:
     return is_repeated(field) and field.message_type is not None and field.message_type.GetOptions().map_entry
 
 
-def descriptor_of(message: Message) -> Descriptor:
-    """``message.DESCRIPTOR``, typed as the ``Descriptor`` it is.
+def descriptor_of(message: Message | type[Message]) -> Descriptor:
+    """``message.DESCRIPTOR`` (of a message or its class), typed as the ``Descriptor`` it is.
 
     types-protobuf declares it as the union of the pure-Python and the upb descriptor classes; under upb the
     object passes ``isinstance(d, Descriptor)`` (the Python class's metaclass recognises upb descriptors), so

@@ -17,10 +17,12 @@ from urllib.parse import urlparse
 
 from google.protobuf import json_format
 
+from evalsi.edge_checks import descriptor_of
 from evalsi.errors import BadInputError
 from evalsi.evaluators import Registry
 from evalsi.judges.config import ENV_VAR_NAME
 from evalsi.limits import MAX_EXPRESSION_CHARS, MAX_EXPRESSIONS, MAX_NAME_CHARS
+from evalsi.records import struct_dict
 from evalsi.runs.spec import (
     API_VERSION,
     _convert,
@@ -29,7 +31,6 @@ from evalsi.runs.spec import (
     _read,
     _Where,
     fill_project,
-    struct_dict,
 )
 from evalsi.v1alpha1.policy_pb2 import OnlineEvalPolicy
 
@@ -67,7 +68,7 @@ def parse_policy(
     if kind != KIND:
         got = "missing" if kind is None else f"got {kind!r}"
         raise where.error(("kind",), f"must be {KIND} ({got}); this file is not an online policy")
-    converted = _convert(document, OnlineEvalPolicy.DESCRIPTOR, (), where)
+    converted = _convert(document, descriptor_of(OnlineEvalPolicy), (), where)
     try:
         policy = json_format.ParseDict(converted, OnlineEvalPolicy())
     except json_format.ParseError as exc:
