@@ -21,11 +21,13 @@ from evalsi.bus.v1alpha1.bus_pb2 import (
     TaskResult,
 )
 from evalsi.connections import Connections
+from evalsi.datasets import records_from_rows
 from evalsi.errors import BadInputError
 from evalsi.evaluators import BoundEvaluator, EvalContext, Registry
 from evalsi.evaluators.runner import RunnerOptions, run_evaluators
 from evalsi.judges.panel import JudgeSet, judge_config_from_spec
 from evalsi.limits import DEFAULT_CALL_TIMEOUT_S, check_resamples
+from evalsi.projects import DEFAULT_PROJECT
 from evalsi.records import from_value, to_value
 from evalsi.runs.outcome import TARGET_FAILURE_KEY, bootstrap_seed
 from evalsi.sdk import resolve_evaluators
@@ -173,16 +175,19 @@ class Executor:
             raise BadInputError("evaluators: at least one evaluator is required")
         check_resamples(request.summary.bootstrap_resamples, "summary.bootstrap_resamples")
         bound = resolve_evaluators(list(request.evaluators), self.registry)
+        # The dataset rules: a record is its own sample unless ids repeat or provenance.trial is given, so
+        # id-less records get content ids rather than pooling as trials of one sample "" (pass@k, no interval).
+        records = records_from_rows(request.records, source="records").records
         # Cancelled as a whole at the request's deadline (evalsi.bus.requests); each call has its own too.
         results = await run_evaluators(
-            request.records,
+            records,
             bound,
-            self._contexts(bound, dict(request.judges), request.project or "default"),
+            self._contexts(bound, dict(request.judges), request.project or DEFAULT_PROJECT),
             options=RunnerOptions(concurrency=self.concurrency, call_timeout_s=self.call_timeout_s),
         )
         response = EvaluateResponse(request_id=request.request_id)
         response.results.extend(results)
-        response.summaries.extend(summarize_results(results, bound, records=request.records, options=request.summary))
+        response.summaries.extend(summarize_results(results, bound, records=records, options=request.summary))
         return response
 
 

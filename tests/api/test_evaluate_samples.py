@@ -1,0 +1,138 @@
+"""POST /v1alpha1/evaluate counts records as samples the way datasets do: each record is its own sample unless
+ids repeat or a trial is given. The wired api service, a real NATS and the worker's own Evaluate answer."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from google.protobuf import json_format
+
+from evalsi import bus
+from evalsi.bus.natsserver import NatsServer
+from evalsi.evaluators import Registry
+from evalsi.judges.panel import JudgeSet
+from evalsi.runs.execute import Executor
+from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResponse
+from evalsi.v1alpha1.score_pb2 import MetricSummary
+
+ROOT = Path(__file__).resolve().parents[2]
+try:
+    from evalsi_api import main as api_main
+except ImportError:  # until the package path is in the installed distribution
+    sys.path.insert(0, str(ROOT / "services" / "api"))
+    from evalsi_api import main as api_main
+
+# The seed's own example (section "What 'single door' looks like"), with the deterministic evaluator only:
+# two records, no ids.
+SEED_RECORDS = [
+    {"input": {"text": "Capital of France?"}, "output": {"text": "Paris"}, "reference": {"text": "Paris"}},
+    {"input": {"text": "2+2?"}, "output": {"text": "5"}, "reference": {"text": "4"}},
+]
+EXACT_MATCH = [{"ref": "builtin/exact-match"}]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+async def http(tmp_path: Path) -> AsyncIterator[aiohttp.ClientSession]:
+    """The api service over a real NATS, with the worker's Evaluate responder (Executor.evaluate_request)."""
+    datasets = tmp_path / "datasets"
+    datasets.mkdir()
+    with NatsServer() as nats_server:
+        settings = api_main.parse_settings(
+            [
+                "--http-port", str(free_port()),
+                "--grpc-port", str(free_port()),
+                "--metadata-url", f"sqlite:///{tmp_path / 'evalsi.db'}",
+                "--objects-url", str(tmp_path / "objects"),
+                "--datasets-dir", str(datasets),
+                "--grace-period", "1",
+                "--nats", nats_server.url,
+            ],
+            environ={},
+        )  # fmt: skip
+        connection = await bus.connect(nats_server.url, name="worker")
+        async with JudgeSet({}, cache=False) as judges:
+            executor = Executor(Registry.from_entry_points(), judges)
+
+            async def answer(request: EvaluateRequest, _delivery: bus.Delivery) -> EvaluateResponse:
+                return await executor.evaluate_request(request)
+
+            responder = await bus.serve_requests(
+                connection.nc, bus.subjects.evaluate("cpu"), bus.subjects.evaluate_queue("cpu"), answer,
+                request_type=EvaluateRequest,
+            )  # fmt: skip
+            await connection.nc.flush()
+            stop = asyncio.Event()
+            serving = asyncio.create_task(api_main.serve(settings, stop=stop))
+            base = f"http://127.0.0.1:{settings.server.http_port}"
+            try:
+                async with aiohttp.ClientSession(base) as session:
+                    await _ready(session, serving)
+                    yield session
+            finally:
+                stop.set()
+                await asyncio.wait_for(serving, 10)
+                await responder.stop()
+                await connection.close()
+
+
+async def _ready(session: aiohttp.ClientSession, serving: asyncio.Task[Any]) -> None:
+    for _ in range(200):
+        if serving.done():
+            serving.result()
+        try:
+            async with session.get("/readyz") as response:
+                if response.status == 200:
+                    return
+        except aiohttp.ClientConnectionError:
+            pass
+        await asyncio.sleep(0.05)
+    raise AssertionError("the api never became ready")
+
+
+async def evaluate(http: aiohttp.ClientSession, records: list[dict[str, Any]]) -> EvaluateResponse:
+    async with http.post("/v1alpha1/evaluate", json={"records": records, "evaluators": EXACT_MATCH}) as response:
+        text = await response.text()
+    assert response.status == 200, text
+    return json_format.Parse(text, EvaluateResponse())
+
+
+def summaries(answer: EvaluateResponse) -> dict[str, MetricSummary]:
+    return {s.metric: s for s in answer.summaries}
+
+
+async def test_records_without_ids_are_separate_samples(http: aiohttp.ClientSession) -> None:
+    answer = await evaluate(http, SEED_RECORDS)
+    by_metric = summaries(answer)
+    assert list(by_metric) == ["exact-match"]  # no pass@2 / pass^2 rows: nothing was a trial of anything
+    (exact,) = by_metric.values()
+    assert exact.n == 2 and exact.mean == 0.5
+    # Two samples give an interval (Wilson on 1 of 2), which one pooled sample never could.
+    assert 0 < exact.ci.low < 0.5 < exact.ci.high < 1
+    ids = [r.record_id for r in answer.results]
+    assert len(set(ids)) == 2 and all(ids)
+    assert sorted(r.scores[0].passed for r in answer.results) == [False, True]
+
+
+async def test_repeated_ids_or_given_trials_are_trials_of_one_sample(http: aiohttp.ClientSession) -> None:
+    repeated = [{**record, "id": "q"} for record in SEED_RECORDS]
+    by_metric = summaries(await evaluate(http, repeated))
+    assert by_metric["exact-match.pass@2"].mean == 1.0 and by_metric["exact-match.pass^2"].mean == 0.0
+    trials = [{**record, "id": "q", "provenance": {"trial": trial}} for trial, record in enumerate(SEED_RECORDS)]
+    assert summaries(await evaluate(http, trials)).keys() == by_metric.keys()
+    twice = [{**SEED_RECORDS[0], "id": "q", "provenance": {"trial": 1}}] * 2
+    async with http.post("/v1alpha1/evaluate", json={"records": twice, "evaluators": EXACT_MATCH}) as response:
+        refused = await response.json()
+    assert response.status == 400 and "'q' with trial 1 appears twice" in refused["message"]
