@@ -19,14 +19,14 @@ from evalsi.v1alpha1 import evaluator_pb2, score_pb2
 Scope = Literal["record", "session", "span", "dataset", "comparative"]
 OutputType = Literal["number", "boolean", "label", "structured"]
 
-_SCOPES: dict[str, int] = {
+_SCOPES: dict[str, evaluator_pb2.Scope] = {
     "record": evaluator_pb2.SCOPE_RECORD,
     "session": evaluator_pb2.SCOPE_SESSION,
     "span": evaluator_pb2.SCOPE_SPAN,
     "dataset": evaluator_pb2.SCOPE_DATASET,
     "comparative": evaluator_pb2.SCOPE_COMPARATIVE,
 }
-_VALUE_KINDS: dict[str, int] = {
+_VALUE_KINDS: dict[str, score_pb2.ValueKind] = {
     "number": score_pb2.VALUE_KIND_NUMBER,
     "boolean": score_pb2.VALUE_KIND_BOOLEAN,
     "label": score_pb2.VALUE_KIND_LABEL,
@@ -170,7 +170,10 @@ class Evaluator:
         return BoundEvaluator(self, alias or self.short_name, values, judge or "default")
 
     def manifest(self) -> evaluator_pb2.EvaluatorManifest:
-        requires = evaluator_pb2.Requirements(**{name: True for name in self.requires if "." not in name})
+        requires = evaluator_pb2.Requirements()
+        for name in self.requires:
+            if "." not in name:
+                setattr(requires, name, True)  # one bool field per requirement (REQUIREMENTS)
         requires.metadata.extend(name.split(".", 1)[1] for name in self.requires if name.startswith("metadata."))
         manifest = evaluator_pb2.EvaluatorManifest(
             name=self.name,
@@ -183,17 +186,17 @@ class Evaluator:
             tier="native",
         )
         for output in self.outputs:
-            spec = evaluator_pb2.OutputSpec(
+            output_spec = evaluator_pb2.OutputSpec(
                 name=output.name,
                 type=_VALUE_KINDS[output.type],
                 higher_is_better=output.higher_is_better,
                 description=output.description,
             )
             if output.min is not None:
-                spec.min = output.min
+                output_spec.min = output.min
             if output.max is not None:
-                spec.max = output.max
-            manifest.outputs.append(spec)
+                output_spec.max = output.max
+            manifest.outputs.append(output_spec)
         schema: dict[str, Any] = {"type": "object", "additionalProperties": False, "properties": {}}
         for param in self.params:
             spec = evaluator_pb2.ParamSpec(

@@ -225,7 +225,7 @@ async def _in_lanes(
     items: Sequence[Any],
     call: Callable[[Any], Any],
     commit: Callable[[Any, Any], None],
-    expire: Callable[[Any], None],
+    expire: Callable[[Any], object],
     timeout_s: float | None,
 ) -> None:
     """``commit(item, call(item))`` for each item in order off the loop; an overdue call is ``expire(item)``."""
@@ -508,11 +508,11 @@ async def run_evaluators(
                 per_evaluator[index].extend(await _run_record_chunk(bound, ctx, chunk, options.call_timeout_s))
                 if progress is not None:
                     progress(len(chunk))
-        for chunk in sync_chunks:
+        for unit_chunk in sync_chunks:
             if not cancelled():
-                await _run_sync_chunk(chunk, options.call_timeout_s)
+                await _run_sync_chunk(unit_chunk, options.call_timeout_s)
                 if progress is not None:
-                    progress(len(chunk))
+                    progress(len(unit_chunk))
 
     await asyncio.gather(
         run_sync(), _run_async_units(async_units, options.concurrency, progress, cancelled, options.call_timeout_s)
