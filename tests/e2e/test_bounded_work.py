@@ -75,7 +75,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     rows = [{"id": "bomb", "output": BOMB}, {"id": "as", "output": "aaaa"}, {"id": "b", "output": "b"}]
     (datasets / "bounded.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     python_path = os.pathsep.join(p for p in (str(tmp / "site"), os.environ.get("PYTHONPATH")) if p)
-    with environment(PYTHONPATH=python_path, EVALSI_CALL_TIMEOUT=str(CALL_TIMEOUT_S)):
+    with environment(PYTHONPATH=python_path, EVALSI_WORKER_CALL_TIMEOUT=str(CALL_TIMEOUT_S)):
         running = Stack(tmp, datasets_dir=datasets, workers=[WorkerConfig("cpu", 1, 8)]).start()
     try:
         _wait_for_the_worker(running)

@@ -74,7 +74,7 @@ def assert_scored_exactly_once(client: evalsi.Client, run_id: str, project: str 
 
 
 def test_a_worker_killed_mid_run_loses_nothing_and_counts_nothing_twice(tmp_path: Path, provider: Any) -> None:
-    os.environ["EVALSI_ACK_WAIT"] = "2"
+    os.environ["EVALSI_WORKER_ACK_WAIT"] = "2"
     stack = Stack(tmp_path, datasets_dir=tmp_path / "datasets", restart=True,
                   judges=connection(provider.base_url)).start()
     try:
@@ -90,7 +90,7 @@ def test_a_worker_killed_mid_run_loses_nothing_and_counts_nothing_twice(tmp_path
             assert_scored_exactly_once(client, run.id)
         assert len(provider.requests) > RECORDS  # the killed worker's generation was redone elsewhere
     finally:
-        os.environ.pop("EVALSI_ACK_WAIT", None)
+        os.environ.pop("EVALSI_WORKER_ACK_WAIT", None)
         stack.stop()
 
 
