@@ -192,7 +192,7 @@ class Scheduler:
             return True
         if not await self.store.acquire_lease(f"run:{run_id}", self.owner, self.lease_ttl_s):
             return False
-        log.info("driving run %s (lease held by %s)", run_id, self.owner)
+        log.info("driving run (lease held by %s)", self.owner, extra={"run_id": run_id, "project": project})
         self._drivers[run_id] = asyncio.create_task(self._drive_safely(project, run_id))
         return True
 
@@ -232,22 +232,22 @@ class Scheduler:
                 except _OUTAGES as exc:
                     # An outage is not a fact about the run: its state stays, and driving starts over (every
                     # step is idempotent) once the store answers; growing pauses keep a lasting fault quiet.
-                    log.warning("run %s: paused (%s: %s); driving again when the store answers",
-                                run_id, type(exc).__name__, exc)  # fmt: skip
+                    log.warning("run paused (%s: %s); driving again when the store answers", type(exc).__name__, exc,
+                                extra={"run_id": run_id})  # fmt: skip
                     await self.until_available()
                     await asyncio.sleep(pause)
                     pause = min(REDRIVE_MAX_PAUSE_S, pause * 2)
                     if not await self.store.acquire_lease(f"run:{run_id}", self.owner, self.lease_ttl_s):
                         return  # another replica drives it now
                 except Exception as exc:  # a bug of ours: fail the run loudly rather than hang it
-                    log.exception("driving run %s failed", run_id)
+                    log.exception("driving run failed", extra={"run_id": run_id})
                     await self._fail(project, run_id, exc)
                     return
         finally:
             try:
                 await self.store.release_lease(f"run:{run_id}", self.owner)
             except _OUTAGES as exc:  # it expires by itself
-                log.warning("run %s: lease not released (%s)", run_id, exc)
+                log.warning("lease not released (%s)", exc, extra={"run_id": run_id})
 
     async def _fail(self, project: str, run_id: str, exc: Exception) -> None:
         try:
@@ -259,7 +259,7 @@ class Scheduler:
                 if await self.store.update_run(run, only_from=(state,)):
                     await self._event(run, RUN_EVENT_TYPE_STATE)
         except _OUTAGES as outage:
-            log.error("run %s: could not record its failure (%s); it stays as it is", run_id, outage)
+            log.error("could not record the run's failure (%s); it stays as it is", outage, extra={"run_id": run_id})
 
     async def _records(self, run: Run) -> list[Record]:
         holder = TaskRecords()
@@ -308,7 +308,7 @@ class Scheduler:
             await asyncio.sleep(self.tick_s)
             try:
                 if not await self.store.acquire_lease(f"run:{run_id}", self.owner, self.lease_ttl_s):
-                    log.warning("lost the lease of run %s; another scheduler drives it now", run_id)
+                    log.warning("lost the run's lease; another scheduler drives it now", extra={"run_id": run_id})
                     return
                 run = await self.store.get_run(project, run_id)
                 if run is None:
@@ -316,7 +316,8 @@ class Scheduler:
                 if run.labels.get(ATTEMPT_LABEL, "0") != attempt:
                     # Resumed meanwhile (by another replica's control handler): a fresh driver plans the new
                     # attempt and publishes its reset tasks; this one would wait for them forever.
-                    log.info("run %s: attempt %s superseded; handing it to a fresh driver", run_id, attempt)
+                    log.info("attempt %s superseded; handing the run to a fresh driver", attempt,
+                             extra={"run_id": run_id})
                     return
                 counts = await self.store.task_counts(run_id)
                 progress = (counts.get("done", 0), counts.get("failed", 0), counts.get("cancelled", 0))
@@ -353,7 +354,8 @@ class Scheduler:
                     return
             except _OUTAGES as exc:
                 # A store or the bus did not answer: no fact about the run, so its state stays as it is.
-                log.warning("run %s: paused (%s: %s); resumes when the store answers", run_id, type(exc).__name__, exc)
+                log.warning("run paused (%s: %s); resumes when the store answers", type(exc).__name__, exc,
+                            extra={"run_id": run_id})
                 await self.until_available()
 
     async def _over_budget(self, run: Run) -> str:
@@ -510,7 +512,7 @@ class Scheduler:
         # The flag before the state: a run stored as finished is never driven again, so nothing would retry it.
         await self.bus.set_run_flag(run.id, "done" if state == RUN_STATE_SUCCEEDED else "cancelled")
         if not await self.store.update_run(run, only_from=(read_state,)):
-            log.info("run %s: its state changed while it was finishing; the newer state stands", run.id)
+            log.info("the run's state changed while it was finishing; the newer state stands", extra={"run_id": run.id})
             current = await self.store.get_run(run.project, run.id)
             if current is not None and current.state in (RUN_STATE_PENDING, RUN_STATE_RUNNING):
                 await self.bus.set_run_flag(run.id, "running")  # resumed meanwhile: undo the flag set above
@@ -531,7 +533,7 @@ class Scheduler:
         try:
             await self.bus.publish_event(event)
         except _OUTAGES as exc:
-            log.warning("run %s: event not published (%s)", event.run_id, exc)
+            log.warning("run event not published (%s)", exc, extra={"run_id": event.run_id})
 
     # --- results (any replica) ------------------------------------------------------------------------
 
@@ -549,7 +551,7 @@ class Scheduler:
         """Fold one task's outcome into the store; idempotent, so a redelivered result changes nothing."""
         run = await self._run(result.project, result.run_id)
         if run is None:
-            log.warning("result %s for unknown run %s dropped", result.key, result.run_id)
+            log.warning("result for an unknown run dropped", extra={"run_id": result.run_id, "task_key": result.key})
             return
         if result.stage == STAGE_GENERATE and result.status == TASK_STATUS_DONE:
             ref = await self.objects.put(TaskRecords(records=result.records).SerializeToString())
@@ -593,14 +595,15 @@ class Scheduler:
         """
         run = await self.store.get_run(task.project, task.run_id)  # fresh: a resume changes its attempt
         if run is None:
-            log.warning("dead task %s of unknown run %s dropped", task.key, task.run_id)
+            log.warning("dead task of an unknown run dropped", extra={"run_id": task.run_id, "task_key": task.key})
             return
         attempt = msg_id.rpartition("#")[2] if "#" in msg_id else None
         if attempt is not None and attempt != run.labels.get(ATTEMPT_LABEL, "0"):
-            log.info("dead task %s of attempt %s ignored: run %s is on another attempt", task.key, attempt, run.id)
+            log.info("dead task of attempt %s ignored: the run is on another attempt", attempt,
+                     extra={"run_id": run.id, "task_key": task.key})
             return
         if task.key not in {row.key for row in await self.store.list_tasks(task.run_id, states=("pending",))}:
-            log.info("dead task %s ignored: it is no longer pending", task.key)
+            log.info("dead task ignored: it is no longer pending", extra={"run_id": task.run_id, "task_key": task.key})
             return
         results = []
         bound = resolve_evaluators(list(task.evaluators), self.registry) if task.evaluators else []
