@@ -222,7 +222,9 @@ class _MetricMap(celtypes.MapType):
     def __repr__(self) -> str:
         return f"metric({self.summary.metric!r})"
 
-    def __hash__(self) -> int:  # MapType is a dict (unhashable); CEL never hashes one, but be safe
+    # MapType is a dict, which typeshed declares unhashable (``__hash__: None``); this one is hashed by identity
+    # on purpose. CEL never hashes one, but be safe.
+    def __hash__(self) -> int:  # type: ignore[override]
         return id(self)
 
 
@@ -255,7 +257,7 @@ def evaluate_gate(gate: Gate | str, summaries: Sequence[MetricSummary]) -> GateR
         compiled._program,
         functions={"metric": reads.metric, "passAtK": reads.pass_k("passAtK"), "passHatK": reads.pass_k("passHatK")},
     )
-    error = None
+    error: Exception | None = None
     try:
         value = program.evaluate({})
     except celpy.CELEvalError as exc:
@@ -274,7 +276,7 @@ def evaluate_gate(gate: Gate | str, summaries: Sequence[MetricSummary]) -> GateR
     elif not isinstance(value, celtypes.BoolType | bool):
         result.passed = False
         kind = type(value).__name__.removesuffix("Type").lower()
-        result.message = f"must evaluate to true or false, got {kind} {value}"
+        result.message = f"must evaluate to true or false, got {kind} {value!s}"  # bytes show as b'...'
     else:
         result.passed = bool(value)
         result.message = _explain(compiled.expression, reads.values, result.passed)
