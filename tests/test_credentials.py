@@ -226,8 +226,8 @@ def test_provider_error_bodies_lose_keys_tokens_and_length() -> None:
 
 def test_an_embedded_run_refuses_a_servers_connection_names() -> None:
     from evalsi.runs.spec import judge_configs_of
-    from evalsi.targets.agents import open_transport
     from evalsi.targets.models import LocalEndpoints
+    from evalsi.targets.transports import open_transport
 
     with pytest.raises(BadInputError, match=r"^spec\.judges\.default\.connection: names a judge connection a server"):
         judge_configs_of(run({"judges": {"default": {"connection": "good", "model": "judge"}}}))

@@ -54,7 +54,8 @@ def model_config(connections: Connections, model: ModelTarget, project: str, *, 
                  where: str = "spec.target.model") -> JudgeConfig:
     """The call config of a model target over its connection: the spec's params on the connection's (no
     temperature imposed, as embedded), prices and the connection's call policy left to their owners."""
-    from evalsi.runs.spec import TARGET_CALL_PARAMS, struct_dict
+    from evalsi.records import struct_dict
+    from evalsi.targets.config import TARGET_CALL_PARAMS
 
     _refuse_fields(model, MODEL_FIELDS, where, "a model target")
     if not model.connection:

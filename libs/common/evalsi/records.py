@@ -200,3 +200,8 @@ def make_record(
     for key, value in (metadata or {}).items():
         record.metadata[str(key)].CopyFrom(to_value(value))
     return record
+
+
+def struct_dict(message: Any, field: str) -> dict[str, Any]:
+    """The Struct field ``field`` of ``message`` as plain values (``{}`` when unset), whole numbers as ints."""
+    return struct_to_dict(getattr(message, field)) if message.HasField(field) else {}

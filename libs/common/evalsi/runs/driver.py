@@ -100,7 +100,7 @@ def bound_of(run: Run, registry: Registry) -> list[BoundEvaluator]:
 
 def generates_outputs(run: Run) -> bool:
     """Whether a target (a model, an agent or the built-in harness) generates the run's outputs."""
-    from evalsi.targets.agents import generation_kind
+    from evalsi.targets.identity import generation_kind
 
     return generation_kind(run.spec.target, run.spec.harness) != "outputs"
 

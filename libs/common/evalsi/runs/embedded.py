@@ -53,7 +53,8 @@ from evalsi.runs.spec import (
 from evalsi.runs.summary import summarize_results
 from evalsi.sdk import interrupt_sets, progress_bar, progress_counts, timestamp_of
 from evalsi.stats.defaults import DEFAULT_BOOTSTRAP_RESAMPLES
-from evalsi.targets.models import Generation, TargetClient, TargetFailure, generate
+from evalsi.targets.generation import generate
+from evalsi.targets.models import Generation, TargetClient, TargetFailure
 from evalsi.v1alpha1.record_pb2 import Record, Usage
 from evalsi.v1alpha1.run_pb2 import (
     EvalRun,

@@ -107,8 +107,9 @@ class Executor:
         records = await self.records_of(task)
         if task.stage == STAGE_GENERATE:
             from evalsi.connection_rules import ServerEndpoints
-            from evalsi.targets.agents import generation_kind
-            from evalsi.targets.models import TargetClient, failed_generation, generate
+            from evalsi.targets.generation import generate
+            from evalsi.targets.identity import generation_kind
+            from evalsi.targets.models import TargetClient, failed_generation
 
             client = None
             endpoints = ServerEndpoints(self.connections, task.project) if self.connections is not None else None

@@ -119,7 +119,7 @@ def run_manifest(
     """What a run ran: spec hash, dataset and version, evaluators, judges (a served judge by its connection),
     target, ``seed`` (``spec.seed``, the target's), package versions and what could not be pinned."""
     from evalsi.sdk import build_manifest
-    from evalsi.targets.models import target_identity, unpinned_target
+    from evalsi.targets.identity import target_identity, unpinned_target
 
     manifest = build_manifest(dataset, spec, bound, judges)  # type: ignore[arg-type]
     manifest.seed = spec.seed

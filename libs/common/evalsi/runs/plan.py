@@ -29,15 +29,16 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from evalsi.datasets.shards import DEFAULT_SHARD_SIZE  # a run's shards are its stored dataset's shards
 from evalsi.evaluators import BoundEvaluator
 from evalsi.evaluators.runner import group_sessions
-from evalsi.runs.spec import target_config, target_prices, trials_of
-from evalsi.targets.agents import generation_kind
+from evalsi.runs.spec import trials_of
+from evalsi.targets.config import target_config, target_prices
+from evalsi.targets.identity import generation_kind
 from evalsi.targets.models import PromptError, build_messages
 from evalsi.v1alpha1.record_pb2 import Record, Usage
 from evalsi.v1alpha1.run_pb2 import Budget, EvalRun, RunSpec
 
-DEFAULT_SHARD_SIZE = 500
 Stage = Literal["generate", "evaluate", "reduce"]
 STAGES: tuple[Stage, ...] = ("generate", "evaluate", "reduce")
 GENERATE_POOL = "judge"  # provider-bound I/O, like judges (plan §14 pools)
@@ -102,7 +103,7 @@ class Plan:
     trials: int
     generates: bool
     evaluators: tuple[PlannedEvaluator, ...]
-    # How outputs are generated: outputs (given), model, agent or harness (evalsi.targets.agents.generation_kind).
+    # How outputs are generated: outputs (given), model, agent or harness (evalsi.targets.identity.generation_kind).
     generation: str = "outputs"
 
     @property

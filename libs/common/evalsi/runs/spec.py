@@ -25,13 +25,13 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from google.protobuf import json_format, struct_pb2
+from google.protobuf import json_format
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 from evalsi.durations import parse_duration
 from evalsi.errors import BadInputError
 from evalsi.evaluators import BoundEvaluator, Registry
-from evalsi.judges import PROVIDERS, JudgeConfig
+from evalsi.judges import JudgeConfig
 from evalsi.limits import (
     MAX_BOOTSTRAP_RESAMPLES,
     MAX_CONCURRENCY,
@@ -43,27 +43,17 @@ from evalsi.limits import (
     MAX_TRIALS,
 )
 from evalsi.projects import DEFAULT_PROJECT, PROJECT_LABEL, PROJECT_RULE, is_project
-from evalsi.records import canonical_json, from_value
+from evalsi.records import canonical_json, struct_dict
 from evalsi.runs.gates import check_gate_references, compile_gate
 from evalsi.sdk import resolve_evaluators
+from evalsi.targets.config import target_config, template_placeholders
+from evalsi.targets.identity import agent_problems, harness_problems
 from evalsi.v1alpha1.evaluator_pb2 import EvaluatorRef, JudgeSpec
-from evalsi.v1alpha1.run_pb2 import EvalRun, ModelTarget, ObjectMeta
+from evalsi.v1alpha1.run_pb2 import EvalRun, ObjectMeta
 
 API_VERSION = "evals.si/v1alpha1"
 KIND = "EvalRun"
 
-# Keys of ``spec.target.model.params`` that configure how Evals.si calls the target; they are never sent
-# to the provider. Everything else in params is (temperature, max_tokens, seed, ...).
-TARGET_CALL_PARAMS = (
-    "price_per_1k_input",
-    "price_per_1k_output",
-    "timeout_s",
-    "max_retries",
-    "rpm",
-    "tpm",
-)
-TEMPLATE_PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_.\-/]*)\s*\}\}")
-DEFAULT_PROMPT_TEMPLATE = "{{input}}"
 
 Path_ = tuple[str | int, ...]
 Lines = Mapping[Path_, int]
@@ -433,16 +423,6 @@ def target_kind(run: EvalRun) -> str:
     return run.spec.target.WhichOneof("kind") or "outputs"
 
 
-def struct_dict(message: Any, field: str) -> dict[str, Any]:
-    """A Struct field as plain values, whole numbers as ints (protobuf stores every number as a double)."""
-    if not message.HasField(field):
-        return {}
-    value = struct_pb2.Value()
-    value.struct_value.CopyFrom(getattr(message, field))
-    plain = from_value(value)
-    return dict(plain) if isinstance(plain, dict) else {}
-
-
 def bind_evaluators(run: EvalRun, registry: Registry) -> list[BoundEvaluator]:
     """The spec's evaluators, resolved and bound; errors name ``spec.evaluators[i]``."""
     bound, problems = _bind(run, registry)
@@ -532,52 +512,6 @@ def _judges(run: EvalRun) -> tuple[dict[str, JudgeConfig], list[str]]:
         except BadInputError as exc:
             problems.append(str(exc))
     return configs, problems
-
-
-def target_config(model: ModelTarget, *, seed: int | None = None) -> JudgeConfig:
-    """The connector config that calls a model target (the judges' connectors, retries and limits).
-
-    ``params`` go to the provider except :data:`TARGET_CALL_PARAMS`; no temperature is imposed (the
-    provider's default applies unless params set one). ``seed``, when given, replaces any seed in params.
-    """
-    where = "spec.target.model"
-    params = struct_dict(model, "params")
-    call = {key: params.pop(key) for key in TARGET_CALL_PARAMS if key in params}
-    for key in ("price_per_1k_input", "price_per_1k_output"):
-        if key in call and (isinstance(call[key], bool) or not isinstance(call[key], int | float) or call[key] < 0):
-            raise BadInputError(f"{where}.params.{key}: must be a number >= 0 (USD per 1,000 tokens)")
-    if seed is not None:
-        params["seed"] = seed
-    mapping: dict[str, Any] = {
-        "name": "target",
-        "model": model.model,
-        "provider": model.connector or "openai",
-        "params": {"temperature": None, **params},
-    }
-    if not model.model:
-        raise BadInputError(f"{where}.model: required (the provider's model id)")
-    if model.connector and model.connector not in PROVIDERS:
-        raise BadInputError(f"{where}.connector: must be one of {', '.join(PROVIDERS)}, got {model.connector!r}")
-    if model.base_url:
-        mapping["base_url"] = model.base_url
-    if model.api_key_env:
-        mapping["api_key_env"] = model.api_key_env
-    for key in ("timeout_s", "max_retries", "rpm", "tpm"):
-        if key in call:
-            mapping[key] = call[key]
-    return JudgeConfig.from_mapping(mapping, where=where)
-
-
-def target_prices(model: ModelTarget) -> tuple[float, float] | None:
-    """USD per 1,000 input and output tokens, when the spec gives both (or either: the other is 0)."""
-    params = struct_dict(model, "params")
-    if "price_per_1k_input" not in params and "price_per_1k_output" not in params:
-        return None
-    return float(params.get("price_per_1k_input", 0.0)), float(params.get("price_per_1k_output", 0.0))
-
-
-def template_placeholders(template: str) -> list[str]:
-    return [match.group(1) for match in TEMPLATE_PLACEHOLDER.finditer(template)]
 
 
 def _check_prompt_template(template: str) -> str | None:
@@ -721,7 +655,6 @@ def expected_metrics(bound: Sequence[BoundEvaluator]) -> dict[str, bool]:
 
 
 def _target_problems(run: EvalRun) -> list[str]:
-    from evalsi.targets.agents import agent_problems, harness_problems  # evalsi.targets.agents imports this module
 
     kind = target_kind(run)
     spec = run.spec

@@ -20,18 +20,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import random
 import time
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from evalsi.errors import BadInputError, InfraError
+from evalsi.errors import InfraError
 from evalsi.judges import RetryPolicy
 from evalsi.judges.redaction import redact
 from evalsi.records import content_text, to_value
-from evalsi.runs.spec import target_config, target_prices
+from evalsi.targets.identity import agent_identity, generation_kind, harness_config_of, harness_identity
 from evalsi.targets.models import (
     Endpoints,
     Generation,
@@ -43,7 +42,6 @@ from evalsi.targets.models import (
     build_messages,
     copy_record,
     failed_generation,
-    model_connection_identity,
     stamp_for_generation,
     target_seed,
 )
@@ -64,175 +62,23 @@ from evalsi.v1alpha1.run_pb2 import AgentTarget, HarnessSpec, RunSpec, Target
 
 if TYPE_CHECKING:
     from evalsi.cases.transcript import Turn
-    from evalsi.cases.transport import Transport
-    from evalsi.harness import HarnessConfig
 
-DEFAULT_AGENT_TIMEOUT_S = 120.0
 AGENT_RETRIES = 2  # after the first attempt; each retry starts a fresh conversation
-AGENT_TOKEN_ENV = "EVALSI_AGENT_TOKEN"  # the Bearer token sent to http and a2a agents, as `evalsi cases run`
 TENANT = "platform"  # seed 002's default tenant: runs have no case tenant to send
 _AGENT_KINDS = ("http", "a2a", "openai_responses", "python")
-_JSON_NAMES = {"openai_responses": "openaiResponses"}
 _STATUSES = {"ok": TOOL_CALL_STATUS_OK, "error": TOOL_CALL_STATUS_ERROR, "blocked": TOOL_CALL_STATUS_BLOCKED,
              None: TOOL_CALL_STATUS_UNSPECIFIED}
 
-
-def generation_kind(target: Target, harness: HarnessSpec | None = None) -> str:
-    """How a run gets its outputs: ``outputs`` (given), ``model``, ``agent`` or ``harness`` (the built-in
-    reference agent on the target model)."""
-    kind = target.WhichOneof("kind") or "outputs"
-    if kind == "model" and harness is not None and harness.HasField("builtin"):
-        return "harness"
-    return kind
 
 
 # --- identity and validation ------------------------------------------------------------------------------
 
 
-def _where(kind: str) -> str:
-    return f"spec.target.agent.{_JSON_NAMES.get(kind, kind)}"
 
 
-def agent_identity(agent: AgentTarget) -> str:
-    """What the manifest and provenance name: ``agent:http:http://host:8080 (agent shop)``."""
-    kind = agent.WhichOneof("kind")
-    if kind == "http":
-        return f"agent:http:{agent.http.url} (agent {agent.http.agent})"
-    if kind == "a2a":
-        return f"agent:a2a:{agent.a2a.url}"
-    if kind == "openai_responses":
-        return f"agent:openai-responses:{agent.openai_responses.model} @ {agent.openai_responses.base_url}"
-    if kind == "python":
-        return f"agent:python:{agent.python.callable}"
-    if kind == "connection":
-        return f"agent:connection:{agent.connection}"
-    return "agent:unknown"
 
 
-def harness_identity(spec: RunSpec) -> str:
-    """``evalsi-harness(maxSteps=5, tools=[py:tools:get_weather]) on openai-compatible:m @ http://host/v1``."""
-    from evalsi.harness.config import DEFAULT_MAX_STEPS
 
-    builtin = spec.harness.builtin
-    tools = [f"py:{t}" for t in builtin.tools.python] + [f"mcp:{m.url or ' '.join(m.command)}" for m in
-                                                         builtin.tools.mcp]
-    model = spec.target.model
-    head = f"evalsi-harness(maxSteps={builtin.max_steps or DEFAULT_MAX_STEPS}, tools=[{', '.join(tools)}]) on "
-    if model.connection:
-        return head + model_connection_identity(model)
-    config = target_config(model)
-    return head + f"{model.connector or 'openai'}:{config.model} @ {config.base_url}"
-
-
-def _url_problem(where: str, url: str) -> str | None:
-    if not url:
-        return f"{where}: required (the agent's http:// or https:// URL)"
-    if not url.startswith(("http://", "https://")):
-        return f"{where}: expected an http:// or https:// URL, got {url!r}"
-    return None
-
-
-def agent_problems(agent: AgentTarget) -> list[str]:
-    """What is wrong with ``spec.target.agent``, each naming its field path."""
-    kind = agent.WhichOneof("kind")
-    if kind is None:
-        return ["spec.target.agent: give one transport: http (docs/agent-protocol.md), a2a, openaiResponses or "
-                "python (an in-process callable)"]
-    where = _where(kind)
-    problems: list[str | None] = []
-    if kind == "http":
-        problems.append(_url_problem(f"{where}.url", agent.http.url))
-        if not agent.http.agent:
-            problems.append(f"{where}.agent: required (the agent id the deployment serves, sent with every turn)")
-    elif kind == "a2a":
-        problems.append(_url_problem(f"{where}.url", agent.a2a.url))
-    elif kind == "openai_responses":
-        problems.append(_url_problem(f"{where}.baseUrl", agent.openai_responses.base_url))
-        if not agent.openai_responses.model:
-            problems.append(f"{where}.model: required (the model or agent the endpoint answers as)")
-    elif kind == "connection":
-        if not agent.connection:
-            problems.append(f"{where}: required (the name of an agent the server configures)")
-    else:
-        module, sep, attr = agent.python.callable.partition(":")
-        if not (module and sep and attr):
-            problems.append(f"{where}.callable: expected \"package.module:callable\", got {agent.python.callable!r}")
-    for name in ("http", "a2a"):
-        if kind == name and getattr(agent, name).HasField("timeout"):
-            timeout = getattr(agent, name).timeout
-            if timeout.seconds < 0 or timeout.nanos < 0 or timeout.ToNanoseconds() == 0:
-                problems.append(f"{where}.timeout: must be longer than zero")
-    return [p for p in problems if p]
-
-
-def harness_problems(spec: RunSpec) -> list[str]:
-    """What is wrong with ``spec.harness`` given the target, each naming its field path."""
-    if not spec.harness.HasField("builtin"):
-        return ["spec.harness: give builtin (the built-in reference agent); no other harness is built yet"]
-    kind = spec.target.WhichOneof("kind")
-    if kind == "agent":
-        return ["spec.harness.builtin: the built-in harness runs the reference agent on spec.target.model; an agent "
-                "target runs its own loop and tools (giving it the harness's tools, budgets or simulated user is "
-                "not built yet): remove spec.harness, or use target.model"]
-    if kind != "model":
-        return ["spec.harness.builtin: needs spec.target.model, the model the reference agent runs on"]
-    builtin = spec.harness.builtin
-    problems = []
-    if builtin.HasField("user_simulator"):
-        problems.append("spec.harness.builtin.userSimulator: the simulated user is not built yet in runs; remove it "
-                        "(persona cases run with `evalsi cases simulate`)")
-    if builtin.max_steps < 0:
-        problems.append(f"spec.harness.builtin.maxSteps: must be >= 1 (0 means the default), got {builtin.max_steps}")
-    if builtin.budget.usd and target_prices(spec.target.model) is None:
-        problems.append("spec.harness.builtin.budget.usd: needs the target's prices (price_per_1k_input and "
-                        "price_per_1k_output in spec.target.model.params) to count dollars")
-    if problems:
-        return problems
-    try:
-        target_config(spec.target.model)
-    except BadInputError:
-        return problems  # the model target's own checks report it
-    try:
-        harness_config_of(spec)
-    except BadInputError as exc:
-        problems.append(str(exc))
-    return problems
-
-
-def harness_config_of(spec: RunSpec, *, seed: int | None = None, endpoints: Endpoints | None = None) -> HarnessConfig:
-    """The reference agent's config: the target model (its connector, params and system prompt, ``seed`` when
-    given), prices per million tokens from the target's per-thousand prices, and the BuiltinHarness's step limit,
-    per-task budget and tools. Errors name ``spec.harness.builtin``."""
-    from evalsi.harness import Pricing, config_from_mapping
-
-    builtin = spec.harness.builtin
-    budget: dict[str, Any] = {}
-    if builtin.budget.tokens:
-        budget["tokens"] = builtin.budget.tokens
-    if builtin.budget.usd:
-        budget["usd"] = builtin.budget.usd
-    if builtin.budget.HasField("wall_clock"):
-        budget["wall_clock"] = builtin.budget.wall_clock.ToTimedelta().total_seconds()
-    prices = target_prices(spec.target.model)
-    document: dict[str, Any] = {
-        # The model is the target's, built below; this stand-in only lets the shared validation run.
-        "model": {"model": "target"},
-        "budget": budget,
-        "tools": {"python": list(builtin.tools.python),
-                  "mcp": [{"url": m.url} if m.url else {"command": list(m.command)} for m in builtin.tools.mcp]},
-        "seed": max(0, spec.seed),
-    }
-    if builtin.max_steps:
-        document["max_steps"] = builtin.max_steps
-    if prices is not None:
-        document["pricing"] = {"input_per_mtok": prices[0] * 1000, "output_per_mtok": prices[1] * 1000}
-    config = config_from_mapping(document, source="spec.harness.builtin")
-    pricing = Pricing(prices[0] * 1000, prices[1] * 1000) if prices is not None else None
-    # No endpoints: validation, which names no credential and calls nothing.
-    model = (endpoints.model_config(spec.target.model, seed=seed) if endpoints is not None
-             else target_config(spec.target.model, seed=seed))
-    return dataclasses.replace(config, model=model,
-                               system=spec.target.model.system_prompt, pricing=pricing)
 
 
 # --- running one record -----------------------------------------------------------------------------------
@@ -289,38 +135,6 @@ def trajectory_of(turns: Sequence[Turn], identity: str, conversation: str) -> Tr
     return trajectory
 
 
-def _duration_s(message: Any, field: str) -> float:
-    if not message.HasField(field):
-        return DEFAULT_AGENT_TIMEOUT_S
-    return float(getattr(message, field).ToTimedelta().total_seconds())
-
-
-def open_transport(agent: AgentTarget, environ: Mapping[str, str]) -> tuple[Transport, str]:
-    """The case transport for ``agent`` and the agent name its turns carry."""
-    from evalsi.cases.transport import CallableTransport, HttpTransport
-    from evalsi.cases.transport_a2a import A2ATransport
-    from evalsi.cases.transport_responses import ResponsesTransport
-
-    problems = agent_problems(agent)
-    if problems:
-        raise BadInputError("; ".join(problems))
-    kind = agent.WhichOneof("kind")
-    if kind == "connection":
-        raise BadInputError(f"{_where(kind)}: {agent.connection!r} names an agent a server configures; an embedded "
-                            "run gives http, a2a, openaiResponses or python instead")
-    token = environ.get(AGENT_TOKEN_ENV) or None
-    if kind == "http":
-        return HttpTransport(agent.http.url, token=token, timeout=_duration_s(agent.http, "timeout")), agent.http.agent
-    if kind == "a2a":
-        return A2ATransport(agent.a2a.url, token=token, timeout=_duration_s(agent.a2a, "timeout")), "agent"
-    if kind == "openai_responses":
-        responses = agent.openai_responses
-        key = environ.get(responses.api_key_env) if responses.api_key_env else token
-        return ResponsesTransport(responses.base_url, model=responses.model, token=key or None), responses.model
-    try:
-        return CallableTransport.from_spec(agent.python.callable), "agent"
-    except BadInputError as exc:
-        raise BadInputError(f"{_where('python')}.callable: {str(exc).removeprefix('--agent-callable ')}") from None
 
 
 class TransportAgent:
@@ -445,7 +259,7 @@ async def generate_with_agent(
     retry: RetryPolicy | None,
     endpoints: Endpoints | None = None,
 ) -> Generation:
-    """Copies of ``records`` answered by the agent (see ``evalsi.targets.models.generate``)."""
+    """Copies of ``records`` answered by the agent (see ``evalsi.targets.generation.generate``)."""
     generation = Generation([copy_record(r) for r in records])
     for record in generation.records:
         stamp_for_generation(record, trial=trial, identity=identity, run_id=run_id)

@@ -32,21 +32,15 @@ import aiohttp
 from evalsi.errors import BadInputError, InfraError
 from evalsi.judges import CircuitBreakers, Completion, Connector, JudgeConfig, ProviderError, RateLimiter, RetryPolicy
 from evalsi.judges.connectors import make_connector
-from evalsi.records import canonical_json, content_text, from_value
-from evalsi.runs.spec import (
-    DEFAULT_PROMPT_TEMPLATE,
-    TEMPLATE_PLACEHOLDER,
-    struct_dict,
-    target_config,
-    target_prices,
-)
+from evalsi.records import canonical_json, content_text, from_value, struct_dict
+from evalsi.targets.config import DEFAULT_PROMPT_TEMPLATE, TEMPLATE_PLACEHOLDER, target_config, target_prices
+from evalsi.targets.transports import open_transport
 from evalsi.v1alpha1.record_pb2 import Content, Record, Usage
-from evalsi.v1alpha1.run_pb2 import AgentTarget, HarnessSpec, ModelTarget, RunSpec, Target
+from evalsi.v1alpha1.run_pb2 import AgentTarget, HarnessSpec, ModelTarget, Target
 
 if TYPE_CHECKING:
     from evalsi.cases.transport import Transport
 
-OUTPUTS_GIVEN = "outputs given"
 FailureKind = Literal["infra", "skipped", "cancelled"]
 UsageCallback = Callable[[Usage], None]
 
@@ -78,8 +72,6 @@ class LocalEndpoints:
         return target_config(model, seed=seed)
 
     def agent_transport(self, agent: AgentTarget) -> tuple[Transport, str]:
-        from evalsi.targets.agents import open_transport
-
         return open_transport(agent, os.environ if self.environ is None else self.environ)
 
     def check_harness(self, harness: HarnessSpec) -> None:
@@ -108,44 +100,7 @@ class Generation:
         return [r for i, r in enumerate(self.records) if i not in self.failures]
 
 
-def target_identity(target: Target, harness: HarnessSpec | None = None) -> str:
-    """What the manifest and provenance record: ``openai-compatible:my-model @ http://host/v1``, the agent
-    (``agent:http:http://host:8080 (agent shop)``) or the reference agent and its model (``evalsi-harness(...) on
-    openai-compatible:my-model @ http://host/v1``)."""
-    from evalsi.targets.agents import agent_identity, generation_kind, harness_identity
 
-    kind = generation_kind(target, harness)
-    if kind == "harness":
-        assert harness is not None  # generation_kind says harness
-        return harness_identity(RunSpec(target=target, harness=harness))
-    if kind == "model":
-        if target.model.connection:
-            return model_connection_identity(target.model)
-        config = target_config(target.model)
-        return f"{target.model.connector or 'openai'}:{config.model} @ {config.base_url}"
-    if kind == "agent":
-        return agent_identity(target.agent)
-    return OUTPUTS_GIVEN
-
-
-def unpinned_target(spec: RunSpec) -> str:
-    """What the manifest cannot pin about the target ("" for outputs given): a served model or agent."""
-    from evalsi.targets.agents import generation_kind
-
-    kind = generation_kind(spec.target, spec.harness)
-    if kind in ("model", "harness"):
-        model = spec.target.model
-        if model.connection:
-            return f"target: {model_connection_identity(model)} is served by an API and cannot be pinned"
-        return f"target: {model.connector or 'openai'} model {model.model!r} is served by an API and cannot be pinned"
-    if kind == "agent":
-        return f"target: {target_identity(spec.target)} is a running deployment and cannot be pinned"
-    return ""
-
-
-def model_connection_identity(model: ModelTarget) -> str:
-    """``connection:judges-a:my-model``: a served model target, by the names the server resolves."""
-    return f"connection:{model.connection}:{model.model or '(its default model)'}"
 
 
 def target_seed(model: ModelTarget, run_seed: int, trial: int) -> int | None:
@@ -328,41 +283,24 @@ def stamp_for_generation(record: Record, *, trial: int, identity: str, run_id: s
     record.ClearField("usage")
 
 
-async def generate(
+
+async def generate_with_model(
     records: Sequence[Record],
     target: Target,
     *,
     trial: int,
-    seed: int = 0,
+    seed: int,
+    identity: str,
+    kind: str,
+    semaphore: asyncio.Semaphore,
     client: TargetClient | None = None,
-    concurrency: int | asyncio.Semaphore = 16,
     cancel: asyncio.Event | None = None,
     on_usage: UsageCallback | None = None,
     run_id: str = "",
-    harness: HarnessSpec | None = None,
     retry: RetryPolicy | None = None,
     endpoints: Endpoints | None = None,
 ) -> Generation:
-    """Copies of ``records`` with the target's output, usage and provenance (trial, target, run) set.
-
-    For ``outputs`` targets the records keep their own outputs and trials (from the dataset). ``client``
-    is the model target's client (one is opened, and closed, when not given); ``concurrency`` bounds calls
-    in flight (pass one Semaphore to bound several generate calls together); once ``cancel`` is set, calls
-    not yet started end ``cancelled``. ``on_usage`` hears each answered call's usage as it arrives (for
-    budgets). An agent target, or ``harness`` (the spec's) with a model target, makes each record an agent
-    task (``evalsi.targets.agents``); ``retry`` sets the waits between an agent's (or the harness model's) retries.
-    ``endpoints`` resolve endpoints and credentials (default: the spec's own, as embedded).
-    """
-    from evalsi.targets.agents import generate_with_agent, generation_kind
-
-    identity = target_identity(target, harness)
-    kind = generation_kind(target, harness)
-    semaphore = concurrency if isinstance(concurrency, asyncio.Semaphore) else asyncio.Semaphore(max(1, concurrency))
-    if kind in ("agent", "harness"):
-        return await generate_with_agent(
-            records, target, harness, trial=trial, seed=seed, identity=identity, semaphore=semaphore, cancel=cancel,
-            on_usage=on_usage, run_id=run_id, retry=retry, endpoints=endpoints,
-        )
+    """``generate`` for a model target, or for outputs given (``kind`` "outputs": copies stamped with provenance)."""
     if kind != "model":
         out = []
         for record in records:
@@ -374,9 +312,9 @@ async def generate(
         return Generation(out)
     if client is None:
         async with TargetClient(target.model, retry=retry, endpoints=endpoints) as own:
-            return await generate(
-                records, target, trial=trial, seed=seed, client=own, concurrency=semaphore,
-                cancel=cancel, on_usage=on_usage, run_id=run_id,
+            return await generate_with_model(
+                records, target, trial=trial, seed=seed, identity=identity, kind=kind, client=own,
+                semaphore=semaphore, cancel=cancel, on_usage=on_usage, run_id=run_id,
             )
     generation = Generation([copy_record(r) for r in records])
     call_seed = client.seed_for(seed, trial)
@@ -414,6 +352,7 @@ async def generate(
 
     await asyncio.gather(*(one(i, r) for i, r in enumerate(generation.records)))
     return generation
+
 
 
 def add_usage(total: Usage, usage: Usage) -> None:
