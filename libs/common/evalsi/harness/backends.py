@@ -46,7 +46,11 @@ class WallClockExceeded(Exception):
 class Backend(Protocol):
     tools: tuple[ToolSpec, ...]
     started_at: float  # Unix seconds
-    recording: Cassette | None  # what a live backend records; None on replay
+
+    @property
+    def recording(self) -> Cassette | None:
+        """What a live backend records; None on replay."""
+        ...
 
     def wall_clock_exceeded(self, limit_s: float | None) -> bool: ...
 
@@ -150,7 +154,7 @@ class ReplayBackend:
     def _peek(self) -> Mapping[str, Any] | None:
         return self._entries[self._position] if self._position < len(self._entries) else None
 
-    def _take(self, kind: str, step: int) -> dict[str, Any]:
+    def _take(self, kind: str, step: int) -> Mapping[str, Any]:
         entry = self._peek()
         if entry is None or entry["type"] != kind:
             found = "the end of the recording" if entry is None else f"a {entry['type']} entry"

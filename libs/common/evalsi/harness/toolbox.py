@@ -94,16 +94,16 @@ async def open_toolbox(config: HarnessConfig) -> AsyncIterator[ToolBox]:
                                 "tool names must be unique")
         tools[name], origin[name] = tool, where
 
-    for i, spec in enumerate(config.python_tools):
-        add(load_python_tool(spec, f"{config.source}: tools.python[{i}]"), f"tools.python[{i}]")
+    for i, reference in enumerate(config.python_tools):
+        add(load_python_tool(reference, f"{config.source}: tools.python[{i}]"), f"tools.python[{i}]")
     clients: list[McpClient] = []
     try:
         for i, server in enumerate(config.mcp_servers):
             client = mcp_client(server, timeout_s=config.tool_timeout_s)
             clients.append(client)
             await client.start()
-            for spec in await client.list_tools():
-                add(McpTool(client, spec), f"tools.mcp[{i}] ({server.label})")
+            for tool_spec in await client.list_tools():
+                add(McpTool(client, tool_spec), f"tools.mcp[{i}] ({server.label})")
         yield ToolBox(tools, config.mocks, config)
     finally:
         for client in clients:

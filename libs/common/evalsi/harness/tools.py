@@ -15,7 +15,7 @@ import json
 import re
 import types
 import typing
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -62,7 +62,8 @@ class ToolResult:
 
 
 class Tool(Protocol):
-    spec: ToolSpec
+    @property
+    def spec(self) -> ToolSpec: ...
 
     async def call(self, arguments: Mapping[str, Any]) -> ToolResult: ...
 
@@ -84,7 +85,7 @@ class PythonTool:
             else:
                 value = await asyncio.to_thread(self.function, **arguments)
                 if inspect.isawaitable(value):
-                    value = await typing.cast(Awaitable[Any], value)
+                    value = await value
         except Exception as exc:  # the tool's failure is the agent's observation, not ours
             return ToolResult(error=f"{type(exc).__name__}: {exc}")
         return ToolResult(value=_jsonable(value))
