@@ -26,13 +26,17 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import anyio
+import nats.errors
 from faststream._internal.broker import BrokerUsecase
 from faststream.middlewares import AckPolicy
 from faststream.nats import JStream, NatsBroker, NatsMessage, NatsRouter, PullSub
+from faststream.nats.subscriber.usecases import PullStreamSubscriber
 from google.protobuf.message import Message
 from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
 
-from evalsi.bus.acks import AckTable, ConsumerStats, DeadLetterSink, Probe, Received, dead_letters_to
+from evalsi.bus.acks import AckTable, ConsumerStats, DeadLetterSink, Probe, Received, dead_letters_to, retry_delay
 from evalsi.bus.codec import TYPE_HEADER, decode, decode_any, delivery_from_msg, type_name
 from evalsi.bus.connection import BusConnection
 from evalsi.bus.deadletter import OnDeadLetter
@@ -119,6 +123,15 @@ def protobuf_decoder(
     return decode_message
 
 
+def _faststream_log() -> logging.Logger:
+    """FastStream's own lines (per message, and its task supervisor's at INFO whenever a loop ends) go here,
+    from WARNING up unless an operator sets this logger's level."""
+    logger = logging.getLogger("evalsi.bus.faststream")
+    if logger.level == logging.NOTSET:
+        logger.setLevel(logging.WARNING)
+    return logger
+
+
 class _SharedConnectionBroker(NatsBroker):
     """A NatsBroker over the service's own connection: FastStream neither opens nor drains it (the service's
     ``BusConnection`` owns reconnects, readiness and closing)."""
@@ -162,7 +175,7 @@ class BusBroker:
             graceful_timeout=drain_timeout_s,
             ack_policy=AckPolicy.MANUAL,  # the ack table settles every message
             apply_types=False,  # handlers take the decoded message; no per-message dependency injection
-            logger=log,
+            logger=_faststream_log(),
             log_level=logging.DEBUG,  # a line per message is for debugging, not for a million tasks
             description=description,
             specification_url=server_url,
@@ -208,6 +221,8 @@ class BusBroker:
             description=f"{subscription.description} (stream {subscription.stream}, durable "
             f"{subscription.durable}; payload {subscription.message_name})",
         )
+        assert type(subscriber) is PullStreamSubscriber, type(subscriber)
+        subscriber.__class__ = _PullSubscriber  # same slots: only the fetch loop differs
         if handler is not None:
             subscriber(_call_with_delivery(handler))
         self.nats.include_router(router)
@@ -232,8 +247,6 @@ class BusBroker:
                 info = await js.consumer_info(subscription.stream, subscription.durable)
                 if info.config.max_deliver and info.config.max_deliver > 0:
                     table.max_deliver = info.config.max_deliver
-        for subscriber in self.nats.subscribers:
-            _nak_what_arrives_after_stop(subscriber)  # before start: the pull loop binds ``consume`` then
         await self.nats.start()
         return self
 
@@ -267,18 +280,42 @@ async def _no_dead_letters(_data: bytes, _delivery: Any, _reason: str, _subject:
     raise RuntimeError("a describing broker has no dead-letter stream")
 
 
-def _nak_what_arrives_after_stop(subscriber: Any) -> None:
-    """A pull that returns after a stop began hands its messages to ``consume``, which drops them unsettled
-    while the subscriber is stopping: they would wait out ack_wait. Give them straight back instead."""
-    consume = subscriber.consume
+class _PullSubscriber(PullStreamSubscriber):
+    """FastStream's pull subscriber with our fetch loop: an idle fetch (nats-py raises a bare ``TimeoutError``
+    for some) is no error, a failing fetch backs off instead of spinning through FastStream's task supervisor,
+    a closed connection ends the loop, and what a fetch brings back after a stop began is handed straight back
+    (nak) instead of waiting out ``ack_wait``."""
 
-    async def consume_or_give_back(msg: Any) -> Any:
-        if not subscriber.running and hasattr(msg, "nak"):
+    __slots__ = ()
+
+    async def _consume_pull(self, cb: Callable[[Msg], Awaitable[Any]]) -> None:
+        assert self.subscription is not None
+        errors_in_a_row = 0
+        while self.running:
             try:
-                await msg.nak()
-            except Exception as e:  # the connection is going too: redelivery after ack_wait it is
-                log.debug("nak at stop failed: %s", e)
-            return None
-        return await consume(msg)
+                messages = await self.subscription.fetch(batch=self.pull_sub.batch_size, timeout=self.pull_sub.timeout)
+                errors_in_a_row = 0
+            except TimeoutError:  # nats.errors.TimeoutError too: nothing to do right now
+                continue
+            except nats.errors.ConnectionClosedError:
+                log.warning("subscriber %s: connection closed, pull loop ends", self.subject.broker_address)
+                return
+            except Exception as e:  # a server error, a reconnect in progress: pause and pull again
+                errors_in_a_row += 1
+                pause = retry_delay(errors_in_a_row, 0.1, 5.0)
+                log.warning("subscriber %s: fetch failed (%s), again in %.1fs", self.subject.broker_address, e, pause)
+                await asyncio.sleep(pause)
+                continue
+            if not self.running:
+                await asyncio.gather(*(_give_back(msg) for msg in messages))
+                return
+            async with anyio.create_task_group() as handlers:
+                for msg in messages:
+                    handlers.start_soon(cb, msg)
 
-    subscriber.consume = consume_or_give_back
+
+async def _give_back(msg: Msg) -> None:
+    try:
+        await msg.nak()
+    except nats.errors.Error as e:  # the connection is going too: redelivery after ack_wait it is
+        log.debug("nak at stop failed: %s", e)
