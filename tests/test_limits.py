@@ -31,10 +31,10 @@ from evalsi.api import (
 from evalsi.api.run_dataset import load_run_dataset
 from evalsi.errors import BadInputError
 from evalsi.evaluators import Registry
-from evalsi.ingest.online import Feedback
 from evalsi.runs.spec import validate_eval_run
 from evalsi.stores import open_metadata_store, open_object_store
 from evalsi.stores.traces import open_trace_store
+from evalsi.traces import Feedback
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResponse
 from evalsi.v1alpha1.run_pb2 import EvalRun
 

@@ -11,10 +11,10 @@ from evalsi.bus import subjects
 from evalsi.cli.main import cli
 from evalsi.errors import BadInputError
 from evalsi.ingest.handler import ExportHandler
-from evalsi.ingest.mappers import MappedSpan
 from evalsi.policy.spec import parse_policy_text
 from evalsi.projects import DEFAULT_PROJECT, PROJECT_RULE, check_project, is_project
 from evalsi.runs.spec import parse_eval_run_text
+from evalsi.traces import MappedSpan
 
 GOOD = ["default", "acme", "Acme-Prod_2", "a", "x" * 63]
 # Dots, spaces and NATS wildcards would split or merge subject tokens; the rest are plain violations.

@@ -31,9 +31,9 @@ from evalsi.api import (
 from evalsi.bus.v1alpha1.bus_pb2 import RunControl
 from evalsi.errors import BadInputError
 from evalsi.evaluators import Registry
-from evalsi.ingest import OnlineScore
 from evalsi.runs.driver import planned_task_count
 from evalsi.stores import StoredPolicy, policy_hash
+from evalsi.traces import OnlineScore
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResponse
 from evalsi.v1alpha1.policy_pb2 import OnlineEvalPolicy
 from evalsi.v1alpha1.run_pb2 import EvalRun, Run

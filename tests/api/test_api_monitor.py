@@ -22,9 +22,9 @@ from evalsi.api.errors import ApiError
 from evalsi.client import Client
 from evalsi.errors import BadInputError
 from evalsi.evaluators import Registry
-from evalsi.ingest import OnlineScore
 from evalsi.stores import SqlMetadataStore
 from evalsi.stores.traces import SqliteTraceStore
+from evalsi.traces import OnlineScore
 from evalsi.v1alpha1.monitor_service_pb2 import (
     ApplyPolicyRequest,
     GetPolicyStatsRequest,

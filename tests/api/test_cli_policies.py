@@ -11,7 +11,7 @@ from api_doubles import Api
 from click.testing import CliRunner, Result
 
 from evalsi.cli.main import cli
-from evalsi.ingest import OnlineScore
+from evalsi.traces import OnlineScore
 
 NOW = 28_333_334 * 60.0  # the start of a one-minute window
 

@@ -7,8 +7,9 @@ import json
 import pytest
 from ingest_helpers import make_span
 
-from evalsi.ingest import CompletionConfig, MappedSpan, TraceAssembler, assemble_record, map_span
+from evalsi.ingest import CompletionConfig, TraceAssembler, map_span
 from evalsi.records import from_value
+from evalsi.traces import MappedSpan, assemble_record
 from evalsi.v1alpha1.record_pb2 import STEP_TYPE_AGENT, STEP_TYPE_LLM, STEP_TYPE_TOOL
 
 

@@ -13,9 +13,9 @@ from ingest_helpers import make_span
 
 from evalsi.errors import InfraError
 from evalsi.ingest import map_span
-from evalsi.ingest.mappers import MappedSpan
 from evalsi.stores.traces import ClickHouseTraceStore
 from evalsi.testing.services import ClickHouseServer
+from evalsi.traces import MappedSpan
 
 _databases = itertools.count(1)
 TRACE = bytes([7]) * 16

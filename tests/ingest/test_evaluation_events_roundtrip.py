@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
-from evalsi.ingest import OnlineScore
 from evalsi.policy.exports import EVENT_NAME, GenAiEvaluationEvents
+from evalsi.traces import OnlineScore
 from evalsi.v1alpha1.record_pb2 import Record
 
 TRACE, ROOT = "ab" * 16, "0000000000000007"

@@ -18,11 +18,12 @@ import pytest
 from ingest_helpers import make_span, resource_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from evalsi.ingest import AssemblingSink, CompletionConfig, MappedSpan, TraceAssembler
+from evalsi.ingest import AssemblingSink, CompletionConfig, TraceAssembler
 from evalsi.ingest.mappers import map_resource_spans
 from evalsi.ingest.pipeline import partition_of
 from evalsi.ingest.processes import ProcessMember
 from evalsi.stores.traces import SqliteTraceStore
+from evalsi.traces import MappedSpan
 
 
 class _Clock:

@@ -22,9 +22,10 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsSer
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs
 
-from evalsi.ingest import LOG_MAPPER, ExportHandler, Redactor, assemble_record, map_resource_logs, map_span
+from evalsi.ingest import ExportHandler, Redactor, map_resource_logs, map_span
 from evalsi.records import from_value
 from evalsi.stores.traces import SqliteTraceStore
+from evalsi.traces import LOG_MAPPER, assemble_record
 from evalsi.v1alpha1.record_pb2 import STEP_TYPE_GENERIC, STEP_TYPE_LLM
 
 PROTOBUF = {"Content-Type": "application/x-protobuf"}

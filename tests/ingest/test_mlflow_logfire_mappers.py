@@ -15,8 +15,9 @@ from typing import Any
 
 from ingest_helpers import make_span
 
-from evalsi.ingest import assemble_record, map_span
+from evalsi.ingest import map_span
 from evalsi.records import from_value
+from evalsi.traces import assemble_record
 from evalsi.v1alpha1.record_pb2 import (
     STEP_TYPE_AGENT,
     STEP_TYPE_GENERIC,

@@ -7,8 +7,9 @@ import pytest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from evalsi.errors import BadInputError
-from evalsi.ingest import Feedback, OnlineScore, map_span
+from evalsi.ingest import map_span
 from evalsi.stores.traces import ClickHouseTraceStore, SqliteTraceStore
+from evalsi.traces import Feedback, OnlineScore
 
 Store = SqliteTraceStore | ClickHouseTraceStore
 T1, T2 = "ab" * 16, "cd" * 16

@@ -28,9 +28,9 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter
 
-from evalsi.ingest import LOG_MAPPER
 from evalsi.records import from_value
 from evalsi.testing.providers import FakeOpenAI
+from evalsi.traces import LOG_MAPPER
 from evalsi.v1alpha1.record_pb2 import STEP_TYPE_GENERIC, STEP_TYPE_LLM, Message, Record, Step
 
 MODEL = "gpt-4o-mini"

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from evalsi.evaluators import Pack, Registry, evaluator
-from evalsi.ingest.mappers import MappedSpan
 from evalsi.policy import TraceView
+from evalsi.traces import MappedSpan
 from evalsi.v1alpha1.record_pb2 import STEP_STATUS_ERROR, STEP_TYPE_AGENT, STEP_TYPE_LLM, Content, Step
 
 

@@ -22,7 +22,7 @@ from evalsi.bus.v1alpha1.bus_pb2 import TraceCompleted
 from evalsi.datasets.stored import DatasetStore
 from evalsi.errors import InfraError
 from evalsi.evaluators import Registry
-from evalsi.ingest import Feedback, OnlineScore, map_span
+from evalsi.ingest import map_span
 from evalsi.policy import WebhookSender, compile_policy, parse_policy_text, verify
 from evalsi.policy.engine import PolicyEngine, TraceNotReady
 from evalsi.policy.exports import EVENT_NAME, GenAiEvaluationEvents, PrometheusScores
@@ -30,6 +30,7 @@ from evalsi.policy.promotion import DatasetPromoter
 from evalsi.policy.stages import local_stage_evaluator
 from evalsi.stores.objects import LocalObjectStore
 from evalsi.stores.traces import SqliteTraceStore
+from evalsi.traces import Feedback, OnlineScore
 
 REGISTRY = Registry.from_entry_points()
 SECRET = "s3cret"

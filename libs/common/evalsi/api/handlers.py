@@ -53,7 +53,6 @@ from evalsi.datasets.stored import DatasetStore
 from evalsi.edge_checks import text_problem
 from evalsi.errors import BadInputError, DeadlineExceeded, InfraError
 from evalsi.evaluators import Registry
-from evalsi.ingest.online import Feedback, OnlineScore
 from evalsi.limits import check_resamples
 from evalsi.policy import ERROR, NO_CONTENT, SCORED, SKIPPED, compile_policy, unset_alert_secrets, window_start
 from evalsi.policy import KIND as POLICY_KIND
@@ -64,6 +63,7 @@ from evalsi.runs.compare import compare_runs
 from evalsi.runs.spec import API_VERSION
 from evalsi.stats import summarize
 from evalsi.stores import StoredPolicy, policy_hash
+from evalsi.traces.model import Feedback, OnlineScore
 from evalsi.v1alpha1.catalog_service_pb2 import ListEvaluatorsRequest, ListEvaluatorsResponse, PackInfo
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResponse
 from evalsi.v1alpha1.monitor_service_pb2 import (

@@ -1,22 +1,14 @@
 """Watch: OTLP ingest. Receivers (HTTP and gRPC) → one export handler → mappers → a span sink (store, assembler).
 
-Pure parts: ``map_span``/``map_resource_spans`` (semantic-convention mappers), ``assemble_record`` and
-``TraceAssembler`` (the completed-trace rule, with an injected clock). I/O at the edges: the receivers and the
-trace stores (SQLite, ClickHouse). See docs/watch.md.
+Pure parts: ``map_span``/``map_resource_spans`` (semantic-convention mappers, producing the ``MappedSpan`` rows
+of ``evalsi.traces``) and ``TraceAssembler`` (the completed-trace rule, with an injected clock). I/O at the edges:
+the receivers and the trace stores (``evalsi.stores.traces``). See docs/watch.md.
 """
 
-from .assembly import (
-    CompletedTrace,
-    CompletionConfig,
-    TraceAssembler,
-    assemble_record,
-    counts_toward_usage,
-    root_of,
-    sum_usage,
-)
 from .attributes import any_value_to_python, attributes_to_dict
+from .completion import CompletedTrace, CompletionConfig, TraceAssembler
 from .grpc_receiver import otlp_handlers, start_grpc_receiver
-from .handler import ExportHandler, ExportStats, SpanSink
+from .handler import ExportHandler, ExportStats
 from .http_receiver import (
     DEFAULT_MAX_BODY,
     LOGS_PATH,
@@ -26,7 +18,7 @@ from .http_receiver import (
     decode_request,
     start_http_receiver,
 )
-from .logs import LOG_MAPPER, is_log_row, map_log_record, map_resource_logs
+from .logs import map_log_record, map_resource_logs
 from .mappers import (
     DEFAULT_MAPPERS,
     GENAI,
@@ -35,13 +27,11 @@ from .mappers import (
     MLFLOW,
     OPENINFERENCE,
     OPENLLMETRY,
-    MappedSpan,
     Mapper,
     MapResult,
     map_resource_spans,
     map_span,
 )
-from .online import Feedback, OnlineScore
 from .pipeline import (
     AssemblingSink,
     Completer,
@@ -59,7 +49,6 @@ __all__ = [
     "GENERIC",
     "LOGFIRE",
     "LOGS_PATH",
-    "LOG_MAPPER",
     "MLFLOW",
     "OPENINFERENCE",
     "OPENLLMETRY",
@@ -71,33 +60,24 @@ __all__ = [
     "CompletionConfig",
     "ExportHandler",
     "ExportStats",
-    "Feedback",
     "MapResult",
-    "MappedSpan",
     "Mapper",
-    "OnlineScore",
     "OtlpHttpReceiver",
     "Partitioning",
     "RedactionRule",
     "Redactor",
-    "SpanSink",
     "TraceAssembler",
     "any_value_to_python",
-    "assemble_record",
     "attributes_to_dict",
-    "counts_toward_usage",
     "decode_logs_request",
     "decode_request",
-    "is_log_row",
     "map_log_record",
     "map_resource_logs",
     "map_resource_spans",
     "map_span",
     "otlp_handlers",
     "partition_of",
-    "root_of",
     "run_completion_loop",
     "start_grpc_receiver",
     "start_http_receiver",
-    "sum_usage",
 ]

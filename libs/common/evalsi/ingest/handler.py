@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
     ExportLogsServiceRequest,
@@ -24,19 +24,15 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 
 from evalsi.projects import DEFAULT_PROJECT, PROJECT_ATTRIBUTE, PROJECT_HEADER, PROJECT_RULE, check_project, is_project
+from evalsi.stores.traces.protocol import SpanSink
+from evalsi.traces.model import MappedSpan
 
 from .attributes import attributes_to_dict
 from .logs import map_resource_logs, redact_resource_logs
-from .mappers import DEFAULT_MAPPERS, MappedSpan, Mapper, map_resource_spans
+from .mappers import DEFAULT_MAPPERS, Mapper, map_resource_spans
 
 if TYPE_CHECKING:
     from .redaction import Redactor
-
-class SpanSink(Protocol):
-    """Where mapped spans go: a store, the assembler, the bus. Raising InfraError makes the client retry."""
-
-    async def consume(self, project: str, spans: Sequence[MappedSpan]) -> None: ...
-
 
 @dataclass
 class ExportStats:

@@ -23,13 +23,13 @@ from typing import Any
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from evalsi.records import to_value
+from evalsi.traces.model import PLACEHOLDER
 from evalsi.v1alpha1.record_pb2 import STEP_TYPE_GENERIC, STEP_TYPE_LLM, STEP_TYPE_TOOL, Content, Messages, Step
 
 from . import genai_mapper
 from .genai_mapper import set_usage
 from .messages import messages_content, messages_from_json, parse_json
 
-PLACEHOLDER = "evalsi.placeholder"
 # Attributes Logfire's schema lists that are not the call's arguments.
 _NOT_ARGUMENTS = ("return", "request_data", "response_data", "events", "tool_arguments", "tool_response")
 

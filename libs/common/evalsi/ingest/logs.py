@@ -15,29 +15,29 @@ theirs changes, a retry upserts the same row):
 - ``mapper``: ``otel-log@1``; the step: GENERIC, named after the event (or ``log``), every attribute kept, with
   ``otel.log.body``, ``otel.log.severity_number``/``severity_text``, ``otel.log.event_name``, ``otel.log.flags``
   and ``otel.scope`` beside them; for GenAI events, the messages in ``input``/``output``.
-``assemble_record`` then folds these rows into the step of their span (see ``merge_log_rows``). Records without a
+``evalsi.traces.assembly`` then folds these rows into the step of their span (``merge_log_rows``). Records without a
 valid trace id *and* span id have no step to join and no trace to belong to: they are rejected, with the reason.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs
 
-from evalsi.records import from_value, to_value
+from evalsi.records import to_value
+from evalsi.traces.model import LOG_MAPPER, MappedSpan
 from evalsi.v1alpha1.record_pb2 import STEP_STATUS_OK, STEP_TYPE_GENERIC, Messages, Step
 
 from .attributes import any_value_to_python, attributes_to_dict
-from .mappers import SESSION_KEYS, MappedSpan, MapResult
+from .mappers import SESSION_KEYS, MapResult
 from .messages import messages_content, messages_from_json, parse_json
 
 if TYPE_CHECKING:
     from .redaction import Redactor
 
-LOG_MAPPER = "otel-log@1"
 DETAILS_EVENT = "gen_ai.client.inference.operation.details"
 _MESSAGE_EVENTS = {
     "gen_ai.system.message": "system",
@@ -46,11 +46,6 @@ _MESSAGE_EVENTS = {
     "gen_ai.tool.message": "tool",
 }
 _CHOICE_EVENT = "gen_ai.choice"
-_LOGS_KEY = "otel.logs"  # where assembly lists a step's log records
-
-
-def is_log_row(span: MappedSpan) -> bool:
-    return span.mapper == LOG_MAPPER
 
 
 def event_name(record: LogRecord, attrs: Mapping[str, Any]) -> str:
@@ -164,62 +159,6 @@ def map_resource_logs(resource_logs: ResourceLogs, received_ns: int) -> MapResul
                 continue
             result.spans.append(map_log_record(record, resource, scope_logs.scope.name, index, received_ns))
     return result
-
-
-# --- assembly: log rows folded into their span's step -----------------------------------------------------
-
-
-def _log_entry(row: MappedSpan) -> dict[str, Any]:
-    attrs = row.step.attributes
-    entry: dict[str, Any] = {"time_unix_nano": str(row.start_ns)}
-    for key in ("otel.log.event_name", "otel.log.body", "otel.log.severity_number", "otel.log.severity_text"):
-        if key in attrs:
-            entry[key.removeprefix("otel.log.")] = from_value(attrs[key])
-    entry["attributes"] = {key: from_value(value) for key, value in attrs.items()
-                           if not key.startswith(("otel.log.", "otel.scope", "evalsi."))}
-    return entry
-
-
-def _order(row: MappedSpan) -> tuple[int, int, str]:
-    index = row.step.attributes.get("otel.log.index")
-    return row.start_ns, int(index.number_value) if index is not None else 0, row.span_id
-
-
-def _joined(rows: Iterable[MappedSpan], field: str) -> Messages | None:
-    out = Messages()
-    for row in rows:
-        content = getattr(row.step, field)
-        if content.WhichOneof("kind") == "messages":
-            out.messages.extend(content.messages.messages)
-    return out if out.messages else None
-
-
-def merge_log_rows(steps_by_span: dict[str, Step], rows: Sequence[MappedSpan]) -> list[MappedSpan]:
-    """Fold log rows into the steps of their spans; returns the rows whose span has not arrived.
-
-    A step that receives records is replaced in ``steps_by_span`` by a merged copy: the spans' own steps are
-    left as they are, so assembling twice gives the same Record.
-
-    A step gets the records' messages as its input/output only where its span had none (content on the span
-    wins: with both enabled the same messages would appear twice), and every record, GenAI or not, under the
-    ``otel.logs`` attribute, so nothing the app sent is lost from the Record.
-    """
-    by_parent: dict[str, list[MappedSpan]] = {}
-    for row in sorted(rows, key=_order):
-        by_parent.setdefault(row.parent_span_id, []).append(row)
-    orphans: list[MappedSpan] = []
-    for parent, children in by_parent.items():
-        original = steps_by_span.get(parent)
-        if original is None:
-            orphans.extend(children)
-            continue
-        step = steps_by_span[parent] = Step()
-        step.CopyFrom(original)
-        for field in ("input", "output"):
-            if not step.HasField(field) and (messages := _joined(children, field)) is not None:
-                getattr(step, field).messages.CopyFrom(messages)
-        step.attributes[_LOGS_KEY].CopyFrom(to_value([_log_entry(row) for row in children]))
-    return orphans
 
 
 # --- redaction of the raw records, before mapping ---------------------------------------------------------

@@ -33,6 +33,7 @@ from typing import Any
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span, Status
 
 from evalsi.records import to_value
+from evalsi.traces.model import MappedSpan
 from evalsi.v1alpha1.record_pb2 import (
     STEP_STATUS_ERROR,
     STEP_STATUS_OK,
@@ -67,25 +68,6 @@ from .messages import (
 # Rewrites decoded attributes in place (redaction before mapping).
 Redact = Callable[[dict[str, Any]], None]
 SESSION_KEYS = ("gen_ai.conversation.id", "session.id", "traceloop.association.properties.session_id")
-
-
-@dataclass(slots=True)
-class MappedSpan:
-    """A span after mapping: the canonical step plus what assembly and storage index on."""
-
-    trace_id: str  # 32 lowercase hex digits
-    span_id: str  # 16 lowercase hex digits
-    parent_span_id: str  # "" for a root span
-    name: str
-    start_ns: int
-    end_ns: int
-    error: bool
-    session_id: str
-    mapper: str  # name@version
-    service_name: str
-    step: Step
-    resource: dict[str, Any] = field(default_factory=dict)
-    scope: str = ""
 
 
 @dataclass(frozen=True)

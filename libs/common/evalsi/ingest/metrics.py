@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from .assembly import TraceAssembler
+from .completion import TraceAssembler
 from .handler import ExportHandler
 from .pipeline import Completer
 

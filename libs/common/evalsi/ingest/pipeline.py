@@ -20,18 +20,12 @@ from typing import Protocol
 
 from evalsi.bus.v1alpha1.bus_pb2 import ObservedTrace, TraceCompleted
 from evalsi.errors import InfraError
+from evalsi.stores.traces.protocol import CompletionStore, SpanSink
+from evalsi.traces.model import MappedSpan
 
-from .assembly import CompletedTrace, TraceAssembler
-from .handler import SpanSink
-from .mappers import MappedSpan
+from .completion import CompletedTrace, TraceAssembler
 
 log = logging.getLogger("evalsi.ingest")
-
-
-class CompletionStore(Protocol):
-    async def mark_completed(self, project: str, trace_ids: Sequence[str]) -> dict[str, int]:
-        """Mark the traces completed; returns each one's span count."""
-        ...
 
 
 class NoticeSender(Protocol):

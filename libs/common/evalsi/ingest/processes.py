@@ -28,7 +28,7 @@ from evalsi.bus.v1alpha1.bus_pb2 import ObservedTrace, TracesObserved
 from evalsi.errors import BadInputError, InfraError
 from evalsi.stores.traces import open_trace_store
 
-from .assembly import TraceAssembler
+from .completion import TraceAssembler
 from .pipeline import Partitioning
 
 log = logging.getLogger("evalsi.ingest")

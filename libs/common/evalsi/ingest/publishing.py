@@ -15,7 +15,7 @@ from nats.js.client import JetStreamContext
 from evalsi.bus import BusBroker, BusConnection, Delivery, publish, subjects, subscriptions
 from evalsi.bus.v1alpha1.bus_pb2 import ObservedTrace, TraceCompleted, TracesObserved
 
-from .assembly import TraceAssembler
+from .completion import TraceAssembler
 
 
 def completion_key(completed: TraceCompleted) -> str:

@@ -45,8 +45,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans
 
 from evalsi.errors import BadInputError
 from evalsi.projects import check_project
-
-from .mappers import MappedSpan
+from evalsi.traces.model import MappedSpan
 
 DEFAULT_REPLACEMENT = "[REDACTED]"
 ALL_PROJECTS = "*"

@@ -8,8 +8,8 @@ policy's windows; an alert rule that holds fires once per window; a trace whose 
 ``promote.when`` is added to the policy's dataset as a new version. Windows live in memory: ``restore_windows``
 rebuilds a new policy state's current window from the stored scores (after a restart or a window change).
 
-I/O is injected (``TraceSource``, ``ScoreSink``, ``StageEvaluator``, ``Notifier``, ``Promoter``,
-``ScoreObserver``), so the engine is tested without a bus and the service only wires it.
+I/O is injected (the trace store as ``TraceStore`` and ``ScoreStore``, ``StageEvaluator``, ``Notifier``,
+``Promoter``, ``ScoreObserver``), so the engine is tested without a bus and the service only wires it.
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ from typing import Protocol
 
 from evalsi.bus.v1alpha1.bus_pb2 import TraceCompleted
 from evalsi.errors import InfraError
-from evalsi.ingest.mappers import MappedSpan
-from evalsi.ingest.online import ERROR as ERROR_OUTCOME
-from evalsi.ingest.online import SCORED as SCORED_OUTCOME
-from evalsi.ingest.online import SKIPPED as SKIPPED_OUTCOME
-from evalsi.ingest.online import Feedback, OnlineScore
+from evalsi.stores.traces.protocol import ScoreStore, TraceStore
+from evalsi.traces.model import ERROR as ERROR_OUTCOME
+from evalsi.traces.model import SCORED as SCORED_OUTCOME
+from evalsi.traces.model import SKIPPED as SKIPPED_OUTCOME
+from evalsi.traces.model import OnlineScore
 from evalsi.v1alpha1.record_pb2 import Record
 
 from .cascade import SCORED, SKIPPED, Stage, StageResult, check_when, run_cascade
@@ -37,22 +37,6 @@ from .webhook import Delivery, alert_payload
 from .windows import AlertRule, AlertTracker, WindowAggregator, window_start
 
 log = logging.getLogger("evalsi.policy")
-
-
-class TraceSource(Protocol):
-    async def get_spans(self, project: str, trace_id: str) -> list[MappedSpan]: ...
-
-    async def list_feedback(self, project: str, *, trace_id: str | None = None,
-                            session_id: str | None = None) -> list[Feedback]: ...
-
-
-class ScoreSink(Protocol):
-    """Where scores are stored, and read back (by ``restore_windows``) to rebuild windows after a restart."""
-
-    async def put_scores(self, project: str, scores: Sequence[OnlineScore]) -> None: ...
-
-    async def list_scores(self, project: str, *, trace_id: str | None = None, policy: str | None = None,
-                          since: float | None = None, until: float | None = None) -> list[OnlineScore]: ...
 
 
 StageEvaluator = Callable[[str, Record, Sequence[Stage]], Awaitable[Sequence[StageResult]]]
@@ -108,8 +92,8 @@ class PolicyEngine:
     def __init__(
         self,
         *,
-        traces: TraceSource,
-        scores: ScoreSink,
+        traces: TraceStore,
+        scores: ScoreStore,
         evaluate: StageEvaluator,
         notifier: Notifier | None = None,
         promoter: Promoter | None = None,

@@ -16,7 +16,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
-from evalsi.ingest.online import SCORED, OnlineScore
+from evalsi.traces.model import SCORED, OnlineScore
 from evalsi.v1alpha1.record_pb2 import Record
 
 EVENT_NAME = "gen_ai.evaluation.result"

@@ -29,9 +29,9 @@ from celpy import celtypes
 
 from evalsi.durations import parse_duration
 from evalsi.errors import BadInputError
-from evalsi.ingest.assembly import assemble_record
-from evalsi.ingest.mappers import MappedSpan
 from evalsi.records import from_value
+from evalsi.traces.assembly import assemble_record
+from evalsi.traces.model import MappedSpan
 from evalsi.v1alpha1.record_pb2 import STEP_STATUS_ERROR, Record, Step, StepType
 
 _ENV = celpy.Environment()

@@ -1,4 +1,8 @@
-"""Trace stores: SQLite for one process, ClickHouse for a deployment."""
+"""Trace stores: SQLite for one process, ClickHouse for a deployment, both a ``TraceStore`` (``protocol``).
+
+They share their read SQL (``query``, ``reads``); each keeps its own schema and write path. The trace model they
+store is ``evalsi.traces``.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +12,25 @@ from evalsi.errors import BadInputError
 from evalsi.masking import mask_url
 
 from .clickhouse import ClickHouseTraceStore
-from .sqlite import SqliteTraceStore, TracePage, TraceSummary
+from .protocol import CompletionStore, FeedbackStore, ScoreStore, SpanSink, TraceReader, TraceStore
+from .sqlite import SqliteTraceStore
 
-__all__ = ["ClickHouseTraceStore", "SqliteTraceStore", "TracePage", "TraceSummary", "open_trace_store"]
+__all__ = [
+    "ClickHouseTraceStore",
+    "CompletionStore",
+    "FeedbackStore",
+    "ScoreStore",
+    "SpanSink",
+    "SqliteTraceStore",
+    "TraceReader",
+    "TraceStore",
+    "open_trace_store",
+]
 
 TRACE_URL_FORMS = "sqlite:///relative.db, sqlite:////absolute/path.db or clickhouse://host[:tcp_port]/database"
 
 
-async def open_trace_store(url: str) -> SqliteTraceStore | ClickHouseTraceStore:
+async def open_trace_store(url: str) -> TraceStore:
     """Open the trace store at ``url``: ``sqlite:///path`` or ``clickhouse://host[:tcp_port]/database``.
 
     A ClickHouse URL names the native TCP port (9000 when omitted); the database is created if missing and the

@@ -39,25 +39,25 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from evalsi.errors import BadInputError, InfraError
-from evalsi.ingest.assembly import assemble_record, counts_toward_usage
-from evalsi.ingest.mappers import MappedSpan
-from evalsi.ingest.online import (
+from evalsi.masking import mask_url
+from evalsi.traces.model import Feedback, MappedSpan, OnlineScore, TraceSummary, counts_toward_usage
+
+from .query import (
+    CLICKHOUSE,
     FEEDBACK_COLUMNS,
     SCORE_COLUMNS,
-    Feedback,
-    OnlineScore,
-    feedback_from_row,
+    STEP_COLUMN,
+    TENANT,
+    TRACE_COLUMNS,
+    Dialect,
+    Query,
     feedback_row,
-    score_from_row,
     score_row,
 )
-from evalsi.masking import mask_url
-from evalsi.v1alpha1.record_pb2 import Record, Step
-
-from .sqlite import MAX_PAGE, TENANT, TracePage, TraceSummary, _decode_token, _encode_token
+from .reads import TraceReads
 
 T = TypeVar("T")
 log = logging.getLogger("evalsi.ingest")
@@ -119,10 +119,7 @@ _VERSION = _SPAN_COLUMNS.index("version")
 _SUMMARY_SOURCE = tuple(_SPAN_COLUMNS.index(name) for name in (
     "trace_id", "span_id", "parent_span_id", "name", "service_name", "session_id", "start_ns", "end_ns", "error",
     "input_tokens", "output_tokens"))
-_TRACE_COLUMNS = ("trace_id", "root_span_id", "root_name", "service_name", "session_id", "start_ns", "end_ns",
-                  "span_count", "error_count", "input_tokens", "output_tokens", "revision", "updated_at",
-                  "completed_at", "completions")
-_TRACE_ROW = ("project_id", "tenant_id", *_TRACE_COLUMNS, "first_seen", "version")
+_TRACE_ROW = ("project_id", "tenant_id", *TRACE_COLUMNS, "first_seen", "version")
 
 
 class GroupCommit(Generic[T]):
@@ -223,8 +220,10 @@ class _Unsummarized:
     traces: dict[str, dict[str, tuple[Any, ...]]]
 
 
-class ClickHouseTraceStore:
-    """Spans and traces in one ClickHouse database; implements the ingest ``SpanSink``."""
+class ClickHouseTraceStore(TraceReads):
+    """Spans and traces in one ClickHouse database: a ``TraceStore``."""
+
+    dialect: ClassVar[Dialect] = CLICKHOUSE
 
     def __init__(self, host: str, port: int, database: str, clock: Callable[[], float] = time.time, *,
                  summary_interval_s: float = SUMMARY_INTERVAL_S) -> None:
@@ -451,7 +450,7 @@ class ClickHouseTraceStore:
             client.execute(f"INSERT INTO traces ({', '.join(_TRACE_ROW)}) VALUES", out, columnar=True)
         return {trace_id: len(trace_rows) for trace_id, trace_rows in by_trace.items()}
 
-    # --- completion and reads ---------------------------------------------------------------------------------
+    # --- completion and reads ------------------------------------------------------------------------------------
 
     async def mark_completed(self, project: str, trace_ids: Sequence[str]) -> dict[str, int]:
         """Record that the assembler completed these traces (again, for a late span), their summaries re-summed
@@ -466,99 +465,28 @@ class ClickHouseTraceStore:
 
         return await self._run(complete)
 
-    async def list_traces(
-        self,
-        project: str,
-        *,
-        limit: int = 50,
-        page_token: str = "",
-        service: str | None = None,
-        session_id: str | None = None,
-        since_ns: int | None = None,
-        until_ns: int | None = None,
-        has_error: bool | None = None,
-        completed: bool | None = None,
-        score_metric: str | None = None,
-        min_score: float | None = None,
-        max_score: float | None = None,
-    ) -> TracePage:
-        """Newest first (by start time); filters combine with AND; page on with ``next_page_token``.
+    async def _select(self, query: Query) -> list[Sequence[Any]]:
+        return await self._run(lambda client: client.execute(query.sql, query.bound(), settings=_READ_SETTINGS))
 
-        ``score_metric`` keeps traces with a scored online value of that metric, within ``min_score`` and
-        ``max_score`` when given (inclusive).
-        """
-        if not 1 <= limit <= MAX_PAGE:
-            raise BadInputError(f"limit {limit}: must be 1 to {MAX_PAGE}")
-        clauses = ["project_id = %(project)s", "tenant_id = %(tenant)s"]
-        params: dict[str, Any] = {"project": project, "tenant": TENANT, "limit": limit + 1}
-        if score_metric is not None:
-            scored = ["project_id = %(project)s", "tenant_id = %(tenant)s", "metric = %(score_metric)s",
-                      "outcome = 'scored'", "isNotNull(value)"]
-            params["score_metric"] = score_metric
-            for sql, name, bound in (("value >= %(min_score)s", "min_score", min_score),
-                                     ("value <= %(max_score)s", "max_score", max_score)):
-                if bound is not None:
-                    scored.append(sql)
-                    params[name] = bound
-            clauses.append(f"trace_id IN (SELECT trace_id FROM online_scores FINAL WHERE {' AND '.join(scored)})")
-        for sql, name, value in (("service_name = %(service)s", "service", service),
-                                 ("session_id = %(session)s", "session", session_id),
-                                 ("start_ns >= %(since)s", "since", since_ns),
-                                 ("start_ns < %(until)s", "until", until_ns)):
-            if value is not None:
-                clauses.append(sql)
-                params[name] = max(value, 0) if isinstance(value, int) else value
-        if has_error is not None:
-            clauses.append("error_count > 0" if has_error else "error_count = 0")
-        if completed is not None:
-            clauses.append("isNotNull(completed_at)" if completed else "isNull(completed_at)")
-        if page_token:
-            start, trace_id = _decode_token(page_token)
-            clauses.append("(start_ns < %(tok_start)s OR (start_ns = %(tok_start)s AND trace_id > %(tok_trace)s))")
-            params |= {"tok_start": max(start, 0), "tok_trace": trace_id}
-        sql = (f"SELECT {', '.join(_TRACE_COLUMNS)} FROM traces FINAL WHERE {' AND '.join(clauses)} "
-               "ORDER BY start_ns DESC, trace_id LIMIT %(limit)s")
+    async def _select_spans(self, query: Query) -> list[Sequence[Any]]:
+        # The step column holds protobuf bytes: read strings as bytes and decode the text columns here.
+        rows = await self._run(lambda client: client.execute(
+            query.sql, query.bound(), settings={**_READ_SETTINGS, "strings_as_bytes": True}))
+        return [[value.decode() if isinstance(value, bytes) and i != STEP_COLUMN else value
+                 for i, value in enumerate(row)] for row in rows]
+
+    async def _before_trace_read(self) -> None:
         await self._summaries_written()
-        rows = await self._run(lambda client: client.execute(sql, params, settings=_READ_SETTINGS))
-        traces = [TraceSummary(*row) for row in rows[:limit]]
-        token = _encode_token(traces[-1].start_ns, traces[-1].trace_id) if len(rows) > limit else ""
-        return TracePage(traces, token)
 
     async def get_summary(self, project: str, trace_id: str) -> TraceSummary | None:
         """The summary row of one trace in this project, or None."""
-        sql = (f"SELECT {', '.join(_TRACE_COLUMNS)} FROM traces FINAL WHERE project_id = %(project)s "
-               "AND tenant_id = %(tenant)s AND trace_id = %(trace)s")
-        params = {"project": project, "tenant": TENANT, "trace": trace_id.lower()}
-        await self._summaries_written()
-        rows = await self._run(lambda client: client.execute(sql, params, settings=_READ_SETTINGS))
-        if rows:
-            return TraceSummary(*rows[0])
+        summary = await super().get_summary(project, trace_id)
+        if summary is not None:
+            return summary
         # Spans another process stored within the last summary interval: summed here (revision 0: no summary
         # written yet), so a trace is readable as soon as its export is answered, wherever it was stored.
         spans = await self._run(lambda client: _select_in(client, _SPAN_SUMS, project, [trace_id.lower()]))
         return TraceSummary(trace_id.lower(), *_sums(spans), 0, self._clock(), None, 0) if spans else None
-
-    async def get_spans(self, project: str, trace_id: str) -> list[MappedSpan]:
-        sql = ("SELECT trace_id, span_id, parent_span_id, name, start_ns, end_ns, error, session_id, mapper, "
-               "service_name, step, resource, scope FROM spans FINAL WHERE project_id = %(project)s "
-               "AND tenant_id = %(tenant)s AND trace_id = %(trace)s ORDER BY start_ns, span_id")
-        params = {"project": project, "tenant": TENANT, "trace": trace_id.lower()}
-        # The step column holds protobuf bytes: read strings as bytes and decode the text columns here.
-        rows = await self._run(lambda client: client.execute(
-            sql, params, settings={**_READ_SETTINGS, "strings_as_bytes": True}))
-        spans = []
-        for r in rows:
-            text = [value.decode() if isinstance(value, bytes) and i != 10 else value for i, value in enumerate(r)]
-            spans.append(MappedSpan(
-                trace_id=text[0], span_id=text[1], parent_span_id=text[2], name=text[3], start_ns=r[4],
-                end_ns=r[5], error=bool(r[6]), session_id=text[7], mapper=text[8], service_name=text[9],
-                step=Step.FromString(r[10]), resource=json.loads(text[11]), scope=text[12]))
-        return spans
-
-    async def get_trace(self, project: str, trace_id: str) -> Record | None:
-        """The assembled Record of a trace in this project, or None when the project has no such trace."""
-        spans = await self.get_spans(project, trace_id)
-        return assemble_record(spans, project=project) if spans else None
 
     # --- online scores and late signals ------------------------------------------------------------------------
 
@@ -569,23 +497,6 @@ class ClickHouseTraceStore:
         rows = [(project, TENANT, *score_row(score)) for score in scores]
         sql = f"INSERT INTO online_scores ({', '.join(_SCORE_ROW)}) VALUES"
         await self._run(lambda client: client.execute(sql, rows))
-
-    async def list_scores(self, project: str, *, trace_id: str | None = None, policy: str | None = None,
-                          since: float | None = None, until: float | None = None) -> list[OnlineScore]:
-        """Online scores of this project, oldest first; filters combine with AND (times on ``scored_at``)."""
-        clauses = ["project_id = %(project)s", "tenant_id = %(tenant)s"]
-        params: dict[str, Any] = {"project": project, "tenant": TENANT}
-        for sql, name, value in (("trace_id = %(trace)s", "trace", trace_id.lower() if trace_id else None),
-                                 ("policy = %(policy)s", "policy", policy),
-                                 ("scored_at >= %(since)s", "since", since),
-                                 ("scored_at < %(until)s", "until", until)):
-            if value is not None:
-                clauses.append(sql)
-                params[name] = value
-        sql = (f"SELECT {', '.join(SCORE_COLUMNS)} FROM online_scores FINAL WHERE {' AND '.join(clauses)} "
-               "ORDER BY scored_at, trace_id, policy, metric")
-        rows = await self._run(lambda client: client.execute(sql, params, settings=_READ_SETTINGS))
-        return [score_from_row(row) for row in rows]
 
     async def put_feedback(self, project: str, feedback: Sequence[Feedback]) -> None:
         """Insert; FINAL keeps the newest row per feedback id (a client's retry replaces its earlier row)."""
@@ -598,23 +509,6 @@ class ClickHouseTraceStore:
             client.execute(f"INSERT INTO feedback ({', '.join(_FEEDBACK_ROW)}) VALUES", rows)
 
         await self._run(write)
-
-    async def list_feedback(self, project: str, *, trace_id: str | None = None,
-                            session_id: str | None = None) -> list[Feedback]:
-        """Signals joined to a trace: those naming it, and those naming its session (either filter, or both: OR)."""
-        clauses = []
-        params: dict[str, Any] = {"project": project, "tenant": TENANT}
-        if trace_id:
-            clauses.append("trace_id = %(trace)s")
-            params["trace"] = trace_id.lower()
-        if session_id:
-            clauses.append("session_id = %(session)s")
-            params["session"] = session_id
-        match = f" AND ({' OR '.join(clauses)})" if clauses else ""
-        sql = (f"SELECT {', '.join(FEEDBACK_COLUMNS)} FROM feedback FINAL WHERE project_id = %(project)s "
-               f"AND tenant_id = %(tenant)s{match} ORDER BY created_at, id")
-        rows = await self._run(lambda client: client.execute(sql, params, settings=_READ_SETTINGS))
-        return [feedback_from_row(row) for row in rows]
 
     async def __aenter__(self) -> ClickHouseTraceStore:
         return self

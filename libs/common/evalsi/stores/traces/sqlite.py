@@ -3,43 +3,30 @@
 One ``sqlite3`` connection on one dedicated thread, so the event loop never blocks. A ``consume`` is one
 transaction: spans are upserted by (project, tenant, trace, span), so an OTLP client's retry never doubles
 anything, and the summary row of each trace it touched is recomputed from its spans with ``revision`` + 1
-(the trace revision online evaluation keys on). ``get_trace`` assembles the Record from the stored spans with
-the same pure ``assemble_record`` every backend uses. Every row carries ``project_id`` and the reserved, empty
-``tenant_id``. The ClickHouse store comes later behind the same methods.
+(the trace revision online evaluation keys on). Reads are ``TraceReads``, the SQL both trace stores share
+(``query``); ``get_trace`` assembles the Record from the stored spans with ``evalsi.traces.assemble_record``.
+Every row carries ``project_id`` and the reserved, empty ``tenant_id``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import json
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
-from evalsi.errors import BadInputError, InfraError
-from evalsi.ingest.assembly import assemble_record, counts_toward_usage
-from evalsi.ingest.mappers import MappedSpan
-from evalsi.ingest.online import (
-    FEEDBACK_COLUMNS,
-    SCORE_COLUMNS,
-    Feedback,
-    OnlineScore,
-    feedback_from_row,
-    feedback_row,
-    score_from_row,
-    score_row,
-)
-from evalsi.v1alpha1.record_pb2 import Record, Step
+from evalsi.errors import InfraError
+from evalsi.traces.model import Feedback, MappedSpan, OnlineScore, counts_toward_usage
+
+from .query import FEEDBACK_COLUMNS, SCORE_COLUMNS, SQLITE, TENANT, Dialect, Query, feedback_row, score_row
+from .reads import TraceReads
 
 T = TypeVar("T")
-TENANT = ""  # reserved: every row has one, empty until tenancy exists
-MAX_PAGE = 1000
 
 _MIGRATIONS: tuple[tuple[int, str], ...] = (
     (1, """
@@ -85,34 +72,6 @@ _MIGRATIONS: tuple[tuple[int, str], ...] = (
 _SPAN_COLUMNS = ("project_id", "tenant_id", "trace_id", "span_id", "parent_span_id", "name", "service_name",
                  "session_id", "mapper", "scope", "start_ns", "end_ns", "error", "step_type", "input_tokens",
                  "output_tokens", "step", "resource", "received_at")
-_TRACE_COLUMNS = ("trace_id", "root_span_id", "root_name", "service_name", "session_id", "start_ns", "end_ns",
-                  "span_count", "error_count", "input_tokens", "output_tokens", "revision", "updated_at",
-                  "completed_at", "completions")
-
-
-@dataclass(frozen=True)
-class TraceSummary:
-    trace_id: str
-    root_span_id: str  # "" while the root span has not arrived
-    root_name: str
-    service_name: str
-    session_id: str
-    start_ns: int
-    end_ns: int
-    span_count: int
-    error_count: int
-    input_tokens: int
-    output_tokens: int
-    revision: int
-    updated_at: float
-    completed_at: float | None
-    completions: int
-
-
-@dataclass(frozen=True)
-class TracePage:
-    traces: list[TraceSummary]
-    next_page_token: str  # "" on the last page
 
 
 def _migrate(conn: sqlite3.Connection, where: str) -> None:
@@ -139,20 +98,10 @@ def _span_row(project: str, span: MappedSpan, now: float, resources: dict[int, s
     )
 
 
-def _encode_token(start_ns: int, trace_id: str) -> str:
-    return base64.urlsafe_b64encode(f"{start_ns}:{trace_id}".encode()).decode()
+class SqliteTraceStore(TraceReads):
+    """Spans and traces in one SQLite file: a ``TraceStore``."""
 
-
-def _decode_token(token: str) -> tuple[int, str]:
-    try:
-        start, trace_id = base64.urlsafe_b64decode(token.encode()).decode().split(":", 1)
-        return int(start), trace_id
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise BadInputError(f"page_token {token!r}: not a token this store issued") from exc
-
-
-class SqliteTraceStore:
-    """Spans and traces in one SQLite file; implements the ingest ``SpanSink``."""
+    dialect: ClassVar[Dialect] = SQLITE
 
     def __init__(self, path: Path, clock: Callable[[], float] = time.time) -> None:
         self.path = path
@@ -191,6 +140,9 @@ class SqliteTraceStore:
         if conn is not None:
             await asyncio.get_running_loop().run_in_executor(self._executor, conn.close)
         self._executor.shutdown(wait=True)
+
+    async def _select(self, query: Query) -> list[Sequence[Any]]:
+        return await self._run(lambda conn: conn.execute(query.sql, query.bound()).fetchall())
 
     # --- the sink --------------------------------------------------------------------------------------------
 
@@ -246,7 +198,7 @@ class SqliteTraceStore:
              tokens_out, now),
         )
 
-    # --- completion and reads ---------------------------------------------------------------------------------
+    # --- completion ---------------------------------------------------------------------------------------
 
     async def mark_completed(self, project: str, trace_ids: Sequence[str]) -> dict[str, int]:
         """Record that the assembler completed these traces (again, for a late span); returns each completed
@@ -269,83 +221,6 @@ class SqliteTraceStore:
 
         return await self._run(write)
 
-    async def list_traces(
-        self,
-        project: str,
-        *,
-        limit: int = 50,
-        page_token: str = "",
-        service: str | None = None,
-        session_id: str | None = None,
-        since_ns: int | None = None,
-        until_ns: int | None = None,
-        has_error: bool | None = None,
-        completed: bool | None = None,
-        score_metric: str | None = None,
-        min_score: float | None = None,
-        max_score: float | None = None,
-    ) -> TracePage:
-        """Newest first (by start time); filters combine with AND; page on with ``next_page_token``.
-
-        ``score_metric`` keeps traces with a scored online value of that metric, within ``min_score`` and
-        ``max_score`` when given (inclusive).
-        """
-        if not 1 <= limit <= MAX_PAGE:
-            raise BadInputError(f"limit {limit}: must be 1 to {MAX_PAGE}")
-        clauses, args = ["project_id = ?", "tenant_id = ?"], [project, TENANT]
-        if score_metric is not None:
-            scored = ["s.project_id = traces.project_id", "s.tenant_id = traces.tenant_id",
-                      "s.trace_id = traces.trace_id", "s.metric = ?", "s.outcome = 'scored'", "s.value IS NOT NULL"]
-            args.append(score_metric)
-            for sql, bound in (("s.value >= ?", min_score), ("s.value <= ?", max_score)):
-                if bound is not None:
-                    scored.append(sql)
-                    args.append(bound)
-            clauses.append(f"EXISTS (SELECT 1 FROM online_scores s WHERE {' AND '.join(scored)})")
-        for sql, value in (("service_name = ?", service), ("session_id = ?", session_id),
-                           ("start_ns >= ?", since_ns), ("start_ns < ?", until_ns)):
-            if value is not None:
-                clauses.append(sql)
-                args.append(value)
-        if has_error is not None:
-            clauses.append("error_count > 0" if has_error else "error_count = 0")
-        if completed is not None:
-            clauses.append("completed_at IS NOT NULL" if completed else "completed_at IS NULL")
-        if page_token:
-            start, trace_id = _decode_token(page_token)
-            clauses.append("(start_ns < ? OR (start_ns = ? AND trace_id > ?))")
-            args += [start, start, trace_id]
-        sql = (f"SELECT {', '.join(_TRACE_COLUMNS)} FROM traces WHERE {' AND '.join(clauses)} "
-               f"ORDER BY start_ns DESC, trace_id LIMIT ?")
-        rows = await self._run(lambda conn: conn.execute(sql, (*args, limit + 1)).fetchall())
-        traces = [TraceSummary(*row) for row in rows[:limit]]
-        token = _encode_token(traces[-1].start_ns, traces[-1].trace_id) if len(rows) > limit else ""
-        return TracePage(traces, token)
-
-    async def get_summary(self, project: str, trace_id: str) -> TraceSummary | None:
-        """The summary row of one trace in this project, or None."""
-        sql = (f"SELECT {', '.join(_TRACE_COLUMNS)} FROM traces WHERE project_id = ? AND tenant_id = ? "
-               "AND trace_id = ?")
-        row = await self._run(lambda conn: conn.execute(sql, (project, TENANT, trace_id.lower())).fetchone())
-        return TraceSummary(*row) if row else None
-
-    async def get_spans(self, project: str, trace_id: str) -> list[MappedSpan]:
-        sql = ("SELECT trace_id, span_id, parent_span_id, name, start_ns, end_ns, error, session_id, mapper, "
-               "service_name, step, resource, scope FROM spans WHERE project_id = ? AND tenant_id = ? "
-               "AND trace_id = ? ORDER BY start_ns, span_id")
-        rows = await self._run(lambda conn: conn.execute(sql, (project, TENANT, trace_id.lower())).fetchall())
-        return [
-            MappedSpan(trace_id=r[0], span_id=r[1], parent_span_id=r[2], name=r[3], start_ns=r[4], end_ns=r[5],
-                       error=bool(r[6]), session_id=r[7], mapper=r[8], service_name=r[9],
-                       step=Step.FromString(r[10]), resource=json.loads(r[11]), scope=r[12])
-            for r in rows
-        ]
-
-    async def get_trace(self, project: str, trace_id: str) -> Record | None:
-        """The assembled Record of a trace in this project, or None when the project has no such trace."""
-        spans = await self.get_spans(project, trace_id)
-        return assemble_record(spans, project=project) if spans else None
-
     # --- online scores and late signals ------------------------------------------------------------------------
 
     async def put_scores(self, project: str, scores: Sequence[OnlineScore]) -> None:
@@ -365,20 +240,6 @@ class SqliteTraceStore:
 
         await self._run(write)
 
-    async def list_scores(self, project: str, *, trace_id: str | None = None, policy: str | None = None,
-                          since: float | None = None, until: float | None = None) -> list[OnlineScore]:
-        """Online scores of this project, oldest first; filters combine with AND (times on ``scored_at``)."""
-        clauses, args = ["project_id = ?", "tenant_id = ?"], [project, TENANT]
-        for sql, value in (("trace_id = ?", trace_id.lower() if trace_id else None), ("policy = ?", policy),
-                           ("scored_at >= ?", since), ("scored_at < ?", until)):
-            if value is not None:
-                clauses.append(sql)
-                args.append(value)
-        sql = (f"SELECT {', '.join(SCORE_COLUMNS)} FROM online_scores WHERE {' AND '.join(clauses)} "
-               "ORDER BY scored_at, trace_id, policy, metric")
-        rows = await self._run(lambda conn: conn.execute(sql, args).fetchall())
-        return [score_from_row(row) for row in rows]
-
     async def put_feedback(self, project: str, feedback: Sequence[Feedback]) -> None:
         """Upsert by feedback id (a client's retry replaces its earlier row)."""
         if not feedback:
@@ -394,22 +255,6 @@ class SqliteTraceStore:
                 conn.executemany(sql, rows)
 
         await self._run(write)
-
-    async def list_feedback(self, project: str, *, trace_id: str | None = None,
-                            session_id: str | None = None) -> list[Feedback]:
-        """Signals joined to a trace: those naming it, and those naming its session (either filter, or both: OR)."""
-        clauses, args = [], []
-        if trace_id:
-            clauses.append("trace_id = ?")
-            args.append(trace_id.lower())
-        if session_id:
-            clauses.append("session_id = ?")
-            args.append(session_id)
-        match = f" AND ({' OR '.join(clauses)})" if clauses else ""
-        sql = (f"SELECT {', '.join(FEEDBACK_COLUMNS)} FROM feedback WHERE project_id = ? AND tenant_id = ?{match} "
-               "ORDER BY created_at, id")
-        rows = await self._run(lambda conn: conn.execute(sql, (project, TENANT, *args)).fetchall())
-        return [feedback_from_row(row) for row in rows]
 
     async def __aenter__(self) -> SqliteTraceStore:
         return self

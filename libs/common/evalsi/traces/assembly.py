@@ -1,44 +1,30 @@
-"""Trace assembly: mapped spans of one trace into a ``Record``, and the rule that says a trace is complete.
-
-Both are pure: ``assemble_record`` is a function of the spans, ``TraceAssembler`` of the spans it is told about
-and the clock it is given.
+"""Record assembly: the mapped spans of one trace into a ``Record``. Pure: a function of the spans alone.
 
 The record of a trace:
 - ``trajectory``: every step, ordered by start time (then span id), with parent ids, the trace id and the
   first session id found;
 - ``input``: the first user message of the first step that has one, else the root step's input;
 - ``output``: the last non-empty assistant message of the last step that has one, else the root step's output;
-- ``usage``: tokens summed over LLM and embedding steps only (agent and chain spans often repeat their children's
-  totals, which would count them twice), latency from the first start to the last end;
+- ``usage``: tokens summed over LLM and embedding steps only (``counts_toward_usage``), latency from the first
+  start to the last end;
 - ``provenance`` and ``metadata``: trace, root span, project, session, service, span and error counts.
+
+OTLP log records stored beside the spans (``is_log_row``) fold into the step of their span (``merge_log_rows``).
+This is the read side of the trace model: the trace stores answer ``get_trace`` with it and online policies
+select on it, so it lives with the model, not in ingest (which only writes spans).
 """
 
 from __future__ import annotations
 
-import time
-from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from typing import Any
 
-from evalsi.records import to_value
-from evalsi.v1alpha1.record_pb2 import (
-    STEP_TYPE_EMBEDDING,
-    STEP_TYPE_LLM,
-    Content,
-    Record,
-    Step,
-    Usage,
-)
+from evalsi.records import from_value, to_value
+from evalsi.v1alpha1.record_pb2 import Content, Messages, Record, Step, Usage
 
-from .logfire_mapper import PLACEHOLDER
-from .logs import is_log_row, merge_log_rows
-from .mappers import MappedSpan
+from .model import PLACEHOLDER, MappedSpan, counts_toward_usage, is_log_row
 
-USAGE_STEP_TYPES = frozenset({STEP_TYPE_LLM, STEP_TYPE_EMBEDDING})
-
-
-def counts_toward_usage(step: Step) -> bool:
-    return step.type in USAGE_STEP_TYPES
+_LOGS_KEY = "otel.logs"  # where assembly lists a step's log records
 
 
 def root_of(spans: Sequence[MappedSpan]) -> MappedSpan | None:
@@ -139,94 +125,57 @@ def assemble_record(spans: Sequence[MappedSpan], *, project: str = "default") ->
     return record
 
 
-# --- the completed-trace rule --------------------------------------------------------------------------------
+# --- log rows folded into their span's step -------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class CompletionConfig:
-    """When a trace counts as complete.
+def _log_entry(row: MappedSpan) -> dict[str, Any]:
+    attrs = row.step.attributes
+    entry: dict[str, Any] = {"time_unix_nano": str(row.start_ns)}
+    for key in ("otel.log.event_name", "otel.log.body", "otel.log.severity_number", "otel.log.severity_text"):
+        if key in attrs:
+            entry[key.removeprefix("otel.log.")] = from_value(attrs[key])
+    entry["attributes"] = {key: from_value(value) for key, value in attrs.items()
+                           if not key.startswith(("otel.log.", "otel.scope", "evalsi."))}
+    return entry
 
-    ``grace_s``: seconds after its root span arrives (children may still be in flight from other services);
-    ``max_wait_s``: seconds after its first span when a trace whose root never comes is completed anyway, so a
-    lost root cannot hold a trace (and memory) for ever.
+
+def _order(row: MappedSpan) -> tuple[int, int, str]:
+    index = row.step.attributes.get("otel.log.index")
+    return row.start_ns, int(index.number_value) if index is not None else 0, row.span_id
+
+
+def _joined(rows: Iterable[MappedSpan], field: str) -> Messages | None:
+    out = Messages()
+    for row in rows:
+        content = getattr(row.step, field)
+        if content.WhichOneof("kind") == "messages":
+            out.messages.extend(content.messages.messages)
+    return out if out.messages else None
+
+
+def merge_log_rows(steps_by_span: dict[str, Step], rows: Sequence[MappedSpan]) -> list[MappedSpan]:
+    """Fold log rows into the steps of their spans; returns the rows whose span has not arrived.
+
+    A step that receives records is replaced in ``steps_by_span`` by a merged copy: the spans' own steps are
+    left as they are, so assembling twice gives the same Record.
+
+    A step gets the records' messages as its input/output only where its span had none (content on the span
+    wins: with both enabled the same messages would appear twice), and every record, GenAI or not, under the
+    ``otel.logs`` attribute, so nothing the app sent is lost from the Record.
     """
-
-    grace_s: float = 5.0
-    max_wait_s: float = 300.0
-
-    def validate(self) -> None:
-        if self.grace_s < 0:
-            raise ValueError(f"grace_s {self.grace_s}: must be zero or more seconds")
-        if self.max_wait_s < self.grace_s:
-            raise ValueError(f"max_wait_s {self.max_wait_s}: must be at least grace_s ({self.grace_s})")
-
-
-@dataclass
-class _Pending:
-    first_seen: float
-    root_seen: float | None
-
-
-@dataclass(frozen=True)
-class CompletedTrace:
-    project: str
-    trace_id: str
-    root_seen: bool  # False when max_wait_s completed it without a root
-
-
-
-
-class TraceAssembler:
-    """Tracks traces until they complete; the clock is injected, so tests step time by hand.
-
-    Arrival times are this process's clock, not the spans' own timestamps: an app's clock may be skewed, and
-    the grace period is about spans still in flight to us.
-    """
-
-    def __init__(
-        self,
-        config: CompletionConfig | None = None,
-        clock: Callable[[], float] = time.monotonic,
-        remember: int = 100_000,
-    ) -> None:
-        self.config = config or CompletionConfig()
-        self.config.validate()
-        self._clock = clock
-        self._pending: dict[tuple[str, str], _Pending] = {}
-        # Recently completed traces that had their root: a late span of one completes it again after grace_s.
-        self._rooted: OrderedDict[tuple[str, str], None] = OrderedDict()
-        self._remember = remember
-
-    def __len__(self) -> int:
-        return len(self._pending)
-
-    def observe(self, project: str, spans: Iterable[MappedSpan]) -> None:
-        for span in spans:
-            self.note(project, span.trace_id, has_root=not span.parent_span_id)
-
-    def note(self, project: str, trace_id: str, *, has_root: bool) -> None:
-        """Spans of ``trace_id`` arrived (here, or at a replica that passed the news on)."""
-        now = self._clock()
-        key = (project, trace_id)
-        pending = self._pending.get(key)
-        if pending is None:  # new, or a late span of a completed trace: it will complete again
-            late_rooted = key in self._rooted
-            pending = self._pending[key] = _Pending(first_seen=now, root_seen=now if late_rooted else None)
-        if has_root and pending.root_seen is None:
-            pending.root_seen = now
-
-    def pop_completed(self) -> list[CompletedTrace]:
-        """Traces whose root arrived at least ``grace_s`` ago, or whose first span ``max_wait_s`` ago."""
-        now = self._clock()
-        done: list[CompletedTrace] = []
-        for key, pending in list(self._pending.items()):
-            rooted = pending.root_seen is not None and now - pending.root_seen >= self.config.grace_s
-            if rooted or now - pending.first_seen >= self.config.max_wait_s:
-                del self._pending[key]
-                if pending.root_seen is not None:
-                    self._rooted[key] = None
-                    self._rooted.move_to_end(key)
-                    while len(self._rooted) > self._remember:
-                        self._rooted.popitem(last=False)
-                done.append(CompletedTrace(key[0], key[1], pending.root_seen is not None))
-        return done
+    by_parent: dict[str, list[MappedSpan]] = {}
+    for row in sorted(rows, key=_order):
+        by_parent.setdefault(row.parent_span_id, []).append(row)
+    orphans: list[MappedSpan] = []
+    for parent, children in by_parent.items():
+        original = steps_by_span.get(parent)
+        if original is None:
+            orphans.extend(children)
+            continue
+        step = steps_by_span[parent] = Step()
+        step.CopyFrom(original)
+        for field in ("input", "output"):
+            if not step.HasField(field) and (messages := _joined(children, field)) is not None:
+                getattr(step, field).messages.CopyFrom(messages)
+        step.attributes[_LOGS_KEY].CopyFrom(to_value([_log_entry(row) for row in children]))
+    return orphans

@@ -1,0 +1,153 @@
+"""The trace model: what ingest writes, the trace stores keep, and the API and online policies read.
+
+- ``MappedSpan``: one span after mapping (the canonical ``Step`` plus what assembly and storage index on); OTLP
+  log records are stored as rows of this shape too (``mapper`` ``otel-log@1``, see ``is_log_row``);
+- ``TraceSummary``/``TracePage``: a trace's summary row, and a page of them, as the stores list them;
+- ``OnlineScore``/``Feedback``: what lives with the traces besides their spans, online scores from policies and
+  late signals. Both stores keep an online score by (project, trace, policy, metric), a newer trace ``revision``
+  replacing an older one, so a late span that re-triggers evaluation updates the trace's scores instead of adding
+  a second set; and a feedback row by (project, feedback id), the client's id (a retry replaces) or a new uuid.
+
+Plain data and the rules that are facts about it (which steps count toward usage); no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from evalsi.errors import BadInputError
+from evalsi.limits import check_finite
+from evalsi.v1alpha1.record_pb2 import STEP_TYPE_EMBEDDING, STEP_TYPE_LLM, Step
+
+# --- spans ---------------------------------------------------------------------------------------------------
+
+# The mapper name of rows that are OTLP log records, not spans (assembly folds them into their span's step).
+LOG_MAPPER = "otel-log@1"
+# The attribute that marks a Logfire "pending span": an announcement that repeats its parent once that arrives.
+PLACEHOLDER = "evalsi.placeholder"
+# Tokens are summed over these step types only: agent and chain spans often repeat their children's totals,
+# which would count them twice.
+USAGE_STEP_TYPES = frozenset({STEP_TYPE_LLM, STEP_TYPE_EMBEDDING})
+
+
+@dataclass(slots=True)
+class MappedSpan:
+    """A span after mapping: the canonical step plus what assembly and storage index on."""
+
+    trace_id: str  # 32 lowercase hex digits
+    span_id: str  # 16 lowercase hex digits
+    parent_span_id: str  # "" for a root span
+    name: str
+    start_ns: int
+    end_ns: int
+    error: bool
+    session_id: str
+    mapper: str  # name@version
+    service_name: str
+    step: Step
+    resource: dict[str, Any] = field(default_factory=dict)
+    scope: str = ""
+
+
+def is_log_row(span: MappedSpan) -> bool:
+    return span.mapper == LOG_MAPPER
+
+
+def counts_toward_usage(step: Step) -> bool:
+    return step.type in USAGE_STEP_TYPES
+
+
+# --- trace summaries -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TraceSummary:
+    trace_id: str
+    root_span_id: str  # "" while the root span has not arrived
+    root_name: str
+    service_name: str
+    session_id: str
+    start_ns: int
+    end_ns: int
+    span_count: int
+    error_count: int
+    input_tokens: int
+    output_tokens: int
+    revision: int
+    updated_at: float
+    completed_at: float | None
+    completions: int
+
+
+@dataclass(frozen=True)
+class TracePage:
+    traces: list[TraceSummary]
+    next_page_token: str  # "" on the last page
+
+
+# --- online scores and late signals --------------------------------------------------------------------------
+
+SCORED = "scored"
+SKIPPED = "skipped"
+ERROR = "error"
+OUTCOMES = (SCORED, SKIPPED, ERROR)
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+
+
+@dataclass(frozen=True)
+class OnlineScore:
+    """One metric of one cascade stage of one policy on one trace revision."""
+
+    trace_id: str
+    revision: int
+    policy: str
+    stage: str  # the cascade stage's alias
+    metric: str  # the alias, or alias.output for an evaluator with several outputs
+    evaluator: str  # the evaluator ref, builtin/x@1.0.0
+    outcome: str  # scored | skipped | error
+    value: float | None = None  # the number, or 1.0 / 0.0 for pass/fail; None unless scored
+    passed: bool | None = None  # pass/fail scores only
+    label: str = ""
+    reason: str = ""  # why skipped or failed ("no content: the trace has no output", ...)
+    scored_at: float = 0.0  # unix seconds
+
+    def __post_init__(self) -> None:
+        if self.outcome not in OUTCOMES:
+            raise ValueError(f"outcome {self.outcome!r}: one of {', '.join(OUTCOMES)}")
+
+
+@dataclass(frozen=True)
+class Feedback:
+    """A late signal joined to a trace (or to every trace of a session): a rating, a label, a correction.
+
+    ``value`` is a number (a thumbs-down is -1, a thumbs-up +1, a rating its score); ``negative`` is what the
+    always-rule ``feedback.negative`` reads: set by the sender, or derived from ``value < 0``.
+    """
+
+    id: str
+    trace_id: str  # "" when the signal names a session only
+    session_id: str
+    name: str  # "thumbs", "rating", "label", "resolved", ...
+    value: float | None = None
+    label: str = ""
+    comment: str = ""
+    source: str = ""  # who sent it: "user", "support", "reviewer:ana"
+    negative: bool = False
+    created_at: float = 0.0
+
+    def check(self, where: str = "feedback") -> Feedback:
+        if not self.trace_id and not self.session_id:
+            raise BadInputError(f"{where}: a trace_id or a session_id is required to join the signal to traces")
+        if self.trace_id and not re.fullmatch(r"[0-9a-f]{32}", self.trace_id):
+            raise BadInputError(f"{where}.trace_id {self.trace_id!r}: 32 lowercase hex digits (an OTel trace id)")
+        if not self.name:
+            raise BadInputError(f"{where}.name: required (e.g. thumbs, rating, label)")
+        if self.id and not _ID.match(self.id):
+            raise BadInputError(f"{where}.id {self.id!r}: 1 to 128 letters, digits, '.', '_', ':' or '-'")
+        if self.value is None and not self.label:
+            raise BadInputError(f"{where}: a value (a number) or a label is required")
+        if self.value is not None:  # NaN or Infinity would poison every aggregate over feedback
+            check_finite(self.value, f"{where}.value")
+        return self
