@@ -50,6 +50,7 @@ from evalsi.policy.spec import CompiledPolicy
 from evalsi.policy.stages import bus_stage_evaluator
 from evalsi.service.kit import parse_flags, run_service, serve_health
 from evalsi.service.lifecycle import Lifecycle
+from evalsi.service.logging import ids
 from evalsi.service.settings import LOGGING, METADATA_URL, METRICS_PORT, NATS, OBJECTS_URL, TRACES_URL, Option, option
 from evalsi.service.settings import build_parser as build_settings_parser
 from evalsi.stores import open_metadata_store, open_object_store
@@ -141,8 +142,8 @@ class StoredPolicies:
         try:
             policy = compile_policy(stored.policy, registry=self._registry, source=f"{stored.project}/{stored.name}")
         except BadInputError as exc:
-            log.error("policy %s/%s (generation %d) is not in force: %s", stored.project, stored.name,
-                      stored.generation, exc)
+            log.error("policy %s (generation %d) is not in force: %s", stored.name, stored.generation, exc,
+                      extra=ids(project=stored.project, policy=stored.name))
             return None
         # Stored policies belong to the project they were applied in.
         return policy if policy.project else dataclasses.replace(policy, project=stored.project)
