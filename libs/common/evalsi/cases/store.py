@@ -42,8 +42,9 @@ class Corpus:
 def split_documents(text: str) -> list[tuple[int, str]]:
     """``text`` cut before each YAML document after the first: (first line, slice) pairs that concatenate
     back to ``text`` exactly. Comments between two documents go with the earlier one."""
+    # The parser marks every event; the stubs allow None for events built by hand.
     starts = [event.start_mark for event in yaml.parse(text, Loader=yaml.SafeLoader)
-              if isinstance(event, yaml.DocumentStartEvent)]
+              if isinstance(event, yaml.DocumentStartEvent) and event.start_mark is not None]
     # The first document owns everything before it (a leading comment); the others start at their own line.
     bounds = [(0, 0)] + [(mark.index - mark.column, mark.line) for mark in starts[1:]]
     ends = [index for index, _ in bounds[1:]] + [len(text)]

@@ -115,7 +115,8 @@ def sse_payload(url: str, event: str, data: str) -> Mapping[str, Any]:
 
 async def iter_sse(content: aiohttp.StreamReader) -> AsyncIterator[tuple[str, str]]:
     """``(event, data)`` pairs of a Server-Sent Events stream; comments skipped, multi-line data joined."""
-    event, data = "", []
+    event = ""
+    data: list[str] = []
     while True:
         raw = await content.readline()
         if not raw:

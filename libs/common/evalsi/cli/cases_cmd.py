@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from collections.abc import Awaitable, Callable
@@ -21,7 +20,7 @@ from evalsi.cli.cases_inputs import (
     write_report,
 )
 from evalsi.errors import BadInputError
-from evalsi.service.config import Config
+from evalsi.service.defaults import DEFAULT_METADATA_URL
 
 if TYPE_CHECKING:
     from evalsi.stores import MetadataStore
@@ -32,8 +31,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 # `--source store`: the cases in the metadata store rather than a directory (a directory named `store` is
 # `./store`).
 STORE_SOURCE = "store"
-# evalsi.yaml's default metadata store, which evalsi-api and evalsi-scheduler open too.
-DEFAULT_METADATA_URL = Config.metadata_url
 
 
 def store_options(fn: F) -> F:
@@ -61,6 +58,8 @@ def _metadata_url(metadata_url: str | None, config_path: str | None) -> str:
     if metadata_url:
         return metadata_url
     if config_path:
+        from evalsi.service.config import Config
+
         return Config.load(config_path).metadata_url
     return DEFAULT_METADATA_URL
 
@@ -76,6 +75,8 @@ def _using_store(url: str, work: Callable[[MetadataStore], Awaitable[T]]) -> T:
             return await work(store)
         finally:
             await store.close()
+
+    import asyncio  # here, not at the top: `evalsi --help` loads every command module
 
     return asyncio.run(main())
 
@@ -181,7 +182,7 @@ def list_command(agent_name: str | None, fmt: str, metadata_url: str | None, con
     project, tenant = project_or_default(project or ""), tenant or DEFAULT_TENANT
     stored = _using_store(_metadata_url(metadata_url, config_path),
                           lambda store: store.list_cases(project, tenant, agent=agent_name or ""))
-    rows = []
+    rows: list[dict[str, Any]] = []
     for case in stored:
         item = load_stored(case)
         rows.append({"id": case.case_id, "agent": case.agent, "path": case.path, "line": case.line,
@@ -321,6 +322,8 @@ def run_command(
         else harness_transport(agent_harness) if agent_harness
         else CallableTransport.from_spec(agent_callable or "")
     )
+    import asyncio
+
     report = asyncio.run(replay_cases(items, transport, agent_name, conversation_id, panel if judged else None,
                               call_judges, no_cache, pairwise, trials))
     if not report.results:
@@ -339,8 +342,8 @@ def run_command(
     if written is not None and fmt == "table":  # JSON on stdout stays one document
         click.echo(f"report: {written}")
     if update_baseline:
-        written = write_baseline(baseline_path, report, tolerance)
-        click.echo(f"baseline: wrote {len(written['cases'])} case(s) to {baseline_path} (skipped cases left out)",
+        new_baseline = write_baseline(baseline_path, report, tolerance)
+        click.echo(f"baseline: wrote {len(new_baseline['cases'])} case(s) to {baseline_path} (skipped cases left out)",
                    err=fmt == "json")
     sys.exit(exit_code(report, accepting=update_baseline))
 
@@ -469,6 +472,8 @@ def simulate_command(
         HttpTransport(agent_url, token=agent_token, timeout=timeout, eval_profile=eval_profile) if agent_url
         else CallableTransport.from_spec(agent_callable or "")
     )
+    import asyncio
+
     report = asyncio.run(_simulate(items, personas, transport, persona_config, panel if judged else None,
                                    no_cache, trials, conv, eval_profile, tools))
     report.notices.insert(0, "target declared staging (--staging)" if staging and not eval_profile else

@@ -56,7 +56,9 @@ def serve_command(
         config = replace(config, metadata_url=f"sqlite:///{state / 'evalsi.db'}", objects_url=str(state / "objects"))
     api = replace(
         config.api,
-        **{k: v for k, v in (("host", host), ("http_port", http_port), ("grpc_port", grpc_port)) if v is not None},
+        host=config.api.host if host is None else host,
+        http_port=config.api.http_port if http_port is None else http_port,
+        grpc_port=config.api.grpc_port if grpc_port is None else grpc_port,
     )
     config = replace(config, api=api, datasets_dir=datasets_dir or config.datasets_dir)
     config.validate()
