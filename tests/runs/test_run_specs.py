@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from evalsi.documents import apply_overrides
 from evalsi.durations import parse_duration
 from evalsi.errors import BadInputError
 from evalsi.runs.spec import (
-    apply_overrides,
     load_eval_run,
     parse_eval_run,
     parse_eval_run_text,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 from pathlib import Path
@@ -28,7 +27,8 @@ def _overridden(path: str) -> tuple[str | int, ...]:
 
 
 def _load(file: str, sets: tuple[str, ...]) -> Any:
-    from evalsi.runs.spec import apply_overrides, load_document, parse_eval_run
+    from evalsi.documents import apply_overrides
+    from evalsi.runs.spec import load_document, parse_eval_run
 
     document, lines = load_document(file)
     overrides = parse_key_values(sets, "--set")
@@ -158,6 +158,8 @@ def run_command(
                 )
             )
         return
+    import asyncio  # here, not at the top: `evalsi --help` loads every command module
+
     outcome = asyncio.run(
         execute_run(
             run,

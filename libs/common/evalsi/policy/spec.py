@@ -17,21 +17,14 @@ from urllib.parse import urlparse
 
 from google.protobuf import json_format
 
+from evalsi.documents import API_VERSION, Where, kind_of, parse_document, read_text, to_message_dict
 from evalsi.edge_checks import descriptor_of
 from evalsi.errors import BadInputError
 from evalsi.evaluators import Registry
 from evalsi.judges.config import ENV_VAR_NAME
 from evalsi.limits import MAX_EXPRESSION_CHARS, MAX_EXPRESSIONS, MAX_NAME_CHARS
 from evalsi.records import struct_dict
-from evalsi.runs.spec import (
-    API_VERSION,
-    _convert,
-    _document,
-    _kind,
-    _read,
-    _Where,
-    fill_project,
-)
+from evalsi.runs.spec import fill_project
 from evalsi.v1alpha1.policy_pb2 import OnlineEvalPolicy
 
 from .cascade import Cascade, Stage, compile_when
@@ -45,11 +38,11 @@ _NOTIFY_SCHEMES = ("http", "https")
 
 def load_policy(path: str | Path) -> OnlineEvalPolicy:
     """Read an ``OnlineEvalPolicy`` from a YAML or JSON file; errors name the file, line and field path."""
-    return parse_policy_text(_read(path), source=str(path))
+    return parse_policy_text(read_text(path), source=str(path))
 
 
 def parse_policy_text(text: str, *, source: str) -> OnlineEvalPolicy:
-    document, lines = _document(text, source)
+    document, lines = parse_document(text, source, kind="OnlineEvalPolicy")
     return parse_policy(document, source=source, lines=lines)
 
 
@@ -57,9 +50,9 @@ def parse_policy(
     document: Mapping[str, Any], *, source: str, lines: Mapping[tuple[str | int, ...], int] | None = None
 ) -> OnlineEvalPolicy:
     """The policy in a plain mapping; ``metadata.project`` filled from the ``evals.si/project`` label."""
-    where = _Where(source, lines or {})
+    where = Where(source, lines or {})
     if not isinstance(document, Mapping):
-        raise BadInputError(f"{source}: expected a mapping (an {KIND} document), got {_kind(document)}")
+        raise BadInputError(f"{source}: expected a mapping (an {KIND} document), got {kind_of(document)}")
     api_version = document.get("apiVersion", document.get("api_version"))
     if api_version != API_VERSION:
         got = "missing" if api_version is None else f"got {api_version!r}"
@@ -68,7 +61,7 @@ def parse_policy(
     if kind != KIND:
         got = "missing" if kind is None else f"got {kind!r}"
         raise where.error(("kind",), f"must be {KIND} ({got}); this file is not an online policy")
-    converted = _convert(document, descriptor_of(OnlineEvalPolicy), (), where)
+    converted = to_message_dict(document, descriptor_of(OnlineEvalPolicy), (), where)
     try:
         policy = json_format.ParseDict(converted, OnlineEvalPolicy())
     except json_format.ParseError as exc:

@@ -14,9 +14,7 @@ inside the allowed directory. It reports every problem it finds at once, one per
 
 from __future__ import annotations
 
-import difflib
 import hashlib
-import json
 import math
 import os
 import re
@@ -24,11 +22,18 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
 from google.protobuf import json_format
-from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
-from evalsi.durations import parse_duration
+from evalsi.documents import (
+    API_VERSION,
+    FieldPath,
+    Lines,
+    Where,
+    kind_of,
+    parse_document,
+    read_text,
+    to_message_dict,
+)
 from evalsi.errors import BadInputError
 from evalsi.evaluators import BoundEvaluator, Registry
 from evalsi.judges import JudgeConfig
@@ -51,105 +56,28 @@ from evalsi.targets.identity import agent_problems, harness_problems
 from evalsi.v1alpha1.evaluator_pb2 import EvaluatorRef, JudgeSpec
 from evalsi.v1alpha1.run_pb2 import EvalRun, ObjectMeta
 
-API_VERSION = "evals.si/v1alpha1"
 KIND = "EvalRun"
 
 
-Path_ = tuple[str | int, ...]
-Lines = Mapping[Path_, int]
 
 _ALIAS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*$")
-_INTS = {
-    FieldDescriptor.TYPE_INT32,
-    FieldDescriptor.TYPE_INT64,
-    FieldDescriptor.TYPE_UINT32,
-    FieldDescriptor.TYPE_UINT64,
-    FieldDescriptor.TYPE_SINT32,
-    FieldDescriptor.TYPE_SINT64,
-    FieldDescriptor.TYPE_FIXED32,
-    FieldDescriptor.TYPE_FIXED64,
-    FieldDescriptor.TYPE_SFIXED32,
-    FieldDescriptor.TYPE_SFIXED64,
-}
-_FLOATS = {FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FLOAT}
-_ANY_JSON = {"google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.ListValue"}
 
 # --- reading files -------------------------------------------------------------------------------------
 
 
 def load_eval_run(path: str | Path) -> EvalRun:
     """Read an ``EvalRun`` from a YAML or JSON file; errors name the file, the line and the field path."""
-    return parse_eval_run_text(_read(path), source=str(path))
+    return parse_eval_run_text(read_text(path), source=str(path))
 
 
-def load_document(path: str | Path) -> tuple[dict[str, Any], dict[Path_, int]]:
+def load_document(path: str | Path) -> tuple[dict[str, Any], dict[FieldPath, int]]:
     """The spec file as a plain mapping plus the line of every key (for ``--set`` before parsing)."""
-    return _document(_read(path), str(path))
+    return parse_document(read_text(path), str(path))
 
 
 def parse_eval_run_text(text: str, *, source: str) -> EvalRun:
-    document, lines = _document(text, source)
+    document, lines = parse_document(text, source)
     return parse_eval_run(document, source=source, lines=lines)
-
-
-def _read(path: str | Path) -> str:
-    file = Path(path)
-    try:
-        return file.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise BadInputError(f"{file}: no such file") from None
-    except IsADirectoryError:
-        raise BadInputError(f"{file}: is a directory; expected an EvalRun YAML file") from None
-    except UnicodeDecodeError as exc:
-        raise BadInputError(f"{file}: not UTF-8 text ({exc.reason})") from None
-
-
-def _document(text: str, source: str) -> tuple[dict[str, Any], dict[Path_, int]]:
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        document = yaml.safe_load(text) if node is not None else None
-    except yaml.MarkedYAMLError as exc:
-        if text.lstrip().startswith("{"):  # JSON that YAML refuses (tab indentation): JSON's own errors
-            return _json_document(text, source), {}
-        mark = exc.problem_mark or exc.context_mark
-        where = f"{source}:{mark.line + 1}" if mark is not None else source
-        raise BadInputError(f"{where}: invalid YAML: {exc.problem or exc.context}") from None
-    except yaml.YAMLError as exc:
-        raise BadInputError(f"{source}: invalid YAML: {exc}") from None
-    if document is None:
-        raise BadInputError(f"{source}: empty; expected an EvalRun document (apiVersion: {API_VERSION})")
-    if not isinstance(document, dict):
-        raise BadInputError(f"{source}: expected a mapping (an EvalRun document), got {_kind(document)}")
-    lines: dict[Path_, int] = {}
-    _node_lines(node, (), lines, source)
-    return document, lines
-
-
-def _json_document(text: str, source: str) -> dict[str, Any]:
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise BadInputError(f"{source}:{exc.lineno}: invalid JSON: {exc.msg}") from None
-    if not isinstance(document, dict):
-        raise BadInputError(f"{source}: expected a mapping (an EvalRun document), got {_kind(document)}")
-    return document
-
-
-def _node_lines(node: yaml.Node, path: Path_, lines: dict[Path_, int], source: str) -> None:
-    if isinstance(node, yaml.MappingNode):
-        seen: set[Any] = set()
-        for key_node, value_node in node.value:
-            key = key_node.value
-            here = (*path, key)
-            if key in seen:
-                raise BadInputError(f"{source}:{key_node.start_mark.line + 1}: {_format_path(here)}: duplicate key")
-            seen.add(key)
-            lines[here] = key_node.start_mark.line + 1
-            _node_lines(value_node, here, lines, source)
-    elif isinstance(node, yaml.SequenceNode):
-        for index, item in enumerate(node.value):
-            lines[(*path, index)] = item.start_mark.line + 1
-            _node_lines(item, (*path, index), lines, source)
 
 
 # --- parsing -------------------------------------------------------------------------------------------
@@ -161,9 +89,9 @@ def parse_eval_run(document: Mapping[str, Any], *, source: str, lines: Lines | N
     ``source`` names the document in errors (a file path); ``lines`` maps field paths to YAML lines.
     ``metadata.project`` is filled in from the ``evals.si/project`` label, or ``default``.
     """
-    where = _Where(source, lines or {})
+    where = Where(source, lines or {})
     if not isinstance(document, Mapping):
-        raise BadInputError(f"{source}: expected a mapping (an EvalRun document), got {_kind(document)}")
+        raise BadInputError(f"{source}: expected a mapping (an EvalRun document), got {kind_of(document)}")
     api_version = document.get("apiVersion", document.get("api_version"))
     kind = document.get("kind")
     if api_version != API_VERSION:
@@ -173,7 +101,7 @@ def parse_eval_run(document: Mapping[str, Any], *, source: str, lines: Lines | N
     if kind != KIND:
         got = "missing" if kind is None else f"got {kind!r}"
         raise where.error(("kind",), f"must be {KIND} ({got}); this file is not a run spec")
-    converted = _convert(document, EvalRun.DESCRIPTOR, (), where)
+    converted = to_message_dict(document, EvalRun.DESCRIPTOR, (), where)
     try:
         run = json_format.ParseDict(converted, EvalRun())
     except json_format.ParseError as exc:  # what the walk above does not catch (e.g. an int out of range)
@@ -182,7 +110,7 @@ def parse_eval_run(document: Mapping[str, Any], *, source: str, lines: Lines | N
     return run
 
 
-def fill_project(metadata: ObjectMeta, where: _Where) -> None:
+def fill_project(metadata: ObjectMeta, where: Where) -> None:
     """``metadata.project`` from itself, else the ``evals.si/project`` label, else ``default``; checked by the
     one project rule (evalsi.projects), so a document names only projects the API and ingest accept."""
     labelled = metadata.labels.get(PROJECT_LABEL, "")
@@ -196,213 +124,6 @@ def fill_project(metadata: ObjectMeta, where: _Where) -> None:
     if not is_project(project):
         raise where.error(path, f"{project!r} is not a valid project name ({PROJECT_RULE})")
     metadata.project = project
-
-
-class _Where:
-    """Formats errors with the source and, when known, the YAML line of a path."""
-
-    def __init__(self, source: str, lines: Lines) -> None:
-        self.source = source
-        self.lines = lines
-
-    def error(self, path: Path_, message: str) -> BadInputError:
-        line = None
-        probe = path
-        while probe and line is None:
-            line = self.lines.get(probe)
-            probe = probe[:-1]
-        prefix = f"{self.source}:{line}" if line is not None else self.source
-        return BadInputError(f"{prefix}: {_format_path(path)}: {message}")
-
-
-def _format_path(path: Path_) -> str:
-    out = ""
-    for part in path:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += f".{part}" if out else str(part)
-    return out or "(document)"
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, Mapping):
-        return "a mapping"
-    if isinstance(value, list | tuple):
-        return "a list"
-    return type(value).__name__
-
-
-def _fields(descriptor: Descriptor) -> dict[str, FieldDescriptor]:
-    out: dict[str, FieldDescriptor] = {}
-    for field in descriptor.fields:
-        out[field.name] = field
-        out[field.json_name] = field
-    return out
-
-
-def _convert(value: Any, descriptor: Descriptor, path: Path_, where: _Where) -> Any:
-    """Check ``value`` against a message type and return it with durations converted."""
-    name = descriptor.full_name
-    if name in _ANY_JSON:
-        if name == "google.protobuf.Struct" and not isinstance(value, Mapping):
-            raise where.error(path, f"must be a mapping, got {_kind(value)}")
-        if name == "google.protobuf.ListValue" and not isinstance(value, list):
-            raise where.error(path, f"must be a list, got {_kind(value)}")
-        _check_json(value, path, where)
-        return value
-    if name == "google.protobuf.Duration":
-        try:
-            return parse_duration(value)
-        except ValueError as exc:
-            raise where.error(path, str(exc)) from None
-    if name == "google.protobuf.Timestamp":
-        if not isinstance(value, str):
-            raise where.error(path, f"must be an RFC 3339 timestamp string, got {_kind(value)}")
-        return value
-    if not isinstance(value, Mapping):
-        raise where.error(path, f"must be a mapping ({descriptor.name}), got {_kind(value)}")
-    fields = _fields(descriptor)
-    out: dict[str, Any] = {}
-    chosen: dict[str, tuple[str, Path_]] = {}
-    for key, item in value.items():
-        here = (*path, key)
-        if not isinstance(key, str):
-            raise where.error(here, f"keys must be strings, got {_kind(key)}")
-        field = fields.get(key)
-        if field is None:
-            raise where.error(here, "unknown field" + _suggestion(key, fields, descriptor))
-        if item is None:  # `key:` with nothing after it: the field stays unset
-            continue
-        if field.json_name in out:
-            raise where.error(here, f"given twice (as {field.name} and {field.json_name})")
-        oneof = field.containing_oneof
-        if oneof is not None and len(oneof.fields) > 1:
-            if oneof.name in chosen:
-                other, _ = chosen[oneof.name]
-                members = ", ".join(f.json_name for f in oneof.fields)
-                raise where.error(here, f"conflicts with {other}: set only one of {members}")
-            chosen[oneof.name] = (key, here)
-        out[field.json_name] = _convert_field(item, field, here, where)
-    return out
-
-
-def _suggestion(key: str, fields: Mapping[str, FieldDescriptor], descriptor: Descriptor) -> str:
-    # Suggest in the writer's style: snake_case when they used an underscore, else the camelCase of the docs.
-    snake = "_" in key
-    preferred = [f.name if snake else f.json_name for f in descriptor.fields]
-    close = difflib.get_close_matches(key, preferred, n=1, cutoff=0.6) or difflib.get_close_matches(
-        key, list(fields), n=1, cutoff=0.6
-    )
-    if close:
-        return f"; did you mean {close[0]}?"
-    known = ", ".join(f.json_name for f in descriptor.fields)
-    return f"; {descriptor.name} fields: {known}"
-
-
-def _convert_field(value: Any, field: FieldDescriptor, path: Path_, where: _Where) -> Any:
-    message = field.message_type
-    if message is not None and message.GetOptions().map_entry:
-        if not isinstance(value, Mapping):
-            raise where.error(path, f"must be a mapping, got {_kind(value)}")
-        value_field = message.fields_by_name["value"]
-        out = {}
-        for key, item in value.items():
-            if item is None:
-                raise where.error((*path, key), "has no value")
-            out[str(key)] = _convert_single(item, value_field, (*path, key), where)
-        return out
-    if field.is_repeated:
-        if not isinstance(value, list):
-            raise where.error(path, f"must be a list, got {_kind(value)}")
-        return [_convert_single(item, field, (*path, index), where) for index, item in enumerate(value)]
-    return _convert_single(value, field, path, where)
-
-
-def _convert_single(value: Any, field: FieldDescriptor, path: Path_, where: _Where) -> Any:
-    kind = field.type
-    if kind == FieldDescriptor.TYPE_MESSAGE:
-        return _convert(value, field.message_type, path, where)
-    if kind == FieldDescriptor.TYPE_STRING:
-        if not isinstance(value, str):
-            raise where.error(path, f"must be a string, got {_kind(value)} {value!r}")
-        return value
-    if kind == FieldDescriptor.TYPE_BOOL:
-        if not isinstance(value, bool):
-            raise where.error(path, f"must be true or false, got {_kind(value)} {value!r}")
-        return value
-    if kind in _INTS:
-        if isinstance(value, bool) or not isinstance(value, int):
-            if isinstance(value, float) and value.is_integer():
-                return int(value)
-            raise where.error(path, f"must be an integer, got {_kind(value)} {value!r}")
-        return value
-    if kind in _FLOATS:
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise where.error(path, f"must be a number, got {_kind(value)} {value!r}")
-        return value
-    if kind == FieldDescriptor.TYPE_ENUM:
-        names = [v.name for v in field.enum_type.values]
-        if value not in names and not (isinstance(value, int) and not isinstance(value, bool)):
-            raise where.error(path, f"must be one of {', '.join(names)}, got {value!r}")
-        return value
-    if kind == FieldDescriptor.TYPE_BYTES:
-        if not isinstance(value, str):
-            raise where.error(path, f"must be base64 text, got {_kind(value)}")
-        return value
-    raise where.error(path, f"unsupported field type {kind}")  # pragma: no cover - no such field in the API
-
-
-def _check_json(value: Any, path: Path_, where: _Where) -> None:
-    try:
-        json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise where.error(path, f"must be plain JSON values (strings, numbers, booleans, lists, maps): {exc}") from None
-
-
-# --- --set overrides -----------------------------------------------------------------------------------
-
-
-def apply_overrides(document: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of ``document`` with dotted paths set: ``{"spec.trials": 5, "spec.evaluators.0.alias": "em"}``.
-
-    A numeric part indexes a list (the index must exist); missing mapping keys are created. The result is
-    parsed like the file, so a misspelt path is reported as an unknown field.
-    """
-    result = json.loads(json.dumps(document, default=str))
-    for dotted, value in overrides.items():
-        parts = [p for p in dotted.split(".") if p]
-        if not parts:
-            raise BadInputError(f"--set {dotted!r}: expected a dotted path such as spec.trials")
-        node: Any = result
-        for index, part in enumerate(parts):
-            last = index == len(parts) - 1
-            where = ".".join(parts[: index + 1])
-            if isinstance(node, list):
-                if not part.isdigit() or int(part) >= len(node):
-                    raise BadInputError(f"--set {dotted}: {where}: no such list item (the list has {len(node)})")
-                if last:
-                    node[int(part)] = value
-                else:
-                    node = node[int(part)]
-            elif isinstance(node, dict):
-                if last:
-                    node[part] = value
-                else:
-                    if not isinstance(node.get(part), dict | list):
-                        node[part] = {}
-                    node = node[part]
-            else:
-                raise BadInputError(f"--set {dotted}: {'.'.join(parts[:index])} is not a mapping or a list")
-    return result
 
 
 # --- validation ----------------------------------------------------------------------------------------
