@@ -88,7 +88,8 @@ def _message_text(content: Any) -> str:
 
 
 def _tool_call(call: Mapping[str, Any]) -> ToolCall:
-    function = call.get("function") if isinstance(call.get("function"), Mapping) else call
+    nested = call.get("function")
+    function = nested if isinstance(nested, Mapping) else call
     arguments = function.get("arguments", call.get("arguments"))
     if isinstance(arguments, str):
         with contextlib.suppress(json.JSONDecodeError):

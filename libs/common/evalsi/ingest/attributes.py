@@ -33,12 +33,12 @@ def any_value_to_python(value: AnyValue) -> Any:
         number = value.int_value
         return number if -_EXACT_INT <= number <= _EXACT_INT else str(number)
     if kind == "double_value":
-        number = value.double_value
-        if math.isnan(number):
+        real = value.double_value
+        if math.isnan(real):
             return "NaN"
-        if math.isinf(number):
-            return "Infinity" if number > 0 else "-Infinity"
-        return number
+        if math.isinf(real):
+            return "Infinity" if real > 0 else "-Infinity"
+        return real
     if kind == "array_value":
         return [any_value_to_python(item) for item in value.array_value.values]
     if kind == "kvlist_value":

@@ -92,7 +92,8 @@ def _add_message(out: Messages, item: Mapping[str, Any]) -> None:
         content = _text(item.get("content"))
         for call in item.get("tool_calls") or []:
             if isinstance(call, Mapping):
-                function = call.get("function") if isinstance(call.get("function"), Mapping) else call
+                nested = call.get("function")
+                function = nested if isinstance(nested, Mapping) else call
                 tool_call(call.get("id"), function.get("name"), function.get("arguments"),
                           into=message.tool_calls.add())
         if item.get("tool_call_id"):

@@ -134,7 +134,8 @@ def parse_expected(items: Any, source: str, evaluator: str) -> list[Expected]:
             expected.append(Expected(item))
             continue
         if isinstance(item, Mapping):
-            function = item.get("function") if isinstance(item.get("function"), Mapping) else item
+            nested = item.get("function")
+            function = nested if isinstance(nested, Mapping) else item
             name = function.get("name")
             arguments = function.get("arguments", function.get("args"))
             if isinstance(name, str) and name:

@@ -54,9 +54,10 @@ def task_success(record: Record) -> Score:
 def _ordered(records: Sequence[Record]) -> list[Record]:
     """The session's records by metadata ``turn`` when every record has a numeric one, else as given."""
     turns = [r.metadata.get("turn") for r in records]
-    if all(t is not None and t.WhichOneof("kind") == "number_value" for t in turns):
+    numbers = [t.number_value for t in turns if t is not None and t.WhichOneof("kind") == "number_value"]
+    if len(numbers) == len(records):
         return [
-            r for _, _, r in sorted((t.number_value, i, r) for i, (t, r) in enumerate(zip(turns, records, strict=True)))
+            r for _, _, r in sorted((n, i, r) for i, (n, r) in enumerate(zip(numbers, records, strict=True)))
         ]
     return list(records)
 
