@@ -198,8 +198,9 @@ async def test_create_run_stores_the_run_and_its_records_and_tells_the_scheduler
 async def test_create_run_dry_run_describes_the_plan_and_stores_nothing(api: Api) -> None:
     run = await api.runs.create_run(CreateRunRequest(run=eval_run(), dry_run=True), ctx())
     assert run.state == RUN_STATE_PENDING and not run.id
-    assert "3 records from qa.jsonl" in run.message
-    assert "= 6 evaluation tasks" in run.message and "nothing was stored" in run.message
+    assert run.message.startswith("dry run: ") and "nothing was called or stored" in run.message
+    assert "dataset      qa.jsonl: 3 samples in 1 shard(s)" in run.message
+    assert "tasks        1 (evaluate 1; by pool: cpu 1)" in run.message and "evaluations  3\n" in run.message
     assert run.progress.total_tasks == 1  # tasks, not the evaluations they carry
     assert api.store.runs == {} and api.objects.blobs == {} and api.bus.controls == []
 

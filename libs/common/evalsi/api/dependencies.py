@@ -133,5 +133,11 @@ Watch = Callable[[str], AsyncIterator[RunEvent]]
 ValidateRun = Callable[[EvalRun], None]
 # The number of tasks a run's plan has, given its document and its number of records.
 CountTasks = Callable[[EvalRun, int], int]
+
+
+class DescribePlan(Protocol):
+    """A run's dry-run text: its plan and projection (evalsi.runs.dry_run.served_dry_run_text, registry bound)."""
+
+    def __call__(self, document: EvalRun, records: Sequence[Record], *, project: str, dataset: str) -> str: ...
 # The records of the spec's dataset, read from the configured datasets directory.
 LoadRecords = Callable[[EvalRun], DatasetLike]

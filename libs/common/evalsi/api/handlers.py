@@ -27,6 +27,7 @@ from evalsi.api.dependencies import (
     Control,
     CountTasks,
     DatasetLike,
+    DescribePlan,
     Evaluate,
     LoadRecords,
     MetadataStore,
@@ -296,12 +297,14 @@ class RunHandlers:
         limits: HandlerLimits | None = None,
         connections: Connections | None = None,
         count_tasks: CountTasks | None = None,
+        describe_plan: DescribePlan | None = None,
     ) -> None:
         """``connections``: the judges and agents the server offers (evalsi.yaml); none when not given.
         ``count_tasks``: the size of a run's plan, so a PENDING run counts tasks as a running one does (without
         it a pending run shows 0 tasks until the scheduler plans it)."""
         self._connections = connections or Connections()
         self._count_tasks = count_tasks
+        self._describe_plan = describe_plan
         self._store = store
         self._objects = objects
         self._control = control
@@ -338,7 +341,14 @@ class RunHandlers:
             dataset = await asyncio.to_thread(self._load_records, document)
         run = self._pending_run(document, project, dataset)
         if request.dry_run:
-            run.message = f"dry run: {_plan(document, dataset)}; nothing was stored"
+            # The same text as an embedded `evalsi run --dry-run` of the spec.
+            run.message = (
+                "dry run: nothing was called or stored"
+                if self._describe_plan is None
+                else self._describe_plan(
+                    document, dataset.records, project=project, dataset=_dataset_name(document.spec.dataset)
+                )
+            )
             return run
         run.id = "run-" + uuid.uuid4().hex[:16]
         records = TaskRecords(records=dataset.records).SerializeToString()
@@ -558,20 +568,6 @@ def _final_event(run: Run) -> RunEvent:
 def _dataset_name(source: DatasetSource) -> str:
     kind = source.WhichOneof("kind")
     return getattr(source, kind) if kind else ""
-
-
-def _plan(document: EvalRun, dataset: DatasetLike) -> str:
-    spec = document.spec
-    records, evaluators, trials = len(dataset.records), len(spec.evaluators), max(spec.trials, 1)
-    names = ", ".join(ref.alias or ref.ref for ref in spec.evaluators)
-    target = spec.target.WhichOneof("kind") or "outputs"
-    plan = (
-        f"{records} records from {_dataset_name(spec.dataset)} (version {dataset.version[:12]}) × "
-        f"{evaluators} evaluators ({names}) × {trials} trial(s) = {records * evaluators * trials} evaluation tasks"
-    )
-    if target != "outputs":
-        plan += f", after {records * trials} calls to the {target} target"
-    return plan
 
 
 # --- CatalogService ------------------------------------------------------------------------------
