@@ -24,7 +24,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from .connectors import Completion
 
@@ -74,6 +74,19 @@ def decode_entry(key: str, data: bytes) -> Completion | None:
                 for n in (completion.input_tokens, completion.output_tokens))
     )
     return completion if types_ok else None
+
+
+class CompletionCache(Protocol):
+    """What a judge client asks of a cache; the on-disk ``JudgeCache`` and the ``SharedJudgeCache`` both answer."""
+
+    @property
+    def enabled(self) -> bool: ...
+
+    def key(self, identity: Mapping[str, Any], template_hash: str, messages: Sequence[Mapping[str, Any]]) -> str: ...
+
+    async def get(self, key: str) -> Completion | None: ...
+
+    async def put(self, key: str, completion: Completion) -> None: ...
 
 
 class SharedJudgeCache:

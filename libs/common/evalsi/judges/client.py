@@ -21,7 +21,7 @@ import aiohttp
 from evalsi.errors import InfraError
 
 from .breaker import CircuitBreakers
-from .cache import JudgeCache
+from .cache import CompletionCache
 from .config import JudgeConfig
 from .connectors import Completion, Message, ProviderError, RetryPolicy, check_messages, make_connector
 from .ratelimit import RateLimiter, Sleep
@@ -45,7 +45,7 @@ class JudgeClient:
         config: JudgeConfig,
         *,
         limiter: RateLimiter,
-        cache: JudgeCache,
+        cache: CompletionCache,
         breakers: CircuitBreakers | None = None,
         session: aiohttp.ClientSession | None = None,
         retry: RetryPolicy | None = None,

@@ -13,7 +13,7 @@ from google.protobuf import json_format
 
 from evalsi.errors import BadInputError
 from evalsi.judges import CircuitBreakers, JudgeCache, JudgeClient, JudgeConfig, RateLimiter
-from evalsi.judges.cache import SharedJudgeCache
+from evalsi.judges.cache import CompletionCache, SharedJudgeCache
 from evalsi.v1alpha1.evaluator_pb2 import JudgeSpec
 
 JudgeInput = JudgeConfig | Mapping[str, Any]
@@ -86,7 +86,7 @@ class JudgeSet:
     ) -> None:
         """``shared_cache`` (workers of a deployment) replaces the on-disk cache; ``cache=False`` is --no-cache."""
         self._configs = dict(configs)
-        self._cache: JudgeCache | SharedJudgeCache = (
+        self._cache: CompletionCache = (
             shared_cache if shared_cache is not None else JudgeCache(cache_dir) if cache else JudgeCache.disabled()
         )
         self._limiter = limiter or RateLimiter()

@@ -6,7 +6,7 @@ The bootstrap is deterministic for a given seed and input: the random stream com
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, cast
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -55,7 +55,8 @@ def percentile_bootstrap(
         sums, sizes = x, None
     else:
         codes, n_clusters = _cluster_codes(clusters, x.size)
-        sums = np.bincount(codes, weights=x, minlength=n_clusters)
+        # numpy's stubs type every bincount as intp; with float weights it returns float64 sums.
+        sums = cast("NDArray[np.float64]", np.bincount(codes, weights=x, minlength=n_clusters))
         sizes = np.bincount(codes, minlength=n_clusters).astype(np.float64)
     if sums.size < 2:
         return None
