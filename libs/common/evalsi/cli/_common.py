@@ -7,12 +7,15 @@ import sys
 import traceback
 from collections.abc import Callable, Iterable
 from functools import wraps
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from evalsi.errors import BadInputError, EvalsiError
 from evalsi.projects import PROJECT_RULE, is_project
+
+if TYPE_CHECKING:
+    from google.protobuf.message import Message
 
 # Exit codes a CI can gate on (DESIGN.md).
 EXIT_OK = 0
@@ -56,6 +59,19 @@ def check_project_flag(_ctx: click.Context, _param: click.Parameter, value: str 
     if value and not is_project(value):
         raise click.BadParameter(f"{value!r} is not a valid project name ({PROJECT_RULE})")
     return value
+
+
+def message_json(message: Message, indent: int | None = 2) -> str:
+    """A protobuf message as JSON; protobuf's json_format loads here, not when `evalsi --help` starts."""
+    from google.protobuf import json_format
+
+    return json_format.MessageToJson(message, indent=indent)
+
+
+def message_dict(message: Message) -> dict[str, Any]:
+    from google.protobuf import json_format
+
+    return json_format.MessageToDict(message)
 
 
 def parse_value(text: str) -> Any:

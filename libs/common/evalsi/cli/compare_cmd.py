@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import io
 import sys
+from typing import TYPE_CHECKING
 
 import click
-from google.protobuf import json_format
 
 from evalsi.cli._common import EXIT_GATE_FAILED, check_project_flag, handle_errors
-from evalsi.runs.compare import compare_runs
-from evalsi.runs.results import EvaluationResults, _fmt
-from evalsi.v1alpha1.run_pb2 import Comparison
+
+if TYPE_CHECKING:
+    from evalsi.v1alpha1.run_pb2 import Comparison
 
 
 @click.command("compare")
@@ -43,6 +43,9 @@ def compare_command(a: str, b: str, confidence: float, fmt: str, server: str | N
         with Client(server, project=project) as client:
             comparison = client.runs.compare(a, b, confidence=confidence)
     else:
+        from evalsi.runs.compare import compare_runs  # numpy and scipy: only when comparing
+        from evalsi.runs.results import EvaluationResults
+
         comparison = compare_runs(EvaluationResults.load(a).run, EvaluationResults.load(b).run, confidence=confidence)
     _render(comparison, fmt, a, b, confidence)
     worse = [m.metric for m in comparison.metrics if m.verdict == "worse"]
@@ -52,6 +55,10 @@ def compare_command(a: str, b: str, confidence: float, fmt: str, server: str | N
 
 
 def _render(comparison: Comparison, fmt: str, a: str, b: str, confidence: float) -> None:
+    from google.protobuf import json_format
+
+    from evalsi.runs.results import _fmt
+
     if fmt == "json":
         click.echo(json_format.MessageToJson(comparison))
         return

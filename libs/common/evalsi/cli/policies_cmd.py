@@ -5,16 +5,18 @@ from __future__ import annotations
 import json
 from datetime import UTC
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-import yaml
-from google.protobuf import json_format
-from google.protobuf.timestamp_pb2 import Timestamp
 
-from evalsi.cli._common import handle_errors
+from evalsi.cli._common import handle_errors, message_dict, message_json
 from evalsi.cli.runs_cmd import client_for, server_option
 from evalsi.cli.traces_cmd import parse_since
-from evalsi.v1alpha1.monitor_service_pb2 import MetricStats, Policy, PolicyStats
+
+if TYPE_CHECKING:
+    from google.protobuf.timestamp_pb2 import Timestamp
+
+    from evalsi.v1alpha1.monitor_service_pb2 import MetricStats, Policy, PolicyStats
 
 
 def _time(stamp: Timestamp) -> str:
@@ -119,7 +121,7 @@ def list_command(server: str, project: str | None, fmt: str) -> None:
     with client_for(server, project) as client:
         found = list(client.policies.list())
     if fmt == "json":
-        click.echo(json.dumps([json_format.MessageToDict(p) for p in found], indent=2))
+        click.echo(json.dumps([message_dict(p) for p in found], indent=2))
         return
     from rich.console import Console
     from rich.table import Table
@@ -150,10 +152,12 @@ def get_command(name: str, server: str, project: str | None, fmt: str) -> None:
     with client_for(server, project) as client:
         policy = client.policies.get(name)
     if fmt == "json":
-        click.echo(json_format.MessageToJson(policy, indent=2))
+        click.echo(message_json(policy, indent=2))
         return
     click.echo(f"# generation {policy.generation}, updated {_time(policy.update_time)} UTC")
-    click.echo(yaml.safe_dump(json_format.MessageToDict(policy.policy), sort_keys=False), nl=False)
+    import yaml
+
+    click.echo(yaml.safe_dump(message_dict(policy.policy), sort_keys=False), nl=False)
 
 
 @policies.command("stats")
@@ -174,7 +178,7 @@ def stats_command(
             name, since=parse_since(since) if since else None, last_windows=windows or 0, per_window=bool(windows)
         )
     if fmt == "json":
-        click.echo(json_format.MessageToJson(stats, indent=2))
+        click.echo(message_json(stats, indent=2))
         return
     render_stats(stats)
 

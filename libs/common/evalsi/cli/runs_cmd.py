@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import TYPE_CHECKING
 
 import click
-from google.protobuf import json_format
 
-from evalsi.cli._common import EXIT_GATE_FAILED, check_project_flag, handle_errors
-from evalsi.v1alpha1.run_pb2 import RUN_STATE_BUDGET_EXCEEDED, RUN_STATE_SUCCEEDED, Run, RunState
+from evalsi.cli._common import EXIT_GATE_FAILED, check_project_flag, handle_errors, message_dict, message_json
+
+if TYPE_CHECKING:
+    from evalsi.v1alpha1.run_pb2 import Run
 
 SERVER_HELP = "The Evals.si server: grpc://127.0.0.1:8081 or http://127.0.0.1:8080 (env EVALSI_SERVER)."
 
@@ -32,6 +34,8 @@ def client_for(server: str, project: str | None):  # type: ignore[no-untyped-def
 
 
 def state_name(state: int) -> str:
+    from evalsi.v1alpha1.run_pb2 import RunState
+
     return RunState.Name(state).removeprefix("RUN_STATE_").lower()
 
 
@@ -57,6 +61,8 @@ def describe_run(run: Run) -> str:
 
 def exit_code_of(run: Run) -> int:
     """3 when a gate failed or the budget ran out, else 0."""
+    from evalsi.v1alpha1.run_pb2 import RUN_STATE_BUDGET_EXCEEDED, RUN_STATE_SUCCEEDED
+
     if run.state == RUN_STATE_BUDGET_EXCEEDED or any(not g.passed for g in run.gates):
         return EXIT_GATE_FAILED
     return 0 if run.state == RUN_STATE_SUCCEEDED else 1
@@ -89,6 +95,8 @@ def list_command(
     fmt: str,
 ) -> None:
     """The project's runs, newest first."""
+    from evalsi.v1alpha1.run_pb2 import RunState
+
     with client_for(server, project) as client:
         state_value = RunState.Value(f"RUN_STATE_{state.upper()}") if state else 0
         found = []
@@ -97,7 +105,7 @@ def list_command(
             if len(found) >= limit:
                 break
     if fmt == "json":
-        click.echo(json.dumps([json_format.MessageToDict(r) for r in found], indent=2))
+        click.echo(json.dumps([message_dict(r) for r in found], indent=2))
         return
     from rich.console import Console
     from rich.table import Table
@@ -122,7 +130,7 @@ def get_command(run_id: str, server: str, project: str | None, fmt: str) -> None
     """One run: state, progress, metrics with intervals, gates."""
     with client_for(server, project) as client:
         run = client.runs.get(run_id)
-    click.echo(json_format.MessageToJson(run) if fmt == "json" else describe_run(run))
+    click.echo(message_json(run) if fmt == "json" else describe_run(run))
 
 
 @runs.command("watch")
@@ -182,6 +190,6 @@ def results_command(run_id: str, server: str, project: str | None, evaluator: st
     """Per-record results as JSON lines."""
     with client_for(server, project) as client:
         for count, result in enumerate(client.runs.results(run_id, evaluator=evaluator), start=1):
-            click.echo(json_format.MessageToJson(result, indent=None))
+            click.echo(message_json(result, indent=None))
             if limit is not None and count >= limit:
                 break

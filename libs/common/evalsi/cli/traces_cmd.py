@@ -5,15 +5,17 @@ from __future__ import annotations
 import json
 import re
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 import click
-from google.protobuf import json_format
 
-from evalsi.cli._common import handle_errors
+from evalsi.cli._common import handle_errors, message_dict, message_json
 from evalsi.cli.runs_cmd import client_for, server_option
 from evalsi.errors import BadInputError
-from evalsi.v1alpha1.record_pb2 import Step, StepStatus, StepType
-from evalsi.v1alpha1.trace_service_pb2 import Trace, TraceSummary
+
+if TYPE_CHECKING:
+    from evalsi.v1alpha1.record_pb2 import Step
+    from evalsi.v1alpha1.trace_service_pb2 import Trace, TraceSummary
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*(s|m|h|d|w)$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -46,6 +48,8 @@ def _duration(summary: TraceSummary) -> str:
 
 def step_line(step: Step) -> str:
     """One step as a person reads it: type, name, then model, tokens, tool and status where they exist."""
+    from evalsi.v1alpha1.record_pb2 import StepStatus, StepType
+
     kind = StepType.Name(step.type).removeprefix("STEP_TYPE_").lower() if step.type in StepType.values() else "?"
     parts = [f"{kind:<9}", step.name or "(unnamed)"]
     if step.model:
@@ -113,7 +117,7 @@ def list_command(
             if len(found) >= limit:
                 break
     if fmt == "json":
-        click.echo(json.dumps([json_format.MessageToDict(t) for t in found], indent=2))
+        click.echo(json.dumps([message_dict(t) for t in found], indent=2))
         return
     from rich.console import Console
     from rich.table import Table
@@ -141,7 +145,7 @@ def get_command(trace_id: str, server: str, project: str | None, fmt: str) -> No
     with client_for(server, project) as client:
         trace = client.traces.get(trace_id)
     if fmt == "json":
-        click.echo(json_format.MessageToJson(trace, indent=2))
+        click.echo(message_json(trace, indent=2))
         return
     click.echo(render_tree(trace))
     for score in trace.scores:

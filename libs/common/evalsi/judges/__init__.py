@@ -8,22 +8,56 @@ Typical use (one limiter, cache and breaker set per process, shared by every jud
         answer = await client.complete([{"role": "user", "content": "..."}], template_hash=h)
 """
 
-from .breaker import BreakerState, CircuitBreaker, CircuitBreakers, CircuitOpenError
-from .cache import JudgeCache, cache_key, default_cache_dir
-from .client import JudgeClient, JudgeStats
-from .config import DEFAULT_API_KEY_ENVS, DEFAULT_BASE_URLS, PROVIDERS, JudgeConfig
-from .connectors import (
-    AnthropicConnector,
-    Completion,
-    Connector,
-    Message,
-    OpenAIConnector,
-    ProviderError,
-    RetryPolicy,
-    make_connector,
-    parse_retry_after,
-)
-from .ratelimit import BucketState, BucketStore, InMemoryBucketStore, Limits, ModelLimiter, RateLimiter
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .breaker import BreakerState, CircuitBreaker, CircuitBreakers, CircuitOpenError
+    from .cache import JudgeCache, cache_key, default_cache_dir
+    from .client import JudgeClient, JudgeStats
+    from .config import DEFAULT_API_KEY_ENVS, DEFAULT_BASE_URLS, PROVIDERS, JudgeConfig
+    from .connectors import (
+        AnthropicConnector,
+        Completion,
+        Connector,
+        Message,
+        OpenAIConnector,
+        ProviderError,
+        RetryPolicy,
+        make_connector,
+        parse_retry_after,
+    )
+    from .kv_buckets import NatsKVBucketStore
+    from .ratelimit import BucketState, BucketStore, InMemoryBucketStore, Limits, ModelLimiter, RateLimiter
+
+# Public name -> submodule, loaded on first use (PEP 562): the connectors pull aiohttp (~1 s to import) and
+# kv_buckets nats-py, while judges.config alone is what connection files, specs and the CLI's start need.
+_LAZY: dict[str, str] = {
+    **dict.fromkeys(("BreakerState", "CircuitBreaker", "CircuitBreakers", "CircuitOpenError"), "breaker"),
+    **dict.fromkeys(("JudgeCache", "cache_key", "default_cache_dir"), "cache"),
+    **dict.fromkeys(("JudgeClient", "JudgeStats"), "client"),
+    **dict.fromkeys(("DEFAULT_API_KEY_ENVS", "DEFAULT_BASE_URLS", "PROVIDERS", "JudgeConfig"), "config"),
+    **dict.fromkeys(
+        (
+            "AnthropicConnector",
+            "Completion",
+            "Connector",
+            "Message",
+            "OpenAIConnector",
+            "ProviderError",
+            "RetryPolicy",
+            "make_connector",
+            "parse_retry_after",
+        ),
+        "connectors",
+    ),
+    "NatsKVBucketStore": "kv_buckets",
+    **dict.fromkeys(
+        ("BucketState", "BucketStore", "InMemoryBucketStore", "Limits", "ModelLimiter", "RateLimiter"), "ratelimit"
+    ),
+}
 
 __all__ = [  # noqa: RUF022 - grouped by topic, not alphabetically, for readers
     # configuration
@@ -51,7 +85,7 @@ __all__ = [  # noqa: RUF022 - grouped by topic, not alphabetically, for readers
     "Limits",
     "ModelLimiter",
     "RateLimiter",
-    "NatsKVBucketStore",  # shared between processes; imported on first use (nats-py is slow to import)
+    "NatsKVBucketStore",  # shared between processes
     # circuit breaking
     "BreakerState",
     "CircuitBreaker",
@@ -64,9 +98,14 @@ __all__ = [  # noqa: RUF022 - grouped by topic, not alphabetically, for readers
 ]
 
 
-def __getattr__(name: str) -> object:
-    if name == "NatsKVBucketStore":
-        from .kv_buckets import NatsKVBucketStore
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
 
-        return NatsKVBucketStore
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])

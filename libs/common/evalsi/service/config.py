@@ -30,6 +30,7 @@ from evalsi.connections import Connections
 from evalsi.errors import BadInputError
 from evalsi.hosts import is_loopback
 from evalsi.masking import mask_url
+from evalsi.service.defaults import DEFAULT_METADATA_URL, DEFAULT_OBJECTS_URL
 from evalsi.yaml_files import read_yaml_file
 
 POOLS = ("cpu", "judge", "gpu", "sandbox", "harness")
@@ -67,8 +68,8 @@ class WorkerConfig:
 @dataclass(frozen=True)
 class Config:
     nats_url: str = ""
-    metadata_url: str = "sqlite:///.evalsi/state/evalsi.db"
-    objects_url: str = ".evalsi/state/objects"
+    metadata_url: str = DEFAULT_METADATA_URL
+    objects_url: str = DEFAULT_OBJECTS_URL
     traces_url: str = ""  # the trace and online-score store; empty: SQLite in `evalsi serve`'s state directory
     datasets_dir: str = "."
     api: ApiConfig = field(default_factory=ApiConfig)

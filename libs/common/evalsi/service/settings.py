@@ -19,6 +19,7 @@ import yaml
 
 from evalsi.errors import BadInputError
 from evalsi.service.config import Config
+from evalsi.service.defaults import DEFAULT_METADATA_URL, DEFAULT_OBJECTS_URL
 from evalsi.service.logging import FORMATS, LEVELS
 
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
@@ -53,9 +54,9 @@ class Option:
 # The keys every service reads unprefixed; a service takes the ones it uses, with its own default or help.
 NATS = Option("--nats", default="nats://127.0.0.1:4222", help="NATS server URL", key="nats_url", shared=True,
               config="nats.url", metavar="URL")
-METADATA_URL = Option("--metadata-url", default="sqlite:///.evalsi/state/evalsi.db", help="metadata store URL",
+METADATA_URL = Option("--metadata-url", default=DEFAULT_METADATA_URL, help="metadata store URL",
                       shared=True, config="metadata.url", metavar="URL")
-OBJECTS_URL = Option("--objects-url", default=".evalsi/state/objects", help="object store: a directory or s3:// URL",
+OBJECTS_URL = Option("--objects-url", default=DEFAULT_OBJECTS_URL, help="object store: a directory or s3:// URL",
                      shared=True, config="objects.url", metavar="URL")
 TRACES_URL = Option("--traces-url", default="sqlite:///.evalsi/state/traces.db",
                     help="trace store: sqlite:///PATH or clickhouse://HOST:PORT/DB", shared=True, config="traces.url",
