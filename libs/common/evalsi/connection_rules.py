@@ -96,7 +96,9 @@ def evaluate_problems(connections: Connections, request: EvaluateRequest, projec
     """What a served Evaluate names that the server does not offer ``project``, each naming its field (the
     judges its evaluators use by name too, given the ``registry`` that says which evaluators need one)."""
     problems = _judges_problems(connections, request.judges, project, "judges")
-    for index, ref in enumerate(request.evaluators if registry is not None else ()):
+    if registry is None:
+        return problems
+    for index, ref in enumerate(request.evaluators):
         try:
             evaluator = registry.resolve(ref.ref)
         except BadInputError:

@@ -19,7 +19,7 @@ import signal
 import socket
 import struct
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import replace
 from multiprocessing.connection import Connection, wait
 from typing import Any
@@ -108,7 +108,7 @@ def _reserve(host: str, port: int, flag: str) -> socket.socket:
     return sock
 
 
-Serve = Callable[..., Awaitable[None]]
+Serve = Callable[..., Coroutine[Any, Any, None]]  # each child runs it with asyncio.run
 
 
 def _listen(host: str, port: int, flag: str) -> socket.socket:

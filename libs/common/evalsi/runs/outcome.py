@@ -133,7 +133,7 @@ def run_manifest(
             del manifest.unpinned[:]
             manifest.unpinned.extend(unpinned)
     manifest.target = target_identity(spec.target, spec.harness)
-    unpinned = unpinned_target(spec)
-    if unpinned:
-        manifest.unpinned.append(unpinned)
+    target_note = unpinned_target(spec)
+    if target_note:
+        manifest.unpinned.append(target_note)
     return manifest
