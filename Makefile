@@ -2,7 +2,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: install proto proto-check lint test bench quickstart
+.PHONY: install proto proto-check lint typecheck test bench quickstart
 
 install:
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -16,6 +16,9 @@ proto-check:    ## fail when the generated code is stale
 
 lint:
 	$(VENV)/bin/ruff check .
+
+typecheck:      ## mypy over libs/common/evalsi, as configured in pyproject.toml [tool.mypy]
+	$(VENV)/bin/mypy
 
 test:           ## everything: install, proto check, lint, pytest
 	scripts/test.sh
