@@ -14,6 +14,7 @@ I/O is injected (the trace store as ``TraceStore`` and ``ScoreStore``, ``StageEv
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
@@ -23,6 +24,7 @@ from typing import Protocol
 
 from evalsi.bus.v1alpha1.bus_pb2 import TraceCompleted
 from evalsi.errors import InfraError
+from evalsi.projects import DEFAULT_PROJECT
 from evalsi.stores.traces.protocol import ScoreStore, TraceStore
 from evalsi.traces.model import ERROR as ERROR_OUTCOME
 from evalsi.traces.model import SCORED as SCORED_OUTCOME
@@ -120,7 +122,7 @@ class PolicyEngine:
         by_project: dict[str, list[CompiledPolicy]] = {}
         state: dict[tuple[str, str], _PolicyState] = {}
         for policy in policies:
-            project = policy.project or "default"
+            project = policy.project or DEFAULT_PROJECT
             by_project.setdefault(project, []).append(policy)
             key = (project, policy.name)
             old = self._state.get(key)
@@ -164,7 +166,7 @@ class PolicyEngine:
     # --- one completed trace ---------------------------------------------------------------------------------
 
     async def handle(self, completed: TraceCompleted) -> list[PolicyOutcome]:
-        project = completed.project or "default"
+        project = completed.project or DEFAULT_PROJECT
         policies = self._policies.get(project)
         if not policies:
             return []
@@ -279,11 +281,11 @@ def online_scores(policy: CompiledPolicy, trace_id: str, revision: int, results:
     refs = {stage.alias: stage.bound.evaluator.ref for stage in policy.cascade.stages}
     rows: list[OnlineScore] = []
     for result in results:
-        common = {"trace_id": trace_id, "revision": revision, "policy": policy.name, "stage": result.alias,
-                  "evaluator": refs.get(result.alias, ""), "scored_at": now}
+        stage_score = functools.partial(OnlineScore, trace_id=trace_id, revision=revision, policy=policy.name,
+                                        stage=result.alias, evaluator=refs.get(result.alias, ""), scored_at=now)
         if result.outcome != SCORED:
             outcome = SKIPPED_OUTCOME if result.outcome == SKIPPED else ERROR_OUTCOME
-            rows.append(OnlineScore(metric=result.alias, outcome=outcome, reason=result.reason, **common))
+            rows.append(stage_score(metric=result.alias, outcome=outcome, reason=result.reason))
             continue
         for score in result.scores:
             metric = result.alias if len(result.scores) == 1 else f"{result.alias}.{score.name}"
@@ -298,7 +300,7 @@ def online_scores(policy: CompiledPolicy, trace_id: str, revision: int, results:
                 value = 1.0 if score.passed else 0.0
             elif kind == "label":
                 label = score.label
-            rows.append(OnlineScore(metric=metric, outcome=SCORED_OUTCOME, value=value, passed=passed, label=label,
-                                    reason=score.explanation, **common))
+            rows.append(stage_score(metric=metric, outcome=SCORED_OUTCOME, value=value, passed=passed, label=label,
+                                    reason=score.explanation))
     return rows
 

@@ -131,7 +131,8 @@ class SqlMetadataStore(SqlDocuments):
     async def update_run(self, run: Run, *, only_from: Sequence[int] = ()) -> bool:
         project = project_or_default(run.project)
         stored = _without_results(run, project)
-        condition, condition_args = "", []
+        condition = ""
+        condition_args: list[Any] = []
         if only_from:
             clause, condition_args = self._db.in_list("state", [int(s) for s in only_from])
             condition = f" AND {clause}"

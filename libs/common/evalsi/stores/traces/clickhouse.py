@@ -486,7 +486,10 @@ class ClickHouseTraceStore(TraceReads):
         # Spans another process stored within the last summary interval: summed here (revision 0: no summary
         # written yet), so a trace is readable as soon as its export is answered, wherever it was stored.
         spans = await self._run(lambda client: _select_in(client, _SPAN_SUMS, project, [trace_id.lower()]))
-        return TraceSummary(trace_id.lower(), *_sums(spans), 0, self._clock(), None, 0) if spans else None
+        if not spans:
+            return None
+        row: tuple[Any, ...] = (trace_id.lower(), *_sums(spans), 0, self._clock(), None, 0)
+        return TraceSummary(*row)
 
     # --- online scores and late signals ------------------------------------------------------------------------
 
