@@ -108,7 +108,14 @@ class _Accumulated:
     dataset_results: list[EvaluationResult] = field(default_factory=list)
 
 
-_COUNTED = ("skipped", "errors", "infra_errors", "cancelled")
+_COUNTED: tuple[str, ...] = ("skipped", "errors", "infra_errors", "cancelled")  # read by _Accumulated, above
+
+
+def _copy_counts(counts: Mapping[str, int], summary: MetricSummary) -> None:
+    summary.skipped = counts["skipped"]
+    summary.errors = counts["errors"]
+    summary.infra_errors = counts["infra_errors"]
+    summary.cancelled = counts["cancelled"]
 
 
 class SummaryBuilder:
@@ -176,8 +183,8 @@ def _summarize_evaluator(
             evaluator=bound.alias,
             kind=_KINDS[output.type],
             higher_is_better=output.higher_is_better,
-            **counts,
         )
+        _copy_counts(counts, summary)
         summary.ci.level = settings.level
         if bound.evaluator.scope == "dataset":
             _fill_dataset(summary, acc.dataset_results, output)
@@ -313,8 +320,8 @@ def _pass_k(
                 higher_is_better=True,
                 k=k,
                 n=aggregate.n,
-                **counts,
             )
+            _copy_counts(counts, summary)
             summary.ci.level = settings.level
             if aggregate.mean is not None:
                 summary.mean = aggregate.mean
