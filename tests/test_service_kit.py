@@ -117,12 +117,13 @@ async def test_parts_start_in_order_and_stop_in_reverse() -> None:
     async def assemble(life: Lifecycle) -> None:
         assert await life.enter("nats", parts.open("nats"), parts.close) == "nats"
         await life.enter("store", parts.open("store"), parts.close)
+        life.on_stop("driver", lambda: parts.close("driver"))  # built in place, stopped at its turn
         await life.enter_part("broker", Broker(parts.events))
 
     async with running("test", assemble) as life:
-        assert life.started == ["nats", "store", "broker"]
+        assert life.started == ["nats", "store", "driver", "broker"]
         assert parts.events == ["start nats", "start store", "start broker"]
-    assert parts.events[3:] == ["stop broker", "stop store", "stop nats"]
+    assert parts.events[3:] == ["stop broker", "stop driver", "stop store", "stop nats"]
 
 
 async def test_a_failed_start_stops_what_started_and_re_raises() -> None:

@@ -333,7 +333,7 @@ async def assemble(settings: Settings, life: Lifecycle) -> None:
         evaluate_timeout_s=settings.evaluate_timeout_s,
         objects=objects,
     )
-    await life.enter("nats", _nothing(), lambda _: link.close())
+    life.on_stop("nats", link.close)
     runs = RunHandlers(
         store=store,
         objects=objects,
@@ -360,10 +360,6 @@ async def assemble(settings: Settings, life: Lifecycle) -> None:
     # In the background: the listeners answer /healthz (and an honest /readyz) while NATS is still coming up.
     await life.spawn("nats connect", link.connect())
     readiness.set_ready("started")
-
-
-async def _nothing() -> None:
-    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

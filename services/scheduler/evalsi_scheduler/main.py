@@ -47,6 +47,7 @@ from evalsi.bus.v1alpha1.bus_pb2 import (
 )
 from evalsi.errors import InfraError
 from evalsi.evaluators import Registry
+from evalsi.projects import DEFAULT_PROJECT
 from evalsi.runs.driver import Scheduler, run_periodically, run_traceparent
 from evalsi.runs.flags import RunFlags
 from evalsi.service.kit import parse_flags, run_service, serve_health
@@ -145,7 +146,7 @@ async def assemble(args: argparse.Namespace, life: Lifecycle) -> None:
         lease_ttl_s=args.lease_ttl,
         tick_s=min(0.5, args.lease_ttl / 6),
     )
-    await life.enter("scheduler", _noop(), lambda _: scheduler.stop())
+    life.on_stop("scheduler", scheduler.stop)
 
     async def on_result(result: TaskResult, _delivery: Delivery) -> None:
         await scheduler.held_while_down(scheduler.on_task_result(result))
@@ -157,7 +158,7 @@ async def assemble(args: argparse.Namespace, life: Lifecycle) -> None:
             CONTROL_ACTION_CANCEL: scheduler.on_control_cancel,
         }.get(control.action)
         if action is not None:
-            await scheduler.held_while_down(action(control.project or "default", control.run_id))
+            await scheduler.held_while_down(action(control.project or DEFAULT_PROJECT, control.run_id))
 
     async def on_dead(message: Message, delivery: Delivery) -> None:
         if isinstance(message, Task):
@@ -189,10 +190,6 @@ async def assemble(args: argparse.Namespace, life: Lifecycle) -> None:
     await life.spawn("adoption", run_periodically(max(0.5, args.lease_ttl / 3), scheduler.adopt_orphans,
                                                   life.stopping))
     log.info("scheduler ready", extra=ids(scheduler=args.name))
-
-
-async def _noop() -> None:
-    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -67,6 +67,10 @@ class Lifecycle:
         self._parts.append(_Started(name, (lambda: stop(value)) if stop is not None else _nothing, ready))
         return value
 
+    def on_stop(self, name: str, stop: Callable[[], Awaitable[Any]], *, ready: ReadyCheck | None = None) -> None:
+        """A part that needed no start (built in place) but must be stopped at its turn."""
+        self._parts.append(_Started(name, stop, ready))
+
     async def enter_part(self, name: str, part: Part, *, ready: ReadyCheck | None = None) -> None:
         """A component with ``start()`` and ``stop()``."""
         await self.enter(name, part.start(), lambda _: part.stop(), ready=ready)
