@@ -15,7 +15,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from google.protobuf import timestamp_pb2
 
@@ -35,6 +35,7 @@ from evalsi.evaluators import BoundEvaluator, Registry
 from evalsi.runs.outcome import final_state, run_manifest, target_calls_of_records
 from evalsi.runs.plan import Plan, plan_run, task_key
 from evalsi.runs.plan import Task as PlannedTask
+from evalsi.runs.ports import BusPort
 from evalsi.runs.summary import SummaryBuilder
 from evalsi.sdk import resolve_evaluators
 from evalsi.v1alpha1.record_pb2 import Record
@@ -67,22 +68,11 @@ TERMINAL = (RUN_STATE_SUCCEEDED, RUN_STATE_FAILED, RUN_STATE_CANCELLED, RUN_STAT
 RECORDS_REF_LABEL = "evals.si/records-ref"
 ATTEMPT_LABEL = "evals.si/attempt"
 PARTIAL_SUMMARY_EVERY_S = 2.0
-PARTIAL_SUMMARY_MAX_RESULTS = 200_000
 # Failures that say nothing about a run: a store or the bus did not answer in time. Work waits for them.
 _OUTAGES = (InfraError, TimeoutError, OSError)
 PROBE_EVERY_S = 1.0
 RESUME_WAIT_S = 60.0  # how long a resume waits for the driver of the cancelled attempt to finish
 REDRIVE_MAX_PAUSE_S = 30.0
-
-
-class BusPort(Protocol):
-    """What the scheduler needs from the bus."""
-
-    async def publish_task(self, pool: str, task: Task, msg_id: str) -> None: ...
-
-    async def publish_event(self, event: RunEvent) -> None: ...
-
-    async def set_run_flag(self, run_id: str, flag: str) -> None: ...
 
 
 _STAGES = {"generate": STAGE_GENERATE, "evaluate": STAGE_EVALUATE, "reduce": STAGE_REDUCE}
@@ -141,7 +131,11 @@ class Scheduler:
     registry: Registry
     owner: str
     lease_ttl_s: float = 15.0
+    # The longest a driver waits between looks at its run: results folded here wake it at once; this bounds how
+    # late it sees results folded by another replica, a cancel, a budget's clock, and it renews the lease.
     tick_s: float = 0.5
+    _news: dict[str, asyncio.Event] = field(default_factory=dict)
+    _partials: dict[str, SummaryBuilder] = field(default_factory=dict)
     _drivers: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     _runs: dict[str, Run] = field(default_factory=dict)
 
@@ -183,6 +177,7 @@ class Scheduler:
         run.state, run.message = RUN_STATE_CANCELLED, "cancelled on request"
         # The driver notices and finishes the run as cancelled; a run that finished meanwhile stays finished.
         await self.store.update_run(run, only_from=(state,))
+        self._wake(run_id)
 
     # --- leases and adoption --------------------------------------------------------------------------
 
@@ -244,6 +239,8 @@ class Scheduler:
                     await self._fail(project, run_id, exc)
                     return
         finally:
+            self._news.pop(run_id, None)
+            self._partials.pop(run_id, None)
             try:
                 await self.store.release_lease(f"run:{run_id}", self.owner)
             except _OUTAGES as exc:  # it expires by itself
@@ -299,13 +296,15 @@ class Scheduler:
             if not await self.store.update_run(run, only_from=(RUN_STATE_PENDING,)):
                 return  # cancelled before it started: driving again sees the stored state
             await self._event(run, RUN_EVENT_TYPE_STATE)
+        self._news.setdefault(run_id, asyncio.Event())
+        await self._fold_partials(run, bound)
         await self._publish_ready(run, bound, planned, records)
         del records  # the records travel in the tasks; only the plan stays in memory
         reduce_published = False
         last_progress = None
         last_partial = time.monotonic()
         while True:
-            await asyncio.sleep(self.tick_s)
+            await self._until_news(run_id)
             try:
                 if not await self.store.acquire_lease(f"run:{run_id}", self.owner, self.lease_ttl_s):
                     log.warning("lost the run's lease; another scheduler drives it now", extra={"run_id": run_id})
@@ -381,13 +380,11 @@ class Scheduler:
         return budget_exceeded(budget, usage) or ""
 
     async def _partial_summaries(self, run: Run, bound: Sequence[BoundEvaluator]) -> None:
-        """Summaries of what is scored so far, for WatchRun; skipped on runs too large to re-read often."""
-        counts = await self.store.count_results(run.project, run.id)
-        if sum(counts.values()) > PARTIAL_SUMMARY_MAX_RESULTS:
+        """Summaries of what is scored so far, for WatchRun, from the results folded as they came (no re-read);
+        with several replicas, those this one folded (the final summaries read every stored result)."""
+        builder = self._partials.get(run.id)
+        if builder is None:
             return
-        builder = SummaryBuilder(bound)
-        async for batch in self.store.iter_results(run.project, run.id):
-            builder.add(batch)
         event = RunEvent(
             run_id=run.id,
             type=RUN_EVENT_TYPE_SUMMARY,
@@ -398,6 +395,31 @@ class Scheduler:
         )
         event.summaries.extend(builder.summaries(options=run.spec.summary))
         await self._announce(event)
+
+    async def _fold_partials(self, run: Run, bound: Sequence[BoundEvaluator]) -> None:
+        """Start this driver's partial summaries from what is stored: results folded before it took the run (an
+        adopted or resumed run); from then on results fold in as they arrive (``on_task_result``)."""
+        builder = SummaryBuilder(bound)
+        async for batch in self.store.iter_results(run.project, run.id):
+            builder.add(batch)
+        self._partials[run.id] = builder
+
+    async def _until_news(self, run_id: str) -> None:
+        """Wait for news of the run (a result folded, a cancel) or at most ``tick_s``."""
+        news = self._news.setdefault(run_id, asyncio.Event())
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(news.wait(), timeout=self.tick_s)
+        news.clear()
+
+    def _wake(self, run_id: str) -> None:
+        news = self._news.get(run_id)
+        if news is not None:
+            news.set()
+
+    def _fold(self, run_id: str, results: Sequence[EvaluationResult]) -> None:
+        builder = self._partials.get(run_id)
+        if builder is not None:
+            builder.add(results)
 
     async def _publish_ready(
         self, run: Run, bound: Sequence[BoundEvaluator], planned: Sequence[PlannedTask], records: Sequence[Record]
@@ -562,14 +584,20 @@ class Scheduler:
             await self.store.set_task_state(
                 run.id, result.key, "done", output_ref=ref, only_from=("pending", "cancelled"), usage=_usage(result)
             )
+            self._wake(run.id)
             return
         if result.results:
             await self.store.upsert_results(run.project, run.id, list(result.results))
         state = {TASK_STATUS_DONE: "done", TASK_STATUS_CANCELLED: "cancelled"}.get(result.status, "failed")
         only_from = ("pending", "cancelled") if state == "done" else ("pending",)
-        await self.store.set_task_state(
+        # Only the delivery that completes the task folds its results into the partial summaries: a redelivered
+        # result is counted once.
+        if await self.store.set_task_state(
             run.id, result.key, state, error=result.error, only_from=only_from, usage=_usage(result)
-        )
+        ):
+            self._fold(run.id, result.results)
+        self._wake(run.id)
+
 
     async def _publish_evaluations_of(self, run: Run, result: TaskResult, ref: str) -> None:
         bound = bound_of(run, self.registry)
@@ -625,7 +653,9 @@ class Scheduler:
                 )
         if results:
             await self.store.upsert_results(task.project, task.run_id, results)
-        await self.store.set_task_state(task.run_id, task.key, "failed", error=reason, only_from=("pending",))
+        if await self.store.set_task_state(task.run_id, task.key, "failed", error=reason, only_from=("pending",)):
+            self._fold(task.run_id, results)
+        self._wake(task.run_id)
 
     async def _run(self, project: str, run_id: str) -> Run | None:
         run = self._runs.get(run_id)

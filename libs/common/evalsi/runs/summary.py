@@ -201,12 +201,17 @@ def _summarize_evaluator(
             summary.n = len(column.labels)
             out.append(summary)
             continue
-        sample_ids = [_sample_of(bound, rid) for rid in column.record_ids]
-        clusters = _clusters(bound, sample_ids, column.trials, clusters_of)
-        _fill_numbers(summary, np.asarray(column.values, dtype=np.float64), output, clusters, settings)
+        # One order (record, trial) whatever order the results came in (dataset order embedded, a store's order
+        # served, folded as they arrived), so the same results give the same numbers to the last bit and the
+        # same seeded bootstrap.
+        order = sorted(range(len(column.values)), key=lambda i: (column.record_ids[i], column.trials[i]))
+        values = [column.values[i] for i in order]
+        sample_ids = [_sample_of(bound, column.record_ids[i]) for i in order]
+        clusters = _clusters(bound, sample_ids, [column.trials[i] for i in order], clusters_of)
+        _fill_numbers(summary, np.asarray(values, dtype=np.float64), output, clusters, settings)
         out.append(summary)
         if output.type == "boolean":
-            out.extend(_pass_k(bound, metric, column.values, sample_ids, settings, counts))
+            out.extend(_pass_k(bound, metric, values, sample_ids, settings, counts))
     return out
 
 

@@ -1,0 +1,192 @@
+"""The run store and record access in memory: what a run driver needs (``evalsi.runs.ports``) within one process.
+
+Same semantics as the SQL store where the driver relies on them: compare-and-set run updates, task state moves
+only from the given states, results upserted by (evaluator, record, trial) where a scored or skipped result is
+never replaced by a later error or cancellation, results read back in (evaluator, record_id, trial) order.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field, replace
+
+from evalsi.bus.v1alpha1.bus_pb2 import TaskRecords
+from evalsi.errors import BadInputError
+from evalsi.stores.metadata import TASK_STATES, TaskRow, check_task_states
+from evalsi.v1alpha1.record_pb2 import Record
+from evalsi.v1alpha1.run_pb2 import Run
+from evalsi.v1alpha1.score_pb2 import OUTCOME_SCORED, OUTCOME_SKIPPED, EvaluationResult
+
+_FINAL = (OUTCOME_SCORED, OUTCOME_SKIPPED)
+_ResultKey = tuple[str, str, int]
+
+
+@dataclass
+class _Task:
+    row: TaskRow
+    usage: tuple[int, int, float] = (0, 0, 0.0)
+
+
+@dataclass
+class MemoryRunStore:
+    """Runs, tasks, results, usage and leases of one process's runs."""
+
+    _runs: dict[tuple[str, str], Run] = field(default_factory=dict)
+    _results: dict[str, dict[_ResultKey, EvaluationResult]] = field(default_factory=dict)
+    _tasks: dict[str, dict[str, _Task]] = field(default_factory=dict)
+    _leases: dict[str, tuple[str, float]] = field(default_factory=dict)
+
+    async def ping(self) -> bool:
+        return True
+
+    async def create_run(self, run: Run) -> None:
+        stored = Run()
+        stored.CopyFrom(run)
+        stored.ClearField("results")
+        self._runs[(run.project, run.id)] = stored
+
+    async def get_run(self, project: str, run_id: str) -> Run | None:
+        stored = self._runs.get((project, run_id))
+        if stored is None:
+            return None
+        copy = Run()
+        copy.CopyFrom(stored)
+        return copy
+
+    async def update_run(self, run: Run, *, only_from: Sequence[int] = ()) -> bool:
+        stored = self._runs.get((run.project, run.id))
+        if stored is None:
+            raise BadInputError(f"no run {run.id!r} in project {run.project!r} to update; create it first")
+        if only_from and stored.state not in only_from:
+            return False
+        await self.create_run(run)
+        return True
+
+    async def runs_in_states(self, states: Sequence[int]) -> list[tuple[str, str]]:
+        return [key for key, run in self._runs.items() if run.state in states]
+
+    async def upsert_results(self, project: str, run_id: str, results: Sequence[EvaluationResult]) -> None:
+        stored = self._results.setdefault(run_id, {})
+        for result in results:
+            key = (result.evaluator, result.record_id, result.trial)
+            kept = stored.get(key)
+            if kept is not None and kept.outcome in _FINAL and result.outcome not in _FINAL:
+                continue  # a result the evaluator produced is a fact; a late error never replaces it
+            stored[key] = result
+
+    async def iter_results(
+        self, project: str, run_id: str, *, batch_size: int = 5000
+    ) -> AsyncIterator[list[EvaluationResult]]:
+        ordered = [result for _, result in sorted(self._results.get(run_id, {}).items())]
+        for start in range(0, len(ordered), batch_size):
+            yield ordered[start : start + batch_size]
+
+    async def count_results(self, project: str, run_id: str) -> dict[int, int]:
+        counts: dict[int, int] = {}
+        for result in self._results.get(run_id, {}).values():
+            counts[result.outcome] = counts.get(result.outcome, 0) + 1
+        return counts
+
+    async def add_tasks(self, project: str, tasks: Sequence[TaskRow]) -> int:
+        check_task_states(sorted({t.state for t in tasks}), what="add_tasks")
+        rows = self._tasks.setdefault(tasks[0].run_id, {}) if tasks else {}
+        added = 0
+        for task in tasks:
+            if task.key not in rows:  # the first row of a key wins, as in SQL's ON CONFLICT DO NOTHING
+                rows[task.key] = _Task(task)
+                added += 1
+        return added
+
+    async def set_task_state(
+        self,
+        run_id: str,
+        key: str,
+        state: str,
+        *,
+        output_ref: str = "",
+        error: str = "",
+        only_from: Sequence[str] = ("pending",),
+        attempts: int | None = None,
+        usage: tuple[int, int, float] | None = None,
+    ) -> bool:
+        (state,) = check_task_states((state,), what="set_task_state")
+        task = self._tasks.get(run_id, {}).get(key)
+        if task is None or (only_from and task.row.state not in check_task_states(only_from, what="only_from")):
+            return False
+        task.row = replace(
+            task.row,
+            state=state,
+            output_ref=output_ref,
+            error=error,
+            attempts=task.row.attempts if attempts is None else int(attempts),
+        )
+        if usage is not None:
+            task.usage = (int(usage[0]), int(usage[1]), float(usage[2]))
+        return True
+
+    async def list_tasks(self, run_id: str, *, states: Sequence[str] = (), stage: int = 0) -> list[TaskRow]:
+        states = check_task_states(states, what="list_tasks")
+        rows = sorted(self._tasks.get(run_id, {}).items())
+        return [
+            t.row for _, t in rows if (not states or t.row.state in states) and (not stage or t.row.stage == stage)
+        ]
+
+    async def task_counts(self, run_id: str) -> dict[str, int]:
+        counts = dict.fromkeys(TASK_STATES, 0)
+        for task in self._tasks.get(run_id, {}).values():
+            counts[task.row.state] += 1
+        return counts
+
+    async def task_usage(self, run_id: str) -> tuple[int, int, float]:
+        usages = [t.usage for t in self._tasks.get(run_id, {}).values()]
+        return sum(u[0] for u in usages), sum(u[1] for u in usages), sum(u[2] for u in usages)
+
+    async def acquire_lease(self, name: str, owner: str, ttl_s: float) -> bool:
+        holder = self._leases.get(name)
+        now = time.monotonic()
+        if holder is not None and holder[0] != owner and holder[1] > now:
+            return False
+        self._leases[name] = (owner, now + ttl_s)
+        return True
+
+    async def release_lease(self, name: str, owner: str) -> None:
+        if self._leases.get(name, ("", 0.0))[0] == owner:
+            del self._leases[name]
+
+
+@dataclass
+class MemoryRecords:
+    """A run's records and generated outputs as serialized ``TaskRecords`` under references, the way an object store
+    keeps them for the served scheduler, so the same ``Executor`` resolves them (``fetch``)."""
+
+    _datasets: dict[str, Sequence[Record]] = field(default_factory=dict)
+    _objects: dict[str, bytes] = field(default_factory=dict)
+    _next: itertools.count = field(default_factory=itertools.count)
+
+    def add_run(self, run_id: str, records: Sequence[Record]) -> None:
+        self._datasets[run_id] = records
+
+    async def fetch(self, ref: str) -> bytes:
+        return self._objects[ref]
+
+    async def record_count(self, run: Run) -> int:
+        return len(self._datasets[run.id])
+
+    async def shard_ref(self, run: Run, start: int, stop: int) -> str:
+        ref = f"{run.id}/records/{start}-{stop}"
+        if ref not in self._objects:
+            self._objects[ref] = TaskRecords(records=self._datasets[run.id][start:stop]).SerializeToString()
+        return ref
+
+    async def shard_records(self, run: Run, start: int, stop: int) -> list[Record]:
+        return list(self._datasets[run.id][start:stop])
+
+    async def put_outputs(self, run: Run, records: Sequence[Record]) -> str:
+        ref = f"{run.id}/outputs/{next(self._next)}"
+        self._objects[ref] = TaskRecords(records=records).SerializeToString()
+        return ref
+
+    async def outputs(self, ref: str) -> list[Record]:
+        return list(TaskRecords.FromString(self._objects[ref]).records)
