@@ -19,12 +19,14 @@ from functools import partial
 
 import nats.errors
 from google.protobuf.message import Message
+from nats.js import JetStreamContext
 from prometheus_client import Counter
 
 from evalsi.bus import (
     BusBroker,
     BusConnection,
     Delivery,
+    ObjectStore,
     Permanent,
     connect,
     ensure_scheduler_consumers,
@@ -95,7 +97,7 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
 class _Bus:
     """The scheduler's BusPort over NATS."""
 
-    def __init__(self, js, objects, flags: RunFlags) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, js: JetStreamContext, objects: ObjectStore, flags: RunFlags) -> None:
         self._js, self._objects, self._flags = js, objects, flags
 
     async def publish_task(self, pool: str, task: Task, msg_id: str) -> None:

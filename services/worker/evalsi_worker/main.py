@@ -46,7 +46,7 @@ from evalsi.service.logging import ids
 from evalsi.service.settings import LOGGING, METADATA_URL, METRICS_PORT, NATS, OBJECTS_URL, Option, option
 from evalsi.service.settings import build_parser as build_settings_parser
 from evalsi.stores import open_object_store
-from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest
+from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResponse
 
 log = logging.getLogger("evalsi.worker")
 TASKS = Counter("evalsi_worker_tasks_total", "Tasks handled", ["pool", "stage", "status"])
@@ -170,7 +170,7 @@ async def assemble(args: argparse.Namespace, life: Lifecycle) -> None:
                                           max_deliver=args.max_deliver), handle)
     await life.enter_part("task consumer", consumer)
 
-    async def answer(request: EvaluateRequest, _delivery: Delivery):  # type: ignore[no-untyped-def]
+    async def answer(request: EvaluateRequest, _delivery: Delivery) -> EvaluateResponse:
         return await executor.evaluate_request(request)
 
     await life.enter(

@@ -61,8 +61,11 @@ def configure_logging(level: str, log_format: str = "json") -> None:
         [_TRACEBACKS, structlog.processors.JSONRenderer()] if log_format == "json"
         else [structlog.dev.ConsoleRenderer(colors=False)]
     )
+    # Typed loosely: structlog's processor type has no room for a last step that takes and returns the line.
+    chain: list[Any] = [*shared, *render, _mask_urls]
+    formatter_chain: list[Any] = [structlog.stdlib.ProcessorFormatter.remove_processors_meta, *render, _mask_urls]
     structlog.configure(
-        processors=[*shared, *render, _mask_urls],
+        processors=chain,
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
         cache_logger_on_first_use=True,
@@ -70,11 +73,7 @@ def configure_logging(level: str, log_format: str = "json") -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
-            processors=[
-                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
-                *render,
-                _mask_urls,
-            ],
+            processors=formatter_chain,
             foreign_pre_chain=[*shared, structlog.stdlib.add_logger_name, structlog.stdlib.ExtraAdder()],
         )
     )
