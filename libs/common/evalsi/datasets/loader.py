@@ -96,27 +96,34 @@ def stream_dataset(
     limit: int | None = None,
     format: str | None = None,
     split: str | None = None,
+    name: str | None = None,
+    check_id: Callable[[str], str | None] | None = None,
 ) -> RecordStream:
     """The records of a file or ``hf://`` source, read lazily: the arguments and errors of :func:`load_dataset`.
 
     JSONL and CSV are read a line at a time; Parquet and the Hub in bounded batches; a JSON file (one
     document) is parsed whole. Arguments are checked here; the file is read as the stream is iterated.
+    ``name`` is what errors and ``provenance.dataset`` call the source (default: ``source`` as given), e.g. the
+    name a client gave an uploaded file rather than where the server keeps it. ``check_id`` says what is wrong
+    with a record id (None: nothing), refusing the record where it is, e.g. an id a store cannot key.
     """
     field_mapping = parse_mapping(mapping)
-    name = str(source)
+    name = str(source) if name is None else name
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise BadInputError(f"{name}: limit must be a positive integer, got {limit!r}")
     if isinstance(source, str) and source.startswith(HF_PREFIX):
         if format not in (None, "hf"):
             raise BadInputError(f"{name}: format {format!r} does not apply to hf:// sources")
         return RecordStream(name, "hf", field_mapping, limit,
-                            lambda: read_hf_rows(name, split=split or "train", streaming=limit is not None))
+                            lambda: read_hf_rows(name, split=split or "train", streaming=limit is not None), check_id)
     if split is not None:
         raise BadInputError(f"{name}: split={split!r} applies to hf:// sources only")
     path = Path(source).expanduser()
     check_file(path, name)
     fmt = detect_format(name, format)
-    return RecordStream(name, fmt, field_mapping, limit, lambda: read_rows(path, fmt, name=name, batch_size=limit))
+    return RecordStream(
+        name, fmt, field_mapping, limit, lambda: read_rows(path, fmt, name=name, batch_size=limit), check_id
+    )
 
 
 class RecordStream:
@@ -128,12 +135,14 @@ class RecordStream:
     """
 
     def __init__(self, source: str, format: str, mapping: FieldMapping, limit: int | None,
-                 open_rows: Callable[[], Iterator[tuple[int, Any]]]) -> None:
+                 open_rows: Callable[[], Iterator[tuple[int, Any]]],
+                 check_id: Callable[[str], str | None] | None = None) -> None:
         self.source = source
         self.format = format
         self._builder = _Builder(source, mapping)
         self._limit = limit
         self._open_rows = open_rows
+        self._check_id = check_id
         self._version: str | None = None
         self._started = False
 
@@ -154,12 +163,15 @@ class RecordStream:
         return self._records()
 
     def _records(self) -> Iterator[Record]:
-        builder, limit, fmt = self._builder, self._limit, self.format
+        builder, limit, fmt, check_id = self._builder, self._limit, self.format, self._check_id
         rows = self._open_rows()
         try:
             for position, row in rows:
                 try:
                     record = builder.add_row(row)
+                    problem = check_id(record.id) if check_id is not None else None
+                    if problem:
+                        raise _RowError(f"its id {problem}")
                 except _RowError as exc:
                     raise BadInputError(f"{location(self.source, fmt, position)}: {exc}") from None
                 yield record

@@ -188,7 +188,7 @@ async def write_dataset(
 
 async def put_manifest(objects: ObjectStore, manifest: DatasetManifest) -> str:
     """Store the manifest; its key names the dataset version everywhere (a run's label, a stored version)."""
-    return await objects.put(manifest.to_json(), content_type="application/json")
+    return await objects.put(manifest.to_json())
 
 
 async def read_manifest(objects: ObjectStore, key: str) -> DatasetManifest:
