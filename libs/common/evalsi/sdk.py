@@ -23,6 +23,7 @@ from evalsi.evaluators import BoundEvaluator, EvalContext, Evaluator, Registry
 from evalsi.evaluators.runner import RunnerOptions, run_evaluators, units_total
 from evalsi.judges.panel import JudgeInput, JudgeSet, judge_configs, judge_spec_from_config
 from evalsi.limits import check_resamples
+from evalsi.projects import DEFAULT_PROJECT
 from evalsi.records import canonical_json, struct_to_dict
 from evalsi.runs.results import EvaluationResults
 from evalsi.runs.summary import summarize_results
@@ -239,7 +240,7 @@ async def evaluate_async(
     progress: bool = False,
     registry: Registry | None = None,
     name: str = "",
-    project: str = "default",
+    project: str = DEFAULT_PROJECT,
     cancel: asyncio.Event | None = None,
     stop_on_interrupt: bool = False,
 ) -> EvaluationResults:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from evalsi.errors import SkipRecord
+from evalsi.projects import DEFAULT_PROJECT
 
 if TYPE_CHECKING:
     from evalsi.judges import JudgeClient
@@ -23,7 +24,7 @@ class EvalContext:
 
     judge: JudgeClient | None = None
     judges: dict[str, JudgeClient] = field(default_factory=dict)
-    project: str = "default"
+    project: str = DEFAULT_PROJECT
     extras: dict[str, Any] = field(default_factory=dict)
 
     def require_judge(self) -> JudgeClient:

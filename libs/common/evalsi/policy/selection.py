@@ -29,6 +29,7 @@ from celpy import celtypes
 
 from evalsi.durations import parse_duration
 from evalsi.errors import BadInputError
+from evalsi.projects import DEFAULT_PROJECT
 from evalsi.records import from_value
 from evalsi.traces.assembly import assemble_record
 from evalsi.traces.model import MappedSpan
@@ -95,7 +96,7 @@ class TraceView:
 
     @classmethod
     def from_spans(
-        cls, spans: Sequence[MappedSpan], *, project: str = "default", negative_feedback: bool = False
+        cls, spans: Sequence[MappedSpan], *, project: str = DEFAULT_PROJECT, negative_feedback: bool = False
     ) -> TraceView:
         record = assemble_record(spans, project=project)
         return cls(record, {span.span_id: dict(span.resource) for span in spans}, negative_feedback)

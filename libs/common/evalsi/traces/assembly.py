@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from evalsi.projects import DEFAULT_PROJECT
 from evalsi.records import from_value, to_value
 from evalsi.v1alpha1.record_pb2 import Content, Messages, Record, Step, Usage
 
@@ -64,7 +65,7 @@ def sum_usage(steps: Iterable[Step]) -> Usage:
     return usage
 
 
-def assemble_record(spans: Sequence[MappedSpan], *, project: str = "default") -> Record:
+def assemble_record(spans: Sequence[MappedSpan], *, project: str = DEFAULT_PROJECT) -> Record:
     """The Record of one trace from all of its spans received so far (any order)."""
     if not spans:
         raise ValueError("a trace needs at least one span")
