@@ -185,3 +185,30 @@ def test_an_empty_content_message_counts_as_missing() -> None:
     record.output.CopyFrom(Content())  # present on the wire, but holding nothing
     summary = evalsi.evaluate([record], ["exact-match"]).metric("exact-match")
     assert summary.n == 0 and summary.skipped == 1
+
+
+async def test_sync_evaluators_share_chunks_and_keep_their_order_through_an_overdue_call() -> None:
+    """Record-scope sync evaluators run their calls in chunks that cross evaluators (one thread hop for many):
+    an overdue call in the middle is an error of its own evaluator only, and every evaluator's results come back
+    complete and in record order."""
+
+    @evaluator("t/first-letter", requires=["output"])
+    def first_letter(record) -> bool:
+        if record.id == "r3":
+            time.sleep(0.3)
+        return record.output.text.startswith("a")
+
+    records = [make_record(id=f"r{i}", output="ab" if i % 2 else "ba", reference="ab") for i in range(7)]
+    results = await run_evaluators(
+        records,
+        [equal.bind(), first_letter.bind()],
+        _ctx,
+        options=RunnerOptions(chunk_size=4, call_timeout_s=0.1),
+    )
+    assert [(r.evaluator, r.record_id) for r in results] == (
+        [("equal", f"r{i}") for i in range(7)] + [("first-letter", f"r{i}") for i in range(7)])
+    assert [r.scores[0].passed for r in results[:7]] == [i % 2 == 1 for i in range(7)]
+    overdue = results[7 + 3]
+    assert overdue.outcome == OUTCOME_ERROR and overdue.reason.startswith("deadline")
+    assert [r.outcome for r in results if r is not overdue] == [OUTCOME_SCORED] * 13
+    assert [r.scores[0].passed for r in results[7:] if r is not overdue] == [i % 2 == 1 for i in range(7) if i != 3]

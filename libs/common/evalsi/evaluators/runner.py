@@ -21,6 +21,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
+from itertools import islice
 from typing import Any
 
 from evalsi.errors import BadInputError, InfraError, SkipRecord
@@ -160,17 +161,18 @@ def _record_call(bound: BoundEvaluator, ctx: EvalContext) -> Callable[[Record], 
     return call
 
 
-async def _run_record_chunk(
-    bound: BoundEvaluator, ctx: EvalContext, records: Sequence[Record], timeout_s: float | None
-) -> list[EvaluationResult]:
-    results: list[EvaluationResult] = []
+async def _run_record_calls(
+    calls: Sequence[tuple[list[EvaluationResult], BoundEvaluator, Callable[[Record], EvaluationResult], Record]],
+    timeout_s: float | None,
+) -> None:
+    """Record-scope calls of several evaluators in one lane (one thread hop), each result appended to its list."""
 
-    def expire(record: Record) -> None:
-        result = _new_result(record.id, bound, record.provenance.trial)
-        results.append(_timed_out(result, timeout_s or 0.0))
+    def expire(item: tuple[list[EvaluationResult], BoundEvaluator, Any, Record]) -> None:
+        into, bound, _call, record = item
+        into.append(_timed_out(_new_result(record.id, bound, record.provenance.trial), timeout_s or 0.0))
 
-    await _in_lanes(records, _record_call(bound, ctx), lambda _, result: results.append(result), expire, timeout_s)
-    return results
+    await _in_lanes(calls, lambda item: item[2](item[3]), lambda item, result: item[0].append(result), expire,
+                    timeout_s)
 
 
 class _Lane:
@@ -499,15 +501,18 @@ async def run_evaluators(
             sync_chunks.extend(_chunks(iter(units), options.chunk_size))
 
     async def run_sync() -> None:
-        for index, bound, ctx in record_jobs:
-            for start in range(0, len(records), options.chunk_size):
-                chunk = records[start : start + options.chunk_size]
-                if cancelled():
-                    per_evaluator[index].extend(_cancelled(_new_result(r.id, bound, r.provenance.trial)) for r in chunk)
-                    continue
-                per_evaluator[index].extend(await _run_record_chunk(bound, ctx, chunk, options.call_timeout_s))
-                if progress is not None:
-                    progress(len(chunk))
+        # Every sync record-scope evaluator's calls (evaluator by evaluator, records in order) cut into chunks
+        # across evaluators, so a task of ten evaluators over fifty records is one thread hop, not ten.
+        jobs = [(per_evaluator[index], bound, _record_call(bound, ctx)) for index, bound, ctx in record_jobs]
+        calls = ((into, bound, call, record) for into, bound, call in jobs for record in records)
+        while chunk := list(islice(calls, options.chunk_size)):
+            if cancelled():
+                for into, bound, _call, record in chunk:
+                    into.append(_cancelled(_new_result(record.id, bound, record.provenance.trial)))
+                continue
+            await _run_record_calls(chunk, options.call_timeout_s)
+            if progress is not None:
+                progress(len(chunk))
         for unit_chunk in sync_chunks:
             if not cancelled():
                 await _run_sync_chunk(unit_chunk, options.call_timeout_s)

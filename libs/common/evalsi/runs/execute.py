@@ -228,11 +228,19 @@ def _failure_results(records: Sequence[Record], bound: Sequence[BoundEvaluator])
 
 
 def _usage_of_results(results: Sequence[EvaluationResult]) -> Usage:
-    usage = Usage()
+    # Summed in Python ints, read only from scores that carry a cost (deterministic evaluators' have none), and the
+    # scores indexed rather than iterated: iterating a protobuf repeated field costs several times more, and this
+    # runs for every result of every task.
+    input_tokens = output_tokens = 0
+    cost_usd = 0.0
     for result in results:
-        for score in result.scores:
-            usage.input_tokens += score.cost.input_tokens
-            usage.output_tokens += score.cost.output_tokens
-            usage.cost_usd += score.cost.cost_usd
-    usage.total_tokens = usage.input_tokens + usage.output_tokens
-    return usage
+        scores = result.scores
+        for index in range(len(scores)):
+            score = scores[index]
+            if score.HasField("cost"):
+                cost = score.cost
+                input_tokens += cost.input_tokens
+                output_tokens += cost.output_tokens
+                cost_usd += cost.cost_usd
+    return Usage(input_tokens=input_tokens, output_tokens=output_tokens, total_tokens=input_tokens + output_tokens,
+                 cost_usd=cost_usd)
