@@ -19,6 +19,7 @@ import yaml
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 from evalsi.durations import parse_duration
+from evalsi.edge_checks import enum_type, message_type
 from evalsi.errors import BadInputError
 
 API_VERSION = "evals.si/v1alpha1"
@@ -66,7 +67,7 @@ def parse_document(text: str, source: str, *, kind: str = "EvalRun") -> tuple[di
         raise BadInputError(f"{where}: invalid YAML: {exc.problem or exc.context}") from None
     except yaml.YAMLError as exc:
         raise BadInputError(f"{source}: invalid YAML: {exc}") from None
-    if document is None:
+    if document is None or node is None:
         raise BadInputError(f"{source}: empty; expected an {kind} document (apiVersion: {API_VERSION})")
     if not isinstance(document, dict):
         raise BadInputError(f"{source}: expected a mapping (an {kind} document), got {kind_of(document)}")
@@ -234,7 +235,7 @@ def _convert_field(value: Any, field: FieldDescriptor, path: FieldPath, where: W
 def _convert_single(value: Any, field: FieldDescriptor, path: FieldPath, where: Where) -> Any:
     kind = field.type
     if kind == FieldDescriptor.TYPE_MESSAGE:
-        return to_message_dict(value, field.message_type, path, where)
+        return to_message_dict(value, message_type(field), path, where)
     if kind == FieldDescriptor.TYPE_STRING:
         if not isinstance(value, str):
             raise where.error(path, f"must be a string, got {kind_of(value)} {value!r}")
@@ -254,7 +255,7 @@ def _convert_single(value: Any, field: FieldDescriptor, path: FieldPath, where: 
             raise where.error(path, f"must be a number, got {kind_of(value)} {value!r}")
         return value
     if kind == FieldDescriptor.TYPE_ENUM:
-        names = [v.name for v in field.enum_type.values]
+        names = [v.name for v in enum_type(field).values]
         if value not in names and not (isinstance(value, int) and not isinstance(value, bool)):
             raise where.error(path, f"must be one of {', '.join(names)}, got {value!r}")
         return value
