@@ -126,20 +126,21 @@ class AckTable:
     async def settle(self, msg: NatsMessage, call_next: Callable[[NatsMessage], Awaitable[Any]]) -> None:
         """Decode, run the handler (held through outages, kept alive by heartbeats), then settle the message."""
         self.stats.received += 1
-        delivery = delivery_from_msg(msg.raw_message)
+        delivery: Delivery | None = None
         message: Message | None = None
         try:
             received = await msg.decode()
             assert isinstance(received, Received)
-            message = received.message
+            message, delivery = received.message, received.delivery
             await self._run_while_available(msg, call_next)
         except asyncio.CancelledError:
             # A stop ran out of patience: give the message back now rather than after ack_wait.
             await asyncio.shield(self.nak(msg, None))
             raise
         except Permanent as e:
-            await self._dead_letter(msg, delivery, message, f"permanent: {e}")
+            await self._dead_letter(msg, delivery or delivery_from_msg(msg.raw_message), message, f"permanent: {e}")
         except Exception as e:
+            delivery = delivery or delivery_from_msg(msg.raw_message)
             reason = f"{type(e).__name__}: {e}"
             if delivery.num_delivered >= self.max_deliver:
                 await self._dead_letter(

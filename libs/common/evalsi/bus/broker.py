@@ -211,7 +211,8 @@ class BusBroker:
             probe_every_s=probe_every_s,
         )
         # A router per subscription: FastStream attaches middleware to brokers and routers, not to one subscriber.
-        router = NatsRouter(middlewares=(table,), decoder=protobuf_decoder(subscription.message_type, self._store))
+        router = NatsRouter(middlewares=(table,), decoder=protobuf_decoder(subscription.message_type, self._store),
+                            ack_policy=AckPolicy.MANUAL)
         subscriber = router.subscriber(
             subscription.subject,
             stream=JStream(subscription.stream, declare=False),  # ensure_streams owns the streams' limits
