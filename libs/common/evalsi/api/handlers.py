@@ -30,12 +30,7 @@ from evalsi.api.dependencies import (
     DescribePlan,
     Evaluate,
     LoadRecords,
-    MetadataStore,
-    ObjectStore,
-    PolicyStore,
     Retrigger,
-    ScoreStore,
-    TraceStore,
     ValidateRun,
     Watch,
 )
@@ -63,7 +58,8 @@ from evalsi.records import from_value
 from evalsi.runs.compare import compare_runs
 from evalsi.runs.spec import API_VERSION
 from evalsi.stats import summarize
-from evalsi.stores import StoredPolicy, policy_hash
+from evalsi.stores import MetadataStore, ObjectStore, PolicyStore, StoredPolicy, policy_hash
+from evalsi.stores.traces.protocol import ScoreStore, TraceStore
 from evalsi.traces.model import Feedback, OnlineScore
 from evalsi.v1alpha1.catalog_service_pb2 import ListEvaluatorsRequest, ListEvaluatorsResponse, PackInfo
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResponse

@@ -9,25 +9,16 @@ content-addressed), so a redelivered or duplicated publish writes the same objec
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Protocol, runtime_checkable
 
 from evalsi.bus.codec import PAYLOAD_REF_HEADER
 from evalsi.bus.errors import PayloadTooLargeError, Permanent
 from evalsi.errors import InfraError
+from evalsi.stores.objects import BlobStore as ObjectStore  # what the bus needs: the content-addressed half
 
 __all__ = ["DEFAULT_HEADROOM", "ObjectStore", "offload", "payload_limit", "resolve_payload"]
 
 # Headers count toward the server's max_payload: keep room for ours, the trace context and a dead reason.
 DEFAULT_HEADROOM = 8 * 1024
-
-
-@runtime_checkable
-class ObjectStore(Protocol):
-    """What the bus needs of an object store."""
-
-    async def put(self, data: bytes) -> str: ...
-
-    async def get(self, key: str) -> bytes: ...
 
 
 def payload_limit(max_payload: int, configured: int | None = None, headroom: int = DEFAULT_HEADROOM) -> int:

@@ -1,5 +1,5 @@
 """The ports a run driver talks to: a bus (tasks out, events out, run flags) and a store (runs, tasks, results,
-usage, leases) with the run's records behind it.
+usage, leases: ``evalsi.stores.RunStore``, declared with the metadata store) with the run's records behind it.
 
 The served scheduler plugs NATS and SQL + an object store in; an embedded run plugs in-process ones
 (``evalsi.bus.memory``, ``evalsi.stores.memory``). The driver never sees which.
@@ -7,15 +7,13 @@ The served scheduler plugs NATS and SQL + an object store in; an embedded run pl
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from typing import Protocol
 
 from evalsi.bus.v1alpha1.bus_pb2 import Task
-from evalsi.stores.metadata import TaskRow
 from evalsi.v1alpha1.record_pb2 import Record
 from evalsi.v1alpha1.run_pb2 import Run
 from evalsi.v1alpha1.run_service_pb2 import RunEvent
-from evalsi.v1alpha1.score_pb2 import EvaluationResult
 
 
 class BusPort(Protocol):
@@ -31,53 +29,6 @@ class BusPort(Protocol):
     async def set_run_flag(self, run_id: str, flag: str) -> None:
         """``running`` | ``cancelled`` | ``done``: what workers check before starting a task of the run."""
         ...
-
-
-class RunStore(Protocol):
-    """Runs, their tasks, results, usage and leases. Every write is idempotent or compare-and-set."""
-
-    async def ping(self) -> bool: ...
-
-    async def get_run(self, project: str, run_id: str) -> Run | None: ...
-
-    async def update_run(self, run: Run, *, only_from: Sequence[int] = ()) -> bool:
-        """Store ``run`` while the stored state is one of ``only_from`` (any state when empty)."""
-        ...
-
-    async def runs_in_states(self, states: Sequence[int]) -> list[tuple[str, str]]: ...
-
-    async def upsert_results(self, project: str, run_id: str, results: Sequence[EvaluationResult]) -> None: ...
-
-    def iter_results(
-        self, project: str, run_id: str, *, batch_size: int = 5000
-    ) -> AsyncIterator[list[EvaluationResult]]: ...
-
-    async def count_results(self, project: str, run_id: str) -> dict[int, int]: ...
-
-    async def add_tasks(self, project: str, tasks: Sequence[TaskRow]) -> int: ...
-
-    async def set_task_state(
-        self,
-        run_id: str,
-        key: str,
-        state: str,
-        *,
-        output_ref: str = "",
-        error: str = "",
-        only_from: Sequence[str] = ("pending",),
-        attempts: int | None = None,
-        usage: tuple[int, int, float] | None = None,
-    ) -> bool: ...
-
-    async def list_tasks(self, run_id: str, *, states: Sequence[str] = (), stage: int = 0) -> list[TaskRow]: ...
-
-    async def task_counts(self, run_id: str) -> dict[str, int]: ...
-
-    async def task_usage(self, run_id: str) -> tuple[int, int, float]: ...
-
-    async def acquire_lease(self, name: str, owner: str, ttl_s: float) -> bool: ...
-
-    async def release_lease(self, name: str, owner: str) -> None: ...
 
 
 class RunRecords(Protocol):

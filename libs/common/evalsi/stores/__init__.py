@@ -1,7 +1,9 @@
 """The stores behind small interfaces: metadata, results and policies (SQLite or Postgres), objects (a directory or S3).
 
-Services open them from URLs (``open_metadata_store``, ``open_object_store``) and code against the
-``MetadataStore`` and ``ObjectStore`` protocols.
+Services open them from URLs (``open_metadata_store``, ``open_object_store``) and code against the protocols,
+each declared once beside its store: ``MetadataStore`` and its roles ``RunStore`` (the run driver's),
+``PolicyStore`` and ``CaseStore`` (``metadata``); ``ObjectStore`` and its content-addressed half ``BlobStore``
+(``objects``); the trace store's (``traces.protocol``).
 """
 
 from __future__ import annotations
@@ -9,7 +11,10 @@ from __future__ import annotations
 from .metadata import (
     TASK_STATES,
     CaseImport,
+    CaseStore,
     MetadataStore,
+    PolicyStore,
+    RunStore,
     StoredCase,
     StoredPolicy,
     TaskRow,
@@ -20,7 +25,7 @@ from .metadata import (
     policy_hash,
 )
 from .migrations import LATEST_VERSION, MIGRATIONS, Migration
-from .objects import ConflictError, LocalObjectStore, ObjectStore, S3ObjectStore, content_key
+from .objects import BlobStore, ConflictError, LocalObjectStore, ObjectStore, S3ObjectStore, content_key
 from .sql import SqlMetadataStore
 from .urls import open_metadata_store, open_object_store
 
@@ -28,7 +33,10 @@ __all__ = [  # noqa: RUF022 - grouped by topic, not alphabetically, for readers
     # Metadata and results
     "TASK_STATES",
     "CaseImport",
+    "CaseStore",
     "MetadataStore",
+    "PolicyStore",
+    "RunStore",
     "SqlMetadataStore",
     "StoredCase",
     "StoredPolicy",
@@ -43,6 +51,7 @@ __all__ = [  # noqa: RUF022 - grouped by topic, not alphabetically, for readers
     "MIGRATIONS",
     "Migration",
     # Objects
+    "BlobStore",
     "ConflictError",
     "LocalObjectStore",
     "ObjectStore",

@@ -93,23 +93,12 @@ def case_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-@runtime_checkable
-class MetadataStore(Protocol):
-    """Runs, results, tasks, leases, online policies and agent cases.
-
-    Every row carries ``project_id`` and a reserved, empty ``tenant_id``, except a case's, which holds the
-    case's tenant (``platform`` by default), enforced like a project boundary.
-    """
-
-    dialect: str  # "sqlite" | "postgres"
-
-    async def close(self) -> None: ...
+class RunStore(Protocol):
+    """What a run driver needs (``evalsi.runs.ports``): runs, their tasks, results, usage and leases. Every write
+    is idempotent or compare-and-set."""
 
     # Whether the database answers now: a consumer holds its messages while it does not.
     async def ping(self) -> bool: ...
-
-    # Runs: the whole Run (without ``results``) stored serialized, with indexed columns beside it.
-    async def create_run(self, run: Run) -> None: ...
 
     async def get_run(self, project: str, run_id: str) -> Run | None: ...
 
@@ -118,33 +107,16 @@ class MetadataStore(Protocol):
         writer holding an older copy never undoes a state change made meanwhile (a cancel, a resume)."""
         ...
 
-    async def list_runs(
-        self,
-        project: str,
-        *,
-        state: int = 0,
-        name_contains: str = "",
-        labels: Mapping[str, str] | None = None,
-        page_size: int = 50,
-        page_token: str = "",
-    ) -> tuple[list[Run], str]: ...
-
     async def runs_in_states(self, states: Sequence[int]) -> list[tuple[str, str]]: ...
 
     # Results, upserted by (run_id, record_id, trial, evaluator alias).
     async def upsert_results(self, project: str, run_id: str, results: Sequence[EvaluationResult]) -> None: ...
-
-    async def list_results(
-        self, project: str, run_id: str, *, evaluator: str = "", page_size: int = 100, page_token: str = ""
-    ) -> tuple[list[EvaluationResult], str]: ...
 
     def iter_results(
         self, project: str, run_id: str, *, batch_size: int = 5000
     ) -> AsyncIterator[list[EvaluationResult]]: ...
 
     async def count_results(self, project: str, run_id: str) -> dict[int, int]: ...
-
-    async def delete_results(self, project: str, run_id: str, *, outcomes: Sequence[int]) -> int: ...
 
     # Tasks of a run, keyed (run_id, key).
     async def add_tasks(self, project: str, tasks: Sequence[TaskRow]) -> int: ...
@@ -173,9 +145,10 @@ class MetadataStore(Protocol):
 
     async def release_lease(self, name: str, owner: str) -> None: ...
 
-    async def lease_owner(self, name: str) -> str | None: ...
 
-    # Online policies by (project, name); the policy's metadata.project is the project it is stored under.
+class PolicyStore(Protocol):
+    """Online policies by (project, name); the policy's metadata.project is the project it is stored under."""
+
     async def put_policy(self, project: str, policy: OnlineEvalPolicy) -> tuple[StoredPolicy, bool]: ...
 
     async def get_policy(self, project: str, name: str) -> StoredPolicy | None: ...
@@ -184,7 +157,10 @@ class MetadataStore(Protocol):
 
     async def delete_policy(self, project: str, name: str) -> bool: ...
 
-    # Agent cases by (project, tenant, case id). A tenant sees only its own: another tenant's case reads as absent.
+
+class CaseStore(Protocol):
+    """Agent cases by (project, tenant, case id). A tenant sees only its own: another tenant's case reads as absent."""
+
     async def put_cases(
         self, project: str, cases: Sequence[StoredCase], *, keep_existing: bool = False
     ) -> CaseImport: ...
@@ -192,6 +168,41 @@ class MetadataStore(Protocol):
     async def get_case(self, project: str, tenant: str, case_id: str) -> StoredCase | None: ...
 
     async def list_cases(self, project: str, tenant: str, *, agent: str = "") -> list[StoredCase]: ...
+
+
+@runtime_checkable
+class MetadataStore(RunStore, PolicyStore, CaseStore, Protocol):
+    """Runs, results, tasks, leases, online policies and agent cases: every role above, and the API's reads.
+
+    Every row carries ``project_id`` and a reserved, empty ``tenant_id``, except a case's, which holds the
+    case's tenant (``platform`` by default), enforced like a project boundary.
+    """
+
+    dialect: str  # "sqlite" | "postgres"
+
+    async def close(self) -> None: ...
+
+    # Runs: the whole Run (without ``results``) stored serialized, with indexed columns beside it.
+    async def create_run(self, run: Run) -> None: ...
+
+    async def list_runs(
+        self,
+        project: str,
+        *,
+        state: int = 0,
+        name_contains: str = "",
+        labels: Mapping[str, str] | None = None,
+        page_size: int = 50,
+        page_token: str = "",
+    ) -> tuple[list[Run], str]: ...
+
+    async def list_results(
+        self, project: str, run_id: str, *, evaluator: str = "", page_size: int = 100, page_token: str = ""
+    ) -> tuple[list[EvaluationResult], str]: ...
+
+    async def delete_results(self, project: str, run_id: str, *, outcomes: Sequence[int]) -> int: ...
+
+    async def lease_owner(self, name: str) -> str | None: ...
 
 
 def project_or_default(project: str) -> str:

@@ -29,11 +29,18 @@ class ConflictError(EvalsiError):
 
 
 @runtime_checkable
-class ObjectStore(Protocol):
-    async def put(self, data: bytes, *, content_type: str = "application/octet-stream") -> str: ...
+class BlobStore(Protocol):
+    """The content-addressed half of an object store: what the bus (payload offload) and the API need."""
+
+    async def put(self, data: bytes, *, content_type: str = "application/octet-stream") -> str:
+        """Store ``data`` under its ``content_key`` and return that key."""
+        ...
 
     async def get(self, key: str) -> bytes: ...
 
+
+@runtime_checkable
+class ObjectStore(BlobStore, Protocol):
     async def exists(self, key: str) -> bool: ...
 
     async def put_named(
