@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -289,7 +289,7 @@ class _PullSubscriber(PullStreamSubscriber):
 
     __slots__ = ()
 
-    async def _consume_pull(self, cb: Callable[[Msg], Awaitable[Any]]) -> None:
+    async def _consume_pull(self, cb: Callable[[Msg], Coroutine[Any, Any, Any]]) -> None:
         assert self.subscription is not None
         errors_in_a_row = 0
         while self.running:

@@ -11,8 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from google.protobuf import message_factory
-from google.protobuf import symbol_database as _symbol_database
+from google.protobuf import descriptor_pool, message_factory
 from google.protobuf.message import DecodeError, Message
 from nats.aio.msg import Msg
 
@@ -21,7 +20,7 @@ from evalsi.bus.errors import Permanent
 try:  # The W3C trace context comes from OpenTelemetry when its API is installed; else it is carried through.
     from opentelemetry import propagate as _otel_propagate
 except ImportError:  # pragma: no cover - depends on the environment
-    _otel_propagate = None
+    _otel_propagate = None  # type: ignore[assignment]
 
 __all__ = [
     "DEAD_DELIVERIES_HEADER",
@@ -164,7 +163,7 @@ def decode(data: bytes, headers: Mapping[str, str] | None, message_type: type[M]
 def message_class(name: str) -> type[Message] | None:
     """The generated class of a full protobuf name, when its module has been imported; else None."""
     try:
-        descriptor = _symbol_database.Default().pool.FindMessageTypeByName(name)
+        descriptor = descriptor_pool.Default().FindMessageTypeByName(name)
     except KeyError:
         return None
     return message_factory.GetMessageClass(descriptor)
