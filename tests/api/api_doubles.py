@@ -243,9 +243,11 @@ def validate_run(run: EvalRun, *, registry: Registry) -> None:
 class Api:
     """The handlers over the fakes, and (after ``start``) a real server on free loopback ports."""
 
-    def __init__(self, registry: Registry, datasets_dir: Path, limits: HandlerLimits) -> None:
+    def __init__(self, registry: Registry, datasets_dir: Path, limits: HandlerLimits, *, objects: Any = None) -> None:
+        """``objects``: a real object store where a test needs more than content-addressed bytes (stored
+        datasets keep a named index)."""
         self.store = MemoryStore()
-        self.objects = MemoryObjects()
+        self.objects = MemoryObjects() if objects is None else objects
         self.bus = MemoryBus()
         self.registry = registry
         self.evaluation = EvaluationHandlers(self.bus.evaluate, registry=registry, limits=limits)

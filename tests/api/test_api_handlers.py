@@ -10,13 +10,14 @@ from typing import TYPE_CHECKING
 import pytest
 from google.protobuf import json_format
 
-from evalsi.api import RECORDS_REF_LABEL, CallContext, NotFoundError, load_run_dataset
+from evalsi.api import DATASET_LABEL, CallContext, NotFoundError, load_run_dataset
 from evalsi.bus.v1alpha1.bus_pb2 import (
     CONTROL_ACTION_CANCEL,
     CONTROL_ACTION_CREATED,
     CONTROL_ACTION_RESUME,
     TaskRecords,
 )
+from evalsi.datasets.shards import read_manifest
 from evalsi.errors import BadInputError, InfraError
 from evalsi.v1alpha1.catalog_service_pb2 import ListEvaluatorsRequest
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest
@@ -187,7 +188,11 @@ async def test_create_run_stores_the_run_and_its_records_and_tells_the_scheduler
     assert run.progress.total_tasks == 1
     stored = await api.store.get_run("team-a", run.id)
     assert stored == run
-    records = TaskRecords.FromString(await api.objects.get(run.labels[RECORDS_REF_LABEL]))
+    # The records are stored once: one shard and the manifest naming it, with the dataset's version.
+    manifest = await read_manifest(api.objects, run.labels[DATASET_LABEL])
+    assert (manifest.records, manifest.version, len(manifest.shards)) == (3, run.manifest.dataset_version, 1)
+    assert set(api.objects.blobs) == {run.labels[DATASET_LABEL], manifest.shards[0].key}
+    records = TaskRecords.FromString(await api.objects.get(manifest.shards[0].key))
     assert [r.id for r in records.records] == ["q1", "q2", "q3"]
     assert records.records[0].provenance.dataset == "qa.jsonl"
     assert [(c.run_id, c.project, c.action) for c in api.bus.controls] == [
@@ -226,7 +231,7 @@ async def test_create_run_project_comes_from_request_then_metadata(api: Api) -> 
         (lambda r: r.run.spec.dataset.__setattr__("path", "../secret.jsonl"), "spec.dataset.path: '../secret.jsonl'"),
         (lambda r: r.run.spec.dataset.__setattr__("path", "/etc/passwd"), "spec.dataset.path: '/etc/passwd'"),
         (lambda r: r.run.spec.dataset.__setattr__("hf", "hf://a/b"), "spec.dataset.hf: this server reads"),
-        (lambda r: r.run.metadata.labels.__setitem__(RECORDS_REF_LABEL, "x"), "run.metadata.labels: 'evals.si/rec"),
+        (lambda r: r.run.metadata.labels.__setitem__(DATASET_LABEL, "x"), "run.metadata.labels: 'evals.si/dat"),
         (lambda r: r.run.metadata.labels.__setitem__("evals.si/attempt", "9"), "run.metadata.labels: 'evals.si/att"),
         (lambda r: r.__setattr__("project", "bad project"), "project: 'bad project' is not a valid project"),
     ],

@@ -43,6 +43,13 @@ def test_a_run_on_postgres_and_s3_equals_the_embedded_run(tmp_path: Path, backen
     finally:
         stack.stop()
 
+    async def dataset_objects(objects, run) -> list[str]:
+        from evalsi.datasets.run_records import DATASET_LABEL
+        from evalsi.datasets.shards import read_manifest
+
+        manifest = await read_manifest(objects, run.labels[DATASET_LABEL])
+        return [run.labels[DATASET_LABEL], *(shard.key for shard in manifest.shards)]
+
     async def stored() -> tuple[int, bool]:
         from evalsi.stores import open_metadata_store, open_object_store
 
@@ -53,7 +60,7 @@ def test_a_run_on_postgres_and_s3_equals_the_embedded_run(tmp_path: Path, backen
             assert run is not None
             return len(
                 [r async for batch in store.iter_results(run.project, run.id) for r in batch]
-            ), await objects.exists(run.labels["evals.si/records-ref"])
+            ), all([await objects.exists(key) for key in await dataset_objects(objects, run)])
         finally:
             await store.close()
             await objects.close()

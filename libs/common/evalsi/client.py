@@ -14,14 +14,14 @@ import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from google.api import annotations_pb2
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
 from evalsi.errors import BadInputError, InfraError
-from evalsi.projects import PROJECT_HEADER, check_project
+from evalsi.projects import PROJECT_HEADER, PROJECT_LABEL, check_project
 from evalsi.v1alpha1 import (
     catalog_service_pb2,
     evaluation_service_pb2,
@@ -54,11 +54,15 @@ from evalsi.v1alpha1.run_service_pb2 import (
     CancelRunRequest,
     CompareRunsRequest,
     CreateRunRequest,
+    DatasetVersion,
     GetRunRequest,
+    ListDatasetVersionsRequest,
+    ListDatasetVersionsResponse,
     ListRunResultsRequest,
     ListRunsRequest,
     ResumeRunRequest,
     RunEvent,
+    UploadDatasetRequest,
     WatchRunRequest,
 )
 from evalsi.v1alpha1.score_pb2 import EvaluationResult
@@ -104,6 +108,23 @@ class _Grpc:
         except self._grpc.RpcError as exc:
             raise _grpc_error(exc) from None
 
+    def upload(self, first: UploadDatasetRequest, file: BinaryIO, size: int) -> DatasetVersion:
+        call = self._channel.stream_unary(
+            f"/{_SERVICES['RunService'].full_name}/UploadDataset",
+            request_serializer=lambda m: m.SerializeToString(),
+            response_deserializer=DatasetVersion.FromString,
+        )
+
+        def chunks() -> Iterator[UploadDatasetRequest]:
+            yield first
+            while data := file.read(UPLOAD_CHUNK_BYTES):
+                yield UploadDatasetRequest(data=data)
+
+        try:
+            return call(chunks(), metadata=self._metadata)  # no deadline: a big file takes as long as it takes
+        except self._grpc.RpcError as exc:
+            raise _grpc_error(exc) from None
+
     def close(self) -> None:
         self._channel.close()
 
@@ -112,7 +133,9 @@ def _grpc_error(exc: Any) -> Exception:
     import grpc
 
     code, details = exc.code(), exc.details()
-    if code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND, grpc.StatusCode.FAILED_PRECONDITION):
+    # As over HTTP (400, 404, 409, 413): what the caller sent, not the server, is at fault.
+    if code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND, grpc.StatusCode.FAILED_PRECONDITION,
+                grpc.StatusCode.RESOURCE_EXHAUSTED):
         return BadInputError(details)
     return InfraError(f"server answered {code.name}: {details}")
 
@@ -176,6 +199,25 @@ class _Http:
         except urllib.error.URLError as exc:
             raise InfraError(f"cannot reach {self._base}: {exc.reason}") from None
 
+    def upload(self, first: UploadDatasetRequest, file: BinaryIO, size: int) -> DatasetVersion:
+        """The file as the body of ``POST /v1alpha1/datasets/{name}:upload``, streamed from disk."""
+        query: list[tuple[str, str]] = [
+            (key, str(value)) for key, value in (("filename", first.filename), ("format", first.format),
+                                                 ("project", first.project), ("limit", first.limit)) if value
+        ]
+        query += [("map", f"{target}={source}") for target, source in first.mapping.items()]
+        url = f"{self._base}/v1alpha1/datasets/{urllib.parse.quote(first.name, safe='')}:upload"
+        if query:
+            url += "?" + urllib.parse.urlencode(query)
+        headers = {**self._headers, "content-type": "application/octet-stream", "content-length": str(size)}
+        try:
+            with urllib.request.urlopen(urllib.request.Request(url, data=file, method="POST", headers=headers)) as r:
+                return json_format.Parse(r.read(), DatasetVersion(), ignore_unknown_fields=True)
+        except urllib.error.HTTPError as exc:
+            raise _http_error(exc) from None
+        except urllib.error.URLError as exc:
+            raise InfraError(f"cannot reach {self._base}: {exc.reason}") from None
+
     def close(self) -> None:
         pass
 
@@ -216,6 +258,61 @@ def load_run_document(spec: str | Path | EvalRun | Mapping[str, Any]) -> EvalRun
     return run
 
 
+UPLOAD_CHUNK_BYTES = 1 << 20
+_NOT_IN_NAMES = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+class Datasets:
+    """Stored datasets: upload a file as a version, list a dataset's versions."""
+
+    def __init__(self, transport: _Grpc | _Http) -> None:
+        self._t = transport
+
+    def push(
+        self, path: str | Path, *, name: str = "", format: str = "", mapping: Mapping[str, str] | None = None,
+        limit: int = 0, project: str = "",
+    ) -> DatasetVersion:
+        """Upload ``path`` (JSONL, CSV, JSON or Parquet) as a version of ``name`` (default: from the file's name);
+        ``mapping`` and ``limit`` apply while the server reads it, as in a run spec."""
+        path = Path(path)
+        first = UploadDatasetRequest(
+            name=name or dataset_name_for(path), filename=path.name, format=format, project=project,
+            mapping=dict(mapping or {}), limit=limit,
+        )
+        try:
+            with path.open("rb") as file:
+                return self._t.upload(first, file, path.stat().st_size)
+        except OSError as exc:
+            raise BadInputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+
+    def versions(self, name: str, *, project: str = "") -> list[DatasetVersion]:
+        request = ListDatasetVersionsRequest(name=name, project=project)
+        return list(self._t.unary("RunService", "ListDatasetVersions", request, ListDatasetVersionsResponse).versions)
+
+
+def dataset_name_for(path: Path) -> str:
+    """A stored dataset's name from a file's: its stem, with what a name cannot hold as '-'."""
+    name = _NOT_IN_NAMES.sub("-", path.stem).strip("-._")[:128]
+    return name or "dataset"
+
+
+def upload_local_dataset(document: EvalRun, datasets: Datasets) -> DatasetVersion | None:
+    """Upload the spec's dataset file when it is here, and point the spec at the stored version; its mapping,
+    limit and format are applied by the upload, so they leave the spec. None when the path is not a file here."""
+    source = document.spec.dataset
+    if source.WhichOneof("kind") != "path" or not Path(source.path).is_absolute() or not Path(source.path).is_file():
+        return None
+    metadata = document.metadata
+    version = datasets.push(
+        source.path, format=source.format, mapping=dict(source.mapping), limit=source.limit,
+        project=metadata.project or metadata.labels.get(PROJECT_LABEL, ""),
+    )
+    source.ref = version.ref
+    for field in ("mapping", "limit", "format"):
+        source.ClearField(field)
+    return version
+
+
 class RunHandle:
     """A run on the server: its last known state, and ways to follow it."""
 
@@ -248,8 +345,16 @@ class Runs:
     def __init__(self, transport: _Grpc | _Http) -> None:
         self._t = transport
 
-    def create(self, spec: str | Path | EvalRun | Mapping[str, Any], *, dry_run: bool = False) -> RunHandle:
-        request = CreateRunRequest(run=load_run_document(spec), dry_run=dry_run)
+    def create(
+        self, spec: str | Path | EvalRun | Mapping[str, Any], *, dry_run: bool = False, upload: bool = True
+    ) -> RunHandle:
+        """Submit a run. A ``spec.dataset.path`` naming a file here is uploaded first (unless ``upload`` is
+        False) and the run names the stored version (``spec.dataset.ref``), so the server needs no shared
+        filesystem; a path with no file here is the server's, under its datasets directory."""
+        document = load_run_document(spec)
+        if upload:
+            upload_local_dataset(document, Datasets(self._t))
+        request = CreateRunRequest(run=document, dry_run=dry_run)
         return RunHandle(self, self._t.unary("RunService", "CreateRun", request, Run))
 
     def get(self, run_id: str, *, project: str = "") -> Run:
@@ -441,6 +546,7 @@ class Client:
         self.runs = Runs(self._t)
         self.traces = Traces(self._t)
         self.policies = Policies(self._t)
+        self.datasets = Datasets(self._t)
 
     def evaluate(self, request: EvaluateRequest) -> EvaluateResponse:
         return self._t.unary("EvaluationService", "Evaluate", request, EvaluateResponse)

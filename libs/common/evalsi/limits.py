@@ -26,6 +26,9 @@ MAX_NAME_CHARS = 253
 MAX_LABELS = 64
 MAX_LABEL_KEY_CHARS = 253
 MAX_LABEL_VALUE_CHARS = 1024
+# One dataset file uploaded to the API (evalsi run --server, evalsi datasets push): spooled to disk, then stored
+# a shard at a time, so this bounds disk and time, not memory.
+MAX_DATASET_UPLOAD_BYTES = 1 << 30
 # Trials per sample and concurrent target calls of one run.
 MAX_TRIALS = 1000
 MAX_CONCURRENCY = 1024

@@ -10,7 +10,6 @@ from evalsi.api.config import HandlerLimits, ServerConfig
 from evalsi.api.context import REQUEST_ID_HEADER, TIMEOUT_HEADER, CallContext, build_context
 from evalsi.api.dependencies import (
     Control,
-    DatasetLike,
     Evaluate,
     LoadRecords,
     ValidateRun,
@@ -19,7 +18,6 @@ from evalsi.api.dependencies import (
 from evalsi.api.errors import ApiError, ErrorStatus, NotFoundError, error_status
 from evalsi.api.grpc_server import GrpcServer
 from evalsi.api.handlers import (
-    RECORDS_REF_LABEL,
     RESUMABLE_STATES,
     TERMINAL_STATES,
     CatalogHandlers,
@@ -44,6 +42,7 @@ from evalsi.api.table import (
     Method,
 )
 from evalsi.api.transcoding import Route, Router, routes_for
+from evalsi.datasets.run_records import DATASET_LABEL
 
 
 def build_table(
@@ -83,13 +82,12 @@ __all__ = [  # noqa: RUF022 - grouped for readers
     "TraceHandlers",
     "MonitorHandlers",
     "Control",
-    "DatasetLike",
     "Evaluate",
     "LoadRecords",
     "ValidateRun",
     "Watch",
     "load_run_dataset",
-    "RECORDS_REF_LABEL",
+    "DATASET_LABEL",
     "TERMINAL_STATES",
     "RESUMABLE_STATES",
     # errors

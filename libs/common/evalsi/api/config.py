@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from evalsi.errors import BadInputError
 from evalsi.hosts import is_loopback
+from evalsi.limits import MAX_DATASET_UPLOAD_BYTES
 
 MIB = 1024 * 1024
 
@@ -58,6 +59,8 @@ class HandlerLimits:
     watch_poll_s: float = 5.0
     # CompareRuns reads results in batches of this size.
     compare_batch_size: int = 5000
+    # UploadDataset: bytes of one dataset file (spooled to disk, stored a shard at a time).
+    max_dataset_upload_bytes: int = MAX_DATASET_UPLOAD_BYTES
 
     def validate(self) -> None:
         for name in (
@@ -67,6 +70,7 @@ class HandlerLimits:
             "max_page_size",
             "stream_window",
             "compare_batch_size",
+            "max_dataset_upload_bytes",
         ):
             value = getattr(self, name)
             if value < 1:

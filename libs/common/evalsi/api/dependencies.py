@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Protocol
 
 from evalsi.bus.v1alpha1.bus_pb2 import RunControl
+from evalsi.datasets import RecordStream
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResponse
 from evalsi.v1alpha1.record_pb2 import Record
 from evalsi.v1alpha1.run_pb2 import EvalRun
@@ -18,14 +19,6 @@ from evalsi.v1alpha1.run_service_pb2 import RunEvent
 
 # Asks the policies to look at a completed trace again (a TraceCompleted with reason "feedback").
 Retrigger = Callable[[str, str, int], Awaitable[None]]
-
-
-class DatasetLike(Protocol):
-    @property
-    def records(self) -> Sequence[Record]: ...
-
-    @property
-    def version(self) -> str: ...
 
 
 # Publishes evalsi.bus.v1alpha1.RunControl for the schedulers.
@@ -45,5 +38,5 @@ class DescribePlan(Protocol):
     """A run's dry-run text: its plan and projection (evalsi.runs.dry_run.served_dry_run_text, registry bound)."""
 
     def __call__(self, document: EvalRun, records: Sequence[Record], *, project: str, dataset: str) -> str: ...
-# The records of the spec's dataset, read from the configured datasets directory.
-LoadRecords = Callable[[EvalRun], DatasetLike]
+# The spec's dataset file under the configured datasets directory, opened as a stream of records.
+LoadRecords = Callable[[EvalRun], RecordStream]

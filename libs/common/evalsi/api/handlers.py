@@ -23,10 +23,10 @@ from google.protobuf.timestamp_pb2 import Timestamp
 
 from evalsi.api.config import HandlerLimits
 from evalsi.api.context import CallContext
+from evalsi.api.datasets_handlers import DatasetHandlers
 from evalsi.api.dependencies import (
     Control,
     CountTasks,
-    DatasetLike,
     DescribePlan,
     Evaluate,
     LoadRecords,
@@ -36,16 +36,16 @@ from evalsi.api.dependencies import (
 )
 from evalsi.api.errors import ApiError, NotFoundError
 from evalsi.api.file_params import refuse_file_params
+from evalsi.api.run_dataset import read_run_dataset, store_run_dataset
 from evalsi.bus.v1alpha1.bus_pb2 import (
     CONTROL_ACTION_CANCEL,
     CONTROL_ACTION_CREATED,
     CONTROL_ACTION_RESUME,
     RunControl,
-    TaskRecords,
 )
 from evalsi.connection_rules import evaluate_problems, pin_models, policy_problems, refuse, run_problems
 from evalsi.connections import Connections
-from evalsi.datasets.stored import DatasetStore
+from evalsi.datasets.run_records import DATASET_LABEL
 from evalsi.edge_checks import text_problem
 from evalsi.errors import BadInputError, DeadlineExceeded, InfraError
 from evalsi.evaluators import Registry
@@ -95,13 +95,17 @@ from evalsi.v1alpha1.run_service_pb2 import (
     CancelRunRequest,
     CompareRunsRequest,
     CreateRunRequest,
+    DatasetVersion,
     GetRunRequest,
+    ListDatasetVersionsRequest,
+    ListDatasetVersionsResponse,
     ListRunResultsRequest,
     ListRunResultsResponse,
     ListRunsRequest,
     ListRunsResponse,
     ResumeRunRequest,
     RunEvent,
+    UploadDatasetRequest,
     WatchRunRequest,
 )
 from evalsi.v1alpha1.trace_service_pb2 import (
@@ -118,8 +122,6 @@ from evalsi.v1alpha1.trace_service_pb2 import (
 
 TERMINAL_STATES = frozenset({RUN_STATE_SUCCEEDED, RUN_STATE_FAILED, RUN_STATE_CANCELLED, RUN_STATE_BUDGET_EXCEEDED})
 RESUMABLE_STATES = frozenset({RUN_STATE_FAILED, RUN_STATE_CANCELLED, RUN_STATE_BUDGET_EXCEEDED})
-# Where a stored run keeps the object-store key of its records (a serialized bus TaskRecords).
-RECORDS_REF_LABEL = "evals.si/records-ref"
 RESERVED_LABEL_PREFIX = "evals.si/"
 
 
@@ -308,6 +310,7 @@ class RunHandlers:
         self._validate_run = validate_run
         self._load_records = load_records
         self._limits = limits or HandlerLimits()
+        self._datasets = DatasetHandlers(objects, max_upload_bytes=self._limits.max_dataset_upload_bytes)
 
     async def create_run(self, request: CreateRunRequest, ctx: CallContext) -> Run:
         if not request.HasField("run"):
@@ -330,13 +333,10 @@ class RunHandlers:
         refuse_file_params((f"spec.evaluators[{i}]", ref.params) for i, ref in enumerate(document.spec.evaluators))
         # Validation and loading read files; keep them off the event loop.
         await asyncio.to_thread(self._validate_run, document)
-        if document.spec.dataset.WhichOneof("kind") == "ref":  # a stored dataset (promoted traces, ...)
-            dataset = await _bus_call("reading the dataset", DatasetStore(self._objects).load(
-                project, document.spec.dataset.ref))
-        else:
-            dataset = await asyncio.to_thread(self._load_records, document)
-        run = self._pending_run(document, project, dataset)
         if request.dry_run:
+            dataset = await _bus_call("reading the dataset", read_run_dataset(
+                document, project=project, objects=self._objects, open_records=self._load_records))
+            run = self._pending_run(document, project, len(dataset.records), dataset.version)
             # The same text as an embedded `evalsi run --dry-run` of the spec.
             run.message = (
                 "dry run: nothing was called or stored"
@@ -346,9 +346,14 @@ class RunHandlers:
                 )
             )
             return run
+        # The records go once, a shard at a time, into the object store; the run keeps their manifest's key.
+        stored = await _bus_call("storing the run's records", store_run_dataset(
+            document, project=project, objects=self._objects, open_records=self._load_records))
+        run = self._pending_run(document, project, stored.manifest.records, stored.manifest.version)
+        if document.spec.dataset.WhichOneof("kind") == "ref":
+            run.manifest.dataset = f"{stored.manifest.source}@{stored.manifest.version}"
         run.id = "run-" + uuid.uuid4().hex[:16]
-        records = TaskRecords(records=dataset.records).SerializeToString()
-        run.labels[RECORDS_REF_LABEL] = await _bus_call("storing the run's records", self._objects.put(records))
+        run.labels[DATASET_LABEL] = stored.key
         await self._store.create_run(run)
         try:
             await _bus_call("announcing the run", self._control(_control(run, CONTROL_ACTION_CREATED)))
@@ -362,16 +367,28 @@ class RunHandlers:
             raise InfraError(f"run {run.id} was stored but not started: {exc}; resume it later") from exc
         return run
 
-    def _pending_run(self, document: EvalRun, project: str, dataset: DatasetLike) -> Run:
+    async def upload_dataset(self, requests: AsyncIterator[UploadDatasetRequest], ctx: CallContext) -> DatasetVersion:
+        first = await anext(requests, None)
+        if first is None:
+            raise BadInputError("UploadDataset: no request; the first names the dataset (name, filename)")
+        return await self._datasets.upload(ctx.resolve_project(first.project), first, requests)
+
+    async def list_dataset_versions(
+        self, request: ListDatasetVersionsRequest, ctx: CallContext
+    ) -> ListDatasetVersionsResponse:
+        versions = await self._datasets.versions(ctx.resolve_project(request.project), request.name)
+        return ListDatasetVersionsResponse(versions=versions)
+
+    def _pending_run(self, document: EvalRun, project: str, records: int, version: str) -> Run:
         spec = document.spec
         run = Run(project=project, name=document.metadata.name, spec=spec, state=RUN_STATE_PENDING)
         run.labels.update(document.metadata.labels)
         now = _now()
         run.create_time.CopyFrom(now)
         if self._count_tasks is not None:
-            run.progress.total_tasks = self._count_tasks(document, len(dataset.records))
+            run.progress.total_tasks = self._count_tasks(document, records)
         run.manifest.dataset = _dataset_name(spec.dataset)
-        run.manifest.dataset_version = dataset.version
+        run.manifest.dataset_version = version
         run.manifest.seed = spec.seed
         run.manifest.created.CopyFrom(now)
         return run

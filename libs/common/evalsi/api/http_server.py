@@ -2,7 +2,8 @@
 
 Unary RPCs answer protobuf JSON; server-streaming ones (WatchRun) answer newline-delimited JSON, an
 error after the first line arriving as a last line ``{"error": {google.rpc.Status}}``. ``/healthz``,
-``/readyz`` and ``/metrics`` sit beside the API routes.
+``/readyz`` and ``/metrics`` sit beside the API routes, and so does UploadDataset's (a client stream has no
+descriptor route; its body is a file's raw bytes, streamed: see ``api/datasets_handlers.py``).
 """
 
 from __future__ import annotations
@@ -19,12 +20,14 @@ from aiohttp import web
 from google.protobuf.message import Message
 
 from evalsi.api.context import REQUEST_ID_HEADER, TIMEOUT_HEADER, CallContext, build_context, request_id_from
+from evalsi.api.datasets_handlers import UPLOAD_CHUNK_BYTES, UPLOAD_ROUTE, UPLOAD_RPC, upload_request
 from evalsi.api.errors import ApiError, ErrorStatus, error_status, too_large
 from evalsi.api.health import Readiness
 from evalsi.api.metrics import ApiMetrics
 from evalsi.api.table import HandlerTable, Method
 from evalsi.api.transcoding import MethodNotAllowed, RouteNotFound, Router, build_request, routes_for, to_json
 from evalsi.errors import BadInputError
+from evalsi.v1alpha1.run_service_pb2 import UploadDatasetRequest
 
 TRANSPORT = "http"
 NDJSON = "application/x-ndjson"
@@ -61,6 +64,8 @@ class HttpServer:
         self.app.router.add_get("/healthz", self._healthz)
         self.app.router.add_get("/readyz", self._readyz)
         self.app.router.add_get("/metrics", self._metrics_text)
+        if UPLOAD_RPC in self._methods:
+            self.app.router.add_post(UPLOAD_ROUTE, self._upload_dataset)
         self.app.router.add_route("*", "/{tail:.*}", self._dispatch)
 
     async def start(self) -> int:
@@ -98,6 +103,41 @@ class HttpServer:
     async def _metrics_text(self, request: web.Request) -> web.Response:
         body, content_type = self._metrics.render()
         return web.Response(body=body, headers={"Content-Type": content_type})
+
+    # --- dataset uploads ---
+
+    async def _upload_dataset(self, request: web.Request) -> web.Response:
+        """UploadDataset over HTTP: the body is the file, streamed into the RPC's chunks (never read whole)."""
+        method = self._methods[UPLOAD_RPC]
+        request_id = request_id_from(request.headers.get(REQUEST_ID_HEADER))
+        outcome = _Outcome()
+        started = time.perf_counter()
+        self._metrics.in_flight.labels(TRANSPORT).inc()
+        try:
+            first = upload_request(request.match_info["name"], request.query)
+            ctx = build_context(method.rpc, request.headers, None, transport=TRANSPORT,
+                                deadline=_deadline(request.headers), request_id=request_id)
+
+            async def chunks() -> AsyncIterator[UploadDatasetRequest]:
+                yield first
+                async for data in request.content.iter_chunked(UPLOAD_CHUNK_BYTES):
+                    yield UploadDatasetRequest(data=data)
+
+            async with asyncio.timeout(ctx.time_remaining()):
+                result = await method.handler(chunks(), ctx)
+            return web.Response(
+                text=to_json(result), content_type="application/json", headers={REQUEST_ID_HEADER: request_id}
+            )
+        except asyncio.CancelledError:
+            outcome.code = "CANCELLED"
+            raise
+        except Exception as exc:
+            status = error_status(exc, request_id=request_id, method=method.rpc, logger=self._log)
+            outcome.code = status.code.name
+            return _error_response(status)
+        finally:
+            self._metrics.in_flight.labels(TRANSPORT).dec()
+            self._metrics.observe(TRANSPORT, method.rpc, outcome.code, time.perf_counter() - started)
 
     # --- RPCs ---
 

@@ -1,23 +1,31 @@
-"""The dataset of a submitted run, read from the server's datasets directory and never outside it."""
+"""The dataset of a submitted run: a file under the server's datasets directory (never outside it), read as a
+stream and stored as shards, or a stored dataset named by ``spec.dataset.ref``, used as it is stored."""
 
 from __future__ import annotations
 
+import asyncio
 import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
-from evalsi.datasets import Dataset
+from evalsi.datasets import Dataset, RecordStream, stream_dataset
+from evalsi.datasets.shards import DatasetManifest, put_manifest, write_dataset
+from evalsi.datasets.stored import DatasetStore
 from evalsi.edge_checks import text_problem
 from evalsi.errors import BadInputError
 from evalsi.runs.spec import resolve_dataset_path
+from evalsi.stores.objects import ObjectStore
+from evalsi.v1alpha1.record_pb2 import Record
 from evalsi.v1alpha1.run_pb2 import EvalRun
 
 
-def load_run_dataset(run: EvalRun, *, datasets_dir: Path) -> Dataset:
-    """The records of ``run.spec.dataset`` (a path under ``datasets_dir``, symlinks resolved), with its version.
+def load_run_dataset(run: EvalRun, *, datasets_dir: Path) -> RecordStream:
+    """The records of ``run.spec.dataset.path`` (a file under ``datasets_dir``, symlinks resolved), as a stream.
 
-    The same loader as embedded runs, confined to the datasets directory; only files are read (a stored
-    ``ref`` or ``hf://`` source is refused by name). Records name the dataset as the caller gave it, and so do
-    errors: never the server's absolute paths, nor where a symbolic link leads.
+    The same readers as embedded runs, confined to the datasets directory; only files are read (``hf://`` is
+    refused by name; a stored ``ref`` is read by :func:`store_run_dataset`). Records and errors name the dataset
+    as the caller gave it: never the server's absolute paths, nor where a symbolic link leads.
     """
     source = run.spec.dataset
     kind = source.WhichOneof("kind")
@@ -25,34 +33,90 @@ def load_run_dataset(run: EvalRun, *, datasets_dir: Path) -> Dataset:
         raise BadInputError("spec.dataset.path: required (a file under the server's datasets directory)")
     if kind != "path":
         raise BadInputError(
-            f"spec.dataset.{kind}: this server reads datasets only from files under its datasets directory; "
-            "use spec.dataset.path"
+            f"spec.dataset.{kind}: this server reads datasets from files under its datasets directory "
+            "(spec.dataset.path) or from its stored datasets (spec.dataset.ref)"
         )
-    from evalsi.runs.embedded import load_run_dataset as load
-
-    given = source.path
+    if source.split:
+        raise BadInputError(f"spec.dataset.split: applies to hf datasets only, not to the file {source.path!r}")
     root = Path(datasets_dir)
     real = resolve_dataset_path(run, base_dir=root, datasets_dir=root)  # refuses (safely) what leads outside
+    given = source.path
     try:
-        dataset = load(run, base_dir=root, datasets_dir=root)
+        # Record ids key result rows (a Postgres text column): one the store cannot hold is refused where it is.
+        return stream_dataset(
+            real, mapping=dict(source.mapping) or None, limit=source.limit or None, format=source.format or None,
+            name=_shown(given, root), check_id=text_problem,
+        )
     except BadInputError as exc:
-        raise BadInputError(f"spec.dataset.path: {_as_given(str(exc), given, real, root)}") from None
-    except OSError as exc:  # unreadable: say why, not where
-        raise BadInputError(f"spec.dataset.path: {given!r}: cannot be read ({exc.strerror or type(exc).__name__})") \
-            from None
-    for index, record in enumerate(dataset.records):
-        # Record ids key result rows (a Postgres text column): one the store cannot hold is refused here.
-        problem = text_problem(record.id)
-        if problem:
-            raise BadInputError(f"spec.dataset.path: {given!r}: record {index + 1}: its id {problem}")
-        record.provenance.dataset = given
-    return Dataset(records=dataset.records, version=dataset.version, source=given, format=dataset.format)
+        raise BadInputError(f"spec.dataset.path: {exc}") from None
 
 
-def _as_given(message: str, given: str, real: Path, root: Path) -> str:
-    """``message`` with the file named as the caller wrote it and any other path relative to the datasets
+OpenRecords = Callable[[EvalRun], RecordStream]
+
+
+@dataclass(frozen=True)
+class RunDataset:
+    """Where a run's records are: a stored manifest (``key``) and what it says."""
+
+    key: str
+    manifest: DatasetManifest
+
+
+async def store_run_dataset(
+    run: EvalRun, *, project: str, objects: ObjectStore, open_records: OpenRecords
+) -> RunDataset:
+    """The run's dataset in the object store: a file is streamed into shards (one shard in memory at a time); a
+    stored dataset (``spec.dataset.ref``) is its version's manifest, nothing copied."""
+    if run.spec.dataset.WhichOneof("kind") == "ref":
+        _refuse_reading_options(run)
+        version, manifest = await DatasetStore(objects).resolve(project, run.spec.dataset.ref)
+        return RunDataset(version.key, manifest)
+    stream = await asyncio.to_thread(open_records, run)
+    manifest = await write_dataset(
+        objects, _prefixed(stream), source=stream.source, format=stream.format
+    )
+    return RunDataset(await put_manifest(objects, manifest), manifest)
+
+
+async def read_run_dataset(run: EvalRun, *, project: str, objects: ObjectStore, open_records: OpenRecords) -> Dataset:
+    """Every record of the run's dataset in memory, for a dry run's projection (which stores nothing)."""
+    if run.spec.dataset.WhichOneof("kind") == "ref":
+        _refuse_reading_options(run)
+        return await DatasetStore(objects).load(project, run.spec.dataset.ref)
+
+    def read() -> Dataset:
+        stream = open_records(run)
+        records = list(_prefixed(stream))
+        return Dataset(records=records, version=stream.version, source=stream.source, format=stream.format)
+
+    return await asyncio.to_thread(read)
+
+
+def _refuse_reading_options(run: EvalRun) -> None:
+    """A stored dataset holds records, read (and mapped) when it was stored: options for reading a file do not
+    apply, and ignoring them would run over other records than the spec says."""
+    source = run.spec.dataset
+    for field, given in (("mapping", bool(source.mapping)), ("limit", bool(source.limit)),
+                         ("format", bool(source.format)), ("split", bool(source.split))):
+        if given:
+            raise BadInputError(
+                f"spec.dataset.{field}: applies when reading a file, not to the stored dataset {source.ref!r} "
+                "(its records were read when it was stored); remove it"
+            )
+
+
+def _prefixed(stream: RecordStream) -> Iterator[Record]:
+    """The stream's records; an error found while reading names the spec field it came from."""
+    try:
+        yield from stream
+    except BadInputError as exc:
+        raise BadInputError(f"spec.dataset.path: {exc}") from None
+
+
+def _shown(given: str, root: Path) -> str:
+    """How records and errors name the file: as the caller gave it, an absolute path relative to the datasets
     directory (as configured, and as it really is when it is itself reached through a link)."""
-    message = message.removeprefix("spec.dataset.path: ").replace(str(real), given)
-    for prefix in {str(root.absolute()), os.path.realpath(root)}:
-        message = message.replace(prefix + os.sep, "")
-    return message
+    for prefix in (str(root.absolute()), os.path.realpath(root)):
+        if given.startswith(prefix + os.sep):
+            return given[len(prefix) + 1 :]
+    return given

@@ -30,6 +30,7 @@ from evalsi.bus.v1alpha1.bus_pb2 import (
     TaskRecords,
     TaskResult,
 )
+from evalsi.datasets.run_records import StoredRunRecords
 from evalsi.errors import InfraError
 from evalsi.evaluators import BoundEvaluator, Registry
 from evalsi.runs.outcome import final_state, run_manifest, target_calls_of_records
@@ -65,7 +66,6 @@ from evalsi.v1alpha1.score_pb2 import (
 log = logging.getLogger("evalsi.scheduler")
 
 TERMINAL = (RUN_STATE_SUCCEEDED, RUN_STATE_FAILED, RUN_STATE_CANCELLED, RUN_STATE_BUDGET_EXCEEDED)
-RECORDS_REF_LABEL = "evals.si/records-ref"
 ATTEMPT_LABEL = "evals.si/attempt"
 PARTIAL_SUMMARY_EVERY_S = 2.0
 # Failures that say nothing about a run: a store or the bus did not answer in time. Work waits for them.
@@ -138,6 +138,11 @@ class Scheduler:
     _partials: dict[str, SummaryBuilder] = field(default_factory=dict)
     _drivers: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     _runs: dict[str, Run] = field(default_factory=dict)
+    # The records of a run: its dataset's shards in the object store, named by the manifest the api stored.
+    run_records: StoredRunRecords = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.run_records = StoredRunRecords(self.objects)
 
     # --- control --------------------------------------------------------------------------------------
 
@@ -258,19 +263,13 @@ class Scheduler:
         except _OUTAGES as outage:
             log.error("could not record the run's failure (%s); it stays as it is", outage, extra={"run_id": run_id})
 
-    async def _records(self, run: Run) -> list[Record]:
-        holder = TaskRecords()
-        holder.ParseFromString(await self.objects.get(run.labels[RECORDS_REF_LABEL]))
-        return list(holder.records)
-
     async def drive(self, project: str, run_id: str) -> None:
         run = await self.store.get_run(project, run_id)
         if run is None or run.state in TERMINAL:
             return
         bound = bound_of(run, self.registry)
         attempt = run.labels.get(ATTEMPT_LABEL, "0")
-        records = await self._records(run)
-        planned = list(plan_of(run, len(records), bound).tasks())
+        planned = list(plan_of(run, await self.run_records.record_count(run), bound).tasks())
         from evalsi.stores import TaskRow
 
         await self.store.add_tasks(
@@ -298,8 +297,7 @@ class Scheduler:
             await self._event(run, RUN_EVENT_TYPE_STATE)
         self._news.setdefault(run_id, asyncio.Event())
         await self._fold_partials(run, bound)
-        await self._publish_ready(run, bound, planned, records)
-        del records  # the records travel in the tasks; only the plan stays in memory
+        await self._publish_ready(run, bound, planned)
         reduce_published = False
         last_progress = None
         last_partial = time.monotonic()
@@ -421,18 +419,15 @@ class Scheduler:
         if builder is not None:
             builder.add(results)
 
-    async def _publish_ready(
-        self, run: Run, bound: Sequence[BoundEvaluator], planned: Sequence[PlannedTask], records: Sequence[Record]
-    ) -> None:
+    async def _publish_ready(self, run: Run, bound: Sequence[BoundEvaluator], planned: Sequence[PlannedTask]) -> None:
         """Publish every pending task that can start now: generation, or evaluation of ready outputs.
 
-        A shard's records are stored once in the object store and every task of the shard carries only
-        their key, so the bus does not carry the same records once per evaluator.
+        Every task of a shard carries only the key of the dataset's stored shard (the api stored it once), so
+        neither the bus nor the scheduler carries or rewrites records.
         """
         pending = {row.key for row in await self.store.list_tasks(run.id, states=("pending",))}
         generated = await self.store.list_tasks(run.id, states=("done",), stage=STAGE_GENERATE)
         outputs = {row.key: row.output_ref for row in generated}
-        shard_refs: dict[int, str] = {}
         for p in planned:
             if p.key not in pending or p.stage == "reduce":
                 continue
@@ -441,10 +436,7 @@ class Scheduler:
                     continue  # published when its generation finishes
                 ref = outputs[p.depends_on[0]]
             else:
-                ref = shard_refs.get(p.start, "")
-                if not ref:
-                    shard = TaskRecords(records=records[p.start : p.stop])
-                    ref = shard_refs[p.start] = await self.objects.put(shard.SerializeToString())
+                ref = await self.run_records.shard_ref(run, p.start, p.stop)
             await self._publish(run, bound, p, (), ref)
 
     async def _publish(
@@ -486,7 +478,7 @@ class Scheduler:
     async def _final_records(self, run: Run) -> list[Record]:
         """The records as evaluated: generated outputs for a generating target, the dataset otherwise."""
         if not generates_outputs(run):
-            return await self._records(run)
+            return await self.run_records.shard_records(run, 0, await self.run_records.record_count(run))
         records: list[Record] = []
         for row in sorted(
             await self.store.list_tasks(run.id, states=("done",), stage=STAGE_GENERATE),

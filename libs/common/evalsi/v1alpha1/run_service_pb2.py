@@ -28,13 +28,15 @@ from evalsi.v1alpha1 import run_pb2 as evalsi_dot_v1alpha1_dot_run__pb2
 from evalsi.v1alpha1 import score_pb2 as evalsi_dot_v1alpha1_dot_score__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!evalsi/v1alpha1/run_service.proto\x12\x0f\x65valsi.v1alpha1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19\x65valsi/v1alpha1/run.proto\x1a\x1b\x65valsi/v1alpha1/score.proto\"[\n\x10\x43reateRunRequest\x12%\n\x03run\x18\x01 \x01(\x0b\x32\x18.evalsi.v1alpha1.EvalRun\x12\x0f\n\x07\x64ry_run\x18\x02 \x01(\x08\x12\x0f\n\x07project\x18\x03 \x01(\t\",\n\rGetRunRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07project\x18\x02 \x01(\t\"\x9a\x01\n\x0fListRunsRequest\x12\x0f\n\x07project\x18\x01 \x01(\t\x12(\n\x05state\x18\x02 \x01(\x0e\x32\x19.evalsi.v1alpha1.RunState\x12\x15\n\rname_contains\x18\x03 \x01(\t\x12\x0e\n\x06labels\x18\x04 \x03(\t\x12\x11\n\tpage_size\x18\x05 \x01(\x05\x12\x12\n\npage_token\x18\x06 \x01(\t\"O\n\x10ListRunsResponse\x12\"\n\x04runs\x18\x01 \x03(\x0b\x32\x14.evalsi.v1alpha1.Run\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\".\n\x0fWatchRunRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07project\x18\x02 \x01(\t\"\xbb\x02\n\x08RunEvent\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12+\n\x04type\x18\x02 \x01(\x0e\x32\x1d.evalsi.v1alpha1.RunEventType\x12(\n\x05state\x18\x03 \x01(\x0e\x32\x19.evalsi.v1alpha1.RunState\x12.\n\x08progress\x18\x04 \x01(\x0b\x32\x1c.evalsi.v1alpha1.RunProgress\x12\x31\n\tsummaries\x18\x05 \x03(\x0b\x32\x1e.evalsi.v1alpha1.MetricSummary\x12*\n\x05gates\x18\x06 \x03(\x0b\x32\x1b.evalsi.v1alpha1.GateResult\x12\x0f\n\x07message\x18\x07 \x01(\t\x12(\n\x04time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"/\n\x10\x43\x61ncelRunRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07project\x18\x02 \x01(\t\"/\n\x10ResumeRunRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07project\x18\x02 \x01(\t\"n\n\x15ListRunResultsRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07project\x18\x02 \x01(\t\x12\x11\n\tevaluator\x18\x03 \x01(\t\x12\x11\n\tpage_size\x18\x04 \x01(\x05\x12\x12\n\npage_token\x18\x05 \x01(\t\"e\n\x16ListRunResultsResponse\x12\x32\n\x07results\x18\x01 \x03(\x0b\x32!.evalsi.v1alpha1.EvaluationResult\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"W\n\x12\x43ompareRunsRequest\x12\r\n\x05run_a\x18\x01 \x01(\t\x12\r\n\x05run_b\x18\x02 \x01(\t\x12\x0f\n\x07project\x18\x03 \x01(\t\x12\x12\n\nconfidence\x18\x04 \x01(\x01*\x81\x01\n\x0cRunEventType\x12\x1e\n\x1aRUN_EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x18\n\x14RUN_EVENT_TYPE_STATE\x10\x01\x12\x1b\n\x17RUN_EVENT_TYPE_PROGRESS\x10\x02\x12\x1a\n\x16RUN_EVENT_TYPE_SUMMARY\x10\x03\x32\xf8\x06\n\nRunService\x12_\n\tCreateRun\x12!.evalsi.v1alpha1.CreateRunRequest\x1a\x14.evalsi.v1alpha1.Run\"\x19\x82\xd3\xe4\x93\x02\x13\"\x0e/v1alpha1/runs:\x01*\x12[\n\x06GetRun\x12\x1e.evalsi.v1alpha1.GetRunRequest\x1a\x14.evalsi.v1alpha1.Run\"\x1b\x82\xd3\xe4\x93\x02\x15\x12\x13/v1alpha1/runs/{id}\x12g\n\x08ListRuns\x12 .evalsi.v1alpha1.ListRunsRequest\x1a!.evalsi.v1alpha1.ListRunsResponse\"\x16\x82\xd3\xe4\x93\x02\x10\x12\x0e/v1alpha1/runs\x12l\n\x08WatchRun\x12 .evalsi.v1alpha1.WatchRunRequest\x1a\x19.evalsi.v1alpha1.RunEvent\"!\x82\xd3\xe4\x93\x02\x1b\x12\x19/v1alpha1/runs/{id}:watch0\x01\x12k\n\tCancelRun\x12!.evalsi.v1alpha1.CancelRunRequest\x1a\x14.evalsi.v1alpha1.Run\"%\x82\xd3\xe4\x93\x02\x1f\"\x1a/v1alpha1/runs/{id}:cancel:\x01*\x12k\n\tResumeRun\x12!.evalsi.v1alpha1.ResumeRunRequest\x1a\x14.evalsi.v1alpha1.Run\"%\x82\xd3\xe4\x93\x02\x1f\"\x1a/v1alpha1/runs/{id}:resume:\x01*\x12\x86\x01\n\x0eListRunResults\x12&.evalsi.v1alpha1.ListRunResultsRequest\x1a\'.evalsi.v1alpha1.ListRunResultsResponse\"#\x82\xd3\xe4\x93\x02\x1d\x12\x1b/v1alpha1/runs/{id}/results\x12r\n\x0b\x43ompareRuns\x12#.evalsi.v1alpha1.CompareRunsRequest\x1a\x1b.evalsi.v1alpha1.Comparison\"!\x82\xd3\xe4\x93\x02\x1b\"\x16/v1alpha1/runs:compare:\x01*b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!evalsi/v1alpha1/run_service.proto\x12\x0f\x65valsi.v1alpha1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19\x65valsi/v1alpha1/run.proto\x1a\x1b\x65valsi/v1alpha1/score.proto\"\xe9\x01\n\x14UploadDatasetRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x10\n\x08\x66ilename\x18\x02 \x01(\t\x12\x0e\n\x06\x66ormat\x18\x03 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x04 \x01(\x0c\x12\x0f\n\x07project\x18\x05 \x01(\t\x12\x43\n\x07mapping\x18\x06 \x03(\x0b\x32\x32.evalsi.v1alpha1.UploadDatasetRequest.MappingEntry\x12\r\n\x05limit\x18\x07 \x01(\x03\x1a.\n\x0cMappingEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"~\n\x0e\x44\x61tasetVersion\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12\x0b\n\x03ref\x18\x03 \x01(\t\x12\x0f\n\x07records\x18\x04 \x01(\x03\x12/\n\x0b\x63reate_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\";\n\x1aListDatasetVersionsRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07project\x18\x02 \x01(\t\"P\n\x1bListDatasetVersionsResponse\x12\x31\n\x08versions\x18\x01 \x03(\x0b\x32\x1f.evalsi.v1alpha1.DatasetVersion\"[\n\x10\x43reateRunRequest\x12%\n\x03run\x18\x01 \x01(\x0b\x32\x18.evalsi.v1alpha1.EvalRun\x12\x0f\n\x07\x64ry_run\x18\x02 \x01(\x08\x12\x0f\n\x07project\x18\x03 \x01(\t\",\n\rGetRunRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07project\x18\x02 \x01(\t\"\x9a\x01\n\x0fListRunsRequest\x12\x0f\n\x07project\x18\x01 \x01(\t\x12(\n\x05state\x18\x02 \x01(\x0e\x32\x19.evalsi.v1alpha1.RunState\x12\x15\n\rname_contains\x18\x03 \x01(\t\x12\x0e\n\x06labels\x18\x04 \x03(\t\x12\x11\n\tpage_size\x18\x05 \x01(\x05\x12\x12\n\npage_token\x18\x06 \x01(\t\"O\n\x10ListRunsResponse\x12\"\n\x04runs\x18\x01 \x03(\x0b\x32\x14.evalsi.v1alpha1.Run\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\".\n\x0fWatchRunRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07project\x18\x02 \x01(\t\"\xbb\x02\n\x08RunEvent\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12+\n\x04type\x18\x02 \x01(\x0e\x32\x1d.evalsi.v1alpha1.RunEventType\x12(\n\x05state\x18\x03 \x01(\x0e\x32\x19.evalsi.v1alpha1.RunState\x12.\n\x08progress\x18\x04 \x01(\x0b\x32\x1c.evalsi.v1alpha1.RunProgress\x12\x31\n\tsummaries\x18\x05 \x03(\x0b\x32\x1e.evalsi.v1alpha1.MetricSummary\x12*\n\x05gates\x18\x06 \x03(\x0b\x32\x1b.evalsi.v1alpha1.GateResult\x12\x0f\n\x07message\x18\x07 \x01(\t\x12(\n\x04time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"/\n\x10\x43\x61ncelRunRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07project\x18\x02 \x01(\t\"/\n\x10ResumeRunRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07project\x18\x02 \x01(\t\"n\n\x15ListRunResultsRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07project\x18\x02 \x01(\t\x12\x11\n\tevaluator\x18\x03 \x01(\t\x12\x11\n\tpage_size\x18\x04 \x01(\x05\x12\x12\n\npage_token\x18\x05 \x01(\t\"e\n\x16ListRunResultsResponse\x12\x32\n\x07results\x18\x01 \x03(\x0b\x32!.evalsi.v1alpha1.EvaluationResult\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"W\n\x12\x43ompareRunsRequest\x12\r\n\x05run_a\x18\x01 \x01(\t\x12\r\n\x05run_b\x18\x02 \x01(\t\x12\x0f\n\x07project\x18\x03 \x01(\t\x12\x12\n\nconfidence\x18\x04 \x01(\x01*\x81\x01\n\x0cRunEventType\x12\x1e\n\x1aRUN_EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x18\n\x14RUN_EVENT_TYPE_STATE\x10\x01\x12\x1b\n\x17RUN_EVENT_TYPE_PROGRESS\x10\x02\x12\x1a\n\x16RUN_EVENT_TYPE_SUMMARY\x10\x03\x32\xe9\x08\n\nRunService\x12_\n\tCreateRun\x12!.evalsi.v1alpha1.CreateRunRequest\x1a\x14.evalsi.v1alpha1.Run\"\x19\x82\xd3\xe4\x93\x02\x13\"\x0e/v1alpha1/runs:\x01*\x12[\n\x06GetRun\x12\x1e.evalsi.v1alpha1.GetRunRequest\x1a\x14.evalsi.v1alpha1.Run\"\x1b\x82\xd3\xe4\x93\x02\x15\x12\x13/v1alpha1/runs/{id}\x12g\n\x08ListRuns\x12 .evalsi.v1alpha1.ListRunsRequest\x1a!.evalsi.v1alpha1.ListRunsResponse\"\x16\x82\xd3\xe4\x93\x02\x10\x12\x0e/v1alpha1/runs\x12l\n\x08WatchRun\x12 .evalsi.v1alpha1.WatchRunRequest\x1a\x19.evalsi.v1alpha1.RunEvent\"!\x82\xd3\xe4\x93\x02\x1b\x12\x19/v1alpha1/runs/{id}:watch0\x01\x12k\n\tCancelRun\x12!.evalsi.v1alpha1.CancelRunRequest\x1a\x14.evalsi.v1alpha1.Run\"%\x82\xd3\xe4\x93\x02\x1f\"\x1a/v1alpha1/runs/{id}:cancel:\x01*\x12k\n\tResumeRun\x12!.evalsi.v1alpha1.ResumeRunRequest\x1a\x14.evalsi.v1alpha1.Run\"%\x82\xd3\xe4\x93\x02\x1f\"\x1a/v1alpha1/runs/{id}:resume:\x01*\x12\x86\x01\n\x0eListRunResults\x12&.evalsi.v1alpha1.ListRunResultsRequest\x1a\'.evalsi.v1alpha1.ListRunResultsResponse\"#\x82\xd3\xe4\x93\x02\x1d\x12\x1b/v1alpha1/runs/{id}/results\x12r\n\x0b\x43ompareRuns\x12#.evalsi.v1alpha1.CompareRunsRequest\x1a\x1b.evalsi.v1alpha1.Comparison\"!\x82\xd3\xe4\x93\x02\x1b\"\x16/v1alpha1/runs:compare:\x01*\x12Y\n\rUploadDataset\x12%.evalsi.v1alpha1.UploadDatasetRequest\x1a\x1f.evalsi.v1alpha1.DatasetVersion(\x01\x12\x93\x01\n\x13ListDatasetVersions\x12+.evalsi.v1alpha1.ListDatasetVersionsRequest\x1a,.evalsi.v1alpha1.ListDatasetVersionsResponse\"!\x82\xd3\xe4\x93\x02\x1b\x12\x19/v1alpha1/datasets/{name}b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'evalsi.v1alpha1.run_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
+  _globals['_UPLOADDATASETREQUEST_MAPPINGENTRY']._loaded_options = None
+  _globals['_UPLOADDATASETREQUEST_MAPPINGENTRY']._serialized_options = b'8\001'
   _globals['_RUNSERVICE'].methods_by_name['CreateRun']._loaded_options = None
   _globals['_RUNSERVICE'].methods_by_name['CreateRun']._serialized_options = b'\202\323\344\223\002\023\"\016/v1alpha1/runs:\001*'
   _globals['_RUNSERVICE'].methods_by_name['GetRun']._loaded_options = None
@@ -51,30 +53,42 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_RUNSERVICE'].methods_by_name['ListRunResults']._serialized_options = b'\202\323\344\223\002\035\022\033/v1alpha1/runs/{id}/results'
   _globals['_RUNSERVICE'].methods_by_name['CompareRuns']._loaded_options = None
   _globals['_RUNSERVICE'].methods_by_name['CompareRuns']._serialized_options = b'\202\323\344\223\002\033\"\026/v1alpha1/runs:compare:\001*'
-  _globals['_RUNEVENTTYPE']._serialized_start=1319
-  _globals['_RUNEVENTTYPE']._serialized_end=1448
-  _globals['_CREATERUNREQUEST']._serialized_start=173
-  _globals['_CREATERUNREQUEST']._serialized_end=264
-  _globals['_GETRUNREQUEST']._serialized_start=266
-  _globals['_GETRUNREQUEST']._serialized_end=310
-  _globals['_LISTRUNSREQUEST']._serialized_start=313
-  _globals['_LISTRUNSREQUEST']._serialized_end=467
-  _globals['_LISTRUNSRESPONSE']._serialized_start=469
-  _globals['_LISTRUNSRESPONSE']._serialized_end=548
-  _globals['_WATCHRUNREQUEST']._serialized_start=550
-  _globals['_WATCHRUNREQUEST']._serialized_end=596
-  _globals['_RUNEVENT']._serialized_start=599
-  _globals['_RUNEVENT']._serialized_end=914
-  _globals['_CANCELRUNREQUEST']._serialized_start=916
-  _globals['_CANCELRUNREQUEST']._serialized_end=963
-  _globals['_RESUMERUNREQUEST']._serialized_start=965
-  _globals['_RESUMERUNREQUEST']._serialized_end=1012
-  _globals['_LISTRUNRESULTSREQUEST']._serialized_start=1014
-  _globals['_LISTRUNRESULTSREQUEST']._serialized_end=1124
-  _globals['_LISTRUNRESULTSRESPONSE']._serialized_start=1126
-  _globals['_LISTRUNRESULTSRESPONSE']._serialized_end=1227
-  _globals['_COMPARERUNSREQUEST']._serialized_start=1229
-  _globals['_COMPARERUNSREQUEST']._serialized_end=1316
-  _globals['_RUNSERVICE']._serialized_start=1451
-  _globals['_RUNSERVICE']._serialized_end=2339
+  _globals['_RUNSERVICE'].methods_by_name['ListDatasetVersions']._loaded_options = None
+  _globals['_RUNSERVICE'].methods_by_name['ListDatasetVersions']._serialized_options = b'\202\323\344\223\002\033\022\031/v1alpha1/datasets/{name}'
+  _globals['_RUNEVENTTYPE']._serialized_start=1826
+  _globals['_RUNEVENTTYPE']._serialized_end=1955
+  _globals['_UPLOADDATASETREQUEST']._serialized_start=174
+  _globals['_UPLOADDATASETREQUEST']._serialized_end=407
+  _globals['_UPLOADDATASETREQUEST_MAPPINGENTRY']._serialized_start=361
+  _globals['_UPLOADDATASETREQUEST_MAPPINGENTRY']._serialized_end=407
+  _globals['_DATASETVERSION']._serialized_start=409
+  _globals['_DATASETVERSION']._serialized_end=535
+  _globals['_LISTDATASETVERSIONSREQUEST']._serialized_start=537
+  _globals['_LISTDATASETVERSIONSREQUEST']._serialized_end=596
+  _globals['_LISTDATASETVERSIONSRESPONSE']._serialized_start=598
+  _globals['_LISTDATASETVERSIONSRESPONSE']._serialized_end=678
+  _globals['_CREATERUNREQUEST']._serialized_start=680
+  _globals['_CREATERUNREQUEST']._serialized_end=771
+  _globals['_GETRUNREQUEST']._serialized_start=773
+  _globals['_GETRUNREQUEST']._serialized_end=817
+  _globals['_LISTRUNSREQUEST']._serialized_start=820
+  _globals['_LISTRUNSREQUEST']._serialized_end=974
+  _globals['_LISTRUNSRESPONSE']._serialized_start=976
+  _globals['_LISTRUNSRESPONSE']._serialized_end=1055
+  _globals['_WATCHRUNREQUEST']._serialized_start=1057
+  _globals['_WATCHRUNREQUEST']._serialized_end=1103
+  _globals['_RUNEVENT']._serialized_start=1106
+  _globals['_RUNEVENT']._serialized_end=1421
+  _globals['_CANCELRUNREQUEST']._serialized_start=1423
+  _globals['_CANCELRUNREQUEST']._serialized_end=1470
+  _globals['_RESUMERUNREQUEST']._serialized_start=1472
+  _globals['_RESUMERUNREQUEST']._serialized_end=1519
+  _globals['_LISTRUNRESULTSREQUEST']._serialized_start=1521
+  _globals['_LISTRUNRESULTSREQUEST']._serialized_end=1631
+  _globals['_LISTRUNRESULTSRESPONSE']._serialized_start=1633
+  _globals['_LISTRUNRESULTSRESPONSE']._serialized_end=1734
+  _globals['_COMPARERUNSREQUEST']._serialized_start=1736
+  _globals['_COMPARERUNSREQUEST']._serialized_end=1823
+  _globals['_RUNSERVICE']._serialized_start=1958
+  _globals['_RUNSERVICE']._serialized_end=3087
 # @@protoc_insertion_point(module_scope)

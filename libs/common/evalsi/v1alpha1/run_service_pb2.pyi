@@ -24,6 +24,59 @@ RUN_EVENT_TYPE_STATE: RunEventType
 RUN_EVENT_TYPE_PROGRESS: RunEventType
 RUN_EVENT_TYPE_SUMMARY: RunEventType
 
+class UploadDatasetRequest(_message.Message):
+    __slots__ = ("name", "filename", "format", "data", "project", "mapping", "limit")
+    class MappingEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    FILENAME_FIELD_NUMBER: _ClassVar[int]
+    FORMAT_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    MAPPING_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    filename: str
+    format: str
+    data: bytes
+    project: str
+    mapping: _containers.ScalarMap[str, str]
+    limit: int
+    def __init__(self, name: _Optional[str] = ..., filename: _Optional[str] = ..., format: _Optional[str] = ..., data: _Optional[bytes] = ..., project: _Optional[str] = ..., mapping: _Optional[_Mapping[str, str]] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class DatasetVersion(_message.Message):
+    __slots__ = ("name", "version", "ref", "records", "create_time")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    REF_FIELD_NUMBER: _ClassVar[int]
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    CREATE_TIME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    version: str
+    ref: str
+    records: int
+    create_time: _timestamp_pb2.Timestamp
+    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., ref: _Optional[str] = ..., records: _Optional[int] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ListDatasetVersionsRequest(_message.Message):
+    __slots__ = ("name", "project")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    project: str
+    def __init__(self, name: _Optional[str] = ..., project: _Optional[str] = ...) -> None: ...
+
+class ListDatasetVersionsResponse(_message.Message):
+    __slots__ = ("versions",)
+    VERSIONS_FIELD_NUMBER: _ClassVar[int]
+    versions: _containers.RepeatedCompositeFieldContainer[DatasetVersion]
+    def __init__(self, versions: _Optional[_Iterable[_Union[DatasetVersion, _Mapping]]] = ...) -> None: ...
+
 class CreateRunRequest(_message.Message):
     __slots__ = ("run", "dry_run", "project")
     RUN_FIELD_NUMBER: _ClassVar[int]

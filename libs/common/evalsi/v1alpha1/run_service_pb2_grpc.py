@@ -75,6 +75,16 @@ class RunServiceStub:
                 request_serializer=evalsi_dot_v1alpha1_dot_run__service__pb2.CompareRunsRequest.SerializeToString,
                 response_deserializer=evalsi_dot_v1alpha1_dot_run__pb2.Comparison.FromString,
                 _registered_method=True)
+        self.UploadDataset = channel.stream_unary(
+                '/evalsi.v1alpha1.RunService/UploadDataset',
+                request_serializer=evalsi_dot_v1alpha1_dot_run__service__pb2.UploadDatasetRequest.SerializeToString,
+                response_deserializer=evalsi_dot_v1alpha1_dot_run__service__pb2.DatasetVersion.FromString,
+                _registered_method=True)
+        self.ListDatasetVersions = channel.unary_unary(
+                '/evalsi.v1alpha1.RunService/ListDatasetVersions',
+                request_serializer=evalsi_dot_v1alpha1_dot_run__service__pb2.ListDatasetVersionsRequest.SerializeToString,
+                response_deserializer=evalsi_dot_v1alpha1_dot_run__service__pb2.ListDatasetVersionsResponse.FromString,
+                _registered_method=True)
 
 
 class RunServiceServicer:
@@ -131,6 +141,22 @@ class RunServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def UploadDataset(self, request_iterator, context):
+        """Stores a dataset file (its raw bytes, in chunks) as a version of a named dataset, for runs to name in
+        spec.dataset.ref. gRPC only as a stream; over HTTP the file is the body of
+        POST /v1alpha1/datasets/{name}:upload (docs/datasets.md).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListDatasetVersions(self, request, context):
+        """A stored dataset's versions, oldest first.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_RunServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -173,6 +199,16 @@ def add_RunServiceServicer_to_server(servicer, server):
                     servicer.CompareRuns,
                     request_deserializer=evalsi_dot_v1alpha1_dot_run__service__pb2.CompareRunsRequest.FromString,
                     response_serializer=evalsi_dot_v1alpha1_dot_run__pb2.Comparison.SerializeToString,
+            ),
+            'UploadDataset': grpc.stream_unary_rpc_method_handler(
+                    servicer.UploadDataset,
+                    request_deserializer=evalsi_dot_v1alpha1_dot_run__service__pb2.UploadDatasetRequest.FromString,
+                    response_serializer=evalsi_dot_v1alpha1_dot_run__service__pb2.DatasetVersion.SerializeToString,
+            ),
+            'ListDatasetVersions': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListDatasetVersions,
+                    request_deserializer=evalsi_dot_v1alpha1_dot_run__service__pb2.ListDatasetVersionsRequest.FromString,
+                    response_serializer=evalsi_dot_v1alpha1_dot_run__service__pb2.ListDatasetVersionsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -391,6 +427,60 @@ class RunService:
             '/evalsi.v1alpha1.RunService/CompareRuns',
             evalsi_dot_v1alpha1_dot_run__service__pb2.CompareRunsRequest.SerializeToString,
             evalsi_dot_v1alpha1_dot_run__pb2.Comparison.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def UploadDataset(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/evalsi.v1alpha1.RunService/UploadDataset',
+            evalsi_dot_v1alpha1_dot_run__service__pb2.UploadDatasetRequest.SerializeToString,
+            evalsi_dot_v1alpha1_dot_run__service__pb2.DatasetVersion.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListDatasetVersions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/evalsi.v1alpha1.RunService/ListDatasetVersions',
+            evalsi_dot_v1alpha1_dot_run__service__pb2.ListDatasetVersionsRequest.SerializeToString,
+            evalsi_dot_v1alpha1_dot_run__service__pb2.ListDatasetVersionsResponse.FromString,
             options,
             channel_credentials,
             insecure,
