@@ -24,9 +24,12 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .connectors import Completion
+
+if TYPE_CHECKING:  # the stores load only where a shared cache is built
+    from evalsi.stores.objects import ObjectStore
 
 _FORMAT = 1  # bump when the file layout changes; older files then read as misses
 
@@ -96,7 +99,7 @@ class SharedJudgeCache:
     enabled = True
     key = staticmethod(cache_key)
 
-    def __init__(self, objects: Any, prefix: str = "judge-cache") -> None:
+    def __init__(self, objects: ObjectStore, prefix: str = "judge-cache") -> None:
         self._objects = objects
         self._prefix = prefix
 
