@@ -1,6 +1,7 @@
 """A run of 1,000,000 evaluation tasks (record x evaluator x trial) on the distributed stack, on Postgres.
 
-    python benchmarks/run_million.py [--records 100000] [--evaluators 10] [--workers 2] [--profile DIR]
+    python benchmarks/run_million.py [--records 100000 | --tasks 1000000] [--evaluators 10] [--workers 2]
+        [--profile DIR]
 
 Starts a real PostgreSQL 15 (``evalsi.testing.services.PostgresServer``), then the stack: bundled NATS,
 one evalsi-api, one evalsi-scheduler and ``--workers`` cpu evalsi-workers, objects in a local directory.
@@ -13,8 +14,11 @@ GetRun), after checking that every evaluation was scored. Also printed: the prog
 this 2-core machine says where the time goes. ``--profile DIR`` attaches ``py-spy record`` to the api,
 the scheduler and the workers for the run and writes flame graphs there (``pip install py-spy``).
 
-Target (DESIGN.md, this 2-core machine): 1,000,000 tasks in <= 160 s end to end, every task scored, the
-scheduler's memory bounded. Quick check: ``--records 10000 --evaluators 10`` (100,000 tasks).
+``--tasks N`` sizes the run by evaluation tasks instead (``N / --evaluators`` records): ``--tasks 10000000`` is the
+ten-million variant (1,000,000 records x 10 evaluators).
+
+Target (issue 10, this 2-core machine): 1,000,000 tasks in <= 20 s end to end (pro rata for other sizes: 200 s for
+ten million), every task scored, the scheduler's memory bounded. Quick check: ``--tasks 100000``.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from evalsi.service.config import WorkerConfig
 from evalsi.testing.services import PostgresServer
 from evalsi.v1alpha1.run_pb2 import RUN_STATE_SUCCEEDED, RunState
 
-TARGET_S = 160.0
+TARGET_S_PER_MILLION = 20.0  # seconds for 1,000,000 evaluation tasks, end to end
 TERMINAL = {"RUN_STATE_SUCCEEDED", "RUN_STATE_FAILED", "RUN_STATE_CANCELLED", "RUN_STATE_BUDGET_EXCEEDED"}
 _TICKS = os.sysconf("SC_CLK_TCK")
 _SUFFIX = {"flamegraph": "svg", "raw": "txt", "speedscope": "json"}
@@ -196,6 +200,8 @@ def follow(client: evalsi.Client, run_id: str, project: str, started: float) -> 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--tasks", type=int, default=None,
+                        help="evaluation tasks in all (records x evaluators): sets --records to TASKS / --evaluators")
     parser.add_argument("--evaluators", type=int, default=10)
     parser.add_argument("--workers", type=int, default=2, help="cpu worker processes")
     parser.add_argument("--profile", type=Path, default=None, help="write py-spy profiles to this directory")
@@ -206,7 +212,12 @@ def main() -> None:
         help="py-spy output: flame graph SVG, collapsed stacks (raw) or speedscope JSON",
     )
     args = parser.parse_args()
+    if args.tasks is not None:
+        if args.tasks % args.evaluators:
+            parser.error(f"--tasks {args.tasks} is not a multiple of --evaluators {args.evaluators}")
+        args.records = args.tasks // args.evaluators
     expected = args.records * args.evaluators
+    target_s = TARGET_S_PER_MILLION * expected / 1_000_000
 
     with (
         PostgresServer() as pg,
@@ -271,10 +282,10 @@ def main() -> None:
             raise SystemExit(f"the run ended {RunState.Name(run.state)}: {run.message}\n{stack.logs()}")
         if run.progress.scored != expected:
             raise SystemExit(f"expected {expected:,} scored evaluations, the run reports {run.progress.scored:,}")
-        verdict = "meets" if wall_s <= TARGET_S else "MISSES"
+        verdict = "meets" if wall_s <= target_s else "MISSES"
         print(
             f"{expected:,} evaluation tasks, CreateRun to SUCCEEDED: {wall_s:7.1f} s  "
-            f"= {expected / wall_s:>9,.0f}/s  (target <= {TARGET_S:g} s: {verdict})"
+            f"= {expected / wall_s:>9,.0f}/s  (target <= {target_s:g} s: {verdict})"
         )
 
 
