@@ -127,7 +127,10 @@ async def assert_no_run_stored(served: Served) -> None:
     ("spec", "field", "message"),
     [
         ({"summary": {"bootstrapResamples": 20_000_000}}, "spec.summary.bootstrapResamples",
-         f"20000000 exceeds the limit of {limits.MAX_BOOTSTRAP_RESAMPLES}"),
+         f"20000000 exceeds the limit of {limits.MAX_BOOTSTRAP_RESAMPLES} (refused, never lowered: 0 means the "
+         "default, 2000)"),
+        ({"summary": {"bootstrapResamples": -1}}, "spec.summary.bootstrapResamples",
+         "must be >= 0 (0 means the default, 2000), got -1"),
         # The edge refuses a non-finite number in any field of the request (evalsi.edge_checks) ...
         ({"budget": {"usd": "NaN"}}, "run.spec.budget.usd", "a finite number is expected"),
         ({"budget": {"usd": "Infinity"}}, "run.spec.budget.usd", "a finite number is expected"),

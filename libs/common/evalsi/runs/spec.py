@@ -51,6 +51,7 @@ from evalsi.projects import DEFAULT_PROJECT, PROJECT_LABEL, PROJECT_RULE, is_pro
 from evalsi.records import canonical_json, struct_dict
 from evalsi.runs.gates import check_gate_references, compile_gate
 from evalsi.sdk import resolve_evaluators
+from evalsi.stats.defaults import DEFAULT_BOOTSTRAP_RESAMPLES
 from evalsi.targets.config import target_config, template_placeholders
 from evalsi.targets.identity import agent_problems, harness_problems
 from evalsi.v1alpha1.evaluator_pb2 import EvaluatorRef, JudgeSpec
@@ -431,11 +432,14 @@ def _summary_problems(run: EvalRun) -> list[str]:
     if summary.interval not in ("", "auto", "bootstrap"):
         problems.append(f"spec.summary.interval: must be auto or bootstrap, got {summary.interval!r}")
     if summary.bootstrap_resamples < 0:
-        problems.append(f"spec.summary.bootstrapResamples: must be >= 1, got {summary.bootstrap_resamples}")
+        problems.append(
+            f"spec.summary.bootstrapResamples: must be >= 0 (0 means the default, {DEFAULT_BOOTSTRAP_RESAMPLES}), "
+            f"got {summary.bootstrap_resamples}"
+        )
     elif summary.bootstrap_resamples > MAX_BOOTSTRAP_RESAMPLES:
         problems.append(
             f"spec.summary.bootstrapResamples: {summary.bootstrap_resamples} exceeds the limit of "
-            f"{MAX_BOOTSTRAP_RESAMPLES} (refused, never lowered: 0 means the default, 2000)"
+            f"{MAX_BOOTSTRAP_RESAMPLES} (refused, never lowered: 0 means the default, {DEFAULT_BOOTSTRAP_RESAMPLES})"
         )
     problems += [f"spec.summary.passK: k must be >= 1, got {k}" for k in summary.pass_k if k < 1]
     return problems
