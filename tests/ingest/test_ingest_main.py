@@ -42,6 +42,7 @@ def test_bad_flags_exit_2() -> None:
     from evalsi_ingest.main import main
 
     assert main(["--host", "0.0.0.0"]) == 2
+    assert main(["--host", "127.0.0.1.example.com"]) == 2  # a name that merely starts like a loopback address
     assert main(["--http-port", "5000", "--grpc-port", "5000"]) == 2
     assert main(["--grace", "10", "--max-wait", "1"]) == 2
     assert main(["--default-project", "a b"]) == 2

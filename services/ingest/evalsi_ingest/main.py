@@ -30,6 +30,7 @@ from functools import partial
 
 from evalsi.bus import BusConnection, connect, ensure_streams
 from evalsi.errors import BadInputError, InfraError
+from evalsi.hosts import is_loopback
 from evalsi.ingest import (
     DEFAULT_MAX_BODY,
     AssemblingSink,
@@ -57,7 +58,6 @@ from evalsi.service.settings import build_parser as build_settings_parser
 from evalsi.stores.traces import open_trace_store
 
 log = logging.getLogger("evalsi.ingest")
-LOOPBACK = ("127.0.0.1", "::1", "localhost")
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ class Settings:
         return Redactor.load(self.redact) if self.redact else None
 
     def validate(self) -> None:
-        if not self.allow_non_loopback and self.host not in LOOPBACK and not self.host.startswith("127."):
+        if not self.allow_non_loopback and not is_loopback(self.host):
             raise BadInputError(f"--host {self.host}: authentication does not exist yet, so evalsi-ingest listens "
                                 "only on loopback (127.0.0.1, ::1 or localhost); on a private network (a container "
                                 "network) pass --allow-non-loopback")
