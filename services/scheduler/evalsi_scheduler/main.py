@@ -1,4 +1,4 @@
-"""The scheduler process: control, results and dead-letter consumers around one Scheduler, plus adoption.
+"""The scheduler process: control, results and dead-letter consumers around one RunDriver, plus adoption.
 
 While the metadata store does not answer, the results and dead-letter consumers hold what they have and pull
 nothing more (an outage is not a failed delivery). Dead letters of every kind are handled here: a task's become
@@ -47,10 +47,11 @@ from evalsi.bus.v1alpha1.bus_pb2 import (
     Task,
     TaskResult,
 )
+from evalsi.datasets.run_records import StoredRunRecords
 from evalsi.errors import InfraError
 from evalsi.evaluators import Registry
 from evalsi.projects import DEFAULT_PROJECT
-from evalsi.runs.driver import Scheduler, run_periodically, run_traceparent
+from evalsi.runs.driver import RunDriver, run_periodically, run_traceparent
 from evalsi.runs.flags import RunFlags
 from evalsi.service.kit import parse_flags, run_service, serve_health
 from evalsi.service.lifecycle import Lifecycle
@@ -139,9 +140,9 @@ async def assemble(args: argparse.Namespace, life: Lifecycle) -> None:
     store = await life.enter("metadata store", open_metadata_store(args.metadata_url), lambda s: s.close())
     objects = await life.enter("object store", open_object_store(args.objects_url), lambda o: o.close())
     flags = await RunFlags.open(bus.js)
-    scheduler = Scheduler(
+    scheduler = RunDriver(
         store,
-        objects,
+        StoredRunRecords(objects),
         _Bus(bus.js, objects, flags),
         Registry.from_entry_points(),
         owner=args.name,

@@ -223,7 +223,7 @@ def _run_on_server(
     with Client(server, project=project) as client:
         handle = client.runs.create(run, dry_run=dry_run)
         if dry_run:
-            click.echo(describe_run(handle.run))
+            click.echo(handle.run.message)  # the plan and projection, as an embedded --dry-run prints them
             return
         click.echo(
             f"created {handle.id} in project {handle.run.project} ({state_name(handle.run.state)}) on {server}",

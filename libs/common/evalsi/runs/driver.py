@@ -1,10 +1,10 @@
-"""The scheduler's logic: turn a stored run into tasks on the bus, fold task results into the store, and
-finish the run (summaries, gates, manifest) — with database leases so replicas share runs and adopt a
+"""The run driver: turn a stored run into tasks on the bus, fold task results into the store as they arrive, and
+finish the run (summaries, gates, manifest, final state) — with leases so scheduler replicas share runs and adopt a
 dead replica's.
 
-Transport stays outside: the service hands in a ``BusPort`` (publish tasks and events, flag runs) and the
-stores. Results are processed by whichever scheduler receives them (every write is an idempotent upsert or
-compare-and-set), so only driving a run's lifecycle needs its lease.
+Transport and storage stay outside, behind ports (``runs.ports``): NATS, SQL and the object store in the scheduler
+service, in-process ones for a run in one process (``runs.local``). Results are processed by whichever replica
+receives them (every write is an idempotent upsert or compare-and-set), so only driving a run needs its lease.
 """
 
 from __future__ import annotations
@@ -21,23 +21,27 @@ from google.protobuf import timestamp_pb2
 
 from evalsi.bus.errors import Unavailable
 from evalsi.bus.v1alpha1.bus_pb2 import (
-    STAGE_EVALUATE,
     STAGE_GENERATE,
-    STAGE_REDUCE,
     TASK_STATUS_CANCELLED,
     TASK_STATUS_DONE,
     Task,
-    TaskRecords,
     TaskResult,
 )
-from evalsi.datasets.run_records import StoredRunRecords
 from evalsi.errors import InfraError
 from evalsi.evaluators import BoundEvaluator, Registry
-from evalsi.runs.outcome import final_state, run_manifest, target_calls_of_records
+from evalsi.runs.news import RunNews
+from evalsi.runs.outcome import (
+    fill_outcome_counts,
+    final_state,
+    infra_error_results,
+    stored_run_manifest,
+    target_calls_of_records,
+)
 from evalsi.runs.plan import Plan, plan_run, task_key
 from evalsi.runs.plan import Task as PlannedTask
-from evalsi.runs.ports import BusPort
+from evalsi.runs.ports import BusPort, RunRecords
 from evalsi.runs.summary import SummaryBuilder
+from evalsi.runs.tasks import ATTEMPT_LABEL, STAGES, index_of, message_id, task_message
 from evalsi.sdk import resolve_evaluators
 from evalsi.v1alpha1.record_pb2 import Record
 from evalsi.v1alpha1.run_pb2 import (
@@ -49,7 +53,6 @@ from evalsi.v1alpha1.run_pb2 import (
     RUN_STATE_SUCCEEDED,
     EvalRun,
     Run,
-    RunManifest,
 )
 from evalsi.v1alpha1.run_service_pb2 import (
     RUN_EVENT_TYPE_PROGRESS,
@@ -57,25 +60,16 @@ from evalsi.v1alpha1.run_service_pb2 import (
     RUN_EVENT_TYPE_SUMMARY,
     RunEvent,
 )
-from evalsi.v1alpha1.score_pb2 import (
-    ERROR_KIND_INFRA,
-    OUTCOME_ERROR,
-    EvaluationResult,
-)
 
 log = logging.getLogger("evalsi.scheduler")
 
 TERMINAL = (RUN_STATE_SUCCEEDED, RUN_STATE_FAILED, RUN_STATE_CANCELLED, RUN_STATE_BUDGET_EXCEEDED)
-ATTEMPT_LABEL = "evals.si/attempt"
 PARTIAL_SUMMARY_EVERY_S = 2.0
 # Failures that say nothing about a run: a store or the bus did not answer in time. Work waits for them.
 _OUTAGES = (InfraError, TimeoutError, OSError)
 PROBE_EVERY_S = 1.0
 RESUME_WAIT_S = 60.0  # how long a resume waits for the driver of the cancelled attempt to finish
 REDRIVE_MAX_PAUSE_S = 30.0
-
-
-_STAGES = {"generate": STAGE_GENERATE, "evaluate": STAGE_EVALUATE, "reduce": STAGE_REDUCE}
 
 
 def _now() -> timestamp_pb2.Timestamp:
@@ -105,11 +99,6 @@ def run_traceparent(run_id: str, span_of: str) -> str:
     return f"00-{trace_id}-{span_id}-01"
 
 
-def _index(value: int | None) -> int:
-    """Shard or trial index of a task; -1 for tasks that span all of them (reduce)."""
-    return -1 if value is None else value
-
-
 def plan_of(run: Run, n_records: int, bound: Sequence[BoundEvaluator]) -> Plan:
     """The run's plan: the same planner as the embedded mode, so keys and shards agree everywhere."""
     return plan_run(EvalRun(spec=run.spec), n_records, evaluators=bound, run_id=run.id)
@@ -122,11 +111,12 @@ def planned_task_count(document: EvalRun, n_records: int, *, registry: Registry)
 
 
 @dataclass
-class Scheduler:
-    """One scheduler replica: drives the runs it leases, processes whatever results it receives."""
+class RunDriver:
+    """Drives the runs it leases and folds whatever results it receives: one scheduler replica over NATS and SQL
+    (its records: datasets.run_records.StoredRunRecords), or a run in one process over memory (runs.local)."""
 
-    store: Any  # evalsi.stores.MetadataStore
-    objects: Any  # evalsi.stores.ObjectStore
+    store: Any  # evalsi.stores.RunStore
+    records: RunRecords
     bus: BusPort
     registry: Registry
     owner: str
@@ -134,15 +124,9 @@ class Scheduler:
     # The longest a driver waits between looks at its run: results folded here wake it at once; this bounds how
     # late it sees results folded by another replica, a cancel, a budget's clock, and it renews the lease.
     tick_s: float = 0.5
-    _news: dict[str, asyncio.Event] = field(default_factory=dict)
-    _partials: dict[str, SummaryBuilder] = field(default_factory=dict)
+    news: RunNews = field(default_factory=RunNews)
     _drivers: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     _runs: dict[str, Run] = field(default_factory=dict)
-    # The records of a run: its dataset's shards in the object store, named by the manifest the api stored.
-    run_records: StoredRunRecords = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.run_records = StoredRunRecords(self.objects)
 
     # --- control --------------------------------------------------------------------------------------
 
@@ -182,7 +166,7 @@ class Scheduler:
         run.state, run.message = RUN_STATE_CANCELLED, "cancelled on request"
         # The driver notices and finishes the run as cancelled; a run that finished meanwhile stays finished.
         await self.store.update_run(run, only_from=(state,))
-        self._wake(run_id)
+        self.news.wake(run_id)
 
     # --- leases and adoption --------------------------------------------------------------------------
 
@@ -244,8 +228,7 @@ class Scheduler:
                     await self._fail(project, run_id, exc)
                     return
         finally:
-            self._news.pop(run_id, None)
-            self._partials.pop(run_id, None)
+            self.news.forget(run_id)
             try:
                 await self.store.release_lease(f"run:{run_id}", self.owner)
             except _OUTAGES as exc:  # it expires by itself
@@ -269,7 +252,7 @@ class Scheduler:
             return
         bound = bound_of(run, self.registry)
         attempt = run.labels.get(ATTEMPT_LABEL, "0")
-        planned = list(plan_of(run, await self.run_records.record_count(run), bound).tasks())
+        planned = list(plan_of(run, await self.records.record_count(run), bound).tasks())
         from evalsi.stores import TaskRow
 
         await self.store.add_tasks(
@@ -278,9 +261,9 @@ class Scheduler:
                 TaskRow(
                     run_id=run_id,
                     key=p.key,
-                    stage=_STAGES[p.stage],
-                    shard=_index(p.shard),
-                    trial=_index(p.trial),
+                    stage=STAGES[p.stage],
+                    shard=index_of(p.shard),
+                    trial=index_of(p.trial),
                     state="pending",
                 )
                 for p in planned
@@ -295,14 +278,18 @@ class Scheduler:
             if not await self.store.update_run(run, only_from=(RUN_STATE_PENDING,)):
                 return  # cancelled before it started: driving again sees the stored state
             await self._event(run, RUN_EVENT_TYPE_STATE)
-        self._news.setdefault(run_id, asyncio.Event())
-        await self._fold_partials(run, bound)
+        # Partial summaries start from what is stored (results folded before this driver took the run: an adopted or
+        # resumed run); from then on they fold in as results arrive (on_task_result).
+        partials = SummaryBuilder(bound)
+        async for batch in self.store.iter_results(run.project, run.id):
+            partials.add(batch)
+        self.news.follow(run_id, partials)
         await self._publish_ready(run, bound, planned)
         reduce_published = False
         last_progress = None
         last_partial = time.monotonic()
         while True:
-            await self._until_news(run_id)
+            await self.news.wait(run_id, self.tick_s)
             try:
                 if not await self.store.acquire_lease(f"run:{run_id}", self.owner, self.lease_ttl_s):
                     log.warning("lost the run's lease; another scheduler drives it now", extra={"run_id": run_id})
@@ -380,7 +367,7 @@ class Scheduler:
     async def _partial_summaries(self, run: Run, bound: Sequence[BoundEvaluator]) -> None:
         """Summaries of what is scored so far, for WatchRun, from the results folded as they came (no re-read);
         with several replicas, those this one folded (the final summaries read every stored result)."""
-        builder = self._partials.get(run.id)
+        builder = self.news.partials(run.id)
         if builder is None:
             return
         event = RunEvent(
@@ -393,31 +380,6 @@ class Scheduler:
         )
         event.summaries.extend(builder.summaries(options=run.spec.summary))
         await self._announce(event)
-
-    async def _fold_partials(self, run: Run, bound: Sequence[BoundEvaluator]) -> None:
-        """Start this driver's partial summaries from what is stored: results folded before it took the run (an
-        adopted or resumed run); from then on results fold in as they arrive (``on_task_result``)."""
-        builder = SummaryBuilder(bound)
-        async for batch in self.store.iter_results(run.project, run.id):
-            builder.add(batch)
-        self._partials[run.id] = builder
-
-    async def _until_news(self, run_id: str) -> None:
-        """Wait for news of the run (a result folded, a cancel) or at most ``tick_s``."""
-        news = self._news.setdefault(run_id, asyncio.Event())
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(news.wait(), timeout=self.tick_s)
-        news.clear()
-
-    def _wake(self, run_id: str) -> None:
-        news = self._news.get(run_id)
-        if news is not None:
-            news.set()
-
-    def _fold(self, run_id: str, results: Sequence[EvaluationResult]) -> None:
-        builder = self._partials.get(run_id)
-        if builder is not None:
-            builder.add(results)
 
     async def _publish_ready(self, run: Run, bound: Sequence[BoundEvaluator], planned: Sequence[PlannedTask]) -> None:
         """Publish every pending task that can start now: generation, or evaluation of ready outputs.
@@ -436,55 +398,29 @@ class Scheduler:
                     continue  # published when its generation finishes
                 ref = outputs[p.depends_on[0]]
             else:
-                ref = await self.run_records.shard_ref(run, p.start, p.stop)
-            await self._publish(run, bound, p, (), ref)
+                ref = await self.records.shard_ref(run, p.start, p.stop)
+            await self._publish(run, bound, p, ref)
 
-    async def _publish(
-        self, run: Run, bound: Sequence[BoundEvaluator], p: PlannedTask, records: Sequence[Record], ref: str = ""
-    ) -> None:
-        task = Task(
-            key=p.key,
-            run_id=run.id,
-            project=run.project,
-            shard=_index(p.shard),
-            stage=_STAGES[p.stage],
-            trial=_index(p.trial),
-            summary=run.spec.summary,
-            seed=run.spec.seed,
-            records_ref=ref,
-        )
-        task.records.extend(records)
-        task.evaluators.extend(b.to_ref() for b in bound if b.alias == p.evaluator)
-        for name, judge in run.spec.judges.items():
-            task.judges[name].CopyFrom(judge)
-        task.target.CopyFrom(run.spec.target)
-        if run.spec.HasField("harness"):
-            task.harness.CopyFrom(run.spec.harness)
-        await self.bus.publish_task(p.pool, task, f"{p.key}#{run.labels.get(ATTEMPT_LABEL, '0')}")
-
-    async def _stored_records(self, ref: str) -> list[Record]:
-        holder = TaskRecords()
-        holder.ParseFromString(await self.objects.get(ref))
-        return list(holder.records)
+    async def _publish(self, run: Run, bound: Sequence[BoundEvaluator], p: PlannedTask, ref: str) -> None:
+        await self.bus.publish_task(p.pool, task_message(run, bound, p, ref), message_id(run, p))
 
     async def _publish_reducers(
         self, run: Run, bound: Sequence[BoundEvaluator], reducers: Sequence[PlannedTask]
     ) -> None:
-        records = await self._final_records(run)
-        ref = await self.objects.put(TaskRecords(records=records).SerializeToString())
+        ref = await self.records.put_outputs(run, await self._final_records(run))
         for p in reducers:
-            await self._publish(run, bound, p, (), ref)
+            await self._publish(run, bound, p, ref)
 
     async def _final_records(self, run: Run) -> list[Record]:
         """The records as evaluated: generated outputs for a generating target, the dataset otherwise."""
         if not generates_outputs(run):
-            return await self.run_records.shard_records(run, 0, await self.run_records.record_count(run))
+            return await self.records.shard_records(run, 0, await self.records.record_count(run))
         records: list[Record] = []
         for row in sorted(
             await self.store.list_tasks(run.id, states=("done",), stage=STAGE_GENERATE),
             key=lambda r: (r.trial, r.shard),
         ):
-            records.extend(await self._stored_records(row.output_ref))
+            records.extend(await self.records.outputs(row.output_ref))
         return records
 
     async def _finish(
@@ -505,7 +441,7 @@ class Scheduler:
             run.ClearField("gates")
             run.gates.extend(evaluate_gates(list(run.spec.gates), run.summaries))
         counts = await self.store.count_results(run.project, run.id)
-        _fill_progress(run, counts)
+        fill_outcome_counts(run.progress, counts)
         generates = generates_outputs(run)
         # Read only when the rule can get to it: a cancelled or over-budget run ends so whatever its target did.
         calls = None
@@ -519,7 +455,7 @@ class Scheduler:
             cancelled_evaluations=run.progress.cancelled,
             failed_tasks=failed_tasks,
         )
-        run.manifest.CopyFrom(server_manifest(run, bound))
+        run.manifest.CopyFrom(stored_run_manifest(run, bound))
         read_state = run.state
         run.state, run.message = state, message
         run.end_time.CopyFrom(_now())
@@ -568,7 +504,7 @@ class Scheduler:
             log.warning("result for an unknown run dropped", extra={"run_id": result.run_id, "task_key": result.key})
             return
         if result.stage == STAGE_GENERATE and result.status == TASK_STATUS_DONE:
-            ref = await self.objects.put(TaskRecords(records=result.records).SerializeToString())
+            ref = await self.records.put_outputs(run, result.records)
             # Evaluation tasks go out before the generation is marked done, so a crash in between re-sends them
             # (deduplicated by key) instead of losing them.
             await self._publish_evaluations_of(run, result, ref)
@@ -576,7 +512,7 @@ class Scheduler:
             await self.store.set_task_state(
                 run.id, result.key, "done", output_ref=ref, only_from=("pending", "cancelled"), usage=_usage(result)
             )
-            self._wake(run.id)
+            self.news.wake(run.id)
             return
         if result.results:
             await self.store.upsert_results(run.project, run.id, list(result.results))
@@ -587,9 +523,8 @@ class Scheduler:
         if await self.store.set_task_state(
             run.id, result.key, state, error=result.error, only_from=only_from, usage=_usage(result)
         ):
-            self._fold(run.id, result.results)
-        self._wake(run.id)
-
+            self.news.fold(run.id, result.results)
+        self.news.wake(run.id)
 
     async def _publish_evaluations_of(self, run: Run, result: TaskResult, ref: str) -> None:
         bound = bound_of(run, self.registry)
@@ -605,7 +540,7 @@ class Scheduler:
                 ref=ev.ref,
                 depends_on=(result.key,),
             )
-            await self._publish(run, bound, planned, (), ref)
+            await self._publish(run, bound, planned, ref)
 
     async def on_dead_letter(self, task: Task, reason: str, msg_id: str = "") -> None:
         """A task no worker could finish: each of its evaluations is an infrastructure error, never a score.
@@ -625,29 +560,16 @@ class Scheduler:
         if task.key not in {row.key for row in await self.store.list_tasks(task.run_id, states=("pending",))}:
             log.info("dead task ignored: it is no longer pending", extra={"run_id": task.run_id, "task_key": task.key})
             return
-        results = []
         bound = resolve_evaluators(list(task.evaluators), self.registry) if task.evaluators else []
         records = list(task.records)
         if not records and task.records_ref:
-            records = await self._stored_records(task.records_ref)
-        for record in records:
-            for b in bound:
-                results.append(
-                    EvaluationResult(
-                        record_id=record.id,
-                        evaluator=b.alias,
-                        evaluator_ref=b.evaluator.ref,
-                        trial=record.provenance.trial,
-                        outcome=OUTCOME_ERROR,
-                        error_kind=ERROR_KIND_INFRA,
-                        reason=f"task failed: {reason}",
-                    )
-                )
+            records = await self.records.outputs(task.records_ref)
+        results = infra_error_results(records, bound, f"task failed: {reason}")
         if results:
             await self.store.upsert_results(task.project, task.run_id, results)
         if await self.store.set_task_state(task.run_id, task.key, "failed", error=reason, only_from=("pending",)):
-            self._fold(task.run_id, results)
-        self._wake(task.run_id)
+            self.news.fold(task.run_id, results)
+        self.news.wake(task.run_id)
 
     async def _run(self, project: str, run_id: str) -> Run | None:
         run = self._runs.get(run_id)
@@ -658,30 +580,8 @@ class Scheduler:
         return run
 
 
-def server_manifest(run: Run, bound: Sequence[BoundEvaluator]) -> RunManifest:
-    """The run's manifest (the embedded run's builder), its dataset as the api recorded it when storing the run."""
-    from types import SimpleNamespace
-
-    from evalsi.judges.panel import judge_config_from_spec
-
-    dataset = SimpleNamespace(
-        source=run.manifest.dataset or run.spec.dataset.path, version=run.manifest.dataset_version
-    )
-    judges = {name: judge_config_from_spec(name, spec) for name, spec in run.spec.judges.items()}
-    return run_manifest(run.spec, bound, dataset, judges)
-
-
 def _usage(result: TaskResult) -> tuple[int, int, float]:
     return result.usage.input_tokens, result.usage.output_tokens, result.usage.cost_usd
-
-
-def _fill_progress(run: Run, counts: dict[int, int]) -> None:
-    from evalsi.v1alpha1.score_pb2 import OUTCOME_CANCELLED, OUTCOME_SCORED, OUTCOME_SKIPPED
-
-    run.progress.scored = counts.get(OUTCOME_SCORED, 0)
-    run.progress.skipped = counts.get(OUTCOME_SKIPPED, 0)
-    run.progress.errors = counts.get(OUTCOME_ERROR, 0)
-    run.progress.cancelled = counts.get(OUTCOME_CANCELLED, 0)
 
 
 async def run_periodically(every_s: float, job: Callable[[], Awaitable[None]], stop: asyncio.Event) -> None:

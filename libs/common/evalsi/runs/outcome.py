@@ -17,10 +17,20 @@ from evalsi.v1alpha1.run_pb2 import (
     RUN_STATE_CANCELLED,
     RUN_STATE_FAILED,
     RUN_STATE_SUCCEEDED,
+    Run,
     RunManifest,
+    RunProgress,
     RunSpec,
 )
-from evalsi.v1alpha1.score_pb2 import SummaryOptions
+from evalsi.v1alpha1.score_pb2 import (
+    ERROR_KIND_INFRA,
+    OUTCOME_CANCELLED,
+    OUTCOME_ERROR,
+    OUTCOME_SCORED,
+    OUTCOME_SKIPPED,
+    EvaluationResult,
+    SummaryOptions,
+)
 
 # Metadata key marking a record whose generation failed (set by a generate task, read by evaluate tasks and
 # by the final state's rule).
@@ -137,3 +147,43 @@ def run_manifest(
     if target_note:
         manifest.unpinned.append(target_note)
     return manifest
+
+
+def stored_run_manifest(run: Run, bound: Sequence[BoundEvaluator]) -> RunManifest:
+    """The manifest of a stored run (a served or in-process one), its dataset as recorded when it was stored."""
+    from types import SimpleNamespace
+
+    from evalsi.judges.panel import judge_config_from_spec
+
+    dataset = SimpleNamespace(
+        source=run.manifest.dataset or run.spec.dataset.path, version=run.manifest.dataset_version
+    )
+    judges = {name: judge_config_from_spec(name, spec) for name, spec in run.spec.judges.items()}
+    return run_manifest(run.spec, bound, dataset, judges)
+
+
+def fill_outcome_counts(progress: RunProgress, counts: Mapping[int, int]) -> None:
+    """A run's evaluation counts by outcome (``counts``: outcome -> evaluations)."""
+    progress.scored = counts.get(OUTCOME_SCORED, 0)
+    progress.skipped = counts.get(OUTCOME_SKIPPED, 0)
+    progress.errors = counts.get(OUTCOME_ERROR, 0)
+    progress.cancelled = counts.get(OUTCOME_CANCELLED, 0)
+
+
+def infra_error_results(
+    records: Sequence[Record], bound: Sequence[BoundEvaluator], reason: str
+) -> list[EvaluationResult]:
+    """Each evaluation of ``records`` as an infrastructure error (a task no worker could finish): never a score."""
+    return [
+        EvaluationResult(
+            record_id=record.id,
+            evaluator=b.alias,
+            evaluator_ref=b.evaluator.ref,
+            trial=record.provenance.trial,
+            outcome=OUTCOME_ERROR,
+            error_kind=ERROR_KIND_INFRA,
+            reason=reason,
+        )
+        for record in records
+        for b in bound
+    ]
