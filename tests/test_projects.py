@@ -6,6 +6,7 @@ import pytest
 from click.testing import CliRunner
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+import evalsi
 from evalsi.api.context import build_context
 from evalsi.bus import subjects
 from evalsi.cli.main import cli
@@ -126,6 +127,13 @@ def test_run_specs_and_policies_name_only_valid_projects() -> None:
     labelled = POLICY.replace("  name: p\n", "  name: p\n  labels: {evals.si/project: a b}\n")
     with pytest.raises(BadInputError, match=r"metadata\.labels.*evals\.si/project.*'a b' is not a valid project"):
         parse_policy_text(labelled, source="p.yaml")
+
+
+def test_embedded_evaluate_names_only_valid_projects() -> None:
+    rows = [{"output": "a", "reference": "a"}]
+    assert evalsi.evaluate(rows, ["exact-match"], project="acme-prod").run.project == "acme-prod"
+    with pytest.raises(BadInputError, match=r"^project: 'acme\.prod' is not a valid project name"):
+        evalsi.evaluate(rows, ["exact-match"], project="acme.prod")
 
 
 @pytest.mark.parametrize("verb", [["runs", "list"], ["traces", "list"], ["compare", "a.json", "b.json"]])

@@ -23,7 +23,7 @@ from evalsi.evaluators import BoundEvaluator, EvalContext, Evaluator, Registry
 from evalsi.evaluators.runner import RunnerOptions, run_evaluators, units_total
 from evalsi.judges.panel import JudgeInput, JudgeSet, judge_configs, judge_spec_from_config
 from evalsi.limits import check_resamples
-from evalsi.projects import DEFAULT_PROJECT
+from evalsi.projects import DEFAULT_PROJECT, check_project
 from evalsi.records import canonical_json, struct_to_dict
 from evalsi.runs.results import EvaluationResults
 from evalsi.runs.summary import summarize_results
@@ -265,6 +265,7 @@ async def evaluate_async(
                 f"evaluator {b.alias} uses judge {b.judge!r}, which is not configured ({', '.join(configs)})"
             )
     check_resamples(bootstrap_resamples, "bootstrap_resamples")
+    check_project(project, "project")
     dataset = _as_dataset(data, mapping, limit)
     others = [_as_dataset(compare_to, mapping, limit).records] if compare_to is not None else []
     options = SummaryOptions(
