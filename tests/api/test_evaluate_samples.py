@@ -7,10 +7,12 @@ import asyncio
 import socket
 import sys
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+import grpc
 import pytest
 from google.protobuf import json_format
 
@@ -18,7 +20,9 @@ from evalsi import bus
 from evalsi.bus.natsserver import NatsServer
 from evalsi.evaluators import Registry
 from evalsi.judges.panel import JudgeSet
+from evalsi.projects import PROJECT_RULE
 from evalsi.runs.execute import Executor
+from evalsi.v1alpha1 import evaluation_service_pb2_grpc
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResponse
 from evalsi.v1alpha1.score_pb2 import MetricSummary
 
@@ -44,8 +48,14 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@dataclass
+class Served:
+    http: aiohttp.ClientSession
+    grpc_target: str
+
+
 @pytest.fixture
-async def http(tmp_path: Path) -> AsyncIterator[aiohttp.ClientSession]:
+async def served(tmp_path: Path) -> AsyncIterator[Served]:
     """The api service over a real NATS, with the worker's Evaluate responder (Executor.evaluate_request)."""
     datasets = tmp_path / "datasets"
     datasets.mkdir()
@@ -80,7 +90,7 @@ async def http(tmp_path: Path) -> AsyncIterator[aiohttp.ClientSession]:
             try:
                 async with aiohttp.ClientSession(base) as session:
                     await _ready(session, serving)
-                    yield session
+                    yield Served(session, f"127.0.0.1:{settings.server.grpc_port}")
             finally:
                 stop.set()
                 await asyncio.wait_for(serving, 10)
@@ -113,8 +123,8 @@ def summaries(answer: EvaluateResponse) -> dict[str, MetricSummary]:
     return {s.metric: s for s in answer.summaries}
 
 
-async def test_records_without_ids_are_separate_samples(http: aiohttp.ClientSession) -> None:
-    answer = await evaluate(http, SEED_RECORDS)
+async def test_records_without_ids_are_separate_samples(served: Served) -> None:
+    answer = await evaluate(served.http, SEED_RECORDS)
     by_metric = summaries(answer)
     assert list(by_metric) == ["exact-match"]  # no pass@2 / pass^2 rows: nothing was a trial of anything
     (exact,) = by_metric.values()
@@ -126,7 +136,8 @@ async def test_records_without_ids_are_separate_samples(http: aiohttp.ClientSess
     assert sorted(r.scores[0].passed for r in answer.results) == [False, True]
 
 
-async def test_repeated_ids_or_given_trials_are_trials_of_one_sample(http: aiohttp.ClientSession) -> None:
+async def test_repeated_ids_or_given_trials_are_trials_of_one_sample(served: Served) -> None:
+    http = served.http
     repeated = [{**record, "id": "q"} for record in SEED_RECORDS]
     by_metric = summaries(await evaluate(http, repeated))
     assert by_metric["exact-match.pass@2"].mean == 1.0 and by_metric["exact-match.pass^2"].mean == 0.0
@@ -136,3 +147,23 @@ async def test_repeated_ids_or_given_trials_are_trials_of_one_sample(http: aioht
     async with http.post("/v1alpha1/evaluate", json={"records": twice, "evaluators": EXACT_MATCH}) as response:
         refused = await response.json()
     assert response.status == 400 and "'q' with trial 1 appears twice" in refused["message"]
+
+
+async def test_a_bad_project_is_refused_over_both_transports_naming_the_rule(served: Served) -> None:
+    body = {"records": SEED_RECORDS, "evaluators": EXACT_MATCH, "project": "acme.prod"}
+    async with served.http.post("/v1alpha1/evaluate", json=body) as response:
+        refused = await response.json()
+    assert response.status == 400 and refused["message"] == (
+        f"project: 'acme.prod' is not a valid project name ({PROJECT_RULE})"
+    )
+    request = json_format.ParseDict({"records": SEED_RECORDS, "evaluators": EXACT_MATCH}, EvaluateRequest())
+    async with grpc.aio.insecure_channel(served.grpc_target) as channel:
+        stub = evaluation_service_pb2_grpc.EvaluationServiceStub(channel)
+        with pytest.raises(grpc.aio.AioRpcError) as info:
+            await stub.Evaluate(request, metadata=(("x-evalsi-project", "acme.prod"),))
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert info.value.details() == (
+            f"x-evalsi-project header: 'acme.prod' is not a valid project name ({PROJECT_RULE})"
+        )
+        answered = await stub.Evaluate(request, metadata=(("x-evalsi-project", "acme-prod"),))
+    assert [s.metric for s in answered.summaries] == ["exact-match"]
