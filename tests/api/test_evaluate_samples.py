@@ -18,10 +18,11 @@ from google.protobuf import json_format
 
 from evalsi import bus
 from evalsi.bus.natsserver import NatsServer
-from evalsi.evaluators import Registry
+from evalsi.evaluators import Output, Pack, Registry, evaluator
 from evalsi.judges.panel import JudgeSet
 from evalsi.projects import PROJECT_RULE
 from evalsi.runs.execute import Executor
+from evalsi.stats import DEFAULT_BOOTSTRAP_RESAMPLES
 from evalsi.v1alpha1 import evaluation_service_pb2_grpc
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResponse
 from evalsi.v1alpha1.score_pb2 import MetricSummary
@@ -167,3 +168,30 @@ async def test_a_bad_project_is_refused_over_both_transports_naming_the_rule(ser
         )
         answered = await stub.Evaluate(request, metadata=(("x-evalsi-project", "acme-prod"),))
     assert [s.metric for s in answered.summaries] == ["exact-match"]
+
+
+async def test_an_evaluates_dataset_scope_bootstrap_follows_its_summary() -> None:
+    """Resamples, level and seed of a dataset-scope metric come from the request's summary, as in a run."""
+
+    @evaluator(
+        "test/accuracy", scope="dataset", requires=["output", "reference"],
+        outputs=[Output("accuracy", "number", min=0, max=1)],
+        mapper=lambda record: record.output.text == record.reference.text,
+    )  # fmt: skip
+    def accuracy(matches: list[bool]) -> float:
+        return sum(matches) / len(matches)
+
+    rows = [{"output": {"text": "a"}, "reference": {"text": "a" if i % 3 else "b"}} for i in range(30)]
+    async with JudgeSet({}, cache=False) as judges:
+        executor = Executor(Registry([Pack("test", (accuracy,))]), judges)
+
+        async def resampled(summary: dict[str, Any]) -> dict[str, float]:
+            request = json_format.ParseDict(
+                {"records": rows, "evaluators": [{"ref": "test/accuracy"}], "summary": summary}, EvaluateRequest()
+            )
+            (result,) = (await executor.evaluate_request(request)).results
+            return {key: result.scores[0].metadata[key].number_value for key in ("resamples", "ci_low", "ci_high")}
+
+        default, asked = await resampled({}), await resampled({"bootstrapResamples": 300, "confidence": 0.5})
+    assert default["resamples"] == DEFAULT_BOOTSTRAP_RESAMPLES and asked["resamples"] == 300
+    assert default["ci_low"] < asked["ci_low"] <= asked["ci_high"] < default["ci_high"]  # a 50% interval is narrower

@@ -34,7 +34,7 @@ from evalsi.sdk import resolve_evaluators
 from evalsi.stats.defaults import DEFAULT_BOOTSTRAP_RESAMPLES
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResponse
 from evalsi.v1alpha1.record_pb2 import Record, Usage
-from evalsi.v1alpha1.score_pb2 import ERROR_KIND_INFRA, OUTCOME_ERROR, EvaluationResult
+from evalsi.v1alpha1.score_pb2 import ERROR_KIND_INFRA, OUTCOME_ERROR, EvaluationResult, SummaryOptions
 
 FetchObject = Callable[[str], Awaitable[bytes]]
 
@@ -147,13 +147,7 @@ class Executor:
             return out
         if task.stage not in (STAGE_EVALUATE, STAGE_REDUCE):
             raise BadInputError(f"task {task.key}: unknown stage {task.stage}")
-        options = RunnerOptions(
-            concurrency=self.concurrency,
-            confidence=task.summary.confidence or 0.95,
-            seed=bootstrap_seed(task.summary),  # task.seed is the target's
-            bootstrap_resamples=task.summary.bootstrap_resamples or DEFAULT_BOOTSTRAP_RESAMPLES,
-            call_timeout_s=self.call_timeout_s,
-        )
+        options = self._options(task.summary)  # task.seed is the target's, not the bootstrap's
         failed = [r for r in records if TARGET_FAILURE_KEY in r.metadata]
         evaluable = [r for r in records if TARGET_FAILURE_KEY not in r.metadata]
         results = await self.evaluate(evaluable, task.evaluators, dict(task.judges), task.project, options=options)
@@ -184,12 +178,22 @@ class Executor:
             records,
             bound,
             self._contexts(bound, dict(request.judges), request.project or DEFAULT_PROJECT),
-            options=RunnerOptions(concurrency=self.concurrency, call_timeout_s=self.call_timeout_s),
+            options=self._options(request.summary),
         )
         response = EvaluateResponse(request_id=request.request_id)
         response.results.extend(results)
         response.summaries.extend(summarize_results(results, bound, records=records, options=request.summary))
         return response
+
+    def _options(self, summary: SummaryOptions) -> RunnerOptions:
+        """The runner's options for a task or an Evaluate: dataset-scope bootstraps follow the request's summary."""
+        return RunnerOptions(
+            concurrency=self.concurrency,
+            confidence=summary.confidence or 0.95,
+            seed=bootstrap_seed(summary),
+            bootstrap_resamples=summary.bootstrap_resamples or DEFAULT_BOOTSTRAP_RESAMPLES,
+            call_timeout_s=self.call_timeout_s,
+        )
 
 
 class RetryTask(Exception):
