@@ -22,6 +22,7 @@ from typing import Any
 
 from google.protobuf import json_format, struct_pb2
 
+from evalsi.datasets._seen import SeenKeys
 from evalsi.datasets.formats import (
     HF_PREFIX,
     _kind,
@@ -257,9 +258,10 @@ class _Builder:
         self.mapping = mapping
         self.count = 0
         self.digest = hashlib.sha256()
-        self.occurrences: dict[str, int] = {}
-        self.generated: dict[str, int] = {}
-        self.pairs: set[tuple[str, int]] = set()
+        # Compact counters, not sets of ids: a stream keeps no per-record objects.
+        self.occurrences = SeenKeys()  # explicit ids: rows so far without a trial
+        self.generated = SeenKeys()  # generated ids: rows so far with the same content
+        self.pairs = SeenKeys()  # (id, trial) claimed so far
         self.missing: set[int] = set(range(len(mapping.items)))
         self.first_fields: list[str] | None = None
 
@@ -322,8 +324,7 @@ class _Builder:
             if trial is None:
                 trial = 0
         elif trial is None:
-            trial = self.occurrences.get(record_id, 0)
-            self.occurrences[record_id] = trial + 1
+            trial = self.occurrences.count(record_id)
         kwargs["provenance"] = {"sample_id": record_id, "trial": trial}
         record = Record(id=record_id, **kwargs)
         if metadata:
@@ -337,8 +338,7 @@ class _Builder:
         if record.id:
             trial = provenance.trial
             if not trial:
-                trial = self.occurrences.get(record.id, 0)
-                self.occurrences[record.id] = trial + 1
+                trial = self.occurrences.count(record.id)
         else:
             as_dict = json_format.MessageToDict(record, preserving_proto_field_name=True)
             record.id = self._generated_id(hashlib.sha256(canonical_json(as_dict).encode()).hexdigest())
@@ -351,18 +351,16 @@ class _Builder:
 
     def _generated_id(self, hexdigest: str) -> str:
         base = "r-" + hexdigest[:16]
-        repeat = self.generated.get(base, 0)
-        self.generated[base] = repeat + 1
+        repeat = self.generated.count(base)
         return base if repeat == 0 else f"{base}-{repeat}"
 
     def _claim(self, record_id: str, trial: int) -> None:
         key = (record_id, trial)
-        if key in self.pairs:
+        if self.pairs.count(key):
             raise _RowError(
                 f"id {record_id!r} with trial {trial} appears twice; rows sharing an id are trials of one "
                 "sample: give each a distinct 'trial', or none to number them in order"
             )
-        self.pairs.add(key)
 
     def _append(self, record: Record) -> Record:
         provenance = record.provenance
