@@ -212,3 +212,29 @@ async def test_sync_evaluators_share_chunks_and_keep_their_order_through_an_over
     assert overdue.outcome == OUTCOME_ERROR and overdue.reason.startswith("deadline")
     assert [r.outcome for r in results if r is not overdue] == [OUTCOME_SCORED] * 13
     assert [r.scores[0].passed for r in results[7:] if r is not overdue] == [i % 2 == 1 for i in range(7) if i != 3]
+
+
+def test_content_test_agrees_with_has_content_for_every_kind_of_requirement() -> None:
+    from evalsi.records import content_test, has_content
+    from evalsi.v1alpha1.record_pb2 import Content, Record
+
+    full = make_record(id="a", input="q", output="x", reference="x", context=["doc"], metadata={"lang": "en"})
+    empty = Record(id="b")
+    blank = Record(id="c")
+    blank.output.CopyFrom(Content())  # present on the wire, holding nothing (what clear_empty_contents drops)
+    fields = ["input", "output", "reference", "context", "metadata", "metadata.lang", "metadata.other"]
+    for record in (full, empty, blank):
+        assert [content_test(f)(record) for f in fields] == [has_content(record, f) for f in fields]
+    assert [content_test(f)(full) for f in fields] == [True] * 6 + [False]
+    assert not any(content_test(f)(empty) for f in fields)
+
+
+async def test_a_record_missing_several_fields_names_them_all_in_requirement_order() -> None:
+    @evaluator("t/needs-three", requires=["input", "output", "reference"])
+    def needs_three(record) -> bool:
+        return True
+
+    records = [make_record(id="a", output="x"), make_record(id="b", input="q", output="x", reference="x")]
+    results = await run_evaluators(records, [needs_three.bind()], _ctx)
+    assert results[0].outcome == OUTCOME_SKIPPED and results[0].reason == "missing input, reference"
+    assert results[1].outcome == OUTCOME_SCORED

@@ -9,7 +9,8 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from operator import methodcaller
 from typing import Any
 
 from google.protobuf import json_format, struct_pb2
@@ -161,6 +162,19 @@ def has_content(record: Record, field: str) -> bool:
     # HasField is several times cheaper than inspecting the oneof, and exact once clear_empty_contents has
     # run at the edge where records enter (loaders, the API): a present Content then always has a kind.
     return record.HasField(field)
+
+
+def content_test(field: str) -> Callable[[Record], bool]:
+    """``has_content(record, field)`` as a predicate of the record, its kind of field decided once: the runner
+    tests every record against each evaluator's requirements."""
+    if field.startswith("metadata."):
+        key = field[9:]
+        return lambda record: key in record.metadata
+    if field == "context":
+        return lambda record: len(record.context) > 0
+    if field == "metadata":
+        return lambda record: len(record.metadata) > 0
+    return methodcaller("HasField", field)
 
 
 def clear_empty_contents(record: Record) -> Record:

@@ -26,7 +26,7 @@ from typing import Any
 
 from evalsi.errors import BadInputError, InfraError, SkipRecord
 from evalsi.evaluators import JUDGE_PENDING, BoundEvaluator, EvalContext, normalize_scores
-from evalsi.records import has_content, to_value
+from evalsi.records import content_test, has_content, to_value
 from evalsi.stats.defaults import DEFAULT_BOOTSTRAP_RESAMPLES
 from evalsi.v1alpha1.record_pb2 import Record
 from evalsi.v1alpha1.score_pb2 import (
@@ -67,6 +67,22 @@ def _missing(bound: BoundEvaluator, record: Record, ctx: EvalContext) -> str | N
     if "judge" in bound.evaluator.requires and ctx.judge is None:
         return f"{JUDGE_PENDING}: no judge configured"
     return None
+
+
+def _requirements(bound: BoundEvaluator, ctx: EvalContext) -> Callable[[Record], str | None]:
+    """``_missing`` for one evaluator and context with its field tests decided once, for the per-record hot path:
+    the reason is put together only when a record lacks something."""
+    requires = bound.evaluator.requires
+    tests = [(field, content_test(field)) for field in requires if field != "judge"]
+    no_judge = f"{JUDGE_PENDING}: no judge configured" if "judge" in requires and ctx.judge is None else None
+
+    def missing(record: Record) -> str | None:
+        for _field, test in tests:
+            if not test(record):
+                return "missing " + ", ".join(field for field, test in tests if not test(record))
+        return no_judge
+
+    return missing
 
 
 def _args(bound: BoundEvaluator, subject: Any, ctx: EvalContext) -> tuple[Any, ...]:
@@ -141,12 +157,13 @@ def _record_call(bound: BoundEvaluator, ctx: EvalContext) -> Callable[[Record], 
     ev = bound.evaluator
     fn, params, alias, ref = ev.fn, bound.params, bound.alias, ev.ref
     extra = (ctx,) if ev.wants_context else ()
+    requirements = _requirements(bound, ctx)
 
     def call(record: Record) -> EvaluationResult:
         result = EvaluationResult(
             record_id=record.id, evaluator=alias, evaluator_ref=ref, trial=record.provenance.trial
         )
-        missing = _missing(bound, record, ctx)
+        missing = requirements(record)
         if missing is not None:
             result.outcome, result.reason = OUTCOME_SKIPPED, missing
             return result
