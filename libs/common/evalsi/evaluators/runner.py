@@ -1,8 +1,9 @@
 """The batched runner: every bound evaluator over every record, with bounded concurrency.
 
 Synchronous evaluators run in chunks on a worker thread (the loop stays free, and a chunk costs one
-thread hop rather than one task per record). Asynchronous ones (judges) share one pool of workers pulling
-from a queue, so one slow judge call holds one worker and never stalls the others.
+thread hop rather than one task per record); the record-scope calls of several evaluators share chunks, so a
+worker's task of ten evaluators over fifty records is one hop. Asynchronous ones (judges) share one pool of
+workers pulling from a queue, so one slow judge call holds one worker and never stalls the others.
 
 With ``call_timeout_s`` every evaluator call has a deadline. An async call is cancelled when it passes. A
 sync call cannot be interrupted (Python cannot stop a thread): the loop abandons it, reports its result as an
