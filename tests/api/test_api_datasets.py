@@ -19,6 +19,7 @@ from evalsi.api import DATASET_LABEL, CallContext, HandlerLimits
 from evalsi.bus.v1alpha1.bus_pb2 import TaskRecords
 from evalsi.datasets import load_dataset
 from evalsi.datasets.shards import read_manifest
+from evalsi.datasets.stored import DatasetStore
 from evalsi.errors import BadInputError
 from evalsi.evaluators import Registry
 from evalsi.stores.objects import LocalObjectStore
@@ -162,3 +163,33 @@ async def test_a_run_over_a_stored_dataset_refuses_options_for_reading_files(ser
             await served.runs.create_run(CreateRunRequest(run=eval_run({"ref": version.ref, field: value})), ctx())
     with pytest.raises(BadInputError, match="has no dataset 'nope'"):
         await served.runs.create_run(CreateRunRequest(run=eval_run({"ref": "datasets/nope"})), ctx())
+
+
+async def test_the_cli_pushes_and_lists_datasets(served: Api, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from evalsi.cli.main import cli
+
+    data = tmp_path / "questions.csv"
+    data.write_text("id,question,answer\n1,a?,x\n2,b?,y\n3,c?,z\n")
+    runner = CliRunner()
+    pushed = await asyncio.to_thread(
+        runner.invoke, cli, ["datasets", "push", str(data), "--server", served.http, "--project", "p",
+                             "--map", "input=question", "--map", "reference=answer", "--limit", "2"],
+    )
+    assert pushed.exit_code == 0, pushed.output
+    ref = pushed.stdout.strip().splitlines()[-1]
+    assert ref.startswith("datasets/questions@")
+    listed = await asyncio.to_thread(
+        runner.invoke, cli, ["datasets", "list", "questions", "--server", f"grpc://{served.grpc_target}",
+                             "--project", "p", "--format", "json"],
+    )
+    assert listed.exit_code == 0, listed.output
+    [version] = json.loads(listed.stdout)
+    assert version["ref"] == ref and version["records"] == "2"
+    stored = await DatasetStore(served.objects).load("p", ref)  # the mapping applied as the server read it
+    assert [(r.input.text, r.reference.text) for r in stored.records] == [("a?", "x"), ("b?", "y")]
+    refused = await asyncio.to_thread(
+        runner.invoke, cli, ["datasets", "push", str(tmp_path / "missing.jsonl"), "--server", served.http],
+    )
+    assert refused.exit_code == 2 and "missing.jsonl: cannot read" in refused.output

@@ -155,7 +155,11 @@ def test_bad_input_is_refused_with_a_clear_error_and_nothing_is_stored(stack: St
         "invalid.yaml": ("apiVersion: evals.si/v1alpha1\nkind: EvalRun\nspec: [unclosed\n", "invalid YAML"),
         "unknown-field.yaml": (SPEC.read_text().replace("evaluators:", "evaluatorz:"), "evaluatorz"),
         "unknown-evaluator.yaml": (SPEC.read_text().replace("builtin/exact-match", "builtin/exact-mach"), "exact-mach"),
-        "outside.yaml": (SPEC.read_text().replace("../quickstart/qa.jsonl", "/etc/passwd"), "outside"),
+        # A file here is uploaded and read as a dataset, as embedded; one that is not here is the server's to find.
+        "not-a-dataset.yaml": (SPEC.read_text().replace("../quickstart/qa.jsonl", "/etc/passwd"),
+                               "passwd: cannot tell the format"),
+        "outside.yaml": (SPEC.read_text().replace("../quickstart/qa.jsonl", "../../../../../../../etc/none.jsonl"),
+                         "outside"),
     }
     for name, (text, message) in cases.items():
         spec = tmp_path / name

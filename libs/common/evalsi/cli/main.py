@@ -7,6 +7,7 @@ import click
 from evalsi.cli.cases_cmd import cases
 from evalsi.cli.catalog import catalog
 from evalsi.cli.compare_cmd import compare_command
+from evalsi.cli.datasets_cmd import datasets
 from evalsi.cli.eval_cmd import eval_command
 from evalsi.cli.policies_cmd import policies
 from evalsi.cli.run_cmd import run_command
@@ -28,6 +29,7 @@ cli.add_command(eval_command)
 cli.add_command(catalog)
 cli.add_command(cases)
 cli.add_command(compare_command)
+cli.add_command(datasets)
 cli.add_command(policies)
 cli.add_command(run_command)
 cli.add_command(runs)
