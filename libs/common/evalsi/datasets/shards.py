@@ -47,10 +47,6 @@ class DatasetManifest:
     shard_size: int
     shards: tuple[ShardRef, ...]
 
-    @property
-    def bytes(self) -> int:
-        return sum(shard.bytes for shard in self.shards)
-
     def shard_at(self, start: int, stop: int) -> ShardRef:
         """The shard holding exactly records ``start`` to ``stop`` (exclusive); a plan must cut as the store did."""
         index, offset = divmod(start, self.shard_size)
