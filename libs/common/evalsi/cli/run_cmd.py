@@ -211,14 +211,17 @@ def run_command(
 def _run_on_server(
     server: str, project: str | None, run: Any, file: Path, *, dry_run: bool, no_wait: bool, output: str | None
 ) -> None:
-    """Submit the spec to a server; follow it to its end unless --no-wait, exiting like an embedded run."""
+    """Submit the spec to a server; follow it to its end unless --no-wait, exiting like an embedded run.
+
+    A dataset file next to the spec (or at an absolute path) that exists here is uploaded by ``runs.create`` and
+    the run names the stored version, so the server needs no access to this machine's files."""
     from evalsi.cli.runs_cmd import describe_run, exit_code_of, follow, state_name
     from evalsi.client import Client
     from evalsi.runs.results import EvaluationResults
 
     if run.spec.dataset.path and not Path(run.spec.dataset.path).is_absolute():
         local = (file.resolve().parent / run.spec.dataset.path).resolve()
-        if local.exists():  # relative to the spec file, as embedded; the server confines it to its datasets dir
+        if local.exists():  # relative to the spec file, as embedded; else a path under the server's datasets dir
             run.spec.dataset.path = str(local)
     with Client(server, project=project) as client:
         handle = client.runs.create(run, dry_run=dry_run)
