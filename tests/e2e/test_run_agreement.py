@@ -4,7 +4,9 @@ document field by field (ids, timestamps and durations aside), and `--dry-run` s
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,14 +19,14 @@ import evalsi
 from evalsi.runs.embedded import run_embedded
 from evalsi.runs.spec import parse_eval_run
 from evalsi.testing.stack import Stack
-from evalsi.v1alpha1.run_pb2 import Run
+from evalsi.testing.threaded import ThreadedProvider
+from evalsi.v1alpha1.run_pb2 import RUN_STATE_SUCCEEDED, Run
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = ROOT / "examples" / "runs" / "qa-outputs.yaml"
 
-EXAMPLES = ROOT / "examples"
-# Spec changes over examples/runs/qa-outputs.yaml; the dataset path is relative to the examples folder, which is the
-# server's datasets directory and the embedded run's base directory.
+# Spec changes over examples/runs/qa-outputs.yaml; the dataset path is relative to the server's datasets directory,
+# which is the embedded run's base directory too.
 MATRIX: dict[str, dict[str, Any]] = {
     "as written": {},
     "clustered, bootstrap seeded": {
@@ -63,9 +65,26 @@ def spec_with(changes: dict[str, Any]) -> Any:
     return parse_eval_run(raw, source=str(SPEC))
 
 
+def answer(body: dict[str, Any]) -> str:
+    """The fake target: the question's last word, so every trial of a record answers the same."""
+    return str(body["messages"][-1]["content"].rsplit(" ", 1)[-1])
+
+
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    running = Stack(tmp_path_factory.mktemp("agreement"), datasets_dir=ROOT / "examples").start(timeout_s=180)
+def provider() -> Any:
+    with ThreadedProvider(answer) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory, provider: Any) -> Any:
+    base = tmp_path_factory.mktemp("agreement")
+    (base / "datasets" / "quickstart").mkdir(parents=True)
+    shutil.copy(ROOT / "examples" / "quickstart" / "qa.jsonl", base / "datasets" / "quickstart" / "qa.jsonl")
+    running = Stack(
+        base, datasets_dir=base / "datasets", harness_workers=0,
+        judges={"fake": {"connector": "openai-compatible", "base_url": provider.base_url, "model": "fake"}},
+    ).start(timeout_s=180)
     try:
         yield running
     finally:
@@ -75,13 +94,42 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Any:
 @pytest.mark.parametrize("name", sorted(MATRIX))
 def test_a_served_run_equals_the_embedded_run_field_by_field(stack: Stack, name: str) -> None:
     document = spec_with(MATRIX[name])
-    embedded = asyncio.run(run_embedded(document, base_dir=EXAMPLES)).run
+    embedded = asyncio.run(run_embedded(document, base_dir=Path(stack.config.datasets_dir))).run
     with evalsi.Client(stack.grpc) as client:
         served = client.runs.create(document).wait()
         served.results.extend(client.runs.results(served.id, project=served.project))
     assert served.state == embedded.state, served.message
     assert comparable(served) == comparable(embedded)
     assert len(served.results) == len(embedded.results) > 0
+
+
+def test_a_served_generating_run_with_trials_equals_the_embedded_run(
+    stack: Stack, provider: Any, tmp_path: Path
+) -> None:
+    rows = [{"id": f"q{i:02d}", "input": f"Say {'yes' if i % 3 else 'no'}", "reference": "yes"} for i in range(30)]
+    data = Path(stack.config.datasets_dir) / "agreement-generated.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    try:
+        changes = {"trials": 3, "evaluators": [{"ref": "builtin/exact-match"}, {"ref": "builtin/contains"}],
+                   "gates": ["metric('exact-match').passAtK(3) >= 0.5"]}
+        served_spec = spec_with({**changes, "target": {"model": {"connection": "fake"}}})
+        served_spec.spec.dataset.path = data.name
+        embedded_spec = spec_with({**changes, "target": {"model": {
+            "connector": "openai-compatible", "model": "fake", "baseUrl": provider.base_url}}})
+        embedded_spec.spec.dataset.path = str(data)
+        embedded = asyncio.run(run_embedded(embedded_spec, base_dir=data.parent)).run
+        with evalsi.Client(stack.grpc) as client:
+            served = client.runs.create(served_spec).wait()
+            served.results.extend(client.runs.results(served.id, project=served.project))
+    finally:
+        data.unlink()
+    # The target is named differently on each side (a server's connection, a URL embedded): the manifest aside,
+    # everything agrees.
+    mine, theirs = comparable(served), comparable(embedded)
+    del mine["manifest"], theirs["manifest"]
+    assert served.state == RUN_STATE_SUCCEEDED, served.message
+    assert mine == theirs
+    assert {r.trial for r in served.results} == {0, 1, 2} and len(served.results) == 30 * 3 * 2
 
 
 def test_a_served_dry_run_prints_what_an_embedded_one_prints(stack: Stack) -> None:

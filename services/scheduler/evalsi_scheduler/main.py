@@ -147,7 +147,8 @@ async def assemble(args: argparse.Namespace, life: Lifecycle) -> None:
         Registry.from_entry_points(),
         owner=args.name,
         lease_ttl_s=args.lease_ttl,
-        tick_s=min(0.5, args.lease_ttl / 6),
+        # Results folded here wake a run's driver; the tick renews its lease and catches what another replica folded.
+        tick_s=min(2.0, args.lease_ttl / 6),
     )
     life.on_stop("scheduler", scheduler.stop)
 
