@@ -118,6 +118,11 @@ class AckTable:
         self.stats = ConsumerStats()
         self._outage: asyncio.Task[None] | None = None
 
+    @property
+    def outage(self) -> asyncio.Task[None] | None:
+        """The probe of an outage in progress (a handler met ``Unavailable``), or None."""
+        return self._outage if self._outage is not None and not self._outage.done() else None
+
     def __call__(self, msg: Any, /, *, context: ContextRepo) -> _AckScope:
         return _AckScope(msg, context=context, table=self)
 

@@ -13,9 +13,9 @@ each with its handler to a ``BusBroker`` over the connection it already holds, a
 A handler is ``async (message, delivery) -> None``; decoding (with offloaded payloads fetched from the object
 store) happens before it runs, and its outcome settles the message as the ack table says.
 
-Each subscription pulls up to ``concurrency`` messages at once and handles them concurrently; the next pull
-waits until that batch is settled, so a fetched message is always being handled (and kept alive by heartbeats),
-never queued where its ack deadline could pass unseen.
+Each subscription runs up to ``concurrency`` handlers at once and fetches only for free slots, so a fetched
+message is always being handled (and kept alive by heartbeats), never queued where its ack deadline could pass
+unseen.
 """
 
 from __future__ import annotations
@@ -24,9 +24,8 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
-import anyio
 import nats.errors
 from faststream._internal.broker import BrokerUsecase
 from faststream.middlewares import AckPolicy
@@ -223,7 +222,8 @@ class BusBroker:
             f"{subscription.durable}; payload {subscription.message_name})",
         )
         assert type(subscriber) is PullStreamSubscriber, type(subscriber)
-        subscriber.__class__ = _PullSubscriber  # same slots: only the fetch loop differs
+        subscriber.__class__ = _PullSubscriber  # same layout: only the fetch loop differs
+        cast(_PullSubscriber, subscriber).ack_table = table
         if handler is not None:
             subscriber(_call_with_delivery(handler))
         self.nats.include_router(router)
@@ -282,37 +282,72 @@ async def _no_dead_letters(_data: bytes, _delivery: Any, _reason: str, _subject:
 
 
 class _PullSubscriber(PullStreamSubscriber):
-    """FastStream's pull subscriber with our fetch loop: an idle fetch (nats-py raises a bare ``TimeoutError``
-    for some) is no error, a failing fetch backs off instead of spinning through FastStream's task supervisor,
-    a closed connection ends the loop, and what a fetch brings back after a stop began is handed straight back
-    (nak) instead of waiting out ``ack_wait``."""
+    """FastStream's pull subscriber with our fetch loop, a sliding window of ``concurrency`` handlers:
+
+    - a fetch asks only for as many messages as there are free handler slots, so every fetched message is
+      handled (and kept alive by heartbeats) at once, never queued where its ``ack_wait`` could run out;
+    - a slot freed by a finished handler is refilled without waiting for the rest of its batch, so one slow
+      handler (a store call hanging through an outage) does not stop the others from pulling;
+    - while the ack table holds messages through an outage, nothing more is pulled;
+    - an idle fetch (nats-py raises a bare ``TimeoutError`` for some) is no error, a failing fetch backs off
+      instead of spinning through FastStream's task supervisor, a closed connection ends the loop;
+    - what a fetch brings back after a stop began is handed straight back (nak); when FastStream's stop runs
+      out of patience it cancels this loop, which cancels the handlers (the ack table naks their messages).
+    """
 
     __slots__ = ()
+    ack_table: AckTable  # set by BusBroker.subscribe
 
     async def _consume_pull(self, cb: Callable[[Msg], Coroutine[Any, Any, Any]]) -> None:
         assert self.subscription is not None
+        subscription, concurrency, timeout = self.subscription, self.pull_sub.batch_size, self.pull_sub.timeout
+        inflight: set[asyncio.Task[Any]] = set()
+        slot_free = asyncio.Event()
+
+        def done(task: asyncio.Task[Any]) -> None:
+            inflight.discard(task)
+            slot_free.set()
+
         errors_in_a_row = 0
-        while self.running:
-            try:
-                messages = await self.subscription.fetch(batch=self.pull_sub.batch_size, timeout=self.pull_sub.timeout)
-                errors_in_a_row = 0
-            except TimeoutError:  # nats.errors.TimeoutError too: nothing to do right now
-                continue
-            except nats.errors.ConnectionClosedError:
-                log.warning("subscriber %s: connection closed, pull loop ends", self.subject.broker_address)
-                return
-            except Exception as e:  # a server error, a reconnect in progress: pause and pull again
-                errors_in_a_row += 1
-                pause = retry_delay(errors_in_a_row, 0.1, 5.0)
-                log.warning("subscriber %s: fetch failed (%s), again in %.1fs", self.subject.broker_address, e, pause)
-                await asyncio.sleep(pause)
-                continue
-            if not self.running:
-                await asyncio.gather(*(_give_back(msg) for msg in messages))
-                return
-            async with anyio.create_task_group() as handlers:
+        try:
+            while self.running:
+                if len(inflight) >= concurrency:
+                    slot_free.clear()
+                    await slot_free.wait()
+                    continue
+                if (outage := self.ack_table.outage) is not None:
+                    # Back-pressure: what is held waits for the dependency; pulling more would only queue it here.
+                    await asyncio.wait({outage}, timeout=timeout)
+                    continue
+                try:
+                    messages = await subscription.fetch(batch=concurrency - len(inflight), timeout=timeout)
+                    errors_in_a_row = 0
+                except TimeoutError:  # nats.errors.TimeoutError too: nothing to do right now
+                    continue
+                except nats.errors.ConnectionClosedError:
+                    log.warning("subscriber %s: connection closed, pull loop ends", self.subject.broker_address)
+                    break
+                except Exception as e:  # a server error, a reconnect in progress: pause and pull again
+                    errors_in_a_row += 1
+                    pause = retry_delay(errors_in_a_row, 0.1, 5.0)
+                    log.warning("subscriber %s: fetch failed (%s), again in %.1fs",
+                                self.subject.broker_address, e, pause)  # fmt: skip
+                    await asyncio.sleep(pause)
+                    continue
+                if not self.running:
+                    await asyncio.gather(*(_give_back(msg) for msg in messages))
+                    break
                 for msg in messages:
-                    handlers.start_soon(cb, msg)
+                    task = asyncio.create_task(cb(msg))
+                    inflight.add(task)
+                    task.add_done_callback(done)
+            while inflight:  # draining: FastStream's stop waits for these, then cancels this loop
+                await asyncio.wait(set(inflight))
+        except asyncio.CancelledError:
+            for task in inflight:
+                task.cancel()
+            await asyncio.gather(*inflight, return_exceptions=True)
+            raise
 
 
 async def _give_back(msg: Msg) -> None:
