@@ -193,3 +193,14 @@ async def test_the_cli_pushes_and_lists_datasets(served: Api, tmp_path: Path) ->
         runner.invoke, cli, ["datasets", "push", str(tmp_path / "missing.jsonl"), "--server", served.http],
     )
     assert refused.exit_code == 2 and "missing.jsonl: cannot read" in refused.output
+
+
+async def test_the_api_stores_shards_while_it_reads(served: Api, datasets_dir: Path, tmp_path: Path) -> None:
+    # A bad row after two shards' worth: the error comes from reading on, after those shards were stored, so the
+    # api never had the whole file's records in hand (and no run or version names the shards it left).
+    data = write_rows(datasets_dir / "late-error.jsonl", 1000)
+    with data.open("a") as f:
+        f.write("not json\n")
+    with pytest.raises(BadInputError, match=r"^spec\.dataset\.path: late-error\.jsonl:1001: not valid JSON"):
+        await served.runs.create_run(CreateRunRequest(run=eval_run({"path": "late-error.jsonl"})), ctx())
+    assert len(stored_objects(tmp_path / "objects")) == 2 and served.store.runs == {}
