@@ -18,7 +18,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span, Status
 from evalsi.api import ApiServer, ServerConfig, TraceHandlers, build_table
 from evalsi.api.context import CallContext
 from evalsi.api.errors import ApiError
-from evalsi.api.handlers import span_tree
+from evalsi.api.trace_handlers import span_tree
 from evalsi.cli.main import cli
 from evalsi.cli.traces_cmd import parse_since
 from evalsi.client import Client

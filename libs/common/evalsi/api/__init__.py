@@ -6,6 +6,7 @@ Assemble with :func:`build_table` (or :class:`HandlerTable` directly) and serve 
 
 from __future__ import annotations
 
+from evalsi.api.catalog_handlers import CatalogHandlers
 from evalsi.api.config import HandlerLimits, ServerConfig
 from evalsi.api.context import REQUEST_ID_HEADER, TIMEOUT_HEADER, CallContext, build_context
 from evalsi.api.dependencies import (
@@ -16,20 +17,15 @@ from evalsi.api.dependencies import (
     Watch,
 )
 from evalsi.api.errors import ApiError, ErrorStatus, NotFoundError, error_status
+from evalsi.api.evaluation_handlers import EvaluationHandlers
 from evalsi.api.grpc_server import GrpcServer
-from evalsi.api.handlers import (
-    RESUMABLE_STATES,
-    TERMINAL_STATES,
-    CatalogHandlers,
-    EvaluationHandlers,
-    MonitorHandlers,
-    RunHandlers,
-    TraceHandlers,
-)
+from evalsi.api.handlers_common import RESUMABLE_STATES, TERMINAL_STATES
 from evalsi.api.health import GrpcHealth, Readiness
 from evalsi.api.http_server import HttpServer
 from evalsi.api.metrics import ApiMetrics
+from evalsi.api.monitor_handlers import MonitorHandlers
 from evalsi.api.run_dataset import load_run_dataset
+from evalsi.api.run_handlers import RunHandlers
 from evalsi.api.server import ApiServer
 from evalsi.api.table import (
     CATALOG_SERVICE,
@@ -41,6 +37,7 @@ from evalsi.api.table import (
     HandlerTable,
     Method,
 )
+from evalsi.api.trace_handlers import TraceHandlers
 from evalsi.api.transcoding import Route, Router, routes_for
 from evalsi.datasets.run_records import DATASET_LABEL
 

@@ -1,0 +1,272 @@
+"""MonitorService: online policies applied, listed, read and deleted, and the statistics of their scores."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import grpc
+
+from evalsi.api.config import HandlerLimits
+from evalsi.api.context import CallContext
+from evalsi.api.errors import ApiError, NotFoundError
+from evalsi.api.file_params import refuse_file_params
+from evalsi.api.handlers_common import (
+    page_size,
+    required,
+)
+from evalsi.api.trace_handlers import NO_TRACE_STORE, timestamp_ns
+from evalsi.connection_rules import policy_problems, refuse
+from evalsi.connections import Connections
+from evalsi.edge_checks import text_problem
+from evalsi.errors import BadInputError
+from evalsi.evaluators import Registry
+from evalsi.policy import ERROR, NO_CONTENT, SCORED, SKIPPED, compile_policy, unset_alert_secrets, window_start
+from evalsi.policy import KIND as POLICY_KIND
+from evalsi.policy.spec import DEFAULT_WINDOW_S
+from evalsi.projects import DEFAULT_PROJECT, PROJECT_LABEL, check_project
+from evalsi.runs.spec import API_VERSION
+from evalsi.stats import summarize
+from evalsi.stores import PolicyStore, StoredPolicy, policy_hash
+from evalsi.stores.traces.protocol import ScoreStore
+from evalsi.v1alpha1.monitor_service_pb2 import (
+    ApplyPolicyRequest,
+    DeletePolicyRequest,
+    GetPolicyRequest,
+    GetPolicyStatsRequest,
+    ListPoliciesRequest,
+    ListPoliciesResponse,
+    MetricStats,
+    Policy,
+    PolicyStats,
+    WindowStats,
+)
+from evalsi.v1alpha1.policy_pb2 import OnlineEvalPolicy
+
+NO_POLICY_STORE = "no policy store is configured: evalsi-api keeps policies in its metadata store (--metadata-url)"
+
+
+class MonitorHandlers:
+    """Watch: online policies applied, listed, read, deleted, and the statistics of the scores they stored.
+
+    Policies live in the metadata store; their scores live with the traces, so GetPolicyStats needs the trace
+    store (``--traces-url``) and answers FAILED_PRECONDITION without one.
+    """
+
+    def __init__(
+        self,
+        policies: PolicyStore | None,
+        scores: ScoreStore | None,
+        *,
+        registry: Registry,
+        limits: HandlerLimits | None = None,
+        clock: Callable[[], float] = time.time,
+        connections: Connections | None = None,
+    ) -> None:
+        """``connections``: the judges the server offers to judge stages (evalsi.yaml judges:)."""
+        self._connections = connections or Connections()
+        self._policies = policies
+        self._scores = scores
+        self._registry = registry
+        self._limits = limits or HandlerLimits()
+        self._clock = clock
+
+    def _store(self) -> PolicyStore:
+        if self._policies is None:
+            raise ApiError(grpc.StatusCode.FAILED_PRECONDITION, NO_POLICY_STORE)
+        return self._policies
+
+    async def apply_policy(self, request: ApplyPolicyRequest, ctx: CallContext) -> Policy:
+        store = self._store()
+        if not request.HasField("policy"):
+            raise BadInputError("policy: the OnlineEvalPolicy document (apiVersion, kind, metadata, spec) is required")
+        document = OnlineEvalPolicy()
+        document.CopyFrom(request.policy)
+        for field, expected in (("api_version", API_VERSION), ("kind", POLICY_KIND)):
+            value = getattr(document, field)
+            if value and value != expected:
+                raise BadInputError(f"policy.{field}: must be {expected}, got {value!r}")
+            setattr(document, field, expected)
+        document.metadata.project = _policy_project(document, request.project, ctx)
+        # CEL compilation is CPU work: off the event loop.
+        refuse_file_params((f"spec.cascade[{i}]", stage.params) for i, stage in enumerate(document.spec.cascade))
+        compiled = await asyncio.to_thread(compile_policy, document, registry=self._registry)
+        # Alerts are never sent unsigned: the signing secret must be set here (evalsi-policy gets the same
+        # environment from evalsi serve), so the caller learns now, not when an alert would go out.
+        unset = unset_alert_secrets(document, os.environ)
+        if unset:
+            raise BadInputError("\n".join(unset))
+        refuse(policy_problems(self._connections, compiled, document.metadata.project))
+        if request.dry_run:
+            current = await store.get_policy(document.metadata.project, document.metadata.name)
+            digest = policy_hash(document)
+            changed = current is None or current.spec_hash != digest
+            generation = (current.generation if current is not None else 0) + (1 if changed else 0)
+            return Policy(
+                project=document.metadata.project, name=document.metadata.name, policy=document,
+                generation=generation, spec_hash=digest, changed=changed,
+            )
+        stored, changed = await store.put_policy(document.metadata.project, document)
+        return policy_message(stored, changed=changed)
+
+    async def list_policies(self, request: ListPoliciesRequest, ctx: CallContext) -> ListPoliciesResponse:
+        stored = await self._store().list_policies(ctx.project)
+        limits = self._limits
+        size = page_size(request.page_size, limits.default_runs_page_size, limits.max_page_size)
+        after = _policy_cursor(request.page_token)
+        # A project holds few policies: page by name over the full list rather than in SQL.
+        remaining = [p for p in stored if after is None or p.name > after]
+        page = remaining[:size]
+        token = _policy_token(page[-1].name) if len(remaining) > size else ""
+        return ListPoliciesResponse(policies=[policy_message(p) for p in page], next_page_token=token)
+
+    async def get_policy(self, request: GetPolicyRequest, ctx: CallContext) -> Policy:
+        return policy_message(await self._get(ctx.project, request.name))
+
+    async def delete_policy(self, request: DeletePolicyRequest, ctx: CallContext) -> Policy:
+        stored = await self._get(ctx.project, request.name)
+        if not await self._store().delete_policy(ctx.project, stored.name):
+            raise NotFoundError(f"name: policy {stored.name!r} not found in project {ctx.project!r}")
+        return policy_message(stored)
+
+    async def get_policy_stats(self, request: GetPolicyStatsRequest, ctx: CallContext) -> PolicyStats:
+        stored = await self._get(ctx.project, request.name)
+        if self._scores is None:
+            raise ApiError(grpc.StatusCode.FAILED_PRECONDITION, NO_TRACE_STORE)
+        spec = stored.policy.spec
+        window_s = spec.window.ToNanoseconds() / 1e9 if spec.HasField("window") else DEFAULT_WINDOW_S
+        since, until = self._range(request, window_s)
+        scores = await self._scores.list_scores(ctx.project, policy=stored.name, since=since, until=until)
+        stats = PolicyStats(project=ctx.project, name=stored.name, generation=stored.generation)
+        stats.window.FromNanoseconds(round(window_s * 1e9))
+        if since is not None:
+            stats.start_time.FromNanoseconds(round(since * 1e9))
+        if until is not None:
+            stats.end_time.FromNanoseconds(round(until * 1e9))
+        # Intervals over possibly many scores: numeric work off the event loop.
+        metrics, windows = await asyncio.to_thread(_score_stats, scores, window_s, request.per_window)
+        stats.traces_evaluated = len({s.trace_id for s in scores})
+        stats.metrics.extend(metrics)
+        stats.windows.extend(windows)
+        return stats
+
+    def _range(self, request: GetPolicyStatsRequest, window_s: float) -> tuple[float | None, float | None]:
+        """(since, until) in unix seconds; ``since`` on a window boundary so the first window is whole."""
+        if request.last_windows < 0:
+            raise BadInputError(f"last_windows: {request.last_windows} must be zero (no limit) or positive")
+        if request.last_windows and request.HasField("start_time"):
+            raise BadInputError("last_windows: give last_windows or start_time, not both")
+        until = timestamp_ns(request.end_time) / 1e9 if request.HasField("end_time") else None
+        since = None
+        if request.HasField("start_time"):
+            since = window_start(timestamp_ns(request.start_time) / 1e9, window_s)
+        elif request.last_windows:
+            since = window_start(until if until is not None else self._clock(), window_s)
+            since -= (request.last_windows - 1) * window_s
+        if since is not None and until is not None and until <= since:
+            raise BadInputError("end_time: must be after start_time (and after the first window's start)")
+        return since, until
+
+    async def _get(self, project: str, name: str) -> StoredPolicy:
+        required(name, "name", "a policy name")
+        stored = await self._store().get_policy(project, name)
+        if stored is None:
+            raise NotFoundError(f"name: policy {name!r} not found in project {project!r}")
+        return stored
+
+
+def _policy_project(document: OnlineEvalPolicy, request_project: str, ctx: CallContext) -> str:
+    """The header, the request's project, else the document's metadata.project or label, else ``default``.
+
+    The document naming another project than the header or request is refused: applying a policy meant for
+    one project to another is almost always a mistake. ``default`` in metadata.project does not count, since
+    ``evalsi.policy.parse_policy`` fills it in when a file names no project.
+    """
+    named = document.metadata.project
+    label = document.metadata.labels.get(PROJECT_LABEL, "")
+    for value, where in ((named, "policy.metadata.project"), (label, f"policy.metadata.labels[{PROJECT_LABEL}]")):
+        if value:
+            check_project(value, where)
+    project = ctx.resolve_project(request_project, named, label)
+    if named and named not in (project, DEFAULT_PROJECT):
+        raise BadInputError(f"policy.metadata.project: {named!r} differs from the project {project!r} of the call")
+    if label and label != project:
+        raise BadInputError(
+            f"policy.metadata.labels: {PROJECT_LABEL}={label!r} differs from the project {project!r} of the call"
+        )
+    return project
+
+
+def _policy_token(name: str) -> str:
+    return base64.urlsafe_b64encode(name.encode()).decode().rstrip("=")
+
+
+def _policy_cursor(token: str) -> str | None:
+    if not token:
+        return None
+    try:  # ValueError: not base64 (binascii.Error), not ASCII, or not UTF-8 inside
+        name = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
+    except ValueError:
+        raise BadInputError(f"page_token: {token!r} is not a token ListPolicies returned") from None
+    if text_problem(name):  # a forged token carrying what the store cannot take
+        raise BadInputError(f"page_token: {token!r} is not a token ListPolicies returned")
+    return name
+
+
+def policy_message(stored: StoredPolicy, *, changed: bool = False) -> Policy:
+    message = Policy(
+        project=stored.project, name=stored.name, policy=stored.policy, generation=stored.generation,
+        spec_hash=stored.spec_hash, changed=changed,
+    )
+    message.update_time.FromNanoseconds(round(stored.updated_at * 1e9))
+    return message
+
+
+def _score_stats(
+    scores: Sequence[Any], window_s: float, per_window: bool
+) -> tuple[list[MetricStats], list[WindowStats]]:
+    metrics = _metric_stats(scores)
+    windows: list[WindowStats] = []
+    if per_window:
+        by_window: dict[float, list[Any]] = {}
+        for score in scores:
+            by_window.setdefault(window_start(score.scored_at, window_s), []).append(score)
+        for start in sorted(by_window):
+            rows = by_window[start]
+            window = WindowStats(traces_evaluated=len({s.trace_id for s in rows}), metrics=_metric_stats(rows))
+            window.start_time.FromNanoseconds(round(start * 1e9))
+            window.end_time.FromNanoseconds(round((start + window_s) * 1e9))
+            windows.append(window)
+    return metrics, windows
+
+
+def _metric_stats(scores: Sequence[Any]) -> list[MetricStats]:
+    """Per metric, by name: the scored values summarized (Wilson for pass/fail, Student-t for numbers), with
+    skipped (of which no content) and errors counted apart, as every aggregate in the product is."""
+    by_metric: dict[str, list[Any]] = {}
+    for score in scores:
+        by_metric.setdefault(score.metric, []).append(score)
+    out: list[MetricStats] = []
+    for metric in sorted(by_metric):
+        rows = by_metric[metric]
+        scored = [s for s in rows if s.outcome == SCORED and s.value is not None]
+        pass_fail = bool(scored) and all(s.passed is not None for s in scored)
+        skipped = [s for s in rows if s.outcome == SKIPPED]
+        last = rows[-1]
+        stats = MetricStats(
+            metric=metric, stage=last.stage, evaluator=last.evaluator, pass_fail=pass_fail,
+            skipped=len(skipped), no_content=sum(1 for s in skipped if s.reason.startswith(NO_CONTENT)),
+            errors=sum(1 for s in rows if s.outcome == ERROR),
+        )
+        aggregate = summarize([float(s.value) for s in scored], binary=pass_fail)
+        stats.n, stats.level, stats.method = aggregate.n, aggregate.level, aggregate.method or ""
+        for figure in ("mean", "std", "ci_low", "ci_high"):
+            value = getattr(aggregate, figure)
+            if value is not None:
+                setattr(stats, figure, value)
+        out.append(stats)
+    return out

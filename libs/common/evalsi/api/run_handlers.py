@@ -1,0 +1,379 @@
+"""RunService: runs created, read, listed, watched, cancelled, resumed, their results and comparisons; datasets
+uploaded and listed (delegated to :class:`evalsi.api.datasets_handlers.DatasetHandlers`)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from evalsi.api.config import HandlerLimits
+from evalsi.api.context import CallContext
+from evalsi.api.datasets_handlers import DatasetHandlers
+from evalsi.api.dependencies import (
+    Control,
+    CountTasks,
+    DescribePlan,
+    LoadRecords,
+    ValidateRun,
+    Watch,
+)
+from evalsi.api.errors import NotFoundError
+from evalsi.api.file_params import refuse_file_params
+from evalsi.api.handlers_common import (
+    RESERVED_LABEL_PREFIX,
+    RESUMABLE_STATES,
+    TERMINAL_STATES,
+    bus_call,
+    now_timestamp,
+    page_size,
+    required,
+    state_name,
+)
+from evalsi.api.run_dataset import read_run_dataset, store_run_dataset
+from evalsi.bus.v1alpha1.bus_pb2 import (
+    CONTROL_ACTION_CANCEL,
+    CONTROL_ACTION_CREATED,
+    CONTROL_ACTION_RESUME,
+    RunControl,
+)
+from evalsi.connection_rules import pin_models, refuse, run_problems
+from evalsi.connections import Connections
+from evalsi.datasets.run_records import DATASET_LABEL
+from evalsi.errors import BadInputError, InfraError
+from evalsi.projects import PROJECT_LABEL
+from evalsi.runs.compare import compare_runs
+from evalsi.stores import MetadataStore, ObjectStore
+from evalsi.v1alpha1.run_pb2 import (
+    RUN_STATE_FAILED,
+    RUN_STATE_PENDING,
+    Comparison,
+    DatasetSource,
+    EvalRun,
+    Run,
+    RunState,
+)
+from evalsi.v1alpha1.run_service_pb2 import (
+    RUN_EVENT_TYPE_STATE,
+    RUN_EVENT_TYPE_SUMMARY,
+    CancelRunRequest,
+    CompareRunsRequest,
+    CreateRunRequest,
+    DatasetVersion,
+    GetRunRequest,
+    ListDatasetVersionsRequest,
+    ListDatasetVersionsResponse,
+    ListRunResultsRequest,
+    ListRunResultsResponse,
+    ListRunsRequest,
+    ListRunsResponse,
+    ResumeRunRequest,
+    RunEvent,
+    UploadDatasetRequest,
+    WatchRunRequest,
+)
+
+
+class RunHandlers:
+    """Run: create, read, watch, cancel, resume, list results and compare runs."""
+
+    def __init__(
+        self,
+        *,
+        store: MetadataStore,
+        objects: ObjectStore,
+        control: Control,
+        watch: Watch,
+        validate_run: ValidateRun,
+        load_records: LoadRecords,
+        limits: HandlerLimits | None = None,
+        connections: Connections | None = None,
+        count_tasks: CountTasks | None = None,
+        describe_plan: DescribePlan | None = None,
+    ) -> None:
+        """``connections``: the judges and agents the server offers (evalsi.yaml); none when not given.
+        ``count_tasks``: the size of a run's plan, so a PENDING run counts tasks as a running one does (without
+        it a pending run shows 0 tasks until the scheduler plans it)."""
+        self._connections = connections or Connections()
+        self._count_tasks = count_tasks
+        self._describe_plan = describe_plan
+        self._store = store
+        self._objects = objects
+        self._control = control
+        self._watch = watch
+        self._validate_run = validate_run
+        self._load_records = load_records
+        self._limits = limits or HandlerLimits()
+        self._datasets = DatasetHandlers(objects, max_upload_bytes=self._limits.max_dataset_upload_bytes)
+
+    async def create_run(self, request: CreateRunRequest, ctx: CallContext) -> Run:
+        if not request.HasField("run"):
+            raise BadInputError("run: the EvalRun document (metadata and spec) is required")
+        document = request.run
+        metadata = document.metadata
+        project = ctx.resolve_project(request.project, metadata.project, metadata.labels.get(PROJECT_LABEL, ""))
+        reserved = sorted(
+            key for key in metadata.labels if key.startswith(RESERVED_LABEL_PREFIX) and key != PROJECT_LABEL
+        )
+        if reserved:
+            raise BadInputError(
+                f"run.metadata.labels: {reserved[0]!r} is set by the server ({RESERVED_LABEL_PREFIX}* labels other "
+                f"than {PROJECT_LABEL} are reserved); remove it"
+            )
+        # Endpoints only by the names of the server's connections granted to the project; the models they
+        # default to are written into the spec, so its manifest and hash say what runs.
+        refuse(run_problems(self._connections, document, project))
+        pin_models(self._connections, document)
+        refuse_file_params((f"spec.evaluators[{i}]", ref.params) for i, ref in enumerate(document.spec.evaluators))
+        # Validation and loading read files; keep them off the event loop.
+        await asyncio.to_thread(self._validate_run, document)
+        if request.dry_run:
+            dataset = await bus_call("reading the dataset", read_run_dataset(
+                document, project=project, objects=self._objects, open_records=self._load_records))
+            run = self._pending_run(document, project, len(dataset.records), dataset.version)
+            # The same text as an embedded `evalsi run --dry-run` of the spec.
+            run.message = (
+                "dry run: nothing was called or stored"
+                if self._describe_plan is None
+                else self._describe_plan(
+                    document, dataset.records, project=project, dataset=_dataset_name(document.spec.dataset)
+                )
+            )
+            return run
+        # The records go once, a shard at a time, into the object store; the run keeps their manifest's key.
+        stored = await bus_call("storing the run's records", store_run_dataset(
+            document, project=project, objects=self._objects, open_records=self._load_records))
+        run = self._pending_run(document, project, stored.manifest.records, stored.manifest.version)
+        if document.spec.dataset.WhichOneof("kind") == "ref":
+            run.manifest.dataset = f"{stored.manifest.source}@{stored.manifest.version}"
+        run.id = "run-" + uuid.uuid4().hex[:16]
+        run.labels[DATASET_LABEL] = stored.key
+        await self._store.create_run(run)
+        try:
+            await bus_call("announcing the run", self._control(_control(run, CONTROL_ACTION_CREATED)))
+        except InfraError as exc:
+            # Stored but unannounced: make it resumable rather than forever pending.
+            run.state = RUN_STATE_FAILED
+            run.message = f"the schedulers could not be told about the run ({exc}); resume it with ResumeRun"
+            run.end_time.CopyFrom(now_timestamp())
+            with contextlib.suppress(Exception):
+                await self._store.update_run(run)
+            raise InfraError(f"run {run.id} was stored but not started: {exc}; resume it later") from exc
+        return run
+
+    async def upload_dataset(self, requests: AsyncIterator[UploadDatasetRequest], ctx: CallContext) -> DatasetVersion:
+        first = await anext(requests, None)
+        if first is None:
+            raise BadInputError("UploadDataset: no request; the first names the dataset (name, filename)")
+        return await self._datasets.upload(ctx.resolve_project(first.project), first, requests)
+
+    async def list_dataset_versions(
+        self, request: ListDatasetVersionsRequest, ctx: CallContext
+    ) -> ListDatasetVersionsResponse:
+        versions = await self._datasets.versions(ctx.resolve_project(request.project), request.name)
+        return ListDatasetVersionsResponse(versions=versions)
+
+    def _pending_run(self, document: EvalRun, project: str, records: int, version: str) -> Run:
+        spec = document.spec
+        run = Run(project=project, name=document.metadata.name, spec=spec, state=RUN_STATE_PENDING)
+        run.labels.update(document.metadata.labels)
+        now = now_timestamp()
+        run.create_time.CopyFrom(now)
+        if self._count_tasks is not None:
+            run.progress.total_tasks = self._count_tasks(document, records)
+        run.manifest.dataset = _dataset_name(spec.dataset)
+        run.manifest.dataset_version = version
+        run.manifest.seed = spec.seed
+        run.manifest.created.CopyFrom(now)
+        return run
+
+    async def get_run(self, request: GetRunRequest, ctx: CallContext) -> Run:
+        return await self._get(ctx.project, request.id)
+
+    async def list_runs(self, request: ListRunsRequest, ctx: CallContext) -> ListRunsResponse:
+        if request.state not in RunState.values():
+            raise BadInputError(f"state: {request.state} is not a run state; accepted: {', '.join(RunState.keys())}")
+        labels: dict[str, str] = {}
+        for index, item in enumerate(request.labels):
+            key, sep, value = item.partition("=")
+            if not sep or not key.strip():
+                raise BadInputError(f"labels[{index}]: expected key=value, got {item!r}")
+            labels[key.strip()] = value.strip()
+        limits = self._limits
+        runs, token = await self._store.list_runs(
+            ctx.project,
+            state=request.state,
+            name_contains=request.name_contains,
+            labels=labels,
+            page_size=page_size(request.page_size, limits.default_runs_page_size, limits.max_page_size),
+            page_token=request.page_token,
+        )
+        return ListRunsResponse(runs=runs, next_page_token=token)
+
+    async def watch_run(self, request: WatchRunRequest, ctx: CallContext) -> AsyncIterator[RunEvent]:
+        """The stored state first, then the bus's events until the run ends.
+
+        The subscription starts before the stored run is read, so nothing between the two is lost;
+        the stored run is re-read whenever the bus is quiet for ``watch_poll_s``, so a missed terminal
+        event still ends the watch.
+        """
+        run_id = required(request.id, "id", "a run id")
+        queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=256)
+        pump = asyncio.create_task(_pump(self._watch(run_id), queue))
+        try:
+            await asyncio.sleep(0)  # let the subscription begin
+            run = await self._get(ctx.project, run_id)
+            if run.state in TERMINAL_STATES:
+                yield _final_event(run)
+                return
+            yield _state_event(run)
+            last_state = run.state
+            while True:
+                try:
+                    item = await asyncio.wait_for(queue.get(), self._limits.watch_poll_s)
+                except TimeoutError:
+                    item = None
+                if item is None or item is _END:
+                    run = await self._get(ctx.project, run_id)
+                    if run.state in TERMINAL_STATES:
+                        yield _final_event(run)
+                        return
+                    if item is _END:
+                        raise InfraError(f"the event stream of run {run_id} ended before the run did; watch again")
+                    if run.state != last_state:
+                        last_state = run.state
+                        yield _state_event(run)
+                    continue
+                if isinstance(item, Exception):
+                    raise InfraError(f"watching run {run_id}: {type(item).__name__}: {item}") from item
+                event: RunEvent = item
+                if not event.run_id:
+                    event.run_id = run_id
+                yield event
+                if event.state in TERMINAL_STATES:
+                    return
+                if event.state:
+                    last_state = event.state
+        finally:
+            pump.cancel()
+            with contextlib.suppress(BaseException):
+                await pump
+
+    async def cancel_run(self, request: CancelRunRequest, ctx: CallContext) -> Run:
+        run = await self._get(ctx.project, request.id)
+        if run.state in TERMINAL_STATES:
+            return run
+        await bus_call("requesting the cancel", self._control(_control(run, CONTROL_ACTION_CANCEL)))
+        return run
+
+    async def resume_run(self, request: ResumeRunRequest, ctx: CallContext) -> Run:
+        run = await self._get(ctx.project, request.id)
+        if run.state not in RESUMABLE_STATES:
+            raise BadInputError(
+                f"id: run {run.id} is {state_name(run.state)}; only cancelled, failed or budget-exceeded runs "
+                "can be resumed"
+            )
+        await bus_call("requesting the resume", self._control(_control(run, CONTROL_ACTION_RESUME)))
+        # What the scheduler makes of it at once: pending again, its cancelled and failed tasks to be redone.
+        run.state, run.message = RUN_STATE_PENDING, "resume requested"
+        run.ClearField("end_time")
+        return run
+
+    async def list_run_results(self, request: ListRunResultsRequest, ctx: CallContext) -> ListRunResultsResponse:
+        run = await self._get(ctx.project, request.id)
+        limits = self._limits
+        results, token = await self._store.list_results(
+            ctx.project,
+            run.id,
+            evaluator=request.evaluator,
+            page_size=page_size(request.page_size, limits.default_results_page_size, limits.max_page_size),
+            page_token=request.page_token,
+        )
+        return ListRunResultsResponse(results=results, next_page_token=token)
+
+    async def compare_runs(self, request: CompareRunsRequest, ctx: CallContext) -> Comparison:
+        confidence = request.confidence or 0.95
+        if not 0 < confidence < 1:
+            raise BadInputError(f"confidence: {request.confidence} must be between 0 and 1, such as 0.95")
+        fields = ("run_a", "run_b")
+        runs = [await self._get(ctx.project, getattr(request, field), field=field) for field in fields]
+        for field, run in zip(fields, runs, strict=True):
+            if not run.summaries:
+                raise BadInputError(
+                    f"{field}: run {run.id} has no summaries yet (it is {state_name(run.state)}); "
+                    "compare runs that have finished"
+                )
+        for run in runs:
+            async for batch in self._store.iter_results(
+                ctx.project, run.id, batch_size=self._limits.compare_batch_size
+            ):
+                run.results.extend(batch)
+        # Numeric work on possibly large runs: off the event loop.
+        return await asyncio.to_thread(compare_runs, runs[0], runs[1], confidence=confidence)
+
+    async def _get(self, project: str, run_id: str, *, field: str = "id") -> Run:
+        required(run_id, field, "a run id")
+        run = await self._store.get_run(project, run_id)
+        if run is None:
+            raise NotFoundError(f"{field}: run {run_id!r} not found in project {project!r}")
+        return run
+
+
+_END = object()
+
+
+async def _pump(events: AsyncIterator[RunEvent], queue: asyncio.Queue[Any]) -> None:
+    """Move the bus's events into the queue; its failure or end goes in as the last item."""
+    try:
+        async for event in events:
+            await queue.put(event)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        await queue.put(exc)
+        return
+    finally:
+        close = getattr(events, "aclose", None)
+        if close is not None:
+            with contextlib.suppress(Exception):
+                await close()
+    await queue.put(_END)
+
+
+def _control(run: Run, action: int) -> RunControl:
+    return RunControl(run_id=run.id, project=run.project, action=action)
+
+
+def _state_event(run: Run) -> RunEvent:
+    event = RunEvent(
+        run_id=run.id,
+        type=RUN_EVENT_TYPE_STATE,
+        state=run.state,
+        progress=run.progress,
+        summaries=run.summaries,
+        gates=run.gates,
+        message=run.message,
+    )
+    event.time.CopyFrom(now_timestamp())
+    return event
+
+
+def _final_event(run: Run) -> RunEvent:
+    event = RunEvent(
+        run_id=run.id,
+        type=RUN_EVENT_TYPE_SUMMARY,
+        state=run.state,
+        progress=run.progress,
+        summaries=run.summaries,
+        gates=run.gates,
+        message=run.message,
+    )
+    event.time.CopyFrom(run.end_time if run.HasField("end_time") else now_timestamp())
+    return event
+
+
+def _dataset_name(source: DatasetSource) -> str:
+    kind = source.WhichOneof("kind")
+    return getattr(source, kind) if kind else ""
