@@ -14,7 +14,7 @@ import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 from google.api import annotations_pb2
 from google.protobuf import json_format
@@ -49,6 +49,7 @@ from evalsi.v1alpha1.run_pb2 import (
     Comparison,
     EvalRun,
     Run,
+    RunState,
 )
 from evalsi.v1alpha1.run_service_pb2 import (
     CancelRunRequest,
@@ -365,8 +366,10 @@ class Runs:
     ) -> Iterator[Run]:
         token = ""
         while True:
+            # The generated stubs type enum fields by their class; protobuf takes the plain int a caller gives.
             request = ListRunsRequest(
-                state=state, name_contains=name_contains, labels=list(labels), page_size=page_size, page_token=token
+                state=cast(RunState, state), name_contains=name_contains, labels=list(labels), page_size=page_size,
+                page_token=token,
             )
             page = self._t.unary("RunService", "ListRuns", request, run_service_pb2.ListRunsResponse)
             yield from page.runs

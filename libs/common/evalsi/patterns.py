@@ -53,7 +53,7 @@ def _compile(pattern: str, ignore_case: bool) -> Pattern:
     options = re2.Options()
     options.log_errors = False  # RE2 would print every refused pattern on stderr
     options.case_sensitive = not ignore_case
-    return re2.compile(pattern, options)  # type: ignore[no-any-return]
+    return re2.compile(pattern, options)
 
 
 class PatternError(BadInputError):

@@ -37,6 +37,7 @@ from evalsi.bus.v1alpha1.bus_pb2 import (
     CONTROL_ACTION_CANCEL,
     CONTROL_ACTION_CREATED,
     CONTROL_ACTION_RESUME,
+    ControlAction,
     RunControl,
 )
 from evalsi.connection_rules import pin_models, refuse, run_problems
@@ -342,7 +343,7 @@ async def _pump(events: AsyncIterator[RunEvent], queue: asyncio.Queue[Any]) -> N
     await queue.put(_END)
 
 
-def _control(run: Run, action: int) -> RunControl:
+def _control(run: Run, action: ControlAction) -> RunControl:
     return RunControl(run_id=run.id, project=run.project, action=action)
 
 

@@ -4,19 +4,23 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from evalsi.cli._common import EXIT_GATE_FAILED, check_project_flag, handle_errors, message_dict, message_json
 
 if TYPE_CHECKING:
+    from evalsi.client import Client
     from evalsi.v1alpha1.run_pb2 import Run
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 SERVER_HELP = "The Evals.si server: grpc://127.0.0.1:8081 or http://127.0.0.1:8080 (env EVALSI_SERVER)."
 
 
-def server_option(fn):  # type: ignore[no-untyped-def]
+def server_option(fn: F) -> F:
     fn = click.option(
         "--project",
         default=None,
@@ -27,7 +31,7 @@ def server_option(fn):  # type: ignore[no-untyped-def]
     return click.option("--server", required=True, envvar="EVALSI_SERVER", metavar="URL", help=SERVER_HELP)(fn)
 
 
-def client_for(server: str, project: str | None):  # type: ignore[no-untyped-def]
+def client_for(server: str, project: str | None) -> Client:
     from evalsi.client import Client
 
     return Client(server, project=project)
@@ -143,7 +147,7 @@ def watch_command(run_id: str, server: str, project: str | None) -> None:
         follow(client, run_id)
 
 
-def follow(client, run_id: str, project: str = "") -> None:  # type: ignore[no-untyped-def]
+def follow(client: Client, run_id: str, project: str = "") -> None:
     """Print progress events until the run ends, then the run, and exit with its code."""
     last = ""
     for event in client.runs.watch(run_id, project=project):

@@ -50,6 +50,7 @@ def _accepted_formats() -> str:
 def detect_format(path: str | Path, format: str | None = None) -> str:
     """The format of a file: ``format`` when given (checked), else from the file's extension."""
     name = str(path)
+    fmt: str | None
     if format is not None:
         fmt = _FORMAT_ALIASES.get(format.lower(), format.lower())
         if fmt not in FORMATS:
@@ -106,7 +107,7 @@ def _json_constant(name: str) -> Any:
 
 _DECODER = json.JSONDecoder(parse_constant=_json_constant)
 _decode = _DECODER.decode
-_scan = _DECODER.scan_once
+_scan = _DECODER.scan_once  # type: ignore[attr-defined]  # set by JSONDecoder.__init__; typeshed omits it
 
 
 def _loads(text: str) -> Any:

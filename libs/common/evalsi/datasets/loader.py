@@ -503,7 +503,7 @@ def _fill_metadata(target: Any, metadata: Mapping[str, Any]) -> None:
 def _trajectory(value: Any) -> Trajectory:
     obj = _object("trajectory", value)
     try:
-        return json_format.ParseDict(obj, Trajectory())
+        return json_format.ParseDict(dict(obj), Trajectory())
     except (json_format.ParseError, TypeError, ValueError) as exc:
         raise _RowError(
             f"field 'trajectory': {exc}; accepted: the protobuf JSON form of evalsi.v1alpha1.Trajectory "

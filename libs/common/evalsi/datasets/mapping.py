@@ -262,6 +262,8 @@ def _without(value: Any, taken: dict[Any, Any] | bool) -> Any:
     """What is left of ``value`` once the parts in ``taken`` are gone; emptied containers go too."""
     if taken is True:
         return _GONE
+    if taken is False:  # nothing taken: the value stays whole
+        return value
     if type(value) is dict or isinstance(value, Mapping):
         out = dict(value)
         for key, sub in taken.items():

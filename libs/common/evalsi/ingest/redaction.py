@@ -495,7 +495,7 @@ def _redact_text(rules: _RuleSet, text: str) -> str:
     return _apply(rules.rules, text)
 
 
-class _Pairs(list):  # type: ignore[type-arg]
+class _Pairs(list[Any]):
     """A JSON object as its (key, value) pairs: a duplicate key keeps both values, so neither escapes redaction
     (a dict would keep only the last one, and the text would be judged unchanged)."""
 

@@ -34,6 +34,7 @@ from evalsi.documents import (
     read_text,
     to_message_dict,
 )
+from evalsi.edge_checks import descriptor_of
 from evalsi.errors import BadInputError
 from evalsi.evaluators import BoundEvaluator, Registry
 from evalsi.judges import JudgeConfig
@@ -102,7 +103,7 @@ def parse_eval_run(document: Mapping[str, Any], *, source: str, lines: Lines | N
     if kind != KIND:
         got = "missing" if kind is None else f"got {kind!r}"
         raise where.error(("kind",), f"must be {KIND} ({got}); this file is not a run spec")
-    converted = to_message_dict(document, EvalRun.DESCRIPTOR, (), where)
+    converted = to_message_dict(document, descriptor_of(EvalRun), (), where)
     try:
         run = json_format.ParseDict(converted, EvalRun())
     except json_format.ParseError as exc:  # what the walk above does not catch (e.g. an int out of range)
