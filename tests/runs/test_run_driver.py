@@ -27,7 +27,7 @@ from evalsi.v1alpha1.run_pb2 import (
     Run,
 )
 from evalsi.v1alpha1.run_service_pb2 import RUN_EVENT_TYPE_PROGRESS, RUN_EVENT_TYPE_SUMMARY, RunEvent
-from evalsi.v1alpha1.score_pb2 import OUTCOME_SCORED
+from evalsi.v1alpha1.score_pb2 import OUTCOME_CANCELLED, OUTCOME_SCORED
 
 FAST = RetryPolicy(base_delay_s=0.001, max_delay_s=0.005)
 
@@ -156,6 +156,12 @@ async def test_a_token_budget_stops_the_run(tmp_path: Path) -> None:
     assert served.state == RUN_STATE_BUDGET_EXCEEDED
     assert served.message.startswith("token budget exceeded: ")
     assert len(server.requests) < 1200  # stopped before every record was generated
+    # Every evaluation is accounted for, as embedded: what the budget kept from running is CANCELLED.
+    progress = served.progress
+    assert progress.cancelled > 0 and progress.scored + progress.errors + progress.cancelled == len(rows)
+    assert served.message.endswith(f"; {progress.cancelled} evaluations were cancelled")
+    assert {r.reason for r in served.results if r.outcome == OUTCOME_CANCELLED} <= {
+        "cancelled before it ran", "cancelled before the target was called"}
 
 
 @evaluator("test/held-after-500", requires=["output"], outputs=[Output("ok", "boolean")])
@@ -180,7 +186,9 @@ async def test_partial_summaries_fold_in_as_results_arrive_and_a_cancel_stops_th
     served = await asyncio.wait_for(run, timeout=60)
     partial = next(e for e in events if e.message == "partial")
     assert (partial.summaries[0].n, partial.summaries[0].mean) == (500, 1.0)  # the first shard, folded as it came
-    assert served.state == RUN_STATE_CANCELLED and served.message.startswith("cancelled; ")
+    assert served.state == RUN_STATE_CANCELLED
+    assert served.message == "cancelled; 500 evaluations did not run, the figures are partial"
+    assert served.progress.cancelled == served.summaries[0].cancelled == 500
     assert sum(r.outcome == OUTCOME_SCORED for r in served.results) == served.summaries[0].n == 500
     final = events[-1]
     assert final.type == RUN_EVENT_TYPE_SUMMARY and final.state == RUN_STATE_CANCELLED

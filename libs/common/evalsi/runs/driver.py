@@ -42,6 +42,7 @@ from evalsi.runs.plan import Task as PlannedTask
 from evalsi.runs.ports import BusPort, RunRecords
 from evalsi.runs.summary import SummaryBuilder
 from evalsi.runs.tasks import ATTEMPT_LABEL, STAGES, index_of, message_id, task_message
+from evalsi.runs.unrun import record_unrun
 from evalsi.sdk import resolve_evaluators
 from evalsi.v1alpha1.record_pb2 import Record
 from evalsi.v1alpha1.run_pb2 import (
@@ -399,17 +400,14 @@ class RunDriver:
                 ref = outputs[p.depends_on[0]]
             else:
                 ref = await self.records.shard_ref(run, p.start, p.stop)
-            await self._publish(run, bound, p, ref)
-
-    async def _publish(self, run: Run, bound: Sequence[BoundEvaluator], p: PlannedTask, ref: str) -> None:
-        await self.bus.publish_task(p.pool, task_message(run, bound, p, ref), message_id(run, p))
+            await self.bus.publish_task(p.pool, task_message(run, bound, p, ref), message_id(run, p))
 
     async def _publish_reducers(
         self, run: Run, bound: Sequence[BoundEvaluator], reducers: Sequence[PlannedTask]
     ) -> None:
         ref = await self.records.put_outputs(run, await self._final_records(run))
         for p in reducers:
-            await self._publish(run, bound, p, ref)
+            await self.bus.publish_task(p.pool, task_message(run, bound, p, ref), message_id(run, p))
 
     async def _final_records(self, run: Run) -> list[Record]:
         """The records as evaluated: generated outputs for a generating target, the dataset otherwise."""
@@ -427,8 +425,11 @@ class RunDriver:
         self, run: Run, bound: Sequence[BoundEvaluator], *, cancelled: bool = False, budget: str = "",
         failed_tasks: int = 0,
     ) -> None:
-        """Summaries from the stored results (streamed), gates, the manifest, the final state (runs.outcome's
-        rule); then the final event."""
+        """Unrun work as results (a stopped run), summaries (streamed), gates, the manifest, the final state
+        (runs.outcome's rule); then the final event."""
+        if cancelled or budget:
+            plan = plan_of(run, await self.records.record_count(run), bound)
+            await record_unrun(self.store, self.records, run, bound, plan)
         builder = SummaryBuilder(bound)
         async for batch in self.store.iter_results(run.project, run.id):
             builder.add(batch)
@@ -540,7 +541,7 @@ class RunDriver:
                 ref=ev.ref,
                 depends_on=(result.key,),
             )
-            await self._publish(run, bound, planned, ref)
+            await self.bus.publish_task(planned.pool, task_message(run, bound, planned, ref), message_id(run, planned))
 
     async def on_dead_letter(self, task: Task, reason: str, msg_id: str = "") -> None:
         """A task no worker could finish: each of its evaluations is an infrastructure error, never a score.
