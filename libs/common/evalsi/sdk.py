@@ -72,6 +72,7 @@ def resolve_evaluators(
     bound: list[BoundEvaluator] = []
     extra = {alias: dict(values) for alias, values in (params or {}).items()}
     for spec in specs:
+        values: dict[str, Any]
         if isinstance(spec, BoundEvaluator):
             bound.append(spec)
             continue

@@ -72,7 +72,7 @@ def check_token(value: str, what: str) -> str:
 def check_pool(pool: str) -> Pool:
     if pool not in POOLS:
         raise ValueError(f"unknown worker pool {pool!r}; pools are {', '.join(POOLS)}")
-    return pool  # type: ignore[return-value]
+    return pool
 
 
 def work(pool: str) -> str:

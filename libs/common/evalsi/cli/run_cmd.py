@@ -140,7 +140,7 @@ def run_command(
         prepared, projection = plan_dry_run(run, base_dir=base_dir, source=file)
         if fmt == "json":
             plan = prepared.plan
-            document = {
+            plan_document = {
                 "run": run.metadata.name,
                 "project": run.metadata.project,
                 "samples": plan.samples,
@@ -149,7 +149,7 @@ def run_command(
                 "pools": {pool: list(aliases) for pool, aliases in plan.pools.items()},
                 **projection.to_dict(),
             }
-            click.echo(json.dumps(document, indent=2))
+            click.echo(json.dumps(plan_document, indent=2))
         else:
             click.echo(
                 dry_run_text(

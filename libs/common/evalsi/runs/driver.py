@@ -60,6 +60,7 @@ from evalsi.v1alpha1.run_service_pb2 import (
     RUN_EVENT_TYPE_STATE,
     RUN_EVENT_TYPE_SUMMARY,
     RunEvent,
+    RunEventType,
 )
 
 log = logging.getLogger("evalsi.scheduler")
@@ -470,7 +471,7 @@ class RunDriver:
             return
         await self._event(run, RUN_EVENT_TYPE_SUMMARY)
 
-    async def _event(self, run: Run, kind: int) -> None:
+    async def _event(self, run: Run, kind: RunEventType) -> None:
         event = RunEvent(
             run_id=run.id, type=kind, state=run.state, progress=run.progress, message=run.message, time=_now()
         )

@@ -56,10 +56,7 @@ from evalsi.stats.defaults import DEFAULT_BOOTSTRAP_RESAMPLES
 from evalsi.targets.generation import generate
 from evalsi.targets.models import Generation, TargetClient, TargetFailure
 from evalsi.v1alpha1.record_pb2 import Record, Usage
-from evalsi.v1alpha1.run_pb2 import (
-    EvalRun,
-    Run,
-)
+from evalsi.v1alpha1.run_pb2 import EvalRun, Run, RunState
 from evalsi.v1alpha1.score_pb2 import (
     ERROR_KIND_INFRA,
     OUTCOME_CANCELLED,
@@ -482,7 +479,7 @@ def _document(
 
 def _state(
     prepared: PreparedRun, meter: _Meter, cancel: asyncio.Event, generations: Sequence[Generation], document: Run
-) -> tuple[int, str]:
+) -> tuple[RunState, str]:
     calls = sum(
         (target_calls_of(((f.kind, f.reason) for f in g.failures.values()), len(g.records)) for g in generations),
         TargetCalls(),

@@ -19,6 +19,7 @@ from evalsi.bus.v1alpha1.bus_pb2 import (
     Task,
     TaskRecords,
     TaskResult,
+    TaskStatus,
 )
 from evalsi.connections import Connections
 from evalsi.datasets import records_from_rows
@@ -204,7 +205,7 @@ def _infra_errors(results: Sequence[EvaluationResult]) -> int:
     return sum(1 for r in results if r.outcome == OUTCOME_ERROR and r.error_kind == ERROR_KIND_INFRA)
 
 
-def result_for(task: Task, status: int, worker: str) -> TaskResult:
+def result_for(task: Task, status: TaskStatus, worker: str) -> TaskResult:
     """An empty result of ``task`` with its identity filled in."""
     return TaskResult(
         key=task.key,
@@ -223,7 +224,7 @@ def _failure_results(records: Sequence[Record], bound: Sequence[BoundEvaluator])
     from evalsi.runs.embedded import failure_result
     from evalsi.targets.models import TargetFailure
 
-    out = []
+    out: list[EvaluationResult] = []
     for record in records:
         marker = from_value(record.metadata[TARGET_FAILURE_KEY])
         failure = TargetFailure(marker.get("kind", "infra"), marker.get("reason", "the target failed"))

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from evalsi.bus.memory import MemoryBus
+from evalsi.bus.v1alpha1.bus_pb2 import Task, TaskResult
 from evalsi.evaluators import Registry
 from evalsi.judges.panel import JudgeSet
 from evalsi.runs.driver import RunDriver, planned_task_count
@@ -72,11 +73,11 @@ async def run_in_process(
         executor = Executor(registry, judges, concurrency=concurrency, call_timeout_s=None, fetch=run_records.fetch)
         scheduler: RunDriver | None = None
 
-        async def on_result(result):  # type: ignore[no-untyped-def]
+        async def on_result(result: TaskResult) -> None:
             assert scheduler is not None
             await scheduler.on_task_result(result)
 
-        async def on_dead(task, reason, msg_id):  # type: ignore[no-untyped-def]
+        async def on_dead(task: Task, reason: str, msg_id: str) -> None:
             assert scheduler is not None
             await scheduler.on_dead_letter(task, reason, msg_id)
 

@@ -21,6 +21,7 @@ from evalsi.v1alpha1.run_pb2 import (
     RunManifest,
     RunProgress,
     RunSpec,
+    RunState,
 )
 from evalsi.v1alpha1.score_pb2 import (
     ERROR_KIND_INFRA,
@@ -86,7 +87,7 @@ def final_state(
     target_calls: TargetCalls | None = None,
     cancelled_evaluations: int = 0,
     failed_tasks: int = 0,
-) -> tuple[int, str]:
+) -> tuple[RunState, str]:
     """The run's final state and message, by the first rule that applies:
 
     1. a budget was exceeded (``budget_exceeded`` names it): BUDGET_EXCEEDED;
@@ -116,8 +117,11 @@ def bootstrap_seed(options: SummaryOptions) -> int:
 
 
 class DatasetIdentity(Protocol):
-    source: str
-    version: str
+    @property
+    def source(self) -> str: ...
+
+    @property
+    def version(self) -> str: ...
 
 
 def run_manifest(

@@ -421,8 +421,8 @@ def budget_exceeded(budget: Budget, usage: Usage) -> str | None:
         over = tokens - budget.tokens
         return f"token budget exceeded: {tokens:,} tokens used of {budget.tokens:,} (over by {over:,})"
     if budget.usd and usage.cost_usd > budget.usd:
-        over = usage.cost_usd - budget.usd
-        return f"cost budget exceeded: ${usage.cost_usd:.4f} spent of ${budget.usd:.4f} (over by ${over:.4f})"
+        over_usd = usage.cost_usd - budget.usd
+        return f"cost budget exceeded: ${usage.cost_usd:.4f} spent of ${budget.usd:.4f} (over by ${over_usd:.4f})"
     return None
 
 
