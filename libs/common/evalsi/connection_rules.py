@@ -17,9 +17,14 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from evalsi.cases.transport import HttpTransport
+from evalsi.cases.transport_a2a import A2ATransport
+from evalsi.cases.transport_responses import ResponsesTransport
 from evalsi.connections import Connections, JudgeConnection
 from evalsi.errors import BadInputError
 from evalsi.judges.config import JudgeConfig
+from evalsi.records import struct_dict
+from evalsi.targets.config import TARGET_CALL_PARAMS
 from evalsi.v1alpha1.evaluator_pb2 import JudgeSpec
 from evalsi.v1alpha1.run_pb2 import AgentTarget, EvalRun, HarnessSpec, ModelTarget
 
@@ -54,8 +59,6 @@ def model_config(connections: Connections, model: ModelTarget, project: str, *, 
                  where: str = "spec.target.model") -> JudgeConfig:
     """The call config of a model target over its connection: the spec's params on the connection's (no
     temperature imposed, as embedded), prices and the connection's call policy left to their owners."""
-    from evalsi.records import struct_dict
-    from evalsi.targets.config import TARGET_CALL_PARAMS
 
     _refuse_fields(model, MODEL_FIELDS, where, "a model target")
     if not model.connection:
@@ -77,9 +80,6 @@ def model_config(connections: Connections, model: ModelTarget, project: str, *, 
 def agent_transport(connections: Connections, agent: AgentTarget, project: str,
                     where: str = "spec.target.agent") -> tuple[Transport, str]:
     """The transport to a configured agent, its token read here (the worker) and sent only to its own URL."""
-    from evalsi.cases.transport import HttpTransport
-    from evalsi.cases.transport_a2a import A2ATransport
-    from evalsi.cases.transport_responses import ResponsesTransport
 
     connection = connections.agent(_agent_name(connections, agent, project, where), project, f"{where}.connection")
     token = connection.token.read()

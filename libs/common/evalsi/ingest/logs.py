@@ -34,6 +34,7 @@ from evalsi.v1alpha1.record_pb2 import STEP_STATUS_OK, STEP_TYPE_GENERIC, Messag
 from .attributes import any_value_to_python, attributes_to_dict
 from .mappers import SESSION_KEYS, MapResult
 from .messages import messages_content, messages_from_json, parse_json
+from .redaction import _redact_any, _redact_kvs
 
 if TYPE_CHECKING:
     from .redaction import Redactor
@@ -171,9 +172,6 @@ def redact_resource_logs(redactor: Redactor, project: str, resource_logs: Resour
     rule with ``attributes`` globs applies to the matching attributes and to a body whose event name matches
     (the body of ``gen_ai.choice`` is that event's content), ``log.body`` standing for a record without one.
     """
-    # Imported here: redaction imports the handler, which imports this module.
-    from .redaction import _redact_any, _redact_kvs
-
     rules = redactor.for_project(project)
     if not rules:
         return

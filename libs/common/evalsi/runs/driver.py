@@ -29,6 +29,7 @@ from evalsi.bus.v1alpha1.bus_pb2 import (
 )
 from evalsi.errors import InfraError
 from evalsi.evaluators import BoundEvaluator, Registry
+from evalsi.runs.gates import evaluate_gates
 from evalsi.runs.news import RunNews
 from evalsi.runs.outcome import (
     fill_outcome_counts,
@@ -37,14 +38,16 @@ from evalsi.runs.outcome import (
     stored_run_manifest,
     target_calls_of_records,
 )
-from evalsi.runs.plan import Plan, plan_run, task_key
+from evalsi.runs.plan import DEFAULT_SHARD_SIZE, Plan, budget_exceeded, plan_run, task_key, wall_clock_exceeded
 from evalsi.runs.plan import Task as PlannedTask
 from evalsi.runs.ports import BusPort, RunRecords
 from evalsi.runs.summary import SummaryBuilder
 from evalsi.runs.tasks import ATTEMPT_LABEL, STAGES, index_of, message_id, task_message
 from evalsi.runs.unrun import record_unrun
 from evalsi.sdk import resolve_evaluators
-from evalsi.v1alpha1.record_pb2 import Record
+from evalsi.stores import TaskRow
+from evalsi.targets.identity import generation_kind
+from evalsi.v1alpha1.record_pb2 import Record, Usage
 from evalsi.v1alpha1.run_pb2 import (
     RUN_STATE_BUDGET_EXCEEDED,
     RUN_STATE_CANCELLED,
@@ -86,7 +89,6 @@ def bound_of(run: Run, registry: Registry) -> list[BoundEvaluator]:
 
 def generates_outputs(run: Run) -> bool:
     """Whether a target (a model, an agent or the built-in harness) generates the run's outputs."""
-    from evalsi.targets.identity import generation_kind
 
     return generation_kind(run.spec.target, run.spec.harness) != "outputs"
 
@@ -101,15 +103,17 @@ def run_traceparent(run_id: str, span_of: str) -> str:
     return f"00-{trace_id}-{span_id}-01"
 
 
-def plan_of(run: Run, n_records: int, bound: Sequence[BoundEvaluator]) -> Plan:
+def plan_of(run: Run, n_records: int, bound: Sequence[BoundEvaluator], shard_size: int = DEFAULT_SHARD_SIZE) -> Plan:
     """The run's plan: the same planner as the embedded mode, so keys and shards agree everywhere."""
-    return plan_run(EvalRun(spec=run.spec), n_records, evaluators=bound, run_id=run.id)
+    return plan_run(EvalRun(spec=run.spec), n_records, evaluators=bound, run_id=run.id, shard_size=shard_size)
 
 
-def planned_task_count(document: EvalRun, n_records: int, *, registry: Registry) -> int:
+def planned_task_count(
+    document: EvalRun, n_records: int, *, registry: Registry, shard_size: int = DEFAULT_SHARD_SIZE
+) -> int:
     """How many tasks the scheduler will plan for ``document``: a run's ``progress.total_tasks`` from PENDING on."""
     bound = resolve_evaluators(list(document.spec.evaluators), registry)
-    return plan_run(document, n_records, evaluators=bound, run_id="pending").task_count
+    return plan_run(document, n_records, evaluators=bound, run_id="pending", shard_size=shard_size).task_count
 
 
 @dataclass
@@ -126,6 +130,7 @@ class RunDriver:
     # The longest a driver waits between looks at its run: results folded here wake it at once; this bounds how
     # late it sees results folded by another replica, a cancel, a budget's clock, and it renews the lease.
     tick_s: float = 0.5
+    shard_size: int = DEFAULT_SHARD_SIZE  # records per shard; an in-process run may choose its own
     news: RunNews = field(default_factory=RunNews)
     _drivers: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     _runs: dict[str, Run] = field(default_factory=dict)
@@ -254,8 +259,7 @@ class RunDriver:
             return
         bound = bound_of(run, self.registry)
         attempt = run.labels.get(ATTEMPT_LABEL, "0")
-        planned = list(plan_of(run, await self.records.record_count(run), bound).tasks())
-        from evalsi.stores import TaskRow
+        planned = list(plan_of(run, await self.records.record_count(run), bound, self.shard_size).tasks())
 
         await self.store.add_tasks(
             project,
@@ -347,8 +351,6 @@ class RunDriver:
     async def _over_budget(self, run: Run) -> str:
         """Why the run is over its token, cost or wall-clock budget (counted from its start), or "" while within
         them."""
-        from evalsi.runs.plan import budget_exceeded, wall_clock_exceeded
-        from evalsi.v1alpha1.record_pb2 import Usage
 
         budget = run.spec.budget
         if run.HasField("start_time"):
@@ -429,7 +431,7 @@ class RunDriver:
         """Unrun work as results (a stopped run), summaries (streamed), gates, the manifest, the final state
         (runs.outcome's rule); then the final event."""
         if cancelled or budget:
-            plan = plan_of(run, await self.records.record_count(run), bound)
+            plan = plan_of(run, await self.records.record_count(run), bound, self.shard_size)
             await record_unrun(self.store, self.records, run, bound, plan)
         builder = SummaryBuilder(bound)
         async for batch in self.store.iter_results(run.project, run.id):
@@ -438,8 +440,6 @@ class RunDriver:
         run.ClearField("summaries")
         run.summaries.extend(builder.summaries(records=records, options=run.spec.summary))
         if run.spec.gates:
-            from evalsi.runs.gates import evaluate_gates
-
             run.ClearField("gates")
             run.gates.extend(evaluate_gates(list(run.spec.gates), run.summaries))
         counts = await self.store.count_results(run.project, run.id)

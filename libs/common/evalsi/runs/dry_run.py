@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from evalsi.evaluators import Registry
 from evalsi.runs.plan import Plan, Projection, plan_run, projection
+from evalsi.sdk import resolve_evaluators
 from evalsi.v1alpha1.record_pb2 import Record
 from evalsi.v1alpha1.run_pb2 import EvalRun
 
@@ -15,7 +16,6 @@ def served_dry_run_text(
     document: EvalRun, records: Sequence[Record], *, project: str, dataset: str, registry: Registry
 ) -> str:
     """The dry-run text of a run submitted to a server, planned exactly as its scheduler would plan it."""
-    from evalsi.sdk import resolve_evaluators
 
     bound = resolve_evaluators(list(document.spec.evaluators), registry)
     plan = plan_run(document, records, evaluators=bound, run_id="dry-run")

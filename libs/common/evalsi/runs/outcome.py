@@ -11,6 +11,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from evalsi.evaluators import BoundEvaluator
+from evalsi.judges.panel import judge_config_from_spec
+from evalsi.records import from_value
+from evalsi.sdk import build_manifest
+from evalsi.targets.identity import target_identity, unpinned_target
 from evalsi.v1alpha1.record_pb2 import Record
 from evalsi.v1alpha1.run_pb2 import (
     RUN_STATE_BUDGET_EXCEEDED,
@@ -69,7 +73,6 @@ def target_calls_of(failures: Iterable[tuple[str, str]], records: int) -> Target
 
 def target_calls_of_records(records: Sequence[Record]) -> TargetCalls:
     """The target calls behind generated records, read from the failure marker each failed record carries."""
-    from evalsi.records import from_value
 
     failures = []
     for record in records:
@@ -132,8 +135,6 @@ def run_manifest(
 ) -> RunManifest:
     """What a run ran: spec hash, dataset and version, evaluators, judges (a served judge by its connection),
     target, ``seed`` (``spec.seed``, the target's), package versions and what could not be pinned."""
-    from evalsi.sdk import build_manifest
-    from evalsi.targets.identity import target_identity, unpinned_target
 
     manifest = build_manifest(dataset, spec, bound, judges)  # type: ignore[arg-type]
     manifest.seed = spec.seed
@@ -156,8 +157,6 @@ def run_manifest(
 def stored_run_manifest(run: Run, bound: Sequence[BoundEvaluator]) -> RunManifest:
     """The manifest of a stored run (a served or in-process one), its dataset as recorded when it was stored."""
     from types import SimpleNamespace
-
-    from evalsi.judges.panel import judge_config_from_spec
 
     dataset = SimpleNamespace(
         source=run.manifest.dataset or run.spec.dataset.path, version=run.manifest.dataset_version

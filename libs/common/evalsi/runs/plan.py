@@ -32,6 +32,7 @@ from typing import Literal
 from evalsi.datasets.shards import DEFAULT_SHARD_SIZE  # a run's shards are its stored dataset's shards
 from evalsi.evaluators import BoundEvaluator
 from evalsi.evaluators.runner import group_sessions
+from evalsi.records import content_text
 from evalsi.runs.spec import trials_of
 from evalsi.targets.config import target_config, target_prices
 from evalsi.targets.identity import generation_kind
@@ -306,7 +307,6 @@ def _tokens(chars: int) -> int:
 
 
 def _record_chars(record: Record) -> int:
-    from evalsi.records import content_text
 
     chars = sum(len(content_text(getattr(record, f))) for f in ("input", "reference", "output") if record.HasField(f))
     return chars + sum(len(content_text(c)) for c in record.context)

@@ -26,7 +26,9 @@ import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from evalsi.cases.transport import TransportError
 from evalsi.errors import InfraError
+from evalsi.harness import Harness, Task
 from evalsi.judges import RetryPolicy
 from evalsi.judges.redaction import redact
 from evalsi.records import content_text, to_value
@@ -150,7 +152,6 @@ class TransportAgent:
         self._rng = random.Random()
 
     async def _conversation(self, record: Record, messages: Sequence[str], trial: int) -> tuple[str, list[Turn]]:
-        from evalsi.cases.transport import TransportError
 
         conversation = f"eval-{record.id}-t{trial}-{uuid.uuid4().hex[:8]}"
         turns = []
@@ -203,7 +204,6 @@ class HarnessAgent:
         return {"messages": [{"role": m["role"], "content": m["content"]} for m in messages]}
 
     async def respond(self, record: Record, *, trial: int, run_id: str) -> None:
-        from evalsi.harness import Task
 
         result = await self._harness.run(Task(id=record.id, input=self._task_input(record)), trial=trial,
                                          run_id=run_id)
@@ -230,7 +230,6 @@ async def open_agent(target: Target, harness: HarnessSpec | None, *, trial: int,
         finally:
             await agent.aclose()
         return
-    from evalsi.harness import Harness
 
     assert harness is not None  # generation_kind says harness
     endpoints = endpoints or LocalEndpoints()
