@@ -55,6 +55,10 @@ class MemoryBus:
             await self.on_event(event)
 
     async def set_run_flag(self, run_id: str, flag: str) -> None:
+        self.flag(run_id, flag)
+
+    def flag(self, run_id: str, flag: str) -> None:
+        """Set the run's flag now (a caller outside the event loop's turns: a budget meter hearing a call)."""
         self._flags[run_id] = flag
         stop = self._cancelled.setdefault(run_id, asyncio.Event())
         if flag == "cancelled":

@@ -10,6 +10,7 @@ from __future__ import annotations
 import socket
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from evalsi.bus.v1alpha1.bus_pb2 import (
     STAGE_EVALUATE,
@@ -26,6 +27,7 @@ from evalsi.datasets import records_from_rows
 from evalsi.errors import BadInputError
 from evalsi.evaluators import BoundEvaluator, EvalContext, Registry
 from evalsi.evaluators.runner import RunnerOptions, run_evaluators
+from evalsi.judges import RetryPolicy
 from evalsi.judges.panel import JudgeSet, judge_config_from_spec
 from evalsi.limits import DEFAULT_CALL_TIMEOUT_S, check_resamples
 from evalsi.projects import DEFAULT_PROJECT
@@ -35,9 +37,21 @@ from evalsi.sdk import resolve_evaluators
 from evalsi.stats.defaults import DEFAULT_BOOTSTRAP_RESAMPLES
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResponse
 from evalsi.v1alpha1.record_pb2 import Record, Usage
-from evalsi.v1alpha1.score_pb2 import ERROR_KIND_INFRA, OUTCOME_ERROR, EvaluationResult, SummaryOptions
+from evalsi.v1alpha1.score_pb2 import (
+    ERROR_KIND_INFRA,
+    OUTCOME_CANCELLED,
+    OUTCOME_ERROR,
+    OUTCOME_SKIPPED,
+    EvaluationResult,
+    SummaryOptions,
+)
+
+if TYPE_CHECKING:  # imported where used: the target connectors are heavy and evaluation tasks never need them
+    from evalsi.targets.models import TargetFailure
 
 FetchObject = Callable[[str], Awaitable[bytes]]
+# Hears each answered target call's usage with its task, as the call returns (an in-process run's budget meter).
+TaskUsageCallback = Callable[[Task, Usage], None]
 
 
 @dataclass
@@ -56,6 +70,9 @@ class Executor:
     # against it for the task's project, and no endpoint or credential a message carries is ever used; None
     # (tests of the embedded engine) takes the message's specs as they are.
     connections: Connections | None = None
+    # The waits between a target's retries (None: the connector's own; tests of in-process runs shorten them).
+    retry: RetryPolicy | None = None
+    on_usage: TaskUsageCallback | None = None
 
     def _contexts(self, bound: Sequence[BoundEvaluator], specs: dict, project: str) -> Callable:
         from evalsi.connection_rules import judge_config
@@ -117,7 +134,9 @@ class Executor:
             try:
                 if generation_kind(task.target, task.harness) == "model":
                     # The judges' limiter: a target model's rpm/tpm is shared by every task and worker like a judge's.
-                    client = TargetClient(task.target.model, limiter=self.judges.limiter, endpoints=endpoints)
+                    client = TargetClient(
+                        task.target.model, limiter=self.judges.limiter, retry=self.retry, endpoints=endpoints
+                    )
                 # Agents and the built-in harness run here exactly as embedded (targets.agents), on the harness pool.
                 generation = await generate(
                     records,
@@ -128,6 +147,8 @@ class Executor:
                     run_id=task.run_id,
                     concurrency=self.concurrency,
                     harness=task.harness,
+                    retry=self.retry,
+                    on_usage=self._usage_of(task),
                     endpoints=endpoints,
                 )
             except BadInputError as exc:
@@ -151,7 +172,9 @@ class Executor:
         options = self._options(task.summary)  # task.seed is the target's, not the bootstrap's
         failed = [r for r in records if TARGET_FAILURE_KEY in r.metadata]
         evaluable = [r for r in records if TARGET_FAILURE_KEY not in r.metadata]
-        results = await self.evaluate(evaluable, task.evaluators, dict(task.judges), task.project, options=options)
+        results: list[EvaluationResult] = []
+        if evaluable or task.stage != STAGE_REDUCE:  # nothing to reduce over: the failed records' results say why
+            results = await self.evaluate(evaluable, task.evaluators, dict(task.judges), task.project, options=options)
         infra = _infra_errors(results)
         if infra and not final_attempt:
             raise RetryTask(f"{infra} evaluations failed on infrastructure")
@@ -160,6 +183,12 @@ class Executor:
         out.results.extend(results)
         out.usage.CopyFrom(_usage_of_results(results))
         return out
+
+    def _usage_of(self, task: Task) -> Callable[[Usage], None] | None:
+        on_usage = self.on_usage
+        if on_usage is None:
+            return None
+        return lambda usage: on_usage(task, usage)
 
     async def evaluate_request(self, request: EvaluateRequest) -> EvaluateResponse:
         """A synchronous Evaluate: small batches, answered over request/reply, summaries included."""
@@ -221,7 +250,6 @@ def result_for(task: Task, status: TaskStatus, worker: str) -> TaskResult:
 
 def _failure_results(records: Sequence[Record], bound: Sequence[BoundEvaluator]) -> list[EvaluationResult]:
     """Results for records the target produced no output for: infra errors, skips or cancellations."""
-    from evalsi.runs.embedded import failure_result
     from evalsi.targets.models import TargetFailure
 
     out: list[EvaluationResult] = []
@@ -230,6 +258,21 @@ def _failure_results(records: Sequence[Record], bound: Sequence[BoundEvaluator])
         failure = TargetFailure(marker.get("kind", "infra"), marker.get("reason", "the target failed"))
         out.extend(failure_result(record, b, failure) for b in bound)
     return out
+
+
+def failure_result(record: Record, bound: BoundEvaluator, failure: TargetFailure) -> EvaluationResult:
+    """The result of an evaluator on a record the target produced nothing for."""
+    result = EvaluationResult(
+        record_id=record.id, evaluator=bound.alias, evaluator_ref=bound.evaluator.ref, trial=record.provenance.trial
+    )
+    result.reason = failure.reason
+    if failure.kind == "infra":
+        result.outcome, result.error_kind = OUTCOME_ERROR, ERROR_KIND_INFRA
+    elif failure.kind == "skipped":
+        result.outcome = OUTCOME_SKIPPED
+    else:
+        result.outcome = OUTCOME_CANCELLED
+    return result
 
 
 def _usage_of_results(results: Sequence[EvaluationResult]) -> Usage:

@@ -1,8 +1,10 @@
 """A run in this process on the served engine: the same driver (``runs.driver``) and the same ``Executor`` as the
-scheduler and worker services, over the in-process bus and an in-memory store instead of NATS and SQL.
+scheduler and worker services, over the in-process bus and an in-memory store instead of NATS and SQL. It is what
+``evalsi run`` runs (``runs.embedded``).
 
 What it returns is the document a server would store, with its results: same plan, task keys, final-state rule,
-summaries, gates and manifest.
+summaries, gates and manifest. One thing a process can do that a service cannot: target calls report their usage as
+they answer (``stores.memory``'s meter), so a token or cost budget stops the run at the call that exceeds it.
 """
 
 from __future__ import annotations
@@ -11,28 +13,45 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from evalsi.bus.memory import MemoryBus
-from evalsi.bus.v1alpha1.bus_pb2 import Task, TaskResult
+from evalsi.bus.v1alpha1.bus_pb2 import STAGE_GENERATE, Task, TaskResult
 from evalsi.evaluators import Registry
+from evalsi.judges import RetryPolicy
 from evalsi.judges.panel import JudgeSet
-from evalsi.runs.driver import RunDriver, planned_task_count
+from evalsi.runs.driver import RunDriver, generates_outputs, planned_task_count
 from evalsi.runs.execute import Executor
+from evalsi.runs.outcome import TARGET_FAILURE_KEY
+from evalsi.runs.plan import DEFAULT_SHARD_SIZE, budget_exceeded
 from evalsi.sdk import timestamp_of
 from evalsi.stores.memory import MemoryRecords, MemoryRunStore
-from evalsi.v1alpha1.record_pb2 import Record
+from evalsi.v1alpha1.record_pb2 import Record, Usage
 from evalsi.v1alpha1.run_pb2 import RUN_STATE_PENDING, EvalRun, Run
 from evalsi.v1alpha1.run_service_pb2 import RunEvent
 
 OWNER = "in-process"
+DEFAULT_CONCURRENCY = 16
 
 
-def pending_run(document: EvalRun, records: Sequence[Record], *, source: str, version: str, registry: Registry) -> Run:
+def new_run_id() -> str:
+    return f"local-{uuid.uuid4().hex[:12]}"
+
+
+def pending_run(
+    document: EvalRun,
+    records: Sequence[Record],
+    *,
+    source: str,
+    version: str,
+    registry: Registry,
+    run_id: str = "",
+    shard_size: int = DEFAULT_SHARD_SIZE,
+) -> Run:
     """The run as the api stores it before a scheduler takes it."""
     run = Run(
-        id=f"local-{uuid.uuid4().hex[:12]}",
+        id=run_id or new_run_id(),
         project=document.metadata.project,
         name=document.metadata.name,
         spec=document.spec,
@@ -40,7 +59,7 @@ def pending_run(document: EvalRun, records: Sequence[Record], *, source: str, ve
         create_time=timestamp_of(time.time()),
     )
     run.labels.update(document.metadata.labels)
-    run.progress.total_tasks = planned_task_count(document, len(records), registry=registry)
+    run.progress.total_tasks = planned_task_count(document, len(records), registry=registry, shard_size=shard_size)
     run.manifest.dataset, run.manifest.dataset_version = source, version
     return run
 
@@ -52,30 +71,65 @@ async def run_in_process(
     registry: Registry,
     source: str = "",
     version: str = "",
+    run_id: str = "",
     cache: bool = True,
     cache_dir: str | Path | None = None,
-    concurrency: int = 16,
+    concurrency: int = DEFAULT_CONCURRENCY,
+    shard_size: int = DEFAULT_SHARD_SIZE,
+    retry: RetryPolicy | None = None,
     cancel: asyncio.Event | None = None,
     events: list[RunEvent] | None = None,
+    progress: Callable[[int], None] | None = None,
+    evaluated: list[Record] | None = None,
 ) -> Run:
     """Drive ``document`` over ``records`` to its end; setting ``cancel`` cancels it as CancelRun would.
-    ``events``, when given, collects the run's events (state, progress, partial and final summaries)."""
+
+    Targets and judges are called with the spec's own endpoints and keys (no server connections). ``concurrency``
+    bounds the calls and evaluations of each task; ``retry`` overrides a target's waits between retries (tests).
+    ``events``, when given, collects the run's events (state, progress, partial and final summaries); ``progress``
+    hears how many evaluations each finished task produced; ``evaluated`` collects the records as evaluated
+    (generated outputs of the generation tasks that finished, trial-major then dataset order; the dataset's records
+    when outputs are given).
+    """
     store, run_records = MemoryRunStore(), MemoryRecords()
-    run = pending_run(document, records, source=source, version=version, registry=registry)
+    run = pending_run(
+        document, records, source=source, version=version, registry=registry, run_id=run_id, shard_size=shard_size
+    )
     await store.create_run(run)
     run_records.add_run(run.id, records)
+    scheduler: RunDriver | None = None
+    bus: MemoryBus | None = None
+    over_budget = False
+
+    def meter(task: Task, usage: Usage) -> None:
+        # Each answered target call: once the run's tokens or cost are over its budget, the run is stopped now (what
+        # is running ends cancelled, nothing more starts) and the driver, woken, ends it BUDGET_EXCEEDED.
+        nonlocal over_budget
+        store.meter(task.run_id, task.key, (usage.input_tokens, usage.output_tokens, usage.cost_usd))
+        budget = document.spec.budget
+        if over_budget or not (budget.tokens or budget.usd) or bus is None or scheduler is None:
+            return
+        tokens_in, tokens_out, usd = store.usage_now(task.run_id)
+        used = Usage(input_tokens=tokens_in, output_tokens=tokens_out, total_tokens=tokens_in + tokens_out,
+                     cost_usd=usd)
+        if budget_exceeded(budget, used):
+            over_budget = True
+            bus.flag(task.run_id, "cancelled")
+            scheduler.news.wake(task.run_id)
 
     async def collect(event: RunEvent) -> None:
         if events is not None:
             events.append(event)
 
     async with JudgeSet({}, cache=cache, cache_dir=cache_dir) as judges:
-        executor = Executor(registry, judges, concurrency=concurrency, call_timeout_s=None, fetch=run_records.fetch)
-        scheduler: RunDriver | None = None
+        executor = Executor(registry, judges, concurrency=concurrency, call_timeout_s=None, fetch=run_records.fetch,
+                            retry=retry, on_usage=meter)
 
         async def on_result(result: TaskResult) -> None:
             assert scheduler is not None
             await scheduler.on_task_result(result)
+            if progress is not None and result.results:
+                progress(len(result.results))
 
         async def on_dead(task: Task, reason: str, msg_id: str) -> None:
             assert scheduler is not None
@@ -83,13 +137,14 @@ async def run_in_process(
 
         bus = MemoryBus(executor, on_result, on_dead, on_event=collect)
         # Results come straight back and wake the driver; the tick only bounds how late it sees a wall clock run out.
-        scheduler = RunDriver(store, run_records, bus, registry, owner=OWNER, tick_s=0.25)
+        scheduler = RunDriver(store, run_records, bus, registry, owner=OWNER, tick_s=0.25, shard_size=shard_size)
         watcher = None
         if cancel is not None:
+            driver = scheduler
 
             async def cancel_when_asked() -> None:
                 await cancel.wait()
-                await scheduler.on_control_cancel(run.project, run.id)
+                await driver.on_control_cancel(run.project, run.id)
 
             watcher = asyncio.create_task(cancel_when_asked())
         try:
@@ -104,4 +159,25 @@ async def run_in_process(
     assert finished is not None
     async for batch in store.iter_results(run.project, run.id):
         finished.results.extend(batch)
+    tokens_in, tokens_out, usd = store.usage_now(run.id)
+    usage = finished.progress.usage
+    usage.input_tokens, usage.output_tokens, usage.total_tokens = tokens_in, tokens_out, tokens_in + tokens_out
+    usage.cost_usd = usd
+    if evaluated is not None:
+        evaluated.extend(await _evaluated_records(store, run_records, finished))
     return finished
+
+
+async def _evaluated_records(store: MemoryRunStore, run_records: MemoryRecords, run: Run) -> list[Record]:
+    """The records as evaluated: each finished generation task's outputs in (trial, shard) order, without the marker
+    that carried a target's failure to its evaluation; the dataset's records when outputs are given."""
+    if not generates_outputs(run):
+        return await run_records.shard_records(run, 0, await run_records.record_count(run))
+    generated = await store.list_tasks(run.id, states=("done",), stage=STAGE_GENERATE)
+    records: list[Record] = []
+    for row in sorted(generated, key=lambda r: (r.trial, r.shard)):
+        records.extend(await run_records.outputs(row.output_ref))
+    for record in records:
+        if TARGET_FAILURE_KEY in record.metadata:
+            del record.metadata[TARGET_FAILURE_KEY]
+    return records

@@ -3,6 +3,9 @@
 Same semantics as the SQL store where the driver relies on them: compare-and-set run updates, task state moves
 only from the given states, results upserted by (evaluator, record, trial) where a scored or skipped result is
 never replaced by a later error or cancellation, results read back in (evaluator, record_id, trial) order.
+
+One addition a process can afford: usage metered as calls answer (``meter``), so a task still running counts what
+its calls have used so far, and a budget cuts in per call rather than when a whole task reports.
 """
 
 from __future__ import annotations
@@ -20,13 +23,20 @@ from evalsi.v1alpha1.run_pb2 import Run
 from evalsi.v1alpha1.score_pb2 import OUTCOME_SCORED, OUTCOME_SKIPPED, EvaluationResult
 
 _FINAL = (OUTCOME_SCORED, OUTCOME_SKIPPED)
+_REPORTED = ("done", "failed")  # task states whose usage is the task's own report
 _ResultKey = tuple[str, str, int]
 
 
 @dataclass
 class _Task:
     row: TaskRow
-    usage: tuple[int, int, float] = (0, 0, 0.0)
+    usage: tuple[int, int, float] = (0, 0, 0.0)  # as the task reported it when it finished
+    metered: tuple[int, int, float] = (0, 0, 0.0)  # as its calls answered, while it ran
+
+    def used(self) -> tuple[int, int, float]:
+        """A finished task's report, else what its calls used (a cancelled task reports nothing, but its calls
+        were made)."""
+        return self.usage if self.row.state in _REPORTED else self.metered
 
 
 @dataclass
@@ -140,8 +150,19 @@ class MemoryRunStore:
         return counts
 
     async def task_usage(self, run_id: str) -> tuple[int, int, float]:
-        usages = [t.usage for t in self._tasks.get(run_id, {}).values()]
+        return self.usage_now(run_id)
+
+    def usage_now(self, run_id: str) -> tuple[int, int, float]:
+        """Tokens in, tokens out and cost of the run's tasks: each finished one's report, each other one's calls."""
+        usages = [t.used() for t in self._tasks.get(run_id, {}).values()]
         return sum(u[0] for u in usages), sum(u[1] for u in usages), sum(u[2] for u in usages)
+
+    def meter(self, run_id: str, key: str, usage: tuple[int, int, float]) -> None:
+        """Add one answered call's usage to the running task ``key``."""
+        task = self._tasks.get(run_id, {}).get(key)
+        if task is not None:
+            m = task.metered
+            task.metered = (m[0] + int(usage[0]), m[1] + int(usage[1]), m[2] + float(usage[2]))
 
     async def acquire_lease(self, name: str, owner: str, ttl_s: float) -> bool:
         holder = self._leases.get(name)
