@@ -24,7 +24,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from typing import Any, cast
 
 import nats.errors
 from faststream._internal.broker import BrokerUsecase
@@ -47,7 +47,6 @@ __all__ = ["BusBroker", "Handler", "Subscription", "protobuf_decoder"]
 
 log = logging.getLogger(__name__)
 
-M = TypeVar("M", bound=Message)
 Handler = Callable[[Any, Any], Awaitable[None]]  # (message, Delivery) -> None; the message type is the subscription's
 
 
