@@ -201,15 +201,21 @@ def progress_bar(enabled: bool, total: int) -> Iterator[Callable[[int], None] | 
 
 
 @contextmanager
-def interrupt_sets(cancel: asyncio.Event, enabled: bool) -> Iterator[None]:
-    """While active, the first SIGINT sets ``cancel``; the handler then steps aside so a second one aborts."""
+def interrupt_sets(
+    cancel: asyncio.Event,
+    enabled: bool,
+    *,
+    what_happens: str = "calls in flight finish, the rest are skipped",
+) -> Iterator[None]:
+    """While active, the first SIGINT sets ``cancel`` and says ``what_happens``; the handler then steps aside so a
+    second one aborts."""
     if not enabled:
         yield
         return
     loop = asyncio.get_running_loop()
 
     def on_interrupt() -> None:
-        sys.stderr.write("\ncancelling: calls in flight finish, the rest are skipped (Ctrl-C again to abort)\n")
+        sys.stderr.write(f"\ncancelling: {what_happens} (Ctrl-C again to abort)\n")
         cancel.set()
         loop.remove_signal_handler(signal.SIGINT)
 

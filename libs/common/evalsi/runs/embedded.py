@@ -172,7 +172,8 @@ async def execute_run(
     total = per_shard * plan.trials + once  # the progress bar's evaluations
     cancel = cancel or asyncio.Event()
     evaluated: list[Record] = []
-    with progress_bar(progress, total) as advance, interrupt_sets(cancel, stop_on_interrupt):
+    stopping = "the run stops now: tasks in progress are dropped, finished work is kept"
+    with progress_bar(progress, total) as advance, interrupt_sets(cancel, stop_on_interrupt, what_happens=stopping):
         document = await run_in_process(
             prepared.run,
             dataset.records,
