@@ -22,6 +22,7 @@ from google.protobuf.message import Message
 
 from evalsi.errors import BadInputError, InfraError
 from evalsi.projects import PROJECT_HEADER, PROJECT_LABEL, check_project
+from evalsi.stats.defaults import DEFAULT_CONFIDENCE
 from evalsi.v1alpha1 import (
     catalog_service_pb2,
     evaluation_service_pb2,
@@ -400,7 +401,7 @@ class Runs:
             if not token:
                 return
 
-    def compare(self, run_a: str, run_b: str, *, confidence: float = 0.95) -> Comparison:
+    def compare(self, run_a: str, run_b: str, *, confidence: float = DEFAULT_CONFIDENCE) -> Comparison:
         request = CompareRunsRequest(run_a=run_a, run_b=run_b, confidence=confidence)
         return self._t.unary("RunService", "CompareRuns", request, Comparison)
 

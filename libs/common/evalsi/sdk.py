@@ -27,7 +27,7 @@ from evalsi.projects import DEFAULT_PROJECT, check_project
 from evalsi.records import canonical_json, struct_to_dict
 from evalsi.runs.results import EvaluationResults
 from evalsi.runs.summary import summarize_results
-from evalsi.stats.defaults import DEFAULT_BOOTSTRAP_RESAMPLES
+from evalsi.stats.defaults import DEFAULT_BOOTSTRAP_RESAMPLES, DEFAULT_CONFIDENCE
 from evalsi.v1alpha1.evaluator_pb2 import EvaluatorRef
 from evalsi.v1alpha1.run_pb2 import (
     RUN_STATE_SUCCEEDED,
@@ -237,7 +237,7 @@ async def evaluate_async(
     limit: int | None = None,
     compare_to: Data | None = None,
     cluster_by: str | None = None,
-    confidence: float = 0.95,
+    confidence: float = DEFAULT_CONFIDENCE,
     interval: str = "auto",
     seed: int = 0,
     bootstrap_resamples: int = DEFAULT_BOOTSTRAP_RESAMPLES,

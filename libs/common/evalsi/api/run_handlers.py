@@ -46,6 +46,7 @@ from evalsi.datasets.run_records import DATASET_LABEL
 from evalsi.errors import BadInputError, InfraError
 from evalsi.projects import PROJECT_LABEL
 from evalsi.runs.compare import compare_runs
+from evalsi.stats.defaults import DEFAULT_CONFIDENCE
 from evalsi.stores import MetadataStore, ObjectStore
 from evalsi.v1alpha1.run_pb2 import (
     RUN_STATE_FAILED,
@@ -295,7 +296,7 @@ class RunHandlers:
         return ListRunResultsResponse(results=results, next_page_token=token)
 
     async def compare_runs(self, request: CompareRunsRequest, ctx: CallContext) -> Comparison:
-        confidence = request.confidence or 0.95
+        confidence = request.confidence or DEFAULT_CONFIDENCE
         if not 0 < confidence < 1:
             raise BadInputError(f"confidence: {request.confidence} must be between 0 and 1, such as 0.95")
         fields = ("run_a", "run_b")

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from evalsi.cli._common import EXIT_GATE_FAILED, check_project_flag, handle_errors
+from evalsi.stats.defaults import DEFAULT_CONFIDENCE
 
 if TYPE_CHECKING:
     from evalsi.v1alpha1.run_pb2 import Comparison
@@ -18,7 +19,10 @@ if TYPE_CHECKING:
 @click.argument("a")
 @click.argument("b")
 @click.option(
-    "--confidence", default=0.95, show_default=True, type=click.FloatRange(0, 1, min_open=True, max_open=True)
+    "--confidence",
+    default=DEFAULT_CONFIDENCE,
+    show_default=True,
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
 )
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "md"]), default="table", show_default=True)
 @click.option(

@@ -10,6 +10,7 @@ import click
 
 from evalsi.cli._common import EXIT_INTERRUPTED, handle_errors, parse_key_values, parse_params, split_list
 from evalsi.errors import BadInputError
+from evalsi.stats.defaults import DEFAULT_CONFIDENCE
 
 # --judge-<flag> to the judge config key it sets.
 _JUDGE_FLAGS = {
@@ -110,7 +111,7 @@ def _judge(model: str | None, flags: dict[str, Any], params: tuple[str, ...]) ->
 )
 @click.option(
     "--confidence",
-    default=0.95,
+    default=DEFAULT_CONFIDENCE,
     show_default=True,
     type=click.FloatRange(0, 1, min_open=True, max_open=True),
     help="Confidence level of the intervals.",

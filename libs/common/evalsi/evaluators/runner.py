@@ -28,7 +28,7 @@ from typing import Any
 from evalsi.errors import BadInputError, InfraError, SkipRecord
 from evalsi.evaluators import JUDGE_PENDING, BoundEvaluator, EvalContext, normalize_scores
 from evalsi.records import content_test, has_content, to_value
-from evalsi.stats.defaults import DEFAULT_BOOTSTRAP_RESAMPLES
+from evalsi.stats.defaults import DEFAULT_BOOTSTRAP_RESAMPLES, DEFAULT_CONFIDENCE
 from evalsi.v1alpha1.record_pb2 import Record
 from evalsi.v1alpha1.score_pb2 import (
     ERROR_KIND_EVALUATOR,
@@ -51,7 +51,7 @@ class RunnerOptions:
     chunk_size: int = 2048
     # Dataset-scope metrics get a percentile bootstrap over records (map once, reduce per resample).
     bootstrap_resamples: int = DEFAULT_BOOTSTRAP_RESAMPLES
-    confidence: float = 0.95
+    confidence: float = DEFAULT_CONFIDENCE
     seed: int = 0
     # Seconds one evaluator call may take (None: no limit); past it the call is abandoned, an evaluator error.
     call_timeout_s: float | None = None

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from evalsi import stats
+from evalsi.stats.defaults import DEFAULT_CONFIDENCE
 from evalsi.v1alpha1.run_pb2 import Comparison, MetricComparison, Run
 from evalsi.v1alpha1.score_pb2 import OUTCOME_SCORED, VALUE_KIND_BOOLEAN, VALUE_KIND_NUMBER
 
@@ -37,7 +38,7 @@ def _values_by_metric(run: Run) -> _Values:
     return values
 
 
-def compare_runs(a: Run, b: Run, *, confidence: float = 0.95) -> Comparison:
+def compare_runs(a: Run, b: Run, *, confidence: float = DEFAULT_CONFIDENCE) -> Comparison:
     """B versus A, paired by (record, trial); trials of one record are clustered."""
     values_a, values_b = _values_by_metric(a), _values_by_metric(b)
     kinds = {s.metric: s for s in b.summaries}

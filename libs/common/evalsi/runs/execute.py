@@ -34,7 +34,7 @@ from evalsi.projects import DEFAULT_PROJECT
 from evalsi.records import from_value, to_value
 from evalsi.runs.outcome import TARGET_FAILURE_KEY, bootstrap_seed
 from evalsi.sdk import resolve_evaluators
-from evalsi.stats.defaults import DEFAULT_BOOTSTRAP_RESAMPLES
+from evalsi.stats.defaults import DEFAULT_BOOTSTRAP_RESAMPLES, DEFAULT_CONFIDENCE
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResponse
 from evalsi.v1alpha1.record_pb2 import Record, Usage
 from evalsi.v1alpha1.score_pb2 import (
@@ -219,7 +219,7 @@ class Executor:
         """The runner's options for a task or an Evaluate: dataset-scope bootstraps follow the request's summary."""
         return RunnerOptions(
             concurrency=self.concurrency,
-            confidence=summary.confidence or 0.95,
+            confidence=summary.confidence or DEFAULT_CONFIDENCE,
             seed=bootstrap_seed(summary),
             bootstrap_resamples=summary.bootstrap_resamples or DEFAULT_BOOTSTRAP_RESAMPLES,
             call_timeout_s=self.call_timeout_s,

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from google.protobuf import json_format
 
 from evalsi.errors import BadInputError
+from evalsi.stats.defaults import DEFAULT_CONFIDENCE
 from evalsi.v1alpha1.run_pb2 import Run
 from evalsi.v1alpha1.score_pb2 import (
     VALUE_KIND_LABEL,
@@ -76,7 +77,7 @@ class EvaluationResults:
 
     @property
     def confidence(self) -> float:
-        return self.run.summaries[0].ci.level if self.run.summaries else 0.95
+        return self.run.summaries[0].ci.level if self.run.summaries else DEFAULT_CONFIDENCE
 
     def metric(self, name: str) -> MetricSummary:
         try:

@@ -56,7 +56,7 @@ class _Settings:
         if method not in ("auto", "bootstrap"):
             raise ValueError(f"summary.interval must be auto or bootstrap, got {method!r}")
         return cls(
-            level=options.confidence or 0.95,
+            level=options.confidence or stats.DEFAULT_CONFIDENCE,
             method=method,
             seed=options.seed,
             resamples=options.bootstrap_resamples or stats.DEFAULT_BOOTSTRAP_RESAMPLES,

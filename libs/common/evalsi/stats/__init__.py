@@ -9,7 +9,7 @@ Anything undefined (the mean of nothing, the spread of one value, an interval fr
 - ``passk``: unbiased pass@k and pass^k per record, and their summaries.
 - ``paired``: paired comparison of two runs on the same records, McNemar, minimum detectable effect.
 - ``summary``: ``summarize`` (mean, std, interval with an automatic method) and ``label_counts``.
-- ``defaults``: ``DEFAULT_BOOTSTRAP_RESAMPLES``, the one bootstrap default every surface uses.
+- ``defaults``: ``DEFAULT_BOOTSTRAP_RESAMPLES`` and ``DEFAULT_CONFIDENCE``, the defaults every surface uses.
 
 The submodules' names load on first use (numpy and scipy are slow to import).
 """
@@ -19,7 +19,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from evalsi.stats.defaults import DEFAULT_BOOTSTRAP_RESAMPLES
+from evalsi.stats.defaults import DEFAULT_BOOTSTRAP_RESAMPLES, DEFAULT_CONFIDENCE
 
 if TYPE_CHECKING:
     from evalsi.stats.bootstrap import percentile_bootstrap
@@ -80,6 +80,7 @@ def __dir__() -> list[str]:
 
 __all__ = [  # noqa: RUF022 - grouped by family, not sorted
     "DEFAULT_BOOTSTRAP_RESAMPLES",
+    "DEFAULT_CONFIDENCE",
     # Summaries
     "Aggregate",
     "IntervalMethod",
