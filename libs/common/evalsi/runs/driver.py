@@ -433,6 +433,8 @@ class RunDriver:
         if cancelled or budget:
             plan = plan_of(run, await self.records.record_count(run), bound, self.shard_size)
             await record_unrun(self.store, self.records, run, bound, plan)
+        # The partial summaries' values and the final ones' would otherwise be held twice at the end of a run.
+        self.news.drop_partials(run.id)
         builder = SummaryBuilder(bound)
         async for batch in self.store.iter_results(run.project, run.id):
             builder.add(batch)

@@ -40,6 +40,10 @@ class RunNews:
         if builder is not None:
             builder.add(results)
 
+    def drop_partials(self, run_id: str) -> None:
+        """Stop folding a run's partial summaries (its final summaries are being built): their memory goes now."""
+        self._partials.pop(run_id, None)
+
     def partials(self, run_id: str) -> SummaryBuilder | None:
         return self._partials.get(run_id)
 

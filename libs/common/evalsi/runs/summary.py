@@ -6,6 +6,7 @@ and ``<metric>.pass@k`` / ``<metric>.pass^k`` when samples have several trials.
 
 from __future__ import annotations
 
+from array import array
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -92,11 +93,12 @@ def summarize_results(
 
 @dataclass
 class _Column:
-    """The scored values of one evaluator output, kept compact (no result objects)."""
+    """The scored values of one evaluator output, kept compact: no result objects, and numbers and trials in
+    typed arrays (8 bytes each, where a list of floats costs 32), since a run's final summary holds them all."""
 
-    values: list[float] = field(default_factory=list)
+    values: array[float] = field(default_factory=lambda: array("d"))
     record_ids: list[str] = field(default_factory=list)
-    trials: list[int] = field(default_factory=list)
+    trials: array[int] = field(default_factory=lambda: array("q"))
     labels: list[str] = field(default_factory=list)
 
 
