@@ -206,16 +206,41 @@ def _summarize_evaluator(
         # One order (record, trial) whatever order the results came in (dataset order embedded, a store's order
         # served, folded as they arrived), so the same results give the same numbers to the last bit and the
         # same seeded bootstrap.
-        order = sorted(range(len(column.values)), key=column.trials.__getitem__)
-        order.sort(key=column.record_ids.__getitem__)  # stable: by record, then trial (plain keys sort fastest)
-        values = [column.values[i] for i in order]
-        sample_ids = [_sample_of(bound, column.record_ids[i]) for i in order]
-        clusters = _clusters(bound, sample_ids, [column.trials[i] for i in order], clusters_of)
-        _fill_numbers(summary, np.asarray(values, dtype=np.float64), output, clusters, settings)
+        values, sample_ids, repeated = _in_record_order(bound, column)
+        clusters = _clusters(bound, sample_ids, repeated, clusters_of)
+        _fill_numbers(summary, values, output, clusters, settings)
         out.append(summary)
-        if output.type == "boolean":
-            out.extend(_pass_k(bound, metric, values, sample_ids, settings, counts))
+        if output.type == "boolean" and repeated:
+            out.extend(_pass_k(bound, metric, values.tolist(), sample_ids, settings, counts))
     return out
+
+
+def _in_record_order(bound: BoundEvaluator, column: _Column) -> tuple[np.ndarray, list[str], bool]:
+    """The column's values and sample ids by (record, trial), and whether a sample repeats (trials or spans).
+
+    A final summary streams results from the store already in that order: then nothing is copied or sorted
+    (at a million values the copies, sort keys and sets cost more memory than the column itself).
+    """
+    ids, trials = column.record_ids, column.trials
+    in_order = all(
+        ids[i] < ids[i + 1] or (ids[i] == ids[i + 1] and trials[i] <= trials[i + 1]) for i in range(len(ids) - 1)
+    )
+    if in_order:
+        # A copy, not a view: a view would pin the array, and partial summaries keep appending to it.
+        values = np.array(column.values, dtype=np.float64)
+        ordered_ids: list[str] = ids
+    else:
+        order = sorted(range(len(column.values)), key=trials.__getitem__)
+        order.sort(key=ids.__getitem__)  # stable: by record, then trial (plain keys sort fastest)
+        values = np.asarray([column.values[i] for i in order], dtype=np.float64)
+        ordered_ids = [ids[i] for i in order]
+    if bound.evaluator.scope == "span":
+        sample_ids = [_sample_of(bound, record_id) for record_id in ordered_ids]
+    else:
+        sample_ids = ordered_ids
+    # In record order a repeated sample sits next to itself: no set of every id is needed to find one.
+    repeated = any(sample_ids[i] == sample_ids[i + 1] for i in range(len(sample_ids) - 1))
+    return values, sample_ids, repeated
 
 
 def _sample_of(bound: BoundEvaluator, record_id: str) -> str:
@@ -226,12 +251,12 @@ def _sample_of(bound: BoundEvaluator, record_id: str) -> str:
 
 
 def _clusters(
-    bound: BoundEvaluator, sample_ids: list[str], trials: list[int], clusters_of: Mapping[str, str]
+    bound: BoundEvaluator, sample_ids: list[str], repeated: bool, clusters_of: Mapping[str, str]
 ) -> list[str] | None:
     """Cluster keys when observations are not independent: a cluster key, trials, or spans of a record."""
     if clusters_of:
         return [clusters_of.get(sid, f"record:{sid}") for sid in sample_ids]
-    if bound.evaluator.scope == "span" or len(set(sample_ids)) < len(sample_ids):
+    if bound.evaluator.scope == "span" or repeated:
         return sample_ids
     return None
 
