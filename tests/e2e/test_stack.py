@@ -61,7 +61,7 @@ def test_a_run_on_the_server_equals_the_embedded_run(stack: Stack) -> None:
         finally:
             await nc.close()
 
-    from evalsi.runs.driver import run_traceparent
+    from evalsi.runs.tasks import run_traceparent
 
     # Every message of a run carries the run's trace id, so a trace backend can correlate them.
     assert asyncio.run(last_event_traceparent()).split("-")[1] == run_traceparent(served.id, "").split("-")[1]

@@ -51,8 +51,9 @@ from evalsi.datasets.run_records import StoredRunRecords
 from evalsi.errors import InfraError
 from evalsi.evaluators import Registry
 from evalsi.projects import DEFAULT_PROJECT
-from evalsi.runs.driver import RunDriver, run_periodically, run_traceparent
+from evalsi.runs.driver import RunDriver, run_periodically
 from evalsi.runs.flags import RunFlags
+from evalsi.runs.tasks import run_traceparent
 from evalsi.service.kit import parse_flags, run_service, serve_health
 from evalsi.service.lifecycle import Lifecycle
 from evalsi.service.logging import ids

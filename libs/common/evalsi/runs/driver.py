@@ -93,16 +93,6 @@ def generates_outputs(run: Run) -> bool:
     return generation_kind(run.spec.target, run.spec.harness) != "outputs"
 
 
-def run_traceparent(run_id: str, span_of: str) -> str:
-    """A W3C traceparent whose trace id is the run's, so every message of a run correlates in a trace
-    backend (and a worker's result carries its task's), whether or not the services export spans."""
-    import hashlib
-
-    trace_id = hashlib.sha256(run_id.encode()).hexdigest()[:32]
-    span_id = hashlib.sha256(f"{run_id}/{span_of}".encode()).hexdigest()[:16]
-    return f"00-{trace_id}-{span_id}-01"
-
-
 def plan_of(run: Run, n_records: int, bound: Sequence[BoundEvaluator], shard_size: int = DEFAULT_SHARD_SIZE) -> Plan:
     """The run's plan: the same planner as the embedded mode, so keys and shards agree everywhere."""
     return plan_run(EvalRun(spec=run.spec), n_records, evaluators=bound, run_id=run.id, shard_size=shard_size)

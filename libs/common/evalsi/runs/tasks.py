@@ -3,6 +3,7 @@ the judges, the target), the same for every driver."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 
 from evalsi.bus.v1alpha1.bus_pb2 import STAGE_EVALUATE, STAGE_GENERATE, STAGE_REDUCE, Task
@@ -44,3 +45,11 @@ def message_id(run: Run, planned: PlannedTask) -> str:
     """``<task key>#<attempt>``: deterministic, so a task published twice is delivered once, and a resumed run's
     attempt publishes its tasks anew."""
     return f"{planned.key}#{run.labels.get(ATTEMPT_LABEL, '0')}"
+
+
+def run_traceparent(run_id: str, span_of: str) -> str:
+    """A W3C traceparent whose trace id is the run's, so every message of a run correlates in a trace
+    backend (and a worker's result carries its task's), whether or not the services export spans."""
+    trace_id = hashlib.sha256(run_id.encode()).hexdigest()[:32]
+    span_id = hashlib.sha256(f"{run_id}/{span_of}".encode()).hexdigest()[:16]
+    return f"00-{trace_id}-{span_id}-01"
