@@ -16,6 +16,7 @@ from google.protobuf import json_format
 
 import evalsi
 from evalsi.api import DATASET_LABEL, CallContext, HandlerLimits
+from evalsi.api.datasets_handlers import UPLOAD_RPC
 from evalsi.bus.v1alpha1.bus_pb2 import TaskRecords
 from evalsi.datasets import load_dataset
 from evalsi.datasets.shards import read_manifest
@@ -204,3 +205,29 @@ async def test_the_api_stores_shards_while_it_reads(served: Api, datasets_dir: P
     with pytest.raises(BadInputError, match=r"^spec\.dataset\.path: late-error\.jsonl:1001: not valid JSON"):
         await served.runs.create_run(CreateRunRequest(run=eval_run({"path": "late-error.jsonl"})), ctx())
     assert len(stored_objects(tmp_path / "objects")) == 2 and served.store.runs == {}
+
+
+async def test_an_upload_over_http_is_counted_and_answered_like_every_other_call(served: Api, tmp_path: Path) -> None:
+    # The upload route shares the unary calls' wrapper: its calls are counted by status code, its errors map to
+    # statuses, its answers carry the request id, and a deadline header is read as everywhere else.
+    def post(query: str, headers: dict[str, str]) -> tuple[int, dict[str, str], str]:
+        request = urllib.request.Request(f"{served.http}/v1alpha1/datasets/counted:upload?{query}",
+                                         data=b'{"id": "a", "output": "x"}\n', method="POST", headers=headers)
+        try:
+            with urllib.request.urlopen(request) as response:
+                return response.status, dict(response.headers), response.read().decode()
+        except urllib.error.HTTPError as exc:
+            return exc.code, dict(exc.headers), exc.read().decode()
+
+    def calls(code: str) -> float:
+        labels = {"transport": "http", "rpc": UPLOAD_RPC, "code": code}
+        return served.metrics.registry.get_sample_value("evalsi_api_requests_total", labels) or 0.0
+
+    status, headers, body = await asyncio.to_thread(post, "filename=r.jsonl&project=p", {"x-request-id": "up-1"})
+    assert (status, headers["x-request-id"], json.loads(body)["records"]) == (200, "up-1", "1")
+    status, headers, body = await asyncio.to_thread(post, "filename=r.jsonl", {"x-evalsi-timeout": "soon"})
+    assert status == 400 and json.loads(body)["message"].startswith("x-evalsi-timeout header: expected seconds")
+    status, _, body = await asyncio.to_thread(post, "filename=r.txt", {})
+    assert status == 400 and "cannot tell the format" in json.loads(body)["message"]
+    assert (calls("OK"), calls("INVALID_ARGUMENT")) == (1.0, 2.0)
+    assert served.metrics.registry.get_sample_value("evalsi_api_requests_in_flight", {"transport": "http"}) == 0.0

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import grpc
@@ -106,14 +106,12 @@ class HttpServer:
 
     # --- dataset uploads ---
 
-    async def _upload_dataset(self, request: web.Request) -> web.Response:
+    async def _upload_dataset(self, request: web.Request) -> web.StreamResponse:
         """UploadDataset over HTTP: the body is the file, streamed into the RPC's chunks (never read whole)."""
         method = self._methods[UPLOAD_RPC]
         request_id = request_id_from(request.headers.get(REQUEST_ID_HEADER))
-        outcome = _Outcome()
-        started = time.perf_counter()
-        self._metrics.in_flight.labels(TRANSPORT).inc()
-        try:
+
+        async def respond(outcome: _Outcome) -> web.StreamResponse:
             first = upload_request(request.match_info["name"], request.query)
             ctx = build_context(method.rpc, request.headers, None, transport=TRANSPORT,
                                 deadline=_deadline(request.headers), request_id=request_id)
@@ -123,21 +121,9 @@ class HttpServer:
                 async for data in request.content.iter_chunked(UPLOAD_CHUNK_BYTES):
                     yield UploadDatasetRequest(data=data)
 
-            async with asyncio.timeout(ctx.time_remaining()):
-                result = await method.handler(chunks(), ctx)
-            return web.Response(
-                text=to_json(result), content_type="application/json", headers={REQUEST_ID_HEADER: request_id}
-            )
-        except asyncio.CancelledError:
-            outcome.code = "CANCELLED"
-            raise
-        except Exception as exc:
-            status = error_status(exc, request_id=request_id, method=method.rpc, logger=self._log)
-            outcome.code = status.code.name
-            return _error_response(status)
-        finally:
-            self._metrics.in_flight.labels(TRANSPORT).dec()
-            self._metrics.observe(TRANSPORT, method.rpc, outcome.code, time.perf_counter() - started)
+            return await _answer(method, chunks(), ctx)
+
+        return await self._served(method, request_id, respond)
 
     # --- RPCs ---
 
@@ -169,10 +155,8 @@ class HttpServer:
             response.headers["Allow"] = ", ".join(exc.allowed)
             return response
         method = self._methods[route.rpc]
-        outcome = _Outcome()
-        started = time.perf_counter()
-        self._metrics.in_flight.labels(TRANSPORT).inc()
-        try:
+
+        async def respond(outcome: _Outcome) -> web.StreamResponse:
             body = await self._read_body(request) if route.body else b""
             message = build_request(route, captures, request.rel_url.query.items(), body)
             ctx = build_context(
@@ -185,11 +169,20 @@ class HttpServer:
             )
             if method.server_streaming:
                 return await self._stream(request, method, message, ctx, outcome)
-            async with asyncio.timeout(ctx.time_remaining()):
-                result = await method.handler(message, ctx)
-            return web.Response(
-                text=to_json(result), content_type="application/json", headers={REQUEST_ID_HEADER: request_id}
-            )
+            return await _answer(method, message, ctx)
+
+        return await self._served(method, request_id, respond)
+
+    async def _served(
+        self, method: Method, request_id: str, respond: Callable[[_Outcome], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        """One call of ``method``, for every route: counted in flight, an error mapped to its status response,
+        and its duration observed under the status code it ended with."""
+        outcome = _Outcome()
+        started = time.perf_counter()
+        self._metrics.in_flight.labels(TRANSPORT).inc()
+        try:
+            return await respond(outcome)
         except asyncio.CancelledError:
             outcome.code = "CANCELLED"
             raise
@@ -250,6 +243,14 @@ class HttpServer:
             close = getattr(responses, "aclose", None)
             if close is not None:
                 await close()
+
+
+async def _answer(method: Method, request: Any, ctx: CallContext) -> web.Response:
+    """A unary call's protobuf JSON answer, the call bounded by the request's deadline."""
+    async with asyncio.timeout(ctx.time_remaining()):
+        result = await method.handler(request, ctx)
+    return web.Response(text=to_json(result), content_type="application/json",
+                        headers={REQUEST_ID_HEADER: ctx.request_id})
 
 
 class _Outcome:
