@@ -9,8 +9,9 @@ scipy, grpc or pyarrow, which ``evaluate`` and the client need only when called 
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from evalsi._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from evalsi.client import Client
@@ -22,33 +23,20 @@ if TYPE_CHECKING:
     from evalsi.v1alpha1.record_pb2 import Content, Message, Record, Step, ToolCall, Trajectory, Usage
     from evalsi.v1alpha1.score_pb2 import EvaluationResult, MetricSummary, Score
 
-# Public name -> the module that defines it.
-_EXPORTS: dict[str, str] = {
-    "Client": "evalsi.client",
-    "EvaluationResults": "evalsi.runs.results",
-    "evaluate": "evalsi.sdk",
-    "evaluate_async": "evalsi.sdk",
-    **dict.fromkeys(("EvalContext", "Evaluator", "Output", "Pack", "Registry", "evaluator"), "evalsi.evaluators"),
-    **dict.fromkeys(("EvaluationResult", "MetricSummary", "Score"), "evalsi.v1alpha1.score_pb2"),
-    **dict.fromkeys(
-        ("Content", "Message", "Record", "Step", "ToolCall", "Trajectory", "Usage"), "evalsi.v1alpha1.record_pb2"
-    ),
-    "make_record": "evalsi.records",
-    **dict.fromkeys(("BadInputError", "EvalsiError", "InfraError", "SkipRecord"), "evalsi.errors"),
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value  # later lookups skip __getattr__
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_EXPORTS])
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    globals(),
+    {
+        "evalsi.client": ("Client",),
+        "evalsi.runs.results": ("EvaluationResults",),
+        "evalsi.sdk": ("evaluate", "evaluate_async"),
+        "evalsi.evaluators": ("EvalContext", "Evaluator", "Output", "Pack", "Registry", "evaluator"),
+        "evalsi.v1alpha1.score_pb2": ("EvaluationResult", "MetricSummary", "Score"),
+        "evalsi.v1alpha1.record_pb2": ("Content", "Message", "Record", "Step", "ToolCall", "Trajectory", "Usage"),
+        "evalsi.records": ("make_record",),
+        "evalsi.errors": ("BadInputError", "EvalsiError", "InfraError", "SkipRecord"),
+    },
+)
 
 
 __all__ = [  # noqa: RUF022 - grouped for readers

@@ -10,8 +10,9 @@ Typical use (one limiter, cache and breaker set per process, shared by every jud
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from evalsi._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .breaker import BreakerState, CircuitBreaker, CircuitBreakers, CircuitOpenError
@@ -32,15 +33,17 @@ if TYPE_CHECKING:
     from .kv_buckets import NatsKVBucketStore
     from .ratelimit import BucketState, BucketStore, InMemoryBucketStore, Limits, ModelLimiter, RateLimiter
 
-# Public name -> submodule, loaded on first use (PEP 562): the connectors pull aiohttp (~1 s to import) and
-# kv_buckets nats-py, while judges.config alone is what connection files, specs and the CLI's start need.
-_LAZY: dict[str, str] = {
-    **dict.fromkeys(("BreakerState", "CircuitBreaker", "CircuitBreakers", "CircuitOpenError"), "breaker"),
-    **dict.fromkeys(("JudgeCache", "cache_key", "default_cache_dir"), "cache"),
-    **dict.fromkeys(("JudgeClient", "JudgeStats"), "client"),
-    **dict.fromkeys(("DEFAULT_API_KEY_ENVS", "DEFAULT_BASE_URLS", "PROVIDERS", "JudgeConfig"), "config"),
-    **dict.fromkeys(
-        (
+# Loaded on first use: the connectors pull aiohttp (~1 s to import) and kv_buckets nats-py, while judges.config
+# alone is what connection files, specs and the CLI's start need.
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    globals(),
+    {
+        ".breaker": ("BreakerState", "CircuitBreaker", "CircuitBreakers", "CircuitOpenError"),
+        ".cache": ("JudgeCache", "cache_key", "default_cache_dir"),
+        ".client": ("JudgeClient", "JudgeStats"),
+        ".config": ("DEFAULT_API_KEY_ENVS", "DEFAULT_BASE_URLS", "PROVIDERS", "JudgeConfig"),
+        ".connectors": (
             "AnthropicConnector",
             "Completion",
             "Connector",
@@ -51,13 +54,10 @@ _LAZY: dict[str, str] = {
             "make_connector",
             "parse_retry_after",
         ),
-        "connectors",
-    ),
-    "NatsKVBucketStore": "kv_buckets",
-    **dict.fromkeys(
-        ("BucketState", "BucketStore", "InMemoryBucketStore", "Limits", "ModelLimiter", "RateLimiter"), "ratelimit"
-    ),
-}
+        ".kv_buckets": ("NatsKVBucketStore",),
+        ".ratelimit": ("BucketState", "BucketStore", "InMemoryBucketStore", "Limits", "ModelLimiter", "RateLimiter"),
+    },
+)
 
 __all__ = [  # noqa: RUF022 - grouped by topic, not alphabetically, for readers
     # configuration
@@ -96,16 +96,3 @@ __all__ = [  # noqa: RUF022 - grouped by topic, not alphabetically, for readers
     "cache_key",
     "default_cache_dir",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value  # later lookups skip __getattr__
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_LAZY])

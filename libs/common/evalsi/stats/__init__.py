@@ -16,9 +16,9 @@ The submodules' names load on first use (numpy and scipy are slow to import).
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from evalsi._lazy import lazy_exports
 from evalsi.stats.defaults import DEFAULT_BOOTSTRAP_RESAMPLES, DEFAULT_CONFIDENCE
 
 if TYPE_CHECKING:
@@ -42,16 +42,16 @@ if TYPE_CHECKING:
     )
     from evalsi.stats.summary import Aggregate, IntervalMethod, LabelShare, label_counts, summarize
 
-# Public name -> submodule. The submodules import numpy and scipy (~1.5 s), so they load on first use:
-# importing evalsi.stats for DEFAULT_BOOTSTRAP_RESAMPLES must not cost a CLI's start (PEP 562).
-_LAZY: dict[str, str] = {
-    "percentile_bootstrap": "bootstrap",
-    **dict.fromkeys(("Bounds", "Interval", "cluster_robust_t", "t_interval", "wilson"), "intervals"),
-    **dict.fromkeys(
-        ("Comparison", "McNemar", "Verdict", "mcnemar", "minimum_detectable_effect", "paired_difference"), "paired"
-    ),
-    **dict.fromkeys(
-        (
+# The submodules import numpy and scipy (~1.5 s), so they load on first use: importing evalsi.stats for
+# DEFAULT_BOOTSTRAP_RESAMPLES must not cost a CLI's start.
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    globals(),
+    {
+        ".bootstrap": ("percentile_bootstrap",),
+        ".intervals": ("Bounds", "Interval", "cluster_robust_t", "t_interval", "wilson"),
+        ".paired": ("Comparison", "McNemar", "Verdict", "mcnemar", "minimum_detectable_effect", "paired_difference"),
+        ".passk": (
             "pass_at_k",
             "pass_at_k_array",
             "pass_hat_k",
@@ -59,23 +59,9 @@ _LAZY: dict[str, str] = {
             "summarize_pass_at_k",
             "summarize_pass_hat_k",
         ),
-        "passk",
-    ),
-    **dict.fromkeys(("Aggregate", "IntervalMethod", "LabelShare", "label_counts", "summarize"), "summary"),
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value  # later lookups skip __getattr__
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_LAZY])
+        ".summary": ("Aggregate", "IntervalMethod", "LabelShare", "label_counts", "summarize"),
+    },
+)
 
 
 __all__ = [  # noqa: RUF022 - grouped by family, not sorted
