@@ -15,6 +15,7 @@ from evalsi.bus.v1alpha1.bus_pb2 import STAGE_REDUCE, Task
 from evalsi.evaluators import Pack, Registry
 from evalsi.judges.panel import JudgeSet
 from evalsi.records import make_record, to_value
+from evalsi.runs.binding import resolve_evaluators
 from evalsi.runs.dry_run import dry_run_text, served_dry_run_text
 from evalsi.runs.embedded import dry_run
 from evalsi.runs.execute import Executor
@@ -28,7 +29,6 @@ from evalsi.runs.outcome import (
 )
 from evalsi.runs.plan import wall_clock_exceeded
 from evalsi.runs.spec import load_eval_run, spec_hash
-from evalsi.sdk import resolve_evaluators
 from evalsi.v1alpha1.evaluator_pb2 import EvaluatorRef
 from evalsi.v1alpha1.run_pb2 import (
     RUN_STATE_BUDGET_EXCEEDED,

@@ -1,53 +1,38 @@
-"""``evalsi.evaluate``: the embedded Score path, in-process with asyncio, no server."""
+"""``evalsi.evaluate``: the embedded Score path, in-process with asyncio, no server.
+
+An evaluation is a run whose target is the outputs given: the same run document, driver and executor as
+``evalsi run`` and the served scheduler (``runs.local``), over an in-process bus and store.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import signal
-import sys
 import threading
-import time
-import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from importlib import metadata
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from google.protobuf import json_format, timestamp_pb2
-
 from evalsi.datasets import Dataset, load_dataset, records_from_rows
 from evalsi.errors import BadInputError
-from evalsi.evaluators import BoundEvaluator, EvalContext, Evaluator, Registry
-from evalsi.evaluators.runner import RunnerOptions, run_evaluators, units_total
-from evalsi.judges.panel import JudgeInput, JudgeSet, judge_configs, judge_spec_from_config
+from evalsi.evaluators import BoundEvaluator, Registry
+from evalsi.evaluators.runner import units_total
+from evalsi.judges import JudgeConfig
+from evalsi.judges.panel import JudgeInput, judge_configs, judge_spec_from_config
 from evalsi.limits import check_resamples
 from evalsi.projects import DEFAULT_PROJECT, check_project
-from evalsi.records import canonical_json, struct_to_dict
+from evalsi.runs.binding import EvaluatorSpec, registry_for, resolve_evaluators
+from evalsi.runs.console import interrupt_sets, progress_bar
+from evalsi.runs.local import run_in_process
 from evalsi.runs.results import EvaluationResults
-from evalsi.runs.summary import summarize_results
 from evalsi.stats.defaults import DEFAULT_BOOTSTRAP_RESAMPLES, DEFAULT_CONFIDENCE
-from evalsi.v1alpha1.evaluator_pb2 import EvaluatorRef
-from evalsi.v1alpha1.run_pb2 import (
-    RUN_STATE_SUCCEEDED,
-    DatasetSource,
-    EvaluatorVersion,
-    Run,
-    RunManifest,
-    RunProgress,
-    RunSpec,
-)
-from evalsi.v1alpha1.score_pb2 import (
-    OUTCOME_CANCELLED,
-    OUTCOME_ERROR,
-    OUTCOME_SCORED,
-    OUTCOME_SKIPPED,
-    SummaryOptions,
-)
+from evalsi.v1alpha1.run_pb2 import EvalRun
+from evalsi.v1alpha1.score_pb2 import SummaryOptions
 
-EvaluatorSpec = str | Evaluator | BoundEvaluator | EvaluatorRef | Mapping[str, Any]
 Data = str | Path | Dataset | Sequence[Any] | Any
+# Records per task of an evaluation: the outputs are given, so a task is evaluator calls only, and a large shard
+# keeps the per-task costs (serializing its records, a result message) small beside them. Calls within a task still
+# run ``concurrency`` at a time, and a cancel stops a task between calls.
+EVALUATE_SHARD_SIZE = 20_000
 
 
 def _as_dataset(data: Data, mapping: Any, limit: int | None) -> Dataset:
@@ -61,169 +46,26 @@ def _as_dataset(data: Data, mapping: Any, limit: int | None) -> Dataset:
     return records_from_rows(rows, mapping=mapping)
 
 
-def resolve_evaluators(
-    specs: Sequence[EvaluatorSpec],
-    registry: Registry,
-    params: Mapping[str, Mapping[str, Any]] | None = None,
-) -> list[BoundEvaluator]:
-    """Bind every evaluator spec; ``params`` adds params by alias (or short name), as ``--param`` does."""
-    if not specs:
-        raise BadInputError("no evaluators given; `evalsi catalog list` shows what is installed")
-    bound: list[BoundEvaluator] = []
-    extra = {alias: dict(values) for alias, values in (params or {}).items()}
-    for spec in specs:
-        values: dict[str, Any]
-        if isinstance(spec, BoundEvaluator):
-            bound.append(spec)
-            continue
-        if isinstance(spec, Evaluator):
-            ev, alias, values, judge = spec, "", {}, ""
-        elif isinstance(spec, str):
-            ev, alias, values, judge = registry.resolve(spec), "", {}, ""
-        else:
-            ref = spec if isinstance(spec, EvaluatorRef) else _ref_from_mapping(spec)
-            ev = registry.resolve(ref.ref)
-            alias, judge = ref.alias, ref.judge
-            values = struct_to_dict(ref.params) if ref.HasField("params") else {}
-        alias = alias or ev.short_name
-        values = {**values, **extra.pop(alias, {})}
-        bound.append(ev.bind(values, alias=alias, judge=judge))
-    if extra:
-        aliases = ", ".join(b.alias for b in bound)
-        raise BadInputError(
-            f"--param given for {', '.join(sorted(extra))}, which is not among the evaluators ({aliases})"
-        )
-    seen: set[str] = set()
-    for b in bound:
-        if b.alias in seen:
-            raise BadInputError(f"evaluator alias {b.alias!r} is used twice; give one of them an alias")
-        seen.add(b.alias)
-    return bound
-
-
-def _ref_from_mapping(spec: Mapping[str, Any]) -> EvaluatorRef:
-    try:
-        return json_format.ParseDict(dict(spec), EvaluatorRef())
-    except json_format.ParseError as exc:
-        raise BadInputError(
-            f"evaluator spec {dict(spec)!r}: {exc} (accepted keys: ref, alias, params, judge)"
-        ) from None
-
-
-def timestamp_of(seconds: float) -> timestamp_pb2.Timestamp:
-    ts = timestamp_pb2.Timestamp()
-    ts.FromNanoseconds(int(seconds * 1e9))
-    return ts
-
-
-def _package_versions() -> dict[str, str]:
-    versions = {}
-    for name in ("evalsi", "protobuf", "numpy", "scipy"):
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = "unknown"
-    versions["python"] = sys.version.split()[0]
-    return versions
-
-
-def _spec(
-    dataset: Dataset, bound: Sequence[BoundEvaluator], judges: Mapping[str, Any], options: SummaryOptions
-) -> RunSpec:
-    spec = RunSpec(summary=options, dataset=DatasetSource(path=dataset.source))
+def _document(
+    dataset: Dataset,
+    bound: Sequence[BoundEvaluator],
+    judges: Mapping[str, JudgeConfig],
+    options: SummaryOptions,
+    *,
+    project: str,
+    name: str,
+) -> EvalRun:
+    """The run an evaluation is: the outputs given as its target, the evaluators and judges, the summary options."""
+    document = EvalRun()
+    document.metadata.project, document.metadata.name = project, name
+    spec = document.spec
+    spec.summary.CopyFrom(options)
+    spec.dataset.path = dataset.source
     spec.target.outputs.SetInParent()
     spec.evaluators.extend(b.to_ref() for b in bound)
-    for name, config in judges.items():
-        spec.judges[name].CopyFrom(judge_spec_from_config(config))
-    return spec
-
-
-def build_manifest(
-    dataset: Dataset, spec: RunSpec, bound: Sequence[BoundEvaluator], judges: Mapping[str, Any]
-) -> RunManifest:
-    canonical = canonical_json(json_format.MessageToDict(spec))
-    manifest = RunManifest(
-        spec_hash=hashlib.sha256(canonical.encode()).hexdigest(),
-        dataset=dataset.source,
-        dataset_version=dataset.version,
-        target="outputs given",
-        seed=spec.summary.seed,
-        evalsi_version=_package_versions()["evalsi"],
-        created=timestamp_of(time.time()),
-    )
-    manifest.package_versions.update(_package_versions())
-    for b in bound:
-        entry = EvaluatorVersion(alias=b.alias, ref=b.evaluator.ref)
-        if b.params:
-            entry.params.update(b.params)
-        if "judge" in b.evaluator.requires and b.judge in judges:
-            entry.judge = b.judge
-        manifest.evaluators.append(entry)
-    for name, config in judges.items():
-        manifest.judges[name] = f"{config.provider}:{config.model} @ {config.base_url}"
-        manifest.unpinned.append(
-            f"judge {name}: {config.provider} model {config.model!r} is served by an API and cannot be pinned"
-        )
-    return manifest
-
-
-def progress_counts(run: Run) -> RunProgress:
-    progress = RunProgress(total_tasks=len(run.results), completed=len(run.results))
-    for result in run.results:
-        if result.outcome == OUTCOME_SCORED:
-            progress.scored += 1
-        elif result.outcome == OUTCOME_SKIPPED:
-            progress.skipped += 1
-        elif result.outcome == OUTCOME_ERROR:
-            progress.errors += 1
-        elif result.outcome == OUTCOME_CANCELLED:
-            progress.cancelled += 1
-        for score in result.scores:
-            progress.usage.input_tokens += score.cost.input_tokens
-            progress.usage.output_tokens += score.cost.output_tokens
-    # Cancelled work did not complete, as on a server: a cancelled run shows how far it got.
-    progress.completed -= progress.cancelled
-    return progress
-
-
-@contextmanager
-def progress_bar(enabled: bool, total: int) -> Iterator[Callable[[int], None] | None]:
-    if not enabled:
-        yield None
-        return
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    columns = (TextColumn("evaluating"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task("evaluating", total=total)
-        yield lambda n: bar.advance(task, n)
-
-
-@contextmanager
-def interrupt_sets(
-    cancel: asyncio.Event,
-    enabled: bool,
-    *,
-    what_happens: str = "calls in flight finish, the rest are skipped",
-) -> Iterator[None]:
-    """While active, the first SIGINT sets ``cancel`` and says ``what_happens``; the handler then steps aside so a
-    second one aborts."""
-    if not enabled:
-        yield
-        return
-    loop = asyncio.get_running_loop()
-
-    def on_interrupt() -> None:
-        sys.stderr.write(f"\ncancelling: {what_happens} (Ctrl-C again to abort)\n")
-        cancel.set()
-        loop.remove_signal_handler(signal.SIGINT)
-
-    loop.add_signal_handler(signal.SIGINT, on_interrupt)
-    try:
-        yield
-    finally:
-        loop.remove_signal_handler(signal.SIGINT)
+    for judge_name, config in judges.items():
+        spec.judges[judge_name].CopyFrom(judge_spec_from_config(config))
+    return document
 
 
 async def evaluate_async(
@@ -253,9 +95,9 @@ async def evaluate_async(
 ) -> EvaluationResults:
     """The async form of :func:`evaluate`, for callers that already run an event loop.
 
-    Setting ``cancel`` stops the evaluation early: calls in flight finish, the rest end cancelled, and the
-    results hold what was done. With ``stop_on_interrupt`` the first Ctrl-C sets it (the CLI uses this);
-    a second Ctrl-C aborts.
+    Setting ``cancel`` stops the evaluation early: calls in flight finish, nothing new starts, and the results
+    hold what was done (the rest ends cancelled). With ``stop_on_interrupt`` the first Ctrl-C sets it (the CLI
+    uses this); a second Ctrl-C aborts.
     """
     if not 0 < confidence < 1:
         raise BadInputError(f"confidence must be between 0 and 1 (e.g. 0.95), got {confidence}")
@@ -274,7 +116,13 @@ async def evaluate_async(
     check_resamples(bootstrap_resamples, "bootstrap_resamples")
     check_project(project, "project")
     dataset = _as_dataset(data, mapping, limit)
-    others = [_as_dataset(compare_to, mapping, limit).records] if compare_to is not None else []
+    other = _as_dataset(compare_to, mapping, limit).records if compare_to is not None else None
+    comparative = [b.alias for b in bound if b.evaluator.scope == "comparative"]
+    if comparative and other is None:
+        raise BadInputError(
+            f"evaluator {comparative[0]} is comparative: give a second result set to compare with "
+            "(--compare-to FILE, or compare_to= in evaluate())"
+        )
     options = SummaryOptions(
         confidence=confidence,
         cluster_by=cluster_by or "",
@@ -282,44 +130,25 @@ async def evaluate_async(
         seed=seed,
         bootstrap_resamples=bootstrap_resamples,
     )
-    started = time.time()
-    async with JudgeSet(configs, cache=cache, cache_dir=cache_dir) as judge_set:
-        contexts = {
-            b.alias: EvalContext(judge=judge_set.get(b.judge), judges=judge_set.clients, project=project) for b in bound
-        }
-        total = units_total(dataset.records, bound)
-        runner_options = RunnerOptions(
+    document = _document(dataset, bound, configs, options, project=project, name=name)
+    cancel = cancel or asyncio.Event()
+    with progress_bar(progress, units_total(dataset.records, bound)) as advance, \
+            interrupt_sets(cancel, stop_on_interrupt):
+        run = await run_in_process(
+            document,
+            dataset.records,
+            registry=registry_for(bound, registry),
+            source=dataset.source,
+            version=dataset.version,
+            judges=configs,
+            compare_with=other,
+            cache=cache,
+            cache_dir=cache_dir,
             concurrency=concurrency,
-            confidence=confidence,
-            seed=seed,
-            bootstrap_resamples=bootstrap_resamples or DEFAULT_BOOTSTRAP_RESAMPLES,
+            shard_size=EVALUATE_SHARD_SIZE,
+            cancel=cancel,
+            progress=advance,
         )
-        cancel = cancel or asyncio.Event()
-        with progress_bar(progress, total) as advance, interrupt_sets(cancel, stop_on_interrupt):
-            results = await run_evaluators(
-                dataset.records,
-                bound,
-                lambda b: contexts[b.alias],
-                options=runner_options,
-                progress=advance,
-                compare_with=others,
-                cancel=cancel,
-            )
-    spec = _spec(dataset, bound, configs, options)
-    run = Run(
-        id=f"local-{uuid.uuid4().hex[:12]}",
-        project=project,
-        name=name,
-        spec=spec,
-        state=RUN_STATE_SUCCEEDED,
-        create_time=timestamp_of(started),
-        start_time=timestamp_of(started),
-        end_time=timestamp_of(time.time()),
-    )
-    run.results.extend(results)
-    run.summaries.extend(summarize_results(results, bound, records=dataset.records, options=options))
-    run.manifest.CopyFrom(build_manifest(dataset, spec, bound, configs))
-    run.progress.CopyFrom(progress_counts(run))
     return EvaluationResults(run)
 
 

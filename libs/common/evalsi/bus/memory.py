@@ -5,6 +5,10 @@ a task of a run flagged cancelled is answered cancelled without running, a runni
 is cancelled, a task no retry can fix (``BadInputError``) is a dead letter. Every task runs once, as its last
 attempt (``final_attempt``): there is no redelivery in one process, so infrastructure errors are reported, not
 retried. A message id published twice is delivered once, as JetStream's deduplication does.
+
+A cancel asked for by a person (Ctrl-C, ``evaluate(cancel=...)``) first ``drain``s the run: nothing new starts,
+the tasks running finish their calls in flight and stop there, and their reports wait until the run's cancelled
+flag is set (``runs.local``), so the driver folds them into a run it already sees cancelled.
 """
 
 from __future__ import annotations
@@ -13,8 +17,9 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Literal
 
-from evalsi.bus.v1alpha1.bus_pb2 import TASK_STATUS_CANCELLED, Task, TaskResult
+from evalsi.bus.v1alpha1.bus_pb2 import STAGE_GENERATE, TASK_STATUS_CANCELLED, Task, TaskResult
 from evalsi.errors import BadInputError
 from evalsi.runs.execute import Executor, result_for
 from evalsi.v1alpha1.run_service_pb2 import RunEvent
@@ -24,7 +29,23 @@ log = logging.getLogger("evalsi.bus.memory")
 OnResult = Callable[[TaskResult], Awaitable[None]]
 OnDeadLetter = Callable[[Task, str, str], Awaitable[None]]
 OnEvent = Callable[[RunEvent], Awaitable[None]]
+Report = Callable[[], Awaitable[None]]
 WORKER = "in-process"
+
+
+@dataclass
+class _RunControl:
+    """What the workers know of one run: its state, and the signals its running tasks watch."""
+
+    state: Literal["running", "draining", "cancelled", "done"] = "running"
+    abandon: asyncio.Event = field(default_factory=asyncio.Event)  # running tasks stop now, their work dropped
+    stop_calls: asyncio.Event = field(default_factory=asyncio.Event)  # running tasks start no new call
+    running: int = 0
+    quiet: asyncio.Event = field(default_factory=asyncio.Event)  # set while no task of the run is running
+    held: list[Report] = field(default_factory=list)  # reports of drained tasks, delivered with the cancel
+
+    def __post_init__(self) -> None:
+        self.quiet.set()
 
 
 @dataclass
@@ -39,8 +60,7 @@ class MemoryBus:
     _queues: dict[str, asyncio.Queue[tuple[Task, str]]] = field(default_factory=dict)
     _workers: list[asyncio.Task[None]] = field(default_factory=list)
     _seen: set[str] = field(default_factory=set)
-    _flags: dict[str, str] = field(default_factory=dict)
-    _cancelled: dict[str, asyncio.Event] = field(default_factory=dict)
+    _runs: dict[str, _RunControl] = field(default_factory=dict)
 
     # --- BusPort ----------------------------------------------------------------------------------------
 
@@ -55,18 +75,44 @@ class MemoryBus:
             await self.on_event(event)
 
     async def set_run_flag(self, run_id: str, flag: str) -> None:
+        """Set the run's flag; a drained run's held reports are delivered now, after the flag and before this
+        returns, so the driver cancelling the run folds them before it marks the rest of the run cancelled."""
+        control = self._control(run_id)
+        held, control.held = control.held, []
         self.flag(run_id, flag)
+        for report in held:
+            await report()
 
     def flag(self, run_id: str, flag: str) -> None:
-        """Set the run's flag now (a caller outside the event loop's turns: a budget meter hearing a call)."""
-        self._flags[run_id] = flag
-        stop = self._cancelled.setdefault(run_id, asyncio.Event())
+        """Set the run's flag now (a caller outside the event loop's turns: a budget meter hearing a call).
+
+        ``cancelled`` abandons the run's running tasks (a budget stops at the call that exceeds it)."""
+        control = self._control(run_id)
         if flag == "cancelled":
-            stop.set()
+            control.state = "cancelled"
+            control.abandon.set()
         else:
-            stop.clear()
+            control.state = "done" if flag == "done" else "running"
+            control.abandon.clear()
+            control.stop_calls.clear()
+
+    async def drain(self, run_id: str) -> None:
+        """Stop the run gently: tasks not started stay unstarted, running ones finish their calls in flight and
+        start no more; returns once none runs. Their reports are held for ``set_run_flag(run_id, "cancelled")``."""
+        control = self._control(run_id)
+        if control.state != "running":
+            return
+        control.state = "draining"
+        control.stop_calls.set()
+        await control.quiet.wait()
 
     # --- workers ----------------------------------------------------------------------------------------
+
+    def _control(self, run_id: str) -> _RunControl:
+        control = self._runs.get(run_id)
+        if control is None:
+            control = self._runs[run_id] = _RunControl()
+        return control
 
     def _queue(self, pool: str) -> asyncio.Queue[tuple[Task, str]]:
         queue = self._queues.get(pool)
@@ -86,12 +132,29 @@ class MemoryBus:
                 queue.task_done()
 
     async def _handle(self, task: Task, msg_id: str) -> None:
-        stop = self._cancelled.setdefault(task.run_id, asyncio.Event())
-        if stop.is_set():
+        control = self._control(task.run_id)
+        if control.state == "draining":
+            return  # never started: the cancel that follows the drain marks it cancelled
+        if control.state == "cancelled":
             await self.on_result(result_for(task, TASK_STATUS_CANCELLED, WORKER))
             return
-        work = asyncio.create_task(self.executor.execute(task, final_attempt=True))
-        watch = asyncio.create_task(stop.wait())
+        control.running += 1
+        control.quiet.clear()
+        try:
+            report = await self._run(task, msg_id, control)
+        finally:
+            control.running -= 1
+            if not control.running:
+                control.quiet.set()
+        if control.state == "draining":
+            control.held.append(report)
+        else:
+            await report()
+
+    async def _run(self, task: Task, msg_id: str, control: _RunControl) -> Report:
+        """Execute ``task``; returns how to report it."""
+        work = asyncio.create_task(self.executor.execute(task, final_attempt=True, stop=control.stop_calls))
+        watch = asyncio.create_task(control.abandon.wait())
         try:
             await asyncio.wait({work, watch}, return_when=asyncio.FIRST_COMPLETED)
         finally:
@@ -99,14 +162,17 @@ class MemoryBus:
         if not work.done():  # the run was cancelled mid-task: its partial work is dropped, as a worker drops it
             work.cancel()
             await asyncio.wait({work})  # not `await work`: that would swallow this worker's own cancellation
-            await self.on_result(result_for(task, TASK_STATUS_CANCELLED, WORKER))
-            return
+            return lambda: self.on_result(result_for(task, TASK_STATUS_CANCELLED, WORKER))
         try:
             result = work.result()
         except BadInputError as exc:
-            await self.on_dead_letter(task, str(exc), msg_id)
-            return
-        await self.on_result(result)
+            reason = str(exc)
+            return lambda: self.on_dead_letter(task, reason, msg_id)
+        if control.state == "draining" and task.stage != STAGE_GENERATE:
+            # Stopped part way: what it evaluated is reported, the task itself did not complete. (A generation
+            # stopped part way completes: its outputs are kept, the records it did not call for end cancelled.)
+            result.status = TASK_STATUS_CANCELLED
+        return lambda: self.on_result(result)
 
     async def idle(self) -> None:
         """Return once every published task has been handled."""

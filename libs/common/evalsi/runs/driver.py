@@ -29,6 +29,7 @@ from evalsi.bus.v1alpha1.bus_pb2 import (
 )
 from evalsi.errors import InfraError
 from evalsi.evaluators import BoundEvaluator, Registry
+from evalsi.runs.binding import resolve_evaluators
 from evalsi.runs.gates import evaluate_gates
 from evalsi.runs.news import RunNews
 from evalsi.runs.outcome import (
@@ -44,7 +45,6 @@ from evalsi.runs.ports import BusPort, RunRecords
 from evalsi.runs.summary import SummaryBuilder
 from evalsi.runs.tasks import ATTEMPT_LABEL, STAGES, index_of, message_id, task_message
 from evalsi.runs.unrun import record_unrun
-from evalsi.sdk import resolve_evaluators
 from evalsi.stores import TaskRow
 from evalsi.targets.identity import generation_kind
 from evalsi.v1alpha1.record_pb2 import Record, Usage

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from evalsi.evaluators import Registry
+from evalsi.runs.binding import resolve_evaluators
 from evalsi.runs.plan import Plan, Projection, plan_run, projection
-from evalsi.sdk import resolve_evaluators
 from evalsi.v1alpha1.record_pb2 import Record
 from evalsi.v1alpha1.run_pb2 import EvalRun
 

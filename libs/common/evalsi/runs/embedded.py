@@ -24,6 +24,7 @@ from evalsi.evaluators import BoundEvaluator, Registry
 from evalsi.evaluators.runner import units_total
 from evalsi.judges import JudgeConfig, RetryPolicy
 from evalsi.records import has_content
+from evalsi.runs.console import interrupt_sets, progress_bar
 from evalsi.runs.local import DEFAULT_CONCURRENCY, new_run_id, run_in_process
 from evalsi.runs.plan import DEFAULT_SHARD_SIZE, Plan, Projection, plan_run, projection
 from evalsi.runs.results import EvaluationResults
@@ -34,7 +35,6 @@ from evalsi.runs.spec import (
     target_kind,
     validate_eval_run,
 )
-from evalsi.sdk import interrupt_sets, progress_bar
 from evalsi.v1alpha1.record_pb2 import Record
 from evalsi.v1alpha1.run_pb2 import EvalRun
 
@@ -172,8 +172,7 @@ async def execute_run(
     total = per_shard * plan.trials + once  # the progress bar's evaluations
     cancel = cancel or asyncio.Event()
     evaluated: list[Record] = []
-    stopping = "the run stops now: tasks in progress are dropped, finished work is kept"
-    with progress_bar(progress, total) as advance, interrupt_sets(cancel, stop_on_interrupt, what_happens=stopping):
+    with progress_bar(progress, total) as advance, interrupt_sets(cancel, stop_on_interrupt):
         document = await run_in_process(
             prepared.run,
             dataset.records,

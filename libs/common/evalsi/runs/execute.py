@@ -7,6 +7,7 @@ it is evaluated.
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -32,8 +33,8 @@ from evalsi.judges.panel import JudgeSet, judge_config_from_spec
 from evalsi.limits import DEFAULT_CALL_TIMEOUT_S, check_resamples
 from evalsi.projects import DEFAULT_PROJECT
 from evalsi.records import from_value, to_value
+from evalsi.runs.binding import resolve_evaluators
 from evalsi.runs.outcome import TARGET_FAILURE_KEY, bootstrap_seed
-from evalsi.sdk import resolve_evaluators
 from evalsi.stats.defaults import DEFAULT_BOOTSTRAP_RESAMPLES, DEFAULT_CONFIDENCE
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResponse
 from evalsi.v1alpha1.record_pb2 import Record, Usage
@@ -52,6 +53,8 @@ if TYPE_CHECKING:  # imported where used: the target connectors are heavy and ev
 FetchObject = Callable[[str], Awaitable[bytes]]
 # Hears each answered target call's usage with its task, as the call returns (an in-process run's budget meter).
 TaskUsageCallback = Callable[[Task, Usage], None]
+# The other result sets a comparative evaluator compares a task's records with (evaluate(compare_to=...)).
+Counterparts = Callable[[Task, Sequence[Record]], Sequence[Sequence[Record]]]
 
 
 @dataclass
@@ -73,6 +76,8 @@ class Executor:
     # The waits between a target's retries (None: the connector's own; tests of in-process runs shorten them).
     retry: RetryPolicy | None = None
     on_usage: TaskUsageCallback | None = None
+    # Where comparative evaluators find the records they compare with; None: nowhere (they are refused).
+    counterparts: Counterparts | None = None
 
     def _contexts(self, bound: Sequence[BoundEvaluator], specs: dict, project: str) -> Callable:
         from evalsi.connection_rules import judge_config
@@ -105,6 +110,8 @@ class Executor:
         project: str,
         *,
         options: RunnerOptions | None = None,
+        compare_with: Sequence[Sequence[Record]] = (),
+        stop: asyncio.Event | None = None,
     ) -> list[EvaluationResult]:
         bound = resolve_evaluators(list(refs), self.registry)
         return await run_evaluators(
@@ -112,10 +119,15 @@ class Executor:
             bound,
             self._contexts(bound, judges, project),
             options=options or RunnerOptions(concurrency=self.concurrency, call_timeout_s=self.call_timeout_s),
+            compare_with=compare_with,
+            cancel=stop,
         )
 
-    async def execute(self, task: Task, *, final_attempt: bool = True) -> TaskResult:
+    async def execute(self, task: Task, *, final_attempt: bool = True, stop: asyncio.Event | None = None) -> TaskResult:
         """Run one task; a bad task (unknown evaluator, bad params) raises BadInputError, which is permanent.
+
+        Once ``stop`` is set, calls in flight finish and no new one starts: the records not yet generated or
+        evaluated end cancelled in the result (an in-process run being cancelled keeps the work it paid for).
 
         Unless this is the task's last attempt, evaluations failing on infrastructure (a judge provider down
         after its own retries) raise RetryTask so the whole task runs again later; answers already given
@@ -148,6 +160,7 @@ class Executor:
                     concurrency=self.concurrency,
                     harness=task.harness,
                     retry=self.retry,
+                    cancel=stop,
                     on_usage=self._usage_of(task),
                     endpoints=endpoints,
                 )
@@ -174,7 +187,9 @@ class Executor:
         evaluable = [r for r in records if TARGET_FAILURE_KEY not in r.metadata]
         results: list[EvaluationResult] = []
         if evaluable or task.stage != STAGE_REDUCE:  # nothing to reduce over: the failed records' results say why
-            results = await self.evaluate(evaluable, task.evaluators, dict(task.judges), task.project, options=options)
+            others = self.counterparts(task, evaluable) if self.counterparts is not None else ()
+            results = await self.evaluate(evaluable, task.evaluators, dict(task.judges), task.project, options=options,
+                                          compare_with=others, stop=stop)
         infra = _infra_errors(results)
         if infra and not final_attempt:
             raise RetryTask(f"{infra} evaluations failed on infrastructure")

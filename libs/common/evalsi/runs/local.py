@@ -3,8 +3,14 @@ scheduler and worker services, over the in-process bus and an in-memory store in
 ``evalsi run`` runs (``runs.embedded``).
 
 What it returns is the document a server would store, with its results: same plan, task keys, final-state rule,
-summaries, gates and manifest. One thing a process can do that a service cannot: target calls report their usage as
-they answer (``stores.memory``'s meter), so a token or cost budget stops the run at the call that exceeds it.
+summaries, gates and manifest. What a process can do that a service cannot: target calls report their usage as
+they answer (``stores.memory``'s meter), so a token or cost budget stops the run at the call that exceeds it; judges
+configured in code (``evaluate(judge=JudgeConfig(...))``) are used as given, credentials included, where a task
+names them; evaluator objects that no installed pack holds run too (``runs.binding.registry_for``); and
+comparative evaluators find the other result set (``compare_with``) in the run's records.
+
+A cancel (``cancel``, Ctrl-C) drains the run first: calls in flight finish, nothing new starts, finished work is
+kept (``bus.memory``); then the driver cancels it as CancelRun would.
 """
 
 from __future__ import annotations
@@ -13,19 +19,19 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from evalsi.bus.memory import MemoryBus
 from evalsi.bus.v1alpha1.bus_pb2 import STAGE_GENERATE, Task, TaskResult
 from evalsi.evaluators import Registry
-from evalsi.judges import RetryPolicy
+from evalsi.judges import JudgeClient, JudgeConfig, RetryPolicy
 from evalsi.judges.panel import JudgeSet
 from evalsi.runs.driver import RunDriver, generates_outputs, planned_task_count
 from evalsi.runs.execute import Executor
+from evalsi.runs.manifest import timestamp_of
 from evalsi.runs.outcome import TARGET_FAILURE_KEY
 from evalsi.runs.plan import DEFAULT_SHARD_SIZE, budget_exceeded
-from evalsi.sdk import timestamp_of
 from evalsi.stores.memory import MemoryRecords, MemoryRunStore
 from evalsi.v1alpha1.record_pb2 import Record, Usage
 from evalsi.v1alpha1.run_pb2 import RUN_STATE_PENDING, EvalRun, Run
@@ -81,6 +87,8 @@ async def run_in_process(
     events: list[RunEvent] | None = None,
     progress: Callable[[int], None] | None = None,
     evaluated: list[Record] | None = None,
+    judges: Mapping[str, JudgeConfig] | None = None,
+    compare_with: Sequence[Record] | None = None,
 ) -> Run:
     """Drive ``document`` over ``records`` to its end; setting ``cancel`` cancels it as CancelRun would.
 
@@ -89,14 +97,16 @@ async def run_in_process(
     ``events``, when given, collects the run's events (state, progress, partial and final summaries); ``progress``
     hears how many evaluations each finished task produced; ``evaluated`` collects the records as evaluated
     (generated outputs of the generation tasks that finished, trial-major then dataset order; the dataset's records
-    when outputs are given).
+    when outputs are given). ``judges`` are judge configs by name that the spec's judges of the same names stand
+    for (the spec carries their wire form, without inline credentials); ``compare_with`` is the second result set
+    of comparative evaluators, paired with the records by (id, trial).
     """
     store, run_records = MemoryRunStore(), MemoryRecords()
     run = pending_run(
         document, records, source=source, version=version, registry=registry, run_id=run_id, shard_size=shard_size
     )
     await store.create_run(run)
-    run_records.add_run(run.id, records)
+    run_records.add_run(run.id, records, compare_with=compare_with)
     scheduler: RunDriver | None = None
     bus: MemoryBus | None = None
     over_budget = False
@@ -121,9 +131,9 @@ async def run_in_process(
         if events is not None:
             events.append(event)
 
-    async with JudgeSet({}, cache=cache, cache_dir=cache_dir) as judges:
-        executor = Executor(registry, judges, concurrency=concurrency, call_timeout_s=None, fetch=run_records.fetch,
-                            retry=retry, on_usage=meter)
+    async with GivenJudges(judges or {}, cache=cache, cache_dir=cache_dir) as judge_set:
+        executor = Executor(registry, judge_set, concurrency=concurrency, call_timeout_s=None,
+                            fetch=run_records.fetch, retry=retry, on_usage=meter, counterparts=run_records.counterparts)
 
         async def on_result(result: TaskResult) -> None:
             assert scheduler is not None
@@ -140,10 +150,11 @@ async def run_in_process(
         scheduler = RunDriver(store, run_records, bus, registry, owner=OWNER, tick_s=0.25, shard_size=shard_size)
         watcher = None
         if cancel is not None:
-            driver = scheduler
+            driver, in_process = scheduler, bus
 
             async def cancel_when_asked() -> None:
                 await cancel.wait()
+                await in_process.drain(run.id)
                 await driver.on_control_cancel(run.project, run.id)
 
             watcher = asyncio.create_task(cancel_when_asked())
@@ -166,6 +177,16 @@ async def run_in_process(
     if evaluated is not None:
         evaluated.extend(await _evaluated_records(store, run_records, finished))
     return finished
+
+
+class GivenJudges(JudgeSet):
+    """The judges of an in-process run: a task names a judge by name with its wire form (``JudgeSpec``), which
+    cannot hold a credential given inline nor a param set to None (not sent); a judge configured by the caller
+    under that name answers instead, exactly as configured."""
+
+    def client_for(self, config: JudgeConfig) -> JudgeClient:
+        given = self.get(config.name)
+        return given if given is not None else super().client_for(config)
 
 
 async def _evaluated_records(store: MemoryRunStore, run_records: MemoryRecords, run: Run) -> list[Record]:

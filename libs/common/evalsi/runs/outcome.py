@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from evalsi.evaluators import BoundEvaluator
 from evalsi.judges.panel import judge_config_from_spec
 from evalsi.records import from_value
-from evalsi.sdk import build_manifest
+from evalsi.runs.manifest import DatasetIdentity, build_manifest
 from evalsi.targets.identity import target_identity, unpinned_target
 from evalsi.v1alpha1.record_pb2 import Record
 from evalsi.v1alpha1.run_pb2 import (
@@ -119,14 +119,6 @@ def bootstrap_seed(options: SummaryOptions) -> int:
     return options.seed
 
 
-class DatasetIdentity(Protocol):
-    @property
-    def source(self) -> str: ...
-
-    @property
-    def version(self) -> str: ...
-
-
 def run_manifest(
     spec: RunSpec,
     bound: Sequence[BoundEvaluator],
@@ -136,7 +128,7 @@ def run_manifest(
     """What a run ran: spec hash, dataset and version, evaluators, judges (a served judge by its connection),
     target, ``seed`` (``spec.seed``, the target's), package versions and what could not be pinned."""
 
-    manifest = build_manifest(dataset, spec, bound, judges)  # type: ignore[arg-type]
+    manifest = build_manifest(dataset, spec, bound, judges)
     manifest.seed = spec.seed
     for name, judge in spec.judges.items():
         if judge.connection:

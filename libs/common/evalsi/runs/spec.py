@@ -50,8 +50,8 @@ from evalsi.limits import (
 )
 from evalsi.projects import DEFAULT_PROJECT, PROJECT_LABEL, PROJECT_RULE, is_project
 from evalsi.records import canonical_json, struct_dict
+from evalsi.runs.binding import resolve_evaluators
 from evalsi.runs.gates import check_gate_references, compile_gate
-from evalsi.sdk import resolve_evaluators
 from evalsi.stats.defaults import DEFAULT_BOOTSTRAP_RESAMPLES
 from evalsi.targets.config import target_config, template_placeholders
 from evalsi.targets.identity import agent_problems, harness_problems

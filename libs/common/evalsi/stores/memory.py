@@ -15,7 +15,7 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
 
-from evalsi.bus.v1alpha1.bus_pb2 import TaskRecords
+from evalsi.bus.v1alpha1.bus_pb2 import Task, TaskRecords
 from evalsi.errors import BadInputError
 from evalsi.stores.metadata import TASK_STATES, TaskRow, check_task_states
 from evalsi.v1alpha1.record_pb2 import Record
@@ -180,14 +180,26 @@ class MemoryRunStore:
 @dataclass
 class MemoryRecords:
     """A run's records and generated outputs as serialized ``TaskRecords`` under references, the way an object store
-    keeps them for the served scheduler, so the same ``Executor`` resolves them (``fetch``)."""
+    keeps them for the served scheduler, so the same ``Executor`` resolves them (``fetch``); and a second result
+    set that comparative evaluators compare with, looked up by (record id, trial) for each task (``counterparts``)."""
 
     _datasets: dict[str, Sequence[Record]] = field(default_factory=dict)
     _objects: dict[str, bytes] = field(default_factory=dict)
     _next: itertools.count = field(default_factory=itertools.count)
+    _others: dict[str, dict[tuple[str, int], Record]] = field(default_factory=dict)
 
-    def add_run(self, run_id: str, records: Sequence[Record]) -> None:
+    def add_run(self, run_id: str, records: Sequence[Record], *, compare_with: Sequence[Record] | None = None) -> None:
         self._datasets[run_id] = records
+        if compare_with is not None:
+            self._others[run_id] = {(r.id, r.provenance.trial): r for r in compare_with}
+
+    def counterparts(self, task: Task, records: Sequence[Record]) -> list[list[Record]]:
+        """The other result set's records paired with ``records`` (those it has), or none without a second set."""
+        others = self._others.get(task.run_id)
+        if others is None:
+            return []
+        keys = ((r.id, r.provenance.trial) for r in records)
+        return [[others[key] for key in keys if key in others]]
 
     async def fetch(self, ref: str) -> bytes:
         return self._objects[ref]
