@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import click
 import pytest
 import yaml
 from click.testing import CliRunner
@@ -345,11 +346,12 @@ def test_the_dockerfile_cmd_is_a_real_cli_verb_with_real_flags() -> None:
     argv = json.loads(cmd)  # the exec form, so SIGTERM reaches the process
     assert argv[0] in SCRIPTS and SCRIPTS[argv[0]] == "evalsi.cli.main:main"
     verb = argv[1]
-    assert verb in cli.commands, f"CMD runs `evalsi {verb}`, which is not a verb of the CLI"
+    assert verb in cli.list_commands(click.Context(cli)), f"CMD runs `evalsi {verb}`, which is not a verb of the CLI"
     result = CliRunner().invoke(cli, [verb, "--help"])
     assert result.exit_code == 0, result.output
     # Parse (without running) the CMD's own flags, so a renamed option fails here.
-    command_ = cli.commands[verb]
+    command_ = cli.get_command(click.Context(cli), verb)
+    assert command_ is not None
     with (
         cli.make_context("evalsi", list(argv[1:])) as parent,
         command_.make_context(verb, list(argv[2:]), parent=parent) as ctx,

@@ -1,40 +1,63 @@
-"""The ``evalsi`` command group."""
+"""The ``evalsi`` command group: every command named by where it lives, imported when it is used."""
 
 from __future__ import annotations
 
 import click
 
-from evalsi.cli.cases_cmd import cases
-from evalsi.cli.catalog import catalog
-from evalsi.cli.compare_cmd import compare_command
-from evalsi.cli.datasets_cmd import datasets
-from evalsi.cli.eval_cmd import eval_command
-from evalsi.cli.policies_cmd import policies
-from evalsi.cli.run_cmd import run_command
-from evalsi.cli.runs_cmd import runs
-from evalsi.cli.serve_cmd import serve_command
-from evalsi.cli.traces_cmd import traces
+from evalsi.cli.lazy_group import LazyCommand, LazyGroup
+
+# Command -> its module and the short help `evalsi --help` lists without importing it (tests/test_cli_lazy.py
+# checks that each matches the command's own help).
+COMMANDS = {
+    "cases": LazyCommand(
+        "evalsi.cli.cases_cmd:cases",
+        "Agent cases: conversations replayed against an agent, graded deterministically (docs/cases.md).",
+    ),
+    "catalog": LazyCommand(
+        "evalsi.cli.catalog:catalog",
+        "List and describe the installed evaluators (packs come from the evalsi.packs entry points).",
+    ),
+    "compare": LazyCommand(
+        "evalsi.cli.compare_cmd:compare_command",
+        "Compare result B with result A, record by record: two saved results (`evalsi eval --output`), or two "
+        "runs on a server with --server.",
+    ),
+    "datasets": LazyCommand(
+        "evalsi.cli.datasets_cmd:datasets",
+        "Stored datasets on a server: what runs name with spec.dataset.ref (datasets/<name>[@<version>]).",
+    ),
+    "eval": LazyCommand("evalsi.cli.eval_cmd:eval_command", "Grade records you bring (Score), embedded: no server."),
+    "policies": LazyCommand(
+        "evalsi.cli.policies_cmd:policies", "Online policies on a server: apply, list, get, stats, delete."
+    ),
+    "run": LazyCommand(
+        "evalsi.cli.run_cmd:run_command",
+        "Run a target over a dataset and grade it (Run): embedded, or on a server with --server.",
+    ),
+    "runs": LazyCommand("evalsi.cli.runs_cmd:runs", "Runs on a server: list, get, watch, cancel, resume, results."),
+    "serve": LazyCommand(
+        "evalsi.cli.serve_cmd:serve_command",
+        "Run Evals.si standalone: nats-server with JetStream, the api, the scheduler, the workers (cpu, judge, "
+        "harness), evalsi-ingest (OTLP on 4318/4317) and evalsi-policy (online policies).",
+    ),
+    "traces": LazyCommand(
+        "evalsi.cli.traces_cmd:traces",
+        "Traces received by evalsi-ingest: list, get, and late feedback (the server needs --traces-url).",
+    ),
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "auto_envvar_prefix": "EVALSI"})
+@click.group(
+    cls=LazyGroup,
+    lazy=COMMANDS,
+    context_settings={"help_option_names": ["-h", "--help"], "auto_envvar_prefix": "EVALSI"},
+)
 @click.version_option(package_name="evalsi")
 def cli() -> None:
     """Evals.si: evaluate LLM apps, RAG systems and agents, with confidence intervals.
 
     Exit codes: 0 ok, 1 internal error, 2 usage or bad input, 3 a gate failed or a regression was found.
     """
-
-
-cli.add_command(eval_command)
-cli.add_command(catalog)
-cli.add_command(cases)
-cli.add_command(compare_command)
-cli.add_command(datasets)
-cli.add_command(policies)
-cli.add_command(run_command)
-cli.add_command(runs)
-cli.add_command(serve_command)
-cli.add_command(traces)
 
 
 def main() -> None:
