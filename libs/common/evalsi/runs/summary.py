@@ -7,7 +7,6 @@ and ``<metric>.pass@k`` / ``<metric>.pass^k`` when samples have several trials.
 from __future__ import annotations
 
 from array import array
-from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -93,20 +92,23 @@ def summarize_results(
 
 @dataclass
 class _Column:
-    """The scored values of one evaluator output, kept compact: no result objects, and numbers and trials in
-    typed arrays (8 bytes each, where a list of floats costs 32), since a run's final summary holds them all."""
+    """The scored values of one evaluator output, kept compact: no result objects or strings per value, but numbers,
+    trials and record ids in typed arrays and one byte buffer (about 24 bytes a value, where a list of floats and a
+    list of ids cost over 90), since a run's final summary holds them all."""
 
     values: array[float] = field(default_factory=lambda: array("d"))
-    record_ids: list[str] = field(default_factory=list)
     trials: array[int] = field(default_factory=lambda: array("q"))
+    id_bytes: bytearray = field(default_factory=bytearray)  # the record ids of the values, UTF-8, back to back
+    id_ends: array[int] = field(default_factory=lambda: array("q"))  # where each value's id ends in id_bytes
     labels: list[str] = field(default_factory=list)
 
 
 @dataclass
 class _Accumulated:
+    dataset: bool
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_COUNTED, 0))
     scored: int = 0
-    columns: dict[str, _Column] = field(default_factory=lambda: defaultdict(_Column))
+    columns: dict[str, _Column] = field(default_factory=dict)
     dataset_results: list[EvaluationResult] = field(default_factory=list)
 
 
@@ -125,22 +127,46 @@ class SummaryBuilder:
 
     def __init__(self, evaluators: Sequence[BoundEvaluator]) -> None:
         self._evaluators = list(evaluators)
-        self._by_alias = {b.alias: _Accumulated() for b in evaluators}
-        self._dataset_aliases = {b.alias for b in evaluators if b.evaluator.scope == "dataset"}
+        self._by_alias = {b.alias: _Accumulated(dataset=b.evaluator.scope == "dataset") for b in evaluators}
+        # Results of evaluators this builder does not summarize, or of no known outcome, per outcome: counted so
+        # that outcome_counts() covers every result added.
+        self._uncounted: dict[int, int] = {}
+
+    def outcome_counts(self) -> dict[int, int]:
+        """How many results were added, per outcome (those of evaluators this builder does not summarize too)."""
+        counts = dict(self._uncounted)
+        for acc in self._by_alias.values():
+            for outcome, n in (
+                (OUTCOME_SCORED, acc.scored),
+                (OUTCOME_SKIPPED, acc.counts["skipped"]),
+                (OUTCOME_ERROR, acc.counts["errors"]),
+                (OUTCOME_CANCELLED, acc.counts["cancelled"]),
+            ):
+                counts[outcome] = counts.get(outcome, 0) + n
+        return {outcome: n for outcome, n in counts.items() if n}
 
     def add(self, results: Iterable[EvaluationResult]) -> None:
+        # The hot loop of a run's summaries (a million results fold here): names bound locally, one dict lookup
+        # per score, the record id read and encoded once per result and only when a value needs it.
+        by_alias, uncounted = self._by_alias, self._uncounted
         for result in results:
-            acc = self._by_alias.get(result.evaluator)
-            if acc is None:
-                continue
             outcome = result.outcome
+            acc = by_alias.get(result.evaluator)
+            if acc is None:
+                uncounted[outcome] = uncounted.get(outcome, 0) + 1
+                continue
             if outcome == OUTCOME_SCORED:
                 acc.scored += 1
-                if result.evaluator in self._dataset_aliases:
+                if acc.dataset:
                     acc.dataset_results.append(result)
                     continue
+                columns = acc.columns
+                record_id = b""
+                trial = -1
                 for score in result.scores:
-                    column = acc.columns[score.name]
+                    column = columns.get(score.name)
+                    if column is None:
+                        column = columns[score.name] = _Column()
                     kind = score.WhichOneof("value")
                     if kind == "passed":
                         column.values.append(1.0 if score.passed else 0.0)
@@ -149,8 +175,12 @@ class SummaryBuilder:
                     else:
                         column.labels.append(score.label if kind == "label" else "structured")
                         continue
-                    column.record_ids.append(result.record_id)
-                    column.trials.append(result.trial)
+                    if trial < 0:
+                        record_id, trial = result.record_id.encode(), result.trial
+                    ids = column.id_bytes
+                    ids += record_id
+                    column.id_ends.append(len(ids))
+                    column.trials.append(trial)
             elif outcome == OUTCOME_SKIPPED:
                 acc.counts["skipped"] += 1
             elif outcome == OUTCOME_ERROR:
@@ -159,6 +189,8 @@ class SummaryBuilder:
                     acc.counts["infra_errors"] += 1
             elif outcome == OUTCOME_CANCELLED:
                 acc.counts["cancelled"] += 1
+            else:
+                uncounted[outcome] = uncounted.get(outcome, 0) + 1
 
     def summaries(
         self, *, records: Sequence[Record] = (), options: SummaryOptions | None = None
@@ -206,58 +238,84 @@ def _summarize_evaluator(
         # One order (record, trial) whatever order the results came in (dataset order embedded, a store's order
         # served, folded as they arrived), so the same results give the same numbers to the last bit and the
         # same seeded bootstrap.
-        values, sample_ids, repeated = _in_record_order(bound, column)
-        clusters = _clusters(bound, sample_ids, repeated, clusters_of)
-        _fill_numbers(summary, values, output, clusters, settings)
+        samples = _Samples(bound, column)
+        clusters = _clusters(samples, clusters_of)
+        _fill_numbers(summary, samples.values, output, clusters, settings)
         out.append(summary)
-        if output.type == "boolean" and repeated:
-            out.extend(_pass_k(bound, metric, values.tolist(), sample_ids, settings, counts))
+        if output.type == "boolean" and samples.repeated:
+            out.extend(_pass_k(bound, metric, samples, settings, counts))
     return out
 
 
-def _in_record_order(bound: BoundEvaluator, column: _Column) -> tuple[np.ndarray, list[str], bool]:
-    """The column's values and sample ids by (record, trial), and whether a sample repeats (trials or spans).
+class _Samples:
+    """A column's values in (record id, trial) order (ties in the order they came), which sample each value is of,
+    and whether a sample repeats (trials, or spans of one record). Ids become strings only when asked for."""
 
-    A final summary streams results from the store already in that order: then nothing is copied or sorted
-    (at a million values the copies, sort keys and sets cost more memory than the column itself).
-    """
-    ids, trials = column.record_ids, column.trials
-    in_order = all(
-        ids[i] < ids[i + 1] or (ids[i] == ids[i + 1] and trials[i] <= trials[i + 1]) for i in range(len(ids) - 1)
-    )
-    if in_order:
-        # A copy, not a view: a view would pin the array, and partial summaries keep appending to it.
+    def __init__(self, bound: BoundEvaluator, column: _Column) -> None:
+        self.span = bound.evaluator.scope == "span"
+        self._ids = bytes(column.id_bytes)  # a copy: the column may still grow (partial summaries)
+        ends = np.array(column.id_ends, dtype=np.int64)
+        starts = np.zeros_like(ends)
+        starts[1:] = ends[:-1]
         values = np.array(column.values, dtype=np.float64)
-        ordered_ids: list[str] = ids
-    else:
-        order = sorted(range(len(column.values)), key=trials.__getitem__)
-        order.sort(key=ids.__getitem__)  # stable: by record, then trial (plain keys sort fastest)
-        values = np.asarray([column.values[i] for i in order], dtype=np.float64)
-        ordered_ids = [ids[i] for i in order]
-    if bound.evaluator.scope == "span":
-        sample_ids = [_sample_of(bound, record_id) for record_id in ordered_ids]
-    else:
-        sample_ids = ordered_ids
-    # In record order a repeated sample sits next to itself: no set of every id is needed to find one.
-    repeated = any(sample_ids[i] == sample_ids[i + 1] for i in range(len(sample_ids) - 1))
-    return values, sample_ids, repeated
+        keys = _sort_keys(self._ids, starts, ends)
+        trials = np.array(column.trials, dtype=np.int64)
+        in_order = bool(np.all(keys[1:] >= keys[:-1]) and np.all((keys[1:] > keys[:-1]) | (trials[1:] >= trials[:-1])))
+        if not in_order:  # a store streams results in this order already: then nothing is sorted
+            order = np.argsort(trials, kind="stable")
+            order = order[np.argsort(keys[order], kind="stable")]
+            values, keys, starts, ends = values[order], keys[order], starts[order], ends[order]
+        self.values = values
+        self._keys, self._starts, self._ends = keys, starts, ends
+        self._strings: list[str] | None = None
+        if self.span:
+            strings = self.strings()
+            self.repeated = any(strings[i] == strings[i + 1] for i in range(len(strings) - 1))
+        else:
+            # In record order a repeated sample sits next to itself: no set of every id is needed to find one.
+            self.repeated = bool(np.any(keys[1:] == keys[:-1]))
+
+    def strings(self) -> list[str]:
+        """The sample id of each value: its record id, or for a span result ("record/span") its record's."""
+        if self._strings is None:
+            data = self._ids
+            strings = [data[s:e].decode() for s, e in zip(self._starts.tolist(), self._ends.tolist(), strict=True)]
+            self._strings = [s.rsplit("/", 1)[0] for s in strings] if self.span else strings
+        return self._strings
+
+    def runs(self) -> np.ndarray:
+        """Where each run of one record's values starts (record scope: its trials sit together)."""
+        keys = self._keys
+        return np.flatnonzero(np.concatenate((np.ones(1, dtype=bool), keys[1:] != keys[:-1])))
 
 
-def _sample_of(bound: BoundEvaluator, record_id: str) -> str:
-    # Span results are keyed "record/span": spans of one record share it as their cluster.
-    if bound.evaluator.scope == "span":
-        return record_id.rsplit("/", 1)[0]
-    return record_id
+def _sort_keys(ids: bytes, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """One sortable key per value that orders as its record id does (UTF-8 bytes order as code points do).
+
+    Fixed-width bytes (numpy compares them padded with NULs, so a shorter id sorts first, as in Python) unless an id
+    holds a NUL itself, where padding would tie "a" with "a\\0": then Python bytes objects, slower and larger."""
+    n = len(starts)
+    if b"\0" in ids:
+        keys_of_ids = np.empty(n, dtype=object)
+        keys_of_ids[:] = [ids[s:e] for s, e in zip(starts.tolist(), ends.tolist(), strict=True)]
+        return keys_of_ids
+    lengths = ends - starts
+    width = max(int(lengths.max()) if n else 0, 1)
+    keys = np.zeros(n, dtype=f"S{width}")
+    grid = keys.view(np.uint8).reshape(n, width)
+    data = np.frombuffer(ids, dtype=np.uint8)
+    for j in range(width):  # a column of bytes at a time: memory of one index array, not n x width of them
+        has = lengths > j
+        grid[has, j] = data[starts[has] + j]
+    return keys
 
 
-def _clusters(
-    bound: BoundEvaluator, sample_ids: list[str], repeated: bool, clusters_of: Mapping[str, str]
-) -> list[str] | None:
+def _clusters(samples: _Samples, clusters_of: Mapping[str, str]) -> list[str] | None:
     """Cluster keys when observations are not independent: a cluster key, trials, or spans of a record."""
     if clusters_of:
-        return [clusters_of.get(sid, f"record:{sid}") for sid in sample_ids]
-    if bound.evaluator.scope == "span" or repeated:
-        return sample_ids
+        return [clusters_of.get(sid, f"record:{sid}") for sid in samples.strings()]
+    if samples.span or samples.repeated:
+        return samples.strings()
     return None
 
 
@@ -325,21 +383,19 @@ def _fill_dataset(summary: MetricSummary, results: Sequence[EvaluationResult], o
 def _pass_k(
     bound: BoundEvaluator,
     metric: str,
-    values: list[float],
-    sample_ids: list[str],
+    samples: _Samples,
     settings: _Settings,
     counts: Mapping[str, int],
 ) -> list[MetricSummary]:
     """pass@k and pass^k over samples with several trials; k is the smallest trial count (plus any asked)."""
-    if bound.evaluator.scope != "record" or len(set(sample_ids)) == len(sample_ids):
+    if bound.evaluator.scope != "record" or not samples.repeated:
         return []  # one trial per sample: nothing to estimate
-    trials: dict[str, list[float]] = defaultdict(list)
-    for sid, value in zip(sample_ids, values, strict=True):
-        trials[sid].append(value)
-    if not trials or max(len(v) for v in trials.values()) < 2:
+    values = samples.values
+    starts = samples.runs()  # values are in record order: each record's trials are one run of the array
+    n = np.diff(np.append(starts, len(values))).astype(np.int64)
+    if not len(n) or int(n.max()) < 2:
         return []
-    n = np.asarray([len(v) for v in trials.values()], dtype=np.int64)
-    c = np.asarray([int(sum(v)) for v in trials.values()], dtype=np.int64)
+    c = np.add.reduceat(values, starts).astype(np.int64)
     smallest = int(n.min())
     ks = sorted({smallest, *(k for k in settings.extra_k if 1 <= k <= smallest)})
     out = []
