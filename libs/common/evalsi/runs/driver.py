@@ -274,16 +274,18 @@ class RunDriver:
             if not await self.store.update_run(run, only_from=(RUN_STATE_PENDING,)):
                 return  # cancelled before it started: driving again sees the stored state
             await self._event(run, RUN_EVENT_TYPE_STATE)
-        # Partial summaries start from what is stored (results folded before this driver took the run: an adopted or
-        # resumed run); from then on they fold in as results arrive (on_task_result).
+        # Summaries fold results as they arrive (on_task_result) from what is stored (an adopted or resumed run's
+        # results): the partial summaries and, when the fold is whole (runs.news), the final ones.
         partials = SummaryBuilder(bound)
+        self.news.follow(run_id, partials)
         async for batch in self.store.iter_results(run.project, run.id):
             partials.add(batch)
-        self.news.follow(run_id, partials)
+        self.news.read_done(run_id)
         await self._publish_ready(run, bound, planned)
         reduce_published = False
         last_progress = None
         last_partial = time.monotonic()
+        partial_every_s = PARTIAL_SUMMARY_EVERY_S
         while True:
             await self.news.wait(run_id, self.tick_s)
             try:
@@ -320,9 +322,11 @@ class RunDriver:
                         await self.store.set_task_state(run_id, row.key, "cancelled")
                     await self._finish(run, bound, budget=over)
                     return
-                if time.monotonic() - last_partial > PARTIAL_SUMMARY_EVERY_S and run.progress.completed:
-                    last_partial = time.monotonic()
+                if time.monotonic() - last_partial > partial_every_s and run.progress.completed:
+                    started = time.process_time()
                     await self._partial_summaries(run, bound)
+                    last_partial = time.monotonic()  # spaced out so that it costs at most a tenth of the CPU
+                    partial_every_s = max(PARTIAL_SUMMARY_EVERY_S, 10 * (time.process_time() - started))
                 open_tasks = counts.get("pending", 0)
                 reducers = [p for p in planned if p.stage == "reduce"]
                 if reducers and not reduce_published and open_tasks == len(reducers):
@@ -423,18 +427,19 @@ class RunDriver:
         if cancelled or budget:
             plan = plan_of(run, await self.records.record_count(run), bound, self.shard_size)
             await record_unrun(self.store, self.records, run, bound, plan)
-        # The partial summaries' values and the final ones' would otherwise be held twice at the end of a run.
-        self.news.drop_partials(run.id)
-        builder = SummaryBuilder(bound)
-        async for batch in self.store.iter_results(run.project, run.id):
-            builder.add(batch)
+        counts = await self.store.count_results(run.project, run.id)
+        builder = self.news.whole_fold(run.id, counts)
+        if builder is None:  # read every stored result again, in the store's order (nothing to sort)
+            builder = SummaryBuilder(bound)
+            async for batch in self.store.iter_results(run.project, run.id):
+                builder.add(batch)
         records = await self._final_records(run) if run.spec.summary.cluster_by else ()
         run.ClearField("summaries")
         run.summaries.extend(builder.summaries(records=records, options=run.spec.summary))
+        self.news.drop_partials(run.id)
         if run.spec.gates:
             run.ClearField("gates")
             run.gates.extend(evaluate_gates(list(run.spec.gates), run.summaries))
-        counts = await self.store.count_results(run.project, run.id)
         fill_outcome_counts(run.progress, counts)
         generates = generates_outputs(run)
         # Read only when the rule can get to it: a cancelled or over-budget run ends so whatever its target did.
@@ -518,22 +523,16 @@ class RunDriver:
             run.id, result.key, state, error=result.error, only_from=only_from, usage=_usage(result)
         ):
             self.news.fold(run.id, result.results)
+        elif result.results:
+            self.news.written_unfolded(run.id)  # a later copy may have replaced what was folded
         self.news.wake(run.id)
 
     async def _publish_evaluations_of(self, run: Run, result: TaskResult, ref: str) -> None:
         bound = bound_of(run, self.registry)
         for ev in plan_of(run, 0, bound).shard_evaluators:
             key = task_key(run.id, result.shard, "evaluate", result.trial, ev.key_name)
-            planned = PlannedTask(
-                key,
-                "evaluate",
-                ev.pool,
-                result.shard,
-                result.trial,
-                evaluator=ev.alias,
-                ref=ev.ref,
-                depends_on=(result.key,),
-            )
+            planned = PlannedTask(key, "evaluate", ev.pool, result.shard, result.trial, evaluator=ev.alias, ref=ev.ref,
+                                  depends_on=(result.key,))
             await self.bus.publish_task(planned.pool, task_message(run, bound, planned, ref), message_id(run, planned))
 
     async def on_dead_letter(self, task: Task, reason: str, msg_id: str = "") -> None:
@@ -563,6 +562,8 @@ class RunDriver:
             await self.store.upsert_results(task.project, task.run_id, results)
         if await self.store.set_task_state(task.run_id, task.key, "failed", error=reason, only_from=("pending",)):
             self.news.fold(task.run_id, results)
+        elif results:
+            self.news.written_unfolded(task.run_id)
         self.news.wake(task.run_id)
 
     async def _run(self, project: str, run_id: str) -> Run | None:
