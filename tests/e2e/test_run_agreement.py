@@ -6,9 +6,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +23,8 @@ from evalsi.runs.embedded import run_embedded
 from evalsi.runs.spec import parse_eval_run
 from evalsi.testing.stack import Stack
 from evalsi.testing.threaded import ThreadedProvider
-from evalsi.v1alpha1.run_pb2 import RUN_STATE_SUCCEEDED, Run
+from evalsi.v1alpha1.run_pb2 import RUN_STATE_CANCELLED, RUN_STATE_FAILED, RUN_STATE_SUCCEEDED, Run
+from evalsi.v1alpha1.score_pb2 import OUTCOME_ERROR
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = ROOT / "examples" / "runs" / "qa-outputs.yaml"
@@ -65,9 +69,13 @@ def spec_with(changes: dict[str, Any]) -> Any:
     return parse_eval_run(raw, source=str(SPEC))
 
 
-def answer(body: dict[str, Any]) -> str:
-    """The fake target: the question's last word, so every trial of a record answers the same."""
-    return str(body["messages"][-1]["content"].rsplit(" ", 1)[-1])
+def answer(body: dict[str, Any]) -> str | tuple[str, int]:
+    """The fake target: the question's last word, so every trial of a record answers the same; a question that
+    starts with "Refuse" is refused (HTTP 400, not retried), so the same records fail on every engine."""
+    question = str(body["messages"][-1]["content"])
+    if question.startswith("Refuse"):
+        return ("status", 400)
+    return question.rsplit(" ", 1)[-1]
 
 
 @pytest.fixture(scope="module")
@@ -103,33 +111,95 @@ def test_a_served_run_equals_the_embedded_run_field_by_field(stack: Stack, name:
     assert len(served.results) == len(embedded.results) > 0
 
 
-def test_a_served_generating_run_with_trials_equals_the_embedded_run(
-    stack: Stack, provider: Any, tmp_path: Path
-) -> None:
-    rows = [{"id": f"q{i:02d}", "input": f"Say {'yes' if i % 3 else 'no'}", "reference": "yes"} for i in range(30)]
-    data = Path(stack.config.datasets_dir) / "agreement-generated.jsonl"
+# Generating runs (a model target, 30 questions, 3 trials): which questions the target refuses.
+GENERATED: dict[str, Callable[[int], bool]] = {
+    "every call answered": lambda i: False,
+    "a quarter of the records refused": lambda i: i % 4 == 0,
+    "every call refused": lambda i: True,
+}
+
+
+def generated_specs(stack: Stack, provider: Any, data: Path, refused: Callable[[int], bool]) -> tuple[Any, Any]:
+    """The same generating run for the server (a connection) and embedded (the URL), over ``data``."""
+    rows = [{"id": f"q{i:02d}", "input": f"{'Refuse' if refused(i) else 'Say'} {'yes' if i % 3 else 'no'}",
+             "reference": "yes"} for i in range(30)]
     data.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    changes = {"trials": 3, "evaluators": [{"ref": "builtin/exact-match"}, {"ref": "builtin/contains"}],
+               "gates": ["metric('exact-match').passAtK(3) >= 0.5"]}
+    served_spec = spec_with({**changes, "target": {"model": {"connection": "fake"}}})
+    served_spec.spec.dataset.path = data.name
+    embedded_spec = spec_with({**changes, "target": {"model": {
+        "connector": "openai-compatible", "model": "fake", "baseUrl": provider.base_url}}})
+    embedded_spec.spec.dataset.path = str(data)
+    return served_spec, embedded_spec
+
+
+def without_target_name(run: Run) -> dict[str, Any]:
+    # The target is named differently on each side (a server's connection, a URL embedded), in the manifest and in
+    # the reason a failed call gives: those aside, everything agrees.
+    fields = comparable(run)
+    del fields["manifest"]
+    def unnamed(text: str) -> str:
+        return re.sub(r"target .*?: openai ", "target: openai ", text)
+
+    fields["results"] = [(*result[:5], unnamed(result[5]), *result[6:]) for result in fields["results"]]
+    fields["message"] = unnamed(fields["message"])
+    return fields
+
+
+@pytest.mark.parametrize("name", list(GENERATED))
+def test_a_served_generating_run_with_trials_equals_the_embedded_run(stack: Stack, provider: Any, name: str) -> None:
+    data = Path(stack.config.datasets_dir) / "agreement-generated.jsonl"
     try:
-        changes = {"trials": 3, "evaluators": [{"ref": "builtin/exact-match"}, {"ref": "builtin/contains"}],
-                   "gates": ["metric('exact-match').passAtK(3) >= 0.5"]}
-        served_spec = spec_with({**changes, "target": {"model": {"connection": "fake"}}})
-        served_spec.spec.dataset.path = data.name
-        embedded_spec = spec_with({**changes, "target": {"model": {
-            "connector": "openai-compatible", "model": "fake", "baseUrl": provider.base_url}}})
-        embedded_spec.spec.dataset.path = str(data)
+        served_spec, embedded_spec = generated_specs(stack, provider, data, GENERATED[name])
         embedded = asyncio.run(run_embedded(embedded_spec, base_dir=data.parent)).run
         with evalsi.Client(stack.grpc) as client:
             served = client.runs.create(served_spec).wait()
             served.results.extend(client.runs.results(served.id, project=served.project))
     finally:
         data.unlink()
-    # The target is named differently on each side (a server's connection, a URL embedded): the manifest aside,
-    # everything agrees.
-    mine, theirs = comparable(served), comparable(embedded)
-    del mine["manifest"], theirs["manifest"]
-    assert served.state == RUN_STATE_SUCCEEDED, served.message
-    assert mine == theirs
+    assert without_target_name(served) == without_target_name(embedded)
     assert {r.trial for r in served.results} == {0, 1, 2} and len(served.results) == 30 * 3 * 2
+    refused = sum(GENERATED[name](i) for i in range(30))
+    failed = [r for r in served.results if r.outcome == OUTCOME_ERROR]
+    assert len(failed) == refused * 3 * 2
+    # A run whose every target call failed is FAILED, whichever engine drove it; otherwise it did its work.
+    assert served.state == (RUN_STATE_FAILED if refused == 30 else RUN_STATE_SUCCEEDED), served.message
+
+
+def test_a_served_run_cancelled_and_resumed_equals_an_embedded_run_never_interrupted(
+    stack: Stack, provider: Any
+) -> None:
+    data = Path(stack.config.datasets_dir) / "agreement-resumed.jsonl"
+    try:
+        refused = GENERATED["a quarter of the records refused"]
+        served_spec, embedded_spec = generated_specs(stack, provider, data, refused)
+        embedded = asyncio.run(run_embedded(embedded_spec, base_dir=data.parent)).run
+        # Every call takes half a second (the 90 calls of the run), so the cancel comes while calls are in flight.
+        asked_before = len(provider.requests)
+        provider.enqueue(*[("delay", 0.5)] * 90)
+        with evalsi.Client(stack.grpc) as client:
+            handle, project = client.runs.create(served_spec), served_spec.metadata.project
+            deadline = time.monotonic() + 60
+
+            def now() -> Run:
+                return client.runs.get(handle.id, project=project)
+
+            while len(provider.requests) - asked_before < 10 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            client.runs.cancel(handle.id, project=project)
+            cancelled = handle.wait()
+            assert cancelled.state == RUN_STATE_CANCELLED, cancelled.message
+            assert cancelled.progress.completed < cancelled.progress.total_tasks
+            client.runs.resume(handle.id, project=project)
+            while now().state == RUN_STATE_CANCELLED and time.monotonic() < deadline:
+                time.sleep(0.02)
+            served = handle.wait()
+            served.results.extend(client.runs.results(served.id, project=served.project))
+    finally:
+        data.unlink()
+    assert served.state == RUN_STATE_SUCCEEDED, served.message
+    assert without_target_name(served) == without_target_name(embedded)
 
 
 def test_a_served_dry_run_prints_what_an_embedded_one_prints(stack: Stack) -> None:

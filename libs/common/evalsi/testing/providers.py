@@ -21,7 +21,8 @@ Script steps, each consumed by one request (after that, requests get the default
   default reply or the next step, so a tool loop is two steps: ``("tool_calls", [...])``, ``("text", "...")``.
 
 The default reply (``reply``) may also return a ``("tool_calls", [...])`` step instead of text: tool calls that
-depend on the request, so concurrent agent loops each get theirs whatever order their requests arrive in.
+depend on the request, so concurrent agent loops each get theirs whatever order their requests arrive in; or a
+``("status", code)`` step: an error for the requests it picks, whatever order they arrive in.
 
 Run one from a shell for a CLI smoke test: ``python -m evalsi.testing.providers openai --port 8080``.
 Token counts are whitespace-separated words: deterministic, not the real tokenizers.
@@ -216,8 +217,12 @@ class FakeProvider(ABC):
         if kind in ("reply", "delay"):
             answer = self.reply(body)
             step = answer if isinstance(answer, tuple) else ("text", answer)
+            if step[0] == "status":
+                return self.error(int(step[1]), headers=step[2] if len(step) > 2 else None)
             if step[0] not in ("text", "tool_calls") or (step[0] == "tool_calls" and not _valid_tool_calls(step[1:])):
-                raise ValueError(f"a reply function returns text or ('tool_calls', [...]), got {answer!r}")
+                raise ValueError(
+                    f"a reply function returns text, ('tool_calls', [...]) or ('status', code), got {answer!r}"
+                )
         if step[0] == "tool_calls":
             return web.json_response(self.tool_use(body, self._tool_calls(step[1])))
         return web.json_response(self.success(body, str(step[1])))
