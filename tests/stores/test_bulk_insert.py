@@ -86,3 +86,30 @@ async def test_a_batch_larger_than_any_parameter_limit_is_written_whole(database
         assert await c.insert_many("things", [("owner", "text", "alice")], _COLUMNS, _rows(70_000), _UPSERT) == 70_000
     assert (await database.fetch("SELECT count(*), sum(big) FROM things"))[0] == (
         70_000, sum(2**40 + i for i in range(70_000)))
+
+
+async def test_batches_large_enough_for_copy_keep_the_tail_and_stay_apart_in_one_transaction(
+    database: Database,
+) -> None:
+    """On Postgres from 2,000 rows the insert goes through COPY and a staging table; the contract is the same."""
+    async with database.transaction() as c:
+        assert await c.insert_many("things", [("owner", "text", "alice")], _COLUMNS, _rows(3000, value=5),
+                                   _UPSERT) == 3000
+    async with database.transaction() as c:  # lower counts lose, higher ones win; bob's rows are his alone
+        rows = [*_rows(1500, value=1), *_rows(1500, start=1500, value=9)]
+        assert await c.insert_many("things", [("owner", "text", "alice")], _COLUMNS, rows, _UPSERT) == 1500
+        assert await c.insert_many("things", [("owner", "text", "bob")], _COLUMNS, _rows(2500), _UPSERT) == 2500
+    things = await _things(database)
+    assert len(things) == 5500
+    assert sorted({values[0] for (owner, name), values in things.items() if owner == "alice"}) == [5, 9]
+    assert things[("alice", "n001499")][0] == 5 and things[("alice", "n001500")][0] == 9
+    assert things[("bob", "n002499")] == (1, 2**40 + 2499, 2499 / 4, bytes([2499 % 256]) * 3)
+
+
+async def test_a_failed_copy_sized_batch_leaves_nothing_behind_for_the_next(database: Database) -> None:
+    with pytest.raises((InfraError, sqlite3.IntegrityError)):
+        async with database.transaction() as c:
+            await c.insert_many("things", [("owner", "text", "alice")], _COLUMNS, [*_rows(2500), *_rows(1)], "")
+    async with database.transaction() as c:
+        assert await c.insert_many("things", [("owner", "text", "carol")], _COLUMNS, _rows(2000), _UPSERT) == 2000
+    assert {owner for owner, _name in await _things(database)} == {"carol"}

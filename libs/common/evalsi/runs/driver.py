@@ -45,6 +45,7 @@ from evalsi.runs.ports import BusPort, RunRecords
 from evalsi.runs.summary import SummaryBuilder
 from evalsi.runs.tasks import ATTEMPT_LABEL, STAGES, index_of, message_id, task_message
 from evalsi.runs.unrun import record_unrun
+from evalsi.runs.writes import ResultWrites
 from evalsi.stores import TaskRow
 from evalsi.targets.identity import generation_kind
 from evalsi.v1alpha1.record_pb2 import Record, Usage
@@ -124,6 +125,10 @@ class RunDriver:
     news: RunNews = field(default_factory=RunNews)
     _drivers: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     _runs: dict[str, Run] = field(default_factory=dict)
+    _writes: ResultWrites = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._writes = ResultWrites(self.store)
 
     # --- control --------------------------------------------------------------------------------------
 
@@ -513,8 +518,8 @@ class RunDriver:
             )
             self.news.wake(run.id)
             return
-        if result.results:
-            await self.store.upsert_results(run.project, run.id, list(result.results))
+        if result.results:  # with the results of other tasks that arrive meanwhile, in one write
+            await self._writes.upsert(run.project, run.id, result.results)
         state = {TASK_STATUS_DONE: "done", TASK_STATUS_CANCELLED: "cancelled"}.get(result.status, "failed")
         only_from = ("pending", "cancelled") if state == "done" else ("pending",)
         # Only the delivery that completes the task folds its results into the partial summaries: a redelivered

@@ -5,7 +5,8 @@ The store writes its SQL once, with ``?`` placeholders; a ``Database`` runs it o
   the event loop never blocks; an asyncio lock keeps a transaction's statements together.
 - ``PostgresDatabase``: an asyncpg pool; ``?`` becomes ``$n``.
 The dialects differ only in bulk inserts (SQLite: ``executemany`` in one transaction; Postgres: one
-``INSERT ... SELECT FROM unnest(arrays)`` per chunk), ``IN`` lists, substring tests and the clock.
+``INSERT ... SELECT FROM unnest(arrays)`` per chunk, or from some thousands of rows a binary COPY into a
+session-local staging table and one ``INSERT ... SELECT`` from it), ``IN`` lists, substring tests and the clock.
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ Constant = tuple[str, str, Any]
 
 _PG_TYPES = {"text": "text", "int": "int4", "bigint": "int8", "float": "float8", "bytes": "bytea"}
 _PG_CHUNK = 20_000
+# From this many rows a bulk insert goes through COPY: below it, the staging table's extra statements cost Postgres
+# more than COPY's cheaper encoding saves the client (docs/benchmarks.md, "Results written with COPY").
+_PG_COPY_FROM = 2_000
 
 
 class Conn(Protocol):
@@ -210,6 +214,7 @@ class PostgresConn:
     def __init__(self, conn: Any, errors: Callable[[], contextlib.AbstractContextManager[None]]) -> None:
         self._conn = conn
         self._errors = errors
+        self._staged: set[str] = set()  # staging tables this transaction has filled (emptied again at commit)
 
     async def fetch(self, sql: str, *args: Any) -> list[Sequence[Any]]:
         with self._errors():
@@ -223,6 +228,9 @@ class PostgresConn:
         self, table: str, constants: Sequence[Constant], columns: Sequence[Column], rows: Iterable[Sequence[Any]],
         tail: str,
     ) -> int:
+        rows = list(rows)
+        if len(rows) >= _PG_COPY_FROM:
+            return await self._copy_many(table, constants, columns, rows, tail)
         names = [c[0] for c in constants] + [c[0] for c in columns]
         fixed = [f"${i}::{_PG_TYPES[c[1]]}" for i, c in enumerate(constants, 1)]
         arrays = [f"${i}::{_PG_TYPES[c[1]]}[]" for i, c in enumerate(columns, len(constants) + 1)]
@@ -231,7 +239,6 @@ class PostgresConn:
             f"FROM unnest({', '.join(arrays)}) AS u {tail}"
         )
         values = [c[2] for c in constants]
-        rows = list(rows)
         total = 0
         with self._errors():
             for start in range(0, len(rows), _PG_CHUNK):
@@ -239,6 +246,32 @@ class PostgresConn:
                 status = await self._conn.execute(sql, *values, *(list(col) for col in zip(*chunk, strict=True)))
                 total += _rowcount(status)
         return total
+
+    async def _copy_many(
+        self, table: str, constants: Sequence[Constant], columns: Sequence[Column], rows: list[Sequence[Any]],
+        tail: str,
+    ) -> int:
+        """Binary COPY into a temporary table of this session (made once per connection, emptied at each commit),
+        then one ``INSERT ... SELECT`` from it with the same conflict clause: COPY encodes rows without asyncpg's
+        per-element array checks, and the whole batch is one statement."""
+        stage = f"_evalsi_stage_{table}"
+        typed = [(c[0], c[1]) for c in constants] + list(columns)
+        names = ", ".join(c[0] for c in typed)
+        fixed = tuple(c[2] for c in constants)
+        with self._errors():
+            if stage in self._staged:  # a second batch in one transaction: the first one's rows are still there
+                await self._conn.execute(f"TRUNCATE {stage}")
+            else:
+                await self._conn.execute(
+                    f"CREATE TEMPORARY TABLE IF NOT EXISTS {stage} "
+                    f"({', '.join(f'{n} {_PG_TYPES[t]}' for n, t in typed)}) ON COMMIT DELETE ROWS"
+                )
+            self._staged.add(stage)
+            await self._conn.copy_records_to_table(
+                stage, records=[fixed + tuple(row) for row in rows] if fixed else rows, columns=[c[0] for c in typed]
+            )
+            moved = await self._conn.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM {stage} {tail}")
+        return _rowcount(moved)
 
 
 class PostgresDatabase:

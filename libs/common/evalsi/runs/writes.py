@@ -1,0 +1,81 @@
+"""Results of tasks that arrive close together, written to the store as one batch (group commit).
+
+A run driver folds each task's results as the bus delivers them, several handlers at a time; a store write per task
+(500 results) is too small for a bulk write to pay (docs/benchmarks.md, "Results written with COPY"). Each caller
+adds its results and waits; one writer at a time takes everything waiting, after a few milliseconds unless enough
+rows are already there, and writes it, one store call per run. A caller returns only once its results are committed
+(it acknowledges its message after that) and gets the write's error if it failed, so a result is never acknowledged
+unstored. While one batch is written the next one gathers, so the batches grow with the load.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from evalsi.v1alpha1.score_pb2 import EvaluationResult
+
+_Waiting = tuple[list[EvaluationResult], list["asyncio.Future[None]"]]
+
+
+@dataclass
+class ResultWrites:
+    """Coalesces ``upsert_results`` calls on ``store`` (an ``evalsi.stores.RunStore``)."""
+
+    store: Any
+    linger_s: float = 0.003  # how long a small batch waits for more results before it is written
+    full_rows: int = 8_000  # a batch this large is written at once
+    _waiting: dict[tuple[str, str], _Waiting] = field(default_factory=dict)
+    _rows: int = 0
+    _full: asyncio.Event = field(default_factory=asyncio.Event)
+    _writer: asyncio.Task[None] | None = None
+
+    async def upsert(self, project: str, run_id: str, results: Sequence[EvaluationResult]) -> None:
+        """Store ``results`` of one run (the store's upsert rules); returns when they are committed."""
+        if not results:
+            return
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        batch, waiters = self._waiting.setdefault((project, run_id), ([], []))
+        batch.extend(results)
+        waiters.append(done)
+        self._rows += len(results)
+        if self._rows >= self.full_rows:
+            self._full.set()
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._write_while_waiting())
+        # A caller cancelled meanwhile leaves the write to go on: it is idempotent, and others may wait on it.
+        await asyncio.shield(done)
+
+    async def _write_while_waiting(self) -> None:
+        while self._waiting:
+            if self._rows < self.full_rows:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._full.wait(), timeout=self.linger_s)
+            self._full.clear()
+            taken, self._waiting, self._rows = self._waiting, {}, 0
+            try:
+                for (project, run_id), (results, waiters) in taken.items():
+                    try:
+                        await self.store.upsert_results(project, run_id, results)
+                    except Exception as exc:  # each waiter raises it, as its own write would have
+                        _settle(waiters, exc)
+                    else:
+                        _settle(waiters, None)
+            except BaseException:  # the writer itself is cancelled (shutdown): nobody may wait forever
+                for _results, waiters in [*taken.values(), *self._waiting.values()]:
+                    for done in waiters:
+                        done.cancel()
+                raise
+
+
+def _settle(waiters: list[asyncio.Future[None]], error: Exception | None) -> None:
+    for done in waiters:
+        if done.done():
+            continue
+        if error is None:
+            done.set_result(None)
+        else:
+            done.set_exception(error)
