@@ -1,5 +1,5 @@
-"""The lazy exports of evalsi, evalsi.stats and evalsi.judges (evalsi._lazy): each name is the object its module
-defines, loads that module only when first used, and an unknown name is an ordinary AttributeError."""
+"""The lazy exports of evalsi, evalsi.stats, evalsi.judges and evalsi.cases (evalsi._lazy): each name is the object
+its module defines, loads that module only when first used, and an unknown name is an ordinary AttributeError."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from evalsi._lazy import lazy_exports
 
-PACKAGES = ["evalsi", "evalsi.stats", "evalsi.judges"]
+PACKAGES = ["evalsi", "evalsi.stats", "evalsi.judges", "evalsi.cases"]
 
 
 @pytest.mark.parametrize("package", PACKAGES)

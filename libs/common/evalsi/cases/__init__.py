@@ -12,29 +12,68 @@
   stored cases to run; another tenant's case reads as missing).
 """
 
-from evalsi.cases.gate import Baseline, compare, load_baseline, write_baseline
-from evalsi.cases.graders import Check, count_questions, find_pii, grade
-from evalsi.cases.judging import Panel, PanelConfig, load_panel
-from evalsi.cases.loader import load_cases, load_file, load_text
-from evalsi.cases.model import BrokenCase, Case, CaseTurn, Expect, Policy, Requires
-from evalsi.cases.pairwise import compare_case
-from evalsi.cases.perf import perf_summary
-from evalsi.cases.report import exit_code, render_table
-from evalsi.cases.result import CaseResult
-from evalsi.cases.runner import CaseRunner, Report, Summary, fresh_conversation_id, run_cases
-from evalsi.cases.simulate import Simulator, simulated_conversation_id
-from evalsi.cases.transcript import ToolCall, Transcript, Turn, UIEvent
-from evalsi.cases.transport import (
-    AgentDescription,
-    CallableTransport,
-    CallContext,
-    DescriptionUnavailable,
-    HttpTransport,
-    SeedRefused,
-    Transport,
-    TransportError,
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from evalsi._lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from evalsi.cases.gate import Baseline, compare, load_baseline, write_baseline
+    from evalsi.cases.graders import Check, count_questions, find_pii, grade
+    from evalsi.cases.judging import Panel, PanelConfig, load_panel
+    from evalsi.cases.loader import load_cases, load_file, load_text
+    from evalsi.cases.model import BrokenCase, Case, CaseTurn, Expect, Policy, Requires
+    from evalsi.cases.pairwise import compare_case
+    from evalsi.cases.perf import perf_summary
+    from evalsi.cases.report import exit_code, render_table
+    from evalsi.cases.result import CaseResult
+    from evalsi.cases.runner import CaseRunner, Report, Summary, fresh_conversation_id, run_cases
+    from evalsi.cases.simulate import Simulator, simulated_conversation_id
+    from evalsi.cases.transcript import ToolCall, Transcript, Turn, UIEvent
+    from evalsi.cases.transport import (
+        AgentDescription,
+        CallableTransport,
+        CallContext,
+        DescriptionUnavailable,
+        HttpTransport,
+        SeedRefused,
+        Transport,
+        TransportError,
+    )
+    from evalsi.cases.trials import trials_summary
+
+# Loaded on first use: the runner, gate, judging and transports pull scipy and aiohttp, while the case model,
+# loader and store are what `evalsi cases --help` and the case store need.
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    globals(),
+    {
+        ".gate": ("Baseline", "compare", "load_baseline", "write_baseline"),
+        ".graders": ("Check", "count_questions", "find_pii", "grade"),
+        ".judging": ("Panel", "PanelConfig", "load_panel"),
+        ".loader": ("load_cases", "load_file", "load_text"),
+        ".model": ("BrokenCase", "Case", "CaseTurn", "Expect", "Policy", "Requires"),
+        ".pairwise": ("compare_case",),
+        ".perf": ("perf_summary",),
+        ".report": ("exit_code", "render_table"),
+        ".result": ("CaseResult",),
+        ".runner": ("CaseRunner", "Report", "Summary", "fresh_conversation_id", "run_cases"),
+        ".simulate": ("Simulator", "simulated_conversation_id"),
+        ".transcript": ("ToolCall", "Transcript", "Turn", "UIEvent"),
+        ".transport": (
+            "AgentDescription",
+            "CallableTransport",
+            "CallContext",
+            "DescriptionUnavailable",
+            "HttpTransport",
+            "SeedRefused",
+            "Transport",
+            "TransportError",
+        ),
+        ".trials": ("trials_summary",),
+    },
 )
-from evalsi.cases.trials import trials_summary
 
 __all__ = [
     "AgentDescription",

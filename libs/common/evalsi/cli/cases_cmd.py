@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import click
 
+from evalsi.cases.loader import load_cases
+from evalsi.cases.model import DEFAULT_TENANT, BrokenCase, Case
+from evalsi.cases.perf import perf_summary
+from evalsi.cases.store import CaseNotFound, export_cases, import_corpus, load_stored, read_corpus, stored_cases
 from evalsi.cli._common import EXIT_BAD_INPUT, check_project_flag, handle_errors
 from evalsi.cli.cases_inputs import (
     conversation_ids,
@@ -20,10 +25,11 @@ from evalsi.cli.cases_inputs import (
     write_report,
 )
 from evalsi.errors import BadInputError
+from evalsi.judges import JudgeConfig
+from evalsi.service.config import Config
 from evalsi.service.defaults import DEFAULT_METADATA_URL
-
-if TYPE_CHECKING:
-    from evalsi.stores import MetadataStore
+from evalsi.stores import MetadataStore, open_metadata_store
+from evalsi.stores.metadata import project_or_default
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -58,7 +64,6 @@ def _metadata_url(metadata_url: str | None, config_path: str | None) -> str:
     if metadata_url:
         return metadata_url
     if config_path:
-        from evalsi.service.config import Config
 
         return Config.load(config_path).metadata_url
     return DEFAULT_METADATA_URL
@@ -68,15 +73,12 @@ def _using_store(url: str, work: Callable[[MetadataStore], Awaitable[T]]) -> T:
     """Open the metadata store at ``url`` (migrating it), run ``work`` on it and close it."""
 
     async def main() -> T:
-        from evalsi.stores import open_metadata_store
 
         store = await open_metadata_store(url)
         try:
             return await work(store)
         finally:
             await store.close()
-
-    import asyncio  # here, not at the top: `evalsi --help` loads every command module
 
     return asyncio.run(main())
 
@@ -91,7 +93,6 @@ def cases() -> None:
 @handle_errors
 def validate_command(source: str) -> None:
     """Load every case under --source and list the broken ones with file, line and field. Exit 2 if any."""
-    from evalsi.cases import BrokenCase, load_cases
 
     items = load_cases(source)
     broken = [item for item in items if isinstance(item, BrokenCase)]
@@ -118,8 +119,6 @@ def import_command(source: str, keep_existing: bool, metadata_url: str | None, c
     the exit code is 2. Each case is stored as its YAML text, comments included, with the path it came from,
     so `evalsi cases export` writes the corpus back. Stored cases that are not in the corpus stay.
     """
-    from evalsi.cases.store import import_corpus, read_corpus
-    from evalsi.stores.metadata import project_or_default
 
     corpus = read_corpus(source)
     if corpus.broken:
@@ -153,9 +152,6 @@ def export_command(directory: str, force: bool, metadata_url: str | None, config
 
     Refuses (exit 2, nothing written) when any file it would write exists, unless --force.
     """
-    from evalsi.cases.model import DEFAULT_TENANT
-    from evalsi.cases.store import export_cases
-    from evalsi.stores.metadata import project_or_default
 
     project, tenant = project_or_default(project or ""), tenant or DEFAULT_TENANT
     written = _using_store(_metadata_url(metadata_url, config_path),
@@ -175,9 +171,6 @@ def list_command(agent_name: str | None, fmt: str, metadata_url: str | None, con
 
     A stored case that no longer validates is listed as broken, with the reason. Exit 2 if any is.
     """
-    from evalsi.cases.model import DEFAULT_TENANT, BrokenCase
-    from evalsi.cases.store import load_stored
-    from evalsi.stores.metadata import project_or_default
 
     project, tenant = project_or_default(project or ""), tenant or DEFAULT_TENANT
     stored = _using_store(_metadata_url(metadata_url, config_path),
@@ -208,9 +201,6 @@ def list_command(agent_name: str | None, fmt: str, metadata_url: str | None, con
 def show_command(case_id: str, metadata_url: str | None, config_path: str | None, project: str | None,
                  tenant: str | None) -> None:
     """Print a stored case's YAML exactly as imported. Exit 2 when the tenant has no case with this id."""
-    from evalsi.cases.model import DEFAULT_TENANT
-    from evalsi.cases.store import CaseNotFound
-    from evalsi.stores.metadata import project_or_default
 
     project, tenant = project_or_default(project or ""), tenant or DEFAULT_TENANT
     found = _using_store(_metadata_url(metadata_url, config_path),
@@ -287,7 +277,6 @@ def run_command(
     from evalsi.cases import CallableTransport, HttpTransport, exit_code, render_table
     from evalsi.cases.gate import compare, load_baseline, refuse_unjudged, write_baseline
     from evalsi.cases.judging import DEFAULT_TOLERANCE
-    from evalsi.cases.perf import perf_summary
 
     if sum(map(bool, (agent_url, agent_callable, agent_harness))) != 1:
         raise BadInputError("give exactly one of --agent-url URL, --agent-callable MODULE:ATTR and "
@@ -322,8 +311,6 @@ def run_command(
         else harness_transport(agent_harness) if agent_harness
         else CallableTransport.from_spec(agent_callable or "")
     )
-    import asyncio
-
     report = asyncio.run(replay_cases(items, transport, agent_name, conversation_id, panel if judged else None,
                               call_judges, no_cache, pairwise, trials))
     if not report.results:
@@ -352,9 +339,6 @@ def run_command(
 def _store_items(metadata_url: str | None, config_path: str | None, project: str | None, tenant: str | None,
                  agent_name: str | None, case_id: str | None) -> list[Any]:
     """``--source store``: the tenant's stored cases, broken ones included; a case of another tenant is missing."""
-    from evalsi.cases.model import DEFAULT_TENANT
-    from evalsi.cases.store import stored_cases
-    from evalsi.stores.metadata import project_or_default
 
     project, tenant = project_or_default(project or ""), tenant or DEFAULT_TENANT
     items = _using_store(_metadata_url(metadata_url, config_path), lambda store: stored_cases(
@@ -427,7 +411,6 @@ def simulate_command(
     Exit codes: as `evalsi cases run` (0, 3 a case failed, 2 bad input or refused, 1 a case could not run).
     """
     from evalsi.cases import CallableTransport, HttpTransport, exit_code, render_table
-    from evalsi.cases.model import Case
 
     if not staging and not eval_profile:
         raise BadInputError("a simulated conversation does not disarm the agent's tools: give --staging (the "
@@ -464,7 +447,6 @@ def simulate_command(
         persona["base_url"] = persona_base_url
     if persona_api_key_env:
         persona["api_key_env"] = persona_api_key_env
-    from evalsi.judges import JudgeConfig
 
     persona_config = JudgeConfig.from_mapping(persona, where="--persona-model")
     tools = [tool.strip() for tool in eval_tools.split(",") if tool.strip()]
@@ -472,8 +454,6 @@ def simulate_command(
         HttpTransport(agent_url, token=agent_token, timeout=timeout, eval_profile=eval_profile) if agent_url
         else CallableTransport.from_spec(agent_callable or "")
     )
-    import asyncio
-
     report = asyncio.run(_simulate(items, personas, transport, persona_config, panel if judged else None,
                                    no_cache, trials, conv, eval_profile, tools))
     report.notices.insert(0, "target declared staging (--staging)" if staging and not eval_profile else

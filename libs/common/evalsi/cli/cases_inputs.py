@@ -10,12 +10,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from evalsi.cases.loader import load_cases
+from evalsi.cases.model import Case
 from evalsi.errors import BadInputError
+from evalsi.judges import JudgeConfig
 
 
 def dir_items(source: str, tenant: str | None, case_id: str | None) -> list[Any]:
     """The cases under a directory; only ``tenant``'s when given (broken ones always stay: never dropped)."""
-    from evalsi.cases import Case, load_cases
 
     items = load_cases(source)
     if tenant:
@@ -89,7 +91,6 @@ def judge_panel(source: str | None, judges_file: str | None, judge_model: str | 
     """The judge panel: --judges FILE, else <source>/evals.yaml (a directory source only); --judge-model replaces
     its judges."""
     from evalsi.cases.judging import PanelConfig, load_panel, panel_for_source
-    from evalsi.judges import JudgeConfig
 
     panel = load_panel(judges_file) if judges_file else panel_for_source(source) if source else None
     if judge_model:

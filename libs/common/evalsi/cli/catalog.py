@@ -5,8 +5,12 @@ from __future__ import annotations
 import json
 
 import click
+from google.protobuf import json_format
 
 from evalsi.cli._common import handle_errors
+from evalsi.evaluators import Registry
+from evalsi.v1alpha1.evaluator_pb2 import Scope
+from evalsi.v1alpha1.score_pb2 import ValueKind
 
 # The registry and protobuf load inside the commands: `evalsi --help` must not pay for them.
 
@@ -22,9 +26,7 @@ def catalog() -> None:
 @handle_errors
 def list_command(pack: str | None, fmt: str) -> None:
     """Every installed evaluator, newest version of each."""
-    from google.protobuf import json_format
 
-    from evalsi.evaluators import Registry
 
     registry = Registry.from_entry_points()
     evaluators = registry.evaluators(pack)
@@ -49,11 +51,7 @@ def list_command(pack: str | None, fmt: str) -> None:
 @handle_errors
 def show_command(name: str, fmt: str) -> None:
     """Params, requirements and outputs of one evaluator (NAME as in --evaluators)."""
-    from google.protobuf import json_format
 
-    from evalsi.evaluators import Registry
-    from evalsi.v1alpha1.evaluator_pb2 import Scope
-    from evalsi.v1alpha1.score_pb2 import ValueKind
 
     ev = Registry.from_entry_points().resolve(name)
     manifest = ev.manifest()

@@ -7,8 +7,11 @@ import sys
 from typing import TYPE_CHECKING
 
 import click
+from google.protobuf import json_format
 
 from evalsi.cli._common import EXIT_GATE_FAILED, check_project_flag, handle_errors
+from evalsi.client import Client
+from evalsi.runs.results import EvaluationResults, _fmt
 from evalsi.stats.defaults import DEFAULT_CONFIDENCE
 
 if TYPE_CHECKING:
@@ -42,13 +45,11 @@ def compare_command(a: str, b: str, confidence: float, fmt: str, server: str | N
     verdict — better or worse only when the interval excludes zero. Exits 3 when a metric got worse.
     """
     if server:
-        from evalsi.client import Client
 
         with Client(server, project=project) as client:
             comparison = client.runs.compare(a, b, confidence=confidence)
     else:
         from evalsi.runs.compare import compare_runs  # numpy and scipy: only when comparing
-        from evalsi.runs.results import EvaluationResults
 
         comparison = compare_runs(EvaluationResults.load(a).run, EvaluationResults.load(b).run, confidence=confidence)
     _render(comparison, fmt, a, b, confidence)
@@ -59,9 +60,7 @@ def compare_command(a: str, b: str, confidence: float, fmt: str, server: str | N
 
 
 def _render(comparison: Comparison, fmt: str, a: str, b: str, confidence: float) -> None:
-    from google.protobuf import json_format
 
-    from evalsi.runs.results import _fmt
 
     if fmt == "json":
         click.echo(json_format.MessageToJson(comparison))

@@ -9,6 +9,7 @@ import click
 
 from evalsi.cli._common import handle_errors, message_dict
 from evalsi.cli.runs_cmd import client_for, server_option
+from evalsi.datasets import parse_mapping
 
 
 @click.group("datasets")
@@ -28,7 +29,6 @@ def push_command(
     file: Path, server: str, project: str | None, name: str, fmt: str, mapping: tuple[str, ...], limit: int
 ) -> None:
     """Upload FILE as a new version (or the latest, when it holds the same records); prints its ref."""
-    from evalsi.datasets import parse_mapping
 
     pairs = {item.target: item.source for item in parse_mapping(list(mapping)).items}
     with client_for(server, project) as client:

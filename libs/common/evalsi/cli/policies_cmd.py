@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
+import yaml
 
 from evalsi.cli._common import handle_errors, message_dict, message_json
 from evalsi.cli.runs_cmd import client_for, server_option
@@ -155,8 +156,6 @@ def get_command(name: str, server: str, project: str | None, fmt: str) -> None:
         click.echo(message_json(policy, indent=2))
         return
     click.echo(f"# generation {policy.generation}, updated {_time(policy.update_time)} UTC")
-    import yaml
-
     click.echo(yaml.safe_dump(message_dict(policy.policy), sort_keys=False), nl=False)
 
 

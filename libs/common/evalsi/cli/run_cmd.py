@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from pathlib import Path
@@ -17,7 +18,12 @@ from evalsi.cli._common import (
     handle_errors,
     parse_key_values,
 )
+from evalsi.cli.runs_cmd import describe_run, exit_code_of, follow, state_name
+from evalsi.client import Client
+from evalsi.documents import apply_overrides
 from evalsi.errors import BadInputError
+from evalsi.runs.results import EvaluationResults
+from evalsi.v1alpha1.run_pb2 import RUN_STATE_BUDGET_EXCEEDED, RUN_STATE_CANCELLED, RUN_STATE_FAILED
 
 PASS, FAIL = "✓", "✗"
 
@@ -27,7 +33,6 @@ def _overridden(path: str) -> tuple[str | int, ...]:
 
 
 def _load(file: str, sets: tuple[str, ...]) -> Any:
-    from evalsi.documents import apply_overrides
     from evalsi.runs.spec import load_document, parse_eval_run
 
     document, lines = load_document(file)
@@ -132,7 +137,6 @@ def run_command(
     from evalsi.runs.dry_run import dry_run_text
     from evalsi.runs.embedded import dry_run as plan_dry_run
     from evalsi.runs.embedded import execute_run
-    from evalsi.v1alpha1.run_pb2 import RUN_STATE_BUDGET_EXCEEDED, RUN_STATE_CANCELLED, RUN_STATE_FAILED
 
     run = _load(file, sets)
     base_dir = Path(file).resolve().parent
@@ -158,8 +162,6 @@ def run_command(
                 )
             )
         return
-    import asyncio  # here, not at the top: `evalsi --help` loads every command module
-
     outcome = asyncio.run(
         execute_run(
             run,
@@ -215,9 +217,6 @@ def _run_on_server(
 
     A dataset file next to the spec (or at an absolute path) that exists here is uploaded by ``runs.create`` and
     the run names the stored version, so the server needs no access to this machine's files."""
-    from evalsi.cli.runs_cmd import describe_run, exit_code_of, follow, state_name
-    from evalsi.client import Client
-    from evalsi.runs.results import EvaluationResults
 
     if run.spec.dataset.path and not Path(run.spec.dataset.path).is_absolute():
         local = (file.resolve().parent / run.spec.dataset.path).resolve()

@@ -5,15 +5,14 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import click
 
 from evalsi.cli._common import EXIT_GATE_FAILED, check_project_flag, handle_errors, message_dict, message_json
-
-if TYPE_CHECKING:
-    from evalsi.client import Client
-    from evalsi.v1alpha1.run_pb2 import Run
+from evalsi.client import Client
+from evalsi.runs.results import EvaluationResults
+from evalsi.v1alpha1.run_pb2 import RUN_STATE_BUDGET_EXCEEDED, RUN_STATE_SUCCEEDED, Run, RunState
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -32,20 +31,17 @@ def server_option(fn: F) -> F:
 
 
 def client_for(server: str, project: str | None) -> Client:
-    from evalsi.client import Client
 
     return Client(server, project=project)
 
 
 def state_name(state: int) -> str:
-    from evalsi.v1alpha1.run_pb2 import RunState
 
     return RunState.Name(state).removeprefix("RUN_STATE_").lower()
 
 
 def describe_run(run: Run) -> str:
     """A run as a person reads it: state, progress, the metric table and its gates."""
-    from evalsi.runs.results import EvaluationResults
 
     progress = run.progress
     lines = [
@@ -65,7 +61,6 @@ def describe_run(run: Run) -> str:
 
 def exit_code_of(run: Run) -> int:
     """3 when a gate failed or the budget ran out, else 0."""
-    from evalsi.v1alpha1.run_pb2 import RUN_STATE_BUDGET_EXCEEDED, RUN_STATE_SUCCEEDED
 
     if run.state == RUN_STATE_BUDGET_EXCEEDED or any(not g.passed for g in run.gates):
         return EXIT_GATE_FAILED
@@ -99,7 +94,6 @@ def list_command(
     fmt: str,
 ) -> None:
     """The project's runs, newest first."""
-    from evalsi.v1alpha1.run_pb2 import RunState
 
     with client_for(server, project) as client:
         state_value = RunState.Value(f"RUN_STATE_{state.upper()}") if state else 0

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import click
 
 from evalsi.cli._common import handle_errors
+from evalsi.service.config import Config
 
 
 @click.command("serve")
@@ -45,9 +47,7 @@ def serve_command(
     store URLs reach the services through their environment, never their command lines. Ctrl-C stops
     everything cleanly, and no service outlives `evalsi serve`, however it ends.
     """
-    from dataclasses import replace
 
-    from evalsi.service.config import Config
     from evalsi.service.supervisor import Supervisor
 
     config = Config.load(config_path)

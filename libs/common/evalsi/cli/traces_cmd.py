@@ -12,9 +12,9 @@ import click
 from evalsi.cli._common import handle_errors, message_dict, message_json
 from evalsi.cli.runs_cmd import client_for, server_option
 from evalsi.errors import BadInputError
+from evalsi.v1alpha1.record_pb2 import Step, StepStatus, StepType
 
 if TYPE_CHECKING:
-    from evalsi.v1alpha1.record_pb2 import Step
     from evalsi.v1alpha1.trace_service_pb2 import Trace, TraceSummary
 
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*(s|m|h|d|w)$")
@@ -48,7 +48,6 @@ def _duration(summary: TraceSummary) -> str:
 
 def step_line(step: Step) -> str:
     """One step as a person reads it: type, name, then model, tokens, tool and status where they exist."""
-    from evalsi.v1alpha1.record_pb2 import StepStatus, StepType
 
     kind = StepType.Name(step.type).removeprefix("STEP_TYPE_").lower() if step.type in StepType.values() else "?"
     parts = [f"{kind:<9}", step.name or "(unnamed)"]
