@@ -23,7 +23,13 @@ from evalsi.runs.embedded import run_embedded
 from evalsi.runs.spec import parse_eval_run
 from evalsi.testing.stack import Stack
 from evalsi.testing.threaded import ThreadedProvider
-from evalsi.v1alpha1.run_pb2 import RUN_STATE_CANCELLED, RUN_STATE_FAILED, RUN_STATE_SUCCEEDED, Run
+from evalsi.v1alpha1.run_pb2 import (
+    RUN_STATE_BUDGET_EXCEEDED,
+    RUN_STATE_CANCELLED,
+    RUN_STATE_FAILED,
+    RUN_STATE_SUCCEEDED,
+    Run,
+)
 from evalsi.v1alpha1.score_pb2 import OUTCOME_ERROR
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -165,6 +171,27 @@ def test_a_served_generating_run_with_trials_equals_the_embedded_run(stack: Stac
     assert len(failed) == refused * 3 * 2
     # A run whose every target call failed is FAILED, whichever engine drove it; otherwise it did its work.
     assert served.state == (RUN_STATE_FAILED if refused == 30 else RUN_STATE_SUCCEEDED), served.message
+
+
+def test_a_run_over_its_token_budget_ends_budget_exceeded_on_both_engines(stack: Stack, provider: Any) -> None:
+    data = Path(stack.config.datasets_dir) / "agreement-budget.jsonl"
+    try:
+        served_spec, embedded_spec = generated_specs(stack, provider, data, GENERATED["every call answered"])
+        for spec in (served_spec, embedded_spec):
+            spec.spec.budget.tokens = 40  # a few calls' worth (a fake call uses about ten tokens)
+        embedded = asyncio.run(run_embedded(embedded_spec, base_dir=data.parent)).run
+        with evalsi.Client(stack.grpc) as client:
+            served = client.runs.create(served_spec).wait()
+    finally:
+        data.unlink()
+    # A process meters each call as it answers and stops at the one over the budget; a server sees usage when a task
+    # reports it: how much ran differs (docs/runs.md), the verdict and its reason do not.
+    assert served.state == embedded.state == RUN_STATE_BUDGET_EXCEEDED, (served.message, embedded.message)
+    def reason(run: Run) -> str:
+        return re.sub(r"\d+", "N", run.message.split(";")[0])
+
+    assert reason(served) == reason(embedded) == "token budget exceeded: N tokens used of N (over by N)"
+    assert embedded.progress.usage.total_tokens > 40 and served.progress.usage.total_tokens > 40
 
 
 def test_a_served_run_cancelled_and_resumed_equals_an_embedded_run_never_interrupted(
