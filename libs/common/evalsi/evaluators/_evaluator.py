@@ -8,6 +8,7 @@ import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Literal
 
 from google.protobuf import json_format
@@ -140,6 +141,12 @@ class Evaluator:
     # Validates what param types cannot express (a regex compiles, a number in range) when the evaluator is
     # bound, so a bad param stops the evaluation even if every record would be skipped before the call.
     check: Callable[..., Any] | None = None
+    # Bounded and fast (microseconds a call, no I/O): the runner calls it on the event loop, without a thread hop.
+    cheap: bool = False
+
+    @cached_property
+    def output_names(self) -> frozenset[str]:
+        return frozenset(output.name for output in self.outputs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the underlying function directly (handy in tests and notebooks)."""
@@ -274,7 +281,7 @@ def normalize_scores(evaluator: Evaluator, returned: Any) -> list[score_pb2.Scor
             scores.append(score)
     else:
         scores = [_bare_score(returned)]
-    names = {o.name for o in outputs}
+    names = evaluator.output_names
     for score in scores:
         if not score.name and len(outputs) == 1:
             score.name = outputs[0].name
@@ -348,6 +355,7 @@ def evaluator(
     pool: str | None = None,
     mapper: Callable[..., Any] | None = None,
     check: Callable[..., Any] | None = None,
+    cheap: bool = False,
 ) -> Callable[[Callable[..., Any]], Evaluator]:
     """Declare an evaluator.
 
@@ -358,6 +366,9 @@ def evaluator(
     (comparative), or the list of ``mapper(record, **params)`` values (dataset: map, then this reduce).
     It may be ``async``; a second positional ``ctx`` parameter receives an ``EvalContext``. ``check`` is called
     at bind time with every param (defaults filled in) and raises ``BadInputError`` for a bad value.
+    ``cheap`` declares a synchronous evaluator whose every call is bounded by its input's size and takes
+    microseconds (no I/O, no user-controlled backtracking): the runner then calls it on the event loop instead
+    of a worker thread, whose hop would cost more than the call (evalsi.evaluators.runner).
     """
     if not _NAME.match(name):
         raise ValueError(f"evaluator name {name!r} must look like 'namespace/name' (lowercase, digits, - _ .)")
@@ -370,11 +381,15 @@ def evaluator(
         known = ", ".join(REQUIREMENTS)
         raise ValueError(f"evaluator {name}: unknown requirement(s) {', '.join(bad)}; known: {known}, metadata.<key>")
     declared = tuple(o if isinstance(o, Output) else Output(o) for o in (outputs or [Output("passed")]))
+    if cheap and scope != "record":
+        raise ValueError(f"evaluator {name}: only record-scope evaluators can be declared cheap")
     if scope == "dataset" and mapper is None:
         raise ValueError(f"evaluator {name}: dataset scope needs a mapper (record -> value) to reduce over")
 
     def decorate(fn: Callable[..., Any]) -> Evaluator:
         doc = description if description is not None else inspect.getdoc(fn) or ""
+        if cheap and inspect.iscoroutinefunction(fn):
+            raise ValueError(f"evaluator {name}: an async evaluator cannot be declared cheap (it awaits already)")
         return Evaluator(
             name=name,
             version=version,
@@ -390,6 +405,7 @@ def evaluator(
             is_async=inspect.iscoroutinefunction(fn),
             mapper=mapper,
             check=check,
+            cheap=cheap,
         )
 
     return decorate

@@ -27,7 +27,7 @@ from evalsi.connections import Connections
 from evalsi.datasets import records_from_rows
 from evalsi.errors import BadInputError
 from evalsi.evaluators import BoundEvaluator, EvalContext, Registry
-from evalsi.evaluators.runner import RunnerOptions, run_evaluators
+from evalsi.evaluators.runner import Results, RunnerOptions, run_evaluators
 from evalsi.judges import RetryPolicy
 from evalsi.judges.panel import JudgeSet, judge_config_from_spec
 from evalsi.limits import DEFAULT_CALL_TIMEOUT_S, check_resamples
@@ -112,7 +112,11 @@ class Executor:
         options: RunnerOptions | None = None,
         compare_with: Sequence[Sequence[Record]] = (),
         stop: asyncio.Event | None = None,
+        into: Results | None = None,
+        usage: Usage | None = None,
     ) -> list[EvaluationResult]:
+        """The results of ``refs`` over ``records`` (appended to ``into`` when given; their scores' cost to
+        ``usage``)."""
         bound = resolve_evaluators(list(refs), self.registry)
         return await run_evaluators(
             records,
@@ -121,6 +125,8 @@ class Executor:
             options=options or RunnerOptions(concurrency=self.concurrency, call_timeout_s=self.call_timeout_s),
             compare_with=compare_with,
             cancel=stop,
+            into=into,
+            usage=usage,
         )
 
     async def execute(self, task: Task, *, final_attempt: bool = True, stop: asyncio.Event | None = None) -> TaskResult:
@@ -183,20 +189,20 @@ class Executor:
         if task.stage not in (STAGE_EVALUATE, STAGE_REDUCE):
             raise BadInputError(f"task {task.key}: unknown stage {task.stage}")
         options = self._options(task.summary)  # task.seed is the target's, not the bootstrap's
-        failed = [r for r in records if TARGET_FAILURE_KEY in r.metadata]
-        evaluable = [r for r in records if TARGET_FAILURE_KEY not in r.metadata]
+        failed, evaluable = _split_failed(records)
         results: list[EvaluationResult] = []
+        usage = Usage()
         if evaluable or task.stage != STAGE_REDUCE:  # nothing to reduce over: the failed records' results say why
             others = self.counterparts(task, evaluable) if self.counterparts is not None else ()
+            # Written straight into the task's result: appending them afterwards would copy every one.
             results = await self.evaluate(evaluable, task.evaluators, dict(task.judges), task.project, options=options,
-                                          compare_with=others, stop=stop)
+                                          compare_with=others, stop=stop, into=out.results, usage=usage)
         infra = _infra_errors(results)
         if infra and not final_attempt:
             raise RetryTask(f"{infra} evaluations failed on infrastructure")
         if failed:
-            results.extend(_failure_results(failed, resolve_evaluators(list(task.evaluators), self.registry)))
-        out.results.extend(results)
-        out.usage.CopyFrom(_usage_of_results(results))
+            out.results.extend(_failure_results(failed, resolve_evaluators(list(task.evaluators), self.registry)))
+        out.usage.CopyFrom(usage)
         return out
 
     def _usage_of(self, task: Task) -> Callable[[Usage], None] | None:
@@ -218,15 +224,15 @@ class Executor:
         # The dataset rules: a record is its own sample unless ids repeat or provenance.trial is given, so
         # id-less records get content ids rather than pooling as trials of one sample "" (pass@k, no interval).
         records = records_from_rows(request.records, source="records").records
+        response = EvaluateResponse(request_id=request.request_id)
         # Cancelled as a whole at the request's deadline (evalsi.bus.requests); each call has its own too.
         results = await run_evaluators(
             records,
             bound,
             self._contexts(bound, dict(request.judges), request.project or DEFAULT_PROJECT),
             options=self._options(request.summary),
+            into=response.results,
         )
-        response = EvaluateResponse(request_id=request.request_id)
-        response.results.extend(results)
         response.summaries.extend(summarize_results(results, bound, records=records, options=request.summary))
         return response
 
@@ -263,6 +269,15 @@ def result_for(task: Task, status: TaskStatus, worker: str) -> TaskResult:
     )
 
 
+def _split_failed(records: Sequence[Record]) -> tuple[list[Record], list[Record]]:
+    """(records the target produced nothing for, records to evaluate), in one pass."""
+    failed: list[Record] = []
+    evaluable: list[Record] = []
+    for record in records:
+        (failed if TARGET_FAILURE_KEY in record.metadata else evaluable).append(record)
+    return failed, evaluable
+
+
 def _failure_results(records: Sequence[Record], bound: Sequence[BoundEvaluator]) -> list[EvaluationResult]:
     """Results for records the target produced no output for: infra errors, skips or cancellations."""
     from evalsi.targets.models import TargetFailure
@@ -288,22 +303,3 @@ def failure_result(record: Record, bound: BoundEvaluator, failure: TargetFailure
     else:
         result.outcome = OUTCOME_CANCELLED
     return result
-
-
-def _usage_of_results(results: Sequence[EvaluationResult]) -> Usage:
-    # Summed in Python ints, read only from scores that carry a cost (deterministic evaluators' have none), and the
-    # scores indexed rather than iterated: iterating a protobuf repeated field costs several times more, and this
-    # runs for every result of every task.
-    input_tokens = output_tokens = 0
-    cost_usd = 0.0
-    for result in results:
-        scores = result.scores
-        for index in range(len(scores)):
-            score = scores[index]
-            if score.HasField("cost"):
-                cost = score.cost
-                input_tokens += cost.input_tokens
-                output_tokens += cost.output_tokens
-                cost_usd += cost.cost_usd
-    return Usage(input_tokens=input_tokens, output_tokens=output_tokens, total_tokens=input_tokens + output_tokens,
-                 cost_usd=cost_usd)

@@ -92,6 +92,7 @@ def normalize_text(text: str, normalize: bool, ignore_punctuation: bool, ignore_
     version="1.0.0",
     pack="core",
     requires=["output", "reference"],
+    cheap=True,  # linear in the texts' length
     outputs=[Output("passed", "boolean", description="The output equals the reference (or one of them).")],
     params={
         "normalize": "Strip, case-fold and collapse internal whitespace before comparing.",
@@ -107,17 +108,17 @@ def exact_match(
     ignore_articles: bool = False,
 ) -> Score | bool:
     """The output text equals the reference text; a JSON-list reference passes when any element matches."""
-    output = content_text(record.output)
+    # Non-empty ``text`` means a text content: reading it first spares WhichOneof, which costs more than the
+    # comparison on the hot path (one text reference, default normalization).
+    output = record.output.text or content_text(record.output)
     reference = record.reference
+    expected = reference.text
     plain = not (ignore_punctuation or ignore_articles)
-    if reference.WhichOneof("kind") == "text":
-        # The hot path: one text reference, default normalization.
-        expected = reference.text
+    if expected or reference.WhichOneof("kind") == "text":
+        if output == expected:  # equal texts are equal under every normalization
+            return True
         if plain:
-            if normalize:
-                if " ".join(output.split()).casefold() == " ".join(expected.split()).casefold():
-                    return True
-            elif output == expected:
+            if normalize and " ".join(output.split()).casefold() == " ".join(expected.split()).casefold():
                 return True
         elif normalize_text(output, normalize, ignore_punctuation, ignore_articles) == normalize_text(
             expected, normalize, ignore_punctuation, ignore_articles
@@ -374,6 +375,7 @@ def _check_regex(*, pattern: str, mode: str, ignore_case: bool, negate: bool) ->
     requires=["output"],
     outputs=[Output("passed", "boolean", description="The output matches the pattern.")],
     check=_check_regex,
+    cheap=True,  # RE2: linear in the output's length
     params={
         "pattern": "The regular expression (RE2 syntax: linear-time; no backreferences or lookaround).",
         "mode": "search: the pattern may match anywhere; fullmatch: it must match the whole output.",
