@@ -1,21 +1,23 @@
 """The run driver over the in-memory ports (runs.local: bus.memory + stores.memory around the same Executor as a
-worker): no server, no NATS, no SQL. Its result documents agree with the embedded engine's field by field."""
+worker): no server, no NATS, no SQL. Expected figures are worked out from the rows (statistics, scipy, statsmodels),
+never by the engine under test."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import statistics
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from scipy import stats as scipy_stats
+from statsmodels.stats.proportion import proportion_confint
 
 from evalsi import Output, evaluator
 from evalsi.datasets import load_dataset
 from evalsi.evaluators import Pack, Registry
-from evalsi.judges import RetryPolicy
-from evalsi.runs.embedded import execute_run
 from evalsi.runs.local import run_in_process
 from evalsi.runs.spec import parse_eval_run
 from evalsi.testing import FakeOpenAI
@@ -27,9 +29,7 @@ from evalsi.v1alpha1.run_pb2 import (
     Run,
 )
 from evalsi.v1alpha1.run_service_pb2 import RUN_EVENT_TYPE_PROGRESS, RUN_EVENT_TYPE_SUMMARY, RunEvent
-from evalsi.v1alpha1.score_pb2 import OUTCOME_CANCELLED, OUTCOME_SCORED
-
-FAST = RetryPolicy(base_delay_s=0.001, max_delay_s=0.005)
+from evalsi.v1alpha1.score_pb2 import ERROR_KIND_INFRA, OUTCOME_CANCELLED, OUTCOME_ERROR, OUTCOME_SCORED
 
 
 @evaluator(
@@ -68,56 +68,76 @@ async def driven(tmp_path: Path, spec: dict[str, Any], rows: list[dict[str, Any]
                                 version=dataset.version, cache=False, **options)
 
 
-async def embedded(tmp_path: Path, spec: dict[str, Any], rows: list[dict[str, Any]] = ROWS) -> Run:
-    outcome = await execute_run(document(tmp_path, spec, rows), base_dir=tmp_path, registry=REGISTRY, cache=False,
-                                retry=FAST)
-    return outcome.results.run
+def summaries(run: Run) -> dict[str, tuple[Any, ...]]:
+    """Metric -> (n, mean, std, ci low, ci high, ci method, clusters)."""
+    return {s.metric: (s.n, s.mean, s.std, s.ci.low, s.ci.high, s.ci.method, s.clusters) for s in run.summaries}
 
 
-def comparable(run: Run) -> dict[str, Any]:
-    """A result document without what differs between two runs of one spec (ids, times, durations)."""
-    results = sorted(
-        (r.evaluator, r.record_id, r.trial, r.outcome, r.error_kind,
-         tuple((s.name, s.WhichOneof("value"), str(getattr(s, s.WhichOneof("value") or "name"))) for s in r.scores))
-        for r in run.results
-    )
-    manifest = run.manifest
+def scores(run: Run) -> dict[tuple[str, str, int], dict[str, Any]]:
+    """(evaluator, record, trial) -> score name -> value, for the scored results."""
     return {
-        "state": run.state,
-        "message": run.message,
-        "summaries": [str(s) for s in run.summaries],
-        "gates": [(g.expression, g.passed, g.message) for g in run.gates],
-        "results": results,
-        "manifest": (manifest.spec_hash, manifest.dataset_version, manifest.seed, manifest.target,
-                     [str(e) for e in manifest.evaluators], dict(manifest.judges), list(manifest.unpinned)),
-        "progress": (run.progress.scored, run.progress.skipped, run.progress.errors, run.progress.cancelled),
+        (r.evaluator, r.record_id, r.trial): {s.name: getattr(s, s.WhichOneof("value") or "name") for s in r.scores}
+        for r in run.results
+        if r.outcome == OUTCOME_SCORED
     }
 
 
-MATRIX = {
-    "outputs given, clustered, bootstrap with a seed": {
+# What each metric of ROWS must be, worked out from the rows, not by the engine: every output is "yes" and the
+# reference is "yes" unless i % 3 == 0, so 26 of 40 match (exact-match, and fuzzy-match's similarity is 1.0 or 0.0
+# since "yes" and "no" share no character).
+MATCHES = [row["reference"] == row["output"] for row in ROWS]
+PASSED, N = sum(MATCHES), len(ROWS)
+STD = statistics.stdev(map(float, MATCHES))
+
+
+async def test_outputs_given_clustered_with_a_seeded_bootstrap(tmp_path: Path) -> None:
+    spec = {
         "evaluators": [{"ref": "exact-match"}, {"ref": "fuzzy-match", "params": {"threshold": 0.8}}],
         "summary": {"clusterBy": "topic", "interval": "bootstrap", "seed": 11, "bootstrapResamples": 300},
         "gates": ["metric('exact-match').mean >= 0.5"],
-    },
-    "a dataset-scope metric seeded apart from the target": {
-        "evaluators": [{"ref": "exact-match"}, {"ref": "test/mean-answer-length", "alias": "length"}],
-        "seed": 3,
-        "summary": {"seed": 5},
-    },
-}
+    }
+    run = await driven(tmp_path, spec)
+    assert (run.state, run.message) == (RUN_STATE_SUCCEEDED, "")
+    # Four topics of ten records: the cluster means are 0.6 (t0, t3) and 0.7 (t1, t2). A cluster resample draws
+    # four topics; drawing only 0.6s (or only 0.7s) has probability 1/16 > 2.5%, so the 95% percentile interval
+    # is exactly [0.6, 0.7] for any seed.
+    topic_means = {
+        topic: statistics.mean(m for m, row in zip(MATCHES, ROWS, strict=True) if row["metadata"]["topic"] == topic)
+        for topic in ("t0", "t1", "t2", "t3")
+    }
+    assert topic_means == pytest.approx({"t0": 0.6, "t1": 0.7, "t2": 0.7, "t3": 0.6})
+    expected = (N, PASSED / N, pytest.approx(STD), pytest.approx(0.6), pytest.approx(0.7), "bootstrap-cluster", 4)
+    assert summaries(run) == {"exact-match": expected, "fuzzy-match.similarity": expected,
+                              "fuzzy-match.passed": expected}
+    assert [(g.passed, g.message) for g in run.gates] == [(True, "metric('exact-match').mean = 0.65 >= 0.5")]
+    got = scores(run)
+    for row, match in zip(ROWS, MATCHES, strict=True):
+        assert got["exact-match", row["id"], 0] == {"passed": match}
+        assert got["fuzzy-match", row["id"], 0] == {"similarity": float(match), "passed": match}
+    assert (run.progress.scored, run.progress.errors) == (2 * N, 0)
+    assert (run.manifest.seed, run.manifest.target) == (0, "outputs given")
+    assert [(e.alias, e.ref) for e in run.manifest.evaluators] == [
+        ("exact-match", "builtin/exact-match@1.0.0"), ("fuzzy-match", "builtin/fuzzy-match@1.0.0")]
+    assert run.manifest.dataset_version == load_dataset(tmp_path / "data.jsonl").version
 
 
-@pytest.mark.parametrize("name", sorted(MATRIX))
-async def test_a_driven_run_equals_the_embedded_run(tmp_path: Path, name: str) -> None:
-    spec = MATRIX[name]
-    served, local = await driven(tmp_path, spec), await embedded(tmp_path, spec)
-    assert served.state == RUN_STATE_SUCCEEDED, served.message
-    assert comparable(served) == comparable(local)
-    assert len(served.results) == len(local.results) > 0
+async def test_a_dataset_scope_metric_beside_a_record_metric(tmp_path: Path) -> None:
+    spec = {"evaluators": [{"ref": "exact-match"}, {"ref": "test/mean-answer-length", "alias": "length"}],
+            "seed": 3, "summary": {"seed": 5}}
+    run = await driven(tmp_path, spec)
+    assert (run.state, run.message) == (RUN_STATE_SUCCEEDED, "")
+    low, high = proportion_confint(PASSED, N, alpha=0.05, method="wilson")
+    assert summaries(run) == {
+        "exact-match": (N, PASSED / N, pytest.approx(STD), pytest.approx(low), pytest.approx(high), "wilson", 0),
+        # One value for the dataset (every answer is "yes": 3 characters) over its 40 records; resampling records
+        # whose answers are all alike can only give 3.
+        "length": (N, 3.0, 0.0, 3.0, 3.0, "bootstrap", 0),
+    }
+    assert scores(run)["length", "*", 0] == {"chars": 3.0}
+    assert (run.progress.scored, run.manifest.seed) == (N + 1, 3)
 
 
-async def test_a_generating_run_with_trials_equals_the_embedded_run(tmp_path: Path) -> None:
+async def test_a_generating_run_with_trials(tmp_path: Path) -> None:
     rows = [{"id": f"q{i}", "input": f"Is {i} even?", "reference": "yes" if i % 2 == 0 else "no"} for i in range(12)]
     async with FakeOpenAI(reply=lambda body: "yes") as server:
         spec = {
@@ -127,24 +147,49 @@ async def test_a_generating_run_with_trials_equals_the_embedded_run(tmp_path: Pa
             "evaluators": [{"ref": "exact-match"}, {"ref": "test/mean-answer-length", "alias": "length"}],
             "gates": ["metric('exact-match').passAtK(3) >= 0.5"],
         }
-        served, local = await driven(tmp_path, spec, rows), await embedded(tmp_path, spec, rows)
-    assert served.state == RUN_STATE_SUCCEEDED, served.message
-    assert comparable(served) == comparable(local)
-    assert {r.trial for r in served.results if r.evaluator == "exact-match"} == {0, 1, 2}
+        run = await driven(tmp_path, spec, rows)
+    assert (run.state, run.message) == (RUN_STATE_SUCCEEDED, "")
+    assert len(server.requests) == 36  # every record, three times
+    # The target always answers "yes": the even records pass all three trials and the odd ones none, so each
+    # record's pass rate, pass@3 and pass^3 are all 1 (even) or 0 (odd). With twelve equal clusters constant
+    # within, the cluster-robust t interval of the 36 trials is the t interval of the twelve record means.
+    per_record = [1.0 if i % 2 == 0 else 0.0 for i in range(12)]
+    low, high = scipy_stats.t.interval(0.95, df=11, loc=statistics.mean(per_record),
+                                       scale=scipy_stats.sem(per_record))
+    trials = [value for value in per_record for _ in range(3)]
+    ci = (pytest.approx(low), pytest.approx(high))
+    assert summaries(run) == {
+        "exact-match": (36, 0.5, pytest.approx(statistics.stdev(trials)), *ci, "cluster-t", 12),
+        "exact-match.pass@3": (12, 0.5, pytest.approx(statistics.stdev(per_record)), *ci, "t", 0),
+        "exact-match.pass^3": (12, 0.5, pytest.approx(statistics.stdev(per_record)), *ci, "t", 0),
+        "length": (36, 3.0, 0.0, 3.0, 3.0, "bootstrap", 0),
+    }
+    assert {s.metric: s.k for s in run.summaries if s.k} == {"exact-match.pass@3": 3, "exact-match.pass^3": 3}
+    assert [(g.passed, g.message) for g in run.gates] == [
+        (True, "metric('exact-match').passAtK(3) = 0.5 >= 0.5")]
+    got = scores(run)
+    assert {key: value for key, value in got.items() if key[0] == "exact-match"} == {
+        ("exact-match", f"q{i}", trial): {"passed": i % 2 == 0} for i in range(12) for trial in range(3)}
+    assert got["length", "*", 0] == {"chars": 3.0}
+    assert run.manifest.unpinned == ["target: openai-compatible model 'target-model' is served by an API and "
+                                     "cannot be pinned"]
 
 
-async def test_a_target_that_always_fails_fails_the_run_the_same_way(tmp_path: Path) -> None:
+async def test_a_target_that_always_fails_fails_the_run(tmp_path: Path) -> None:
     rows = [{"id": f"q{i}", "input": f"q {i}", "reference": "x"} for i in range(5)]
     async with FakeOpenAI(reply=lambda body: "x") as server:
         server.enqueue(*[("status", 503)] * 100)
         spec = {"target": {"model": {"connector": "openai-compatible", "model": "m", "baseUrl": server.base_url,
                                      "params": {"max_retries": 0}}},
                 "evaluators": [{"ref": "exact-match"}]}
-        served, local = await driven(tmp_path, spec, rows), await embedded(tmp_path, spec, rows)
-    assert served.state == local.state == RUN_STATE_FAILED
-    assert served.message.startswith("every target call failed (5); the first: ")
-    assert comparable(served)["results"] == comparable(local)["results"]
-    assert served.progress.errors == 5 and served.summaries[0].infra_errors == 5
+        run = await driven(tmp_path, spec, rows)
+    assert run.state == RUN_STATE_FAILED
+    assert run.message.startswith("every target call failed (5); the first: ")
+    # Each record's evaluation is an infrastructure error naming the target, never a failed exact-match.
+    assert sorted((r.evaluator, r.record_id, r.outcome, r.error_kind, len(r.scores)) for r in run.results) == [
+        ("exact-match", f"q{i}", OUTCOME_ERROR, ERROR_KIND_INFRA, 0) for i in range(5)]
+    assert all(r.reason.startswith(f"target openai-compatible:m @ {server.base_url}") for r in run.results)
+    assert run.progress.errors == 5 and run.summaries[0].infra_errors == 5 and run.summaries[0].n == 0
 
 
 async def test_a_token_budget_stops_the_run(tmp_path: Path) -> None:
