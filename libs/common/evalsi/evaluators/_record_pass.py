@@ -128,14 +128,12 @@ class RecordJob:
         # One clock reading per call: each call's time is the time since the previous reading (the loop's own
         # bookkeeping included, which only errs toward the deadline by nanoseconds).
         last = clock()
-        for index in range(start, stop):
-            result = results[index]
-            reason = reasons[index]
+        for result, reason, record in zip(results[start:stop], reasons[start:stop], records[start:stop], strict=True):
             if reason is not None:
                 skipped(result, reason)
                 continue
             try:
-                returned = call(records[index])
+                returned = call(record)
                 now = clock()
                 if now - last > limit:
                     timed_out(result, limit)

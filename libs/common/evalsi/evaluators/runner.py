@@ -348,10 +348,13 @@ async def run_evaluators(
                 if progress is not None:
                     progress(len(unit_chunk))
 
-    await asyncio.gather(
-        run_sync(),
-        _run_async_units(async_units, slots, options.concurrency, progress, cancelled_, options.call_timeout_s),
-    )
+    if async_units:
+        await asyncio.gather(
+            run_sync(),
+            _run_async_units(async_units, slots, options.concurrency, progress, cancelled_, options.call_timeout_s),
+        )
+    else:  # deterministic evaluators only: no tasks to schedule
+        await run_sync()
     for slot, bound in dataset_slots:
         if cancelled_():
             break
