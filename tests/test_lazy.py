@@ -11,7 +11,7 @@ import pytest
 
 from evalsi._lazy import lazy_exports
 
-PACKAGES = ["evalsi", "evalsi.stats", "evalsi.judges", "evalsi.cases"]
+PACKAGES = ["evalsi", "evalsi.stats", "evalsi.judges", "evalsi.cases", "evalsi.testing"]
 
 
 @pytest.mark.parametrize("package", PACKAGES)

@@ -6,16 +6,13 @@ the module twice (runpy warns when a package import already pulled in the module
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from evalsi._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from .providers import FakeAnthropic, FakeOpenAI, FakeProvider, ReplyFn, Step, echo_reply
 
 __all__ = ["FakeAnthropic", "FakeOpenAI", "FakeProvider", "ReplyFn", "Step", "echo_reply"]
 
-
-def __getattr__(name: str) -> Any:
-    if name in __all__:
-        return getattr(importlib.import_module(".providers", __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(__name__, globals(), {".providers": __all__})

@@ -2,30 +2,12 @@
 
 from __future__ import annotations
 
-import atexit
-import os
 import shutil
 import subprocess
-import tempfile
-import time
+import urllib.request
 from pathlib import Path
 
-from ._processes import LOOPBACK, free_port, log_tail
-
-
-def _clickhouse_binary() -> Path:
-    env = os.environ.get("EVALSI_CLICKHOUSE")
-    if env:
-        return Path(env)
-    for name in ("clickhouse-server", "clickhouse"):
-        which = shutil.which(name) or (f"/usr/sbin/{name}" if Path(f"/usr/sbin/{name}").exists() else None)
-        if which:
-            return Path(which)
-    raise RuntimeError(
-        "ClickHouse not found: apt-get install -y clickhouse-server clickhouse-client "
-        "(or set EVALSI_CLICKHOUSE to the clickhouse-server binary)"
-    )
-
+from ._processes import LOOPBACK, LocalServer, find_binary, free_port, spawn, terminate, wait_ready
 
 _CLICKHOUSE_CONFIG = """<?xml version="1.0"?>
 <yandex>
@@ -58,7 +40,7 @@ _CLICKHOUSE_CONFIG = """<?xml version="1.0"?>
 """
 
 
-class ClickHouseServer:
+class ClickHouseServer(LocalServer):
     """A throwaway ClickHouse server (Debian's 18.16 works) on free loopback HTTP, native-TCP and interserver ports.
 
     It runs from its own config file in a fresh directory under /tmp (``path``, ``tmp_path``, logs and a copy of
@@ -68,16 +50,18 @@ class ClickHouseServer:
     """
 
     host = LOOPBACK
+    label = "ClickHouse"
+    directory_prefix = "evalsi-ch-"
 
     def __init__(self, *, database: str = "evalsi", start_timeout: float = 60.0,
                  users_xml: str | Path = "/etc/clickhouse-server/users.xml") -> None:
+        super().__init__()
         self.database = database
         self.start_timeout = start_timeout
         self.users_xml = Path(users_xml)
         self.http_port = 0
         self.tcp_port = 0
-        self.pid: int | None = None
-        self.directory: Path | None = None
+        self._binary: Path | None = None
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -91,94 +75,52 @@ class ClickHouseServer:
     def http_endpoint(self) -> str:
         return f"http://{self.host}:{self.http_port}"
 
-    def __enter__(self) -> ClickHouseServer:
-        self.start()
-        return self
+    def _locate(self) -> None:
+        self._binary = find_binary(
+            "EVALSI_CLICKHOUSE",
+            ("clickhouse-server", "/usr/sbin/clickhouse-server", "clickhouse", "/usr/sbin/clickhouse"),
+            "ClickHouse not found: apt-get install -y clickhouse-server clickhouse-client",
+        )
 
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def _logs(self, base: Path) -> tuple[Path, ...]:
+        return base / "server.log", base / "error.log", base / "stdout.log"
 
-    def start(self) -> None:
-        if self.directory is not None:
-            raise RuntimeError("ClickHouseServer is already started")
-        binary = _clickhouse_binary()
-        base = Path(tempfile.mkdtemp(prefix="evalsi-ch-", dir="/tmp"))
-        self.directory = base
-        atexit.register(self.stop)
-        logs = (base / "server.log", base / "error.log", base / "stdout.log")
-        try:
-            if not self.users_xml.exists():
-                raise RuntimeError(f"{self.users_xml} not found: install clickhouse-server or pass users_xml")
-            for sub in ("data", "tmp", "user_files", "format_schemas"):
-                (base / sub).mkdir()
-            shutil.copyfile(self.users_xml, base / "users.xml")
-            ports: set[int] = set()
-            while len(ports) < 3:
-                ports.add(free_port())
-            self.http_port, self.tcp_port, interserver = sorted(ports)
-            config = base / "config.xml"
-            config.write_text(_CLICKHOUSE_CONFIG.format(
-                base=base, host=self.host, http_port=self.http_port, tcp_port=self.tcp_port,
-                interserver_port=interserver,
-            ))
-            cmd = [str(binary), f"--config-file={config}"]
-            if binary.name == "clickhouse":
-                cmd.insert(1, "server")
-            with open(base / "stdout.log", "wb") as out:
-                self._proc = subprocess.Popen(
-                    cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=base,
-                    start_new_session=True,
-                )
-            self.pid = self._proc.pid
-            self._wait_ready()
-            self._query(f"CREATE DATABASE IF NOT EXISTS {self.database}")
-        except Exception as exc:
-            tail = log_tail(*logs)
-            self.stop()
-            raise RuntimeError(f"ClickHouse could not start: {exc}\n{tail}") from exc
-        except BaseException:
-            self.stop()
-            raise
+    def _start_in(self, base: Path) -> None:
+        assert self._binary is not None
+        if not self.users_xml.exists():
+            raise RuntimeError(f"{self.users_xml} not found: install clickhouse-server or pass users_xml")
+        for sub in ("data", "tmp", "user_files", "format_schemas"):
+            (base / sub).mkdir()
+        shutil.copyfile(self.users_xml, base / "users.xml")
+        ports: set[int] = set()
+        while len(ports) < 3:
+            ports.add(free_port())
+        self.http_port, self.tcp_port, interserver = sorted(ports)
+        config = base / "config.xml"
+        config.write_text(_CLICKHOUSE_CONFIG.format(
+            base=base, host=self.host, http_port=self.http_port, tcp_port=self.tcp_port,
+            interserver_port=interserver,
+        ))
+        cmd = [str(self._binary), f"--config-file={config}"]
+        if self._binary.name == "clickhouse":
+            cmd.insert(1, "server")
+        self._proc = spawn(cmd, log=base / "stdout.log", cwd=base)
+        self.pid = self._proc.pid
+        wait_ready(self._proc, self._ping, name="clickhouse-server", timeout=self.start_timeout,
+                   where=self.http_endpoint)
+        self._query(f"CREATE DATABASE IF NOT EXISTS {self.database}")
 
     def _query(self, sql: str, timeout: float = 10.0) -> str:
-        import urllib.request
-
         request = urllib.request.Request(self.http_endpoint + "/", data=sql.encode(), method="POST")
         with urllib.request.urlopen(request, timeout=timeout) as response:
             return str(response.read().decode())
 
-    def _wait_ready(self) -> None:
-        import urllib.error
-        import urllib.request
+    def _ping(self) -> str | None:
+        """None once ``/ping`` answers ``Ok.`` (a refused connection is an OSError: not ready yet)."""
+        with urllib.request.urlopen(self.http_endpoint + "/ping", timeout=2) as response:
+            body = response.read().decode().strip()
+        return None if body == "Ok." else f"/ping answered {body!r}"
 
-        deadline = time.monotonic() + self.start_timeout
-        last: object = None
-        while time.monotonic() < deadline:
-            assert self._proc is not None
-            if self._proc.poll() is not None:
-                raise RuntimeError(f"clickhouse-server exited with code {self._proc.returncode}")
-            try:
-                with urllib.request.urlopen(self.http_endpoint + "/ping", timeout=2) as response:
-                    body = response.read().decode().strip()
-                if body == "Ok.":
-                    return
-                last = f"/ping answered {body!r}"
-            except (urllib.error.URLError, OSError) as exc:
-                last = exc
-            time.sleep(0.05)
-        raise RuntimeError(f"not ready after {self.start_timeout:.0f}s on {self.http_endpoint}: {last}")
-
-    def stop(self) -> None:
-        base, self.directory = self.directory, None
-        atexit.unregister(self.stop)
+    def _stop_processes(self, base: Path | None) -> None:
         proc, self._proc = self._proc, None
-        self.pid = None
-        if proc is not None and proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
-        if base is not None:
-            shutil.rmtree(base, ignore_errors=True)
+        terminate(proc)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import glob
 import os
@@ -10,11 +9,10 @@ import pwd
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
-from ._processes import LOOPBACK, free_port, log_tail, pid_alive
+from ._processes import LOOPBACK, LocalServer, free_port, log_tail, pid_alive
 
 
 def _postgres_bin_dir() -> Path:
@@ -36,7 +34,7 @@ def _postgres_bin_dir() -> Path:
     )
 
 
-class PostgresServer:
+class PostgresServer(LocalServer):
     """A throwaway PostgreSQL cluster on a free loopback port, with database ``database`` created.
 
     As root the server runs as the ``postgres`` user (it refuses root), so its directory is made directly
@@ -45,14 +43,15 @@ class PostgresServer:
     """
 
     host = LOOPBACK
+    label = "PostgreSQL"
+    directory_prefix = "evalsi-pg-"
 
     def __init__(self, *, database: str = "evalsi", start_timeout: float = 30.0, max_connections: int = 200) -> None:
+        super().__init__()
         self.database = database
         self.start_timeout = start_timeout
         self.max_connections = max_connections
         self.port = 0
-        self.pid: int | None = None
-        self.directory: Path | None = None
         self._bin: Path | None = None
         self._options = ""
         self._as_postgres = os.geteuid() == 0
@@ -63,13 +62,6 @@ class PostgresServer:
 
     def dsn_for(self, database: str) -> str:
         return f"postgresql://postgres@{self.host}:{self.port}/{database}"
-
-    def __enter__(self) -> PostgresServer:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     def _cmd(self, name: str, *args: str) -> list[str]:
         assert self._bin is not None
@@ -83,31 +75,20 @@ class PostgresServer:
                 timeout=timeout, check=False,
             ).returncode
 
-    def start(self) -> None:
-        if self.directory is not None:
-            raise RuntimeError("PostgresServer is already started")
+    def _locate(self) -> None:
         self._bin = _postgres_bin_dir()
-        base = Path(tempfile.mkdtemp(prefix="evalsi-pg-", dir="/tmp"))
-        self.directory = base
-        atexit.register(self.stop)
-        try:
-            if self._as_postgres:
-                try:
-                    user = pwd.getpwnam("postgres")
-                except KeyError as exc:
-                    raise RuntimeError("as root, PostgreSQL runs as the 'postgres' user, which does not exist") from exc
-                os.chown(base, user.pw_uid, user.pw_gid)
-            os.chmod(base, 0o700)
-            self._start_in(base)
-        except Exception as exc:
-            logs = log_tail(base / "initdb.log", base / "postgres.log", base / "client.log")
-            self.stop()
-            raise RuntimeError(f"PostgreSQL could not start: {exc}\n{logs}") from exc
-        except BaseException:
-            self.stop()
-            raise
+
+    def _logs(self, base: Path) -> tuple[Path, ...]:
+        return base / "initdb.log", base / "postgres.log", base / "client.log"
 
     def _start_in(self, base: Path) -> None:
+        if self._as_postgres:
+            try:
+                user = pwd.getpwnam("postgres")
+            except KeyError as exc:
+                raise RuntimeError("as root, PostgreSQL runs as the 'postgres' user, which does not exist") from exc
+            os.chown(base, user.pw_uid, user.pw_gid)
+        os.chmod(base, 0o700)
         data = base / "data"
         code = self._run(
             base / "initdb.log", "initdb", "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8",
@@ -172,9 +153,7 @@ class PostgresServer:
             raise RuntimeError(f"pg_ctl start failed (exit {code}):\n{log_tail(self.directory / 'postgres.log')}")
         self._wait_ready(self.directory)
 
-    def stop(self) -> None:
-        base, self.directory = self.directory, None
-        atexit.unregister(self.stop)
+    def _stop_processes(self, base: Path | None) -> None:
         if base is None:
             return
         pid, self.pid = self.pid, None
@@ -188,4 +167,3 @@ class PostgresServer:
         if pid is not None and pid_alive(pid):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-        shutil.rmtree(base, ignore_errors=True)
