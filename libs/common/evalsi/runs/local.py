@@ -20,6 +20,7 @@ import contextlib
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from evalsi.bus.memory import MemoryBus
@@ -30,8 +31,10 @@ from evalsi.judges.panel import JudgeSet
 from evalsi.runs.driver import RunDriver, generates_outputs, planned_task_count
 from evalsi.runs.execute import Executor
 from evalsi.runs.manifest import timestamp_of
+from evalsi.runs.news import RunNews
 from evalsi.runs.outcome import TARGET_FAILURE_KEY
 from evalsi.runs.plan import DEFAULT_SHARD_SIZE, budget_exceeded
+from evalsi.runs.summary import SummaryBuilder
 from evalsi.stores.memory import MemoryRecords, MemoryRunStore
 from evalsi.v1alpha1.record_pb2 import Record, Usage
 from evalsi.v1alpha1.run_pb2 import RUN_STATE_PENDING, EvalRun, Run
@@ -132,8 +135,9 @@ async def run_in_process(
             events.append(event)
 
     async with GivenJudges(judges or {}, cache=cache, cache_dir=cache_dir) as judge_set:
-        executor = Executor(registry, judge_set, concurrency=concurrency, call_timeout_s=None,
-                            fetch=run_records.fetch, retry=retry, on_usage=meter, counterparts=run_records.counterparts)
+        executor = InProcessExecutor(registry, judge_set, concurrency=concurrency, call_timeout_s=None,
+                                     fetch=run_records.fetch, retry=retry, on_usage=meter,
+                                     counterparts=run_records.counterparts, run_records=run_records)
 
         async def on_result(result: TaskResult) -> None:
             assert scheduler is not None
@@ -147,7 +151,10 @@ async def run_in_process(
 
         bus = MemoryBus(executor, on_result, on_dead, on_event=collect)
         # Results come straight back and wake the driver; the tick only bounds how late it sees a wall clock run out.
-        scheduler = RunDriver(store, run_records, bus, registry, owner=OWNER, tick_s=0.25, shard_size=shard_size)
+        # Partial summaries are folded only for someone who hears the run's events.
+        news = RunNews() if events is not None else NewsWithoutPartials()
+        scheduler = RunDriver(store, run_records, bus, registry, owner=OWNER, tick_s=0.25, shard_size=shard_size,
+                              news=news)
         watcher = None
         if cancel is not None:
             driver, in_process = scheduler, bus
@@ -177,6 +184,26 @@ async def run_in_process(
     if evaluated is not None:
         evaluated.extend(await _evaluated_records(store, run_records, finished))
     return finished
+
+
+@dataclass
+class InProcessExecutor(Executor):
+    """The worker's executor, reading a task's dataset records straight from the run's records in this process
+    rather than serializing and parsing them on the way (the served path's object store round trip)."""
+
+    run_records: MemoryRecords | None = None
+
+    async def records_of(self, task: Task) -> list[Record]:
+        shard = self.run_records.shard(task.records_ref) if self.run_records and task.records_ref else None
+        return list(shard) if shard is not None else await super().records_of(task)
+
+
+class NewsWithoutPartials(RunNews):
+    """A run's news without partial summaries: no one listens to its events, so none is folded."""
+
+    def follow(self, run_id: str, partials: SummaryBuilder) -> None:
+        super().follow(run_id, partials)
+        self.drop_partials(run_id)
 
 
 class GivenJudges(JudgeSet):

@@ -47,6 +47,9 @@ class MemoryRunStore:
     _results: dict[str, dict[_ResultKey, EvaluationResult]] = field(default_factory=dict)
     _tasks: dict[str, dict[str, _Task]] = field(default_factory=dict)
     _leases: dict[str, tuple[str, float]] = field(default_factory=dict)
+    # Each run's results in reading order, kept until a result is upserted: a run's results are read back whole
+    # twice at its end (summaries, then the document), and sorting them is most of what reading costs.
+    _ordered: dict[str, list[EvaluationResult]] = field(default_factory=dict)
 
     async def ping(self) -> bool:
         return True
@@ -79,6 +82,7 @@ class MemoryRunStore:
 
     async def upsert_results(self, project: str, run_id: str, results: Sequence[EvaluationResult]) -> None:
         stored = self._results.setdefault(run_id, {})
+        self._ordered.pop(run_id, None)
         for result in results:
             key = (result.evaluator, result.record_id, result.trial)
             kept = stored.get(key)
@@ -89,7 +93,10 @@ class MemoryRunStore:
     async def iter_results(
         self, project: str, run_id: str, *, batch_size: int = 5000
     ) -> AsyncIterator[list[EvaluationResult]]:
-        ordered = [result for _, result in sorted(self._results.get(run_id, {}).items())]
+        ordered = self._ordered.get(run_id)
+        if ordered is None:
+            stored = self._results.get(run_id, {})
+            ordered = self._ordered[run_id] = [stored[key] for key in sorted(stored)]
         for start in range(0, len(ordered), batch_size):
             yield ordered[start : start + batch_size]
 
@@ -185,6 +192,7 @@ class MemoryRecords:
 
     _datasets: dict[str, Sequence[Record]] = field(default_factory=dict)
     _objects: dict[str, bytes] = field(default_factory=dict)
+    _shards: dict[str, Sequence[Record]] = field(default_factory=dict)
     _next: itertools.count = field(default_factory=itertools.count)
     _others: dict[str, dict[tuple[str, int], Record]] = field(default_factory=dict)
 
@@ -202,15 +210,23 @@ class MemoryRecords:
         return [[others[key] for key in keys if key in others]]
 
     async def fetch(self, ref: str) -> bytes:
+        shard = self._shards.get(ref)
+        if shard is not None:
+            return TaskRecords(records=shard).SerializeToString()
         return self._objects[ref]
+
+    def shard(self, ref: str) -> Sequence[Record] | None:
+        """The dataset's records behind a shard reference, as they are (no serialized copy): an in-process executor
+        reads them, and evaluators never change a record."""
+        return self._shards.get(ref)
 
     async def record_count(self, run: Run) -> int:
         return len(self._datasets[run.id])
 
     async def shard_ref(self, run: Run, start: int, stop: int) -> str:
         ref = f"{run.id}/records/{start}-{stop}"
-        if ref not in self._objects:
-            self._objects[ref] = TaskRecords(records=self._datasets[run.id][start:stop]).SerializeToString()
+        if ref not in self._shards:
+            self._shards[ref] = self._datasets[run.id][start:stop]
         return ref
 
     async def shard_records(self, run: Run, start: int, stop: int) -> list[Record]:
@@ -222,4 +238,4 @@ class MemoryRecords:
         return ref
 
     async def outputs(self, ref: str) -> list[Record]:
-        return list(TaskRecords.FromString(self._objects[ref]).records)
+        return list(TaskRecords.FromString(await self.fetch(ref)).records)  # copies: callers may change them
