@@ -196,15 +196,20 @@ async def test_the_cli_pushes_and_lists_datasets(served: Api, tmp_path: Path) ->
     assert refused.exit_code == 2 and "missing.jsonl: cannot read" in refused.output
 
 
-async def test_the_api_stores_shards_while_it_reads(served: Api, datasets_dir: Path, tmp_path: Path) -> None:
-    # A bad row after two shards' worth: the error comes from reading on, after those shards were stored, so the
-    # api never had the whole file's records in hand (and no run or version names the shards it left).
+async def test_a_dataset_refused_at_its_last_row_leaves_nothing_stored(
+        served: Api, datasets_dir: Path, tmp_path: Path) -> None:
+    # A bad row after two shards' worth: those shards were cut (and spooled) as the file was read, but none reaches
+    # the object store before the last row is read, so a refused dataset leaves no shard nobody references.
     data = write_rows(datasets_dir / "late-error.jsonl", 1000)
     with data.open("a") as f:
         f.write("not json\n")
     with pytest.raises(BadInputError, match=r"^spec\.dataset\.path: late-error\.jsonl:1001: not valid JSON"):
         await served.runs.create_run(CreateRunRequest(run=eval_run({"path": "late-error.jsonl"})), ctx())
-    assert len(stored_objects(tmp_path / "objects")) == 2 and served.store.runs == {}
+    assert stored_objects(tmp_path / "objects") == set() and served.store.runs == {}
+    # The same file without its bad row is stored: two shards and the manifest.
+    write_rows(datasets_dir / "late-error.jsonl", 1000)
+    await served.runs.create_run(CreateRunRequest(run=eval_run({"path": "late-error.jsonl"})), ctx())
+    assert len(stored_objects(tmp_path / "objects")) == 3
 
 
 async def test_an_upload_over_http_is_counted_and_answered_like_every_other_call(served: Api, tmp_path: Path) -> None:

@@ -57,7 +57,7 @@ class DatasetHandlers:
             stream = stream_dataset(
                 path, format=fmt, name=filename, mapping=dict(first.mapping) or None, limit=first.limit or None
             )
-            stored = await self._store.push(project, name, iter(stream), format=stream.format)
+            stored = await self._store.push(project, name, stream, format=stream.format)
         return as_message(stored)
 
     async def _spool(self, first: UploadDatasetRequest, rest: AsyncIterator[UploadDatasetRequest], path: Path) -> None:

@@ -72,9 +72,11 @@ async def store_run_dataset(
         version, manifest = await DatasetStore(objects).resolve(project, run.spec.dataset.ref)
         return RunDataset(version.key, manifest)
     stream = await asyncio.to_thread(open_records, run)
-    manifest = await write_dataset(
-        objects, _prefixed(stream), source=stream.source, format=stream.format
-    )
+    try:
+        # The stream's own bytes go into the shards: each record is encoded once, and parsed never.
+        manifest = await write_dataset(objects, stream, source=stream.source, format=stream.format)
+    except BadInputError as exc:
+        raise BadInputError(f"spec.dataset.path: {exc}") from None
     return RunDataset(await put_manifest(objects, manifest), manifest)
 
 

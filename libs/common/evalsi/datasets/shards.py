@@ -4,8 +4,10 @@ A shard is a serialized ``TaskRecords`` of at most ``shard_size`` consecutive re
 same records give the same key). The manifest (JSON, stored content-addressed too) lists the shards in order with
 their record counts and byte sizes, the record count, the shard size, the source and the version: the
 :func:`~evalsi.datasets.loader.dataset_version` of the records, computed while they stream past. Records are
-written as they are read, so no process holds more than one shard of a dataset. A run plans shards of
-``DEFAULT_SHARD_SIZE`` records too, so a run's shard ``i`` is the dataset's shard ``i`` and is never copied.
+cut into shards as they are read and spooled to a temporary file until the last one is read, then stored: no
+process holds more than a few shards of a dataset, and a dataset refused part way leaves nothing in the store. A
+run plans shards of ``DEFAULT_SHARD_SIZE`` records too, so a run's shard ``i`` is the dataset's shard ``i``
+and is never copied.
 """
 
 from __future__ import annotations
@@ -13,11 +15,14 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from collections.abc import AsyncIterator, Iterable, Iterator
+import tempfile
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
 
 from evalsi.bus.v1alpha1.bus_pb2 import TaskRecords
+from evalsi.datasets.loader import RecordStream, hash_record
+from evalsi.datasets.wire import task_records_entry
 from evalsi.errors import InfraError
 from evalsi.stores.objects import ObjectStore, content_key
 from evalsi.v1alpha1.record_pb2 import Record
@@ -25,6 +30,8 @@ from evalsi.v1alpha1.record_pb2 import Record
 DEFAULT_SHARD_SIZE = 500
 """Records per shard, for stored datasets and for a run's plan alike."""
 MANIFEST_KIND = "evalsi.dataset-manifest/v1"
+_PUTS_AT_ONCE = 8  # shards in flight to the object store
+_WINDOW_BYTES = 16 << 20  # and at most about this much of them in memory
 
 
 @dataclass(frozen=True)
@@ -88,22 +95,33 @@ class DatasetManifest:
 
 
 class ShardWriter:
-    """Cuts records into shards and hashes them as they pass; pure (the caller stores the bytes it returns)."""
+    """Cuts records into shards (and hashes Records as they pass); pure (the caller stores the bytes it returns).
+
+    A shard's bytes are its records' entries in a ``TaskRecords``, concatenated: the same bytes as serializing
+    the message, without building it.
+    """
 
     def __init__(self, *, shard_size: int = DEFAULT_SHARD_SIZE) -> None:
         if shard_size < 1:
             raise ValueError(f"shard_size must be >= 1, got {shard_size}")
         self.shard_size = shard_size
         self.records = 0
+        self.flushed = 0  # records in the shard flush() returned last
         self._digest = hashlib.sha256()
-        self._pending: list[Record] = []
+        self._pending: list[bytes] = []
 
     def add(self, record: Record) -> bytes | None:
         """Take one record; the bytes of a full shard once ``shard_size`` records are waiting, else None."""
-        _hash_into(self._digest, record)
-        self._pending.append(record)
+        hash_record(self._digest, record)
+        return self.add_encoded(record.SerializeToString(deterministic=True))
+
+    def add_encoded(self, record: bytes) -> bytes | None:
+        """:meth:`add` for a record already serialized (deterministically); not hashed: its source knows the
+        version."""
+        pending = self._pending
+        pending.append(task_records_entry(record))
         self.records += 1
-        if len(self._pending) == self.shard_size:
+        if len(pending) == self.shard_size:
             return self.flush()
         return None
 
@@ -111,7 +129,8 @@ class ShardWriter:
         """The bytes of the records waiting (a last, shorter shard), or None when none are."""
         if not self._pending:
             return None
-        data = TaskRecords(records=self._pending).SerializeToString(deterministic=True)
+        data = b"".join(self._pending)
+        self.flushed = len(self._pending)
         self._pending = []
         return data
 
@@ -124,7 +143,7 @@ class ShardWriter:
         if self._pending:
             raise ValueError("a stored shard can only follow whole shards")
         for record in records:
-            _hash_into(self._digest, record)
+            hash_record(self._digest, record)
             self.records += 1
 
     @property
@@ -132,54 +151,83 @@ class ShardWriter:
         return self._digest.hexdigest()
 
 
-def _hash_into(digest: Any, record: Record) -> None:
-    """``dataset_version``'s contribution of one record: its bytes without ``provenance.dataset``, length-prefixed.
-
-    The field is cleared and restored rather than the record copied: this runs once per record of every upload.
-    """
-    provenance = record.provenance
-    named = provenance.dataset
-    if named:
-        provenance.dataset = ""
-    data = record.SerializeToString(deterministic=True)
-    if named:
-        provenance.dataset = named
-    digest.update(len(data).to_bytes(8, "big"))
-    digest.update(data)
-
-
 async def write_dataset(
     objects: ObjectStore | None,
-    records: Iterator[Record],
+    records: Iterable[Record],
     *,
     source: str,
     format: str,
     shard_size: int = DEFAULT_SHARD_SIZE,
 ) -> DatasetManifest:
-    """Store ``records`` as shards while reading them; the manifest (not stored: see :func:`put_manifest`).
+    """Store ``records`` as shards once all of them were read and found good; the manifest (not stored: see
+    :func:`put_manifest`).
 
-    ``records`` is pulled a shard at a time in a worker thread (a file reader blocks and parses), so the event
-    loop stays free. With ``objects`` None nothing is stored: the manifest's keys are what they would be
+    Records are cut into shards as they are read, in a worker thread (a file reader blocks and parses), and the
+    shards spooled to an unnamed temporary file; only when the last record was read do they go into the object
+    store. A dataset refused at its last row so leaves nothing there: a content-addressed shard has no owner that
+    could delete it later, as the same shard may belong to a dataset that is kept. Memory holds a few shards
+    whatever the dataset's size. With ``objects`` None nothing is stored: the manifest's keys are what they would be
     (a dry run counts and versions the records the same way).
     """
     writer = ShardWriter(shard_size=shard_size)
-    shards: list[ShardRef] = []
+    # A stream's records go as the bytes they were encoded to: none parsed, none encoded again.
+    encoded = isinstance(records, RecordStream)
+    items: Iterator[Any] = records.encoded() if isinstance(records, RecordStream) else iter(records)
+    add: Callable[[Any], bytes | None] = writer.add_encoded if encoded else writer.add
+    counts: list[tuple[int, int]] = []  # (records, bytes) of each shard
+    keys: list[str] = []
+    spool: BinaryIO | None = None
 
-    def next_shard() -> bytes | None:
-        for record in records:
-            data = writer.add(record)
+    def next_shard() -> bool:
+        data = None
+        for item in items:
+            data = add(item)
             if data is not None:
-                return data
-        return writer.flush()
-
-    while True:
-        before = writer.records
-        data = await asyncio.to_thread(next_shard)
+                break
+        else:
+            data = writer.flush()
         if data is None:
-            break
-        key = await objects.put(data) if objects is not None else content_key(data)
-        shards.append(ShardRef(key, writer.records - before, len(data)))
-    return DatasetManifest(writer.version, source, format, writer.records, shard_size, tuple(shards))
+            return False
+        counts.append((writer.flushed, len(data)))
+        if spool is None:
+            keys.append(content_key(data))
+        else:
+            spool.write(data)
+        return True
+
+    try:
+        if objects is not None:
+            spool = await asyncio.to_thread(tempfile.TemporaryFile)
+        while await asyncio.to_thread(next_shard):
+            pass
+        if objects is not None and spool is not None:
+            keys = await _store_spooled(objects, spool, [size for _, size in counts])
+    finally:
+        if spool is not None:
+            spool.close()
+    version = records.version if isinstance(records, RecordStream) else writer.version
+    shards = tuple(ShardRef(key, n, size) for key, (n, size) in zip(keys, counts, strict=True))
+    return DatasetManifest(version, source, format, writer.records, shard_size, shards)
+
+
+async def _store_spooled(objects: ObjectStore, spool: BinaryIO, sizes: list[int]) -> list[str]:
+    """Put the spooled shards, a window of them at a time (the store's latency overlaps; memory stays bounded)."""
+    await asyncio.to_thread(spool.seek, 0)
+    keys: list[str] = []
+    start = 0
+    while start < len(sizes):
+        stop, window = start, 0
+        while stop < len(sizes) and stop - start < _PUTS_AT_ONCE and window < _WINDOW_BYTES:
+            window += sizes[stop]
+            stop += 1
+        chunks = await asyncio.to_thread(_read_each, spool, sizes[start:stop])
+        keys.extend(await asyncio.gather(*(objects.put(chunk) for chunk in chunks)))
+        start = stop
+    return keys
+
+
+def _read_each(spool: BinaryIO, sizes: list[int]) -> list[bytes]:
+    return [spool.read(size) for size in sizes]
 
 
 async def put_manifest(objects: ObjectStore, manifest: DatasetManifest) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from evalsi.errors import BadInputError, InfraError
@@ -93,7 +93,8 @@ class DatasetStore:
         document = json.loads(data)
         return [DatasetVersion(name=name, **item) for item in document["versions"]], etag
 
-    async def push(self, project: str, name: str, records: Iterator[Record], *, format: str) -> DatasetVersion:
+    async def push(self, project: str, name: str, records: Iterable[Record], *, format: str) -> (
+            DatasetVersion):
         """A new version holding exactly ``records`` (read and stored a shard at a time); the latest version
         when it already holds the same records."""
         check_name(name)

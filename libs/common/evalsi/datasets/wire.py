@@ -1,0 +1,142 @@
+"""Records as protobuf wire bytes, encoded straight from a row's plain values.
+
+Reading a dataset is dominated by making ``Record`` messages and serializing them again to hash and store them. A
+row's usual parts (an id, text or JSON contents, metadata, provenance) are encoded here directly into the bytes
+``Record.SerializeToString(deterministic=True)`` gives, so one encoding serves the dataset version, the stored shard
+and, parsed once, the in-memory ``Record``. Rarer parts (messages, a trajectory, usage) are built as protobuf
+messages and embedded as their own deterministic bytes, which is how the parent message encodes them anyway.
+
+Deterministic map order is upb's: entries sorted by their UTF-8 key bytes, except that a key which is a prefix of
+another comes after it (upb encodes backwards with a comparator that breaks prefix ties by length). The tests hold
+every encoding here to protobuf's own bytes, so a protobuf release that changes this fails them.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping
+from typing import Any
+
+from google.protobuf.message import Message
+
+from evalsi.records import to_content, to_value
+from evalsi.v1alpha1.record_pb2 import Content
+
+LENGTHS = [bytes((n,)) for n in range(128)]
+"""The one-byte varints: the length prefix of anything under 128 bytes."""
+_pack_double = struct.Struct("<d").pack
+
+# Tags (field number << 3 | wire type) of the fields encoded here.
+ID, INPUT, OUTPUT, REFERENCE, CONTEXT = b"\x0a", b"\x12", b"\x1a", b"\x22", b"\x2a"
+TRAJECTORY, USAGE, METADATA, PROVENANCE = b"\x32", b"\x3a", b"\x42", b"\x4a"
+TASK_RECORD = b"\x0a"  # TaskRecords.records
+_PROVENANCE_DATASET, _PROVENANCE_SAMPLE, _PROVENANCE_TRIAL = b"\x22", b"\x32", b"\x38"
+_CONTENT_TEXT, _CONTENT_MESSAGES, _CONTENT_JSON = b"\x0a", b"\x12", b"\x1a"
+_VALUE_NULL, _VALUE_TRUE, _VALUE_FALSE = b"\x08\x00", b"\x20\x01", b"\x20\x00"
+_VALUE_NUMBER, _VALUE_STRING, _VALUE_STRUCT, _VALUE_LIST = b"\x11", b"\x1a", b"\x2a", b"\x32"
+_ENTRY_KEY, _ENTRY_VALUE, _STRUCT_FIELD, _LIST_ITEM = b"\x0a", b"\x12", b"\x0a", b"\x0a"
+
+
+# For a text of n < 126 bytes: a record's content field holds (n + 2) bytes, Content.text's tag and n; ready-made.
+_TEXT_HEADS = [bytes((size + 2, 0x0A, size)) for size in range(126)]
+
+
+def varint(number: int) -> bytes:
+    if number < 128:
+        return LENGTHS[number]
+    out = bytearray()
+    while number > 127:
+        out.append((number & 0x7F) | 0x80)
+        number >>= 7
+    out.append(number)
+    return bytes(out)
+
+
+def field(tag: bytes, payload: bytes) -> bytes:
+    """A length-delimited field: its tag, the payload's length, the payload."""
+    size = len(payload)
+    return tag + (LENGTHS[size] if size < 128 else varint(size)) + payload
+
+
+def text_content_field(tag: bytes, text: str) -> bytes:
+    """A record's content field (``tag``) holding ``Content.text``: the usual case, in one step."""
+    data = text.encode()
+    size = len(data)
+    if size < 126:
+        return tag + _TEXT_HEADS[size] + data
+    return field(tag, field(_CONTENT_TEXT, data))
+
+
+def message_bytes(message: Message) -> bytes:
+    return message.SerializeToString(deterministic=True)
+
+
+def value_bytes(obj: Any) -> bytes:
+    """A ``google.protobuf.Value`` of a JSON-like value (``records.to_value``'s mapping)."""
+    kind = type(obj)
+    if kind is str:
+        return field(_VALUE_STRING, obj.encode())
+    if kind is bool:
+        return _VALUE_TRUE if obj else _VALUE_FALSE
+    if kind is int or kind is float:
+        return _VALUE_NUMBER + _pack_double(obj)
+    if obj is None:
+        return _VALUE_NULL
+    if kind is dict:
+        return field(_VALUE_STRUCT, map_entries(_STRUCT_FIELD, obj))
+    if kind is list:
+        return field(_VALUE_LIST, b"".join([field(_LIST_ITEM, value_bytes(item)) for item in obj]))
+    return message_bytes(to_value(obj))  # tuples, Mapping types: rare; protobuf's own conversion
+
+
+def map_entries(tag: bytes, mapping: Mapping[str, Any]) -> bytes:
+    """The entries of a ``map<string, Value>`` (a Struct's fields, a record's metadata) in deterministic order."""
+    if len(mapping) == 1:
+        ((key, value),) = mapping.items()
+        return field(tag, field(_ENTRY_KEY, key.encode()) + field(_ENTRY_VALUE, value_bytes(value)))
+    keyed = sorted([(key.encode(), value) for key, value in mapping.items()], key=_map_order)
+    return b"".join([field(tag, field(_ENTRY_KEY, key) + field(_ENTRY_VALUE, value_bytes(value)))
+                     for key, value in keyed])
+
+
+def _map_order(item: tuple[bytes, Any]) -> bytes:
+    # 0xff never occurs in UTF-8, so a key that is a prefix of another sorts after it, as upb writes them.
+    return item[0] + b"\xff"
+
+
+def content_bytes(value: Any) -> bytes:
+    """A ``Content`` by the record conventions (``records.to_content``): a string is text; an object with exactly
+    one of text/messages/json is that content; anything else is JSON."""
+    if isinstance(value, str):
+        return field(_CONTENT_TEXT, value.encode())
+    if isinstance(value, Content):
+        return message_bytes(value)
+    if isinstance(value, Mapping) and len(value) == 1:
+        ((key, inner),) = value.items()
+        if key == "text" and isinstance(inner, str):
+            return field(_CONTENT_TEXT, inner.encode())
+        if key == "messages" and isinstance(inner, list):
+            return message_bytes(to_content(value))
+        if key == "json":
+            return field(_CONTENT_JSON, value_bytes(inner))
+    return field(_CONTENT_JSON, value_bytes(value))
+
+
+def provenance_fields(sample_id: bytes, trial: int) -> bytes:
+    """The inside of a record's ``provenance`` without ``dataset``: ``sample_id``, and ``trial`` when not 0."""
+    size = len(sample_id)
+    if not trial and size < 128:
+        return _PROVENANCE_SAMPLE + LENGTHS[size] + sample_id
+    if trial:
+        return field(_PROVENANCE_SAMPLE, sample_id) + _PROVENANCE_TRIAL + varint(trial)
+    return field(_PROVENANCE_SAMPLE, sample_id)
+
+
+def dataset_field(dataset: str) -> bytes:
+    """``provenance.dataset``, which comes first inside the provenance (b"" when unnamed)."""
+    return field(_PROVENANCE_DATASET, dataset.encode()) if dataset else b""
+
+
+def task_records_entry(record: bytes) -> bytes:
+    """One record's bytes inside a serialized ``TaskRecords``: a shard is these, concatenated."""
+    return field(TASK_RECORD, record)
