@@ -89,3 +89,22 @@ async def test_a_cancel_lets_calls_in_flight_finish_keeps_them_and_cancels_the_r
     assert results.run.message == "cancelled; 5 evaluations did not run, the figures are partial"
     assert (results.run.progress.scored, results.run.progress.cancelled) == (5, 5)
     assert results.metric("slow-from-3").n == 5
+
+
+async def test_concurrency_bounds_the_calls_in_flight_across_the_tasks_of_an_evaluation() -> None:
+    in_flight: list[int] = [0]
+    most: list[int] = [0]
+
+    @evaluator("test/counted", requires=["output"], outputs=[Output("ok", "boolean")])
+    async def counted(record: Any) -> bool:
+        in_flight[0] += 1
+        most[0] = max(most[0], in_flight[0])
+        await asyncio.sleep(0.001)
+        in_flight[0] -= 1
+        return True
+
+    rows = [{"id": f"q{i}", "output": "x"} for i in range(200)]  # several tasks of 16 rounds of 3 calls
+    results = await evaluate_async(rows, [counted], concurrency=3)
+    assert results.metric("counted").n == 200
+    assert len({r.record_id for r in results.results}) == 200
+    assert most[0] == 3

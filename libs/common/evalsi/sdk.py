@@ -29,10 +29,18 @@ from evalsi.v1alpha1.run_pb2 import EvalRun
 from evalsi.v1alpha1.score_pb2 import SummaryOptions
 
 Data = str | Path | Dataset | Sequence[Any] | Any
-# Records per task of an evaluation: the outputs are given, so a task is evaluator calls only, and a large shard
-# keeps the per-task costs (serializing its records, a result message) small beside them. Calls within a task still
-# run ``concurrency`` at a time, and a cancel stops a task between calls.
+# Records per task of an evaluation by deterministic evaluators: the outputs are given, so a task is evaluator calls
+# only, and a large shard keeps the per-task costs (a result message, folding it) small beside them.
 EVALUATE_SHARD_SIZE = 20_000
+# Evaluators that wait on something (a judge, an async call) get tasks of this many rounds of ``concurrency`` calls:
+# the progress bar moves as each task ends, and the last round of a task leaves few call slots idle.
+ROUNDS_PER_TASK = 16
+
+
+def _shard_size(bound: Sequence[BoundEvaluator], concurrency: int) -> int:
+    if all(b.evaluator.pool == "cpu" and not b.evaluator.is_async for b in bound):
+        return EVALUATE_SHARD_SIZE
+    return ROUNDS_PER_TASK * concurrency
 
 
 def _as_dataset(data: Data, mapping: Any, limit: int | None) -> Dataset:
@@ -145,7 +153,8 @@ async def evaluate_async(
             cache=cache,
             cache_dir=cache_dir,
             concurrency=concurrency,
-            shard_size=EVALUATE_SHARD_SIZE,
+            shard_size=_shard_size(bound, concurrency),
+            task_workers=1,  # one task at a time: ``concurrency`` bounds the calls in flight, as documented
             cancel=cancel,
             progress=advance,
         )

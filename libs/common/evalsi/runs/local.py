@@ -42,6 +42,7 @@ from evalsi.v1alpha1.run_service_pb2 import RunEvent
 
 OWNER = "in-process"
 DEFAULT_CONCURRENCY = 16
+DEFAULT_TASK_WORKERS = 4  # tasks of each pool at once, as four workers of a pool would take them
 
 
 def new_run_id() -> str:
@@ -85,6 +86,7 @@ async def run_in_process(
     cache_dir: str | Path | None = None,
     concurrency: int = DEFAULT_CONCURRENCY,
     shard_size: int = DEFAULT_SHARD_SIZE,
+    task_workers: int = DEFAULT_TASK_WORKERS,
     retry: RetryPolicy | None = None,
     cancel: asyncio.Event | None = None,
     events: list[RunEvent] | None = None,
@@ -96,7 +98,9 @@ async def run_in_process(
     """Drive ``document`` over ``records`` to its end; setting ``cancel`` cancels it as CancelRun would.
 
     Targets and judges are called with the spec's own endpoints and keys (no server connections). ``concurrency``
-    bounds the calls and evaluations of each task; ``retry`` overrides a target's waits between retries (tests).
+    bounds the calls and evaluations of each task, ``task_workers`` how many tasks of each pool run at once;
+    ``retry`` overrides a target's waits between retries (tests). A cancel drains the run first (calls in flight
+    finish, nothing new starts, finished work is kept), then stops it.
     ``events``, when given, collects the run's events (state, progress, partial and final summaries); ``progress``
     hears how many evaluations each finished task produced; ``evaluated`` collects the records as evaluated
     (generated outputs of the generation tasks that finished, trial-major then dataset order; the dataset's records
@@ -149,7 +153,7 @@ async def run_in_process(
             assert scheduler is not None
             await scheduler.on_dead_letter(task, reason, msg_id)
 
-        bus = MemoryBus(executor, on_result, on_dead, on_event=collect)
+        bus = MemoryBus(executor, on_result, on_dead, on_event=collect, workers=task_workers)
         # Results come straight back and wake the driver; the tick only bounds how late it sees a wall clock run out.
         # Partial summaries are folded only for someone who hears the run's events.
         news = RunNews() if events is not None else NewsWithoutPartials()
