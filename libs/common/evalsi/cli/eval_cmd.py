@@ -173,7 +173,10 @@ def eval_command(
       evalsi eval --data qa.csv --map input=question --map reference=answer -e exact-match --format md
       evalsi eval --data qa.jsonl -e llm-judge --judge-model gpt-4o-mini --param llm-judge.rubric=helpfulness
 
-    Exit codes: 0 ok, 2 bad input or usage, 1 internal error.
+    Ctrl-C stops it as it stops `evalsi run`: calls in flight finish, nothing new starts, finished work is kept
+    and printed (a second Ctrl-C aborts).
+
+    Exit codes: 0 ok, 2 bad input or usage, 1 internal error, 130 interrupted (the figures are partial).
     """
     from evalsi.sdk import evaluate
 
