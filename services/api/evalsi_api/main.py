@@ -40,6 +40,7 @@ from evalsi.api import (
     build_table,
     load_run_dataset,
 )
+from evalsi.bus.shared_broker import SharedConnectionBroker, faststream_log
 from evalsi.bus.v1alpha1.bus_pb2 import CONTROL_ACTION_CREATED, RunControl, TraceCompleted
 from evalsi.connections import Connections
 from evalsi.errors import BadInputError, InfraError
@@ -180,7 +181,8 @@ def parse_settings(argv: Sequence[str] | None = None, environ: Mapping[str, str]
 
 
 class BusLink:
-    """The API's side of the bus: control publishes, Evaluate requests, run-event subscriptions.
+    """The API's side of the bus: control publishes, Evaluate requests, run-event subscriptions (WatchRun's, as
+    FastStream subscribers of one call each on a broker over the api's connection).
 
     The connection is made in the background, so the listeners serve ``/healthz`` (and an honest
     ``/readyz``) while NATS is still coming up; a call that needs the bus before then is UNAVAILABLE.
@@ -202,6 +204,7 @@ class BusLink:
         self._registry = registry
         self._timeout = evaluate_timeout_s
         self.connection: bus.BusConnection | None = None
+        self._broker: SharedConnectionBroker | None = None
 
     async def connect(self) -> None:
         def on_state(state: Any) -> None:
@@ -219,10 +222,15 @@ class BusLink:
             await bus.ensure_streams(connection.js)
         except InfraError as exc:  # the schedulers may own stream limits; publishing still says what fails
             log.warning("could not ensure the bus streams", error=str(exc))
-        self.connection = connection
+        broker = SharedConnectionBroker(connection.nc, apply_types=False, logger=faststream_log())
+        await broker.start()
+        self.connection, self._broker = connection, broker
         on_state(connection.readiness)
 
     async def close(self) -> None:
+        if self._broker is not None:
+            broker, self._broker = self._broker, None
+            await broker.stop()  # ends the WatchRun subscriptions still open
         if self.connection is not None:
             connection, self.connection = self.connection, None
             await connection.close()
@@ -269,18 +277,24 @@ class BusLink:
         return joined
 
     async def watch(self, run_id: str) -> AsyncIterator[RunEvent]:
-        """The run's events published from now on (a core subscription on the EVENTS stream's subject)."""
-        connection = self._connected()
-        subscription = await connection.nc.subscribe(bus.subjects.run_events(run_id))
+        """The run's events published from now on (a core subscription on the EVENTS stream's subject).
+
+        A subscriber of this call alone: not persistent, so the broker forgets it once the call ends."""
+        self._connected()
+        if self._broker is None:
+            raise InfraError("not connected to NATS yet; /readyz says why")
+        subscriber = self._broker.subscriber(bus.subjects.run_events(run_id), persistent=False)
+        await subscriber.start()
         try:
-            async for msg in subscription.messages:
+            async for message in subscriber:
+                msg = message.raw_message
                 try:
                     yield bus.decode(msg.data, msg.headers, RunEvent)
                 except bus.Permanent as exc:
                     log.warning("undecodable run event skipped", run_id=run_id, error=str(exc))
         finally:
             with contextlib.suppress(Exception):
-                await subscription.unsubscribe()
+                await subscriber.stop()
 
 
 def split_by_pool(request: EvaluateRequest, registry: Registry) -> dict[str, EvaluateRequest]:

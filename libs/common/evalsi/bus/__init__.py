@@ -20,12 +20,7 @@ from evalsi.bus.codec import (
     encode_headers,
 )
 from evalsi.bus.connection import BusConnection, Readiness, connect
-from evalsi.bus.deadletter import (
-    MaxDeliveriesWatcher,
-    OnDeadLetter,
-    publish_dead_letter,
-    watch_max_deliveries,
-)
+from evalsi.bus.deadletter import OnDeadLetter, publish_dead_letter
 from evalsi.bus.errors import PayloadTooLargeError, Permanent, RemoteError, Retryable, Unavailable
 from evalsi.bus.offload import ObjectStore, payload_limit
 from evalsi.bus.publisher import PUBLISH_DEADLINE_S, Publisher, publish, through_reconnects
@@ -43,9 +38,10 @@ if TYPE_CHECKING:
     from evalsi.bus import subscriptions
     from evalsi.bus.acks import AckTable, ConsumerStats, Received, retry_delay
     from evalsi.bus.broker import BusBroker, Handler, Subscription
+    from evalsi.bus.max_deliveries import MaxDeliveriesWatcher, watch_max_deliveries
 
 # The subscriber side imports FastStream (and pydantic, ~1 s on a busy machine): only processes that consume
-# pay for it, not the api or the CLI, which only publish and request.
+# pay for it, not the CLI or a process that only publishes and requests.
 _SUBSCRIBER_SIDE = {
     "AckTable": "evalsi.bus.acks",
     "ConsumerStats": "evalsi.bus.acks",
@@ -54,6 +50,8 @@ _SUBSCRIBER_SIDE = {
     "BusBroker": "evalsi.bus.broker",
     "Handler": "evalsi.bus.broker",
     "Subscription": "evalsi.bus.broker",
+    "MaxDeliveriesWatcher": "evalsi.bus.max_deliveries",
+    "watch_max_deliveries": "evalsi.bus.max_deliveries",
 }
 
 

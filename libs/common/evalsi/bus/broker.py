@@ -27,12 +27,10 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import nats.errors
-from faststream._internal.broker import BrokerUsecase
 from faststream.middlewares import AckPolicy
-from faststream.nats import JStream, NatsBroker, NatsMessage, NatsRouter, PullSub
+from faststream.nats import JStream, NatsMessage, NatsRouter, PullSub
 from faststream.nats.subscriber.usecases import PullStreamSubscriber
 from google.protobuf.message import Message
-from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
 from evalsi.bus.acks import AckTable, ConsumerStats, DeadLetterSink, Probe, Received, dead_letters_to, retry_delay
@@ -41,6 +39,7 @@ from evalsi.bus.connection import BusConnection
 from evalsi.bus.deadletter import OnDeadLetter
 from evalsi.bus.errors import Permanent
 from evalsi.bus.offload import ObjectStore, resolve_payload
+from evalsi.bus.shared_broker import SharedConnectionBroker, faststream_log
 from evalsi.bus.streams import ConsumerSettings, ensure_consumer
 
 __all__ = ["BusBroker", "Handler", "Subscription", "protobuf_decoder"]
@@ -121,35 +120,6 @@ def protobuf_decoder(
     return decode_message
 
 
-def _faststream_log() -> logging.Logger:
-    """FastStream's own lines (per message, and its task supervisor's at INFO whenever a loop ends) go here,
-    from WARNING up unless an operator sets this logger's level."""
-    logger = logging.getLogger("evalsi.bus.faststream")
-    if logger.level == logging.NOTSET:
-        logger.setLevel(logging.WARNING)
-    return logger
-
-
-class _SharedConnectionBroker(NatsBroker):
-    """A NatsBroker over the service's own connection: FastStream neither opens nor drains it (the service's
-    ``BusConnection`` owns reconnects, readiness and closing)."""
-
-    def __init__(self, nc: NATS | None, **options: Any) -> None:
-        super().__init__(**options)
-        self._shared = nc
-
-    async def _connect(self) -> NATS:
-        if self._shared is None:
-            raise RuntimeError("this broker describes the bus (AsyncAPI) and has no connection to start on")
-        self.config.connect(self._shared)
-        return self._shared
-
-    async def stop(self, *exc: Any) -> None:
-        await BrokerUsecase.stop(self, *exc)  # subscribers only: the connection stays the service's
-        self._connection = None
-        self.config.disconnect()
-
-
 class BusBroker:
     """A service's subscribers on one FastStream broker, over its bus connection.
 
@@ -168,12 +138,12 @@ class BusBroker:
     ) -> None:
         self._bus = bus
         self._store = store
-        self.nats = _SharedConnectionBroker(
+        self.nats = SharedConnectionBroker(
             bus.nc if bus is not None else None,
             graceful_timeout=drain_timeout_s,
             ack_policy=AckPolicy.MANUAL,  # the ack table settles every message
             apply_types=False,  # handlers take the decoded message; no per-message dependency injection
-            logger=_faststream_log(),
+            logger=faststream_log(),
             log_level=logging.DEBUG,  # a line per message is for debugging, not for a million tasks
             description=description,
             specification_url=server_url,

@@ -18,6 +18,11 @@ slot; the caller waits a little longer than the deadline for that answer. No res
 A request or reply over the bus's payload limit travels through the object store like a task payload (see
 ``offload``): the message carries ``Evalsi-Payload-Ref`` and the other side fetches it. Without a store on the
 sending side that is a ``PayloadTooLargeError``; without one on the receiving side an ``InfraError``.
+
+The responder stays a nats-py subscription, the one bus handler not on FastStream: it is Evaluate's hot loop, and
+FastStream's dispatch (its concurrent core subscriber, same reply code) measured +440 us CPU and +540 us p50 per
+request here (``benchmarks/request_reply.py``), +0.8-1.1 ms of worker CPU per Evaluate through the whole stack:
+more than the 10% issue 10 allows. docs/bus.md and docs/benchmarks.md have the figures.
 """
 
 from __future__ import annotations
