@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy import stats
+from scipy import special
 
 Interval = tuple[float, float]
 Bounds = tuple[float, float]
@@ -184,8 +184,9 @@ def _cluster_t_parts(
 def _t_bounds(mean: float, se: float, df: int, level: float) -> Interval:
     if se == 0.0:
         return mean, mean
-    # Same quantile expression as scipy.stats.t.interval so results agree to the last few ulps.
-    q = float(stats.t.ppf((1.0 + level) / 2.0, df))
+    # Same quantile expression as scipy.stats.t.interval so results agree to the last few ulps; scipy.stats.t.ppf is
+    # special.stdtrit underneath (bit for bit), and scipy.special loads in a third of scipy.stats' time.
+    q = float(special.stdtrit(df, (1.0 + level) / 2.0))
     return mean - q * se, mean + q * se
 
 
@@ -193,7 +194,7 @@ def _t_p_value(mean: float, se: float, df: int) -> float:
     """Two-sided p-value for mean == 0. A zero standard error gives 1 at zero and 0 elsewhere."""
     if se == 0.0:
         return 1.0 if mean == 0.0 else 0.0
-    return float(2.0 * stats.t.sf(abs(mean) / se, df))
+    return float(2.0 * special.stdtr(df, -abs(mean) / se))  # scipy.stats.t.sf, bit for bit
 
 
 def _wilson_arrays(
@@ -201,7 +202,7 @@ def _wilson_arrays(
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Vectorised Wilson bounds for many counts out of the same ``n > 0``."""
     # Same operation order as statsmodels so the figures agree to the last ulp.
-    z = float(stats.norm.isf((1.0 - level) / 2.0))
+    z = float(-special.ndtri((1.0 - level) / 2.0))  # scipy.stats.norm.isf, bit for bit
     z2 = z * z
     p = successes / n
     denom = 1.0 + z2 / n
