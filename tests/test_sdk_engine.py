@@ -108,3 +108,31 @@ async def test_concurrency_bounds_the_calls_in_flight_across_the_tasks_of_an_eva
     assert results.metric("counted").n == 200
     assert len({r.record_id for r in results.results}) == 200
     assert most[0] == 3
+
+
+def test_evalsi_eval_compare_to_grades_pairwise_preference_with_the_judge(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from evalsi.cli.main import cli
+    from evalsi.testing.threaded import ThreadedProvider
+
+    ours, theirs = tmp_path / "ours.jsonl", tmp_path / "theirs.jsonl"
+    ours.write_text("".join(json.dumps({"id": f"q{i}", "input": "capital of France?", "output": "CANDIDATE: Paris"})
+                            + "\n" for i in range(3)), encoding="utf-8")
+    theirs.write_text("".join(json.dumps({"id": f"q{i}", "input": "capital of France?", "output": "BASELINE: Lyon"})
+                              + "\n" for i in range(3)), encoding="utf-8")
+
+    def reply(body: dict[str, Any]) -> str:  # prefers the candidate in either order
+        prompt = next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user")
+        first = "A" if prompt.index("CANDIDATE") < prompt.index("BASELINE") else "B"
+        return json.dumps({"reasoning": "Paris is right", "score": first})
+
+    with ThreadedProvider(reply) as server:
+        result = CliRunner().invoke(cli, ["eval", "--data", str(ours), "-e", "pairwise-preference",
+                                          "--compare-to", str(theirs), "--judge-model", "judge-1",
+                                          "--judge-base-url", server.base_url, "--no-cache", "--format", "json"])
+        calls = len(server.requests)
+    assert result.exit_code == 0, result.stderr
+    document = json.loads(result.stdout)
+    labels = [s["label"] for r in document["results"] for s in r["scores"] if s["name"] == "preference"]
+    assert labels == ["win"] * 3 and calls == 6  # each pair judged in both orders
