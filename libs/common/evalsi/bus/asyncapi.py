@@ -19,6 +19,7 @@ from faststream.specification import AsyncAPI
 
 from evalsi.bus import subjects, subscriptions
 from evalsi.bus.broker import BusBroker
+from evalsi.bus.max_deliveries import ADVISORY_PREFIX
 
 __all__ = ["bus_document", "main"]
 
@@ -72,6 +73,12 @@ def bus_document() -> str:
             description=f"evalsi-worker ({pool} pool): answers evalsi.v1alpha1.EvaluateRequest with an "
             f"EvaluateResponse; queue group {subjects.evaluate_queue(pool)}",
         )  # fmt: skip
+    # The schedulers' max-deliveries watchers: the server's advisories about work left undeliverable.
+    broker.nats.subscriber(
+        f"{ADVISORY_PREFIX}.{{stream}}.{{consumer}}", queue="evalsi-max-deliveries", title="max-deliveries advisories",
+        description="evalsi-scheduler (streams WORK and RESULTS): JetStream's JSON advisory that a message ran out "
+        "of deliveries without an ack; the message is copied to deadletter.{name} and deleted from its stream",
+    )  # fmt: skip
     for address, stream, title, description in _PUBLISHED:
         where = f" (stream {stream})" if stream else " (core NATS)"
         broker.nats.publisher(
