@@ -8,6 +8,7 @@ import json
 import urllib.error
 import urllib.request
 from collections.abc import AsyncIterator
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from google.protobuf import json_format
 import evalsi
 from evalsi.api import DATASET_LABEL, CallContext, HandlerLimits
 from evalsi.api.datasets_handlers import UPLOAD_RPC
+from evalsi.api.run_dataset import count_run_dataset, load_run_dataset
 from evalsi.bus.v1alpha1.bus_pb2 import TaskRecords
 from evalsi.datasets import load_dataset
 from evalsi.datasets.shards import read_manifest
@@ -236,3 +238,27 @@ async def test_an_upload_over_http_is_counted_and_answered_like_every_other_call
     assert status == 400 and "cannot tell the format" in json.loads(body)["message"]
     assert (calls("OK"), calls("INVALID_ARGUMENT")) == (1.0, 2.0)
     assert served.metrics.registry.get_sample_value("evalsi_api_requests_in_flight", {"transport": "http"}) == 0.0
+
+
+async def test_a_dry_run_counts_a_dataset_without_holding_its_records(datasets_dir: Path, tmp_path: Path) -> None:
+    # A file is read through (and checked) without a Record made; a stored version is counted from its manifest
+    # alone: its shards are gone here, and counting it still works.
+    data = write_rows(datasets_dir / "count.jsonl", 1234)
+    objects = LocalObjectStore(tmp_path / "objects")
+    open_records = partial(load_run_dataset, datasets_dir=datasets_dir)
+    counted = await count_run_dataset(eval_run({"path": "count.jsonl"}), project="p", objects=objects,
+                                      open_records=open_records)
+    assert (counted.records, counted.version, counted.source) == (1234, load_dataset(data).version, "count.jsonl")
+    assert stored_objects(tmp_path / "objects") == set()  # nothing stored
+    version = await DatasetStore(objects).push("p", "qa", load_dataset(data).records, format="jsonl")
+    for shard in (tmp_path / "objects" / "sha256").iterdir():
+        if shard.name != version.key.removeprefix("sha256/"):
+            shard.unlink()
+    by_ref = await count_run_dataset(eval_run({"ref": "datasets/qa"}), project="p", objects=objects,
+                                     open_records=open_records)
+    assert (by_ref.records, by_ref.version) == (1234, version.version)
+    with data.open("a") as f:
+        f.write("[1]\n")
+    with pytest.raises(BadInputError, match=r"^spec\.dataset\.path: count\.jsonl:1235: expected an object"):
+        await count_run_dataset(eval_run({"path": "count.jsonl"}), project="p", objects=objects,
+                                open_records=open_records)

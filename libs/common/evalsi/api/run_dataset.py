@@ -81,7 +81,8 @@ async def store_run_dataset(
 
 
 async def read_run_dataset(run: EvalRun, *, project: str, objects: ObjectStore, open_records: OpenRecords) -> Dataset:
-    """Every record of the run's dataset in memory, for a dry run's projection (which stores nothing)."""
+    """Every record of the run's dataset in memory, for a dry run's projection (which stores nothing); a dry run
+    that needs only the count and version: :func:`count_run_dataset`."""
     if run.spec.dataset.WhichOneof("kind") == "ref":
         _refuse_reading_options(run)
         return await DatasetStore(objects).load(project, run.spec.dataset.ref)
@@ -92,6 +93,38 @@ async def read_run_dataset(run: EvalRun, *, project: str, objects: ObjectStore, 
         return Dataset(records=records, version=stream.version, source=stream.source, format=stream.format)
 
     return await asyncio.to_thread(read)
+
+
+@dataclass(frozen=True)
+class DatasetCount:
+    """How many records a run's dataset holds, and their version: what a dry run says without the records."""
+
+    records: int
+    version: str
+    source: str
+
+
+async def count_run_dataset(
+    run: EvalRun, *, project: str, objects: ObjectStore, open_records: OpenRecords
+) -> DatasetCount:
+    """The run's dataset counted and versioned, holding none of its records: a stored dataset (``spec.dataset.ref``)
+    from its manifest alone, a file by reading it through (every row checked as a run would check it) without
+    making a Record of any row. For a dry run whose projection needs no record's content."""
+    if run.spec.dataset.WhichOneof("kind") == "ref":
+        _refuse_reading_options(run)
+        version, manifest = await DatasetStore(objects).resolve(project, run.spec.dataset.ref)
+        return DatasetCount(manifest.records, version.version, manifest.source)
+
+    def count() -> DatasetCount:
+        stream = open_records(run)
+        try:
+            for _ in stream.encoded():
+                pass
+        except BadInputError as exc:
+            raise BadInputError(f"spec.dataset.path: {exc}") from None
+        return DatasetCount(stream.count, stream.version, stream.source)
+
+    return await asyncio.to_thread(count)
 
 
 def _refuse_reading_options(run: EvalRun) -> None:

@@ -39,11 +39,12 @@ class SeenKeys:
         if seen is not None:
             repeats[digest] = seen + 1
             return seen
-        if digest in self._recent or self._in_older(digest):
+        recent = self._recent
+        if digest in recent or (self._filter is not None and self._in_older(digest)):
             repeats[digest] = 2
             return 1
-        self._recent.add(digest)
-        if len(self._recent) >= _RECENT_KEYS:
+        recent.add(digest)
+        if len(recent) >= _RECENT_KEYS:
             self._merge()
         return 0
 

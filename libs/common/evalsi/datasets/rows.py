@@ -142,8 +142,10 @@ class RecordBuilder:
         if record_id is None:
             record_id = self._generated_id(_row_digest(row))
             trial = self._claim(record_id, trial or 0)
-        elif trial is None:
-            trial = self._number(record_id)
+        elif trial is None:  # the usual row: the next trial of its id (inlined: this runs once a row)
+            trial = self.occurrences.count(record_id)
+            if self._claimed and self.pairs.seen((record_id, trial)):
+                raise self._repeated(record_id, trial)
         else:
             trial = self._claim(record_id, trial)
         if self.check_id is not None:
