@@ -5,8 +5,8 @@ caller gives one), with its identity (record, evaluator, trial) before any call 
 into it when the call ends. Nothing is copied afterwards: with the upb backend, appending a finished message to
 another message's repeated field copies it, and that copy cost more than a deterministic evaluation.
 
-A record-scope result is assembled from serialized pieces (the evaluator's identity, the record's key, the
-verdict of a bare bool): merging a few bytes is several times cheaper than setting the same fields one by one.
+A record-scope result is assembled from serialized pieces (the evaluator's identity, the verdict of a bare bool):
+merging a few bytes is cheaper than setting the same fields one by one.
 """
 
 from __future__ import annotations
@@ -35,9 +35,9 @@ from evalsi.v1alpha1.score_pb2 import (
 Results = RepeatedCompositeFieldContainer[EvaluationResult]
 
 
-def record_keys(records: Sequence[Record]) -> list[bytes]:
-    """Each record's part of a result's identity (id and trial), serialized once for all its evaluators."""
-    return [EvaluationResult(record_id=r.id, trial=r.provenance.trial).SerializeToString() for r in records]
+def record_keys(records: Sequence[Record]) -> list[tuple[str, int]]:
+    """Each record's part of a result's identity (id, trial), read once for all its evaluators."""
+    return [(r.id, r.provenance.trial) for r in records]
 
 
 def bool_verdicts(bound: BoundEvaluator) -> tuple[bytes, bytes] | None:
@@ -73,14 +73,17 @@ class ResultSlots:
             record_id=record_id, evaluator=bound.alias, evaluator_ref=bound.evaluator.ref, trial=trial
         )
 
-    def for_records(self, bound: BoundEvaluator, keys: Sequence[bytes]) -> list[EvaluationResult]:
+    def for_records(self, bound: BoundEvaluator, keys: Sequence[tuple[str, int]]) -> list[EvaluationResult]:
         """One result per record (``record_keys``), in record order."""
         identity = EvaluationResult(evaluator=bound.alias, evaluator_ref=bound.evaluator.ref).SerializeToString()
         add = self._into.add
         slots = []
-        for key in keys:
+        for record_id, trial in keys:
             slot = add()
-            slot.MergeFromString(identity + key)
+            slot.MergeFromString(identity)
+            slot.record_id = record_id
+            if trial:
+                slot.trial = trial
             slots.append(slot)
         return slots
 

@@ -120,7 +120,7 @@ class _Unit:
 
 
 def _record_units(
-    bound: BoundEvaluator, records: Sequence[Record], ctx: EvalContext, slots: ResultSlots, keys: list[bytes]
+    bound: BoundEvaluator, records: Sequence[Record], ctx: EvalContext, slots: ResultSlots, keys: list[tuple[str, int]]
 ) -> Iterator[_Unit]:
     scope = bound.evaluator.scope
     if scope == "record":
