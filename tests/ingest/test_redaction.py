@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 from ingest_helpers import make_span, resource_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
 from evalsi.errors import BadInputError
 from evalsi.ingest import ExportHandler, Redactor
+from evalsi.records import from_value
 from evalsi.stores.traces import SqliteTraceStore
 
 EMAIL = "ana.souza@example.com"
@@ -242,3 +244,29 @@ def test_the_email_rule_found_from_its_screen_replaces_what_the_pattern_would() 
             assert candidate._apply_from_screen(text, candidate.screen) == expected, text
     long = "an e-mail in a long message: ana.souza@example.com.br, then a@b and x@y.io. " * 20
     assert plain.apply(long) == plain.pattern.sub(plain.replacement, long) and "souza" not in plain.apply(long)
+
+
+async def test_the_stored_otlp_span_holds_only_redacted_values(tmp_path: Path) -> None:
+    """The span's OTLP form is stored beside its step: a repeated key's earlier value, a link's attributes and
+    the trace states (which nothing maps) must not carry a secret into it."""
+    db = tmp_path / "traces.db"
+    store = await SqliteTraceStore.open(db)
+    span = make_span({"gen_ai.operation.name": "chat", "note": f"first {EMAIL}", "kept": 7}, name="chat")
+    span.attributes.add(key="note", value=AnyValue(string_value="second, clean"))
+    span.trace_state = f"vendor={CPF}"
+    span.links.add(trace_id=b"\x01" * 16, span_id=b"\x02" * 8, trace_state=f"k={CARD}",
+                   attributes=[KeyValue(key="who", value=AnyValue(string_value=EMAIL))])
+    request = ExportTraceServiceRequest(resource_spans=[resource_spans([span], {"evalsi.project": "shop"})])
+    await ExportHandler(store, redactor=Redactor.from_mapping(RULES, "rules")).export(request)
+    record = await store.get_trace("shop", "0af7651916cd43dd8448eb211c80319c")
+    await store.close()
+    text = _raw_db_text(db)
+    for secret in (EMAIL, CPF, CARD, "ana.souza", "52998224725"):
+        assert secret not in text, secret
+    assert record is not None
+    (step,) = record.trajectory.steps
+    # What is read is what the dict of attributes held: the last value of a repeated key, the rest as sent.
+    assert from_value(step.attributes["note"]) == "second, clean"
+    assert from_value(step.attributes["kept"]) == 7
+    assert from_value(step.attributes["otel.links"])[0]["attributes"] == {"who": "[REDACTED]"}
+    assert from_value(step.attributes["evalsi.mapper"]) == "genai@1"

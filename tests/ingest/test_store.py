@@ -8,7 +8,9 @@ from ingest_helpers import make_span
 
 from evalsi.errors import BadInputError
 from evalsi.ingest import map_span
+from evalsi.records import from_value
 from evalsi.stores.traces import ClickHouseTraceStore, SqliteTraceStore, open_trace_store
+from evalsi.v1alpha1.record_pb2 import Step
 
 Store = SqliteTraceStore | ClickHouseTraceStore
 
@@ -92,3 +94,22 @@ async def test_two_writers_of_one_new_trace_are_summed_at_completion(trace_store
         assert (summary.span_count, summary.root_span_id, summary.input_tokens) == (2, root.span_id, 5)
     finally:
         await other.close()
+
+
+async def test_a_stored_span_reads_back_as_it_was_mapped(trace_store: Store) -> None:
+    """The step is stored without the span's attributes, kind, events and links (they travel as its OTLP bytes):
+    read back, the whole step is what mapping gave, every kind of value included."""
+    attrs = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m", "text": "é ✓", "count": 3, "ratio": 0.5,
+             "flag": True, "big": 2**60, "list": [1, "two", [False]], "map": {"k": {"deep": "v"}}, "raw": b"\x00\xff"}
+    span = make_span(attrs, span_id=3, events=[("gen_ai.choice", {"message": '{"content": "hi"}'})])
+    span.links.add(trace_id=b"\x05" * 16, span_id=b"\x06" * 8, attributes=make_span({"why": "retry"}).attributes)
+    mapped = map_span(span, {"service.name": "svc"})
+    expected = Step()
+    expected.CopyFrom(mapped.step)
+    await trace_store.consume("p", [map_span(span, {"service.name": "svc"})])
+    (stored,) = await trace_store.get_spans("p", mapped.trace_id)
+    assert stored.step == expected
+    assert stored == mapped
+    assert from_value(expected.attributes["big"]) == str(2**60) and from_value(expected.attributes["list"]) == [
+        1, "two", [False]]
+    assert from_value(expected.attributes["otel.links"])[0]["attributes"] == {"why": "retry"}

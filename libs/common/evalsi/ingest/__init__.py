@@ -5,7 +5,8 @@ of ``evalsi.traces``) and ``TraceAssembler`` (the completed-trace rule, with an 
 the receivers and the trace stores (``evalsi.stores.traces``). See docs/watch.md.
 """
 
-from .attributes import any_value_to_python, attributes_to_dict
+from evalsi.traces.otlp import any_value_to_python, attributes_to_dict
+
 from .completion import CompletedTrace, CompletionConfig, TraceAssembler
 from .grpc_receiver import otlp_handlers, start_grpc_receiver
 from .handler import ExportHandler, ExportStats

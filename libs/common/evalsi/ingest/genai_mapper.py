@@ -17,6 +17,7 @@ from typing import Any
 from google.protobuf.struct_pb2 import Value
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
+from evalsi.traces.otlp import attributes_to_dict
 from evalsi.v1alpha1.record_pb2 import (
     STEP_TYPE_AGENT,
     STEP_TYPE_CHAIN,
@@ -32,7 +33,6 @@ from evalsi.v1alpha1.record_pb2 import (
     StepType,
 )
 
-from .attributes import attributes_to_dict
 from .messages import content_of, messages_content, messages_from_json, parse_json, tool_call
 
 # --- helpers every mapper uses -------------------------------------------------------------------------

@@ -26,8 +26,8 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from evalsi.projects import DEFAULT_PROJECT, PROJECT_ATTRIBUTE, PROJECT_HEADER, PROJECT_RULE, check_project, is_project
 from evalsi.stores.traces.protocol import SpanSink
 from evalsi.traces.model import MappedSpan
+from evalsi.traces.otlp import attributes_to_dict
 
-from .attributes import attributes_to_dict
 from .logs import map_resource_logs, redact_resource_logs
 from .mappers import DEFAULT_MAPPERS, Mapper, map_resource_spans
 

@@ -29,9 +29,9 @@ from opentelemetry.proto.logs.v1.logs_pb2 import LogRecord, ResourceLogs
 
 from evalsi.records import to_value
 from evalsi.traces.model import LOG_MAPPER, MappedSpan
+from evalsi.traces.otlp import any_value_to_python, attributes_to_dict
 from evalsi.v1alpha1.record_pb2 import STEP_STATUS_OK, STEP_TYPE_GENERIC, Messages, Step
 
-from .attributes import any_value_to_python, attributes_to_dict
 from .mappers import SESSION_KEYS, MapResult
 from .messages import messages_content, messages_from_json, parse_json
 from .redaction import _redact_any, _redact_kvs

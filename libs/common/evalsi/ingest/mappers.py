@@ -2,7 +2,10 @@
 
 Every span keeps its identity, timing, status and *all* its raw attributes (``Step.attributes``), whichever
 mapper reads it; a mapper only adds what it understands: the step type, model, usage, tool call, input and
-output. The first mapper whose ``matches`` holds maps the span, in this order:
+output. The raw attributes (with the span's kind, events and links) travel as the OTLP span itself beside the
+step (``MappedSpan``), merged into ``Step.attributes`` when the step is read, not copied value by value here.
+
+The first mapper whose ``matches`` holds maps the span, in this order:
 
 - ``openinference@1``: ``openinference.span.kind`` (LLM, TOOL, RETRIEVER, CHAIN, AGENT, EMBEDDING, RERANKER,
   GUARDRAIL), ``llm.model_name``, ``llm.token_count.*``, ``llm.input_messages.*``/``llm.output_messages.*``,
@@ -34,6 +37,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span, Status
 
 from evalsi.records import to_value
 from evalsi.traces.model import MappedSpan
+from evalsi.traces.otlp import attributes_to_dict, write_back
 from evalsi.v1alpha1.record_pb2 import (
     STEP_STATUS_ERROR,
     STEP_STATUS_OK,
@@ -54,7 +58,6 @@ from evalsi.v1alpha1.record_pb2 import (
 )
 
 from . import genai_mapper, logfire_mapper, mlflow_mapper
-from .attributes import attributes_to_dict
 from .genai_mapper import first, set_field, set_usage, to_int
 from .messages import (
     content_of,
@@ -65,8 +68,8 @@ from .messages import (
     tool_call,
 )
 
-# Rewrites decoded attributes in place (redaction before mapping).
-Redact = Callable[[dict[str, Any]], None]
+# Rewrites decoded attributes in place (redaction before mapping); returns the keys it changed.
+Redact = Callable[[dict[str, Any]], list[str]]
 SESSION_KEYS = ("gen_ai.conversation.id", "session.id", "traceloop.association.properties.session_id")
 
 
@@ -230,10 +233,9 @@ DEFAULT_MAPPERS: tuple[Mapper, ...] = (OPENINFERENCE, OPENLLMETRY, MLFLOW, LOGFI
 
 
 _NANOS = 1_000_000_000
-_SPAN_KINDS = {number: name for name, number in Span.SpanKind.items()}
 
 
-def _base_step(span: Span, attrs: Mapping[str, Any], span_id: str, parent_id: str) -> Step:
+def _base_step(span: Span, span_id: str, parent_id: str) -> Step:
     step = Step(id=span_id, span_id=span_id, parent_id=parent_id, name=span.name)
     # Fields set directly, scalars without an intermediate Value: this runs for every span and
     # FromNanoseconds/to_value are Python code (times are unsigned, so divmod is what FromNanoseconds does).
@@ -246,25 +248,8 @@ def _base_step(span: Span, attrs: Mapping[str, Any], span_id: str, parent_id: st
         step.error = span.status.message or _exception_message(span)
     else:
         step.status = STEP_STATUS_OK
-    fields = step.attributes
-    for key, value in attrs.items():
-        kind = type(value)
-        if kind is str:
-            fields[key].string_value = value
-        elif kind is int or kind is float:
-            fields[key].number_value = value
-        else:  # bool, None, lists and dicts
-            fields[key].CopyFrom(to_value(value))
-    # Nothing dropped: what is not an attribute goes under otel.* so it survives too.
-    fields["otel.span.kind"].string_value = _SPAN_KINDS.get(span.kind) or Span.SpanKind.Name(span.kind)
-    if span.events:
-        events = [{"name": e.name, "time_unix_nano": str(e.time_unix_nano),
-                   "attributes": attributes_to_dict(e.attributes)} for e in span.events]
-        step.attributes["otel.events"].CopyFrom(to_value(events))
-    if span.links:
-        links = [{"trace_id": link.trace_id.hex(), "span_id": link.span_id.hex(),
-                  "attributes": attributes_to_dict(link.attributes)} for link in span.links]
-        step.attributes["otel.links"].CopyFrom(to_value(links))
+    # The span's attributes, kind, events and links stay in its OTLP form beside the step (``MappedSpan.otlp``),
+    # not copied in value by value: what is read merges them in (``evalsi.traces.otlp.span_attributes``).
     return step
 
 
@@ -302,11 +287,18 @@ def map_span(
 def _map_span(span: Span, resource: _Resource, scope: str, mappers: Sequence[Mapper],
               redact: Redact | None = None) -> MappedSpan:
     attrs = attributes_to_dict(span.attributes)
-    if redact is not None:
-        redact(attrs)
+    # The OTLP span is stored as it is beside the step: what redaction changed goes back into it (and a repeated
+    # key, of which the dict kept only the last value, is written once), and its trace state, kept nowhere else,
+    # is dropped rather than stored unscreened.
+    if redact is not None and ((changed := redact(attrs)) or len(attrs) != len(span.attributes)):
+        write_back(span, attrs, changed)
+    if span.trace_state:
+        span.trace_state = ""
+    for link in span.links:
+        link.trace_state = ""
     # The hex ids once per span: the step and the MappedSpan both carry them.
     span_id, parent_id = span.span_id.hex(), span.parent_span_id.hex()
-    step = _base_step(span, attrs, span_id, parent_id)
+    step = _base_step(span, span_id, parent_id)
     used = GENERIC
     for mapper in mappers:
         if mapper.matches(attrs):
@@ -314,7 +306,7 @@ def _map_span(span: Span, resource: _Resource, scope: str, mappers: Sequence[Map
                 mapper.fill(attrs, span, step)
                 used = mapper
             except Exception as exc:  # a mapper bug must not lose the span
-                step = _base_step(span, attrs, span_id, parent_id)
+                step = _base_step(span, span_id, parent_id)
                 step.type = STEP_TYPE_GENERIC
                 step.attributes["evalsi.mapper_error"].string_value = f"{mapper.ref}: {type(exc).__name__}: {exc}"
             break
@@ -337,6 +329,7 @@ def _map_span(span: Span, resource: _Resource, scope: str, mappers: Sequence[Map
         step=step,
         resource=resource.attributes,
         scope=scope,
+        otlp=span,
     )
 
 

@@ -16,8 +16,9 @@ over attribute keys, ``fnmatch`` style) applies only to the values of matching a
 content mapped from them is redacted too. Invalid files and regexes are refused at start, naming the rule.
 
 Before mapping, span and resource attributes are redacted as the mapper decodes them (``attributes_redactor``:
-plain strings are cheaper to screen than protobuf values), and events, links and status messages in the
-request itself (``redact_resource_spans``); the mapper reads nothing else.
+plain strings are cheaper to screen than protobuf values; the mapper writes what changed back into the OTLP span,
+which is stored beside the step), and events, links and status messages in the request itself
+(``redact_resource_spans``); the mapper reads nothing else.
 
 Most strings hold nothing to redact, so each rule first screens a text cheaply (``RedactionRule.might_change``)
 and only a text that passes is parsed as JSON and rewritten. A project's rules screen a text together first
@@ -418,9 +419,9 @@ class Redactor:
 
     # --- before mapping: decoded attributes, and the rest of the OTLP request ------------------------------
 
-    def attributes_redactor(self, project: str) -> Callable[[dict[str, Any]], None] | None:
-        """What redacts decoded span and resource attributes (``attributes_to_dict``) in place; None without
-        rules. The mapper calls it on each span's attributes before it reads them."""
+    def attributes_redactor(self, project: str) -> Callable[[dict[str, Any]], list[str]] | None:
+        """What redacts decoded span and resource attributes (``attributes_to_dict``) in place, returning the keys
+        it changed; None without rules. The mapper calls it on each span's attributes before it reads them."""
         rules = self._rule_sets(project)[0]
         if not rules.rules:
             return None
@@ -451,7 +452,8 @@ class Redactor:
         screen_bytes = everywhere.might_change_bytes
         for span in spans:
             # Every string of the step lies verbatim in its serialization: one screen of it usually clears them all.
-            data = span.step.SerializeToString()
+            # The bytes are those the store writes; the span's raw attributes beside them were redacted decoded.
+            data = span.step_bytes()
             if (screen_bytes(data) if screen_bytes is not None
                     else everywhere.might_change(data.decode("utf-8", "surrogateescape"))):
                 _redact_message(span.step, everywhere, skip=_STEP_IDENTITY)
@@ -508,16 +510,24 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _redact_attributes(attrs: dict[str, Any], rules: _RuleSet) -> None:
-    """Decoded attribute values in place: strings, and the strings inside lists and dicts (arrays and kvlists)."""
+def _redact_attributes(attrs: dict[str, Any], rules: _RuleSet) -> list[str]:
+    """Decoded attribute values in place: strings, and the strings inside lists and dicts (arrays and kvlists).
+    Returns the keys whose values changed (the mapper writes those back into the OTLP span it stores)."""
+    changed: list[str] = []
     for key, value in attrs.items():  # replacing values, never keys, is safe while iterating
         matching = rules.for_key(key) if rules.globbed else rules
         if matching is None:
             continue
         if type(value) is str:
-            attrs[key] = _redact_text(matching, value)
+            redacted = _redact_text(matching, value)
         elif isinstance(value, list | dict):
-            attrs[key] = _redact_decoded(value, matching)
+            redacted = _redact_decoded(value, matching)
+        else:
+            continue
+        if redacted != value:
+            attrs[key] = redacted
+            changed.append(key)
+    return changed
 
 
 def _redact_decoded(value: Any, rules: _RuleSet) -> Any:

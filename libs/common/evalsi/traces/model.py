@@ -14,12 +14,17 @@ Plain data and the rules that are facts about it (which steps count toward usage
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
+
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from evalsi.errors import BadInputError
 from evalsi.limits import check_finite
+from evalsi.records import to_value
 from evalsi.v1alpha1.record_pb2 import STEP_TYPE_EMBEDDING, STEP_TYPE_LLM, Step
+
+from .otlp import span_attributes
 
 # --- spans ---------------------------------------------------------------------------------------------------
 
@@ -32,23 +37,92 @@ PLACEHOLDER = "evalsi.placeholder"
 USAGE_STEP_TYPES = frozenset({STEP_TYPE_LLM, STEP_TYPE_EMBEDDING})
 
 
-@dataclass(slots=True)
 class MappedSpan:
-    """A span after mapping: the canonical step plus what assembly and storage index on."""
+    """A span after mapping: the canonical step plus what assembly and storage index on.
 
-    trace_id: str  # 32 lowercase hex digits
-    span_id: str  # 16 lowercase hex digits
-    parent_span_id: str  # "" for a root span
-    name: str
-    start_ns: int
-    end_ns: int
-    error: bool
-    session_id: str
-    mapper: str  # name@version
-    service_name: str
-    step: Step
-    resource: dict[str, Any] = field(default_factory=dict)
-    scope: str = ""
+    The OTLP span a step was mapped from travels beside it (``otlp``, redacted) until something reads the step:
+    its attributes, kind, events and links are what ``Step.attributes`` holds besides what mapping derived, and
+    copying them in one by one was most of the cost of ingest; the store keeps the span's bytes (one C call)
+    beside the step's. ``step`` is the whole step, those attributes merged in on first access (what mapping set
+    under a key wins); ``bare_step`` and ``step_bytes`` are the step without them, for the store and the redactor.
+    """
+
+    __slots__ = ("_encoded", "_otlp", "_step", "end_ns", "error", "mapper", "name", "parent_span_id", "resource",
+                 "scope", "service_name", "session_id", "span_id", "start_ns", "trace_id")
+
+    def __init__(self, trace_id: str, span_id: str, parent_span_id: str, name: str, start_ns: int, end_ns: int,
+                 error: bool, session_id: str, mapper: str, service_name: str, step: Step,
+                 resource: dict[str, Any] | None = None, scope: str = "", otlp: Span | bytes | None = None) -> None:
+        self.trace_id = trace_id  # 32 lowercase hex digits
+        self.span_id = span_id  # 16 lowercase hex digits
+        self.parent_span_id = parent_span_id  # "" for a root span
+        self.name = name
+        self.start_ns = start_ns
+        self.end_ns = end_ns
+        self.error = error
+        self.session_id = session_id
+        self.mapper = mapper  # name@version
+        self.service_name = service_name
+        self.resource: dict[str, Any] = {} if resource is None else resource
+        self.scope = scope
+        self._step = step
+        self._otlp = otlp or None  # the OTLP span (or its bytes, as stored) not yet merged into the step
+        self._encoded: bytes | None = None
+
+    @property
+    def step(self) -> Step:
+        """The whole step, the OTLP span's attributes included; the caller may edit it."""
+        if self._otlp is not None:
+            otlp = self._otlp
+            merge_attributes(self._step, span_attributes(Span.FromString(otlp) if isinstance(otlp, bytes) else otlp))
+            self._otlp = None
+        self._encoded = None  # the caller may change the step: encode it again when asked
+        return self._step
+
+    @property
+    def bare_step(self) -> Step:
+        """The step without the OTLP span's attributes (read it only: an edit goes through ``step``)."""
+        return self._step
+
+    def step_bytes(self) -> bytes:
+        """``bare_step`` serialized, once: the redactor screens these bytes and the store writes them."""
+        if self._encoded is None:
+            self._encoded = self._step.SerializeToString()
+        return self._encoded
+
+    def otlp_bytes(self) -> bytes:
+        """The OTLP span not yet merged into the step, serialized (b"" when there is none): the store's column."""
+        otlp = self._otlp
+        return b"" if otlp is None else otlp if isinstance(otlp, bytes) else otlp.SerializeToString()
+
+    def _key(self) -> tuple[Any, ...]:
+        return (self.trace_id, self.span_id, self.parent_span_id, self.name, self.start_ns, self.end_ns, self.error,
+                self.session_id, self.mapper, self.service_name, self.step, self.resource, self.scope)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, MappedSpan) and self._key() == other._key()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as the dataclass it was
+
+    def __repr__(self) -> str:
+        return (f"MappedSpan(trace_id={self.trace_id!r}, span_id={self.span_id!r}, name={self.name!r}, "
+                f"mapper={self.mapper!r}, step={self._step!r}, otlp={self._otlp!r})")
+
+
+def merge_attributes(step: Step, raw: dict[str, Any]) -> None:
+    """Copy ``raw`` (decoded attribute values) into ``step.attributes``, keeping what the step has under a key."""
+    fields = step.attributes
+    own = set(fields) if fields else ()
+    for key, value in raw.items():
+        if key in own:
+            continue
+        kind = type(value)
+        if kind is str:
+            fields[key].string_value = value
+        elif kind is int or kind is float:
+            fields[key].number_value = value
+        else:  # bool, None, lists and dicts
+            fields[key].CopyFrom(to_value(value))
 
 
 def is_log_row(span: MappedSpan) -> bool:

@@ -4,7 +4,8 @@ Tables (every row carries ``project_id`` and the reserved, empty ``tenant_id``):
 
 - ``spans``: ``ReplacingMergeTree(version)`` ordered by (project, tenant, trace, span), so an OTLP retry replaces
   the span it repeats; times are ``UInt64`` nanoseconds, with a materialized ``DateTime`` (``start_time``) that
-  partitions by day (``toYYYYMMDD``). The canonical ``Step`` is stored as its protobuf bytes.
+  partitions by day (``toYYYYMMDD``). The canonical ``Step`` is stored as its protobuf bytes, and beside it
+  the redacted OTLP span (``otlp``) whose attributes, kind, events and links a read merges into the step.
 - ``traces``: one summary row per revision, ``ReplacingMergeTree(version)`` ordered by (project, tenant, trace)
   and partitioned by the day the trace was first seen, so every revision of a trace lands in one partition and
   ``FINAL`` keeps only the newest.
@@ -48,6 +49,7 @@ from evalsi.traces.model import Feedback, MappedSpan, OnlineScore, TraceSummary,
 from .query import (
     CLICKHOUSE,
     FEEDBACK_COLUMNS,
+    OTLP_COLUMN,
     SCORE_COLUMNS,
     STEP_COLUMN,
     TENANT,
@@ -71,6 +73,7 @@ _SPAN_SUMS = ("SELECT trace_id, span_id, parent_span_id, name, service_name, ses
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Filters on non-key columns must see rows after FINAL's replacing merge, not before it in PREWHERE.
 _READ_SETTINGS = {"optimize_move_to_prewhere": 0}
+_BYTES_COLUMNS = (STEP_COLUMN, OTLP_COLUMN)
 
 _MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
     (1, (
@@ -107,13 +110,15 @@ _MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
         ) ENGINE = ReplacingMergeTree(version)
         ORDER BY (project_id, tenant_id, id)""",
     )),
+    # A span's OTLP bytes beside its step (query.OTLP_COLUMN); empty in rows written before.
+    (3, ("ALTER TABLE spans ADD COLUMN otlp String DEFAULT ''",)),
 )
 _SCORE_ROW = ("project_id", "tenant_id", *SCORE_COLUMNS)
 _FEEDBACK_ROW = ("project_id", "tenant_id", *FEEDBACK_COLUMNS, "version")
 
 _SPAN_COLUMNS = ("project_id", "tenant_id", "trace_id", "span_id", "parent_span_id", "name", "service_name",
                  "session_id", "mapper", "scope", "start_ns", "end_ns", "error", "step_type", "input_tokens",
-                 "output_tokens", "step", "resource", "received_at", "version")
+                 "output_tokens", "step", "resource", "received_at", "otlp", "version")
 _VERSION = _SPAN_COLUMNS.index("version")
 # The span columns a trace summary is made of, in the order ``_summarize`` reads its rows.
 _SUMMARY_SOURCE = tuple(_SPAN_COLUMNS.index(name) for name in (
@@ -264,6 +269,7 @@ class ClickHouseTraceStore(TraceReads):
                         send_receive_timeout=60)
         self._migrate(client)
         self._client = client
+        self._summarized_at = time.monotonic()  # the interval runs from when the store can write, not from before
 
     def _migrate(self, client: Any) -> None:
         client.execute("CREATE TABLE IF NOT EXISTS schema_migrations (version UInt32, applied_at DateTime) "
@@ -325,9 +331,9 @@ class ClickHouseTraceStore(TraceReads):
         columns: list[list[Any]] = [[] for _ in _SPAN_COLUMNS]
         resources: dict[int, str] = {}  # each resource's JSON once: its spans share one dict (alive during the loop)
         (c_project, c_tenant, c_trace, c_span, c_parent, c_name, c_service, c_session, c_mapper, c_scope, c_start,
-         c_end, c_error, c_type, c_in, c_out, c_step, c_resource, c_received, _version) = columns
+         c_end, c_error, c_type, c_in, c_out, c_step, c_resource, c_received, c_otlp, _version) = columns
         for span in spans:
-            step = span.step
+            step = span.bare_step
             counted = counts_toward_usage(step) and step.HasField("usage")
             c_trace.append(span.trace_id)
             c_span.append(span.span_id)
@@ -343,7 +349,8 @@ class ClickHouseTraceStore(TraceReads):
             c_type.append(int(step.type))
             c_in.append(step.usage.input_tokens if counted else 0)
             c_out.append(step.usage.output_tokens if counted else 0)
-            c_step.append(step.SerializeToString())
+            c_step.append(span.step_bytes())
+            c_otlp.append(span.otlp_bytes())
             resource = resources.get(id(span.resource))
             if resource is None:
                 resource = resources[id(span.resource)] = json.dumps(span.resource, sort_keys=True)
@@ -469,10 +476,10 @@ class ClickHouseTraceStore(TraceReads):
         return await self._run(lambda client: client.execute(query.sql, query.bound(), settings=_READ_SETTINGS))
 
     async def _select_spans(self, query: Query) -> list[Sequence[Any]]:
-        # The step column holds protobuf bytes: read strings as bytes and decode the text columns here.
+        # The step and OTLP columns hold protobuf bytes: read strings as bytes and decode the text columns here.
         rows = await self._run(lambda client: client.execute(
             query.sql, query.bound(), settings={**_READ_SETTINGS, "strings_as_bytes": True}))
-        return [[value.decode() if isinstance(value, bytes) and i != STEP_COLUMN else value
+        return [[value.decode() if isinstance(value, bytes) and i not in _BYTES_COLUMNS else value
                  for i, value in enumerate(row)] for row in rows]
 
     async def _before_trace_read(self) -> None:

@@ -27,8 +27,11 @@ TRACE_COLUMNS = ("trace_id", "root_span_id", "root_name", "service_name", "sessi
                  "completed_at", "completions")
 # A stored span as ``span_from_row`` reads it.
 SPAN_READ_COLUMNS = ("trace_id", "span_id", "parent_span_id", "name", "start_ns", "end_ns", "error", "session_id",
-                     "mapper", "service_name", "step", "resource", "scope")
+                     "mapper", "service_name", "step", "resource", "scope", "otlp")
 STEP_COLUMN = SPAN_READ_COLUMNS.index("step")
+# The span's OTLP bytes beside its step (``MappedSpan.otlp_bytes``): its attributes, kind, events and links, merged
+# into the step when it is read; empty in rows written before the column existed, whose steps hold them.
+OTLP_COLUMN = SPAN_READ_COLUMNS.index("otlp")
 SCORE_COLUMNS = ("trace_id", "revision", "policy", "stage", "metric", "evaluator", "outcome", "value", "passed",
                  "label", "reason", "scored_at")
 FEEDBACK_COLUMNS = ("id", "trace_id", "session_id", "name", "value", "label", "comment", "source", "negative",
@@ -217,7 +220,7 @@ def span_from_row(row: Sequence[Any]) -> MappedSpan:
     return MappedSpan(
         trace_id=row[0], span_id=row[1], parent_span_id=row[2], name=row[3], start_ns=row[4], end_ns=row[5],
         error=bool(row[6]), session_id=row[7], mapper=row[8], service_name=row[9], step=Step.FromString(row[10]),
-        resource=json.loads(row[11]), scope=row[12],
+        resource=json.loads(row[11]), scope=row[12], otlp=row[13] or None,
     )
 
 

@@ -23,7 +23,16 @@ from typing import Any, ClassVar, TypeVar
 from evalsi.errors import InfraError
 from evalsi.traces.model import Feedback, MappedSpan, OnlineScore, counts_toward_usage
 
-from .query import FEEDBACK_COLUMNS, SCORE_COLUMNS, SQLITE, TENANT, Dialect, Query, feedback_row, score_row
+from .query import (
+    FEEDBACK_COLUMNS,
+    SCORE_COLUMNS,
+    SQLITE,
+    TENANT,
+    Dialect,
+    Query,
+    feedback_row,
+    score_row,
+)
 from .reads import TraceReads
 
 T = TypeVar("T")
@@ -67,11 +76,13 @@ _MIGRATIONS: tuple[tuple[int, str], ...] = (
     CREATE INDEX feedback_by_trace ON feedback (project_id, tenant_id, trace_id);
     CREATE INDEX feedback_by_session ON feedback (project_id, tenant_id, session_id);
     """),
+    # A span's OTLP bytes beside its step (query.OTLP_COLUMN); empty in rows written before.
+    (3, "ALTER TABLE spans ADD COLUMN otlp BLOB NOT NULL DEFAULT x''"),
 )
 
 _SPAN_COLUMNS = ("project_id", "tenant_id", "trace_id", "span_id", "parent_span_id", "name", "service_name",
                  "session_id", "mapper", "scope", "start_ns", "end_ns", "error", "step_type", "input_tokens",
-                 "output_tokens", "step", "resource", "received_at")
+                 "output_tokens", "step", "resource", "received_at", "otlp")
 
 
 def _migrate(conn: sqlite3.Connection, where: str) -> None:
@@ -86,15 +97,16 @@ def _migrate(conn: sqlite3.Connection, where: str) -> None:
 
 def _span_row(project: str, span: MappedSpan, now: float, resources: dict[int, str]) -> tuple[Any, ...]:
     """``resources`` caches each resource's JSON by identity: the spans of one resource share one dict."""
-    counted = counts_toward_usage(span.step) and span.step.HasField("usage")
+    step = span.bare_step
+    counted = counts_toward_usage(step) and step.HasField("usage")
     resource = resources.get(id(span.resource))
     if resource is None:
         resource = resources[id(span.resource)] = json.dumps(span.resource, sort_keys=True)
     return (
         project, TENANT, span.trace_id, span.span_id, span.parent_span_id, span.name, span.service_name,
-        span.session_id, span.mapper, span.scope, span.start_ns, span.end_ns, int(span.error), int(span.step.type),
-        span.step.usage.input_tokens if counted else 0, span.step.usage.output_tokens if counted else 0,
-        span.step.SerializeToString(), resource, now,
+        span.session_id, span.mapper, span.scope, span.start_ns, span.end_ns, int(span.error), int(step.type),
+        step.usage.input_tokens if counted else 0, step.usage.output_tokens if counted else 0,
+        span.step_bytes(), resource, now, span.otlp_bytes(),
     )
 
 
