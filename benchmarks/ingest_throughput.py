@@ -108,11 +108,44 @@ def build_bodies(spans: int, batch: int) -> tuple[list[bytes], int]:
     return bodies, traces
 
 
+def process_cpu() -> dict[int, tuple[str, float]]:
+    """CPU seconds (user + system, all threads) of this process and each of its descendants, by pid, with a label:
+    on a shared machine wall time says little, CPU time per span says what the code costs."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parents: dict[int, int] = {}
+    found: dict[int, tuple[str, float]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            command = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:  # gone meanwhile
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) ": state, ppid, ... utime (12th), stime
+        parents[int(entry)] = int(fields[1])
+        label = ("ingest" if "evalsi_ingest" in command else "clickhouse-server" if "clickhouse" in command
+                 else "benchmark (clients, reads)" if int(entry) == os.getpid() else command.split(" ")[0])
+        found[int(entry)] = (label, (int(fields[11]) + int(fields[12])) / tick)
+    mine = {os.getpid()}
+    while True:
+        more = {pid for pid, parent in parents.items() if parent in mine} - mine
+        if not more:
+            return {pid: found[pid] for pid in mine}
+        mine |= more
+
+
+def cpu_used(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]]) -> list[tuple[str, int, float]]:
+    """(label, pid, CPU seconds) of every process between two ``process_cpu`` readings, the busiest first."""
+    used = [(label, pid, seconds - before.get(pid, (label, 0.0))[1]) for pid, (label, seconds) in after.items()]
+    return sorted(used, key=lambda item: -item[2])
+
+
 async def _send_until_queryable(endpoint: str, store: Any, bodies: list[bytes], last_trace: int,
-                                concurrency: int) -> tuple[float, float]:
+                                concurrency: int) -> tuple[float, float, list[tuple[str, int, float]]]:
     """Post every body (``concurrency`` in flight); seconds from the first post until the last trace is readable
     (GetTrace: its summary and all its spans), and until it is listed (ListTraces, which waits for the store's
-    summary pass in ClickHouse)."""
+    summary pass in ClickHouse); and the CPU each process used until it was readable."""
     queue: asyncio.Queue[bytes] = asyncio.Queue()
     for body in bodies:
         queue.put_nowait(body)
@@ -128,6 +161,7 @@ async def _send_until_queryable(endpoint: str, store: Any, bodies: list[bytes], 
                     if response.status != 200:
                         raise RuntimeError(f"ingest answered {response.status}: {await response.text()}")
 
+        cpu_before = process_cpu()
         started = time.perf_counter()
         await asyncio.gather(*(client() for _ in range(concurrency)))
         while True:  # until the last span is queryable
@@ -138,6 +172,7 @@ async def _send_until_queryable(endpoint: str, store: Any, bodies: list[bytes], 
                     break
             await asyncio.sleep(0.001)
         elapsed = time.perf_counter() - started
+        cpu = cpu_used(cpu_before, process_cpu())
         while True:  # the last trace has the latest start: listed first once its summary is written
             page = await store.list_traces(PROJECT, limit=1)
             if page.traces and page.traces[0].trace_id == last_id and page.traces[0].span_count == SPANS_PER_TRACE:
@@ -146,18 +181,21 @@ async def _send_until_queryable(endpoint: str, store: Any, bodies: list[bytes], 
         listed = time.perf_counter() - started
     record = await store.get_trace(PROJECT, last_id)
     assert record is not None and "example.com" not in str(record), "the email rule did not redact"
-    return elapsed, listed
+    return elapsed, listed, cpu
 
 
-async def measure(url: str, bodies: list[bytes], last_trace: int, concurrency: int) -> tuple[float, float, float]:
-    """One process: the receiver in this process. Returns (readable, listed, store alone) seconds."""
+Measured = tuple[float, float, list[tuple[str, int, float]]]  # readable and listed seconds, CPU per process
+
+
+async def measure(url: str, bodies: list[bytes], last_trace: int, concurrency: int) -> tuple[Measured, float]:
+    """One process: the receiver in this process. Returns (readable, listed, CPU) and the store alone's seconds."""
     store = await open_trace_store(url)
     redactor = Redactor({"*": (parse_rule("email", "bench"),)})
     handler = ExportHandler(AssemblingSink(store, TraceAssembler()), redactor=redactor)
     runner, port = await start_http_receiver(OtlpHttpReceiver(handler), "127.0.0.1", 0)
     try:
-        elapsed, listed = await _send_until_queryable(f"http://127.0.0.1:{port}{TRACES_PATH}", store, bodies,
-                                                      last_trace, concurrency)
+        measured = await _send_until_queryable(f"http://127.0.0.1:{port}{TRACES_PATH}", store, bodies,
+                                               last_trace, concurrency)
         # The store alone: the same spans, mapped beforehand, consumed again under a second project.
         mapped = []
         for body in bodies:
@@ -166,14 +204,14 @@ async def measure(url: str, bodies: list[bytes], last_trace: int, concurrency: i
         store_started = time.perf_counter()
         for batch in mapped:
             await store.consume(PROJECT + "-store", batch)
-        return elapsed, listed, time.perf_counter() - store_started
+        return measured, time.perf_counter() - store_started
     finally:
         await runner.cleanup()
         await store.close()
 
 
 async def measure_processes(url: str, bodies: list[bytes], last_trace: int, concurrency: int,
-                            processes: int) -> tuple[float, float]:
+                            processes: int) -> Measured:
     """A replica of ``processes`` processes: ``evalsi-ingest --processes N`` as a child, on its own store."""
     with tempfile.TemporaryDirectory() as tmp:
         rules = Path(tmp) / "redact.json"
@@ -209,13 +247,16 @@ def main() -> None:
     parser.add_argument("--store", choices=("both", "clickhouse", "sqlite"), default="both")
     parser.add_argument("--processes", type=int, default=2,
                         help="processes of the measured replica (evalsi-ingest --processes); 1: in-process only")
+    parser.add_argument("--replica-only", action="store_true",
+                        help="measure only the replica (not the receiver in this process, nor the store alone)")
     args = parser.parse_args()
     bodies, last_trace = build_bodies(args.spans, args.batch)
     total = last_trace * SPANS_PER_TRACE
     print(f"{total} spans in {len(bodies)} OTLP/HTTP protobuf requests of {args.batch} spans, "
           f"{args.concurrency} in flight; e-mail redaction on; {os.cpu_count()} cores")
 
-    def report(name: str, what: str, elapsed: float, listed: float | None = None) -> None:
+    def report(name: str, what: str, elapsed: float, listed: float | None = None,
+               cpu: list[tuple[str, int, float]] | None = None) -> None:
         rate = total / elapsed
         if name == "clickhouse" and not what.startswith("store"):
             target = f"target >= {TARGET_CLICKHOUSE:,} spans/s: {'met' if rate >= TARGET_CLICKHOUSE else 'MISSED'}"
@@ -226,6 +267,16 @@ def main() -> None:
         if listed is not None:
             print(f"{'':10s} {'  ... until listed (ListTraces)':58s} {total} spans in {listed:6.2f} s = "
                   f"{total / listed:8,.0f} spans/s", flush=True)
+        for label, pid, seconds in cpu or ():
+            if seconds >= 0.05:
+                print(f"{'':10s}   CPU {label} (pid {pid}): {seconds:6.2f} s = {seconds / total * 1e6:5.1f} us a span")
+        if cpu:
+            ingest = sum(seconds for label, _, seconds in cpu if label == "ingest")
+            every = sum(seconds for _, _, seconds in cpu)
+            print(f"{'':10s}   CPU of the ingest processes {ingest / total * 1e6:5.1f} us a span, of every process "
+                  f"{every / total * 1e6:5.1f} (at {TARGET_CLICKHOUSE:,} spans/s, {os.cpu_count()} cores give "
+                  f"{(os.cpu_count() or 1) / TARGET_CLICKHOUSE * 1e6:.0f})")
+            print(f"{'':10s}   load average {' / '.join(f'{load:.1f}' for load in os.getloadavg())}", flush=True)
 
     for name in ("clickhouse", "sqlite"):
         if args.store not in ("both", name):
@@ -237,14 +288,16 @@ def main() -> None:
             else:
                 tmp = stack.enter_context(tempfile.TemporaryDirectory())
                 url_for = lambda database, tmp=tmp: f"sqlite:///{tmp}/{database}.db"  # noqa: E731
-            elapsed, listed, alone = asyncio.run(measure(url_for("bench"), bodies, last_trace, args.concurrency))
-            report(name, "1 process (receiver in the benchmark's process)", elapsed, listed)
-            report(name, "store alone (pre-mapped consume, no receiver)", alone)
+            if not args.replica_only:
+                (elapsed, listed, cpu), alone = asyncio.run(
+                    measure(url_for("bench"), bodies, last_trace, args.concurrency))
+                report(name, "1 process (receiver in the benchmark's process)", elapsed, listed, cpu)
+                report(name, "store alone (pre-mapped consume, no receiver)", alone)
             if args.processes > 1:
-                elapsed, listed = asyncio.run(measure_processes(url_for("bench_processes"), bodies, last_trace,
-                                                                args.concurrency, args.processes))
+                elapsed, listed, cpu = asyncio.run(measure_processes(url_for("bench_processes"), bodies, last_trace,
+                                                                     args.concurrency, args.processes))
                 report(name, f"replica of {args.processes} processes (evalsi-ingest --processes {args.processes})",
-                       elapsed, listed)
+                       elapsed, listed, cpu)
 
 
 if __name__ == "__main__":
