@@ -179,7 +179,7 @@ async def run_in_process(
             await bus.aclose()
     finished = await store.get_run(run.project, run.id)
     assert finished is not None
-    async for batch in store.iter_results(run.project, run.id):
+    for batch in store.take_results(run.id):
         finished.results.extend(batch)
     tokens_in, tokens_out, usd = store.usage_now(run.id)
     usage = finished.progress.usage

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 from evalsi.bus.v1alpha1.bus_pb2 import Task, TaskRecords
@@ -99,6 +99,21 @@ class MemoryRunStore:
             ordered = self._ordered[run_id] = [stored[key] for key in sorted(stored)]
         for start in range(0, len(ordered), batch_size):
             yield ordered[start : start + batch_size]
+
+    def take_results(self, run_id: str, *, batch_size: int = 5000) -> Iterator[list[EvaluationResult]]:
+        """A finished run's results in reading order, each batch let go of once it is handed over: the caller
+        copying them into a document never holds the store's index of every result beside its copy."""
+        ordered = self._ordered.pop(run_id, None)
+        stored = self._results.pop(run_id, {})
+        if ordered is None:
+            ordered = [stored[key] for key in sorted(stored)]
+        stored.clear()
+        ordered.reverse()  # taken from the end: each batch leaves the list as it goes
+        while ordered:
+            batch = ordered[-batch_size:]
+            del ordered[-batch_size:]
+            batch.reverse()
+            yield batch
 
     async def count_results(self, project: str, run_id: str) -> dict[int, int]:
         counts: dict[int, int] = {}
