@@ -78,7 +78,10 @@ class SeenKeys:
         if self._filter is None:
             self._filter = bytearray(_FILTER_BITS // 8)
         bits = np.frombuffer(self._filter, dtype=np.uint8)
-        low = recent & np.uint64(_FILTER_MASK)
-        np.bitwise_or.at(bits, (low >> np.uint64(3)).astype(np.intp), np.left_shift(1, (low & np.uint64(7))).astype(
-            np.uint8))
+        low = np.sort(recent & np.uint64(_FILTER_MASK))
+        positions = (low >> np.uint64(3)).astype(np.intp)
+        masks = np.left_shift(np.uint8(1), (low & np.uint64(7)).astype(np.uint8))
+        starts = np.flatnonzero(np.concatenate(([True], positions[1:] != positions[:-1])))
+        # One OR per byte of the bitmap: the masks of the keys that fall into it, combined first.
+        bits[positions[starts]] |= np.bitwise_or.reduceat(masks, starts)
         self._recent = set()

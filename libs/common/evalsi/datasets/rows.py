@@ -44,9 +44,9 @@ from evalsi.records import canonical_json, clear_empty_contents
 from evalsi.v1alpha1.record_pb2 import Record, Trajectory, Usage
 
 CONTENT_HELP = "a string, an object with exactly one of text/messages/json, or any JSON value"
-_CONTENT_TAGS = {"input": INPUT, "output": OUTPUT, "reference": REFERENCE}
+_CONTENT_SLOTS = {"input": (0, INPUT), "output": (1, OUTPUT), "reference": (2, REFERENCE)}  # in field-number order
 _TEXT = b"\x0a"  # Content.text
-_OTHER_FIELDS = frozenset(RECORD_TARGETS) - frozenset(_CONTENT_TAGS)
+_OTHER_FIELDS = frozenset(RECORD_TARGETS) - frozenset(_CONTENT_SLOTS)
 _USAGE_SET = frozenset(USAGE_FIELDS)
 _TOKEN_FIELDS = ("input_tokens", "output_tokens", "total_tokens", "cached_input_tokens", "reasoning_tokens")
 _MAX_TRIAL = 2**31 - 1
@@ -94,7 +94,7 @@ class RecordBuilder:
             fields, mapped_metadata, mapped_usage, extras = self._split(row, self.missing)
         else:  # the default conventions, in the same pass as the conversion
             fields, mapped_metadata, mapped_usage, extras = row, None, None, None
-        contents: dict[str, bytes] = {}
+        contents = [b"", b"", b""]
         record_id: str | None = None
         trial: int | None = None
         context = trajectory = b""
@@ -103,9 +103,10 @@ class RecordBuilder:
         for name, value in fields.items():
             if value is None:
                 continue
-            tag = _CONTENT_TAGS.get(name)
-            if tag is not None:
-                contents[name] = (
+            slot = _CONTENT_SLOTS.get(name)
+            if slot is not None:
+                index, tag = slot
+                contents[index] = (
                     text_content_field(tag, value) if type(value) is str else field(tag, _content(name, value))
                 )
             elif name not in _OTHER_FIELDS:
@@ -154,9 +155,7 @@ class RecordBuilder:
                 raise RowError(f"its id {problem}")
         id_bytes = record_id.encode()
         body = ID + _LENGTHS[len(id_bytes)] + id_bytes if len(id_bytes) < 128 else field(ID, id_bytes)
-        if contents:
-            body += b"".join([contents[name] for name in ("input", "output", "reference") if name in contents])
-        body += context + trajectory
+        body += contents[0] + contents[1] + contents[2] + context + trajectory
         if usage:
             body += field(USAGE, message_bytes(_usage(usage)))
         if metadata:
