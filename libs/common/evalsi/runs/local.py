@@ -203,7 +203,9 @@ class InProcessExecutor(Executor):
 
 
 class NewsWithoutPartials(RunNews):
-    """A run's news without partial summaries: no one listens to its events, so none is folded."""
+    """A run's news without partial summaries: no one listens to its events, so nothing is folded as results arrive
+    and the final summaries read the stored results once instead (the same work, without the partial summaries
+    computed every few seconds for no one)."""
 
     def follow(self, run_id: str, partials: SummaryBuilder) -> None:
         super().follow(run_id, partials)
