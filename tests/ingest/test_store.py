@@ -113,3 +113,6 @@ async def test_a_stored_span_reads_back_as_it_was_mapped(trace_store: Store) -> 
     assert from_value(expected.attributes["big"]) == str(2**60) and from_value(expected.attributes["list"]) == [
         1, "two", [False]]
     assert from_value(expected.attributes["otel.links"])[0]["attributes"] == {"why": "retry"}
+    assert (expected.start_time.ToNanoseconds(), expected.duration.ToNanoseconds()) == (1_000, 1_000)
+    assert from_value(expected.attributes["evalsi.mapper"]) == "genai@1"
+    assert from_value(expected.attributes["otel.span.kind"]) == "SPAN_KIND_UNSPECIFIED"

@@ -232,24 +232,15 @@ DEFAULT_MAPPERS: tuple[Mapper, ...] = (OPENINFERENCE, OPENLLMETRY, MLFLOW, LOGFI
 # --- the span-level entry points ----------------------------------------------------------------------------
 
 
-_NANOS = 1_000_000_000
-
-
 def _base_step(span: Span, span_id: str, parent_id: str) -> Step:
+    # What the OTLP span says verbatim (its times, attributes, kind, events and links) is not copied here: it
+    # travels as the span itself beside the step and is merged in when read (``evalsi.traces.otlp.merge_span``).
     step = Step(id=span_id, span_id=span_id, parent_id=parent_id, name=span.name)
-    # Fields set directly, scalars without an intermediate Value: this runs for every span and
-    # FromNanoseconds/to_value are Python code (times are unsigned, so divmod is what FromNanoseconds does).
-    start, end = span.start_time_unix_nano, span.end_time_unix_nano
-    timestamp, duration = step.start_time, step.duration
-    timestamp.seconds, timestamp.nanos = divmod(start, _NANOS)
-    duration.seconds, duration.nanos = divmod(max(0, end - start), _NANOS)
     if span.status.code == Status.STATUS_CODE_ERROR:
         step.status = STEP_STATUS_ERROR
         step.error = span.status.message or _exception_message(span)
     else:
         step.status = STEP_STATUS_OK
-    # The span's attributes, kind, events and links stay in its OTLP form beside the step (``MappedSpan.otlp``),
-    # not copied in value by value: what is read merges them in (``evalsi.traces.otlp.span_attributes``).
     return step
 
 
@@ -312,8 +303,7 @@ def _map_span(span: Span, resource: _Resource, scope: str, mappers: Sequence[Map
             break
     if step.type == STEP_TYPE_TOOL:
         _tool_status(step)
-    ref = used.ref
-    step.attributes["evalsi.mapper"].string_value = ref
+    ref = used.ref  # the step's evalsi.mapper attribute when read
     session = first(attrs, *SESSION_KEYS)
     return MappedSpan(
         trace_id=span.trace_id.hex(),

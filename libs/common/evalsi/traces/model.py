@@ -21,10 +21,9 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from evalsi.errors import BadInputError
 from evalsi.limits import check_finite
-from evalsi.records import to_value
 from evalsi.v1alpha1.record_pb2 import STEP_TYPE_EMBEDDING, STEP_TYPE_LLM, Step
 
-from .otlp import span_attributes
+from .otlp import merge_span
 
 # --- spans ---------------------------------------------------------------------------------------------------
 
@@ -41,10 +40,10 @@ class MappedSpan:
     """A span after mapping: the canonical step plus what assembly and storage index on.
 
     The OTLP span a step was mapped from travels beside it (``otlp``, redacted) until something reads the step:
-    its attributes, kind, events and links are what ``Step.attributes`` holds besides what mapping derived, and
-    copying them in one by one was most of the cost of ingest; the store keeps the span's bytes (one C call)
-    beside the step's. ``step`` is the whole step, those attributes merged in on first access (what mapping set
-    under a key wins); ``bare_step`` and ``step_bytes`` are the step without them, for the store and the redactor.
+    what it says verbatim (times, attributes, kind, events, links) is not copied into the step at ingest, value by
+    value in Python, but kept as the span's bytes (one C call) beside the step's. ``step`` is the whole step, the
+    span merged in on first access (``merge_span``); ``bare_step`` and ``step_bytes`` are the step without it,
+    for the store and the redactor.
     """
 
     __slots__ = ("_encoded", "_otlp", "_step", "end_ns", "error", "mapper", "name", "parent_span_id", "resource",
@@ -71,17 +70,17 @@ class MappedSpan:
 
     @property
     def step(self) -> Step:
-        """The whole step, the OTLP span's attributes included; the caller may edit it."""
+        """The whole step, what the OTLP span says merged in; the caller may edit it."""
         if self._otlp is not None:
             otlp = self._otlp
-            merge_attributes(self._step, span_attributes(Span.FromString(otlp) if isinstance(otlp, bytes) else otlp))
+            merge_span(self._step, Span.FromString(otlp) if isinstance(otlp, bytes) else otlp, self.mapper)
             self._otlp = None
         self._encoded = None  # the caller may change the step: encode it again when asked
         return self._step
 
     @property
     def bare_step(self) -> Step:
-        """The step without the OTLP span's attributes (read it only: an edit goes through ``step``)."""
+        """The step without what the OTLP span says (read it only: an edit goes through ``step``)."""
         return self._step
 
     def step_bytes(self) -> bytes:
@@ -107,22 +106,6 @@ class MappedSpan:
     def __repr__(self) -> str:
         return (f"MappedSpan(trace_id={self.trace_id!r}, span_id={self.span_id!r}, name={self.name!r}, "
                 f"mapper={self.mapper!r}, step={self._step!r}, otlp={self._otlp!r})")
-
-
-def merge_attributes(step: Step, raw: dict[str, Any]) -> None:
-    """Copy ``raw`` (decoded attribute values) into ``step.attributes``, keeping what the step has under a key."""
-    fields = step.attributes
-    own = set(fields) if fields else ()
-    for key, value in raw.items():
-        if key in own:
-            continue
-        kind = type(value)
-        if kind is str:
-            fields[key].string_value = value
-        elif kind is int or kind is float:
-            fields[key].number_value = value
-        else:  # bool, None, lists and dicts
-            fields[key].CopyFrom(to_value(value))
 
 
 def is_log_row(span: MappedSpan) -> bool:

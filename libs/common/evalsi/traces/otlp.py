@@ -21,6 +21,9 @@ from typing import Any
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
+from evalsi.records import to_value
+from evalsi.v1alpha1.record_pb2 import Step
+
 _EXACT_INT = 2**53
 
 
@@ -52,11 +55,13 @@ def any_value_to_python(value: AnyValue) -> Any:
 def attributes_to_dict(attributes: Iterable[KeyValue]) -> dict[str, Any]:
     """Key-value pairs as a dict; a repeated key keeps its last value, as the OTel SDKs do."""
     # Strings, most values, are read here rather than through a call: this runs for every attribute of every span.
+    # A non-empty string_value can only be the value set (one of a oneof), so most skip the WhichOneof call.
     out: dict[str, Any] = {}
     for kv in attributes:
         value = kv.value
-        if value.WhichOneof("value") == "string_value":
-            out[kv.key] = value.string_value
+        text = value.string_value
+        if text or value.WhichOneof("value") == "string_value":
+            out[kv.key] = text
         else:
             out[kv.key] = any_value_to_python(value)
     return out
@@ -99,6 +104,31 @@ def write_back(target: Any, attrs: dict[str, Any], keys: Collection[str]) -> Non
 
 
 _SPAN_KINDS = {number: name for name, number in Span.SpanKind.items()}
+_NANOS = 1_000_000_000
+
+
+def merge_span(step: Step, span: Span, mapper: str) -> None:
+    """Complete a step mapped (by ``mapper``) from ``span`` with what the span says verbatim: its start time and
+    duration, and ``span_attributes`` plus ``evalsi.mapper`` in ``Step.attributes`` where the step has no value of
+    its own under a key (what mapping set, such as ``evalsi.mapper_error``, wins)."""
+    start, end = span.start_time_unix_nano, span.end_time_unix_nano
+    # divmod rather than FromNanoseconds (Python code); times are unsigned, so it is what that does.
+    step.start_time.seconds, step.start_time.nanos = divmod(start, _NANOS)
+    step.duration.seconds, step.duration.nanos = divmod(max(0, end - start), _NANOS)
+    extra = span_attributes(span)
+    extra["evalsi.mapper"] = mapper
+    fields = step.attributes
+    own = set(fields) if fields else ()
+    for key, value in extra.items():
+        if key in own:
+            continue
+        kind = type(value)
+        if kind is str:
+            fields[key].string_value = value
+        elif kind is int or kind is float:
+            fields[key].number_value = value
+        else:  # bool, None, lists and dicts
+            fields[key].CopyFrom(to_value(value))
 
 
 def span_attributes(span: Span) -> dict[str, Any]:
