@@ -148,7 +148,7 @@ def fill(attrs: Mapping[str, Any], span: Span, step: Step) -> None:
     inputs = messages_from_json(attrs.get("gen_ai.input.messages"), system=attrs.get("gen_ai.system_instructions"),
                                 into=step.input.messages)
     outputs = messages_from_json(attrs.get("gen_ai.output.messages"), into=step.output.messages)
-    if inputs is None and outputs is None:
+    if inputs is None and outputs is None and span.events:  # most spans without messages have no events either
         inputs, outputs = _genai_event_messages(span)
         set_field(step, "input", messages_content(inputs))
         set_field(step, "output", messages_content(outputs))
