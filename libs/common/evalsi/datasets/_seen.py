@@ -73,8 +73,11 @@ class SeenKeys:
 
         recent = np.fromiter(self._recent, dtype=np.uint64, count=len(self._recent))
         merged = np.concatenate((np.frombuffer(self._older, dtype=np.uint64), recent))
+        self._older = array("Q")  # the old array goes before the new one is made: two copies at most, never three
         merged.sort()
-        self._older = array("Q", merged.tobytes())
+        older = array("Q")
+        older.frombytes(merged.view(np.uint8).data)
+        self._older = older
         if self._filter is None:
             self._filter = bytearray(_FILTER_BITS // 8)
         bits = np.frombuffer(self._filter, dtype=np.uint8)
