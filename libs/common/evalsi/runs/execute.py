@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import socket
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from evalsi.bus.v1alpha1.bus_pb2 import (
@@ -37,6 +37,7 @@ from evalsi.runs.binding import resolve_evaluators
 from evalsi.runs.outcome import TARGET_FAILURE_KEY, bootstrap_seed
 from evalsi.stats.defaults import DEFAULT_BOOTSTRAP_RESAMPLES, DEFAULT_CONFIDENCE
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResponse
+from evalsi.v1alpha1.evaluator_pb2 import EvaluatorRef
 from evalsi.v1alpha1.record_pb2 import Record, Usage
 from evalsi.v1alpha1.score_pb2 import (
     ERROR_KIND_INFRA,
@@ -53,6 +54,8 @@ if TYPE_CHECKING:  # imported where used: the target connectors are heavy and ev
 FetchObject = Callable[[str], Awaitable[bytes]]
 # Hears each answered target call's usage with its task, as the call returns (an in-process run's budget meter).
 TaskUsageCallback = Callable[[Task, Usage], None]
+# How many distinct evaluator lists an executor remembers bound (a worker serves a few runs at a time).
+_BOUND_CACHE_SIZE = 64
 # The other result sets a comparative evaluator compares a task's records with (evaluate(compare_to=...)).
 Counterparts = Callable[[Task, Sequence[Record]], Sequence[Sequence[Record]]]
 
@@ -78,6 +81,19 @@ class Executor:
     on_usage: TaskUsageCallback | None = None
     # Where comparative evaluators find the records they compare with; None: nowhere (they are refused).
     counterparts: Counterparts | None = None
+    # The evaluators of recent tasks, resolved and bound once: every task of a run names the same ones.
+    _bound: dict[tuple[bytes, ...], list[BoundEvaluator]] = field(default_factory=dict, init=False, repr=False)
+
+    def resolve(self, refs: Sequence[EvaluatorRef]) -> list[BoundEvaluator]:
+        """``resolve_evaluators`` over this executor's registry, remembered for the next task naming the same refs."""
+        key = tuple(ref.SerializeToString(deterministic=True) for ref in refs)
+        bound = self._bound.get(key)
+        if bound is None:
+            bound = resolve_evaluators(list(refs), self.registry)
+            if len(self._bound) >= _BOUND_CACHE_SIZE:
+                self._bound.clear()
+            self._bound[key] = bound
+        return list(bound)
 
     def _contexts(self, bound: Sequence[BoundEvaluator], specs: dict, project: str) -> Callable:
         from evalsi.connection_rules import judge_config
@@ -105,7 +121,7 @@ class Executor:
     async def evaluate(
         self,
         records: Sequence[Record],
-        refs: Sequence,
+        refs: Sequence[EvaluatorRef],
         judges: dict,
         project: str,
         *,
@@ -117,7 +133,7 @@ class Executor:
     ) -> list[EvaluationResult]:
         """The results of ``refs`` over ``records`` (appended to ``into`` when given; their scores' cost to
         ``usage``)."""
-        bound = resolve_evaluators(list(refs), self.registry)
+        bound = self.resolve(refs)
         return await run_evaluators(
             records,
             bound,
@@ -197,11 +213,11 @@ class Executor:
             # Written straight into the task's result: appending them afterwards would copy every one.
             results = await self.evaluate(evaluable, task.evaluators, dict(task.judges), task.project, options=options,
                                           compare_with=others, stop=stop, into=out.results, usage=usage)
-        infra = _infra_errors(results)
-        if infra and not final_attempt:
+        infra = 0 if final_attempt else _infra_errors(results)  # on the last attempt they are reported as they are
+        if infra:
             raise RetryTask(f"{infra} evaluations failed on infrastructure")
         if failed:
-            out.results.extend(_failure_results(failed, resolve_evaluators(list(task.evaluators), self.registry)))
+            out.results.extend(_failure_results(failed, self.resolve(task.evaluators)))
         out.usage.CopyFrom(usage)
         return out
 
