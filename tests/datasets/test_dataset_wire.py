@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -16,6 +17,7 @@ from evalsi.datasets.mapping import FieldMapping
 from evalsi.datasets.rows import RecordBuilder, RowError
 from evalsi.datasets.shards import write_dataset
 from evalsi.datasets.wire import METADATA, content_bytes, map_entries, value_bytes
+from evalsi.errors import BadInputError
 from evalsi.records import to_content, to_value
 from evalsi.v1alpha1.record_pb2 import Record
 
@@ -106,3 +108,18 @@ def test_versions_and_shard_keys_are_what_they_were(tmp_path: Path) -> None:
     manifest = asyncio.run(write_dataset(None, stream_dataset(data, name="golden.jsonl"), source="golden.jsonl",
                                          format="jsonl", shard_size=4))
     assert (manifest.version, [shard.key for shard in manifest.shards]) == (GOLDEN_VERSION, GOLDEN_SHARDS)
+
+
+def test_what_cannot_be_encoded_is_refused_naming_its_field() -> None:
+    for row, field in (
+        ({"id": "a", "input": "\ud800"}, "field 'input'"),
+        ({"id": "a", "output": {"x": ["\ud800"]}}, "field 'output'"),
+        ({"id": "a", "reference": {"x": 10**400}}, "field 'reference': int too large"),
+        ({"id": "a", "extra": 10**400}, "field 'metadata.extra': int too large"),
+        ({"id": "a", "metadata": {"\ud800": 1}}, "field 'metadata.\ud800'"),
+        ({"id": "\ud800", "input": "x"}, "field 'id'"),
+        ({"id": "a", "context": ["ok", "\ud800"]}, "field 'context.1'"),
+    ):
+        with pytest.raises(BadInputError) as refused:
+            records_from_rows([row])
+        assert str(refused.value).startswith(f"<memory>: record 0: {field}"), str(refused.value)

@@ -106,9 +106,13 @@ class RecordBuilder:
             slot = _CONTENT_SLOTS.get(name)
             if slot is not None:
                 index, tag = slot
-                contents[index] = (
-                    text_content_field(tag, value) if type(value) is str else field(tag, _content(name, value))
-                )
+                if type(value) is str:
+                    try:
+                        contents[index] = text_content_field(tag, value)
+                    except UnicodeEncodeError as exc:
+                        raise RowError(f"field {name!r}: {exc}; accepted: {CONTENT_HELP}") from None
+                else:
+                    contents[index] = field(tag, _content(name, value))
             elif name not in _OTHER_FIELDS:
                 if extras is None:
                     extras = {}
@@ -153,7 +157,10 @@ class RecordBuilder:
             problem = self.check_id(record_id)
             if problem:
                 raise RowError(f"its id {problem}")
-        id_bytes = record_id.encode()
+        try:
+            id_bytes = record_id.encode()
+        except UnicodeEncodeError as exc:
+            raise RowError(f"field 'id': {exc}; send UTF-8 text") from None
         body = ID + _LENGTHS[len(id_bytes)] + id_bytes if len(id_bytes) < 128 else field(ID, id_bytes)
         body += contents[0] + contents[1] + contents[2] + context + trajectory
         if usage:
@@ -267,8 +274,9 @@ def _metadata(metadata: Mapping[str, Any]) -> bytes:
     try:
         return map_entries(METADATA, metadata)
     except _CONVERSION_ERRORS:
-        for key, value in metadata.items():  # find the value at fault, to name it
+        for key, value in metadata.items():  # find the key or value at fault, to name it
             try:
+                key.encode()
                 value_bytes(value)
             except _CONVERSION_ERRORS as exc:
                 raise RowError(f"field 'metadata.{key}': {exc}; accepted: JSON values") from None

@@ -78,8 +78,10 @@ def value_bytes(obj: Any) -> bytes:
         return field(_VALUE_STRING, obj.encode())
     if kind is bool:
         return _VALUE_TRUE if obj else _VALUE_FALSE
-    if kind is int or kind is float:
+    if kind is float:
         return _VALUE_NUMBER + _pack_double(obj)
+    if kind is int:  # float() first: an int too large for a double raises OverflowError, as protobuf does
+        return _VALUE_NUMBER + _pack_double(float(obj))
     if obj is None:
         return _VALUE_NULL
     if kind is dict:
