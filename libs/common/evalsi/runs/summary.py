@@ -238,7 +238,7 @@ def _summarize_evaluator(
         # One order (record, trial) whatever order the results came in (dataset order embedded, a store's order
         # served, folded as they arrived), so the same results give the same numbers to the last bit and the
         # same seeded bootstrap.
-        samples = _Samples(bound, column)
+        samples = _Samples(bound, column, keep_ids=bool(clusters_of))
         clusters = _clusters(samples, clusters_of)
         _fill_numbers(summary, samples.values, output, clusters, settings)
         out.append(summary)
@@ -249,24 +249,28 @@ def _summarize_evaluator(
 
 class _Samples:
     """A column's values in (record id, trial) order (ties in the order they came), which sample each value is of,
-    and whether a sample repeats (trials, or spans of one record). Ids become strings only when asked for."""
+    and whether a sample repeats (trials, or spans of one record). Ids become strings only when asked for.
 
-    def __init__(self, bound: BoundEvaluator, column: _Column) -> None:
+    Built without copying what it need not: at a million values each copy is 8 MB, and the summaries' peak is the
+    scheduler's peak at the end of a run."""
+
+    def __init__(self, bound: BoundEvaluator, column: _Column, *, keep_ids: bool) -> None:
         self.span = bound.evaluator.scope == "span"
-        self._ids = bytes(column.id_bytes)  # a copy: the column may still grow (partial summaries)
-        ends = np.array(column.id_ends, dtype=np.int64)
-        starts = np.zeros_like(ends)
-        starts[1:] = ends[:-1]
-        values = np.array(column.values, dtype=np.float64)
-        keys = _sort_keys(self._ids, starts, ends)
-        trials = np.array(column.trials, dtype=np.int64)
-        in_order = bool(np.all(keys[1:] >= keys[:-1]) and np.all((keys[1:] > keys[:-1]) | (trials[1:] >= trials[:-1])))
-        if not in_order:  # a store streams results in this order already: then nothing is sorted
-            order = np.argsort(trials, kind="stable")
-            order = order[np.argsort(keys[order], kind="stable")]
-            values, keys, starts, ends = values[order], keys[order], starts[order], ends[order]
-        self.values = values
-        self._keys, self._starts, self._ends = keys, starts, ends
+        keys = _sort_keys(column)
+        trials = np.frombuffer(column.trials, dtype=np.int64) if column.trials else np.zeros(0, dtype=np.int64)
+        ascending = keys[1:] >= keys[:-1]
+        in_order = bool(np.all(ascending) and np.all((keys[1:] > keys[:-1]) | (trials[1:] >= trials[:-1])))
+        del ascending
+        values = np.frombuffer(column.values, dtype=np.float64) if column.values else np.zeros(0)
+        if in_order:  # a store streams results in this order already: then nothing is sorted
+            self.values = values.copy()  # a copy, not a view: a view would pin the column, which may still grow
+        else:
+            order = np.lexsort((trials, keys))  # stable: by record id, then trial
+            keys = keys[order]
+            self.values = values[order]
+            del order
+        del trials, values  # the views go, so the column's arrays may grow again (partial summaries)
+        self._keys = keys
         self._strings: list[str] | None = None
         if self.span:
             strings = self.strings()
@@ -274,12 +278,13 @@ class _Samples:
         else:
             # In record order a repeated sample sits next to itself: no set of every id is needed to find one.
             self.repeated = bool(np.any(keys[1:] == keys[:-1]))
+            if not (self.repeated or keep_ids):
+                self._keys = keys = np.zeros(0, dtype=keys.dtype)  # no one asks for them: their memory goes now
 
     def strings(self) -> list[str]:
         """The sample id of each value: its record id, or for a span result ("record/span") its record's."""
         if self._strings is None:
-            data = self._ids
-            strings = [data[s:e].decode() for s, e in zip(self._starts.tolist(), self._ends.tolist(), strict=True)]
+            strings = [key.decode() for key in self._keys.tolist()]
             self._strings = [s.rsplit("/", 1)[0] for s in strings] if self.span else strings
         return self._strings
 
@@ -289,25 +294,43 @@ class _Samples:
         return np.flatnonzero(np.concatenate((np.ones(1, dtype=bool), keys[1:] != keys[:-1])))
 
 
-def _sort_keys(ids: bytes, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+_KEY_CHUNK = 65_536  # values per step when building sort keys: bounds the temporary index arrays
+
+
+def _sort_keys(column: _Column) -> np.ndarray:
     """One sortable key per value that orders as its record id does (UTF-8 bytes order as code points do).
 
-    Fixed-width bytes (numpy compares them padded with NULs, so a shorter id sorts first, as in Python) unless an id
-    holds a NUL itself, where padding would tie "a" with "a\\0": then Python bytes objects, slower and larger."""
-    n = len(starts)
-    if b"\0" in ids:
+    Fixed-width bytes (numpy compares them padded with NULs, so a shorter id sorts first, as in Python; a key gives
+    its id back exactly) unless an id holds a NUL itself, where padding would tie "a" with "a\\0" and drop a
+    trailing one: then Python bytes objects, slower and larger."""
+    ids = bytes(column.id_bytes) if b"\0" in column.id_bytes else None
+    ends = np.frombuffer(column.id_ends, dtype=np.int64) if column.id_ends else np.zeros(0, dtype=np.int64)
+    n = len(ends)
+    if ids is not None:
+        bounds = [0, *ends.tolist()]
         keys_of_ids = np.empty(n, dtype=object)
-        keys_of_ids[:] = [ids[s:e] for s, e in zip(starts.tolist(), ends.tolist(), strict=True)]
+        keys_of_ids[:] = [ids[bounds[i]:bounds[i + 1]] for i in range(n)]
         return keys_of_ids
-    lengths = ends - starts
-    width = max(int(lengths.max()) if n else 0, 1)
+    chunks = [(first, min(n, first + _KEY_CHUNK)) for first in range(0, n, _KEY_CHUNK)]
+    width = max([1, *(int(_id_spans(ends, first, last)[1].max()) for first, last in chunks)])
     keys = np.zeros(n, dtype=f"S{width}")
     grid = keys.view(np.uint8).reshape(n, width)
-    data = np.frombuffer(ids, dtype=np.uint8)
-    for j in range(width):  # a column of bytes at a time: memory of one index array, not n x width of them
-        has = lengths > j
-        grid[has, j] = data[starts[has] + j]
+    data = np.frombuffer(column.id_bytes, dtype=np.uint8)
+    for first, last in chunks:
+        starts, lengths = _id_spans(ends, first, last)
+        rows = grid[first:last]
+        for j in range(int(lengths.max())):  # a column of bytes at a time
+            has = lengths > j
+            rows[has, j] = data[starts[has] + j]
     return keys
+
+
+def _id_spans(ends: np.ndarray, first: int, last: int) -> tuple[np.ndarray, np.ndarray]:
+    """Where the ids of values ``[first, last)`` start in the column's id buffer, and their lengths."""
+    starts = np.empty(last - first, dtype=np.int64)
+    starts[0] = ends[first - 1] if first else 0
+    starts[1:] = ends[first : last - 1]
+    return starts, ends[first:last] - starts
 
 
 def _clusters(samples: _Samples, clusters_of: Mapping[str, str]) -> list[str] | None:
