@@ -8,6 +8,7 @@ import pytest
 from ingest_helpers import make_span
 
 from evalsi.ingest import CompletionConfig, TraceAssembler, map_span
+from evalsi.ingest.completion import traces_of
 from evalsi.records import from_value
 from evalsi.traces import MappedSpan, assemble_record
 from evalsi.v1alpha1.record_pb2 import STEP_TYPE_AGENT, STEP_TYPE_LLM, STEP_TYPE_TOOL
@@ -118,3 +119,12 @@ def test_completion_config_is_validated() -> None:
         CompletionConfig(grace_s=-1).validate()
     with pytest.raises(ValueError, match="max_wait_s"):
         TraceAssembler(CompletionConfig(grace_s=10, max_wait_s=5))
+
+
+def test_traces_of_names_each_trace_once_with_whether_its_root_came() -> None:
+    a, b = b"\x0a" * 16, b"\x0b" * 16
+    spans = [map_span(make_span(span_id=2, parent=1, trace_id=a), {}), map_span(make_span(span_id=3, trace_id=b), {}),
+             map_span(make_span(span_id=1, trace_id=a), {}), map_span(make_span(span_id=4, parent=3, trace_id=b), {})]
+    assert traces_of(spans) == {a.hex(): True, b.hex(): True}
+    assert list(traces_of(spans)) == [a.hex(), b.hex()]  # in order of first appearance
+    assert traces_of(spans[:1] + spans[3:]) == {a.hex(): False, b.hex(): False}

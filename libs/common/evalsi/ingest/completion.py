@@ -49,6 +49,14 @@ class CompletedTrace:
 
 
 
+def traces_of(spans: Iterable[MappedSpan]) -> dict[str, bool]:
+    """The traces these spans belong to, each once (in order of first appearance), and whether its root span is
+    among them: a trace's spans mostly arrive together, so the assembler is told once per trace, not per span."""
+    spans = list(spans)
+    roots = {span.trace_id for span in spans if not span.parent_span_id}
+    return {trace_id: trace_id in roots for trace_id in dict.fromkeys(span.trace_id for span in spans)}
+
+
 class TraceAssembler:
     """Tracks traces until they complete; the clock is injected, so tests step time by hand.
 
@@ -74,8 +82,8 @@ class TraceAssembler:
         return len(self._pending)
 
     def observe(self, project: str, spans: Iterable[MappedSpan]) -> None:
-        for span in spans:
-            self.note(project, span.trace_id, has_root=not span.parent_span_id)
+        for trace_id, has_root in traces_of(spans).items():
+            self.note(project, trace_id, has_root=has_root)
 
     def note(self, project: str, trace_id: str, *, has_root: bool) -> None:
         """Spans of ``trace_id`` arrived (here, or at a replica that passed the news on)."""

@@ -23,7 +23,7 @@ from evalsi.errors import InfraError
 from evalsi.stores.traces.protocol import CompletionStore, SpanSink
 from evalsi.traces.model import MappedSpan
 
-from .completion import CompletedTrace, TraceAssembler
+from .completion import CompletedTrace, TraceAssembler, traces_of
 
 log = logging.getLogger("evalsi.ingest")
 
@@ -78,16 +78,12 @@ class AssemblingSink:
             self.assembler.observe(project, spans)
             return
         foreign: dict[int, dict[str, bool]] = {}
-        owners: dict[str, int] = {}  # a trace's spans mostly come together: one crc32 per trace, not per span
-        for span in spans:
-            owner = owners.get(span.trace_id)
-            if owner is None:
-                owner = owners[span.trace_id] = self.partitioning.owner(span.trace_id)
+        for trace_id, has_root in traces_of(spans).items():  # one crc32 and one note per trace, not per span
+            owner = self.partitioning.owner(trace_id)
             if owner == self.partitioning.replica:
-                self.assembler.note(project, span.trace_id, has_root=not span.parent_span_id)
+                self.assembler.note(project, trace_id, has_root=has_root)
             else:
-                traces = foreign.setdefault(owner, {})
-                traces[span.trace_id] = traces.get(span.trace_id, False) or not span.parent_span_id
+                foreign.setdefault(owner, {})[trace_id] = has_root
         # A failed notice fails the export, so the client retries: spans upsert, so nothing doubles.
         for owner, traces in foreign.items():
             assert self.notices is not None
