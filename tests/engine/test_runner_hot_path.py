@@ -244,6 +244,33 @@ async def test_cheap_calls_do_not_leave_the_event_loop_thread() -> None:
     assert threads == {threading.get_ident()}
 
 
+async def test_long_cheap_chunks_let_the_loop_serve_its_other_tasks() -> None:
+    @evaluator("t/slowish", requires=["output"], cheap=True)
+    def slowish(record):
+        time.sleep(0.005)  # a long text: 60 calls hold the loop 300 ms in all
+        return True
+
+    ticks: list[float] = []
+    evaluating = True
+
+    async def heartbeat() -> None:
+        while evaluating:
+            ticks.append(time.monotonic())
+            await asyncio.sleep(0.001)
+
+    beating = asyncio.create_task(heartbeat())
+    await asyncio.sleep(0)
+    records = [make_record(id=f"r{i}", output="x") for i in range(60)]
+    started = time.monotonic()
+    results = await run_evaluators(records, [slowish.bind()], _ctx)  # one chunk of 60 calls
+    evaluating = False
+    await beating
+    assert all(r.outcome == OUTCOME_SCORED for r in results)
+    during = [tick for tick in ticks if tick > started]
+    # The loop turns every 20 ms (the heartbeat's own 1 ms sleep makes it beat every other turn), not once at the end.
+    assert len(during) >= 4, during
+
+
 def test_only_synchronous_record_scope_evaluators_can_be_cheap() -> None:
     with pytest.raises(ValueError, match="only record-scope"):
         evaluator("t/bad", scope="session", cheap=True)

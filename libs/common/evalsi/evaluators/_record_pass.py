@@ -2,12 +2,13 @@
 
 Everything that does not depend on the record is decided once per evaluator (its call, its params, its
 requirements, the serialized verdicts of a bare bool), and what depends only on the record is decided once per
-record for every evaluator that shares it (the result key, which required fields are missing). Per call there is
+record for every evaluator that shares it (its id and trial, which required fields it lacks). Per call there is
 the call itself and one write into a result made in place (``_slots``).
 
 The calls of all evaluators (evaluator by evaluator, records in order) are cut into chunks of
 ``RunnerOptions.chunk_size``. In a chunk, an evaluator declared ``cheap`` (bounded, microseconds per call, no I/O)
-runs on the event loop: a thread hop and the lane's per-call deadline watch would cost more than its calls.
+runs on the event loop: a thread hop and the lane's per-call deadline watch would cost more than its calls. It
+lets the loop serve its other tasks (heartbeats, acks) every 20 ms, however long the chunk's texts.
 Should such a call still pass the deadline, its answer is discarded when it returns and the result is the same
 deadline error an abandoned call gets. Every other evaluator's calls in the chunk share one deadline-watched lane
 (``_lanes``), so a task of ten evaluators over fifty records is one thread hop.
@@ -30,6 +31,8 @@ from evalsi.v1alpha1.record_pb2 import Record
 from evalsi.v1alpha1.score_pb2 import EvaluationResult
 
 Progress = Callable[[int], None]
+# The longest a cheap evaluator's calls hold the event loop before it serves its other tasks.
+_INLINE_SLICE_S = 0.02
 
 
 class MissingFields:
@@ -118,8 +121,9 @@ class RecordJob:
                 skipped(results[index], reason)
         return to_call
 
-    def run_inline(self, start: int, stop: int, timeout_s: float | None) -> None:
-        """Evaluate records [start, stop) here, on the event loop (cheap evaluators only)."""
+    def run_inline(self, start: int, stop: int, timeout_s: float | None, until: float) -> int:
+        """Evaluate records [start, stop) here, on the event loop (cheap evaluators only), until the clock passes
+        ``until``; the index to go on from (``stop`` when done)."""
         call, records, results, reasons = self.call, self.records, self.results, self.reasons
         # ``write`` spelled out: a method call per result is a noticeable part of a cheap evaluation.
         verdicts, store, bound = self.verdicts or (None, None), self.slots.store, self.bound
@@ -128,7 +132,8 @@ class RecordJob:
         # One clock reading per call: each call's time is the time since the previous reading (the loop's own
         # bookkeeping included, which only errs toward the deadline by nanoseconds).
         last = clock()
-        for result, reason, record in zip(results[start:stop], reasons[start:stop], records[start:stop], strict=True):
+        rows = zip(results[start:stop], reasons[start:stop], records[start:stop], strict=True)
+        for index, (result, reason, record) in enumerate(rows, start + 1):
             if reason is not None:
                 skipped(result, reason)
                 continue
@@ -149,7 +154,10 @@ class RecordJob:
                     timed_out(result, limit)
                 else:
                     fail(result, exc)
+            if now > until:
+                return index
             last = now
+        return stop
 
 
 def _lane_call(item: tuple[RecordJob, int]) -> Any:
@@ -212,7 +220,8 @@ async def run_record_jobs(
         in_lane: list[tuple[RecordJob, int]] = []
         for job, start, stop in chunk:
             if job.cheap:
-                job.run_inline(start, stop, timeout_s)
+                while (start := job.run_inline(start, stop, timeout_s, time.perf_counter() + _INLINE_SLICE_S)) < stop:
+                    await asyncio.sleep(0)  # long texts: the loop still serves its heartbeats and acks
             else:
                 in_lane.extend((job, index) for index in job.skip_missing(start, stop))
         if in_lane:
