@@ -7,7 +7,7 @@ import asyncio
 import json
 import urllib.error
 import urllib.request
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from functools import partial
 from pathlib import Path
 
@@ -18,7 +18,7 @@ from google.protobuf import json_format
 import evalsi
 from evalsi.api import DATASET_LABEL, CallContext, HandlerLimits
 from evalsi.api.datasets_handlers import UPLOAD_RPC
-from evalsi.api.run_dataset import count_run_dataset, load_run_dataset
+from evalsi.api.run_dataset import count_run_dataset, describe_run_dataset, load_run_dataset
 from evalsi.bus.v1alpha1.bus_pb2 import TaskRecords
 from evalsi.datasets import load_dataset
 from evalsi.datasets.shards import read_manifest
@@ -26,6 +26,7 @@ from evalsi.datasets.stored import DatasetStore
 from evalsi.errors import BadInputError
 from evalsi.evaluators import Registry
 from evalsi.stores.objects import LocalObjectStore
+from evalsi.v1alpha1.record_pb2 import Record
 from evalsi.v1alpha1.run_pb2 import EvalRun
 from evalsi.v1alpha1.run_service_pb2 import CreateRunRequest
 
@@ -262,3 +263,29 @@ async def test_a_dry_run_counts_a_dataset_without_holding_its_records(datasets_d
     with pytest.raises(BadInputError, match=r"^spec\.dataset\.path: count\.jsonl:1235: expected an object"):
         await count_run_dataset(eval_run({"path": "count.jsonl"}), project="p", objects=objects,
                                 open_records=open_records)
+
+
+async def test_a_dry_run_describes_a_dataset_from_its_records_read_once_one_at_a_time(
+    datasets_dir: Path, tmp_path: Path
+) -> None:
+    # The describer sees an iterator (never a list), and the records it reads are the dataset's, in order: a file
+    # read through, a stored version a shard at a time.
+    data = write_rows(datasets_dir / "described.jsonl", 1234)
+    expected = [r.id for r in load_dataset(data).records]
+    objects = LocalObjectStore(tmp_path / "objects")
+    open_records = partial(load_run_dataset, datasets_dir=datasets_dir)
+    seen: list[list[str]] = []
+
+    def describe(records: Iterable[Record]) -> str:
+        assert not isinstance(records, list | tuple)
+        seen.append([r.id for r in records])
+        return f"{len(seen[-1])} records"
+
+    text, counted = await describe_run_dataset(eval_run({"path": "described.jsonl"}), project="p", objects=objects,
+                                               open_records=open_records, describe=describe)
+    assert (text, counted.records, counted.version) == ("1234 records", 1234, load_dataset(data).version)
+    version = await DatasetStore(objects).push("p", "qa", load_dataset(data).records, format="jsonl")
+    text, counted = await describe_run_dataset(eval_run({"ref": "datasets/qa"}), project="p", objects=objects,
+                                               open_records=open_records, describe=describe)
+    assert (text, counted.records, counted.version) == ("1234 records", 1234, version.version)
+    assert seen == [expected, expected]

@@ -9,7 +9,7 @@ import yaml
 
 from evalsi.evaluators import Registry
 from evalsi.records import make_record
-from evalsi.runs.plan import budget_exceeded, plan_run, projection, result_key, task_key
+from evalsi.runs.plan import RecordTally, budget_exceeded, plan_run, projection, result_key, task_key
 from evalsi.runs.spec import bind_evaluators, parse_eval_run
 from evalsi.v1alpha1.record_pb2 import Usage
 from evalsi.v1alpha1.run_pb2 import Budget
@@ -51,6 +51,10 @@ def plan_for(spec: dict[str, Any], n: int, run_id: str = "run1", shard_size: int
     return plan_run(run, records(n), evaluators=bind_evaluators(run, REGISTRY), run_id=run_id, shard_size=shard_size)
 
 
+def projected(plan: Any, n: int) -> Any:
+    return projection(plan, RecordTally.for_spec(plan.spec, (e.scope for e in plan.evaluators)).add_all(records(n)))
+
+
 def test_shards_are_contiguous_ranges() -> None:
     plan = plan_for({"evaluators": [{"ref": "exact-match"}]}, 1201)
     assert [(s.start, s.stop) for s in plan.shards] == [(0, 500), (500, 1000), (1000, 1201)]
@@ -90,7 +94,7 @@ def test_evaluators_are_grouped_by_pool_and_dataset_scope_reduces_once() -> None
 def test_projection_counts_tasks_evaluations_tokens_and_cost() -> None:
     spec = {"target": MODEL, "trials": 3, "evaluators": EVALUATORS, "judges": {"default": {"model": "j"}}}
     plan = plan_for(spec, 10)
-    p = projection(plan, records(10))
+    p = projected(plan, 10)
     assert p.tasks == 3 * (1 + 3) and p.tasks_by_stage == {"generate": 3, "evaluate": 9}
     assert p.tasks_by_pool == {"judge": 6, "cpu": 6}
     assert p.evaluations == 3 * 10 * 3
@@ -110,10 +114,10 @@ def test_projection_counts_tasks_evaluations_tokens_and_cost() -> None:
 
 def test_projection_says_what_it_cannot_project() -> None:
     model = {"model": {"model": "m", "baseUrl": "http://127.0.0.1:1/v1"}}
-    p = projection(plan_for({"target": model, "evaluators": [{"ref": "exact-match"}]}, 4), records(4))
+    p = projected(plan_for({"target": model, "evaluators": [{"ref": "exact-match"}]}, 4), 4)
     assert p.target_output_tokens is None and p.target_cost_usd is None
     assert any("max_tokens" in item for item in p.unknown) and any("no prices" in item for item in p.unknown)
-    given = projection(plan_for({"evaluators": [{"ref": "exact-match"}]}, 4), records(4))
+    given = projected(plan_for({"evaluators": [{"ref": "exact-match"}]}, 4), 4)
     assert given.target_calls == 0 and given.total_tokens == 0 and given.unknown == []
 
 

@@ -7,7 +7,7 @@ beside the store (``evalsi.stores``), and the handlers import it from there.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Protocol
 
 from evalsi.bus.v1alpha1.bus_pb2 import RunControl
@@ -37,6 +37,6 @@ CountTasks = Callable[[EvalRun, int], int]
 class DescribePlan(Protocol):
     """A run's dry-run text: its plan and projection (evalsi.runs.dry_run.served_dry_run_text, registry bound)."""
 
-    def __call__(self, document: EvalRun, records: Sequence[Record], *, project: str, dataset: str) -> str: ...
+    def __call__(self, document: EvalRun, records: Iterable[Record], *, project: str, dataset: str) -> str: ...
 # The spec's dataset file under the configured datasets directory, opened as a stream of records.
 LoadRecords = Callable[[EvalRun], RecordStream]

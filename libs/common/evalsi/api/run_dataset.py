@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from evalsi.datasets import Dataset, RecordStream, stream_dataset
-from evalsi.datasets.shards import DatasetManifest, put_manifest, write_dataset
+from evalsi.datasets import RecordStream, stream_dataset
+from evalsi.datasets.shards import DatasetManifest, put_manifest, read_shard, write_dataset
 from evalsi.datasets.stored import DatasetStore
 from evalsi.edge_checks import text_problem
 from evalsi.errors import BadInputError
@@ -80,21 +80,6 @@ async def store_run_dataset(
     return RunDataset(await put_manifest(objects, manifest), manifest)
 
 
-async def read_run_dataset(run: EvalRun, *, project: str, objects: ObjectStore, open_records: OpenRecords) -> Dataset:
-    """Every record of the run's dataset in memory, for a dry run's projection (which stores nothing); a dry run
-    that needs only the count and version: :func:`count_run_dataset`."""
-    if run.spec.dataset.WhichOneof("kind") == "ref":
-        _refuse_reading_options(run)
-        return await DatasetStore(objects).load(project, run.spec.dataset.ref)
-
-    def read() -> Dataset:
-        stream = open_records(run)
-        records = list(_prefixed(stream))
-        return Dataset(records=records, version=stream.version, source=stream.source, format=stream.format)
-
-    return await asyncio.to_thread(read)
-
-
 @dataclass(frozen=True)
 class DatasetCount:
     """How many records a run's dataset holds, and their version: what a dry run says without the records."""
@@ -125,6 +110,33 @@ async def count_run_dataset(
         return DatasetCount(stream.count, stream.version, stream.source)
 
     return await asyncio.to_thread(count)
+
+
+async def describe_run_dataset(
+    run: EvalRun, *, project: str, objects: ObjectStore, open_records: OpenRecords,
+    describe: Callable[[Iterable[Record]], str],
+) -> tuple[str, DatasetCount]:
+    """A dry run's text, ``describe`` reading the run's records once, one at a time, in a thread (a file read
+    through, a stored dataset a shard at a time): no whole dataset is ever held. With the records' count and
+    version."""
+    if run.spec.dataset.WhichOneof("kind") == "ref":
+        _refuse_reading_options(run)
+        version, manifest = await DatasetStore(objects).resolve(project, run.spec.dataset.ref)
+        loop = asyncio.get_running_loop()
+
+        def stored() -> Iterator[Record]:
+            for shard in manifest.shards:
+                yield from asyncio.run_coroutine_threadsafe(read_shard(objects, shard.key), loop).result()
+
+        text = await asyncio.to_thread(describe, stored())
+        return text, DatasetCount(manifest.records, version.version, manifest.source)
+
+    def read() -> tuple[str, DatasetCount]:
+        stream = open_records(run)
+        text = describe(_prefixed(stream))
+        return text, DatasetCount(stream.count, stream.version, stream.source)
+
+    return await asyncio.to_thread(read)
 
 
 def _refuse_reading_options(run: EvalRun) -> None:

@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator
+from functools import partial
 from typing import Any
 
 from evalsi.api.config import HandlerLimits
@@ -32,7 +33,7 @@ from evalsi.api.handlers_common import (
     required,
     state_name,
 )
-from evalsi.api.run_dataset import read_run_dataset, store_run_dataset
+from evalsi.api.run_dataset import count_run_dataset, describe_run_dataset, store_run_dataset
 from evalsi.bus.v1alpha1.bus_pb2 import (
     CONTROL_ACTION_CANCEL,
     CONTROL_ACTION_CREATED,
@@ -132,17 +133,19 @@ class RunHandlers:
         # Validation and loading read files; keep them off the event loop.
         await asyncio.to_thread(self._validate_run, document)
         if request.dry_run:
-            dataset = await bus_call("reading the dataset", read_run_dataset(
-                document, project=project, objects=self._objects, open_records=self._load_records))
-            run = self._pending_run(document, project, len(dataset.records), dataset.version)
-            # The same text as an embedded `evalsi run --dry-run` of the spec.
-            run.message = (
-                "dry run: nothing was called or stored"
-                if self._describe_plan is None
-                else self._describe_plan(
-                    document, dataset.records, project=project, dataset=_dataset_name(document.spec.dataset)
-                )
-            )
+            if self._describe_plan is None:
+                text = "dry run: nothing was called or stored"
+                counted = await bus_call("reading the dataset", count_run_dataset(
+                    document, project=project, objects=self._objects, open_records=self._load_records))
+            else:
+                # The same text as an embedded `evalsi run --dry-run` of the spec, from the records read once.
+                describe = partial(self._describe_plan, document, project=project,
+                                   dataset=_dataset_name(document.spec.dataset))
+                text, counted = await bus_call("reading the dataset", describe_run_dataset(
+                    document, project=project, objects=self._objects, open_records=self._load_records,
+                    describe=describe))
+            run = self._pending_run(document, project, counted.records, counted.version)
+            run.message = text
             return run
         # The records go once, a shard at a time, into the object store; the run keeps their manifest's key.
         stored = await bus_call("storing the run's records", store_run_dataset(

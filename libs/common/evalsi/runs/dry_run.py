@@ -3,25 +3,25 @@ dry-run answer (``evalsi run --server URL --dry-run``), so both say the same thi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable
 
 from evalsi.evaluators import Registry
 from evalsi.runs.binding import resolve_evaluators
-from evalsi.runs.plan import Plan, Projection, plan_run, projection
+from evalsi.runs.plan import Plan, Projection, RecordTally, plan_run, projection
 from evalsi.v1alpha1.record_pb2 import Record
 from evalsi.v1alpha1.run_pb2 import EvalRun
 
 
 def served_dry_run_text(
-    document: EvalRun, records: Sequence[Record], *, project: str, dataset: str, registry: Registry
+    document: EvalRun, records: Iterable[Record], *, project: str, dataset: str, registry: Registry
 ) -> str:
-    """The dry-run text of a run submitted to a server, planned exactly as its scheduler would plan it."""
+    """The dry-run text of a run submitted to a server, planned exactly as its scheduler would plan it; ``records``
+    are read once, one at a time, and none is kept."""
 
     bound = resolve_evaluators(list(document.spec.evaluators), registry)
-    plan = plan_run(document, records, evaluators=bound, run_id="dry-run")
-    return dry_run_text(
-        plan, projection(plan, records), name=document.metadata.name, project=project, dataset=dataset
-    )
+    tally = RecordTally.for_spec(document.spec, (b.evaluator.scope for b in bound)).add_all(records)
+    plan = plan_run(document, tally.records, evaluators=bound, run_id="dry-run")
+    return dry_run_text(plan, projection(plan, tally), name=document.metadata.name, project=project, dataset=dataset)
 
 
 def _money(value: float | None) -> str:

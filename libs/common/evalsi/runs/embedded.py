@@ -26,7 +26,7 @@ from evalsi.judges import JudgeConfig, RetryPolicy
 from evalsi.records import has_content
 from evalsi.runs.console import interrupt_sets, progress_bar
 from evalsi.runs.local import DEFAULT_CONCURRENCY, new_run_id, run_in_process
-from evalsi.runs.plan import DEFAULT_SHARD_SIZE, Plan, Projection, plan_run, projection
+from evalsi.runs.plan import DEFAULT_SHARD_SIZE, Plan, Projection, RecordTally, plan_run, projection
 from evalsi.runs.results import EvaluationResults
 from evalsi.runs.spec import (
     bind_evaluators,
@@ -118,7 +118,9 @@ def dry_run(
 ) -> tuple[PreparedRun, Projection]:
     """The plan and its projection (tasks, evaluations, tokens, cost), without calling any model."""
     prepared = prepare_run(run, base_dir=base_dir, datasets_dir=datasets_dir, registry=registry, source=source)
-    return prepared, projection(prepared.plan, prepared.dataset.records)
+    scopes = (b.evaluator.scope for b in prepared.evaluators)
+    tally = RecordTally.for_spec(run.spec, scopes).add_all(prepared.dataset.records)
+    return prepared, projection(prepared.plan, tally)
 
 
 async def run_embedded(

@@ -25,20 +25,20 @@ from the data, and the single planned trial is 0. A per-record result's key is
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 from evalsi.datasets.shards import DEFAULT_SHARD_SIZE  # a run's shards are its stored dataset's shards
 from evalsi.evaluators import BoundEvaluator
-from evalsi.evaluators.runner import group_sessions
+from evalsi.evaluators.runner import session_key
 from evalsi.records import content_text
 from evalsi.runs.spec import trials_of
 from evalsi.targets.config import target_config, target_prices
 from evalsi.targets.identity import generation_kind
 from evalsi.targets.models import PromptError, build_messages
 from evalsi.v1alpha1.record_pb2 import Record, Usage
-from evalsi.v1alpha1.run_pb2 import Budget, EvalRun, RunSpec
+from evalsi.v1alpha1.run_pb2 import Budget, EvalRun, ModelTarget, RunSpec
 
 Stage = Literal["generate", "evaluate", "reduce"]
 STAGES: tuple[Stage, ...] = ("generate", "evaluate", "reduce")
@@ -312,8 +312,51 @@ def _record_chars(record: Record) -> int:
     return chars + sum(len(content_text(c)) for c in record.context)
 
 
-def projection(plan: Plan, records: Sequence[Record]) -> Projection:
-    """Tasks, evaluations, tokens and cost the plan is expected to need (≈ 4 characters per token)."""
+@dataclass
+class RecordTally:
+    """What a projection needs to know of a dataset, gathered one record at a time and keeping none: a dry run of
+    any size holds one record (and the session ids, when a session evaluator counts them)."""
+
+    model: ModelTarget | None = None  # the target's model: its prompts are counted
+    count_sessions: bool = False
+    records: int = 0
+    prompt_tokens: int = 0  # one trial's target prompts
+    chars: int = 0  # of inputs, references, outputs and contexts: what judge prompts carry
+    steps: int = 0
+    _sessions: set[str] = field(default_factory=set)
+
+    @classmethod
+    def for_spec(cls, spec: RunSpec, scopes: Iterable[str]) -> RecordTally:
+        """The tally a run of ``spec`` with evaluators of these ``scopes`` needs."""
+        return cls(model=spec.target.model if spec.target.HasField("model") else None,
+                   count_sessions="session" in set(scopes))
+
+    def add(self, record: Record) -> None:
+        self.records += 1
+        if self.model is not None:
+            try:
+                messages = build_messages(record, self.model)
+            except PromptError:
+                messages = []
+            self.prompt_tokens += _tokens(sum(len(str(m.get("content", ""))) for m in messages))
+        self.chars += _record_chars(record)
+        self.steps += len(record.trajectory.steps)
+        if self.count_sessions:
+            self._sessions.add(session_key(record) or record.id)
+
+    def add_all(self, records: Iterable[Record]) -> RecordTally:
+        for record in records:
+            self.add(record)
+        return self
+
+    @property
+    def sessions(self) -> int:
+        return len(self._sessions)
+
+
+def projection(plan: Plan, tally: RecordTally) -> Projection:
+    """Tasks, evaluations, tokens and cost the plan is expected to need (≈ 4 characters per token), from the
+    dataset's tally (``RecordTally.for_spec(...).add_all(records)``)."""
     spec = plan.spec
     out = Projection()
     counts = plan.task_counts()
@@ -331,7 +374,7 @@ def projection(plan: Plan, records: Sequence[Record]) -> Projection:
 
     max_tokens = None
     if plan.generation in ("agent", "harness"):
-        out.target_calls = len(records) * trials
+        out.target_calls = tally.records * trials
         out.target_output_tokens = out.target_cost_usd = None
         out.unknown.append(
             "target tokens and cost: an agent takes as many steps as it needs (the harness's per-task budget bounds "
@@ -341,15 +384,8 @@ def projection(plan: Plan, records: Sequence[Record]) -> Projection:
         model = spec.target.model
         config = target_config(model)
         max_tokens = config.params.get("max_tokens") or config.params.get("max_completion_tokens")
-        prompt_tokens = 0
-        for record in records:
-            try:
-                messages = build_messages(record, model)
-            except PromptError:
-                continue
-            prompt_tokens += _tokens(sum(len(str(m.get("content", ""))) for m in messages))
-        out.target_calls = len(records) * trials
-        out.target_input_tokens = prompt_tokens * trials
+        out.target_calls = tally.records * trials
+        out.target_input_tokens = tally.prompt_tokens * trials
         if isinstance(max_tokens, int):
             out.target_output_tokens = max_tokens * out.target_calls
             out.notes.append(f"target output tokens are the upper bound max_tokens ({max_tokens}) per call")
@@ -370,24 +406,21 @@ def projection(plan: Plan, records: Sequence[Record]) -> Projection:
                 out.target_input_tokens / 1000 * prices[0] + out.target_output_tokens / 1000 * prices[1]
             )
 
-    sessions = len(group_sessions(records)) if any(ev.scope == "session" for ev in plan.evaluators) else 0
-    steps = sum(len(r.trajectory.steps) for r in records)
-    per_record_chars = [_record_chars(r) for r in records]
     judged_outputs = max_tokens if isinstance(max_tokens, int) else 0
     for ev in plan.evaluators:
         if ev.scope == "record":
-            n = len(records) * trials
+            n = tally.records * trials
         elif ev.scope == "span":
-            n = steps * trials
+            n = tally.steps * trials
         elif ev.scope == "session":
-            n = sessions
+            n = tally.sessions
         else:
             n = 1
         out.evaluations += n
         if ev.pool != "judge" or ev.scope not in ("record", "span"):
             continue
         out.judge_calls += n
-        chars = sum(per_record_chars) * trials
+        chars = tally.chars * trials
         out.judge_input_tokens += _tokens(chars) + (JUDGE_TEMPLATE_TOKENS + judged_outputs) * n
         judge = spec.judges.get(ev.judge) if ev.judge else None
         judge_max = None
