@@ -97,9 +97,10 @@ class _Column:
     list of ids cost over 90), since a run's final summary holds them all."""
 
     values: array[float] = field(default_factory=lambda: array("d"))
-    trials: array[int] = field(default_factory=lambda: array("q"))
+    trials: array[int] = field(default_factory=lambda: array("i"))  # EvaluationResult.trial is an int32
     id_bytes: bytearray = field(default_factory=bytearray)  # the record ids of the values, UTF-8, back to back
-    id_ends: array[int] = field(default_factory=lambda: array("q"))  # where each value's id ends in id_bytes
+    # Where each value's id ends in id_bytes: 4 bytes a value (a column's ids would need over 4 GiB to overflow it).
+    id_ends: array[int] = field(default_factory=lambda: array("I"))
     labels: list[str] = field(default_factory=list)
 
 
@@ -257,29 +258,31 @@ class _Samples:
     def __init__(self, bound: BoundEvaluator, column: _Column, *, keep_ids: bool) -> None:
         self.span = bound.evaluator.scope == "span"
         keys = _sort_keys(column)
-        trials = np.frombuffer(column.trials, dtype=np.int64) if column.trials else np.zeros(0, dtype=np.int64)
+        trials = np.frombuffer(column.trials, dtype=f"i{column.trials.itemsize}")
         ascending = keys[1:] >= keys[:-1]
         in_order = bool(np.all(ascending) and np.all((keys[1:] > keys[:-1]) | (trials[1:] >= trials[:-1])))
         del ascending
-        values = np.frombuffer(column.values, dtype=np.float64) if column.values else np.zeros(0)
+        values = np.frombuffer(column.values, dtype=np.float64)
+        order = None
         if in_order:  # a store streams results in this order already: then nothing is sorted
             self.values = values.copy()  # a copy, not a view: a view would pin the column, which may still grow
         else:
             order = np.lexsort((trials, keys))  # stable: by record id, then trial
-            keys = keys[order]
             self.values = values[order]
-            del order
         del trials, values  # the views go, so the column's arrays may grow again (partial summaries)
-        self._keys = keys
         self._strings: list[str] | None = None
+        # In record order a repeated sample sits next to itself: no set of every id is needed to find one.
+        if not (self.span or keep_ids) and not _repeats(keys, order):
+            self.repeated = False
+            self._keys = np.zeros(0, dtype=keys.dtype)  # no one asks for ids: the ordered keys are never made
+            return
+        self._keys = keys = keys if order is None else keys[order]
+        del order
         if self.span:
             strings = self.strings()
             self.repeated = any(strings[i] == strings[i + 1] for i in range(len(strings) - 1))
         else:
-            # In record order a repeated sample sits next to itself: no set of every id is needed to find one.
             self.repeated = bool(np.any(keys[1:] == keys[:-1]))
-            if not (self.repeated or keep_ids):
-                self._keys = keys = np.zeros(0, dtype=keys.dtype)  # no one asks for them: their memory goes now
 
     def strings(self) -> list[str]:
         """The sample id of each value: its record id, or for a span result ("record/span") its record's."""
@@ -304,7 +307,7 @@ def _sort_keys(column: _Column) -> np.ndarray:
     its id back exactly) unless an id holds a NUL itself, where padding would tie "a" with "a\\0" and drop a
     trailing one: then Python bytes objects, slower and larger."""
     ids = bytes(column.id_bytes) if b"\0" in column.id_bytes else None
-    ends = np.frombuffer(column.id_ends, dtype=np.int64) if column.id_ends else np.zeros(0, dtype=np.int64)
+    ends = np.frombuffer(column.id_ends, dtype=f"u{column.id_ends.itemsize}")
     n = len(ends)
     if ids is not None:
         bounds = [0, *ends.tolist()]
@@ -325,12 +328,24 @@ def _sort_keys(column: _Column) -> np.ndarray:
     return keys
 
 
+def _repeats(keys: np.ndarray, order: np.ndarray | None) -> bool:
+    """Whether two neighbours in (record id) order have one id, read through ``order`` a slice at a time rather than
+    by making the ordered keys."""
+    if order is None:
+        return bool(np.any(keys[1:] == keys[:-1]))
+    for first in range(0, len(order) - 1, _KEY_CHUNK):
+        ordered = keys[order[first : first + _KEY_CHUNK + 1]]
+        if np.any(ordered[1:] == ordered[:-1]):
+            return True
+    return False
+
+
 def _id_spans(ends: np.ndarray, first: int, last: int) -> tuple[np.ndarray, np.ndarray]:
     """Where the ids of values ``[first, last)`` start in the column's id buffer, and their lengths."""
     starts = np.empty(last - first, dtype=np.int64)
     starts[0] = ends[first - 1] if first else 0
     starts[1:] = ends[first : last - 1]
-    return starts, ends[first:last] - starts
+    return starts, ends[first:last].astype(np.int64) - starts
 
 
 def _clusters(samples: _Samples, clusters_of: Mapping[str, str]) -> list[str] | None:
