@@ -1,7 +1,8 @@
 """``evalsi.evaluate``: the embedded Score path, in-process with asyncio, no server.
 
 An evaluation is a run whose target is the outputs given: the same run document, driver and executor as
-``evalsi run`` and the served scheduler (``runs.local``), over an in-process bus and store.
+``evalsi run`` and the served scheduler (``runs.local``), over an in-process bus and store; beyond a memory budget
+(``memory_budget``, ``$EVALSI_EMBEDDED_MEMORY_MB``) over a local SQLite store whose results are read back in pages.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from evalsi.limits import check_resamples
 from evalsi.projects import DEFAULT_PROJECT, check_project
 from evalsi.runs.binding import EvaluatorSpec, registry_for, resolve_evaluators
 from evalsi.runs.console import interrupt_sets, progress_bar
-from evalsi.runs.local import run_in_process
+from evalsi.runs.local import run_locally
 from evalsi.runs.results import EvaluationResults
 from evalsi.stats.defaults import DEFAULT_BOOTSTRAP_RESAMPLES, DEFAULT_CONFIDENCE
 from evalsi.v1alpha1.run_pb2 import EvalRun
@@ -100,12 +101,19 @@ async def evaluate_async(
     project: str = DEFAULT_PROJECT,
     cancel: asyncio.Event | None = None,
     stop_on_interrupt: bool = False,
+    memory_budget: float | None = None,
+    store_dir: str | Path | None = None,
 ) -> EvaluationResults:
     """The async form of :func:`evaluate`, for callers that already run an event loop.
 
     Setting ``cancel`` stops the evaluation early: calls in flight finish, nothing new starts, and the results
     hold what was done (the rest ends cancelled). With ``stop_on_interrupt`` the first Ctrl-C sets it (the CLI
     uses this); a second Ctrl-C aborts.
+
+    ``memory_budget`` (MiB; default ``$EVALSI_EMBEDDED_MEMORY_MB`` or 1024) bounds what the run's results may take in
+    memory, by estimate: beyond it they go to a SQLite store in a temporary directory and the returned results read
+    them back in pages (``close()`` them, or use ``with``, to remove the directory at once). ``store_dir`` keeps
+    that store in a directory of yours, whatever the budget.
     """
     if not 0 < confidence < 1:
         raise BadInputError(f"confidence must be between 0 and 1 (e.g. 0.95), got {confidence}")
@@ -142,7 +150,7 @@ async def evaluate_async(
     cancel = cancel or asyncio.Event()
     with progress_bar(progress, units_total(dataset.records, bound)) as advance, \
             interrupt_sets(cancel, stop_on_interrupt):
-        run = await run_in_process(
+        return await run_locally(
             document,
             dataset.records,
             registry=registry_for(bound, registry),
@@ -157,8 +165,9 @@ async def evaluate_async(
             task_workers=1,  # one task at a time: ``concurrency`` bounds the calls in flight, as documented
             cancel=cancel,
             progress=advance,
+            memory_budget=memory_budget,
+            store_dir=store_dir,
         )
-    return EvaluationResults(run)
 
 
 def evaluate(data: Data, evaluators: Sequence[EvaluatorSpec], **kwargs: Any) -> EvaluationResults:

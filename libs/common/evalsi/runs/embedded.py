@@ -25,7 +25,7 @@ from evalsi.evaluators.runner import units_total
 from evalsi.judges import JudgeConfig, RetryPolicy
 from evalsi.records import has_content
 from evalsi.runs.console import interrupt_sets, progress_bar
-from evalsi.runs.local import DEFAULT_CONCURRENCY, new_run_id, run_in_process
+from evalsi.runs.local import DEFAULT_CONCURRENCY, new_run_id, run_locally
 from evalsi.runs.plan import DEFAULT_SHARD_SIZE, Plan, Projection, RecordTally, plan_run, projection
 from evalsi.runs.results import EvaluationResults
 from evalsi.runs.spec import (
@@ -153,13 +153,16 @@ async def execute_run(
     retry: RetryPolicy | None = None,
     source: str = "",
     prepared: PreparedRun | None = None,
+    memory_budget: float | None = None,
+    store_dir: str | Path | None = None,
 ) -> RunOutcome:
     """Validate, plan, generate, evaluate, summarize and gate ``run``.
 
     ``base_dir`` is the spec file's folder (relative dataset paths); ``datasets_dir`` confines dataset
     paths; ``cache`` is the judge cache (target outputs are never cached); setting ``cancel`` stops the
     run (state CANCELLED), and with ``stop_on_interrupt`` the first Ctrl-C sets it. ``retry`` overrides
-    the target connector's waits between retries (tests).
+    the target connector's waits between retries (tests). ``memory_budget`` and ``store_dir``: where the results
+    go, in memory or a local store (``runs.local.run_locally``).
     """
     registry = registry or Registry.from_entry_points()
     if prepared is None:
@@ -175,7 +178,7 @@ async def execute_run(
     cancel = cancel or asyncio.Event()
     evaluated: list[Record] = []
     with progress_bar(progress, total) as advance, interrupt_sets(cancel, stop_on_interrupt):
-        document = await run_in_process(
+        results = await run_locally(
             prepared.run,
             dataset.records,
             registry=registry,
@@ -190,5 +193,7 @@ async def execute_run(
             cancel=cancel,
             progress=advance,
             evaluated=evaluated,
+            memory_budget=memory_budget,
+            store_dir=store_dir,
         )
-    return RunOutcome(EvaluationResults(document), evaluated, plan)
+    return RunOutcome(results, evaluated, plan)

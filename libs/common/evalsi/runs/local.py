@@ -11,31 +11,48 @@ comparative evaluators find the other result set (``compare_with``) in the run's
 
 A cancel (``cancel``, Ctrl-C) drains the run first: calls in flight finish, nothing new starts, finished work is
 kept (``bus.memory``); then the driver cancels it as CancelRun would.
+
+Beyond a memory budget (``runs.memory_budget``), ``run_locally`` gives the run a local store instead of the memory
+ones: its records go as content-addressed shards into an object directory and are read back a shard at a time, as
+the served scheduler's are (``datasets.shards``, ``datasets.run_records``), and its results go to a SQLite metadata
+store (``stores.spilled``), from which the returned ``EvaluationResults`` reads them in pages.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import shutil
+import tempfile
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from evalsi.bus.memory import MemoryBus
 from evalsi.bus.v1alpha1.bus_pb2 import STAGE_GENERATE, Task, TaskResult
+from evalsi.datasets.run_records import DATASET_LABEL, StoredRunRecords
+from evalsi.datasets.shards import put_manifest, write_dataset
 from evalsi.evaluators import Registry
 from evalsi.judges import JudgeClient, JudgeConfig, RetryPolicy
 from evalsi.judges.panel import JudgeSet
 from evalsi.runs.driver import RunDriver, generates_outputs, planned_task_count
 from evalsi.runs.execute import Executor
 from evalsi.runs.manifest import timestamp_of
+from evalsi.runs.memory_budget import memory_budget_mb, over_budget
 from evalsi.runs.news import RunNews
 from evalsi.runs.outcome import TARGET_FAILURE_KEY
 from evalsi.runs.plan import DEFAULT_SHARD_SIZE, budget_exceeded
+from evalsi.runs.ports import RunRecords
+from evalsi.runs.results import EvaluationResults
+from evalsi.runs.stored_results import RESULTS_DB, StoredResults
 from evalsi.runs.summary import SummaryBuilder
 from evalsi.stores.memory import MemoryRecords, MemoryRunStore
+from evalsi.stores.objects import LocalObjectStore
+from evalsi.stores.spilled import SpilledRunStore
+from evalsi.stores.sql import SqlMetadataStore
 from evalsi.v1alpha1.record_pb2 import Record, Usage
 from evalsi.v1alpha1.run_pb2 import RUN_STATE_PENDING, EvalRun, Run
 from evalsi.v1alpha1.run_service_pb2 import RunEvent
@@ -74,6 +91,51 @@ def pending_run(
     return run
 
 
+@dataclass
+class LocalStore:
+    """Where a run beyond its memory budget keeps its results (a SQLite metadata store) and records (shards in a
+    local object directory)."""
+
+    results: SqlMetadataStore
+    objects: LocalObjectStore
+
+
+async def run_locally(
+    document: EvalRun,
+    records: Sequence[Record],
+    *,
+    memory_budget: float | None = None,
+    store_dir: str | Path | None = None,
+    **options: Any,
+) -> EvaluationResults:
+    """``run_in_process`` (``options`` are its own), in memory while the run's estimated size is within
+    ``memory_budget`` MiB (``runs.memory_budget``: the argument, ``$EVALSI_EMBEDDED_MEMORY_MB`` or the default),
+    otherwise over a local store in a temporary directory removed when the results are closed or collected.
+    ``store_dir`` asks for the local store whatever the budget, in that directory, which is kept."""
+    budget = memory_budget_mb(memory_budget)
+    if store_dir is None and not over_budget(document, records, budget):
+        return EvaluationResults(await run_in_process(document, records, **options))
+    keep = store_dir is not None
+    directory = Path(store_dir) if store_dir is not None else Path(tempfile.mkdtemp(prefix="evalsi-run-"))
+    objects = directory / "objects"
+    try:
+        results = await SqlMetadataStore.open_sqlite(directory / RESULTS_DB)
+        try:
+            run = await run_in_process(
+                document, records, local_store=LocalStore(results, LocalObjectStore(objects)), **options
+            )
+            count = sum((await results.count_results(run.project, run.id)).values())
+        finally:
+            await results.close()
+    except BaseException:
+        if not keep:
+            shutil.rmtree(directory, ignore_errors=True)
+        raise
+    if not keep:  # the results are read from SQLite alone; the records' shards served the run
+        shutil.rmtree(objects, ignore_errors=True)
+    return EvaluationResults(run, stored=StoredResults(directory, run.project, run.id, count, keep=keep))
+
+
 async def run_in_process(
     document: EvalRun,
     records: Sequence[Record],
@@ -94,6 +156,7 @@ async def run_in_process(
     evaluated: list[Record] | None = None,
     judges: Mapping[str, JudgeConfig] | None = None,
     compare_with: Sequence[Record] | None = None,
+    local_store: LocalStore | None = None,
 ) -> Run:
     """Drive ``document`` over ``records`` to its end; setting ``cancel`` cancels it as CancelRun would.
 
@@ -106,14 +169,30 @@ async def run_in_process(
     (generated outputs of the generation tasks that finished, trial-major then dataset order; the dataset's records
     when outputs are given). ``judges`` are judge configs by name that the spec's judges of the same names stand
     for (the spec carries their wire form, without inline credentials); ``compare_with`` is the second result set
-    of comparative evaluators, paired with the records by (id, trial).
+    of comparative evaluators, paired with the records by (id, trial). With ``local_store`` the records and
+    results go there (``run_locally``) and the returned run holds no results: they are in ``local_store.results``.
     """
-    store, run_records = MemoryRunStore(), MemoryRecords()
     run = pending_run(
         document, records, source=source, version=version, registry=registry, run_id=run_id, shard_size=shard_size
     )
+    in_memory = MemoryRecords()  # every record when in memory; else only the second result set's
+    run_records: RunRecords = in_memory
+    store: MemoryRunStore
+    fetch: Callable[[str], Awaitable[bytes]]
+    if local_store is None:
+        store = MemoryRunStore()
+        in_memory.add_run(run.id, records, compare_with=compare_with)
+        fetch = in_memory.fetch
+    else:
+        store = SpilledRunStore(local_store.results)
+        in_memory.add_run(run.id, (), compare_with=compare_with)
+        # Shards cut as the plan cuts them, so each task carries a stored shard's key as it is.
+        manifest = await write_dataset(
+            local_store.objects, records, source=source, format="records", shard_size=shard_size
+        )
+        run.labels[DATASET_LABEL] = await put_manifest(local_store.objects, manifest)
+        run_records, fetch = StoredRunRecords(local_store.objects), local_store.objects.get
     await store.create_run(run)
-    run_records.add_run(run.id, records, compare_with=compare_with)
     scheduler: RunDriver | None = None
     bus: MemoryBus | None = None
     over_budget = False
@@ -140,8 +219,8 @@ async def run_in_process(
 
     async with GivenJudges(judges or {}, cache=cache, cache_dir=cache_dir) as judge_set:
         executor = InProcessExecutor(registry, judge_set, concurrency=concurrency, call_timeout_s=None,
-                                     fetch=run_records.fetch, retry=retry, on_usage=meter,
-                                     counterparts=run_records.counterparts, run_records=run_records)
+                                     fetch=fetch, retry=retry, on_usage=meter, counterparts=in_memory.counterparts,
+                                     run_records=in_memory if local_store is None else None)
 
         async def on_result(result: TaskResult) -> None:
             assert scheduler is not None
@@ -179,14 +258,17 @@ async def run_in_process(
             await bus.aclose()
     finished = await store.get_run(run.project, run.id)
     assert finished is not None
-    for batch in store.take_results(run.id):
-        finished.results.extend(batch)
+    if local_store is None:
+        for batch in store.take_results(run.id):
+            finished.results.extend(batch)
     tokens_in, tokens_out, usd = store.usage_now(run.id)
     usage = finished.progress.usage
     usage.input_tokens, usage.output_tokens, usage.total_tokens = tokens_in, tokens_out, tokens_in + tokens_out
     usage.cost_usd = usd
     if evaluated is not None:
         evaluated.extend(await _evaluated_records(store, run_records, finished))
+    if local_store is not None:
+        del finished.labels[DATASET_LABEL]  # how this process found the records, not part of the run
     return finished
 
 
@@ -222,7 +304,7 @@ class GivenJudges(JudgeSet):
         return given if given is not None else super().client_for(config)
 
 
-async def _evaluated_records(store: MemoryRunStore, run_records: MemoryRecords, run: Run) -> list[Record]:
+async def _evaluated_records(store: MemoryRunStore, run_records: RunRecords, run: Run) -> list[Record]:
     """The records as evaluated: each finished generation task's outputs in (trial, shard) order, without the marker
     that carried a target's failure to its evaluation; the dataset's records when outputs are given."""
     if not generates_outputs(run):

@@ -1,7 +1,9 @@
 """The result of an evaluation: a Run document (per-record results, summaries, manifest) and its views.
 
 Saved as one JSON document in the protobuf JSON mapping of ``evalsi.v1alpha1.Run`` (DESIGN.md), so
-``evalsi compare A.json B.json`` and the server read the same format.
+``evalsi compare A.json B.json`` and the server read the same format. The per-record results of an embedded run
+beyond its memory budget are not in the ``Run`` message but in a local store (``runs.stored_results``): they are
+read from it a page at a time, and saved documents are written the same way, identical to the in-memory ones.
 """
 
 from __future__ import annotations
@@ -9,9 +11,9 @@ from __future__ import annotations
 import io
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from google.protobuf import json_format
 
@@ -25,7 +27,11 @@ from evalsi.v1alpha1.score_pb2 import (
     Outcome,
 )
 
+if TYPE_CHECKING:
+    from evalsi.runs.stored_results import StoredResults
+
 TableFormat = Literal["table", "md"]
+_RESULTS_FIELD = Run.DESCRIPTOR.fields_by_name["results"]
 
 
 def _fmt(value: float | None) -> str:
@@ -60,11 +66,43 @@ def summary_row(summary: MetricSummary) -> dict[str, str]:
     }
 
 
-class EvaluationResults:
-    """What ``evalsi.evaluate`` returns."""
+class _StreamedList(list[Any]):
+    """A JSON array whose items are made as the encoder reaches them: ``json``'s pure-Python encoder (used with
+    ``iterencode``) asks a list only whether it is empty and for its items, so a run's results are encoded a page
+    at a time instead of as one list of dicts."""
 
-    def __init__(self, run: Run) -> None:
+    def __init__(self, items: Iterable[Any], count: int) -> None:
+        super().__init__()
+        self._items, self._count = items, count
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._items)
+
+
+class EvaluationResults:
+    """What ``evalsi.evaluate`` returns. Results kept in a local store (``stored``) are read back in pages; the
+    store's temporary directory goes with :meth:`close` (or a ``with`` block, or when this object is collected)."""
+
+    def __init__(self, run: Run, *, stored: StoredResults | None = None) -> None:
         self.run = run
+        self.stored = stored
+
+    def __enter__(self) -> EvaluationResults:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Let go of the local store of the results (its directory is removed unless it was asked for)."""
+        if self.stored is not None:
+            self.stored.close()
+
+    def __len__(self) -> int:
+        return len(self.stored) if self.stored is not None else len(self.run.results)
 
     @property
     def summaries(self) -> dict[str, MetricSummary]:
@@ -73,7 +111,8 @@ class EvaluationResults:
 
     @property
     def results(self) -> list[EvaluationResult]:
-        return list(self.run.results)
+        """Every result in one list (iterate instead to hold a page at a time)."""
+        return list(self)
 
     @property
     def confidence(self) -> float:
@@ -87,10 +126,10 @@ class EvaluationResults:
             raise KeyError(f"no metric {name!r}; metrics: {known}") from None
 
     def __iter__(self) -> Iterator[EvaluationResult]:
-        return iter(self.run.results)
+        return iter(self.stored) if self.stored is not None else iter(self.run.results)
 
     def __repr__(self) -> str:
-        return f"EvaluationResults({len(self.run.results)} results, metrics: {', '.join(self.summaries)})"
+        return f"EvaluationResults({len(self)} results, metrics: {', '.join(self.summaries)})"
 
     def table(self, format: TableFormat = "table") -> str:
         """The metric table: n, mean, the interval, skipped and errors per metric."""
@@ -147,15 +186,48 @@ class EvaluationResults:
         return " · ".join(parts)
 
     def to_dict(self) -> dict[str, Any]:
-        return json_format.MessageToDict(self.run)
+        """The document as one dict, every result in it."""
+        stored = self.stored
+        if stored is None:
+            return json_format.MessageToDict(self.run)
+        return self._document_with(lambda: [json_format.MessageToDict(r) for r in stored])
+
+    def _document_with(self, results: Any) -> dict[str, Any]:
+        """The run's JSON mapping with ``results()`` as its results, where the mapping puts them (fields in number
+        order), or none when there are none (as the mapping leaves an empty list out)."""
+        document = json_format.MessageToDict(self.run)
+        if self.stored is None or not len(self.stored):
+            return document
+        numbers = {f.json_name: f.number for f in Run.DESCRIPTOR.fields}
+        ordered: dict[str, Any] = {}
+        for key, value in document.items():
+            if numbers[key] > _RESULTS_FIELD.number and _RESULTS_FIELD.json_name not in ordered:
+                ordered[_RESULTS_FIELD.json_name] = results()
+            ordered[key] = value
+        if _RESULTS_FIELD.json_name not in ordered:
+            ordered[_RESULTS_FIELD.json_name] = results()
+        return ordered
+
+    def _json_chunks(self, indent: int | None) -> Iterator[str]:
+        stored = self.stored
+        if stored is None:
+            return iter((json.dumps(self.to_dict(), indent=indent, ensure_ascii=False),))
+        pages = (json_format.MessageToDict(r) for r in stored)
+        document = self._document_with(lambda: _StreamedList(pages, len(stored)))
+        # iterencode is the pure-Python encoder (the C one would read the streamed list's empty storage).
+        return json.JSONEncoder(indent=indent, ensure_ascii=False).iterencode(document)
 
     def to_json(self, indent: int | None = 2) -> str:
-        return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
+        return "".join(self._json_chunks(indent))
 
     def save(self, path: str | Path) -> Path:
+        """Write the document as JSON; results in a local store are written a page at a time."""
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(self.to_json() + "\n", encoding="utf-8")
+        with target.open("w", encoding="utf-8") as out:
+            for chunk in self._json_chunks(2):
+                out.write(chunk)
+            out.write("\n")
         return target
 
     @classmethod
@@ -180,7 +252,7 @@ class EvaluationResults:
         except ImportError:
             raise BadInputError("to_pandas() needs pandas: pip install 'evalsi[pandas]'") from None
         rows: list[dict[str, Any]] = []
-        for result in self.run.results:
+        for result in self:
             base = {
                 "record_id": result.record_id,
                 "trial": result.trial,

@@ -1,0 +1,65 @@
+"""The memory budget of an embedded run: how much a run may add to this process before its results go to a local
+store (``runs.local.run_locally``) instead of staying in memory.
+
+The estimate counts what a run adds beyond the records the caller already holds: one ``EvaluationResult`` per
+evaluation (kept by the store, then copied into the returned document) and, when a target generates outputs, a copy
+of each record per trial with its output. It is an estimate from sizes, never a measurement, so it is cheap to make
+before anything runs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+
+from evalsi.errors import BadInputError
+from evalsi.runs.spec import target_kind, trials_of
+from evalsi.v1alpha1.record_pb2 import Record
+from evalsi.v1alpha1.run_pb2 import EvalRun
+
+MEMORY_BUDGET_ENV = "EVALSI_EMBEDDED_MEMORY_MB"
+DEFAULT_MEMORY_BUDGET_MB = 1024.0
+# What one result costs in this process, measured on exact-match results (benchmarks/embedded_evaluate.py
+# --memory): the upb message, its Python wrapper and the document's copy of it.
+RESULT_BYTES = 1_200
+# A record in memory against its serialized size (upb arena, strings, wrapper), measured the same way.
+RECORD_OVERHEAD = 3
+_SAMPLED_RECORDS = 1_000
+
+
+def memory_budget_mb(given: float | None = None, environ: Mapping[str, str] = os.environ) -> float:
+    """The budget in MiB: ``given``, else ``$EVALSI_EMBEDDED_MEMORY_MB``, else :data:`DEFAULT_MEMORY_BUDGET_MB`."""
+    if given is not None:
+        return _checked(given, "memory_budget_mb")
+    text = environ.get(MEMORY_BUDGET_ENV, "").strip()
+    if not text:
+        return DEFAULT_MEMORY_BUDGET_MB
+    try:
+        value = float(text)
+    except ValueError:
+        raise BadInputError(f"{MEMORY_BUDGET_ENV}: {text!r} is not a number of MiB (e.g. 512)") from None
+    return _checked(value, MEMORY_BUDGET_ENV)
+
+
+def _checked(value: float, name: str) -> float:
+    if not value >= 0:  # also refuses NaN
+        raise BadInputError(f"{name}: the memory budget is MiB >= 0 (0 keeps every run's results on disk), got {value}")
+    return float(value)
+
+
+def estimated_run_bytes(document: EvalRun, records: Sequence[Record]) -> int:
+    """What running ``document`` over ``records`` adds to this process's memory, roughly (see the module doc)."""
+    if not records:
+        return 0
+    trials = trials_of(document)
+    evaluations = len(records) * trials * max(len(document.spec.evaluators), 1)
+    estimate = evaluations * RESULT_BYTES
+    if target_kind(document) != "outputs":
+        sample = records[:_SAMPLED_RECORDS]
+        record_bytes = RECORD_OVERHEAD * sum(r.ByteSize() for r in sample) / len(sample)
+        estimate += int(len(records) * trials * record_bytes)
+    return estimate
+
+
+def over_budget(document: EvalRun, records: Sequence[Record], budget_mb: float) -> bool:
+    return estimated_run_bytes(document, records) > budget_mb * (1 << 20)
