@@ -1,6 +1,7 @@
 """Embedded evaluate() throughput end to end, its parts, and the time to summarize a million scores.
 
     python benchmarks/embedded_evaluate.py [--records 100000] [--scores 1000000]
+    python benchmarks/embedded_evaluate.py --memory [--sizes 100000,1000000]
 
 ``evalsi.evaluate(rows, ["exact-match"])`` is timed as a user calls it: records built from the rows, the run planned
 and driven on the run engine in this process (driver, in-process bus and store, executor), every record evaluated,
@@ -9,6 +10,10 @@ evaluator loop, the summaries); what the total spends beyond them is the engine'
 
 Targets (DESIGN.md and issue 10, this 2-core machine): >= 100,000 record-evaluations/s for exact-match including
 records and summaries; the summary of 1,000,000 scores is reported (no target; a small fraction of the run).
+
+``--memory`` prints the peak RSS of ``evaluate()`` over each size of ``--sizes``, in memory (a budget no run
+reaches) and beyond a budget of 0 MiB (results in a local SQLite store, ``runs.local.run_locally``), each in a fresh
+process: the peak before the call (the rows and the interpreter) and during it, with its wall and CPU time.
 """
 
 from __future__ import annotations
@@ -16,6 +21,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import resource
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -49,11 +57,46 @@ def _timed(call: Callable[[], Any]) -> tuple[Any, float, float]:
     return value, time.perf_counter() - wall, time.process_time() - cpu
 
 
+def _peak_mib() -> float:
+    """This process's peak resident set so far (VmHWM), MiB."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _measure_once(records: int, budget: float) -> None:
+    """One evaluate() in this process; prints its peak RSS before and during the call, its wall and CPU time."""
+    rows = _rows(records)
+    before = _peak_mib()
+    results, wall_s, cpu_s = _timed(lambda: evalsi.evaluate(rows, ["exact-match"], memory_budget=budget))
+    during = _peak_mib()
+    where = "SQLite store" if results.stored is not None else "in memory"
+    mean = results.metric("exact-match").mean
+    n = sum(1 for _ in results)  # read back, from the store when there is one
+    print(f"{records:>9,} records, results {where:<12}: peak RSS {before:7.0f} MiB before, {during:7.0f} MiB during "
+          f"(+{during - before:5.0f}); {wall_s:6.1f} s ({cpu_s:5.1f} CPU s); {n:,} results read back, mean {mean:.3f}")
+    results.close()
+
+
+def _memory(sizes: list[int]) -> None:
+    print(f"load average {os.getloadavg()[0]:.2f}; each line a fresh process")
+    for records in sizes:
+        for budget in (1e9, 0.0):
+            subprocess.run([sys.executable, __file__, "--measure-once", str(records), str(budget)], check=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--scores", type=int, default=1_000_000)
+    parser.add_argument("--memory", action="store_true", help="peak RSS with and without a memory budget")
+    parser.add_argument("--sizes", default="100000,1000000", help="record counts of --memory")
+    parser.add_argument("--measure-once", nargs=2, metavar=("RECORDS", "BUDGET_MB"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.measure_once:
+        _measure_once(int(args.measure_once[0]), float(args.measure_once[1]))
+        return
+    if args.memory:
+        _memory([int(size) for size in args.sizes.split(",")])
+        return
     rows = _rows(args.records)
     bound = [Registry.from_entry_points().resolve("exact-match").bind()]
     evalsi.evaluate(rows[:100], ["exact-match"])  # imports and first-call costs out of the figures

@@ -182,3 +182,36 @@ def test_the_estimate_counts_results_and_generated_copies(tmp_path: Path) -> Non
 def test_evaluate_refuses_a_negative_budget() -> None:
     with pytest.raises(BadInputError, match="MiB >= 0"):
         evalsi.evaluate(ROWS[:2], ["exact-match"], memory_budget=-5)
+
+
+def test_the_cli_saves_and_prints_the_same_document_over_its_budget(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from evalsi.cli.main import cli
+
+    data = tmp_path / "qa.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in ROWS))
+    documents = []
+    for flags in ([], ["--memory-budget", "0"], ["--store-dir", str(tmp_path / "kept")]):
+        out = tmp_path / f"out{len(documents)}.json"
+        result = CliRunner().invoke(cli, ["eval", "--data", str(data), "-e", "exact-match", "--format", "json",
+                                          "--output", str(out), *flags])
+        assert result.exit_code == 0, result.stderr
+        assert "saved 120 results" in result.stderr
+        printed, saved = json.loads(result.stdout), json.loads(out.read_text())
+        assert printed == saved
+        for key in ("id", "createTime", "startTime", "endTime"):
+            saved.pop(key)
+        saved["manifest"].pop("created")
+        documents.append(saved)
+    assert documents[0] == documents[1] == documents[2] and len(documents[0]["results"]) == 120
+    assert (tmp_path / "kept" / "results.sqlite").exists()
+
+    spec = tmp_path / "run.yaml"
+    spec.write_text(yaml.safe_dump({"apiVersion": "evals.si/v1alpha1", "kind": "EvalRun", "metadata": {"name": "x"},
+                                    "spec": {"dataset": {"path": str(data)}, "evaluators": [{"ref": "exact-match"}]}}))
+    refused = CliRunner().invoke(cli, ["run", "-f", str(spec), "--server", "http://127.0.0.1:9", "--memory-budget", "1"])
+    assert refused.exit_code == 2 and "embedded runs only" in refused.stderr
+    embedded = CliRunner().invoke(cli, ["run", "-f", str(spec), "--memory-budget", "0", "--format", "md"])
+    assert embedded.exit_code == 0, embedded.stderr
+    assert "| exact-match | 120 | 0.667 |" in embedded.stdout

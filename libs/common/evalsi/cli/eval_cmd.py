@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from evalsi.cli._common import EXIT_INTERRUPTED, handle_errors, parse_key_values, parse_params, split_list
+from evalsi.cli._memory import memory_options
 from evalsi.errors import BadInputError
 from evalsi.stats.defaults import DEFAULT_CONFIDENCE
 
@@ -138,6 +139,7 @@ def _judge(model: str | None, flags: dict[str, Any], params: tuple[str, ...]) ->
 @click.option(
     "--progress/--no-progress", default=None, help="Progress bar on stderr (default: when stderr is a terminal)."
 )
+@memory_options
 @handle_errors
 def eval_command(
     data: str,
@@ -159,6 +161,8 @@ def eval_command(
     output: str | None,
     name: str,
     progress: bool | None,
+    memory_budget: float | None,
+    store_dir: str | None,
     **judge_flags: Any,
 ) -> None:
     """Grade records you bring (Score), embedded: no server.
@@ -174,7 +178,8 @@ def eval_command(
       evalsi eval --data qa.jsonl -e llm-judge --judge-model gpt-4o-mini --param llm-judge.rubric=helpfulness
 
     Ctrl-C stops it as it stops `evalsi run`: calls in flight finish, nothing new starts, finished work is kept
-    and printed (a second Ctrl-C aborts).
+    and printed (a second Ctrl-C aborts). Beyond --memory-budget the results go to a local SQLite store and are
+    printed and saved from it a page at a time.
 
     Exit codes: 0 ok, 2 bad input or usage, 1 internal error, 130 interrupted (the figures are partial).
     """
@@ -199,14 +204,17 @@ def eval_command(
         progress=sys.stderr.isatty() if progress is None else progress,
         name=name or Path(data).stem,
         stop_on_interrupt=True,
+        memory_budget=memory_budget,
+        store_dir=store_dir,
     )
-    if output:
-        saved = results.save(output)
-        click.echo(f"saved {len(results.results)} results to {saved}", err=True)
-    if fmt == "json":
-        click.echo(results.to_json())
-    else:
-        click.echo(results.table("md" if fmt == "md" else "table"))
+    with results:
+        if output:
+            saved = results.save(output)
+            click.echo(f"saved {len(results)} results to {saved}", err=True)
+        if fmt == "json":
+            results.write_json(sys.stdout)
+        else:
+            click.echo(results.table("md" if fmt == "md" else "table"))
     if results.run.progress.cancelled:
         click.echo(
             f"cancelled: {results.run.progress.cancelled} evaluations did not run; the figures are partial", err=True

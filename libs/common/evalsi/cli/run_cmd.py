@@ -18,12 +18,13 @@ from evalsi.cli._common import (
     handle_errors,
     parse_key_values,
 )
+from evalsi.cli._memory import memory_options
 from evalsi.cli.runs_cmd import describe_run, exit_code_of, follow, state_name
 from evalsi.client import Client
 from evalsi.documents import apply_overrides
 from evalsi.errors import BadInputError
 from evalsi.runs.results import EvaluationResults
-from evalsi.v1alpha1.run_pb2 import RUN_STATE_BUDGET_EXCEEDED, RUN_STATE_CANCELLED, RUN_STATE_FAILED
+from evalsi.v1alpha1.run_pb2 import RUN_STATE_BUDGET_EXCEEDED, RUN_STATE_CANCELLED, RUN_STATE_FAILED, Run
 
 PASS, FAIL = "✓", "✗"
 
@@ -100,6 +101,7 @@ def _gate_lines(gates: Any, markdown: bool) -> list[str]:
     callback=check_project_flag,
     help="With --server: the project (default: the spec's own, else 'default').",
 )
+@memory_options
 @handle_errors
 def run_command(
     file: str,
@@ -113,6 +115,8 @@ def run_command(
     server: str | None,
     no_wait: bool,
     project: str | None,
+    memory_budget: float | None,
+    store_dir: str | None,
 ) -> None:
     """Run a target over a dataset and grade it (Run): embedded, or on a server with --server.
 
@@ -130,6 +134,8 @@ def run_command(
     1 internal error (or every target call failed), 130 interrupted.
     """
     if server is not None:
+        if memory_budget is not None or store_dir is not None:
+            raise BadInputError("--memory-budget and --store-dir apply to embedded runs only (without --server)")
         _run_on_server(server, project, _load(file, sets), Path(file), dry_run=dry_run, no_wait=no_wait, output=output)
         return
     if no_wait:
@@ -171,15 +177,22 @@ def run_command(
             progress=sys.stderr.isatty() if progress is None else progress,
             stop_on_interrupt=True,
             source=file,
+            memory_budget=memory_budget,
+            store_dir=store_dir,
         )
     )
-    results = outcome.results
+    with outcome.results as results:
+        _print_results(results, output, fmt)
+    _exit_for(results.run)
+
+
+def _print_results(results: EvaluationResults, output: str | None, fmt: str) -> None:
     document = results.run
     if output:
         saved = results.save(output)
-        click.echo(f"saved {len(document.results)} results to {saved}", err=True)
+        click.echo(f"saved {len(results)} results to {saved}", err=True)
     if fmt == "json":
-        click.echo(results.to_json())
+        results.write_json(sys.stdout)
     elif fmt == "md":
         click.echo(results.table("md"))
         if document.gates:
@@ -190,6 +203,10 @@ def run_command(
         if document.gates:
             click.echo("gates:")
             click.echo("\n".join(_gate_lines(document.gates, markdown=False)))
+
+
+def _exit_for(document: Run) -> None:
+    """The exit code of a finished run: its state, then its gates."""
     failed = [g for g in document.gates if not g.passed]
     code = 0
     if document.state == RUN_STATE_BUDGET_EXCEEDED:

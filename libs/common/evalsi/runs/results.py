@@ -13,7 +13,7 @@ import json
 import math
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 from google.protobuf import json_format
 
@@ -220,14 +220,18 @@ class EvaluationResults:
     def to_json(self, indent: int | None = 2) -> str:
         return "".join(self._json_chunks(indent))
 
+    def write_json(self, out: TextIO, indent: int | None = 2) -> None:
+        """``to_json`` and a newline, written as it is made: results in a local store go a page at a time."""
+        for chunk in self._json_chunks(indent):
+            out.write(chunk)
+        out.write("\n")
+
     def save(self, path: str | Path) -> Path:
-        """Write the document as JSON; results in a local store are written a page at a time."""
+        """Write the document as JSON (``write_json``)."""
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
         with target.open("w", encoding="utf-8") as out:
-            for chunk in self._json_chunks(2):
-                out.write(chunk)
-            out.write("\n")
+            self.write_json(out)
         return target
 
     @classmethod
