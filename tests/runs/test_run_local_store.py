@@ -29,7 +29,8 @@ from evalsi.runs.spec import parse_eval_run
 from evalsi.stores.sql import SqlMetadataStore
 from evalsi.testing import FakeOpenAI
 from evalsi.v1alpha1.record_pb2 import Record
-from evalsi.v1alpha1.run_pb2 import RUN_STATE_SUCCEEDED
+from evalsi.v1alpha1.run_pb2 import RUN_STATE_BUDGET_EXCEEDED, RUN_STATE_SUCCEEDED
+from evalsi.v1alpha1.score_pb2 import OUTCOME_CANCELLED
 
 FAST = RetryPolicy(base_delay_s=0.001, max_delay_s=0.005)
 ROWS = [
@@ -129,6 +130,25 @@ async def test_a_generating_run_with_trials_and_gates_agrees_above_and_below_its
         assert sum((await store.count_results(above.results.run.project, above.results.run.id)).values()) == 54
 
 
+def model_target(server: FakeOpenAI) -> dict[str, Any]:
+    return {"model": {"connector": "openai-compatible", "model": "target-model", "baseUrl": server.base_url,
+                      "params": {"max_retries": 1}}}
+
+
+async def test_a_stopped_run_stores_its_unrun_evaluations_as_cancelled_results_in_sqlite(tmp_path: Path) -> None:
+    async with FakeOpenAI(reply=lambda body: "yes") as server:
+        spec = {"target": model_target(server), "trials": 3, "concurrency": 1, "evaluators": [{"ref": "exact-match"}],
+                "budget": {"tokens": 40}}
+        run = spec_file(tmp_path, spec, QUESTIONS)
+        over = await execute_run(run, base_dir=tmp_path, retry=FAST, memory_budget=TINY_BUDGET)
+        calls = len(server.requests)
+    with over.results as results:
+        assert results.stored is not None and results.run.state == RUN_STATE_BUDGET_EXCEEDED
+        assert calls < 27 and results.run.progress.cancelled > 0
+        assert sum(r.outcome == OUTCOME_CANCELLED for r in results) == results.run.progress.cancelled
+        assert len(list(results)) == len(results) > 0  # as many read back as SQLite counted
+
+
 def test_the_temporary_store_goes_when_the_results_are_collected() -> None:
     results = evalsi.evaluate(ROWS[:10], ["exact-match"], memory_budget=0)
     assert results.stored is not None
@@ -191,7 +211,7 @@ def test_the_cli_saves_and_prints_the_same_document_over_its_budget(tmp_path: Pa
 
     data = tmp_path / "qa.jsonl"
     data.write_text("".join(json.dumps(row) + "\n" for row in ROWS))
-    documents = []
+    documents: list[dict[str, Any]] = []
     for flags in ([], ["--memory-budget", "0"], ["--store-dir", str(tmp_path / "kept")]):
         out = tmp_path / f"out{len(documents)}.json"
         result = CliRunner().invoke(cli, ["eval", "--data", str(data), "-e", "exact-match", "--format", "json",
@@ -210,7 +230,8 @@ def test_the_cli_saves_and_prints_the_same_document_over_its_budget(tmp_path: Pa
     spec = tmp_path / "run.yaml"
     spec.write_text(yaml.safe_dump({"apiVersion": "evals.si/v1alpha1", "kind": "EvalRun", "metadata": {"name": "x"},
                                     "spec": {"dataset": {"path": str(data)}, "evaluators": [{"ref": "exact-match"}]}}))
-    refused = CliRunner().invoke(cli, ["run", "-f", str(spec), "--server", "http://127.0.0.1:9", "--memory-budget", "1"])
+    server = ["--server", "http://127.0.0.1:9"]
+    refused = CliRunner().invoke(cli, ["run", "-f", str(spec), *server, "--memory-budget", "1"])
     assert refused.exit_code == 2 and "embedded runs only" in refused.stderr
     embedded = CliRunner().invoke(cli, ["run", "-f", str(spec), "--memory-budget", "0", "--format", "md"])
     assert embedded.exit_code == 0, embedded.stderr
