@@ -29,7 +29,7 @@ from evalsi.runs.spec import parse_eval_run
 from evalsi.stores.sql import SqlMetadataStore
 from evalsi.testing import FakeOpenAI
 from evalsi.v1alpha1.record_pb2 import Record
-from evalsi.v1alpha1.run_pb2 import RUN_STATE_BUDGET_EXCEEDED, RUN_STATE_SUCCEEDED
+from evalsi.v1alpha1.run_pb2 import RUN_STATE_BUDGET_EXCEEDED, RUN_STATE_CANCELLED, RUN_STATE_SUCCEEDED
 from evalsi.v1alpha1.score_pb2 import OUTCOME_CANCELLED
 
 FAST = RetryPolicy(base_delay_s=0.001, max_delay_s=0.005)
@@ -142,6 +142,16 @@ async def test_a_stopped_run_stores_its_unrun_evaluations_as_cancelled_results_i
         run = spec_file(tmp_path, spec, QUESTIONS)
         over = await execute_run(run, base_dir=tmp_path, retry=FAST, memory_budget=TINY_BUDGET)
         calls = len(server.requests)
+        cancel = asyncio.Event()
+        cancel.set()  # before the run starts: the same cancelled document either way
+        cancelled = spec_file(tmp_path, {"target": model_target(server), "evaluators": [{"ref": "exact-match"}]},
+                              QUESTIONS)
+        below, above = [(await execute_run(cancelled, base_dir=tmp_path, cancel=cancel, memory_budget=budget)).results
+                        for budget in (None, TINY_BUDGET)]
+    assert above.stored is not None and above.run.state == below.run.state == RUN_STATE_CANCELLED
+    assert comparable(above) == comparable(below) and len(above) == 9
+    assert all(r.outcome == OUTCOME_CANCELLED for r in above)
+    above.close()
     with over.results as results:
         assert results.stored is not None and results.run.state == RUN_STATE_BUDGET_EXCEEDED
         assert calls < 27 and results.run.progress.cancelled > 0

@@ -244,6 +244,13 @@ async def run_in_process(
 
             async def cancel_when_asked() -> None:
                 await cancel.wait()
+                # A cancel heard before the driver started the run waits until it has: a run cancelled while
+                # PENDING ends without its unrun evaluations as results, and whether it is heard that early
+                # depends on the store (a local store's first read gives the loop a turn, memory's does not).
+                # One turn of the loop at a time: the driver publishes no task before its next read, so the
+                # cancel drains a run that started nothing, as in memory.
+                while (now := await store.get_run(run.project, run.id)) and now.state == RUN_STATE_PENDING:
+                    await asyncio.sleep(0)
                 await in_process.drain(run.id)
                 await driver.on_control_cancel(run.project, run.id)
 
