@@ -246,3 +246,12 @@ def test_the_cli_saves_and_prints_the_same_document_over_its_budget(tmp_path: Pa
     embedded = CliRunner().invoke(cli, ["run", "-f", str(spec), "--memory-budget", "0", "--format", "md"])
     assert embedded.exit_code == 0, embedded.stderr
     assert "| exact-match | 120 | 0.667 |" in embedded.stdout
+
+
+def test_the_environment_sets_the_budget_of_evaluate(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(MEMORY_BUDGET_ENV, "0")
+    with evalsi.evaluate(ROWS[:3], ["exact-match"]) as spilled:
+        assert spilled.stored is not None and len(spilled) == 3
+    monkeypatch.setenv(MEMORY_BUDGET_ENV, "1")  # 1 MiB holds 3 results
+    with evalsi.evaluate(ROWS[:3], ["exact-match"]) as kept:
+        assert kept.stored is None and len(kept.run.results) == 3

@@ -41,7 +41,7 @@ from evalsi.judges.panel import JudgeSet
 from evalsi.runs.driver import RunDriver, generates_outputs, planned_task_count
 from evalsi.runs.execute import Executor
 from evalsi.runs.manifest import timestamp_of
-from evalsi.runs.memory_budget import memory_budget_mb, over_budget
+from evalsi.runs.memory_budget import exceeds_memory_budget, memory_budget_mb
 from evalsi.runs.news import RunNews
 from evalsi.runs.outcome import TARGET_FAILURE_KEY
 from evalsi.runs.plan import DEFAULT_SHARD_SIZE, budget_exceeded
@@ -113,7 +113,7 @@ async def run_locally(
     otherwise over a local store in a temporary directory removed when the results are closed or collected.
     ``store_dir`` asks for the local store whatever the budget, in that directory, which is kept."""
     budget = memory_budget_mb(memory_budget)
-    if store_dir is None and not over_budget(document, records, budget):
+    if store_dir is None and not exceeds_memory_budget(document, records, budget):
         return EvaluationResults(await run_in_process(document, records, **options))
     keep = store_dir is not None
     directory = Path(store_dir) if store_dir is not None else Path(tempfile.mkdtemp(prefix="evalsi-run-"))

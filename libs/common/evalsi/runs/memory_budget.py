@@ -62,5 +62,5 @@ def estimated_run_bytes(document: EvalRun, records: Sequence[Record]) -> int:
     return estimate
 
 
-def over_budget(document: EvalRun, records: Sequence[Record], budget_mb: float) -> bool:
+def exceeds_memory_budget(document: EvalRun, records: Sequence[Record], budget_mb: float) -> bool:
     return estimated_run_bytes(document, records) > budget_mb * (1 << 20)
