@@ -1,11 +1,14 @@
 """Results of tasks that arrive close together, written to the store as one batch (group commit).
 
 A run driver folds each task's results as the bus delivers them, several handlers at a time; a store write per task
-(500 results) is too small for a bulk write to pay (docs/benchmarks.md, "Results written with COPY"). Each caller
-adds its results and waits; one writer at a time takes everything waiting, after a few milliseconds unless enough
-rows are already there, and writes it, one store call per run. A caller returns only once its results are committed
-(it acknowledges its message after that) and gets the write's error if it failed, so a result is never acknowledged
-unstored. While one batch is written the next one gathers, so the batches grow with the load.
+(500 results) is too small for a bulk write to pay (docs/benchmarks.md, "The scheduler's results path"). Each caller
+adds its results and waits; a writer takes everything waiting, after a few milliseconds unless enough rows are
+already there, and writes it, one store call per run. A caller returns only once its results are committed (it
+acknowledges its message after that) and gets the write's error if it failed, so a result is never acknowledged
+unstored. While a batch is written the next one gathers, so the batches grow with the load. Two writers may write
+at once: one alone left Postgres working a batch at a time on one core while results queued (run_million: 106.7 s
+with one, 69.5 s with two). Two batches touch one key only for a redelivered result; should Postgres then find a
+deadlock, one write fails and its messages are delivered again.
 """
 
 from __future__ import annotations
@@ -31,7 +34,8 @@ class ResultWrites:
     _waiting: dict[tuple[str, str], _Waiting] = field(default_factory=dict)
     _rows: int = 0
     _full: asyncio.Event = field(default_factory=asyncio.Event)
-    _writer: asyncio.Task[None] | None = None
+    writers: int = 2  # batches written at once: Postgres works a batch on one core, this machine has two
+    _writers: set[asyncio.Task[None]] = field(default_factory=set)
 
     async def upsert(self, project: str, run_id: str, results: Sequence[EvaluationResult]) -> None:
         """Store ``results`` of one run (the store's upsert rules); returns when they are committed."""
@@ -44,8 +48,10 @@ class ResultWrites:
         self._rows += len(results)
         if self._rows >= self.full_rows:
             self._full.set()
-        if self._writer is None or self._writer.done():
-            self._writer = asyncio.create_task(self._write_while_waiting())
+        if len(self._writers) < self.writers:
+            writer = asyncio.create_task(self._write_while_waiting())
+            self._writers.add(writer)
+            writer.add_done_callback(self._writers.discard)
         # A caller cancelled meanwhile leaves the write to go on: it is idempotent, and others may wait on it.
         await asyncio.shield(done)
 
