@@ -22,6 +22,9 @@ from google.protobuf.message import Message
 from nats.js import JetStreamContext
 from prometheus_client import Counter
 
+# Loaded at start: the first summary of a run would otherwise import scipy.special on the event loop (about a
+# second of CPU, with every delivery of that moment waiting).
+import evalsi.stats.summary  # noqa: F401
 from evalsi.bus import (
     BusBroker,
     BusConnection,
