@@ -1,13 +1,18 @@
-"""Shared fixtures: a fake provider on its own thread, for tests that drive the synchronous CLI or SDK."""
+"""Shared fixtures: a fake provider on its own thread, for tests that drive the synchronous CLI or SDK; one SeaweedFS
+S3 server per session and an object store (a local directory, then a fresh prefix on that server) per test."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from evalsi.stores import LocalObjectStore, ObjectStore, open_object_store
 from evalsi.testing import FakeOpenAI
+from evalsi.testing.services import SeaweedS3
 from evalsi.testing.threaded import ThreadedProvider
 
 
@@ -29,3 +34,24 @@ def judge_server() -> Iterator[FakeOpenAI]:
 
     with ThreadedProvider(reply) as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[SeaweedS3]:
+    with SeaweedS3() as server:
+        yield server
+
+
+@pytest.fixture(params=["local", "s3"])
+async def object_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[ObjectStore]:
+    if request.param == "local":
+        store: ObjectStore = LocalObjectStore(tmp_path / "objects")
+    else:
+        s3: SeaweedS3 = request.getfixturevalue("s3_server")
+        store = await open_object_store(
+            s3.url(prefix=f"t-{uuid.uuid4().hex[:12]}"), access_key=s3.access_key, secret_key=s3.secret_key
+        )
+    try:
+        yield store
+    finally:
+        await store.close()

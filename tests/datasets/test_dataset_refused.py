@@ -4,8 +4,6 @@ shards are spooled while the records are read and stored only once the last one 
 from __future__ import annotations
 
 import json
-import uuid
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -14,29 +12,7 @@ from evalsi.datasets import stream_dataset
 from evalsi.datasets.shards import write_dataset
 from evalsi.datasets.stored import DatasetStore
 from evalsi.errors import BadInputError
-from evalsi.stores import LocalObjectStore, ObjectStore, open_object_store
-from evalsi.testing.services import SeaweedS3
-
-
-@pytest.fixture(scope="module")
-def s3_server() -> Iterator[SeaweedS3]:
-    with SeaweedS3() as server:
-        yield server
-
-
-@pytest.fixture(params=["local", "s3"])
-async def objects(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[ObjectStore]:
-    if request.param == "local":
-        store: ObjectStore = LocalObjectStore(tmp_path / "objects")
-    else:
-        s3: SeaweedS3 = request.getfixturevalue("s3_server")
-        store = await open_object_store(
-            s3.url(prefix=f"t-{uuid.uuid4().hex[:12]}"), access_key=s3.access_key, secret_key=s3.secret_key
-        )
-    try:
-        yield store
-    finally:
-        await store.close()
+from evalsi.stores import ObjectStore
 
 
 def _rows(path: Path, count: int, *, bad_last: bool) -> Path:
@@ -54,26 +30,27 @@ async def _shard_keys(path: Path) -> list[str]:
     return [shard.key for shard in manifest.shards]
 
 
-async def test_a_run_dataset_with_a_bad_last_row_stores_no_shard(objects: ObjectStore, tmp_path: Path) -> None:
+async def test_a_run_dataset_with_a_bad_last_row_stores_no_shard(object_store: ObjectStore, tmp_path: Path) -> None:
     good = _rows(tmp_path / "good.jsonl", 250, bad_last=False)
     keys = await _shard_keys(good)
     assert len(keys) == 3
     bad = _rows(tmp_path / "good-then-bad.jsonl", 250, bad_last=True)
     with pytest.raises(BadInputError, match=r"^good\.jsonl:251: not valid JSON"):
-        await write_dataset(objects, stream_dataset(bad, name="good.jsonl"), source="good.jsonl", format="jsonl",
+        await write_dataset(object_store, stream_dataset(bad, name="good.jsonl"), source="good.jsonl", format="jsonl",
                             shard_size=100)
-    assert [await objects.exists(key) for key in keys] == [False, False, False]
+    assert [await object_store.exists(key) for key in keys] == [False, False, False]
     # The same records without the bad row are stored under exactly those keys.
-    manifest = await write_dataset(objects, stream_dataset(good), source="good.jsonl", format="jsonl", shard_size=100)
+    manifest = await write_dataset(object_store, stream_dataset(good), source="good.jsonl", format="jsonl",
+                                   shard_size=100)
     assert [shard.key for shard in manifest.shards] == keys
-    assert [await objects.exists(key) for key in keys] == [True, True, True]
+    assert [await object_store.exists(key) for key in keys] == [True, True, True]
 
 
-async def test_a_refused_upload_adds_no_version_and_no_shard(objects: ObjectStore, tmp_path: Path) -> None:
+async def test_a_refused_upload_adds_no_version_and_no_shard(object_store: ObjectStore, tmp_path: Path) -> None:
     keys = await _shard_keys(_rows(tmp_path / "good.jsonl", 250, bad_last=False))
-    store = DatasetStore(objects, shard_size=100)
+    store = DatasetStore(object_store, shard_size=100)
     bad = _rows(tmp_path / "bad.jsonl", 250, bad_last=True)
     with pytest.raises(BadInputError, match=r"^good\.jsonl:251"):
         await store.push("p", "questions", stream_dataset(bad, name="good.jsonl"), format="jsonl")
     assert await store.versions("p", "questions") == []
-    assert [await objects.exists(key) for key in keys] == [False, False, False]
+    assert [await object_store.exists(key) for key in keys] == [False, False, False]

@@ -15,8 +15,8 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 import pytest
 
-from evalsi.stores import LocalObjectStore, ObjectStore, SqlMetadataStore, open_metadata_store, open_object_store
-from evalsi.testing.services import PostgresServer, SeaweedS3
+from evalsi.stores import SqlMetadataStore, open_metadata_store
+from evalsi.testing.services import PostgresServer
 
 
 @pytest.fixture(scope="session")
@@ -28,12 +28,6 @@ def postgres_server() -> Iterator[PostgresServer]:
 @pytest.fixture(scope="session")
 def postgres_dsn(postgres_server: PostgresServer) -> str:
     return postgres_server.dsn
-
-
-@pytest.fixture(scope="session")
-def s3_server() -> Iterator[SeaweedS3]:
-    with SeaweedS3() as server:
-        yield server
 
 
 def dsn_with_database(dsn: str, database: str) -> str:
@@ -74,16 +68,3 @@ async def metadata_store(store_url: str) -> AsyncIterator[SqlMetadataStore]:
         await store.close()
 
 
-@pytest.fixture(params=["local", "s3"])
-async def object_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[ObjectStore]:
-    if request.param == "local":
-        store: ObjectStore = LocalObjectStore(tmp_path / "objects")
-    else:
-        s3: SeaweedS3 = request.getfixturevalue("s3_server")
-        store = await open_object_store(
-            s3.url(prefix=f"t-{uuid.uuid4().hex[:12]}"), access_key=s3.access_key, secret_key=s3.secret_key
-        )
-    try:
-        yield store
-    finally:
-        await store.close()
