@@ -17,8 +17,8 @@ import asyncio
 import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
+from evalsi.stores.metadata import RunStore
 from evalsi.v1alpha1.score_pb2 import EvaluationResult
 
 _Waiting = tuple[list[EvaluationResult], list["asyncio.Future[None]"]]
@@ -26,9 +26,9 @@ _Waiting = tuple[list[EvaluationResult], list["asyncio.Future[None]"]]
 
 @dataclass
 class ResultWrites:
-    """Coalesces ``upsert_results`` calls on ``store`` (an ``evalsi.stores.RunStore``)."""
+    """Coalesces ``upsert_results`` calls on ``store``."""
 
-    store: Any
+    store: RunStore
     linger_s: float = 0.003  # how long a small batch waits for more results before it is written
     full_rows: int = 8_000  # a batch this large is written at once
     _waiting: dict[tuple[str, str], _Waiting] = field(default_factory=dict)
