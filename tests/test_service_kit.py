@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import socket
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -11,6 +14,7 @@ import aiohttp
 import pytest
 
 from evalsi.errors import BadInputError
+from evalsi.ports import free_port
 from evalsi.service.kit import serve_health
 from evalsi.service.lifecycle import Lifecycle, running
 from evalsi.service.settings import LOGGING, NATS, Option, build_parser, parse
@@ -210,14 +214,8 @@ async def test_spawned_work_is_cancelled_at_a_clean_stop_and_an_async_context_is
     assert events == ["enter", "cancelled", "exit"]
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 async def test_readyz_flips_with_the_parts() -> None:
-    port = _free_port()
+    port = free_port()
     release = asyncio.Event()
     bus_up = [True]
 
@@ -270,3 +268,40 @@ async def _value(value: str) -> str:
 
 async def _ignore(_: object) -> None:
     return None
+
+
+_HANGING_SERVICE = """
+import asyncio, sys, threading
+from evalsi.service.kit import run_service
+
+async def assemble(life):
+    async def hang(_):
+        await asyncio.Event().wait()  # a part whose stop never returns
+    await life.enter("stuck part", asyncio.sleep(0), hang)
+    print("up", flush=True)
+
+sys.exit(run_service("hangs", assemble, "info", "json", stop_deadline_s=float(sys.argv[1])))
+"""
+
+
+def test_a_stop_that_hangs_prints_every_threads_stack_and_exits_1_at_the_deadline(tmp_path: Path) -> None:
+    script = tmp_path / "hangs.py"
+    script.write_text(_HANGING_SERVICE)
+    process = subprocess.Popen([sys.executable, str(script), "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    try:
+        assert process.stdout is not None and process.stdout.readline() == "up\n"
+        process.send_signal(signal.SIGUSR1)  # kill -USR1: every thread's stack, and the service runs on
+        time.sleep(0.5)
+        assert process.poll() is None
+        started = time.monotonic()
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 1
+    assert 1.5 < time.monotonic() - started < 15
+    # Two dumps: the one asked for and the deadline's, each naming where the main thread waits.
+    assert stderr.count("Current thread") + stderr.count("Thread 0x") >= 2, stderr
+    assert "run_forever" in stderr or "_run_once" in stderr or "select" in stderr, stderr

@@ -6,7 +6,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ from evalsi.bus.natsserver import NatsServer
 from evalsi.bus.v1alpha1.bus_pb2 import CONTROL_ACTION_CANCEL, CONTROL_ACTION_CREATED, RunControl
 from evalsi.errors import BadInputError
 from evalsi.evaluators import Registry
+from evalsi.ports import free_port
 from evalsi.v1alpha1 import run_service_pb2_grpc
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResponse
 from evalsi.v1alpha1.run_pb2 import RUN_STATE_SUCCEEDED, Run
@@ -43,11 +43,6 @@ except ImportError:  # until the package path is in the installed distribution
     sys.path.insert(0, str(SERVICE_PATH))
     from evalsi_api import main as api_main
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 # --- flags and environment ---
@@ -303,14 +298,28 @@ def test_the_process_serves_and_stops_cleanly_on_sigterm(tmp_path: Path, dataset
         assert status == 503 and body["status"] == "not ready"
         assert any(reason.startswith("nats: ") for reason in body["reasons"])
         process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=15) == 0
-        logs = [json.loads(line) for line in process.stderr.read().splitlines() if line.startswith("{")]
+        code, stderr = stopped(process)
+        assert code == 0, stderr
+        logs = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
         events = [entry.get("event") for entry in logs]
         assert "api listening" in events and "api stopped" in events
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def stopped(process: subprocess.Popen[str]) -> tuple[int | None, str]:
+    """Wait for a process told to stop, reading its stderr meanwhile; its exit code and stderr. Within the api's
+    stop deadline (its grace period + 30 s) it ends by itself, printing every thread's stack if its stop hung."""
+    try:
+        _, stderr = process.communicate(timeout=45)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGUSR1)  # every thread's stack, to say where it hangs
+        time.sleep(1)
+        process.kill()
+        _, stderr = process.communicate()
+    return process.returncode, stderr
 
 
 def test_allow_non_loopback_listens_on_all_interfaces_with_a_warning(tmp_path: Path, datasets: Path) -> None:
@@ -337,8 +346,9 @@ def test_allow_non_loopback_listens_on_all_interfaces_with_a_warning(tmp_path: P
                 time.sleep(0.05)
         assert answered, "the api never answered"
         process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=15) == 0
-        logs = [json.loads(line) for line in process.stderr.read().splitlines() if line.startswith("{")]
+        code, stderr = stopped(process)
+        assert code == 0, stderr
+        logs = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
         warnings = [entry for entry in logs if entry.get("level") == "warning" and "WITHOUT AUTHENTICATION" in
                     entry.get("event", "")]  # fmt: skip
         assert len(warnings) == 1 and warnings[0]["host"] == "0.0.0.0"

@@ -4,7 +4,6 @@ ids repeat or a trial is given. The wired api service, a real NATS and the worke
 from __future__ import annotations
 
 import asyncio
-import socket
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from evalsi import bus
 from evalsi.bus.natsserver import NatsServer
 from evalsi.evaluators import Output, Pack, Registry, evaluator
 from evalsi.judges.panel import JudgeSet
+from evalsi.ports import free_port
 from evalsi.projects import PROJECT_RULE
 from evalsi.runs.execute import Executor
 from evalsi.stats import DEFAULT_BOOTSTRAP_RESAMPLES
@@ -42,11 +42,6 @@ SEED_RECORDS = [
 ]
 EXACT_MATCH = [{"ref": "builtin/exact-match"}]
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

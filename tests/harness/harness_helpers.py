@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
 import subprocess
 import sys
 import time
@@ -13,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from evalsi.harness import HarnessConfig, config_from_mapping
+from evalsi.ports import free_port
 
 HERE = Path(__file__).parent
 MCP_SERVER = str(HERE / "harness_mcp_server.py")
@@ -23,12 +23,6 @@ def make_config(base_url: str, *, provider: str = "openai", **extra: Any) -> Har
     doc = {"model": {"provider": provider, "model": "fake-model", "base_url": base_url, "max_retries": 0,
                      "timeout_s": 10}, **extra}
     return config_from_mapping(doc, source="test.yaml")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @contextlib.asynccontextmanager

@@ -50,7 +50,7 @@ from evalsi.ingest.publishing import BusCompletionPublisher
 from evalsi.runs.driver import planned_task_count
 from evalsi.runs.dry_run import served_dry_run_text
 from evalsi.runs.spec import validate_eval_run
-from evalsi.service.kit import run_service
+from evalsi.service.kit import STOP_DEADLINE_S, run_service
 from evalsi.service.lifecycle import Lifecycle
 from evalsi.service.logging import LEVELS
 from evalsi.service.settings import (
@@ -383,7 +383,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BadInputError as exc:
         print(f"evalsi-api: {exc}", file=sys.stderr)
         return 2
-    return run_service("api", partial(assemble, settings), settings.log_level, settings.log_format)
+    return run_service("api", partial(assemble, settings), settings.log_level, settings.log_format,
+                       stop_deadline_s=settings.server.grace_period_s + STOP_DEADLINE_S)
 
 
 if __name__ == "__main__":

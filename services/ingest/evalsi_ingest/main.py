@@ -50,7 +50,7 @@ from evalsi.ingest.processes import ProcessMember, run_processes
 from evalsi.ingest.publishing import BusCompletionPublisher, BusNoticeSender, notice_consumer
 from evalsi.masking import mask_url
 from evalsi.projects import DEFAULT_PROJECT, check_project
-from evalsi.service.kit import serve_health
+from evalsi.service.kit import STOP_DEADLINE_S, serve_health
 from evalsi.service.lifecycle import Lifecycle
 from evalsi.service.logging import configure_logging
 from evalsi.service.settings import LOGGING, METRICS_PORT, NATS, TRACES_URL, Option, option, parse
@@ -166,8 +166,9 @@ def settings_from_args(argv: Sequence[str] | None = None, environ: Mapping[str, 
 async def serve(settings: Settings, *, stop: asyncio.Event | None = None,
                 member: ProcessMember | None = None) -> None:
     """Run until SIGTERM (or ``stop``): open the store (and the bus), start both receivers, complete traces; then
-    drain and close."""
-    await Lifecycle("evalsi-ingest").run(partial(assemble, settings, member), stop=stop)
+    drain and close. Run by signals (a process), a stop that hangs is diagnosed and ended (``Lifecycle``)."""
+    deadline = STOP_DEADLINE_S if stop is None else None
+    await Lifecycle("evalsi-ingest", stop_deadline_s=deadline).run(partial(assemble, settings, member), stop=stop)
 
 
 async def assemble(settings: Settings, member: ProcessMember | None, life: Lifecycle) -> None:

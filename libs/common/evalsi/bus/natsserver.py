@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -20,6 +19,7 @@ from pathlib import Path
 from types import TracebackType
 
 from evalsi import child_processes
+from evalsi.ports import free_port
 
 __all__ = ["NatsServer", "find_nats_server"]
 
@@ -41,9 +41,7 @@ def find_nats_server() -> str:
 
 
 def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
+    return free_port(hosts=(host,))
 
 
 class NatsServer:

@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import faulthandler
 import logging
 import os
+import signal
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
@@ -56,15 +58,24 @@ async def serve_health(life: Lifecycle, port: int, registry: CollectorRegistry =
     await life.enter("health", start_service_http(host, port, life.ready, registry), lambda runner: runner.cleanup())
 
 
-def run_service(service: str, assemble: Assemble, log_level: str, log_format: str) -> int:
-    """Configure logging, run the lifecycle until SIGTERM or SIGINT (or a fatal error); the exit code."""
+STOP_DEADLINE_S = 30.0  # Kubernetes' default termination grace period
+
+
+def run_service(service: str, assemble: Assemble, log_level: str, log_format: str, *,
+                stop_deadline_s: float = STOP_DEADLINE_S) -> int:
+    """Configure logging, run the lifecycle until SIGTERM or SIGINT (or a fatal error); the exit code.
+
+    ``kill -USR1`` prints every thread's stack to stderr; a stop still running ``stop_deadline_s`` after it began
+    prints them and exits 1 (``Lifecycle``).
+    """
     try:
         configure_logging(log_level, log_format)
     except BadInputError as exc:
         print(f"evalsi-{service}: {exc}", file=sys.stderr)
         return 2
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     try:
-        asyncio.run(Lifecycle(f"evalsi-{service}").run(assemble))
+        asyncio.run(Lifecycle(f"evalsi-{service}", stop_deadline_s=stop_deadline_s).run(assemble))
     except KeyboardInterrupt:  # a second Ctrl-C while stopping
         return 0
     except BadInputError as exc:  # configuration only found bad at start (a file, a URL)

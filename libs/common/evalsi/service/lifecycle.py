@@ -9,7 +9,10 @@ other component plugs into), an async context manager (``life.enter_context``) o
 - SIGTERM or SIGINT (or ``request_stop``) drains: readiness drops first, then the parts stop in reverse order,
   so the consumers that started last stop taking work before the connections they use close;
 - a spawned task that fails while running is fatal: the service stops as on SIGTERM, then the error is
-  re-raised, so the process exits non-zero rather than running on half-broken.
+  re-raised, so the process exits non-zero rather than running on half-broken;
+- with ``stop_deadline_s`` (a service process, never a test's in-process run), a stop that has not ended the
+  process that many seconds after it began (a part's stop, or a thread the interpreter waits for at exit, that
+  hangs) prints every thread's stack and exits 1: a stuck shutdown is diagnosed, never waited out.
 
 ``ready()`` answers /readyz: not ready while starting or stopping, then ready when every part that reports its
 own readiness (a bus connection that may drop) says so.
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import faulthandler
 import logging
 import signal
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
@@ -49,8 +53,9 @@ class _Started:
 class Lifecycle:
     """The parts of one service process, in the order they started."""
 
-    def __init__(self, service: str) -> None:
+    def __init__(self, service: str, *, stop_deadline_s: float | None = None) -> None:
         self.service = service
+        self._stop_deadline_s = stop_deadline_s
         self.stopping = asyncio.Event()  # set by a signal, request_stop or a fatal error
         self._parts: list[_Started] = []
         self._phase = "starting"
@@ -147,6 +152,9 @@ class Lifecycle:
             log.info("%s stopping", self.service)
         finally:
             self._phase = "stopping"
+            if self.stopping.is_set() and self._stop_deadline_s is not None:
+                # Left armed past run(): it also covers the interpreter's exit. Exits 1 after the stacks.
+                faulthandler.dump_traceback_later(self._stop_deadline_s, exit=True)
             await self._stop_all()
             if forward is not None:
                 forward.cancel()

@@ -34,6 +34,7 @@ from evalsi.child_processes import with_death_signal
 from evalsi.connections import CONNECTIONS_ENV
 from evalsi.errors import BadInputError, EvalsiError
 from evalsi.masking import mask_url
+from evalsi.ports import free_port
 from evalsi.service.config import Config, require_loopback
 
 RESTART_BACKOFF_S = (0.5, 1.0, 2.0, 5.0, 10.0)
@@ -245,15 +246,11 @@ def traces_url_for(state_dir: Path) -> str:
 
 
 def _free_port(taken: set[int]) -> int:
-    """A free loopback port for a child's /metrics, /healthz and /readyz, never one in ``taken`` (the
-    kernel may hand a just-released port out again, e.g. one the api is about to bind)."""
-    while True:
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = int(probe.getsockname()[1])
-        if port not in taken:
-            taken.add(port)
-            return port
+    """A free loopback port for a child's /metrics, /healthz and /readyz, never one in ``taken`` (a port another
+    child is about to bind); picked outside the kernel's ephemeral range (``evalsi.ports`` says why)."""
+    port = free_port(avoid=taken, hosts=("127.0.0.1",))
+    taken.add(port)
+    return port
 
 
 def metrics_url(child: Child) -> str:

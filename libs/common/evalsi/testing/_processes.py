@@ -8,7 +8,6 @@ import atexit
 import os
 import random
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
@@ -17,26 +16,22 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import ClassVar, Self
 
+from evalsi import ports
+
 LOOPBACK = "127.0.0.1"
 
 
-def port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind((LOOPBACK, port))
-        except OSError:
-            return False
-    return True
-
-
 def free_port() -> int:
-    """A loopback TCP port that is free now (the kernel's choice)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((LOOPBACK, 0))
-        return int(s.getsockname()[1])
+    """A free port for a server started later, outside the kernel's ephemeral range (``evalsi.ports``)."""
+    return ports.free_port()
 
 
-def free_ports_with_grpc(count: int, *, low: int = 10_000, high: int = 30_000) -> list[int]:
+def distinct_free_ports(count: int) -> list[int]:
+    """``count`` different free ports for servers started later (``evalsi.ports``)."""
+    return ports.free_ports(count)
+
+
+def free_ports_with_grpc(count: int, *, low: int = 10_000, high: int = 22_000) -> list[int]:
     """``count`` distinct free ports p (at most 55535) whose p+10000 is free too, as SeaweedFS needs."""
     chosen: list[int] = []
     taken: set[int] = set()
@@ -44,7 +39,7 @@ def free_ports_with_grpc(count: int, *, low: int = 10_000, high: int = 30_000) -
         p = random.randint(low, min(high, 55_535))
         if {p, p + 10_000} & taken:
             continue
-        if port_free(p) and port_free(p + 10_000):
+        if ports.port_free(p) and ports.port_free(p + 10_000):
             chosen.append(p)
             taken |= {p, p + 10_000}
             if len(chosen) == count:

@@ -3,7 +3,6 @@ tests and benchmarks: ``Stack(tmp_dir, ...).start()`` and ``.stop()``."""
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 import urllib.request
@@ -14,24 +13,9 @@ from typing import Any
 from evalsi.connections import Connections
 from evalsi.service.config import ApiConfig, Config, IngestConfig, SchedulerConfig, WorkerConfig
 from evalsi.service.supervisor import CrashLoop, Supervisor
+from evalsi.testing._processes import distinct_free_ports
 
 ROOT = Path(__file__).resolve().parents[4]
-
-
-def distinct_free_ports(count: int) -> list[int]:
-    """``count`` different free loopback ports (a released port may come back from the kernel at once)."""
-    ports: list[int] = []
-    while len(ports) < count:
-        port = free_port()
-        if port not in ports:
-            ports.append(port)
-    return ports
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Stack:
