@@ -27,21 +27,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from _rows import benchmark_rows
+
 from evalsi.datasets import load_dataset, records_from_rows, stream_dataset
 from evalsi.datasets.shards import put_manifest, write_dataset
 from evalsi.stores.objects import LocalObjectStore
 
 CREATE_RUN_TARGET_S = 1.0
 
-
-def _rows(n: int) -> list[dict[str, str]]:
-    answers = ["Paris", "144", "Jane Austen", "Au", "Jupiter", "1989", "Tokyo", "Mars"]
-    rows = []
-    for i in range(n):
-        reference = answers[i % len(answers)]
-        output = reference if i % 5 else reference.lower() + " ."
-        rows.append({"id": f"r{i}", "input": f"question {i}", "output": output, "reference": reference})
-    return rows
 
 
 def _cpu() -> float:
@@ -70,7 +63,7 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    rows = _rows(args.records)
+    rows = benchmark_rows(args.records)
     with tempfile.TemporaryDirectory(prefix="evalsi-bench-") as tmp:
         data = Path(tmp) / "records.jsonl"
         data.write_text("".join(json.dumps(row) + "\n" for row in rows))

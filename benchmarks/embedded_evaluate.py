@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from _rows import benchmark_rows
 
 import evalsi
 from evalsi import stats
@@ -38,16 +39,25 @@ from evalsi.evaluators.runner import run_evaluators
 from evalsi.runs.summary import summarize_results
 
 TARGET_PER_S = 100_000
+DEEPEVAL_FACTOR = 5  # issue 10: at least five times DeepEval's bare measure() loop over the same rows
+DEEPEVAL_ROWS = 10_000  # its loop is timed on a prefix of the rows: it is the slower side
 
 
-def _rows(n: int) -> list[dict[str, str]]:
-    answers = ["Paris", "144", "Jane Austen", "Au", "Jupiter", "1989", "Tokyo", "Mars"]
-    rows = []
-    for i in range(n):
-        reference = answers[i % len(answers)]
-        output = reference if i % 5 else reference.lower() + " ."
-        rows.append({"id": f"r{i}", "input": f"question {i}", "output": output, "reference": reference})
-    return rows
+def _deepeval_per_s(rows: list[dict[str, str]]) -> float | None:
+    """DeepEval's ExactMatchMetric ``measure()`` called in a bare loop over ``rows``, per second of wall time;
+    None when deepeval is not installed (it is no dependency of this project, and this script installs nothing)."""
+    try:
+        from deepeval.metrics import ExactMatchMetric
+        from deepeval.test_case import LLMTestCase
+    except ImportError:
+        return None
+    metric = ExactMatchMetric()
+    cases = [LLMTestCase(input=r["input"], actual_output=r["output"], expected_output=r["reference"]) for r in rows]
+    started = time.perf_counter()
+    for case in cases:
+        metric.measure(case)
+    return len(cases) / (time.perf_counter() - started)
+
 
 
 def _timed(call: Callable[[], Any]) -> tuple[Any, float, float]:
@@ -64,7 +74,7 @@ def _peak_mib() -> float:
 
 def _measure_once(records: int, budget: float) -> None:
     """One evaluate() in this process; prints its peak RSS before and during the call, its wall and CPU time."""
-    rows = _rows(records)
+    rows = benchmark_rows(records)
     before = _peak_mib()
     results, wall_s, cpu_s = _timed(lambda: evalsi.evaluate(rows, ["exact-match"], memory_budget=budget))
     during = _peak_mib()
@@ -97,7 +107,7 @@ def main() -> None:
     if args.memory:
         _memory([int(size) for size in args.sizes.split(",")])
         return
-    rows = _rows(args.records)
+    rows = benchmark_rows(args.records)
     bound = [Registry.from_entry_points().resolve("exact-match").bind()]
     evalsi.evaluate(rows[:100], ["exact-match"])  # imports and first-call costs out of the figures
 
@@ -120,6 +130,13 @@ def main() -> None:
     print(f"  exact-match evaluator loop:      {len(scored):>9,} in {evaluate_s:6.2f} s ({evaluate_cpu:5.2f})")
     print(f"  summaries of those results:      {summary_s:>19.2f} s ({summary_cpu:5.2f})")
     print(f"  the run engine (the rest):       {engine_s:>19.2f} s ({engine_cpu:5.2f})")
+    deepeval = _deepeval_per_s(rows[:DEEPEVAL_ROWS])
+    if deepeval is None:
+        print("DeepEval side by side: not run, deepeval is not installed")
+    else:
+        verdict = "meets" if rate >= DEEPEVAL_FACTOR * deepeval else "MISSES"
+        print(f"DeepEval ExactMatchMetric.measure() loop: {deepeval:>9,.0f}/s; evaluate() is {rate / deepeval:.1f}x "
+              f"(target >= {DEEPEVAL_FACTOR}x: {verdict})")
 
     rng = np.random.default_rng(0)
     values = rng.random(args.scores)
