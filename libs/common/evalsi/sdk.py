@@ -8,6 +8,7 @@ An evaluation is a run whose target is the outputs given: the same run document,
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -22,6 +23,7 @@ from evalsi.judges.panel import JudgeInput, judge_configs, judge_spec_from_confi
 from evalsi.limits import check_resamples
 from evalsi.projects import DEFAULT_PROJECT, check_project
 from evalsi.runs.binding import EvaluatorSpec, registry_for, resolve_evaluators
+from evalsi.runs.collector import collector_paused
 from evalsi.runs.console import interrupt_sets, progress_bar
 from evalsi.runs.local import run_locally
 from evalsi.runs.results import EvaluationResults
@@ -38,8 +40,13 @@ EVALUATE_SHARD_SIZE = 20_000
 ROUNDS_PER_TASK = 16
 
 
+def _deterministic(bound: Sequence[BoundEvaluator]) -> bool:
+    """Whether every evaluator runs on the CPU without waiting on anything (no judge, no async call)."""
+    return all(b.evaluator.pool == "cpu" and not b.evaluator.is_async for b in bound)
+
+
 def _shard_size(bound: Sequence[BoundEvaluator], concurrency: int) -> int:
-    if all(b.evaluator.pool == "cpu" and not b.evaluator.is_async for b in bound):
+    if _deterministic(bound):
         return EVALUATE_SHARD_SIZE
     return ROUNDS_PER_TASK * concurrency
 
@@ -114,6 +121,9 @@ async def evaluate_async(
     memory, by estimate: beyond it they go to a SQLite store in a temporary directory and the returned results read
     them back in pages (``close()`` them, or use ``with``, to remove the directory at once). ``store_dir`` keeps
     that store in a directory of yours, whatever the budget.
+
+    With deterministic evaluators only (no judge, no async call) the cyclic garbage collector is paused while the
+    records are built and the run goes (``runs.collector``): reference counting frees as usual.
     """
     if not 0 < confidence < 1:
         raise BadInputError(f"confidence must be between 0 and 1 (e.g. 0.95), got {confidence}")
@@ -131,43 +141,46 @@ async def evaluate_async(
             )
     check_resamples(bootstrap_resamples, "bootstrap_resamples")
     check_project(project, "project")
-    dataset = _as_dataset(data, mapping, limit)
-    other = _as_dataset(compare_to, mapping, limit).records if compare_to is not None else None
-    comparative = [b.alias for b in bound if b.evaluator.scope == "comparative"]
-    if comparative and other is None:
-        raise BadInputError(
-            f"evaluator {comparative[0]} is comparative: give a second result set to compare with "
-            "(--compare-to FILE, or compare_to= in evaluate())"
+    # A run of deterministic evaluators is one burst of allocation, which the cyclic collector would pass over
+    # again and again for nothing (runs.collector).
+    with collector_paused() if _deterministic(bound) else contextlib.nullcontext():
+        dataset = _as_dataset(data, mapping, limit)
+        other = _as_dataset(compare_to, mapping, limit).records if compare_to is not None else None
+        comparative = [b.alias for b in bound if b.evaluator.scope == "comparative"]
+        if comparative and other is None:
+            raise BadInputError(
+                f"evaluator {comparative[0]} is comparative: give a second result set to compare with "
+                "(--compare-to FILE, or compare_to= in evaluate())"
+            )
+        options = SummaryOptions(
+            confidence=confidence,
+            cluster_by=cluster_by or "",
+            interval=interval,
+            seed=seed,
+            bootstrap_resamples=bootstrap_resamples,
         )
-    options = SummaryOptions(
-        confidence=confidence,
-        cluster_by=cluster_by or "",
-        interval=interval,
-        seed=seed,
-        bootstrap_resamples=bootstrap_resamples,
-    )
-    document = _document(dataset, bound, configs, options, project=project, name=name)
-    cancel = cancel or asyncio.Event()
-    with progress_bar(progress, units_total(dataset.records, bound)) as advance, \
-            interrupt_sets(cancel, stop_on_interrupt):
-        return await run_locally(
-            document,
-            dataset.records,
-            registry=registry_for(bound, registry),
-            source=dataset.source,
-            version=dataset.version,
-            judges=configs,
-            compare_with=other,
-            cache=cache,
-            cache_dir=cache_dir,
-            concurrency=concurrency,
-            shard_size=_shard_size(bound, concurrency),
-            task_workers=1,  # one task at a time: ``concurrency`` bounds the calls in flight, as documented
-            cancel=cancel,
-            progress=advance,
-            memory_budget=memory_budget,
-            store_dir=store_dir,
-        )
+        document = _document(dataset, bound, configs, options, project=project, name=name)
+        cancel = cancel or asyncio.Event()
+        with progress_bar(progress, units_total(dataset.records, bound)) as advance, \
+                interrupt_sets(cancel, stop_on_interrupt):
+            return await run_locally(
+                document,
+                dataset.records,
+                registry=registry_for(bound, registry),
+                source=dataset.source,
+                version=dataset.version,
+                judges=configs,
+                compare_with=other,
+                cache=cache,
+                cache_dir=cache_dir,
+                concurrency=concurrency,
+                shard_size=_shard_size(bound, concurrency),
+                task_workers=1,  # one task at a time: ``concurrency`` bounds the calls in flight, as documented
+                cancel=cancel,
+                progress=advance,
+                memory_budget=memory_budget,
+                store_dir=store_dir,
+            )
 
 
 def evaluate(data: Data, evaluators: Sequence[EvaluatorSpec], **kwargs: Any) -> EvaluationResults:
