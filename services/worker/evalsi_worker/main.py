@@ -29,7 +29,7 @@ from evalsi.bus import (
 )
 from evalsi.bus.requests import serve_requests
 from evalsi.bus.streams import ensure_consumer
-from evalsi.bus.v1alpha1.bus_pb2 import TASK_STATUS_CANCELLED, Task
+from evalsi.bus.v1alpha1.bus_pb2 import TASK_STATUS_CANCELLED, Task, TaskResult
 from evalsi.connections import Connections
 from evalsi.errors import BadInputError
 from evalsi.evaluators import Registry
@@ -48,15 +48,11 @@ from evalsi.service.settings import build_parser as build_settings_parser
 from evalsi.stores import open_object_store
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResponse
 
+from .cancels import CancelWatch
+
 log = logging.getLogger("evalsi.worker")
 TASKS = Counter("evalsi_worker_tasks_total", "Tasks handled", ["pool", "stage", "status"])
 TASK_SECONDS = Histogram("evalsi_worker_task_seconds", "Time to execute a task", ["pool", "stage"])
-
-
-async def _wait_for_cancel(flags: RunFlags, run_id: str, every_s: float = 1.0) -> None:
-    """Returns once the run is flagged cancelled (checked every second while a task runs)."""
-    while await flags.get(run_id) != "cancelled":
-        await asyncio.sleep(every_s)
 
 
 def _positive_seconds(value: str) -> float:
@@ -110,6 +106,9 @@ async def assemble(args: argparse.Namespace, life: Lifecycle) -> None:
     if args.objects_url:
         objects = await life.enter("object store", open_object_store(args.objects_url), lambda o: o.close())
     flags = await RunFlags.open(bus.js)
+    # One read a second of a run's flag while its tasks are in flight here, however many they are.
+    cancels = CancelWatch(flags.get)
+    life.on_stop("run cancel watch", cancels.close)  # after the task consumer: its handlers are done by then
     registry = Registry.from_entry_points()
     # Every worker of every pool draws on the same per-model quotas: token buckets in NATS KV, on the wall
     # clock the workers share.
@@ -130,28 +129,11 @@ async def assemble(args: argparse.Namespace, life: Lifecycle) -> None:
 
     async def handle(task: Task, delivery: Delivery) -> None:
         stage = str(task.stage)
-        cancelled = result_for(task, TASK_STATUS_CANCELLED, args.name)
-        if await flags.get(task.run_id) == "cancelled":
-            result = cancelled
-        else:
-            watch = asyncio.create_task(_wait_for_cancel(flags, task.run_id))
-            final = delivery.num_delivered >= args.max_deliver
-            work = asyncio.create_task(executor.execute(task, final_attempt=final))
-            try:
-                with TASK_SECONDS.labels(args.pool, stage).time():
-                    await asyncio.wait({work, watch}, return_when=asyncio.FIRST_COMPLETED)
-                if work.done():
-                    result = work.result()
-                else:  # the run was cancelled mid-task: drop the partial work, a resume redoes the task
-                    work.cancel()
-                    result = cancelled
-                    log.info("task cancelled with its run", extra=ids(run_id=task.run_id, task_key=task.key))
-            except BadInputError as exc:  # a task no retry can fix: dead-letter it, the scheduler reports it
-                raise Permanent(str(exc)) from exc
-            except RetryTask as exc:  # back on the queue with a backoff; the last attempt reports errors
-                raise Retryable(str(exc)) from exc
-            finally:
-                watch.cancel()
+        async with cancels.watching(task.run_id) as run_cancelled:
+            if run_cancelled.is_set():
+                result = result_for(task, TASK_STATUS_CANCELLED, args.name)
+            else:
+                result = await run_unless_cancelled(task, delivery, run_cancelled)
         result.delivery = delivery.num_delivered
         # The task's message id keys the result, so a redelivered task's second result is dropped.
         await publish(
@@ -164,6 +146,26 @@ async def assemble(args: argparse.Namespace, life: Lifecycle) -> None:
             tracestate=delivery.tracestate,
         )
         TASKS.labels(args.pool, stage, str(result.status)).inc()
+
+    async def run_unless_cancelled(task: Task, delivery: Delivery, run_cancelled: asyncio.Event) -> TaskResult:
+        watch = asyncio.create_task(run_cancelled.wait())
+        final = delivery.num_delivered >= args.max_deliver
+        work = asyncio.create_task(executor.execute(task, final_attempt=final))
+        try:
+            with TASK_SECONDS.labels(args.pool, str(task.stage)).time():
+                await asyncio.wait({work, watch}, return_when=asyncio.FIRST_COMPLETED)
+            if work.done():
+                return work.result()
+            # The run was cancelled mid-task: drop the partial work, a resume redoes the task.
+            work.cancel()
+            log.info("task cancelled with its run", extra=ids(run_id=task.run_id, task_key=task.key))
+            return result_for(task, TASK_STATUS_CANCELLED, args.name)
+        except BadInputError as exc:  # a task no retry can fix: dead-letter it, the scheduler reports it
+            raise Permanent(str(exc)) from exc
+        except RetryTask as exc:  # back on the queue with a backoff; the last attempt reports errors
+            raise Retryable(str(exc)) from exc
+        finally:
+            watch.cancel()
 
     consumer = BusBroker(bus, store=objects)
     consumer.subscribe(subscriptions.work(args.pool, concurrency=args.tasks, ack_wait_s=args.ack_wait,
