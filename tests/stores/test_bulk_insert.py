@@ -113,3 +113,22 @@ async def test_a_failed_copy_sized_batch_leaves_nothing_behind_for_the_next(data
     async with database.transaction() as c:
         assert await c.insert_many("things", [("owner", "text", "carol")], _COLUMNS, _rows(2000), _UPSERT) == 2000
     assert {owner for owner, _name in await _things(database)} == {"carol"}
+
+
+async def test_a_task_sized_batch_with_one_existing_key_goes_through_the_tail_keeping_earlier_writes(
+    database: Database,
+) -> None:
+    """On Postgres a few hundred rows go straight in by COPY under a savepoint; one existing key (here the batch's
+    last row) undoes only that attempt, and the tail decides the batch with what the transaction wrote before."""
+    async with database.transaction() as c:
+        assert await c.insert_many("things", [("owner", "text", "alice")], _COLUMNS, _rows(1, start=499, value=5),
+                                   _UPSERT) == 1
+    async with database.transaction() as c:
+        assert await c.insert_many("things", [("owner", "text", "bob")], _COLUMNS, _rows(300), _UPSERT) == 300
+        assert await c.insert_many("things", [("owner", "text", "alice")], _COLUMNS, _rows(500, value=3),
+                                   _UPSERT) == 499  # n000499 keeps its higher count
+        assert await c.insert_many("things", [("owner", "text", "carol")], _COLUMNS, _rows(400), _UPSERT) == 400
+    things = await _things(database)
+    assert len(things) == 300 + 500 + 400
+    assert things[("alice", "n000499")][0] == 5 and things[("alice", "n000498")][0] == 3
+    assert things[("bob", "n000299")] == (1, 2**40 + 299, 299 / 4, bytes([299 % 256]) * 3)
