@@ -14,10 +14,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from evalsi.datasets import Dataset, load_dataset, records_from_rows
+from evalsi.datasets import Dataset, RecordStream, load_dataset, records_from_rows, stream_dataset, stream_rows
+from evalsi.datasets.shards import iter_shards
 from evalsi.errors import BadInputError
 from evalsi.evaluators import BoundEvaluator, Registry
-from evalsi.evaluators.runner import units_total
+from evalsi.evaluators.runner import session_key, units_total
 from evalsi.judges import JudgeConfig
 from evalsi.judges.panel import JudgeInput, judge_configs, judge_spec_from_config
 from evalsi.limits import check_resamples
@@ -25,9 +26,13 @@ from evalsi.projects import DEFAULT_PROJECT, check_project
 from evalsi.runs.binding import EvaluatorSpec, registry_for, resolve_evaluators
 from evalsi.runs.collector import collector_paused
 from evalsi.runs.console import interrupt_sets, progress_bar
+from evalsi.runs.intake import OBJECTS_DIR, TakenRecords, take_records
 from evalsi.runs.local import run_locally
+from evalsi.runs.memory_budget import memory_budget_mb
 from evalsi.runs.results import EvaluationResults
 from evalsi.stats.defaults import DEFAULT_BOOTSTRAP_RESAMPLES, DEFAULT_CONFIDENCE
+from evalsi.stores.objects import LocalObjectStore
+from evalsi.v1alpha1.record_pb2 import Record
 from evalsi.v1alpha1.run_pb2 import EvalRun
 from evalsi.v1alpha1.score_pb2 import SummaryOptions
 
@@ -51,6 +56,37 @@ def _shard_size(bound: Sequence[BoundEvaluator], concurrency: int) -> int:
     return ROUNDS_PER_TASK * concurrency
 
 
+def _records_in(data: Data, mapping: Any, limit: int | None) -> Dataset | RecordStream:
+    """The records to evaluate: a file, or rows that are objects, as a stream read once (``runs.intake`` holds or
+    stores them as they come); Records and a Dataset as they are, in memory already."""
+    if isinstance(data, Dataset):
+        return data
+    if isinstance(data, str | Path):
+        return stream_dataset(data, mapping=mapping, limit=limit)
+    rows = data.to_dict("records") if hasattr(data, "to_dict") else list(data)
+    if limit is not None:
+        rows = rows[:limit]
+    if not rows or any(isinstance(row, Record) for row in rows):
+        return records_from_rows(rows, mapping=mapping)
+    return stream_rows(rows, mapping=mapping)
+
+
+async def _units_total(records: Dataset | TakenRecords, bound: Sequence[BoundEvaluator]) -> int:
+    """The progress bar's evaluations; for stored records without reading them unless a span or session evaluator
+    needs their steps or sessions."""
+    if not isinstance(records, TakenRecords) or records.manifest is None or records.directory is None:
+        return units_total(records.records or [], bound)
+    if all(b.evaluator.scope not in ("span", "session") for b in bound):
+        return records.count * len(bound)
+    steps, sessions = 0, set[str]()
+    async for shard in iter_shards(LocalObjectStore(records.directory / OBJECTS_DIR), records.manifest):
+        steps += sum(len(record.trajectory.steps) for record in shard)
+        sessions.update(session_key(record) or record.id for record in shard)
+    scopes = [b.evaluator.scope for b in bound]
+    return scopes.count("span") * steps + scopes.count("session") * len(sessions) + (
+        len(scopes) - scopes.count("span") - scopes.count("session")) * records.count
+
+
 def _as_dataset(data: Data, mapping: Any, limit: int | None) -> Dataset:
     if isinstance(data, Dataset):
         return data
@@ -63,7 +99,7 @@ def _as_dataset(data: Data, mapping: Any, limit: int | None) -> Dataset:
 
 
 def _document(
-    dataset: Dataset,
+    source: str,
     bound: Sequence[BoundEvaluator],
     judges: Mapping[str, JudgeConfig],
     options: SummaryOptions,
@@ -76,7 +112,7 @@ def _document(
     document.metadata.project, document.metadata.name = project, name
     spec = document.spec
     spec.summary.CopyFrom(options)
-    spec.dataset.path = dataset.source
+    spec.dataset.path = source
     spec.target.outputs.SetInParent()
     spec.evaluators.extend(b.to_ref() for b in bound)
     for judge_name, config in judges.items():
@@ -117,10 +153,11 @@ async def evaluate_async(
     hold what was done (the rest ends cancelled). With ``stop_on_interrupt`` the first Ctrl-C sets it (the CLI
     uses this); a second Ctrl-C aborts.
 
-    ``memory_budget`` (MiB; default ``$EVALSI_EMBEDDED_MEMORY_MB`` or 1024) bounds what the run's results may take in
-    memory, by estimate: beyond it they go to a SQLite store in a temporary directory and the returned results read
-    them back in pages (``close()`` them, or use ``with``, to remove the directory at once). ``store_dir`` keeps
-    that store in a directory of yours, whatever the budget.
+    ``memory_budget`` (MiB; default ``$EVALSI_EMBEDDED_MEMORY_MB`` or 1024) bounds what the run's records and results
+    may take in memory, checked as the records are read (a file, or rows that are objects): beyond it the records
+    go as shards and the results into a SQLite store in a temporary directory, and the returned results read them
+    back in pages (``close()`` them, or use ``with``, to remove the directory at once). ``store_dir`` keeps that
+    store in a directory of yours, whatever the budget.
 
     With deterministic evaluators only (no judge, no async call) the cyclic garbage collector is paused while the
     records are built and the run goes (``runs.collector``): reference counting frees as usual.
@@ -144,7 +181,7 @@ async def evaluate_async(
     # A run of deterministic evaluators is one burst of allocation, which the cyclic collector would pass over
     # again and again for nothing (runs.collector).
     with collector_paused() if _deterministic(bound) else contextlib.nullcontext():
-        dataset = _as_dataset(data, mapping, limit)
+        given = _records_in(data, mapping, limit)
         other = _as_dataset(compare_to, mapping, limit).records if compare_to is not None else None
         comparative = [b.alias for b in bound if b.evaluator.scope == "comparative"]
         if comparative and other is None:
@@ -159,29 +196,37 @@ async def evaluate_async(
             seed=seed,
             bootstrap_resamples=bootstrap_resamples,
         )
-        document = _document(dataset, bound, configs, options, project=project, name=name)
+        document = _document(given.source, bound, configs, options, project=project, name=name)
+        shard_size = _shard_size(bound, concurrency)
+        records: Dataset | TakenRecords = given if isinstance(given, Dataset) else await take_records(
+            given, document, budget_mb=memory_budget_mb(memory_budget), store_dir=store_dir, shard_size=shard_size
+        )
         cancel = cancel or asyncio.Event()
-        with progress_bar(progress, units_total(dataset.records, bound)) as advance, \
-                interrupt_sets(cancel, stop_on_interrupt):
-            return await run_locally(
-                document,
-                dataset.records,
-                registry=registry_for(bound, registry),
-                source=dataset.source,
-                version=dataset.version,
-                judges=configs,
-                compare_with=other,
-                cache=cache,
-                cache_dir=cache_dir,
-                concurrency=concurrency,
-                shard_size=_shard_size(bound, concurrency),
-                task_workers=1,  # one task at a time: ``concurrency`` bounds the calls in flight, as documented
-                cancel=cancel,
-                progress=advance,
-                memory_budget=memory_budget,
-                store_dir=store_dir,
-            )
-
+        try:
+            total = await _units_total(records, bound) if progress else 0
+            with progress_bar(progress, total) as advance, interrupt_sets(cancel, stop_on_interrupt):
+                return await run_locally(
+                    document,
+                    records.records if isinstance(records, Dataset) else records,
+                    registry=registry_for(bound, registry),
+                    source=records.source,
+                    version=records.version,
+                    judges=configs,
+                    compare_with=other,
+                    cache=cache,
+                    cache_dir=cache_dir,
+                    concurrency=concurrency,
+                    shard_size=shard_size,
+                    task_workers=1,  # one task at a time: ``concurrency`` bounds the calls in flight, as documented
+                    cancel=cancel,
+                    progress=advance,
+                    memory_budget=memory_budget,
+                    store_dir=store_dir,
+                )
+        except BaseException:
+            if isinstance(records, TakenRecords):
+                records.discard()  # run_locally removes it too once it has it; removing twice is harmless
+            raise
 
 def evaluate(data: Data, evaluators: Sequence[EvaluatorSpec], **kwargs: Any) -> EvaluationResults:
     """Grade records you bring with evaluators, embedded: no server.

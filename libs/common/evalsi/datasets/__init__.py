@@ -18,6 +18,7 @@ from evalsi.datasets.loader import (
     load_dataset,
     records_from_rows,
     stream_dataset,
+    stream_rows,
 )
 from evalsi.datasets.mapping import (
     RECORD_TARGETS,
@@ -36,6 +37,7 @@ __all__ = [
     "load_dataset",
     "records_from_rows",
     "stream_dataset",
+    "stream_rows",
 ]
 # field mapping
 __all__ += [

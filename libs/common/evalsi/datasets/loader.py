@@ -220,6 +220,36 @@ def records_from_rows(
     return Dataset(records=records, version=builder.finish(), source=source, format="memory")
 
 
+def stream_rows(
+    rows: Iterable[Mapping[str, Any]] | Any, *, mapping: MappingSpec = None, source: str = "<memory>"
+) -> RecordStream:
+    """:func:`records_from_rows` for rows that are objects (dicts, or a DataFrame), as a :class:`RecordStream`:
+    each row becomes a record only as the stream is read, so a caller storing the records as shards (an embedded
+    run beyond its memory budget) never holds them all as messages. The same records, ids and version."""
+    field_mapping = parse_mapping(mapping)
+    if isinstance(rows, Mapping | str | bytes):
+        raise BadInputError(f"{source}: expected an iterable of rows (objects or Records), got {_kind(rows)}")
+    if hasattr(rows, "to_dict") and hasattr(rows, "columns"):  # a pandas DataFrame
+        rows = rows.to_dict("records")
+    elif hasattr(rows, "to_dicts"):  # a polars DataFrame
+        rows = rows.to_dicts()
+
+    def plain_rows() -> Iterator[tuple[int, Any]]:
+        for index, row in enumerate(rows):
+            if type(row) is dict and _STR.issuperset(map(type, row)) and _PLAIN_SCALARS.issuperset(
+                    map(type, row.values())):
+                yield index, row
+                continue
+            if isinstance(row, Record):
+                raise BadInputError(f"{source}: record {index}: a stream of rows takes objects, not Records")
+            try:
+                yield index, plain_row(row)
+            except (TypeError, ValueError) as exc:
+                raise BadInputError(f"{source}: record {index}: {exc}; accepted: JSON-like values") from None
+
+    return RecordStream(source, "memory", field_mapping, None, plain_rows)
+
+
 def dataset_version(records: Iterable[Record]) -> str:
     """sha256 (hex) over the records in order, ``provenance.dataset`` left out.
 

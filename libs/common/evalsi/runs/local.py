@@ -34,12 +34,13 @@ from typing import Any
 from evalsi.bus.memory import MemoryBus
 from evalsi.bus.v1alpha1.bus_pb2 import STAGE_GENERATE, Task, TaskResult
 from evalsi.datasets.run_records import DATASET_LABEL, StoredRunRecords
-from evalsi.datasets.shards import put_manifest, write_dataset
+from evalsi.datasets.shards import DatasetManifest, put_manifest, write_dataset
 from evalsi.evaluators import Registry
 from evalsi.judges import JudgeClient, JudgeConfig, RetryPolicy
 from evalsi.judges.panel import JudgeSet
 from evalsi.runs.driver import RunDriver, generates_outputs, planned_task_count
 from evalsi.runs.execute import Executor
+from evalsi.runs.intake import OBJECTS_DIR, TakenRecords
 from evalsi.runs.manifest import timestamp_of
 from evalsi.runs.memory_budget import exceeds_memory_budget, memory_budget_mb
 from evalsi.runs.news import RunNews
@@ -75,8 +76,10 @@ def pending_run(
     registry: Registry,
     run_id: str = "",
     shard_size: int = DEFAULT_SHARD_SIZE,
+    record_count: int | None = None,
 ) -> Run:
-    """The run as the api stores it before a scheduler takes it."""
+    """The run as the api stores it before a scheduler takes it (over ``record_count`` records when given: they are
+    stored already, ``records`` is empty)."""
     run = Run(
         id=run_id or new_run_id(),
         project=document.metadata.project,
@@ -86,7 +89,8 @@ def pending_run(
         create_time=timestamp_of(time.time()),
     )
     run.labels.update(document.metadata.labels)
-    run.progress.total_tasks = planned_task_count(document, len(records), registry=registry, shard_size=shard_size)
+    count = len(records) if record_count is None else record_count
+    run.progress.total_tasks = planned_task_count(document, count, registry=registry, shard_size=shard_size)
     run.manifest.dataset, run.manifest.dataset_version = source, version
     return run
 
@@ -98,11 +102,12 @@ class LocalStore:
 
     results: SqlMetadataStore
     objects: LocalObjectStore
+    manifest: DatasetManifest | None = None  # the run's records, stored there already (runs.intake)
 
 
 async def run_locally(
     document: EvalRun,
-    records: Sequence[Record],
+    records: Sequence[Record] | TakenRecords,
     *,
     memory_budget: float | None = None,
     store_dir: str | Path | None = None,
@@ -111,18 +116,27 @@ async def run_locally(
     """``run_in_process`` (``options`` are its own), in memory while the run's estimated size is within
     ``memory_budget`` MiB (``runs.memory_budget``: the argument, ``$EVALSI_EMBEDDED_MEMORY_MB`` or the default),
     otherwise over a local store in a temporary directory removed when the results are closed or collected.
-    ``store_dir`` asks for the local store whatever the budget, in that directory, which is kept."""
-    budget = memory_budget_mb(memory_budget)
-    if store_dir is None and not exceeds_memory_budget(document, records, budget):
-        return EvaluationResults(await run_in_process(document, records, **options))
-    keep = store_dir is not None
-    directory = Path(store_dir) if store_dir is not None else Path(tempfile.mkdtemp(prefix="evalsi-run-"))
-    objects = directory / "objects"
+    ``store_dir`` asks for the local store whatever the budget, in that directory, which is kept.
+
+    Records taken in by ``runs.intake`` were held or stored as they were read: the budget and ``store_dir`` were
+    applied there, and a run over stored records uses the directory they are in."""
+    manifest: DatasetManifest | None = None
+    if isinstance(records, TakenRecords):
+        if records.manifest is None or records.directory is None:
+            return EvaluationResults(await run_in_process(document, records.records or [], **options))
+        keep, directory, manifest, records = records.keep, records.directory, records.manifest, []
+    else:
+        budget = memory_budget_mb(memory_budget)
+        if store_dir is None and not exceeds_memory_budget(document, records, budget):
+            return EvaluationResults(await run_in_process(document, records, **options))
+        keep = store_dir is not None
+        directory = Path(store_dir) if store_dir is not None else Path(tempfile.mkdtemp(prefix="evalsi-run-"))
+    objects = directory / OBJECTS_DIR
     try:
         results = await SqlMetadataStore.open_sqlite(directory / RESULTS_DB)
         try:
             run = await run_in_process(
-                document, records, local_store=LocalStore(results, LocalObjectStore(objects)), **options
+                document, records, local_store=LocalStore(results, LocalObjectStore(objects), manifest), **options
             )
             count = sum((await results.count_results(run.project, run.id)).values())
         finally:
@@ -172,8 +186,10 @@ async def run_in_process(
     of comparative evaluators, paired with the records by (id, trial). With ``local_store`` the records and
     results go there (``run_locally``) and the returned run holds no results: they are in ``local_store.results``.
     """
+    stored = local_store.manifest if local_store is not None else None
     run = pending_run(
-        document, records, source=source, version=version, registry=registry, run_id=run_id, shard_size=shard_size
+        document, records, source=source, version=version, registry=registry, run_id=run_id, shard_size=shard_size,
+        record_count=stored.records if stored is not None else None,
     )
     in_memory = MemoryRecords()  # every record when in memory; else only the second result set's
     run_records: RunRecords = in_memory
@@ -187,7 +203,7 @@ async def run_in_process(
         store = SpilledRunStore(local_store.results)
         in_memory.add_run(run.id, (), compare_with=compare_with)
         # Shards cut as the plan cuts them, so each task carries a stored shard's key as it is.
-        manifest = await write_dataset(
+        manifest = stored or await write_dataset(
             local_store.objects, records, source=source, format="records", shard_size=shard_size
         )
         run.labels[DATASET_LABEL] = await put_manifest(local_store.objects, manifest)

@@ -4,7 +4,8 @@ store (``runs.local.run_locally``) instead of staying in memory.
 The estimate counts what a run adds beyond the records the caller already holds: one ``EvaluationResult`` per
 evaluation (kept by the store, then copied into the returned document) and, when a target generates outputs, a copy
 of each record per trial with its output. It is an estimate from sizes, never a measurement, so it is cheap to make
-before anything runs.
+before anything runs. Records read from a stream (a file, rows: ``runs.intake``) are checked as they arrive
+(``run_bytes_so_far``), counting the messages the run would build of them as well.
 """
 
 from __future__ import annotations
@@ -60,6 +61,16 @@ def estimated_run_bytes(document: EvalRun, records: Sequence[Record]) -> int:
         record_bytes = RECORD_OVERHEAD * sum(r.ByteSize() for r in sample) / len(sample)
         estimate += int(len(records) * trials * record_bytes)
     return estimate
+
+
+def run_bytes_so_far(document: EvalRun, records: int, encoded_bytes: int) -> int:
+    """What a run of ``document`` over the first ``records`` records of a stream (``encoded_bytes`` serialized) adds
+    to this process in memory: their results, and the records themselves, which the run builds as messages
+    (``runs.intake`` checks it as records arrive)."""
+    trials = trials_of(document)
+    evaluations = records * trials * max(len(document.spec.evaluators), 1)
+    copies = trials if target_kind(document) != "outputs" else 0  # a generated copy of each record per trial
+    return evaluations * RESULT_BYTES + RECORD_OVERHEAD * encoded_bytes * (1 + copies)
 
 
 def exceeds_memory_budget(document: EvalRun, records: Sequence[Record], budget_mb: float) -> bool:

@@ -1,0 +1,113 @@
+"""An embedded run's records taken in as they are read: held in memory while the run they make fits its memory
+budget, else streamed as shards into a local store, never all held as messages.
+
+The budget is checked on the records as they arrive, by their count and their encoded size (``runs.memory_budget``,
+``run_bytes_so_far``), not from an estimate made once every record is built: a run found over it at its n-th record
+writes the n records read so far and every later one into content-addressed shards in the local store's object
+directory, cut as the run's plan cuts them (``datasets.shards``, as the api's CreateRun stores a dataset), and
+parses none of them. The run then reads them back a shard at a time (``runs.local``, ``datasets.run_records``).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from evalsi.bus.v1alpha1.bus_pb2 import TaskRecords
+from evalsi.datasets import RecordStream
+from evalsi.datasets.shards import DatasetManifest, ShardRef, ShardWriter
+from evalsi.datasets.wire import task_records_entry
+from evalsi.runs.memory_budget import run_bytes_so_far
+from evalsi.stores.objects import LocalObjectStore
+from evalsi.v1alpha1.record_pb2 import Record
+from evalsi.v1alpha1.run_pb2 import EvalRun
+
+OBJECTS_DIR = "objects"  # the local store's object directory, under its directory
+
+
+@dataclass
+class TakenRecords:
+    """A run's records once read: ``records`` held in memory, or (``spilled``) shards under ``directory``."""
+
+    source: str
+    version: str
+    count: int
+    records: list[Record] | None = None
+    directory: Path | None = None  # the local store's directory, once the records went there
+    manifest: DatasetManifest | None = None
+    keep: bool = False  # the directory was the caller's (store_dir): it stays
+
+    @property
+    def spilled(self) -> bool:
+        return self.manifest is not None
+
+    def discard(self) -> None:
+        """Remove the local store's directory (a run that will not go), unless it is the caller's."""
+        if self.directory is not None and not self.keep:
+            shutil.rmtree(self.directory, ignore_errors=True)
+
+
+async def take_records(
+    stream: RecordStream,
+    document: EvalRun,
+    *,
+    budget_mb: float,
+    store_dir: str | Path | None = None,
+    shard_size: int,
+) -> TakenRecords:
+    """Read ``stream`` through: its records held while ``document``'s run over those read so far fits ``budget_mb``
+    MiB, else every one of them as shards in a local store (in ``store_dir`` when given, whatever the budget; else
+    a temporary directory). A bad record raises ``BadInputError`` where it is, leaving no temporary directory."""
+    encoded = stream.encoded()
+    held: list[bytes] = []
+    held_bytes = 0
+    room = budget_mb * (1 << 20)
+    if store_dir is None:
+        for data in encoded:
+            held.append(data)
+            held_bytes += len(data)
+            if run_bytes_so_far(document, len(held), held_bytes) > room:
+                break
+        else:
+            holder = TaskRecords.FromString(b"".join(map(task_records_entry, held)))
+            return TakenRecords(stream.source, stream.version, len(held), records=list(holder.records))
+    keep = store_dir is not None
+    directory = Path(store_dir) if store_dir is not None else Path(tempfile.mkdtemp(prefix="evalsi-run-"))
+    taken = TakenRecords(stream.source, "", 0, directory=directory, keep=keep)
+    try:
+        taken.manifest = await _write_shards(
+            LocalObjectStore(directory / OBJECTS_DIR), _chain(held, encoded), stream, shard_size
+        )
+    except BaseException:
+        taken.discard()
+        raise
+    taken.version, taken.count = taken.manifest.version, taken.manifest.records
+    return taken
+
+
+def _chain(first: list[bytes], rest: Iterator[bytes]) -> Iterator[bytes]:
+    """``first`` let go of as it is written, then ``rest``."""
+    first.reverse()
+    while first:
+        yield first.pop()
+    yield from rest
+
+
+async def _write_shards(
+    objects: LocalObjectStore, encoded: Iterator[bytes], stream: RecordStream, shard_size: int
+) -> DatasetManifest:
+    """Every record into shards of ``shard_size``, each stored as soon as it is full: one shard in memory."""
+    writer = ShardWriter(shard_size=shard_size)
+    shards: list[ShardRef] = []
+
+    async def put(data: bytes | None) -> None:
+        if data is not None:
+            shards.append(ShardRef(await objects.put(data), writer.flushed, len(data)))
+
+    for data in encoded:
+        await put(writer.add_encoded(data))
+    await put(writer.flush())
+    return DatasetManifest(stream.version, stream.source, stream.format, writer.records, shard_size, tuple(shards))
