@@ -81,11 +81,9 @@ class ExportHandler:
                 reasons.append(f"resource attribute {PROJECT_ATTRIBUTE} {project!r} is not a project "
                                f"({PROJECT_RULE}): {count} spans rejected")
                 continue
-            redact = None
-            if self.redactor is not None:  # before mapping, so nothing mapped from a secret keeps it
-                self.redactor.redact_resource_spans(project, resource_spans)
-                redact = self.redactor.attributes_redactor(project)
-            mapped = map_resource_spans(resource_spans, self.mappers, redact)
+            # Redacted before mapping (in the mapper), so nothing mapped from a secret keeps it.
+            redaction = self.redactor.span_redaction(project) if self.redactor is not None else None
+            mapped = map_resource_spans(resource_spans, self.mappers, redaction)
             if self.redactor is not None:
                 self.redactor.redact_spans(project, mapped.spans)
             rejected += mapped.rejected

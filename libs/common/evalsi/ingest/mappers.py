@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span, Status
 
@@ -68,8 +68,9 @@ from .messages import (
     tool_call,
 )
 
-# Rewrites decoded attributes in place (redaction before mapping); returns the keys it changed.
-Redact = Callable[[dict[str, Any]], list[str]]
+if TYPE_CHECKING:
+    from .redaction import SpanRedaction
+
 SESSION_KEYS = ("gen_ai.conversation.id", "session.id", "traceloop.association.properties.session_id")
 
 
@@ -276,17 +277,28 @@ def map_span(
 
 
 def _map_span(span: Span, resource: _Resource, scope: str, mappers: Sequence[Mapper],
-              redact: Redact | None = None) -> MappedSpan:
-    attrs = attributes_to_dict(span.attributes)
-    # The OTLP span is stored as it is beside the step: what redaction changed goes back into it (and a repeated
-    # key, of which the dict kept only the last value, is written once), and its trace state, kept nowhere else,
-    # is dropped rather than stored unscreened.
-    if redact is not None and ((changed := redact(attrs)) or len(attrs) != len(span.attributes)):
-        write_back(span, attrs, changed)
+              redaction: SpanRedaction | None = None) -> MappedSpan:
+    # The OTLP span is stored as it is beside the step, as the bytes serialized here once. Its trace state, kept
+    # nowhere else, is dropped rather than stored unscreened.
     if span.trace_state:
         span.trace_state = ""
-    for link in span.links:
-        link.trace_state = ""
+    if span.links:
+        for link in span.links:
+            link.trace_state = ""
+    attributes = span.attributes
+    attrs = attributes_to_dict(attributes)
+    otlp = span.SerializeToString()
+    # A span the redaction screen clears (most) has nothing to redact. Otherwise what redaction changed goes back
+    # into the span (and a repeated key, of which the dict kept only the last value, is written once).
+    if redaction is not None and redaction.might_change(otlp):
+        redaction.rest(span)
+        changed = redaction.attributes(attrs)
+        if changed or len(attrs) != len(attributes):
+            write_back(span, attrs, changed)
+        otlp = span.SerializeToString()
+    elif redaction is not None and len(attrs) != len(attributes):
+        write_back(span, attrs, ())
+        otlp = span.SerializeToString()
     # The hex ids once per span: the step and the MappedSpan both carry them.
     span_id, parent_id = span.span_id.hex(), span.parent_span_id.hex()
     step = _base_step(span, span_id, parent_id)
@@ -305,22 +317,11 @@ def _map_span(span: Span, resource: _Resource, scope: str, mappers: Sequence[Map
         _tool_status(step)
     ref = used.ref  # the step's evalsi.mapper attribute when read
     session = first(attrs, *SESSION_KEYS)
-    return MappedSpan(
-        trace_id=span.trace_id.hex(),
-        span_id=span_id,
-        parent_span_id=parent_id,
-        name=step.name,
-        start_ns=span.start_time_unix_nano,
-        end_ns=span.end_time_unix_nano,
-        error=step.status == STEP_STATUS_ERROR,
-        session_id=str(session) if session else resource.session_id,
-        mapper=ref,
-        service_name=resource.service_name,
-        step=step,
-        resource=resource.attributes,
-        scope=scope,
-        otlp=span,
-    )
+    # Positional: this runs for every span (MappedSpan's parameters, in order).
+    return MappedSpan(span.trace_id.hex(), span_id, parent_id, step.name, span.start_time_unix_nano,
+                      span.end_time_unix_nano, step.status == STEP_STATUS_ERROR,
+                      str(session) if session else resource.session_id, ref, resource.service_name, step,
+                      resource.attributes, scope, otlp)
 
 
 @dataclass
@@ -330,27 +331,31 @@ class MapResult:
     reasons: list[str]
 
 
+_NO_TRACE_ID, _NO_SPAN_ID = bytes(16), bytes(8)  # all zeros: invalid (OTLP)
+
+
 def valid_ids(span: Span) -> str | None:
     """Why a span cannot be stored (its ids), or None when it can."""
-    if len(span.trace_id) != 16 or not any(span.trace_id):
+    trace_id, span_id, parent_id = span.trace_id, span.span_id, span.parent_span_id
+    if len(trace_id) != 16 or trace_id == _NO_TRACE_ID:
         return "trace_id missing or not 16 bytes"
-    if len(span.span_id) != 8 or not any(span.span_id):
+    if len(span_id) != 8 or span_id == _NO_SPAN_ID:
         return "span_id missing or not 8 bytes"
-    if span.parent_span_id and len(span.parent_span_id) != 8:
+    if parent_id and len(parent_id) != 8:
         return "parent_span_id not 8 bytes"
     return None
 
 
 def map_resource_spans(resource_spans: ResourceSpans, mappers: Sequence[Mapper] = DEFAULT_MAPPERS,
-                       redact: Redact | None = None) -> MapResult:
+                       redaction: SpanRedaction | None = None) -> MapResult:
     """Map every span of one ResourceSpans; spans with unusable ids are counted as rejected, with the reason.
 
-    ``redact`` rewrites decoded attributes in place (``Redactor.attributes_redactor``): the resource's, and each
-    span's before any mapper reads them.
+    ``redaction`` (``Redactor.span_redaction``) redacts the resource's decoded attributes, and each span before any
+    mapper reads it.
     """
     resource_attributes = attributes_to_dict(resource_spans.resource.attributes)
-    if redact is not None:
-        redact(resource_attributes)
+    if redaction is not None:
+        redaction.attributes(resource_attributes)
     resource = _Resource.of(resource_attributes)
     result = MapResult([], 0, [])
     for scope_spans in resource_spans.scope_spans:
@@ -362,5 +367,5 @@ def map_resource_spans(resource_spans: ResourceSpans, mappers: Sequence[Mapper] 
                 if reason not in result.reasons:
                     result.reasons.append(reason)
                 continue
-            result.spans.append(_map_span(span, resource, scope, mappers, redact))
+            result.spans.append(_map_span(span, resource, scope, mappers, redaction))
     return result

@@ -15,10 +15,10 @@ and attributes (so content a mapper decoded from JSON is covered as well). A rul
 over attribute keys, ``fnmatch`` style) applies only to the values of matching attributes, before mapping, so
 content mapped from them is redacted too. Invalid files and regexes are refused at start, naming the rule.
 
-Before mapping, span and resource attributes are redacted as the mapper decodes them (``attributes_redactor``:
-plain strings are cheaper to screen than protobuf values; the mapper writes what changed back into the OTLP span,
-which is stored beside the step), and events, links and status messages in the request itself
-(``redact_resource_spans``); the mapper reads nothing else.
+Before mapping, each raw span is screened once as the bytes it is stored as (``SpanRedaction``); only a span the
+screen does not clear has its attributes redacted as the mapper decodes them (plain strings are cheaper to screen
+than protobuf values; the mapper writes what changed back into the OTLP span, stored beside the step) and its
+events, links and status message redacted in the span itself; the mapper reads nothing else.
 
 Most strings hold nothing to redact, so each rule first screens a text cheaply (``RedactionRule.might_change``)
 and only a text that passes is parsed as JSON and rewritten. A project's rules screen a text together first
@@ -42,11 +42,13 @@ from typing import Any
 import yaml
 from google.protobuf.message import Message
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
-from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from evalsi.errors import BadInputError
 from evalsi.projects import check_project
 from evalsi.traces.model import MappedSpan
+
+from .redaction_builtins import BUILTINS
 
 DEFAULT_REPLACEMENT = "[REDACTED]"
 ALL_PROJECTS = "*"
@@ -55,66 +57,6 @@ _RULE_KEYS = ("pattern", "builtin", "replacement", "attributes", "name")
 _STEP_IDENTITY = frozenset({"id", "parent_id", "span_id", "name", "model"})
 
 
-def _luhn(text: str) -> bool:
-    digits = [int(c) for c in text if c.isdigit()]
-    if not 13 <= len(digits) <= 19:
-        return False
-    total = 0
-    for i, digit in enumerate(reversed(digits)):
-        if i % 2:
-            digit *= 2
-            if digit > 9:
-                digit -= 9
-        total += digit
-    return total % 10 == 0
-
-
-def _cpf_valid(text: str) -> bool:
-    digits = [int(c) for c in text if c.isdigit()]
-    if len(digits) != 11 or len(set(digits)) == 1:
-        return False
-    for n in (9, 10):
-        check = sum(d * w for d, w in zip(digits[:n], range(n + 1, 1, -1), strict=True)) * 10 % 11 % 10
-        if check != digits[n]:
-            return False
-    return True
-
-
-@dataclass(frozen=True)
-class Builtin:
-    pattern: str
-    check: Callable[[str], bool] | None = None
-    description: str = ""
-    # ``pattern`` without its lookarounds: it matches wherever ``pattern`` does, in any text around it.
-    screen: str = ""
-    # Texts every match contains one of (a character, or its JSON escape).
-    literals: tuple[str, ...] = ()
-    # Every match lies inside one JSON string token: the pattern matches no quote, backslash, whitespace or JSON
-    # punctuation, and a match needs a character no JSON number or literal has. Then, in a JSON text without
-    # escapes, substituting the raw text changes exactly the strings (and keys) value-by-value redaction would.
-    json_inert: bool = False
-    # ``screen`` uses explicit ASCII classes only (no ``\d``, ``\w``, ``.``), so on UTF-8 bytes it matches where it
-    # matches the text: a serialized message can be screened without decoding it.
-    ascii_screen: bool = False
-    # ``pattern`` is one or more of these characters followed by ``screen``, which starts with a literal: a match
-    # is found by searching for the screen (fast: the engine skips to the literal) and extending it left, not by
-    # trying the pattern at every position (which costs tens of microseconds on a few kilobytes of text).
-    prefix_chars: str = ""
-
-
-BUILTINS: dict[str, Builtin] = {
-    "email": Builtin(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}", None, "e-mail addresses",
-                     # From the "@": a search for a literal is fast, and long words cost no backtracking.
-                     screen=r"@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}",
-                     literals=("@", "\\u0040"), json_inert=True, ascii_screen=True,
-                     prefix_chars="ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._%+-"),
-    "credit_card": Builtin(r"(?<!\d)(?:\d[ -]?){12,18}\d(?!\d)", _luhn,
-                           "payment card numbers (13 to 19 digits, spaces or dashes allowed, Luhn-checked)",
-                           screen=r"(?:\d[ -]?){12,18}\d"),
-    "cpf": Builtin(r"(?<!\d)\d{3}\.?\d{3}\.?\d{3}-?\d{2}(?!\d)", _cpf_valid,
-                   "Brazilian CPF numbers (formatted or not, check digits verified)",
-                   screen=r"\d{3}\.?\d{3}\.?\d{3}-?\d{2}"),
-}
 # JSON escapes other than \uXXXX decode to quotes, slashes and control characters, which no built-in matches; a
 # pattern of the user's might, so for those any backslash sends the text through the full path.
 _BUILTIN_ESCAPE = "\\u"
@@ -319,9 +261,15 @@ class _RuleSet:
         # On UTF-8 bytes (a serialized message) when every screen is ASCII-only: one regex, the alternation of each
         # rule's escape and screen (what might_change asks besides a literal); else None, and bytes are decoded.
         alternation = _alternation(self.rules)
-        self.might_change_bytes: Callable[[bytes], object] | None = (
-            re.compile(alternation.encode()).search
-            if alternation is not None and all(rule.ascii_screen for rule in self.rules) else None)
+        self.might_change_bytes: Callable[[bytes], object] | None = None
+        if alternation is not None and all(rule.ascii_screen for rule in self.rules):
+            search = re.compile(alternation.encode()).search
+            self.might_change_bytes = search
+            if all(rule.literals for rule in self.rules):
+                # A rule changes nothing in a text without one of its literals (might_change): a byte search for
+                # them (memchr fast) clears most messages before the regex, which tries every position.
+                literals = tuple({literal.encode(): None for rule in self.rules for literal in rule.literals})
+                self.might_change_bytes = lambda data: any(map(data.__contains__, literals)) and search(data)
 
     def for_key(self, key: str) -> _RuleSet | None:
         """The rules that apply to attribute ``key``; None when none does."""
@@ -419,28 +367,10 @@ class Redactor:
 
     # --- before mapping: decoded attributes, and the rest of the OTLP request ------------------------------
 
-    def attributes_redactor(self, project: str) -> Callable[[dict[str, Any]], list[str]] | None:
-        """What redacts decoded span and resource attributes (``attributes_to_dict``) in place, returning the keys
-        it changed; None without rules. The mapper calls it on each span's attributes before it reads them."""
-        rules = self._rule_sets(project)[0]
-        if not rules.rules:
-            return None
-        return lambda attrs: _redact_attributes(attrs, rules)
-
-    def redact_resource_spans(self, project: str, resource_spans: ResourceSpans) -> None:
-        """Redact what the mapper reads from one resource's raw spans other than their attributes (which
-        ``attributes_redactor`` covers), in place: event and link attributes, and status messages."""
+    def span_redaction(self, project: str) -> SpanRedaction | None:
+        """What redacts one project's raw spans and resource attributes before mapping; None without rules."""
         rules, everywhere = self._rule_sets(project)
-        if not rules.rules:
-            return
-        for scope_spans in resource_spans.scope_spans:
-            for span in scope_spans.spans:
-                for event in span.events:
-                    _redact_kvs(event.attributes, rules)
-                for link in span.links:
-                    _redact_kvs(link.attributes, rules)
-                if span.status.message and everywhere.rules:
-                    span.status.message = _apply(everywhere.rules, span.status.message)
+        return SpanRedaction(rules, everywhere) if rules.rules else None
 
     # --- after mapping: the steps -----------------------------------------------------------------------
 
@@ -457,6 +387,40 @@ class Redactor:
             if (screen_bytes(data) if screen_bytes is not None
                     else everywhere.might_change(data.decode("utf-8", "surrogateescape"))):
                 _redact_message(span.step, everywhere, skip=_STEP_IDENTITY)
+
+
+class SpanRedaction:
+    """One project's rules on raw OTLP spans, before mapping. The mapper serializes each span once (its stored
+    bytes): a span whose bytes the rules' screen clears, most spans, holds nothing to redact, and is neither
+    screened value by value nor serialized again. The others have their decoded attributes redacted
+    (``attributes``: the mapper writes what changed back into the span) and their events, links and status
+    message (``rest``); the mapper reads nothing else of a span."""
+
+    __slots__ = ("_everywhere", "_rules", "_screen_bytes")
+
+    def __init__(self, rules: _RuleSet, everywhere: _RuleSet) -> None:
+        self._rules, self._everywhere = rules, everywhere
+        self._screen_bytes = rules.might_change_bytes
+
+    def might_change(self, data: bytes) -> bool:
+        """False only when no rule changes any string of the serialized span ``data`` (the screen is sound on a
+        text containing the strings, see ``RedactionRule.might_change``)."""
+        if self._screen_bytes is not None:
+            return bool(self._screen_bytes(data))
+        return self._rules.might_change(data.decode("utf-8", "surrogateescape"))
+
+    def attributes(self, attrs: dict[str, Any]) -> list[str]:
+        """Decoded attributes (``attributes_to_dict``) redacted in place; returns the keys whose values changed."""
+        return _redact_attributes(attrs, self._rules)
+
+    def rest(self, span: Span) -> None:
+        """The span's event and link attributes and its status message, in place."""
+        for event in span.events:
+            _redact_kvs(event.attributes, self._rules)
+        for link in span.links:
+            _redact_kvs(link.attributes, self._rules)
+        if span.status.message and self._everywhere.rules:
+            span.status.message = _apply(self._everywhere.rules, span.status.message)
 
 
 def _apply(rules: Iterable[RedactionRule], text: str) -> str:
@@ -594,4 +558,4 @@ def _redact_message(message: Message, rules: _RuleSet, skip: frozenset[str] = fr
             setattr(message, descriptor.name, _redact_text(rules, value))
 
 
-__all__ = ["BUILTINS", "DEFAULT_REPLACEMENT", "RedactionRule", "Redactor", "parse_rule"]
+__all__ = ["BUILTINS", "DEFAULT_REPLACEMENT", "RedactionRule", "Redactor", "SpanRedaction", "parse_rule"]

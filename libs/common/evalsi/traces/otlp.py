@@ -59,12 +59,12 @@ def attributes_to_dict(attributes: Iterable[KeyValue]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for kv in attributes:
         value = kv.value
-        text = value.string_value
-        if text or value.WhichOneof("value") == "string_value":
-            out[kv.key] = text
-        else:
-            out[kv.key] = any_value_to_python(value)
+        out[kv.key] = value.string_value or _not_a_nonempty_string(value)
     return out
+
+
+def _not_a_nonempty_string(value: AnyValue) -> Any:
+    return "" if value.WhichOneof("value") == "string_value" else any_value_to_python(value)
 
 
 def python_to_any_value(obj: Any) -> AnyValue:
