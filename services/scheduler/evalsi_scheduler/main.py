@@ -9,12 +9,14 @@ else (or one that fails again) is kept in the dead-letter stream, counted and lo
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import logging
 import os
 import socket
 import sys
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import partial
 
 import nats.errors
@@ -54,7 +56,7 @@ from evalsi.datasets.run_records import StoredRunRecords
 from evalsi.errors import InfraError
 from evalsi.evaluators import Registry
 from evalsi.projects import DEFAULT_PROJECT
-from evalsi.runs.driver import RunDriver, run_periodically
+from evalsi.runs.driver import RunDriver
 from evalsi.runs.flags import RunFlags
 from evalsi.runs.tasks import run_traceparent
 from evalsi.service.kit import parse_flags, run_service, serve_health
@@ -131,6 +133,20 @@ class _Bus:
             raise InfraError(f"setting run flag {run_id}={flag}: {type(e).__name__}: {e}") from e
 
 
+async def run_periodically(every_s: float, job: Callable[[], Awaitable[None]], stop: asyncio.Event) -> None:
+    """Run ``job`` every ``every_s`` seconds until ``stop`` is set; a failing pass is logged, not fatal."""
+    while not stop.is_set():
+        started = time.monotonic()
+        try:
+            await job()
+        except (InfraError, TimeoutError, OSError) as exc:  # a store is down: a line each time, not a traceback
+            log.warning("periodic job failed: %s: %s", type(exc).__name__, exc)
+        except Exception:
+            log.exception("periodic job failed")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=max(0.0, every_s - (time.monotonic() - started)))
+
+
 async def assemble(args: argparse.Namespace, life: Lifecycle) -> None:
     """The scheduler's parts in start order; the lifecycle stops them in reverse (consumers before the stores)."""
     await serve_health(life, args.metrics_port)
@@ -153,6 +169,7 @@ async def assemble(args: argparse.Namespace, life: Lifecycle) -> None:
         lease_ttl_s=args.lease_ttl,
         # Results folded here wake a run's driver; the tick renews its lease and catches what another replica folded.
         tick_s=min(2.0, args.lease_ttl / 6),
+        pass_every_s=0.25,  # progress four times a second at most; a run's end is seen within it
     )
     life.on_stop("scheduler", scheduler.stop)
 

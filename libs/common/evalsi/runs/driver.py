@@ -10,10 +10,9 @@ receives them (every write is an idempotent upsert or compare-and-set), so only 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -121,6 +120,10 @@ class RunDriver:
     # The longest a driver waits between looks at its run: results folded here wake it at once; this bounds how
     # late it sees results folded by another replica, a cancel, a budget's clock, and it renews the lease.
     tick_s: float = 0.5
+    # The shortest time between two looks at a run while results keep waking its driver. Each look is some ten
+    # store and bus round trips (lease, run, task counts, progress, event); a woken look per result message cost
+    # the scheduler and Postgres more than the progress it shows is worth. 0: a look per wake (in-process runs).
+    pass_every_s: float = 0.0
     shard_size: int = DEFAULT_SHARD_SIZE  # records per shard; an in-process run may choose its own
     news: RunNews = field(default_factory=RunNews)
     _drivers: dict[str, asyncio.Task[None]] = field(default_factory=dict)
@@ -291,8 +294,12 @@ class RunDriver:
         last_progress = None
         last_partial = time.monotonic()
         partial_every_s = PARTIAL_SUMMARY_EVERY_S
+        last_pass = time.monotonic()
         while True:
             await self.news.wait(run_id, self.tick_s)
+            if self.pass_every_s:  # what arrives meanwhile is seen by this look
+                await asyncio.sleep(max(0.0, last_pass + self.pass_every_s - time.monotonic()))
+            last_pass = time.monotonic()
             try:
                 if not await self.store.acquire_lease(f"run:{run_id}", self.owner, self.lease_ttl_s):
                     log.warning("lost the run's lease; another scheduler drives it now", extra={"run_id": run_id})
@@ -583,16 +590,3 @@ class RunDriver:
 def _usage(result: TaskResult) -> tuple[int, int, float]:
     return result.usage.input_tokens, result.usage.output_tokens, result.usage.cost_usd
 
-
-async def run_periodically(every_s: float, job: Callable[[], Awaitable[None]], stop: asyncio.Event) -> None:
-    """Run ``job`` every ``every_s`` seconds until ``stop`` is set; a failing pass is logged, not fatal."""
-    while not stop.is_set():
-        started = time.monotonic()
-        try:
-            await job()
-        except _OUTAGES as exc:  # expected while a store is down: one line, not a traceback a second
-            log.warning("periodic job failed: %s: %s", type(exc).__name__, exc)
-        except Exception:
-            log.exception("periodic job failed")
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), timeout=max(0.0, every_s - (time.monotonic() - started)))

@@ -220,12 +220,14 @@ class SqlMetadataStore(SqlDocuments):
         # The last of several results with one key wins, as it would across calls; Postgres also refuses
         # to touch one row twice in a single INSERT ... ON CONFLICT.
         rows: dict[tuple[str, str, int], tuple[str, str, int, int, bytes]] = {}
-        for r in results:
-            key = (r.evaluator, r.record_id, r.trial)
+        final = _FINAL
+        for r in results:  # a million results a run: each field is read once
+            evaluator, record_id, trial, outcome = r.evaluator, r.record_id, r.trial, r.outcome
+            key = (evaluator, record_id, trial)
             kept = rows.get(key)
-            if kept is not None and kept[3] in _FINAL and r.outcome not in _FINAL:
+            if kept is not None and kept[3] in final and outcome not in final:
                 continue  # the same rule as the upsert below
-            rows[key] = (r.evaluator, r.record_id, r.trial, int(r.outcome), r.SerializeToString())
+            rows[key] = (evaluator, record_id, trial, outcome, r.SerializeToString())
         async with self._db.transaction() as c:
             await c.insert_many(
                 "results",

@@ -271,9 +271,7 @@ class PostgresConn:
         try:
             with self._errors():
                 async with self._conn.transaction():  # nested in the caller's: a savepoint
-                    await self._conn.copy_records_to_table(
-                        table, records=[fixed + tuple(row) for row in rows] if fixed else rows, columns=names
-                    )
+                    await self._conn.copy_records_to_table(table, records=_with_constants(fixed, rows), columns=names)
         except InfraError as exc:
             if isinstance(exc.__cause__, asyncpg.UniqueViolationError):
                 return None
@@ -300,11 +298,17 @@ class PostgresConn:
                     f"({', '.join(f'{n} {_PG_TYPES[t]}' for n, t in typed)}) ON COMMIT DELETE ROWS"
                 )
             self._staged.add(stage)
-            await self._conn.copy_records_to_table(
-                stage, records=[fixed + tuple(row) for row in rows] if fixed else rows, columns=[c[0] for c in typed]
-            )
+            await self._conn.copy_records_to_table(stage, records=_with_constants(fixed, rows),
+                                                   columns=[c[0] for c in typed])
             moved = await self._conn.execute(f"INSERT INTO {table} ({names}) SELECT {names} FROM {stage} {tail}")
         return _rowcount(moved)
+
+
+def _with_constants(fixed: tuple[Any, ...], rows: list[Sequence[Any]]) -> Sequence[Sequence[Any]]:
+    """Each row after the values every row shares (tuples are joined as they are: no copy of each row first)."""
+    if not fixed:
+        return rows
+    return [fixed + row if type(row) is tuple else fixed + tuple(row) for row in rows]
 
 
 def _only_conflicts(tail: str) -> bool:
