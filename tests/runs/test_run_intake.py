@@ -17,7 +17,7 @@ from evalsi.datasets import load_dataset, records_from_rows, stream_dataset, str
 from evalsi.datasets.shards import read_shard
 from evalsi.errors import BadInputError
 from evalsi.runs.intake import OBJECTS_DIR, take_records
-from evalsi.runs.memory_budget import RECORD_OVERHEAD, RESULT_BYTES, run_bytes_so_far
+from evalsi.runs.memory_budget import RECORD_OVERHEAD, RESULT_BYTES, RecordCost
 from evalsi.stores.objects import LocalObjectStore
 from evalsi.v1alpha1.run_pb2 import EvalRun
 
@@ -38,8 +38,9 @@ def _document(evaluators: int = 1) -> EvalRun:
 def _budget_for(records: int, document: EvalRun) -> float:
     """A budget (MiB) that the first ``records`` of ROWS fit and one more does not."""
     sizes = [len(data) for data in stream_rows(ROWS).encoded()]
-    within = run_bytes_so_far(document, records, sum(sizes[:records]))
-    beyond = run_bytes_so_far(document, records + 1, sum(sizes[: records + 1]))
+    cost = RecordCost.of(document)
+    within = cost.run_bytes(records, sum(sizes[:records]))
+    beyond = cost.run_bytes(records + 1, sum(sizes[: records + 1]))
     return (within + beyond) / 2 / (1 << 20)
 
 
@@ -52,7 +53,12 @@ def comparable(results: Any) -> dict[str, Any]:
 
 
 def test_the_run_bytes_count_results_and_the_records_built() -> None:
-    assert run_bytes_so_far(_document(2), 10, 1000) == 10 * 2 * RESULT_BYTES + RECORD_OVERHEAD * 1000
+    assert RecordCost.of(_document(2)).run_bytes(10, 1000) == 10 * 2 * RESULT_BYTES + RECORD_OVERHEAD * 1000
+    generating = _document(1)
+    generating.spec.target.model.model = "m"
+    generating.spec.trials = 3
+    # each record's 3 trials' results, the record and its 3 generated copies
+    assert RecordCost.of(generating).run_bytes(10, 1000) == 10 * 3 * RESULT_BYTES + RECORD_OVERHEAD * 1000 * 4
 
 
 async def test_records_within_the_budget_are_held_as_records_from_rows_makes_them() -> None:

@@ -2,7 +2,7 @@
 budget, else streamed as shards into a local store, never all held as messages.
 
 The budget is checked on the records as they arrive, by their count and their encoded size (``runs.memory_budget``,
-``run_bytes_so_far``), not from an estimate made once every record is built: a run found over it at its n-th record
+``RecordCost``), not from an estimate made once every record is built: a run found over it at its n-th record
 writes the n records read so far and every later one into content-addressed shards in the local store's object
 directory, cut as the run's plan cuts them (``datasets.shards``, as the api's CreateRun stores a dataset), and
 parses none of them. The run then reads them back a shard at a time (``runs.local``, ``datasets.run_records``).
@@ -20,7 +20,7 @@ from evalsi.bus.v1alpha1.bus_pb2 import TaskRecords
 from evalsi.datasets import RecordStream
 from evalsi.datasets.shards import DatasetManifest, ShardRef, ShardWriter
 from evalsi.datasets.wire import task_records_entry
-from evalsi.runs.memory_budget import run_bytes_so_far
+from evalsi.runs.memory_budget import RecordCost
 from evalsi.stores.objects import LocalObjectStore
 from evalsi.v1alpha1.record_pb2 import Record
 from evalsi.v1alpha1.run_pb2 import EvalRun
@@ -63,13 +63,15 @@ async def take_records(
     a temporary directory). A bad record raises ``BadInputError`` where it is, leaving no temporary directory."""
     encoded = stream.encoded()
     held: list[bytes] = []
-    held_bytes = 0
-    room = budget_mb * (1 << 20)
     if store_dir is None:
+        cost = RecordCost.of(document)
+        per_record, factor = cost.result_bytes, cost.record_factor
+        room = budget_mb * (1 << 20)
+        used = 0  # cost.run_bytes(len(held), the bytes held), summed as they come
         for data in encoded:
             held.append(data)
-            held_bytes += len(data)
-            if run_bytes_so_far(document, len(held), held_bytes) > room:
+            used += per_record + factor * len(data)
+            if used > room:
                 break
         else:
             holder = TaskRecords.FromString(b"".join(map(task_records_entry, held)))

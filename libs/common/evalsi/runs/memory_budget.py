@@ -5,13 +5,14 @@ The estimate counts what a run adds beyond the records the caller already holds:
 evaluation (kept by the store, then copied into the returned document) and, when a target generates outputs, a copy
 of each record per trial with its output. It is an estimate from sizes, never a measurement, so it is cheap to make
 before anything runs. Records read from a stream (a file, rows: ``runs.intake``) are checked as they arrive
-(``run_bytes_so_far``), counting the messages the run would build of them as well.
+(``RecordCost``), counting the messages the run would build of them as well.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from evalsi.errors import BadInputError
 from evalsi.runs.spec import target_kind, trials_of
@@ -63,14 +64,23 @@ def estimated_run_bytes(document: EvalRun, records: Sequence[Record]) -> int:
     return estimate
 
 
-def run_bytes_so_far(document: EvalRun, records: int, encoded_bytes: int) -> int:
-    """What a run of ``document`` over the first ``records`` records of a stream (``encoded_bytes`` serialized) adds
-    to this process in memory: their results, and the records themselves, which the run builds as messages
-    (``runs.intake`` checks it as records arrive)."""
-    trials = trials_of(document)
-    evaluations = records * trials * max(len(document.spec.evaluators), 1)
-    copies = trials if target_kind(document) != "outputs" else 0  # a generated copy of each record per trial
-    return evaluations * RESULT_BYTES + RECORD_OVERHEAD * encoded_bytes * (1 + copies)
+@dataclass(frozen=True)
+class RecordCost:
+    """What each record of a stream adds to a run of ``document`` in memory: its results, and the messages the run
+    builds of it (``runs.intake`` checks the total as records arrive, so it is worked out once, not per record)."""
+
+    result_bytes: int  # a record's results
+    record_factor: int  # times the record's serialized size: the record as a message, and its generated copies
+
+    @classmethod
+    def of(cls, document: EvalRun) -> RecordCost:
+        trials = trials_of(document)
+        copies = trials if target_kind(document) != "outputs" else 0  # a generated copy of each record per trial
+        return cls(trials * max(len(document.spec.evaluators), 1) * RESULT_BYTES, RECORD_OVERHEAD * (1 + copies))
+
+    def run_bytes(self, records: int, encoded_bytes: int) -> int:
+        """The run over ``records`` records of ``encoded_bytes`` serialized, in memory."""
+        return records * self.result_bytes + self.record_factor * encoded_bytes
 
 
 def exceeds_memory_budget(document: EvalRun, records: Sequence[Record], budget_mb: float) -> bool:
