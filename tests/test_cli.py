@@ -151,7 +151,8 @@ def test_save_then_compare_reports_a_paired_verdict(tmp_path: Path) -> None:
     metrics = {m["metric"]: m for m in json.loads(out)["metrics"]}
     exact = metrics["exact-match"]
     assert exact["nPairs"] == "30" and exact["diff"] == pytest.approx(6 / 30)
-    assert exact["test"] == "mcnemar-exact" and exact["verdict"] == "better"
+    assert exact["test"] == "mcnemar" and exact["verdict"] == "better"
+    assert exact["pValueAdjusted"] >= exact["pValue"] and json.loads(out)["adjust"] == "holm"
     assert metrics["latency.seconds"]["verdict"] == "no significant difference"
     code, out, _ = run("compare", str(before), str(after))
     assert code == 0 and "better" in out

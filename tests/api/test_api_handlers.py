@@ -393,6 +393,7 @@ async def test_compare_runs_pairs_the_stored_results(api: Api) -> None:
     [metric] = comparison.metrics
     assert (comparison.run_a, comparison.run_b) == ("run-a", "run-b")
     assert metric.n_pairs == 30 and metric.diff == pytest.approx(1.0) and metric.verdict == "better"
+    assert comparison.adjust == "holm" and metric.test == "mcnemar" and metric.p_value_adjusted == metric.p_value
     assert (await api.store.get_run("default", "run-a")).results == []  # the stored run is untouched
 
 
@@ -404,6 +405,8 @@ async def test_compare_runs_explains_what_is_missing(api: Api) -> None:
         await api.runs.compare_runs(CompareRunsRequest(run_a="run-a", run_b="run-a"), ctx())
     with pytest.raises(BadInputError, match=r"confidence: 1\.5 must be between 0 and 1"):
         await api.runs.compare_runs(CompareRunsRequest(run_a="run-a", run_b="run-a", confidence=1.5), ctx())
+    with pytest.raises(BadInputError, match=r"adjust: 'bonferroni' is not one of holm, bh, none"):
+        await api.runs.compare_runs(CompareRunsRequest(run_a="run-a", run_b="run-a", adjust="bonferroni"), ctx())
 
 
 # --- WatchRun ---

@@ -9,7 +9,7 @@ from scipy import stats
 from statsmodels.stats.contingency_tables import mcnemar as sm_mcnemar
 from statsmodels.stats.power import TTestPower
 
-from evalsi.stats import Comparison, mcnemar, minimum_detectable_effect, paired_difference
+from evalsi.stats import Comparison, mcnemar, minimum_detectable_effect, paired_difference, tango_interval
 
 
 def _pairs_from_table(both: int, a_only: int, b_only: int, neither: int) -> tuple[np.ndarray, np.ndarray]:
@@ -39,7 +39,7 @@ def test_paired_difference_matches_scipy(level: float) -> None:
     assert result.mde == pytest.approx(expected_mde, rel=1e-5)
     assert result.mde == pytest.approx(minimum_detectable_effect(np.std(d, ddof=1), 120, 1 - level), rel=1e-9)
     assert result.method == "t" and result.level == level and result.mcnemar is None
-    assert result.verdict == "better"
+    assert result.test == "paired-t" and result.verdict == "better"
 
 
 def test_clustered_difference_matches_statsmodels() -> None:
@@ -56,7 +56,7 @@ def test_clustered_difference_matches_statsmodels() -> None:
     result = paired_difference(a, b, clusters=records, level=0.95)
     assert (result.ci_low, result.ci_high) == pytest.approx(tuple(fit.conf_int(0.05)[0]), rel=1e-9)
     assert result.p_value == pytest.approx(fit.pvalues[0], rel=1e-9)
-    assert result.method == "cluster-t"
+    assert result.method == "cluster-t" and result.test == "cluster-paired-t"
     # McNemar assumes independent pairs, which trials of one record are not.
     assert result.mcnemar is None
     se = fit.bse[0]
@@ -86,12 +86,15 @@ def test_verdicts_and_higher_is_better() -> None:
     assert paired_difference(a, noise, higher_is_better=False).verdict == "no significant difference"
 
 
-def test_pass_fail_pairs_get_mcnemar() -> None:
+def test_pass_fail_pairs_get_mcnemar_with_tangos_interval() -> None:
     a, b = _pairs_from_table(both=50, a_only=4, b_only=15, neither=31)
     result = paired_difference(a, b)
     assert result.mcnemar == mcnemar(a, b)
-    assert result.mcnemar is not None and result.mcnemar.exact
+    assert result.test == "mcnemar" and result.method == "tango"
+    assert result.p_value == result.mcnemar.p_value
+    assert (result.ci_low, result.ci_high) == tango_interval(4, 15, 100, 0.95)
     assert result.diff == pytest.approx(0.11, rel=1e-12)
+    assert result.verdict == "better"
 
 
 def test_numeric_scores_get_no_mcnemar() -> None:
@@ -124,9 +127,17 @@ def test_identical_runs_have_zero_width_interval() -> None:
 
 
 def test_constant_nonzero_difference_is_decisive() -> None:
-    result = paired_difference([0.0, 0.0, 0.0], [1.0, 1.0, 1.0])
-    assert (result.ci_low, result.ci_high, result.p_value) == (1.0, 1.0, 0.0)
+    result = paired_difference([0.0, 0.0, 0.0], [0.5, 0.5, 0.5])
+    assert (result.ci_low, result.ci_high, result.p_value) == (0.5, 0.5, 0.0)
     assert result.verdict == "better"
+
+
+def test_three_pass_fail_flips_are_not_decisive() -> None:
+    # All three records flipped from fail to pass: McNemar's p is 0.083 and Tango's interval reaches below zero.
+    result = paired_difference([0.0, 0.0, 0.0], [1.0, 1.0, 1.0])
+    assert result.test == "mcnemar" and result.p_value == pytest.approx(0.0832645, rel=1e-6)
+    assert result.ci_low is not None and result.ci_low < 0.0 and result.ci_high == 1.0
+    assert result.verdict == "no significant difference"
 
 
 def test_power_is_validated_even_without_enough_data() -> None:
@@ -149,7 +160,7 @@ def test_comparison_to_dict_nests_mcnemar() -> None:
     assert as_dict["mcnemar"] == result.mcnemar.to_dict()
     assert set(as_dict) == {
         "n_pairs", "mean_a", "mean_b", "diff", "ci_low", "ci_high", "p_value",
-        "mcnemar", "mde", "verdict", "level", "method",
+        "mcnemar", "mde", "verdict", "level", "method", "test",
     }  # fmt: skip
 
 
@@ -158,19 +169,22 @@ def test_comparison_to_dict_nests_mcnemar() -> None:
 
 @pytest.mark.parametrize(
     ("a_only", "b_only"),
-    [(0, 0), (0, 1), (3, 3), (2, 9), (12, 12), (10, 14), (0, 24), (10, 15), (12, 13), (30, 45), (100, 60)],
+    [(0, 1), (3, 3), (2, 9), (12, 12), (10, 14), (0, 24), (10, 15), (12, 13), (30, 45), (100, 60)],
 )
 def test_mcnemar_matches_statsmodels(a_only: int, b_only: int) -> None:
     both, neither = 17, 23
     a, b = _pairs_from_table(both, a_only, b_only, neither)
-    exact = a_only + b_only < 25
-    expected = sm_mcnemar([[both, a_only], [b_only, neither]], exact=exact, correction=True)
+    expected = sm_mcnemar([[both, a_only], [b_only, neither]], exact=False, correction=False)
     result = mcnemar(a, b)
-    assert result.exact is exact
     assert (result.a_only, result.b_only) == (a_only, b_only)
     assert result.statistic == pytest.approx(float(expected.statistic), rel=1e-12)
     assert result.p_value == pytest.approx(float(expected.pvalue), rel=1e-12)
-    assert 0.0 <= result.p_value <= 1.0
+
+
+def test_mcnemar_without_discordant_pairs_finds_no_difference() -> None:
+    a, b = _pairs_from_table(both=10, a_only=0, b_only=0, neither=5)
+    result = mcnemar(a, b)
+    assert (result.statistic, result.p_value) == (0.0, 1.0)
 
 
 def test_mcnemar_accepts_zero_one_and_rejects_other_values() -> None:

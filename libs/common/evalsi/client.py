@@ -22,7 +22,7 @@ from google.protobuf.message import Message
 
 from evalsi.errors import BadInputError, InfraError
 from evalsi.projects import PROJECT_HEADER, PROJECT_LABEL, check_project
-from evalsi.stats.defaults import DEFAULT_CONFIDENCE
+from evalsi.stats.defaults import DEFAULT_ADJUSTMENT, DEFAULT_CONFIDENCE
 from evalsi.v1alpha1 import (
     catalog_service_pb2,
     evaluation_service_pb2,
@@ -401,8 +401,10 @@ class Runs:
             if not token:
                 return
 
-    def compare(self, run_a: str, run_b: str, *, confidence: float = DEFAULT_CONFIDENCE) -> Comparison:
-        request = CompareRunsRequest(run_a=run_a, run_b=run_b, confidence=confidence)
+    def compare(self, run_a: str, run_b: str, *, confidence: float = DEFAULT_CONFIDENCE,
+                adjust: str = DEFAULT_ADJUSTMENT) -> Comparison:
+        """B against A per metric; p-values adjusted across the metrics by ``adjust`` (holm, bh or none)."""
+        request = CompareRunsRequest(run_a=run_a, run_b=run_b, confidence=confidence, adjust=adjust)
         return self._t.unary("RunService", "CompareRuns", request, Comparison)
 
 

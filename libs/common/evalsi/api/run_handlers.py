@@ -47,7 +47,7 @@ from evalsi.datasets.run_records import DATASET_LABEL
 from evalsi.errors import BadInputError, InfraError
 from evalsi.projects import PROJECT_LABEL
 from evalsi.runs.compare import compare_runs
-from evalsi.stats.defaults import DEFAULT_CONFIDENCE
+from evalsi.stats.defaults import ADJUSTMENTS, DEFAULT_ADJUSTMENT, DEFAULT_CONFIDENCE
 from evalsi.stores import MetadataStore, ObjectStore
 from evalsi.v1alpha1.run_pb2 import (
     RUN_STATE_FAILED,
@@ -302,6 +302,9 @@ class RunHandlers:
         confidence = request.confidence or DEFAULT_CONFIDENCE
         if not 0 < confidence < 1:
             raise BadInputError(f"confidence: {request.confidence} must be between 0 and 1, such as 0.95")
+        adjust = request.adjust or DEFAULT_ADJUSTMENT
+        if adjust not in ADJUSTMENTS:
+            raise BadInputError(f"adjust: {request.adjust!r} is not one of {', '.join(ADJUSTMENTS)}")
         fields = ("run_a", "run_b")
         runs = [await self._get(ctx.project, getattr(request, field), field=field) for field in fields]
         for field, run in zip(fields, runs, strict=True):
@@ -316,7 +319,7 @@ class RunHandlers:
             ):
                 run.results.extend(batch)
         # Numeric work on possibly large runs: off the event loop.
-        return await asyncio.to_thread(compare_runs, runs[0], runs[1], confidence=confidence)
+        return await asyncio.to_thread(compare_runs, runs[0], runs[1], confidence=confidence, adjust=adjust)
 
     async def _get(self, project: str, run_id: str, *, field: str = "id") -> Run:
         required(run_id, field, "a run id")

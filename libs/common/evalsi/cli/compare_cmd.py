@@ -12,7 +12,7 @@ from google.protobuf import json_format
 from evalsi.cli._common import EXIT_GATE_FAILED, check_project_flag, handle_errors
 from evalsi.client import Client
 from evalsi.runs.results import EvaluationResults, _fmt
-from evalsi.stats.defaults import DEFAULT_CONFIDENCE
+from evalsi.stats.defaults import ADJUSTMENTS, DEFAULT_ADJUSTMENT, DEFAULT_CONFIDENCE
 
 if TYPE_CHECKING:
     from evalsi.v1alpha1.run_pb2 import Comparison
@@ -26,6 +26,15 @@ if TYPE_CHECKING:
     default=DEFAULT_CONFIDENCE,
     show_default=True,
     type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    help="Level of the intervals; a metric is significant when its adjusted p is below 1 − this.",
+)
+@click.option(
+    "--adjust",
+    type=click.Choice(ADJUSTMENTS),
+    default=DEFAULT_ADJUSTMENT,
+    show_default=True,
+    help="Adjust the p-values across the metrics compared: holm (family-wise error), bh (false discovery rate) "
+    "or none. The verdicts and the exit code read the adjusted p.",
 )
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "md"]), default="table", show_default=True)
 @click.option(
@@ -36,26 +45,37 @@ if TYPE_CHECKING:
 )
 @click.option("--project", default=None, envvar="EVALSI_PROJECT", callback=check_project_flag)
 @handle_errors
-def compare_command(a: str, b: str, confidence: float, fmt: str, server: str | None, project: str | None) -> None:
+def compare_command(a: str, b: str, confidence: float, adjust: str, fmt: str, server: str | None,
+                    project: str | None) -> None:
     """Compare result B with result A, record by record: two saved results (`evalsi eval --output`), or
     two runs on a server with --server.
 
-    For each metric both share: the mean difference B − A with its interval (paired t, cluster-robust over
-    trials), McNemar's test for pass/fail metrics, the minimum detectable effect at this size, and a
-    verdict — better or worse only when the interval excludes zero. Exits 3 when a metric got worse.
+    For each metric both share, one test gives the p-value, the interval and the verdict: McNemar's test with
+    Tango's interval for pass/fail metrics, the paired t test for numbers, their cluster-robust form over
+    trials. The p-values are adjusted across the metrics (Holm by default), and a metric is better or worse
+    only when its adjusted p is below 1 − confidence. Also shown: the minimum detectable effect of that test at
+    this size. Exits 3 when a metric got worse.
+
+    \b
+    Examples:
+      evalsi compare baseline.json candidate.json
+      evalsi compare baseline.json candidate.json --adjust bh --format md
+      evalsi compare RUN_A RUN_B --server http://127.0.0.1:8080
     """
     if server:
 
         with Client(server, project=project) as client:
-            comparison = client.runs.compare(a, b, confidence=confidence)
+            comparison = client.runs.compare(a, b, confidence=confidence, adjust=adjust)
     else:
         from evalsi.runs.compare import compare_runs  # numpy and scipy: only when comparing
 
-        comparison = compare_runs(EvaluationResults.load(a).run, EvaluationResults.load(b).run, confidence=confidence)
+        run_a, run_b = EvaluationResults.load(a).run, EvaluationResults.load(b).run
+        comparison = compare_runs(run_a, run_b, confidence=confidence, adjust=adjust)
     _render(comparison, fmt, a, b, confidence)
     worse = [m.metric for m in comparison.metrics if m.verdict == "worse"]
     if worse:
-        click.echo(f"regression: {', '.join(worse)} got worse (the interval excludes no change)", err=True)
+        how = "" if comparison.adjust == "none" else f", p adjusted by {comparison.adjust}"
+        click.echo(f"regression: {', '.join(worse)} got worse (significant at {1 - confidence:.2g}{how})", err=True)
         sys.exit(EXIT_GATE_FAILED)
 
 
@@ -65,11 +85,13 @@ def _render(comparison: Comparison, fmt: str, a: str, b: str, confidence: float)
     if fmt == "json":
         click.echo(json_format.MessageToJson(comparison))
         return
-    headers = ["metric", "pairs", "A", "B", "B − A", f"{confidence:.0%} CI", "p", "MDE", "verdict"]
+    adjusted = comparison.adjust not in ("", "none")
+    headers = ["metric", "pairs", "A", "B", "B − A", f"{confidence:.0%} CI", "test", "p",
+               *([f"p ({comparison.adjust})"] if adjusted else []), "MDE", "verdict"]
     rows = []
     for m in comparison.metrics:
         ci = f"[{_fmt(m.ci.low)}, {_fmt(m.ci.high)}]" if m.ci.HasField("low") else "—"
-        p = _fmt(m.p_value) + f" ({m.test})" if m.HasField("p_value") else "—"
+        p_adjusted = [_fmt(m.p_value_adjusted if m.HasField("p_value_adjusted") else None)] if adjusted else []
         rows.append(
             [
                 m.metric,
@@ -78,7 +100,9 @@ def _render(comparison: Comparison, fmt: str, a: str, b: str, confidence: float)
                 _fmt(m.mean_b if m.HasField("mean_b") else None),
                 _fmt(m.diff if m.HasField("diff") else None),
                 ci,
-                p,
+                m.test or "—",
+                _fmt(m.p_value if m.HasField("p_value") else None),
+                *p_adjusted,
                 _fmt(m.mde if m.HasField("mde") else None),
                 m.verdict,
             ]

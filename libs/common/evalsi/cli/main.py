@@ -30,6 +30,12 @@ COMMANDS = {
     "policies": LazyCommand(
         "evalsi.cli.policies_cmd:policies", "Online policies on a server: apply, list, get, stats, delete."
     ),
+    "power": LazyCommand(
+        "evalsi.cli.power_cmd:power_command",
+        "How many records a comparison needs to detect a difference of --diff, per metric, for the test `evalsi "
+        "compare` uses on it (McNemar's for pass/fail, the paired t for numbers), and the minimum detectable "
+        "effect at the size a result already has.",
+    ),
     "run": LazyCommand(
         "evalsi.cli.run_cmd:run_command",
         "Run a target over a dataset and grade it (Run): embedded, or on a server with --server.",

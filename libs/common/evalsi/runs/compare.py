@@ -1,4 +1,6 @@
-"""Paired comparison of two result sets: per metric, B against A on the records both scored."""
+"""Paired comparison of two result sets: per metric, B against A on the records both scored, with the p-values
+adjusted across the metrics compared (Holm by default) so that comparing many metrics does not multiply the
+chance of a false "worse"."""
 
 from __future__ import annotations
 
@@ -8,7 +10,8 @@ from collections.abc import Mapping
 import numpy as np
 
 from evalsi import stats
-from evalsi.stats.defaults import DEFAULT_CONFIDENCE
+from evalsi.stats.defaults import DEFAULT_ADJUSTMENT, DEFAULT_CONFIDENCE
+from evalsi.stats.multiplicity import adjust_p_values
 from evalsi.v1alpha1.run_pb2 import Comparison, MetricComparison, Run
 from evalsi.v1alpha1.score_pb2 import OUTCOME_SCORED, VALUE_KIND_BOOLEAN, VALUE_KIND_NUMBER
 
@@ -16,7 +19,7 @@ from evalsi.v1alpha1.score_pb2 import OUTCOME_SCORED, VALUE_KIND_BOOLEAN, VALUE_
 _Values = dict[str, dict[tuple[str, int], float]]
 
 
-def _values_by_metric(run: Run) -> _Values:
+def values_by_metric(run: Run) -> _Values:
     """Per-record values of each numeric or pass/fail metric, named as in the run's summaries."""
     multi_output: dict[str, set[str]] = defaultdict(set)
     for result in run.results:
@@ -38,20 +41,27 @@ def _values_by_metric(run: Run) -> _Values:
     return values
 
 
-def compare_runs(a: Run, b: Run, *, confidence: float = DEFAULT_CONFIDENCE) -> Comparison:
-    """B versus A, paired by (record, trial); trials of one record are clustered."""
-    values_a, values_b = _values_by_metric(a), _values_by_metric(b)
+def compare_runs(a: Run, b: Run, *, confidence: float = DEFAULT_CONFIDENCE,
+                 adjust: str = DEFAULT_ADJUSTMENT) -> Comparison:
+    """B versus A, paired by (record, trial); trials of one record are clustered. The verdicts read the p-values
+    adjusted across the metrics compared (``adjust``: holm, bh or none)."""
+    values_a, values_b = values_by_metric(a), values_by_metric(b)
     kinds = {s.metric: s for s in b.summaries}
-    comparison = Comparison(run_a=a.id, run_b=b.id)
+    comparison = Comparison(run_a=a.id, run_b=b.id, adjust=adjust)
     for metric in [s.metric for s in a.summaries]:
         summary = kinds.get(metric)
         if summary is None or summary.kind not in (VALUE_KIND_NUMBER, VALUE_KIND_BOOLEAN) or summary.k:
             continue
         comparison.metrics.append(
-            _compare_metric(
-                metric, values_a.get(metric, {}), values_b.get(metric, {}), summary.higher_is_better, confidence
-            )
+            _compare_metric(metric, values_a.get(metric, {}), values_b.get(metric, {}), summary.higher_is_better,
+                            confidence)
         )
+    tested = [m for m in comparison.metrics if m.HasField("p_value")]
+    adjusted = adjust_p_values([m.p_value for m in tested], adjust)
+    for compared, p_adjusted in zip(tested, adjusted, strict=True):
+        compared.p_value_adjusted = p_adjusted
+        if p_adjusted >= 1.0 - confidence and compared.verdict in ("better", "worse"):
+            compared.verdict = "no significant difference"
     return comparison
 
 
@@ -78,8 +88,5 @@ def _compare_metric(
         out.ci.low, out.ci.high = result.ci_low, result.ci_high
         out.ci.method = result.method or ""
     out.verdict = result.verdict
-    out.test = "cluster-paired-t" if clusters is not None else "paired-t"
-    if result.mcnemar is not None:
-        out.test = "mcnemar-exact" if result.mcnemar.exact else "mcnemar-chi2"
-        out.p_value = result.mcnemar.p_value
+    out.test = result.test or ""
     return out

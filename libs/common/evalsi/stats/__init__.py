@@ -7,7 +7,10 @@ Anything undefined (the mean of nothing, the spread of one value, an interval fr
 - ``intervals``: Wilson, Student-t and cluster-robust t intervals.
 - ``bootstrap``: seeded percentile bootstrap, optionally by cluster.
 - ``passk``: unbiased pass@k and pass^k per record, and their summaries.
-- ``paired``: paired comparison of two runs on the same records, McNemar, minimum detectable effect.
+- ``paired``: paired comparison of two runs on the same records (one test per metric kind), minimum detectable effect.
+- ``paired_proportions``: paired pass/fail: McNemar's test, Tango's interval that inverts it, its power.
+- ``multiplicity``: Holm and Benjamini-Hochberg adjustment of p-values across the metrics compared.
+- ``power``: sample size and minimum detectable effect for the paired tests.
 - ``summary``: ``summarize`` (mean, std, interval with an automatic method) and ``label_counts``.
 - ``defaults``: ``DEFAULT_BOOTSTRAP_RESAMPLES`` and ``DEFAULT_CONFIDENCE``, the defaults every surface uses.
 
@@ -24,14 +27,9 @@ from evalsi.stats.defaults import DEFAULT_BOOTSTRAP_RESAMPLES, DEFAULT_CONFIDENC
 if TYPE_CHECKING:
     from evalsi.stats.bootstrap import percentile_bootstrap
     from evalsi.stats.intervals import Bounds, Interval, cluster_robust_t, t_interval, wilson
-    from evalsi.stats.paired import (
-        Comparison,
-        McNemar,
-        Verdict,
-        mcnemar,
-        minimum_detectable_effect,
-        paired_difference,
-    )
+    from evalsi.stats.multiplicity import adjust_p_values
+    from evalsi.stats.paired import Comparison, Verdict, minimum_detectable_effect, paired_difference
+    from evalsi.stats.paired_proportions import McNemar, mcnemar, tango_interval
     from evalsi.stats.passk import (
         pass_at_k,
         pass_at_k_array,
@@ -40,6 +38,7 @@ if TYPE_CHECKING:
         summarize_pass_at_k,
         summarize_pass_hat_k,
     )
+    from evalsi.stats.power import mcnemar_sample_size, t_sample_size
     from evalsi.stats.summary import Aggregate, IntervalMethod, LabelShare, label_counts, summarize
 
 # The submodules import numpy and scipy (~1.5 s), so they load on first use: importing evalsi.stats for
@@ -50,7 +49,10 @@ __getattr__, __dir__ = lazy_exports(
     {
         ".bootstrap": ("percentile_bootstrap",),
         ".intervals": ("Bounds", "Interval", "cluster_robust_t", "t_interval", "wilson"),
-        ".paired": ("Comparison", "McNemar", "Verdict", "mcnemar", "minimum_detectable_effect", "paired_difference"),
+        ".paired_proportions": ("McNemar", "mcnemar", "tango_interval"),
+        ".multiplicity": ("adjust_p_values",),
+        ".paired": ("Comparison", "Verdict", "minimum_detectable_effect", "paired_difference"),
+        ".power": ("mcnemar_sample_size", "t_sample_size"),
         ".passk": (
             "pass_at_k",
             "pass_at_k_array",
@@ -94,4 +96,9 @@ __all__ = [  # noqa: RUF022 - grouped by family, not sorted
     "mcnemar",
     "minimum_detectable_effect",
     "paired_difference",
+    "tango_interval",
+    "adjust_p_values",
+    # Power
+    "mcnemar_sample_size",
+    "t_sample_size",
 ]

@@ -8,3 +8,7 @@ DEFAULT_BOOTSTRAP_RESAMPLES: Final = 2000
 
 # The confidence level of every interval when a request, spec or summary asks for none (0).
 DEFAULT_CONFIDENCE: Final = 0.95
+
+# How p-values are adjusted across the metrics of one comparison (evalsi.stats.multiplicity): Holm by default.
+ADJUSTMENTS: Final = ("holm", "bh", "none")
+DEFAULT_ADJUSTMENT: Final = "holm"

@@ -1,14 +1,19 @@
 """Paired comparison of two result sets scored on the same records (run A versus run B).
 
 Pairing removes the between-record variance that dominates eval scores, so the interval on per-record
-differences is much tighter than comparing two independent intervals.
+differences is much tighter than comparing two independent intervals. For each kind of metric one test gives the
+p-value, the interval and the verdict, so they agree: significant <=> p < alpha <=> the interval excludes zero.
+
+- pass/fail, one observation per record: McNemar's test and Tango's interval, its inversion (``paired_proportions``);
+- numbers: the paired t test and its interval;
+- either, with trials or clusters: the cluster-robust t test on the differences (CR1, G-1 df).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any, Final, Literal
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -25,38 +30,20 @@ from evalsi.stats.intervals import (
     _t_p_value,
     _t_parts,
 )
+from evalsi.stats.paired_proportions import McNemar, discordant_counts, mcnemar_from_counts, mcnemar_mde, tango_interval
 
 Verdict = Literal["better", "worse", "no significant difference", "insufficient data"]
-
-# Below this many discordant pairs the chi-square approximation is poor, so McNemar uses the exact binomial.
-_MCNEMAR_EXACT_BELOW: Final = 25
-
-
-@dataclass(frozen=True)
-class McNemar:
-    """McNemar's test on paired pass/fail outcomes.
-
-    ``a_only`` counts records that passed in A and failed in B, ``b_only`` the reverse; only these
-    discordant pairs carry information about a difference.
-    """
-
-    statistic: float
-    p_value: float
-    exact: bool
-    a_only: int
-    b_only: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+Test = Literal["mcnemar", "paired-t", "cluster-paired-t"]
 
 
 @dataclass(frozen=True)
 class Comparison:
     """B versus A on the same records; ``diff`` is mean(B - A) and the interval is on that difference.
 
-    ``method`` is "t" (per-record differences) or "cluster-t" (differences clustered, e.g. trials of one
-    record), or ``None`` when there is no interval. ``mde`` is the smallest true difference a two-sided
-    paired t test at alpha = 1 - level would detect with the requested power.
+    ``test`` names the one test behind ``p_value``, the interval and the verdict: "mcnemar" (its interval
+    Tango's), "paired-t" or "cluster-paired-t"; ``None`` with too little data. ``method`` names the interval:
+    "tango", "t" or "cluster-t". ``mde`` is the smallest true difference that same test at alpha = 1 - level
+    would detect with the requested power.
     """
 
     n_pairs: int
@@ -70,7 +57,8 @@ class Comparison:
     mde: float | None
     verdict: Verdict
     level: float
-    method: Literal["t", "cluster-t"] | None
+    method: Literal["tango", "t", "cluster-t"] | None
+    test: Test | None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -87,11 +75,10 @@ def paired_difference(
 ) -> Comparison:
     """Compare B with A, aligned by record (``a[i]`` and ``b[i]`` score the same record).
 
-    The interval and p-value come from a t test on the differences B - A, cluster-robust when
-    ``clusters`` are given. The verdict says "better" or "worse" only when the interval excludes zero
-    (flipped when lower is better), and "insufficient data" with fewer than two pairs (or clusters).
-    McNemar's test is added when both sides are pass/fail (0/1) and there are no clusters: it assumes
-    independent pairs, which trials sharing a record are not.
+    Pass/fail on both sides without clusters: McNemar's test with Tango's interval. Otherwise a t test on the
+    differences B - A, cluster-robust when ``clusters`` are given (trials sharing a record are not independent
+    pairs). The verdict says "better" or "worse" only when the interval excludes zero (flipped when lower is
+    better), and "insufficient data" with fewer than two pairs (or clusters).
     """
     level = _check_level(level)
     _check_alpha_power(1.0 - level, power)
@@ -101,79 +88,45 @@ def paired_difference(
         raise ValueError(f"a and b must be aligned by record: got {xa.size} and {xb.size} values")
     n = xa.size
     diffs = xb - xa
+    means = {"mean_a": _mean(xa), "mean_b": _mean(xb), "diff": _mean(diffs)}
 
-    pass_fail = n > 0 and clusters is None and _is_binary(xa) and _is_binary(xb)
-    mc = mcnemar(xa, xb) if pass_fail else None
+    if clusters is None and n >= 2 and _is_binary(xa) and _is_binary(xb):
+        return _mcnemar_comparison(xa, xb, level, higher_is_better, power, means)
 
-    method: Literal["t", "cluster-t"] | None
+    test: Test
     parts: tuple[float, float, int] | None = None
     if clusters is None:
-        method = "t"
+        test = "paired-t"
         if n >= 2:
             parts = _t_parts(diffs)
     else:
-        method = "cluster-t"
+        test = "cluster-paired-t"
         codes, n_clusters = _cluster_codes(clusters, n)
         if n_clusters >= 2:
             parts = _cluster_t_parts(diffs, codes, n_clusters)
 
     if parts is None:
-        return Comparison(
-            n_pairs=n,
-            mean_a=_mean(xa),
-            mean_b=_mean(xb),
-            diff=_mean(diffs),
-            ci_low=None,
-            ci_high=None,
-            p_value=None,
-            mcnemar=mc,
-            mde=None,
-            verdict="insufficient data",
-            level=level,
-            method=None,
-        )
+        return Comparison(n_pairs=n, **means, ci_low=None, ci_high=None, p_value=None, mcnemar=None, mde=None,
+                          verdict="insufficient data", level=level, method=None, test=None)
     diff, se, df = parts
     low, high = _t_bounds(diff, se, df, level)
     # se * sqrt(units) is the sd of the differences when units are records, and its cluster-robust
     # analogue otherwise, so one MDE formula serves both with units = df + 1.
     units = df + 1
     mde = minimum_detectable_effect(se * math.sqrt(units), units, alpha=1.0 - level, power=power)
-    return Comparison(
-        n_pairs=n,
-        mean_a=_mean(xa),
-        mean_b=_mean(xb),
-        diff=diff,
-        ci_low=low,
-        ci_high=high,
-        p_value=_t_p_value(diff, se, df),
-        mcnemar=mc,
-        mde=mde,
-        verdict=_verdict(low, high, higher_is_better),
-        level=level,
-        method=method,
-    )
+    return Comparison(n_pairs=n, **means, ci_low=low, ci_high=high, p_value=_t_p_value(diff, se, df), mcnemar=None,
+                      mde=mde, verdict=_verdict(low, high, higher_is_better), level=level,
+                      method="t" if test == "paired-t" else "cluster-t", test=test)
 
 
-def mcnemar(a_pass: ArrayLike, b_pass: ArrayLike) -> McNemar:
-    """McNemar's test for paired pass/fail outcomes (bool or 0/1), aligned by record.
-
-    Exact binomial when there are fewer than 25 discordant pairs, else chi-square with continuity
-    correction; equal to ``statsmodels.stats.contingency_tables.mcnemar(table, exact=..., correction=True)``.
-    """
-    pa = _as_pass_fail(a_pass, "a_pass")
-    pb = _as_pass_fail(b_pass, "b_pass")
-    if pa.size != pb.size:
-        raise ValueError(f"a_pass and b_pass must be aligned by record: got {pa.size} and {pb.size} values")
-    a_only = int(np.count_nonzero(pa & ~pb))
-    b_only = int(np.count_nonzero(pb & ~pa))
-    discordant = a_only + b_only
-    if discordant < _MCNEMAR_EXACT_BELOW:
-        statistic = float(min(a_only, b_only))
-        # Two-sided exact p doubles the smaller tail; with a_only == b_only that exceeds 1, hence the cap.
-        p_value = min(float(stats.binom.cdf(statistic, discordant, 0.5)) * 2.0, 1.0)
-        return McNemar(statistic, p_value, True, a_only, b_only)
-    statistic = (abs(a_only - b_only) - 1) ** 2 / discordant
-    return McNemar(float(statistic), float(stats.chi2.sf(statistic, 1)), False, a_only, b_only)
+def _mcnemar_comparison(xa: NDArray[np.float64], xb: NDArray[np.float64], level: float, higher_is_better: bool,
+                        power: float, means: dict[str, float | None]) -> Comparison:
+    a_only, b_only, n = discordant_counts(xa, xb)
+    test = mcnemar_from_counts(a_only, b_only)
+    low, high = tango_interval(a_only, b_only, n, level)
+    mde = mcnemar_mde((a_only + b_only) / n, n, alpha=1.0 - level, power=power)
+    return Comparison(n_pairs=n, **means, ci_low=low, ci_high=high, p_value=test.p_value, mcnemar=test, mde=mde,
+                      verdict=_verdict(low, high, higher_is_better), level=level, method="tango", test="mcnemar")
 
 
 def minimum_detectable_effect(
@@ -227,10 +180,3 @@ def _verdict(low: float, high: float, higher_is_better: bool) -> Verdict:
     if high < 0.0:
         return "worse" if higher_is_better else "better"
     return "no significant difference"
-
-
-def _as_pass_fail(values: ArrayLike, name: str) -> NDArray[np.bool_]:
-    x = _as_values(values, name)
-    if not _is_binary(x):
-        raise ValueError(f"{name} must be pass/fail (bool or 0/1), found {x[(x != 0.0) & (x != 1.0)][0]}")
-    return x == 1.0

@@ -435,7 +435,7 @@ class Run(_message.Message):
     def __init__(self, id: _Optional[str] = ..., project: _Optional[str] = ..., name: _Optional[str] = ..., spec: _Optional[_Union[RunSpec, _Mapping]] = ..., state: _Optional[_Union[RunState, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., progress: _Optional[_Union[RunProgress, _Mapping]] = ..., summaries: _Optional[_Iterable[_Union[_score_pb2.MetricSummary, _Mapping]]] = ..., gates: _Optional[_Iterable[_Union[GateResult, _Mapping]]] = ..., manifest: _Optional[_Union[RunManifest, _Mapping]] = ..., message: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., results: _Optional[_Iterable[_Union[_score_pb2.EvaluationResult, _Mapping]]] = ..., tenant_id: _Optional[str] = ...) -> None: ...
 
 class MetricComparison(_message.Message):
-    __slots__ = ("metric", "n_pairs", "mean_a", "mean_b", "diff", "ci", "p_value", "test", "verdict", "mde", "unpaired")
+    __slots__ = ("metric", "n_pairs", "mean_a", "mean_b", "diff", "ci", "p_value", "test", "verdict", "mde", "unpaired", "p_value_adjusted")
     METRIC_FIELD_NUMBER: _ClassVar[int]
     N_PAIRS_FIELD_NUMBER: _ClassVar[int]
     MEAN_A_FIELD_NUMBER: _ClassVar[int]
@@ -447,6 +447,7 @@ class MetricComparison(_message.Message):
     VERDICT_FIELD_NUMBER: _ClassVar[int]
     MDE_FIELD_NUMBER: _ClassVar[int]
     UNPAIRED_FIELD_NUMBER: _ClassVar[int]
+    P_VALUE_ADJUSTED_FIELD_NUMBER: _ClassVar[int]
     metric: str
     n_pairs: int
     mean_a: float
@@ -458,14 +459,17 @@ class MetricComparison(_message.Message):
     verdict: str
     mde: float
     unpaired: int
-    def __init__(self, metric: _Optional[str] = ..., n_pairs: _Optional[int] = ..., mean_a: _Optional[float] = ..., mean_b: _Optional[float] = ..., diff: _Optional[float] = ..., ci: _Optional[_Union[_score_pb2.ConfidenceInterval, _Mapping]] = ..., p_value: _Optional[float] = ..., test: _Optional[str] = ..., verdict: _Optional[str] = ..., mde: _Optional[float] = ..., unpaired: _Optional[int] = ...) -> None: ...
+    p_value_adjusted: float
+    def __init__(self, metric: _Optional[str] = ..., n_pairs: _Optional[int] = ..., mean_a: _Optional[float] = ..., mean_b: _Optional[float] = ..., diff: _Optional[float] = ..., ci: _Optional[_Union[_score_pb2.ConfidenceInterval, _Mapping]] = ..., p_value: _Optional[float] = ..., test: _Optional[str] = ..., verdict: _Optional[str] = ..., mde: _Optional[float] = ..., unpaired: _Optional[int] = ..., p_value_adjusted: _Optional[float] = ...) -> None: ...
 
 class Comparison(_message.Message):
-    __slots__ = ("run_a", "run_b", "metrics")
+    __slots__ = ("run_a", "run_b", "metrics", "adjust")
     RUN_A_FIELD_NUMBER: _ClassVar[int]
     RUN_B_FIELD_NUMBER: _ClassVar[int]
     METRICS_FIELD_NUMBER: _ClassVar[int]
+    ADJUST_FIELD_NUMBER: _ClassVar[int]
     run_a: str
     run_b: str
     metrics: _containers.RepeatedCompositeFieldContainer[MetricComparison]
-    def __init__(self, run_a: _Optional[str] = ..., run_b: _Optional[str] = ..., metrics: _Optional[_Iterable[_Union[MetricComparison, _Mapping]]] = ...) -> None: ...
+    adjust: str
+    def __init__(self, run_a: _Optional[str] = ..., run_b: _Optional[str] = ..., metrics: _Optional[_Iterable[_Union[MetricComparison, _Mapping]]] = ..., adjust: _Optional[str] = ...) -> None: ...

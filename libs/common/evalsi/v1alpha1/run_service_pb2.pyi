@@ -186,13 +186,15 @@ class ListRunResultsResponse(_message.Message):
     def __init__(self, results: _Optional[_Iterable[_Union[_score_pb2.EvaluationResult, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class CompareRunsRequest(_message.Message):
-    __slots__ = ("run_a", "run_b", "project", "confidence")
+    __slots__ = ("run_a", "run_b", "project", "confidence", "adjust")
     RUN_A_FIELD_NUMBER: _ClassVar[int]
     RUN_B_FIELD_NUMBER: _ClassVar[int]
     PROJECT_FIELD_NUMBER: _ClassVar[int]
     CONFIDENCE_FIELD_NUMBER: _ClassVar[int]
+    ADJUST_FIELD_NUMBER: _ClassVar[int]
     run_a: str
     run_b: str
     project: str
     confidence: float
-    def __init__(self, run_a: _Optional[str] = ..., run_b: _Optional[str] = ..., project: _Optional[str] = ..., confidence: _Optional[float] = ...) -> None: ...
+    adjust: str
+    def __init__(self, run_a: _Optional[str] = ..., run_b: _Optional[str] = ..., project: _Optional[str] = ..., confidence: _Optional[float] = ..., adjust: _Optional[str] = ...) -> None: ...
