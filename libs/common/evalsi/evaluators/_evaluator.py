@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import math
 import re
 import types
 import typing
@@ -291,7 +292,16 @@ def normalize_scores(evaluator: Evaluator, returned: Any) -> list[score_pb2.Scor
             )
         if score.WhichOneof("value") is None:
             raise TypeError(f"{evaluator.name} returned score {score.name!r} without a value")
+        check_finite(evaluator, score)
     return scores
+
+
+def check_finite(evaluator: Evaluator, score: score_pb2.Score) -> None:
+    """A NaN or infinite score is that record's evaluator error, naming the value, rather than a number that
+    would poison (or abort) every summary it enters."""
+    if score.WhichOneof("value") == "number" and not math.isfinite(score.number):
+        raise ValueError(f"{evaluator.name} returned score {score.name!r} = {score.number}: a score must be a "
+                         "finite number")
 
 
 def _bare_score(value: Any) -> score_pb2.Score:

@@ -18,7 +18,7 @@ from typing import Any
 from google.protobuf.internal.containers import RepeatedCompositeFieldContainer
 
 from evalsi.errors import InfraError, SkipRecord
-from evalsi.evaluators._evaluator import BoundEvaluator, normalize_scores
+from evalsi.evaluators._evaluator import BoundEvaluator, check_finite, normalize_scores
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateResponse
 from evalsi.v1alpha1.record_pb2 import Record, Usage
 from evalsi.v1alpha1.score_pb2 import (
@@ -103,6 +103,7 @@ class ResultSlots:
         ):
             # normalize_scores' checks for the common single Score, without its lists (and without renaming the
             # evaluator's own Score: the copy gets the output's name).
+            check_finite(bound.evaluator, returned)
             score = result.scores.add()
             score.CopyFrom(returned)
             score.name = outputs[0].name
