@@ -287,18 +287,14 @@ def _map_span(span: Span, resource: _Resource, scope: str, mappers: Sequence[Map
             link.trace_state = ""
     attributes = span.attributes
     attrs = attributes_to_dict(attributes)
-    otlp = span.SerializeToString()
-    # A span the redaction screen clears (most) has nothing to redact. Otherwise what redaction changed goes back
-    # into the span (and a repeated key, of which the dict kept only the last value, is written once).
-    if redaction is not None and redaction.might_change(otlp):
+    # What redaction changed goes back into the span (and a repeated key, of which the dict kept only the last
+    # value, is written once) before it is serialized, once, for the store.
+    if redaction is not None:
         redaction.rest(span)
         changed = redaction.attributes(attrs)
         if changed or len(attrs) != len(attributes):
             write_back(span, attrs, changed)
-        otlp = span.SerializeToString()
-    elif redaction is not None and len(attrs) != len(attributes):
-        write_back(span, attrs, ())
-        otlp = span.SerializeToString()
+    otlp = span.SerializeToString()
     # The hex ids once per span: the step and the MappedSpan both carry them.
     span_id, parent_id = span.span_id.hex(), span.parent_span_id.hex()
     step = _base_step(span, span_id, parent_id)

@@ -15,10 +15,10 @@ and attributes (so content a mapper decoded from JSON is covered as well). A rul
 over attribute keys, ``fnmatch`` style) applies only to the values of matching attributes, before mapping, so
 content mapped from them is redacted too. Invalid files and regexes are refused at start, naming the rule.
 
-Before mapping, each raw span is screened once as the bytes it is stored as (``SpanRedaction``); only a span the
-screen does not clear has its attributes redacted as the mapper decodes them (plain strings are cheaper to screen
-than protobuf values; the mapper writes what changed back into the OTLP span, stored beside the step) and its
-events, links and status message redacted in the span itself; the mapper reads nothing else.
+Before mapping, span and resource attributes are redacted as the mapper decodes them (``SpanRedaction``: plain
+strings are cheaper to screen than protobuf values; the mapper writes what changed back into the OTLP span,
+which is stored beside the step), and each span's events, links and status message in the span itself; the
+mapper reads nothing else.
 
 Most strings hold nothing to redact, so each rule first screens a text cheaply (``RedactionRule.might_change``)
 and only a text that passes is parsed as JSON and rewritten. A project's rules screen a text together first
@@ -390,24 +390,14 @@ class Redactor:
 
 
 class SpanRedaction:
-    """One project's rules on raw OTLP spans, before mapping. The mapper serializes each span once (its stored
-    bytes): a span whose bytes the rules' screen clears, most spans, holds nothing to redact, and is neither
-    screened value by value nor serialized again. The others have their decoded attributes redacted
-    (``attributes``: the mapper writes what changed back into the span) and their events, links and status
-    message (``rest``); the mapper reads nothing else of a span."""
+    """One project's rules on raw OTLP spans and resource attributes, before mapping: a span's decoded attributes
+    (``attributes``: the mapper writes what changed back into the span, which is stored beside its step) and its
+    events, links and status message (``rest``); the mapper reads nothing else of a span."""
 
-    __slots__ = ("_everywhere", "_rules", "_screen_bytes")
+    __slots__ = ("_everywhere", "_rules")
 
     def __init__(self, rules: _RuleSet, everywhere: _RuleSet) -> None:
         self._rules, self._everywhere = rules, everywhere
-        self._screen_bytes = rules.might_change_bytes
-
-    def might_change(self, data: bytes) -> bool:
-        """False only when no rule changes any string of the serialized span ``data`` (the screen is sound on a
-        text containing the strings, see ``RedactionRule.might_change``)."""
-        if self._screen_bytes is not None:
-            return bool(self._screen_bytes(data))
-        return self._rules.might_change(data.decode("utf-8", "surrogateescape"))
 
     def attributes(self, attrs: dict[str, Any]) -> list[str]:
         """Decoded attributes (``attributes_to_dict``) redacted in place; returns the keys whose values changed."""

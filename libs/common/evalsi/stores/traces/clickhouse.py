@@ -40,6 +40,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any, ClassVar, Generic, TypeVar
 
 from evalsi.errors import BadInputError, InfraError
@@ -125,6 +126,7 @@ _SUMMARY_SOURCE = tuple(_SPAN_COLUMNS.index(name) for name in (
     "trace_id", "span_id", "parent_span_id", "name", "service_name", "session_id", "start_ns", "end_ns", "error",
     "input_tokens", "output_tokens"))
 _TRACE_ROW = ("project_id", "tenant_id", *TRACE_COLUMNS, "first_seen", "version")
+_START_AND_SPAN = itemgetter(6, 1)  # a ``_SUMMARY_SOURCE`` row's (start_ns, span_id): the order of a trace's spans
 
 
 class GroupCommit(Generic[T]):
@@ -179,7 +181,7 @@ class _SpanBatch:
 
 def _sums(rows: list[tuple[Any, ...]]) -> tuple[Any, ...]:
     """A trace's summary columns from root_span_id to output_tokens, from its spans' ``_SUMMARY_SOURCE`` rows."""
-    rows.sort(key=lambda r: (r[6], r[1]))  # (start_ns, span_id), as the SQLite store orders
+    rows.sort(key=_START_AND_SPAN)  # (start_ns, span_id), as the SQLite store orders
     root = next((r for r in rows if r[2] == ""), None)
     first = rows[0]
     session = next((r[5] for r in rows if r[5] != ""), "")
