@@ -154,3 +154,17 @@ def test_cost_params_validation() -> None:
         cost.bind({"max_usd": True})
     with pytest.raises(BadInputError, match=r"'price_per_1k_input' must be >= 0"):
         run(cost, with_usage(input_tokens=1), price_per_1k_input=-1)
+
+
+def test_a_free_call_is_a_cost_of_zero_not_a_missing_one() -> None:
+    # A recorded cost of 0 is a value: it is neither priced from tokens nor skipped.
+    record = with_usage(cost_usd=0.0, input_tokens=1000)
+    assert run(cost, record, price_per_1k_input=1.0)["usd"].number == 0.0
+
+
+def test_zero_costs_count_in_the_summary() -> None:
+    import evalsi
+
+    rows = [{"id": f"r{i}", "output": "x", "usage": {"cost_usd": usd}} for i, usd in enumerate([0, 0, 0.002, 0.004])]
+    summary = evalsi.evaluate(rows, ["cost"]).metric("cost.usd")
+    assert summary.n == 4 and summary.mean == pytest.approx(0.0015)

@@ -101,7 +101,8 @@ async def run_trial(
             output_tokens += answer.output_tokens
             usd += cost
             span_id = spans.model_call(answer, timed.start_s, timed.duration_s)
-            builder.model_step(step, answer, cost, timed.start_s, timed.duration_s, span_id)
+            builder.model_step(step, answer, cost if config.pricing else None, timed.start_s, timed.duration_s,
+                               span_id)
             messages.append(answer.message())
             if not answer.tool_calls:
                 final, stop_reason = answer.text, "final_answer"
@@ -124,8 +125,9 @@ async def run_trial(
         stop_reason, error = "error", str(exc)
     elapsed = backend.end(stop_reason, error)
     spans.end(stop_reason, elapsed, error)
-    usage = Usage(input_tokens=input_tokens, output_tokens=output_tokens, total_tokens=input_tokens + output_tokens,
-                  cost_usd=usd)
+    usage = Usage(input_tokens=input_tokens, output_tokens=output_tokens, total_tokens=input_tokens + output_tokens)
+    if config.pricing:  # without prices the cost is unknown, not zero
+        usage.cost_usd = usd
     extra: dict[str, Any] = {"harness.stop_reason": stop_reason, "harness.model_calls": model_calls,
                              "harness.tool_calls": tool_calls}
     if error is not None:

@@ -48,7 +48,7 @@ class TrajectoryBuilder:
         self.model = model
         self.steps: list[Step] = []
 
-    def model_step(self, step: int, answer: ModelAnswer, cost_usd: float, start_s: float, duration_s: float,
+    def model_step(self, step: int, answer: ModelAnswer, cost_usd: float | None, start_s: float, duration_s: float,
                    span_id: str) -> None:
         out = Step(id=f"llm-{step}", parent_id=ROOT_ID, type=STEP_TYPE_LLM, name=f"chat {self.model}",
                    model=answer.model or self.model, status=STEP_STATUS_OK, span_id=span_id)
@@ -129,8 +129,9 @@ def record_row(record: Record) -> dict[str, Any]:
     row["metadata"] = {key: from_value(value) for key, value in record.metadata.items()}
     usage = record.usage
     row["usage"] = {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens,
-                    "total_tokens": usage.total_tokens, "cost_usd": usage.cost_usd,
-                    "latency_s": usage.latency.ToNanoseconds() / 1e9}
+                    "total_tokens": usage.total_tokens, "latency_s": usage.latency.ToNanoseconds() / 1e9}
+    if usage.HasField("cost_usd"):  # an unknown cost stays unknown when the file is read back
+        row["usage"]["cost_usd"] = usage.cost_usd
     row["trajectory"] = json_format.MessageToDict(record.trajectory, preserving_proto_field_name=True)
     row["trial"] = record.provenance.trial
     return row

@@ -359,4 +359,5 @@ def add_usage(total: Usage, usage: Usage) -> None:
     total.input_tokens += usage.input_tokens
     total.output_tokens += usage.output_tokens
     total.total_tokens += usage.total_tokens
-    total.cost_usd += usage.cost_usd
+    if usage.HasField("cost_usd"):
+        total.cost_usd += usage.cost_usd

@@ -61,7 +61,8 @@ def sum_usage(steps: Iterable[Step]) -> Usage:
             usage.total_tokens += step.usage.total_tokens
             usage.cached_input_tokens += step.usage.cached_input_tokens
             usage.reasoning_tokens += step.usage.reasoning_tokens
-            usage.cost_usd += step.usage.cost_usd
+            if step.usage.HasField("cost_usd"):  # a trace's cost is known when any step's is
+                usage.cost_usd += step.usage.cost_usd
     return usage
 
 

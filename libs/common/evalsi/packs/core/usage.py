@@ -167,7 +167,7 @@ def cost(
             raise BadInputError(f"evaluator builtin/cost: param '{name}' must be >= 0, got {value:g}")
     usage = record.usage
     usd = usage.cost_usd
-    if not usd:
+    if not usage.HasField("cost_usd"):  # 0 is a free call, counted; only an unset cost is priced or skipped
         if price_per_1k_input is None and price_per_1k_output is None:
             raise SkipRecord("no cost: usage.cost_usd is unset and no prices were given")
         if not (usage.input_tokens or usage.output_tokens):
