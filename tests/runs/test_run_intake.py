@@ -135,6 +135,33 @@ def test_evaluate_gives_one_document_held_spilled_part_way_and_spilled_at_once(s
         results.close()
 
 
+def test_mixed_rows_with_skips_errors_and_metadata_give_one_document_held_or_spilled() -> None:
+    @evalsi.evaluator("test/intake-picky", version="1.0.0", requires=["output"])
+    def picky(record: evalsi.Record) -> bool:
+        if record.output.text == "boom":
+            raise ValueError("cannot judge a boom")
+        return record.output.text == record.reference.text
+
+    rows: list[dict[str, Any]] = []
+    for i in range(60):
+        row: dict[str, Any] = {"id": f"m{i}", "input": f"q {i}", "reference": "yes", "tier": i % 4}
+        if i % 7:  # every seventh has no output: skipped by both evaluators
+            row["output"] = "boom" if i % 5 == 0 else ("yes" if i % 2 else "no")
+        if i % 9 == 0:
+            row["trial"] = 0
+        rows.append(row)
+    evaluators: list[Any] = ["exact-match", picky]
+    held = evalsi.evaluate(rows, evaluators, cluster_by="tier", memory_budget=1024)
+    spilled = evalsi.evaluate(rows, evaluators, cluster_by="tier", memory_budget=_budget_for(5, _document(2)))
+    try:
+        assert held.stored is None and spilled.stored is not None
+        assert comparable(held) == comparable(spilled)
+        picky_summary = held.metric("intake-picky")
+        assert picky_summary.skipped == 9 and picky_summary.errors > 0 and picky_summary.clusters == 4
+    finally:
+        spilled.close()
+
+
 def test_evaluate_over_the_budget_with_progress_counts_every_evaluation(capsys: pytest.CaptureFixture[str]) -> None:
     with evalsi.evaluate(ROWS, ["exact-match"], memory_budget=0, progress=True) as results:
         assert len(results) == 50 and results.metric("exact-match").n == 50
