@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
+from scipy import stats
 
 from evalsi.errors import BadInputError, SkipRecord
 from evalsi.evaluators import Evaluator, normalize_scores
@@ -168,3 +170,13 @@ def test_zero_costs_count_in_the_summary() -> None:
     rows = [{"id": f"r{i}", "output": "x", "usage": {"cost_usd": usd}} for i, usd in enumerate([0, 0, 0.002, 0.004])]
     summary = evalsi.evaluate(rows, ["cost"]).metric("cost.usd")
     assert summary.n == 4 and summary.mean == pytest.approx(0.0015)
+
+
+def test_an_interval_of_a_metric_bounded_below_never_reaches_below_its_bound() -> None:
+    import evalsi
+
+    rows = [{"id": f"r{i}", "output": "x", "usage": {"latency_s": s}} for i, s in enumerate([0.001, 0.002, 5.0])]
+    summary = evalsi.evaluate(rows, ["latency"]).metric("latency.seconds")
+    low, high = stats.t.interval(0.95, 2, loc=np.mean([0.001, 0.002, 5.0]), scale=stats.sem([0.001, 0.002, 5.0]))
+    assert low < -5.0  # unclipped, the Student-t interval reaches far below zero; latency is declared >= 0
+    assert summary.ci.low == 0.0 and summary.ci.high == pytest.approx(high, rel=1e-12)

@@ -52,11 +52,13 @@ class Output:
 
     @property
     def bounds(self) -> tuple[float, float] | None:
+        """What the metric's intervals are clipped to: whatever is declared, one side open when only the other
+        is (latency, cost and tokens are >= 0, so their intervals never reach below zero)."""
         if self.type == "boolean":
             return (0.0, 1.0)
-        if self.min is not None and self.max is not None:
-            return (self.min, self.max)
-        return None
+        if self.min is None and self.max is None:
+            return None
+        return (-math.inf if self.min is None else self.min, math.inf if self.max is None else self.max)
 
 
 @dataclass(frozen=True)

@@ -139,7 +139,7 @@ class ResultSlots:
                         output_tokens += cost.output_tokens
                         cost_usd += cost.cost_usd
         return Usage(input_tokens=input_tokens, output_tokens=output_tokens,
-                     total_tokens=input_tokens + output_tokens, cost_usd=cost_usd)
+                     total_tokens=input_tokens + output_tokens, cost_usd=cost_usd if self.costed else None)
 
 
 def store_plain(result: EvaluationResult, bound: BoundEvaluator, returned: Any) -> None:

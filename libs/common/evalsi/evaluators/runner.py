@@ -370,7 +370,8 @@ async def run_evaluators(
         usage.input_tokens += totals.input_tokens
         usage.output_tokens += totals.output_tokens
         usage.total_tokens += totals.total_tokens
-        usage.cost_usd += totals.cost_usd
+        if totals.HasField("cost_usd"):  # no score carried a cost: the cost stays unknown, not 0
+            usage.cost_usd += totals.cost_usd
     return results
 
 
