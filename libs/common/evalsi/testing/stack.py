@@ -85,7 +85,7 @@ class Stack:
                 return
             time.sleep(0.2)
 
-    def start(self, timeout_s: float = 60.0) -> Stack:
+    def start(self, timeout_s: float = 120.0) -> Stack:  # six processes importing at once on two cores
         self.supervisor.start()
         self._thread.start()
         deadline = time.monotonic() + timeout_s
