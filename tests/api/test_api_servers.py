@@ -118,6 +118,28 @@ async def test_evaluate_and_catalog_are_identical_over_both_transports(
     assert catalog_http == catalog_grpc and catalog_grpc.evaluators
 
 
+async def test_grpc_answers_echo_the_request_id_unary_in_trailers_streams_in_headers(
+    served: Api, channel: grpc.aio.Channel
+) -> None:
+    evaluate = evaluation_service_pb2_grpc.EvaluationServiceStub(channel).Evaluate(
+        json_format.ParseDict(EVALUATE_BODY, EvaluateRequest()), metadata=(("x-request-id", "req-u"),)
+    )
+    assert [s.passed for r in (await evaluate).results for s in r.scores] == [True, False]
+    # A unary answer's id rides with its status, as an error's does: no batch of initial metadata of its own.
+    assert ("x-request-id", "req-u") in tuple(await evaluate.trailing_metadata())
+    assert "x-request-id" not in dict(await evaluate.initial_metadata())
+    generated = catalog_service_pb2_grpc.CatalogServiceStub(channel).ListEvaluators(ListEvaluatorsRequest())
+    await generated
+    assert dict(await generated.trailing_metadata())["x-request-id"]  # generated when the caller sent none
+
+    await served.store.create_run(Run(id="run-id", project="default", state=RUN_STATE_SUCCEEDED))
+    stream = run_service_pb2_grpc.RunServiceStub(channel).WatchRun(
+        WatchRunRequest(id="run-id"), metadata=(("x-request-id", "req-s"),)
+    )
+    assert dict(await stream.initial_metadata())["x-request-id"] == "req-s"  # before the first event
+    assert [event.state async for event in stream] == [RUN_STATE_SUCCEEDED]
+
+
 async def test_not_found_is_404_and_NOT_FOUND_with_the_same_message(
     http: aiohttp.ClientSession, channel: grpc.aio.Channel
 ) -> None:

@@ -18,7 +18,7 @@ import contextlib
 import os
 import sys
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -260,16 +260,16 @@ class BusLink:
         connection = self._connected()
         parts = split_by_pool(request, self._registry)
         timeout = self._timeout if timeout_s is None else min(timeout_s, self._timeout)
-        answers = await asyncio.gather(
-            *(
-                bus.request(
-                    connection.nc, bus.subjects.evaluate(pool), part, EvaluateResponse, timeout, store=self._objects
-                )
-                for pool, part in parts.items()
+
+        def ask(pool: str, part: EvaluateRequest) -> Awaitable[EvaluateResponse]:
+            return bus.request(
+                connection.nc, bus.subjects.evaluate(pool), part, EvaluateResponse, timeout, store=self._objects
             )
-        )
-        if len(answers) == 1:
-            return answers[0]
+
+        if len(parts) == 1:  # the usual case, awaited here: gather would wrap it in a task of its own
+            ((pool, part),) = parts.items()
+            return await ask(pool, part)
+        answers = await asyncio.gather(*(ask(pool, part) for pool, part in parts.items()))
         joined = EvaluateResponse(request_id=request.request_id)
         for answer in answers:
             joined.results.extend(answer.results)

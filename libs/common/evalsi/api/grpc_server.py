@@ -120,7 +120,7 @@ class GrpcServer:
                 request = decode(method.request_type, data)
                 ctx = call.context(request)
                 response = await method.handler(request, ctx)
-                await context.send_initial_metadata(((REQUEST_ID_HEADER, call.request_id),))
+                call.reply_metadata()
                 return response.SerializeToString()
             except asyncio.CancelledError:
                 call.cancelled()
@@ -174,7 +174,7 @@ class GrpcServer:
             call = _Call(self, method, context)
             try:
                 response = await method.handler(_decoded(method, requests), call.context(None))
-                await context.send_initial_metadata(((REQUEST_ID_HEADER, call.request_id),))
+                call.reply_metadata()
                 return response.SerializeToString()
             except asyncio.CancelledError:
                 call.cancelled()
@@ -217,6 +217,12 @@ class _Call:
             deadline=None if remaining is None else time.monotonic() + remaining,
             request_id=self.request_id,
         )
+
+    def reply_metadata(self) -> None:
+        """A unary answer's request id rides in its trailing metadata, beside the status (where an error's is too):
+        sending it as initial metadata is a batch of its own through grpc's completion queue before the answer's
+        (+100 us of api CPU and +150 us per call at load 13 here, benchmarks.md)."""
+        self.grpc.set_trailing_metadata(((REQUEST_ID_HEADER, self.request_id),))
 
     def cancelled(self) -> None:
         """The client went away, or (when its deadline passed) grpc cancelled the call for it."""

@@ -106,6 +106,9 @@ class RequestServer(Generic[Req]):
     async def start(self) -> RequestServer[Req]:
         if self._sub is None:
             self._sub = await self._nc.subscribe(self.subject, queue=self.queue, cb=self._on_request)
+            # The SUB is only queued for the socket: once the server has it (a PING answered), a request sent
+            # on another connection finds this responder rather than "no responders".
+            await self._nc.flush()
         return self
 
     async def stop(self, timeout: float = 10.0) -> None:

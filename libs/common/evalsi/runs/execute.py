@@ -236,7 +236,7 @@ class Executor:
         if not request.evaluators:
             raise BadInputError("evaluators: at least one evaluator is required")
         check_resamples(request.summary.bootstrap_resamples, "summary.bootstrap_resamples")
-        bound = resolve_evaluators(list(request.evaluators), self.registry)
+        bound = self.resolve(request.evaluators)  # callers repeat their evaluator lists as runs' tasks do
         # The dataset rules: a record is its own sample unless ids repeat or provenance.trial is given, so
         # id-less records get content ids rather than pooling as trials of one sample "" (pass@k, no interval).
         records = records_from_rows(request.records, source="records").records
