@@ -92,3 +92,19 @@ def test_outcome_counts_cover_every_result_added() -> None:
     builder.add(_results(4, 2))
     assert builder.outcome_counts() == {
         OUTCOME_SCORED: 2 * len(IDS) + 1, OUTCOME_SKIPPED: 1, OUTCOME_ERROR: 1, OUTCOME_CANCELLED: 1}
+
+
+def test_one_scored_value_is_summarized_as_its_statistics_say() -> None:
+    """An Evaluate of one record: a Wilson interval for the pass, no interval for the number (t needs two)."""
+    for value, passed in ((2.5, True), (-1.0, False)):
+        result = EvaluationResult(record_id="only", evaluator="g", outcome=OUTCOME_SCORED)
+        result.scores.add(name="score", number=value)
+        result.scores.add(name="passed", passed=passed)
+        summaries = {s.metric: s for s in summarize_results([result], [graded.bind(alias="g")])}
+        wilson = stats.summarize(np.array([1.0 if passed else 0.0]), binary=True)
+        flag = summaries["g.passed"]
+        assert (flag.n, flag.mean, flag.ci.low, flag.ci.high, flag.ci.method) == (
+            1, wilson.mean, wilson.ci_low, wilson.ci_high, "wilson")
+        assert (summaries["g.score"].n, summaries["g.score"].mean) == (1, value)
+        assert not summaries["g.score"].HasField("ci") or summaries["g.score"].ci.method == ""
+        assert set(summaries) == {"g.score", "g.passed"}  # one trial: no pass@k

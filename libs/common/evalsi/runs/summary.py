@@ -260,6 +260,14 @@ class _Samples:
 
     def __init__(self, bound: BoundEvaluator, column: _Column, *, keep_ids: bool) -> None:
         self.span = bound.evaluator.scope == "span"
+        self._strings: list[str] | None = None
+        if len(column.values) <= 1 and not (self.span or keep_ids):
+            # One value is in order and repeats nothing: no sort keys (an Evaluate of one record, where building
+            # them was a fifth of the worker's CPU for the call).
+            self.values = np.array(column.values, dtype=np.float64)
+            self.repeated = False
+            self._keys = np.zeros(0, dtype="S1")
+            return
         keys = _sort_keys(column)
         trials = np.frombuffer(column.trials, dtype=f"i{column.trials.itemsize}")
         ascending = keys[1:] >= keys[:-1]
@@ -273,7 +281,6 @@ class _Samples:
             order = np.lexsort((trials, keys))  # stable: by record id, then trial
             self.values = values[order]
         del trials, values  # the views go, so the column's arrays may grow again (partial summaries)
-        self._strings: list[str] | None = None
         # In record order a repeated sample sits next to itself: no set of every id is needed to find one.
         if not (self.span or keep_ids) and not _repeats(keys, order):
             self.repeated = False
