@@ -269,7 +269,7 @@ class _RuleSet:
                 # A rule changes nothing in a text without one of its literals (might_change): a byte search for
                 # them (memchr fast) clears most messages before the regex, which tries every position.
                 literals = tuple({literal.encode(): None for rule in self.rules for literal in rule.literals})
-                self.might_change_bytes = lambda data: any(map(data.__contains__, literals)) and search(data)
+                self.might_change_bytes = lambda data: search(data) if any(map(data.__contains__, literals)) else None
 
     def for_key(self, key: str) -> _RuleSet | None:
         """The rules that apply to attribute ``key``; None when none does."""
