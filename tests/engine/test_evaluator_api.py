@@ -91,6 +91,19 @@ def test_registry_resolves_full_versioned_and_bare_names() -> None:
     assert registry.evaluators(pack="other")[0].pack == "other"
 
 
+def test_a_resolved_ref_follows_evaluators_added_later() -> None:
+    registry = Registry([Pack("acme", (length_ok,))])
+    assert registry.resolve(" length-ok ").version == "1.2.0"
+    assert registry.resolve("length-ok") is registry.resolve("acme/length-ok")  # remembered, the same object
+    registry.add(evaluator("acme/length-ok", version="2.0.0")(lambda r: True))
+    assert registry.resolve("length-ok").version == "2.0.0"
+    assert registry.resolve("acme/length-ok@1.2.0").fn is length_ok.fn
+    with pytest.raises(BadInputError, match="unknown evaluator"):
+        registry.resolve("nothing-like-it")
+    with pytest.raises(BadInputError, match="unknown evaluator"):  # a failure is not remembered as anything
+        registry.resolve("nothing-like-it")
+
+
 def test_entry_points_register_core_and_judge_packs() -> None:
     registry = Registry.from_entry_points()
     assert {"core", "judge"} <= set(registry.packs)

@@ -34,6 +34,9 @@ class Registry:
     def __init__(self, packs: Iterable[Pack] = ()) -> None:
         self._packs: dict[str, Pack] = {}
         self._by_name: dict[str, dict[str, Evaluator]] = {}
+        # Refs resolved before, by their stripped spelling: the api resolves every Evaluate's refs a few times,
+        # and a bare name scans every name. Only refs that resolved are kept (a few spellings per evaluator).
+        self._resolved: dict[str, Evaluator] = {}
         for pack in packs:
             self.add_pack(pack)
 
@@ -68,6 +71,7 @@ class Registry:
         if ev.version in versions and versions[ev.version] is not ev:
             raise BadInputError(f"evaluator {ev.ref} is registered twice")
         versions[ev.version] = ev
+        self._resolved.clear()  # a new version or a second namespace changes what a ref names
 
     @property
     def packs(self) -> dict[str, Pack]:
@@ -83,6 +87,12 @@ class Registry:
     def resolve(self, ref: str) -> Evaluator:
         """``ns/name@version``, ``ns/name`` (newest version) or an unambiguous bare ``name``."""
         ref = ref.strip()
+        known = self._resolved.get(ref)
+        if known is None:
+            known = self._resolved[ref] = self._resolve(ref)
+        return known
+
+    def _resolve(self, ref: str) -> Evaluator:
         name, _, version = ref.partition("@")
         if "/" not in name:
             matches = sorted(full for full in self._by_name if full.split("/", 1)[1] == name)
