@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 import yaml
-from scipy import stats as scipy_stats
 from statsmodels.stats.proportion import proportion_confint
 
 from evalsi import Output, evaluator
@@ -151,17 +150,16 @@ async def test_a_generating_run_with_trials(tmp_path: Path) -> None:
     assert (run.state, run.message) == (RUN_STATE_SUCCEEDED, "")
     assert len(server.requests) == 36  # every record, three times
     # The target always answers "yes": the even records pass all three trials and the odd ones none, so each
-    # record's pass rate, pass@3 and pass^3 are all 1 (even) or 0 (odd). With twelve equal clusters constant
-    # within, the cluster-robust t interval of the 36 trials is the t interval of the twelve record means.
+    # record's pass rate, pass@3 and pass^3 are all 1 (even) or 0 (odd). With twelve clusters constant within,
+    # trials add nothing: each interval is Clopper-Pearson's for 6 of 12 records (Korn-Graubard at 12 units).
     per_record = [1.0 if i % 2 == 0 else 0.0 for i in range(12)]
-    low, high = scipy_stats.t.interval(0.95, df=11, loc=statistics.mean(per_record),
-                                       scale=scipy_stats.sem(per_record))
+    low, high = proportion_confint(6, 12, alpha=0.05, method="beta")
     trials = [value for value in per_record for _ in range(3)]
     ci = (pytest.approx(low), pytest.approx(high))
     assert summaries(run) == {
-        "exact-match": (36, 0.5, pytest.approx(statistics.stdev(trials)), *ci, "cluster-t", 12),
-        "exact-match.pass@3": (12, 0.5, pytest.approx(statistics.stdev(per_record)), *ci, "t", 0),
-        "exact-match.pass^3": (12, 0.5, pytest.approx(statistics.stdev(per_record)), *ci, "t", 0),
+        "exact-match": (36, 0.5, pytest.approx(statistics.stdev(trials)), *ci, "korn-graubard", 12),
+        "exact-match.pass@3": (12, 0.5, pytest.approx(statistics.stdev(per_record)), *ci, "korn-graubard", 0),
+        "exact-match.pass^3": (12, 0.5, pytest.approx(statistics.stdev(per_record)), *ci, "korn-graubard", 0),
         "length": (36, 3.0, 0.0, 3.0, 3.0, "bootstrap", 0),
     }
     assert {s.metric: s.k for s in run.summaries if s.k} == {"exact-match.pass@3": 3, "exact-match.pass^3": 3}

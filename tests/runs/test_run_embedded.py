@@ -175,7 +175,7 @@ async def test_a_model_target_generates_every_trial_and_gets_pass_at_k(tmp_path:
     assert summaries["exact-match"].n == 18 and summaries["exact-match"].mean == pytest.approx(10 / 18)
     assert summaries["exact-match.pass@3"].mean == pytest.approx(4 / 6)  # s0..s3 pass at least once
     assert summaries["exact-match.pass^3"].mean == pytest.approx(2 / 6)  # s0, s1 pass every trial
-    assert summaries["exact-match"].ci.method == "cluster-t" and summaries["exact-match"].clusters == 6
+    assert summaries["exact-match"].ci.method == "korn-graubard" and summaries["exact-match"].clusters == 6
     assert summaries["llm-judge"].n == 18 and summaries["llm-judge"].mean == 1.0
     document = outcome.results.run
     assert [g.passed for g in document.gates] == [True, False]

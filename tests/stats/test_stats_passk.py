@@ -7,7 +7,8 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from scipy import special, stats
+from scipy import special
+from statsmodels.stats.proportion import proportion_confint
 
 from evalsi.stats import (
     pass_at_k,
@@ -130,7 +131,7 @@ def test_empty_arrays() -> None:
 
 
 @pytest.mark.parametrize("level", [0.9, 0.95, 0.99])
-def test_summaries_are_t_intervals_over_per_record_estimates(level: float) -> None:
+def test_summaries_are_clopper_pearson_over_the_records(level: float) -> None:
     rng = np.random.default_rng(1)
     n = np.full(80, 10)
     c = rng.binomial(10, rng.random(80))
@@ -139,24 +140,27 @@ def test_summaries_are_t_intervals_over_per_record_estimates(level: float) -> No
         (summarize_pass_hat_k, pass_hat_k_array(n, c, 3)),
     ]:
         summary = summarize_fn(n, c, 3, level=level)
-        low, high = stats.t.interval(level, 79, loc=per_record.mean(), scale=stats.sem(per_record))
+        expected = proportion_confint(per_record.mean() * 80, 80, alpha=1 - level, method="beta")
         assert summary.n == 80
         assert summary.mean == pytest.approx(per_record.mean(), rel=1e-12)
         assert summary.std == pytest.approx(np.std(per_record, ddof=1), rel=1e-12)
-        assert (summary.ci_low, summary.ci_high) == pytest.approx((max(low, 0.0), min(high, 1.0)), rel=1e-9)
-        assert summary.level == level and summary.method == "t"
+        assert (summary.ci_low, summary.ci_high) == pytest.approx(expected, rel=1e-9)
+        assert summary.level == level and summary.method == "korn-graubard"
 
 
-def test_summary_is_clipped_to_unit_interval() -> None:
-    n = [10, 10, 10]
-    c = [10, 10, 1]  # pass@1 estimates 1, 1, 0.1: the raw t interval runs far above 1
-    summary = summarize_pass_at_k(n, c, 1)
-    assert summary.ci_high == 1.0 and summary.ci_low == 0.0
+def test_an_all_pass_summary_is_not_certain() -> None:
     all_pass = summarize_pass_hat_k([5, 5, 5], [5, 5, 5], 2)
-    assert (all_pass.mean, all_pass.ci_low, all_pass.ci_high) == (1.0, 1.0, 1.0)
+    assert (all_pass.mean, all_pass.ci_high) == (1.0, 1.0)
+    assert all_pass.ci_low == pytest.approx(0.025 ** (1 / 3), rel=1e-12)  # Clopper-Pearson, 3 of 3
+    mixed = summarize_pass_at_k([10, 10, 10], [10, 10, 1], 1)  # estimates 1, 1, 0.1
+    assert 0.0 < mixed.ci_low < 0.7 < mixed.ci_high <= 1.0
 
 
-def test_summary_of_one_record_has_no_interval() -> None:
+def test_summary_of_one_record_is_clopper_pearson_of_one() -> None:
     summary = summarize_pass_at_k([10], [4], 2)
     assert summary.n == 1 and summary.mean == pytest.approx(_exact_pass_at_k(10, 4, 2))
-    assert summary.std is None and summary.ci_low is None and summary.method is None
+    assert summary.std is None and summary.method == "korn-graubard"
+    expected = proportion_confint(summary.mean, 1, alpha=0.05, method="beta")
+    assert (summary.ci_low, summary.ci_high) == pytest.approx(expected, rel=1e-9)
+
+

@@ -44,22 +44,43 @@ def test_binary_uses_wilson(level: float) -> None:
     assert (agg.ci_low, agg.ci_high) == pytest.approx(expected, rel=1e-12)
 
 
-@pytest.mark.parametrize("binary", [True, False])
-def test_clusters_use_cluster_robust_t(binary: bool) -> None:
+def test_clustered_numbers_use_cluster_robust_t() -> None:
     rng = np.random.default_rng(2)
     groups = np.repeat(np.arange(25), 4)
-    x = (rng.random(100) < 0.5).astype(float) if binary else rng.normal(size=100)
-    agg = summarize(x, binary=binary, clusters=groups)
-    low, high = _statsmodels_cluster(x, groups, 0.95)
+    x = rng.normal(size=100)
+    agg = summarize(x, binary=False, clusters=groups)
     assert agg.method == "cluster-t"
-    expected = (max(low, 0.0), min(high, 1.0)) if binary else (low, high)
+    assert (agg.ci_low, agg.ci_high) == pytest.approx(_statsmodels_cluster(x, groups, 0.95), rel=1e-9)
+
+
+@pytest.mark.parametrize("sizes", [[4] * 25, [1, 2, 3, 4, 5, 6, 7, 8] * 3])
+def test_clustered_pass_fail_uses_clopper_pearson_at_the_effective_size(sizes: list[int]) -> None:
+    # Korn and Graubard (1998): Clopper-Pearson at n_eff = p(1-p) / V_CR * (z / t_{G-1})^2, within [G_eff, N].
+    rng = np.random.default_rng(2)
+    groups = np.repeat(np.arange(len(sizes)), sizes)
+    x = (rng.random(groups.size) < np.repeat(rng.beta(2, 2, len(sizes)), sizes)).astype(float)
+    agg = summarize(x, binary=True, clusters=groups)
+    fit = sm.OLS(x, np.ones(x.size)).fit(cov_type="cluster", cov_kwds={"groups": groups, "use_correction": True,
+                                                                        "df_correction": True}, use_t=True)
+    p, g = x.mean(), len(sizes)
+    n_eff = p * (1 - p) / fit.bse[0] ** 2 * (stats.norm.isf(0.025) / stats.t.isf(0.025, g - 1)) ** 2
+    n_eff = min(max(n_eff, x.size**2 / np.sum(np.square(sizes))), x.size)
+    expected = proportion_confint(p * n_eff, n_eff, alpha=0.05, method="beta")
+    assert agg.method == "korn-graubard"
     assert (agg.ci_low, agg.ci_high) == pytest.approx(expected, rel=1e-9)
 
 
-def test_binary_cluster_interval_is_clipped_to_unit_interval() -> None:
-    x = [1, 1, 1, 1, 1, 0]
-    agg = summarize(x, binary=True, clusters=[0, 0, 1, 1, 2, 2])
-    assert agg.method == "cluster-t" and agg.ci_high == 1.0 and agg.ci_low < 1.0
+def test_an_all_pass_clustered_result_is_not_certain() -> None:
+    # Every trial of every record passed: the interval is Clopper-Pearson's for 3 of 3 independent units,
+    # not [1, 1] (the cluster-robust t interval collapsed there).
+    agg = summarize([1, 1, 1, 1, 1, 1], binary=True, clusters=[0, 0, 1, 1, 2, 2])
+    assert agg.method == "korn-graubard" and agg.ci_high == 1.0
+    assert agg.ci_low == pytest.approx(proportion_confint(3, 3, alpha=0.05, method="beta")[0], rel=1e-12)
+
+
+def test_binary_cluster_interval_stays_within_the_unit_interval() -> None:
+    agg = summarize([1, 1, 1, 1, 1, 0], binary=True, clusters=[0, 0, 1, 1, 2, 2])
+    assert agg.method == "korn-graubard" and 0.0 < agg.ci_low < 5 / 6 < agg.ci_high <= 1.0
 
 
 @pytest.mark.parametrize("clusters", [None, np.repeat(np.arange(20), 3)])

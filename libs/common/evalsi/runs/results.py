@@ -165,6 +165,7 @@ class EvaluationResults:
         """How the intervals were computed, so a reader knows what the brackets mean."""
         names = {
             "wilson": "Wilson",
+            "korn-graubard": "Clopper-Pearson at the effective size",
             "t": "Student-t",
             "cluster-t": "cluster-robust t",
             "bootstrap": "bootstrap",

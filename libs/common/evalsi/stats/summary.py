@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal, get_args
 
 import numpy as np
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, NDArray
 
 from evalsi.stats.bootstrap import percentile_bootstrap
 from evalsi.stats.defaults import DEFAULT_BOOTSTRAP_RESAMPLES
@@ -25,10 +25,11 @@ from evalsi.stats.intervals import (
     _t_bounds,
     _t_parts,
     _wilson_arrays,
+    korn_graubard,
     wilson,
 )
 
-IntervalMethod = Literal["wilson", "t", "cluster-t", "bootstrap", "bootstrap-cluster"]
+IntervalMethod = Literal["wilson", "korn-graubard", "t", "cluster-t", "bootstrap", "bootstrap-cluster"]
 SummaryMethod = Literal["auto", "bootstrap"]
 
 
@@ -79,8 +80,9 @@ def summarize(
 ) -> Aggregate:
     """Mean, sample std and interval of ``values``.
 
-    ``method="auto"`` uses the cluster-robust t interval whenever ``clusters`` are given (binary too),
-    otherwise Wilson for binary values and Student-t for numbers. ``method="bootstrap"`` uses the seeded
+    ``method="auto"``: Wilson for binary values, Student-t for numbers; with ``clusters`` the cluster-robust t
+    for numbers and, for binary values, Clopper-Pearson at the cluster-robust effective sample size (``korn_graubard``),
+    which keeps its coverage near 0 and 1 where the t interval collapses. ``method="bootstrap"`` uses the seeded
     percentile bootstrap, resampling whole clusters when given. Binary values must be 0/1 (or bool) and
     are bounded to [0, 1] unless ``bounds`` says otherwise; every interval is clipped to the bounds.
     Wilson is defined from one observation; the other intervals need two values (or two clusters).
@@ -103,11 +105,16 @@ def summarize(
         used = "bootstrap" if clusters is None else "bootstrap-cluster"
         interval = percentile_bootstrap(x, level, seed=seed, resamples=resamples, clusters=clusters)
     elif clusters is not None:
-        used = "cluster-t"
         codes, n_clusters = _cluster_codes(clusters, x.size)
         interval = None
-        if n_clusters >= 2:
-            interval = _t_bounds(*_cluster_t_parts(x, codes, n_clusters), level)
+        if binary:
+            used = "korn-graubard"
+            if n_clusters >= 2:
+                interval = _clustered_proportion(x, codes, n_clusters, level)
+        else:
+            used = "cluster-t"
+            if n_clusters >= 2:
+                interval = _t_bounds(*_cluster_t_parts(x, codes, n_clusters), level)
     elif binary:
         used = "wilson"
         interval = wilson(int(np.count_nonzero(x)), x.size, level)
@@ -119,6 +126,15 @@ def summarize(
         return Aggregate(x.size, _mean(x), _std(x), None, None, level, None)
     low, high = _clip(interval, bounds)
     return Aggregate(x.size, _mean(x), _std(x), low, high, level, used)
+
+
+def _clustered_proportion(x: NDArray[np.float64], codes: NDArray[np.intp], n_clusters: int, level: float) -> Interval:
+    """Korn-Graubard for clusters of pass/fail values: the cluster-robust variance of the mean, units the
+    Kish effective number of clusters (N^2 / sum of squared cluster sizes)."""
+    mean, se, df = _cluster_t_parts(x, codes, n_clusters)
+    sizes = np.bincount(codes, minlength=n_clusters).astype(np.float64)
+    units = float(x.size) ** 2 / float(np.sum(sizes * sizes))
+    return korn_graubard(min(max(mean, 0.0), 1.0), se * se, units=units, total=float(x.size), df=df, level=level)
 
 
 def label_counts(labels: ArrayLike, *, level: float = 0.95) -> dict[str, LabelShare]:
