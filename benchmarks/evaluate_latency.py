@@ -16,16 +16,23 @@ For reference it also times ListEvaluators over gRPC (the api alone, no bus, no 
 Beside each line it prints the CPU each process spent per call (user + system, from /proc, all threads), which
 stays comparable when a busy machine makes the wall-clock figures noisy, and the load average.
 
+``--compare TREE`` is a paired A/B for a busy machine: a second stack runs the services from another checkout of
+this repository (``git worktree add /tmp/before <rev>``; its sources first on the children's ``PYTHONPATH``), and
+blocks of ``--block`` calls alternate between the two stacks (over ``--transport``), so both see the same load;
+it prints the median over blocks of each stack's p50, p95 and CPU per call.
+
 Targets (issue 10 tightened DESIGN.md's p50 <= 5 ms; this 2-core machine): p50 <= 2 ms, p95 <= 15 ms.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import os
+import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -165,12 +172,75 @@ def _line(label: str, ms: np.ndarray, targets: bool = True) -> str:
     return text
 
 
+_SOURCE_DIRS = ("libs/common", *(f"services/{name}" for name in ("api", "worker", "scheduler", "ingest", "policy",
+                                                                    "harness")))
+
+
+@contextlib.contextmanager
+def _stack_of(tree: Path | None) -> Iterator[BenchStack]:
+    """A stack whose services run this checkout's code, or ``tree``'s (its sources first on their PYTHONPATH)."""
+    saved = os.environ.get("PYTHONPATH")
+    if tree is not None:
+        os.environ["PYTHONPATH"] = os.pathsep.join(str(tree / d) for d in _SOURCE_DIRS)
+    try:
+        stack = BenchStack(workers=(WorkerConfig("cpu", 1, 16),)).__enter__()
+    finally:  # the children have their environment: this process's goes back as it was
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
+    try:
+        yield stack
+    finally:
+        stack.__exit__(None, None, None)
+
+
+def compare(tree: Path, transport: str, blocks: int, block: int, warmup: int) -> None:
+    """Blocks of calls alternating between a stack of ``tree`` and one of this checkout (order swapped every block)."""
+    with _stack_of(tree) as other, _stack_of(None) as this:
+        print(f"paired: {tree} vs this checkout, {blocks} blocks of {block} {transport} calls each, alternating")
+        stacks = {str(tree): other, "this checkout": this}
+        calls, closers, meters = {}, [], {}
+        for name, stack in stacks.items():
+            if transport == "grpc":
+                call, _, close = _raw_grpc(stack.grpc_target)
+            else:
+                call, close = _raw_http(stack.config.api.http_port)
+            _warm(call, warmup)
+            calls[name], meters[name] = call, CpuMeter(stack)
+            closers.append(close)
+        rows: dict[str, list[tuple[float, float, dict[str, float]]]] = {name: [] for name in stacks}
+        try:
+            for index in range(blocks):
+                for name in list(stacks)[:: 1 if index % 2 == 0 else -1]:
+                    ms, cpu = meters[name].measure(calls[name], block)
+                    p50, p95 = np.percentile(ms, [50, 95])
+                    rows[name].append((float(p50), float(p95), cpu))
+        finally:
+            for close in closers:
+                close()
+        for name, row in rows.items():
+            cpu_text = ", ".join(f"{k} {statistics.median(r[2][k] for r in row):.2f}" for k in row[0][2])
+            print(f"{name}: median p50 {statistics.median(r[0] for r in row):.2f} ms, "
+                  f"p95 {statistics.median(r[1] for r in row):.2f} ms; CPU ms/call {cpu_text}")
+        print("load average (1, 5, 15 min): " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=500)
     parser.add_argument("--warmup", type=int, default=50)
     parser.add_argument("--client", choices=("raw", "evalsi"), default="raw")
+    parser.add_argument("--compare", type=Path, metavar="TREE", help="paired A/B against another checkout")
+    parser.add_argument("--transport", choices=("grpc", "http"), default="grpc", help="with --compare")
+    parser.add_argument("--blocks", type=int, default=12, help="with --compare: blocks per stack")
+    parser.add_argument("--block", type=int, default=150, help="with --compare: calls per block")
     args = parser.parse_args()
+    if args.compare is not None:
+        if not (args.compare / "libs/common/evalsi").is_dir():
+            parser.error(f"--compare: {args.compare} is not a checkout of this repository (no libs/common/evalsi)")
+        compare(args.compare.resolve(), args.transport, args.blocks, args.block, args.warmup)
+        return
 
     with BenchStack(workers=(WorkerConfig("cpu", 1, 16),)) as stack:
         print(f"stack: api, scheduler, 1 cpu worker, bundled NATS; SQLite, local objects; client {args.client}")
