@@ -47,8 +47,7 @@ from evalsi.service.settings import LOGGING, METADATA_URL, METRICS_PORT, NATS, O
 from evalsi.service.settings import build_parser as build_settings_parser
 from evalsi.stores import open_object_store
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResponse
-
-from .cancels import CancelWatch
+from evalsi_worker.cancels import CancelWatch
 
 log = logging.getLogger("evalsi.worker")
 TASKS = Counter("evalsi_worker_tasks_total", "Tasks handled", ["pool", "stage", "status"])
