@@ -132,3 +132,18 @@ def test_interval_is_clipped_to_bounds() -> None:
 def test_resamples_must_be_positive() -> None:
     with pytest.raises(ValueError, match="resamples"):
         percentile_bootstrap([1.0, 2.0], resamples=0)
+
+
+@pytest.mark.parametrize("clustered", [False, True])
+def test_the_stratified_plan_for_many_units_agrees_with_drawing_every_index(
+    clustered: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = np.random.default_rng(21)
+    x = rng.lognormal(size=60_000)  # skewed, where a normal shortcut would show first
+    clusters = np.repeat(np.arange(20_000), 3) if clustered else None
+    stratified = percentile_bootstrap(x, 0.95, seed=1, resamples=5_000, clusters=clusters)
+    monkeypatch.setattr(bootstrap_module, "_EXACT_UNITS", 10**9)
+    exact = percentile_bootstrap(x, 0.95, seed=2, resamples=5_000, clusters=clusters)
+    assert exact is not None
+    scale = (exact[1] - exact[0]) / (2 * 1.96)  # the bootstrap standard error
+    _assert_close(stratified, exact, scale)

@@ -1,7 +1,19 @@
 """Seeded percentile bootstrap of the mean, optionally resampling whole clusters.
 
 The bootstrap is deterministic for a given seed and input: the random stream comes only from
-``np.random.default_rng(seed)`` and the resampling plan depends only on the data.
+``np.random.default_rng(seed)`` and the resampling plan depends only on the data. Quantiles are interpolated
+between order statistics, as ``scipy.stats.bootstrap(method="percentile")``.
+
+Three plans, by what is cheapest while staying the bootstrap:
+
+- few distinct units (pass/fail, Likert, fixed trials): the draw is exactly a multinomial over the distinct units;
+- up to ``_EXACT_UNITS`` units: units drawn with replacement, index by index;
+- more: the units are sorted into ``_STRATA`` strata of neighbouring values; how many draws fall in each stratum
+  is drawn exactly (a multinomial over the strata), and the sum of the draws within a stratum from its normal
+  limit with the stratum's exact mean and (co)variance. Between-strata variation, which is nearly all of it, is
+  exact; within a stratum of ~1,000 sorted neighbours a sum of ~1,000 draws is normal to within what 2,000
+  resamples can tell. A million values with 2,000 resamples take well under a second instead of over a minute
+  (``tests/stats/test_stats_bootstrap.py`` checks the intervals against the exact plan).
 """
 
 from __future__ import annotations
@@ -29,6 +41,10 @@ _CHUNK_ELEMENTS: Final = 1 << 22
 # Use multinomial counts over distinct units when they are at most this fraction of all units; a multinomial
 # draw costs roughly four index draws per category, so below this it is the faster plan.
 _DISTINCT_FRACTION: Final = 0.25
+
+# Above this many units the stratified plan replaces drawing every index (see the module's docstring).
+_EXACT_UNITS: Final = 50_000
+_STRATA: Final = 1024
 
 
 def percentile_bootstrap(
@@ -99,10 +115,55 @@ def _resampled_means(
             out[start:stop] = (draws @ d_sums) / denom
         return out
 
+    if units > _EXACT_UNITS:
+        return _stratified_means(sums, sizes, resamples, rng)
     step = max(1, _CHUNK_ELEMENTS // units)
     for start in range(0, resamples, step):
         stop = min(start + step, resamples)
         idx = rng.integers(0, units, size=(stop - start, units))
         denom = units if sizes is None else sizes[idx].sum(axis=1)
         out[start:stop] = sums[idx].sum(axis=1) / denom
+    return out
+
+
+def _stratified_means(
+    sums: NDArray[np.float64],
+    sizes: NDArray[np.float64] | None,
+    resamples: int,
+    rng: np.random.Generator,
+) -> NDArray[np.float64]:
+    """Resampled means with exact multinomial stratum counts and normal within-stratum sums (module docstring)."""
+    units = sums.size
+    ratio = sums if sizes is None else sums / sizes
+    order = np.argsort(ratio, kind="stable")
+    edges = np.linspace(0, units, _STRATA + 1).astype(np.int64)
+    strata = np.repeat(np.arange(_STRATA), np.diff(edges))
+    sorted_sums = sums[order]
+    sorted_sizes = np.ones(units) if sizes is None else sizes[order]
+    members = np.diff(edges).astype(np.float64)
+    mean_sum = np.bincount(strata, weights=sorted_sums, minlength=_STRATA) / members
+    mean_size = np.bincount(strata, weights=sorted_sizes, minlength=_STRATA) / members
+    d_sum = sorted_sums - mean_sum[strata]
+    d_size = sorted_sizes - mean_size[strata]
+    var_sum = np.bincount(strata, weights=d_sum * d_sum, minlength=_STRATA) / members
+    var_size = np.bincount(strata, weights=d_size * d_size, minlength=_STRATA) / members
+    cov = np.bincount(strata, weights=d_sum * d_size, minlength=_STRATA) / members
+    # Cholesky factor of each stratum's 2x2 covariance of (sum, size) per draw.
+    l11 = np.sqrt(var_sum)
+    l21 = np.divide(cov, l11, out=np.zeros_like(cov), where=l11 > 0)
+    l22 = np.sqrt(np.maximum(var_size - l21 * l21, 0.0))
+    out = np.empty(resamples, dtype=np.float64)
+    step = max(1, _CHUNK_ELEMENTS // _STRATA)
+    for start in range(0, resamples, step):
+        stop = min(start + step, resamples)
+        counts = rng.multinomial(units, members / units, size=stop - start).astype(np.float64)
+        root = np.sqrt(counts)
+        z1 = rng.standard_normal(counts.shape)
+        drawn_sum = counts @ mean_sum + np.sum(root * z1 * l11, axis=1)
+        if sizes is None:
+            out[start:stop] = drawn_sum / units
+            continue
+        z2 = rng.standard_normal(counts.shape)
+        drawn_size = counts @ mean_size + np.sum(root * (z1 * l21 + z2 * l22), axis=1)
+        out[start:stop] = drawn_sum / drawn_size
     return out
