@@ -21,7 +21,6 @@ or a response's ``results``) when it passes ``into``, so no result is copied aft
 from __future__ import annotations
 
 import asyncio
-import random
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
@@ -234,6 +233,7 @@ def _run_dataset(
         record_id=DATASET_RECORD_ID, evaluator=bound.alias, evaluator_ref=ev.ref, trial=0
     )
     mapped: list[Any] = []
+    units: list[str] = []  # the record each mapped value came from: its trials are resampled together
     skipped = 0
     for record in records:
         if _missing(bound, record, ctx) is not None:
@@ -241,6 +241,7 @@ def _run_dataset(
             continue
         try:
             mapped.append(ev.mapper(record, **bound.params))
+            units.append(record.id)
         except SkipRecord:
             skipped += 1
 
@@ -248,33 +249,27 @@ def _run_dataset(
         args = (values, ctx) if ev.wants_context else (values,)
         return normalize_scores(ev, ev.fn(*args, **bound.params))
 
+    def figures(values: list[Any]) -> dict[str, float]:
+        return {score.name: float(getattr(score, kind)) for score in reduce(values)
+                if (kind := score.WhichOneof("value")) in ("number", "passed")}
+
     _finish(result, bound, partial(reduce, mapped))
     if result.outcome != OUTCOME_SCORED:
         return result
-    resamples: dict[str, list[float]] = defaultdict(list)
-    rng = random.Random(options.seed)
-    n = len(mapped)
-    if n >= 2:
-        for _ in range(options.bootstrap_resamples):
-            sample = [mapped[rng.randrange(n)] for _ in range(n)]
-            try:
-                for score in reduce(sample):
-                    kind = score.WhichOneof("value")
-                    if kind in ("number", "passed"):
-                        resamples[score.name].append(float(getattr(score, kind)))
-            except Exception:  # a resample the reducer cannot handle (e.g. one class only) is dropped
-                continue
-    alpha = (1 - options.confidence) / 2
+    from evalsi.stats.bootstrap import reducer_bootstrap  # numpy: only for dataset-scope evaluators
+
+    boot = reducer_bootstrap(mapped, units, figures, level=options.confidence, seed=options.seed,
+                             resamples=options.bootstrap_resamples)
     for score in result.scores:
-        score.metadata["n"].CopyFrom(to_value(n))
+        score.metadata["n"].CopyFrom(to_value(len(mapped)))
         score.metadata["skipped"].CopyFrom(to_value(skipped))
-        values = sorted(resamples.get(score.name, []))
-        if len(values) >= 10:
-            low = values[int(alpha * (len(values) - 1))]
-            high = values[int((1 - alpha) * (len(values) - 1))]
-            score.metadata["ci_low"].CopyFrom(to_value(low))
-            score.metadata["ci_high"].CopyFrom(to_value(high))
-            score.metadata["resamples"].CopyFrom(to_value(len(values)))
+        interval = boot.intervals.get(score.name)
+        if interval is not None:
+            score.metadata["ci_low"].CopyFrom(to_value(interval[0]))
+            score.metadata["ci_high"].CopyFrom(to_value(interval[1]))
+            score.metadata["resamples"].CopyFrom(to_value(boot.resamples[score.name]))
+        if boot.failed:
+            score.metadata["failed_resamples"].CopyFrom(to_value(boot.failed))
     return result
 
 

@@ -18,7 +18,9 @@ Three plans, by what is cheapest while staying the bootstrap:
 
 from __future__ import annotations
 
-from typing import Final, cast
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final, TypeVar, cast
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -45,6 +47,8 @@ _DISTINCT_FRACTION: Final = 0.25
 # Above this many units the stratified plan replaces drawing every index (see the module's docstring).
 _EXACT_UNITS: Final = 50_000
 _STRATA: Final = 1024
+
+T = TypeVar("T")
 
 
 def percentile_bootstrap(
@@ -167,3 +171,62 @@ def _stratified_means(
         drawn_size = counts @ mean_size + np.sum(root * (z1 * l21 + z2 * l22), axis=1)
         out[start:stop] = drawn_sum / drawn_size
     return out
+
+
+@dataclass(frozen=True)
+class ReducerBootstrap:
+    """A bootstrap of a dataset-scope reducer: per score name its interval (``None`` with fewer than ten
+    resamples that produced it), the resamples that produced one, and the resamples the reducer failed on."""
+
+    intervals: dict[str, Interval | None]
+    resamples: dict[str, int]
+    failed: int
+
+
+def reducer_bootstrap(
+    values: Sequence[T],
+    units: Sequence[str],
+    reduce: Callable[[list[T]], Mapping[str, float]],
+    *,
+    level: float = 0.95,
+    seed: int = 0,
+    resamples: int = DEFAULT_BOOTSTRAP_RESAMPLES,
+) -> ReducerBootstrap:
+    """Percentile bootstrap of any reducer over mapped values: whole units (the records, with every trial of a
+    record together) are drawn with replacement from numpy's seeded generator, the reducer runs on each
+    resample, and the quantiles are interpolated. A resample the reducer raises on (one class only, say) is
+    counted in ``failed``, never silently dropped from the report."""
+    level = _check_level(level)
+    if resamples < 1:
+        raise ValueError(f"resamples must be at least 1, got {resamples}")
+    if len(values) != len(units):
+        raise ValueError(f"values and units must be aligned: got {len(values)} and {len(units)}")
+    members: dict[str, list[int]] = {}
+    for index, unit in enumerate(units):
+        members.setdefault(unit, []).append(index)
+    groups = list(members.values())
+    if len(groups) < 2:
+        return ReducerBootstrap({}, {}, 0)
+    rng = np.random.default_rng(seed)
+    drawn: dict[str, list[float]] = {}
+    failed = 0
+    for row in rng.integers(0, len(groups), size=(resamples, len(groups))):
+        sample = [values[i] for g in row for i in groups[g]]
+        try:
+            figures = reduce(sample)
+        except Exception:  # the reducer's own failure on this resample: counted and reported
+            failed += 1
+            continue
+        for name, figure in figures.items():
+            drawn.setdefault(name, []).append(figure)
+    tail = (1.0 - level) / 2.0
+    intervals: dict[str, Interval | None] = {}
+    for name, drawn_figures in drawn.items():
+        finite = np.asarray(drawn_figures, dtype=np.float64)
+        finite = finite[np.isfinite(finite)]
+        if finite.size >= 10:
+            low, high = np.quantile(finite, [tail, 1.0 - tail])
+            intervals[name] = (float(low), float(high))
+        else:
+            intervals[name] = None
+    return ReducerBootstrap(intervals, {name: len(found) for name, found in drawn.items()}, failed)
