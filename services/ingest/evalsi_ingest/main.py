@@ -50,7 +50,7 @@ from evalsi.ingest.processes import ProcessMember, run_processes
 from evalsi.ingest.publishing import BusCompletionPublisher, BusNoticeSender, notice_consumer
 from evalsi.masking import mask_url
 from evalsi.projects import DEFAULT_PROJECT, check_project
-from evalsi.service.kit import STOP_DEADLINE_S, serve_health
+from evalsi.service.kit import STOP_DEADLINE_S, freeze_imports, serve_health
 from evalsi.service.lifecycle import Lifecycle
 from evalsi.service.logging import configure_logging
 from evalsi.service.settings import LOGGING, METRICS_PORT, NATS, TRACES_URL, Option, option, parse
@@ -248,6 +248,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"evalsi-ingest: {exc}", file=sys.stderr)
         return 2
     try:
+        freeze_imports()
         if settings.processes > 1:
             return run_processes(settings, serve, settings.processes)
         asyncio.run(serve(settings))

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import faulthandler
+import gc
 import logging
 import os
 import signal
@@ -61,6 +62,13 @@ async def serve_health(life: Lifecycle, port: int, registry: CollectorRegistry =
 STOP_DEADLINE_S = 30.0  # Kubernetes' default termination grace period
 
 
+def freeze_imports() -> None:
+    """Move everything imported so far out of the collector's sight: a full collection of a service's ~124,000
+    import-time objects took ~0.5 s at load (an Evaluate call's p100), and none of them is ever garbage."""
+    gc.collect()
+    gc.freeze()
+
+
 def run_service(service: str, assemble: Assemble, log_level: str, log_format: str, *,
                 stop_deadline_s: float = STOP_DEADLINE_S) -> int:
     """Configure logging, run the lifecycle until SIGTERM or SIGINT (or a fatal error); the exit code.
@@ -74,6 +82,7 @@ def run_service(service: str, assemble: Assemble, log_level: str, log_format: st
         print(f"evalsi-{service}: {exc}", file=sys.stderr)
         return 2
     faulthandler.register(signal.SIGUSR1, all_threads=True)
+    freeze_imports()
     try:
         asyncio.run(Lifecycle(f"evalsi-{service}", stop_deadline_s=stop_deadline_s).run(assemble))
     except KeyboardInterrupt:  # a second Ctrl-C while stopping
