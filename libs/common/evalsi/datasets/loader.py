@@ -191,12 +191,7 @@ def records_from_rows(
     ``provenance.sample_id``, ``provenance.trial`` and ``provenance.dataset`` filled in.
     """
     field_mapping = parse_mapping(mapping)
-    if isinstance(rows, Mapping | str | bytes):
-        raise BadInputError(f"{source}: expected an iterable of rows (objects or Records), got {_kind(rows)}")
-    if hasattr(rows, "to_dict") and hasattr(rows, "columns"):  # a pandas DataFrame
-        rows = rows.to_dict("records")
-    elif hasattr(rows, "to_dicts"):  # a polars DataFrame
-        rows = rows.to_dicts()
+    rows = _iterable_rows(rows, source)
     builder = RecordBuilder(source, field_mapping)
     add_row, parse = builder.add_row, Record.FromString
     records: list[Record] = []
@@ -220,6 +215,17 @@ def records_from_rows(
     return Dataset(records=records, version=builder.finish(), source=source, format="memory")
 
 
+def _iterable_rows(rows: Any, source: str) -> Iterable[Any]:
+    """Rows as an iterable: a pandas or polars DataFrame as its dicts; a single object or a string refused."""
+    if isinstance(rows, Mapping | str | bytes):
+        raise BadInputError(f"{source}: expected an iterable of rows (objects or Records), got {_kind(rows)}")
+    if hasattr(rows, "to_dict") and hasattr(rows, "columns"):  # a pandas DataFrame
+        return rows.to_dict("records")
+    if hasattr(rows, "to_dicts"):  # a polars DataFrame
+        return rows.to_dicts()
+    return rows
+
+
 def stream_rows(
     rows: Iterable[Mapping[str, Any]] | Any, *, mapping: MappingSpec = None, source: str = "<memory>"
 ) -> RecordStream:
@@ -227,12 +233,7 @@ def stream_rows(
     each row becomes a record only as the stream is read, so a caller storing the records as shards (an embedded
     run beyond its memory budget) never holds them all as messages. The same records, ids and version."""
     field_mapping = parse_mapping(mapping)
-    if isinstance(rows, Mapping | str | bytes):
-        raise BadInputError(f"{source}: expected an iterable of rows (objects or Records), got {_kind(rows)}")
-    if hasattr(rows, "to_dict") and hasattr(rows, "columns"):  # a pandas DataFrame
-        rows = rows.to_dict("records")
-    elif hasattr(rows, "to_dicts"):  # a polars DataFrame
-        rows = rows.to_dicts()
+    rows = _iterable_rows(rows, source)
 
     def plain_rows() -> Iterator[tuple[int, Any]]:
         for index, row in enumerate(rows):
