@@ -75,3 +75,35 @@ def test_an_adjusted_p_above_alpha_turns_a_raw_worse_into_no_significant_differe
     # The interval is the test's own, at the comparison's level: it still excludes zero, and the verdict says why
     # it is not "worse" through p_value_adjusted.
     assert holm["m1"].ci.high < 0 and holm["m1"].p_value == raw["m1"].p_value
+
+
+def test_runs_clustered_by_a_key_are_compared_clustered_by_it() -> None:
+    import numpy as np
+    import statsmodels.api as sm
+
+    import evalsi
+
+    rng = np.random.default_rng(4)
+    docs = [f"d{i // 5}" for i in range(40)]  # eight documents of five questions each
+    shift = {doc: rng.normal(0, 0.3) for doc in set(docs)}
+    rows_a = [{"id": f"q{i}", "output": f"{rng.random():.4f}", "doc": docs[i]} for i in range(40)]
+    rows_b = [{**row, "output": f"{float(row['output']) + shift[row['doc']] + rng.normal(0, 0.05):.4f}"}
+              for row in rows_a]
+
+    from evalsi.evaluators import Output, evaluator
+
+    @evaluator("test/value", requires=["output"], outputs=[Output("value", "number")])
+    def value(record):  # type: ignore[no-untyped-def]
+        return float(record.output.text)
+
+    a = evalsi.evaluate(rows_a, [value], cluster_by="doc").run
+    b = evalsi.evaluate(rows_b, [value], cluster_by="doc").run
+    assert {r.record_id: r.cluster for r in a.results} == {f"q{i}": docs[i] for i in range(40)}
+    [metric] = compare_runs(a, b).metrics
+    x_a = np.array([float(r["output"]) for r in rows_a])
+    x_b = np.array([float(r["output"]) for r in rows_b])
+    fit = sm.OLS(x_b - x_a, np.ones(40)).fit(cov_type="cluster", cov_kwds={
+        "groups": np.array([int(d[1:]) for d in docs]), "use_correction": True, "df_correction": True}, use_t=True)
+    assert metric.test == "cluster-paired-t" and metric.ci.method == "cluster-t"
+    assert (metric.ci.low, metric.ci.high) == pytest.approx(tuple(fit.conf_int(0.05)[0]), rel=1e-6)
+    assert metric.p_value == pytest.approx(fit.pvalues[0], rel=1e-6)

@@ -41,11 +41,17 @@ def values_by_metric(run: Run) -> _Values:
     return values
 
 
+def _clusters_of(run: Run) -> dict[str, str]:
+    """Record id to the cluster its results carry (``EvaluationResult.cluster``), for runs clustered by a key."""
+    return {result.record_id: result.cluster for result in run.results if result.cluster}
+
+
 def compare_runs(a: Run, b: Run, *, confidence: float = DEFAULT_CONFIDENCE,
                  adjust: str = DEFAULT_ADJUSTMENT) -> Comparison:
     """B versus A, paired by (record, trial); trials of one record are clustered. The verdicts read the p-values
     adjusted across the metrics compared (``adjust``: holm, bh or none)."""
     values_a, values_b = values_by_metric(a), values_by_metric(b)
+    clusters = {**_clusters_of(b), **_clusters_of(a)}
     kinds = {s.metric: s for s in b.summaries}
     comparison = Comparison(run_a=a.id, run_b=b.id, adjust=adjust)
     for metric in [s.metric for s in a.summaries]:
@@ -54,7 +60,7 @@ def compare_runs(a: Run, b: Run, *, confidence: float = DEFAULT_CONFIDENCE,
             continue
         comparison.metrics.append(
             _compare_metric(metric, values_a.get(metric, {}), values_b.get(metric, {}), summary.higher_is_better,
-                            confidence)
+                            confidence, clusters)
         )
     tested = [m for m in comparison.metrics if m.HasField("p_value")]
     adjusted = adjust_p_values([m.p_value for m in tested], adjust)
@@ -71,13 +77,15 @@ def _compare_metric(
     b: Mapping[tuple[str, int], float],
     higher_is_better: bool,
     confidence: float,
+    cluster_of: Mapping[str, str],
 ) -> MetricComparison:
     keys = sorted(set(a) & set(b))
     out = MetricComparison(metric=metric, n_pairs=len(keys), unpaired=len(set(a) ^ set(b)))
     xa = np.asarray([a[k] for k in keys], dtype=np.float64)
     xb = np.asarray([b[k] for k in keys], dtype=np.float64)
-    records = [k[0] for k in keys]
-    clusters = records if len(set(records)) < len(records) else None
+    # The run's --cluster-by groups (each result carries its record's), else the trials of each record.
+    groups = [cluster_of.get(record, record) for record, _ in keys]
+    clusters = groups if len(set(groups)) < len(groups) else None
     result = stats.paired_difference(xa, xb, clusters=clusters, level=confidence, higher_is_better=higher_is_better)
     for field in ("mean_a", "mean_b", "diff", "p_value", "mde"):
         value = getattr(result, field)

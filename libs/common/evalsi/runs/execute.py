@@ -218,6 +218,8 @@ class Executor:
             raise RetryTask(f"{infra} evaluations failed on infrastructure")
         if failed:
             out.results.extend(_failure_results(failed, self.resolve(task.evaluators)))
+        if task.summary.cluster_by:
+            label_clusters(out.results, records, task.summary.cluster_by)
         out.usage.CopyFrom(usage)
         return out
 
@@ -319,3 +321,15 @@ def failure_result(record: Record, bound: BoundEvaluator, failure: TargetFailure
     else:
         result.outcome = OUTCOME_CANCELLED
     return result
+
+
+def label_clusters(results: Sequence[EvaluationResult], records: Sequence[Record], cluster_by: str) -> None:
+    """Each result carries its record's cluster value, so a comparison of two runs can cluster by it without the
+    records (neither a saved result nor the stored results hold them)."""
+    from evalsi.runs.summary import cluster_keys
+
+    keys = cluster_keys(records, cluster_by)
+    for result in results:
+        cluster = keys.get(result.record_id)
+        if cluster is not None:
+            result.cluster = cluster

@@ -27,7 +27,7 @@ from google.protobuf import struct_pb2 as google_dot_protobuf_dot_struct__pb2
 from evalsi.v1alpha1 import record_pb2 as evalsi_dot_v1alpha1_dot_record__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1b\x65valsi/v1alpha1/score.proto\x12\x0f\x65valsi.v1alpha1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1c\x65valsi/v1alpha1/record.proto\"\xe5\x02\n\x05Score\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x10\n\x06number\x18\x02 \x01(\x01H\x00\x12\x10\n\x06passed\x18\x03 \x01(\x08H\x00\x12\x0f\n\x05label\x18\x04 \x01(\tH\x00\x12,\n\nstructured\x18\x05 \x01(\x0b\x32\x16.google.protobuf.ValueH\x00\x12\x13\n\x0b\x65xplanation\x18\x06 \x01(\t\x12\x17\n\nconfidence\x18\x07 \x01(\x01H\x01\x88\x01\x01\x12$\n\x04\x63ost\x18\x08 \x01(\x0b\x32\x16.evalsi.v1alpha1.Usage\x12\x36\n\x08metadata\x18\t \x03(\x0b\x32$.evalsi.v1alpha1.Score.MetadataEntry\x1aG\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12%\n\x05value\x18\x02 \x01(\x0b\x32\x16.google.protobuf.Value:\x02\x38\x01\x42\x07\n\x05valueB\r\n\x0b_confidence\"\x9e\x02\n\x10\x45valuationResult\x12\x11\n\trecord_id\x18\x01 \x01(\t\x12\x11\n\tevaluator\x18\x02 \x01(\t\x12\x15\n\revaluator_ref\x18\x03 \x01(\t\x12)\n\x07outcome\x18\x04 \x01(\x0e\x32\x18.evalsi.v1alpha1.Outcome\x12&\n\x06scores\x18\x05 \x03(\x0b\x32\x16.evalsi.v1alpha1.Score\x12\x0e\n\x06reason\x18\x06 \x01(\t\x12+\n\x08\x64uration\x18\x07 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\r\n\x05trial\x18\x08 \x01(\x05\x12.\n\nerror_kind\x18\t \x01(\x0e\x32\x1a.evalsi.v1alpha1.ErrorKind\"i\n\x12\x43onfidenceInterval\x12\x10\n\x03low\x18\x01 \x01(\x01H\x00\x88\x01\x01\x12\x11\n\x04high\x18\x02 \x01(\x01H\x01\x88\x01\x01\x12\r\n\x05level\x18\x03 \x01(\x01\x12\x0e\n\x06method\x18\x04 \x01(\tB\x06\n\x04_lowB\x07\n\x05_high\"[\n\nLabelCount\x12\r\n\x05\x63ount\x18\x01 \x01(\x03\x12\r\n\x05share\x18\x02 \x01(\x01\x12/\n\x02\x63i\x18\x03 \x01(\x0b\x32#.evalsi.v1alpha1.ConfidenceInterval\"\xd7\x03\n\rMetricSummary\x12\x0e\n\x06metric\x18\x01 \x01(\t\x12\x11\n\tevaluator\x18\x02 \x01(\t\x12\t\n\x01n\x18\x03 \x01(\x03\x12\x11\n\x04mean\x18\x04 \x01(\x01H\x00\x88\x01\x01\x12\x10\n\x03std\x18\x05 \x01(\x01H\x01\x88\x01\x01\x12/\n\x02\x63i\x18\x06 \x01(\x0b\x32#.evalsi.v1alpha1.ConfidenceInterval\x12\x0f\n\x07skipped\x18\x07 \x01(\x03\x12\x0e\n\x06\x65rrors\x18\x08 \x01(\x03\x12(\n\x04kind\x18\t \x01(\x0e\x32\x1a.evalsi.v1alpha1.ValueKind\x12:\n\x06labels\x18\n \x03(\x0b\x32*.evalsi.v1alpha1.MetricSummary.LabelsEntry\x12\x14\n\x0cinfra_errors\x18\x0b \x01(\x03\x12\x11\n\tcancelled\x18\x0c \x01(\x03\x12\x10\n\x08\x63lusters\x18\r \x01(\x03\x12\t\n\x01k\x18\x0e \x01(\x05\x12\x18\n\x10higher_is_better\x18\x0f \x01(\x08\x1aJ\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12*\n\x05value\x18\x02 \x01(\x0b\x32\x1b.evalsi.v1alpha1.LabelCount:\x02\x38\x01\x42\x07\n\x05_meanB\x06\n\x04_std\"\x85\x01\n\x0eSummaryOptions\x12\x12\n\nconfidence\x18\x01 \x01(\x01\x12\x12\n\ncluster_by\x18\x02 \x01(\t\x12\x10\n\x08interval\x18\x03 \x01(\t\x12\x0c\n\x04seed\x18\x04 \x01(\x03\x12\x1b\n\x13\x62ootstrap_resamples\x18\x05 \x01(\x05\x12\x0e\n\x06pass_k\x18\x06 \x03(\x05*u\n\x07Outcome\x12\x17\n\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x12\n\x0eOUTCOME_SCORED\x10\x01\x12\x13\n\x0fOUTCOME_SKIPPED\x10\x02\x12\x11\n\rOUTCOME_ERROR\x10\x03\x12\x15\n\x11OUTCOME_CANCELLED\x10\x04*W\n\tErrorKind\x12\x1a\n\x16\x45RROR_KIND_UNSPECIFIED\x10\x00\x12\x18\n\x14\x45RROR_KIND_EVALUATOR\x10\x01\x12\x14\n\x10\x45RROR_KIND_INFRA\x10\x02*\x87\x01\n\tValueKind\x12\x1a\n\x16VALUE_KIND_UNSPECIFIED\x10\x00\x12\x15\n\x11VALUE_KIND_NUMBER\x10\x01\x12\x16\n\x12VALUE_KIND_BOOLEAN\x10\x02\x12\x14\n\x10VALUE_KIND_LABEL\x10\x03\x12\x19\n\x15VALUE_KIND_STRUCTURED\x10\x04\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1b\x65valsi/v1alpha1/score.proto\x12\x0f\x65valsi.v1alpha1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1c\x65valsi/v1alpha1/record.proto\"\xe5\x02\n\x05Score\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x10\n\x06number\x18\x02 \x01(\x01H\x00\x12\x10\n\x06passed\x18\x03 \x01(\x08H\x00\x12\x0f\n\x05label\x18\x04 \x01(\tH\x00\x12,\n\nstructured\x18\x05 \x01(\x0b\x32\x16.google.protobuf.ValueH\x00\x12\x13\n\x0b\x65xplanation\x18\x06 \x01(\t\x12\x17\n\nconfidence\x18\x07 \x01(\x01H\x01\x88\x01\x01\x12$\n\x04\x63ost\x18\x08 \x01(\x0b\x32\x16.evalsi.v1alpha1.Usage\x12\x36\n\x08metadata\x18\t \x03(\x0b\x32$.evalsi.v1alpha1.Score.MetadataEntry\x1aG\n\rMetadataEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12%\n\x05value\x18\x02 \x01(\x0b\x32\x16.google.protobuf.Value:\x02\x38\x01\x42\x07\n\x05valueB\r\n\x0b_confidence\"\xaf\x02\n\x10\x45valuationResult\x12\x11\n\trecord_id\x18\x01 \x01(\t\x12\x11\n\tevaluator\x18\x02 \x01(\t\x12\x15\n\revaluator_ref\x18\x03 \x01(\t\x12)\n\x07outcome\x18\x04 \x01(\x0e\x32\x18.evalsi.v1alpha1.Outcome\x12&\n\x06scores\x18\x05 \x03(\x0b\x32\x16.evalsi.v1alpha1.Score\x12\x0e\n\x06reason\x18\x06 \x01(\t\x12+\n\x08\x64uration\x18\x07 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\r\n\x05trial\x18\x08 \x01(\x05\x12.\n\nerror_kind\x18\t \x01(\x0e\x32\x1a.evalsi.v1alpha1.ErrorKind\x12\x0f\n\x07\x63luster\x18\n \x01(\t\"i\n\x12\x43onfidenceInterval\x12\x10\n\x03low\x18\x01 \x01(\x01H\x00\x88\x01\x01\x12\x11\n\x04high\x18\x02 \x01(\x01H\x01\x88\x01\x01\x12\r\n\x05level\x18\x03 \x01(\x01\x12\x0e\n\x06method\x18\x04 \x01(\tB\x06\n\x04_lowB\x07\n\x05_high\"[\n\nLabelCount\x12\r\n\x05\x63ount\x18\x01 \x01(\x03\x12\r\n\x05share\x18\x02 \x01(\x01\x12/\n\x02\x63i\x18\x03 \x01(\x0b\x32#.evalsi.v1alpha1.ConfidenceInterval\"\xd7\x03\n\rMetricSummary\x12\x0e\n\x06metric\x18\x01 \x01(\t\x12\x11\n\tevaluator\x18\x02 \x01(\t\x12\t\n\x01n\x18\x03 \x01(\x03\x12\x11\n\x04mean\x18\x04 \x01(\x01H\x00\x88\x01\x01\x12\x10\n\x03std\x18\x05 \x01(\x01H\x01\x88\x01\x01\x12/\n\x02\x63i\x18\x06 \x01(\x0b\x32#.evalsi.v1alpha1.ConfidenceInterval\x12\x0f\n\x07skipped\x18\x07 \x01(\x03\x12\x0e\n\x06\x65rrors\x18\x08 \x01(\x03\x12(\n\x04kind\x18\t \x01(\x0e\x32\x1a.evalsi.v1alpha1.ValueKind\x12:\n\x06labels\x18\n \x03(\x0b\x32*.evalsi.v1alpha1.MetricSummary.LabelsEntry\x12\x14\n\x0cinfra_errors\x18\x0b \x01(\x03\x12\x11\n\tcancelled\x18\x0c \x01(\x03\x12\x10\n\x08\x63lusters\x18\r \x01(\x03\x12\t\n\x01k\x18\x0e \x01(\x05\x12\x18\n\x10higher_is_better\x18\x0f \x01(\x08\x1aJ\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12*\n\x05value\x18\x02 \x01(\x0b\x32\x1b.evalsi.v1alpha1.LabelCount:\x02\x38\x01\x42\x07\n\x05_meanB\x06\n\x04_std\"\x85\x01\n\x0eSummaryOptions\x12\x12\n\nconfidence\x18\x01 \x01(\x01\x12\x12\n\ncluster_by\x18\x02 \x01(\t\x12\x10\n\x08interval\x18\x03 \x01(\t\x12\x0c\n\x04seed\x18\x04 \x01(\x03\x12\x1b\n\x13\x62ootstrap_resamples\x18\x05 \x01(\x05\x12\x0e\n\x06pass_k\x18\x06 \x03(\x05*u\n\x07Outcome\x12\x17\n\x13OUTCOME_UNSPECIFIED\x10\x00\x12\x12\n\x0eOUTCOME_SCORED\x10\x01\x12\x13\n\x0fOUTCOME_SKIPPED\x10\x02\x12\x11\n\rOUTCOME_ERROR\x10\x03\x12\x15\n\x11OUTCOME_CANCELLED\x10\x04*W\n\tErrorKind\x12\x1a\n\x16\x45RROR_KIND_UNSPECIFIED\x10\x00\x12\x18\n\x14\x45RROR_KIND_EVALUATOR\x10\x01\x12\x14\n\x10\x45RROR_KIND_INFRA\x10\x02*\x87\x01\n\tValueKind\x12\x1a\n\x16VALUE_KIND_UNSPECIFIED\x10\x00\x12\x15\n\x11VALUE_KIND_NUMBER\x10\x01\x12\x16\n\x12VALUE_KIND_BOOLEAN\x10\x02\x12\x14\n\x10VALUE_KIND_LABEL\x10\x03\x12\x19\n\x15VALUE_KIND_STRUCTURED\x10\x04\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -38,26 +38,26 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SCORE_METADATAENTRY']._serialized_options = b'8\001'
   _globals['_METRICSUMMARY_LABELSENTRY']._loaded_options = None
   _globals['_METRICSUMMARY_LABELSENTRY']._serialized_options = b'8\001'
-  _globals['_OUTCOME']._serialized_start=1599
-  _globals['_OUTCOME']._serialized_end=1716
-  _globals['_ERRORKIND']._serialized_start=1718
-  _globals['_ERRORKIND']._serialized_end=1805
-  _globals['_VALUEKIND']._serialized_start=1808
-  _globals['_VALUEKIND']._serialized_end=1943
+  _globals['_OUTCOME']._serialized_start=1616
+  _globals['_OUTCOME']._serialized_end=1733
+  _globals['_ERRORKIND']._serialized_start=1735
+  _globals['_ERRORKIND']._serialized_end=1822
+  _globals['_VALUEKIND']._serialized_start=1825
+  _globals['_VALUEKIND']._serialized_end=1960
   _globals['_SCORE']._serialized_start=141
   _globals['_SCORE']._serialized_end=498
   _globals['_SCORE_METADATAENTRY']._serialized_start=403
   _globals['_SCORE_METADATAENTRY']._serialized_end=474
   _globals['_EVALUATIONRESULT']._serialized_start=501
-  _globals['_EVALUATIONRESULT']._serialized_end=787
-  _globals['_CONFIDENCEINTERVAL']._serialized_start=789
-  _globals['_CONFIDENCEINTERVAL']._serialized_end=894
-  _globals['_LABELCOUNT']._serialized_start=896
-  _globals['_LABELCOUNT']._serialized_end=987
-  _globals['_METRICSUMMARY']._serialized_start=990
-  _globals['_METRICSUMMARY']._serialized_end=1461
-  _globals['_METRICSUMMARY_LABELSENTRY']._serialized_start=1370
-  _globals['_METRICSUMMARY_LABELSENTRY']._serialized_end=1444
-  _globals['_SUMMARYOPTIONS']._serialized_start=1464
-  _globals['_SUMMARYOPTIONS']._serialized_end=1597
+  _globals['_EVALUATIONRESULT']._serialized_end=804
+  _globals['_CONFIDENCEINTERVAL']._serialized_start=806
+  _globals['_CONFIDENCEINTERVAL']._serialized_end=911
+  _globals['_LABELCOUNT']._serialized_start=913
+  _globals['_LABELCOUNT']._serialized_end=1004
+  _globals['_METRICSUMMARY']._serialized_start=1007
+  _globals['_METRICSUMMARY']._serialized_end=1478
+  _globals['_METRICSUMMARY_LABELSENTRY']._serialized_start=1387
+  _globals['_METRICSUMMARY_LABELSENTRY']._serialized_end=1461
+  _globals['_SUMMARYOPTIONS']._serialized_start=1481
+  _globals['_SUMMARYOPTIONS']._serialized_end=1614
 # @@protoc_insertion_point(module_scope)

@@ -77,7 +77,7 @@ class Score(_message.Message):
     def __init__(self, name: _Optional[str] = ..., number: _Optional[float] = ..., passed: _Optional[bool] = ..., label: _Optional[str] = ..., structured: _Optional[_Union[_struct_pb2.Value, _Mapping]] = ..., explanation: _Optional[str] = ..., confidence: _Optional[float] = ..., cost: _Optional[_Union[_record_pb2.Usage, _Mapping]] = ..., metadata: _Optional[_Mapping[str, _struct_pb2.Value]] = ...) -> None: ...
 
 class EvaluationResult(_message.Message):
-    __slots__ = ("record_id", "evaluator", "evaluator_ref", "outcome", "scores", "reason", "duration", "trial", "error_kind")
+    __slots__ = ("record_id", "evaluator", "evaluator_ref", "outcome", "scores", "reason", "duration", "trial", "error_kind", "cluster")
     RECORD_ID_FIELD_NUMBER: _ClassVar[int]
     EVALUATOR_FIELD_NUMBER: _ClassVar[int]
     EVALUATOR_REF_FIELD_NUMBER: _ClassVar[int]
@@ -87,6 +87,7 @@ class EvaluationResult(_message.Message):
     DURATION_FIELD_NUMBER: _ClassVar[int]
     TRIAL_FIELD_NUMBER: _ClassVar[int]
     ERROR_KIND_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
     record_id: str
     evaluator: str
     evaluator_ref: str
@@ -96,7 +97,8 @@ class EvaluationResult(_message.Message):
     duration: _duration_pb2.Duration
     trial: int
     error_kind: ErrorKind
-    def __init__(self, record_id: _Optional[str] = ..., evaluator: _Optional[str] = ..., evaluator_ref: _Optional[str] = ..., outcome: _Optional[_Union[Outcome, str]] = ..., scores: _Optional[_Iterable[_Union[Score, _Mapping]]] = ..., reason: _Optional[str] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., trial: _Optional[int] = ..., error_kind: _Optional[_Union[ErrorKind, str]] = ...) -> None: ...
+    cluster: str
+    def __init__(self, record_id: _Optional[str] = ..., evaluator: _Optional[str] = ..., evaluator_ref: _Optional[str] = ..., outcome: _Optional[_Union[Outcome, str]] = ..., scores: _Optional[_Iterable[_Union[Score, _Mapping]]] = ..., reason: _Optional[str] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., trial: _Optional[int] = ..., error_kind: _Optional[_Union[ErrorKind, str]] = ..., cluster: _Optional[str] = ...) -> None: ...
 
 class ConfidenceInterval(_message.Message):
     __slots__ = ("low", "high", "level", "method")
