@@ -63,9 +63,7 @@ def _records_in(data: Data, mapping: Any, limit: int | None) -> Dataset | Record
         return data
     if isinstance(data, str | Path):
         return stream_dataset(data, mapping=mapping, limit=limit)
-    rows = data.to_dict("records") if hasattr(data, "to_dict") else list(data)
-    if limit is not None:
-        rows = rows[:limit]
+    rows = _rows(data, limit)
     if not rows or any(isinstance(row, Record) for row in rows):
         return records_from_rows(rows, mapping=mapping)
     return stream_rows(rows, mapping=mapping)
@@ -92,10 +90,13 @@ def _as_dataset(data: Data, mapping: Any, limit: int | None) -> Dataset:
         return data
     if isinstance(data, str | Path):
         return load_dataset(data, mapping=mapping, limit=limit)
+    return records_from_rows(_rows(data, limit), mapping=mapping)
+
+
+def _rows(data: Any, limit: int | None) -> list[Any]:
+    """In-memory rows (a DataFrame as its dicts), the first ``limit`` of them."""
     rows = data.to_dict("records") if hasattr(data, "to_dict") else list(data)
-    if limit is not None:
-        rows = rows[:limit]
-    return records_from_rows(rows, mapping=mapping)
+    return rows if limit is None else rows[:limit]
 
 
 def _document(

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from evalsi.stats.intervals import _as_values, _check_level, _mean, _std, korn_graubard
+from evalsi.stats.intervals import _as_values, _check_level, _mean, _std, clopper_pearson
 from evalsi.stats.summary import Aggregate
 
 
@@ -43,22 +43,23 @@ def pass_hat_k_array(n: ArrayLike, c: ArrayLike, k: int) -> NDArray[np.float64]:
 
 def summarize_pass_at_k(n: ArrayLike, c: ArrayLike, k: int, *, level: float = 0.95) -> Aggregate:
     """Mean pass@k over records, with Clopper-Pearson's interval over the records
-    (``summarize_estimates``)."""
+    (``_summarize_estimates``)."""
     trials, successes = _check_counts(n, c, k, scalar=False)
-    return summarize_estimates(_pass_at_k(trials, successes, k), trials, k, level=level)
+    return _summarize_estimates(_pass_at_k(trials, successes, k), level)
 
 
 def summarize_pass_hat_k(n: ArrayLike, c: ArrayLike, k: int, *, level: float = 0.95) -> Aggregate:
     """Mean pass^k over records, with Clopper-Pearson's interval over the records
-    (``summarize_estimates``)."""
+    (``_summarize_estimates``)."""
     trials, successes = _check_counts(n, c, k, scalar=False)
-    return summarize_estimates(_pass_hat_k(trials, successes, k), trials, k, level=level)
+    return _summarize_estimates(_pass_hat_k(trials, successes, k), level)
 
 
-def summarize_estimates(estimates: NDArray[np.float64], trials: NDArray[np.int64], k: int, *,
-                        level: float = 0.95) -> Aggregate:
-    """Mean of per-record pass@k or pass^k estimates (each in [0, 1]) with ``korn_graubard``: units are the
-    records, and a record with n trials holds at most n / k independent k-draws. A Student-t interval over the
+def _summarize_estimates(estimates: NDArray[np.float64], level: float) -> Aggregate:
+    """Mean of per-record pass@k or pass^k estimates (each in [0, 1]) with Clopper-Pearson's interval for that
+    mean out of the records: ``korn_graubard`` at its floor of one unit a record. No design effect is sized from
+    the estimates' own spread: with few non-zero estimates it is too noisy (coverage fell to 83% for pass^5 near
+    0.02), and a mean of values in [0, 1] varies at most as a proportion does. A Student-t interval over the
     estimates collapsed to [1, 1] when every record passed and covered far below 95% near 0 and 1
     (benchmarks/coverage.py)."""
     level = _check_level(level)
@@ -66,10 +67,7 @@ def summarize_estimates(estimates: NDArray[np.float64], trials: NDArray[np.int64
     if x.size == 0:
         return Aggregate(0, None, None, None, None, level, None)
     mean = float(np.clip(_mean(x) or 0.0, 0.0, 1.0))
-    # No design effect from the estimates' own spread: with few non-zero estimates it is too noisy to size from
-    # (coverage fell to 83% for pass^5 near 0.02); a mean of values in [0, 1] varies at most as a proportion does.
-    low, high = korn_graubard(mean, 0.0, units=float(x.size), total=float(x.size), df=max(x.size - 1, 1),
-                                 level=level)
+    low, high = clopper_pearson(mean * x.size, float(x.size), level)
     return Aggregate(int(x.size), _mean(x), _std(x), low, high, level, "korn-graubard")
 
 
