@@ -69,7 +69,9 @@ def test_from_one_result_the_spread_is_assumed_and_said_so(saved: tuple[Path, Pa
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (("--diff", "0"), "a difference of zero cannot be detected"),
+    (("--diff", "0"), "0 cannot be detected"),
+    (("--kind", "number", "--sd", "0.3", "--diff", "nan"), "nan cannot be detected"),
+    (("--kind", "pass-fail", "--rate", "0.5", "--diff", "3"), "beyond what a pass rate can move"),
     (("--diff", "0.1"), "give saved RESULTS to size from, or --kind"),
     (("--kind", "pass-fail", "--diff", "0.1"), "give one of --discordance or --rate"),
     (("--kind", "number", "--rate", "0.5", "--diff", "0.1"), "--kind number: give --sd"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 from typing import TYPE_CHECKING
 
 import click
@@ -55,9 +56,11 @@ def power_command(results: tuple[str, ...], diff: float, power: float, confidenc
       evalsi power --kind pass-fail --discordance 0.2 --diff 0.05
       evalsi power --kind number --sd 0.3 --diff 0.1
     """
-    if diff == 0.0:
-        raise BadInputError("--diff: a difference of zero cannot be detected; give the smallest difference that "
+    if diff == 0.0 or not math.isfinite(diff):
+        raise BadInputError(f"--diff: {diff:g} cannot be detected; give the smallest non-zero difference that "
                             "matters, such as 0.05")
+    if kind == "pass-fail" and abs(diff) > 1.0:
+        raise BadInputError(f"--diff: {diff:g} is beyond what a pass rate can move (at most 1)")
     alpha = (1.0 - confidence) / family
     from evalsi.runs.power import MetricPower, plan, size_metrics  # numpy and scipy: only when sizing
 

@@ -42,9 +42,10 @@ class MetricPower:
 
 def plan(diff: float, *, test: str, spread: float, alpha: float, power: float) -> int | None:
     """Records needed to detect ``diff`` with ``test`` ("mcnemar": spread is the discordant share; "paired-t": the
-    sd of the differences); ``None`` for a paired t with no spread to size from."""
-    if test == "mcnemar":
-        return mcnemar_sample_size(diff, spread, alpha, power)
+    sd of the differences); ``None`` for a paired t with no spread to size from, or a pass/fail difference
+    beyond 1."""
+    if test == "mcnemar":  # a pass rate moves by at most 1
+        return mcnemar_sample_size(diff, spread, alpha, power) if abs(diff) <= 1.0 else None
     return None if spread <= 0.0 else t_sample_size(diff, spread, alpha, power)
 
 
