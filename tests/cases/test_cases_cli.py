@@ -36,20 +36,20 @@ def test_examples_pass_skip_and_pend_exit_0(agent_url: str, tmp_path: Path) -> N
     out = tmp_path / "report.json"
     code, output = run("run", "--source", str(EXAMPLES / "golden"), "--agent-url", agent_url, "-o", str(out))
     assert code == 0, output
-    assert "SKIP     loja-chocolates-rastreio" in output and "lacks tool(s) search_orders" in output
-    assert "PENDING  loja-chocolates-presente" in output
+    assert "SKIP     chocolate-shop-tracking" in output and "lacks tool(s) search_orders" in output
+    assert "PENDING  chocolate-shop-gift" in output
     assert "pass rate 100% (95% Wilson CI 34%–100%, n=2)" in output
     report = json.loads(out.read_text())
     assert report["summary"]["pass"] == 2 and report["summary"]["judge_pending"] == 1
-    cupom = next(c for c in report["cases"] if c["id"] == "loja-chocolates-cupom")
+    cupom = next(c for c in report["cases"] if c["id"] == "chocolate-shop-coupon")
     assert [c["name"] for c in cupom["checks"]][:2] == ["tools_called", "never_calls"]
     assert cupom["transcript"]["turns"][0]["tool_calls"][0] == {
         "name": "search_voucher", "arguments": {"active": True}, "end": "ok"}
 
 
 def test_a_failing_case_exits_3_and_names_the_check(agent_url: str, tmp_path: Path) -> None:
-    write(tmp_path, "leak.yaml", "id: leak\nagent: loja-chocolates\nturns:\n"
-          "  - user: tem algum cupom de desconto ativo?\n"
+    write(tmp_path, "leak.yaml", "id: leak\nagent: chocolate-shop\nturns:\n"
+          "  - user: is there an active discount coupon?\n"
           "expect:\n  reply_omits: [choco10]\n  tools_called: [search_voucher]\n")
     code, output = run("run", "--source", str(tmp_path), "--agent-url", agent_url, "--format", "json")
     assert code == 3, output
@@ -60,8 +60,8 @@ def test_a_failing_case_exits_3_and_names_the_check(agent_url: str, tmp_path: Pa
 
 
 def test_a_broken_case_is_reported_and_exits_2(agent_url: str, tmp_path: Path) -> None:
-    write(tmp_path, "ok.yaml", "id: ok\nagent: loja-chocolates\nturns:\n  - user: oi\n")
-    write(tmp_path, "bad.yaml", "id: bad\nagent: loja-chocolates\nstate:\n  cart: []\nturns:\n  - user: oi\n")
+    write(tmp_path, "ok.yaml", "id: ok\nagent: chocolate-shop\nturns:\n  - user: oi\n")
+    write(tmp_path, "bad.yaml", "id: bad\nagent: chocolate-shop\nstate:\n  cart: []\nturns:\n  - user: oi\n")
     code, output = run("run", "--source", str(tmp_path), "--agent-url", agent_url)
     assert code == 2, output
     assert "BROKEN   bad" in output and "bad.yaml:4: state.cart: unknown state key" in output

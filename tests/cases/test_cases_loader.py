@@ -28,13 +28,13 @@ def test_examples_load() -> None:
     items = load_cases(EXAMPLES)
     assert all(isinstance(item, Case) for item in items)
     by_id = {item.id: item for item in items if isinstance(item, Case)}
-    seen = by_id["loja-chocolates-add-seen"]
+    seen = by_id["chocolate-shop-add-seen"]
     assert set(seen.state) == {"evidence", "memory", "history", "briefing"}
     assert seen.requires.tools == ("add_to_cart",)
     assert seen.tenant == "platform"
-    assert by_id["loja-chocolates-cupom"].expect.tools_called == ("search_voucher", "search_products?")
-    assert by_id["loja-chocolates-cupom"].expect.policy is not None
-    assert by_id["loja-chocolates-cupom"].expect.policy.max == 1
+    assert by_id["chocolate-shop-coupon"].expect.tools_called == ("search_voucher", "search_products?")
+    assert by_id["chocolate-shop-coupon"].expect.policy is not None
+    assert by_id["chocolate-shop-coupon"].expect.policy.max == 1
 
 
 def test_unknown_state_key_names_file_line_and_key(tmp_path: Path) -> None:
