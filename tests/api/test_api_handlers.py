@@ -477,8 +477,12 @@ async def test_list_evaluators_lists_manifests_and_packs(api: Api) -> None:
 
 
 async def test_list_evaluators_unknown_pack_lists_the_installed_ones(api: Api) -> None:
-    with pytest.raises(BadInputError, match="pack: unknown pack 'rag'; installed packs: agent, core, judge"):
-        await api.catalog.list_evaluators(ListEvaluatorsRequest(pack="rag"), ctx())
+    # Which packs are installed depends on the environment (a user may have pip-installed one), so the test checks
+    # that the built-in packs are among those named, not the exact list.
+    with pytest.raises(BadInputError, match="pack: unknown pack 'no-such-pack'; installed packs: ") as refused:
+        await api.catalog.list_evaluators(ListEvaluatorsRequest(pack="no-such-pack"), ctx())
+    named = str(refused.value).split("installed packs: ", 1)[1].split(", ")
+    assert {"agent", "core", "judge"} <= set(named) and named == sorted(named)
 
 
 async def _aiter(items: list) -> AsyncIterator:
