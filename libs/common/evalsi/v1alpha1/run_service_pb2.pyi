@@ -96,20 +96,22 @@ class GetRunRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ..., project: _Optional[str] = ...) -> None: ...
 
 class ListRunsRequest(_message.Message):
-    __slots__ = ("project", "state", "name_contains", "labels", "page_size", "page_token")
+    __slots__ = ("project", "state", "name_contains", "labels", "page_size", "page_token", "all_projects")
     PROJECT_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     NAME_CONTAINS_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    ALL_PROJECTS_FIELD_NUMBER: _ClassVar[int]
     project: str
     state: _run_pb2.RunState
     name_contains: str
     labels: _containers.RepeatedScalarFieldContainer[str]
     page_size: int
     page_token: str
-    def __init__(self, project: _Optional[str] = ..., state: _Optional[_Union[_run_pb2.RunState, str]] = ..., name_contains: _Optional[str] = ..., labels: _Optional[_Iterable[str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+    all_projects: bool
+    def __init__(self, project: _Optional[str] = ..., state: _Optional[_Union[_run_pb2.RunState, str]] = ..., name_contains: _Optional[str] = ..., labels: _Optional[_Iterable[str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., all_projects: _Optional[bool] = ...) -> None: ...
 
 class ListRunsResponse(_message.Message):
     __slots__ = ("runs", "next_page_token")
