@@ -84,19 +84,73 @@ def test_pass_at_k_and_pass_hat_k_read_their_summaries() -> None:
     assert not passed and "need several trials per sample" in message
 
 
-def test_non_boolean_and_ill_typed_gates_fail() -> None:
-    assert check("metric('exact-match').mean") == (False, "must evaluate to true or false, got double 0.5667")
-    passed, message = check("metric('exact-match').n > 2.5")
-    assert not passed and message.startswith("could not be evaluated")
+def test_a_count_compares_with_a_fraction_as_a_number() -> None:
+    # CEL compares across int and double; the check accepts it and the evaluation agrees (cel-python alone raised
+    # "found no matching overload for relation_ge ... IntType ... DoubleType").
+    assert check("metric('exact-match').n >= 0.5") == (True, "metric('exact-match').n = 30 >= 0.5")
+    assert check("metric('exact-match').n > 30.5") == (False, "metric('exact-match').n = 30 <= 30.5")
+    assert check("metric('exact-match').n == 30.0")[0]
+    assert check("metric('exact-match').skipped != 2.0") == (False, "metric('exact-match').skipped = 2 == 2.0")
+    assert check("0.5 < metric('exact-match').n")[0]
+
+
+def test_ill_typed_gates_are_refused_before_any_run_with_the_position_and_the_types() -> None:
+    cases = {
+        "metric('exact-match').mean":
+            "a gate must be true or false; \"metric('exact-match').mean\" is a double",
+        "metric('exact-match').mean == 'a'":
+            "== compares double with string, which are never equal "
+            "(in \"metric('exact-match').mean == 'a'\" at column 28)",
+        "metric('a').mean * metric('a').n > 1":
+            "* mixes double and int, which CEL does not do in arithmetic; convert one side, e.g. "
+            "double(metric('a').n) (in \"metric('a').mean * metric('a').n > 1\" at column 18)",
+        "metric('a').average > 1":
+            "metric('a') has no field 'average'; accepted: mean, std, n, ci_low, ci_high, skipped, errors, "
+            "infra_errors, cancelled, passAtK(), passHatK() (in \"metric('a').average > 1\" at column 13)",
+        "metric('a').ci_lo > 1":
+            "metric('a') has no field 'ci_lo'; did you mean ci_low? accepted: mean, std, n, ci_low, ci_high, "
+            "skipped, errors, infra_errors, cancelled, passAtK(), passHatK() (in \"metric('a').ci_lo > 1\" at "
+            "column 13)",
+        "metric('a').passAtK('3') > 0.5":
+            "metric('a').passAtK() takes an int; \"'3'\" is a string (in \"metric('a').passAtK('3') > 0.5\" at "
+            "column 21)",
+        "metric('a').mean > 0.5 && metric('a').n":
+            "&& needs bool operands; \"metric('a').n\" is an int (in \"metric('a').mean > 0.5 && metric('a').n\" "
+            "at column 27)",
+        "mean('a') > 0.5":
+            "unknown function mean(); functions here: metric(), and CEL's size(), int(), double(), string() "
+            "(in \"mean('a') > 0.5\" at column 1)",
+    }
+    for expression, message in cases.items():
+        with pytest.raises(BadInputError) as caught:
+            compile_gate(expression)
+        assert str(caught.value) == message, expression
+
+
+def test_every_problem_of_one_gate_is_reported_and_lines_are_counted() -> None:
+    expression = "metric('a').mean == 'x' ||\n  metric('a').n + 0.5 > 1"
+    with pytest.raises(BadInputError) as caught:
+        compile_gate(expression)
+    first, second = str(caught.value).split("; ", 1)
+    assert first.startswith("== compares double with string") and "at line 1, column 18)" in first
+    assert second.startswith("+ mixes int and double") and "at line 2, column 17)" in second
+
+
+def test_a_gate_that_would_not_compile_fails_when_evaluated_rather_than_raising() -> None:
+    passed, message = check("metric('exact-match').mean")
+    assert not passed
+    assert message == "not evaluated: a gate must be true or false; \"metric('exact-match').mean\" is a double"
 
 
 def test_compile_errors_are_bad_input() -> None:
     with pytest.raises(BadInputError, match="invalid CEL"):
         compile_gate("metric('a').mean >=")
-    with pytest.raises(BadInputError, match="has no member 'average'"):
+    with pytest.raises(BadInputError, match="has no field 'average'"):
         compile_gate("metric('a').average > 1")
-    with pytest.raises(BadInputError, match=r"passHatK takes a whole number k >= 1"):
+    with pytest.raises(BadInputError, match=r"passHatK: takes a whole number k >= 1"):
         compile_gate("metric('a').passHatK(0) > 1")
+    with pytest.raises(BadInputError, match="metric\\(\\) takes the metric's name as a quoted string"):
+        compile_gate("metric('a' + 'b').mean > 1")
     with pytest.raises(BadInputError, match="non-empty"):
         compile_gate("  ")
 

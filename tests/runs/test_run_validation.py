@@ -105,7 +105,20 @@ def test_gates_compile_and_name_metrics_the_run_produces(tmp_path: Path) -> None
         "spec.gates[1]: metric 'exact-macth' is not produced by any evaluator of this run; did you mean exact-match?"
     ) in message
     message = problems(tmp_path, {"gates": ["metric('exact-match').meen > 0"]})
-    assert "spec.gates[0]: metric('exact-match').meen: metric() has no member 'meen'" in message
+    assert message.startswith("spec.gates[0]: metric('exact-match') has no field 'meen'; did you mean mean?")
+
+
+def test_a_gate_of_the_wrong_types_is_refused_before_the_run_with_its_position(tmp_path: Path) -> None:
+    message = problems(tmp_path, {"gates": ["metric('exact-match').mean >= 0.5", "metric('exact-match').mean == 'a'"]})
+    assert message == (
+        "spec.gates[1]: == compares double with string, which are never equal "
+        "(in \"metric('exact-match').mean == 'a'\" at column 28)"
+    )
+
+
+def test_a_count_against_a_fraction_is_a_valid_gate(tmp_path: Path) -> None:
+    validate_eval_run(make_run(tmp_path, {"gates": ["metric('exact-match').n >= 0.5"]}), registry=REGISTRY,
+                      base_dir=tmp_path)
 
 
 def test_pass_k_gates_need_enough_trials(tmp_path: Path) -> None:

@@ -21,6 +21,20 @@ from typing import Any
 import celpy
 from celpy import celtypes
 
+from evalsi.cel import (
+    DOUBLE,
+    INT,
+    STRING,
+    Declarations,
+    Function,
+    calls,
+    check_expression,
+    describe_problems,
+    object_type,
+    parse_expression,
+    program,
+    require_bool,
+)
 from evalsi.errors import BadInputError
 from evalsi.limits import MAX_EXPRESSION_CHARS
 from evalsi.v1alpha1.run_pb2 import GateResult
@@ -29,36 +43,32 @@ from evalsi.v1alpha1.score_pb2 import MetricSummary
 FIELDS = ("mean", "std", "n", "ci_low", "ci_high", "skipped", "errors", "infra_errors", "cancelled")
 METHODS = {"passAtK": "pass@", "passHatK": "pass^"}
 _COUNTS = frozenset({"n", "skipped", "errors", "infra_errors", "cancelled"})
-_REFERENCE = re.compile(
-    r"""metric\(\s*(?P<q>['"])(?P<name>.*?)(?P=q)\s*\)\s*\.\s*(?P<member>[A-Za-z_]\w*)\s*(?:\(\s*(?P<arg>[^)]*?)\s*\))?"""
-)
 _COMPARISON = re.compile(
     r"^\s*(?P<lhs>.+?)\s*(?P<op>>=|<=|==|!=|>|<)\s*(?P<rhs>-?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$"
 )
 _NEGATED = {">=": "<", "<=": ">", ">": "<=", "<": ">=", "==": "!=", "!=": "=="}
 
-_ENV = celpy.Environment()
+# What a gate may name, for the type check: ``metric(name)`` and its typed fields and methods, as evaluated below.
+_METRIC = object_type(
+    "metric",
+    {name: INT if name in _COUNTS else DOUBLE for name in FIELDS},
+    {method: Function((INT,), DOUBLE) for method in METHODS},
+)
+DECLARATIONS = Declarations(functions={"metric": Function((STRING,), _METRIC)})
 
 
 @dataclass(frozen=True)
 class MetricReference:
-    """One ``metric('name').member`` (or ``.member(k)``) written in a gate."""
+    """One ``metric('name')`` (or ``metric('name').method(k)``) written in a gate."""
 
     metric: str
-    member: str
+    member: str = ""
     k: int | None = None
 
     @property
     def text(self) -> str:
-        suffix = f"({self.k})" if self.member in METHODS else ""
-        return f"metric('{self.metric}').{self.member}{suffix}"
-
-    @property
-    def summary_name(self) -> str:
-        """The summary this reads: the metric's own, or its pass@k / pass^k summary."""
-        if self.member in METHODS:
-            return f"{self.metric}.{METHODS[self.member]}{self.k}"
-        return self.metric
+        suffix = f".{self.member}({self.k})" if self.member in METHODS else ""
+        return f"metric('{self.metric}'){suffix}"
 
 
 @dataclass(frozen=True)
@@ -70,53 +80,67 @@ class Gate:
     _program: Any = field(repr=False, compare=False)
 
 
-def gate_references(expression: str) -> list[MetricReference]:
-    """The metric reads written literally in a gate; ``BadInputError`` for an unknown field or bad k."""
-    out = []
-    for match in _REFERENCE.finditer(expression):
-        name, member, arg = match.group("name"), match.group("member"), match.group("arg")
-        written = match.group(0).strip()
-        if member in METHODS:
-            if arg is None or not arg.isdigit() or int(arg) < 1:
-                raise BadInputError(f"{written}: {member} takes a whole number k >= 1, e.g. {member}(3)")
-            out.append(MetricReference(name, member, int(arg)))
-        elif member in FIELDS:
-            if arg is not None:
-                raise BadInputError(f"{written}: {member} is a field, not a method; write .{member}")
-            out.append(MetricReference(name, member))
-        else:
-            known = ", ".join([*FIELDS, *(f"{m}(k)" for m in METHODS)])
-            raise BadInputError(f"{written}: metric() has no member {member!r}; accepted: {known}")
-    return out
-
-
-def compile_gate(expression: str) -> Gate:
-    """Parse a gate; syntax errors and unknown metric members are ``BadInputError``."""
+def _parse(expression: str) -> tuple[Any, tuple[MetricReference, ...], list[str]]:
+    """The parse tree, the metric reads and every problem that needs no knowledge of the run: syntax, types,
+    a result that is not true/false, a metric name that is not a quoted string, a bad k."""
     if not isinstance(expression, str) or not expression.strip():
         raise BadInputError("a gate must be a non-empty CEL expression, e.g. metric('exact-match').mean >= 0.8")
     if len(expression) > MAX_EXPRESSION_CHARS:  # refused before parsing: parsing is what a huge one costs
         raise BadInputError(f"{len(expression)} characters exceed the limit of {MAX_EXPRESSION_CHARS} for a gate")
-    try:
-        tree = _ENV.compile(expression)
-    except celpy.CELParseError as exc:
-        column = getattr(exc, "column", None)
-        where = f" at column {column}" if column else ""
-        pointer = f" (near {expression[column - 1:column + 9]!r})" if column and column <= len(expression) else ""
-        raise BadInputError(f"invalid CEL in {expression!r}: syntax error{where}{pointer}") from None
-    references = tuple(gate_references(expression))
+    tree = parse_expression(expression)
+    kind, type_problems = check_expression(tree, DECLARATIONS, expression)
+    problems = describe_problems(expression, type_problems)
+    not_bool = require_bool(kind, expression, "a gate")
+    if not_bool and not type_problems:
+        problems.append(not_bool)
+    references: list[MetricReference] = []
+    for call in calls(tree, frozenset({"metric"})):
+        base = call.receiver or call
+        if not isinstance(base.args[0] if base.args else None, str):
+            if call.receiver is None:
+                problems.append(f"metric() takes the metric's name as a quoted string, e.g. metric('exact-match') "
+                                f"(in {expression.strip()!r} at column {call.column})")
+            continue
+        name = base.args[0]
+        if call.receiver is None:
+            references.append(MetricReference(name))
+        elif call.name in METHODS:
+            k = call.args[0] if len(call.args) == 1 else None
+            if isinstance(k, str):
+                continue  # a string: the type check said so
+            if not isinstance(k, int) or k < 1:
+                problems.append(f"metric('{name}').{call.name}: takes a whole number k >= 1, e.g. {call.name}(3)")
+                continue
+            references.append(MetricReference(name, call.name, k))
+    return tree, tuple(dict.fromkeys(references)), problems
+
+
+def compile_gate(expression: str) -> Gate:
+    """Parse and type-check a gate; every problem is in one ``BadInputError``."""
+    tree, references, problems = _parse(expression)
+    if problems:
+        raise BadInputError("; ".join(problems))
     return Gate(expression=expression, references=references, _program=tree)
 
 
-def check_gate_references(
-    expression: str, expected: Mapping[str, bool], *, trials: int | None = None
+def gate_problems(
+    expression: str, expected: Mapping[str, bool] | None = None, *, trials: int | None = None
 ) -> list[str]:
-    """Problems with the metrics a gate names, given the metrics a run's evaluators produce.
+    """Every problem of a gate, before a run: syntax, types and, given the metrics a run's evaluators produce,
+    the metrics it names.
 
     ``expected`` maps each metric name to whether it gets pass@k / pass^k; ``trials``, when the spec fixes
     it, bounds k (pass@k needs k trials per sample).
     """
-    problems = []
-    for ref in gate_references(expression):
+    try:
+        _, references, problems = _parse(expression)
+    except BadInputError as exc:
+        return [str(exc)]
+    if expected is None:
+        return problems
+    for ref in references:
+        if ref.member and ref.metric not in expected:
+            continue  # reported once, for metric('name') itself
         base, _, suffix = ref.metric.partition(".pass")
         name = ref.metric if ref.metric in expected else base if suffix[:1] in ("@", "^") else ref.metric
         if name not in expected:
@@ -251,15 +275,21 @@ def _why_undefined(summary: MetricSummary, member: str = "mean") -> str:
 
 def evaluate_gate(gate: Gate | str, summaries: Sequence[MetricSummary]) -> GateResult:
     """One gate against summaries: passed only when it evaluates to true and read nothing undefined."""
-    compiled = compile_gate(gate) if isinstance(gate, str) else gate
+    if isinstance(gate, str):
+        try:
+            compiled = compile_gate(gate)
+        except BadInputError as exc:  # validation refuses these before a run; a gate never raises at its end
+            return GateResult(expression=gate, passed=False, message=f"not evaluated: {exc}")
+    else:
+        compiled = gate
     reads = _Reads(summaries)
-    program = _ENV.program(
+    runnable = program(
         compiled._program,
-        functions={"metric": reads.metric, "passAtK": reads.pass_k("passAtK"), "passHatK": reads.pass_k("passHatK")},
+        {"metric": reads.metric, "passAtK": reads.pass_k("passAtK"), "passHatK": reads.pass_k("passHatK")},
     )
     error: Exception | None = None
     try:
-        value = program.evaluate({})
+        value = runnable.evaluate({})
     except celpy.CELEvalError as exc:
         value, error = None, exc
     except Exception as exc:  # a bug in an expression's types (e.g. comparing an int to a string)

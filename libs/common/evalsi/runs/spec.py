@@ -51,7 +51,7 @@ from evalsi.limits import (
 from evalsi.projects import DEFAULT_PROJECT, PROJECT_LABEL, PROJECT_RULE, is_project
 from evalsi.records import canonical_json, struct_dict
 from evalsi.runs.binding import resolve_evaluators
-from evalsi.runs.gates import check_gate_references, compile_gate
+from evalsi.runs.gates import gate_problems
 from evalsi.stats.defaults import DEFAULT_BOOTSTRAP_RESAMPLES
 from evalsi.targets.config import target_config, template_placeholders
 from evalsi.targets.identity import agent_problems, harness_problems
@@ -350,16 +350,9 @@ def _problems(run: EvalRun, *, registry: Registry, datasets_dir: Path | None, ba
         problems.append(f"spec.gates: {len(spec.gates)} gates exceed the limit of {MAX_EXPRESSIONS}")
         return problems  # each would be parsed; that is the cost the limit bounds
     for index, expression in enumerate(spec.gates):
-        try:
-            compile_gate(expression)
-        except BadInputError as exc:
-            problems.append(f"spec.gates[{index}]: {exc}")
-            continue
-        if expected is not None:
-            problems += [
-                f"spec.gates[{index}]: {p}"
-                for p in check_gate_references(expression, expected, trials=_known_trials(run))
-            ]
+        problems += [
+            f"spec.gates[{index}]: {p}" for p in gate_problems(expression, expected, trials=_known_trials(run))
+        ]
     return problems
 
 
