@@ -1,35 +1,22 @@
 """``evalsi.Client``: the server's API from Python, over gRPC (``grpc://host:8081``) or HTTP/JSON
-(``http://host:8080``). Both transports derive every call from the proto descriptors, so the client never
-hand-mirrors a route or a message.
+(``http://host:8080``). Both transports (``evalsi.client_transports``) derive every call from the proto
+descriptors, so the client never hand-mirrors a route or a message.
 """
 
 from __future__ import annotations
 
-import json
 import re
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any, BinaryIO, cast
+from typing import Any, cast
 
-from google.api import annotations_pb2
-from google.protobuf import json_format
-from google.protobuf.message import Message
-
-from evalsi.errors import BadInputError, InfraError
-from evalsi.projects import PROJECT_HEADER, PROJECT_LABEL, check_project
+from evalsi.client_transports import NotFoundError, Transport, open_transport
+from evalsi.errors import BadInputError
+from evalsi.projects import PROJECT_LABEL, check_project
 from evalsi.stats.defaults import DEFAULT_ADJUSTMENT, DEFAULT_CONFIDENCE
-from evalsi.v1alpha1 import (
-    catalog_service_pb2,
-    evaluation_service_pb2,
-    monitor_service_pb2,
-    run_service_pb2,
-    trace_service_pb2,
-)
+from evalsi.v1alpha1 import monitor_service_pb2, run_service_pb2, trace_service_pb2
 from evalsi.v1alpha1.catalog_service_pb2 import ListEvaluatorsRequest, ListEvaluatorsResponse
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResponse
 from evalsi.v1alpha1.monitor_service_pb2 import (
@@ -70,177 +57,17 @@ from evalsi.v1alpha1.run_service_pb2 import (
 from evalsi.v1alpha1.score_pb2 import EvaluationResult
 from evalsi.v1alpha1.trace_service_pb2 import GetTraceRequest, ListTracesRequest, Trace, TraceSummary
 
+__all__ = ["Client", "NotFoundError", "RunHandle", "state_name"]
+
 TERMINAL_STATES = (RUN_STATE_SUCCEEDED, RUN_STATE_FAILED, RUN_STATE_CANCELLED, RUN_STATE_BUDGET_EXCEEDED)
-_SERVICES = {
-    "EvaluationService": evaluation_service_pb2.DESCRIPTOR.services_by_name["EvaluationService"],
-    "RunService": run_service_pb2.DESCRIPTOR.services_by_name["RunService"],
-    "CatalogService": catalog_service_pb2.DESCRIPTOR.services_by_name["CatalogService"],
-    "TraceService": trace_service_pb2.DESCRIPTOR.services_by_name["TraceService"],
-    "MonitorService": monitor_service_pb2.DESCRIPTOR.services_by_name["MonitorService"],
-}
 
 
-class _Grpc:
-    def __init__(self, target: str, project: str | None, timeout: float) -> None:
-        import grpc
-
-        self._grpc = grpc
-        self._channel = grpc.insecure_channel(target)
-        self._metadata = ((PROJECT_HEADER, project),) if project else ()
-        self._timeout = timeout
-
-    def _method(self, service: str, method: str, response_type: type[Message], streaming: bool) -> Any:
-        path = f"/{_SERVICES[service].full_name}/{method}"
-        make = self._channel.unary_stream if streaming else self._channel.unary_unary
-        return make(
-            path, request_serializer=lambda m: m.SerializeToString(), response_deserializer=response_type.FromString
-        )
-
-    def unary(self, service: str, method: str, request: Message, response_type: type[Message]) -> Any:
-        try:
-            return self._method(service, method, response_type, False)(
-                request, metadata=self._metadata, timeout=self._timeout
-            )
-        except self._grpc.RpcError as exc:
-            raise _grpc_error(exc) from None
-
-    def stream(self, service: str, method: str, request: Message, response_type: type[Message]) -> Iterator[Any]:
-        try:
-            yield from self._method(service, method, response_type, True)(request, metadata=self._metadata)
-        except self._grpc.RpcError as exc:
-            raise _grpc_error(exc) from None
-
-    def upload(self, first: UploadDatasetRequest, file: BinaryIO, size: int) -> DatasetVersion:
-        call = self._channel.stream_unary(
-            f"/{_SERVICES['RunService'].full_name}/UploadDataset",
-            request_serializer=lambda m: m.SerializeToString(),
-            response_deserializer=DatasetVersion.FromString,
-        )
-
-        def chunks() -> Iterator[UploadDatasetRequest]:
-            yield first
-            while data := file.read(UPLOAD_CHUNK_BYTES):
-                yield UploadDatasetRequest(data=data)
-
-        try:
-            return call(chunks(), metadata=self._metadata)  # no deadline: a big file takes as long as it takes
-        except self._grpc.RpcError as exc:
-            raise _grpc_error(exc) from None
-
-    def close(self) -> None:
-        self._channel.close()
-
-
-def _grpc_error(exc: Any) -> Exception:
-    import grpc
-
-    code, details = exc.code(), exc.details()
-    # As over HTTP (400, 404, 409, 413): what the caller sent, not the server, is at fault.
-    if code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND, grpc.StatusCode.FAILED_PRECONDITION,
-                grpc.StatusCode.RESOURCE_EXHAUSTED):
-        return BadInputError(details)
-    return InfraError(f"server answered {code.name}: {details}")
-
-
-class _Http:
-    def __init__(self, base: str, project: str | None, timeout: float) -> None:
-        self._base = base.rstrip("/")
-        self._headers = {"content-type": "application/json", **({PROJECT_HEADER: project} if project else {})}
-        self._timeout = timeout
-
-    def _request(self, service: str, method: str, request: Message, timeout: float | None) -> Any:
-        rule = _SERVICES[service].methods_by_name[method].GetOptions().Extensions[annotations_pb2.http]
-        verb = rule.WhichOneof("pattern")
-        template = getattr(rule, verb)
-        fields = json_format.MessageToDict(request, preserving_proto_field_name=True)
-        used: set[str] = set()
-
-        def fill(match: re.Match[str]) -> str:
-            name = match.group(1)
-            used.add(name)
-            return urllib.parse.quote(str(fields.get(name, "")), safe="")
-
-        path = re.sub(r"\{([a-z_]+)\}", fill, template)
-        body = None
-        if rule.body == "*":
-            body = json_format.MessageToJson(request).encode()
-        else:
-            if rule.body:  # one field is the body (ApplyPolicy's policy); the others go in the query
-                body = json_format.MessageToJson(getattr(request, rule.body)).encode()
-                used.add(rule.body)
-            query = {k: v for k, v in fields.items() if k not in used}
-            if query:
-                path += "?" + urllib.parse.urlencode(query, doseq=True)
-        return urllib.request.urlopen(
-            urllib.request.Request(self._base + path, data=body, method=verb.upper(), headers=self._headers),
-            timeout=timeout,
-        )
-
-    def unary(self, service: str, method: str, request: Message, response_type: type[Message]) -> Any:
-        try:
-            with self._request(service, method, request, self._timeout) as response:
-                return json_format.Parse(response.read(), response_type(), ignore_unknown_fields=True)
-        except urllib.error.HTTPError as exc:
-            raise _http_error(exc) from None
-        except urllib.error.URLError as exc:
-            raise InfraError(f"cannot reach {self._base}: {exc.reason}") from None
-
-    def stream(self, service: str, method: str, request: Message, response_type: type[Message]) -> Iterator[Any]:
-        try:
-            with self._request(service, method, request, None) as response:
-                for line in response:
-                    if not line.strip():
-                        continue
-                    document = json.loads(line)
-                    if "error" in document:  # the server failed after the stream started
-                        error = document["error"]
-                        raise InfraError(f"server stream ended with {error.get('code')}: {error.get('message')}")
-                    yield json_format.ParseDict(document, response_type(), ignore_unknown_fields=True)
-        except urllib.error.HTTPError as exc:
-            raise _http_error(exc) from None
-        except urllib.error.URLError as exc:
-            raise InfraError(f"cannot reach {self._base}: {exc.reason}") from None
-
-    def upload(self, first: UploadDatasetRequest, file: BinaryIO, size: int) -> DatasetVersion:
-        """The file as the body of ``POST /v1alpha1/datasets/{name}:upload``, streamed from disk."""
-        query: list[tuple[str, str]] = [
-            (key, str(value)) for key, value in (("filename", first.filename), ("format", first.format),
-                                                 ("project", first.project), ("limit", first.limit)) if value
-        ]
-        query += [("map", f"{target}={source}") for target, source in first.mapping.items()]
-        url = f"{self._base}/v1alpha1/datasets/{urllib.parse.quote(first.name, safe='')}:upload"
-        if query:
-            url += "?" + urllib.parse.urlencode(query)
-        headers = {**self._headers, "content-type": "application/octet-stream", "content-length": str(size)}
-        try:
-            with urllib.request.urlopen(urllib.request.Request(url, data=file, method="POST", headers=headers)) as r:
-                return json_format.Parse(r.read(), DatasetVersion(), ignore_unknown_fields=True)
-        except urllib.error.HTTPError as exc:
-            raise _http_error(exc) from None
-        except urllib.error.URLError as exc:
-            raise InfraError(f"cannot reach {self._base}: {exc.reason}") from None
-
-    def close(self) -> None:
-        pass
-
-
-def _http_error(exc: urllib.error.HTTPError) -> Exception:
-    try:
-        message = json.loads(exc.read()).get("message", exc.reason)
-    except (ValueError, AttributeError):
-        message = exc.reason
-    if exc.code in (400, 404, 409, 413):
-        return BadInputError(str(message))
-    return InfraError(f"server answered HTTP {exc.code}: {message}")
-
-
-def _transport(url: str, project: str | None, timeout: float) -> _Grpc | _Http:
-    parsed = urllib.parse.urlparse(url)
-    if parsed.scheme == "grpc":
-        return _Grpc(parsed.netloc, project, timeout)
-    if parsed.scheme in ("http", "https"):
-        return _Http(url, project, timeout)
-    raise BadInputError(f"server URL {url!r}: use grpc://host:8081 or http://host:8080")
+def state_name(state: int) -> str:
+    """A run state as people write it (``pending``, ``running``, ``succeeded``, ``budget_exceeded``), not the
+    number protobuf stores; ``unknown(N)`` for a state this client does not know (a newer server)."""
+    if state not in RunState.values():
+        return f"unknown({state})"
+    return RunState.Name(cast(RunState, state)).removeprefix("RUN_STATE_").lower()
 
 
 def load_run_document(spec: str | Path | EvalRun | Mapping[str, Any]) -> EvalRun:
@@ -260,14 +87,13 @@ def load_run_document(spec: str | Path | EvalRun | Mapping[str, Any]) -> EvalRun
     return run
 
 
-UPLOAD_CHUNK_BYTES = 1 << 20
 _NOT_IN_NAMES = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 class Datasets:
     """Stored datasets: upload a file as a version, list a dataset's versions."""
 
-    def __init__(self, transport: _Grpc | _Http) -> None:
+    def __init__(self, transport: Transport) -> None:
         self._t = transport
 
     def push(
@@ -326,6 +152,14 @@ class RunHandle:
     def id(self) -> str:
         return self.run.id
 
+    @property
+    def state(self) -> str:
+        """The last known state by name (``succeeded``); ``run.state`` is protobuf's number."""
+        return state_name(self.run.state)
+
+    def __repr__(self) -> str:
+        return f"RunHandle(id={self.id!r}, project={self.run.project!r}, state={self.state!r})"
+
     def refresh(self) -> Run:
         self.run = self._runs.get(self.id, project=self.run.project)
         return self.run
@@ -344,7 +178,7 @@ class RunHandle:
 
 
 class Runs:
-    def __init__(self, transport: _Grpc | _Http) -> None:
+    def __init__(self, transport: Transport) -> None:
         self._t = transport
 
     def create(
@@ -363,14 +197,19 @@ class Runs:
         return self._t.unary("RunService", "GetRun", GetRunRequest(id=run_id, project=project), Run)
 
     def list(
-        self, *, state: int = 0, name_contains: str = "", labels: Sequence[str] = (), page_size: int = 100
+        self, *, state: int | str = 0, name_contains: str = "", labels: Sequence[str] = (), page_size: int = 100,
+        all_projects: bool = False,
     ) -> Iterator[Run]:
+        """Runs newest first, every page; ``state`` by name (``"running"``) or number. ``all_projects``: every
+        project's runs, which only a server listening on loopback alone grants (else PERMISSION_DENIED)."""
+        if isinstance(state, str):
+            state = _state_number(state)
         token = ""
         while True:
             # The generated stubs type enum fields by their class; protobuf takes the plain int a caller gives.
             request = ListRunsRequest(
                 state=cast(RunState, state), name_contains=name_contains, labels=list(labels), page_size=page_size,
-                page_token=token,
+                page_token=token, all_projects=all_projects,
             )
             page = self._t.unary("RunService", "ListRuns", request, run_service_pb2.ListRunsResponse)
             yield from page.runs
@@ -408,10 +247,18 @@ class Runs:
         return self._t.unary("RunService", "CompareRuns", request, Comparison)
 
 
+def _state_number(name: str) -> int:
+    key = f"RUN_STATE_{name.strip().upper()}"
+    if key not in RunState.DESCRIPTOR.values_by_name or key == "RUN_STATE_UNSPECIFIED":
+        accepted = ", ".join(state_name(v) for v in RunState.values() if v)
+        raise BadInputError(f"state: {name!r} is not a run state; accepted: {accepted}")
+    return RunState.Value(key)
+
+
 class Traces:
     """Watch: the traces evalsi-ingest stored (the server needs ``--traces-url``)."""
 
-    def __init__(self, transport: _Grpc | _Http) -> None:
+    def __init__(self, transport: Transport) -> None:
         self._t = transport
 
     def list(
@@ -479,7 +326,7 @@ class Traces:
 class Policies:
     """Watch: online policies on the server, and the statistics of the scores they stored."""
 
-    def __init__(self, transport: _Grpc | _Http) -> None:
+    def __init__(self, transport: Transport) -> None:
         self._t = transport
 
     def apply(
@@ -548,7 +395,7 @@ class Client:
         self.url = url
         if project:
             check_project(project, "Client(project=...)")
-        self._t = _transport(url, project, timeout)
+        self._t = open_transport(url, project, timeout)
         self.runs = Runs(self._t)
         self.traces = Traces(self._t)
         self.policies = Policies(self._t)

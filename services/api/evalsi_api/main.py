@@ -359,6 +359,7 @@ async def assemble(settings: Settings, life: Lifecycle) -> None:
         connections=settings.connections,
         count_tasks=partial(planned_task_count, registry=registry),
         describe_plan=partial(served_dry_run_text, registry=registry),
+        listen_host=settings.server.host,
     )
     table = build_table(
         evaluation=EvaluationHandlers(link.evaluate, registry=registry, limits=settings.limits,

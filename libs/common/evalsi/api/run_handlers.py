@@ -10,6 +10,8 @@ from collections.abc import AsyncIterator
 from functools import partial
 from typing import Any
 
+import grpc
+
 from evalsi.api.config import HandlerLimits
 from evalsi.api.context import CallContext
 from evalsi.api.datasets_handlers import DatasetHandlers
@@ -21,7 +23,7 @@ from evalsi.api.dependencies import (
     ValidateRun,
     Watch,
 )
-from evalsi.api.errors import NotFoundError
+from evalsi.api.errors import ApiError, NotFoundError
 from evalsi.api.file_params import refuse_file_params
 from evalsi.api.handlers_common import (
     RESERVED_LABEL_PREFIX,
@@ -33,7 +35,12 @@ from evalsi.api.handlers_common import (
     required,
     state_name,
 )
-from evalsi.api.run_dataset import count_run_dataset, describe_run_dataset, store_run_dataset
+from evalsi.api.run_dataset import (
+    count_run_dataset,
+    describe_run_dataset,
+    refuse_unknown_cluster_key,
+    store_run_dataset,
+)
 from evalsi.bus.v1alpha1.bus_pb2 import (
     CONTROL_ACTION_CANCEL,
     CONTROL_ACTION_CREATED,
@@ -45,7 +52,8 @@ from evalsi.connection_rules import pin_models, refuse, run_problems
 from evalsi.connections import Connections
 from evalsi.datasets.run_records import DATASET_LABEL
 from evalsi.errors import BadInputError, InfraError
-from evalsi.projects import PROJECT_LABEL
+from evalsi.hosts import is_loopback
+from evalsi.projects import DEFAULT_PROJECT, PROJECT_LABEL
 from evalsi.runs.compare import compare_runs
 from evalsi.stats.defaults import ADJUSTMENTS, DEFAULT_ADJUSTMENT, DEFAULT_CONFIDENCE
 from evalsi.stores import MetadataStore, ObjectStore
@@ -95,10 +103,15 @@ class RunHandlers:
         connections: Connections | None = None,
         count_tasks: CountTasks | None = None,
         describe_plan: DescribePlan | None = None,
+        listen_host: str = "",
     ) -> None:
         """``connections``: the judges and agents the server offers (evalsi.yaml); none when not given.
         ``count_tasks``: the size of a run's plan, so a PENDING run counts tasks as a running one does (without
-        it a pending run shows 0 tasks until the scheduler plans it)."""
+        it a pending run shows 0 tasks until the scheduler plans it). ``listen_host``: where the listeners are;
+        on loopback alone every caller is on this machine, so ListRuns may cross projects and a run looked up in
+        the wrong project is said to be in its own (elsewhere projects are the boundary between callers)."""
+        self._listen_host = listen_host
+        self._loopback_only = bool(listen_host) and is_loopback(listen_host)
         self._connections = connections or Connections()
         self._count_tasks = count_tasks
         self._describe_plan = describe_plan
@@ -132,6 +145,8 @@ class RunHandlers:
         refuse_file_params((f"spec.evaluators[{i}]", ref.params) for i, ref in enumerate(document.spec.evaluators))
         # Validation and loading read files; keep them off the event loop.
         await asyncio.to_thread(self._validate_run, document)
+        await bus_call("reading the dataset", refuse_unknown_cluster_key(
+            document, project=project, objects=self._objects, open_records=self._load_records))
         if request.dry_run:
             if self._describe_plan is None:
                 text = "dry run: nothing was called or stored"
@@ -206,6 +221,8 @@ class RunHandlers:
             if not sep or not key.strip():
                 raise BadInputError(f"labels[{index}]: expected key=value, got {item!r}")
             labels[key.strip()] = value.strip()
+        if request.all_projects:
+            self._check_all_projects(ctx)
         limits = self._limits
         runs, token = await self._store.list_runs(
             ctx.project,
@@ -214,6 +231,7 @@ class RunHandlers:
             labels=labels,
             page_size=page_size(request.page_size, limits.default_runs_page_size, limits.max_page_size),
             page_token=request.page_token,
+            all_projects=request.all_projects,
         )
         return ListRunsResponse(runs=runs, next_page_token=token)
 
@@ -321,11 +339,27 @@ class RunHandlers:
         # Numeric work on possibly large runs: off the event loop.
         return await asyncio.to_thread(compare_runs, runs[0], runs[1], confidence=confidence, adjust=adjust)
 
+    def _check_all_projects(self, ctx: CallContext) -> None:
+        if not self._loopback_only:
+            where = f"on {self._listen_host}" if self._listen_host else "beyond loopback"
+            raise ApiError(grpc.StatusCode.PERMISSION_DENIED,
+                           f"all_projects: this server listens {where}, so callers may be on other machines and "
+                           "a call sees only its own project's runs; all_projects is granted only by a server that "
+                           "listens on loopback alone (127.0.0.1, ::1 or localhost)")
+        if ctx.project != DEFAULT_PROJECT or ctx.header_project:
+            raise BadInputError(f"all_projects: lists every project's runs, but the call names project "
+                                f"{ctx.project!r}; give one or the other")
+
     async def _get(self, project: str, run_id: str, *, field: str = "id") -> Run:
         required(run_id, field, "a run id")
         run = await self._store.get_run(project, run_id)
         if run is None:
-            raise NotFoundError(f"{field}: run {run_id!r} not found in project {project!r}")
+            message = f"{field}: run {run_id!r} not found in project {project!r}"
+            # Only where every caller is on this machine: elsewhere this would tell a caller another project's ids.
+            elsewhere = await self._store.run_project(run_id) if self._loopback_only else None
+            if elsewhere:
+                message += f"; it is in project {elsewhere!r}"
+            raise NotFoundError(message)
         return run
 
 

@@ -1,4 +1,4 @@
-"""What every verb shares: exit codes, error reporting and flag parsing."""
+"""What every verb shares: exit codes, error reporting, flag parsing and the server options."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ from evalsi.projects import PROJECT_RULE, is_project
 
 if TYPE_CHECKING:
     from google.protobuf.message import Message
+
+    from evalsi.client import Client
 
 # Exit codes a CI can gate on (DESIGN.md).
 EXIT_OK = 0
@@ -59,6 +61,43 @@ def check_project_flag(_ctx: click.Context, _param: click.Parameter, value: str 
     if value and not is_project(value):
         raise click.BadParameter(f"{value!r} is not a valid project name ({PROJECT_RULE})")
     return value
+
+
+SERVER_HELP = (
+    "The Evals.si server: grpc://127.0.0.1:8081 or http://127.0.0.1:8080 (default: $EVALSI_SERVER, else client.server "
+    "in ./evalsi.yaml, else in ~/.config/evalsi/config.yaml)."
+)
+PROJECT_HELP = (
+    "The project (default: $EVALSI_PROJECT, else client.project in ./evalsi.yaml, else in "
+    "~/.config/evalsi/config.yaml, else 'default')."
+)
+
+
+def server_option(fn: F) -> F:
+    """``--server`` and ``--project`` for a command that talks to a server, resolved by ``evalsi.client_config``
+    (flag, variable, ./evalsi.yaml, the user's config) before the command runs: it receives ``server`` (a URL)
+    and ``project`` (None when nothing names one). No server, or a bad value, is a usage error (exit 2) naming
+    where the value came from; nothing has connected yet."""
+
+    @wraps(fn)
+    def resolved(*args: Any, server: str | None, project: str | None, **kwargs: Any) -> Any:
+        from evalsi.client_config import client_defaults
+
+        try:
+            defaults = client_defaults(server, project)
+            url = defaults.require_server()
+        except BadInputError as exc:
+            raise click.UsageError(str(exc)) from None
+        return fn(*args, server=url, project=defaults.project or None, **kwargs)
+
+    option = click.option("--project", default=None, metavar="NAME", help=PROJECT_HELP)(resolved)
+    return click.option("--server", default=None, metavar="URL", help=SERVER_HELP)(option)  # type: ignore[return-value]
+
+
+def client_for(server: str, project: str | None) -> Client:
+    from evalsi.client import Client
+
+    return Client(server, project=project)
 
 
 def message_json(message: Message, indent: int | None = 2) -> str:

@@ -14,7 +14,7 @@ from evalsi.cases.loader import load_cases
 from evalsi.cases.model import DEFAULT_TENANT, BrokenCase, Case
 from evalsi.cases.perf import perf_summary
 from evalsi.cases.store import CaseNotFound, export_cases, import_corpus, load_stored, read_corpus, stored_cases
-from evalsi.cli._common import EXIT_BAD_INPUT, check_project_flag, handle_errors
+from evalsi.cli._common import EXIT_BAD_INPUT, handle_errors
 from evalsi.cli.cases_inputs import (
     conversation_ids,
     dir_items,
@@ -41,8 +41,9 @@ STORE_SOURCE = "store"
 
 def store_options(fn: F) -> F:
     """How a cases command reaches the store: the metadata store of the standalone or server deployment."""
-    fn = click.option("--project", default=None, envvar="EVALSI_PROJECT", callback=check_project_flag,
-                      help="The project the cases belong to (EVALSI_PROJECT; default: 'default').")(fn)
+    fn = click.option("--project", default=None, metavar="NAME", callback=_resolved_project,
+                      help="The project the cases belong to (default: $EVALSI_PROJECT, else client.project in "
+                           "./evalsi.yaml, else in ~/.config/evalsi/config.yaml, else 'default').")(fn)
     fn = click.option("--config", "config_path", type=click.Path(dir_okay=False), metavar="FILE",
                       help="evalsi.yaml: its metadata.url is the store when --metadata-url is not given.")(fn)
     return click.option(
@@ -50,6 +51,16 @@ def store_options(fn: F) -> F:
         help="The metadata store holding the cases: sqlite:///path.db or postgresql://user@host:port/db "
              f"(EVALSI_METADATA_URL; default: --config's metadata.url, else {DEFAULT_METADATA_URL}).",
     )(fn)
+
+
+def _resolved_project(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """The flag, else the client's defaults (evalsi.client_config), checked before the store opens."""
+    from evalsi.client_config import client_project
+
+    try:
+        return client_project(value) or None
+    except BadInputError as exc:
+        raise click.BadParameter(str(exc)) from None
 
 
 def tenant_option(fn: F) -> F:

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import io
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 from google.protobuf import json_format
 
-from evalsi.cli._common import EXIT_GATE_FAILED, check_project_flag, handle_errors
+from evalsi.cli._common import EXIT_GATE_FAILED, PROJECT_HELP, check_project_flag, handle_errors
+from evalsi.cli.runs_cmd import looking_in
 from evalsi.client import Client
+from evalsi.client_config import client_defaults, no_server_message
+from evalsi.errors import BadInputError
 from evalsi.runs.results import EvaluationResults, _fmt
 from evalsi.stats.defaults import ADJUSTMENTS, DEFAULT_ADJUSTMENT, DEFAULT_CONFIDENCE
 
@@ -39,11 +43,12 @@ if TYPE_CHECKING:
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "md"]), default="table", show_default=True)
 @click.option(
     "--server",
-    envvar="EVALSI_SERVER",
     metavar="URL",
-    help="Compare two runs on this server (A and B are run ids) instead of two saved files.",
+    help="Compare two runs on this server (A and B are run ids) instead of two saved files. When A and B are not "
+    "both files here, the server defaults to $EVALSI_SERVER, else client.server in ./evalsi.yaml, else in "
+    "~/.config/evalsi/config.yaml.",
 )
-@click.option("--project", default=None, envvar="EVALSI_PROJECT", callback=check_project_flag)
+@click.option("--project", default=None, metavar="NAME", callback=check_project_flag, help=PROJECT_HELP)
 @handle_errors
 def compare_command(a: str, b: str, confidence: float, adjust: str, fmt: str, server: str | None,
                     project: str | None) -> None:
@@ -62,9 +67,13 @@ def compare_command(a: str, b: str, confidence: float, adjust: str, fmt: str, se
       evalsi compare baseline.json candidate.json --adjust bh --format md
       evalsi compare RUN_A RUN_B --server http://127.0.0.1:8080
     """
-    if server:
-
-        with Client(server, project=project) as client:
+    on_server = server or not (Path(a).is_file() and Path(b).is_file())
+    if on_server:
+        defaults = client_defaults(server, project)
+        if not defaults.server:
+            raise BadInputError(f"{a} and {b} are not both saved result files here, so they would be runs on a "
+                                f"server, and {no_server_message()}")
+        with Client(defaults.server, project=defaults.project or None) as client, looking_in():
             comparison = client.runs.compare(a, b, confidence=confidence, adjust=adjust)
     else:
         from evalsi.runs.compare import compare_runs  # numpy and scipy: only when comparing

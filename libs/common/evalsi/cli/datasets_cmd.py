@@ -7,8 +7,7 @@ from pathlib import Path
 
 import click
 
-from evalsi.cli._common import handle_errors, message_dict
-from evalsi.cli.runs_cmd import client_for, server_option
+from evalsi.cli._common import client_for, handle_errors, message_dict, server_option
 from evalsi.datasets import parse_mapping
 
 

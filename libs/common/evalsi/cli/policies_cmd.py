@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING
 import click
 import yaml
 
-from evalsi.cli._common import handle_errors, message_dict, message_json
-from evalsi.cli.runs_cmd import client_for, server_option
+from evalsi.cli._common import client_for, handle_errors, message_dict, message_json, server_option
 from evalsi.cli.traces_cmd import parse_since
 
 if TYPE_CHECKING:

@@ -19,10 +19,11 @@ from evalsi.cli._common import (
     parse_key_values,
 )
 from evalsi.cli._memory import memory_options
-from evalsi.cli.runs_cmd import describe_run, exit_code_of, follow, state_name
-from evalsi.client import Client
+from evalsi.cli.runs_cmd import describe_run, exit_with, follow, next_steps
+from evalsi.client import Client, state_name
 from evalsi.documents import apply_overrides
 from evalsi.errors import BadInputError
+from evalsi.runs.failures import infra_failure
 from evalsi.runs.results import EvaluationResults
 from evalsi.v1alpha1.run_pb2 import RUN_STATE_BUDGET_EXCEEDED, RUN_STATE_CANCELLED, RUN_STATE_FAILED, Run
 
@@ -77,7 +78,14 @@ def _gate_lines(gates: Any, markdown: bool) -> list[str]:
     help="Judge cache directory (default $EVALSI_CACHE_DIR/judge or ~/.cache/evalsi/judge).",
 )
 @click.option(
-    "--progress/--no-progress", default=None, help="Progress bar on stderr (default: when stderr is a terminal)."
+    "--progress/--no-progress",
+    default=None,
+    help="Progress on stderr (default: when stderr is a terminal); forced on elsewhere, a plain line every 5 s.",
+)
+@click.option(
+    "--allow-errors",
+    is_flag=True,
+    help="Exit 0 even when a metric's every evaluation is an infrastructure error (else exit 1).",
 )
 @click.option(
     "--set",
@@ -111,6 +119,7 @@ def run_command(
     no_cache: bool,
     cache_dir: str | None,
     progress: bool | None,
+    allow_errors: bool,
     sets: tuple[str, ...],
     server: str | None,
     no_wait: bool,
@@ -130,13 +139,20 @@ def run_command(
       evalsi run -f examples/runs/qa-model.yaml --dry-run
       evalsi run -f run.yaml --set spec.trials=5 -o results.json
 
-    Exit codes: 0 every gate passed, 3 a gate failed or the budget was exceeded, 2 bad input or usage,
-    1 internal error (or every target call failed), 130 interrupted.
+    Under the table, each evaluator's errors by kind (infra, evaluator) with the first cause.
+
+    Exit codes: 0 every gate passed, 3 a gate failed or the budget was exceeded, 2 bad input or usage (the spec,
+    a spec.summary.clusterBy key no record has, a judge evaluator without spec.judges), 1 every target call
+    failed, or a metric whose every evaluation is an infrastructure error (nothing was measured, whatever the
+    gates say; --allow-errors accepts it), or an internal error, 130 interrupted.
     """
     if server is not None:
         if memory_budget is not None or store_dir is not None:
             raise BadInputError("--memory-budget and --store-dir apply to embedded runs only (without --server)")
-        _run_on_server(server, project, _load(file, sets), Path(file), dry_run=dry_run, no_wait=no_wait, output=output)
+        _run_on_server(
+            server, project, _load(file, sets), Path(file), dry_run=dry_run, no_wait=no_wait, output=output,
+            allow_errors=allow_errors,
+        )
         return
     if no_wait:
         raise BadInputError("--no-wait applies to server runs only (with --server)")
@@ -183,7 +199,7 @@ def run_command(
     )
     with outcome.results as results:
         _print_results(results, output, fmt)
-    _exit_for(results.run)
+    _exit_for(results.run, allow_errors=allow_errors)
 
 
 def _print_results(results: EvaluationResults, output: str | None, fmt: str) -> None:
@@ -205,8 +221,8 @@ def _print_results(results: EvaluationResults, output: str | None, fmt: str) -> 
             click.echo("\n".join(_gate_lines(document.gates, markdown=False)))
 
 
-def _exit_for(document: Run) -> None:
-    """The exit code of a finished run: its state, then its gates."""
+def _exit_for(document: Run, *, allow_errors: bool) -> None:
+    """The exit code of a finished run: its state, then a metric that measured nothing, then its gates."""
     failed = [g for g in document.gates if not g.passed]
     code = 0
     if document.state == RUN_STATE_BUDGET_EXCEEDED:
@@ -218,17 +234,22 @@ def _exit_for(document: Run) -> None:
     elif document.state == RUN_STATE_FAILED:
         click.echo(f"run failed: {document.message}", err=True)
         sys.exit(EXIT_INTERNAL)
+    failure = "" if allow_errors else infra_failure(document.summaries)
+    if failure:
+        click.echo(f"error: {failure}", err=True)
+        code = EXIT_INTERNAL
     if failed:
         click.echo(
             f"{len(failed)} of {len(document.gates)} gates failed: " + "; ".join(g.expression for g in failed), err=True
         )
-        code = EXIT_GATE_FAILED
+        code = code or EXIT_GATE_FAILED
     if code:
         sys.exit(code)
 
 
 def _run_on_server(
-    server: str, project: str | None, run: Any, file: Path, *, dry_run: bool, no_wait: bool, output: str | None
+    server: str, project: str | None, run: Any, file: Path, *, dry_run: bool, no_wait: bool, output: str | None,
+    allow_errors: bool,
 ) -> None:
     """Submit the spec to a server; follow it to its end unless --no-wait, exiting like an embedded run.
 
@@ -248,6 +269,8 @@ def _run_on_server(
             f"created {handle.id} in project {handle.run.project} ({state_name(handle.run.state)}) on {server}",
             err=True,
         )
+        # The run lives in its project; commands without that --project would look in another one.
+        click.echo("next:\n" + next_steps(handle.id, handle.run.project, server), err=True)
         if no_wait:
             click.echo(handle.id)
             return
@@ -256,5 +279,5 @@ def _run_on_server(
             finished.results.extend(client.runs.results(handle.id, project=finished.project))
             EvaluationResults(finished).save(output)
             click.echo(describe_run(finished))
-            sys.exit(exit_code_of(finished))
-        follow(client, handle.id, handle.run.project)
+            exit_with(finished, allow_errors=allow_errors)
+        follow(client, handle.id, handle.run.project, allow_errors=allow_errors)

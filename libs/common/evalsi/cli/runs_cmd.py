@@ -4,40 +4,43 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import click
 
-from evalsi.cli._common import EXIT_GATE_FAILED, check_project_flag, handle_errors, message_dict, message_json
-from evalsi.client import Client
+from evalsi.cli._common import EXIT_GATE_FAILED, client_for, handle_errors, message_dict, message_json, server_option
+from evalsi.client import Client, NotFoundError, state_name
+from evalsi.errors import BadInputError
+from evalsi.masking import mask_url
+from evalsi.projects import DEFAULT_PROJECT
+from evalsi.runs.failures import infra_failure
 from evalsi.runs.results import EvaluationResults
-from evalsi.v1alpha1.run_pb2 import RUN_STATE_BUDGET_EXCEEDED, RUN_STATE_SUCCEEDED, Run, RunState
+from evalsi.v1alpha1.run_pb2 import RUN_STATE_BUDGET_EXCEEDED, RUN_STATE_SUCCEEDED, Run
 
-F = TypeVar("F", bound=Callable[..., Any])
-
-SERVER_HELP = "The Evals.si server: grpc://127.0.0.1:8081 or http://127.0.0.1:8080 (env EVALSI_SERVER)."
-
-
-def server_option(fn: F) -> F:
-    fn = click.option(
-        "--project",
-        default=None,
-        envvar="EVALSI_PROJECT",
-        callback=check_project_flag,
-        help="The project the runs belong to (default: 'default').",
-    )(fn)
-    return click.option("--server", required=True, envvar="EVALSI_SERVER", metavar="URL", help=SERVER_HELP)(fn)
+# What a "not found" adds: a run is looked up in one project, and these choose it.
+CHOOSE_PROJECT = "choose the project with --project NAME or EVALSI_PROJECT=NAME (or client.project in ./evalsi.yaml)"
 
 
-def client_for(server: str, project: str | None) -> Client:
+@contextmanager
+def looking_in() -> Iterator[None]:
+    """A run the server does not have in the call's project becomes a message that says how to look in another."""
+    try:
+        yield
+    except NotFoundError as exc:
+        raise BadInputError(f"{exc}\nhint: {CHOOSE_PROJECT}") from None
 
-    return Client(server, project=project)
+
+def empty_list_hint(project: str | None, server: str, *, filtered: bool) -> str:
+    what = "no runs match these filters" if filtered else "no runs"
+    return (f"{what} in project {project or DEFAULT_PROJECT!r} on {mask_url(server)}; {CHOOSE_PROJECT}, or list "
+            "every project's runs with --all-projects (a server on loopback only)")
 
 
-def state_name(state: int) -> str:
-
-    return RunState.Name(state).removeprefix("RUN_STATE_").lower()
+def next_steps(run_id: str, project: str, server: str) -> str:
+    """The commands that follow a run submitted with --no-wait, naming its project: a run is looked up in one."""
+    where = f"--server {server} --project {project}"
+    return "\n".join(f"  evalsi runs {verb} {run_id} {where}" for verb in ("watch", "get", "results"))
 
 
 def describe_run(run: Run) -> str:
@@ -59,9 +62,12 @@ def describe_run(run: Run) -> str:
     return "\n".join(lines)
 
 
-def exit_code_of(run: Run) -> int:
-    """3 when a gate failed or the budget ran out, else 0."""
+def exit_code_of(run: Run, *, allow_errors: bool = False) -> int:
+    """1 when a metric measured nothing (its every evaluation an infrastructure error) unless ``allow_errors``;
+    3 when a gate failed or the budget ran out; 0 for a run that succeeded, else 1."""
 
+    if run.state == RUN_STATE_SUCCEEDED and not allow_errors and infra_failure(run.summaries):
+        return 1
     if run.state == RUN_STATE_BUDGET_EXCEEDED or any(not g.passed for g in run.gates):
         return EXIT_GATE_FAILED
     return 0 if run.state == RUN_STATE_SUCCEEDED else 1
@@ -82,6 +88,9 @@ def runs() -> None:
 @click.option("--name", "name_contains", default="", help="Only runs whose name contains this.")
 @click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", help="Only runs with this label.")
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(min=1))
+@click.option("--all-projects", is_flag=True,
+              help="Every project's runs, with a project column (only a server that listens on loopback alone "
+                   "allows it).")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @handle_errors
 def list_command(
@@ -91,31 +100,44 @@ def list_command(
     name_contains: str,
     labels: tuple[str, ...],
     limit: int,
+    all_projects: bool,
     fmt: str,
 ) -> None:
-    """The project's runs, newest first."""
+    """The project's runs, newest first (--all-projects: every project's)."""
 
+    if all_projects:
+        # A --project flag contradicts it; a project from EVALSI_PROJECT or a config file is only a default.
+        if click.get_current_context().params.get("project"):
+            raise BadInputError("--all-projects lists every project's runs; give it or --project, not both")
+        project = None
     with client_for(server, project) as client:
-        state_value = RunState.Value(f"RUN_STATE_{state.upper()}") if state else 0
         found = []
-        for run in client.runs.list(state=state_value, name_contains=name_contains, labels=labels):
+        runs = client.runs.list(state=state or 0, name_contains=name_contains, labels=labels,
+                                all_projects=all_projects)
+        for run in runs:
             found.append(run)
             if len(found) >= limit:
                 break
     if fmt == "json":
         click.echo(json.dumps([message_dict(r) for r in found], indent=2))
-        return
+    else:
+        _print_runs(found, with_project=all_projects)
+    if not found and not all_projects:
+        filtered = bool(state or name_contains or labels)
+        click.echo(empty_list_hint(project, server, filtered=filtered), err=True)
+
+
+def _print_runs(found: list[Run], *, with_project: bool) -> None:
     from rich.console import Console
     from rich.table import Table
 
     table = Table(header_style="bold")
-    for column in ("id", "name", "state", "created", "tasks"):
+    for column in ("id", *(["project"] if with_project else []), "name", "state", "created", "tasks"):
         table.add_column(column)
     for run in found:
         created = run.create_time.ToDatetime().strftime("%Y-%m-%d %H:%M:%S") if run.create_time.seconds else ""
-        table.add_row(
-            run.id, run.name, state_name(run.state), created, f"{run.progress.completed}/{run.progress.total_tasks}"
-        )
+        table.add_row(run.id, *([run.project] if with_project else []), run.name, state_name(run.state), created,
+                      f"{run.progress.completed}/{run.progress.total_tasks}")
     Console(width=140).print(table)
 
 
@@ -126,7 +148,7 @@ def list_command(
 @handle_errors
 def get_command(run_id: str, server: str, project: str | None, fmt: str) -> None:
     """One run: state, progress, metrics with intervals, gates."""
-    with client_for(server, project) as client:
+    with client_for(server, project) as client, looking_in():
         run = client.runs.get(run_id)
     click.echo(message_json(run) if fmt == "json" else describe_run(run))
 
@@ -137,12 +159,12 @@ def get_command(run_id: str, server: str, project: str | None, fmt: str) -> None
 @handle_errors
 def watch_command(run_id: str, server: str, project: str | None) -> None:
     """Follow a run to its end; exits like `evalsi run` (3 when a gate failed)."""
-    with client_for(server, project) as client:
+    with client_for(server, project) as client, looking_in():
         follow(client, run_id)
 
 
-def follow(client: Client, run_id: str, project: str = "") -> None:
-    """Print progress events until the run ends, then the run, and exit with its code."""
+def follow(client: Client, run_id: str, project: str = "", *, allow_errors: bool = False) -> None:
+    """Print progress events until the run ends, then the run, and exit with its code (``exit_code_of``)."""
     last = ""
     for event in client.runs.watch(run_id, project=project):
         line = f"{state_name(event.state)}: tasks {event.progress.completed}/{event.progress.total_tasks}" + (
@@ -153,7 +175,15 @@ def follow(client: Client, run_id: str, project: str = "") -> None:
             last = line
     run = client.runs.get(run_id, project=project)
     click.echo(describe_run(run))
-    sys.exit(exit_code_of(run))
+    exit_with(run, allow_errors=allow_errors)
+
+
+def exit_with(run: Run, *, allow_errors: bool = False) -> None:
+    """Exit with the run's code, saying first why when a metric measured nothing."""
+    failure = "" if allow_errors or run.state != RUN_STATE_SUCCEEDED else infra_failure(run.summaries)
+    if failure:
+        click.echo(f"error: {failure}", err=True)
+    sys.exit(exit_code_of(run, allow_errors=allow_errors))
 
 
 @runs.command("cancel")
@@ -162,7 +192,7 @@ def follow(client: Client, run_id: str, project: str = "") -> None:
 @handle_errors
 def cancel_command(run_id: str, server: str, project: str | None) -> None:
     """Cancel a run: work in flight finishes, the rest is cancelled."""
-    with client_for(server, project) as client:
+    with client_for(server, project) as client, looking_in():
         run = client.runs.cancel(run_id)
     click.echo(f"{run.id}: {state_name(run.state)}")
 
@@ -173,7 +203,7 @@ def cancel_command(run_id: str, server: str, project: str | None) -> None:
 @handle_errors
 def resume_command(run_id: str, server: str, project: str | None) -> None:
     """Resume a cancelled or failed run: completed tasks are skipped."""
-    with client_for(server, project) as client:
+    with client_for(server, project) as client, looking_in():
         run = client.runs.resume(run_id)
     click.echo(f"{run.id}: {state_name(run.state)}")
 
@@ -186,7 +216,7 @@ def resume_command(run_id: str, server: str, project: str | None) -> None:
 @handle_errors
 def results_command(run_id: str, server: str, project: str | None, evaluator: str, limit: int | None) -> None:
     """Per-record results as JSON lines."""
-    with client_for(server, project) as client:
+    with client_for(server, project) as client, looking_in():
         for count, result in enumerate(client.runs.results(run_id, evaluator=evaluator), start=1):
             click.echo(message_json(result, indent=None))
             if limit is not None and count >= limit:

@@ -9,8 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from evalsi.cli._common import handle_errors, message_dict, message_json
-from evalsi.cli.runs_cmd import client_for, server_option
+from evalsi.cli._common import client_for, handle_errors, message_dict, message_json, server_option
 from evalsi.errors import BadInputError
 from evalsi.v1alpha1.record_pb2 import Step, StepStatus, StepType
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from evalsi.client_config import parse_section
 from evalsi.connections import Connections
 from evalsi.errors import BadInputError
 from evalsi.hosts import is_loopback
@@ -96,8 +97,10 @@ class Config:
         if not isinstance(document, Mapping):
             raise BadInputError(f"{where}: the config must be a mapping of keys")
         keys = ("nats", "metadata", "objects", "traces", "datasets_dir", "api", "ingest", "scheduler", "workers",
-                "judges", "agents", "harness_tools")
+                "judges", "agents", "harness_tools", "client")
         _known(document, keys, where)
+        # client: is the CLI's (evalsi.client_config: the server and project of `evalsi runs`); checked, not used.
+        parse_section(document, where)
         workers = document.get(
             "workers", [{"pool": "cpu"}, {"pool": "judge", "concurrency": 32}, {"pool": "harness", "concurrency": 8}]
         )

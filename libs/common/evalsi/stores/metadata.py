@@ -194,7 +194,14 @@ class MetadataStore(RunStore, PolicyStore, CaseStore, Protocol):
         labels: Mapping[str, str] | None = None,
         page_size: int = 50,
         page_token: str = "",
-    ) -> tuple[list[Run], str]: ...
+        all_projects: bool = False,
+    ) -> tuple[list[Run], str]:
+        """Newest first; ``all_projects`` ignores ``project`` (the api grants it to loopback-only servers)."""
+        ...
+
+    async def run_project(self, run_id: str) -> str | None:
+        """Which project holds ``run_id``, or None; for the api's "it is in project ..." on a loopback server."""
+        ...
 
     async def list_results(
         self, project: str, run_id: str, *, evaluator: str = "", page_size: int = 100, page_token: str = ""

@@ -163,6 +163,11 @@ class SqlMetadataStore(SqlDocuments):
             "",
         )
 
+    async def run_project(self, run_id: str) -> str | None:
+        """The project holding ``run_id`` (run ids are unique across projects), or None."""
+        rows = await self._db.fetch("SELECT project_id FROM runs WHERE run_id = ?", run_id)
+        return str(rows[0][0]) if rows else None
+
     async def list_runs(
         self,
         project: str,
@@ -172,14 +177,17 @@ class SqlMetadataStore(SqlDocuments):
         labels: Mapping[str, str] | None = None,
         page_size: int = 50,
         page_token: str = "",
+        all_projects: bool = False,
     ) -> tuple[list[Run], str]:
         project = project_or_default(project)
         labels = dict(sorted((labels or {}).items()))
         check_page_size(page_size)
-        fingerprint = query_fingerprint("runs", project, int(state), name_contains, labels)
+        # "*" is no project name (evalsi.projects), so an all-projects cursor never continues a one-project list.
+        scope = "*" if all_projects else project
+        fingerprint = query_fingerprint("runs", scope, int(state), name_contains, labels)
         cursor = decode_page_token(page_token, fingerprint, types=(int, str))
-        where = ["project_id = ?"]
-        args: list[Any] = [project]
+        where = [] if all_projects else ["project_id = ?"]
+        args: list[Any] = [] if all_projects else [project]
         if state:
             where.append("state = ?")
             args.append(int(state))
@@ -195,7 +203,7 @@ class SqlMetadataStore(SqlDocuments):
             where.append("(create_us < ? OR (create_us = ? AND run_id < ?))")
             args += [cursor[0], cursor[0], cursor[1]]
         rows = await self._db.fetch(
-            f"SELECT create_us, run_id, data FROM runs WHERE {' AND '.join(where)} "
+            f"SELECT create_us, run_id, data FROM runs WHERE {' AND '.join(where) or '1 = 1'} "
             "ORDER BY create_us DESC, run_id DESC LIMIT ?",
             *args, page_size + 1,
         )

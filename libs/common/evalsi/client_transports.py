@@ -1,0 +1,213 @@
+"""The two transports of ``evalsi.Client``: gRPC (``grpc://host:8081``) and HTTP/JSON (``http://host:8080``),
+each deriving every call from the proto descriptors, and the server's errors as our exceptions."""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from typing import Any, BinaryIO
+
+from google.api import annotations_pb2
+from google.protobuf import json_format
+from google.protobuf.message import Message
+
+from evalsi.errors import BadInputError, InfraError
+from evalsi.projects import PROJECT_HEADER
+from evalsi.v1alpha1 import (
+    catalog_service_pb2,
+    evaluation_service_pb2,
+    monitor_service_pb2,
+    run_service_pb2,
+    trace_service_pb2,
+)
+from evalsi.v1alpha1.run_service_pb2 import DatasetVersion, UploadDatasetRequest
+
+UPLOAD_CHUNK_BYTES = 1 << 20
+
+
+class NotFoundError(BadInputError):
+    """The server has no such resource in the call's project (HTTP 404, gRPC NOT_FOUND): bad input, as before,
+    told apart so a caller can say where else to look."""
+
+
+SERVICES = {
+    "EvaluationService": evaluation_service_pb2.DESCRIPTOR.services_by_name["EvaluationService"],
+    "RunService": run_service_pb2.DESCRIPTOR.services_by_name["RunService"],
+    "CatalogService": catalog_service_pb2.DESCRIPTOR.services_by_name["CatalogService"],
+    "TraceService": trace_service_pb2.DESCRIPTOR.services_by_name["TraceService"],
+    "MonitorService": monitor_service_pb2.DESCRIPTOR.services_by_name["MonitorService"],
+}
+
+
+class GrpcTransport:
+    def __init__(self, target: str, project: str | None, timeout: float) -> None:
+        import grpc
+
+        self._grpc = grpc
+        self._channel = grpc.insecure_channel(target)
+        self._metadata = ((PROJECT_HEADER, project),) if project else ()
+        self._timeout = timeout
+
+    def _method(self, service: str, method: str, response_type: type[Message], streaming: bool) -> Any:
+        path = f"/{SERVICES[service].full_name}/{method}"
+        make = self._channel.unary_stream if streaming else self._channel.unary_unary
+        return make(
+            path, request_serializer=lambda m: m.SerializeToString(), response_deserializer=response_type.FromString
+        )
+
+    def unary(self, service: str, method: str, request: Message, response_type: type[Message]) -> Any:
+        try:
+            return self._method(service, method, response_type, False)(
+                request, metadata=self._metadata, timeout=self._timeout
+            )
+        except self._grpc.RpcError as exc:
+            raise _grpc_error(exc) from None
+
+    def stream(self, service: str, method: str, request: Message, response_type: type[Message]) -> Iterator[Any]:
+        try:
+            yield from self._method(service, method, response_type, True)(request, metadata=self._metadata)
+        except self._grpc.RpcError as exc:
+            raise _grpc_error(exc) from None
+
+    def upload(self, first: UploadDatasetRequest, file: BinaryIO, size: int) -> DatasetVersion:
+        call = self._channel.stream_unary(
+            f"/{SERVICES['RunService'].full_name}/UploadDataset",
+            request_serializer=lambda m: m.SerializeToString(),
+            response_deserializer=DatasetVersion.FromString,
+        )
+
+        def chunks() -> Iterator[UploadDatasetRequest]:
+            yield first
+            while data := file.read(UPLOAD_CHUNK_BYTES):
+                yield UploadDatasetRequest(data=data)
+
+        try:
+            return call(chunks(), metadata=self._metadata)  # no deadline: a big file takes as long as it takes
+        except self._grpc.RpcError as exc:
+            raise _grpc_error(exc) from None
+
+    def close(self) -> None:
+        self._channel.close()
+
+
+def _grpc_error(exc: Any) -> Exception:
+    import grpc
+
+    code, details = exc.code(), exc.details()
+    # As over HTTP (400, 404, 409, 413): what the caller sent, not the server, is at fault.
+    if code == grpc.StatusCode.NOT_FOUND:
+        return NotFoundError(details)
+    if code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION,
+                grpc.StatusCode.RESOURCE_EXHAUSTED):
+        return BadInputError(details)
+    return InfraError(f"server answered {code.name}: {details}")
+
+
+class HttpTransport:
+    def __init__(self, base: str, project: str | None, timeout: float) -> None:
+        self._base = base.rstrip("/")
+        self._headers = {"content-type": "application/json", **({PROJECT_HEADER: project} if project else {})}
+        self._timeout = timeout
+
+    def _request(self, service: str, method: str, request: Message, timeout: float | None) -> Any:
+        rule = SERVICES[service].methods_by_name[method].GetOptions().Extensions[annotations_pb2.http]
+        verb = rule.WhichOneof("pattern")
+        template = getattr(rule, verb)
+        fields = json_format.MessageToDict(request, preserving_proto_field_name=True)
+        used: set[str] = set()
+
+        def fill(match: re.Match[str]) -> str:
+            name = match.group(1)
+            used.add(name)
+            return urllib.parse.quote(str(fields.get(name, "")), safe="")
+
+        path = re.sub(r"\{([a-z_]+)\}", fill, template)
+        body = None
+        if rule.body == "*":
+            body = json_format.MessageToJson(request).encode()
+        else:
+            if rule.body:  # one field is the body (ApplyPolicy's policy); the others go in the query
+                body = json_format.MessageToJson(getattr(request, rule.body)).encode()
+                used.add(rule.body)
+            query = {k: v for k, v in fields.items() if k not in used}
+            if query:
+                path += "?" + urllib.parse.urlencode(query, doseq=True)
+        return urllib.request.urlopen(
+            urllib.request.Request(self._base + path, data=body, method=verb.upper(), headers=self._headers),
+            timeout=timeout,
+        )
+
+    def unary(self, service: str, method: str, request: Message, response_type: type[Message]) -> Any:
+        try:
+            with self._request(service, method, request, self._timeout) as response:
+                return json_format.Parse(response.read(), response_type(), ignore_unknown_fields=True)
+        except urllib.error.HTTPError as exc:
+            raise _http_error(exc) from None
+        except urllib.error.URLError as exc:
+            raise InfraError(f"cannot reach {self._base}: {exc.reason}") from None
+
+    def stream(self, service: str, method: str, request: Message, response_type: type[Message]) -> Iterator[Any]:
+        try:
+            with self._request(service, method, request, None) as response:
+                for line in response:
+                    if not line.strip():
+                        continue
+                    document = json.loads(line)
+                    if "error" in document:  # the server failed after the stream started
+                        error = document["error"]
+                        raise InfraError(f"server stream ended with {error.get('code')}: {error.get('message')}")
+                    yield json_format.ParseDict(document, response_type(), ignore_unknown_fields=True)
+        except urllib.error.HTTPError as exc:
+            raise _http_error(exc) from None
+        except urllib.error.URLError as exc:
+            raise InfraError(f"cannot reach {self._base}: {exc.reason}") from None
+
+    def upload(self, first: UploadDatasetRequest, file: BinaryIO, size: int) -> DatasetVersion:
+        """The file as the body of ``POST /v1alpha1/datasets/{name}:upload``, streamed from disk."""
+        query: list[tuple[str, str]] = [
+            (key, str(value)) for key, value in (("filename", first.filename), ("format", first.format),
+                                                 ("project", first.project), ("limit", first.limit)) if value
+        ]
+        query += [("map", f"{target}={source}") for target, source in first.mapping.items()]
+        url = f"{self._base}/v1alpha1/datasets/{urllib.parse.quote(first.name, safe='')}:upload"
+        if query:
+            url += "?" + urllib.parse.urlencode(query)
+        headers = {**self._headers, "content-type": "application/octet-stream", "content-length": str(size)}
+        try:
+            with urllib.request.urlopen(urllib.request.Request(url, data=file, method="POST", headers=headers)) as r:
+                return json_format.Parse(r.read(), DatasetVersion(), ignore_unknown_fields=True)
+        except urllib.error.HTTPError as exc:
+            raise _http_error(exc) from None
+        except urllib.error.URLError as exc:
+            raise InfraError(f"cannot reach {self._base}: {exc.reason}") from None
+
+    def close(self) -> None:
+        pass
+
+
+def _http_error(exc: urllib.error.HTTPError) -> Exception:
+    try:
+        message = json.loads(exc.read()).get("message", exc.reason)
+    except (ValueError, AttributeError):
+        message = exc.reason
+    if exc.code == 404:
+        return NotFoundError(str(message))
+    if exc.code in (400, 409, 413):
+        return BadInputError(str(message))
+    return InfraError(f"server answered HTTP {exc.code}: {message}")
+
+
+def open_transport(url: str, project: str | None, timeout: float) -> Transport:
+    parsed = urllib.parse.urlparse(url)
+    if parsed.scheme == "grpc":
+        return GrpcTransport(parsed.netloc, project, timeout)
+    if parsed.scheme in ("http", "https"):
+        return HttpTransport(url, project, timeout)
+    raise BadInputError(f"server URL {url!r}: use grpc://host:8081 or http://host:8080")
+
+
+Transport = GrpcTransport | HttpTransport
