@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -24,6 +25,7 @@ from evalsi.judges.panel import JudgeInput, judge_configs, judge_spec_from_confi
 from evalsi.limits import check_resamples
 from evalsi.projects import DEFAULT_PROJECT, check_project
 from evalsi.runs.binding import EvaluatorSpec, registry_for, resolve_evaluators
+from evalsi.runs.cluster_keys import ClusterKeyCensus
 from evalsi.runs.collector import collector_paused
 from evalsi.runs.console import interrupt_sets, progress_bar
 from evalsi.runs.intake import OBJECTS_DIR, TakenRecords, take_records
@@ -43,6 +45,8 @@ EVALUATE_SHARD_SIZE = 20_000
 # Evaluators that wait on something (a judge, an async call) get tasks of this many rounds of ``concurrency`` calls:
 # the progress bar moves as each task ends, and the last round of a task leaves few call slots idle.
 ROUNDS_PER_TASK = 16
+CLUSTER_BY_FLAG = "--cluster-by"
+log = logging.getLogger(__name__)
 
 
 def _deterministic(bound: Sequence[BoundEvaluator]) -> bool:
@@ -83,6 +87,36 @@ async def _units_total(records: Dataset | TakenRecords, bound: Sequence[BoundEva
     scopes = [b.evaluator.scope for b in bound]
     return scopes.count("span") * steps + scopes.count("session") * len(sessions) + (
         len(scopes) - scopes.count("span") - scopes.count("session")) * records.count
+
+
+async def _check_cluster_key(records: Dataset | TakenRecords, key: str) -> None:
+    """Refuse a cluster key no record has; warn (a log line, on stderr when logging is not set up) when some records
+    lack it. Stored records are read a shard at a time."""
+    counted = ClusterKeyCensus(key)
+    if not isinstance(records, TakenRecords) or records.manifest is None or records.directory is None:
+        counted.add(records.records or [])
+    else:
+        async for shard in iter_shards(LocalObjectStore(records.directory / OBJECTS_DIR), records.manifest):
+            counted.add(shard)
+    problem = counted.problem(CLUSTER_BY_FLAG)
+    if problem:
+        raise BadInputError(problem)
+    warning = counted.warning(CLUSTER_BY_FLAG)
+    if warning:
+        log.warning(warning)
+
+
+def judge_problem(bound: Sequence[BoundEvaluator]) -> str:
+    """The refusal of evaluators that need a judge when none is configured (empty when every one has its judge)."""
+    needing = [b.alias for b in bound if "judge" in b.evaluator.requires]
+    if not needing:
+        return ""
+    return (
+        f"evaluator {', '.join(needing)} needs a judge and none is configured: give one with --judge-model MODEL "
+        "(--judge-base-url URL for a local or other OpenAI-compatible server), or judge= in evaluate(); on a "
+        "server, a run's judges are spec.judges, which name the server's evalsi.yaml `judges:` entries "
+        "(spec.judges.<name>.connection)"
+    )
 
 
 def _as_dataset(data: Data, mapping: Any, limit: int | None) -> Dataset:
@@ -147,6 +181,7 @@ async def evaluate_async(
     stop_on_interrupt: bool = False,
     memory_budget: float | None = None,
     store_dir: str | Path | None = None,
+    judge_required: bool = False,
 ) -> EvaluationResults:
     """The async form of :func:`evaluate`, for callers that already run an event loop.
 
@@ -162,6 +197,10 @@ async def evaluate_async(
 
     With deterministic evaluators only (no judge, no async call) the cyclic garbage collector is paused while the
     records are built and the run goes (``runs.collector``): reference counting frees as usual.
+
+    An evaluator that needs a judge, with none configured, skips every record as ``judge_pending``; with
+    ``judge_required`` (the CLI) it is refused (``BadInputError``) before anything is read. A ``cluster_by`` key
+    no record has is refused before anything runs; one that some records lack is logged as a warning.
     """
     if not 0 < confidence < 1:
         raise BadInputError(f"confidence must be between 0 and 1 (e.g. 0.95), got {confidence}")
@@ -172,6 +211,8 @@ async def evaluate_async(
     registry = registry or Registry.from_entry_points()
     bound = resolve_evaluators(evaluators, registry, params)
     configs = judge_configs(judge, judges)
+    if judge_required and not configs and judge_problem(bound):
+        raise BadInputError(judge_problem(bound))
     for b in bound:
         if "judge" in b.evaluator.requires and configs and b.judge not in configs:
             raise BadInputError(
@@ -204,6 +245,8 @@ async def evaluate_async(
         )
         cancel = cancel or asyncio.Event()
         try:
+            if cluster_by:
+                await _check_cluster_key(records, cluster_by)
             total = await _units_total(records, bound) if progress else 0
             with progress_bar(progress, total) as advance, interrupt_sets(cancel, stop_on_interrupt):
                 return await run_locally(

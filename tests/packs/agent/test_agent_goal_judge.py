@@ -144,14 +144,12 @@ async def test_pass_score_moves_the_bar(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("text", ["The agent did well overall.", answer(9)])
-async def test_an_unparseable_answer_scores_zero_with_the_reason(text: str, tmp_path: Path) -> None:
+async def test_an_unparseable_answer_is_an_evaluator_error_with_the_reason(text: str, tmp_path: Path) -> None:
     async with FakeOpenAI(lambda _body: text) as server, judge_for(server, tmp_path) as judge:
         result = await judge_session(booking_session(), judge)
-    assert result.outcome == OUTCOME_SCORED
-    scores = by_name(result)
-    assert scores["passed"].passed is False and scores["score"].number == 0.0
-    assert scores["score"].explanation == f"unparseable judge answer: {text[:200]}"
-    assert meta(scores["score"])["parse_error"] is True and meta(scores["score"])["raw_score"] is None
+    assert result.outcome == OUTCOME_ERROR and result.error_kind == ERROR_KIND_EVALUATOR
+    assert not result.scores  # neither a fail nor a 0
+    assert result.reason.startswith("UnparseableAnswer: ") and result.reason.endswith(f"the answer began: {text!r}")
 
 
 async def test_without_a_judge_the_session_is_pending_never_passed() -> None:

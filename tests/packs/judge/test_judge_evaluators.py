@@ -21,6 +21,7 @@ from evalsi.records import from_value, make_record
 from evalsi.testing import FakeAnthropic, FakeOpenAI, FakeProvider
 from evalsi.v1alpha1.record_pb2 import Record
 from evalsi.v1alpha1.score_pb2 import (
+    ERROR_KIND_EVALUATOR,
     ERROR_KIND_INFRA,
     OUTCOME_ERROR,
     OUTCOME_SCORED,
@@ -177,14 +178,14 @@ async def test_tolerant_parsing_through_the_evaluator(text: str, tmp_path: Path)
 
 
 @pytest.mark.parametrize("text", ["I would rate this highly.", '{"reasoning": "amazing", "score": 9}'])
-async def test_unparseable_answer_is_zero_with_the_reason(text: str, tmp_path: Path) -> None:
+async def test_unparseable_answer_is_an_evaluator_error_with_the_reason(text: str, tmp_path: Path) -> None:
     async with FakeOpenAI(fixed(text)) as server, judge_for(server, tmp_path) as judge:
         [result] = await run(llm_judge, [qa()], judge)
-    assert result.outcome == OUTCOME_SCORED
-    score = result.scores[0]
-    assert score.number == 0.0
-    assert score.explanation == f"unparseable judge answer: {text[:200]}"
-    assert meta(score)["parse_error"] is True and meta(score)["raw_score"] is None
+    assert result.outcome == OUTCOME_ERROR and result.error_kind == ERROR_KIND_EVALUATOR
+    assert not result.scores  # never a score, not even a 0
+    detail = ("no JSON object with a score and no 'Score:' line" if text.startswith("I ")
+              else "score 9 is not on the 1-5 scale")
+    assert result.reason == f"UnparseableAnswer: {detail}; the answer began: {text!r}"
 
 
 async def test_config_template_override(tmp_path: Path) -> None:
@@ -239,11 +240,9 @@ async def test_reference_correctness_pass_and_fail(tmp_path: Path) -> None:
 async def test_reference_correctness_garbage_never_passes(text: str, tmp_path: Path) -> None:
     async with FakeOpenAI(fixed(text)) as server, judge_for(server, tmp_path) as judge:
         [result] = await run(reference_correctness, [qa(reference="Paris")], judge)
-    assert result.outcome == OUTCOME_SCORED
-    [score] = result.scores
-    assert score.WhichOneof("value") == "passed" and score.passed is False
-    assert score.explanation.startswith("unparseable judge answer: ")
-    assert meta(score)["parse_error"] is True
+    assert result.outcome == OUTCOME_ERROR and result.error_kind == ERROR_KIND_EVALUATOR
+    assert not result.scores
+    assert result.reason.startswith("UnparseableAnswer: ") and f"the answer began: {text!r}" in result.reason
 
 
 async def test_reference_correctness_skips_without_reference(tmp_path: Path) -> None:
@@ -318,15 +317,14 @@ async def test_pairwise_tie_both_ways(tmp_path: Path) -> None:
     assert meta(scores["preference"])["order_dependent"] is False
 
 
-async def test_pairwise_unparseable_is_a_loss_never_a_win(tmp_path: Path) -> None:
+async def test_pairwise_unparseable_is_an_evaluator_error_never_a_verdict(tmp_path: Path) -> None:
     def reply(body: dict[str, Any]) -> str:
         return reply_json("A", "candidate first") if candidate_is_a(body) else "I like the first one."
 
     result, _ = await run_pairwise(reply, tmp_path)
-    scores = by_name(result)
-    assert scores["preference"].label == "loss" and scores["win_rate"].number == 0.0
-    assert scores["preference"].explanation == "unparseable judge answer: I like the first one."
-    assert meta(scores["preference"])["parse_error"] is True
+    assert result.outcome == OUTCOME_ERROR and result.error_kind == ERROR_KIND_EVALUATOR
+    assert not result.scores
+    assert result.reason.endswith("the answer began: 'I like the first one.'")
 
 
 async def test_pairwise_needs_a_counterpart(tmp_path: Path) -> None:
@@ -419,7 +417,11 @@ async def test_no_judge_pairwise_is_skipped_judge_pending() -> None:
 async def test_warm_cache_rerun_makes_no_provider_requests(tmp_path: Path) -> None:
     records = [qa("a", reference="Paris"), qa("b", output="Lyon", reference="Paris")]
     ours, theirs = pairwise_records()
-    async with FakeOpenAI(fixed(reply_json(4))) as server:
+
+    def reply(body: dict[str, Any]) -> str:  # a 1-5 score for llm-judge, a verdict for the pairwise prompts
+        return reply_json("A") if CANDIDATE in user_text(body) else reply_json(4)
+
+    async with FakeOpenAI(reply) as server:
         async with judge_for(server, tmp_path) as judge:
             cold = await run(llm_judge, records, judge)
             cold_pairwise = await run(pairwise_preference, ours, judge, compare_with=[theirs])

@@ -14,6 +14,7 @@ from evalsi.datasets.shards import DatasetManifest, put_manifest, read_shard, wr
 from evalsi.datasets.stored import DatasetStore
 from evalsi.edge_checks import text_problem
 from evalsi.errors import BadInputError
+from evalsi.runs.cluster_keys import ClusterKeyCensus
 from evalsi.runs.spec import resolve_dataset_path
 from evalsi.stores.objects import ObjectStore
 from evalsi.v1alpha1.record_pb2 import Record
@@ -137,6 +138,24 @@ async def describe_run_dataset(
         return text, DatasetCount(stream.count, stream.version, stream.source)
 
     return await asyncio.to_thread(read)
+
+
+async def refuse_unknown_cluster_key(
+    run: EvalRun, *, project: str, objects: ObjectStore, open_records: OpenRecords
+) -> None:
+    """Refuse (``BadInputError``, a 400) a ``spec.summary.clusterBy`` key no record of the run's dataset has: every
+    record would be its own cluster, silently. Reads the records once, one at a time, only when the key is set."""
+    key = run.spec.summary.cluster_by
+    if not key:
+        return
+
+    def problem(records: Iterable[Record]) -> str:
+        return ClusterKeyCensus(key).add(records).problem("spec.summary.clusterBy")
+
+    text, _ = await describe_run_dataset(run, project=project, objects=objects, open_records=open_records,
+                                         describe=problem)
+    if text:
+        raise BadInputError(text)
 
 
 def _refuse_reading_options(run: EvalRun) -> None:

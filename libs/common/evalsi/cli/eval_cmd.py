@@ -8,7 +8,14 @@ from typing import Any
 
 import click
 
-from evalsi.cli._common import EXIT_INTERRUPTED, handle_errors, parse_key_values, parse_params, split_list
+from evalsi.cli._common import (
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    handle_errors,
+    parse_key_values,
+    parse_params,
+    split_list,
+)
 from evalsi.cli._memory import memory_options
 from evalsi.errors import BadInputError
 from evalsi.stats.defaults import DEFAULT_CONFIDENCE
@@ -137,7 +144,15 @@ def _judge(model: str | None, flags: dict[str, Any], params: tuple[str, ...]) ->
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="Save the full result document (JSON) here.")
 @click.option("--name", default="", help="A name for this evaluation, shown in the table and saved results.")
 @click.option(
-    "--progress/--no-progress", default=None, help="Progress bar on stderr (default: when stderr is a terminal)."
+    "--progress/--no-progress",
+    default=None,
+    help="Progress on stderr (default: when stderr is a terminal); forced on elsewhere, a plain line every 5 s.",
+)
+@click.option(
+    "--allow-errors",
+    "allow_errors",
+    is_flag=True,
+    help="Exit 0 even when a metric's every evaluation is an infrastructure error (else exit 1).",
 )
 @memory_options
 @handle_errors
@@ -161,6 +176,7 @@ def eval_command(
     output: str | None,
     name: str,
     progress: bool | None,
+    allow_errors: bool,
     memory_budget: float | None,
     store_dir: str | None,
     **judge_flags: Any,
@@ -181,7 +197,12 @@ def eval_command(
     and printed (a second Ctrl-C aborts). Beyond --memory-budget the results go to a local SQLite store and are
     printed and saved from it a page at a time.
 
-    Exit codes: 0 ok, 2 bad input or usage, 1 internal error, 130 interrupted (the figures are partial).
+    Under the table, each evaluator's errors by kind (infra, evaluator) with the first cause. An evaluator that
+    needs a judge (llm-judge, ...) without --judge-model is refused before anything runs.
+
+    Exit codes: 0 ok, 1 a metric whose every evaluation is an infrastructure error (nothing was measured;
+    --allow-errors accepts it) or an internal error, 2 bad input or usage (an unknown --cluster-by key, a judge
+    evaluator without --judge-model), 130 interrupted (the figures are partial).
     """
     from evalsi.sdk import evaluate
 
@@ -206,6 +227,7 @@ def eval_command(
         stop_on_interrupt=True,
         memory_budget=memory_budget,
         store_dir=store_dir,
+        judge_required=True,
     )
     with results:
         if output:
@@ -220,3 +242,9 @@ def eval_command(
             f"cancelled: {results.run.progress.cancelled} evaluations did not run; the figures are partial", err=True
         )
         sys.exit(EXIT_INTERRUPTED)
+    from evalsi.runs.failures import infra_failure
+
+    failure = infra_failure(results.run.summaries)
+    if failure and not allow_errors:
+        click.echo(f"error: {failure}", err=True)
+        sys.exit(EXIT_INTERNAL)

@@ -14,6 +14,7 @@ naming the budget and the overrun.
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from evalsi.evaluators import BoundEvaluator, Registry
 from evalsi.evaluators.runner import units_total
 from evalsi.judges import JudgeConfig, RetryPolicy
 from evalsi.records import has_content
+from evalsi.runs.cluster_keys import census
 from evalsi.runs.console import interrupt_sets, progress_bar
 from evalsi.runs.local import DEFAULT_CONCURRENCY, new_run_id, run_locally
 from evalsi.runs.plan import DEFAULT_SHARD_SIZE, Plan, Projection, RecordTally, plan_run, projection
@@ -37,6 +39,9 @@ from evalsi.runs.spec import (
 )
 from evalsi.v1alpha1.record_pb2 import Record
 from evalsi.v1alpha1.run_pb2 import EvalRun
+
+CLUSTER_BY_FIELD = "spec.summary.clusterBy"
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -103,6 +108,13 @@ def prepare_run(
             f"{dataset.source}: no record has an output; with target.outputs (or no target) the dataset must "
             "carry the outputs; to generate them, give spec.target.model"
         )
+    if run.spec.summary.cluster_by:  # a key no record has would make every record its own cluster, silently
+        counted = census(dataset.records, run.spec.summary.cluster_by)
+        prefix = f"{source}: " if source else ""
+        if counted.problem(CLUSTER_BY_FIELD):
+            raise BadInputError(prefix + counted.problem(CLUSTER_BY_FIELD))
+        if counted.warning(CLUSTER_BY_FIELD):
+            log.warning(counted.warning(CLUSTER_BY_FIELD))
     run_id = run_id or new_run_id()
     plan = plan_run(run, dataset.records, evaluators=evaluators, run_id=run_id, shard_size=shard_size)
     return PreparedRun(run, run_id, evaluators, judges, dataset, plan)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, TextIO
 from google.protobuf import json_format
 
 from evalsi.errors import BadInputError
+from evalsi.runs.failures import error_breakdown, error_notes
 from evalsi.stats.defaults import DEFAULT_CONFIDENCE
 from evalsi.v1alpha1.run_pb2 import Run
 from evalsi.v1alpha1.score_pb2 import (
@@ -53,16 +54,13 @@ def summary_row(summary: MetricSummary) -> dict[str, str]:
         mean_text = _fmt(mean)
         ci = summary.ci
         ci_text = f"[{_fmt(ci.low)}, {_fmt(ci.high)}]" if ci.HasField("low") and ci.HasField("high") else "—"
-    errors = str(summary.errors)
-    if summary.infra_errors:
-        errors += f" ({summary.infra_errors} infra)"
     return {
         "metric": summary.metric,
         "n": str(summary.n),
         "mean": mean_text,
         "ci": ci_text,
         "skipped": str(summary.skipped),
-        "errors": errors,
+        "errors": error_breakdown(summary),
     }
 
 
@@ -132,7 +130,16 @@ class EvaluationResults:
         return f"EvaluationResults({len(self)} results, metrics: {', '.join(self.summaries)})"
 
     def table(self, format: TableFormat = "table") -> str:
-        """The metric table: n, mean, the interval, skipped and errors per metric."""
+        """The metric table: n, mean, the interval, skipped and errors per metric; under it each evaluator's errors
+        by kind with the first cause."""
+        notes = [note.text() for note in error_notes(self.run.summaries)]
+        if format == "md":
+            errors = ["", "", "**Errors** (excluded from the metrics)", "", *(f"- {note}" for note in notes)]
+            return self._table(format) + ("\n".join(errors) if notes else "")
+        errors = ["errors (excluded from the metrics):", *(f"  {note}" for note in notes)]
+        return self._table(format) + ("\n" + "\n".join(errors) if notes else "")
+
+    def _table(self, format: TableFormat) -> str:
         level = f"{self.confidence:.0%} CI"
         headers = ["metric", "n", "mean", level, "skipped", "errors"]
         rows = [list(summary_row(s).values()) for s in self.run.summaries]

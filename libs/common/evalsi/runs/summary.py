@@ -111,16 +111,32 @@ class _Accumulated:
     scored: int = 0
     columns: dict[str, _Column] = field(default_factory=dict)
     dataset_results: list[EvaluationResult] = field(default_factory=list)
+    # Error kind to [count, the first one's shortened reason]: what a reader needs to see why, results unread.
+    error_kinds: dict[int, list[int | str]] = field(default_factory=dict)
 
 
 _COUNTED: tuple[str, ...] = ("skipped", "errors", "infra_errors", "cancelled")  # read by _Accumulated, above
 
 
-def _copy_counts(counts: Mapping[str, int], summary: MetricSummary) -> None:
+# A first reason longer than this is cut (a provider's error body, a traceback's last line can run long).
+REASON_CHARS = 160
+
+
+def short_reason(reason: str) -> str:
+    """A reason as one line of at most ``REASON_CHARS`` characters."""
+    line = " ".join(reason.split())
+    return line if len(line) <= REASON_CHARS else line[: REASON_CHARS - 1] + "…"
+
+
+def _copy_counts(acc: _Accumulated, summary: MetricSummary) -> None:
+    counts = acc.counts
     summary.skipped = counts["skipped"]
     summary.errors = counts["errors"]
     summary.infra_errors = counts["infra_errors"]
     summary.cancelled = counts["cancelled"]
+    for kind in sorted(acc.error_kinds):
+        count, reason = acc.error_kinds[kind]
+        summary.error_kinds.add(kind=kind, count=int(count), first_reason=str(reason))
 
 
 class SummaryBuilder:
@@ -191,6 +207,11 @@ class SummaryBuilder:
                 acc.counts["errors"] += 1
                 if result.error_kind == ERROR_KIND_INFRA:
                     acc.counts["infra_errors"] += 1
+                tally = acc.error_kinds.get(result.error_kind)
+                if tally is None:
+                    acc.error_kinds[result.error_kind] = [1, short_reason(result.reason)]
+                else:
+                    tally[0] = int(tally[0]) + 1
             elif outcome == OUTCOME_CANCELLED:
                 acc.counts["cancelled"] += 1
             else:
@@ -213,7 +234,6 @@ def _summarize_evaluator(
     clusters_of: Mapping[str, str],
     settings: _Settings,
 ) -> list[MetricSummary]:
-    counts = acc.counts
     out: list[MetricSummary] = []
     for output, metric in bound.metric_names():
         summary = MetricSummary(
@@ -222,7 +242,7 @@ def _summarize_evaluator(
             kind=_KINDS[output.type],
             higher_is_better=output.higher_is_better,
         )
-        _copy_counts(counts, summary)
+        _copy_counts(acc, summary)
         summary.ci.level = settings.level
         if bound.evaluator.scope == "dataset":
             _fill_dataset(summary, acc.dataset_results, output)
@@ -247,7 +267,7 @@ def _summarize_evaluator(
         _fill_numbers(summary, samples.values, output, clusters, settings)
         out.append(summary)
         if output.type == "boolean" and samples.repeated:
-            out.extend(_pass_k(bound, metric, samples, settings, counts))
+            out.extend(_pass_k(bound, metric, samples, settings, acc))
     return out
 
 
@@ -433,7 +453,7 @@ def _pass_k(
     metric: str,
     samples: _Samples,
     settings: _Settings,
-    counts: Mapping[str, int],
+    acc: _Accumulated,
 ) -> list[MetricSummary]:
     """pass@k and pass^k over samples with several trials; k is the smallest trial count (plus any asked)."""
     if bound.evaluator.scope != "record" or not samples.repeated:
@@ -458,7 +478,7 @@ def _pass_k(
                 k=k,
                 n=aggregate.n,
             )
-            _copy_counts(counts, summary)
+            _copy_counts(acc, summary)
             summary.ci.level = settings.level
             if aggregate.mean is not None:
                 summary.mean = aggregate.mean

@@ -123,7 +123,7 @@ class LabelCount(_message.Message):
     def __init__(self, count: _Optional[int] = ..., share: _Optional[float] = ..., ci: _Optional[_Union[ConfidenceInterval, _Mapping]] = ...) -> None: ...
 
 class MetricSummary(_message.Message):
-    __slots__ = ("metric", "evaluator", "n", "mean", "std", "ci", "skipped", "errors", "kind", "labels", "infra_errors", "cancelled", "clusters", "k", "higher_is_better")
+    __slots__ = ("metric", "evaluator", "n", "mean", "std", "ci", "skipped", "errors", "kind", "labels", "infra_errors", "cancelled", "clusters", "k", "higher_is_better", "error_kinds")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -146,6 +146,7 @@ class MetricSummary(_message.Message):
     CLUSTERS_FIELD_NUMBER: _ClassVar[int]
     K_FIELD_NUMBER: _ClassVar[int]
     HIGHER_IS_BETTER_FIELD_NUMBER: _ClassVar[int]
+    ERROR_KINDS_FIELD_NUMBER: _ClassVar[int]
     metric: str
     evaluator: str
     n: int
@@ -161,7 +162,18 @@ class MetricSummary(_message.Message):
     clusters: int
     k: int
     higher_is_better: bool
-    def __init__(self, metric: _Optional[str] = ..., evaluator: _Optional[str] = ..., n: _Optional[int] = ..., mean: _Optional[float] = ..., std: _Optional[float] = ..., ci: _Optional[_Union[ConfidenceInterval, _Mapping]] = ..., skipped: _Optional[int] = ..., errors: _Optional[int] = ..., kind: _Optional[_Union[ValueKind, str]] = ..., labels: _Optional[_Mapping[str, LabelCount]] = ..., infra_errors: _Optional[int] = ..., cancelled: _Optional[int] = ..., clusters: _Optional[int] = ..., k: _Optional[int] = ..., higher_is_better: _Optional[bool] = ...) -> None: ...
+    error_kinds: _containers.RepeatedCompositeFieldContainer[ErrorTally]
+    def __init__(self, metric: _Optional[str] = ..., evaluator: _Optional[str] = ..., n: _Optional[int] = ..., mean: _Optional[float] = ..., std: _Optional[float] = ..., ci: _Optional[_Union[ConfidenceInterval, _Mapping]] = ..., skipped: _Optional[int] = ..., errors: _Optional[int] = ..., kind: _Optional[_Union[ValueKind, str]] = ..., labels: _Optional[_Mapping[str, LabelCount]] = ..., infra_errors: _Optional[int] = ..., cancelled: _Optional[int] = ..., clusters: _Optional[int] = ..., k: _Optional[int] = ..., higher_is_better: _Optional[bool] = ..., error_kinds: _Optional[_Iterable[_Union[ErrorTally, _Mapping]]] = ...) -> None: ...
+
+class ErrorTally(_message.Message):
+    __slots__ = ("kind", "count", "first_reason")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    FIRST_REASON_FIELD_NUMBER: _ClassVar[int]
+    kind: ErrorKind
+    count: int
+    first_reason: str
+    def __init__(self, kind: _Optional[_Union[ErrorKind, str]] = ..., count: _Optional[int] = ..., first_reason: _Optional[str] = ...) -> None: ...
 
 class SummaryOptions(_message.Message):
     __slots__ = ("confidence", "cluster_by", "interval", "seed", "bootstrap_resamples", "pass_k")

@@ -1,8 +1,8 @@
 """Judged outcome evaluators: an LLM judge reads a whole session and decides whether it reached the user's goal.
 
 Like the judge pack's evaluators: without a judge the session is skipped ``judge_pending`` (never a pass), a
-provider failure after retries is an infrastructure error, and an unreadable answer scores 0 with
-``unparseable judge answer: ...`` as the explanation.
+provider failure after retries is an infrastructure error, and an unreadable answer is an evaluator error
+(``UnparseableAnswer``, the answer's start in its reason), never a score.
 """
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def _check(*, goal: str | None, pass_score: int) -> None:
             "number",
             min=0.0,
             max=1.0,
-            description="How well the session achieved the goal: the judge's 1-5 as (s - 1) / 4; 0 if unparseable.",
+            description="How well the session achieved the goal: the judge's 1-5 as (s - 1) / 4.",
         ),
     ],
     params={
@@ -136,10 +136,10 @@ async def goal_judge(
     judge = ctx.require_judge()
     template = goal_template()
     answer, completion = await ask(judge, template, {"goal": goal_text, "transcript": transcript(turns)}, "1-5")
-    raw = answer.value if isinstance(answer.value, float) else None  # a 1-5 answer is a float, or None unparsed
+    raw = float(answer.value)  # type: ignore[arg-type]  # ask() raised on an answer with no 1-5 score
     scores = [
-        Score(name="passed", passed=raw is not None and raw >= pass_score),
-        Score(name="score", number=normalize(raw, "1-5") if raw is not None else 0.0),
+        Score(name="passed", passed=raw >= pass_score),
+        Score(name="score", number=normalize(raw, "1-5")),
     ]
     # The judgement (explanation, metadata, and the tokens, counted once per result) on the first score; the
     # second carries the same explanation and metadata.

@@ -2,8 +2,9 @@
 
 Judges are asked for a bare JSON object, and usually comply; the parser also accepts the object inside a
 code fence or surrounded by prose, and, failing any JSON, a ``Score: N`` line. An answer with no score, or
-one outside the scale, is *unparseable*: evaluators turn it into the lowest value (0, never a pass) with
-the answer's start as the explanation, so a misbehaving judge can only drag a metric down, never up.
+one outside the scale, is *unparseable*: the judge evaluators raise ``UnparseableAnswer``, so the evaluation is
+an evaluator error (counted apart, the answer's start in its reason), never a score: a misbehaving judge neither
+drags a metric down nor lifts it, and shows as errors.
 """
 
 from __future__ import annotations
@@ -57,6 +58,15 @@ class Answer:
         if not self.ok:
             return unparseable_explanation(self.raw)
         return self.reasoning
+
+
+class UnparseableAnswer(Exception):
+    """A judge answer with no score on its scale: the evaluation is an evaluator error whose reason says why and
+    how the answer began."""
+
+    def __init__(self, answer: Answer) -> None:
+        super().__init__(f"{answer.error}; the answer began: {answer.raw[:EXPLANATION_CHARS]!r}")
+        self.answer = answer
 
 
 def unparseable_explanation(raw: str) -> str:

@@ -2,8 +2,9 @@
 
 Every evaluator here needs a judge (``requires`` includes ``judge``): without one the runner skips the
 record with ``judge_pending``, never passes it. A provider failure after retries is an ``InfraError``: the
-record becomes an infrastructure error, counted apart and never a score. An answer that cannot be read is a
-score of 0 (never a pass, never a win) whose explanation starts ``unparseable judge answer:``.
+record becomes an infrastructure error, counted apart and never a score. An answer that cannot be read
+(``UnparseableAnswer``) is an evaluator error, counted apart with the answer's start as its reason: never a
+score, a pass or a win.
 
 Each score carries the judge's reasoning as its explanation, the tokens this evaluation spent as its cost
 (0 when the answer came from the cache) and, in its metadata, the raw score, the judge's model, whether
@@ -23,7 +24,7 @@ from evalsi.records import canonical_json, content_text, from_value, has_content
 from evalsi.v1alpha1.record_pb2 import Content, Record
 from evalsi.v1alpha1.score_pb2 import Score
 
-from .answers import Answer, ScaleName, normalize, parse_answer, unparseable_explanation
+from .answers import Answer, ScaleName, UnparseableAnswer, normalize, parse_answer
 from .rubrics import CUSTOM_USES, RUBRICS, Rubric, get_rubric
 from .templates import KINDS, Template, load_template_file, placeholder_list, select_template
 
@@ -99,9 +100,13 @@ def record_values(record: Record, *, shown: Iterable[str] = CUSTOM_USES, hidden:
 
 async def ask(judge: JudgeClient, template: Template, values: Mapping[str, str], scale: ScaleName
               ) -> tuple[Answer, Completion]:
-    """One judge call: render, complete (through the cache), parse."""
+    """One judge call: render, complete (through the cache), parse; an answer with no score on ``scale`` raises
+    ``UnparseableAnswer`` (the evaluation's evaluator error)."""
     completion = await judge.complete(template.render(values), template_hash=template.hash)
-    return parse_answer(completion.text, scale), completion
+    answer = parse_answer(completion.text, scale)
+    if not answer.ok:
+        raise UnparseableAnswer(answer)
+    return answer, completion
 
 
 def _metadata(score: Score, items: Mapping[str, Any]) -> None:
@@ -130,11 +135,7 @@ def judged(score: Score, answer: Answer, template: Template, completion: Complet
     """``score`` with the judge's explanation, the tokens it spent and what identifies the judgement (metadata)."""
     score.explanation = answer.explanation
     _add_cost(score, [completion])
-    raw = answer.value if answer.ok else None
-    meta = {"raw_score": raw, **_judge_metadata(template, [completion]), **extra}
-    if not answer.ok:
-        meta.update(parse_error=True, parse_detail=answer.error)
-    _metadata(score, meta)
+    _metadata(score, {"raw_score": answer.value, **_judge_metadata(template, [completion]), **extra})
     return score
 
 
@@ -174,7 +175,7 @@ async def llm_judge(
     template = _judge_template(judge, "rubric")
     values = {**record_values(record, shown=chosen.uses), "rubric": chosen.text}
     answer, completion = await ask(judge, template, values, "1-5")
-    number = normalize(float(answer.value), "1-5") if answer.ok else 0.0  # type: ignore[arg-type]
+    number = normalize(float(answer.value), "1-5")  # type: ignore[arg-type]
     return judged(Score(number=number), answer, template, completion, rubric=chosen.name)
 
 
@@ -201,13 +202,13 @@ async def reference_correctness(record: Record, ctx: EvalContext) -> Score:
     """An LLM judge decides whether the output answers the input correctly, with the reference as ground truth.
 
     Wording and format do not matter; a different, contradicting, incomplete or hedged answer fails. A JSON
-    list reference means "any of these". An unparseable judge answer fails. Template
+    list reference means "any of these". An unparseable judge answer is an evaluator error. Template
     ``reference-correctness@1``.
     """
     judge = ctx.require_judge()
     template = _judge_template(judge, "reference")
     answer, completion = await ask(judge, template, record_values(record), "pass-fail")
-    return judged(Score(passed=answer.ok and answer.value == 1.0), answer, template, completion)
+    return judged(Score(passed=answer.value == 1.0), answer, template, completion)
 
 
 _OUTCOME_NUMBER = {"win": 1.0, "tie": 0.5, "loss": 0.0}
@@ -229,8 +230,8 @@ async def pairwise_preference(records: list[Record], ctx: EvalContext) -> list[S
     """An LLM judge compares the candidate's output with the baseline's, asked twice with the order swapped.
 
     The same winner both times is a win or a loss for the candidate; a tie, or a verdict that changes with
-    the order (``order_dependent``), is a tie. An unparseable answer in either order counts as a loss,
-    never a win. Template ``pairwise@1``.
+    the order (``order_dependent``), is a tie. An unparseable answer in either order makes the comparison an
+    evaluator error, never a win or a loss. Template ``pairwise@1``.
     """
     if len(records) != 2:
         raise BadInputError(
@@ -253,20 +254,13 @@ async def pairwise_preference(records: list[Record], ctx: EvalContext) -> list[S
     (first, first_completion), (second, second_completion) = settled  # type: ignore[misc]
     completions = [first_completion, second_completion]
     meta = _judge_metadata(template, completions)
-    bad = next((a for a in (first, second) if not a.ok), None)
-    if bad is not None:
-        preference, order_dependent = "loss", False
-        explanation = unparseable_explanation(bad.raw)
-        meta.update(parse_error=True, parse_detail=bad.error,
-                    verdicts=[a.value if a.ok else None for a in (first, second)])
-    else:
-        as_a = {"A": "win", "B": "loss", "tie": "tie"}[str(first.value)]
-        as_b = {"A": "loss", "B": "win", "tie": "tie"}[str(second.value)]
-        order_dependent = as_a != as_b
-        preference = as_a if not order_dependent else "tie"
-        explanation = (f"{preference}: candidate as A -> {as_a} ({first.reasoning or 'no reasoning'}); "
-                       f"candidate as B -> {as_b} ({second.reasoning or 'no reasoning'})")
-        meta.update(verdicts=[first.value, second.value], outcomes=[as_a, as_b])
+    as_a = {"A": "win", "B": "loss", "tie": "tie"}[str(first.value)]
+    as_b = {"A": "loss", "B": "win", "tie": "tie"}[str(second.value)]
+    order_dependent = as_a != as_b
+    preference = as_a if not order_dependent else "tie"
+    explanation = (f"{preference}: candidate as A -> {as_a} ({first.reasoning or 'no reasoning'}); "
+                   f"candidate as B -> {as_b} ({second.reasoning or 'no reasoning'})")
+    meta.update(verdicts=[first.value, second.value], outcomes=[as_a, as_b])
     meta["order_dependent"] = order_dependent
     scores = [Score(name="preference", label=preference),
               Score(name="win_rate", number=_OUTCOME_NUMBER[preference])]
@@ -307,7 +301,7 @@ async def prompt_judge(record: Record, ctx: EvalContext, *, template_file: str, 
                          f"{placeholder_list(missing)}")
     judge = ctx.require_judge()
     answer, completion = await ask(judge, template, record_values(record), scale)
-    number = normalize(float(answer.value), scale) if answer.ok else 0.0  # type: ignore[arg-type]
+    number = normalize(float(answer.value), scale)  # type: ignore[arg-type]
     return judged(Score(number=number), answer, template, completion, scale=scale)
 
 
