@@ -134,11 +134,10 @@ def test_llm_judge_scores_and_a_rerun_makes_no_provider_call(judge_server, tmp_p
     assert code == 0 and len(judge_server.requests) == 8
 
 
-def test_model_graded_evaluators_without_a_judge_are_skipped_not_passed(tmp_path: Path) -> None:
-    code, out, _ = run("eval", "--data", str(QUICKSTART), "-e", "llm-judge", "--format", "json")
-    assert code == 0
-    (summary,) = json.loads(out)["summaries"]
-    assert summary.get("n", "0") == "0" and summary["skipped"] == "30"
+def test_model_graded_evaluators_without_a_judge_are_refused_before_anything_runs(tmp_path: Path) -> None:
+    code, out, err = run("eval", "--data", str(QUICKSTART), "-e", "llm-judge", "--format", "json")
+    assert code == 2 and out == ""  # tests/cli/test_failures_visible.py holds the whole message
+    assert "evaluator llm-judge needs a judge and none is configured" in err and "--judge-model" in err
 
 
 def test_save_then_compare_reports_a_paired_verdict(tmp_path: Path) -> None:
