@@ -98,11 +98,11 @@ def _grpc_error(exc: Any) -> Exception:
     import grpc
 
     code, details = exc.code(), exc.details()
-    # As over HTTP (400, 404, 409, 413): what the caller sent, not the server, is at fault.
+    # As over HTTP (400, 403, 404, 409, 413): what the caller asked, not the server, is at fault.
     if code == grpc.StatusCode.NOT_FOUND:
         return NotFoundError(details)
     if code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION,
-                grpc.StatusCode.RESOURCE_EXHAUSTED):
+                grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.PERMISSION_DENIED):
         return BadInputError(details)
     return InfraError(f"server answered {code.name}: {details}")
 
@@ -196,7 +196,7 @@ def _http_error(exc: urllib.error.HTTPError) -> Exception:
         message = exc.reason
     if exc.code == 404:
         return NotFoundError(str(message))
-    if exc.code in (400, 409, 413):
+    if exc.code in (400, 403, 409, 413):
         return BadInputError(str(message))
     return InfraError(f"server answered HTTP {exc.code}: {message}")
 
