@@ -14,6 +14,7 @@
                        api_key: {env: JUDGE_KEY}}}   # model endpoints requests may name (evalsi.connections)
     agents: {shop: {protocol: http, url: http://127.0.0.1:9000, agent: shop, token: {env: SHOP_TOKEN}}}
     harness_tools: [weather_tools:get_weather]   # python tools served runs may give the built-in harness
+    client: {server: http://127.0.0.1:8080, project: quickstart}   # the CLI's defaults (evalsi.client_config)
 
 Every key is checked at start; an error names the key path and what is accepted.
 """
