@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from evalsi.bus.v1alpha1.bus_pb2 import TaskRecords
 from evalsi.datasets import RecordStream
-from evalsi.datasets.shards import DatasetManifest, ShardRef, ShardWriter
+from evalsi.datasets.shards import DatasetManifest, ShardRef, ShardWriter, iter_shards
 from evalsi.datasets.wire import task_records_entry
+from evalsi.evaluators import BoundEvaluator
+from evalsi.evaluators.runner import session_key, units_total
 from evalsi.runs.memory_budget import RecordCost
 from evalsi.stores.objects import LocalObjectStore
 from evalsi.v1alpha1.record_pb2 import Record
@@ -49,6 +51,29 @@ class TakenRecords:
         """Remove the local store's directory (a run that will not go), unless it is the caller's."""
         if self.directory is not None and not self.keep:
             shutil.rmtree(self.directory, ignore_errors=True)
+
+    async def batches(self) -> AsyncIterator[Sequence[Record]]:
+        """The records: those held, at once; stored ones a shard at a time (one shard in memory)."""
+        if self.manifest is None or self.directory is None:
+            yield self.records or []
+            return
+        async for shard in iter_shards(LocalObjectStore(self.directory / OBJECTS_DIR), self.manifest):
+            yield shard
+
+    async def units(self, bound: Sequence[BoundEvaluator]) -> int:
+        """The evaluations of ``bound`` over these records (a progress bar's total); stored records are read only
+        when a span or session evaluator needs their steps or sessions."""
+        if self.manifest is None or self.directory is None:
+            return units_total(self.records or [], bound)
+        scopes = [b.evaluator.scope for b in bound]
+        per_record = len(scopes) - scopes.count("span") - scopes.count("session")
+        if per_record == len(scopes):
+            return self.count * per_record
+        steps, sessions = 0, set[str]()
+        async for shard in self.batches():
+            steps += sum(len(record.trajectory.steps) for record in shard)
+            sessions.update(session_key(record) or record.id for record in shard)
+        return scopes.count("span") * steps + scopes.count("session") * len(sessions) + per_record * self.count
 
 
 async def take_records(
