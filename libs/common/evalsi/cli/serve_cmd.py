@@ -28,6 +28,8 @@ from evalsi.service.config import Config
 @click.option("--host", help="Listen address of the API (loopback only until authentication exists).")
 @click.option("--http-port", type=int, help="HTTP/JSON API port (default 8080).")
 @click.option("--grpc-port", type=int, help="gRPC API port (default 8081).")
+@click.option("--otlp-http-port", type=int, help="OTLP/HTTP port of evalsi-ingest (default 4318, ingest.http_port).")
+@click.option("--otlp-grpc-port", type=int, help="OTLP/gRPC port of evalsi-ingest (default 4317, ingest.grpc_port).")
 @handle_errors
 def serve_command(
     config_path: str | None,
@@ -36,16 +38,19 @@ def serve_command(
     host: str | None,
     http_port: int | None,
     grpc_port: int | None,
+    otlp_http_port: int | None,
+    otlp_grpc_port: int | None,
 ) -> None:
     """Run Evals.si standalone: nats-server with JetStream, the api, the scheduler, the workers (cpu, judge,
     harness), evalsi-ingest (OTLP on 4318/4317) and evalsi-policy (online policies).
 
     Every service is its own process on loopback; a crashed one is restarted, and one that keeps crashing
     (more than 5 times in a row within a minute of starting) stops everything with its last log lines
-    (exit 1). Every port is checked first: a taken one is exit 2, naming it. One "ready" line says when the
-    api answers /readyz. State is SQLite and a local directory unless evalsi.yaml points at Postgres and S3;
-    store URLs reach the services through their environment, never their command lines. Ctrl-C stops
-    everything cleanly, and no service outlives `evalsi serve`, however it ends.
+    (exit 1). Every port is checked first: a taken one is exit 2, naming it. One "ready" line says when every
+    service answers its /readyz, with the addresses (API, OTLP, metrics). State is SQLite and a local
+    directory unless evalsi.yaml points at Postgres and S3; store URLs reach the services through their
+    environment, never their command lines. Ctrl-C stops everything cleanly, and no service outlives
+    `evalsi serve`, however it ends.
     """
 
     from evalsi.service.supervisor import Supervisor
@@ -60,6 +65,12 @@ def serve_command(
         http_port=config.api.http_port if http_port is None else http_port,
         grpc_port=config.api.grpc_port if grpc_port is None else grpc_port,
     )
-    config = replace(config, api=api, datasets_dir=datasets_dir or config.datasets_dir)
-    config.validate()
-    Supervisor(config, state, echo=lambda line: click.echo(line, err=True)).run()
+    ingest = replace(
+        config.ingest,
+        http_port=config.ingest.http_port if otlp_http_port is None else otlp_http_port,
+        grpc_port=config.ingest.grpc_port if otlp_grpc_port is None else otlp_grpc_port,
+    )
+    config = replace(config, api=api, ingest=ingest, datasets_dir=datasets_dir or config.datasets_dir)
+    config.validate("the flags" if config_path is None else f"{config_path} with the flags")
+    # This process is single-threaded and holds no gRPC channel: the services can be its forks (fast start).
+    Supervisor(config, state, echo=lambda line: click.echo(line, err=True), fork_services=True).run()

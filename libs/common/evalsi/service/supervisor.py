@@ -9,6 +9,9 @@ stops everything cleanly on Ctrl-C or SIGTERM.
 - Every port is checked before anything starts; a taken one is a usage error naming it and its service.
 - No child outlives the supervisor: each gets SIGKILL from the kernel when it dies, even by SIGKILL
   (``PR_SET_PDEATHSIG``), and each runs in its own process group, stopped as a whole.
+- Services are forks of the supervisor, which imports what they import once, before the first fork
+  (``evalsi.service.forked`` says why and what a fork resets); a child given as a plain command is exec'd.
+- One "ready" line once every service answers its ``/readyz``, with the addresses to use.
 - A child that keeps crashing (more than ``MAX_RESTARTS`` exits in a row, each within ``RESTART_WINDOW_S`` of
   its start) ends the supervisor with its last log lines, rather than a restart loop behind a console that
   looks fine. Counting exits of short runs, not exits per minute, bounds the restarts however slowly a child
@@ -36,13 +39,15 @@ from evalsi.errors import BadInputError, EvalsiError
 from evalsi.masking import mask_url
 from evalsi.ports import free_port
 from evalsi.service.config import Config, require_loopback
+from evalsi.service.forked import ForkedProcess, fork_service, preload, service_imports
 
 RESTART_BACKOFF_S = (0.5, 1.0, 2.0, 5.0, 10.0)
 MAX_RESTARTS = 5
 RESTART_WINDOW_S = 60.0
 LOG_TAIL_LINES = 20
-# How often the supervisor looks at its children and, until it answers, at the api's /readyz.
-TICK_S = 0.2
+# How often the supervisor looks at its children and, until they all answer, at their /readyz.
+TICK_S = 0.1
+READYZ_TIMEOUT_S = 0.5
 
 
 class CrashLoop(EvalsiError):
@@ -59,13 +64,21 @@ class Child:
     log_path: Path
     # What it listens on, checked before anything starts: (port, what it is and where it is configured).
     ports: tuple[tuple[int, str], ...] = ()
-    process: subprocess.Popen[bytes] | None = None
+    # Forked from the supervisor (argv is then `python -m <module> [flags]`, whose main runs in the fork) rather
+    # than exec'd: the imports the supervisor preloaded are not paid again (evalsi.service.forked).
+    fork: bool = False
+    process: subprocess.Popen[bytes] | ForkedProcess | None = None
     restarts: int = 0
     started_at: float = 0.0
     crashes: int = 0  # exits in a row, each within the restart window of its start
     restart_at: float | None = None
 
     def start(self) -> None:
+        if self.fork:
+            self.process = fork_service(self.argv, self.env, self.log_path)
+            self.started_at = time.monotonic()
+            self.restart_at = None
+            return
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
                 with_death_signal(self.argv),
@@ -260,6 +273,19 @@ def metrics_url(child: Child) -> str:
     return f"http://127.0.0.1:{child.argv[child.argv.index('--metrics-port') + 1]}/metrics"
 
 
+def readyz_url(child: Child, api_host: str) -> str:
+    """Where a service answers /readyz: the api on its HTTP port, the others beside their /metrics; "" for a
+    child that serves neither (a plain command)."""
+    if child.argv[1:3] == ["-m", "evalsi_api.main"]:
+        port = child.argv[child.argv.index("--http-port") + 1]
+        return f"http://{_url_host(api_host)}:{port}/readyz"
+    return metrics_url(child).removesuffix("/metrics") + "/readyz" if metrics_url(child) else ""
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
 def check_ports(children: list[Child], host: str) -> None:
     """Refuse (BadInputError, exit 2) when a port a child will listen on is taken, naming port and child.
 
@@ -313,7 +339,13 @@ class Supervisor:
     restart_backoff_s: tuple[float, ...] = RESTART_BACKOFF_S
     # Which processes to run (plan_children); tests substitute a plan to run a child that always crashes.
     plan: Callable[[Config, str, Path], list[Child]] = plan_children
+    # Fork the services from this process after importing what they import, once (evalsi.service.forked); only
+    # from a single-threaded process holding no gRPC channel or event loop, such as `evalsi serve`, never from a
+    # test process. Off: each is a fresh interpreter (exec).
+    fork_services: bool = False
     ready: bool = False
+    # The /readyz of every child that serves one, not yet answered 200; the api's always among them.
+    _unready: dict[str, str] = field(default_factory=dict)
     _stopping: bool = False
     _started_at: float = 0.0
 
@@ -337,6 +369,10 @@ class Supervisor:
         objects = _resolve_url(self.config.objects_url)
         if "://" not in objects:
             Path(objects).mkdir(parents=True, exist_ok=True)
+        api = self.config.api
+        self._unready = {"api": f"http://{_url_host(api.host)}:{api.http_port}/readyz"}
+        self._unready.update({child.name: url for child in children if (url := readyz_url(child, api.host))})
+        fork = self.fork_services and sys.platform.startswith("linux")
         try:
             if self.nats is not None:
                 self.nats.start()
@@ -344,6 +380,10 @@ class Supervisor:
             for child in children:
                 if self._stopping:
                     return
+                if fork and child.argv[1:2] == ["-m"]:
+                    # In plan order, the api first: it starts while the imports only later services need load.
+                    preload(service_imports(child.argv[2]))
+                    child.fork = True
                 self.children.append(child)
                 child.start()
         except BaseException:
@@ -398,22 +438,27 @@ class Supervisor:
             child.restart_at = now + delay
 
     def check_ready(self) -> bool:
-        """Print the one "ready" line once the api's /readyz answers 200 (everything it needs is up)."""
+        """Print the one "ready" line once every service's /readyz has answered 200 (each has everything it needs
+        up: stores open, consumers bound, NATS connected), with the addresses a user points clients at."""
         if self.ready:
             return True
-        api, ingest = self.config.api, self.config.ingest
-        host = f"[{api.host}]" if ":" in api.host else api.host
-        try:
-            with urllib.request.urlopen(f"http://{host}:{api.http_port}/readyz", timeout=1.0) as answer:
-                if answer.status != 200:
-                    return False
-        except OSError:  # no answer yet, or HTTPError: 503 while something it needs is not up
+        for name, url in list(self._unready.items()):
+            try:
+                with urllib.request.urlopen(url, timeout=READYZ_TIMEOUT_S) as answer:
+                    if answer.status == 200:
+                        del self._unready[name]
+            except OSError:  # no answer yet, or HTTPError: 503 while something it needs is not up
+                return False
+        if self._unready:
             return False
         self.ready = True
+        api, ingest = self.config.api, self.config.ingest
+        host = _url_host(api.host)
         self.echo(
-            f"ready in {time.monotonic() - self._started_at:.1f} s: http://{host}:{api.http_port} (HTTP/JSON) · "
-            f"grpc://{host}:{api.grpc_port} (gRPC) · http://{host}:{ingest.http_port} and {host}:{ingest.grpc_port} "
-            "(OTLP)"
+            f"ready in {time.monotonic() - self._started_at:.1f} s ({len(self.children)} services): "
+            f"http://{host}:{api.http_port} (HTTP/JSON) · grpc://{host}:{api.grpc_port} (gRPC) · "
+            f"OTLP http://{host}:{ingest.http_port} (HTTP) and {host}:{ingest.grpc_port} (gRPC) · "
+            f"metrics http://{host}:{api.http_port}/metrics (the api; each service's above)"
         )
         return True
 
