@@ -90,3 +90,52 @@ def test_bad_params_and_when() -> None:
     with pytest.raises(BadInputError) as info:
         compile_policy(parse_policy_text(text, source="p.yaml"), registry=REGISTRY)
     assert "spec.cascade[1] (test/llm-judge)" in str(info.value) and "rubrik" in str(info.value)
+
+
+def refused(text: str) -> str:
+    with pytest.raises(BadInputError) as info:
+        compile_policy(parse_policy_text(text, source="p.yaml"), registry=REGISTRY, source="p.yaml")
+    return str(info.value)
+
+
+def test_conditions_name_metrics_the_cascade_scores_and_earlier_stages_only() -> None:
+    message = refused(
+        SEED.replace("scores.all(s, s.passed)", "score('llm-judge') > 0.5")
+        .replace("mean('llm-judge') < 0.7", "mean('llm-jugde') < 0.7")
+        .replace("score('llm-judge') < 0.5", "score('helpfulness') < 0.5")
+    )
+    assert message == (
+        "p.yaml: 3 problems in the policy:\n"
+        "  - spec.cascade[1].when: score('llm-judge'): no metric 'llm-judge' is scored by earlier stages; "
+        "earlier stages score: pii-leak\n"
+        "  - spec.alerts[0].when: mean('llm-jugde'): no metric 'llm-jugde' is scored by the cascade; "
+        "did you mean llm-judge?\n"
+        "  - spec.promote.when: score('helpfulness'): no metric 'helpfulness' is scored by the cascade; "
+        "the cascade score: pii-leak, llm-judge"
+    )
+
+
+def test_conditions_and_selectors_are_type_checked_when_applied() -> None:
+    message = refused(
+        SEED.replace('span.type == "agent"', 'span.duration_s > "1s"')
+        .replace("scores.all(s, s.passed)", "scores.all(s, s.value)")
+        .replace("mean('llm-judge') < 0.7", "n('llm-judge') + 0.5 > 20")
+        .replace("score('llm-judge') < 0.5", "score('llm-judge')")
+    )
+    assert message.splitlines()[1:] == [
+        "  - spec.selector: > cannot order double and string (in 'resource[\"service.name\"] == \"support-agent\" "
+        "&& span.duration_s > \"1s\"' at column 64)",
+        "  - spec.cascade[1].when: the condition of all() must be a bool; 's.value' is a double "
+        "(in 'scores.all(s, s.value)' at column 15)",
+        "  - spec.alerts[0].when: + mixes int and double, which CEL does not do in arithmetic; convert one side, "
+        "e.g. double(n('llm-judge')) (in \"n('llm-judge') + 0.5 > 20\" at column 16)",
+        "  - spec.promote.when: a when condition must be true or false; \"score('llm-judge')\" is a double",
+    ]
+
+
+def test_an_alert_on_a_count_against_a_fraction_compiles_and_evaluates() -> None:
+    compiled = compile_policy(
+        parse_policy_text(SEED.replace("mean('llm-judge') < 0.7", "n('llm-judge') >= 0.5"), source="p.yaml"),
+        registry=REGISTRY,
+    )
+    assert compiled.alerts[0].when == "n('llm-judge') >= 0.5"

@@ -65,3 +65,26 @@ def test_percentile_latency_is_refused_with_the_reason() -> None:
         parse_always("latency > p99")
     with pytest.raises(BadInputError, match="unknown rule"):
         parse_always("trace.slow")
+
+
+def test_a_selector_is_type_checked_when_compiled_with_the_field_and_the_position() -> None:
+    with pytest.raises(BadInputError) as info:
+        Selector('span.kind == "llm"')
+    assert str(info.value) == (
+        "span has no field 'kind'; accepted: id, parent_id, name, type, model, tool, error, duration_s, attributes "
+        "(in 'span.kind == \"llm\"' at column 6)"
+    )
+    with pytest.raises(BadInputError) as info:
+        Selector("trace.latency_s > '2s'")
+    assert str(info.value) == (
+        "> cannot order double and string (in \"trace.latency_s > '2s'\" at column 17)"
+    )
+    with pytest.raises(BadInputError) as info:
+        Selector("trace.span_count")
+    assert str(info.value) == "a selector must be true or false; 'trace.span_count' is an int"
+
+
+def test_a_selector_compares_an_int_field_with_a_fraction_and_a_double_with_an_int() -> None:
+    assert Selector("trace.span_count > 1.5").matches(trace())  # 2 spans
+    assert not Selector("trace.span_count > 2.5").matches(trace())
+    assert Selector("trace.latency_s >= 0").matches(trace())  # a double against an int literal

@@ -229,7 +229,7 @@ class _Checker:
             if name in receiver.fields:
                 return receiver.fields[name]
             members = [*receiver.fields, *(f"{m}()" for m in receiver.methods or {})]
-            close = difflib.get_close_matches(name, [*receiver.fields, *(receiver.methods or {})], n=1, cutoff=0.6)
+            close = difflib.get_close_matches(name, [*receiver.fields, *(receiver.methods or {})], n=1, cutoff=0.75)
             hint = f"did you mean {close[0]}? " if close else ""
             return self.problem(token, f"{receiver_text} has no field {name!r}; {hint}accepted: {', '.join(members)}")
         if receiver.name == "map":

@@ -29,7 +29,8 @@ from evalsi.evaluators import BoundEvaluator
 from evalsi.v1alpha1.record_pb2 import Record
 from evalsi.v1alpha1.score_pb2 import Score
 
-from .selection import compile_cel, evaluate_cel
+from .expressions import WHEN, checked_expression
+from .selection import evaluate_cel
 
 SCORED = "scored"
 SKIPPED = "skipped"
@@ -38,10 +39,11 @@ NO_CONTENT = "no content"
 _CONTENT_FIELDS = ("input", "output", "reference", "trajectory")
 
 
-def compile_when(expression: str) -> Any:
+def compile_when(expression: str, metrics: Sequence[str] | None = None, *, scope: str = "earlier stages") -> Any:
+    """A parsed, type-checked ``when``; ``metrics``, when given, are the names ``score()`` may read."""
     if not expression.strip():
         raise BadInputError("must be a non-empty CEL expression, e.g. scores.all(s, s.passed)")
-    return compile_cel(expression)
+    return checked_expression(expression, WHEN, what="a when condition", metrics=metrics, scope=scope)
 
 
 @dataclass(frozen=True)

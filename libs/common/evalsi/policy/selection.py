@@ -7,7 +7,9 @@ The selector sees, for each span of the trace in turn:
 - ``trace``: ``id``, ``project``, ``service``, ``session_id``, ``error`` (bool), ``error_count``, ``span_count``,
   ``latency_s``, ``input_tokens``, ``output_tokens``, ``cost_usd``, ``has_output`` (bool), ``metadata``.
 A trace is selected when the selector is true for at least one span; a span for which it cannot be evaluated
-(a missing key) does not select. An empty selector selects every trace.
+(a missing key) does not select. An empty selector selects every trace. A selector is type-checked against these
+fields when the policy is applied (evalsi.policy.expressions): an unknown field or a comparison of a string with a
+number is refused then, not silently never selecting.
 
 Sampling hashes the trace id (sha256, first 8 bytes as a fraction of 2**64), so every replica, in every
 process, takes the same decision for the same trace. Always-rules sample a trace whatever the rate:
@@ -27,6 +29,7 @@ from typing import Any
 import celpy
 from celpy import celtypes
 
+from evalsi.cel import program
 from evalsi.durations import parse_duration
 from evalsi.errors import BadInputError
 from evalsi.projects import DEFAULT_PROJECT
@@ -35,26 +38,17 @@ from evalsi.traces.assembly import assemble_record
 from evalsi.traces.model import MappedSpan
 from evalsi.v1alpha1.record_pb2 import STEP_STATUS_ERROR, Record, Step, StepType
 
-_ENV = celpy.Environment()
+from .expressions import SELECTOR, checked_expression
+
 _LATENCY = re.compile(r"^\s*latency\s*>\s*(?P<threshold>\S+)\s*$")
 _PERCENTILE = re.compile(r"^p\d{1,2}(\.\d+)?$")
 
 
-def compile_cel(expression: str) -> Any:
-    """A parsed CEL expression; a syntax error is a ``BadInputError`` quoting it."""
-    try:
-        return _ENV.compile(expression)
-    except celpy.CELParseError as exc:
-        column = getattr(exc, "column", None)
-        where = f" at column {column}" if column else ""
-        raise BadInputError(f"invalid CEL in {expression!r}: syntax error{where}") from None
-
-
 def evaluate_cel(tree: Any, activation: Mapping[str, Any], functions: Mapping[str, Any] | None = None) -> Any:
     """The value of a compiled expression, or the ``celpy.CELEvalError`` it produced (never raised)."""
-    program = _ENV.program(tree, functions=dict(functions or {}))
+    runnable = program(tree, functions)
     try:
-        return program.evaluate(dict(activation))
+        return runnable.evaluate(dict(activation))
     except celpy.CELEvalError as exc:
         return exc
     except Exception as exc:  # a type mismatch inside the expression (e.g. comparing a string to a number)
@@ -155,7 +149,7 @@ class Selector:
 
     def __init__(self, expression: str) -> None:
         self.expression = expression.strip()
-        self._tree = compile_cel(self.expression) if self.expression else None
+        self._tree = checked_expression(self.expression, SELECTOR, what="a selector") if self.expression else None
 
     def matches(self, view: TraceView) -> bool:
         if self._tree is None:

@@ -166,6 +166,8 @@ def compile_policy(policy: OnlineEvalPolicy, *, registry: Registry, source: str 
     if not spec.cascade:
         problems.append("spec.cascade: at least one stage is required (an evaluator such as builtin/exact-match)")
     seen: dict[str, int] = {}
+    scored: list[str] = []  # the metrics of the stages so far, in order
+    resolved = 0  # how many stages resolved and bound
     for index, stage in enumerate(spec.cascade):
         where = f"spec.cascade[{index}]"
         if not stage.ref:
@@ -185,11 +187,17 @@ def compile_policy(policy: OnlineEvalPolicy, *, registry: Registry, source: str 
             continue
         seen[alias] = index
         try:
-            when = compile_when(stage.when) if stage.when else None
+            # Names are checked only when every stage before this one resolved: else the list is incomplete.
+            when = compile_when(stage.when, scored if resolved == index else None) if stage.when else None
         except BadInputError as exc:
             problems.append(f"{where}.when: {exc}")
             continue
+        finally:
+            scored += [name for _, name in bound.metric_names()]
+            resolved += 1
         stages.append(Stage(alias=alias, bound=bound, when=when, when_text=stage.when))
+    # What alerts and the promotion may read; unknown when a stage did not resolve (that stage is reported).
+    cascade_metrics = scored if resolved == len(spec.cascade) else None
 
     window_s = DEFAULT_WINDOW_S
     if spec.HasField("window"):
@@ -228,6 +236,7 @@ def compile_policy(policy: OnlineEvalPolicy, *, registry: Registry, source: str 
                     notify=alert.notify,
                     min_samples=max(1, alert.min_samples),
                     secret_env=alert.secret_env,
+                    metrics=cascade_metrics,
                 )
             )
         except BadInputError as exc:
@@ -244,7 +253,7 @@ def compile_policy(policy: OnlineEvalPolicy, *, registry: Registry, source: str 
             problems.append("spec.promote.when: required (CEL over a trace's scores, e.g. score('llm-judge') < 0.5)")
         else:
             try:
-                promote_when = compile_when(spec.promote.when)
+                promote_when = compile_when(spec.promote.when, cascade_metrics, scope="the cascade")
             except BadInputError as exc:
                 problems.append(f"spec.promote.when: {exc}")
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,9 +23,8 @@ from celpy import celtypes
 from evalsi.errors import BadInputError
 from evalsi.stats import Aggregate, summarize
 
-from .selection import compile_cel, evaluate_cel
-
-_FIGURES = ("mean", "std", "ci_low", "ci_high")
+from .expressions import ALERT, ALERT_FIGURES, checked_expression
+from .selection import evaluate_cel
 
 
 def window_start(at: float, window_s: float) -> float:
@@ -79,10 +78,20 @@ class AlertRule:
     _tree: Any = field(repr=False, compare=False)
 
 
-def compile_alert(when: str, *, index: int, notify: str, min_samples: int = 1, secret_env: str = "") -> AlertRule:
+def compile_alert(
+    when: str,
+    *,
+    index: int,
+    notify: str,
+    min_samples: int = 1,
+    secret_env: str = "",
+    metrics: Sequence[str] | None = None,
+) -> AlertRule:
+    """A rule, type-checked; ``metrics``, when given, are the names its figures (``mean('x')``) may read."""
     if not when.strip():
         raise BadInputError("required: CEL over the window's aggregates, e.g. mean('llm-judge') < 0.7")
-    return AlertRule(index, when, notify, min_samples, secret_env, compile_cel(when))
+    tree = checked_expression(when, ALERT, what="an alert rule", metrics=metrics, scope="the cascade")
+    return AlertRule(index, when, notify, min_samples, secret_env, tree)
 
 
 @dataclass(frozen=True)
@@ -127,7 +136,7 @@ def evaluate_alert(
 
         return read
 
-    functions = {figure: reader(figure) for figure in (*_FIGURES, "n")}
+    functions = {figure: reader(figure) for figure in (*ALERT_FIGURES, "n")}
     result = evaluate_cel(rule._tree, {}, functions)
     if problems:
         return None, "not evaluated: " + "; ".join(dict.fromkeys(problems)), values
