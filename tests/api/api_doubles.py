@@ -91,6 +91,9 @@ class MemoryStore:
         self.runs[(run.project, run.id)] = _copy(run)
         return True
 
+    async def run_project(self, run_id: str) -> str | None:
+        return next((p for (p, i) in self.runs if i == run_id), None)
+
     async def list_runs(
         self,
         project: str,
@@ -100,11 +103,12 @@ class MemoryStore:
         labels: Mapping[str, str] = {},
         page_size: int = 50,
         page_token: str = "",
+        all_projects: bool = False,
     ) -> tuple[list[Run], str]:
         runs = [
             run
             for (p, _), run in sorted(self.runs.items())
-            if p == project
+            if (all_projects or p == project)
             and (not state or run.state == state)
             and name_contains in run.name
             and all(run.labels.get(k) == v for k, v in labels.items())
