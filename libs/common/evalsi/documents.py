@@ -4,14 +4,15 @@ Run specs and online policies are the protobuf JSON mapping of their message wit
 durations (``10m``, ``250ms``) in Duration fields, and either spelling of a field (``wallClock`` or
 ``wall_clock``). ``to_message_dict`` walks a document against the message descriptors before protobuf parses it,
 so an unknown or mistyped field is a ``BadInputError`` such as ``run.yaml:12: spec.evaluators[1].parms: unknown
-field; did you mean params?``. ``apply_overrides`` sets dotted paths (``--set``) before parsing.
+field; did you mean params?``; every problem of a document is reported at once (``SpecProblems``).
+``apply_overrides`` sets dotted paths (``--set``) before parsing.
 """
 
 from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -103,21 +104,57 @@ def _node_lines(node: yaml.Node, path: FieldPath, lines: dict[FieldPath, int], s
             _node_lines(item, (*path, index), lines, source)
 
 
+class SpecProblems(BadInputError):
+    """Every problem of a spec document at once, each naming its field path (and its file and line when known)."""
+
+    def __init__(self, problems: Sequence[str], *, source: str = "", what: str = "the spec") -> None:
+        self.problems = list(problems)
+        prefix = f"{source}: " if source else ""
+        if len(self.problems) == 1:
+            text = prefix + self.problems[0]
+        else:
+            text = f"{prefix}{len(self.problems)} problems in {what}:\n" + "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(text)
+
+
+def problems_of(error: BadInputError) -> list[str]:
+    """The problems an error lists: a ``SpecProblems``' own, or its message as one."""
+    return list(error.problems) if isinstance(error, SpecProblems) else [str(error)]
+
+
 class Where:
-    """Formats errors with the source and, when known, the YAML line of a path."""
+    """Formats errors with the source and, when known, the YAML line of a path; ``report`` collects them, so a
+    document's every problem is listed at once (``refuse_reported``)."""
 
     def __init__(self, source: str, lines: Lines) -> None:
         self.source = source
         self.lines = lines
+        self.problems: list[str] = []
 
-    def error(self, path: FieldPath, message: str) -> BadInputError:
+    def text(self, path: FieldPath, message: str) -> str:
         line = None
         probe = path
         while probe and line is None:
             line = self.lines.get(probe)
             probe = probe[:-1]
         prefix = f"{self.source}:{line}" if line is not None else self.source
-        return BadInputError(f"{prefix}: {_format_path(path)}: {message}")
+        return f"{prefix}: {_format_path(path)}: {message}"
+
+    def error(self, path: FieldPath, message: str) -> BadInputError:
+        return BadInputError(self.text(path, message))
+
+    def report(self, path: FieldPath, message: str) -> Any:
+        """Record a problem; returns the marker that drops the value at fault from the converted document."""
+        self.problems.append(self.text(path, message))
+        return _DROPPED
+
+    def refuse_reported(self, what: str) -> None:
+        """One ``SpecProblems`` with every problem reported so far (each already names the file and line)."""
+        if self.problems:
+            raise SpecProblems(self.problems, what=what)
+
+
+_DROPPED = object()  # a value with a problem: left out, so the rest of the document is still checked
 
 
 def _format_path(path: FieldPath) -> str:
@@ -155,48 +192,56 @@ def _fields(descriptor: Descriptor) -> dict[str, FieldDescriptor]:
 
 
 def to_message_dict(value: Any, descriptor: Descriptor, path: FieldPath, where: Where) -> Any:
-    """Check ``value`` against a message type and return it with durations converted."""
+    """Check ``value`` against a message type and return it with durations converted.
+
+    Problems are reported to ``where`` (``where.refuse_reported`` raises them all at once); a value at fault is
+    left out of the result, so the rest of the document is still checked."""
     name = descriptor.full_name
     if name in _ANY_JSON:
         if name == "google.protobuf.Struct" and not isinstance(value, Mapping):
-            raise where.error(path, f"must be a mapping, got {kind_of(value)}")
+            return where.report(path, f"must be a mapping, got {kind_of(value)}")
         if name == "google.protobuf.ListValue" and not isinstance(value, list):
-            raise where.error(path, f"must be a list, got {kind_of(value)}")
-        _check_json(value, path, where)
-        return value
+            return where.report(path, f"must be a list, got {kind_of(value)}")
+        return _check_json(value, path, where)
     if name == "google.protobuf.Duration":
         try:
             return parse_duration(value)
         except ValueError as exc:
-            raise where.error(path, str(exc)) from None
+            return where.report(path, str(exc))
     if name == "google.protobuf.Timestamp":
         if not isinstance(value, str):
-            raise where.error(path, f"must be an RFC 3339 timestamp string, got {kind_of(value)}")
+            return where.report(path, f"must be an RFC 3339 timestamp string, got {kind_of(value)}")
         return value
     if not isinstance(value, Mapping):
-        raise where.error(path, f"must be a mapping ({descriptor.name}), got {kind_of(value)}")
+        return where.report(path, f"must be a mapping ({descriptor.name}), got {kind_of(value)}")
     fields = _fields(descriptor)
     out: dict[str, Any] = {}
     chosen: dict[str, tuple[str, FieldPath]] = {}
     for key, item in value.items():
         here = (*path, key)
         if not isinstance(key, str):
-            raise where.error(here, f"keys must be strings, got {kind_of(key)}")
+            where.report(here, f"keys must be strings, got {kind_of(key)}")
+            continue
         field = fields.get(key)
         if field is None:
-            raise where.error(here, "unknown field" + _suggestion(key, fields, descriptor))
+            where.report(here, "unknown field" + _suggestion(key, fields, descriptor))
+            continue
         if item is None:  # `key:` with nothing after it: the field stays unset
             continue
         if field.json_name in out:
-            raise where.error(here, f"given twice (as {field.name} and {field.json_name})")
+            where.report(here, f"given twice (as {field.name} and {field.json_name})")
+            continue
         oneof = field.containing_oneof
         if oneof is not None and len(oneof.fields) > 1:
             if oneof.name in chosen:
                 other, _ = chosen[oneof.name]
                 members = ", ".join(f.json_name for f in oneof.fields)
-                raise where.error(here, f"conflicts with {other}: set only one of {members}")
+                where.report(here, f"conflicts with {other}: set only one of {members}")
+                continue
             chosen[oneof.name] = (key, here)
-        out[field.json_name] = _convert_field(item, field, here, where)
+        converted = _convert_field(item, field, here, where)
+        if converted is not _DROPPED:
+            out[field.json_name] = converted
     return out
 
 
@@ -217,18 +262,23 @@ def _convert_field(value: Any, field: FieldDescriptor, path: FieldPath, where: W
     message = field.message_type
     if message is not None and message.GetOptions().map_entry:
         if not isinstance(value, Mapping):
-            raise where.error(path, f"must be a mapping, got {kind_of(value)}")
+            return where.report(path, f"must be a mapping, got {kind_of(value)}")
         value_field = message.fields_by_name["value"]
         out = {}
         for key, item in value.items():
             if item is None:
-                raise where.error((*path, key), "has no value")
-            out[str(key)] = _convert_single(item, value_field, (*path, key), where)
+                where.report((*path, key), "has no value")
+                continue
+            converted = _convert_single(item, value_field, (*path, key), where)
+            if converted is not _DROPPED:
+                out[str(key)] = converted
         return out
     if field.is_repeated:
         if not isinstance(value, list):
-            raise where.error(path, f"must be a list, got {kind_of(value)}")
-        return [_convert_single(item, field, (*path, index), where) for index, item in enumerate(value)]
+            return where.report(path, f"must be a list, got {kind_of(value)}")
+        items = [_convert_single(item, field, (*path, index), where) for index, item in enumerate(value)]
+        # A list with an item at fault is left out whole: dropping the item would renumber the rest.
+        return _DROPPED if any(item is _DROPPED for item in items) else items
     return _convert_single(value, field, path, where)
 
 
@@ -238,39 +288,40 @@ def _convert_single(value: Any, field: FieldDescriptor, path: FieldPath, where: 
         return to_message_dict(value, message_type(field), path, where)
     if kind == FieldDescriptor.TYPE_STRING:
         if not isinstance(value, str):
-            raise where.error(path, f"must be a string, got {kind_of(value)} {value!r}")
+            return where.report(path, f"must be a string, got {kind_of(value)} {value!r}")
         return value
     if kind == FieldDescriptor.TYPE_BOOL:
         if not isinstance(value, bool):
-            raise where.error(path, f"must be true or false, got {kind_of(value)} {value!r}")
+            return where.report(path, f"must be true or false, got {kind_of(value)} {value!r}")
         return value
     if kind in _INTS:
         if isinstance(value, bool) or not isinstance(value, int):
             if isinstance(value, float) and value.is_integer():
                 return int(value)
-            raise where.error(path, f"must be an integer, got {kind_of(value)} {value!r}")
+            return where.report(path, f"must be an integer, got {kind_of(value)} {value!r}")
         return value
     if kind in _FLOATS:
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise where.error(path, f"must be a number, got {kind_of(value)} {value!r}")
+            return where.report(path, f"must be a number, got {kind_of(value)} {value!r}")
         return value
     if kind == FieldDescriptor.TYPE_ENUM:
         names = [v.name for v in enum_type(field).values]
         if value not in names and not (isinstance(value, int) and not isinstance(value, bool)):
-            raise where.error(path, f"must be one of {', '.join(names)}, got {value!r}")
+            return where.report(path, f"must be one of {', '.join(names)}, got {value!r}")
         return value
     if kind == FieldDescriptor.TYPE_BYTES:
         if not isinstance(value, str):
-            raise where.error(path, f"must be base64 text, got {kind_of(value)}")
+            return where.report(path, f"must be base64 text, got {kind_of(value)}")
         return value
-    raise where.error(path, f"unsupported field type {kind}")  # pragma: no cover - no such field in the API
+    return where.report(path, f"unsupported field type {kind}")  # pragma: no cover - no such field in the API
 
 
-def _check_json(value: Any, path: FieldPath, where: Where) -> None:
+def _check_json(value: Any, path: FieldPath, where: Where) -> Any:
     try:
         json.dumps(value, allow_nan=False)
     except (TypeError, ValueError) as exc:
-        raise where.error(path, f"must be plain JSON values (strings, numbers, booleans, lists, maps): {exc}") from None
+        return where.report(path, f"must be plain JSON values (strings, numbers, booleans, lists, maps): {exc}")
+    return value
 
 
 def apply_overrides(document: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:

@@ -17,7 +17,15 @@ from urllib.parse import urlparse
 
 from google.protobuf import json_format
 
-from evalsi.documents import API_VERSION, Where, kind_of, parse_document, read_text, to_message_dict
+from evalsi.documents import (
+    API_VERSION,
+    SpecProblems,
+    Where,
+    kind_of,
+    parse_document,
+    read_text,
+    to_message_dict,
+)
 from evalsi.edge_checks import descriptor_of
 from evalsi.errors import BadInputError
 from evalsi.evaluators import Registry
@@ -54,14 +62,15 @@ def parse_policy(
     if not isinstance(document, Mapping):
         raise BadInputError(f"{source}: expected a mapping (an {KIND} document), got {kind_of(document)}")
     api_version = document.get("apiVersion", document.get("api_version"))
-    if api_version != API_VERSION:
-        got = "missing" if api_version is None else f"got {api_version!r}"
-        raise where.error(("apiVersion",), f"must be {API_VERSION} ({got})")
     kind = document.get("kind")
-    if kind != KIND:
+    if kind != KIND:  # another kind of document: its fields would only be noise
         got = "missing" if kind is None else f"got {kind!r}"
         raise where.error(("kind",), f"must be {KIND} ({got}); this file is not an online policy")
+    if api_version != API_VERSION:
+        got = "missing" if api_version is None else f"got {api_version!r}"
+        where.report(("apiVersion",), f"must be {API_VERSION} ({got})")
     converted = to_message_dict(document, descriptor_of(OnlineEvalPolicy), (), where)
+    where.refuse_reported("the policy")
     try:
         policy = json_format.ParseDict(converted, OnlineEvalPolicy())
     except json_format.ParseError as exc:
@@ -129,11 +138,7 @@ def size_problems(policy: OnlineEvalPolicy) -> list[str]:
 
 
 def _refuse(problems: Sequence[str], source: str) -> NoReturn:
-    prefix = f"{source}: " if source else ""
-    if len(problems) == 1:
-        raise BadInputError(prefix + problems[0])
-    listed = "\n".join(f"  - {p}" for p in problems)
-    raise BadInputError(f"{prefix}{len(problems)} problems in the policy:\n{listed}")
+    raise SpecProblems(problems, source=source, what="the policy")
 
 
 def compile_policy(policy: OnlineEvalPolicy, *, registry: Registry, source: str = "") -> CompiledPolicy:

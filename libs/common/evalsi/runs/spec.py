@@ -28,6 +28,7 @@ from evalsi.documents import (
     API_VERSION,
     FieldPath,
     Lines,
+    SpecProblems,
     Where,
     kind_of,
     parse_document,
@@ -96,14 +97,15 @@ def parse_eval_run(document: Mapping[str, Any], *, source: str, lines: Lines | N
         raise BadInputError(f"{source}: expected a mapping (an EvalRun document), got {kind_of(document)}")
     api_version = document.get("apiVersion", document.get("api_version"))
     kind = document.get("kind")
+    if kind != KIND:  # another kind of document: its fields would only be noise
+        got = "missing" if kind is None else f"got {kind!r}"
+        raise where.error(("kind",), f"must be {KIND} ({got}); this file is not a run spec")
     if api_version != API_VERSION:
         key = "apiVersion" if "apiVersion" in document or "api_version" not in document else "api_version"
         got = "missing" if api_version is None else f"got {api_version!r}"
-        raise where.error((key,), f"must be {API_VERSION} ({got})")
-    if kind != KIND:
-        got = "missing" if kind is None else f"got {kind!r}"
-        raise where.error(("kind",), f"must be {KIND} ({got}); this file is not a run spec")
+        where.report((key,), f"must be {API_VERSION} ({got})")
     converted = to_message_dict(document, descriptor_of(EvalRun), (), where)
+    where.refuse_reported("the run spec")
     try:
         run = json_format.ParseDict(converted, EvalRun())
     except json_format.ParseError as exc:  # what the walk above does not catch (e.g. an int out of range)
@@ -291,12 +293,7 @@ def validate_eval_run(
     """
     problems = _problems(run, registry=registry, datasets_dir=datasets_dir, base_dir=base_dir)
     if problems:
-        prefix = f"{source}: " if source else ""
-        if len(problems) == 1:
-            raise BadInputError(prefix + problems[0])
-        raise BadInputError(f"{prefix}{len(problems)} problems in the run spec:\n" + "\n".join(
-            f"  - {p}" for p in problems
-        ))
+        raise SpecProblems(problems, source=source, what="the run spec")
 
 
 def _problems(run: EvalRun, *, registry: Registry, datasets_dir: Path | None, base_dir: Path | None) -> list[str]:
