@@ -6,6 +6,7 @@ from evalsi.api.context import CallContext
 from evalsi.errors import BadInputError
 from evalsi.evaluators import Registry
 from evalsi.v1alpha1.catalog_service_pb2 import ListEvaluatorsRequest, ListEvaluatorsResponse, PackInfo
+from evalsi.v1alpha1.evaluator_pb2 import EvaluatorManifest
 
 
 class CatalogHandlers:
@@ -13,8 +14,12 @@ class CatalogHandlers:
 
     def __init__(self, registry: Registry) -> None:
         self._registry = registry
-        # The registry does not change while the server runs: build each manifest once.
-        self._manifests = {ev.ref: ev.manifest() for ev in registry.evaluators()}
+        # The registry does not change while the server runs, so each answer (all packs, or one) is built once:
+        # building it per call (sorting the registry per pack, copying every manifest) cost ~0.5 ms of the api's
+        # CPU a call, more than grpc's own. The answers are shared and never mutated: the transports only
+        # serialize them.
+        manifests = {ev.ref: ev.manifest() for ev in registry.evaluators()}
+        self._answers = {pack: _answer(registry, manifests, pack) for pack in (None, *registry.packs)}
 
     @property
     def registry(self) -> Registry:
@@ -22,15 +27,19 @@ class CatalogHandlers:
 
     async def list_evaluators(self, request: ListEvaluatorsRequest, ctx: CallContext) -> ListEvaluatorsResponse:
         pack = request.pack.strip() or None
-        try:
-            evaluators = self._registry.evaluators(pack)
-        except BadInputError as exc:
-            raise BadInputError(f"pack: {exc}") from None
-        response = ListEvaluatorsResponse(evaluators=[self._manifests[ev.ref] for ev in evaluators])
-        for name, info in sorted(self._registry.packs.items()):
-            if pack is None or name == pack:
-                count = len(self._registry.evaluators(name))
-                response.packs.append(
-                    PackInfo(name=name, description=info.description, default_on=info.default_on, evaluators=count)
-                )
-        return response
+        answer = self._answers.get(pack)
+        if answer is None:
+            installed = ", ".join(sorted(self._registry.packs))
+            raise BadInputError(f"pack: unknown pack {pack!r}; installed packs: {installed}")
+        return answer
+
+
+def _answer(registry: Registry, manifests: dict[str, EvaluatorManifest], pack: str | None) -> ListEvaluatorsResponse:
+    response = ListEvaluatorsResponse(evaluators=[manifests[ev.ref] for ev in registry.evaluators(pack)])
+    for name, info in sorted(registry.packs.items()):
+        if pack is None or name == pack:
+            count = len(registry.evaluators(name))
+            response.packs.append(
+                PackInfo(name=name, description=info.description, default_on=info.default_on, evaluators=count)
+            )
+    return response

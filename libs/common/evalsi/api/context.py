@@ -96,8 +96,8 @@ def build_context(
         deadline=deadline,
         transport=transport,
     )
-    if request is not None and "project" in request.DESCRIPTOR.fields_by_name:
-        project = getattr(request, "project", "")
-        if isinstance(project, str):
-            ctx = replace(ctx, project=ctx.resolve_project(project))
+    project = getattr(request, "project", None) if request is not None else None
+    # An empty field, or the project the context already has, resolves to what it has: no second context to build.
+    if isinstance(project, str) and project and project != ctx.project:
+        ctx = replace(ctx, project=ctx.resolve_project(project))
     return ctx

@@ -205,7 +205,7 @@ class _Call:
             item.key: item.value for item in (context.invocation_metadata() or ()) if isinstance(item.value, str)
         }
         self.request_id = request_id_from(self.headers.get(REQUEST_ID_HEADER))
-        server._metrics.in_flight.labels(TRANSPORT).inc()
+        server._metrics.in_flight_of(TRANSPORT).inc()
 
     def context(self, request: Message | None) -> CallContext:
         remaining = self.grpc.time_remaining()
@@ -237,5 +237,5 @@ class _Call:
 
     def done(self) -> None:
         metrics = self.server._metrics
-        metrics.in_flight.labels(TRANSPORT).dec()
+        metrics.in_flight_of(TRANSPORT).dec()
         metrics.observe(TRANSPORT, self.method.rpc, self.code, time.perf_counter() - self.started)

@@ -180,7 +180,7 @@ class HttpServer:
         and its duration observed under the status code it ended with."""
         outcome = _Outcome()
         started = time.perf_counter()
-        self._metrics.in_flight.labels(TRANSPORT).inc()
+        self._metrics.in_flight_of(TRANSPORT).inc()
         try:
             return await respond(outcome)
         except asyncio.CancelledError:
@@ -191,7 +191,7 @@ class HttpServer:
             outcome.code = status.code.name
             return _error_response(status)
         finally:
-            self._metrics.in_flight.labels(TRANSPORT).dec()
+            self._metrics.in_flight_of(TRANSPORT).dec()
             self._metrics.observe(TRANSPORT, method.rpc, outcome.code, time.perf_counter() - started)
 
     async def _read_body(self, request: web.Request) -> bytes:

@@ -50,10 +50,25 @@ class ApiMetrics:
             ["status"],
             registry=self.registry,
         )
+        # Each call's labelled series, looked up once: ``labels()`` takes a lock and checks its arguments, four
+        # times a call on the Evaluate hot path otherwise. A few dozen RPCs x codes x 2 transports at most.
+        self._series: dict[tuple[str, str, str], tuple[Counter, Histogram]] = {}
+        self._in_flight: dict[str, Gauge] = {}
+
+    def in_flight_of(self, transport: str) -> Gauge:
+        """The in-flight gauge of one transport."""
+        gauge = self._in_flight.get(transport)
+        if gauge is None:
+            gauge = self._in_flight[transport] = self.in_flight.labels(transport)
+        return gauge
 
     def observe(self, transport: str, rpc: str, code: str, seconds: float) -> None:
-        self.requests.labels(transport, rpc, code).inc()
-        self.latency.labels(transport, rpc, code).observe(seconds)
+        key = (transport, rpc, code)
+        series = self._series.get(key)
+        if series is None:
+            series = self._series[key] = (self.requests.labels(*key), self.latency.labels(*key))
+        series[0].inc()
+        series[1].observe(seconds)
 
     def render(self) -> tuple[bytes, str]:
         """The text exposition format and its content type."""
