@@ -32,6 +32,18 @@ def test_opens_after_n_consecutive_failures_and_fails_fast() -> None:
     assert isinstance(e.value, InfraError)
 
 
+def test_failing_fast_names_the_last_failure_first() -> None:
+    b = CircuitBreaker("openai/m", failure_threshold=2, clock=Clock())
+    b.record_failure("openai m: HTTP 401: Incorrect API key provided.")
+    b.record_failure("openai m: HTTP 401: Incorrect API key provided.")
+    with pytest.raises(CircuitOpenError) as e:
+        b.before_call()
+    assert str(e.value) == (
+        "openai m: HTTP 401: Incorrect API key provided. (circuit open for openai/m after 2 consecutive "
+        "infrastructure failures; failing fast, next probe in 30 s)"
+    )
+
+
 def test_success_resets_the_consecutive_count() -> None:
     b = CircuitBreaker("k", failure_threshold=3, clock=Clock())
     fail(b, 2)

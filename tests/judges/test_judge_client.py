@@ -84,7 +84,9 @@ async def test_open_breaker_fails_fast_without_calling_the_provider() -> None:
             for _ in range(2):
                 with pytest.raises(InfraError, match="HTTP 500"):
                     await c.complete(MESSAGES)
-            with pytest.raises(CircuitOpenError, match=r"^circuit open for openai/m"):
+            # The cause first (the run's errors show the first reason), then the breaker's state.
+            with pytest.raises(CircuitOpenError, match=r"^openai m: .*HTTP 500.* \(circuit open for openai/m after 2 "
+                               r"consecutive infrastructure failures; failing fast, next probe in \d+ s\)$"):
                 await c.complete(MESSAGES)
         # Another judge on the same model shares the breaker.
         async with client(server.base_url, JudgeCache.disabled(), breakers=breakers) as other:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -25,7 +24,7 @@ from evalsi.judges.panel import JudgeInput, judge_configs, judge_spec_from_confi
 from evalsi.limits import check_resamples
 from evalsi.projects import DEFAULT_PROJECT, check_project
 from evalsi.runs.binding import EvaluatorSpec, registry_for, resolve_evaluators
-from evalsi.runs.cluster_keys import ClusterKeyCensus
+from evalsi.runs.cluster_keys import ClusterKeyCensus, Warn, warn_by_default
 from evalsi.runs.collector import collector_paused
 from evalsi.runs.console import interrupt_sets, progress_bar
 from evalsi.runs.intake import OBJECTS_DIR, TakenRecords, take_records
@@ -46,7 +45,6 @@ EVALUATE_SHARD_SIZE = 20_000
 # the progress bar moves as each task ends, and the last round of a task leaves few call slots idle.
 ROUNDS_PER_TASK = 16
 CLUSTER_BY_FLAG = "--cluster-by"
-log = logging.getLogger(__name__)
 
 
 def _deterministic(bound: Sequence[BoundEvaluator]) -> bool:
@@ -89,9 +87,9 @@ async def _units_total(records: Dataset | TakenRecords, bound: Sequence[BoundEva
         len(scopes) - scopes.count("span") - scopes.count("session")) * records.count
 
 
-async def _check_cluster_key(records: Dataset | TakenRecords, key: str) -> None:
-    """Refuse a cluster key no record has; warn (a log line, on stderr when logging is not set up) when some records
-    lack it. Stored records are read a shard at a time."""
+async def _check_cluster_key(records: Dataset | TakenRecords, key: str, warn: Warn) -> None:
+    """Refuse a cluster key no record has; tell ``warn`` when some records lack it. Stored records are read a shard
+    at a time."""
     counted = ClusterKeyCensus(key)
     if not isinstance(records, TakenRecords) or records.manifest is None or records.directory is None:
         counted.add(records.records or [])
@@ -103,7 +101,7 @@ async def _check_cluster_key(records: Dataset | TakenRecords, key: str) -> None:
         raise BadInputError(problem)
     warning = counted.warning(CLUSTER_BY_FLAG)
     if warning:
-        log.warning(warning)
+        warn(warning)
 
 
 def judge_problem(bound: Sequence[BoundEvaluator]) -> str:
@@ -182,6 +180,7 @@ async def evaluate_async(
     memory_budget: float | None = None,
     store_dir: str | Path | None = None,
     judge_required: bool = False,
+    warn: Warn | None = None,
 ) -> EvaluationResults:
     """The async form of :func:`evaluate`, for callers that already run an event loop.
 
@@ -200,7 +199,8 @@ async def evaluate_async(
 
     An evaluator that needs a judge, with none configured, skips every record as ``judge_pending``; with
     ``judge_required`` (the CLI) it is refused (``BadInputError``) before anything is read. A ``cluster_by`` key
-    no record has is refused before anything runs; one that some records lack is logged as a warning.
+    no record has is refused before anything runs; one that some records lack is a warning, given to ``warn``
+    (default: Python's ``warnings``, as a ``ClusterKeyWarning``).
     """
     if not 0 < confidence < 1:
         raise BadInputError(f"confidence must be between 0 and 1 (e.g. 0.95), got {confidence}")
@@ -246,7 +246,7 @@ async def evaluate_async(
         cancel = cancel or asyncio.Event()
         try:
             if cluster_by:
-                await _check_cluster_key(records, cluster_by)
+                await _check_cluster_key(records, cluster_by, warn or warn_by_default)
             total = await _units_total(records, bound) if progress else 0
             with progress_bar(progress, total) as advance, interrupt_sets(cancel, stop_on_interrupt):
                 return await run_locally(

@@ -145,3 +145,8 @@ def parse_key_values(items: Iterable[str], flag: str) -> dict[str, Any]:
 
 def split_list(value: str) -> list[str]:
     return [part.strip() for part in value.split(",") if part.strip()]
+
+
+def warn_on_stderr(message: str) -> None:
+    """A warning for the person at the terminal (the library's ``warn`` callbacks): one line on stderr."""
+    click.echo(f"warning: {message}", err=True)

@@ -15,6 +15,7 @@ from evalsi.cli._common import (
     parse_key_values,
     parse_params,
     split_list,
+    warn_on_stderr,
 )
 from evalsi.cli._memory import memory_options
 from evalsi.errors import BadInputError
@@ -228,6 +229,7 @@ def eval_command(
         memory_budget=memory_budget,
         store_dir=store_dir,
         judge_required=True,
+        warn=warn_on_stderr,
     )
     with results:
         if output:

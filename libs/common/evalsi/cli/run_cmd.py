@@ -17,6 +17,7 @@ from evalsi.cli._common import (
     check_project_flag,
     handle_errors,
     parse_key_values,
+    warn_on_stderr,
 )
 from evalsi.cli._memory import memory_options
 from evalsi.cli.runs_cmd import describe_run, exit_with, follow, next_steps
@@ -163,7 +164,7 @@ def run_command(
     run = _load(file, sets)
     base_dir = Path(file).resolve().parent
     if dry_run:
-        prepared, projection = plan_dry_run(run, base_dir=base_dir, source=file)
+        prepared, projection = plan_dry_run(run, base_dir=base_dir, source=file, warn=warn_on_stderr)
         if fmt == "json":
             plan = prepared.plan
             plan_document = {
@@ -195,6 +196,7 @@ def run_command(
             source=file,
             memory_budget=memory_budget,
             store_dir=store_dir,
+            warn=warn_on_stderr,
         )
     )
     with outcome.results as results:

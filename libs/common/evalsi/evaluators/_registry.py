@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from importlib import metadata
@@ -112,7 +113,14 @@ class Registry:
         return max(versions.values(), key=lambda e: _version_key(e.version))
 
     def _unknown(self, name: str) -> str:
-        candidates: Sequence[str] = [*self._by_name, *(full.split("/", 1)[1] for full in self._by_name)]
+        # One suggestion per evaluator, spelled as the name was given: a bare name suggests bare names (the full
+        # name where two namespaces share one), a full name full names; never one evaluator under both spellings.
+        candidates: Sequence[str] = list(self._by_name)
+        if "/" not in name:
+            shorts = Counter(full.split("/", 1)[1] for full in self._by_name)
+            candidates = [
+                full.split("/", 1)[1] if shorts[full.split("/", 1)[1]] == 1 else full for full in self._by_name
+            ]
         close = difflib.get_close_matches(name, candidates, n=3, cutoff=0.6)
         hint = f"; did you mean {' or '.join(close)}?" if close else "; `evalsi catalog list` shows what is installed"
         return f"unknown evaluator {name!r}{hint}"

@@ -42,6 +42,7 @@ class CircuitBreaker:
         self.cooldown_s = cooldown_s
         self._clock = clock
         self._failures = 0  # consecutive
+        self._last_cause = ""  # the latest failure's message: what a fast failure reports as its cause
         self._opened_at: float | None = None
         self._probe_in_flight = False
 
@@ -68,9 +69,12 @@ class CircuitBreaker:
         assert self._opened_at is not None
         retry_in = max(0.0, self.cooldown_s - (self._clock() - self._opened_at))
         why = "a probe call is in flight" if state == "half_open" else f"next probe in {retry_in:.0f} s"
+        # The cause first: a run's errors show their first reason, which must say what is wrong, not only that
+        # the breaker is open.
+        cause = f"{self._last_cause} (circuit open" if self._last_cause else "circuit open"
         raise CircuitOpenError(
-            f"circuit open for {self.name} after {self._failures} consecutive infrastructure failures; "
-            f"failing fast ({why})"
+            f"{cause} for {self.name} after {self._failures} consecutive infrastructure failures; "
+            f"failing fast, {why}" + (")" if self._last_cause else "")
         )
 
     def record_success(self) -> None:
@@ -78,8 +82,9 @@ class CircuitBreaker:
         self._opened_at = None
         self._probe_in_flight = False
 
-    def record_failure(self) -> None:
+    def record_failure(self, cause: str = "") -> None:
         self._failures += 1
+        self._last_cause = cause or self._last_cause
         was_probe = self._probe_in_flight
         self._probe_in_flight = False
         if was_probe or self._failures >= self.failure_threshold:
@@ -99,7 +104,7 @@ class CircuitBreaker:
             yield
         except InfraError as e:
             if is_failure(e):
-                self.record_failure()
+                self.record_failure(str(e))
             else:
                 self.record_success()
             raise

@@ -10,7 +10,8 @@ counts and the distinct metadata keys met (at most ``KEYS_KEPT`` of them).
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+import warnings
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from evalsi.errors import BadInputError
@@ -69,9 +70,21 @@ class ClusterKeyCensus:
         if not self.having or not missing:
             return ""
         return (
-            f"warning: {flag} {self.key!r}: {missing} of {self.records} records lack this metadata key; each of "
+            f"{flag} {self.key!r}: {missing} of {self.records} records lack this metadata key; each of "
             "them is a cluster of its own"
         )
+
+
+Warn = Callable[[str], None]
+
+
+class ClusterKeyWarning(UserWarning):
+    """Some records lack the cluster key (each is a cluster of its own)."""
+
+
+def warn_by_default(message: str) -> None:
+    """How a library caller hears a warning when it gives no ``warn``: Python's warnings (the CLI prints instead)."""
+    warnings.warn(message, ClusterKeyWarning, stacklevel=2)
 
 
 def census(records: Iterable[Record], key: str) -> ClusterKeyCensus:

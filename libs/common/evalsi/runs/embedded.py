@@ -14,7 +14,6 @@ naming the budget and the overrun.
 from __future__ import annotations
 
 import asyncio
-import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from evalsi.evaluators import BoundEvaluator, Registry
 from evalsi.evaluators.runner import units_total
 from evalsi.judges import JudgeConfig, RetryPolicy
 from evalsi.records import has_content
-from evalsi.runs.cluster_keys import census
+from evalsi.runs.cluster_keys import Warn, census, warn_by_default
 from evalsi.runs.console import interrupt_sets, progress_bar
 from evalsi.runs.local import DEFAULT_CONCURRENCY, new_run_id, run_locally
 from evalsi.runs.plan import DEFAULT_SHARD_SIZE, Plan, Projection, RecordTally, plan_run, projection
@@ -41,7 +40,6 @@ from evalsi.v1alpha1.record_pb2 import Record
 from evalsi.v1alpha1.run_pb2 import EvalRun
 
 CLUSTER_BY_FIELD = "spec.summary.clusterBy"
-log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -96,8 +94,10 @@ def prepare_run(
     run_id: str | None = None,
     shard_size: int = DEFAULT_SHARD_SIZE,
     source: str = "",
+    warn: Warn | None = None,
 ) -> PreparedRun:
-    """Validate, bind the evaluators, read the dataset and plan; calls nothing."""
+    """Validate, bind the evaluators, read the dataset and plan; calls nothing. A ``spec.summary.clusterBy`` key
+    some records lack is a warning given to ``warn`` (default: Python's ``warnings``)."""
     registry = registry or Registry.from_entry_points()
     validate_eval_run(run, registry=registry, datasets_dir=datasets_dir, base_dir=base_dir, source=source)
     evaluators = bind_evaluators(run, registry)
@@ -114,7 +114,7 @@ def prepare_run(
         if counted.problem(CLUSTER_BY_FIELD):
             raise BadInputError(prefix + counted.problem(CLUSTER_BY_FIELD))
         if counted.warning(CLUSTER_BY_FIELD):
-            log.warning(counted.warning(CLUSTER_BY_FIELD))
+            (warn or warn_by_default)(counted.warning(CLUSTER_BY_FIELD))
     run_id = run_id or new_run_id()
     plan = plan_run(run, dataset.records, evaluators=evaluators, run_id=run_id, shard_size=shard_size)
     return PreparedRun(run, run_id, evaluators, judges, dataset, plan)
@@ -127,9 +127,12 @@ def dry_run(
     datasets_dir: Path | None = None,
     registry: Registry | None = None,
     source: str = "",
+    warn: Warn | None = None,
 ) -> tuple[PreparedRun, Projection]:
     """The plan and its projection (tasks, evaluations, tokens, cost), without calling any model."""
-    prepared = prepare_run(run, base_dir=base_dir, datasets_dir=datasets_dir, registry=registry, source=source)
+    prepared = prepare_run(
+        run, base_dir=base_dir, datasets_dir=datasets_dir, registry=registry, source=source, warn=warn
+    )
     scopes = (b.evaluator.scope for b in prepared.evaluators)
     tally = RecordTally.for_spec(run.spec, scopes).add_all(prepared.dataset.records)
     return prepared, projection(prepared.plan, tally)
@@ -167,6 +170,7 @@ async def execute_run(
     prepared: PreparedRun | None = None,
     memory_budget: float | None = None,
     store_dir: str | Path | None = None,
+    warn: Warn | None = None,
 ) -> RunOutcome:
     """Validate, plan, generate, evaluate, summarize and gate ``run``.
 
@@ -180,7 +184,7 @@ async def execute_run(
     if prepared is None:
         prepared = prepare_run(
             run, base_dir=base_dir, datasets_dir=datasets_dir, registry=registry, run_id=run_id,
-            shard_size=shard_size, source=source,
+            shard_size=shard_size, source=source, warn=warn,
         )
     plan, dataset = prepared.plan, prepared.dataset
     by_alias = {b.alias: b for b in prepared.evaluators}
