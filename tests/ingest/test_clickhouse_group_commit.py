@@ -79,7 +79,8 @@ async def test_a_failed_shared_write_fails_every_caller(store: ClickHouseTraceSt
 async def test_summaries_follow_within_the_interval_and_reads_here_see_them_at_once(
         clickhouse_server: ClickHouseServer) -> None:
     url = clickhouse_server.url_for(f"group_commit_{next(_databases)}")
-    writer = await ClickHouseTraceStore.open(url, summary_interval_s=0.3)
+    # No lingering: the two writes must land within one summary interval.
+    writer = await ClickHouseTraceStore.open(url, summary_interval_s=0.3, span_linger_s=0)
     reader = await ClickHouseTraceStore.open(url)
     try:
         root = _span(TRACE, 1)
@@ -136,3 +137,30 @@ async def test_a_pass_over_more_traces_than_one_query_can_name(store: ClickHouse
     assert len(counts) == 8_000 and set(counts.values()) == {1}
     completed = await store.get_summary("p", ids[0])
     assert completed is not None and completed.completed_at is not None
+
+
+async def test_a_completion_and_the_pending_summaries_go_in_one_insert(clickhouse_server: ClickHouseServer) -> None:
+    url = clickhouse_server.url_for(f"group_commit_{next(_databases)}")
+    store = await ClickHouseTraceStore.open(url, summary_interval_s=60, span_linger_s=0)
+    try:
+        root = _span(TRACE, 1)
+        await store.consume("p", [root, _span(TRACE, 2, parent=1)])
+        await store.consume("p", [_span(OTHER, 1)])
+        assert store.writes.summary_inserts == 0  # no pass due yet
+        counts = await store.mark_completed("p", [root.trace_id])
+        assert counts == {root.trace_id: 2}
+        assert store.writes.summary_inserts == 1  # the pending pass and the completion together
+        completed = await store.get_summary("p", root.trace_id)
+        assert completed is not None
+        assert (completed.revision, completed.span_count, completed.completions) == (1, 2, 1)
+        assert completed.completed_at is not None
+        other = await store.get_summary("p", OTHER.hex())  # summarized in that pass, not completed
+        assert other is not None and (other.revision, other.completed_at, other.completions) == (1, None, 0)
+
+        await store.consume("p", [_span(TRACE, 3, parent=1)])  # a late span, completed again
+        assert await store.mark_completed("p", [root.trace_id]) == {root.trace_id: 3}
+        again = await store.get_summary("p", root.trace_id)
+        assert again is not None and (again.revision, again.span_count, again.completions) == (2, 3, 2)
+        assert await store.mark_completed("p", [bytes([9] * 16).hex()]) == {}  # nothing stored: no count
+    finally:
+        await store.close()
