@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -130,6 +131,7 @@ class Where:
         self.source = source
         self.lines = lines
         self.problems: list[str] = []
+        self.paths: list[FieldPath] = []  # where each reported problem is
 
     def text(self, path: FieldPath, message: str) -> str:
         line = None
@@ -143,10 +145,33 @@ class Where:
     def error(self, path: FieldPath, message: str) -> BadInputError:
         return BadInputError(self.text(path, message))
 
-    def report(self, path: FieldPath, message: str) -> Any:
-        """Record a problem; returns the marker that drops the value at fault from the converted document."""
+    def report(self, path: FieldPath, message: str, *, about: FieldPath | None = None) -> Any:
+        """Record a problem; returns the marker that drops the value at fault from the converted document.
+        ``about``: what the problem makes unreliable, when more than the field itself."""
         self.problems.append(self.text(path, message))
+        self.paths.append(path if about is None else about)
         return _DROPPED
+
+    def locate(self, problem: str) -> str:
+        """A problem that starts with a field path (``spec.gates[1]: ...``), prefixed with the file and the line."""
+        path = leading_path(problem)
+        line = None
+        while path and line is None:
+            line = self.lines.get(path)
+            path = path[:-1]
+        return f"{self.source}:{line}: {problem}" if line is not None else f"{self.source}: {problem}"
+
+    def covers(self, problem: str) -> bool:
+        """Whether a problem is about a field already reported (or one inside or around it): it would repeat it."""
+        path = _comparable(leading_path(problem))
+        if not path:
+            return False
+        for reported in self.paths:
+            other = _comparable(reported)
+            common = min(len(path), len(other))
+            if path[:common] == other[:common]:
+                return True
+        return False
 
     def refuse_reported(self, what: str) -> None:
         """One ``SpecProblems`` with every problem reported so far (each already names the file and line)."""
@@ -155,6 +180,23 @@ class Where:
 
 
 _DROPPED = object()  # a value with a problem: left out, so the rest of the document is still checked
+_LEADING_PATH = re.compile(r"^[A-Za-z_][\w-]*(?:\.[A-Za-z_][\w/.-]*?(?=[.\[:\s(]|$)|\[\d+\])*")
+
+
+def leading_path(problem: str) -> FieldPath:
+    """The field path a problem starts with: ``spec.evaluators[1] (x): ...`` gives ("spec", "evaluators", 1)."""
+    match = _LEADING_PATH.match(problem)
+    if match is None:
+        return ()
+    parts: list[str | int] = []
+    for piece in re.findall(r"[^.\[\]]+|\[\d+\]", match.group(0)):
+        parts.append(int(piece[1:-1]) if piece.startswith("[") else piece)
+    return tuple(parts)
+
+
+def _comparable(path: FieldPath) -> FieldPath:
+    # wallClock and wall_clock name one field
+    return tuple(p.replace("_", "").lower() if isinstance(p, str) else p for p in path)
 
 
 def _format_path(path: FieldPath) -> str:
@@ -224,7 +266,9 @@ def to_message_dict(value: Any, descriptor: Descriptor, path: FieldPath, where: 
             continue
         field = fields.get(key)
         if field is None:
-            where.report(here, "unknown field" + _suggestion(key, fields, descriptor))
+            # A misspelt field of a list item (spec.evaluators[2].reff) leaves that item's other problems moot.
+            about = path if path and isinstance(path[-1], int) else None
+            where.report(here, "unknown field" + _suggestion(key, fields, descriptor), about=about)
             continue
         if item is None:  # `key:` with nothing after it: the field stays unset
             continue

@@ -35,8 +35,11 @@ def _overridden(path: str) -> tuple[str | int, ...]:
     return tuple(int(p) if p.isdigit() else p for p in path.split(".") if p)
 
 
-def _load(file: str, sets: tuple[str, ...]) -> Any:
-    from evalsi.runs.spec import load_document, parse_eval_run
+def _load(file: str, sets: tuple[str, ...], *, embedded: bool = False) -> Any:
+    """The spec; for an embedded run, a spec with malformed fields is also checked for every other problem, so
+    one pass lists them all (a server checks its own: its evaluators and datasets may differ from these)."""
+    from evalsi.evaluators import Registry
+    from evalsi.runs.spec import eval_run_problems, load_document, parse_eval_run
 
     document, lines = load_document(file)
     overrides = parse_key_values(sets, "--set")
@@ -46,7 +49,12 @@ def _load(file: str, sets: tuple[str, ...]) -> Any:
             prefix = _overridden(dotted)
             lines = {p: n for p, n in lines.items() if p[: len(prefix)] != prefix}
     source = f"{file} (with --set)" if overrides else file
-    return parse_eval_run(document, source=source, lines=lines)
+    base_dir = Path(file).resolve().parent
+
+    def everything_else(run: Any) -> list[str]:  # only called when the structure has problems
+        return eval_run_problems(run, registry=Registry.from_entry_points(), base_dir=base_dir)
+
+    return parse_eval_run(document, source=source, lines=lines, also_check=everything_else if embedded else None)
 
 
 def _gate_lines(gates: Any, markdown: bool) -> list[str]:
@@ -161,7 +169,7 @@ def run_command(
     from evalsi.runs.embedded import dry_run as plan_dry_run
     from evalsi.runs.embedded import execute_run
 
-    run = _load(file, sets)
+    run = _load(file, sets, embedded=True)
     base_dir = Path(file).resolve().parent
     if dry_run:
         prepared, projection = plan_dry_run(run, base_dir=base_dir, source=file, warn=warn_on_stderr)

@@ -18,7 +18,7 @@ import hashlib
 import math
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -86,11 +86,19 @@ def parse_eval_run_text(text: str, *, source: str) -> EvalRun:
 # --- parsing -------------------------------------------------------------------------------------------
 
 
-def parse_eval_run(document: Mapping[str, Any], *, source: str, lines: Lines | None = None) -> EvalRun:
+def parse_eval_run(
+    document: Mapping[str, Any],
+    *,
+    source: str,
+    lines: Lines | None = None,
+    also_check: Callable[[EvalRun], list[str]] | None = None,
+) -> EvalRun:
     """The ``EvalRun`` in a plain mapping (a parsed YAML or JSON document).
 
     ``source`` names the document in errors (a file path); ``lines`` maps field paths to YAML lines.
-    ``metadata.project`` is filled in from the ``evals.si/project`` label, or ``default``.
+    ``metadata.project`` is filled in from the ``evals.si/project`` label, or ``default``. Every problem of the
+    document's structure is reported at once; with ``also_check`` (``eval_run_problems`` bound to a registry and
+    the spec's folder) the problems of the rest of the spec join them, so one pass shows everything.
     """
     where = Where(source, lines or {})
     if not isinstance(document, Mapping):
@@ -105,6 +113,8 @@ def parse_eval_run(document: Mapping[str, Any], *, source: str, lines: Lines | N
         got = "missing" if api_version is None else f"got {api_version!r}"
         where.report((key,), f"must be {API_VERSION} ({got})")
     converted = to_message_dict(document, descriptor_of(EvalRun), (), where)
+    if where.problems and also_check is not None:
+        _check_the_rest(converted, where, also_check)
     where.refuse_reported("the run spec")
     try:
         run = json_format.ParseDict(converted, EvalRun())
@@ -112,6 +122,16 @@ def parse_eval_run(document: Mapping[str, Any], *, source: str, lines: Lines | N
         raise BadInputError(f"{source}: {exc}") from None
     fill_project(run.metadata, where)
     return run
+
+
+def _check_the_rest(converted: Mapping[str, Any], where: Where, check: Callable[[EvalRun], list[str]]) -> None:
+    """Add to ``where`` the problems ``check`` finds in what of the document is well formed, leaving out those
+    about a field already reported (a misspelt field's consequences would only repeat it)."""
+    try:
+        run = json_format.ParseDict(dict(converted), EvalRun())
+    except json_format.ParseError:
+        return  # reported once the structure is fixed
+    where.problems += [where.locate(p) for p in check(run) if not where.covers(p)]
 
 
 def fill_project(metadata: ObjectMeta, where: Where) -> None:
@@ -294,6 +314,13 @@ def validate_eval_run(
     problems = _problems(run, registry=registry, datasets_dir=datasets_dir, base_dir=base_dir)
     if problems:
         raise SpecProblems(problems, source=source, what="the run spec")
+
+
+def eval_run_problems(
+    run: EvalRun, *, registry: Registry, datasets_dir: Path | None = None, base_dir: Path | None = None
+) -> list[str]:
+    """Every problem ``validate_eval_run`` would report, as a list, each starting with its field path."""
+    return _problems(run, registry=registry, datasets_dir=datasets_dir, base_dir=base_dir)
 
 
 def _problems(run: EvalRun, *, registry: Registry, datasets_dir: Path | None, base_dir: Path | None) -> list[str]:
