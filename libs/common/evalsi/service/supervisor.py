@@ -75,7 +75,7 @@ class Child:
 
     def start(self) -> None:
         if self.fork:
-            self.process = fork_service(self.argv, self.env, self.log_path)
+            self.process = fork_service(self.name, self.argv, self.env, self.log_path)
             self.started_at = time.monotonic()
             self.restart_at = None
             return
