@@ -36,6 +36,9 @@ from evalsi.service.defaults import DEFAULT_METADATA_URL, DEFAULT_OBJECTS_URL
 from evalsi.yaml_files import read_yaml_file
 
 POOLS = ("cpu", "judge", "gpu", "sandbox", "harness")
+# The top-level keys of evalsi.yaml (docs/server.md lists each; tests/cli/test_serve_docs.py checks it does).
+KEYS = ("nats", "metadata", "objects", "traces", "datasets_dir", "api", "ingest", "scheduler", "workers", "judges",
+        "agents", "harness_tools", "client")
 
 
 @dataclass(frozen=True)
@@ -97,9 +100,7 @@ class Config:
     def from_mapping(cls, document: Any, *, where: str = "evalsi.yaml") -> Config:
         if not isinstance(document, Mapping):
             raise BadInputError(f"{where}: the config must be a mapping of keys")
-        keys = ("nats", "metadata", "objects", "traces", "datasets_dir", "api", "ingest", "scheduler", "workers",
-                "judges", "agents", "harness_tools", "client")
-        _known(document, keys, where)
+        _known(document, KEYS, where)
         # client: is the CLI's (evalsi.client_config: the server and project of `evalsi runs`); checked, not used.
         parse_section(document, where)
         workers = document.get(
