@@ -15,10 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from evalsi.datasets import Dataset, RecordStream, load_dataset, records_from_rows, stream_dataset, stream_rows
-from evalsi.datasets.shards import iter_shards
 from evalsi.errors import BadInputError
 from evalsi.evaluators import BoundEvaluator, Registry
-from evalsi.evaluators.runner import session_key, units_total
+from evalsi.evaluators.runner import units_total
 from evalsi.judges import JudgeConfig
 from evalsi.judges.panel import JudgeInput, judge_configs, judge_spec_from_config
 from evalsi.limits import check_resamples
@@ -27,12 +26,11 @@ from evalsi.runs.binding import EvaluatorSpec, registry_for, resolve_evaluators
 from evalsi.runs.cluster_keys import ClusterKeyCensus, Warn, warn_by_default
 from evalsi.runs.collector import collector_paused
 from evalsi.runs.console import interrupt_sets, progress_bar
-from evalsi.runs.intake import OBJECTS_DIR, TakenRecords, take_records
+from evalsi.runs.intake import TakenRecords, take_records
 from evalsi.runs.local import run_locally
 from evalsi.runs.memory_budget import memory_budget_mb
 from evalsi.runs.results import EvaluationResults
 from evalsi.stats.defaults import DEFAULT_BOOTSTRAP_RESAMPLES, DEFAULT_CONFIDENCE
-from evalsi.stores.objects import LocalObjectStore
 from evalsi.v1alpha1.record_pb2 import Record
 from evalsi.v1alpha1.run_pb2 import EvalRun
 from evalsi.v1alpha1.score_pb2 import SummaryOptions
@@ -72,30 +70,21 @@ def _records_in(data: Data, mapping: Any, limit: int | None) -> Dataset | Record
 
 
 async def _units_total(records: Dataset | TakenRecords, bound: Sequence[BoundEvaluator]) -> int:
-    """The progress bar's evaluations; for stored records without reading them unless a span or session evaluator
-    needs their steps or sessions."""
-    if not isinstance(records, TakenRecords) or records.manifest is None or records.directory is None:
-        return units_total(records.records or [], bound)
-    if all(b.evaluator.scope not in ("span", "session") for b in bound):
-        return records.count * len(bound)
-    steps, sessions = 0, set[str]()
-    async for shard in iter_shards(LocalObjectStore(records.directory / OBJECTS_DIR), records.manifest):
-        steps += sum(len(record.trajectory.steps) for record in shard)
-        sessions.update(session_key(record) or record.id for record in shard)
-    scopes = [b.evaluator.scope for b in bound]
-    return scopes.count("span") * steps + scopes.count("session") * len(sessions) + (
-        len(scopes) - scopes.count("span") - scopes.count("session")) * records.count
+    """The progress bar's evaluations."""
+    if isinstance(records, TakenRecords):
+        return await records.units(bound)
+    return units_total(records.records, bound)
 
 
 async def _check_cluster_key(records: Dataset | TakenRecords, key: str, warn: Warn) -> None:
     """Refuse a cluster key no record has; tell ``warn`` when some records lack it. Stored records are read a shard
     at a time."""
     counted = ClusterKeyCensus(key)
-    if not isinstance(records, TakenRecords) or records.manifest is None or records.directory is None:
-        counted.add(records.records or [])
+    if isinstance(records, TakenRecords):
+        async for batch in records.batches():
+            counted.add(batch)
     else:
-        async for shard in iter_shards(LocalObjectStore(records.directory / OBJECTS_DIR), records.manifest):
-            counted.add(shard)
+        counted.add(records.records)
     problem = counted.problem(CLUSTER_BY_FLAG)
     if problem:
         raise BadInputError(problem)
