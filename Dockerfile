@@ -1,13 +1,22 @@
-# One image for every Evals.si service (api, scheduler, worker) and the CLI.
+# One image for every Evals.si service (api, ingest, policy, scheduler, worker) and the CLI.
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
 WORKDIR /app
-COPY pyproject.toml README.md ./
+# The extras the image runs with: server (the OTLP exporter `evalsi-policy --otlp-events` sends with).
+ARG EXTRAS=server
+# Dependencies first, read from pyproject.toml alone: a change to the source rebuilds only the layers below this.
+COPY pyproject.toml ./
+RUN python -c "import os, tomllib; project = tomllib.load(open('pyproject.toml', 'rb'))['project']; \
+extras = project['optional-dependencies']; \
+print('\n'.join(project['dependencies'] + [r for name in os.environ['EXTRAS'].split(',') for r in extras[name]]))" \
+    > /tmp/requirements.txt \
+    && pip install -r /tmp/requirements.txt && rm /tmp/requirements.txt
+COPY README.md ./
 COPY libs ./libs
 COPY services ./services
 COPY proto ./proto
-RUN pip install . && useradd --system --uid 10001 evalsi && mkdir -p /data && chown evalsi /data
+RUN pip install --no-deps . && useradd --system --uid 10001 evalsi && mkdir -p /data && chown evalsi /data
 USER evalsi
 WORKDIR /data
 # `docker run --network host IMAGE` gives the standalone server: `evalsi serve` listens on loopback only (there

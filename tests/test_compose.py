@@ -1,13 +1,21 @@
-"""compose.yaml and the Dockerfile, checked against the code they start (this machine has no Docker engine).
+"""compose.yaml and the Dockerfile, checked against the code they start (this machine has no Docker engine, so the
+checks are static: the file as PyYAML reads it, merge keys applied, never a running container).
 
 Every Evals.si service's command goes through that service's own flag parser, so a renamed or removed flag,
 a URL pointing at a service the file does not define, or a misspelt environment variable fails here instead of
-in a container that restarts forever.
+in a container that restarts forever. Every pool the code dispatches work to has a worker, every backing service
+a healthcheck the services wait on, every image a pinned tag; the image installs its dependencies before the
+source, and what `evalsi-policy --otlp-events` imports.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import fnmatch
+import importlib
+import importlib.metadata
+import importlib.util
 import json
 import re
 import shlex
@@ -41,7 +49,7 @@ SERVICES: dict[str, dict[str, Any]] = COMPOSE["services"]
 SCRIPTS: dict[str, str] = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
 SERVICE_SCRIPTS = ("evalsi-api", "evalsi-scheduler", "evalsi-worker", "evalsi-ingest", "evalsi-policy")
 BACKING = ("nats", "postgres", "clickhouse", "minio")
-OURS = ("api", "ingest", "policy", "scheduler", "worker-cpu", "worker-judge")
+OURS = ("api", "ingest", "policy", "scheduler", "worker-cpu", "worker-judge", "worker-harness")
 
 
 def command(name: str) -> list[str]:
@@ -214,9 +222,62 @@ def test_each_service_has_a_healthcheck_on_the_port_it_serves_readyz_on(name: st
     assert f"http://127.0.0.1:{port}/readyz" in test[3], f"services.{name}: the healthcheck does not ask /readyz"
 
 
-def test_both_worker_pools_the_scheduler_plans_for_are_served() -> None:
-    pools = {flag(command(name), "--pool") for name in ours_by_script("evalsi-worker")}
-    assert {"cpu", "judge"} <= pools
+def pools_work_is_dispatched_to() -> set[str]:
+    """The pools a run or a policy can send tasks to with what ships: generation (models, agents and the harness)
+    and every built-in evaluator's pool (the packs this project registers in pyproject.toml)."""
+    from evalsi.evaluators import Registry
+    from evalsi.runs.plan import AGENT_POOL, GENERATE_POOL
+
+    entry_points = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]["evalsi.packs"]
+    packs = []
+    for reference in entry_points.values():
+        module, _, name = reference.partition(":")
+        packs.append(getattr(importlib.import_module(module), name))
+    return {GENERATE_POOL, AGENT_POOL} | {evaluator.pool for evaluator in Registry(packs).evaluators()}
+
+
+def test_every_pool_work_is_dispatched_to_has_a_worker() -> None:
+    pools = pools_work_is_dispatched_to()
+    assert {"cpu", "judge", "harness"} <= pools  # the scan finds what is known to be dispatched
+    served = {flag(command(name), "--pool") for name in ours_by_script("evalsi-worker")}
+    assert not pools - served, f"compose.yaml has no worker for the pools {sorted(pools - served)}: tasks would wait"
+
+
+def test_every_pool_work_is_dispatched_to_has_a_worker_in_evalsi_serve_by_default() -> None:
+    from evalsi.service.config import Config
+
+    pools = pools_work_is_dispatched_to()
+    assert not pools - {worker.pool for worker in Config().workers}
+
+
+# --- backing services: healthchecks and pinned images ------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", BACKING)
+def test_every_backing_service_has_a_healthcheck_that_our_services_wait_for(name: str) -> None:
+    check = SERVICES[name].get("healthcheck") or {}
+    test = check.get("test")
+    assert isinstance(test, list) and test[:1] == ["CMD"] and len(test) > 1, f"services.{name}: no exec healthcheck"
+    users = [ours for ours in OURS if name in (SERVICES[ours].get("depends_on") or {})]
+    assert users, f"no Evals.si service depends on {name}"
+    for ours in users:
+        condition = SERVICES[ours]["depends_on"][name]
+        assert condition == {"condition": "service_healthy"}, f"services.{ours} starts before {name} is healthy"
+
+
+def test_the_backing_healthchecks_ask_what_the_services_use() -> None:
+    clickhouse = SERVICES["clickhouse"]["healthcheck"]["test"]
+    assert clickhouse[1] == "clickhouse-client"  # the native protocol on 9000, which --traces-url names
+    assert SERVICES["minio"]["healthcheck"]["test"][1:] == ["mc", "ready", "local"]
+
+
+@pytest.mark.parametrize("name", list(SERVICES))
+def test_every_image_has_a_pinned_tag(name: str) -> None:
+    image = str(SERVICES[name].get("image", ""))
+    assert image, f"services.{name}: no image"
+    repository, _, tag = image.rpartition(":")
+    assert repository and "/" not in tag, f"services.{name}: {image!r} has no tag"
+    assert tag != "latest", f"services.{name}: {image!r} is not pinned"
 
 
 # --- the URLs point at services in the file ----------------------------------------------------------------
@@ -358,6 +419,68 @@ def test_the_dockerfile_cmd_is_a_real_cli_verb_with_real_flags() -> None:
     ):
         if "state_dir" in ctx.params:  # the image's USER may write only below /data
             assert ctx.params["state_dir"].startswith("/data/")
+
+
+def image_extras() -> list[str]:
+    (extras,) = [rest.partition("=")[2] for keyword, rest in dockerfile() if keyword == "ARG"
+                 and rest.startswith("EXTRAS=")]
+    return extras.split(",")
+
+
+def requirement_name(requirement: str) -> str:
+    return re.split(r"[\s\[<>=!~;]", requirement, maxsplit=1)[0].lower().replace("_", "-")
+
+
+def test_the_dockerfile_installs_the_dependencies_before_it_copies_the_source() -> None:
+    steps = dockerfile()
+    installs = [i for i, (keyword, rest) in enumerate(steps) if keyword == "RUN" and "pip install" in rest]
+    sources = [i for i, (keyword, rest) in enumerate(steps) if keyword == "COPY"
+               and rest.split()[0] in ("libs", "services", "proto")]
+    assert installs and sources and installs[0] < min(sources), "a change to the source would reinstall everything"
+    before = [rest.split()[0] for keyword, rest in steps[: installs[0]] if keyword == "COPY"]
+    assert before == ["pyproject.toml"], f"only pyproject.toml may be copied before the dependencies: {before}"
+    first = steps[installs[0]][1]
+    assert "pip install -r" in first and "tomllib" in first and "dependencies" in first
+    # The source itself is installed without resolving anything again.
+    assert any(keyword == "RUN" and "pip install --no-deps ." in rest for keyword, rest in steps[max(sources):])
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    unknown = [extra for extra in image_extras() if extra not in project["optional-dependencies"]]
+    assert not unknown, f"the Dockerfile's EXTRAS name extras pyproject.toml does not define: {unknown}"
+
+
+def test_the_image_installs_what_evalsi_policy_otlp_events_imports() -> None:
+    """--otlp-events imports the OpenTelemetry SDK and exporter when asked for: they must be in the image."""
+    tree = ast.parse((ROOT / "libs/common/evalsi/policy/exports.py").read_text())
+    (method,) = [node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and node.name == "to_otlp_http"]
+    modules = {node.module for node in ast.walk(method) if isinstance(node, ast.ImportFrom) and node.module}
+    assert any(module.startswith("opentelemetry.exporter.otlp") for module in modules)
+    providers: dict[str, str] = {}  # a module's file -> the distribution that installs it
+    for distribution in importlib.metadata.distributions():
+        name = distribution.metadata["Name"].lower().replace("_", "-")
+        if name.startswith("opentelemetry"):
+            for file in distribution.files or ():
+                providers[str(distribution.locate_file(file))] = name
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    installed = {requirement_name(r) for r in project["dependencies"]}
+    for extra in image_extras():
+        installed |= {requirement_name(r) for r in project["optional-dependencies"][extra]}
+    for module in sorted(modules):
+        spec = importlib.util.find_spec(module)
+        assert spec is not None and spec.origin, f"{module} is not installed here"
+        assert providers.get(spec.origin) in installed, (
+            f"{module} comes from {providers.get(spec.origin)}, which neither the dependencies nor the image's "
+            f"extras ({', '.join(image_extras())}) install: `evalsi-policy --otlp-events` would fail in the image"
+        )
+
+
+def test_the_dockerignore_keeps_local_state_out_and_lets_the_source_in() -> None:
+    patterns = [line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()
+                if line.strip() and not line.startswith("#")]
+    assert {".git", ".venv", ".evalsi", "**/__pycache__"} <= set(patterns)
+    copied = [rest.split()[0] for keyword, rest in dockerfile() if keyword == "COPY"]
+    assert copied
+    for path in copied:
+        assert not any(fnmatch.fnmatch(path, pattern) for pattern in patterns), f".dockerignore leaves out {path}"
 
 
 # --- connections ----------------------------------------------------------------------------------------------
