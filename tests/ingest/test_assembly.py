@@ -106,6 +106,17 @@ def test_a_trace_without_root_completes_after_max_wait() -> None:
     assert done.root_seen is False
 
 
+def test_a_trace_another_process_stored_spans_of_is_not_local() -> None:
+    clock = Clock()
+    assembler = TraceAssembler(CompletionConfig(grace_s=0), clock=clock)
+    assembler.observe("p", _trace())
+    assembler.note("p", "ab" * 16, has_root=True)
+    assembler.note("p", "ab" * 16, has_root=False, foreign=True)  # told by another process
+    assert {t.trace_id: t.local for t in assembler.pop_completed()} == {_trace()[0].trace_id: True, "ab" * 16: False}
+    assembler.note("p", "ab" * 16, has_root=False)  # a late span, here alone this time
+    assert [t.local for t in assembler.pop_completed()] == [True]
+
+
 def test_projects_are_separate_traces() -> None:
     clock = Clock()
     assembler = TraceAssembler(CompletionConfig(grace_s=0), clock=clock)

@@ -164,3 +164,35 @@ async def test_a_completion_and_the_pending_summaries_go_in_one_insert(clickhous
         assert await store.mark_completed("p", [bytes([9] * 16).hex()]) == {}  # nothing stored: no count
     finally:
         await store.close()
+
+
+async def test_traces_whose_spans_it_wrote_itself_are_completed_without_reading_spans_back(
+        clickhouse_server: ClickHouseServer) -> None:
+    url = clickhouse_server.url_for(f"group_commit_{next(_databases)}")
+    store = await ClickHouseTraceStore.open(url, summary_interval_s=60, span_linger_s=0)
+    other = await ClickHouseTraceStore.open(url, summary_interval_s=60, span_linger_s=0)  # another process
+    try:
+        root = _span(TRACE, 1)
+        await store.consume("p", [root, _span(TRACE, 2, parent=1)])
+        await store._summaries_written()
+        await store.consume("p", [_span(TRACE, 3, parent=1)])  # seen before: summed from what it knows
+        assert await store.mark_completed("p", [root.trace_id], local=[root.trace_id]) == {root.trace_id: 3}
+        assert store.writes.traces_read_back == 0
+
+        # Another process stores a span of it and says so: not local, so read back, and the count has it.
+        await other.consume("p", [_span(TRACE, 4, parent=1)])
+        assert await store.mark_completed("p", [root.trace_id]) == {root.trace_id: 4}
+        assert store.writes.traces_read_back == 1
+
+        # Another process summarizes it after this one did: its row is the newest, so this store's rows are not
+        # trusted even where the caller says local.
+        await other.consume("p", [_span(TRACE, 5, parent=1)])
+        await other._summaries_written()
+        assert await store.mark_completed("p", [root.trace_id], local=[root.trace_id]) == {root.trace_id: 5}
+        assert store.writes.traces_read_back == 2
+        summary = await store.get_summary("p", root.trace_id)
+        assert summary is not None and (summary.span_count, summary.completions) == (5, 3)
+        assert (summary.input_tokens, summary.output_tokens) == (15, 5)
+    finally:
+        await other.close()
+        await store.close()

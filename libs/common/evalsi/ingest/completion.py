@@ -38,6 +38,7 @@ class CompletionConfig:
 class _Pending:
     first_seen: float
     root_seen: float | None
+    foreign: bool = False  # another process or replica stored spans of it (and told us)
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,7 @@ class CompletedTrace:
     project: str
     trace_id: str
     root_seen: bool  # False when max_wait_s completed it without a root
+    local: bool = False  # every span of it that we were told of was stored by this process
 
 
 
@@ -85,8 +87,9 @@ class TraceAssembler:
         for trace_id, has_root in traces_of(spans).items():
             self.note(project, trace_id, has_root=has_root)
 
-    def note(self, project: str, trace_id: str, *, has_root: bool) -> None:
-        """Spans of ``trace_id`` arrived (here, or at a replica that passed the news on)."""
+    def note(self, project: str, trace_id: str, *, has_root: bool, foreign: bool = False) -> None:
+        """Spans of ``trace_id`` arrived here, or (``foreign``) at another process or replica that passed the
+        news on."""
         now = self._clock()
         key = (project, trace_id)
         pending = self._pending.get(key)
@@ -95,6 +98,8 @@ class TraceAssembler:
             pending = self._pending[key] = _Pending(first_seen=now, root_seen=now if late_rooted else None)
         if has_root and pending.root_seen is None:
             pending.root_seen = now
+        if foreign:
+            pending.foreign = True
 
     def pop_completed(self) -> list[CompletedTrace]:
         """Traces whose root arrived at least ``grace_s`` ago, or whose first span ``max_wait_s`` ago."""
@@ -109,5 +114,5 @@ class TraceAssembler:
                     self._rooted.move_to_end(key)
                     while len(self._rooted) > self._remember:
                         self._rooted.popitem(last=False)
-                done.append(CompletedTrace(key[0], key[1], pending.root_seen is not None))
+                done.append(CompletedTrace(key[0], key[1], pending.root_seen is not None, not pending.foreign))
         return done

@@ -126,7 +126,8 @@ class Completer:
             if item.span_count is None:
                 by_project.setdefault(item.trace.project, []).append(item)
         for project, items in by_project.items():
-            counts = await self.store.mark_completed(project, [item.trace.trace_id for item in items])
+            counts = await self.store.mark_completed(project, [item.trace.trace_id for item in items],
+                                                     local=[item.trace.trace_id for item in items if item.trace.local])
             for item in items:
                 item.span_count = counts.get(item.trace.trace_id, 0)
         done: list[CompletedTrace] = []

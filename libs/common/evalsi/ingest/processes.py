@@ -73,7 +73,7 @@ class ProcessMember:
             while True:
                 (size,) = _FRAME.unpack(await reader.readexactly(_FRAME.size))
                 for trace in TracesObserved.FromString(await reader.readexactly(size)).traces:
-                    assembler.note(trace.project, trace.trace_id, has_root=trace.has_root)
+                    assembler.note(trace.project, trace.trace_id, has_root=trace.has_root, foreign=True)
 
     def listening(self, event: dict[str, Any]) -> None:
         """Tell the parent this process accepts spans (it prints one line for all of them)."""

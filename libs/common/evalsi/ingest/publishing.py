@@ -45,7 +45,7 @@ def notice_consumer(bus: BusConnection, assembler: TraceAssembler, partition: in
 
     async def handle(message: TracesObserved, _delivery: Delivery) -> None:
         for trace in message.traces:
-            assembler.note(trace.project, trace.trace_id, has_root=trace.has_root)
+            assembler.note(trace.project, trace.trace_id, has_root=trace.has_root, foreign=True)
 
     broker = BusBroker(bus)
     broker.subscribe(subscriptions.trace_notices(partition), handle)

@@ -37,10 +37,9 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from operator import itemgetter
 from typing import Any, ClassVar, TypeVar
 
 from evalsi.errors import BadInputError, InfraError
@@ -62,6 +61,7 @@ from .query import (
     score_row,
 )
 from .reads import TraceReads
+from .summaries import KnownTraces, SpanRow, sums
 
 T = TypeVar("T")
 log = logging.getLogger("evalsi.ingest")
@@ -73,7 +73,7 @@ SPAN_LINGER_S = 0.2
 SPAN_INSERT_ROWS = 10_000
 _IDS_PER_QUERY = 2_000
 _IN_KEY = "project_id = %(project)s AND tenant_id = %(tenant)s AND trace_id IN %(traces)s"
-# The spans' summary columns, in ``_SUMMARY_SOURCE`` order (what ``_sums`` reads).
+# The spans' summary columns, in ``_SUMMARY_SOURCE`` order (what ``summaries.sums`` reads).
 _SPAN_SUMS = ("SELECT trace_id, span_id, parent_span_id, name, service_name, session_id, start_ns, end_ns, error, "
               f"input_tokens, output_tokens FROM spans FINAL WHERE {_IN_KEY}")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -131,7 +131,6 @@ _SUMMARY_SOURCE = tuple(_SPAN_COLUMNS.index(name) for name in (
     "trace_id", "span_id", "parent_span_id", "name", "service_name", "session_id", "start_ns", "end_ns", "error",
     "input_tokens", "output_tokens"))
 _TRACE_ROW = ("project_id", "tenant_id", *TRACE_COLUMNS, "first_seen", "version")
-_START_AND_SPAN = itemgetter(6, 1)  # a ``_SUMMARY_SOURCE`` row's (start_ns, span_id): the order of a trace's spans
 
 
 @dataclass
@@ -141,6 +140,15 @@ class WriteCounts:
     span_inserts: int = 0
     span_rows: int = 0
     summary_inserts: int = 0
+    traces_read_back: int = 0  # traces whose spans a summary pass or completion read back from ``spans FINAL``
+
+
+@dataclass(frozen=True)
+class _Completion:
+    project: str
+    trace_ids: frozenset[str]
+    local: frozenset[str]  # those no other process or replica stored spans of (the assembler's knowledge)
+    now: float
 
 
 @dataclass
@@ -150,18 +158,6 @@ class _SpanBatch:
     project: str
     now: float
     columns: list[list[Any]]
-
-
-def _sums(rows: list[tuple[Any, ...]]) -> tuple[Any, ...]:
-    """A trace's summary columns from root_span_id to output_tokens, from its spans' ``_SUMMARY_SOURCE`` rows."""
-    rows.sort(key=_START_AND_SPAN)  # (start_ns, span_id), as the SQLite store orders
-    root = next((r for r in rows if r[2] == ""), None)
-    first = rows[0]
-    session = next((r[5] for r in rows if r[5] != ""), "")
-    # One pass for the sums (this runs for every trace summarized): columns 7 to 10 are end_ns, error and tokens.
-    end, errors, tokens_in, tokens_out = zip(*(r[7:11] for r in rows), strict=True)
-    return (root[1] if root else "", root[3] if root else "", root[4] if root else first[4], session, first[6],
-            max(end), len(rows), sum(errors), sum(tokens_in), sum(tokens_out))
 
 
 def _select_in(client: Any, sql: str, project: str, trace_ids: Sequence[str]) -> list[tuple[Any, ...]]:
@@ -219,6 +215,7 @@ class ClickHouseTraceStore(TraceReads):
         self.summary_interval_s = summary_interval_s
         self._unsummarized: dict[str, _Unsummarized] = {}  # touched on the writer thread only
         self.writes = WriteCounts()  # touched on the writer thread only
+        self._known = KnownTraces()  # touched on the writer thread only
         self._summarized_at = time.monotonic()
         self._summary_timer: asyncio.TimerHandle | None = None
         self._summary_task: asyncio.Task[None] | None = None
@@ -353,26 +350,24 @@ class ClickHouseTraceStore(TraceReads):
         if time.monotonic() - self._summarized_at >= self.summary_interval_s:
             self._write_summaries(client)  # due: on the back of this write rather than a wakeup of its own
 
-    def _write_summaries(self, client: Any,
-                         completing: tuple[str, Sequence[str], float] | None = None) -> dict[str, int]:
-        """One summary pass per project over the traces written since the last (on the writer thread); with
-        ``completing`` (project, trace ids, clock), those traces are marked complete in the same pass (one read and
-        one insert, not a pass and then a completion). Returns the completed traces' span counts."""
+    def _write_summaries(self, client: Any, completion: _Completion | None = None) -> dict[str, int]:
+        """One summary pass per project over the traces written since the last (on the writer thread); with a
+        ``completion``, its traces are marked complete in the same pass (one read and one insert, not a pass and
+        then a completion). Returns the completed traces' span counts."""
         self._summarized_at = time.monotonic()
         counts: dict[str, int] = {}
         projects = list(self._unsummarized)
-        if completing is not None and completing[0] not in self._unsummarized:
-            projects.append(completing[0])
+        if completion is not None and completion.project not in self._unsummarized:
+            projects.append(completion.project)
         for project in projects:
             pending = self._unsummarized.get(project)
-            done: Sequence[str] = ()
-            now = pending.now if pending is not None else 0.0
-            if completing is not None and completing[0] == project:
-                done, now = completing[1], completing[2]
             traces = {} if pending is None else pending.traces
-            counts.update(self._summarize(client, project, tuple(sorted({*traces, *done})), now,
-                                          batch={t: list(rows.values()) for t, rows in traces.items()},
-                                          completing=frozenset(done)))
+            if completion is not None and completion.project == project:
+                counts.update(self._summarize(client, project, tuple(sorted({*traces, *completion.trace_ids})),
+                                              completion.now, batch=traces, completion=completion))
+            else:
+                assert pending is not None
+                self._summarize(client, project, tuple(sorted(traces)), pending.now, batch=traces)
             self._unsummarized.pop(project, None)  # only once written: a failed pass leaves it for the next
         return counts
 
@@ -402,56 +397,75 @@ class ClickHouseTraceStore(TraceReads):
         await self._run(self._write_summaries)
 
     def _summarize(self, client: Any, project: str, trace_ids: Sequence[str], now: float, *,
-                   batch: dict[str, list[tuple[Any, ...]]], completing: frozenset[str] = frozenset()) -> (
-            dict[str, int]):
+                   batch: dict[str, dict[str, SpanRow]], completion: _Completion | None = None) -> dict[str, int]:
         """Write the summary of every trace in ``trace_ids``: at ``revision`` + 1 where ``batch`` has spans of it, and
-        marked complete where it is in ``completing``; returns each completed trace's span count.
+        marked complete where ``completion`` names it; returns each completed trace's span count.
 
-        A trace without a summary yet has all its stored spans in ``batch`` (they were just inserted by this
-        store's one writer), so its summary comes from the batch without reading ``spans FINAL`` back, which is
-        most of the server's work per span. Traces seen before, and every trace being completed, are summed from
-        their stored spans, so a summary another replica wrote concurrently is corrected at completion.
+        A trace's spans are read back from ``spans FINAL`` (most of the server's work per span) only when this
+        store does not know them all: a trace without a summary yet has all its stored spans in ``batch`` (they
+        were just inserted by this store's one writer); a trace whose newest summary row this store wrote has the
+        rows it summed then (``KnownTraces``) plus ``batch``. A trace being completed is read back unless the
+        assembler knows that no other process or replica stored spans of it (``local``), so a summary another
+        replica wrote concurrently is corrected at completion.
         """
+        completing = completion.trace_ids if completion is not None else frozenset()
+        local = completion.local if completion is not None else frozenset()
         previous = {
             r[0]: r[1:] for r in _select_in(
-                client, f"SELECT trace_id, revision, completed_at, completions, first_seen FROM traces FINAL "
+                client, f"SELECT trace_id, revision, completed_at, completions, first_seen, version FROM traces FINAL "
                 f"WHERE {_IN_KEY}", project, trace_ids)
         }
-        by_trace: dict[str, list[tuple[Any, ...]]] = {}
-        stored = [t for t in trace_ids if t in completing or t in previous or t not in batch]
-        for row in _select_in(client, _SPAN_SUMS, project, stored):
-            by_trace.setdefault(row[0], []).append(row)
+        by_trace: dict[str, dict[str, SpanRow]] = {}
+        stored: list[str] = []
         for trace_id in trace_ids:
-            if trace_id not in by_trace and trace_id not in previous and trace_id in batch:
-                by_trace[trace_id] = batch[trace_id]
+            new, before = batch.get(trace_id), previous.get(trace_id)
+            if trace_id in completing and trace_id not in local:
+                stored.append(trace_id)
+            elif before is None:
+                if new is None:
+                    stored.append(trace_id)
+                else:
+                    by_trace[trace_id] = dict(new)
+            elif (known := self._known.rows(project, trace_id, before[4])) is not None:
+                by_trace[trace_id] = {**known, **new} if new else known
+            else:
+                stored.append(trace_id)
+        for row in _select_in(client, _SPAN_SUMS, project, stored):
+            by_trace.setdefault(row[0], {})[row[1]] = row
+        self.writes.traces_read_back += len(stored)
         version = self._next_version()
         out: list[list[Any]] = [[] for _ in _TRACE_ROW]
-        for trace_id, trace_rows in by_trace.items():
-            revision, completed_at, completions, first_seen = previous.get(trace_id, (0, None, 0, None))
+        for trace_id, rows in by_trace.items():
+            revision, completed_at, completions, first_seen, _ = previous.get(trace_id, (0, None, 0, None, 0))
             if trace_id in batch:
                 revision += 1
             if trace_id in completing:
                 completed_at, completions = now, completions + 1
-            values = (project, TENANT, trace_id, *_sums(trace_rows), revision, now, completed_at, completions,
+            values = (project, TENANT, trace_id, *sums(list(rows.values())), revision, now, completed_at, completions,
                       first_seen or int(now), version)
             for column, value in zip(out, values, strict=True):
                 column.append(value)
         if out[0]:
             client.execute(f"INSERT INTO traces ({', '.join(_TRACE_ROW)}) VALUES", out, columnar=True)
             self.writes.summary_inserts += 1
+            for trace_id, rows in by_trace.items():  # only once written: the version must be the stored row's
+                self._known.remember(project, trace_id, version, rows)
         return {trace_id: len(by_trace[trace_id]) for trace_id in completing if trace_id in by_trace}
 
     # --- completion and reads ------------------------------------------------------------------------------------
 
-    async def mark_completed(self, project: str, trace_ids: Sequence[str]) -> dict[str, int]:
+    async def mark_completed(self, project: str, trace_ids: Sequence[str], *,
+                             local: Collection[str] = ()) -> dict[str, int]:
         """Record that the assembler completed these traces (again, for a late span), their summaries re-summed
-        from the stored spans; returns each completed trace's span count (its revision for online evaluation)."""
+        from every stored span; returns each completed trace's span count (its revision for online evaluation).
+        ``local``: those of them no other process or replica stored spans of, whose spans this store may know."""
         if not trace_ids:
             return {}
         now = self._clock()
 
+        completion = _Completion(project, frozenset(trace_ids), frozenset(local), now)
         # With the pending summary pass, in one statement pair: a pass after it would replace the completion.
-        return await self._run(lambda client: self._write_summaries(client, (project, trace_ids, now)))
+        return await self._run(lambda client: self._write_summaries(client, completion))
 
     async def _select(self, query: Query) -> list[Sequence[Any]]:
         return await self._run(lambda client: client.execute(query.sql, query.bound(), settings=_READ_SETTINGS))
@@ -476,7 +490,7 @@ class ClickHouseTraceStore(TraceReads):
         spans = await self._run(lambda client: _select_in(client, _SPAN_SUMS, project, [trace_id.lower()]))
         if not spans:
             return None
-        row: tuple[Any, ...] = (trace_id.lower(), *_sums(spans), 0, self._clock(), None, 0)
+        row: tuple[Any, ...] = (trace_id.lower(), *sums(spans), 0, self._clock(), None, 0)
         return TraceSummary(*row)
 
     # --- online scores and late signals ------------------------------------------------------------------------

@@ -8,7 +8,7 @@ something smaller (the ingest assembler is a ``SpanSink`` too).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Protocol
 
 from evalsi.traces.model import Feedback, MappedSpan, OnlineScore, TracePage, TraceSummary
@@ -22,8 +22,11 @@ class SpanSink(Protocol):
 
 
 class CompletionStore(Protocol):
-    async def mark_completed(self, project: str, trace_ids: Sequence[str]) -> dict[str, int]:
-        """Mark the traces completed; returns each one's span count (its revision for online evaluation)."""
+    async def mark_completed(self, project: str, trace_ids: Sequence[str], *,
+                             local: Collection[str] = ()) -> dict[str, int]:
+        """Mark the traces completed; returns each one's span count (its revision for online evaluation).
+        ``local`` names those of them whose spans, as far as the caller knows, all reached this store's process (no
+        other process or replica told of spans of them): a store may then sum them from what it wrote itself."""
         ...
 
 

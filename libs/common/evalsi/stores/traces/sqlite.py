@@ -15,7 +15,7 @@ import contextlib
 import json
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
@@ -212,9 +212,11 @@ class SqliteTraceStore(TraceReads):
 
     # --- completion ---------------------------------------------------------------------------------------
 
-    async def mark_completed(self, project: str, trace_ids: Sequence[str]) -> dict[str, int]:
+    async def mark_completed(self, project: str, trace_ids: Sequence[str], *,
+                             local: Collection[str] = ()) -> dict[str, int]:
         """Record that the assembler completed these traces (again, for a late span); returns each completed
-        trace's span count (its revision for online evaluation)."""
+        trace's span count (its revision for online evaluation). ``local`` changes nothing here: one SQL
+        statement sums every trace's stored spans."""
         if not trace_ids:
             return {}
         now = self._clock()

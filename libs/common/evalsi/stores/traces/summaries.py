@@ -1,0 +1,56 @@
+"""Trace summaries from span rows, and the span rows of the traces a ClickHouse store summarized last (pure).
+
+A summary pass or a completion in ClickHouse used to read a trace's spans back (``spans FINAL``) whenever the
+trace had a summary already: at a completion, about 19 ms of server CPU and 9 ms of the ingest process's per 400
+traces. ``KnownTraces`` keeps, for the traces this store summarized, the rows it summed and the version of the
+summary row it wrote. While that row is still the newest (no other writer summarized the trace since) and no other
+process or replica stored spans of it (the assembler knows: they tell the owner), those rows plus the spans this
+store wrote since are all the trace's spans, and nothing needs reading back.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from operator import itemgetter
+from typing import Any
+
+# A span's summary columns: trace_id, span_id, parent_span_id, name, service_name, session_id, start_ns, end_ns,
+# error, input_tokens, output_tokens.
+SpanRow = tuple[Any, ...]
+_START_AND_SPAN = itemgetter(6, 1)  # (start_ns, span_id): the order of a trace's spans
+
+
+def sums(rows: list[SpanRow]) -> tuple[Any, ...]:
+    """A trace's summary columns from root_span_id to output_tokens, from its spans' rows."""
+    rows.sort(key=_START_AND_SPAN)  # (start_ns, span_id), as the SQLite store orders
+    root = next((r for r in rows if r[2] == ""), None)
+    first = rows[0]
+    session = next((r[5] for r in rows if r[5] != ""), "")
+    # One pass for the sums (this runs for every trace summarized): columns 7 to 10 are end_ns, error and tokens.
+    end, errors, tokens_in, tokens_out = zip(*(r[7:11] for r in rows), strict=True)
+    return (root[1] if root else "", root[3] if root else "", root[4] if root else first[4], session, first[6],
+            max(end), len(rows), sum(errors), sum(tokens_in), sum(tokens_out))
+
+
+class KnownTraces:
+    """The span rows (by span id) behind the last summary row this store wrote for each trace, and that row's
+    version; the ``limit`` most recently summarized traces (a trace forgotten is read back, never guessed)."""
+
+    def __init__(self, limit: int = 50_000) -> None:
+        self.limit = limit
+        self._traces: OrderedDict[tuple[str, str], tuple[int, dict[str, SpanRow]]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._traces)
+
+    def rows(self, project: str, trace_id: str, newest_version: int) -> dict[str, SpanRow] | None:
+        """The rows summed into this trace's newest summary row (``newest_version``), if this store wrote it."""
+        known = self._traces.get((project, trace_id))
+        return known[1] if known is not None and known[0] == newest_version else None
+
+    def remember(self, project: str, trace_id: str, version: int, rows: dict[str, SpanRow]) -> None:
+        key = (project, trace_id)
+        self._traces[key] = (version, rows)
+        self._traces.move_to_end(key)
+        while len(self._traces) > self.limit:
+            self._traces.popitem(last=False)
