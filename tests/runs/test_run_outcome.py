@@ -12,6 +12,7 @@ from google.protobuf import duration_pb2
 
 from evalsi import Output, evaluator
 from evalsi.bus.v1alpha1.bus_pb2 import STAGE_REDUCE, Task
+from evalsi.datasets import load_dataset
 from evalsi.evaluators import Pack, Registry
 from evalsi.judges.panel import JudgeSet
 from evalsi.records import make_record, to_value
@@ -110,7 +111,8 @@ def test_a_served_dry_run_says_exactly_what_the_embedded_one_says() -> None:
     run = prepared.run
     embedded = dry_run_text(prepared.plan, projection, name=run.metadata.name, project=run.metadata.project,
                             dataset=run.spec.dataset.path)
-    served = served_dry_run_text(load_eval_run(spec), prepared.dataset.records, project=run.metadata.project,
+    records = load_dataset(spec.parent / run.spec.dataset.path).records
+    served = served_dry_run_text(load_eval_run(spec), records, project=run.metadata.project,
                                  dataset=run.spec.dataset.path, registry=Registry.from_entry_points())
     assert served == embedded
     assert "tasks        12 (generate 3, evaluate 9; by pool: judge 3, cpu 9)" in served

@@ -205,6 +205,7 @@ def run_command(
             memory_budget=memory_budget,
             store_dir=store_dir,
             warn=warn_on_stderr,
+            collect_records=False,  # not printed: a run beyond its memory budget never holds them all
         )
     )
     with outcome.results as results:

@@ -14,75 +14,58 @@ naming the budget and the overrun.
 from __future__ import annotations
 
 import asyncio
+import itertools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evalsi.datasets import Dataset, load_dataset
-from evalsi.errors import BadInputError
+from evalsi.datasets import RecordStream
 from evalsi.evaluators import BoundEvaluator, Registry
-from evalsi.evaluators.runner import units_total
 from evalsi.judges import JudgeConfig, RetryPolicy
-from evalsi.records import has_content
-from evalsi.runs.cluster_keys import Warn, census, warn_by_default
+from evalsi.runs.cluster_keys import Warn, warn_by_default
 from evalsi.runs.console import interrupt_sets, progress_bar
+from evalsi.runs.intake import take_records
 from evalsi.runs.local import DEFAULT_CONCURRENCY, new_run_id, run_locally
+from evalsi.runs.memory_budget import memory_budget_mb
 from evalsi.runs.plan import DEFAULT_SHARD_SIZE, Plan, Projection, RecordTally, plan_run, projection
 from evalsi.runs.results import EvaluationResults
-from evalsi.runs.spec import (
-    bind_evaluators,
-    judge_configs_of,
-    resolve_dataset_path,
-    target_kind,
-    validate_eval_run,
-)
+from evalsi.runs.run_dataset import DatasetChecks, open_run_dataset
+from evalsi.runs.spec import bind_evaluators, judge_configs_of, validate_eval_run
 from evalsi.v1alpha1.record_pb2 import Record
 from evalsi.v1alpha1.run_pb2 import EvalRun
 
-CLUSTER_BY_FIELD = "spec.summary.clusterBy"
+_TALLY_BATCH = 1024  # records of a dry run checked at once (one batch held, never the dataset)
 
 
 @dataclass
 class PreparedRun:
-    """A validated run with everything resolved, before anything is called (``--dry-run`` stops here)."""
+    """A validated run with everything resolved, before anything is called (``--dry-run`` stops here). ``dataset``
+    is the stream its records were read from, read through (its ``source``, ``count`` and ``version``)."""
 
     run: EvalRun
     run_id: str
     evaluators: list[BoundEvaluator]
     judges: dict[str, JudgeConfig]
-    dataset: Dataset
+    dataset: RecordStream
     plan: Plan
 
 
 @dataclass
 class RunOutcome:
     """What ``execute_run`` returns: the result document, the records evaluated (with generated outputs,
-    trial-major then dataset order) and the plan it followed."""
+    trial-major then dataset order; none unless ``collect_records``) and the plan it followed."""
 
     results: EvaluationResults
     records: list[Record]
     plan: Plan
 
 
-def load_run_dataset(run: EvalRun, *, base_dir: Path | None = None, datasets_dir: Path | None = None) -> Dataset:
-    """The spec's dataset: ``path`` (relative to ``base_dir``) or ``hf``; a stored ``ref`` needs a server."""
-    source = run.spec.dataset
-    kind = source.WhichOneof("kind")
-    mapping = dict(source.mapping) or None
-    limit = source.limit or None
-    if kind == "ref":
-        raise BadInputError(
-            f"spec.dataset.ref: {source.ref!r} is a stored dataset, which needs the server; embedded runs read "
-            "files (spec.dataset.path) or Hugging Face datasets (spec.dataset.hf)"
-        )
-    if kind == "hf":
-        return load_dataset(source.hf, mapping=mapping, limit=limit, split=source.split or None)
-    if kind != "path":
-        raise BadInputError("spec.dataset: required: a path (a file) or hf (hf://owner/name)")
-    path = resolve_dataset_path(run, base_dir=base_dir, datasets_dir=datasets_dir)
-    if source.split:
-        raise BadInputError(f"spec.dataset.split: applies to hf datasets only, not to the file {source.path!r}")
-    return load_dataset(path, mapping=mapping, limit=limit, format=source.format or None)
+def _resolved(
+    run: EvalRun, *, base_dir: Path | None, datasets_dir: Path | None, registry: Registry, source: str
+) -> tuple[list[BoundEvaluator], dict[str, JudgeConfig]]:
+    """The run validated: its evaluators bound and its judges."""
+    validate_eval_run(run, registry=registry, datasets_dir=datasets_dir, base_dir=base_dir, source=source)
+    return bind_evaluators(run, registry), judge_configs_of(run)
 
 
 def prepare_run(
@@ -96,28 +79,12 @@ def prepare_run(
     source: str = "",
     warn: Warn | None = None,
 ) -> PreparedRun:
-    """Validate, bind the evaluators, read the dataset and plan; calls nothing. A ``spec.summary.clusterBy`` key
-    some records lack is a warning given to ``warn`` (default: Python's ``warnings``)."""
-    registry = registry or Registry.from_entry_points()
-    validate_eval_run(run, registry=registry, datasets_dir=datasets_dir, base_dir=base_dir, source=source)
-    evaluators = bind_evaluators(run, registry)
-    judges = judge_configs_of(run)
-    dataset = load_run_dataset(run, base_dir=base_dir, datasets_dir=datasets_dir)
-    if target_kind(run) == "outputs" and not any(has_content(r, "output") for r in dataset.records):
-        raise BadInputError(
-            f"{dataset.source}: no record has an output; with target.outputs (or no target) the dataset must "
-            "carry the outputs; to generate them, give spec.target.model"
-        )
-    if run.spec.summary.cluster_by:  # a key no record has would make every record its own cluster, silently
-        counted = census(dataset.records, run.spec.summary.cluster_by)
-        prefix = f"{source}: " if source else ""
-        if counted.problem(CLUSTER_BY_FIELD):
-            raise BadInputError(prefix + counted.problem(CLUSTER_BY_FIELD))
-        if counted.warning(CLUSTER_BY_FIELD):
-            (warn or warn_by_default)(counted.warning(CLUSTER_BY_FIELD))
-    run_id = run_id or new_run_id()
-    plan = plan_run(run, dataset.records, evaluators=evaluators, run_id=run_id, shard_size=shard_size)
-    return PreparedRun(run, run_id, evaluators, judges, dataset, plan)
+    """Validate, bind the evaluators, read the dataset through (a batch of records held at a time) and plan; calls
+    nothing. A ``spec.summary.clusterBy`` key some records lack is a warning given to ``warn`` (default: Python's
+    ``warnings``)."""
+    prepared, _ = _prepare(run, base_dir=base_dir, datasets_dir=datasets_dir, registry=registry, run_id=run_id,
+                           shard_size=shard_size, source=source, warn=warn, tallied=False)
+    return prepared
 
 
 def dry_run(
@@ -129,13 +96,42 @@ def dry_run(
     source: str = "",
     warn: Warn | None = None,
 ) -> tuple[PreparedRun, Projection]:
-    """The plan and its projection (tasks, evaluations, tokens, cost), without calling any model."""
-    prepared = prepare_run(
-        run, base_dir=base_dir, datasets_dir=datasets_dir, registry=registry, source=source, warn=warn
-    )
-    scopes = (b.evaluator.scope for b in prepared.evaluators)
-    tally = RecordTally.for_spec(run.spec, scopes).add_all(prepared.dataset.records)
+    """The plan and its projection (tasks, evaluations, tokens, cost), without calling any model; the dataset is
+    read through once, holding a batch of records at a time."""
+    prepared, tally = _prepare(run, base_dir=base_dir, datasets_dir=datasets_dir, registry=registry, run_id=None,
+                               shard_size=DEFAULT_SHARD_SIZE, source=source, warn=warn, tallied=True)
+    assert tally is not None
     return prepared, projection(prepared.plan, tally)
+
+
+def _prepare(
+    run: EvalRun,
+    *,
+    base_dir: Path | None,
+    datasets_dir: Path | None,
+    registry: Registry | None,
+    run_id: str | None,
+    shard_size: int,
+    source: str,
+    warn: Warn | None,
+    tallied: bool,
+) -> tuple[PreparedRun, RecordTally | None]:
+    """``prepare_run``, and the projection's tally of the records when ``tallied``, in the same one pass."""
+    registry = registry or Registry.from_entry_points()
+    evaluators, judges = _resolved(run, base_dir=base_dir, datasets_dir=datasets_dir, registry=registry,
+                                   source=source)
+    tally = RecordTally.for_spec(run.spec, (b.evaluator.scope for b in evaluators)) if tallied else None
+    stream = open_run_dataset(run, base_dir=base_dir, datasets_dir=datasets_dir)
+    checks = DatasetChecks.of(run)
+    records = iter(stream)
+    while batch := list(itertools.islice(records, _TALLY_BATCH)):
+        checks.add(batch)
+        if tally is not None:
+            tally.add_all(batch)
+    checks.settle(stream.source, source=source, warn=warn or warn_by_default)
+    run_id = run_id or new_run_id()
+    plan = plan_run(run, stream.count, evaluators=evaluators, run_id=run_id, shard_size=shard_size)
+    return PreparedRun(run, run_id, evaluators, judges, stream, plan), tally
 
 
 async def run_embedded(
@@ -167,49 +163,61 @@ async def execute_run(
     shard_size: int = DEFAULT_SHARD_SIZE,
     retry: RetryPolicy | None = None,
     source: str = "",
-    prepared: PreparedRun | None = None,
     memory_budget: float | None = None,
     store_dir: str | Path | None = None,
     warn: Warn | None = None,
+    collect_records: bool = True,
 ) -> RunOutcome:
     """Validate, plan, generate, evaluate, summarize and gate ``run``.
 
     ``base_dir`` is the spec file's folder (relative dataset paths); ``datasets_dir`` confines dataset
     paths; ``cache`` is the judge cache (target outputs are never cached); setting ``cancel`` stops the
     run (state CANCELLED), and with ``stop_on_interrupt`` the first Ctrl-C sets it. ``retry`` overrides
-    the target connector's waits between retries (tests). ``memory_budget`` and ``store_dir``: where the results
-    go, in memory or a local store (``runs.local.run_locally``).
+    the target connector's waits between retries (tests). ``memory_budget`` and ``store_dir``: where the records
+    and results go, in memory or a local store (``runs.intake``, ``runs.local.run_locally``). The dataset is read
+    once, as ``evaluate()`` reads its rows: held while the run fits the budget, else stored as shards as it is
+    read, never all held. ``collect_records`` (the default) returns the records as evaluated in the outcome, all
+    of them in memory at the end; the CLI, which does not print them, leaves them out.
     """
     registry = registry or Registry.from_entry_points()
-    if prepared is None:
-        prepared = prepare_run(
-            run, base_dir=base_dir, datasets_dir=datasets_dir, registry=registry, run_id=run_id,
-            shard_size=shard_size, source=source, warn=warn,
-        )
-    plan, dataset = prepared.plan, prepared.dataset
-    by_alias = {b.alias: b for b in prepared.evaluators}
-    per_shard = units_total(dataset.records, [by_alias[ev.alias] for ev in plan.shard_evaluators])
-    once = units_total(dataset.records, [by_alias[ev.alias] for ev in plan.reduce_evaluators])
-    total = per_shard * plan.trials + once  # the progress bar's evaluations
-    cancel = cancel or asyncio.Event()
-    evaluated: list[Record] = []
-    with progress_bar(progress, total) as advance, interrupt_sets(cancel, stop_on_interrupt):
-        results = await run_locally(
-            prepared.run,
-            dataset.records,
-            registry=registry,
-            source=dataset.source,
-            version=dataset.version,
-            run_id=prepared.run_id,
-            cache=cache,
-            cache_dir=cache_dir,
-            concurrency=prepared.run.spec.concurrency or DEFAULT_CONCURRENCY,
-            shard_size=plan.shard_size,
-            retry=retry,
-            cancel=cancel,
-            progress=advance,
-            evaluated=evaluated,
-            memory_budget=memory_budget,
-            store_dir=store_dir,
-        )
-    return RunOutcome(results, evaluated, plan)
+    evaluators, _judges = _resolved(run, base_dir=base_dir, datasets_dir=datasets_dir, registry=registry,
+                                    source=source)
+    stream = open_run_dataset(run, base_dir=base_dir, datasets_dir=datasets_dir)
+    taken = await take_records(
+        stream, run, budget_mb=memory_budget_mb(memory_budget), store_dir=store_dir, shard_size=shard_size
+    )
+    try:
+        checks = DatasetChecks.of(run)
+        async for batch in taken.batches():  # stored records a shard at a time, and only while a check needs them
+            if not checks.wanted:
+                break
+            checks.add(batch)
+        checks.settle(taken.source, source=source, warn=warn or warn_by_default)
+        plan = plan_run(run, taken.count, evaluators=evaluators, run_id=run_id or new_run_id(), shard_size=shard_size)
+        by_alias = {b.alias: b for b in evaluators}
+        per_shard = await taken.units([by_alias[ev.alias] for ev in plan.shard_evaluators])
+        once = await taken.units([by_alias[ev.alias] for ev in plan.reduce_evaluators])
+        total = per_shard * plan.trials + once  # the progress bar's evaluations
+        cancel = cancel or asyncio.Event()
+        evaluated: list[Record] | None = [] if collect_records else None
+        with progress_bar(progress, total) as advance, interrupt_sets(cancel, stop_on_interrupt):
+            results = await run_locally(
+                run,
+                taken,
+                registry=registry,
+                source=taken.source,
+                version=taken.version,
+                run_id=plan.run_id,
+                cache=cache,
+                cache_dir=cache_dir,
+                concurrency=run.spec.concurrency or DEFAULT_CONCURRENCY,
+                shard_size=plan.shard_size,
+                retry=retry,
+                cancel=cancel,
+                progress=advance,
+                evaluated=evaluated,
+            )
+    except BaseException:
+        taken.discard()  # run_locally removes it too once it has it; removing twice is harmless
+        raise
+    return RunOutcome(results, evaluated or [], plan)
