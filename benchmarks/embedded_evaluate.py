@@ -13,19 +13,24 @@ records and summaries; the summary of 1,000,000 scores is reported (no target; a
 
 ``--memory`` prints the peak RSS of ``evaluate()`` over each size of ``--sizes``, in memory (a budget no run
 reaches) and beyond a budget of 0 MiB (results in a local SQLite store, ``runs.local.run_locally``), each in a fresh
-process: the peak before the call (the rows and the interpreter) and during it, with its wall and CPU time.
+process: the peak before the call (the rows and the interpreter) and during it, with its wall and CPU time. Then the
+same for ``evalsi run``'s engine (``runs.embedded.execute_run``) over the rows as a JSONL file: the dataset streams
+in as ``evaluate()``'s rows do, so beyond the budget neither the records nor the results are all held.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -90,11 +95,43 @@ def _measure_once(records: int, budget: float) -> None:
     results.close()
 
 
+def _measure_run_once(records: int, budget: float) -> None:
+    """``evalsi run``'s engine (``runs.embedded.execute_run``) over a JSONL file of the rows, exact-match, in this
+    process; prints its peak RSS before and during the run, its wall and CPU time. The file is written by a child
+    process first, so that writing it leaves nothing in this one."""
+    from evalsi.runs.embedded import execute_run
+    from evalsi.runs.spec import parse_eval_run
+
+    with tempfile.TemporaryDirectory(prefix="evalsi-bench-") as directory:
+        data = Path(directory) / "rows.jsonl"
+        subprocess.run([sys.executable, __file__, "--write-rows", str(records), str(data)], check=True)
+        spec = {"dataset": {"path": str(data)}, "evaluators": [{"ref": "exact-match"}]}
+        run = parse_eval_run({"apiVersion": "evals.si/v1alpha1", "kind": "EvalRun", "metadata": {"name": "bench"},
+                              "spec": spec}, source="bench.yaml")
+        before = _peak_mib()
+        outcome, wall_s, cpu_s = _timed(lambda: asyncio.run(execute_run(
+            run, memory_budget=budget, cache=False, collect_records=False)))
+        during = _peak_mib()
+        with outcome.results as results:
+            where = "SQLite store" if results.stored is not None else "in memory"
+            mean = results.metric("exact-match").mean
+            print(f"{records:>9,} records, evalsi run, {where:<12}: peak RSS {before:7.0f} MiB before, {during:7.0f} "
+                  f"MiB during (+{during - before:5.0f}); {wall_s:6.1f} s ({cpu_s:5.1f} CPU s); mean {mean:.3f}")
+
+
+def _write_rows(records: int, path: str) -> None:
+    with open(path, "w") as out:
+        for row in benchmark_rows(records):
+            out.write(json.dumps(row) + "\n")
+
+
 def _memory(sizes: list[int]) -> None:
     print(f"load average {os.getloadavg()[0]:.2f}; each line a fresh process")
     for records in sizes:
         for budget in (1e9, 0.0):
             subprocess.run([sys.executable, __file__, "--measure-once", str(records), str(budget)], check=True)
+        for budget in (1e9, 0.0):
+            subprocess.run([sys.executable, __file__, "--measure-run-once", str(records), str(budget)], check=True)
 
 
 def main() -> None:
@@ -104,9 +141,17 @@ def main() -> None:
     parser.add_argument("--memory", action="store_true", help="peak RSS with and without a memory budget")
     parser.add_argument("--sizes", default="100000,1000000", help="record counts of --memory")
     parser.add_argument("--measure-once", nargs=2, metavar=("RECORDS", "BUDGET_MB"), help=argparse.SUPPRESS)
+    parser.add_argument("--measure-run-once", nargs=2, metavar=("RECORDS", "BUDGET_MB"), help=argparse.SUPPRESS)
+    parser.add_argument("--write-rows", nargs=2, metavar=("RECORDS", "PATH"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.measure_once:
         _measure_once(int(args.measure_once[0]), float(args.measure_once[1]))
+        return
+    if args.measure_run_once:
+        _measure_run_once(int(args.measure_run_once[0]), float(args.measure_run_once[1]))
+        return
+    if args.write_rows:
+        _write_rows(int(args.write_rows[0]), args.write_rows[1])
         return
     if args.memory:
         _memory([int(size) for size in args.sizes.split(",")])
