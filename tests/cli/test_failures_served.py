@@ -66,6 +66,9 @@ def test_served_runs_fail_visibly(tmp_path: Path, refusing_judge: Any) -> None:
         assert "│ 2 (2 infra) │" in out and f"llm-judge: 2 infra errors, the first: {cause}" in out
         code, out, err = run("run", "-f", str(down), "--server", stack.http, "--allow-errors")
         assert code == 0, err
+        run_id = err.split("created ", 1)[1].split(" ", 1)[0]
+        assert run("runs", "watch", run_id, "--server", stack.http)[0] == 1  # watch exits as run does
+        assert run("runs", "watch", run_id, "--server", stack.http, "--allow-errors")[0] == 0
 
         typo = spec_file(tmp_path / "specs", "  evaluators: [{ref: builtin/exact-match}]",
                          "  summary: {clusterBy: topc}")

@@ -156,11 +156,17 @@ def get_command(run_id: str, server: str, project: str | None, fmt: str) -> None
 @runs.command("watch")
 @click.argument("run_id")
 @server_option
+@click.option(
+    "--allow-errors",
+    is_flag=True,
+    help="Exit 0 even when a metric's every evaluation is an infrastructure error (else exit 1).",
+)
 @handle_errors
-def watch_command(run_id: str, server: str, project: str | None) -> None:
-    """Follow a run to its end; exits like `evalsi run` (3 when a gate failed)."""
+def watch_command(run_id: str, server: str, project: str | None, allow_errors: bool) -> None:
+    """Follow a run to its end; exits like `evalsi run` (3 when a gate failed, 1 when a metric's every evaluation
+    is an infrastructure error)."""
     with client_for(server, project) as client, looking_in():
-        follow(client, run_id)
+        follow(client, run_id, allow_errors=allow_errors)
 
 
 def follow(client: Client, run_id: str, project: str = "", *, allow_errors: bool = False) -> None:

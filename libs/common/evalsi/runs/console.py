@@ -78,19 +78,21 @@ class PlainProgress:
 @contextmanager
 def progress_bar(enabled: bool, total: int) -> Iterator[Callable[[int], None] | None]:
     """Progress of ``total`` evaluations on stderr, advanced by the callable it yields (None when not ``enabled``):
-    a bar on a terminal, else a plain line every few seconds (``PlainProgress``)."""
+    a bar on a terminal or in a notebook, else a plain line every few seconds (``PlainProgress``)."""
     if not enabled:
         yield None
         return
-    if not sys.stderr.isatty():
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    if not console.is_terminal and not console.is_jupyter:  # a notebook renders the bar; a log file would not
         with PlainProgress(total, sys.stderr) as plain:
             yield plain.advance
         return
-    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     columns = (TextColumn("evaluating"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+    with Progress(*columns, console=console, transient=True) as bar:
         task = bar.add_task("evaluating", total=total)
         yield lambda n: bar.advance(task, n)
 
