@@ -40,6 +40,7 @@ from evalsi.judges.panel import JudgeSet
 from evalsi.limits import DEFAULT_CALL_TIMEOUT_S
 from evalsi.runs.execute import Executor, RetryTask, result_for
 from evalsi.runs.flags import RunFlags
+from evalsi.runs.result_columns import move_results_to_columns
 from evalsi.service.kit import parse_flags, run_service, serve_health
 from evalsi.service.lifecycle import Lifecycle
 from evalsi.service.logging import ids
@@ -134,6 +135,8 @@ async def assemble(args: argparse.Namespace, life: Lifecycle) -> None:
             else:
                 result = await run_unless_cancelled(task, delivery, run_cancelled)
         result.delivery = delivery.num_delivered
+        # As columns: the scheduler, one for every worker, then neither reads nor re-serializes each result.
+        move_results_to_columns(result)
         # The task's message id keys the result, so a redelivered task's second result is dropped.
         await publish(
             bus.js,

@@ -41,6 +41,7 @@ from evalsi.runs.outcome import (
 from evalsi.runs.plan import DEFAULT_SHARD_SIZE, Plan, budget_exceeded, plan_run, task_key, wall_clock_exceeded
 from evalsi.runs.plan import Task as PlannedTask
 from evalsi.runs.ports import BusPort, RunRecords
+from evalsi.runs.result_columns import result_rows
 from evalsi.runs.summary import SummaryBuilder
 from evalsi.runs.tasks import ATTEMPT_LABEL, STAGES, index_of, message_id, task_message
 from evalsi.runs.unrun import record_unrun
@@ -525,7 +526,12 @@ class RunDriver:
             )
             self.news.wake(run.id)
             return
-        if result.results:  # with the results of other tasks that arrive meanwhile, in one write
+        # A worker's results come as columns (runs.result_columns), stored and folded without reading each one; an
+        # in-process run's as result objects. Either way with other tasks' results that arrive meanwhile, in one write.
+        columns = result.columns if result.HasField("columns") else None
+        if columns is not None:
+            await self._writes.upsert_rows(run.project, run.id, result_rows(columns))
+        elif result.results:
             await self._writes.upsert(run.project, run.id, result.results)
         state = {TASK_STATUS_DONE: "done", TASK_STATUS_CANCELLED: "cancelled"}.get(result.status, "failed")
         only_from = ("pending", "cancelled") if state == "done" else ("pending",)
@@ -534,8 +540,8 @@ class RunDriver:
         if await self.store.set_task_state(
             run.id, result.key, state, error=result.error, only_from=only_from, usage=_usage(result)
         ):
-            self.news.fold(run.id, result.results)
-        elif result.results:
+            self.news.fold_columns(run.id, columns) if columns is not None else self.news.fold(run.id, result.results)
+        elif result.results or (columns is not None and columns.data):
             self.news.written_unfolded(run.id)  # a later copy may have replaced what was folded
         self.news.wake(run.id)
 

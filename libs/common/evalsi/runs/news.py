@@ -14,6 +14,8 @@ import contextlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from evalsi.bus.v1alpha1.bus_pb2 import ResultColumns
+from evalsi.runs.result_columns import fold_columns
 from evalsi.runs.summary import SummaryBuilder
 from evalsi.v1alpha1.score_pb2 import EvaluationResult
 
@@ -73,6 +75,14 @@ class RunNews:
             if run_id in self._reading:
                 self._not_whole.add(run_id)  # the first read may have seen these results already
             builder.add(results)
+
+    def fold_columns(self, run_id: str, columns: ResultColumns) -> None:
+        """``fold`` of a worker's results as columns (runs.result_columns)."""
+        builder = self._partials.get(run_id)
+        if builder is not None:
+            if run_id in self._reading:
+                self._not_whole.add(run_id)
+            fold_columns(builder, columns)
 
     def drop_partials(self, run_id: str) -> None:
         """Stop folding a run's partial summaries (its final summaries are being built): their memory goes now."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate, islice
 
 import numpy as np
 
@@ -216,6 +217,32 @@ class SummaryBuilder:
                 acc.counts["cancelled"] += 1
             else:
                 uncounted[outcome] = uncounted.get(outcome, 0) + 1
+
+    def add_scored(
+        self, evaluator: str, score_name: str, record_ids: Sequence[str], trials: Sequence[int],
+        values: Sequence[float],
+    ) -> bool:
+        """What ``add`` does for scored results of ``evaluator`` that each have one pass/fail (1.0 or 0.0) or number
+        score named ``score_name``, a column at a time (a worker's ``ResultColumns``: runs.result_columns). False, and
+        nothing added, for an evaluator ``add`` must see the results of (unknown here, or dataset-scope)."""
+        acc = self._by_alias.get(evaluator)
+        if acc is None or acc.dataset:
+            return False
+        column = acc.columns.get(score_name)
+        if column is None:
+            column = acc.columns[score_name] = _Column()
+        acc.scored += len(values)
+        column.values.extend(values)
+        column.trials.extend(trials)
+        ids = "".join(record_ids)
+        if ids.isascii():  # one character a byte: the ends follow from the lengths
+            column.id_ends.extend(islice(accumulate(map(len, record_ids), initial=len(column.id_bytes)), 1, None))
+            column.id_bytes += ids.encode()
+        else:
+            for record_id in record_ids:
+                column.id_bytes += record_id.encode()
+                column.id_ends.append(len(column.id_bytes))
+        return True
 
     def summaries(
         self, *, records: Sequence[Record] = (), options: SummaryOptions | None = None

@@ -18,10 +18,18 @@ import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from evalsi.stores.metadata import RunStore
+from evalsi.stores.metadata import ResultRow, RunStore
 from evalsi.v1alpha1.score_pb2 import EvaluationResult
 
-_Waiting = tuple[list[EvaluationResult], list["asyncio.Future[None]"]]
+
+@dataclass
+class _Waiting:
+    """One run's writes gathered for the next batch: results as objects (in-process runs), rows (a worker's
+    columns), and who waits for them."""
+
+    results: list[EvaluationResult] = field(default_factory=list)
+    rows: list[ResultRow] = field(default_factory=list)
+    waiters: list[asyncio.Future[None]] = field(default_factory=list)
 
 
 @dataclass
@@ -39,13 +47,25 @@ class ResultWrites:
 
     async def upsert(self, project: str, run_id: str, results: Sequence[EvaluationResult]) -> None:
         """Store ``results`` of one run (the store's upsert rules); returns when they are committed."""
-        if not results:
-            return
+        if results:
+            await self._add(project, run_id, results, ())
+
+    async def upsert_rows(self, project: str, run_id: str, rows: Sequence[ResultRow]) -> None:
+        """``upsert`` of results as rows (runs.result_columns): stored as they are, never re-serialized."""
+        if rows:
+            await self._add(project, run_id, (), rows)
+
+    async def _add(
+        self, project: str, run_id: str, results: Sequence[EvaluationResult], rows: Sequence[ResultRow]
+    ) -> None:
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        batch, waiters = self._waiting.setdefault((project, run_id), ([], []))
-        batch.extend(results)
-        waiters.append(done)
-        self._rows += len(results)
+        waiting = self._waiting.get((project, run_id))
+        if waiting is None:
+            waiting = self._waiting[(project, run_id)] = _Waiting()
+        waiting.results.extend(results)
+        waiting.rows.extend(rows)
+        waiting.waiters.append(done)
+        self._rows += len(results) + len(rows)
         if self._rows >= self.full_rows:
             self._full.set()
         if len(self._writers) < self.writers:
@@ -63,16 +83,19 @@ class ResultWrites:
             self._full.clear()
             taken, self._waiting, self._rows = self._waiting, {}, 0
             try:
-                for (project, run_id), (results, waiters) in taken.items():
+                for (project, run_id), waiting in taken.items():
                     try:
-                        await self.store.upsert_results(project, run_id, results)
+                        if waiting.results:
+                            await self.store.upsert_results(project, run_id, waiting.results)
+                        if waiting.rows:
+                            await self.store.upsert_result_rows(project, run_id, waiting.rows)
                     except Exception as exc:  # each waiter raises it, as its own write would have
-                        _settle(waiters, exc)
+                        _settle(waiting.waiters, exc)
                     else:
-                        _settle(waiters, None)
+                        _settle(waiting.waiters, None)
             except BaseException:  # the writer itself is cancelled (shutdown): nobody may wait forever
-                for _results, waiters in [*taken.values(), *self._waiting.values()]:
-                    for done in waiters:
+                for waiting in [*taken.values(), *self._waiting.values()]:
+                    for done in waiting.waiters:
                         done.cancel()
                 raise
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 
 from evalsi.bus.v1alpha1.bus_pb2 import Task, TaskRecords
 from evalsi.errors import BadInputError
-from evalsi.stores.metadata import TASK_STATES, TaskRow, check_task_states
+from evalsi.stores.metadata import TASK_STATES, ResultRow, TaskRow, check_task_states
 from evalsi.v1alpha1.record_pb2 import Record
 from evalsi.v1alpha1.run_pb2 import Run
 from evalsi.v1alpha1.score_pb2 import OUTCOME_SCORED, OUTCOME_SKIPPED, EvaluationResult
@@ -89,6 +89,9 @@ class MemoryRunStore:
             if kept is not None and kept.outcome in _FINAL and result.outcome not in _FINAL:
                 continue  # a result the evaluator produced is a fact; a late error never replaces it
             stored[key] = result
+
+    async def upsert_result_rows(self, project: str, run_id: str, rows: Sequence[ResultRow]) -> None:
+        await self.upsert_results(project, run_id, [EvaluationResult.FromString(row[4]) for row in rows])
 
     async def iter_results(
         self, project: str, run_id: str, *, batch_size: int = 5000

@@ -22,6 +22,8 @@ from evalsi.v1alpha1.run_pb2 import Run
 from evalsi.v1alpha1.score_pb2 import EvaluationResult
 
 TaskState = Literal["pending", "done", "failed", "cancelled"]
+# A result as stored: evaluator alias, record id, trial, outcome, the serialized EvaluationResult.
+ResultRow = tuple[str, str, int, int, bytes]
 TASK_STATES: tuple[str, ...] = ("pending", "done", "failed", "cancelled")
 
 
@@ -111,6 +113,10 @@ class RunStore(Protocol):
 
     # Results, upserted by (run_id, record_id, trial, evaluator alias).
     async def upsert_results(self, project: str, run_id: str, results: Sequence[EvaluationResult]) -> None: ...
+
+    async def upsert_result_rows(self, project: str, run_id: str, rows: Sequence[ResultRow]) -> None:
+        """``upsert_results`` of results already serialized, each with its key and outcome."""
+        ...
 
     def iter_results(
         self, project: str, run_id: str, *, batch_size: int = 5000

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator, Sequence
 
 from evalsi.stores.memory import MemoryRunStore
+from evalsi.stores.metadata import ResultRow
 from evalsi.stores.sql import SqlMetadataStore
 from evalsi.v1alpha1.score_pb2 import EvaluationResult
 
@@ -20,6 +21,9 @@ class SpilledRunStore(MemoryRunStore):
 
     async def upsert_results(self, project: str, run_id: str, results: Sequence[EvaluationResult]) -> None:
         await self.results.upsert_results(project, run_id, results)
+
+    async def upsert_result_rows(self, project: str, run_id: str, rows: Sequence[ResultRow]) -> None:
+        await self.results.upsert_result_rows(project, run_id, rows)
 
     async def iter_results(
         self, project: str, run_id: str, *, batch_size: int = 5000

@@ -18,6 +18,7 @@ from evalsi.v1alpha1.score_pb2 import OUTCOME_SCORED, OUTCOME_SKIPPED, Evaluatio
 
 from .metadata import (
     TASK_STATES,
+    ResultRow,
     TaskRow,
     check_page_size,
     check_task_states,
@@ -44,6 +45,21 @@ _TASK_SELECT = "SELECT run_id, key, stage, shard, trial, state, attempts, output
 
 def _now_us() -> int:
     return time.time_ns() // 1000
+
+
+def _one_row_per_key(rows: Sequence[ResultRow]) -> Sequence[ResultRow]:
+    """``rows`` with one row per key: the last of several wins, as it would across calls, unless it would replace a
+    final outcome (the upsert's rule below). Postgres also refuses to touch one row twice in a single upsert."""
+    if len({(r[0], r[1], r[2]) for r in rows}) == len(rows):  # the usual case: nothing to merge, no dict built
+        return rows
+    kept: dict[tuple[str, str, int], ResultRow] = {}
+    for row in rows:
+        key = (row[0], row[1], row[2])
+        before = kept.get(key)
+        if before is not None and before[3] in _FINAL and row[3] not in _FINAL:
+            continue
+        kept[key] = row
+    return list(kept.values())
 
 
 def _without_results(run: Run, project: str) -> Run:
@@ -223,26 +239,23 @@ class SqlMetadataStore(SqlDocuments):
     # --- results ---
 
     async def upsert_results(self, project: str, run_id: str, results: Sequence[EvaluationResult]) -> None:
-        if not results:
+        await self.upsert_result_rows(
+            project,
+            run_id,
+            # a million results a run: each field is read once
+            [(r.evaluator, r.record_id, r.trial, r.outcome, r.SerializeToString()) for r in results],
+        )
+
+    async def upsert_result_rows(self, project: str, run_id: str, rows: Sequence[ResultRow]) -> None:
+        if not rows:
             return
-        # The last of several results with one key wins, as it would across calls; Postgres also refuses
-        # to touch one row twice in a single INSERT ... ON CONFLICT.
-        rows: dict[tuple[str, str, int], tuple[str, str, int, int, bytes]] = {}
-        final = _FINAL
-        for r in results:  # a million results a run: each field is read once
-            evaluator, record_id, trial, outcome = r.evaluator, r.record_id, r.trial, r.outcome
-            key = (evaluator, record_id, trial)
-            kept = rows.get(key)
-            if kept is not None and kept[3] in final and outcome not in final:
-                continue  # the same rule as the upsert below
-            rows[key] = (evaluator, record_id, trial, outcome, r.SerializeToString())
         async with self._db.transaction() as c:
             await c.insert_many(
                 "results",
                 [("tenant_id", "text", ""), ("project_id", "text", project_or_default(project)),
                  ("run_id", "text", run_id)],
                 _RESULT_COLUMNS,
-                rows.values(),
+                _one_row_per_key(rows),
                 "ON CONFLICT (project_id, run_id, evaluator, record_id, trial) "
                 "DO UPDATE SET outcome = excluded.outcome, data = excluded.data "
                 # A result the evaluator produced is a fact: a late error or cancellation for the same key (a

@@ -90,7 +90,7 @@ class TaskRecords(_message.Message):
     def __init__(self, records: _Optional[_Iterable[_Union[_record_pb2.Record, _Mapping]]] = ...) -> None: ...
 
 class TaskResult(_message.Message):
-    __slots__ = ("key", "run_id", "project", "shard", "stage", "trial", "status", "results", "records", "records_ref", "usage", "error", "error_kind", "worker", "delivery")
+    __slots__ = ("key", "run_id", "project", "shard", "stage", "trial", "status", "results", "records", "records_ref", "usage", "error", "error_kind", "worker", "delivery", "columns")
     KEY_FIELD_NUMBER: _ClassVar[int]
     RUN_ID_FIELD_NUMBER: _ClassVar[int]
     PROJECT_FIELD_NUMBER: _ClassVar[int]
@@ -106,6 +106,7 @@ class TaskResult(_message.Message):
     ERROR_KIND_FIELD_NUMBER: _ClassVar[int]
     WORKER_FIELD_NUMBER: _ClassVar[int]
     DELIVERY_FIELD_NUMBER: _ClassVar[int]
+    COLUMNS_FIELD_NUMBER: _ClassVar[int]
     key: str
     run_id: str
     project: str
@@ -121,7 +122,26 @@ class TaskResult(_message.Message):
     error_kind: _score_pb2.ErrorKind
     worker: str
     delivery: int
-    def __init__(self, key: _Optional[str] = ..., run_id: _Optional[str] = ..., project: _Optional[str] = ..., shard: _Optional[int] = ..., stage: _Optional[_Union[Stage, str]] = ..., trial: _Optional[int] = ..., status: _Optional[_Union[TaskStatus, str]] = ..., results: _Optional[_Iterable[_Union[_score_pb2.EvaluationResult, _Mapping]]] = ..., records: _Optional[_Iterable[_Union[_record_pb2.Record, _Mapping]]] = ..., records_ref: _Optional[str] = ..., usage: _Optional[_Union[_record_pb2.Usage, _Mapping]] = ..., error: _Optional[str] = ..., error_kind: _Optional[_Union[_score_pb2.ErrorKind, str]] = ..., worker: _Optional[str] = ..., delivery: _Optional[int] = ...) -> None: ...
+    columns: ResultColumns
+    def __init__(self, key: _Optional[str] = ..., run_id: _Optional[str] = ..., project: _Optional[str] = ..., shard: _Optional[int] = ..., stage: _Optional[_Union[Stage, str]] = ..., trial: _Optional[int] = ..., status: _Optional[_Union[TaskStatus, str]] = ..., results: _Optional[_Iterable[_Union[_score_pb2.EvaluationResult, _Mapping]]] = ..., records: _Optional[_Iterable[_Union[_record_pb2.Record, _Mapping]]] = ..., records_ref: _Optional[str] = ..., usage: _Optional[_Union[_record_pb2.Usage, _Mapping]] = ..., error: _Optional[str] = ..., error_kind: _Optional[_Union[_score_pb2.ErrorKind, str]] = ..., worker: _Optional[str] = ..., delivery: _Optional[int] = ..., columns: _Optional[_Union[ResultColumns, _Mapping]] = ...) -> None: ...
+
+class ResultColumns(_message.Message):
+    __slots__ = ("data", "evaluators", "record_ids", "trials", "outcomes", "values", "score_names")
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    EVALUATORS_FIELD_NUMBER: _ClassVar[int]
+    RECORD_IDS_FIELD_NUMBER: _ClassVar[int]
+    TRIALS_FIELD_NUMBER: _ClassVar[int]
+    OUTCOMES_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    SCORE_NAMES_FIELD_NUMBER: _ClassVar[int]
+    data: _containers.RepeatedScalarFieldContainer[bytes]
+    evaluators: _containers.RepeatedScalarFieldContainer[str]
+    record_ids: _containers.RepeatedScalarFieldContainer[str]
+    trials: _containers.RepeatedScalarFieldContainer[int]
+    outcomes: _containers.RepeatedScalarFieldContainer[int]
+    values: _containers.RepeatedScalarFieldContainer[float]
+    score_names: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, data: _Optional[_Iterable[bytes]] = ..., evaluators: _Optional[_Iterable[str]] = ..., record_ids: _Optional[_Iterable[str]] = ..., trials: _Optional[_Iterable[int]] = ..., outcomes: _Optional[_Iterable[int]] = ..., values: _Optional[_Iterable[float]] = ..., score_names: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class RunControl(_message.Message):
     __slots__ = ("run_id", "project", "action")

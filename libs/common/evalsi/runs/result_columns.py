@@ -1,0 +1,116 @@
+"""A task's results as columns (``ResultColumns`` on the bus): made once by the worker that produced them, so the
+scheduler stores and folds a million results without reading or re-serializing each one.
+
+The worker already holds every result as an object; the scheduler, one process for every worker, would otherwise
+read each result's fields, serialize it again for its row and walk its scores for the summaries (a third of its
+CPU in a million-task run, docs/benchmarks.md). From columns the rows are a ``zip`` and the common fold (one
+evaluator, one pass/fail or number score per result) is a few array extends; a result that is anything else is
+read back from its bytes and folded as before, so the summaries are the same either way.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator, Sequence
+
+from evalsi.bus.v1alpha1.bus_pb2 import ResultColumns, TaskResult
+from evalsi.runs.summary import SummaryBuilder
+from evalsi.stores.metadata import ResultRow
+from evalsi.v1alpha1.score_pb2 import OUTCOME_SCORED, EvaluationResult
+
+_NOT_FOLDABLE = float("nan")  # no score is NaN (a NaN score is an evaluator error), so it marks "read the result"
+
+
+def columns_of(results: Iterable[EvaluationResult]) -> ResultColumns:
+    """``results`` as columns, in their order."""
+    data: list[bytes] = []
+    evaluators: list[str] = []
+    record_ids: list[str] = []
+    trials: list[int] = []
+    outcomes: list[int] = []
+    values: list[float] = []
+    names: list[str] = []
+    for result in results:
+        data.append(result.SerializeToString())
+        evaluators.append(result.evaluator)
+        record_ids.append(result.record_id)
+        trials.append(result.trial)
+        outcome = result.outcome
+        outcomes.append(outcome)
+        value, name = _NOT_FOLDABLE, ""
+        if outcome == OUTCOME_SCORED:
+            scores = result.scores
+            if len(scores) == 1:
+                score = scores[0]
+                kind = score.WhichOneof("value")
+                if kind == "passed":
+                    value, name = (1.0 if score.passed else 0.0), score.name
+                elif kind == "number":
+                    value, name = score.number, score.name
+        values.append(value)
+        names.append(name)
+    columns = ResultColumns()
+    columns.data.extend(data)
+    columns.evaluators.extend(evaluators)
+    columns.record_ids.extend(record_ids)
+    columns.trials.extend(trials)
+    columns.outcomes.extend(outcomes)
+    columns.values.extend(values)
+    columns.score_names.extend(names)
+    return columns
+
+
+def move_results_to_columns(result: TaskResult) -> None:
+    """Replace ``result.results`` by ``result.columns`` (what a worker publishes)."""
+    if result.results:
+        result.columns.CopyFrom(columns_of(result.results))
+        result.ClearField("results")
+
+
+def result_rows(columns: ResultColumns) -> list[ResultRow]:
+    """The store rows of ``columns``, in order."""
+    return list(zip(columns.evaluators, columns.record_ids, columns.trials, columns.outcomes, columns.data,
+                    strict=True))
+
+
+def fold_columns(builder: SummaryBuilder, columns: ResultColumns) -> None:
+    """Fold the results in ``columns`` into ``builder``: the same summaries as ``builder.add`` of the results."""
+    values = list(columns.values)
+    if not values:
+        return
+    evaluators, names = list(columns.evaluators), list(columns.score_names)
+    one_column = evaluators.count(evaluators[0]) == len(evaluators) and names.count(names[0]) == len(names)
+    if one_column and not any(map(math.isnan, values)) and builder.add_scored(
+        evaluators[0], names[0], list(columns.record_ids), list(columns.trials), values
+    ):
+        return
+    _fold_mixed(builder, columns, values)
+
+
+def _fold_mixed(builder: SummaryBuilder, columns: ResultColumns, values: Sequence[float]) -> None:
+    """Results of several evaluators or outcomes: runs of foldable values a column at a time, the rest read."""
+    evaluators, names = list(columns.evaluators), list(columns.score_names)
+    record_ids, trials = list(columns.record_ids), list(columns.trials)
+    for start, stop, foldable in _runs(evaluators, names, values):
+        if foldable and builder.add_scored(
+            evaluators[start], names[start], record_ids[start:stop], trials[start:stop], values[start:stop]
+        ):
+            continue
+        builder.add(EvaluationResult.FromString(data) for data in columns.data[start:stop])
+
+
+def _runs(evaluators: Sequence[str], names: Sequence[str], values: Sequence[float]) -> Iterator[tuple[int, int, bool]]:
+    """Maximal runs ``[start, stop)`` of results that fold together (same evaluator and score name, a value) or that
+    must be read, in order, as (start, stop, foldable)."""
+    start = 0
+    for index in range(1, len(values) + 1):
+        if index < len(values) and _same_run(evaluators, names, values, start, index):
+            continue
+        yield start, index, not math.isnan(values[start])
+        start = index
+
+
+def _same_run(evaluators: Sequence[str], names: Sequence[str], values: Sequence[float], first: int, index: int) -> bool:
+    if math.isnan(values[first]):
+        return math.isnan(values[index])
+    return not math.isnan(values[index]) and evaluators[index] == evaluators[first] and names[index] == names[first]
