@@ -192,3 +192,14 @@ def test_a_misspelled_evaluator_is_suggested_once_not_under_both_its_names() -> 
     assert code == 2 and out == ""
     assert err.startswith("error: unknown evaluator 'exact-mach'; did you mean exact-match or ")
     assert err.count("exact-match") == 1 and "builtin/" not in err
+
+
+def test_a_spec_judge_evaluator_without_its_judge_is_exit_2_naming_the_keys(tmp_path: Path, data: Path) -> None:
+    spec = spec_file(tmp_path, data, "  evaluators: [{ref: builtin/llm-judge}]")
+    code, out, err = run("run", "-f", str(spec))
+    assert code == 2 and out == ""
+    assert err == (
+        f"error: {spec}: spec.evaluators[0] (llm-judge): needs a judge and uses 'default', which spec.judges does "
+        "not define (defined: none); define spec.judges.default: a model (model, baseUrl), or on a server "
+        "connection: naming an entry of its evalsi.yaml `judges:`\n"
+    )

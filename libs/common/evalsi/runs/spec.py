@@ -346,7 +346,8 @@ def _problems(run: EvalRun, *, registry: Registry, datasets_dir: Path | None, ba
             defined = ", ".join(sorted(judge_names)) if judge_names else "none"
             problems.append(
                 f"{where} ({b.alias}): needs a judge and uses {b.judge!r}, which spec.judges does not define "
-                f"(defined: {defined})"
+                f"(defined: {defined}); define spec.judges.{b.judge}: a model (model, baseUrl), or on a server "
+                "connection: naming an entry of its evalsi.yaml `judges:`"
             )
         if b.evaluator.scope == "comparative":
             problems.append(
