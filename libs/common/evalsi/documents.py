@@ -163,15 +163,7 @@ class Where:
 
     def covers(self, problem: str) -> bool:
         """Whether a problem is about a field already reported (or one inside or around it): it would repeat it."""
-        path = _comparable(leading_path(problem))
-        if not path:
-            return False
-        for reported in self.paths:
-            other = _comparable(reported)
-            common = min(len(path), len(other))
-            if path[:common] == other[:common]:
-                return True
-        return False
+        return _overlaps(leading_path(problem), self.paths)
 
     def refuse_reported(self, what: str) -> None:
         """One ``SpecProblems`` with every problem reported so far (each already names the file and line)."""
@@ -192,6 +184,23 @@ def leading_path(problem: str) -> FieldPath:
     for piece in re.findall(r"[^.\[\]]+|\[\d+\]", match.group(0)):
         parts.append(int(piece[1:-1]) if piece.startswith("[") else piece)
     return tuple(parts)
+
+
+def merge_problems(first: Sequence[str], more: Sequence[str]) -> list[str]:
+    """``first``, then those of ``more`` that are not about a field ``first`` already speaks of."""
+    reported = [leading_path(problem) for problem in first]
+    return [*first, *(p for p in more if not _overlaps(leading_path(p), reported))]
+
+
+def _overlaps(path: FieldPath, reported: Sequence[FieldPath]) -> bool:
+    mine = _comparable(path)
+    if not mine:
+        return False
+    for other in map(_comparable, reported):
+        common = min(len(mine), len(other))
+        if common and mine[:common] == other[:common]:
+            return True
+    return False
 
 
 def _comparable(path: FieldPath) -> FieldPath:

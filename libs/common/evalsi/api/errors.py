@@ -42,7 +42,7 @@ _HTTP_STATUS: dict[grpc.StatusCode, int] = {
 }
 
 # "records[0].input.text: ..." -> "records[0].input.text"; messages that start otherwise name no field.
-_FIELD_PREFIX = re.compile(r"([A-Za-z_][\w-]*(?:\[[^\]\s]*\]|\.[A-Za-z_][\w-]*)*): ")
+_FIELD_PREFIX = re.compile(r"([A-Za-z_][\w-]*(?:\[[^\]\s]*\]|\.[A-Za-z_][\w-]*)*)(?: \([^)]*\))?: ")
 
 STATUS_DETAILS_KEY = "grpc-status-details-bin"
 
@@ -89,10 +89,16 @@ class ErrorStatus:
     request_id: str
     http_status: int
     field: str = ""
+    problems: tuple[str, ...] = ()  # a spec's every problem (evalsi.documents.SpecProblems), one violation each
 
     def to_proto(self) -> status_pb2.Status:
         status = status_pb2.Status(code=self.code.value[0], message=self.message)
-        if self.field:
+        if self.problems:
+            bad = error_details_pb2.BadRequest()
+            for problem in self.problems:
+                bad.field_violations.add(field=field_of(problem), description=problem)
+            status.details.append(_pack(bad))
+        elif self.field:
             bad = error_details_pb2.BadRequest()
             bad.field_violations.add(field=self.field, description=self.message)
             status.details.append(_pack(bad))
@@ -140,10 +146,12 @@ def error_status(exc: BaseException, *, request_id: str, method: str, logger: An
         message = f"internal error (request id {request_id}); the server log has the details"
         logger.error("unhandled error", rpc=method, request_id=request_id, exc_info=exc)
     field = field_of(message) if code == grpc.StatusCode.INVALID_ARGUMENT else ""
+    problems = tuple(getattr(exc, "problems", ())) if code == grpc.StatusCode.INVALID_ARGUMENT else ()
     return ErrorStatus(
         code=code,
         message=message,
         request_id=request_id,
         http_status=http or http_status_of(code),
         field=field,
+        problems=problems if len(problems) > 1 else (),
     )

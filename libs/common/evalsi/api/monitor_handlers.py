@@ -20,8 +20,9 @@ from evalsi.api.handlers_common import (
     required,
 )
 from evalsi.api.trace_handlers import NO_TRACE_STORE, timestamp_ns
-from evalsi.connection_rules import policy_problems, refuse
+from evalsi.connection_rules import policy_problems
 from evalsi.connections import Connections
+from evalsi.documents import SpecProblems, merge_problems, problems_of
 from evalsi.edge_checks import text_problem
 from evalsi.errors import BadInputError
 from evalsi.evaluators import Registry
@@ -92,15 +93,24 @@ class MonitorHandlers:
                 raise BadInputError(f"policy.{field}: must be {expected}, got {value!r}")
             setattr(document, field, expected)
         document.metadata.project = _policy_project(document, request.project, ctx)
-        # CEL compilation is CPU work: off the event loop.
-        refuse_file_params((f"spec.cascade[{i}]", stage.params) for i, stage in enumerate(document.spec.cascade))
-        compiled = await asyncio.to_thread(compile_policy, document, registry=self._registry)
+        # Every problem in one answer (400 / INVALID_ARGUMENT).
+        problems: list[str] = []
+        try:
+            refuse_file_params((f"spec.cascade[{i}]", stage.params) for i, stage in enumerate(document.spec.cascade))
+        except BadInputError as exc:
+            problems.append(str(exc))
+        compiled = None
+        try:  # CEL compilation and type checks are CPU work: off the event loop
+            compiled = await asyncio.to_thread(compile_policy, document, registry=self._registry)
+        except BadInputError as exc:
+            problems = merge_problems(problems, problems_of(exc))
         # Alerts are never sent unsigned: the signing secret must be set here (evalsi-policy gets the same
         # environment from evalsi serve), so the caller learns now, not when an alert would go out.
-        unset = unset_alert_secrets(document, os.environ)
-        if unset:
-            raise BadInputError("\n".join(unset))
-        refuse(policy_problems(self._connections, compiled, document.metadata.project))
+        problems = merge_problems(problems, unset_alert_secrets(document, os.environ))
+        if compiled is not None:
+            problems += policy_problems(self._connections, compiled, document.metadata.project)
+        if problems:
+            raise SpecProblems(problems, what="the policy")
         if request.dry_run:
             current = await store.get_policy(document.metadata.project, document.metadata.name)
             digest = policy_hash(document)

@@ -48,9 +48,10 @@ from evalsi.bus.v1alpha1.bus_pb2 import (
     ControlAction,
     RunControl,
 )
-from evalsi.connection_rules import pin_models, refuse, run_problems
+from evalsi.connection_rules import pin_models, run_problems
 from evalsi.connections import Connections
 from evalsi.datasets.run_records import DATASET_LABEL
+from evalsi.documents import SpecProblems, merge_problems, problems_of
 from evalsi.errors import BadInputError, InfraError
 from evalsi.hosts import is_loopback
 from evalsi.projects import DEFAULT_PROJECT, PROJECT_LABEL
@@ -133,18 +134,29 @@ class RunHandlers:
         reserved = sorted(
             key for key in metadata.labels if key.startswith(RESERVED_LABEL_PREFIX) and key != PROJECT_LABEL
         )
-        if reserved:
-            raise BadInputError(
-                f"run.metadata.labels: {reserved[0]!r} is set by the server ({RESERVED_LABEL_PREFIX}* labels other "
-                f"than {PROJECT_LABEL} are reserved); remove it"
-            )
+        problems = [
+            f"run.metadata.labels: {key!r} is set by the server ({RESERVED_LABEL_PREFIX}* labels other than "
+            f"{PROJECT_LABEL} are reserved); remove it"
+            for key in reserved
+        ]
         # Endpoints only by the names of the server's connections granted to the project; the models they
         # default to are written into the spec, so its manifest and hash say what runs.
-        refuse(run_problems(self._connections, document, project))
-        pin_models(self._connections, document)
-        refuse_file_params((f"spec.evaluators[{i}]", ref.params) for i, ref in enumerate(document.spec.evaluators))
-        # Validation and loading read files; keep them off the event loop.
-        await asyncio.to_thread(self._validate_run, document)
+        connection_problems = run_problems(self._connections, document, project)
+        problems += connection_problems
+        if not connection_problems:
+            pin_models(self._connections, document)
+        try:
+            refuse_file_params((f"spec.evaluators[{i}]", r.params) for i, r in enumerate(document.spec.evaluators))
+        except BadInputError as exc:
+            problems.append(str(exc))
+        # Every problem in one answer (400 / INVALID_ARGUMENT); validation's own about a judge or target whose
+        # connection is refused above would only repeat it. Validation reads files: off the event loop.
+        try:
+            await asyncio.to_thread(self._validate_run, document)
+        except BadInputError as exc:
+            problems = merge_problems(problems, problems_of(exc))
+        if problems:
+            raise SpecProblems(problems, what="the run spec")
         await bus_call("reading the dataset", refuse_unknown_cluster_key(
             document, project=project, objects=self._objects, open_records=self._load_records))
         if request.dry_run:
