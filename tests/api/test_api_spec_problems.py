@@ -3,6 +3,7 @@ listing them and one field violation each; gates and policy conditions are type-
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ from typing import Any
 import aiohttp
 import grpc
 import pytest
+from click.testing import CliRunner
 from google.protobuf import json_format
 from google.rpc import status_pb2
 
@@ -28,6 +30,7 @@ from evalsi.api import (
     build_table,
 )
 from evalsi.api.run_dataset import load_run_dataset
+from evalsi.cli.main import cli
 from evalsi.evaluators import Registry
 from evalsi.runs.spec import validate_eval_run
 from evalsi.stores import open_metadata_store, open_object_store
@@ -185,3 +188,30 @@ async def test_apply_policy_type_checks_every_condition_and_lists_every_problem(
     ]
     violations = [v["field"] for d in answer["details"] for v in d.get("fieldViolations", [])]
     assert violations == ["spec.selector", "spec.alerts[0].when", "spec.promote.when"]
+
+
+POLICY_FILE = """\
+apiVersion: evals.si/v1alpha1
+kind: OnlineEvalPolicy
+metadata: {name: prod}
+spec:
+  selector: span.kind == "llm"
+  cascade:
+    - {ref: builtin/exact-match}
+    - {ref: builtin/contains, when: "score('exact-match') + 1 > 1.5"}
+"""
+
+
+async def test_evalsi_policies_apply_exits_2_listing_every_type_problem(served: Served, tmp_path: Path) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_text(POLICY_FILE)
+    args = ["policies", "apply", "-f", str(path), "--server", served.http, "--dry-run"]
+    result = await asyncio.to_thread(CliRunner().invoke, cli, args, catch_exceptions=False)
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines() == [
+        "error: 2 problems in the policy:",
+        "  - spec.selector: span has no field 'kind'; accepted: id, parent_id, name, type, model, tool, error, "
+        "duration_s, attributes (in 'span.kind == \"llm\"' at column 6)",
+        "  - spec.cascade[1].when: + mixes double and int, which CEL does not do in arithmetic; convert one side, "
+        "e.g. double(1) (in \"score('exact-match') + 1 > 1.5\" at column 22)",
+    ]
