@@ -119,8 +119,9 @@ class _Accumulated:
 _COUNTED: tuple[str, ...] = ("skipped", "errors", "infra_errors", "cancelled")  # read by _Accumulated, above
 
 
-# A first reason longer than this is cut (a provider's error body, a traceback's last line can run long).
-REASON_CHARS = 160
+# A first reason longer than this is cut (a provider's error body can run long); 240 keeps the end of a connection
+# error, where its address is.
+REASON_CHARS = 240
 
 
 def short_reason(reason: str) -> str:
