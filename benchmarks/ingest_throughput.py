@@ -211,14 +211,14 @@ async def measure(url: str, bodies: list[bytes], last_trace: int, concurrency: i
 
 
 async def measure_processes(url: str, bodies: list[bytes], last_trace: int, concurrency: int,
-                            processes: int) -> Measured:
+                            processes: int, log_level: str = "warning") -> Measured:
     """A replica of ``processes`` processes: ``evalsi-ingest --processes N`` as a child, on its own store."""
     with tempfile.TemporaryDirectory() as tmp:
         rules = Path(tmp) / "redact.json"
         rules.write_text(json.dumps({"*": ["email"]}))
         child = subprocess.Popen(
             [sys.executable, "-m", "evalsi_ingest.main", "--processes", str(processes), "--http-port", "0",
-             "--grpc-port", "0", "--traces-url", url, "--redact", str(rules), "--log-level", "warning"],
+             "--grpc-port", "0", "--traces-url", url, "--redact", str(rules), "--log-level", log_level],
             stdout=subprocess.PIPE, text=True)
         try:
             line = child.stdout.readline() if child.stdout else ""
@@ -239,6 +239,25 @@ async def measure_processes(url: str, bodies: list[bytes], last_trace: int, conc
                 raise
 
 
+_SERVER_EVENTS = ("InsertQuery", "InsertedRows", "SelectQuery", "Merge", "MergedRows")
+
+
+def server_events(url: str) -> dict[str, int]:
+    """The ClickHouse server's cumulative statement counters (``system.events``): a statement's cost to the server
+    is mostly fixed (an insert writes a part of some forty files), so how many there were says as much as the CPU."""
+    from clickhouse_driver import Client
+
+    from evalsi.stores.traces.clickhouse import parse_clickhouse_url
+
+    host, port, _ = parse_clickhouse_url(url)
+    client = Client(host, port=port)
+    try:
+        return {name: value for name, value in client.execute("SELECT event, value FROM system.events")
+                if name in _SERVER_EVENTS}
+    finally:
+        client.disconnect()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--spans", type=int, default=200_000)
@@ -247,6 +266,8 @@ def main() -> None:
     parser.add_argument("--store", choices=("both", "clickhouse", "sqlite"), default="both")
     parser.add_argument("--processes", type=int, default=2,
                         help="processes of the measured replica (evalsi-ingest --processes); 1: in-process only")
+    parser.add_argument("--ingest-log-level", default="warning",
+                        help="the replica's --log-level (info: each store logs the statements it sent at close)")
     parser.add_argument("--replica-only", action="store_true",
                         help="measure only the replica (not the receiver in this process, nor the store alone)")
     args = parser.parse_args()
@@ -294,10 +315,16 @@ def main() -> None:
                 report(name, "1 process (receiver in the benchmark's process)", elapsed, listed, cpu)
                 report(name, "store alone (pre-mapped consume, no receiver)", alone)
             if args.processes > 1:
-                elapsed, listed, cpu = asyncio.run(measure_processes(url_for("bench_processes"), bodies, last_trace,
-                                                                     args.concurrency, args.processes))
+                url = url_for("bench_processes")
+                before = server_events(url) if name == "clickhouse" else {}
+                elapsed, listed, cpu = asyncio.run(measure_processes(url, bodies, last_trace, args.concurrency,
+                                                                     args.processes, args.ingest_log_level))
                 report(name, f"replica of {args.processes} processes (evalsi-ingest --processes {args.processes})",
                        elapsed, listed, cpu)
+                if before:  # until the replica stopped (its last summaries included) and the benchmark's reads
+                    after = server_events(url)
+                    print(f"{'':10s}   server statements: " + ", ".join(
+                        f"{key} {after.get(key, 0) - before.get(key, 0):,}" for key in _SERVER_EVENTS), flush=True)
 
 
 if __name__ == "__main__":
