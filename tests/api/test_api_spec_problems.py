@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from functools import partial
@@ -20,6 +21,7 @@ from google.rpc import status_pb2
 
 from evalsi.api import (
     ApiServer,
+    CallContext,
     CatalogHandlers,
     EvaluationHandlers,
     HandlerLimits,
@@ -31,13 +33,27 @@ from evalsi.api import (
 )
 from evalsi.api.run_dataset import load_run_dataset
 from evalsi.cli.main import cli
+from evalsi.connections import Connections, JudgeConnection
 from evalsi.evaluators import Registry
-from evalsi.runs.spec import validate_eval_run
+from evalsi.runs.dry_run import dry_run_text, served_dry_run_text
+from evalsi.runs.embedded import dry_run
+from evalsi.runs.spec import load_eval_run, validate_eval_run
 from evalsi.stores import open_metadata_store, open_object_store
 from evalsi.stores.traces import open_trace_store
 from evalsi.v1alpha1 import run_service_pb2_grpc
 from evalsi.v1alpha1.run_pb2 import EvalRun
 from evalsi.v1alpha1.run_service_pb2 import CreateRunRequest
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "runs"
+
+
+async def _nowhere(*_: Any) -> Any:
+    return None
+
+
+async def _no_events(run_id: str) -> AsyncIterator[Any]:
+    return
+    yield
 
 
 @dataclass
@@ -59,20 +75,13 @@ async def served(tmp_path: Path) -> AsyncIterator[Served]:
     objects = await open_object_store(str(tmp_path / "objects"))
     traces = await open_trace_store(f"sqlite:///{tmp_path / 'traces.db'}")
 
-    async def nowhere(*_: Any) -> Any:
-        return None
-
-    async def no_events(run_id: str) -> AsyncIterator[Any]:
-        return
-        yield
-
     runs = RunHandlers(
-        store=store, objects=objects, control=nowhere, watch=no_events,
+        store=store, objects=objects, control=_nowhere, watch=_no_events,
         validate_run=partial(validate_eval_run, registry=registry, datasets_dir=datasets),
         load_records=partial(load_run_dataset, datasets_dir=datasets),
     )
     table = build_table(
-        evaluation=EvaluationHandlers(nowhere, registry=registry), runs=runs, catalog=CatalogHandlers(registry),
+        evaluation=EvaluationHandlers(_nowhere, registry=registry), runs=runs, catalog=CatalogHandlers(registry),
         traces=TraceHandlers(traces), monitor=MonitorHandlers(store, traces, registry=registry, limits=HandlerLimits()),
     )
     server = ApiServer(table, ServerConfig(http_port=0, grpc_port=0, grace_period_s=1.0))
@@ -215,3 +224,42 @@ async def test_evalsi_policies_apply_exits_2_listing_every_type_problem(served: 
         "  - spec.cascade[1].when: + mixes double and int, which CEL does not do in arithmetic; convert one side, "
         "e.g. double(1) (in \"score('exact-match') + 1 > 1.5\" at column 22)",
     ]
+
+
+async def test_a_served_dry_run_shows_the_embedded_plan_and_token_and_cost_projection(tmp_path: Path) -> None:
+    """CreateRun(dry_run) of the model example, through the api's handlers as the service wires them, answers the
+    very text `evalsi run --dry-run` prints embedded: tasks, target calls, tokens, cost and the budget."""
+    registry = Registry.from_entry_points()
+    datasets = tmp_path / "datasets"
+    datasets.mkdir()
+    shutil.copy(EXAMPLES / "capitals.jsonl", datasets / "capitals.jsonl")
+    connections = Connections(judges={"local": JudgeConnection(
+        name="local", connector="openai-compatible", base_url="http://127.0.0.1:9/v1", model="local-model",
+        models=("local-model",),
+    )})
+    store = await open_metadata_store(f"sqlite:///{tmp_path / 'meta.db'}")
+    objects = await open_object_store(str(tmp_path / "objects"))
+    runs = RunHandlers(
+        store=store, objects=objects, control=_nowhere, watch=_no_events,
+        validate_run=partial(validate_eval_run, registry=registry, datasets_dir=datasets),
+        load_records=partial(load_run_dataset, datasets_dir=datasets), connections=connections,
+        describe_plan=partial(served_dry_run_text, registry=registry),
+    )
+    embedded_spec = load_eval_run(EXAMPLES / "qa-model.yaml")
+    prepared, projected = dry_run(embedded_spec, base_dir=EXAMPLES)
+    embedded = dry_run_text(prepared.plan, projected, name="qa-model", project="quickstart", dataset="capitals.jsonl")
+
+    served_spec = load_eval_run(EXAMPLES / "qa-model.yaml")  # the same, naming the server's connection
+    model = served_spec.spec.target.model
+    for name in ("connector", "base_url", "api_key_env"):
+        model.ClearField(name)
+    model.connection = "local"
+    try:
+        answer = await runs.create_run(CreateRunRequest(run=served_spec, dry_run=True), CallContext(
+            method="CreateRun", request_id="r", project="quickstart", header_project=""))
+    finally:
+        await objects.close()
+        await store.close()
+    assert answer.message == embedded
+    assert "target       24 calls, ≈ " in answer.message and "cost $" in answer.message
+    assert "projected    ≈ " in answer.message and "budget       20,000 tokens and $0.0500" in answer.message
