@@ -3,6 +3,8 @@ compared across types included), what it refuses is named with its position and 
 
 from __future__ import annotations
 
+from typing import Any
+
 import celpy
 import pytest
 from celpy import celtypes
@@ -29,7 +31,7 @@ DECLARATIONS = Declarations(
     variables={"item": ITEM, "items": list_of(ITEM), "labels": map_of(STRING, DYN), "limit": INT, "ratio": DOUBLE},
     functions={"weight": Function((STRING,), DOUBLE)},
 )
-ACTIVATION = {
+ACTIVATION: dict[str, Any] = {
     "item": {"name": "a", "score": 0.75, "count": 3, "ok": True},
     "items": [{"name": "a", "score": 0.75, "count": 3, "ok": True}, {"name": "b", "score": 0.25, "count": 1,
                                                                       "ok": False}],
