@@ -242,6 +242,12 @@ def report(label: str, runs: list[Run]) -> None:
     last = ok[-1]
     cpu = ", ".join(f"{name} {seconds:.2f}" for name, seconds in sorted(last.cpu_at_ready.items()))
     print(f"  CPU s at ready (last run): {cpu}")
+    # The api can answer no sooner than the supervisor's work before its fork plus its own: on an idle machine, with
+    # a core each, about that long. A loaded one shares its cores (by session, under autogroup scheduling) and
+    # stretches every process's share of the tree's CPU.
+    critical = statistics.median(r.cpu_at_ready.get("supervisor", 0.0) + r.cpu_at_ready.get("api", 0.0) for r in ok)
+    print(f"  the api's critical path (supervisor + api CPU s): {critical:.2f}, a lower bound on its start to ready "
+          "(about what an idle machine gives when the rest needs little CPU)")
     ready_at = ", ".join(f"{name} {seconds:.2f}" for name, seconds in sorted(last.service_ready_s.items(),
                                                                                key=lambda item: item[1]))
     print(f"  ready at s (last run, from their logs): {ready_at}")
