@@ -11,7 +11,6 @@ from evalsi.evaluators import Output
 from evalsi.evaluators._evaluator import evaluator
 from evalsi.runs.result_columns import columns_of, fold_columns, move_results_to_columns, result_rows
 from evalsi.runs.summary import SummaryBuilder
-from evalsi.runs.writes import ResultWrites
 from evalsi.stores.sql import SqlMetadataStore
 from evalsi.v1alpha1.score_pb2 import (
     ERROR_KIND_EVALUATOR,
@@ -108,13 +107,12 @@ def test_a_worker_publishes_columns_and_each_row_is_its_result_as_stored() -> No
 async def test_rows_are_stored_by_the_results_upsert_rule(tmp_path: Path) -> None:
     store = await SqlMetadataStore.open_sqlite(tmp_path / "m.sqlite")
     try:
-        writes = ResultWrites(store)
         scored = _scored("x1", "f", name="flag", passed=True)
         late_error = EvaluationResult(record_id="x1", evaluator="f", outcome=OUTCOME_ERROR, reason="late")
         # One batch holding a task's result twice (a redelivery) plus a late error for a scored key: one row each,
         # the score kept.
-        await writes.upsert_rows("p", "run", result_rows(columns_of([scored, *_one_evaluator(3), scored])))
-        await writes.upsert_rows("p", "run", result_rows(columns_of([late_error])))
+        await store.upsert_result_rows("p", "run", result_rows(columns_of([scored, *_one_evaluator(3), scored])))
+        await store.upsert_result_rows("p", "run", result_rows(columns_of([late_error])))
         stored = [r async for page in store.iter_results("p", "run") for r in page]
         assert len(stored) == 4
         assert next(r for r in stored if r.record_id == "x1") == scored

@@ -11,6 +11,7 @@ import pytest
 
 from evalsi.errors import InfraError
 from evalsi.runs.writes import ResultWrites
+from evalsi.stores import TaskEnd, TaskRow
 from evalsi.stores.sql import SqlMetadataStore
 from evalsi.v1alpha1.run_pb2 import RUN_STATE_RUNNING, Run
 from evalsi.v1alpha1.score_pb2 import OUTCOME_ERROR, OUTCOME_SCORED, EvaluationResult
@@ -84,3 +85,20 @@ async def test_a_failed_write_fails_every_caller_it_carried(store: SqlMetadataSt
     outcomes = await asyncio.gather(writes.upsert("p", "a", _results("x", 1)),
                                     writes.upsert("p", "a", _results("y", 1)), return_exceptions=True)
     assert all(isinstance(outcome, InfraError) for outcome in outcomes)
+
+
+async def test_tasks_ended_together_are_stored_after_their_results_and_each_moves_once(
+    store: SqlMetadataStore,
+) -> None:
+    await store.add_tasks("p", [TaskRow(run_id="a", key=k, stage=2, shard=0, trial=0, state="pending")
+                                for k in ("t1", "t2")])
+    writes = ResultWrites(store, linger_s=0.05)
+    moved = await asyncio.gather(
+        writes.end_task("p", "a", TaskEnd("t1", "done"), results=_results("x", 2)),
+        writes.end_task("p", "a", TaskEnd("t1", "done"), results=_results("x", 2)),  # redelivered in the batch
+        writes.end_task("p", "a", TaskEnd("t2", "failed", error="infra")),
+    )
+    assert moved == [True, False, True]  # the first caller of a task folds its results, the copy does not
+    assert len(await _stored(store, "a")) == 2
+    assert {row.key: row.state for row in await store.list_tasks("a")} == {"t1": "done", "t2": "failed"}
+    assert not await writes.end_task("p", "a", TaskEnd("t1", "done"), results=_results("x", 2))  # ended before

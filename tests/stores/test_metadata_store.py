@@ -9,7 +9,7 @@ import json
 import pytest
 
 from evalsi.errors import BadInputError
-from evalsi.stores import TASK_STATES, MetadataStore, SqlMetadataStore, TaskRow, encode_page_token
+from evalsi.stores import TASK_STATES, MetadataStore, SqlMetadataStore, TaskEnd, TaskRow, encode_page_token
 from evalsi.v1alpha1.run_pb2 import Run, RunState
 from evalsi.v1alpha1.score_pb2 import EvaluationResult, Outcome, Score
 
@@ -345,6 +345,33 @@ async def test_set_task_state_is_compare_and_set(metadata_store: SqlMetadataStor
     assert sum(changed) == 1
     (row,) = await metadata_store.list_tasks("r1")
     assert row.state == "done" and row.output_ref == f"ref-{changed.index(True)}"
+
+
+async def test_end_tasks_moves_pending_tasks_and_done_from_cancelled_in_one_call(
+    metadata_store: SqlMetadataStore,
+) -> None:
+    await metadata_store.add_tasks("alpha", [task("r1", k) for k in ("k1", "k2", "k3", "k4")] + [task("r2", "k1")])
+    await metadata_store.set_task_state("r1", "k3", "cancelled")
+    await metadata_store.set_task_state("r1", "k4", "failed")
+
+    moved = await metadata_store.end_tasks("r1", [
+        TaskEnd("k1", "done", usage=(3, 4, 0.5)),
+        TaskEnd("k1", "failed", error="a redelivered copy"),  # the first end of a key stands
+        TaskEnd("k2", "failed", error="sandbox down"),
+        TaskEnd("k3", "done"),  # finished after a cancel: still counts
+        TaskEnd("k4", "done"),  # failed already: stays failed
+        TaskEnd("missing", "done"),
+    ])
+
+    assert moved == {"k1", "k2", "k3"}
+    rows = {row.key: (row.state, row.error) for row in await metadata_store.list_tasks("r1")}
+    assert rows == {"k1": ("done", ""), "k2": ("failed", "sandbox down"), "k3": ("done", ""), "k4": ("failed", "")}
+    assert await metadata_store.task_usage("r1") == (3, 4, 0.5)
+    assert [row.state for row in await metadata_store.list_tasks("r2")] == ["pending"]  # another run's key
+    assert await metadata_store.end_tasks("r1", [TaskEnd("k1", "done")]) == set()  # ended once
+    assert await metadata_store.end_tasks("r1", []) == set()
+    with pytest.raises(BadInputError, match="unknown task state 'finished'"):
+        await metadata_store.end_tasks("r2", [TaskEnd("k1", "finished")])
 
 
 async def test_set_task_state_follows_only_from(metadata_store: SqlMetadataStore) -> None:

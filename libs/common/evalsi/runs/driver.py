@@ -46,7 +46,7 @@ from evalsi.runs.summary import SummaryBuilder
 from evalsi.runs.tasks import ATTEMPT_LABEL, STAGES, index_of, message_id, task_message
 from evalsi.runs.unrun import record_unrun
 from evalsi.runs.writes import ResultWrites
-from evalsi.stores import TaskRow
+from evalsi.stores import TaskEnd, TaskRow
 from evalsi.targets.identity import generation_kind
 from evalsi.v1alpha1.record_pb2 import Record, Usage
 from evalsi.v1alpha1.run_pb2 import (
@@ -527,19 +527,14 @@ class RunDriver:
             self.news.wake(run.id)
             return
         # A worker's results come as columns (runs.result_columns), stored and folded without reading each one; an
-        # in-process run's as result objects. Either way with other tasks' results that arrive meanwhile, in one write.
+        # in-process run's as result objects. Stored, and the task ended, with other tasks' that arrive meanwhile.
         columns = result.columns if result.HasField("columns") else None
-        if columns is not None:
-            await self._writes.upsert_rows(run.project, run.id, result_rows(columns))
-        elif result.results:
-            await self._writes.upsert(run.project, run.id, result.results)
         state = {TASK_STATUS_DONE: "done", TASK_STATUS_CANCELLED: "cancelled"}.get(result.status, "failed")
-        only_from = ("pending", "cancelled") if state == "done" else ("pending",)
-        # Only the delivery that completes the task folds its results into the partial summaries: a redelivered
-        # result is counted once.
-        if await self.store.set_task_state(
-            run.id, result.key, state, error=result.error, only_from=only_from, usage=_usage(result)
-        ):
+        end = TaskEnd(result.key, state, result.error, _usage(result))
+        rows = result_rows(columns) if columns is not None else ()
+        # Only the delivery that ends the task folds its results into the partial summaries: a redelivered result
+        # is counted once.
+        if await self._writes.end_task(run.project, run.id, end, results=result.results, rows=rows):
             self.news.fold_columns(run.id, columns) if columns is not None else self.news.fold(run.id, result.results)
         elif result.results or (columns is not None and columns.data):
             self.news.written_unfolded(run.id)  # a later copy may have replaced what was folded

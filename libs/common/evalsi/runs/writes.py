@@ -18,23 +18,24 @@ import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from evalsi.stores.metadata import ResultRow, RunStore
+from evalsi.stores.metadata import ResultRow, RunStore, TaskEnd
 from evalsi.v1alpha1.score_pb2 import EvaluationResult
 
 
 @dataclass
 class _Waiting:
-    """One run's writes gathered for the next batch: results as objects (in-process runs), rows (a worker's
-    columns), and who waits for them."""
+    """One run's writes gathered for the next batch: results as objects (in-process runs) or rows (a worker's
+    columns), the tasks they end, and who waits for them (each with the task it ends, if any)."""
 
     results: list[EvaluationResult] = field(default_factory=list)
     rows: list[ResultRow] = field(default_factory=list)
-    waiters: list[asyncio.Future[None]] = field(default_factory=list)
+    ends: list[TaskEnd] = field(default_factory=list)
+    waiters: list[tuple[asyncio.Future[bool], str | None]] = field(default_factory=list)
 
 
 @dataclass
 class ResultWrites:
-    """Coalesces ``upsert_results`` calls on ``store``."""
+    """Coalesces result writes and task ends on ``store``."""
 
     store: RunStore
     linger_s: float = 0.003  # how long a small batch waits for more results before it is written
@@ -48,24 +49,31 @@ class ResultWrites:
     async def upsert(self, project: str, run_id: str, results: Sequence[EvaluationResult]) -> None:
         """Store ``results`` of one run (the store's upsert rules); returns when they are committed."""
         if results:
-            await self._add(project, run_id, results, ())
+            await self._add(project, run_id, results, (), None)
 
-    async def upsert_rows(self, project: str, run_id: str, rows: Sequence[ResultRow]) -> None:
-        """``upsert`` of results as rows (runs.result_columns): stored as they are, never re-serialized."""
-        if rows:
-            await self._add(project, run_id, (), rows)
+    async def end_task(
+        self, project: str, run_id: str, end: TaskEnd, *, results: Sequence[EvaluationResult] = (),
+        rows: Sequence[ResultRow] = (),
+    ) -> bool:
+        """Store a task's results (as objects, or as rows: runs.result_columns, never re-serialized), then end the
+        task (``RunStore.end_tasks``) in the same batch: one statement for the batch's tasks, not one per task.
+        True if this call moved the task (one call only, of several for one task in a batch)."""
+        return await self._add(project, run_id, results, rows, end)
 
     async def _add(
-        self, project: str, run_id: str, results: Sequence[EvaluationResult], rows: Sequence[ResultRow]
-    ) -> None:
-        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self, project: str, run_id: str, results: Sequence[EvaluationResult], rows: Sequence[ResultRow],
+        end: TaskEnd | None,
+    ) -> bool:
+        done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         waiting = self._waiting.get((project, run_id))
         if waiting is None:
             waiting = self._waiting[(project, run_id)] = _Waiting()
         waiting.results.extend(results)
         waiting.rows.extend(rows)
-        waiting.waiters.append(done)
-        self._rows += len(results) + len(rows)
+        if end is not None:
+            waiting.ends.append(end)
+        waiting.waiters.append((done, None if end is None else end.key))
+        self._rows += len(results) + len(rows) + (end is not None)
         if self._rows >= self.full_rows:
             self._full.set()
         if len(self._writers) < self.writers:
@@ -73,7 +81,7 @@ class ResultWrites:
             self._writers.add(writer)
             writer.add_done_callback(self._writers.discard)
         # A caller cancelled meanwhile leaves the write to go on: it is idempotent, and others may wait on it.
-        await asyncio.shield(done)
+        return await asyncio.shield(done)
 
     async def _write_while_waiting(self) -> None:
         while self._waiting:
@@ -85,26 +93,32 @@ class ResultWrites:
             try:
                 for (project, run_id), waiting in taken.items():
                     try:
+                        # The results first: a task is ended only once its results are stored.
                         if waiting.results:
                             await self.store.upsert_results(project, run_id, waiting.results)
                         if waiting.rows:
                             await self.store.upsert_result_rows(project, run_id, waiting.rows)
+                        moved = await self.store.end_tasks(run_id, waiting.ends) if waiting.ends else set()
                     except Exception as exc:  # each waiter raises it, as its own write would have
-                        _settle(waiting.waiters, exc)
+                        _settle(waiting.waiters, set(), exc)
                     else:
-                        _settle(waiting.waiters, None)
+                        _settle(waiting.waiters, moved, None)
             except BaseException:  # the writer itself is cancelled (shutdown): nobody may wait forever
                 for waiting in [*taken.values(), *self._waiting.values()]:
-                    for done in waiting.waiters:
+                    for done, _key in waiting.waiters:
                         done.cancel()
                 raise
 
 
-def _settle(waiters: list[asyncio.Future[None]], error: Exception | None) -> None:
-    for done in waiters:
+def _settle(waiters: list[tuple[asyncio.Future[bool], str | None]], moved: set[str], error: Exception | None) -> None:
+    """Answer each waiter; of several ending one task, the first learns that it moved."""
+    for done, key in waiters:
         if done.done():
             continue
-        if error is None:
-            done.set_result(None)
-        else:
+        if error is not None:
             done.set_exception(error)
+        elif key in moved:
+            moved.discard(key)
+            done.set_result(True)
+        else:
+            done.set_result(False)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 
 from evalsi.bus.v1alpha1.bus_pb2 import Task, TaskRecords
 from evalsi.errors import BadInputError
-from evalsi.stores.metadata import TASK_STATES, ResultRow, TaskRow, check_task_states
+from evalsi.stores.metadata import TASK_STATES, ResultRow, TaskEnd, TaskRow, check_task_states
 from evalsi.v1alpha1.record_pb2 import Record
 from evalsi.v1alpha1.run_pb2 import Run
 from evalsi.v1alpha1.score_pb2 import OUTCOME_SCORED, OUTCOME_SKIPPED, EvaluationResult
@@ -133,6 +133,19 @@ class MemoryRunStore:
                 rows[task.key] = _Task(task)
                 added += 1
         return added
+
+    async def end_tasks(self, run_id: str, ends: Sequence[TaskEnd]) -> set[str]:
+        moved: set[str] = set()
+        seen: set[str] = set()
+        for end in ends:
+            if end.key in seen:
+                continue
+            seen.add(end.key)
+            only_from = ("pending", "cancelled") if end.state == "done" else ("pending",)
+            if await self.set_task_state(run_id, end.key, end.state, error=end.error, only_from=only_from,
+                                         usage=end.usage):
+                moved.add(end.key)
+        return moved
 
     async def set_task_state(
         self,

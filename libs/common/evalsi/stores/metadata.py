@@ -43,6 +43,17 @@ class TaskRow:
 
 
 @dataclass(frozen=True)
+class TaskEnd:
+    """How a task ended, as its result says: ``done``, ``failed`` or ``cancelled``, why, and its usage (input
+    tokens, output tokens, USD)."""
+
+    key: str
+    state: str
+    error: str = ""
+    usage: tuple[int, int, float] = (0, 0, 0.0)
+
+
+@dataclass(frozen=True)
 class StoredPolicy:
     """An online policy as stored: ``generation`` counts the applies that changed it, from 1."""
 
@@ -126,6 +137,11 @@ class RunStore(Protocol):
 
     # Tasks of a run, keyed (run_id, key).
     async def add_tasks(self, project: str, tasks: Sequence[TaskRow]) -> int: ...
+
+    async def end_tasks(self, run_id: str, ends: Sequence[TaskEnd]) -> set[str]:
+        """Move each task to its end state if it is pending, or cancelled when it ends done (work that finished
+        after a cancel still counts); the keys that moved. Of several ends of one key, the first is applied."""
+        ...
 
     async def set_task_state(
         self,

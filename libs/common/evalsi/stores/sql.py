@@ -19,6 +19,7 @@ from evalsi.v1alpha1.score_pb2 import OUTCOME_SCORED, OUTCOME_SKIPPED, Evaluatio
 from .metadata import (
     TASK_STATES,
     ResultRow,
+    TaskEnd,
     TaskRow,
     check_page_size,
     check_task_states,
@@ -390,6 +391,41 @@ class SqlMetadataStore(SqlDocuments):
             args += extra
         changed = await self._db.execute(f"UPDATE tasks SET {', '.join(sets)} WHERE {' AND '.join(where)}", *args)
         return changed > 0
+
+    async def end_tasks(self, run_id: str, ends: Sequence[TaskEnd]) -> set[str]:
+        """One statement for a batch of tasks on Postgres (a scheduler ends some 2,000 tasks a million results):
+        an UPDATE joined to the ends as arrays; on SQLite, whose statements cost no round trip, one each."""
+        firsts = list({end.key: end for end in reversed(ends)}.values())  # the first end of each key
+        if not firsts:
+            return set()
+        states = check_task_states([end.state for end in firsts], what="end_tasks")
+        # Done also from cancelled: work that finished after a cancel still counts (a resume then skips it).
+        movable = "(tasks.state = 'pending' OR (v.state = 'done' AND tasks.state = 'cancelled'))"
+        if self.dialect == "postgres":
+            rows = await self._db.fetch(
+                "UPDATE tasks SET state = v.state, error = v.error, output_ref = '', update_us = ?, "
+                "input_tokens = v.tokens_in, output_tokens = v.tokens_out, cost_usd = v.usd "
+                "FROM unnest(?::text[], ?::text[], ?::text[], ?::bigint[], ?::bigint[], ?::float8[]) "
+                "AS v(key, state, error, tokens_in, tokens_out, usd) "
+                f"WHERE tasks.run_id = ? AND tasks.key = v.key AND {movable} RETURNING tasks.key",
+                _now_us(), [end.key for end in firsts], list(states), [end.error for end in firsts],
+                [int(end.usage[0]) for end in firsts], [int(end.usage[1]) for end in firsts],
+                [float(end.usage[2]) for end in firsts], run_id,
+            )
+            return {row[0] for row in rows}
+        moved: set[str] = set()
+        async with self._db.transaction() as c:
+            for end, state in zip(firsts, states, strict=True):
+                changed = await c.execute(
+                    "UPDATE tasks SET state = ?, error = ?, output_ref = '', update_us = ?, input_tokens = ?, "
+                    "output_tokens = ?, cost_usd = ? WHERE run_id = ? AND key = ? "
+                    "AND (state = 'pending' OR (? = 'done' AND state = 'cancelled'))",
+                    state, end.error, _now_us(), int(end.usage[0]), int(end.usage[1]), float(end.usage[2]), run_id,
+                    end.key, state,
+                )
+                if changed:
+                    moved.add(end.key)
+        return moved
 
     async def task_usage(self, run_id: str) -> tuple[int, int, float]:
         """Input tokens, output tokens and USD of every task of a run so far."""
