@@ -3,8 +3,8 @@ FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
 WORKDIR /app
-# The extras the image runs with: server (the OTLP exporter `evalsi-policy --otlp-events` sends with).
-ARG EXTRAS=server
+# The extras the image runs with: server (the OTLP exporter `evalsi-policy --otlp-events` sends with), fast (uvloop).
+ARG EXTRAS=server,fast
 # Dependencies first, read from pyproject.toml alone: a change to the source rebuilds only the layers below this.
 COPY pyproject.toml ./
 RUN python -c "import os, tomllib; project = tomllib.load(open('pyproject.toml', 'rb'))['project']; \

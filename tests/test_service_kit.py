@@ -304,4 +304,6 @@ def test_a_stop_that_hangs_prints_every_threads_stack_and_exits_1_at_the_deadlin
     assert 1.5 < time.monotonic() - started < 15
     # Two dumps: the one asked for and the deadline's, each naming where the main thread waits.
     assert stderr.count("Current thread") + stderr.count("Thread 0x") >= 2, stderr
-    assert "run_forever" in stderr or "_run_once" in stderr or "select" in stderr, stderr
+    # The main thread's frames down to the service's: uvloop's loop (the fast extra) is C and shows no frame of its
+    # own; asyncio's shows run_forever.
+    assert "in run_service" in stderr, stderr
