@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import traceback
 from collections.abc import Callable, Iterable
@@ -26,6 +27,7 @@ EXIT_BAD_INPUT = 2
 EXIT_GATE_FAILED = 3
 # What shells report for a run stopped by Ctrl-C.
 EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a shell reports a tool killed by it
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -48,6 +50,11 @@ def handle_errors(fn: F) -> F:
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             sys.exit(EXIT_INTERRUPTED)
+        except BrokenPipeError:
+            # The reader went away (`evalsi eval --format json | head`): what it wanted was written. Point stdout at
+            # devnull so the interpreter's final flush does not raise again, and exit as Unix tools do on SIGPIPE.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(EXIT_BROKEN_PIPE)
         except Exception:
             click.echo("internal error (a bug in evalsi; please report it with this trace):", err=True)
             traceback.print_exc()
