@@ -53,7 +53,7 @@ def service_imports(module: str) -> tuple[str, ...]:
                 elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                     names.add(node.module)
                     names.update(f"{node.module}.{alias.name}" for alias in node.names if alias.name != "*")
-    return tuple(sorted(n for n in names if n.split(".")[0] != package and n != "__future__"))
+    return tuple(sorted(n for n in names if n.split(".")[0] not in (package, "__future__")))
 
 
 def preload(modules: Iterable[str]) -> int:
