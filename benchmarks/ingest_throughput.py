@@ -18,6 +18,9 @@ redaction are Python); the store alone (the same spans mapped beforehand, consum
 sharing the port (DESIGN.md: "a process per core where one is not enough").
 
 ClickHouse: a throwaway ``ClickHouseServer`` (Debian's 18.16 here); SQLite: a file in a temporary directory.
+For the replica into ClickHouse it also prints the server's statements (``system.events``: inserts, selects, rows
+merged): a statement costs the server a nearly fixed amount of CPU, so their count is a figure the machine's load
+does not move. ``--ingest-log-level info`` has each ingest process's store log its own counts when it closes.
 Target (issue 10): at least 30,000 spans/s into ClickHouse for a replica of 2 processes (the default).
 """
 
