@@ -8,6 +8,9 @@ nats-server, answered by ``evalsi.bus.requests.RequestServer`` (a nats-py subscr
 the same server dispatched through FastStream (``evalsi.bus.shared_broker.CoreSubscriber``, its concurrent core
 subscriber, with the same reply code), in interleaved rounds. Caller and responder share this process, so the
 CPU per request is both sides: the difference between the two is what FastStream's dispatch costs.
+
+It runs on the event loop the services run on (``evalsi.service.kit.event_loop_factory``: uvloop's when installed);
+``--loop asyncio`` runs it on asyncio's own.
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ from evalsi.bus import Delivery, connect, request
 from evalsi.bus.natsserver import NatsServer
 from evalsi.bus.requests import RequestServer
 from evalsi.bus.shared_broker import CoreSubscriber
+from evalsi.errors import InfraError
 from evalsi.records import make_record
+from evalsi.service.kit import event_loop_factory
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResponse
 from evalsi.v1alpha1.evaluator_pb2 import EvaluatorRef
 
@@ -63,6 +68,19 @@ def _request() -> EvaluateRequest:
     return request
 
 
+async def _until_answered(nc: Any, subject: str, message: EvaluateRequest, deadline_s: float = 10.0) -> None:
+    """FastStream subscribes in the background after its start returns: the first requests can find no responder."""
+    deadline = time.monotonic() + deadline_s
+    while True:
+        try:
+            await request(nc, subject, message, EvaluateResponse, 5)
+            return
+        except InfraError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.05)
+
+
 async def _round(url: str, kind: str, subject: str, calls: int) -> tuple[float, float]:
     """p50 latency in microseconds and process CPU microseconds per request of one round."""
     responder_bus, caller_bus = await connect(url, name=f"responder-{kind}"), await connect(url, name="caller")
@@ -70,6 +88,7 @@ async def _round(url: str, kind: str, subject: str, calls: int) -> tuple[float, 
     server = await cls(responder_bus.nc, subject, "bench", _answer, request_type=EvaluateRequest).start()
     message = _request()
     try:
+        await _until_answered(caller_bus.nc, subject, message)
         for _ in range(200):  # warm-up
             await request(caller_bus.nc, subject, message, EvaluateResponse, 5)
         latencies = []
@@ -86,11 +105,8 @@ async def _round(url: str, kind: str, subject: str, calls: int) -> tuple[float, 
     return statistics.median(latencies) * 1e6, cpu / calls * 1e6
 
 
-async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--calls", type=int, default=2000)
-    args = parser.parse_args()
+async def measure(args: argparse.Namespace) -> None:
+    print(f"event loop: {type(asyncio.get_running_loop()).__module__}")
     rows: dict[str, list[tuple[float, float]]] = {"nats-py": [], "faststream": []}
     with NatsServer() as server:
         for i in range(args.rounds):
@@ -107,5 +123,16 @@ async def main() -> None:
     print("load average (1, 5, 15 min): " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
 
 
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--loop", choices=("services", "asyncio"), default="services",
+                        help="the services' event loop (uvloop's when installed), or asyncio's own")
+    args = parser.parse_args()
+    with asyncio.Runner(loop_factory=event_loop_factory() if args.loop == "services" else None) as runner:
+        runner.run(measure(args))
+
+
 if __name__ == "__main__":
-    asyncio.run(main())
+    main()
