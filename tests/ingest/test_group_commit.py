@@ -75,3 +75,14 @@ async def test_cancelled_while_lingering_nothing_is_reported_written() -> None:
     with pytest.raises(asyncio.CancelledError):
         await caller
     assert write.writes == []
+
+
+async def test_items_that_waited_for_a_write_do_not_linger_again() -> None:
+    write = _Recorder(delay_s=1.0)
+    commit: GroupCommit[list[int]] = GroupCommit(write, size=len, linger_s=1.0, max_size=100)
+    started = time.monotonic()
+    await asyncio.gather(commit.submit([1]), _submit_later(commit, [2], 1.05))
+    # [1] lingers 1 s and is written by 2 s; [2], pending since 1.05 s, is written at once: done by about 3 s
+    # (4 s had it lingered again).
+    assert write.writes == [[[1]], [[2]]]
+    assert time.monotonic() - started < 3.5

@@ -11,6 +11,7 @@ insert even when no write was running. ``submit`` still returns only once the wr
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from typing import Generic, TypeVar
 
@@ -18,8 +19,9 @@ T = TypeVar("T")
 
 
 class GroupCommit(Generic[T]):
-    """Merges concurrent submissions into one write. ``size`` weighs an item (rows); a write waits, from its first
-    item, up to ``linger_s`` for more until the items weigh ``max_size``; ``submit`` raises its write's error."""
+    """Merges concurrent submissions into one write. ``size`` weighs an item (rows); a write waits up to
+    ``linger_s`` from the arrival of its first item (so items that waited for the last write do not wait again)
+    for more, until the items weigh ``max_size``; ``submit`` raises its write's error."""
 
     def __init__(self, write: Callable[[list[T]], Awaitable[None]], *, size: Callable[[T], int] = lambda _: 1,
                  linger_s: float = 0.0, max_size: int = 1) -> None:
@@ -29,11 +31,14 @@ class GroupCommit(Generic[T]):
         self.max_size = max_size
         self._pending: list[tuple[T, asyncio.Future[None]]] = []
         self._pending_size = 0
+        self._first_at = 0.0  # when the first of the pending items arrived (monotonic)
         self._full: asyncio.Event | None = None  # set when what is pending weighs max_size: stop lingering
         self._writer: asyncio.Task[None] | None = None
 
     async def submit(self, item: T) -> None:
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if not self._pending:
+            self._first_at = time.monotonic()
         self._pending.append((item, future))
         self._pending_size += self._size(item)
         if self._full is not None and self._pending_size >= self.max_size:
@@ -43,12 +48,13 @@ class GroupCommit(Generic[T]):
         await future
 
     async def _linger(self) -> None:
-        """Wait for more items: up to ``linger_s`` from now, or until they weigh ``max_size``."""
-        if self.linger_s <= 0 or self._pending_size >= self.max_size:
+        """Wait for more items: up to ``linger_s`` after the first arrived, or until they weigh ``max_size``."""
+        left = self.linger_s - (time.monotonic() - self._first_at)
+        if left <= 0 or self._pending_size >= self.max_size:
             return
         self._full = asyncio.Event()
         try:
-            await asyncio.wait_for(self._full.wait(), self.linger_s)
+            await asyncio.wait_for(self._full.wait(), left)
         except TimeoutError:
             pass
         finally:
