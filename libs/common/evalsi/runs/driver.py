@@ -293,8 +293,7 @@ class RunDriver:
         await self._publish_ready(run, bound, planned)
         reduce_published = False
         last_progress = None
-        last_partial = time.monotonic()
-        partial_every_s = PARTIAL_SUMMARY_EVERY_S
+        last_partial, partial_cpu_due = time.monotonic(), 0.0
         last_pass = time.monotonic()
         while True:
             await self.news.wait(run_id, self.tick_s)
@@ -335,11 +334,13 @@ class RunDriver:
                         await self.store.set_task_state(run_id, row.key, "cancelled")
                     await self._finish(run, bound, budget=over)
                     return
-                if time.monotonic() - last_partial > partial_every_s and run.progress.completed:
+                if (time.monotonic() - last_partial > PARTIAL_SUMMARY_EVERY_S and run.progress.completed
+                        and time.process_time() >= partial_cpu_due):
                     started = time.process_time()
                     await self._partial_summaries(run, bound)
-                    last_partial = time.monotonic()  # spaced out so that it costs at most a tenth of the CPU
-                    partial_every_s = max(PARTIAL_SUMMARY_EVERY_S, 10 * (time.process_time() - started))
+                    # Spaced by this process's CPU, not the clock, so that they cost at most a twentieth of it
+                    # however little of a core a loaded machine leaves it.
+                    last_partial, partial_cpu_due = time.monotonic(), started + 20 * (time.process_time() - started)
                 open_tasks = counts.get("pending", 0)
                 reducers = [p for p in planned if p.stage == "reduce"]
                 if reducers and not reduce_published and open_tasks == len(reducers):
