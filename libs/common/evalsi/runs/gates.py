@@ -5,6 +5,10 @@
 its methods ``passAtK(k)`` and ``passHatK(k)`` read the summaries ``<metric>.pass@k`` and ``<metric>.pass^k``.
 ``n``, ``skipped``, ``errors``, ``infra_errors`` and ``cancelled`` are integers; the others doubles.
 
+A gate is type-checked when it is compiled (``compile_gate``, ``gate_problems``: evalsi.cel over these declared
+types), so a mistake is refused before the run is spent; integers compare with doubles (``n >= 0.5``) at check
+and evaluation time alike.
+
 A gate never passes on something it could not read: a missing metric, or a figure that is undefined
 (the mean of no scored values, an interval from one value), fails the gate with a message saying why,
 whatever the rest of the expression says (so ``metric('typo').mean >= 0.8 || true`` fails too). A failed
