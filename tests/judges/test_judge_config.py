@@ -90,6 +90,16 @@ def test_from_mapping_errors_name_the_field_path(mapping: dict, message: str) ->
     assert str(e.value).startswith(message), str(e.value)
 
 
+def test_integer_params_read_back_from_a_spec_as_doubles_are_integers() -> None:
+    # evaluate(judge={"params": {"max_tokens": 512}}) stores the params in the run spec's protobuf Struct,
+    # which gives every number back as a double.
+    c = JudgeConfig.from_mapping({"model": "m", "params": {"max_tokens": 512.0, "seed": 7.0, "top_p": 0.5}})
+    assert c.params == {"temperature": 0, "max_tokens": 512, "seed": 7, "top_p": 0.5}  # temperature: the default
+    assert isinstance(c.params["max_tokens"], int)
+    with pytest.raises(BadInputError, match=r"params\.max_tokens: must be an integer, got float 512\.5"):
+        JudgeConfig.from_mapping({"model": "m", "params": {"max_tokens": 512.5}})
+
+
 def test_unknown_key_suggests_the_close_one() -> None:
     with pytest.raises(BadInputError, match=r"judge\.api_key_evn: unknown key \(did you mean api_key_env\?\)"):
         JudgeConfig.from_mapping({"model": "m", "api_key_evn": "K"})

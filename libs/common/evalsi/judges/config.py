@@ -242,6 +242,8 @@ def _params(v: object, path: str) -> dict[str, Any]:
             f"{path}: values must be JSON (strings, numbers, booleans, lists, maps): {e}"
         ) from e
     for key in ("max_tokens", "seed"):
+        if isinstance(out.get(key), float) and out[key].is_integer():
+            out[key] = int(out[key])  # a spec's params travel as a protobuf Struct, whose numbers are all doubles
         if out.get(key) is not None and (isinstance(out[key], bool) or not isinstance(out[key], int)):
             raise BadInputError(f"{path}.{key}: must be an integer, got {_type_name(out[key])} {out[key]!r}")
     if "temperature" in out and out["temperature"] is not None and (
