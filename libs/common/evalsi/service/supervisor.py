@@ -21,12 +21,14 @@ stops everything cleanly on Ctrl-C or SIGTERM.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -48,6 +50,8 @@ LOG_TAIL_LINES = 20
 # How often the supervisor looks at its children and, until they all answer, at their /readyz.
 TICK_S = 0.1
 READYZ_TIMEOUT_S = 0.5
+# Past this without every service ready, the console says which are not and why (once), rather than staying silent.
+READY_NOTICE_S = 30.0
 
 
 class CrashLoop(EvalsiError):
@@ -286,6 +290,28 @@ def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
+def _readyz(url: str) -> str:
+    """"" when ``url`` answers 200, else why not: its status and first line (what it still waits for), or that
+    nothing answers yet."""
+    try:
+        with urllib.request.urlopen(url, timeout=READYZ_TIMEOUT_S) as answer:
+            return "" if answer.status == 200 else f"{url} answered {answer.status}"
+    except urllib.error.HTTPError as exc:
+        return f"{url} answered {exc.code}" + _why(exc.read(2000))
+    except OSError as exc:
+        return f"nothing answers {url} yet ({getattr(exc, 'reason', exc)})"
+
+
+def _why(body: bytes) -> str:
+    """The reason a service's /readyz gives (``{"ready": false, "reason": ...}``), else its first line."""
+    try:
+        reason = json.loads(body).get("reason", "")
+    except (ValueError, AttributeError):
+        lines = body.decode(errors="replace").strip().splitlines()
+        reason = lines[0][:200] if lines else ""
+    return f": {reason}" if reason else ""
+
+
 def check_ports(children: list[Child], host: str) -> None:
     """Refuse (BadInputError, exit 2) when a port a child will listen on is taken, naming port and child.
 
@@ -344,8 +370,10 @@ class Supervisor:
     # test process. Off: each is a fresh interpreter (exec).
     fork_services: bool = False
     ready: bool = False
+    ready_notice_s: float = READY_NOTICE_S
     # The /readyz of every child that serves one, not yet answered 200; the api's always among them.
     _unready: dict[str, str] = field(default_factory=dict)
+    _waiting_told: bool = False
     _stopping: bool = False
     _started_at: float = 0.0
 
@@ -442,14 +470,23 @@ class Supervisor:
         up: stores open, consumers bound, NATS connected), with the addresses a user points clients at."""
         if self.ready:
             return True
+        waiting: dict[str, str] = {}
         for name, url in list(self._unready.items()):
-            try:
-                with urllib.request.urlopen(url, timeout=READYZ_TIMEOUT_S) as answer:
-                    if answer.status == 200:
-                        del self._unready[name]
-            except OSError:  # no answer yet, or HTTPError: 503 while something it needs is not up
-                return False
-        if self._unready:
+            if waiting and not self._waiting_is_due():
+                return False  # one unready service settles it; the rest are asked on a later tick
+            reason = _readyz(url)
+            if reason:
+                waiting[name] = reason
+            else:
+                del self._unready[name]
+        if waiting:
+            if self._waiting_is_due():
+                self._waiting_told = True
+                self.echo(
+                    f"not ready after {time.monotonic() - self._started_at:.0f} s: "
+                    + "; ".join(f"{name} ({reason})" for name, reason in waiting.items())
+                    + f"; still waiting (logs in {self.state_dir / 'logs'})"
+                )
             return False
         self.ready = True
         api, ingest = self.config.api, self.config.ingest
@@ -461,6 +498,9 @@ class Supervisor:
             f"metrics http://{host}:{api.http_port}/metrics (the api; each service's above)"
         )
         return True
+
+    def _waiting_is_due(self) -> bool:
+        return not self._waiting_told and time.monotonic() - self._started_at >= self.ready_notice_s
 
     def child(self, name: str) -> Child:
         for child in self.children:
