@@ -23,20 +23,30 @@ _NOT_FOLDABLE = float("nan")  # no score is NaN (a NaN score is an evaluator err
 
 def columns_of(results: Iterable[EvaluationResult]) -> ResultColumns:
     """``results`` as columns, in their order."""
-    data: list[bytes] = []
-    evaluators: list[str] = []
-    record_ids: list[str] = []
-    trials: list[int] = []
-    outcomes: list[int] = []
+    columns = ResultColumns()
+    _fill(columns, list(results))
+    return columns
+
+
+def move_results_to_columns(result: TaskResult) -> None:
+    """Replace ``result.results`` by ``result.columns`` (what a worker publishes)."""
+    if result.results:
+        _fill(result.columns, list(result.results))
+        result.ClearField("results")
+
+
+def _fill(columns: ResultColumns, results: list[EvaluationResult]) -> None:
+    # A field at a time over a list (a comprehension per column, no copy of the columns after): a worker does this
+    # for every result it publishes, about 2 us a result.
+    columns.data.extend([r.SerializeToString() for r in results])
+    columns.evaluators.extend([r.evaluator for r in results])
+    columns.record_ids.extend([r.record_id for r in results])
+    columns.trials.extend([r.trial for r in results])
+    outcomes = [r.outcome for r in results]
+    columns.outcomes.extend(outcomes)
     values: list[float] = []
     names: list[str] = []
-    for result in results:
-        data.append(result.SerializeToString())
-        evaluators.append(result.evaluator)
-        record_ids.append(result.record_id)
-        trials.append(result.trial)
-        outcome = result.outcome
-        outcomes.append(outcome)
+    for result, outcome in zip(results, outcomes, strict=True):
         value, name = _NOT_FOLDABLE, ""
         if outcome == OUTCOME_SCORED:
             scores = result.scores
@@ -49,22 +59,8 @@ def columns_of(results: Iterable[EvaluationResult]) -> ResultColumns:
                     value, name = score.number, score.name
         values.append(value)
         names.append(name)
-    columns = ResultColumns()
-    columns.data.extend(data)
-    columns.evaluators.extend(evaluators)
-    columns.record_ids.extend(record_ids)
-    columns.trials.extend(trials)
-    columns.outcomes.extend(outcomes)
     columns.values.extend(values)
     columns.score_names.extend(names)
-    return columns
-
-
-def move_results_to_columns(result: TaskResult) -> None:
-    """Replace ``result.results`` by ``result.columns`` (what a worker publishes)."""
-    if result.results:
-        result.columns.CopyFrom(columns_of(result.results))
-        result.ClearField("results")
 
 
 def result_rows(columns: ResultColumns) -> list[ResultRow]:
