@@ -68,9 +68,10 @@ def literal_value(node: Any) -> Any:
     if not isinstance(token, Token):
         return None
     text = str(token)
-    if token.type == "STRING_LIT":
+    if token.type in ("STRING_LIT", "MLSTRING_LIT"):
         raw = text[1:] if text[:1] in "rR" else text
-        return raw[1:-1]
+        quotes = 3 if token.type == "MLSTRING_LIT" else 1
+        return raw[quotes:-quotes]
     if token.type == "INT_LIT":
         try:
             return int(text, 0)
