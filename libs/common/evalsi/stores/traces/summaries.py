@@ -34,11 +34,13 @@ def sums(rows: list[SpanRow]) -> tuple[Any, ...]:
 
 class KnownTraces:
     """The span rows (by span id) behind the last summary row this store wrote for each trace, and that row's
-    version; the ``limit`` most recently summarized traces (a trace forgotten is read back, never guessed)."""
+    version; for the most recently summarized traces, ``limit`` rows in all (some 600 bytes each: a trace forgotten
+    is read back, never guessed, so the bound costs reads, not answers)."""
 
-    def __init__(self, limit: int = 50_000) -> None:
+    def __init__(self, limit: int = 100_000) -> None:
         self.limit = limit
         self._traces: OrderedDict[tuple[str, str], tuple[int, dict[str, SpanRow]]] = OrderedDict()
+        self._rows = 0
 
     def __len__(self) -> int:
         return len(self._traces)
@@ -48,9 +50,17 @@ class KnownTraces:
         known = self._traces.get((project, trace_id))
         return known[1] if known is not None and known[0] == newest_version else None
 
+    @property
+    def rows_held(self) -> int:
+        return self._rows
+
     def remember(self, project: str, trace_id: str, version: int, rows: dict[str, SpanRow]) -> None:
         key = (project, trace_id)
+        before = self._traces.pop(key, None)
+        if before is not None:
+            self._rows -= len(before[1])
         self._traces[key] = (version, rows)
-        self._traces.move_to_end(key)
-        while len(self._traces) > self.limit:
-            self._traces.popitem(last=False)
+        self._rows += len(rows)
+        while self._rows > self.limit:
+            _, (_, dropped) = self._traces.popitem(last=False)
+            self._rows -= len(dropped)
