@@ -112,7 +112,7 @@ class _Checker:
         condition, then, otherwise = (self.visit(c) for c in children)
         if not accepts(BOOL, condition):
             self.problem(children[0], f"the condition of ?: must be a bool, got {condition}")
-        return self._unify(node, then, otherwise, "the two branches of ?:")
+        return self._unify(node, then, otherwise, "the two branches of ?:", mixed_is_dyn=False)
 
     def _conditionalor(self, node: Tree, children: list[Any]) -> CelType:
         return self._logic(node, children, "||")
@@ -413,7 +413,8 @@ class _Checker:
         element: CelType | None = None
         for item in items:
             kind = self.visit(item)
-            element = kind if element is None else self._unify(item, element, kind, "the items of a list")
+            element = kind if element is None else self._unify(item, element, kind, "the items of a list",
+                                                               mixed_is_dyn=True)
         return list_of(element if element is not None and element.name != "error" else DYN)
 
     def _map_lit(self, node: Tree, children: list[Any]) -> CelType:
@@ -426,7 +427,9 @@ class _Checker:
 
     # -- helpers --
 
-    def _unify(self, node: Tree, left: CelType, right: CelType, what: str) -> CelType:
+    def _unify(self, node: Tree, left: CelType, right: CelType, what: str, *, mixed_is_dyn: bool) -> CelType:
+        """The one type of two values that must share it; ``mixed_is_dyn``: values of different kinds make a
+        ``dyn`` (a list of several kinds is legal CEL) rather than a problem (the branches of ?:)."""
         if left.name in ("dyn", "error"):
             return right
         if right.name in ("dyn", "error") or left == right:
@@ -434,10 +437,10 @@ class _Checker:
         if left.name in NUMBERS and right.name in NUMBERS:
             self.problem(node, f"{what} mix {left} and {right}; convert one of them, e.g. with double()")
             return ERROR
-        if what.startswith("the two branches"):
-            self.problem(node, f"{what} have different types, {left} and {right}")
-            return ERROR
-        return DYN  # a list of values of several types is legal CEL: read as list(dyn)
+        if mixed_is_dyn:
+            return DYN
+        self.problem(node, f"{what} have different types, {left} and {right}")
+        return ERROR
 
     def _operator_at(self, left: Tree, right: Tree, op: str) -> tuple[int, int]:
         """The line and column of the operator between two operands (the parse tree does not keep it)."""
