@@ -79,8 +79,9 @@ async def test_a_failed_shared_write_fails_every_caller(store: ClickHouseTraceSt
 async def test_summaries_follow_within_the_interval_and_reads_here_see_them_at_once(
         clickhouse_server: ClickHouseServer) -> None:
     url = clickhouse_server.url_for(f"group_commit_{next(_databases)}")
-    # No lingering: the two writes must land within one summary interval.
-    writer = await ClickHouseTraceStore.open(url, summary_interval_s=0.3, span_linger_s=0)
+    # No lingering, and an interval long enough on a loaded machine: the two writes and the first reads must
+    # land within one summary interval.
+    writer = await ClickHouseTraceStore.open(url, summary_interval_s=1.5, span_linger_s=0)
     reader = await ClickHouseTraceStore.open(url)
     try:
         root = _span(TRACE, 1)
@@ -90,7 +91,7 @@ async def test_summaries_follow_within_the_interval_and_reads_here_see_them_at_o
         provisional = await reader.get_summary("p", root.trace_id)  # summed from the spans: no summary yet
         assert provisional is not None and (provisional.revision, provisional.span_count) == (0, 2)
         assert (await reader.list_traces("p")).traces == []  # listing waits for the next pass ...
-        await asyncio.sleep(1.0)  # ... which runs by itself, with no more spans to carry it
+        await asyncio.sleep(2.5)  # ... which runs by itself, with no more spans to carry it
         summary = await reader.get_summary("p", root.trace_id)
         assert summary is not None and (summary.revision, summary.span_count) == (1, 2)  # one pass, both batches
         assert [trace.trace_id for trace in (await reader.list_traces("p")).traces] == [root.trace_id]
