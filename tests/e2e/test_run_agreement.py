@@ -150,6 +150,7 @@ def without_target_name(run: Run) -> dict[str, Any]:
 
     fields["results"] = [(*result[:5], unnamed(result[5]), *result[6:]) for result in fields["results"]]
     fields["message"] = unnamed(fields["message"])
+    fields["summaries"] = [unnamed(summary) for summary in fields["summaries"]]  # error_kinds' first reasons
     return fields
 
 
