@@ -84,7 +84,8 @@ def test_a_forked_service_runs_main_with_its_own_environment_argv_group_log_and_
             def main(argv):
                 print(json.dumps({"argv": argv, "sys.argv": sys.argv, "env": dict(os.environ), "pid": os.getpid(),
                                   "pgid": os.getpgid(0), "comm": open("/proc/self/comm").read().strip(),
-                                  "sigterm_default": signal.getsignal(signal.SIGTERM) == signal.SIG_DFL}))
+                                  "sigterm_default": signal.getsignal(signal.SIGTERM) == signal.SIG_DFL,
+                                  "blocked": sorted(signal.pthread_sigmask(signal.SIG_BLOCK, []))}))
                 print("to stderr", file=sys.stderr)
                 return 3
         """,
@@ -105,6 +106,7 @@ def test_a_forked_service_runs_main_with_its_own_environment_argv_group_log_and_
     assert seen["pgid"] == seen["pid"]  # its own process group
     assert seen["comm"] == "probe-service"
     assert seen["sigterm_default"]
+    assert seen["blocked"] == []  # the stop signals held across the fork are delivered again
     assert terminated["terminated"] == -15  # SIGTERM ended it: the parent's ignoring handler was not inherited
     # Nothing of the child ran the parent's code after the fork: its output came once, from the parent.
     assert len(done.stdout.splitlines()) == 3

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import NoReturn
 
 _PR_SET_NAME = 15
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _PR_SET_PDEATHSIG = 1
 
 
@@ -137,14 +138,20 @@ def fork_service(name: str, argv: Sequence[str], env: Mapping[str, str], log_pat
     for stream in (sys.stdout, sys.stderr):  # or the child would write the parent's buffered console lines again
         with contextlib.suppress(Exception):
             stream.flush()
-    pid = os.fork()
-    if pid == 0:
-        _run_in_child(name, module, flags, env, log_path, parent)
+    # Held until the child has its own handlers: one arriving in between would reach the supervisor's (which only
+    # flags a stop) in the child, and be lost.
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+    try:
+        pid = os.fork()
+        if pid == 0:
+            _run_in_child(name, module, flags, env, log_path, parent, mask)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     return ForkedProcess(pid)
 
 
 def _run_in_child(name: str, module: str, flags: list[str], env: Mapping[str, str], log_path: Path,
-                  parent: int) -> NoReturn:
+                  parent: int, mask: set[int | signal.Signals]) -> NoReturn:
     code: int = 1
     try:
         os.setpgid(0, 0)  # its own group: Ctrl-C reaches the supervisor only, and stop() ends what it started
@@ -158,6 +165,7 @@ def _run_in_child(name: str, module: str, flags: list[str], env: Mapping[str, st
         signal.signal(signal.SIGINT, signal.default_int_handler)
         for signum in (signal.SIGTERM, signal.SIGHUP):
             signal.signal(signum, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a stop sent meanwhile arrives now, to these
         log = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
