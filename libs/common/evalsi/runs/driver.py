@@ -536,7 +536,10 @@ class RunDriver:
         # Only the delivery that ends the task folds its results into the partial summaries: a redelivered result
         # is counted once.
         if await self._writes.end_task(run.project, run.id, end, results=result.results, rows=rows):
-            self.news.fold_columns(run.id, columns) if columns is not None else self.news.fold(run.id, result.results)
+            if columns is not None:
+                self.news.fold_columns(run.id, columns)
+            else:
+                self.news.fold(run.id, result.results)
         elif result.results or (columns is not None and columns.data):
             self.news.written_unfolded(run.id)  # a later copy may have replaced what was folded
         self.news.wake(run.id)
