@@ -4,6 +4,7 @@ that compare numbers across types as the checker (evalsi.cel.checker) accepts.""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from functools import cache
 from typing import Any
 
 import celpy
@@ -12,13 +13,18 @@ from lark import Tree
 from evalsi.cel.numbers import NUMERIC_COMPARISONS
 from evalsi.errors import BadInputError
 
-_ENV = celpy.Environment()
+
+@cache
+def _environment() -> celpy.Environment:
+    """Built on first use, not at import: building cel-python's parser is ~10% of what `evalsi serve` imports before
+    its services can answer, and most services never parse CEL."""
+    return celpy.Environment()
 
 
 def parse_expression(expression: str) -> Tree:
     """The parse tree of an expression; a syntax error is a ``BadInputError`` quoting it with the column."""
     try:
-        tree: Tree = _ENV.compile(expression)
+        tree: Tree = _environment().compile(expression)
     except celpy.CELParseError as exc:
         column = getattr(exc, "column", None)
         where = f" at column {column}" if column else ""
@@ -29,4 +35,4 @@ def parse_expression(expression: str) -> Tree:
 
 def program(tree: Tree, functions: Mapping[str, Callable[..., Any]] | None = None) -> Any:
     """A runnable program: the expression's own functions over the numeric comparisons."""
-    return _ENV.program(tree, functions={**NUMERIC_COMPARISONS, **(functions or {})})
+    return _environment().program(tree, functions={**NUMERIC_COMPARISONS, **(functions or {})})
