@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -58,9 +59,11 @@ def reply_for(body: dict[str, Any], answers: dict[str, str]) -> str:
 
 async def serve(port: int) -> None:
     answers = known_answers()
+    parent = os.getppid()
     async with FakeOpenAI(lambda body: reply_for(body, answers), port=port):
         print(f"doc model on 127.0.0.1:{port}", flush=True)
-        await asyncio.Event().wait()  # until the test stops it
+        while os.getppid() == parent:  # until the test stops it, or is itself killed (then no teardown comes)
+            await asyncio.sleep(1)
 
 
 if __name__ == "__main__":
