@@ -32,7 +32,7 @@ from evalsi.bus.v1alpha1.bus_pb2 import RunControl
 from evalsi.errors import BadInputError
 from evalsi.evaluators import Registry
 from evalsi.runs.driver import planned_task_count
-from evalsi.runs.dry_run import served_dry_run_text
+from evalsi.runs.dry_run import served_dry_run
 from evalsi.stores import StoredPolicy, policy_hash
 from evalsi.traces import OnlineScore
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResponse
@@ -264,7 +264,7 @@ class Api:
             load_records=partial(load_run_dataset, datasets_dir=datasets_dir),
             limits=limits,
             count_tasks=partial(planned_task_count, registry=registry),
-            describe_plan=partial(served_dry_run_text, registry=registry),
+            describe_plan=partial(served_dry_run, registry=registry),
         )
         self.catalog = CatalogHandlers(registry)
         self.scores = MemoryScores()

@@ -35,7 +35,7 @@ from evalsi.api.run_dataset import load_run_dataset
 from evalsi.cli.main import cli
 from evalsi.connections import Connections, JudgeConnection
 from evalsi.evaluators import Registry
-from evalsi.runs.dry_run import dry_run_text, served_dry_run_text
+from evalsi.runs.dry_run import dry_run_document, dry_run_text, plan_from_struct, served_dry_run
 from evalsi.runs.embedded import dry_run
 from evalsi.runs.spec import load_eval_run, validate_eval_run
 from evalsi.stores import open_metadata_store, open_object_store
@@ -243,7 +243,7 @@ async def test_a_served_dry_run_shows_the_embedded_plan_and_token_and_cost_proje
         store=store, objects=objects, control=_nowhere, watch=_no_events,
         validate_run=partial(validate_eval_run, registry=registry, datasets_dir=datasets),
         load_records=partial(load_run_dataset, datasets_dir=datasets), connections=connections,
-        describe_plan=partial(served_dry_run_text, registry=registry),
+        describe_plan=partial(served_dry_run, registry=registry),
     )
     embedded_spec = load_eval_run(EXAMPLES / "qa-model.yaml")
     prepared, projected = dry_run(embedded_spec, base_dir=EXAMPLES)
@@ -261,5 +261,8 @@ async def test_a_served_dry_run_shows_the_embedded_plan_and_token_and_cost_proje
         await objects.close()
         await store.close()
     assert answer.message == embedded
+    # The JSON document too (`evalsi run --server … --dry-run --format json`), counts as integers again.
+    assert plan_from_struct(answer.dry_run_plan) == dry_run_document(
+        prepared.plan, projected, name="qa-model", project="quickstart")
     assert "target       24 calls, ≈ " in answer.message and "cost $" in answer.message
     assert "projected    ≈ " in answer.message and "budget       20,000 tokens and $0.0500" in answer.message

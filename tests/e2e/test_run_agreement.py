@@ -244,3 +244,7 @@ def test_a_served_dry_run_prints_what_an_embedded_one_prints(stack: Stack) -> No
     assert [line for line in served if "dataset " not in line] == [line for line in embedded if "dataset " not in line]
     assert served[0].startswith("dry run: qa-outputs (project quickstart); nothing was called or stored")
     assert any(line.startswith("  tasks        ") for line in served)
+    # And as JSON: the same document both ways, counts as integers.
+    embedded_json, served_json = (json.loads("\n".join(dry_run("--format", "json", *extra)))
+                                  for extra in ((), ("--server", stack.http)))
+    assert served_json == embedded_json and isinstance(served_json["tasks"], int) and served_json["tasks"] > 0

@@ -17,7 +17,7 @@ from evalsi.evaluators import Pack, Registry
 from evalsi.judges.panel import JudgeSet
 from evalsi.records import make_record, to_value
 from evalsi.runs.binding import resolve_evaluators
-from evalsi.runs.dry_run import dry_run_text, served_dry_run_text
+from evalsi.runs.dry_run import dry_run_document, dry_run_text, served_dry_run
 from evalsi.runs.embedded import dry_run
 from evalsi.runs.execute import Executor
 from evalsi.runs.outcome import (
@@ -112,9 +112,12 @@ def test_a_served_dry_run_says_exactly_what_the_embedded_one_says() -> None:
     embedded = dry_run_text(prepared.plan, projection, name=run.metadata.name, project=run.metadata.project,
                             dataset=run.spec.dataset.path)
     records = load_dataset(spec.parent / run.spec.dataset.path).records
-    served = served_dry_run_text(load_eval_run(spec), records, project=run.metadata.project,
-                                 dataset=run.spec.dataset.path, registry=Registry.from_entry_points())
+    served, document = served_dry_run(load_eval_run(spec), records, project=run.metadata.project,
+                                      dataset=run.spec.dataset.path, registry=Registry.from_entry_points())
     assert served == embedded
+    assert document == dry_run_document(prepared.plan, projection, name=run.metadata.name,
+                                        project=run.metadata.project)
+    assert document["tasks"] == 12 and document["target"]["calls"] == 24  # type: ignore[index]
     assert "tasks        12 (generate 3, evaluate 9; by pool: judge 3, cpu 9)" in served
     assert "target       24 calls" in served and "projected    ≈" in served
 

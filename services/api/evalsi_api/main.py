@@ -48,7 +48,7 @@ from evalsi.evaluators import Registry
 from evalsi.hosts import is_loopback
 from evalsi.ingest.publishing import BusCompletionPublisher
 from evalsi.runs.driver import planned_task_count
-from evalsi.runs.dry_run import served_dry_run_text
+from evalsi.runs.dry_run import served_dry_run
 from evalsi.runs.spec import validate_eval_run
 from evalsi.service.kit import STOP_DEADLINE_S, run_service
 from evalsi.service.lifecycle import Lifecycle
@@ -358,7 +358,7 @@ async def assemble(settings: Settings, life: Lifecycle) -> None:
         limits=settings.limits,
         connections=settings.connections,
         count_tasks=partial(planned_task_count, registry=registry),
-        describe_plan=partial(served_dry_run_text, registry=registry),
+        describe_plan=partial(served_dry_run, registry=registry),
         listen_host=settings.server.host,
     )
     table = build_table(

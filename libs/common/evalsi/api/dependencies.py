@@ -8,7 +8,7 @@ beside the store (``evalsi.stores``), and the handlers import it from there.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
-from typing import Protocol
+from typing import Any, Protocol
 
 from evalsi.bus.v1alpha1.bus_pb2 import RunControl
 from evalsi.datasets import RecordStream
@@ -35,8 +35,11 @@ CountTasks = Callable[[EvalRun, int], int]
 
 
 class DescribePlan(Protocol):
-    """A run's dry-run text: its plan and projection (evalsi.runs.dry_run.served_dry_run_text, registry bound)."""
+    """A run's dry-run text and JSON document: its plan and projection (evalsi.runs.dry_run.served_dry_run,
+    registry bound)."""
 
-    def __call__(self, document: EvalRun, records: Iterable[Record], *, project: str, dataset: str) -> str: ...
+    def __call__(
+        self, document: EvalRun, records: Iterable[Record], *, project: str, dataset: str
+    ) -> tuple[str, dict[str, Any]]: ...
 # The spec's dataset file under the configured datasets directory, opened as a stream of records.
 LoadRecords = Callable[[EvalRun], RecordStream]

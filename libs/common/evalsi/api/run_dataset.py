@@ -8,6 +8,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from evalsi.datasets import RecordStream, stream_dataset
 from evalsi.datasets.shards import DatasetManifest, put_manifest, read_shard, write_dataset
@@ -19,6 +20,8 @@ from evalsi.runs.spec import resolve_dataset_path
 from evalsi.stores.objects import ObjectStore
 from evalsi.v1alpha1.record_pb2 import Record
 from evalsi.v1alpha1.run_pb2 import EvalRun
+
+Described = TypeVar("Described")  # what a dry run's ``describe`` makes of the records
 
 
 def load_run_dataset(run: EvalRun, *, datasets_dir: Path) -> RecordStream:
@@ -115,9 +118,9 @@ async def count_run_dataset(
 
 async def describe_run_dataset(
     run: EvalRun, *, project: str, objects: ObjectStore, open_records: OpenRecords,
-    describe: Callable[[Iterable[Record]], str],
-) -> tuple[str, DatasetCount]:
-    """A dry run's text, ``describe`` reading the run's records once, one at a time, in a thread (a file read
+    describe: Callable[[Iterable[Record]], Described],
+) -> tuple[Described, DatasetCount]:
+    """A dry run's description, ``describe`` reading the run's records once, one at a time, in a thread (a file read
     through, a stored dataset a shard at a time): no whole dataset is ever held. With the records' count and
     version."""
     if run.spec.dataset.WhichOneof("kind") == "ref":
@@ -132,7 +135,7 @@ async def describe_run_dataset(
         text = await asyncio.to_thread(describe, stored())
         return text, DatasetCount(manifest.records, version.version, manifest.source)
 
-    def read() -> tuple[str, DatasetCount]:
+    def read() -> tuple[Described, DatasetCount]:
         stream = open_records(run)
         text = describe(_prefixed(stream))
         return text, DatasetCount(stream.count, stream.version, stream.source)

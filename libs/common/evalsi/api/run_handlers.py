@@ -160,6 +160,7 @@ class RunHandlers:
         await bus_call("reading the dataset", refuse_unknown_cluster_key(
             document, project=project, objects=self._objects, open_records=self._load_records))
         if request.dry_run:
+            plan: dict[str, Any] | None = None
             if self._describe_plan is None:
                 text = "dry run: nothing was called or stored"
                 counted = await bus_call("reading the dataset", count_run_dataset(
@@ -168,11 +169,13 @@ class RunHandlers:
                 # The same text as an embedded `evalsi run --dry-run` of the spec, from the records read once.
                 describe = partial(self._describe_plan, document, project=project,
                                    dataset=_dataset_name(document.spec.dataset))
-                text, counted = await bus_call("reading the dataset", describe_run_dataset(
+                (text, plan), counted = await bus_call("reading the dataset", describe_run_dataset(
                     document, project=project, objects=self._objects, open_records=self._load_records,
                     describe=describe))
             run = self._pending_run(document, project, counted.records, counted.version)
             run.message = text
+            if plan is not None:
+                run.dry_run_plan.update(plan)
             return run
         # The records go once, a shard at a time, into the object store; the run keeps their manifest's key.
         stored = await bus_call("storing the run's records", store_run_dataset(

@@ -160,12 +160,12 @@ def run_command(
             raise BadInputError("--memory-budget and --store-dir apply to embedded runs only (without --server)")
         _run_on_server(
             server, project, _load(file, sets), Path(file), dry_run=dry_run, no_wait=no_wait, output=output,
-            allow_errors=allow_errors,
+            allow_errors=allow_errors, fmt=fmt,
         )
         return
     if no_wait:
         raise BadInputError("--no-wait applies to server runs only (with --server)")
-    from evalsi.runs.dry_run import dry_run_text
+    from evalsi.runs.dry_run import dry_run_document, dry_run_text
     from evalsi.runs.embedded import dry_run as plan_dry_run
     from evalsi.runs.embedded import execute_run
 
@@ -174,17 +174,9 @@ def run_command(
     if dry_run:
         prepared, projection = plan_dry_run(run, base_dir=base_dir, source=file, warn=warn_on_stderr)
         if fmt == "json":
-            plan = prepared.plan
-            plan_document = {
-                "run": run.metadata.name,
-                "project": run.metadata.project,
-                "samples": plan.samples,
-                "shards": len(plan.shards),
-                "trials": plan.trials,
-                "pools": {pool: list(aliases) for pool, aliases in plan.pools.items()},
-                **projection.to_dict(),
-            }
-            click.echo(json.dumps(plan_document, indent=2))
+            document = dry_run_document(prepared.plan, projection, name=run.metadata.name,
+                                        project=run.metadata.project)
+            click.echo(json.dumps(document, indent=2))
         else:
             click.echo(
                 dry_run_text(
@@ -260,7 +252,7 @@ def _exit_for(document: Run, *, allow_errors: bool) -> None:
 
 def _run_on_server(
     server: str, project: str | None, run: Any, file: Path, *, dry_run: bool, no_wait: bool, output: str | None,
-    allow_errors: bool,
+    allow_errors: bool, fmt: str = "table",
 ) -> None:
     """Submit the spec to a server; follow it to its end unless --no-wait, exiting like an embedded run.
 
@@ -271,10 +263,15 @@ def _run_on_server(
         local = (file.resolve().parent / run.spec.dataset.path).resolve()
         if local.exists():  # relative to the spec file, as embedded; else a path under the server's datasets dir
             run.spec.dataset.path = str(local)
+    from evalsi.runs.dry_run import plan_from_struct
+
     with Client(server, project=project) as client:
         handle = client.runs.create(run, dry_run=dry_run)
-        if dry_run:
-            click.echo(handle.run.message)  # the plan and projection, as an embedded --dry-run prints them
+        if dry_run:  # the plan and projection, as an embedded --dry-run prints them
+            if fmt == "json":
+                click.echo(json.dumps(plan_from_struct(handle.run.dry_run_plan), indent=2))
+            else:
+                click.echo(handle.run.message)
             return
         click.echo(
             f"created {handle.id} in project {handle.run.project} ({state_name(handle.run.state)}) on {server}",

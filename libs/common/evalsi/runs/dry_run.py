@@ -1,9 +1,14 @@
-"""``--dry-run``: a run's plan and projected tokens and cost, in one text for ``evalsi run --dry-run`` and the api's
-dry-run answer (``evalsi run --server URL --dry-run``), so both say the same thing about the same spec."""
+"""``--dry-run``: a run's plan and projected tokens and cost, in one text and one JSON document for ``evalsi run
+--dry-run`` and the api's dry-run answer (``evalsi run --server URL --dry-run``), so both say the same thing about
+the same spec."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
+
+from google.protobuf import json_format
+from google.protobuf.struct_pb2 import Struct
 
 from evalsi.evaluators import Registry
 from evalsi.runs.binding import resolve_evaluators
@@ -12,16 +17,48 @@ from evalsi.v1alpha1.record_pb2 import Record
 from evalsi.v1alpha1.run_pb2 import EvalRun
 
 
-def served_dry_run_text(
+def served_dry_run(
     document: EvalRun, records: Iterable[Record], *, project: str, dataset: str, registry: Registry
-) -> str:
-    """The dry-run text of a run submitted to a server, planned exactly as its scheduler would plan it; ``records``
-    are read once, one at a time, and none is kept."""
+) -> tuple[str, dict[str, Any]]:
+    """The dry-run text and document of a run submitted to a server, planned exactly as its scheduler would plan
+    it; ``records`` are read once, one at a time, and none is kept."""
 
     bound = resolve_evaluators(list(document.spec.evaluators), registry)
     tally = RecordTally.for_spec(document.spec, (b.evaluator.scope for b in bound)).add_all(records)
     plan = plan_run(document, tally.records, evaluators=bound, run_id="dry-run")
-    return dry_run_text(plan, projection(plan, tally), name=document.metadata.name, project=project, dataset=dataset)
+    projected = projection(plan, tally)
+    text = dry_run_text(plan, projected, name=document.metadata.name, project=project, dataset=dataset)
+    return text, dry_run_document(plan, projected, name=document.metadata.name, project=project)
+
+
+def dry_run_document(plan: Plan, projection: Projection, *, name: str, project: str) -> dict[str, Any]:
+    """The plan and its projection as JSON (``--format json``)."""
+    return {
+        "run": name,
+        "project": project,
+        "samples": plan.samples,
+        "shards": len(plan.shards),
+        "trials": plan.trials,
+        "pools": {pool: list(aliases) for pool, aliases in plan.pools.items()},
+        **projection.to_dict(),
+    }
+
+
+def plan_from_struct(struct: Struct) -> dict[str, object]:
+    """A served dry run's document as the embedded one prints it: a Struct holds every number as a double, so the
+    counts (every number but the ``...Usd`` costs) come back as integers."""
+
+    def restore(key: str, value: object) -> object:
+        if isinstance(value, dict):
+            return {k: restore(k, v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [restore(key, v) for v in value]
+        if isinstance(value, float) and value.is_integer() and not key.endswith("Usd"):
+            return int(value)
+        return value
+
+    document = json_format.MessageToDict(struct)
+    return {key: restore(key, value) for key, value in document.items()}
 
 
 def _money(value: float | None) -> str:

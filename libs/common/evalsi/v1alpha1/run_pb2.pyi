@@ -392,7 +392,7 @@ class RunManifest(_message.Message):
     def __init__(self, spec_hash: _Optional[str] = ..., dataset: _Optional[str] = ..., dataset_version: _Optional[str] = ..., evaluators: _Optional[_Iterable[_Union[EvaluatorVersion, _Mapping]]] = ..., target: _Optional[str] = ..., judges: _Optional[_Mapping[str, str]] = ..., seed: _Optional[int] = ..., package_versions: _Optional[_Mapping[str, str]] = ..., evalsi_version: _Optional[str] = ..., unpinned: _Optional[_Iterable[str]] = ..., created: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Run(_message.Message):
-    __slots__ = ("id", "project", "name", "spec", "state", "create_time", "start_time", "end_time", "progress", "summaries", "gates", "manifest", "message", "labels", "results", "tenant_id")
+    __slots__ = ("id", "project", "name", "spec", "state", "create_time", "start_time", "end_time", "progress", "summaries", "gates", "manifest", "message", "labels", "results", "tenant_id", "dry_run_plan")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -416,6 +416,7 @@ class Run(_message.Message):
     LABELS_FIELD_NUMBER: _ClassVar[int]
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    DRY_RUN_PLAN_FIELD_NUMBER: _ClassVar[int]
     id: str
     project: str
     name: str
@@ -432,7 +433,8 @@ class Run(_message.Message):
     labels: _containers.ScalarMap[str, str]
     results: _containers.RepeatedCompositeFieldContainer[_score_pb2.EvaluationResult]
     tenant_id: str
-    def __init__(self, id: _Optional[str] = ..., project: _Optional[str] = ..., name: _Optional[str] = ..., spec: _Optional[_Union[RunSpec, _Mapping]] = ..., state: _Optional[_Union[RunState, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., progress: _Optional[_Union[RunProgress, _Mapping]] = ..., summaries: _Optional[_Iterable[_Union[_score_pb2.MetricSummary, _Mapping]]] = ..., gates: _Optional[_Iterable[_Union[GateResult, _Mapping]]] = ..., manifest: _Optional[_Union[RunManifest, _Mapping]] = ..., message: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., results: _Optional[_Iterable[_Union[_score_pb2.EvaluationResult, _Mapping]]] = ..., tenant_id: _Optional[str] = ...) -> None: ...
+    dry_run_plan: _struct_pb2.Struct
+    def __init__(self, id: _Optional[str] = ..., project: _Optional[str] = ..., name: _Optional[str] = ..., spec: _Optional[_Union[RunSpec, _Mapping]] = ..., state: _Optional[_Union[RunState, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., progress: _Optional[_Union[RunProgress, _Mapping]] = ..., summaries: _Optional[_Iterable[_Union[_score_pb2.MetricSummary, _Mapping]]] = ..., gates: _Optional[_Iterable[_Union[GateResult, _Mapping]]] = ..., manifest: _Optional[_Union[RunManifest, _Mapping]] = ..., message: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., results: _Optional[_Iterable[_Union[_score_pb2.EvaluationResult, _Mapping]]] = ..., tenant_id: _Optional[str] = ..., dry_run_plan: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class MetricComparison(_message.Message):
     __slots__ = ("metric", "n_pairs", "mean_a", "mean_b", "diff", "ci", "p_value", "test", "verdict", "mde", "unpaired", "p_value_adjusted")
