@@ -76,5 +76,15 @@ def test_served_runs_fail_visibly(tmp_path: Path, refusing_judge: Any) -> None:
         assert code == 2 and out == ""
         assert "spec.summary.clusterBy 'topc': no record has this metadata key (did you mean 'topic'?); " \
                "the records' metadata keys: topic" in err
+
+        # A key only some records have: the run goes on, and the server's warning is printed.
+        partial = spec_file(tmp_path / "partial", "  evaluators: [{ref: builtin/exact-match}]",
+                            "  summary: {clusterBy: region}")
+        rows = [{**ROWS[0], "region": "eu"}, ROWS[1]]
+        (tmp_path / "partial" / "qa.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+        code, out, err = run("run", "-f", str(partial), "--server", stack.http)
+        assert code == 0, err
+        assert "warning: spec.summary.clusterBy 'region': 1 of 2 records lack this metadata key; each of them " \
+               "is a cluster of its own" in err
     finally:
         stack.stop()

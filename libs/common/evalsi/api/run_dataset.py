@@ -145,20 +145,24 @@ async def describe_run_dataset(
 
 async def refuse_unknown_cluster_key(
     run: EvalRun, *, project: str, objects: ObjectStore, open_records: OpenRecords
-) -> None:
+) -> str:
     """Refuse (``BadInputError``, a 400) a ``spec.summary.clusterBy`` key no record of the run's dataset has: every
-    record would be its own cluster, silently. Reads the records once, one at a time, only when the key is set."""
+    record would be its own cluster, silently. The warning when only some records lack it (empty otherwise).
+    Reads the records once, one at a time, only when the key is set."""
     key = run.spec.summary.cluster_by
     if not key:
-        return
+        return ""
+    flag = "spec.summary.clusterBy"
 
-    def problem(records: Iterable[Record]) -> str:
-        return ClusterKeyCensus(key).add(records).problem("spec.summary.clusterBy")
+    def count(records: Iterable[Record]) -> ClusterKeyCensus:
+        return ClusterKeyCensus(key).add(records)
 
-    text, _ = await describe_run_dataset(run, project=project, objects=objects, open_records=open_records,
-                                         describe=problem)
-    if text:
-        raise BadInputError(text)
+    counted, _ = await describe_run_dataset(run, project=project, objects=objects, open_records=open_records,
+                                            describe=count)
+    problem = counted.problem(flag)
+    if problem:
+        raise BadInputError(problem)
+    return counted.warning(flag)
 
 
 def _refuse_reading_options(run: EvalRun) -> None:

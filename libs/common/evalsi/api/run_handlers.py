@@ -157,7 +157,7 @@ class RunHandlers:
             problems = merge_problems(problems, problems_of(exc))
         if problems:
             raise SpecProblems(problems, what="the run spec")
-        await bus_call("reading the dataset", refuse_unknown_cluster_key(
+        warning = await bus_call("reading the dataset", refuse_unknown_cluster_key(
             document, project=project, objects=self._objects, open_records=self._load_records))
         if request.dry_run:
             plan: dict[str, Any] | None = None
@@ -173,7 +173,7 @@ class RunHandlers:
                     document, project=project, objects=self._objects, open_records=self._load_records,
                     describe=describe))
             run = self._pending_run(document, project, counted.records, counted.version)
-            run.message = text
+            run.message = f"{text}\nwarning: {warning}" if warning else text
             if plan is not None:
                 run.dry_run_plan.update(plan)
             return run
@@ -181,6 +181,7 @@ class RunHandlers:
         stored = await bus_call("storing the run's records", store_run_dataset(
             document, project=project, objects=self._objects, open_records=self._load_records))
         run = self._pending_run(document, project, stored.manifest.records, stored.manifest.version)
+        run.message = warning  # a pending run's message: what the server warned of (a cluster key some lack)
         if document.spec.dataset.WhichOneof("kind") == "ref":
             run.manifest.dataset = f"{stored.manifest.source}@{stored.manifest.version}"
         run.id = "run-" + uuid.uuid4().hex[:16]

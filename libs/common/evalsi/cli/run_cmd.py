@@ -277,6 +277,8 @@ def _run_on_server(
             f"created {handle.id} in project {handle.run.project} ({state_name(handle.run.state)}) on {server}",
             err=True,
         )
+        if handle.run.message:  # what the server warned of when it took the run (a cluster key some records lack)
+            click.echo(f"warning: {handle.run.message}", err=True)
         # The run lives in its project; commands without that --project would look in another one.
         click.echo("next:\n" + next_steps(handle.id, handle.run.project, server), err=True)
         if no_wait:
