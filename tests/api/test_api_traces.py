@@ -205,6 +205,7 @@ async def test_cli_traces_list_and_get(traces_api: tuple[Api, ApiServer]) -> Non
     assert json.loads(result.output)["summary"]["traceId"] == trace_id(2)
     result = await asyncio.to_thread(invoke, "traces", "get", trace_id(9), "--server", url)
     assert result.exit_code == 2 and "not found" in result.output
+    assert "hint: choose the project with --project NAME or EVALSI_PROJECT=NAME" in result.output
     result = await asyncio.to_thread(invoke, "traces", "list", "--server", url, "--since", "yesterday")
     assert result.exit_code == 2 and "--since" in result.output
 

@@ -81,6 +81,7 @@ async def test_apply_list_get_delete(server_url: str, tmp_path: Path, api: Api) 
     result = await invoke("policies", "get", "prod-support", "--server", server_url, "--project", "support")
     assert result.exit_code == 2
     assert "error: name: policy 'prod-support' not found in project 'support'" in result.output
+    assert "hint: choose the project with --project NAME or EVALSI_PROJECT=NAME" in result.output
 
 
 async def test_bad_policies_exit_2_naming_the_field(server_url: str, tmp_path: Path) -> None:

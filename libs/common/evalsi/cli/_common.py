@@ -6,7 +6,8 @@ import json
 import os
 import sys
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from functools import wraps
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -61,6 +62,21 @@ def handle_errors(fn: F) -> F:
             sys.exit(EXIT_INTERNAL)
 
     return wrapper  # type: ignore[return-value]
+
+
+# What a "not found" adds: runs, traces and policies are looked up in one project, and these choose it.
+CHOOSE_PROJECT = "choose the project with --project NAME or EVALSI_PROJECT=NAME (or client.project in ./evalsi.yaml)"
+
+
+@contextmanager
+def looking_in() -> Iterator[None]:
+    """What the server does not have in the call's project becomes a message that says how to look in another."""
+    from evalsi.client import NotFoundError
+
+    try:
+        yield
+    except NotFoundError as exc:
+        raise BadInputError(f"{exc}\nhint: {CHOOSE_PROJECT}") from None
 
 
 def check_project_flag(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:

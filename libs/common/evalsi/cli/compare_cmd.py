@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING
 import click
 from google.protobuf import json_format
 
-from evalsi.cli._common import EXIT_GATE_FAILED, PROJECT_HELP, check_project_flag, handle_errors
-from evalsi.cli.runs_cmd import looking_in
+from evalsi.cli._common import EXIT_GATE_FAILED, PROJECT_HELP, check_project_flag, handle_errors, looking_in
 from evalsi.client import Client
 from evalsi.client_config import client_defaults, no_server_message
 from evalsi.errors import BadInputError

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import click
 import yaml
 
-from evalsi.cli._common import client_for, handle_errors, message_dict, message_json, server_option
+from evalsi.cli._common import client_for, handle_errors, looking_in, message_dict, message_json, server_option
 from evalsi.cli.traces_cmd import parse_since
 
 if TYPE_CHECKING:
@@ -107,7 +107,7 @@ def apply_command(path: Path, server: str, project: str | None, dry_run: bool) -
     from evalsi.policy import load_policy
 
     document = load_policy(path)  # errors name the file, line and field before anything is sent
-    with client_for(server, project) as client:
+    with client_for(server, project) as client, looking_in():
         policy = client.policies.apply(document, dry_run=dry_run)
     click.echo(apply_line(policy, dry_run=dry_run))
 
@@ -118,7 +118,7 @@ def apply_command(path: Path, server: str, project: str | None, dry_run: bool) -
 @handle_errors
 def list_command(server: str, project: str | None, fmt: str) -> None:
     """The project's policies by name."""
-    with client_for(server, project) as client:
+    with client_for(server, project) as client, looking_in():
         found = list(client.policies.list())
     if fmt == "json":
         click.echo(json.dumps([message_dict(p) for p in found], indent=2))
@@ -149,7 +149,7 @@ def list_command(server: str, project: str | None, fmt: str) -> None:
 @handle_errors
 def get_command(name: str, server: str, project: str | None, fmt: str) -> None:
     """The policy as stored: YAML that `evalsi policies apply -f` takes back, or the whole Policy as JSON."""
-    with client_for(server, project) as client:
+    with client_for(server, project) as client, looking_in():
         policy = client.policies.get(name)
     if fmt == "json":
         click.echo(message_json(policy, indent=2))
@@ -171,7 +171,7 @@ def stats_command(
     """Per metric: n, mean, a 95% interval, skipped (of which no content) and errors; by window with --windows."""
     if windows and since:
         raise click.UsageError("give --windows or --since, not both")
-    with client_for(server, project) as client:
+    with client_for(server, project) as client, looking_in():
         stats = client.policies.stats(
             name, since=parse_since(since) if since else None, last_windows=windows or 0, per_window=bool(windows)
         )
@@ -187,6 +187,6 @@ def stats_command(
 @handle_errors
 def delete_command(name: str, server: str, project: str | None) -> None:
     """Remove a policy; the scores it stored stay with their traces."""
-    with client_for(server, project) as client:
+    with client_for(server, project) as client, looking_in():
         policy = client.policies.delete(name)
     click.echo(f"policy {policy.name} (project {policy.project}) deleted; it was at generation {policy.generation}")

@@ -4,31 +4,26 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import click
 
-from evalsi.cli._common import EXIT_GATE_FAILED, client_for, handle_errors, message_dict, message_json, server_option
-from evalsi.client import Client, NotFoundError, state_name
+from evalsi.cli._common import (
+    CHOOSE_PROJECT,
+    EXIT_GATE_FAILED,
+    client_for,
+    handle_errors,
+    looking_in,
+    message_dict,
+    message_json,
+    server_option,
+)
+from evalsi.client import Client, state_name
 from evalsi.errors import BadInputError
 from evalsi.masking import mask_url
 from evalsi.projects import DEFAULT_PROJECT
 from evalsi.runs.failures import infra_failure
 from evalsi.runs.results import EvaluationResults
 from evalsi.v1alpha1.run_pb2 import RUN_STATE_BUDGET_EXCEEDED, RUN_STATE_SUCCEEDED, Run
-
-# What a "not found" adds: a run is looked up in one project, and these choose it.
-CHOOSE_PROJECT = "choose the project with --project NAME or EVALSI_PROJECT=NAME (or client.project in ./evalsi.yaml)"
-
-
-@contextmanager
-def looking_in() -> Iterator[None]:
-    """A run the server does not have in the call's project becomes a message that says how to look in another."""
-    try:
-        yield
-    except NotFoundError as exc:
-        raise BadInputError(f"{exc}\nhint: {CHOOSE_PROJECT}") from None
 
 
 def empty_list_hint(project: str | None, server: str, *, filtered: bool) -> str:

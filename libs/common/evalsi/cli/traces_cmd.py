@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from evalsi.cli._common import client_for, handle_errors, message_dict, message_json, server_option
+from evalsi.cli._common import client_for, handle_errors, looking_in, message_dict, message_json, server_option
 from evalsi.errors import BadInputError
 from evalsi.v1alpha1.record_pb2 import Step, StepStatus, StepType
 
@@ -106,7 +106,7 @@ def list_command(
     """The project's traces, newest first (`--score judge --max 0.5`: those a policy scored low)."""
     start = parse_since(since) if since else None
     found: list[TraceSummary] = []
-    with client_for(server, project) as client:
+    with client_for(server, project) as client, looking_in():
         for summary in client.traces.list(
             service=service, since=start, has_error=True if errors_only else None, page_size=min(limit, 500),
             score_metric=score_metric, min_score=min_score, max_score=max_score,
@@ -140,7 +140,7 @@ def list_command(
 @handle_errors
 def get_command(trace_id: str, server: str, project: str | None, fmt: str) -> None:
     """One trace: its steps as a tree (type, name, model, tokens, tool, status), or the whole Trace as JSON."""
-    with client_for(server, project) as client:
+    with client_for(server, project) as client, looking_in():
         trace = client.traces.get(trace_id)
     if fmt == "json":
         click.echo(message_json(trace, indent=2))
@@ -171,7 +171,7 @@ def feedback_command(trace_id: str, server: str, project: str | None, session_id
                      value: float | None, label: str, comment: str, source: str, negative: bool) -> None:
     """Join a late signal (a thumbs-down, a label) to a trace or a session; negative feedback re-triggers the
     policies on a completed trace."""
-    with client_for(server, project) as client:
+    with client_for(server, project) as client, looking_in():
         stored = client.traces.feedback(trace_id=trace_id, session_id=session_id, name=name, value=value,
                                         label=label, comment=comment, source=source, negative=negative)
     click.echo(f"feedback {stored.id} stored{' (negative)' if stored.negative else ''}")
