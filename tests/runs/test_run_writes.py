@@ -28,6 +28,9 @@ class CountedStore:
         self.calls.append((run_id, len(results)))
         await self.store.upsert_results(project, run_id, results)
 
+    async def end_tasks(self, run_id: str, ends: Sequence[TaskEnd]) -> set[str]:
+        return await self.store.end_tasks(run_id, ends)
+
 
 @pytest.fixture
 async def store(tmp_path: Path) -> AsyncIterator[SqlMetadataStore]:
@@ -44,6 +47,12 @@ def _results(prefix: str, n: int, outcome: int = OUTCOME_SCORED) -> list[Evaluat
     return [EvaluationResult(record_id=f"{prefix}{i}", evaluator="em", outcome=outcome) for i in range(n)]
 
 
+async def _write(writes: ResultWrites, project: str, run_id: str, results: list[EvaluationResult]) -> bool:
+    """A task's results, the task itself unknown to the store (what is tested here is how results batch)."""
+    end = TaskEnd(key=f"{run_id}-{results[0].record_id}-{len(results)}-{results[0].outcome}", state="done")
+    return await writes.end_task(project, run_id, end, results=results)
+
+
 async def _stored(store: SqlMetadataStore, run_id: str) -> list[tuple[str, int]]:
     return [(r.record_id, r.outcome) async for batch in store.iter_results("p", run_id) for r in batch]
 
@@ -54,9 +63,9 @@ async def test_results_arriving_together_are_one_write_per_run_and_stored_when_e
     counted = CountedStore(store)
     writes = ResultWrites(counted, linger_s=0.05)
     await asyncio.gather(
-        writes.upsert("p", "a", _results("x", 3)),
-        writes.upsert("p", "a", _results("y", 2)),
-        writes.upsert("p", "b", _results("z", 4)),
+        _write(writes, "p", "a", _results("x", 3)),
+        _write(writes, "p", "a", _results("y", 2)),
+        _write(writes, "p", "b", _results("z", 4)),
     )
     assert sorted(counted.calls) == [("a", 5), ("b", 4)]
     assert len(await _stored(store, "a")) == 5 and len(await _stored(store, "b")) == 4
@@ -65,25 +74,25 @@ async def test_results_arriving_together_are_one_write_per_run_and_stored_when_e
 async def test_a_full_batch_does_not_wait_and_later_results_form_the_next_batch(store: SqlMetadataStore) -> None:
     counted = CountedStore(store)
     writes = ResultWrites(counted, linger_s=30.0, full_rows=5)
-    await asyncio.wait_for(asyncio.gather(writes.upsert("p", "a", _results("x", 3)),
-                                          writes.upsert("p", "a", _results("y", 3))), timeout=10)
+    await asyncio.wait_for(asyncio.gather(_write(writes, "p", "a", _results("x", 3)),
+                                          _write(writes, "p", "a", _results("y", 3))), timeout=10)
     assert counted.calls == [("a", 6)]
 
 
 async def test_a_late_error_in_a_later_batch_never_replaces_a_score(store: SqlMetadataStore) -> None:
     writes = ResultWrites(store, linger_s=0.0)
-    await writes.upsert("p", "a", _results("x", 2))
-    await writes.upsert("p", "a", _results("x", 2, outcome=OUTCOME_ERROR))
-    await asyncio.gather(writes.upsert("p", "a", _results("x", 1, outcome=OUTCOME_ERROR)),
-                         writes.upsert("p", "a", _results("x", 1)))
+    await _write(writes, "p", "a", _results("x", 2))
+    await _write(writes, "p", "a", _results("x", 2, outcome=OUTCOME_ERROR))
+    await asyncio.gather(_write(writes, "p", "a", _results("x", 1, outcome=OUTCOME_ERROR)),
+                         _write(writes, "p", "a", _results("x", 1)))
     assert await _stored(store, "a") == [("x0", OUTCOME_SCORED), ("x1", OUTCOME_SCORED)]
 
 
 async def test_a_failed_write_fails_every_caller_it_carried(store: SqlMetadataStore) -> None:
     writes = ResultWrites(store, linger_s=0.05)
     await store.close()  # the store does not answer
-    outcomes = await asyncio.gather(writes.upsert("p", "a", _results("x", 1)),
-                                    writes.upsert("p", "a", _results("y", 1)), return_exceptions=True)
+    outcomes = await asyncio.gather(_write(writes, "p", "a", _results("x", 1)),
+                                    _write(writes, "p", "a", _results("y", 1)), return_exceptions=True)
     assert all(isinstance(outcome, InfraError) for outcome in outcomes)
 
 

@@ -46,11 +46,6 @@ class ResultWrites:
     writers: int = 2  # batches written at once: Postgres works a batch on one core, this machine has two
     _writers: set[asyncio.Task[None]] = field(default_factory=set)
 
-    async def upsert(self, project: str, run_id: str, results: Sequence[EvaluationResult]) -> None:
-        """Store ``results`` of one run (the store's upsert rules); returns when they are committed."""
-        if results:
-            await self._add(project, run_id, results, (), None)
-
     async def end_task(
         self, project: str, run_id: str, end: TaskEnd, *, results: Sequence[EvaluationResult] = (),
         rows: Sequence[ResultRow] = (),
