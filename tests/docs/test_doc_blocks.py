@@ -12,7 +12,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -88,39 +88,37 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[int, int]]
         _stop(process)
 
 
-@pytest.fixture(scope="module")
-def model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
-    """A local OpenAI-compatible server answering every model and judge call (doc_model.py says how)."""
-    base = tmp_path_factory.mktemp("model")
+@contextlib.contextmanager
+def _listening(base: Path, command: Callable[[int], list[str]]) -> Iterator[int]:
+    """A server the test starts on a free port (``command`` given the port), until it answers there."""
     (port,) = free_ports(1)
-    log = base / "model.log"
+    log = base / "server.log"
     with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, str(Path(__file__).with_name("doc_model.py")), str(port)],
-            env=_environment(base), stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(command(port), env=_environment(base), stdout=out, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
     try:
         _wait_tcp(port, 30, process, log)
         yield port
     finally:
         _stop(process)
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+    """A local OpenAI-compatible server answering every model and judge call (doc_model.py says how)."""
+    with _listening(tmp_path_factory.mktemp("model"),
+                    lambda port: [sys.executable, str(Path(__file__).with_name("doc_model.py")), str(port)]) as port:
+        yield port
 
 
 @pytest.fixture(scope="module")
 def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
     """The scripted agent of examples/cases/agent.yaml, speaking docs/agent-protocol.md."""
-    base = tmp_path_factory.mktemp("agent")
-    (port,) = free_ports(1)
-    log = base / "agent.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "evalsi.cases.testing", "--script", str(ROOT / "examples/cases/agent.yaml"),
-             "--port", str(port)],
-            env=_environment(base), stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        _wait_tcp(port, 30, process, log)
+    script = str(ROOT / "examples/cases/agent.yaml")
+    with _listening(tmp_path_factory.mktemp("agent"),
+                    lambda port: [sys.executable, "-m", "evalsi.cases.testing", "--script", script,
+                                  "--port", str(port)]) as port:
         yield port
-    finally:
-        _stop(process)
 
 
 def _wait_tcp(port: int, deadline_s: float, process: subprocess.Popen[bytes], log: Path) -> None:
