@@ -112,3 +112,21 @@ def test_cel_python_alone_refuses_the_mixed_comparison_the_check_accepts() -> No
     with pytest.raises(celpy.CELEvalError, match="no matching overload"):
         plain.program(plain.compile("3 >= 0.5")).evaluate({})
     assert evaluate("3 >= 0.5") == celtypes.BoolType(True)
+
+
+def test_an_expression_nested_past_the_bound_is_a_problem_not_a_recursion_error() -> None:
+    """A hostile caller's 400 nested parentheses (well within the 4,096-character limit) get a problem, which the
+    api answers with a 400, not the checker's RecursionError (a 500)."""
+    from evalsi.cel.checker import MAX_TREE_DEPTH
+    from evalsi.errors import BadInputError
+    from evalsi.runs.gates import compile_gate
+
+    fine = "(" * 40 + "item.score > 0.5" + ")" * 40
+    kind, problems = check_expression(parse_expression(fine), DECLARATIONS, fine)
+    assert (kind, problems) == (BOOL, [])
+    deep = "(" * 400 + "item.score > 0.5" + ")" * 400
+    kind, problems = check_expression(parse_expression(deep), DECLARATIONS, deep)
+    assert [p.message.split(" (")[0] for p in problems] == ["nests too deeply to check"]
+    assert f"at most {MAX_TREE_DEPTH}" in problems[0].message
+    with pytest.raises(BadInputError, match="nests too deeply to check"):
+        compile_gate("(" * 400 + "metric('exact-match').mean >= 0.5" + ")" * 400)

@@ -48,12 +48,31 @@ from evalsi.cel.types import (
     map_of,
 )
 
+# The deepest parse tree checked. The checker walks the tree recursively (about two frames a level, and a pair of
+# parentheses is ~10 levels), so a deeper tree is refused as a problem rather than reaching Python's recursion limit
+# (an internal error): 512 levels are ~50 nested parentheses, far beyond any gate or selector.
+MAX_TREE_DEPTH = 512
+
 
 def check_expression(tree: Tree, declarations: Declarations, expression: str) -> tuple[CelType, list[CelProblem]]:
     """The type of a parsed expression and every type problem in it, in the order written."""
+    depth = _tree_depth(tree)
+    if depth > MAX_TREE_DEPTH:
+        return ERROR, [CelProblem(1, 1, f"nests too deeply to check ({depth} levels in its parse tree; at most "
+                                        f"{MAX_TREE_DEPTH}, about 50 nested parentheses)")]
     checker = _Checker(declarations, expression)
     kind = checker.visit(tree)
     return kind, sorted(checker.problems, key=lambda p: (p.line, p.column))
+
+
+def _tree_depth(tree: Tree) -> int:
+    """How deep the parse tree goes, walked without recursion (it is what is being bounded)."""
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in node.children if isinstance(child, Tree))
+    return deepest
 
 
 _RELATIONS = {
