@@ -15,7 +15,7 @@ from evalsi.datasets.shards import DatasetManifest, put_manifest, read_shard, wr
 from evalsi.datasets.stored import DatasetStore
 from evalsi.edge_checks import text_problem
 from evalsi.errors import BadInputError
-from evalsi.runs.cluster_keys import ClusterKeyCensus
+from evalsi.runs.cluster_keys import refuse_unknown_cluster_key as cluster_key_warning
 from evalsi.runs.spec import resolve_dataset_path
 from evalsi.stores.objects import ObjectStore
 from evalsi.v1alpha1.record_pb2 import Record
@@ -152,17 +152,13 @@ async def refuse_unknown_cluster_key(
     key = run.spec.summary.cluster_by
     if not key:
         return ""
-    flag = "spec.summary.clusterBy"
 
-    def count(records: Iterable[Record]) -> ClusterKeyCensus:
-        return ClusterKeyCensus(key).add(records)
+    def check(records: Iterable[Record]) -> str:
+        return cluster_key_warning(records, key, "spec.summary.clusterBy")
 
-    counted, _ = await describe_run_dataset(run, project=project, objects=objects, open_records=open_records,
-                                            describe=count)
-    problem = counted.problem(flag)
-    if problem:
-        raise BadInputError(problem)
-    return counted.warning(flag)
+    warning, _ = await describe_run_dataset(run, project=project, objects=objects, open_records=open_records,
+                                            describe=check)
+    return warning
 
 
 def _refuse_reading_options(run: EvalRun) -> None:

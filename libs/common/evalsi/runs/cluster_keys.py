@@ -87,13 +87,9 @@ def warn_by_default(message: str) -> None:
     warnings.warn(message, ClusterKeyWarning, stacklevel=2)
 
 
-def census(records: Iterable[Record], key: str) -> ClusterKeyCensus:
-    return ClusterKeyCensus(key).add(records)
-
-
 def refuse_unknown_cluster_key(records: Iterable[Record], key: str, flag: str) -> str:
     """Raise ``BadInputError`` when no record has ``key``; else the warning to print (empty when none)."""
-    counted = census(records, key)
+    counted = ClusterKeyCensus(key).add(records)
     problem = counted.problem(flag)
     if problem:
         raise BadInputError(problem)
