@@ -1,0 +1,1 @@
+"""Authentication: credentials (JWT bearer tokens, evk_ API keys, client certificates) to a Principal."""
