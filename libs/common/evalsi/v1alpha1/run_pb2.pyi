@@ -352,7 +352,7 @@ class EvaluatorVersion(_message.Message):
     def __init__(self, alias: _Optional[str] = ..., ref: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., judge: _Optional[str] = ..., template_hash: _Optional[str] = ...) -> None: ...
 
 class RunManifest(_message.Message):
-    __slots__ = ("spec_hash", "dataset", "dataset_version", "evaluators", "target", "judges", "seed", "package_versions", "evalsi_version", "unpinned", "created")
+    __slots__ = ("spec_hash", "dataset", "dataset_version", "evaluators", "target", "judges", "seed", "package_versions", "evalsi_version", "unpinned", "created", "created_by")
     class JudgesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -378,6 +378,7 @@ class RunManifest(_message.Message):
     EVALSI_VERSION_FIELD_NUMBER: _ClassVar[int]
     UNPINNED_FIELD_NUMBER: _ClassVar[int]
     CREATED_FIELD_NUMBER: _ClassVar[int]
+    CREATED_BY_FIELD_NUMBER: _ClassVar[int]
     spec_hash: str
     dataset: str
     dataset_version: str
@@ -389,10 +390,11 @@ class RunManifest(_message.Message):
     evalsi_version: str
     unpinned: _containers.RepeatedScalarFieldContainer[str]
     created: _timestamp_pb2.Timestamp
-    def __init__(self, spec_hash: _Optional[str] = ..., dataset: _Optional[str] = ..., dataset_version: _Optional[str] = ..., evaluators: _Optional[_Iterable[_Union[EvaluatorVersion, _Mapping]]] = ..., target: _Optional[str] = ..., judges: _Optional[_Mapping[str, str]] = ..., seed: _Optional[int] = ..., package_versions: _Optional[_Mapping[str, str]] = ..., evalsi_version: _Optional[str] = ..., unpinned: _Optional[_Iterable[str]] = ..., created: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    created_by: str
+    def __init__(self, spec_hash: _Optional[str] = ..., dataset: _Optional[str] = ..., dataset_version: _Optional[str] = ..., evaluators: _Optional[_Iterable[_Union[EvaluatorVersion, _Mapping]]] = ..., target: _Optional[str] = ..., judges: _Optional[_Mapping[str, str]] = ..., seed: _Optional[int] = ..., package_versions: _Optional[_Mapping[str, str]] = ..., evalsi_version: _Optional[str] = ..., unpinned: _Optional[_Iterable[str]] = ..., created: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_by: _Optional[str] = ...) -> None: ...
 
 class Run(_message.Message):
-    __slots__ = ("id", "project", "name", "spec", "state", "create_time", "start_time", "end_time", "progress", "summaries", "gates", "manifest", "message", "labels", "results", "tenant_id", "dry_run_plan")
+    __slots__ = ("id", "project", "name", "spec", "state", "create_time", "start_time", "end_time", "progress", "summaries", "gates", "manifest", "message", "labels", "results", "tenant_id", "dry_run_plan", "created_by")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -417,6 +419,7 @@ class Run(_message.Message):
     RESULTS_FIELD_NUMBER: _ClassVar[int]
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
     DRY_RUN_PLAN_FIELD_NUMBER: _ClassVar[int]
+    CREATED_BY_FIELD_NUMBER: _ClassVar[int]
     id: str
     project: str
     name: str
@@ -434,7 +437,8 @@ class Run(_message.Message):
     results: _containers.RepeatedCompositeFieldContainer[_score_pb2.EvaluationResult]
     tenant_id: str
     dry_run_plan: _struct_pb2.Struct
-    def __init__(self, id: _Optional[str] = ..., project: _Optional[str] = ..., name: _Optional[str] = ..., spec: _Optional[_Union[RunSpec, _Mapping]] = ..., state: _Optional[_Union[RunState, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., progress: _Optional[_Union[RunProgress, _Mapping]] = ..., summaries: _Optional[_Iterable[_Union[_score_pb2.MetricSummary, _Mapping]]] = ..., gates: _Optional[_Iterable[_Union[GateResult, _Mapping]]] = ..., manifest: _Optional[_Union[RunManifest, _Mapping]] = ..., message: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., results: _Optional[_Iterable[_Union[_score_pb2.EvaluationResult, _Mapping]]] = ..., tenant_id: _Optional[str] = ..., dry_run_plan: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    created_by: str
+    def __init__(self, id: _Optional[str] = ..., project: _Optional[str] = ..., name: _Optional[str] = ..., spec: _Optional[_Union[RunSpec, _Mapping]] = ..., state: _Optional[_Union[RunState, str]] = ..., create_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., progress: _Optional[_Union[RunProgress, _Mapping]] = ..., summaries: _Optional[_Iterable[_Union[_score_pb2.MetricSummary, _Mapping]]] = ..., gates: _Optional[_Iterable[_Union[GateResult, _Mapping]]] = ..., manifest: _Optional[_Union[RunManifest, _Mapping]] = ..., message: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., results: _Optional[_Iterable[_Union[_score_pb2.EvaluationResult, _Mapping]]] = ..., tenant_id: _Optional[str] = ..., dry_run_plan: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., created_by: _Optional[str] = ...) -> None: ...
 
 class MetricComparison(_message.Message):
     __slots__ = ("metric", "n_pairs", "mean_a", "mean_b", "diff", "ci", "p_value", "test", "verdict", "mde", "unpaired", "p_value_adjusted")
