@@ -56,6 +56,12 @@ class Principal:
     labels: Mapping[str, str] = field(default_factory=dict)
     # The API key's name when kind == "apikey" (bindings name it ``key:<name>``).
     key_name: str = ""
+    # Permissive mode only: why the presented credential was not accepted (``token expired``), on an anonymous
+    # principal. Empty when no credential was presented or it was accepted.
+    credential_error: str = ""
+    # Permissive mode only: a rejected token's claims, decoded WITHOUT verification, for policy use (CEL rules may
+    # read them knowing anyone could have written them). Never merged into ``claims``, groups or roles.
+    unverified_claims: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def id(self) -> str:
