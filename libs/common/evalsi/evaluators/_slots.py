@@ -90,6 +90,10 @@ class ResultSlots:
     def results(self) -> list[EvaluationResult]:
         return self._into[self._first :]
 
+    def count(self) -> int:
+        """How many results were made here so far."""
+        return len(self._into) - self._first
+
     def store(self, result: EvaluationResult, bound: BoundEvaluator, returned: Any) -> None:
         """Record what the evaluator returned, normalized to its declared outputs."""
         outputs = bound.evaluator.outputs

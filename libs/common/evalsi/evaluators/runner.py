@@ -28,7 +28,9 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from evalsi.bus.v1alpha1.bus_pb2 import ResultColumns
 from evalsi.errors import BadInputError, SkipRecord
+from evalsi.evaluators._columns import ColumnJob, append_results, record_fields, rows_as_results
 from evalsi.evaluators._context import JUDGE_PENDING, EvalContext
 from evalsi.evaluators._evaluator import BoundEvaluator, normalize_scores
 from evalsi.evaluators._lanes import in_lanes
@@ -298,6 +300,7 @@ async def run_evaluators(
     compare_with: Sequence[Sequence[Record]] = (),
     cancel: asyncio.Event | None = None,
     into: Results | None = None,
+    columns: ResultColumns | None = None,
     usage: Usage | None = None,
 ) -> list[EvaluationResult]:
     """Evaluate and return results grouped by evaluator, in record order within each.
@@ -306,34 +309,47 @@ async def run_evaluators(
     (id, trial); comparative evaluators receive ``[record, *others]``. Once ``cancel`` is set, calls in
     flight finish and everything not yet started ends ``OUTCOME_CANCELLED``. With ``into`` (a message's
     repeated ``results``) the results are appended there, and the returned ones are those messages. With
+    ``columns`` they are appended there as columns instead (in the same order, each row the bytes of the same
+    result), cheap evaluators' bool verdicts without a message made (``_columns``), and nothing is returned. With
     ``usage``, the tokens and cost the scores carry (a judge's) are added to it.
     """
+    if columns is not None and into is not None:
+        raise ValueError("run_evaluators: give into or columns, not both")
     cancelled_ = cancel.is_set if cancel is not None else lambda: False
     slots = ResultSlots(into)
     keys = record_keys(records) if any(b.evaluator.scope == "record" for b in evaluators) else []
+    fields = record_fields(keys) if columns is not None else ([], [])
     missing = MissingFields(records)
     record_jobs: list[RecordJob] = []
+    # Column mode: per evaluator, its column job, or the range of its results among the messages.
+    parts: list[ColumnJob | tuple[int, int]] = []
     sync_chunks: list[list[_Unit]] = []
     async_units: list[_Unit] = []
     dataset_slots: list[tuple[EvaluationResult, BoundEvaluator]] = []
     for bound in evaluators:  # every result made now, in its final place; the calls fill them in
         ctx = context_for(bound)
+        if columns is not None and bound.evaluator.scope == "record" and bound.evaluator.cheap:
+            job = ColumnJob(bound, ctx, records, keys, fields, missing, slots)
+            record_jobs.append(job)
+            parts.append(job)
+            continue
+        first = slots.count()
         scope = bound.evaluator.scope
         if scope == "dataset":
             dataset_slots.append((slots.new(DATASET_RECORD_ID, bound, 0), bound))
-            continue
-        if scope == "record" and not bound.evaluator.is_async:
+        elif scope == "record" and not bound.evaluator.is_async:
             results = slots.for_records(bound, keys)
             record_jobs.append(RecordJob(bound, ctx, records, results, missing, slots))
-            continue
-        if scope == "comparative":
-            units = list(_comparative_units(bound, records, compare_with, ctx, slots))
         else:
-            units = list(_record_units(bound, records, ctx, slots, keys))
-        if bound.evaluator.is_async:
-            async_units.extend(units)
-        else:
-            sync_chunks.extend(_chunks(iter(units), options.chunk_size))
+            if scope == "comparative":
+                units = list(_comparative_units(bound, records, compare_with, ctx, slots))
+            else:
+                units = list(_record_units(bound, records, ctx, slots, keys))
+            if bound.evaluator.is_async:
+                async_units.extend(units)
+            else:
+                sync_chunks.extend(_chunks(iter(units), options.chunk_size))
+        parts.append((first, slots.count()))
 
     async def run_sync() -> None:
         await run_record_jobs(record_jobs, options.chunk_size, options.call_timeout_s, progress, cancelled_)
@@ -360,6 +376,12 @@ async def run_evaluators(
     for result in results:
         if not result.outcome:  # never started: the run was cancelled first
             cancelled(result)
+    if columns is not None:
+        written = len(columns.data)
+        _to_columns(parts, results, columns)
+        results = []
+        if slots.costed:  # rare (a judge's or a cheap evaluator's cost): summed from the rows, in result order
+            slots = rows_as_results(columns.data[written:])
     if usage is not None:
         totals = slots.usage()
         usage.input_tokens += totals.input_tokens
@@ -368,6 +390,17 @@ async def run_evaluators(
         if totals.HasField("cost_usd"):  # no score carried a cost: the cost stays unknown, not 0
             usage.cost_usd += totals.cost_usd
     return results
+
+
+def _to_columns(
+    parts: Sequence[ColumnJob | tuple[int, int]], messages: Sequence[EvaluationResult], columns: ResultColumns
+) -> None:
+    """Every evaluator's results into ``columns``, in evaluator order: a column job's entries, or its messages."""
+    for part in parts:
+        if isinstance(part, ColumnJob):
+            part.append_to(columns)
+        else:
+            append_results(columns, messages[part[0] : part[1]])
 
 
 def _chunks(units: Iterator[_Unit], size: int) -> Iterator[list[_Unit]]:

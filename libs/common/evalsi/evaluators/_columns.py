@@ -1,0 +1,201 @@
+"""Results written as columns (``ResultColumns``, what a task's results travel as), with no result message made for
+the common one: a cheap record-scope evaluator's bare bool verdict.
+
+A worker publishes its results as columns and an in-process run stores and folds them the same way
+(``runs.result_columns``). Made from result messages, the columns cost a message per result (made, written into,
+serialized, its fields read back): more than the evaluation itself for exact-match. Here a bool verdict's row is
+assembled from serialized pieces, the record's ``record_id`` field, the evaluator's identity and verdict (both made
+once per evaluator) and the record's ``trial`` field, in field-number order, so the bytes are those
+``SerializeToString`` gives for the message the runner would have made. Any other outcome (a ``Score`` with an
+explanation, a skip, an error, a deadline) is made as that message and serialized, so every row parses to exactly
+the result the message path writes (``tests/engine/test_runner_columns.py``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from evalsi.bus.v1alpha1.bus_pb2 import ResultColumns
+from evalsi.errors import BadInputError
+from evalsi.evaluators._context import EvalContext
+from evalsi.evaluators._evaluator import BoundEvaluator
+from evalsi.evaluators._record_pass import MissingFields, RecordJob
+from evalsi.evaluators._slots import ResultSlots, cancelled, fail, skipped, timed_out
+from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateResponse
+from evalsi.v1alpha1.record_pb2 import Record
+from evalsi.v1alpha1.score_pb2 import OUTCOME_SCORED, EvaluationResult
+
+NOT_FOLDABLE = float("nan")  # no score is NaN (a NaN score is an evaluator error), so it marks "read the result"
+_ID_TAG, _TRIAL_TAG = b"\x0a", b"\x40"  # EvaluationResult.record_id (1, bytes) and .trial (8, varint)
+_RESULTS_TAG = b"\x0a"  # EvaluateResponse.results (1, bytes)
+
+
+def fold_value(result: EvaluationResult) -> tuple[float, str]:
+    """What the summaries fold of ``result``: its one pass/fail (1.0 or 0.0) or number score and that score's name,
+    or (NaN, "") when it is not scored with exactly one such score (the fold then reads the result)."""
+    if result.outcome == OUTCOME_SCORED:
+        scores = result.scores
+        if len(scores) == 1:
+            score = scores[0]
+            kind = score.WhichOneof("value")
+            if kind == "passed":
+                return (1.0 if score.passed else 0.0), score.name
+            if kind == "number":
+                return score.number, score.name
+    return NOT_FOLDABLE, ""
+
+
+def append_results(columns: ResultColumns, results: Sequence[EvaluationResult]) -> None:
+    """``results`` (messages) added to ``columns``, in order."""
+    # A field at a time over a list (a comprehension per column): a worker does this for every result of the shapes
+    # the runner does not write as columns itself.
+    columns.data.extend([r.SerializeToString() for r in results])
+    columns.evaluators.extend([r.evaluator for r in results])
+    columns.record_ids.extend([r.record_id for r in results])
+    columns.trials.extend([r.trial for r in results])
+    columns.outcomes.extend([r.outcome for r in results])
+    folded = [fold_value(r) for r in results]
+    columns.values.extend([value for value, _name in folded])
+    columns.score_names.extend([name for _value, name in folded])
+
+
+def rows_as_results(rows: Sequence[bytes]) -> ResultSlots:
+    """Result rows parsed back into messages (one parse for all of them), as the slots of a costed evaluation, so
+    their usage sums as the message path's does."""
+    holder = EvaluateResponse()
+    slots = ResultSlots(holder.results)
+    slots.costed = True
+    holder.MergeFromString(b"".join([_RESULTS_TAG + _varint(len(row)) + row for row in rows]))
+    return slots
+
+
+def record_fields(keys: Sequence[tuple[str, int]]) -> tuple[list[bytes], list[bytes]]:
+    """Each record's ``record_id`` field and ``trial`` field (b"" for trial 0) of its results, serialized once for
+    every evaluator."""
+    ids: list[bytes] = []
+    trials: list[bytes] = []
+    for record_id, trial in keys:
+        encoded = record_id.encode()
+        ids.append(_ID_TAG + _varint(len(encoded)) + encoded)
+        trials.append(_TRIAL_TAG + _varint(trial) if trial else b"")
+    return ids, trials
+
+
+def _varint(number: int) -> bytes:
+    if number < 0:  # int32 on the wire: ten bytes, two's complement (trials are never negative; for completeness)
+        number += 1 << 64
+    out = bytearray()
+    while number > 127:
+        out.append((number & 0x7F) | 0x80)
+        number >>= 7
+    out.append(number)
+    return bytes(out)
+
+
+class ColumnJob(RecordJob):
+    """A cheap record-scope evaluator over the batch's records, its results written as column entries (``data``,
+    ``outcomes``, ``values``, ``names``, one per record in order) instead of into messages. An entry never written
+    (the run was cancelled first) has ``data`` None."""
+
+    def __init__(
+        self,
+        bound: BoundEvaluator,
+        ctx: EvalContext,
+        records: Sequence[Record],
+        keys: Sequence[tuple[str, int]],
+        fields: tuple[list[bytes], list[bytes]],
+        missing: MissingFields,
+        slots: ResultSlots,
+    ) -> None:
+        super().__init__(bound, ctx, records, [], missing, slots)
+        count = len(records)
+        self.keys = keys
+        self.id_fields, self.trial_fields = fields
+        self.data: list[bytes | None] = [None] * count
+        self.outcomes = [0] * count
+        self.values = [NOT_FOLDABLE] * count
+        self.names = [""] * count
+        identity = EvaluationResult(evaluator=bound.alias, evaluator_ref=bound.evaluator.ref).SerializeToString()
+        self.identity = identity
+        output = bound.evaluator.outputs[0].name if len(bound.evaluator.outputs) == 1 else ""
+        self.output = output
+        verdicts = self.verdicts
+        # identity + (outcome, score) of False and True: what sits between a row's record_id and its trial.
+        self.middles = None if verdicts is None else (identity + verdicts[0], identity + verdicts[1])
+
+    def _message(self, index: int) -> EvaluationResult:
+        record_id, trial = self.keys[index]
+        return EvaluationResult(
+            record_id=record_id, evaluator=self.bound.alias, evaluator_ref=self.bound.evaluator.ref, trial=trial
+        )
+
+    def _put(self, index: int, result: EvaluationResult) -> None:
+        self.data[index] = result.SerializeToString()
+        self.outcomes[index] = result.outcome
+        self.values[index], self.names[index] = fold_value(result)
+
+    def _failed(self, index: int, mark: Callable[[EvaluationResult], Any]) -> None:
+        result = self._message(index)
+        mark(result)
+        self._put(index, result)
+
+    def run_inline(self, start: int, stop: int, timeout_s: float | None, until: float) -> int:
+        """``RecordJob.run_inline``, writing column entries: the same outcomes, the same bytes."""
+        call, records, reasons, store, bound = self.call, self.records, self.reasons, self.slots.store, self.bound
+        data, outcomes, values, names = self.data, self.outcomes, self.values, self.names
+        id_fields, trial_fields, middles, output = self.id_fields, self.trial_fields, self.middles, self.output
+        clock = time.perf_counter
+        limit = float("inf") if timeout_s is None else timeout_s
+        last = clock()
+        for index in range(start, stop):
+            reason = reasons[index]
+            if reason is not None:
+                self._failed(index, lambda result, reason=reason: skipped(result, reason))  # type: ignore[misc]
+                continue
+            result: EvaluationResult | None = None  # made only for what is not a bare bool verdict
+            try:
+                returned = call(records[index])
+                now = clock()
+                if now - last > limit:
+                    result = self._message(index)
+                    timed_out(result, limit)
+                    self._put(index, result)
+                elif returned.__class__ is bool and middles is not None:
+                    data[index] = id_fields[index] + middles[returned] + trial_fields[index]
+                    outcomes[index] = OUTCOME_SCORED
+                    values[index] = 1.0 if returned else 0.0
+                    names[index] = output
+                else:
+                    result = self._message(index)
+                    store(result, bound, returned)
+                    self._put(index, result)
+            except BadInputError:
+                raise
+            except Exception as exc:
+                now = clock()
+                if result is None:
+                    result = self._message(index)
+                if now - last > limit:
+                    timed_out(result, limit)
+                else:
+                    fail(result, exc)  # as the message path: into the result a failed store may have written to
+                self._put(index, result)
+            if now > until:
+                return index + 1
+            last = now
+        return stop
+
+    def append_to(self, columns: ResultColumns) -> None:
+        """This job's entries added to ``columns`` in record order; one never written ends cancelled."""
+        data = self.data
+        for index in [i for i, entry in enumerate(data) if entry is None]:
+            self._failed(index, cancelled)
+        columns.data.extend(data)  # type: ignore[arg-type]
+        columns.evaluators.extend([self.bound.alias] * len(data))
+        columns.record_ids.extend([record_id for record_id, _trial in self.keys])
+        columns.trials.extend([trial for _record_id, trial in self.keys])
+        columns.outcomes.extend(self.outcomes)
+        columns.values.extend(self.values)
+        columns.score_names.extend(self.names)
