@@ -85,7 +85,10 @@ async def test_every_table_carries_project_and_tenant(store_url: str) -> None:
         for table, column in rows:
             columns.setdefault(table, set()).add(column)
     columns.pop("schema_migrations")
-    assert sorted(columns) == ["cases", "leases", "policies", "results", "run_labels", "runs", "tasks"]
+    assert sorted(columns) == [
+        "api_keys", "audit_events", "cases", "leases", "policies", "projects", "results", "role_bindings", "roles",
+        "run_labels", "runs", "tasks",
+    ]
     for table, names in columns.items():
         assert {"project_id", "tenant_id"} <= names, table
 

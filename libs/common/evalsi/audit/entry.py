@@ -10,9 +10,10 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from evalsi.authz.decision import AccessRequest, Decision
+if TYPE_CHECKING:  # only attributes are read: the audit log needs no authorizer loaded
+    from evalsi.authz.decision import AccessRequest, Decision
 
 AuditDecision = Literal["allow", "deny"]
 DECISIONS: tuple[AuditDecision, ...] = ("allow", "deny")

@@ -161,11 +161,90 @@ def _v4(dialect: str) -> tuple[str, ...]:
     )
 
 
+def _v5(dialect: str) -> tuple[str, ...]:
+    """Identity and access (docs/auth.md): projects, API keys (their SHA-256 hash, never the key), custom roles,
+    role bindings and the append-only audit log. Lists and maps are JSON text; times are unix seconds. An
+    install-wide role has the project "" and a binding in every project "*"."""
+    pg = dialect == "postgres"
+    key = 'text COLLATE "C"' if pg else "TEXT"
+    text, double = ("text", "double precision") if pg else ("TEXT", "REAL")
+    # SQLite's INTEGER PRIMARY KEY is the rowid: increasing, without AUTOINCREMENT's extra sqlite_sequence table.
+    audit_id = "bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY" if pg else "INTEGER PRIMARY KEY"
+    return (
+        f"""CREATE TABLE projects (
+            project_id {key} PRIMARY KEY,
+            tenant_id {text} NOT NULL DEFAULT '',
+            description {text} NOT NULL DEFAULT '',
+            labels {text} NOT NULL DEFAULT '{{}}',
+            created_at {double} NOT NULL,
+            created_by {text} NOT NULL DEFAULT ''
+        )""",
+        f"""CREATE TABLE api_keys (
+            project_id {key} NOT NULL,
+            tenant_id {text} NOT NULL DEFAULT '',
+            name {key} NOT NULL,
+            key_hash {text} NOT NULL UNIQUE,
+            prefix {text} NOT NULL,
+            roles {text} NOT NULL DEFAULT '[]',
+            labels {text} NOT NULL DEFAULT '{{}}',
+            expires_at {double},
+            created_at {double} NOT NULL,
+            created_by {text} NOT NULL DEFAULT '',
+            revoked_at {double},
+            last_used_at {double},
+            PRIMARY KEY (project_id, tenant_id, name)
+        )""",
+        f"""CREATE TABLE roles (
+            project_id {key} NOT NULL,
+            tenant_id {text} NOT NULL DEFAULT '',
+            name {key} NOT NULL,
+            permissions {text} NOT NULL,
+            inherits {text} NOT NULL DEFAULT '[]',
+            condition {text} NOT NULL DEFAULT '',
+            description {text} NOT NULL DEFAULT '',
+            created_at {double} NOT NULL,
+            updated_at {double} NOT NULL,
+            created_by {text} NOT NULL DEFAULT '',
+            PRIMARY KEY (project_id, name)
+        )""",
+        f"""CREATE TABLE role_bindings (
+            binding_id {key} PRIMARY KEY,
+            project_id {key} NOT NULL,
+            tenant_id {text} NOT NULL DEFAULT '',
+            role {key} NOT NULL,
+            subject {key} NOT NULL,
+            created_at {double} NOT NULL,
+            created_by {text} NOT NULL DEFAULT '',
+            UNIQUE (project_id, role, subject)
+        )""",
+        f"""CREATE TABLE audit_events (
+            id {audit_id},
+            event_time {double} NOT NULL,
+            principal {key} NOT NULL,
+            principal_kind {text} NOT NULL,
+            action {key} NOT NULL,
+            project_id {key} NOT NULL,
+            tenant_id {text} NOT NULL DEFAULT '',
+            resource {text} NOT NULL DEFAULT '',
+            decision {key} NOT NULL,
+            deciding {text} NOT NULL DEFAULT '',
+            request_id {text} NOT NULL DEFAULT '',
+            source {text} NOT NULL DEFAULT '',
+            method {text} NOT NULL DEFAULT '',
+            old_value {text},
+            new_value {text}
+        )""",
+        "CREATE INDEX audit_events_by_time ON audit_events (event_time)",
+        "CREATE INDEX audit_events_by_project ON audit_events (project_id, id)",
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "runs, results, tasks, leases", sqlite=_v1("sqlite"), postgres=_v1("postgres")),
     Migration(2, "usage of each task", sqlite=_v2("sqlite"), postgres=_v2("postgres")),
     Migration(3, "online policies", sqlite=_v3("sqlite"), postgres=_v3("postgres")),
     Migration(4, "agent cases", sqlite=_v4("sqlite"), postgres=_v4("postgres")),
+    Migration(5, "projects, API keys, roles, bindings, audit log", sqlite=_v5("sqlite"), postgres=_v5("postgres")),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -16,6 +16,8 @@ from evalsi.errors import BadInputError, InfraError
 from evalsi.v1alpha1.run_pb2 import Run
 from evalsi.v1alpha1.score_pb2 import OUTCOME_SCORED, OUTCOME_SKIPPED, EvaluationResult
 
+from .audit import SqlAudit
+from .identity import SqlIdentity
 from .metadata import (
     TASK_STATES,
     ResultRow,
@@ -73,8 +75,9 @@ def _without_results(run: Run, project: str) -> Run:
     return stored
 
 
-class SqlMetadataStore(SqlDocuments):
-    """The MetadataStore over SQLite or Postgres; open it with ``open_sqlite``/``open_postgres`` or a URL."""
+class SqlMetadataStore(SqlDocuments, SqlIdentity, SqlAudit):
+    """The MetadataStore over SQLite or Postgres; open it with ``open_sqlite``/``open_postgres`` or a URL. It is also
+    the IdentityStore (``identity``) and the AuditStore (``audit``)."""
 
     def __init__(self, db: Database, *, applied_migrations: Sequence[int] = ()) -> None:
         self._db = db
