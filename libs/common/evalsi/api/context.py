@@ -6,12 +6,17 @@ import re
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 from google.protobuf.message import Message
 
+from evalsi.auth.principal import ANONYMOUS, Principal
 from evalsi.errors import BadInputError
 from evalsi.projects import DEFAULT_PROJECT, PROJECT_HEADER, check_project
+
+if TYPE_CHECKING:
+    from evalsi.api.access import CallAccess
 
 REQUEST_ID_HEADER = "x-request-id"
 TIMEOUT_HEADER = "x-evalsi-timeout"
@@ -38,6 +43,11 @@ class CallContext:
     ``header_project`` keeps the header alone so handlers with more places to look (CreateRun reads
     the run document's metadata too) can resolve it themselves with :meth:`resolve_project`.
     ``deadline`` is a ``time.monotonic()`` instant, or None when the caller set none.
+
+    With authentication on, the gate (``api/access.py``) fills ``principal``, the ``action`` it allowed and what
+    decided, and pins ``project`` (and ``header_project``) to the project it allowed the call in, so a handler
+    resolves no other; ``access`` decides again on a stored resource (:meth:`check_access`). Without it the
+    principal is ``ANONYMOUS`` and every call passes, as on a loopback server without an ``auth`` section.
     """
 
     method: str
@@ -46,6 +56,16 @@ class CallContext:
     header_project: str = ""
     deadline: float | None = None
     transport: str = ""
+    principal: Principal = ANONYMOUS
+    action: str = ""
+    deciding: str = ""
+    access: CallAccess | None = field(default=None, repr=False, compare=False)
+
+    async def check_access(self, resource: Mapping[str, Any]) -> None:
+        """Decide this call's action again with a stored resource's attributes (a run's ``created_by`` and
+        ``labels``), raising PermissionDenied; nothing to do when authentication is off."""
+        if self.access is not None:
+            await self.access.check(self, resource)
 
     def time_remaining(self) -> float | None:
         if self.deadline is None:

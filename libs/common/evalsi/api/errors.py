@@ -1,7 +1,8 @@
 """Exceptions to what callers see: a gRPC status, an HTTP status and a google.rpc.Status body.
 
 ``BadInputError`` → INVALID_ARGUMENT / 400, ``PayloadTooLargeError`` → RESOURCE_EXHAUSTED / 413,
-``NotFoundError`` → NOT_FOUND / 404, ``InfraError`` → UNAVAILABLE / 503, ``TimeoutError`` →
+``NotFoundError`` → NOT_FOUND / 404, ``Unauthenticated`` → UNAUTHENTICATED / 401, ``PermissionDenied`` →
+PERMISSION_DENIED / 403, ``InfraError`` → UNAVAILABLE / 503, ``TimeoutError`` →
 DEADLINE_EXCEEDED / 504, ``ApiError`` → its own code; anything else is a bug: INTERNAL / 500 with the
 request id, the exception logged, never a traceback sent.
 """
@@ -17,6 +18,7 @@ import grpc
 from google.protobuf import any_pb2, json_format
 from google.rpc import error_details_pb2, status_pb2
 
+from evalsi.auth.principal import PermissionDenied, Unauthenticated
 from evalsi.bus.errors import PayloadTooLargeError
 from evalsi.errors import BadInputError, EvalsiError, InfraError
 
@@ -135,6 +137,10 @@ def error_status(exc: BaseException, *, request_id: str, method: str, logger: An
         code, http = grpc.StatusCode.RESOURCE_EXHAUSTED, 413
     elif isinstance(exc, NotFoundError):
         code = grpc.StatusCode.NOT_FOUND
+    elif isinstance(exc, Unauthenticated):
+        code = grpc.StatusCode.UNAUTHENTICATED
+    elif isinstance(exc, PermissionDenied):
+        code = grpc.StatusCode.PERMISSION_DENIED
     elif isinstance(exc, InfraError):
         code = grpc.StatusCode.UNAVAILABLE
         logger.warning("infrastructure error", rpc=method, request_id=request_id, error=message)

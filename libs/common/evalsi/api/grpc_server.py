@@ -4,6 +4,10 @@ Handlers are registered from the service descriptors with raw-bytes (de)serializ
 message is INVALID_ARGUMENT naming the type rather than grpc's opaque INTERNAL, and oversize messages
 are refused by grpc itself (RESOURCE_EXHAUSTED) at the configured limit. grpc.health.v1 follows the
 readiness; server reflection lists every service.
+
+With a gate (authentication on), every call of the table's services is admitted by it before its handler runs
+(``api/access.py``: UNAUTHENTICATED or PERMISSION_DENIED otherwise), reflection too (``catalog.read``); health
+stays open. With ``tls`` the port speaks TLS only, its certificate reloaded when the files change.
 """
 
 from __future__ import annotations
@@ -17,17 +21,24 @@ import grpc
 import structlog
 from google.protobuf.message import DecodeError, Message
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from grpc_reflection.v1alpha import reflection
+from grpc_reflection.v1alpha import reflection, reflection_pb2_grpc
+from grpc_reflection.v1alpha._async import ReflectionServicer
 
+from evalsi.api.access import admit_call
 from evalsi.api.context import REQUEST_ID_HEADER, CallContext, build_context, request_id_from
 from evalsi.api.errors import error_status
 from evalsi.api.health import GrpcHealth, Readiness
 from evalsi.api.metrics import ApiMetrics
 from evalsi.api.table import HandlerTable, Method
+from evalsi.auth.principal import PermissionDenied, Unauthenticated
 from evalsi.edge_checks import MAX_MESSAGE_DEPTH, check_message
 from evalsi.errors import BadInputError
+from evalsi.gate.access import Gate
+from evalsi.gate.credentials import grpc_credentials, grpc_metadata
+from evalsi.gate.tls import ServerTls
 
 TRANSPORT = "grpc"
+REFLECTION_METHOD = f"{reflection.SERVICE_NAME}/ServerReflectionInfo"
 
 
 def decode(message_type: type[Message], data: bytes) -> Message:
@@ -56,8 +67,12 @@ class GrpcServer:
         port: int = 0,
         max_request_bytes: int = 16 * 1024 * 1024,
         logger: Any = None,
+        gate: Gate | None = None,
+        tls: ServerTls | None = None,
     ) -> None:
         self._table = table
+        self._gate = gate
+        self._tls = tls
         self._readiness = readiness
         self._metrics = metrics
         self._address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
@@ -82,11 +97,16 @@ class GrpcServer:
         names = [service.full_name for service in self._table.services]
         self._health = GrpcHealth(self._readiness, names)
         health_pb2_grpc.add_HealthServicer_to_server(self._health.servicer, server)
-        reflection.enable_server_reflection(
-            [*names, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME], server
-        )
+        reflected = [*names, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME]
+        if self._gate is None:
+            reflection.enable_server_reflection(reflected, server)
+        else:
+            reflection_pb2_grpc.add_ServerReflectionServicer_to_server(_GatedReflection(self._gate, reflected), server)
         try:
-            self.port = server.add_insecure_port(self._address)
+            if self._tls is not None:
+                self.port = server.add_secure_port(self._address, self._tls.grpc_credentials())
+            else:
+                self.port = server.add_insecure_port(self._address)
         except RuntimeError as exc:
             raise OSError(f"cannot listen for gRPC on {self._address}: {exc}") from None
         await self._health.start()
@@ -119,6 +139,8 @@ class GrpcServer:
             try:
                 request = decode(method.request_type, data)
                 ctx = call.context(request)
+                if self._gate is not None:
+                    ctx = await call.admitted(self._gate, ctx, request)
                 response = await method.handler(request, ctx)
                 call.reply_metadata()
                 return response.SerializeToString()
@@ -138,6 +160,8 @@ class GrpcServer:
             try:
                 request = decode(method.request_type, data)
                 ctx = call.context(request)
+                if self._gate is not None:
+                    ctx = await call.admitted(self._gate, ctx, request)
                 await context.send_initial_metadata(((REQUEST_ID_HEADER, call.request_id),))
                 async for response in method.handler(request, ctx):
                     yield response.SerializeToString()
@@ -156,6 +180,8 @@ class GrpcServer:
             call = _Call(self, method, context)
             try:
                 ctx = call.context(None)
+                if self._gate is not None:
+                    ctx = await call.admitted(self._gate, ctx, None)
                 await context.send_initial_metadata(((REQUEST_ID_HEADER, call.request_id),))
                 async for response in method.handler(_decoded(method, requests), ctx):
                     yield response.SerializeToString()
@@ -173,7 +199,10 @@ class GrpcServer:
         async def handle(requests: AsyncIterator[bytes], context: grpc.aio.ServicerContext) -> bytes:
             call = _Call(self, method, context)
             try:
-                response = await method.handler(_decoded(method, requests), call.context(None))
+                ctx = call.context(None)
+                if self._gate is not None:
+                    ctx = await call.admitted(self._gate, ctx, None)
+                response = await method.handler(_decoded(method, requests), ctx)
                 call.reply_metadata()
                 return response.SerializeToString()
             except asyncio.CancelledError:
@@ -218,6 +247,9 @@ class _Call:
             request_id=self.request_id,
         )
 
+    async def admitted(self, gate: Gate, ctx: CallContext, request: Message | None) -> CallContext:
+        return await admit_call(gate, ctx, grpc_credentials(self.grpc, self.headers), request)
+
     def reply_metadata(self) -> None:
         """A unary answer's request id rides in its trailing metadata, beside the status (where an error's is too):
         sending it as initial metadata is a batch of its own through grpc's completion queue before the answer's
@@ -239,3 +271,21 @@ class _Call:
         metrics = self.server._metrics
         metrics.in_flight_of(TRANSPORT).dec()
         metrics.observe(TRANSPORT, self.method.rpc, self.code, time.perf_counter() - self.started)
+
+
+class _GatedReflection(ReflectionServicer):
+    """Server reflection behind the gate: listing the services is ``catalog.read`` (any project's viewer)."""
+
+    def __init__(self, gate: Gate, service_names: list[str]) -> None:
+        super().__init__(service_names)
+        self._gate = gate
+
+    async def ServerReflectionInfo(self, request_iterator: Any, context: Any) -> AsyncIterator[Any]:
+        try:
+            await self._gate.admit(REFLECTION_METHOD, grpc_credentials(context, grpc_metadata(context)))
+        except Unauthenticated as exc:
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, str(exc))
+        except PermissionDenied as exc:
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
+        async for response in super().ServerReflectionInfo(request_iterator, context):
+            yield response

@@ -4,6 +4,11 @@ Unary RPCs answer protobuf JSON; server-streaming ones (WatchRun) answer newline
 error after the first line arriving as a last line ``{"error": {google.rpc.Status}}``. ``/healthz``,
 ``/readyz`` and ``/metrics`` sit beside the API routes, and so does UploadDataset's (a client stream has no
 descriptor route; its body is a file's raw bytes, streamed: see ``api/datasets_handlers.py``).
+
+With a gate (authentication on), every RPC route is admitted by it (``api/access.py``): the caller is
+authenticated before the body is read, the call decided once the request is built (401 with ``WWW-Authenticate``,
+or 403); ``/metrics`` is ``metrics.read``; ``/healthz``, ``/readyz`` and ``/.well-known/evalsi-auth`` (the
+issuer and client id ``evalsi login`` uses, public) stay open. With ``tls`` the port speaks HTTPS only.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import structlog
 from aiohttp import web
 from google.protobuf.message import Message
 
+from evalsi.api.access import admit_call
 from evalsi.api.context import REQUEST_ID_HEADER, TIMEOUT_HEADER, CallContext, build_context, request_id_from
 from evalsi.api.datasets_handlers import UPLOAD_CHUNK_BYTES, UPLOAD_ROUTE, UPLOAD_RPC, upload_request
 from evalsi.api.errors import ApiError, ErrorStatus, error_status, too_large
@@ -26,11 +32,17 @@ from evalsi.api.health import Readiness
 from evalsi.api.metrics import ApiMetrics
 from evalsi.api.table import HandlerTable, Method
 from evalsi.api.transcoding import MethodNotAllowed, RouteNotFound, Router, build_request, routes_for, to_json
+from evalsi.auth.principal import Credentials, Principal
 from evalsi.errors import BadInputError
+from evalsi.gate.access import Gate
+from evalsi.gate.credentials import http_credentials
+from evalsi.gate.tls import ServerTls
 from evalsi.v1alpha1.run_service_pb2 import UploadDatasetRequest
 
 TRANSPORT = "http"
 NDJSON = "application/x-ndjson"
+METRICS_PATH = "/metrics"
+WELL_KNOWN_AUTH = "/.well-known/evalsi-auth"
 _BINARY_PROTOBUF = frozenset({"application/x-protobuf", "application/protobuf", "application/vnd.google.protobuf"})
 
 
@@ -48,7 +60,13 @@ class HttpServer:
         max_request_bytes: int = 16 * 1024 * 1024,
         grace_period_s: float = 10.0,
         logger: Any = None,
+        gate: Gate | None = None,
+        tls: ServerTls | None = None,
+        login: Mapping[str, Any] | None = None,
     ) -> None:
+        self._gate = gate
+        self._tls = tls
+        self._login = dict(login or {})
         self._methods = {method.rpc: method for method in table}
         self.router = Router(routes_for(method.descriptor for method in table))
         self._readiness = readiness
@@ -63,7 +81,9 @@ class HttpServer:
         self.app = web.Application(client_max_size=max_request_bytes)
         self.app.router.add_get("/healthz", self._healthz)
         self.app.router.add_get("/readyz", self._readyz)
-        self.app.router.add_get("/metrics", self._metrics_text)
+        self.app.router.add_get(METRICS_PATH, self._metrics_text)
+        if self._login:
+            self.app.router.add_get(WELL_KNOWN_AUTH, self._well_known_auth)
         if UPLOAD_RPC in self._methods:
             self.app.router.add_post(UPLOAD_ROUTE, self._upload_dataset)
         self.app.router.add_route("*", "/{tail:.*}", self._dispatch)
@@ -74,7 +94,8 @@ class HttpServer:
             self.app, access_log=None, handler_cancellation=True, shutdown_timeout=self._grace
         )
         await runner.setup()
-        site = web.TCPSite(runner, self._host, self._port)
+        ssl_context = self._tls.ssl_context() if self._tls is not None else None
+        site = web.TCPSite(runner, self._host, self._port, ssl_context=ssl_context)
         try:
             await site.start()
         except OSError as exc:
@@ -101,8 +122,30 @@ class HttpServer:
         return web.json_response({"status": "not ready", "reasons": self._readiness.reasons}, status=503)
 
     async def _metrics_text(self, request: web.Request) -> web.Response:
+        if self._gate is not None:
+            try:
+                await self._gate.admit(METRICS_PATH, http_credentials(request))
+            except Exception as exc:
+                request_id = request_id_from(request.headers.get(REQUEST_ID_HEADER))
+                return self._refusal(error_status(exc, request_id=request_id, method=METRICS_PATH, logger=self._log))
         body, content_type = self._metrics.render()
         return web.Response(body=body, headers={"Content-Type": content_type})
+
+    async def _well_known_auth(self, request: web.Request) -> web.Response:
+        return web.json_response(self._login)
+
+    def _refusal(self, status: ErrorStatus) -> web.Response:
+        response = _error_response(status)
+        if status.http_status == 401 and self._gate is not None:
+            response.headers["WWW-Authenticate"] = self._gate.challenge
+        return response
+
+    async def _caller(self, request: web.Request) -> tuple[Credentials | None, Principal | None]:
+        """With a gate: the credentials and the authenticated principal, before any body is read."""
+        if self._gate is None:
+            return None, None
+        credentials = http_credentials(request)
+        return credentials, await self._gate.authenticate(credentials)
 
     # --- dataset uploads ---
 
@@ -112,9 +155,12 @@ class HttpServer:
         request_id = request_id_from(request.headers.get(REQUEST_ID_HEADER))
 
         async def respond(outcome: _Outcome) -> web.StreamResponse:
+            credentials, principal = await self._caller(request)
             first = upload_request(request.match_info["name"], request.query)
             ctx = build_context(method.rpc, request.headers, None, transport=TRANSPORT,
                                 deadline=_deadline(request.headers), request_id=request_id)
+            if self._gate is not None and credentials is not None:
+                ctx = await admit_call(self._gate, ctx, credentials, first, principal)
 
             async def chunks() -> AsyncIterator[UploadDatasetRequest]:
                 yield first
@@ -157,6 +203,7 @@ class HttpServer:
         method = self._methods[route.rpc]
 
         async def respond(outcome: _Outcome) -> web.StreamResponse:
+            credentials, principal = await self._caller(request)
             body = await self._read_body(request) if route.body else b""
             message = build_request(route, captures, request.rel_url.query.items(), body)
             ctx = build_context(
@@ -167,6 +214,8 @@ class HttpServer:
                 deadline=_deadline(request.headers),
                 request_id=request_id,
             )
+            if self._gate is not None and credentials is not None:
+                ctx = await admit_call(self._gate, ctx, credentials, message, principal)
             if method.server_streaming:
                 return await self._stream(request, method, message, ctx, outcome)
             return await _answer(method, message, ctx)
@@ -189,7 +238,7 @@ class HttpServer:
         except Exception as exc:
             status = error_status(exc, request_id=request_id, method=method.rpc, logger=self._log)
             outcome.code = status.code.name
-            return _error_response(status)
+            return self._refusal(status)
         finally:
             self._metrics.in_flight_of(TRANSPORT).dec()
             self._metrics.observe(TRANSPORT, method.rpc, outcome.code, time.perf_counter() - started)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
 
@@ -14,6 +15,8 @@ from evalsi.api.health import Readiness
 from evalsi.api.http_server import HttpServer
 from evalsi.api.metrics import ApiMetrics
 from evalsi.api.table import HandlerTable
+from evalsi.gate.access import Gate
+from evalsi.gate.tls import ServerTls
 
 
 class ApiServer:
@@ -22,6 +25,9 @@ class ApiServer:
 
     ``stop`` marks the server not ready (so health checks and load balancers move away), stops both
     listeners, and gives in-flight calls ``config.grace_period_s`` to finish before cancelling them.
+
+    ``gate`` (authentication on) admits every call on both ports; ``tls`` puts both behind TLS with one
+    certificate; ``login`` is what ``/.well-known/evalsi-auth`` publishes (``auth.cli_login``).
     """
 
     def __init__(
@@ -32,6 +38,9 @@ class ApiServer:
         readiness: Readiness | None = None,
         metrics: ApiMetrics | None = None,
         logger: Any = None,
+        gate: Gate | None = None,
+        tls: ServerTls | None = None,
+        login: Mapping[str, Any] | None = None,
     ) -> None:
         self.config = config or ServerConfig()
         self.config.validate()
@@ -44,10 +53,14 @@ class ApiServer:
             "host": self.config.host,
             "max_request_bytes": self.config.max_request_bytes,
             "logger": self._log,
+            "gate": gate,
+            "tls": tls,
         }
+        self.tls = tls
         self.table = table
         self._grpc_args = {**common, "port": self.config.grpc_port}
-        self._http_args = {**common, "port": self.config.http_port, "grace_period_s": self.config.grace_period_s}
+        self._http_args = {**common, "port": self.config.http_port, "grace_period_s": self.config.grace_period_s,
+                           "login": login}
         self.grpc: GrpcServer | None = None
         self.http: HttpServer | None = None
         self._stopped = False
@@ -63,7 +76,8 @@ class ApiServer:
     @property
     def addresses(self) -> dict[str, str]:
         host = f"[{self.config.host}]" if ":" in self.config.host else self.config.host
-        return {"http": f"http://{host}:{self.http_port}", "grpc": f"grpc://{host}:{self.grpc_port}"}
+        secure = "s" if self.tls is not None else ""
+        return {"http": f"http{secure}://{host}:{self.http_port}", "grpc": f"grpc{secure}://{host}:{self.grpc_port}"}
 
     async def start(self) -> None:
         if self.grpc is not None:

@@ -1,0 +1,60 @@
+"""The api's side of the gate (``evalsi.gate``): a call's context admitted, or refused before its handler runs.
+
+Both transports call :func:`admit_call` once the request is decoded (streams: before the first message, with
+the header's project). The admitted context carries the principal and pins the project the gate allowed, so
+the handler cannot act in another one (a stream's first message naming a different project is refused as a
+mismatch with it). Handlers that read a stored resource (GetRun, CancelRun: the run's ``created_by`` and
+labels) decide again through ``ctx.check_access``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from evalsi.api.context import CallContext
+from evalsi.auth.principal import Credentials, Principal
+from evalsi.gate.access import Gate
+
+
+class CallAccess:
+    """The second decision of one call, on a stored resource, under the same principal, action and project."""
+
+    __slots__ = ("_credentials", "_gate", "_resource")
+
+    def __init__(self, gate: Gate, credentials: Credentials, resource: Mapping[str, Any]) -> None:
+        self._gate = gate
+        self._credentials = credentials
+        self._resource = resource
+
+    async def check(self, ctx: CallContext, resource: Mapping[str, Any]) -> None:
+        if not ctx.action:
+            return
+        await self._gate.decide(ctx.principal, ctx.action, ctx.project, {**self._resource, **resource},
+                                self._credentials, ctx.method, ctx.request_id)
+
+
+def requested_project(ctx: CallContext, request: Any) -> str:
+    """The project the call itself names: the header, else the request's ``project`` field ('' for neither)."""
+    if ctx.header_project:
+        return ctx.header_project
+    project = getattr(request, "project", None) if request is not None else None
+    return project if isinstance(project, str) else ""
+
+
+async def admit_call(
+    gate: Gate, ctx: CallContext, credentials: Credentials, request: Any, principal: Principal | None = None
+) -> CallContext:
+    """The context of a call the gate let through; raises Unauthenticated or PermissionDenied."""
+    admission = await gate.admit(ctx.method, credentials, request, project=requested_project(ctx, request),
+                                 request_id=ctx.request_id, principal=principal)
+    return replace(
+        ctx,
+        principal=admission.principal,
+        project=admission.project,
+        header_project=admission.project,
+        action=admission.action or "",
+        deciding=admission.deciding,
+        access=CallAccess(gate, credentials, admission.resource),
+    )
