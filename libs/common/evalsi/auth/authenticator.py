@@ -64,6 +64,10 @@ class Authenticator:
         for cache in self._caches.values():
             await cache.refresh()
 
+    def jwks_errors(self) -> dict[str, str]:
+        """Why each provider's keys could not be read last time (by provider name), for the service's log."""
+        return {name: cache.last_error for name, cache in self._caches.items() if cache.last_error}
+
     async def aclose(self) -> None:
         await self._fetcher.aclose()
 

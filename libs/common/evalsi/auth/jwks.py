@@ -78,16 +78,19 @@ class JwksCache:
         self._loaded_at: float | None = None
         self._attempted_at: float | None = None
         self._lock = asyncio.Lock()
-        self.fetches = 0  # how many times the keys were (re)read: tests and metrics watch the rate limit
+        self.fetches = 0  # how many times the keys were (re)read, successfully or not
+        self.last_error = ""  # why the last read failed (empty after a success)
 
     async def key(self, kid: str | None, algorithm: str) -> jwt.PyJWK:
         """The key that verifies a token with this ``kid`` and ``algorithm``; an unknown kid refetches once per
         refetch interval. Raises ``Unauthenticated`` naming the provider and kid when there is none."""
+        seen = self.fetches
         if self._loaded_at is None or self._clock() - self._loaded_at > MAX_KEY_AGE_S:
-            await self._refresh(force=False)
+            await self._refresh(seen, force=False)
+            seen = self.fetches
         found = _select(self._keys, kid, algorithm)
         if found is None and kid is not None and self._refetch_allowed():
-            await self._refresh(force=True)
+            await self._refresh(seen, force=True)
             found = _select(self._keys, kid, algorithm)
         if found is None:
             name = self._provider.name
@@ -104,7 +107,7 @@ class JwksCache:
 
     async def refresh(self) -> None:
         """Read the keys now (a warm-up at start); failures are left for the first token to report."""
-        await self._refresh(force=True)
+        await self._refresh(self.fetches, force=True)
 
     def _refetch_allowed(self) -> bool:
         last = self._attempted_at
@@ -113,22 +116,26 @@ class JwksCache:
         # Inline keys change only with the config; there is nothing to refetch.
         return self._provider.jwks.inline is None and self._clock() - last >= self._provider.jwks.refetch_interval_s
 
-    async def _refresh(self, *, force: bool) -> None:
-        started = self._clock()
+    async def _refresh(self, seen: int, *, force: bool) -> None:
+        """Fetch the keys, unless another request did since this one looked at them (``seen`` fetches): then
+        its keys are as new as a fetch now would get."""
         async with self._lock:
-            # Another request refreshed while this one waited: use its keys rather than fetch again.
-            if self._attempted_at is not None and self._attempted_at >= started:
+            if self.fetches != seen:
                 return
             if not force and not self._refetch_allowed():
                 return
             self._attempted_at = self._clock()
-            self.fetches += 1
             try:
                 self._keys = _usable(await self._document())
                 self._loaded_at = self._clock()
-            except JwksUnavailable:
-                # Keep the keys already held; the caller reports the unknown kid (or unavailability).
-                return
+                self.last_error = ""
+            except JwksUnavailable as exc:
+                # Keep the keys already held; the caller reports the unknown kid (or unavailability) to the client
+                # without the internal address, which stays here for the service's log.
+                self.last_error = str(exc)
+            finally:
+                # Counted once the answer is in, so requests that looked while it was on its way take it.
+                self.fetches += 1
 
     async def _document(self) -> Any:
         source = self._provider.jwks
