@@ -1,0 +1,131 @@
+"""The action table: every RPC and endpoint a server answers, the one action (permission) it performs, and how
+to read its resource attributes for CEL. A public, versioned contract (docs/auth.md prints it; a test compares).
+
+Keys are gRPC full method names (``evalsi.v1alpha1.RunService/CreateRun``); HTTP/JSON routes are the same RPCs
+(transcoded), so they use the same key. Endpoints that are not RPCs have keys of their own: ``http:/metrics``,
+``http:/healthz``, ``otlp-http:/v1/traces``. An endpoint whose ``permission`` is None is open (liveness only).
+A test walks every service descriptor the servers serve and fails on any RPC without an entry, so a new RPC
+cannot ship unguarded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from evalsi.authz import attributes as attrs
+from evalsi.authz.attributes import Extractor
+from evalsi.authz.permissions import PERMISSIONS
+
+_V1 = "evalsi.v1alpha1"
+METRICS = "http:/metrics"
+HEALTHZ = "http:/healthz"
+READYZ = "http:/readyz"
+AUTH_DISCOVERY = "http:/.well-known/evalsi-auth"
+OTLP_HTTP_TRACES = "otlp-http:/v1/traces"
+OTLP_HTTP_LOGS = "otlp-http:/v1/logs"
+OTLP_GRPC_TRACES = "opentelemetry.proto.collector.trace.v1.TraceService/Export"
+OTLP_GRPC_LOGS = "opentelemetry.proto.collector.logs.v1.LogsService/Export"
+REFLECTION = "grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo"
+HEALTH_CHECK = "grpc.health.v1.Health/Check"
+HEALTH_WATCH = "grpc.health.v1.Health/Watch"
+HEALTH_LIST = "grpc.health.v1.Health/List"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One row of the action table.
+
+    ``needs_stored_resource``: some attributes (a run's ``created_by`` and labels, a policy's or trace's labels)
+    exist only on the stored resource; the handler loads it and asks again with ``attributes.stored_*``.
+    ``mutating``: the call changes state, so an allowed call is audited too (denied calls always are).
+    """
+
+    key: str
+    permission: str | None
+    attributes: Extractor = attrs.none
+    needs_stored_resource: bool = False
+    mutating: bool = False
+
+    @property
+    def lowest_role(self) -> str:
+        if self.permission is None:
+            return "none (unauthenticated)"
+        return PERMISSIONS[self.permission].lowest_role
+
+    @property
+    def open(self) -> bool:
+        """Answered without authentication (health: liveness only, discovery of the login issuer)."""
+        return self.permission is None
+
+
+def _rpc(service: str, method: str, permission: str | None, extractor: Extractor = attrs.none, *,
+         stored: bool = False, mutating: bool = False) -> Endpoint:
+    return Endpoint(f"{_V1}.{service}/{method}", permission, extractor, stored, mutating)
+
+
+_ROWS: tuple[Endpoint, ...] = (
+    _rpc("EvaluationService", "Evaluate", "evaluations.run", attrs.evaluate),
+    _rpc("EvaluationService", "EvaluateStream", "evaluations.run", attrs.evaluate),
+    _rpc("CatalogService", "ListEvaluators", "catalog.read"),
+    _rpc("RunService", "CreateRun", "runs.create", attrs.create_run, mutating=True),
+    _rpc("RunService", "GetRun", "runs.read", attrs.run_by_id, stored=True),
+    _rpc("RunService", "ListRuns", "runs.read", attrs.list_runs),
+    _rpc("RunService", "WatchRun", "runs.read", attrs.run_by_id, stored=True),
+    _rpc("RunService", "ListRunResults", "runs.read", attrs.run_by_id, stored=True),
+    _rpc("RunService", "CompareRuns", "runs.read", attrs.compare_runs),
+    _rpc("RunService", "CancelRun", "runs.cancel", attrs.run_by_id, stored=True, mutating=True),
+    _rpc("RunService", "ResumeRun", "runs.resume", attrs.run_by_id, stored=True, mutating=True),
+    _rpc("RunService", "UploadDataset", "datasets.write", attrs.dataset, mutating=True),
+    _rpc("RunService", "ListDatasetVersions", "datasets.read", attrs.dataset),
+    _rpc("MonitorService", "ApplyPolicy", "policies.write", attrs.apply_policy, mutating=True),
+    _rpc("MonitorService", "DeletePolicy", "policies.write", attrs.policy_by_name, stored=True, mutating=True),
+    _rpc("MonitorService", "ListPolicies", "policies.read"),
+    _rpc("MonitorService", "GetPolicy", "policies.read", attrs.policy_by_name, stored=True),
+    _rpc("MonitorService", "GetPolicyStats", "policies.read", attrs.policy_by_name, stored=True),
+    _rpc("TraceService", "ListTraces", "traces.read", attrs.list_traces),
+    _rpc("TraceService", "GetTrace", "traces.read", attrs.trace_by_id, stored=True),
+    # Feedback is data about a trace sent by the app or its collector, like spans: the ingest permission.
+    _rpc("TraceService", "AddFeedback", "traces.write", attrs.trace_by_id, stored=True, mutating=True),
+    _rpc("AuthService", "WhoAmI", "self.read"),
+    _rpc("AuthService", "ListProjects", "self.read"),
+    _rpc("AuthService", "ListPermissions", "self.read"),
+    _rpc("AuthService", "ListRoles", "self.read"),
+    _rpc("AuthService", "CreateProject", "projects.manage", attrs.project_create, mutating=True),
+    _rpc("AuthService", "CreateRole", "access.manage", attrs.role_change, mutating=True),
+    _rpc("AuthService", "UpdateRole", "access.manage", attrs.role_change, mutating=True),
+    _rpc("AuthService", "DeleteRole", "access.manage", attrs.role_change, mutating=True),
+    _rpc("AuthService", "ListBindings", "access.manage", attrs.binding_change),
+    _rpc("AuthService", "CreateBinding", "access.manage", attrs.binding_change, mutating=True),
+    _rpc("AuthService", "DeleteBinding", "access.manage", attrs.binding_change, mutating=True),
+    _rpc("AuthService", "CreateApiKey", "access.manage", attrs.key_change, mutating=True),
+    _rpc("AuthService", "ListApiKeys", "access.manage", attrs.key_change),
+    _rpc("AuthService", "RevokeApiKey", "access.manage", attrs.key_change, mutating=True),
+    _rpc("AuthService", "ListAuditEvents", "audit.read"),
+    # OTLP export is the data path (thousands of calls a second): audited when denied, not on every batch.
+    Endpoint(OTLP_GRPC_TRACES, "traces.write", attrs.otlp_export),
+    Endpoint(OTLP_GRPC_LOGS, "traces.write", attrs.otlp_export),
+    Endpoint(OTLP_HTTP_TRACES, "traces.write", attrs.otlp_export),
+    Endpoint(OTLP_HTTP_LOGS, "traces.write", attrs.otlp_export),
+    Endpoint(REFLECTION, "catalog.read"),
+    Endpoint(METRICS, "metrics.read"),
+    Endpoint(HEALTH_CHECK, None),
+    Endpoint(HEALTH_WATCH, None),
+    Endpoint(HEALTH_LIST, None),
+    Endpoint(HEALTHZ, None),
+    Endpoint(READYZ, None),
+    Endpoint(AUTH_DISCOVERY, None),
+)
+
+ACTION_TABLE: Mapping[str, Endpoint] = {row.key: row for row in _ROWS}
+
+
+def endpoint(key: str) -> Endpoint:
+    """The row for ``package.Service/Method`` (a leading ``/`` is accepted, as gRPC paths have it) or an
+    endpoint key; KeyError for anything the table does not know, which the gate must deny."""
+    return ACTION_TABLE[key[1:] if key.startswith("/") else key]
+
+
+def rows() -> tuple[Endpoint, ...]:
+    """Every row, in the table's order (the docs print them so)."""
+    return _ROWS
