@@ -32,6 +32,7 @@ from evalsi.api import (
     CatalogHandlers,
     EvaluationHandlers,
     HandlerLimits,
+    LocalEvaluation,
     MonitorHandlers,
     Readiness,
     RunHandlers,
@@ -363,7 +364,8 @@ async def assemble(settings: Settings, life: Lifecycle) -> None:
     )
     table = build_table(
         evaluation=EvaluationHandlers(link.evaluate, registry=registry, limits=settings.limits,
-                                      connections=settings.connections),
+                                      connections=settings.connections,
+                                      local=LocalEvaluation(registry, timeout_s=settings.evaluate_timeout_s)),
         runs=runs,
         catalog=CatalogHandlers(registry),
         traces=TraceHandlers(traces, limits=settings.limits, retrigger=link.retrigger),

@@ -1,4 +1,5 @@
-"""EvaluationService: Evaluate (one request, or a stream of them) answered by a worker over the bus."""
+"""EvaluationService: Evaluate (one request, or a stream of them) answered by a worker over the bus, or by the api
+itself when every evaluator is cheap and the request small (``evalsi.api.local_evaluation``)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from evalsi.api.handlers_common import (
     bus_call,
     required,
 )
+from evalsi.api.local_evaluation import LocalEvaluation
 from evalsi.connection_rules import evaluate_problems, refuse
 from evalsi.connections import Connections
 from evalsi.errors import BadInputError
@@ -29,17 +31,19 @@ from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResp
 
 
 class EvaluationHandlers:
-    """Score: synchronous evaluation of small batches, answered by a worker."""
+    """Score: synchronous evaluation of small batches, answered by a worker (or here, by ``local``)."""
 
     def __init__(
         self, evaluate: Evaluate, *, registry: Registry | None = None, limits: HandlerLimits | None = None,
-        connections: Connections | None = None,
+        connections: Connections | None = None, local: LocalEvaluation | None = None,
     ) -> None:
-        """``connections``: the judges the server offers (evalsi.yaml judges:); none when not given."""
+        """``connections``: the judges the server offers (evalsi.yaml judges:); none when not given. ``local``
+        answers the requests it takes without the bus; None sends every request to the workers."""
         self._evaluate = evaluate
         self._registry = registry
         self._limits = limits or HandlerLimits()
         self._connections = connections or Connections()
+        self._local = local
 
     async def evaluate(self, request: EvaluateRequest, ctx: CallContext) -> EvaluateResponse:
         return await self._evaluate_one(request, ctx.project, ctx)
@@ -92,6 +96,9 @@ class EvaluationHandlers:
         request.project = project
         if not request.request_id:
             request.request_id = ctx.request_id
+        # Cheap evaluators over a small request: the worker's answer, without the round trip.
+        if self._local is not None and (bound := self._local.bound_for(request)) is not None:
+            return await self._local.answer(request, bound, ctx.time_remaining())
         # The worker works under the caller's deadline and stops when it passes (evalsi.bus.requests).
         response = await bus_call("evaluate", self._evaluate(request, ctx.time_remaining()))
         if not response.request_id:

@@ -24,18 +24,16 @@ from evalsi.bus.v1alpha1.bus_pb2 import (
     TaskStatus,
 )
 from evalsi.connections import Connections
-from evalsi.datasets import records_from_rows
 from evalsi.errors import BadInputError
 from evalsi.evaluators import BoundEvaluator, EvalContext, Registry
 from evalsi.evaluators.runner import Results, RunnerOptions, run_evaluators
 from evalsi.judges import RetryPolicy
 from evalsi.judges.panel import JudgeSet, judge_config_from_spec
-from evalsi.limits import DEFAULT_CALL_TIMEOUT_S, check_resamples
+from evalsi.limits import DEFAULT_CALL_TIMEOUT_S
 from evalsi.projects import DEFAULT_PROJECT
 from evalsi.records import from_value, to_value
-from evalsi.runs.binding import resolve_evaluators
-from evalsi.runs.outcome import TARGET_FAILURE_KEY, bootstrap_seed
-from evalsi.stats.defaults import DEFAULT_BOOTSTRAP_RESAMPLES, DEFAULT_CONFIDENCE
+from evalsi.runs.evaluate_request import BoundLists, answer_evaluate, check_evaluate_request, runner_options
+from evalsi.runs.outcome import TARGET_FAILURE_KEY
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResponse
 from evalsi.v1alpha1.evaluator_pb2 import EvaluatorRef
 from evalsi.v1alpha1.record_pb2 import Record, Usage
@@ -54,8 +52,6 @@ if TYPE_CHECKING:  # imported where used: the target connectors are heavy and ev
 FetchObject = Callable[[str], Awaitable[bytes]]
 # Hears each answered target call's usage with its task, as the call returns (an in-process run's budget meter).
 TaskUsageCallback = Callable[[Task, Usage], None]
-# How many distinct evaluator lists an executor remembers bound (a worker serves a few runs at a time).
-_BOUND_CACHE_SIZE = 64
 # The other result sets a comparative evaluator compares a task's records with (evaluate(compare_to=...)).
 Counterparts = Callable[[Task, Sequence[Record]], Sequence[Sequence[Record]]]
 
@@ -82,18 +78,14 @@ class Executor:
     # Where comparative evaluators find the records they compare with; None: nowhere (they are refused).
     counterparts: Counterparts | None = None
     # The evaluators of recent tasks, resolved and bound once: every task of a run names the same ones.
-    _bound: dict[tuple[bytes, ...], list[BoundEvaluator]] = field(default_factory=dict, init=False, repr=False)
+    _bound: BoundLists = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._bound = BoundLists(self.registry)
 
     def resolve(self, refs: Sequence[EvaluatorRef]) -> list[BoundEvaluator]:
         """``resolve_evaluators`` over this executor's registry, remembered for the next task naming the same refs."""
-        key = tuple(ref.SerializeToString(deterministic=True) for ref in refs)
-        bound = self._bound.get(key)
-        if bound is None:
-            bound = resolve_evaluators(list(refs), self.registry)
-            if len(self._bound) >= _BOUND_CACHE_SIZE:
-                self._bound.clear()
-            self._bound[key] = bound
-        return list(bound)
+        return self._bound.resolve(refs)
 
     def _contexts(self, bound: Sequence[BoundEvaluator], specs: dict, project: str) -> Callable:
         from evalsi.connection_rules import judge_config
@@ -230,39 +222,16 @@ class Executor:
         return lambda usage: on_usage(task, usage)
 
     async def evaluate_request(self, request: EvaluateRequest) -> EvaluateResponse:
-        """A synchronous Evaluate: small batches, answered over request/reply, summaries included."""
-        from evalsi.runs.summary import summarize_results
+        """A synchronous Evaluate: small batches, answered over request/reply, summaries included.
 
-        if not request.records:
-            raise BadInputError("records: at least one record is required")
-        if not request.evaluators:
-            raise BadInputError("evaluators: at least one evaluator is required")
-        check_resamples(request.summary.bootstrap_resamples, "summary.bootstrap_resamples")
+        Cancelled as a whole at the request's deadline (evalsi.bus.requests); each call has its own too."""
+        check_evaluate_request(request)
         bound = self.resolve(request.evaluators)  # callers repeat their evaluator lists as runs' tasks do
-        # The dataset rules: a record is its own sample unless ids repeat or provenance.trial is given, so
-        # id-less records get content ids rather than pooling as trials of one sample "" (pass@k, no interval).
-        records = records_from_rows(request.records, source="records").records
-        response = EvaluateResponse(request_id=request.request_id)
-        # Cancelled as a whole at the request's deadline (evalsi.bus.requests); each call has its own too.
-        results = await run_evaluators(
-            records,
-            bound,
-            self._contexts(bound, dict(request.judges), request.project or DEFAULT_PROJECT),
-            options=self._options(request.summary),
-            into=response.results,
-        )
-        response.summaries.extend(summarize_results(results, bound, records=records, options=request.summary))
-        return response
+        contexts = self._contexts(bound, dict(request.judges), request.project or DEFAULT_PROJECT)
+        return await answer_evaluate(request, bound, contexts, self._options(request.summary))
 
     def _options(self, summary: SummaryOptions) -> RunnerOptions:
-        """The runner's options for a task or an Evaluate: dataset-scope bootstraps follow the request's summary."""
-        return RunnerOptions(
-            concurrency=self.concurrency,
-            confidence=summary.confidence or DEFAULT_CONFIDENCE,
-            seed=bootstrap_seed(summary),
-            bootstrap_resamples=summary.bootstrap_resamples or DEFAULT_BOOTSTRAP_RESAMPLES,
-            call_timeout_s=self.call_timeout_s,
-        )
+        return runner_options(summary, concurrency=self.concurrency, call_timeout_s=self.call_timeout_s)
 
 
 class RetryTask(Exception):
