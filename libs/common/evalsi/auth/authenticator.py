@@ -86,7 +86,8 @@ class Authenticator:
         if key is not None:
             return self._refused("api_keys", Unauthenticated(
                 f"{self._location('api_keys').describe()} holds no evk_ API key"
-                + ("" if self._jwt else " and this server accepts no bearer tokens (auth.jwt is not configured)")))
+                + (f" (bearer tokens are read from {self._location('jwt').describe()})" if self._jwt else
+                   " and this server accepts no bearer tokens (auth.jwt is not configured)")))
         if credentials.peer_certificate is not None and self.config.mtls is not None:
             return self._certificate(credentials.peer_certificate)
         if self.config.trusted_proxies is not None:
