@@ -37,6 +37,21 @@ def test_every_route_of_the_public_services_comes_from_the_descriptors() -> None
             ("GET", "/v1alpha1/policies/{name}", "", "evalsi.v1alpha1.MonitorService/GetPolicy"),
             ("DELETE", "/v1alpha1/policies/{name}", "", "evalsi.v1alpha1.MonitorService/DeletePolicy"),
             ("GET", "/v1alpha1/policies/{name}/stats", "", "evalsi.v1alpha1.MonitorService/GetPolicyStats"),
+            ("GET", "/v1alpha1/auth/whoami", "", "evalsi.v1alpha1.AuthService/WhoAmI"),
+            ("GET", "/v1alpha1/auth/projects", "", "evalsi.v1alpha1.AuthService/ListProjects"),
+            ("POST", "/v1alpha1/auth/projects", "*", "evalsi.v1alpha1.AuthService/CreateProject"),
+            ("GET", "/v1alpha1/auth/permissions", "", "evalsi.v1alpha1.AuthService/ListPermissions"),
+            ("GET", "/v1alpha1/auth/roles", "", "evalsi.v1alpha1.AuthService/ListRoles"),
+            ("POST", "/v1alpha1/auth/roles", "role", "evalsi.v1alpha1.AuthService/CreateRole"),
+            ("PUT", "/v1alpha1/auth/roles/{role.name}", "role", "evalsi.v1alpha1.AuthService/UpdateRole"),
+            ("DELETE", "/v1alpha1/auth/roles/{name}", "", "evalsi.v1alpha1.AuthService/DeleteRole"),
+            ("GET", "/v1alpha1/auth/bindings", "", "evalsi.v1alpha1.AuthService/ListBindings"),
+            ("POST", "/v1alpha1/auth/bindings", "binding", "evalsi.v1alpha1.AuthService/CreateBinding"),
+            ("DELETE", "/v1alpha1/auth/bindings/{id}", "", "evalsi.v1alpha1.AuthService/DeleteBinding"),
+            ("POST", "/v1alpha1/auth/keys", "*", "evalsi.v1alpha1.AuthService/CreateApiKey"),
+            ("GET", "/v1alpha1/auth/keys", "", "evalsi.v1alpha1.AuthService/ListApiKeys"),
+            ("POST", "/v1alpha1/auth/keys/{name}:revoke", "*", "evalsi.v1alpha1.AuthService/RevokeApiKey"),
+            ("GET", "/v1alpha1/auth/audit", "", "evalsi.v1alpha1.AuthService/ListAuditEvents"),
         ]
     )
 

@@ -6,6 +6,7 @@ Assemble with :func:`build_table` (or :class:`HandlerTable` directly) and serve 
 
 from __future__ import annotations
 
+from evalsi.api.auth_handlers import AuthHandlers
 from evalsi.api.catalog_handlers import CatalogHandlers
 from evalsi.api.config import HandlerLimits, ServerConfig
 from evalsi.api.context import REQUEST_ID_HEADER, TIMEOUT_HEADER, CallContext, build_context
@@ -29,6 +30,7 @@ from evalsi.api.run_dataset import load_run_dataset
 from evalsi.api.run_handlers import RunHandlers
 from evalsi.api.server import ApiServer
 from evalsi.api.table import (
+    AUTH_SERVICE,
     CATALOG_SERVICE,
     EVALUATION_SERVICE,
     MONITOR_SERVICE,
@@ -50,9 +52,10 @@ def build_table(
     catalog: CatalogHandlers,
     traces: TraceHandlers | None = None,
     monitor: MonitorHandlers | None = None,
+    auth: AuthHandlers | None = None,
 ) -> HandlerTable:
-    """The table of the public services; without ``traces`` or ``monitor``, those services answer that no store
-    is configured."""
+    """The table of the public services; without ``traces``, ``monitor`` or ``auth``, those services answer that
+    no store is configured."""
     return HandlerTable(
         {
             EVALUATION_SERVICE: evaluation,
@@ -60,6 +63,7 @@ def build_table(
             CATALOG_SERVICE: catalog,
             TRACE_SERVICE: traces or TraceHandlers(None),
             MONITOR_SERVICE: monitor or MonitorHandlers(None, None, registry=catalog.registry),
+            AUTH_SERVICE: auth or AuthHandlers(None),
         }
     )
 
@@ -80,6 +84,7 @@ __all__ = [  # noqa: RUF022 - grouped for readers
     "RunHandlers",
     "TraceHandlers",
     "MonitorHandlers",
+    "AuthHandlers",
     "Control",
     "Evaluate",
     "LoadRecords",
@@ -103,6 +108,7 @@ __all__ = [  # noqa: RUF022 - grouped for readers
     "CATALOG_SERVICE",
     "TRACE_SERVICE",
     "MONITOR_SERVICE",
+    "AUTH_SERVICE",
     "GrpcServer",
     "GrpcHealth",
     "HttpServer",

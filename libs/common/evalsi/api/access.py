@@ -56,5 +56,6 @@ async def admit_call(
         header_project=admission.project,
         action=admission.action or "",
         deciding=admission.deciding,
+        source=credentials.peer,
         access=CallAccess(gate, credentials, admission.resource),
     )

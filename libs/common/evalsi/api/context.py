@@ -59,6 +59,8 @@ class CallContext:
     principal: Principal = ANONYMOUS
     action: str = ""
     deciding: str = ""
+    # The caller's address as the gate saw it (audit entries record it); empty without a gate.
+    source: str = ""
     access: CallAccess | None = field(default=None, repr=False, compare=False)
 
     async def check_access(self, resource: Mapping[str, Any]) -> None:

@@ -18,6 +18,7 @@ from google.protobuf.descriptor import MethodDescriptor, ServiceDescriptor
 from google.protobuf.message import Message
 
 from evalsi.v1alpha1 import (
+    auth_service_pb2,
     catalog_service_pb2,
     evaluation_service_pb2,
     monitor_service_pb2,
@@ -30,8 +31,9 @@ RUN_SERVICE: ServiceDescriptor = run_service_pb2.DESCRIPTOR.services_by_name["Ru
 CATALOG_SERVICE: ServiceDescriptor = catalog_service_pb2.DESCRIPTOR.services_by_name["CatalogService"]
 TRACE_SERVICE: ServiceDescriptor = trace_service_pb2.DESCRIPTOR.services_by_name["TraceService"]
 MONITOR_SERVICE: ServiceDescriptor = monitor_service_pb2.DESCRIPTOR.services_by_name["MonitorService"]
+AUTH_SERVICE: ServiceDescriptor = auth_service_pb2.DESCRIPTOR.services_by_name["AuthService"]
 PUBLIC_SERVICES: tuple[ServiceDescriptor, ...] = (
-    EVALUATION_SERVICE, RUN_SERVICE, CATALOG_SERVICE, TRACE_SERVICE, MONITOR_SERVICE,
+    EVALUATION_SERVICE, RUN_SERVICE, CATALOG_SERVICE, TRACE_SERVICE, MONITOR_SERVICE, AUTH_SERVICE,
 )
 
 
