@@ -252,7 +252,10 @@ def _via(grant: Grant) -> str:
 
 def _rule_line(rule: Rule, result: bool | Exception) -> str:
     if isinstance(result, Exception):
-        return f"{rule.describe()}: failed to evaluate ({_short(result)}), not matched"
+        outcome = "does not hold" if rule.kind == "require" else "not matched"
+        return f"{rule.describe()}: failed to evaluate ({_short(result)}), {outcome}"
+    if rule.kind == "require":
+        return f"{rule.describe()}: {'holds' if result else 'does not hold'}"
     return f"{rule.describe()}: {'matched' if result else 'not matched'}"
 
 

@@ -58,7 +58,7 @@ def check_grant(granter: GranterView, grant: GrantRequest) -> None:
     if (grant.install_wide or grant.project == ANY_PROJECT) and not granter.owner:
         where = "an install-wide role" if grant.install_wide else "a binding in every project (*)"
         raise PermissionDenied(f"cannot grant {grant.what}: only an owner can create {where}")
-    problems = uncovered(granter, grant.grants)
+    problems = list(dict.fromkeys(uncovered(granter, grant.grants)))  # a permission inherited twice: once
     if problems:
         raise PermissionDenied(f"cannot grant {grant.what} in {_scope(grant.project)}: it would grant what "
                                f"{granter.principal or 'you'} does not hold: " + "; ".join(problems))
