@@ -115,7 +115,7 @@ def test_empty_sections_mean_builtin_roles_and_no_rules() -> None:
 
 def test_stored_roles_and_bindings_pass_the_same_guardrails() -> None:
     base = Authorizer.from_config({"roles": [{"name": "auditor", "permissions": ["audit.read"]}]}, None)
-    with pytest.raises(BadInputError, match="unknown permission 'runs.nuke'"):
+    with pytest.raises(BadInputError, match=r"unknown permission 'runs\.nuke'"):
         base.with_stored([RoleDefinition("x", ("runs.nuke",), project="p")])
     with pytest.raises(BadInputError, match="already defined"):
         base.with_stored([RoleDefinition("auditor", ("runs.read",), project="p")])

@@ -47,7 +47,7 @@ def test_a_project_admin_cannot_grant_a_permission_it_lacks() -> None:
         _create_role(PADMIN, RoleDefinition("collector", ("traces.write", "runs.read"), project="p"))
     assert "traces.write: you do not hold it in project p" in str(caught.value)
     assert "runs.read" not in str(caught.value).split("hold:", 1)[1]
-    with pytest.raises(PermissionDenied, match="traces.write: you do not hold it"):
+    with pytest.raises(PermissionDenied, match=r"traces\.write: you do not hold it"):
         _bind(PADMIN, BindingDefinition("p", "ingest", "key:otel"))
 
 
@@ -62,7 +62,7 @@ def test_a_condition_cannot_be_weakened() -> None:
     message = str(caught.value)
     assert "runs.create without a condition: you hold it only when 'resource.target.model == \"qwen3\"'" in message
     other = 'resource.target.model == "gpt-5"'
-    with pytest.raises(PermissionDenied, match="runs.create under"):
+    with pytest.raises(PermissionDenied, match=r"runs\.create under"):
         _create_role(LIMITED, RoleDefinition("gpt", ("runs.create",), condition=other, project="p"))
     # The same condition, or a stricter one that keeps it, is covered.
     _create_role(LIMITED, RoleDefinition("same", ("runs.create",), condition=QWEN, project="p"))
@@ -73,7 +73,7 @@ def test_a_condition_cannot_be_weakened() -> None:
 
 
 def test_inherited_permissions_are_checked_too() -> None:
-    with pytest.raises(PermissionDenied, match="runs.cancel: you do not hold it"):
+    with pytest.raises(PermissionDenied, match=r"runs\.cancel: you do not hold it"):
         _create_role(LIMITED, RoleDefinition("sneaky", ("runs.read",), ("runner",), condition=QWEN, project="p"))
 
 
@@ -92,6 +92,6 @@ def test_updating_a_role_replaces_its_old_definition() -> None:
     stored = AUTHORIZER.with_stored([RoleDefinition("reviewer", ("runs.read",), project="p")])
     grants = role_grant(stored, RoleDefinition("reviewer", ("runs.read", "traces.write"), project="p")).grants
     assert {"runs.read", "traces.write"} <= set().union(*(g.permissions for g in grants))
-    with pytest.raises(PermissionDenied, match="traces.write"):
+    with pytest.raises(PermissionDenied, match=r"traces\.write"):
         check_grant(stored.granter_view(PADMIN, "p"),
                     role_grant(stored, RoleDefinition("reviewer", ("runs.read", "traces.write"), project="p")))
