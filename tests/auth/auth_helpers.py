@@ -7,10 +7,13 @@ import base64
 import datetime
 import hashlib
 import hmac
+import ipaddress
 import json
+import ssl
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import jwt
@@ -118,16 +121,17 @@ class IdentityProvider:
     def jwks_fetches(self) -> int:
         return sum(path.endswith("/certs") for path in self.requests)
 
-    async def start(self) -> IdentityProvider:
+    async def start(self, ssl_context: ssl.SSLContext | None = None) -> IdentityProvider:
         app = web.Application()
         app.router.add_get("/realms/eng/.well-known/openid-configuration", self._discovery)
         app.router.add_get("/realms/eng/certs", self._jwks)
+        app.router.add_get("/realms/eng/moved", self._moved)
         self.runner = web.AppRunner(app, access_log=None)
         await self.runner.setup()
-        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        site = web.TCPSite(self.runner, "127.0.0.1", 0, ssl_context=ssl_context)
         await site.start()
         port = self.runner.addresses[0][1]
-        self.base = f"http://127.0.0.1:{port}"
+        self.base = f"{'https' if ssl_context else 'http'}://127.0.0.1:{port}"
         return self
 
     async def stop(self) -> None:
@@ -138,6 +142,10 @@ class IdentityProvider:
         self.requests.append(request.path)
         return web.json_response({"issuer": self.stated_issuer or self.issuer, "jwks_uri": self.jwks_url,
                                   "token_endpoint": f"{self.issuer}/token"})
+
+    async def _moved(self, request: web.Request) -> web.Response:
+        self.requests.append(request.path)
+        raise web.HTTPFound(self.jwks_url)
 
     async def _jwks(self, request: web.Request) -> web.Response:
         self.requests.append(request.path)
@@ -160,3 +168,30 @@ def client_certificate(common_name: str, *, uris: tuple[str, ...] = ()) -> bytes
         builder = builder.add_extension(
             x509.SubjectAlternativeName([x509.UniformResourceIdentifier(uri) for uri in uris]), critical=False)
     return builder.sign(key, hashes.SHA256()).public_bytes(serialization.Encoding.DER)
+
+
+def tls_contexts(tmp_dir: Path) -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    """A server context for 127.0.0.1 signed by a CA made here, and a client context trusting only that CA."""
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "test CA")])
+    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
+          .serial_number(x509.random_serial_number()).not_valid_before(now)
+          .not_valid_after(now + datetime.timedelta(days=1))
+          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+          .sign(ca_key, hashes.SHA256()))
+    key = ec.generate_private_key(ec.SECP256R1())
+    server = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "idp")]))
+              .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
+              .not_valid_before(now).not_valid_after(now + datetime.timedelta(days=1))
+              .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                             critical=False)
+              .sign(ca_key, hashes.SHA256()))
+    cert_file, key_file = tmp_dir / "idp.crt", tmp_dir / "idp.key"
+    cert_file.write_bytes(server.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_context.load_cert_chain(cert_file, key_file)
+    client_context = ssl.create_default_context(cadata=ca.public_bytes(serialization.Encoding.PEM).decode())
+    return server_context, client_context

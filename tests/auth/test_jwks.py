@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from auth_helpers import AUDIENCE, IdentityProvider, SigningKey, claims, jwks
+from auth_helpers import AUDIENCE, IdentityProvider, SigningKey, claims, jwks, tls_contexts
 
 from evalsi.auth.authenticator import Authenticator
 from evalsi.auth.config import load_auth_config
-from evalsi.auth.jwks import MAX_JWKS_BYTES
+from evalsi.auth.jwks import MAX_JWKS_BYTES, JsonFetcher
 from evalsi.auth.principal import Credentials, Unauthenticated
 
 
@@ -25,11 +26,12 @@ async def idp() -> AsyncIterator[IdentityProvider]:
     await provider.stop()
 
 
-def _authenticator(idp: IdentityProvider, jwks_source: dict[str, Any]) -> Authenticator:
+def _authenticator(idp: IdentityProvider, jwks_source: dict[str, Any], *, insecure: bool = True,
+                   fetcher: JsonFetcher | None = None, clock: Callable[[], float] = time.monotonic) -> Authenticator:
     config = load_auth_config({"jwt": {"providers": [{
         "name": "corp", "issuer": idp.issuer, "audiences": [AUDIENCE], "jwks": jwks_source,
-        "allow_insecure_jwks": True}]}})
-    return Authenticator(config)
+        "allow_insecure_jwks": insecure}]}})
+    return Authenticator(config, fetcher=fetcher, clock=clock)
 
 
 async def _authenticate(authenticator: Authenticator, key: SigningKey, issuer: str) -> str:
@@ -62,11 +64,12 @@ async def test_discovery_of_a_document_for_another_issuer_is_refused(idp: Identi
 
 
 async def test_an_unknown_kid_refetches_once_per_interval(idp: IdentityProvider) -> None:
-    authenticator = _authenticator(idp, {"url": idp.jwks_url, "refetch_interval": "0.5s"})
+    now = [1000.0]
+    authenticator = _authenticator(idp, {"url": idp.jwks_url}, clock=lambda: now[0])
     try:
         await authenticator.start()
         assert idp.jwks_fetches() == 1
-        await asyncio.sleep(0.6)  # the keys were fetched longer ago than the interval
+        now[0] += 10  # the default interval (10 s) has passed since the keys were fetched
         # The issuer rotates: a new key is published and tokens are signed with it.
         rotated = SigningKey.generate("RS256", "2026-12")
         idp.keys.append(rotated)
@@ -75,14 +78,15 @@ async def test_an_unknown_kid_refetches_once_per_interval(idp: IdentityProvider)
         # A second unknown kid within the interval: refused without another fetch.
         stranger = SigningKey.generate("RS256", "made-up")
         for _ in range(5):
+            now[0] += 1.5
             with pytest.raises(Unauthenticated, match="no RS256 key with kid 'made-up'"):
                 await _authenticate(authenticator, stranger, idp.issuer)
         assert idp.jwks_fetches() == 2
         # Known kids still verify without fetching.
         assert await _authenticate(authenticator, idp.keys[0], idp.issuer) == "5f1c-user"
         assert idp.jwks_fetches() == 2
-        # After the interval, a newly published key is picked up by one more fetch.
-        await asyncio.sleep(0.6)
+        # Once the interval is over, a newly published key is picked up by one more fetch.
+        now[0] += 2.5
         idp.keys.append(stranger)
         assert await _authenticate(authenticator, stranger, idp.issuer) == "5f1c-user"
         assert idp.jwks_fetches() == 3
@@ -149,3 +153,36 @@ async def test_encryption_keys_in_a_jwks_are_never_used_to_verify(idp: IdentityP
     authenticator = _authenticator(idp, {"inline": document})
     with pytest.raises(Unauthenticated, match="no RS256 key with kid 'enc-1'"):
         await _authenticate(authenticator, key, idp.issuer)
+
+
+async def test_discovery_over_https_verifies_the_servers_certificate(tmp_path: Path) -> None:
+    server_context, client_context = tls_contexts(tmp_path)
+    idp = await IdentityProvider(keys=[SigningKey.generate("RS256", "tls-1")]).start(server_context)
+    try:
+        trusting = _authenticator(idp, {"discovery": True}, insecure=False,
+                                  fetcher=JsonFetcher(ssl_context=client_context))
+        try:
+            assert await _authenticate(trusting, idp.keys[0], idp.issuer) == "5f1c-user"
+        finally:
+            await trusting.aclose()
+        # The default trust store does not know the test CA: the keys are not fetched, tokens are refused.
+        default = _authenticator(idp, {"discovery": True}, insecure=False)
+        try:
+            with pytest.raises(Unauthenticated, match="unavailable"):
+                await _authenticate(default, idp.keys[0], idp.issuer)
+            assert "certificate" in default.jwks_errors()["corp"].lower()
+        finally:
+            await default.aclose()
+    finally:
+        await idp.stop()
+
+
+async def test_redirects_are_not_followed(idp: IdentityProvider) -> None:
+    authenticator = _authenticator(idp, {"url": idp.jwks_url.replace("/certs", "/moved")})
+    try:
+        with pytest.raises(Unauthenticated, match="unavailable"):
+            await _authenticate(authenticator, idp.keys[0], idp.issuer)
+        assert authenticator.jwks_errors()["corp"].endswith("answered HTTP 302")
+        assert idp.jwks_fetches() == 0
+    finally:
+        await authenticator.aclose()

@@ -15,7 +15,8 @@ all: the default is deny), else it is anonymous. Reasons never contain the crede
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from evalsi.auth.api_keys import ApiKeyVerifier, KeyLookup, looks_like_api_key
@@ -41,10 +42,11 @@ class Authenticator:
     """
 
     def __init__(self, config: AuthConfig, *, key_lookup: KeyLookup | None = None,
-                 fetcher: JsonFetcher | None = None) -> None:
+                 fetcher: JsonFetcher | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         self.config = config
         self._fetcher = fetcher or JsonFetcher()
-        self._caches = {provider.name: JwksCache(provider, self._fetcher)
+        # ``clock`` times the JWKS refetch interval (monotonic seconds; tests step it).
+        self._caches = {provider.name: JwksCache(provider, self._fetcher, clock=clock)
                         for provider in (config.jwt.providers if config.jwt else ())}
         self._jwt = (JwtVerifier(config.jwt, self._caches, max_token_bytes=config.max_token_bytes)
                      if config.jwt else None)
