@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -168,3 +169,14 @@ def test_a_header_location_keeps_its_prefix_and_lowercases_its_name() -> None:
     config = load_auth_config({"jwt": {"location": {"header": {"name": "X-Token", "prefix": ""}},
                                        "providers": [_provider()]}})
     assert config.jwt is not None and config.jwt.location == TokenLocation("header", "x-token", "")
+
+
+def test_the_example_in_docs_auth_md_loads() -> None:
+    """docs/auth.md's Authentication example is a config this loader accepts, key for key."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "auth.md").read_text(encoding="utf-8")
+    section = page.split("## Authentication", 1)[1].split("\n## ", 1)[0]
+    block = section.split("```yaml\n", 1)[1].split("```", 1)[0]
+    config = load_auth_config(yaml.safe_load(block)["auth"])
+    assert config.jwt is not None and [p.name for p in config.jwt.providers] == ["corp", "github"]
+    assert config.api_keys is not None and config.api_keys.keys[0].name == "otel-collector"
+    assert config.mtls is not None and config.trusted_proxies is not None and config.cli_login is not None
