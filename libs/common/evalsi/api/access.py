@@ -31,8 +31,8 @@ class CallAccess:
     async def check(self, ctx: CallContext, resource: Mapping[str, Any]) -> None:
         if not ctx.action:
             return
-        await self._gate.decide(ctx.principal, ctx.action, ctx.project, {**self._resource, **resource},
-                                self._credentials, ctx.method, ctx.request_id)
+        self._gate.decide(ctx.principal, ctx.action, ctx.project, {**self._resource, **resource}, self._credentials,
+                          ctx.method, ctx.request_id)
 
 
 def requested_project(ctx: CallContext, request: Any) -> str:

@@ -31,6 +31,7 @@ from evalsi.api.health import GrpcHealth, Readiness
 from evalsi.api.metrics import ApiMetrics
 from evalsi.api.table import HandlerTable, Method
 from evalsi.auth.principal import PermissionDenied, Unauthenticated
+from evalsi.authz.actions import REFLECTION
 from evalsi.edge_checks import MAX_MESSAGE_DEPTH, check_message
 from evalsi.errors import BadInputError
 from evalsi.gate.access import Gate
@@ -38,7 +39,7 @@ from evalsi.gate.credentials import grpc_credentials, grpc_metadata
 from evalsi.gate.tls import ServerTls
 
 TRANSPORT = "grpc"
-REFLECTION_METHOD = f"{reflection.SERVICE_NAME}/ServerReflectionInfo"
+REFLECTION_METHOD = REFLECTION
 
 
 def decode(message_type: type[Message], data: bytes) -> Message:

@@ -33,6 +33,7 @@ from evalsi.api.metrics import ApiMetrics
 from evalsi.api.table import HandlerTable, Method
 from evalsi.api.transcoding import MethodNotAllowed, RouteNotFound, Router, build_request, routes_for, to_json
 from evalsi.auth.principal import Credentials, Principal
+from evalsi.authz.actions import METRICS as METRICS_ENDPOINT
 from evalsi.errors import BadInputError
 from evalsi.gate.access import Gate
 from evalsi.gate.credentials import http_credentials
@@ -124,28 +125,29 @@ class HttpServer:
     async def _metrics_text(self, request: web.Request) -> web.Response:
         if self._gate is not None:
             try:
-                await self._gate.admit(METRICS_PATH, http_credentials(request))
+                await self._gate.admit(METRICS_ENDPOINT, http_credentials(request))
             except Exception as exc:
                 request_id = request_id_from(request.headers.get(REQUEST_ID_HEADER))
-                return self._refusal(error_status(exc, request_id=request_id, method=METRICS_PATH, logger=self._log))
+                status = error_status(exc, request_id=request_id, method=METRICS_PATH, logger=self._log)
+                return self._refusal(status, exc)
         body, content_type = self._metrics.render()
         return web.Response(body=body, headers={"Content-Type": content_type})
 
     async def _well_known_auth(self, request: web.Request) -> web.Response:
         return web.json_response(self._login)
 
-    def _refusal(self, status: ErrorStatus) -> web.Response:
+    def _refusal(self, status: ErrorStatus, exc: BaseException) -> web.Response:
         response = _error_response(status)
         if status.http_status == 401 and self._gate is not None:
-            response.headers["WWW-Authenticate"] = self._gate.challenge
+            response.headers["WWW-Authenticate"] = self._gate.challenge(exc)
         return response
 
-    async def _caller(self, request: web.Request) -> tuple[Credentials | None, Principal | None]:
+    async def _caller(self, request: web.Request, method: str) -> tuple[Credentials | None, Principal | None]:
         """With a gate: the credentials and the authenticated principal, before any body is read."""
         if self._gate is None:
             return None, None
         credentials = http_credentials(request)
-        return credentials, await self._gate.authenticate(credentials)
+        return credentials, await self._gate.authenticate(credentials, method)
 
     # --- dataset uploads ---
 
@@ -155,7 +157,7 @@ class HttpServer:
         request_id = request_id_from(request.headers.get(REQUEST_ID_HEADER))
 
         async def respond(outcome: _Outcome) -> web.StreamResponse:
-            credentials, principal = await self._caller(request)
+            credentials, principal = await self._caller(request, method.rpc)
             first = upload_request(request.match_info["name"], request.query)
             ctx = build_context(method.rpc, request.headers, None, transport=TRANSPORT,
                                 deadline=_deadline(request.headers), request_id=request_id)
@@ -203,7 +205,7 @@ class HttpServer:
         method = self._methods[route.rpc]
 
         async def respond(outcome: _Outcome) -> web.StreamResponse:
-            credentials, principal = await self._caller(request)
+            credentials, principal = await self._caller(request, method.rpc)
             body = await self._read_body(request) if route.body else b""
             message = build_request(route, captures, request.rel_url.query.items(), body)
             ctx = build_context(
@@ -238,7 +240,7 @@ class HttpServer:
         except Exception as exc:
             status = error_status(exc, request_id=request_id, method=method.rpc, logger=self._log)
             outcome.code = status.code.name
-            return self._refusal(status)
+            return self._refusal(status, exc)
         finally:
             self._metrics.in_flight_of(TRANSPORT).dec()
             self._metrics.observe(TRANSPORT, method.rpc, outcome.code, time.perf_counter() - started)

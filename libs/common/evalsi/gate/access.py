@@ -3,18 +3,21 @@ authorizer's decision lets it through or refuses it, the same way on every surfa
 HTTP/JSON ports, reflection, ``/metrics`` and both OTLP receivers).
 
 The transports only gather :class:`~evalsi.auth.principal.Credentials` and the request; what a call means
-(its action and resource attributes) comes from the action table, who may do it from the authorizer. A
-refusal names the action and the project, never the rule behind it (the audit log has that). No gate at all
-(``None`` where a transport takes one) is the unauthenticated server: every call passes, as before issue 13.
+(its action and resource attributes) comes from the action table (``evalsi.authz.actions``), who may do it
+from the authorizer. A refusal names the action and the project, never the rule behind it (the audit log has
+that). No gate at all (``None`` where a transport takes one) is the unauthenticated server: every call
+passes, as before issue 13.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from evalsi.auth.principal import ANY_PROJECT, Credentials, PermissionDenied, Principal
+from evalsi.auth.principal import ANY_PROJECT, Credentials, PermissionDenied, Principal, Unauthenticated
+from evalsi.authz.actions import ACTION_TABLE, Endpoint
+from evalsi.authz.attributes import DEFAULT_SOURCES, AttributeSources
 from evalsi.authz.decision import AccessRequest, Decision
 from evalsi.projects import DEFAULT_PROJECT
 
@@ -25,27 +28,22 @@ CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie"
 class Authenticating(Protocol):
     async def authenticate(self, credentials: Credentials) -> Principal: ...
 
+    def www_authenticate(self, error: Unauthenticated | None = None) -> str: ...
+
 
 class Authorizing(Protocol):
     def decide(self, request: AccessRequest) -> Decision: ...
 
 
-@dataclass(frozen=True)
-class Route:
-    """What a call is, from the action table: its action (None: open to anyone, as health checks are) and the
-    resource attributes its request gives CEL (``project`` among them when the request names one)."""
-
-    action: str | None
-    resource: Callable[[Any], Mapping[str, Any]] = lambda request: {}
-
-
-# Told of every decision (the audit log): the request, the decision and the call's request id.
-DecisionHook = Callable[[AccessRequest, Decision, str], Awaitable[None] | None]
+# Told of every refused call and every allowed mutating one (the audit log): the request, the decision, the
+# call's request id. Called inline, so it must not block (``AuditLog.record`` buffers).
+DecisionHook = Callable[[AccessRequest, Decision, str], None]
 
 
 @dataclass(frozen=True)
 class Admission:
-    """A call let through: who made it, the project it acts in and what decided."""
+    """A call let through: who made it, the action and project it was allowed, what decided, and the resource
+    attributes it was decided on (a second decision on a stored resource starts from them)."""
 
     principal: Principal
     action: str | None
@@ -56,10 +54,9 @@ class Admission:
 
 def credential_project(principal: Principal) -> str:
     """The one project a credential is bound to (an ingest key's ``roles: {support: [ingest]}``), else ''."""
-    projects = [project for project in principal.roles if project != ANY_PROJECT]
-    if len(projects) == 1 and ANY_PROJECT not in principal.roles:
-        return projects[0]
-    return ""
+    if ANY_PROJECT in principal.roles or len(principal.roles) != 1:
+        return ""
+    return next(iter(principal.roles))
 
 
 def visible_headers(headers: Mapping[str, str]) -> dict[str, str]:
@@ -67,39 +64,51 @@ def visible_headers(headers: Mapping[str, str]) -> dict[str, str]:
 
 
 class Gate:
-    """Authenticate, route, decide. Built once per process; holds nothing per call.
+    """Authenticate, look the call up in the action table, decide. Built once per process; holds nothing per call.
 
-    ``routes`` maps a method (``evalsi.v1alpha1.RunService/CreateRun``, ``/metrics``, an OTLP export's
-    ``opentelemetry.proto.collector.trace.v1.TraceService/Export``) to its :class:`Route`; a method the table
-    lacks is refused (deny by default), never let through. ``challenge`` is the ``WWW-Authenticate`` value of
-    an HTTP 401.
+    A method the table lacks is refused (deny by default), never let through. ``sources`` tell the attribute
+    extractors what the request alone cannot (whether an evaluator runs code, what a named connection is).
     """
 
     def __init__(
         self,
         authenticator: Authenticating,
         authorizer: Authorizing,
-        routes: Mapping[str, Route],
         *,
-        challenge: str = 'Bearer realm="evalsi"',
+        table: Mapping[str, Endpoint] = ACTION_TABLE,
+        sources: AttributeSources = DEFAULT_SOURCES,
         on_decision: DecisionHook | None = None,
     ) -> None:
         self.authenticator = authenticator
         self.authorizer = authorizer
-        self.routes = dict(routes)
-        self.challenge = challenge
+        self.table = table
+        self.sources = sources
         self._on_decision = on_decision
 
-    async def authenticate(self, credentials: Credentials) -> Principal:
-        """The caller's principal; raises ``Unauthenticated`` (401 / UNAUTHENTICATED)."""
-        return await self.authenticator.authenticate(credentials)
+    def challenge(self, error: BaseException | None = None) -> str:
+        """The ``WWW-Authenticate`` value of an HTTP 401."""
+        return self.authenticator.www_authenticate(error if isinstance(error, Unauthenticated) else None)
 
-    def route(self, method: str) -> Route:
-        route = self.routes.get(method)
-        if route is None:
+    async def authenticate(self, credentials: Credentials, method: str = "") -> Principal:
+        """The caller's principal; raises ``Unauthenticated`` (401 / UNAUTHENTICATED), audited as a refusal."""
+        try:
+            return await self.authenticator.authenticate(credentials)
+        except Unauthenticated as exc:
+            if self._on_decision is not None:
+                endpoint = self.table.get(method.lstrip("/"))
+                refused = AccessRequest(principal=Principal(kind="anonymous", subject="anonymous"),
+                                        action=(endpoint.permission if endpoint else None) or "",
+                                        project="", method=method, protocol=credentials.transport,
+                                        source=credentials.peer)
+                self._on_decision(refused, Decision(False, f"unauthenticated: {exc}"), "")
+            raise
+
+    def endpoint(self, method: str) -> Endpoint:
+        endpoint = self.table.get(method.lstrip("/"))
+        if endpoint is None:
             # A surface the action table does not know is a bug of ours; refusing it keeps the default deny.
             raise PermissionDenied(f"{method} has no entry in the action table; refused")
-        return route
+        return endpoint
 
     async def admit(
         self,
@@ -115,15 +124,16 @@ class Gate:
         names (its header or field); without one, the request's resource attributes name it (a run document's
         ``metadata.project``), else the project the credential is bound to, else ``default``."""
         if principal is None:
-            principal = await self.authenticate(credentials)
-        route = self.route(method)
-        if route.action is None:
-            return Admission(principal, None, project or DEFAULT_PROJECT, "open", {})
-        resource = route.resource(request) if request is not None else {}
+            principal = await self.authenticate(credentials, method)
+        endpoint = self.endpoint(method)
+        if endpoint.permission is None:
+            return Admission(principal, None, project or DEFAULT_PROJECT, "open endpoint", {})
+        resource = endpoint.attributes(request, self.sources)
         chosen = project or str(resource.get("project") or "") or credential_project(principal) or DEFAULT_PROJECT
-        return await self.decide(principal, route.action, chosen, resource, credentials, method, request_id)
+        return self.decide(principal, endpoint.permission, chosen, resource, credentials, method, request_id,
+                           audit_allowed=endpoint.mutating)
 
-    async def decide(
+    def decide(
         self,
         principal: Principal,
         action: str,
@@ -132,6 +142,8 @@ class Gate:
         credentials: Credentials,
         method: str,
         request_id: str = "",
+        *,
+        audit_allowed: bool = False,
     ) -> Admission:
         """One decision; raises ``PermissionDenied`` naming the action and the project when it is a refusal."""
         access = AccessRequest(
@@ -145,12 +157,8 @@ class Gate:
             source=credentials.peer,
         )
         decision = self.authorizer.decide(access)
-        if self._on_decision is not None:
-            pending = self._on_decision(access, decision, request_id)
-            if pending is not None:
-                await pending
+        if self._on_decision is not None and (audit_allowed or not decision.allowed):
+            self._on_decision(access, decision, request_id)
         if not decision.allowed:
-            raise PermissionDenied(
-                f"{principal.id or principal.kind} may not {action} in project {project!r}"
-            )
+            raise PermissionDenied(f"{principal.id or principal.kind} may not {action} in project {project!r}")
         return Admission(principal, action, project, decision.deciding, access.resource)

@@ -5,23 +5,32 @@ gRPC itself refuses a message over ``max_body_bytes`` with RESOURCE_EXHAUSTED an
 arrive as bytes and are decoded here, so a body that is not the service's protobuf (or nests deeper than
 protobuf's limit) is INVALID_ARGUMENT naming the type, not grpc's opaque UNKNOWN; so is a bad
 ``x-evalsi-project`` metadata value. A failing sink is UNAVAILABLE, which OTLP clients retry.
+With a gate (authentication on) each export is admitted first (``evalsi.gate.otlp``): UNAUTHENTICATED, or
+PERMISSION_DENIED for a batch naming a project the caller may not write; with ``tls`` the port is TLS only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import grpc
 from google.protobuf.message import DecodeError, Message
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from evalsi.auth.principal import PermissionDenied, Unauthenticated
 from evalsi.errors import BadInputError, InfraError
+from evalsi.gate.credentials import grpc_credentials, grpc_metadata
+from evalsi.gate.otlp import admit_export
 from evalsi.projects import PROJECT_HEADER
 
 from .handler import ExportHandler
 from .http_receiver import DEFAULT_MAX_BODY
+
+if TYPE_CHECKING:
+    from evalsi.gate.access import Gate
+    from evalsi.gate.tls import ServerTls
 
 TRACE_SERVICE = "opentelemetry.proto.collector.trace.v1.TraceService"
 LOGS_SERVICE = "opentelemetry.proto.collector.logs.v1.LogsService"
@@ -45,14 +54,28 @@ def decode(message_type: type[_Request], data: bytes) -> _Request:
 
 
 def _export_method(
-    message_type: type[_Request], export: Callable[[_Request, str | None], Awaitable[Message]], what: str
+    message_type: type[_Request], export: Callable[[_Request, str | None, str | None], Awaitable[Message]], what: str,
+    gate: Gate | None = None, default_project: str = "",
 ) -> Callable[[bytes, grpc.aio.ServicerContext], Awaitable[bytes]]:
     """One ``Export`` method: decode, hand to the handler, map errors to the statuses OTLP clients expect.
     A plain coroutine function, as grpc.aio tells async handlers from sync ones by that."""
+    method = f"{TRACE_SERVICE if message_type is ExportTraceServiceRequest else LOGS_SERVICE}/Export"
 
     async def handle(data: bytes, context: grpc.aio.ServicerContext) -> bytes:
         try:
-            response = await export(decode(message_type, data), _project(context))
+            if gate is None:
+                response = await export(decode(message_type, data), _project(context), None)
+            else:
+                credentials = grpc_credentials(context, grpc_metadata(context), "otlp-grpc")
+                principal = await gate.authenticate(credentials, method)  # before anything is decoded
+                request, header = decode(message_type, data), _project(context)
+                default = await admit_export(gate, method, credentials, request, principal=principal,
+                                             header_project=(header or "").strip(), default_project=default_project)
+                response = await export(request, header, default)
+        except Unauthenticated as exc:
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, str(exc))
+        except PermissionDenied as exc:
+            await context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
         except BadInputError as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         except InfraError as exc:
@@ -62,10 +85,11 @@ def _export_method(
     return handle
 
 
-def otlp_handlers(handler: ExportHandler) -> tuple[grpc.GenericRpcHandler, grpc.GenericRpcHandler]:
+def otlp_handlers(handler: ExportHandler, gate: Gate | None = None) -> tuple[
+        grpc.GenericRpcHandler, grpc.GenericRpcHandler]:
     """TraceService and LogsService, taking raw bytes (no deserializer) so decoding errors are ours to report."""
-    traces = _export_method(ExportTraceServiceRequest, handler.export, "spans")
-    logs = _export_method(ExportLogsServiceRequest, handler.export_logs, "log records")
+    traces = _export_method(ExportTraceServiceRequest, handler.export, "spans", gate, handler.default_project)
+    logs = _export_method(ExportLogsServiceRequest, handler.export_logs, "log records", gate, handler.default_project)
     return (
         grpc.method_handlers_generic_handler(TRACE_SERVICE, {"Export": grpc.unary_unary_rpc_method_handler(traces)}),
         grpc.method_handlers_generic_handler(LOGS_SERVICE, {"Export": grpc.unary_unary_rpc_method_handler(logs)}),
@@ -73,7 +97,8 @@ def otlp_handlers(handler: ExportHandler) -> tuple[grpc.GenericRpcHandler, grpc.
 
 
 async def start_grpc_receiver(
-    handler: ExportHandler, host: str, port: int, *, max_body_bytes: int = DEFAULT_MAX_BODY, reuse_port: bool = False
+    handler: ExportHandler, host: str, port: int, *, max_body_bytes: int = DEFAULT_MAX_BODY, reuse_port: bool = False,
+    gate: Gate | None = None, tls: ServerTls | None = None,
 ) -> tuple[grpc.aio.Server, int]:
     """Serve TraceService and LogsService on host:port (0 picks a free port); returns the server and the port.
     ``reuse_port``: share the port with other processes (SO_REUSEPORT), as ``evalsi-ingest --processes`` does."""
@@ -81,9 +106,9 @@ async def start_grpc_receiver(
         ("grpc.max_receive_message_length", max_body_bytes),
         ("grpc.so_reuseport", int(reuse_port)),
     ])
-    server.add_generic_rpc_handlers(otlp_handlers(handler))
+    server.add_generic_rpc_handlers(otlp_handlers(handler, gate))
     address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    bound = server.add_insecure_port(address)
+    bound = server.add_secure_port(address, tls.grpc_credentials()) if tls else server.add_insecure_port(address)
     if not bound:
         raise InfraError(f"could not listen for OTLP/gRPC on {address}")
     await server.start()

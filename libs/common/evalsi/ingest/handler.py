@@ -59,22 +59,24 @@ class ExportHandler:
             check_project(header, f"{PROJECT_HEADER} header")
         return header
 
-    def _project(self, header: str, resource: Resource) -> str:
+    def _project(self, header: str, resource: Resource, default: str) -> str:
         """The header's project, else the resource's ``evalsi.project``, else the default (maybe invalid)."""
         if header:
             return header
         attribute = attributes_to_dict(resource.attributes).get(PROJECT_ATTRIBUTE)
-        return str(attribute) if attribute not in (None, "") else self.default_project
+        return str(attribute) if attribute not in (None, "") else default
 
-    async def export(self, request: ExportTraceServiceRequest, project_header: str | None = None) -> (
-            ExportTraceServiceResponse):
-        """Raises BadInputError for a bad project header (the whole request is refused, nothing stored)."""
+    async def export(self, request: ExportTraceServiceRequest, project_header: str | None = None,
+                     default_project: str | None = None) -> ExportTraceServiceResponse:
+        """Raises BadInputError for a bad project header (the whole request is refused, nothing stored).
+        ``default_project``: this call's project for resources that name none (the gate's, from the credential)."""
         header = self._header(project_header)
+        default = default_project or self.default_project
         by_project: dict[str, list[MappedSpan]] = {}
         rejected = 0
         reasons: list[str] = []
         for resource_spans in request.resource_spans:
-            project = self._project(header, resource_spans.resource)
+            project = self._project(header, resource_spans.resource, default)
             if not is_project(project):
                 count = sum(len(s.spans) for s in resource_spans.scope_spans)
                 rejected += count
@@ -100,19 +102,20 @@ class ExportHandler:
             response.partial_success.error_message = f"{rejected} spans rejected: " + "; ".join(reasons)
         return response
 
-    async def export_logs(self, request: ExportLogsServiceRequest, project_header: str | None = None) -> (
-            ExportLogsServiceResponse):
+    async def export_logs(self, request: ExportLogsServiceRequest, project_header: str | None = None,
+                          default_project: str | None = None) -> ExportLogsServiceResponse:
         """Log records as rows keyed to their spans, through the same projects, redaction and sink as spans.
 
         Raises BadInputError for a bad project header (the whole request is refused, nothing stored).
         """
         header = self._header(project_header)
+        default = default_project or self.default_project
         received_ns = time.time_ns()
         by_project: dict[str, list[MappedSpan]] = {}
         rejected = 0
         reasons: list[str] = []
         for resource_logs in request.resource_logs:
-            project = self._project(header, resource_logs.resource)
+            project = self._project(header, resource_logs.resource, default)
             if not is_project(project):
                 count = sum(len(s.log_records) for s in resource_logs.scope_logs)
                 rejected += count

@@ -7,7 +7,9 @@ Answers (both paths alike):
 - 400 for a body that does not decode (bad gzip, protobuf or JSON, or an invalid ``x-evalsi-project``);
 - 413 for a body over ``max_body_bytes``, compressed or after decompression: refused, never accepted and dropped;
 - 415 for any content type but ``application/x-protobuf`` and ``application/json``;
-- 503 when the sink fails (retryable, per the spec).
+- 503 when the sink fails (retryable, per the spec);
+- with a gate (authentication on): 401 with ``WWW-Authenticate`` before the body is read, and 403 for a batch
+  naming a project the caller may not write (``evalsi.gate.otlp``).
 Error bodies are a ``google.rpc.Status`` in the request's encoding (protobuf when it is unknown).
 """
 
@@ -16,9 +18,10 @@ from __future__ import annotations
 import base64
 import binascii
 import socket
+import ssl
 import zlib
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiohttp import web
 from google.protobuf import json_format
@@ -27,11 +30,18 @@ from google.rpc import code_pb2, status_pb2
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceRequest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from evalsi.auth.principal import PermissionDenied, Principal, Unauthenticated
+from evalsi.authz.actions import OTLP_HTTP_LOGS, OTLP_HTTP_TRACES
 from evalsi.edge_checks import load_json
 from evalsi.errors import BadInputError, InfraError
+from evalsi.gate.credentials import http_credentials
+from evalsi.gate.otlp import admit_export
 from evalsi.projects import PROJECT_HEADER
 
 from .handler import ExportHandler
+
+if TYPE_CHECKING:
+    from evalsi.gate.access import Gate
 
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
@@ -146,6 +156,11 @@ def _encode(message: Message, content_type: str) -> bytes:
     return message.SerializeToString()
 
 
+def _known(content_type: str) -> str:
+    """The answer's encoding: the request's when it is one OTLP speaks, else protobuf."""
+    return content_type if content_type in (PROTOBUF, JSON) else PROTOBUF
+
+
 def _status(http_status: int, code: int, message: str, content_type: str) -> web.Response:
     body = _encode(status_pb2.Status(code=code, message=message), content_type)
     return web.Response(status=http_status, body=body, content_type=content_type)
@@ -154,10 +169,12 @@ def _status(http_status: int, code: int, message: str, content_type: str) -> web
 class OtlpHttpReceiver:
     """The aiohttp application serving ``POST /v1/traces`` and ``POST /v1/logs`` through an ``ExportHandler``."""
 
-    def __init__(self, handler: ExportHandler, *, max_body_bytes: int = DEFAULT_MAX_BODY) -> None:
+    def __init__(self, handler: ExportHandler, *, max_body_bytes: int = DEFAULT_MAX_BODY,
+                 gate: Gate | None = None) -> None:
         if max_body_bytes < 1:
             raise BadInputError(f"max_body_bytes {max_body_bytes}: must be at least 1")
         self.handler = handler
+        self.gate = gate
         self.max_body_bytes = max_body_bytes
 
     def application(self) -> web.Application:
@@ -171,14 +188,24 @@ class OtlpHttpReceiver:
         return web.AppRunner(self.application(), access_log=None, auto_decompress=False)
 
     async def post_traces(self, request: web.Request) -> web.Response:
-        return await self._post(request, decode_request, self.handler.export, "spans")
+        return await self._post(request, decode_request, self.handler.export, "spans", OTLP_HTTP_TRACES)
 
     async def post_logs(self, request: web.Request) -> web.Response:
-        return await self._post(request, decode_logs_request, self.handler.export_logs, "log records")
+        return await self._post(request, decode_logs_request, self.handler.export_logs, "log records",
+                                OTLP_HTTP_LOGS)
 
     async def _post(self, request: web.Request, decode: Callable[[bytes, str], _Request],
-                    export: Callable[[_Request, str | None], Awaitable[Message]], what: str) -> web.Response:
+                    export: Callable[[_Request, str | None, str | None], Awaitable[Message]], what: str,
+                    method: str) -> web.Response:
         content_type = request.content_type  # without parameters such as charset
+        principal: Principal | None = None
+        if self.gate is not None:
+            try:
+                principal = await self.gate.authenticate(http_credentials(request, "otlp-http"), method)
+            except Unauthenticated as exc:
+                refusal = _status(401, code_pb2.UNAUTHENTICATED, str(exc), _known(content_type))
+                refusal.headers["WWW-Authenticate"] = self.gate.challenge(exc)
+                return refusal
         if content_type not in (PROTOBUF, JSON):
             return _status(415, code_pb2.INVALID_ARGUMENT,
                            f"Content-Type {request.headers.get('Content-Type', '')!r} is not supported; "
@@ -202,8 +229,16 @@ class OtlpHttpReceiver:
             return _status(413, code_pb2.RESOURCE_EXHAUSTED, too_large + " (after gzip decompression)", content_type)
         except ValueError as exc:
             return _status(400, code_pb2.INVALID_ARGUMENT, str(exc), content_type)
+        header = request.headers.get(PROJECT_HEADER)
+        default = None
         try:
-            response = await export(decoded, request.headers.get(PROJECT_HEADER))
+            if self.gate is not None:
+                default = await admit_export(self.gate, method, http_credentials(request, "otlp-http"), decoded,
+                                             principal=principal, header_project=(header or "").strip(),
+                                             default_project=self.handler.default_project)
+            response = await export(decoded, header, default)
+        except PermissionDenied as exc:
+            return _status(403, code_pb2.PERMISSION_DENIED, str(exc), content_type)
         except BadInputError as exc:
             return _status(400, code_pb2.INVALID_ARGUMENT, str(exc), content_type)
         except InfraError as exc:
@@ -212,11 +247,13 @@ class OtlpHttpReceiver:
 
 
 async def start_http_receiver(receiver: OtlpHttpReceiver, host: str, port: int, *,
-                              sock: socket.socket | None = None) -> tuple[web.AppRunner, int]:
+                              sock: socket.socket | None = None,
+                              ssl_context: ssl.SSLContext | None = None) -> tuple[web.AppRunner, int]:
     """Listen on host:port (0 picks a free port), or accept from ``sock``, a listening socket other processes
-    share (``evalsi-ingest --processes``); returns the runner and the port."""
+    share (``evalsi-ingest --processes``); returns the runner and the port. ``ssl_context``: HTTPS only."""
     runner = receiver.runner()
     await runner.setup()
-    site = web.SockSite(runner, sock) if sock is not None else web.TCPSite(runner, host, port)
+    site = (web.SockSite(runner, sock, ssl_context=ssl_context) if sock is not None
+            else web.TCPSite(runner, host, port, ssl_context=ssl_context))
     await site.start()
     return runner, runner.addresses[0][1]
