@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pytest
 
@@ -40,7 +40,7 @@ class FlakyStore:
         return [e for batch in self.batches for e in batch]
 
 
-async def _until(condition, timeout: float = 5.0) -> None:  # type: ignore[no-untyped-def]
+async def _until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
     async with asyncio.timeout(timeout):
         while not condition():
             await asyncio.sleep(0.01)
@@ -157,3 +157,21 @@ def test_retention_is_parsed_with_the_key_named() -> None:
         parse_retention("5m")
     with pytest.raises(BadInputError, match=r"audit\.retention: "):
         parse_retention("soon")
+
+
+async def test_flush_while_the_writer_is_writing_writes_each_entry_once() -> None:
+    store = FlakyStore()
+    store.release.clear()
+    audit = AuditLog(store.write, batch_size=2)
+    audit.start()
+    try:
+        for n in range(5):
+            audit.record(_entry(n))
+        await asyncio.sleep(0.05)  # the writer holds the first batch
+        flushing = asyncio.ensure_future(audit.flush())
+        await asyncio.sleep(0.05)
+        store.release.set()
+        await flushing
+    finally:
+        await audit.close()
+    assert [e.principal for e in store.written] == [f"corp/u{n}" for n in range(5)]

@@ -70,6 +70,8 @@ class AuditLog:
         self._max_retry_s = max_retry_s
         self._buffer: deque[AuditEntry] = deque()
         self._pending = asyncio.Event()
+        # One batch in flight at a time: flush() and the background writer both take the buffer's head.
+        self._writing = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
         self.dropped = 0
         self.written = 0
@@ -117,11 +119,14 @@ class AuditLog:
             await self._write_one_batch()
 
     async def _write_one_batch(self) -> None:
-        batch = list(islice(self._buffer, self._batch_size))
-        await self._write(batch)
-        # record() only appends, so the batch is still the buffer's head.
-        for _ in batch:
-            self._buffer.popleft()
+        async with self._writing:
+            batch = list(islice(self._buffer, self._batch_size))
+            if not batch:
+                return
+            await self._write(batch)
+            # record() only appends and no other batch is in flight, so the batch is still the buffer's head.
+            for _ in batch:
+                self._buffer.popleft()
         self.written += len(batch)
         self.metrics.written.inc(len(batch))
         self.metrics.buffered.set(len(self._buffer))
