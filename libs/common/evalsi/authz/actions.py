@@ -129,3 +129,42 @@ def endpoint(key: str) -> Endpoint:
 def rows() -> tuple[Endpoint, ...]:
     """Every row, in the table's order (the docs print them so)."""
     return _ROWS
+
+
+# What each extractor gives CEL beyond project, labels and runs_code (every resource has those), as docs print it.
+_ATTRIBUTES_SHOWN: dict[str, str] = {
+    "none": "",
+    "evaluate": "evaluators, judges, judge (when exactly one)",
+    "create_run": "run {name, labels}, target {kind, connector, model, connection}, evaluators, judges, judge, "
+                  "dataset, trials, budget {usd, tokens, wall_clock_s}",
+    "run_by_id": "run {id}; stored: run {name, created_by, labels}",
+    "list_runs": "",
+    "compare_runs": "runs (both ids)",
+    "dataset": "dataset (its name)",
+    "apply_policy": "policy {name, selector, evaluators, promotion}, evaluators, judges, judge",
+    "policy_by_name": "policy {name}; stored: labels",
+    "list_traces": "service (the filter)",
+    "trace_by_id": "trace {id}; stored: service, labels",
+    "otlp_export": "services, service (when exactly one)",
+    "project_create": "project (the one created)",
+    "role_change": "role {name, permissions, inherits, condition, install_wide}, permissions",
+    "binding_change": "binding {id, role, subject}",
+    "key_change": "key {name, roles, labels}, permissions (its roles)",
+}
+
+
+def describe(row: Endpoint) -> str:
+    """The attributes column of the docs' action table."""
+    return _ATTRIBUTES_SHOWN[row.attributes.__name__]
+
+
+def markdown_table() -> str:
+    """The action table as docs/auth.md prints it (a test compares the two)."""
+    lines = ["| RPC or endpoint | Action | Lowest role | Resource attributes for CEL | Audited when allowed |",
+             "|---|---|---|---|---|"]
+    for row in _ROWS:
+        name = row.key.removeprefix(f"{_V1}.")
+        action = row.permission or "none"
+        attributes = describe(row) or "-"
+        lines.append(f"| `{name}` | {action} | {row.lowest_role} | {attributes} | {'yes' if row.mutating else 'no'} |")
+    return "\n".join(lines)

@@ -40,7 +40,7 @@ _REGISTRY: tuple[Permission, ...] = (
     Permission("self.read", "who-am-i, and the projects, roles and permissions the caller can see", AUTHENTICATED),
     Permission("projects.manage", "create projects", "owner", install_wide=True),
     Permission("metrics.read", "the Prometheus /metrics endpoint", "owner", install_wide=True),
-    Permission("install.manage", "install settings: install-wide roles and owners", "owner", install_wide=True),
+    Permission("install.manage", "install settings (reserved: no RPC changes them yet)", "owner", install_wide=True),
 )
 
 PERMISSIONS: dict[str, Permission] = {permission.name: permission for permission in _REGISTRY}
@@ -59,3 +59,12 @@ def expand(pattern: str) -> frozenset[str]:
         prefix = pattern[:-1]
         return frozenset(name for name in PERMISSIONS if name.startswith(prefix))
     return frozenset({pattern}) if pattern in PERMISSIONS else frozenset()
+
+
+def markdown_table() -> str:
+    """The permission list as docs/auth.md prints it (a test compares the two)."""
+    lines = ["| Permission | Lowest built-in role | Install-wide | Allows |", "|---|---|---|---|"]
+    for permission in _REGISTRY:
+        lines.append(f"| `{permission.name}` | {permission.lowest_role} | {'yes' if permission.install_wide else 'no'} "
+                     f"| {permission.description} |")
+    return "\n".join(lines)
