@@ -75,6 +75,8 @@ class JwksCache:
         self._fetcher = fetcher
         self._clock = clock
         self._keys: tuple[Mapping[str, Any], ...] = ()
+        # Parsed keys by (id of their JWK in ``_keys``, algorithm); emptied whenever ``_keys`` is replaced.
+        self._parsed: dict[tuple[int, str], jwt.PyJWK] = {}
         self._loaded_at: float | None = None
         self._attempted_at: float | None = None
         self._lock = asyncio.Lock()
@@ -99,11 +101,16 @@ class JwksCache:
             if kid is None:
                 raise Unauthenticated(f"the token names no kid and provider {name!r} has no single {algorithm} key")
             raise Unauthenticated(f"no {algorithm} key with kid {_short(kid)} in the JWKS of provider {name!r}")
-        try:
-            return jwt.PyJWK(dict(found), algorithm=algorithm)
-        except jwt.PyJWKError as exc:
-            raise Unauthenticated(f"the key {_short(kid)} of provider {self._provider.name!r} is unusable: "
-                                  f"{exc}") from None
+        # Parsing a JWK into a key object costs about as much as checking a signature: once per key and algorithm.
+        parsed = self._parsed.get((id(found), algorithm))
+        if parsed is None:
+            try:
+                parsed = jwt.PyJWK(dict(found), algorithm=algorithm)
+            except jwt.PyJWKError as exc:
+                raise Unauthenticated(f"the key {_short(kid)} of provider {self._provider.name!r} is unusable: "
+                                      f"{exc}") from None
+            self._parsed[(id(found), algorithm)] = parsed
+        return parsed
 
     async def refresh(self) -> None:
         """Read the keys now (a warm-up at start); failures are left for the first token to report."""
@@ -126,7 +133,7 @@ class JwksCache:
                 return
             self._attempted_at = self._clock()
             try:
-                self._keys = _usable(await self._document())
+                self._keys, self._parsed = _usable(await self._document()), {}
                 self._loaded_at = self._clock()
                 self.last_error = ""
             except JwksUnavailable as exc:
