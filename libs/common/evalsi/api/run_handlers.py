@@ -172,7 +172,7 @@ class RunHandlers:
                 (text, plan), counted = await bus_call("reading the dataset", describe_run_dataset(
                     document, project=project, objects=self._objects, open_records=self._load_records,
                     describe=describe))
-            run = self._pending_run(document, project, counted.records, counted.version)
+            run = self._pending_run(document, project, counted.records, counted.version, _created_by(ctx))
             run.message = f"{text}\nwarning: {warning}" if warning else text
             if plan is not None:
                 run.dry_run_plan.update(plan)
@@ -180,7 +180,8 @@ class RunHandlers:
         # The records go once, a shard at a time, into the object store; the run keeps their manifest's key.
         stored = await bus_call("storing the run's records", store_run_dataset(
             document, project=project, objects=self._objects, open_records=self._load_records))
-        run = self._pending_run(document, project, stored.manifest.records, stored.manifest.version)
+        run = self._pending_run(document, project, stored.manifest.records, stored.manifest.version,
+                               _created_by(ctx))
         run.message = warning  # a pending run's message: what the server warned of (a cluster key some lack)
         if document.spec.dataset.WhichOneof("kind") == "ref":
             run.manifest.dataset = f"{stored.manifest.source}@{stored.manifest.version}"
@@ -211,9 +212,10 @@ class RunHandlers:
         versions = await self._datasets.versions(ctx.resolve_project(request.project), request.name)
         return ListDatasetVersionsResponse(versions=versions)
 
-    def _pending_run(self, document: EvalRun, project: str, records: int, version: str) -> Run:
+    def _pending_run(self, document: EvalRun, project: str, records: int, version: str, created_by: str) -> Run:
         spec = document.spec
-        run = Run(project=project, name=document.metadata.name, spec=spec, state=RUN_STATE_PENDING)
+        run = Run(project=project, name=document.metadata.name, spec=spec, state=RUN_STATE_PENDING,
+                  created_by=created_by)
         run.labels.update(document.metadata.labels)
         now = now_timestamp()
         run.create_time.CopyFrom(now)
@@ -223,6 +225,7 @@ class RunHandlers:
         run.manifest.dataset_version = version
         run.manifest.seed = spec.seed
         run.manifest.created.CopyFrom(now)
+        run.manifest.created_by = created_by
         return run
 
     async def get_run(self, request: GetRunRequest, ctx: CallContext) -> Run:
@@ -398,6 +401,11 @@ async def _pump(events: AsyncIterator[RunEvent], queue: asyncio.Queue[Any]) -> N
             with contextlib.suppress(Exception):
                 await close()
     await queue.put(_END)
+
+
+def _created_by(ctx: CallContext) -> str:
+    """Who starts a run: the principal's provider/subject (never its credential); empty without authentication."""
+    return ctx.principal.id if ctx.principal.authenticated else ""
 
 
 def _control(run: Run, action: ControlAction) -> RunControl:

@@ -47,6 +47,8 @@ def describe_run(run: Run) -> str:
         f"tasks {progress.completed}/{progress.total_tasks} · evaluations scored {progress.scored}, "
         f"skipped {progress.skipped}, errors {progress.errors}, cancelled {progress.cancelled}",
     ]
+    if run.created_by:
+        lines.append(f"created by {run.created_by}")
     if run.message:
         lines.append(run.message)
     if run.summaries:

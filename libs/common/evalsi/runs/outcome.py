@@ -154,7 +154,9 @@ def stored_run_manifest(run: Run, bound: Sequence[BoundEvaluator]) -> RunManifes
         source=run.manifest.dataset or run.spec.dataset.path, version=run.manifest.dataset_version
     )
     judges = {name: judge_config_from_spec(name, spec) for name, spec in run.spec.judges.items()}
-    return run_manifest(run.spec, bound, dataset, judges)
+    manifest = run_manifest(run.spec, bound, dataset, judges)
+    manifest.created_by = run.created_by  # the principal that started it, recorded at CreateRun
+    return manifest
 
 
 def fill_outcome_counts(progress: RunProgress, counts: Mapping[int, int]) -> None:
