@@ -3,6 +3,7 @@ on loopback (aiohttp), and client certificates: everything the authentication te
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import datetime
 import hashlib
@@ -106,6 +107,7 @@ class IdentityProvider:
     stated_issuer: str | None = None  # what discovery claims to be (None: its own issuer)
     jwks_body: bytes | None = None  # served instead of the keys (oversized or broken answers)
     jwks_status: int = 200  # 503: an outage
+    jwks_delay_s: float = 0.0  # a slow answer
     requests: list[str] = field(default_factory=list)
     runner: web.AppRunner | None = None
     base: str = ""
@@ -149,6 +151,7 @@ class IdentityProvider:
 
     async def _jwks(self, request: web.Request) -> web.Response:
         self.requests.append(request.path)
+        await asyncio.sleep(self.jwks_delay_s)
         if self.jwks_status != 200:
             return web.Response(status=self.jwks_status, text="unavailable")
         if self.jwks_body is not None:

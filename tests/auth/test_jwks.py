@@ -186,3 +186,16 @@ async def test_redirects_are_not_followed(idp: IdentityProvider) -> None:
         assert idp.jwks_fetches() == 0
     finally:
         await authenticator.aclose()
+
+
+async def test_a_slow_jwks_times_out(idp: IdentityProvider) -> None:
+    idp.jwks_delay_s = 1.0
+    authenticator = _authenticator(idp, {"url": idp.jwks_url, "timeout": "200ms"})
+    try:
+        started = time.monotonic()
+        with pytest.raises(Unauthenticated, match="unavailable"):
+            await _authenticate(authenticator, idp.keys[0], idp.issuer)
+        assert time.monotonic() - started < 0.9
+        assert "TimeoutError" in authenticator.jwks_errors()["corp"]
+    finally:
+        await authenticator.aclose()
