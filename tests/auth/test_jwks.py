@@ -192,10 +192,9 @@ async def test_a_slow_jwks_times_out(idp: IdentityProvider) -> None:
     idp.jwks_delay_s = 1.0
     authenticator = _authenticator(idp, {"url": idp.jwks_url, "timeout": "200ms"})
     try:
-        started = time.monotonic()
+        # The keys would come after a second; waited for, they would verify the token.
         with pytest.raises(Unauthenticated, match="unavailable"):
             await _authenticate(authenticator, idp.keys[0], idp.issuer)
-        assert time.monotonic() - started < 0.9
         assert "TimeoutError" in authenticator.jwks_errors()["corp"]
     finally:
         await authenticator.aclose()
