@@ -148,18 +148,18 @@ def test_the_api_command_parses_and_validates(tmp_path: Path) -> None:
     assert str(settings.datasets_dir) in mounts, f"--datasets-dir {settings.datasets_dir} is not a mounted volume"
     assert (ROOT / mounts[str(settings.datasets_dir)]).is_dir()
     settings = replace(settings, datasets_dir=tmp_path)
-    settings.validate()  # would refuse 0.0.0.0 without --allow-non-loopback
-    assert settings.server.host == "0.0.0.0" and settings.server.allow_non_loopback
+    settings.validate()  # would refuse 0.0.0.0 without --no-auth (compose has no auth section)
+    assert settings.server.host == "0.0.0.0" and settings.access.no_auth
     published = SERVICES[name]["ports"]
     for port in (settings.server.http_port, settings.server.grpc_port):
         assert f"127.0.0.1:{port}:{port}" in published, f"the api's port {port} is not published on loopback"
 
 
-def test_without_allow_non_loopback_the_compose_api_command_is_refused(tmp_path: Path) -> None:
+def test_without_no_auth_the_compose_api_command_is_refused(tmp_path: Path) -> None:
     (name,) = ours_by_script("evalsi-api")
-    argv = [a for a in command(name)[1:] if a != "--allow-non-loopback"]
+    argv = [a for a in command(name)[1:] if a != "--no-auth"]
     settings = replace(api_main.parse_settings(argv, environ={}), datasets_dir=tmp_path)
-    with pytest.raises(BadInputError, match=r"--host 0\.0\.0\.0: authentication does not exist yet"):
+    with pytest.raises(BadInputError, match=r"--host 0\.0\.0\.0: not a loopback address, and there is no auth"):
         settings.validate()
 
 
@@ -167,10 +167,10 @@ def test_the_ingest_command_parses_validates_and_publishes_otlp_on_loopback() ->
     (name,) = ours_by_script("evalsi-ingest")
     argv = command(name)[1:]
     settings = ingest_main.settings_from_args(argv)
-    settings.validate()  # would refuse 0.0.0.0 without --allow-non-loopback
-    assert settings.host == "0.0.0.0" and settings.allow_non_loopback and settings.nats == "nats://nats:4222"
-    without = ingest_main.settings_from_args([a for a in argv if a != "--allow-non-loopback"])
-    with pytest.raises(BadInputError, match="--allow-non-loopback"):
+    settings.validate()  # would refuse 0.0.0.0 without --no-auth
+    assert settings.host == "0.0.0.0" and settings.access.no_auth and settings.nats == "nats://nats:4222"
+    without = ingest_main.settings_from_args([a for a in argv if a != "--no-auth"])
+    with pytest.raises(BadInputError, match="--no-auth"):
         without.validate()
     for port in (settings.http_port, settings.grpc_port):
         assert f"127.0.0.1:{port}:{port}" in SERVICES[name]["ports"]
@@ -365,7 +365,7 @@ def variables_the_code_reads() -> set[str]:
 
 def test_the_code_scan_finds_the_variables_services_are_known_to_read() -> None:
     read = variables_the_code_reads()
-    assert {"EVALSI_NATS_URL", "EVALSI_API_ALLOW_NON_LOOPBACK", "EVALSI_WORKER_POOL", "AWS_ACCESS_KEY_ID",
+    assert {"EVALSI_NATS_URL", "EVALSI_NO_AUTH", "EVALSI_WORKER_POOL", "AWS_ACCESS_KEY_ID",
             "EVALSI_CONNECTIONS_FILE"} <= read
 
 

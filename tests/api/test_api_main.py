@@ -65,25 +65,25 @@ def test_defaults_environment_and_flags(tmp_path: Path) -> None:
 def test_a_non_loopback_host_exits_2_saying_there_is_no_auth(capsys: pytest.CaptureFixture[str]) -> None:
     assert api_main.main(["--host", "0.0.0.0"]) == 2
     err = capsys.readouterr().err
-    assert "--host 0.0.0.0: authentication does not exist yet" in err
-    assert "--allow-non-loopback" in err  # the refusal names the way out
+    assert "--host 0.0.0.0: not a loopback address, and there is no auth section" in err
+    assert "--no-auth" in err and "docs/auth.md" in err  # the refusal names the ways out
 
 
-def test_allow_non_loopback_from_the_flag_or_its_variable(tmp_path: Path) -> None:
-    flagged = api_main.parse_settings(["--host", "0.0.0.0", "--allow-non-loopback"], environ={})
-    assert flagged.server.allow_non_loopback
-    from_env = api_main.parse_settings(["--host", "0.0.0.0"], environ={"EVALSI_API_ALLOW_NON_LOOPBACK": "1"})
-    assert from_env.server.allow_non_loopback
+def test_no_auth_from_the_flag_or_its_variable(tmp_path: Path) -> None:
+    flagged = api_main.parse_settings(["--host", "0.0.0.0", "--no-auth"], environ={})
+    assert flagged.access.no_auth
+    from_env = api_main.parse_settings(["--host", "0.0.0.0"], environ={"EVALSI_NO_AUTH": "1"})
+    assert from_env.access.no_auth
     from dataclasses import replace
 
     replace(flagged, datasets_dir=tmp_path).validate()  # no refusal
-    off = api_main.parse_settings(["--host", "0.0.0.0"], environ={"EVALSI_API_ALLOW_NON_LOOPBACK": "0"})
-    with pytest.raises(BadInputError, match="authentication does not exist yet"):
+    off = api_main.parse_settings(["--host", "0.0.0.0"], environ={"EVALSI_NO_AUTH": "0"})
+    with pytest.raises(BadInputError, match="no auth section"):
         replace(off, datasets_dir=tmp_path).validate()
-    with pytest.raises(BadInputError, match="EVALSI_API_ALLOW_NON_LOOPBACK='maybe'"):
-        api_main.parse_settings([], environ={"EVALSI_API_ALLOW_NON_LOOPBACK": "maybe"})
+    with pytest.raises(BadInputError, match="EVALSI_NO_AUTH='maybe'"):
+        api_main.parse_settings([], environ={"EVALSI_NO_AUTH": "maybe"})
     with pytest.raises(SystemExit):  # a switch takes no value
-        api_main.parse_settings(["--allow-non-loopback=yes"], environ={})
+        api_main.parse_settings(["--no-auth=yes"], environ={})
 
 
 def test_bad_flags_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -322,10 +322,10 @@ def stopped(process: subprocess.Popen[str]) -> tuple[int | None, str]:
     return process.returncode, stderr
 
 
-def test_allow_non_loopback_listens_on_all_interfaces_with_a_warning(tmp_path: Path, datasets: Path) -> None:
+def test_no_auth_listens_on_all_interfaces_with_a_warning(tmp_path: Path, datasets: Path) -> None:
     http_port = free_port()
     args = [
-        sys.executable, "-m", "evalsi_api.main", "--host", "0.0.0.0", "--allow-non-loopback",
+        sys.executable, "-m", "evalsi_api.main", "--host", "0.0.0.0", "--no-auth",
         "--http-port", str(http_port), "--grpc-port", str(free_port()), "--nats", "nats://127.0.0.1:1",
         "--metadata-url", f"sqlite:///{tmp_path / 'evalsi.db'}", "--objects-url", str(tmp_path / "objects"),
         "--datasets-dir", str(datasets), "--grace-period", "1",
@@ -352,7 +352,7 @@ def test_allow_non_loopback_listens_on_all_interfaces_with_a_warning(tmp_path: P
         warnings = [entry for entry in logs if entry.get("level") == "warning" and "WITHOUT AUTHENTICATION" in
                     entry.get("event", "")]  # fmt: skip
         assert len(warnings) == 1 and warnings[0]["host"] == "0.0.0.0"
-        assert "loopback" in warnings[0]["event"] and "authenticating proxy" in warnings[0]["event"]
+        assert "--no-auth or EVALSI_NO_AUTH=1" in warnings[0]["event"] and "auth section" in warnings[0]["event"]
     finally:
         if process.poll() is None:
             process.kill()

@@ -5,9 +5,11 @@
 
 Every flag has an ``EVALSI_API_*`` environment variable (shared ones ``EVALSI_*``; ``--help`` names them) and
 some an evalsi.yaml key (``--config``); a flag wins over its variable, which wins over the file.
-A non-loopback ``--host`` is refused unless ``--allow-non-loopback`` (``EVALSI_API_ALLOW_NON_LOOPBACK=1``) is
-given, because nothing authenticates callers yet: compose.yaml uses it inside a container whose ports are
-published on 127.0.0.1 only.
+Who may call is evalsi.yaml's ``auth``, ``rbac`` and ``authorization`` sections (``--config``; docs/auth.md): with
+``auth`` every call passes the gate (``evalsi.gate``), and ``auth.tls`` serves both ports over TLS. A non-loopback
+``--host`` is refused without an ``auth`` section; ``--no-auth`` (``EVALSI_NO_AUTH=1``) or ``auth: {mode: none}``
+serve unauthenticated on purpose (compose.yaml, inside a container whose ports are published on 127.0.0.1 only)
+and log a warning at every start.
 Exit codes: 0 after a clean stop, 1 on an internal error, 2 on bad flags or configuration.
 """
 
@@ -46,7 +48,7 @@ from evalsi.bus.v1alpha1.bus_pb2 import CONTROL_ACTION_CREATED, RunControl, Trac
 from evalsi.connections import Connections
 from evalsi.errors import BadInputError, InfraError
 from evalsi.evaluators import Registry
-from evalsi.hosts import is_loopback
+from evalsi.gate.exposure import AccessSettings
 from evalsi.ingest.publishing import BusCompletionPublisher
 from evalsi.runs.driver import planned_task_count
 from evalsi.runs.dry_run import served_dry_run
@@ -68,6 +70,9 @@ from evalsi.service.settings import (
 from evalsi.stores import open_metadata_store, open_object_store
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResponse
 from evalsi.v1alpha1.run_service_pb2 import RunEvent
+from evalsi.yaml_files import read_yaml_file
+
+from .access import open_access
 
 log = structlog.get_logger("evalsi.api")
 
@@ -92,14 +97,11 @@ class Settings:
     traces_url: str = ""
     # The judges and agents requests may name (EVALSI_CONNECTIONS_FILE); none when unset.
     connections: Connections = field(default_factory=Connections)
+    # evalsi.yaml's auth, rbac and authorization sections, and --no-auth.
+    access: AccessSettings = field(default_factory=AccessSettings)
 
     def validate(self) -> None:
-        if not self.server.allow_non_loopback and not is_loopback(self.server.host):
-            raise BadInputError(
-                f"--host {self.server.host}: authentication does not exist yet, so evalsi-api listens only on "
-                "loopback (127.0.0.1, ::1 or localhost); put an authenticating proxy in front to expose it, "
-                "and pass --allow-non-loopback (EVALSI_API_ALLOW_NON_LOOPBACK=1) only then"
-            )
+        self.access.check(self.server.host)  # refuses a non-loopback --host without an auth section
         self.server.validate()
         self.limits.validate()
         if not self.datasets_dir.is_dir():
@@ -123,8 +125,8 @@ class Settings:
 # --- flags ---------------------------------------------------------------------------------------
 
 OPTIONS = (
-    Option("--host", default="127.0.0.1", help="listen address; loopback only until authentication exists",
-           config="api.host"),
+    Option("--host", default="127.0.0.1", help="listen address; beyond loopback only with an auth section (or "
+           "--no-auth)", config="api.host"),
     Option("--http-port", int, 8080, "HTTP/JSON port (0 picks a free one)", config="api.http_port"),
     Option("--grpc-port", int, 8081, "gRPC port (0 picks a free one)", config="api.grpc_port"),
     NATS,
@@ -137,14 +139,9 @@ OPTIONS = (
     Option("--evaluate-timeout", float, 60.0, "seconds to wait for a worker's answer"),
     option(TRACES_URL, default="", help="trace store evalsi-ingest writes (sqlite:///PATH, clickhouse://HOST:PORT/DB); "
            "empty: none"),
-    Option("--allow-non-loopback", switch=True, default=False,
-           help="permit a non-loopback --host although nothing authenticates callers; logs a warning"),
+    Option("--no-auth", switch=True, default=False, shared=True,
+           help="authenticate nobody although evalsi.yaml has an auth section; logs a warning at every start"),
     *LOGGING,
-)
-NO_AUTH_WARNING = (
-    "listening on a non-loopback address WITHOUT AUTHENTICATION: anyone who can reach this port can create, "
-    "read and cancel runs; publish the port on loopback only (127.0.0.1:PORT:PORT) or put an authenticating "
-    "proxy in front"
 )
 
 
@@ -163,7 +160,6 @@ def parse_settings(argv: Sequence[str] | None = None, environ: Mapping[str, str]
             grpc_port=args.grpc_port,
             max_request_bytes=args.max_request_bytes,
             grace_period_s=args.grace_period,
-            allow_non_loopback=args.allow_non_loopback,
         ),
         limits=HandlerLimits(max_sync_records=args.max_sync_records),
         nats_url=args.nats,
@@ -175,6 +171,8 @@ def parse_settings(argv: Sequence[str] | None = None, environ: Mapping[str, str]
         log_format=args.log_format,
         traces_url=args.traces_url,
         connections=Connections.from_environ(env),
+        access=AccessSettings.from_document(read_yaml_file(args.config) if args.config else {},
+                                            no_auth=args.no_auth, where=args.config or ""),
     )
 
 
@@ -327,8 +325,9 @@ async def serve(settings: Settings, *, stop: asyncio.Event | None = None) -> Non
 
 async def assemble(settings: Settings, life: Lifecycle) -> None:
     """The parts in start order; stopping reverses it: the listeners drain before the bus and the stores close."""
-    if not is_loopback(settings.server.host):  # validate() let it through: --allow-non-loopback was given
-        log.warning(NO_AUTH_WARNING, host=settings.server.host)
+    warning = settings.access.check(settings.server.host)
+    if warning:  # auth: {mode: none} or --no-auth: said at every start
+        log.warning(warning, host=settings.server.host)
     # The api serves /readyz on its own port from these conditions; "started" is the lifecycle's own.
     readiness = Readiness(["metadata_store", "object_store", "nats", "started"])
     registry = Registry.from_entry_points()
@@ -349,6 +348,7 @@ async def assemble(settings: Settings, life: Lifecycle) -> None:
         objects=objects,
     )
     life.on_stop("nats", link.close)
+    access = await open_access(settings.access, store, registry, life)
     runs = RunHandlers(
         store=store,
         objects=objects,
@@ -371,8 +371,10 @@ async def assemble(settings: Settings, life: Lifecycle) -> None:
         traces=TraceHandlers(traces, limits=settings.limits, retrigger=link.retrigger),
         monitor=MonitorHandlers(store, traces, registry=registry, limits=settings.limits,
                                 connections=settings.connections),
+        auth=access.auth_handlers,
     )
-    server = ApiServer(table, settings.server, readiness=readiness)
+    server = ApiServer(table, settings.server, readiness=readiness, gate=access.gate, tls=access.tls,
+                       login=access.login)
     await life.enter("listeners", server.start(), lambda _: server.stop())
     # In the background: the listeners answer /healthz (and an honest /readyz) while NATS is still coming up.
     await life.spawn("nats connect", link.connect())

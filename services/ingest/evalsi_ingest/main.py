@@ -9,8 +9,11 @@ several replicas share the load: replica i completes the traces of partition i (
 ingest stands alone (traces are stored and completed, nobody is told).
 
 Every flag has an ``EVALSI_INGEST_*`` variable (shared ones ``EVALSI_*``; ``--help`` names them) and some an
-evalsi.yaml key (``--config``); a flag wins over its variable, which wins over the file. Only loopback addresses are
-accepted for ``--host`` until authentication exists. Port 0 picks a free port; the addresses bound are printed
+evalsi.yaml key (``--config``); a flag wins over its variable, which wins over the file. With evalsi.yaml's ``auth``
+section every export passes the gate (the project from the credential; ``evalsi.gate.otlp``) and ``auth.tls``
+serves both ports over TLS; a non-loopback ``--host`` is refused without it, unless ``--no-auth``
+(``EVALSI_NO_AUTH=1``) or ``auth: {mode: none}`` say to serve unauthenticated (a warning at every start).
+Port 0 picks a free port; the addresses bound are printed
 as one JSON line on stdout (``{"event": "listening", ...}``) once both receivers accept spans.
 Exit codes: 0 after a clean stop, 1 on an internal error, 2 on bad flags or configuration.
 """
@@ -30,7 +33,7 @@ from functools import partial
 
 from evalsi.bus import BusConnection, connect, ensure_streams
 from evalsi.errors import BadInputError, InfraError
-from evalsi.hosts import is_loopback
+from evalsi.gate.exposure import AccessSettings
 from evalsi.ingest import (
     DEFAULT_MAX_BODY,
     AssemblingSink,
@@ -56,6 +59,7 @@ from evalsi.service.logging import configure_logging
 from evalsi.service.settings import LOGGING, METRICS_PORT, NATS, TRACES_URL, Option, option, parse
 from evalsi.service.settings import build_parser as build_settings_parser
 from evalsi.stores.traces import open_trace_store
+from evalsi.yaml_files import read_yaml_file
 
 log = logging.getLogger("evalsi.ingest")
 
@@ -76,19 +80,16 @@ class Settings:
     replica: int = 0
     replicas: int = 1
     metrics_port: int = 0  # /healthz, /readyz, /metrics; with --processes N, process i serves on port + i
-    # Containers must listen beyond loopback; only where the network itself is the boundary (compose, a pod).
-    allow_non_loopback: bool = False
     processes: int = 1  # receivers sharing this replica's ports (SO_REUSEPORT), one partition each
+    # evalsi.yaml's auth, rbac and authorization sections, and --no-auth.
+    access: AccessSettings = field(default_factory=AccessSettings)
 
     def redactor(self) -> Redactor | None:
         """The redaction rules, or None; raises BadInputError naming the file and the rule at fault."""
         return Redactor.load(self.redact) if self.redact else None
 
     def validate(self) -> None:
-        if not self.allow_non_loopback and not is_loopback(self.host):
-            raise BadInputError(f"--host {self.host}: authentication does not exist yet, so evalsi-ingest listens "
-                                "only on loopback (127.0.0.1, ::1 or localhost); on a private network (a container "
-                                "network) pass --allow-non-loopback")
+        self.access.check(self.host)  # refuses a non-loopback --host without an auth section
         for flag, port in (("--http-port", self.http_port), ("--grpc-port", self.grpc_port)):
             if not 0 <= port <= 65535:
                 raise BadInputError(f"{flag} {port}: a port is 0 (any free port) to 65535")
@@ -111,9 +112,10 @@ class Settings:
 
 
 OPTIONS = (
-    Option("--host", default="127.0.0.1", help="loopback address to listen on"),
-    Option("--allow-non-loopback", switch=True, default=False, help="accept a non-loopback --host: there is no "
-           "authentication yet, so only where the network is private (a container network)"),
+    Option("--host", default="127.0.0.1", help="address to listen on; beyond loopback only with an auth section "
+           "(or --no-auth)"),
+    Option("--no-auth", switch=True, default=False, shared=True,
+           help="authenticate nobody although evalsi.yaml has an auth section; logs a warning at every start"),
     Option("--http-port", int, 4318, "OTLP/HTTP port; 0 picks a free one", config="ingest.http_port"),
     Option("--grpc-port", int, 4317, "OTLP/gRPC port; 0 picks a free one", config="ingest.grpc_port"),
     TRACES_URL,
@@ -158,8 +160,9 @@ def settings_from_args(argv: Sequence[str] | None = None, environ: Mapping[str, 
         replica=args.replica,
         replicas=args.replicas,
         metrics_port=args.metrics_port,
-        allow_non_loopback=args.allow_non_loopback,
         processes=args.processes,
+        access=AccessSettings.from_document(read_yaml_file(args.config) if args.config else {},
+                                            no_auth=args.no_auth, where=args.config or ""),
     )
 
 
@@ -175,6 +178,14 @@ async def assemble(settings: Settings, member: ProcessMember | None, life: Lifec
     """The parts in start order. Stopping reverses it: the receivers stop taking spans first (requests in flight
     finish), then what completed is recorded and published, then the bus and the store close."""
     redactor = settings.redactor()
+    warning = settings.access.check(settings.host)
+    if warning:  # auth: {mode: none} or --no-auth: said at every start
+        log.warning(warning)
+    # Keys from evalsi.yaml only: ingest holds no metadata store, so keys created through AuthService are the api's.
+    gate = settings.access.gate()
+    if gate is not None and hasattr(gate.authenticator, "aclose"):
+        life.on_stop("authenticator", gate.authenticator.aclose)
+    tls = settings.access.tls()
     index = member.partitioning.replica if member is not None else 0
     bus: BusConnection | None = None
 
@@ -205,14 +216,15 @@ async def assemble(settings: Settings, member: ProcessMember | None, life: Lifec
         await serve_health(life, settings.metrics_port + index, registry)
     await life.spawn("completion", run_completion_loop(completer, life.stopping),
                      stop=partial(_final_completion, completer, handler))
-    receiver = OtlpHttpReceiver(handler, max_body_bytes=settings.max_body_bytes)
+    receiver = OtlpHttpReceiver(handler, max_body_bytes=settings.max_body_bytes, gate=gate)
     _, http_port = await life.enter(
         "otlp/http", start_http_receiver(receiver, settings.host, settings.http_port,
-                                         sock=member.http_socket if member is not None else None),
+                                         sock=member.http_socket if member is not None else None,
+                                         ssl_context=tls.ssl_context() if tls is not None else None),
         lambda started: started[0].cleanup())
     _, grpc_port = await life.enter(
         "otlp/grpc", start_grpc_receiver(handler, settings.host, settings.grpc_port, reuse_port=member is not None,
-                                         max_body_bytes=settings.max_body_bytes),
+                                         max_body_bytes=settings.max_body_bytes, gate=gate, tls=tls),
         lambda started: started[0].stop(grace=5))
     host = f"[{settings.host}]" if ":" in settings.host else settings.host
     listening = {"event": "listening", "otlp_http": f"http://{host}:{http_port}",

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from evalsi.errors import BadInputError
-from evalsi.hosts import is_loopback
 from evalsi.limits import MAX_DATASET_UPLOAD_BYTES
 
 MIB = 1024 * 1024
@@ -22,16 +21,9 @@ class ServerConfig:
     max_request_bytes: int = 16 * MIB
     # How long in-flight calls may take to finish after SIGTERM.
     grace_period_s: float = 10.0
-    # Listen beyond loopback although nothing authenticates callers (a container behind a loopback-only
-    # port mapping or an authenticating proxy); evalsi-api logs a warning when it is used.
-    allow_non_loopback: bool = False
 
     def validate(self) -> None:
-        if not self.allow_non_loopback and not is_loopback(self.host):
-            raise BadInputError(
-                f"host: {self.host!r} is not a loopback address; authentication does not exist yet, so "
-                "evalsi-api listens only on 127.0.0.1, ::1 or localhost"
-            )
+        """The listeners' own settings; who may listen where is the gate's (``evalsi.gate.exposure``)."""
         for name in ("http_port", "grpc_port"):
             port = getattr(self, name)
             if not 0 <= port <= 65535:

@@ -15,6 +15,9 @@
     agents: {shop: {protocol: http, url: http://127.0.0.1:9000, agent: shop, token: {env: SHOP_TOKEN}}}
     harness_tools: [weather_tools:get_weather]   # python tools served runs may give the built-in harness
     client: {server: http://127.0.0.1:8080, project: quickstart}   # the CLI's defaults (evalsi.client_config)
+    auth: {jwt: {providers: [...]}, api_keys: {keys: [...]}, tls: {cert_file: ..., key_file: ...}}   # docs/auth.md
+    rbac: {owners: [...], roles: [...], projects: {...}}     # who may do what, per project (docs/auth.md)
+    authorization: {rules: [...]}                            # global allow / deny / require CEL rules
 
 Every key is checked at start; an error names the key path and what is accepted.
 """
@@ -30,7 +33,7 @@ from typing import Any
 from evalsi.client_config import parse_section
 from evalsi.connections import Connections
 from evalsi.errors import BadInputError
-from evalsi.hosts import is_loopback
+from evalsi.gate.exposure import AccessSettings
 from evalsi.masking import mask_url
 from evalsi.service.defaults import DEFAULT_METADATA_URL, DEFAULT_OBJECTS_URL
 from evalsi.yaml_files import read_yaml_file
@@ -38,7 +41,7 @@ from evalsi.yaml_files import read_yaml_file
 POOLS = ("cpu", "judge", "gpu", "sandbox", "harness")
 # The top-level keys of evalsi.yaml (docs/server.md lists each; tests/cli/test_serve_docs.py checks it does).
 KEYS = ("nats", "metadata", "objects", "traces", "datasets_dir", "api", "ingest", "scheduler", "workers", "judges",
-        "agents", "harness_tools", "client")
+        "agents", "harness_tools", "client", "auth", "rbac", "authorization")
 
 
 @dataclass(frozen=True)
@@ -88,6 +91,8 @@ class Config:
     )
     # The judges: and agents: sections: the only endpoints and credentials a served request may name.
     connections: Connections = field(default_factory=Connections)
+    # The auth:, rbac: and authorization: sections (evalsi.gate.exposure): who may call the api and ingest.
+    access: AccessSettings = field(default_factory=AccessSettings)
 
     @classmethod
     def load(cls, path: str | Path | None) -> Config:
@@ -120,6 +125,7 @@ class Config:
             workers=tuple(_section(WorkerConfig, w, f"{where}: workers[{i}]") for i, w in enumerate(workers)),
             connections=Connections.from_mapping(document.get("judges"), document.get("agents"),
                                                  document.get("harness_tools"), where=where),
+            access=AccessSettings.from_document(document, where=where),
         )
         config.validate(where)
         return config
@@ -150,15 +156,6 @@ class Config:
             port = getattr(self.ingest, name)
             if port and port in api_ports:
                 raise BadInputError(f"{where}: ingest.{name}: {port} is also an api port; give each its own")
-
-
-def require_loopback(host: str, flag: str = "--host") -> None:
-    """Refuse to listen beyond this machine until authentication exists."""
-    if not is_loopback(host):
-        raise BadInputError(
-            f"{flag} {host}: Evals.si has no authentication yet, so it only listens on loopback "
-            "(127.0.0.1, ::1 or localhost); put an authenticating proxy in front to expose it"
-        )
 
 
 def _known(document: Mapping[str, Any], keys: tuple[str, ...], where: str) -> None:

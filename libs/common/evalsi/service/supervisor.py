@@ -25,6 +25,7 @@ import json
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -38,9 +39,10 @@ from evalsi.bus.natsserver import NatsServer
 from evalsi.child_processes import with_death_signal
 from evalsi.connections import CONNECTIONS_ENV
 from evalsi.errors import BadInputError, EvalsiError
+from evalsi.gate.exposure import NO_AUTH_ENV
 from evalsi.masking import mask_url
 from evalsi.ports import free_port
-from evalsi.service.config import Config, require_loopback
+from evalsi.service.config import Config
 from evalsi.service.forked import ForkedProcess, fork_service, preload, service_imports
 
 RESTART_BACKOFF_S = (0.5, 1.0, 2.0, 5.0, 10.0)
@@ -157,6 +159,7 @@ def plan_children(config: Config, nats_url: str, state_dir: Path) -> list[Child]
     # The judges and agents requests may name, read by the api (to check) and the workers (to call): a 0600 file
     # of references, so no credential is on a command line or in the state directory.
     base[CONNECTIONS_ENV] = str(config.connections.write(state_dir / "connections.json"))
+    access = _access_environment(config, state_dir)
     stores = {
         "EVALSI_NATS_URL": nats_url,
         "EVALSI_METADATA_URL": _resolve_url(config.metadata_url),
@@ -185,7 +188,7 @@ def plan_children(config: Config, nats_url: str, state_dir: Path) -> list[Child]
                 "--datasets-dir",
                 str(Path(config.datasets_dir).resolve()),
             ],
-            {**base, **stores, "EVALSI_TRACES_URL": traces_url},
+            {**base, **stores, "EVALSI_TRACES_URL": traces_url, **access},
             logs / "api.log",
             ports=(
                 (api.http_port, "the api's HTTP port (api.http_port, --http-port)"),
@@ -210,7 +213,7 @@ def plan_children(config: Config, nats_url: str, state_dir: Path) -> list[Child]
                 *flags,
             ],
             # evalsi-ingest publishes completions only when given a bus (EVALSI_NATS_URL, shared by every service).
-            {**base, "EVALSI_NATS_URL": nats_url, "EVALSI_TRACES_URL": traces_url},
+            {**base, "EVALSI_NATS_URL": nats_url, "EVALSI_TRACES_URL": traces_url, **access},
             logs / "ingest.log",
             ports=(
                 (ingest.http_port, "OTLP/HTTP of evalsi-ingest (ingest.http_port)"),
@@ -257,6 +260,20 @@ def plan_children(config: Config, nats_url: str, state_dir: Path) -> list[Child]
     return children
 
 
+def _access_environment(config: Config, state_dir: Path) -> dict[str, str]:
+    """What the api and ingest need to authenticate callers as evalsi.yaml says: its auth, rbac and authorization
+    sections in a 0600 file of their own, named as their config (they check it again), and --no-auth."""
+    environment = {NO_AUTH_ENV: "1"} if config.access.no_auth else {}
+    if config.access.sections:
+        state_dir.mkdir(parents=True, exist_ok=True)
+        path = state_dir / "access.yaml"
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as out:
+            json.dump(dict(config.access.sections), out)  # JSON is YAML
+        environment["EVALSI_CONFIG"] = str(path.resolve())
+    return environment
+
+
 def traces_url_for(state_dir: Path) -> str:
     """The trace store ingest writes and the api reads: ``sqlite:///<state>/traces.db`` (absolute)."""
     return "sqlite:///" + str((state_dir / "traces.db").resolve())
@@ -294,7 +311,9 @@ def _readyz(url: str) -> str:
     """"" when ``url`` answers 200, else why not: its status and first line (what it still waits for), or that
     nothing answers yet."""
     try:
-        with urllib.request.urlopen(url, timeout=READYZ_TIMEOUT_S) as answer:
+        # Our own child's readiness on this machine, over the certificate it serves: nothing secret is read.
+        context = ssl._create_unverified_context() if url.startswith("https://") else None
+        with urllib.request.urlopen(url, timeout=READYZ_TIMEOUT_S, context=context) as answer:
             return "" if answer.status == 200 else f"{url} answered {answer.status}"
     except urllib.error.HTTPError as exc:
         return f"{url} answered {exc.code}" + _why(exc.read(2000))
@@ -381,7 +400,9 @@ class Supervisor:
         """Check every port, then start nats-server and every child; anything started is stopped again when
         a later step fails (or a stop is requested meanwhile)."""
         self._started_at = time.monotonic()
-        require_loopback(self.config.api.host, "api.host")
+        warning = self.config.access.check(self.config.api.host, "api.host")
+        if warning:
+            self.echo(f"warning    {warning}")
         nats_url = self.config.nats_url
         if not nats_url:
             # Its ports are chosen now, so the children's plan can name it before it runs.
@@ -400,6 +421,8 @@ class Supervisor:
         api = self.config.api
         self._unready = {"api": f"http://{_url_host(api.host)}:{api.http_port}/readyz"}
         self._unready.update({child.name: url for child in children if (url := readyz_url(child, api.host))})
+        if self.config.access.serves_tls:  # the api's port speaks TLS only (auth.tls)
+            self._unready["api"] = self._unready["api"].replace("http://", "https://", 1)
         fork = self.fork_services and sys.platform.startswith("linux")
         try:
             if self.nats is not None:
@@ -422,8 +445,9 @@ class Supervisor:
     def _print_plan(self) -> None:
         api, ingest = self.config.api, self.config.ingest
         traces = self.config.traces_url or traces_url_for(self.state_dir)
-        self.echo(f"http api   http://{api.host}:{api.http_port}   (/healthz /readyz /metrics)")
-        self.echo(f"grpc api   grpc://{api.host}:{api.grpc_port}")
+        secure = "s" if self.config.access.serves_tls else ""
+        self.echo(f"http api   http{secure}://{api.host}:{api.http_port}   (/healthz /readyz /metrics)")
+        self.echo(f"grpc api   grpc{secure}://{api.host}:{api.grpc_port}")
         self.echo(
             f"otlp       http://{api.host}:{ingest.http_port} (OTLP/HTTP) · {api.host}:{ingest.grpc_port} (OTLP/gRPC)"
             f" · traces {mask_url(traces)}"
