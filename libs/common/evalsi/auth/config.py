@@ -402,13 +402,15 @@ def _api_key(value: Any, path: str) -> ApiKey:
 
 def _mtls(value: Any, path: str) -> MtlsConfig:
     section = read.mapping(value, path, ("mode", "client_ca", "identities"))
-    identities = []
+    identities: list[MtlsIdentity] = []
     for i, item in enumerate(read.items(section.get("identities"), f"{path}.identities")):
         where = f"{path}.identities[{i}]"
         entry = read.mapping(item, where, ("subject", "roles", "labels"),
                              example='{subject: "spiffe://cluster.local/ns/evals/sa/collector", roles: {...}}')
-        identities.append(MtlsIdentity(read.text(entry.get("subject"), f"{where}.subject"),
-                                       read.project_roles(entry.get("roles"), f"{where}.roles"),
+        subject = read.text(entry.get("subject"), f"{where}.subject")
+        if any(identity.subject == subject for identity in identities):
+            raise read.refuse(f"{where}.subject", f"{subject!r} is granted by an earlier entry too; one entry each")
+        identities.append(MtlsIdentity(subject, read.project_roles(entry.get("roles"), f"{where}.roles"),
                                        read.string_map(entry.get("labels"), f"{where}.labels")))
     return MtlsConfig(_mode(section.get("mode"), f"{path}.mode", "optional"),
                       read.text(section.get("client_ca"), f"{path}.client_ca", default=""), tuple(identities))
