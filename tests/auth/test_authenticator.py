@@ -252,3 +252,10 @@ async def test_proxy_headers_count_only_from_the_configured_cidrs(signer) -> Non
     with pytest.raises(MissingCredential):
         await _authenticator(_config(signer, trusted_proxies={"cidrs": ["10.0.0.0/24"]})).authenticate(
             _proxied("192.168.1.1", **headers))
+
+
+async def test_with_only_a_trusted_proxy_other_peers_are_refused() -> None:
+    authenticator = Authenticator(load_auth_config({"trusted_proxies": {"cidrs": ["10.0.0.5/32"]}}))
+    assert (await authenticator.authenticate(_proxied("10.0.0.5", **{"x-forwarded-user": "ada"}))).subject == "ada"
+    with pytest.raises(MissingCredential, match="come through a trusted proxy"):
+        await authenticator.authenticate(_proxied("10.0.0.6", **{"x-forwarded-user": "ada"}))

@@ -151,7 +151,7 @@ class Authenticator:
         return read_token(credentials, self._location(method))
 
     def _missing_reason(self) -> str:
-        if not self._modes:
+        if not self._modes and self.config.trusted_proxies is None:
             return "no authentication method is configured (auth.jwt, auth.api_keys or auth.mtls), so every " \
                    "request is refused"
         ways = []
@@ -161,6 +161,8 @@ class Authenticator:
             ways.append(f"an evk_ API key in {self._location('api_keys').describe()}")
         if self.config.mtls:
             ways.append("a client certificate")
+        if self.config.trusted_proxies is not None:
+            ways.append("come through a trusted proxy")
         return "authentication required: send " + " or ".join(ways)
 
 
