@@ -24,7 +24,7 @@ from evalsi.auth.principal import ANY_PROJECT, Principal
 from evalsi.authz.bindings import Binding, BindingDefinition, BindingIndex, build_binding
 from evalsi.authz.config import AuthorizationConfig, RbacConfig, load_authorization_config, load_rbac_config
 from evalsi.authz.decision import AccessRequest, Decision
-from evalsi.authz.expressions import activation
+from evalsi.authz.expressions import Activation
 from evalsi.authz.permissions import PERMISSIONS, SELF_READ
 from evalsi.authz.roles import INSTALL, OWNER, Grant, RoleDefinition, RoleSet, build_roles
 from evalsi.authz.rules import Rule
@@ -90,15 +90,15 @@ class Authorizer:
         if action not in PERMISSIONS:
             return Decision(False, f"unknown action {action!r}", (f"{action!r} is not in the action table",))
         bound = self.bound_roles(principal, project, request, trace)
-        variables = _Lazy(request, [b.role for b in bound])
+        variables = Activation(request, [b.role for b in bound])
 
         for rule in self.rules.deny:
-            result = rule.evaluate(variables.get())
+            result = rule.evaluate(variables)
             trace.append(_rule_line(rule, result))
             if result is True:
                 return Decision(False, rule.describe(), tuple(trace))
         for rule in self.rules.require:
-            result = rule.evaluate(variables.get())
+            result = rule.evaluate(variables)
             trace.append(_rule_line(rule, result))
             if result is not True:
                 return Decision(False, f"{rule.describe()} does not hold", tuple(trace))
@@ -120,7 +120,7 @@ class Authorizer:
             return Decision(True, deciding, tuple(trace))
 
         for rule in self.rules.allow:
-            result = rule.evaluate(variables.get())
+            result = rule.evaluate(variables)
             trace.append(_rule_line(rule, result))
             if result is True:
                 return Decision(True, rule.describe(), tuple(trace))
@@ -144,7 +144,7 @@ class Authorizer:
         if self._index.has_cel:
             direct = [b.role for b in found]
             probe = request or AccessRequest(principal, SELF_READ, project)
-            for binding, result in self._index.cel(lambda: activation(probe, direct)):
+            for binding, result in self._index.cel(Activation(probe, direct)):
                 if binding.project not in (project, ANY_PROJECT):
                     continue
                 if result is True:
@@ -196,7 +196,7 @@ class Authorizer:
         if self.rules.allow:
             for project in set(known_projects) - projects:
                 request = AccessRequest(principal, action, project, {"project": project})
-                variables = activation(request, [b.role for b in self.bound_roles(principal, project)])
+                variables = Activation(request, [b.role for b in self.bound_roles(principal, project)])
                 if any(rule.evaluate(variables) is True for rule in self.rules.allow):
                     projects.add(project)
         return frozenset(projects)
@@ -223,23 +223,10 @@ class Authorizer:
         return self.roles.grants(binding.role, scope)
 
 
-class _Lazy:
-    """The CEL variables of a decision, built on first use (most decisions need none)."""
-
-    def __init__(self, request: AccessRequest, roles: list[str]) -> None:
-        self._request, self._roles = request, roles
-        self._variables: dict[str, Any] | None = None
-
-    def get(self) -> dict[str, Any]:
-        if self._variables is None:
-            self._variables = activation(self._request, self._roles)
-        return self._variables
-
-
-def _first_failed(grant: Grant, variables: _Lazy) -> str | None:
+def _first_failed(grant: Grant, variables: Activation) -> str | None:
     """The first of the grant's conditions that does not hold, described; None when all hold."""
     for condition in grant.conditions:
-        result = condition.holds(variables.get())
+        result = condition.holds(variables)
         if result is not True:
             outcome = "it is false" if result is False else f"it failed to evaluate: {_short(result)}"
             return f"{condition.text!r} holds ({outcome})"

@@ -11,12 +11,12 @@ evaluation per ``cel:`` subject.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
 from evalsi.auth.principal import ANY_PROJECT, Principal
-from evalsi.authz.expressions import Expression
+from evalsi.authz.expressions import Activation, Expression
 from evalsi.authz.roles import OWNER, RoleSet
 from evalsi.errors import BadInputError
 from evalsi.projects import PROJECT_RULE, is_project
@@ -119,12 +119,9 @@ class BindingIndex:
             found.extend(self._exact.get(key, ()))
         return found
 
-    def cel(self, activation: Callable[[], Mapping[str, Any]]) -> list[tuple[Binding, bool | Exception]]:
-        """Each ``cel:`` binding with its result (the activation is built only when there is one)."""
-        if not self._cel:
-            return []
-        variables = activation()
-        return [(binding, binding.subject.expression.holds(variables))  # type: ignore[union-attr]
+    def cel(self, activation: Activation) -> list[tuple[Binding, bool | Exception]]:
+        """Each ``cel:`` binding with its result."""
+        return [(binding, binding.subject.expression.holds(activation))  # type: ignore[union-attr]
                 for binding in self._cel]
 
     @property

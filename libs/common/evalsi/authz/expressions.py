@@ -16,6 +16,7 @@ from celpy import celtypes
 
 from evalsi.auth.principal import Principal
 from evalsi.authz.decision import AccessRequest
+from evalsi.authz.direct_cel import Undecided, compile_direct
 from evalsi.cel import (
     BOOL,
     DOUBLE,
@@ -75,7 +76,11 @@ DECLARATIONS = Declarations(variables={
 
 
 class Expression:
-    """A checked, compiled CEL expression; ``holds(activation)`` is True, False, or the evaluation error."""
+    """A checked, compiled CEL expression; ``holds(activation)`` is True, False, or the evaluation error.
+
+    Simple expressions run on the direct evaluator (``evalsi.authz.direct_cel``); the others, and any value it does
+    not compare exactly, on cel-python.
+    """
 
     def __init__(self, text: str, where: str, what: str) -> None:
         self.text = text.strip()
@@ -95,11 +100,26 @@ class Expression:
         if problems:
             raise BadInputError(f"{where}: " + "; ".join(problems))
         self._program = program(tree)
+        self._direct = compile_direct(tree)
 
-    def holds(self, activation: Mapping[str, Any]) -> bool | Exception:
+    @property
+    def direct(self) -> bool:
+        """Whether the expression is in the direct evaluator's subset."""
+        return self._direct is not None
+
+    def holds(self, activation: Activation) -> bool | Exception:
         """True or False, or the error it failed with (a rule that fails to evaluate does not match)."""
+        if self._direct is not None:
+            try:
+                return self._direct(activation.plain)
+            except Undecided:
+                pass
+        return self.holds_in_cel(activation)
+
+    def holds_in_cel(self, activation: Activation) -> bool | Exception:
+        """The same answer from cel-python alone."""
         try:
-            value = self._program.evaluate(dict(activation))
+            value = self._program.evaluate(dict(activation.cel))
         except Exception as exc:  # CELEvalError, or a type mismatch inside cel-python
             return exc
         if isinstance(value, Exception):
@@ -121,23 +141,42 @@ def visible_headers(headers: Mapping[str, str]) -> dict[str, str]:
     return {name: value for name, value in headers.items() if name.lower() not in CREDENTIAL_HEADERS}
 
 
-def activation(request: AccessRequest, roles: list[str], resource: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The CEL variables of one decision. ``roles`` are the principal's roles in the request's project."""
+class Activation:
+    """The CEL variables of one decision, built on first use (most decisions need none): ``plain`` Python values
+    for the direct evaluator, ``cel`` values for cel-python. ``roles`` are the principal's roles in the project."""
+
+    def __init__(self, request: AccessRequest, roles: list[str]) -> None:
+        self._request, self._roles = request, roles
+        self._plain: dict[str, Any] | None = None
+        self._cel: dict[str, Any] | None = None
+
+    @property
+    def plain(self) -> dict[str, Any]:
+        if self._plain is None:
+            self._plain = _variables(self._request, self._roles)
+        return self._plain
+
+    @property
+    def cel(self) -> dict[str, Any]:
+        if self._cel is None:
+            self._cel = {name: celpy.json_to_cel(value) for name, value in self.plain.items()}
+        return self._cel
+
+
+def _variables(request: AccessRequest, roles: list[str]) -> dict[str, Any]:
     principal = request.principal
     api_key = {"name": principal.key_name, "labels": dict(principal.labels) if principal.kind == "apikey" else {}}
     # The resource always has project, labels and runs_code, whatever the caller filled in.
-    merged = {"labels": {}, "runs_code": False, **(resource if resource is not None else request.resource)}
-    merged["project"] = request.project
-    variables = {
+    resource = {"labels": {}, "runs_code": False, **request.resource, "project": request.project}
+    return {
         "jwt": _json(principal.claims),
         "apiKey": api_key,
         "principal": principal_variables(principal, roles),
         "request": {"method": request.method, "action": request.action, "protocol": request.protocol,
                     "headers": visible_headers(request.headers)},
-        "resource": merged,
+        "resource": resource,
         "source": {"address": request.source},
     }
-    return {name: celpy.json_to_cel(value) for name, value in variables.items()}
 
 
 def _json(value: Any) -> Any:

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from evalsi.authz.expressions import Expression
+from evalsi.authz.expressions import Activation, Expression
 from evalsi.errors import BadInputError
 
 RuleKind = Literal["allow", "deny", "require"]
@@ -24,7 +24,7 @@ class Rule:
     def describe(self) -> str:
         return f"{self.kind} rule {self.origin}: {self.expression.text}"
 
-    def evaluate(self, activation: Mapping[str, Any]) -> bool | Exception:
+    def evaluate(self, activation: Activation) -> bool | Exception:
         return self.expression.holds(activation)
 
 
