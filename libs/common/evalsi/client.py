@@ -12,7 +12,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, cast
 
-from evalsi.client_transports import NotFoundError, Transport, open_transport
+from evalsi.client_access import Access
+from evalsi.client_auth.sources import CredentialSource, default_credentials
+from evalsi.client_transports import AuthenticationError, NotFoundError, Transport, open_transport
 from evalsi.errors import BadInputError
 from evalsi.projects import PROJECT_LABEL, check_project
 from evalsi.stats.defaults import DEFAULT_ADJUSTMENT, DEFAULT_CONFIDENCE
@@ -57,7 +59,7 @@ from evalsi.v1alpha1.run_service_pb2 import (
 from evalsi.v1alpha1.score_pb2 import EvaluationResult
 from evalsi.v1alpha1.trace_service_pb2 import GetTraceRequest, ListTracesRequest, Trace, TraceSummary
 
-__all__ = ["Client", "NotFoundError", "RunHandle", "state_name"]
+__all__ = ["AuthenticationError", "Client", "NotFoundError", "RunHandle", "state_name"]
 
 TERMINAL_STATES = (RUN_STATE_SUCCEEDED, RUN_STATE_FAILED, RUN_STATE_CANCELLED, RUN_STATE_BUDGET_EXCEEDED)
 
@@ -389,17 +391,29 @@ class Client:
 
     ``project`` scopes every call (the ``x-evalsi-project`` header); unset, runs go to the project their
     spec names and other calls to ``default``.
+
+    Credentials: ``token=`` (a JWT) or ``api_key=`` (an ``evk_`` key); without either, ``EVALSI_TOKEN``,
+    ``EVALSI_TOKEN_FILE``, ``EVALSI_API_KEY``, a GitHub Actions job's OIDC token (``EVALSI_OIDC_AUDIENCE``), then
+    the login ``evalsi login`` cached for ``url`` (refreshed when it expires). ``credentials=`` takes a resolved
+    source (``evalsi.client_auth.sources``) instead.
     """
 
-    def __init__(self, url: str, *, project: str | None = None, timeout: float = 60.0) -> None:
+    def __init__(
+        self, url: str, *, project: str | None = None, timeout: float = 60.0, token: str | None = None,
+        api_key: str | None = None, credentials: CredentialSource | None = None,
+    ) -> None:
         self.url = url
         if project:
             check_project(project, "Client(project=...)")
-        self._t = open_transport(url, project, timeout)
+        if credentials is None:
+            credentials = default_credentials(url, token=token, api_key=api_key, token_origin="Client(token=...)",
+                                              api_key_origin="Client(api_key=...)")
+        self._t = open_transport(url, project, timeout, credentials)
         self.runs = Runs(self._t)
         self.traces = Traces(self._t)
         self.policies = Policies(self._t)
         self.datasets = Datasets(self._t)
+        self.auth = Access(self._t)
 
     def evaluate(self, request: EvaluateRequest) -> EvaluateResponse:
         return self._t.unary("EvaluationService", "Evaluate", request, EvaluateResponse)

@@ -9,7 +9,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from google.api import annotations_pb2
 from google.protobuf import json_format
@@ -18,6 +18,7 @@ from google.protobuf.message import Message
 from evalsi.errors import BadInputError, InfraError
 from evalsi.projects import PROJECT_HEADER
 from evalsi.v1alpha1 import (
+    auth_service_pb2,
     catalog_service_pb2,
     evaluation_service_pb2,
     monitor_service_pb2,
@@ -26,12 +27,30 @@ from evalsi.v1alpha1 import (
 )
 from evalsi.v1alpha1.run_service_pb2 import DatasetVersion, UploadDatasetRequest
 
+if TYPE_CHECKING:
+    from evalsi.client_auth.sources import CredentialSource
+
 UPLOAD_CHUNK_BYTES = 1 << 20
+AUTHORIZATION = "authorization"
 
 
 class NotFoundError(BadInputError):
     """The server has no such resource in the call's project (HTTP 404, gRPC NOT_FOUND): bad input, as before,
     told apart so a caller can say where else to look."""
+
+
+class AuthenticationError(BadInputError):
+    """The server wants a credential, or refused the one sent (HTTP 401, gRPC UNAUTHENTICATED). The message says
+    where the credential came from (never the credential) and how to get one."""
+
+
+def _unauthenticated(message: str, credentials: CredentialSource | None, base: str) -> AuthenticationError:
+    if credentials is None:
+        hint = (f"this server needs a credential: run `evalsi login --server {base}`, or pass --token/--api-key "
+                "(or set EVALSI_TOKEN / EVALSI_API_KEY)")
+    else:
+        hint = f"the server refused the credential from {credentials.origin}"
+    return AuthenticationError(f"{message}\nhint: {hint}")
 
 
 SERVICES = {
@@ -40,17 +59,33 @@ SERVICES = {
     "CatalogService": catalog_service_pb2.DESCRIPTOR.services_by_name["CatalogService"],
     "TraceService": trace_service_pb2.DESCRIPTOR.services_by_name["TraceService"],
     "MonitorService": monitor_service_pb2.DESCRIPTOR.services_by_name["MonitorService"],
+    "AuthService": auth_service_pb2.DESCRIPTOR.services_by_name["AuthService"],
 }
 
 
 class GrpcTransport:
-    def __init__(self, target: str, project: str | None, timeout: float) -> None:
+    def __init__(self, target: str, project: str | None, timeout: float,
+                 credentials: CredentialSource | None = None) -> None:
         import grpc
 
         self._grpc = grpc
+        self._target = target
         self._channel = grpc.insecure_channel(target)
-        self._metadata = ((PROJECT_HEADER, project),) if project else ()
+        self._project_metadata = ((PROJECT_HEADER, project),) if project else ()
+        self._credentials = credentials
         self._timeout = timeout
+
+    @property
+    def _metadata(self) -> tuple[tuple[str, str], ...]:
+        """Per call: a token file is read again and a cached login refreshed when it expired."""
+        if self._credentials is None:
+            return self._project_metadata
+        return (*self._project_metadata, (AUTHORIZATION, self._credentials.authorization()))
+
+    def _error(self, exc: Any) -> Exception:
+        if exc.code() == self._grpc.StatusCode.UNAUTHENTICATED:
+            return _unauthenticated(exc.details(), self._credentials, f"grpc://{self._target}")
+        return _grpc_error(exc)
 
     def _method(self, service: str, method: str, response_type: type[Message], streaming: bool) -> Any:
         path = f"/{SERVICES[service].full_name}/{method}"
@@ -65,13 +100,13 @@ class GrpcTransport:
                 request, metadata=self._metadata, timeout=self._timeout
             )
         except self._grpc.RpcError as exc:
-            raise _grpc_error(exc) from None
+            raise self._error(exc) from None
 
     def stream(self, service: str, method: str, request: Message, response_type: type[Message]) -> Iterator[Any]:
         try:
             yield from self._method(service, method, response_type, True)(request, metadata=self._metadata)
         except self._grpc.RpcError as exc:
-            raise _grpc_error(exc) from None
+            raise self._error(exc) from None
 
     def upload(self, first: UploadDatasetRequest, file: BinaryIO, size: int) -> DatasetVersion:
         call = self._channel.stream_unary(
@@ -88,7 +123,7 @@ class GrpcTransport:
         try:
             return call(chunks(), metadata=self._metadata)  # no deadline: a big file takes as long as it takes
         except self._grpc.RpcError as exc:
-            raise _grpc_error(exc) from None
+            raise self._error(exc) from None
 
     def close(self) -> None:
         self._channel.close()
@@ -108,10 +143,24 @@ def _grpc_error(exc: Any) -> Exception:
 
 
 class HttpTransport:
-    def __init__(self, base: str, project: str | None, timeout: float) -> None:
+    def __init__(self, base: str, project: str | None, timeout: float,
+                 credentials: CredentialSource | None = None) -> None:
         self._base = base.rstrip("/")
-        self._headers = {"content-type": "application/json", **({PROJECT_HEADER: project} if project else {})}
+        self._plain_headers = {"content-type": "application/json", **({PROJECT_HEADER: project} if project else {})}
+        self._credentials = credentials
         self._timeout = timeout
+
+    @property
+    def _headers(self) -> dict[str, str]:
+        """Per call: a token file is read again and a cached login refreshed when it expired."""
+        if self._credentials is None:
+            return self._plain_headers
+        return {**self._plain_headers, AUTHORIZATION: self._credentials.authorization()}
+
+    def _error(self, exc: urllib.error.HTTPError) -> Exception:
+        if exc.code == 401:
+            return _unauthenticated(_http_message(exc), self._credentials, self._base)
+        return _http_error(exc)
 
     def _request(self, service: str, method: str, request: Message, timeout: float | None) -> Any:
         rule = SERVICES[service].methods_by_name[method].GetOptions().Extensions[annotations_pb2.http]
@@ -146,7 +195,7 @@ class HttpTransport:
             with self._request(service, method, request, self._timeout) as response:
                 return json_format.Parse(response.read(), response_type(), ignore_unknown_fields=True)
         except urllib.error.HTTPError as exc:
-            raise _http_error(exc) from None
+            raise self._error(exc) from None
         except urllib.error.URLError as exc:
             raise InfraError(f"cannot reach {self._base}: {exc.reason}") from None
 
@@ -162,7 +211,7 @@ class HttpTransport:
                         raise InfraError(f"server stream ended with {error.get('code')}: {error.get('message')}")
                     yield json_format.ParseDict(document, response_type(), ignore_unknown_fields=True)
         except urllib.error.HTTPError as exc:
-            raise _http_error(exc) from None
+            raise self._error(exc) from None
         except urllib.error.URLError as exc:
             raise InfraError(f"cannot reach {self._base}: {exc.reason}") from None
 
@@ -181,7 +230,7 @@ class HttpTransport:
             with urllib.request.urlopen(urllib.request.Request(url, data=file, method="POST", headers=headers)) as r:
                 return json_format.Parse(r.read(), DatasetVersion(), ignore_unknown_fields=True)
         except urllib.error.HTTPError as exc:
-            raise _http_error(exc) from None
+            raise self._error(exc) from None
         except urllib.error.URLError as exc:
             raise InfraError(f"cannot reach {self._base}: {exc.reason}") from None
 
@@ -189,11 +238,15 @@ class HttpTransport:
         pass
 
 
-def _http_error(exc: urllib.error.HTTPError) -> Exception:
+def _http_message(exc: urllib.error.HTTPError) -> str:
     try:
-        message = json.loads(exc.read()).get("message", exc.reason)
+        return str(json.loads(exc.read()).get("message", exc.reason))
     except (ValueError, AttributeError):
-        message = exc.reason
+        return str(exc.reason)
+
+
+def _http_error(exc: urllib.error.HTTPError) -> Exception:
+    message = _http_message(exc)
     if exc.code == 404:
         return NotFoundError(str(message))
     if exc.code in (400, 403, 409, 413):
@@ -201,12 +254,13 @@ def _http_error(exc: urllib.error.HTTPError) -> Exception:
     return InfraError(f"server answered HTTP {exc.code}: {message}")
 
 
-def open_transport(url: str, project: str | None, timeout: float) -> Transport:
+def open_transport(url: str, project: str | None, timeout: float,
+                   credentials: CredentialSource | None = None) -> Transport:
     parsed = urllib.parse.urlparse(url)
     if parsed.scheme == "grpc":
-        return GrpcTransport(parsed.netloc, project, timeout)
+        return GrpcTransport(parsed.netloc, project, timeout, credentials)
     if parsed.scheme in ("http", "https"):
-        return HttpTransport(url, project, timeout)
+        return HttpTransport(url, project, timeout, credentials)
     raise BadInputError(f"server URL {url!r}: use grpc://host:8081 or http://host:8080")
 
 

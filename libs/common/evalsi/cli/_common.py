@@ -96,11 +96,35 @@ PROJECT_HELP = (
 )
 
 
+TOKEN_HELP = (
+    "A bearer token (JWT) for the server (default: $EVALSI_TOKEN, $EVALSI_TOKEN_FILE, a GitHub Actions job's OIDC "
+    "token when $EVALSI_OIDC_AUDIENCE is set, else the login `evalsi login` cached). A flag is visible to other "
+    "users in `ps`: prefer the variables."
+)
+API_KEY_HELP = "An evk_ API key for the server (default: $EVALSI_API_KEY). Prefer the variable: `ps` shows flags."
+_CREDENTIAL_META = "evalsi.credential."
+
+
+def _remember_credential(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    # Kept in the context, not passed to the command: every command gets them without a parameter of its own,
+    # and client_for() reads them.
+    if value is not None:
+        ctx.meta[_CREDENTIAL_META + str(param.name)] = value
+
+
+def credential_options(fn: F) -> F:
+    """``--token`` and ``--api-key`` for a command that talks to a server; ``client_for`` sends them."""
+    common: dict[str, Any] = {"default": None, "expose_value": False, "allow_from_autoenv": False,
+                              "callback": _remember_credential}
+    fn = click.option("--api-key", metavar="KEY", help=API_KEY_HELP, **common)(fn)
+    return click.option("--token", metavar="TOKEN", help=TOKEN_HELP, **common)(fn)
+
+
 def server_option(fn: F) -> F:
     """``--server`` and ``--project`` for a command that talks to a server, resolved by ``evalsi.client_config``
     (flag, variable, ./evalsi.yaml, the user's config) before the command runs: it receives ``server`` (a URL)
     and ``project`` (None when nothing names one). No server, or a bad value, is a usage error (exit 2) naming
-    where the value came from; nothing has connected yet."""
+    where the value came from; nothing has connected yet. ``--token`` and ``--api-key`` come with them."""
 
     @wraps(fn)
     def resolved(*args: Any, server: str | None, project: str | None, **kwargs: Any) -> Any:
@@ -113,14 +137,21 @@ def server_option(fn: F) -> F:
             raise click.UsageError(str(exc)) from None
         return fn(*args, server=url, project=defaults.project or None, **kwargs)
 
-    option = click.option("--project", default=None, metavar="NAME", help=PROJECT_HELP)(resolved)
+    option = click.option("--project", default=None, metavar="NAME", help=PROJECT_HELP)(credential_options(resolved))
     return click.option("--server", default=None, metavar="URL", help=SERVER_HELP)(option)  # type: ignore[return-value]
 
 
 def client_for(server: str, project: str | None) -> Client:
+    """A client for ``server`` with the credential of this command: ``--token``/``--api-key``, else the
+    environment, else the login cached for the server (``evalsi.client_auth.sources``)."""
     from evalsi.client import Client
+    from evalsi.client_auth.sources import default_credentials
 
-    return Client(server, project=project)
+    context = click.get_current_context(silent=True)
+    meta = context.meta if context is not None else {}
+    credentials = default_credentials(server, token=meta.get(_CREDENTIAL_META + "token"),
+                                      api_key=meta.get(_CREDENTIAL_META + "api_key"))
+    return Client(server, project=project, credentials=credentials)
 
 
 def message_json(message: Message, indent: int | None = 2) -> str:

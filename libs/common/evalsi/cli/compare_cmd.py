@@ -10,8 +10,15 @@ from typing import TYPE_CHECKING
 import click
 from google.protobuf import json_format
 
-from evalsi.cli._common import EXIT_GATE_FAILED, PROJECT_HELP, check_project_flag, handle_errors, looking_in
-from evalsi.client import Client
+from evalsi.cli._common import (
+    EXIT_GATE_FAILED,
+    PROJECT_HELP,
+    check_project_flag,
+    client_for,
+    credential_options,
+    handle_errors,
+    looking_in,
+)
 from evalsi.client_config import client_defaults, no_server_message
 from evalsi.errors import BadInputError
 from evalsi.runs.results import EvaluationResults, _fmt
@@ -48,6 +55,7 @@ if TYPE_CHECKING:
     "~/.config/evalsi/config.yaml.",
 )
 @click.option("--project", default=None, metavar="NAME", callback=check_project_flag, help=PROJECT_HELP)
+@credential_options
 @handle_errors
 def compare_command(a: str, b: str, confidence: float, adjust: str, fmt: str, server: str | None,
                     project: str | None) -> None:
@@ -72,7 +80,7 @@ def compare_command(a: str, b: str, confidence: float, adjust: str, fmt: str, se
         if not defaults.server:
             raise BadInputError(f"{a} and {b} are not both saved result files here, so they would be runs on a "
                                 f"server, and {no_server_message()}")
-        with Client(defaults.server, project=defaults.project or None) as client, looking_in():
+        with client_for(defaults.server, defaults.project or None) as client, looking_in():
             comparison = client.runs.compare(a, b, confidence=confidence, adjust=adjust)
     else:
         from evalsi.runs.compare import compare_runs  # numpy and scipy: only when comparing

@@ -15,13 +15,15 @@ from evalsi.cli._common import (
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
     check_project_flag,
+    client_for,
+    credential_options,
     handle_errors,
     parse_key_values,
     warn_on_stderr,
 )
 from evalsi.cli._memory import memory_options
 from evalsi.cli.runs_cmd import describe_run, exit_with, follow, next_steps
-from evalsi.client import Client, state_name
+from evalsi.client import state_name
 from evalsi.documents import apply_overrides
 from evalsi.errors import BadInputError
 from evalsi.runs.failures import infra_failure
@@ -118,6 +120,7 @@ def _gate_lines(gates: Any, markdown: bool) -> list[str]:
     callback=check_project_flag,
     help="With --server: the project (default: the spec's own, else 'default').",
 )
+@credential_options
 @memory_options
 @handle_errors
 def run_command(
@@ -265,7 +268,7 @@ def _run_on_server(
             run.spec.dataset.path = str(local)
     from evalsi.runs.dry_run import plan_from_struct
 
-    with Client(server, project=project) as client:
+    with client_for(server, project) as client:
         handle = client.runs.create(run, dry_run=dry_run)
         if dry_run:  # the plan and projection, as an embedded --dry-run prints them
             if fmt == "json":
