@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import time
 from typing import Any
 
@@ -50,6 +51,12 @@ async def test_malformed_tokens_are_refused_as_malformed(keys) -> None:
     authenticator = _authenticator(keys)
     for token in ("not-a-jwt", "a.b.c", keys["RS256"].sign(claims())[:-8] + "!!!!!!!!"):
         assert "malformed" in await _refusal(authenticator, token)
+
+
+async def test_claims_nested_too_deep_are_malformed_not_a_crash(keys) -> None:
+    segment = base64.urlsafe_b64encode(("[" * 3000 + "]" * 3000).encode()).rstrip(b"=").decode()
+    header = keys["RS256"].sign(claims()).split(".")[0]
+    assert "malformed" in await _refusal(_authenticator(keys), f"{header}.{segment}.c2ln")
 
 
 async def test_a_tampered_signature_is_refused(keys) -> None:

@@ -95,7 +95,8 @@ def _peek(token: str) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
         raise Unauthenticated("malformed bearer token: not a signed JWT (header.claims.signature)")
     try:
         header, claims = (json.loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))) for part in parts[:2])
-    except (ValueError, binascii.Error):
+    except (ValueError, binascii.Error, RecursionError):
+        # RecursionError: JSON nested thousands deep, which fits in the size cap and is no token.
         raise Unauthenticated("malformed bearer token: its header or claims are not base64url JSON") from None
     if not isinstance(header, dict) or not isinstance(claims, dict):
         raise Unauthenticated("malformed bearer token: its header or claims are not a JSON object")
