@@ -108,7 +108,8 @@ async def test_concurrent_tokens_with_a_new_kid_share_one_refetch(idp: IdentityP
 
 
 async def test_an_oversized_or_broken_jwks_is_not_used(idp: IdentityProvider) -> None:
-    for body in (b"{" + b" " * (MAX_JWKS_BYTES + 10) + b"}", b"<html>not json</html>", b'{"keys": "no"}'):
+    for body in (b"{" + b" " * (MAX_JWKS_BYTES + 10) + b"}", b"<html>not json</html>", b'{"keys": "no"}',
+                 b"[" * 5000 + b"]" * 5000):
         idp.jwks_body = body
         authenticator = _authenticator(idp, {"url": idp.jwks_url})
         try:

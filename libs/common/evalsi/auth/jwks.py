@@ -183,7 +183,7 @@ def _read_file(path: Path) -> Any:
 def _json(body: bytes, where: str) -> Any:
     try:
         return json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise JwksUnavailable(f"{where} did not answer JSON") from None
 
 
