@@ -338,7 +338,7 @@ def _inline_jwks(value: Any, path: str) -> Mapping[str, Any]:
     if isinstance(value, str):
         try:
             document = json.loads(value)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise read.refuse(path, f"not a JSON document: {exc}") from None
     if not isinstance(document, Mapping) or not isinstance(document.get("keys"), list) or not document["keys"]:
         raise read.refuse(path, 'expected a JWKS: {"keys": [{"kty": ..., "kid": ...}, ...]} with at least one key')
