@@ -154,3 +154,38 @@ def test_credential_headers_are_invisible_to_rules() -> None:
     assert authorizer.decide(request).allowed
     by_header = _authorizer([{"require": 'request.headers["x-team"] == "a"'}])
     assert by_header.decide(request).allowed
+
+
+def test_a_partial_decision_leaves_to_the_stored_resource_what_only_it_decides() -> None:
+    """The gate decides CancelRun before the run is loaded: §17's own-runs rule cannot be evaluated yet, so it does
+    not deny; the handler's decision on the stored run is the final one."""
+    first = run_by_id(CancelRunRequest(id="r2", project="p"), SOURCES)
+    early = EXAMPLE.decide(AccessRequest(ALICE, "runs.cancel", "p", first, partial=True))
+    assert early.allowed and "pending the stored resource" in early.deciding and "authorization.rules[2]" in \
+        early.deciding
+    # Without partial the same attributes deny: an erroring require does not hold.
+    assert not EXAMPLE.decide(AccessRequest(ALICE, "runs.cancel", "p", first)).allowed
+    theirs = stored_run(first, Run(id="r2", project="p", created_by="corp/bob"))
+    assert not EXAMPLE.decide(AccessRequest(ALICE, "runs.cancel", "p", theirs)).allowed
+    mine = stored_run(first, Run(id="r2", project="p", created_by="corp/alice"))
+    assert EXAMPLE.decide(AccessRequest(ALICE, "runs.cancel", "p", mine)).allowed
+
+
+def test_a_partial_decision_still_denies_what_is_already_decided() -> None:
+    stranger = Principal(kind="user", provider="corp", subject="bob")
+    first = run_by_id(CancelRunRequest(id="r2", project="p"), SOURCES)
+    assert not EXAMPLE.decide(AccessRequest(stranger, "runs.cancel", "p", first, partial=True)).allowed
+    viewer = Authorizer.from_config({"projects": {"p": {"viewer": ["user:corp/alice"]}}}, {"rules": EXAMPLE_RULES})
+    assert not viewer.decide(AccessRequest(ALICE, "runs.cancel", "p", first, partial=True)).allowed
+    denying = Authorizer.from_config({"projects": {"p": {"runner": ["user:corp/alice"]}}},
+                                     {"rules": [{"deny": 'request.action == "runs.cancel"'}]})
+    assert not denying.decide(AccessRequest(ALICE, "runs.cancel", "p", first, partial=True)).allowed
+    # A role condition on a stored attribute: possible before the run is loaded, decided after.
+    labelled = Authorizer.from_config(
+        {"roles": [{"name": "team-a", "permissions": ["runs.read"], "condition": 'resource.run.labels.team == "a"'}],
+         "projects": {"p": {"team-a": ["user:corp/alice"]}}}, None)
+    assert labelled.decide(AccessRequest(ALICE, "runs.read", "p", first, partial=True)).allowed
+    other = stored_run(first, Run(id="r2", project="p", labels={"team": "b"}))
+    assert not labelled.decide(AccessRequest(ALICE, "runs.read", "p", other)).allowed
+    team = stored_run(first, Run(id="r2", project="p", labels={"team": "a"}))
+    assert labelled.decide(AccessRequest(ALICE, "runs.read", "p", team)).allowed

@@ -85,12 +85,19 @@ class Authorizer:
     # --- deciding ------------------------------------------------------------------------------------------
 
     def decide(self, request: AccessRequest) -> Decision:
+        """The decision, with what decided it and the trace of every rule and role considered.
+
+        ``request.partial`` (the gate's first decision on an action whose resource the handler completes from the
+        store): an expression that fails to evaluate is undecided instead of not matching, so only what the
+        known attributes already decide denies; the handler's decision on the stored resource is the final one.
+        """
         trace: list[str] = []
-        action, project, principal = request.action, request.project, request.principal
+        action, project, principal, partial = request.action, request.project, request.principal, request.partial
         if action not in PERMISSIONS:
             return Decision(False, f"unknown action {action!r}", (f"{action!r} is not in the action table",))
         bound = self.bound_roles(principal, project, request, trace)
         variables = Activation(request, [b.role for b in bound])
+        pending: list[str] = []  # what only the stored resource can decide (partial decisions)
 
         for rule in self.rules.deny:
             result = rule.evaluate(variables)
@@ -100,30 +107,38 @@ class Authorizer:
         for rule in self.rules.require:
             result = rule.evaluate(variables)
             trace.append(_rule_line(rule, result))
-            if result is not True:
+            if partial and isinstance(result, Exception):
+                pending.append(rule.describe())
+            elif result is not True:
                 return Decision(False, f"{rule.describe()} does not hold", tuple(trace))
 
+        possible: list[str] = []
         for held in bound:
             for grant in self.roles.grants(held.role, project if project != ANY_PROJECT else INSTALL):
                 if action not in grant.permissions:
                     continue
-                failed = _first_failed(grant, variables)
-                if failed is None:
-                    deciding = f"role {held.role} ({held.source})"
+                outcome, failed = _conditions(grant, variables, partial)
+                deciding = f"role {held.role} ({held.source})"
+                if outcome == "holds":
                     trace.append(f"allow: {deciding} grants {action}" + _via(grant))
-                    return Decision(True, deciding, tuple(trace))
-                trace.append(f"role {held.role} ({held.source}) grants {action}{_via(grant)} only when "
-                             f"{failed}")
+                    return _allowed(deciding, pending, trace)
+                if outcome == "pending":
+                    possible.append(deciding)
+                trace.append(f"{deciding} grants {action}{_via(grant)} only when {failed}")
         if action == SELF_READ and principal.authenticated:
             deciding = "self.read: every authenticated principal holds it"
             trace.append(f"allow: {deciding}")
-            return Decision(True, deciding, tuple(trace))
+            return _allowed(deciding, pending, trace)
 
         for rule in self.rules.allow:
             result = rule.evaluate(variables)
             trace.append(_rule_line(rule, result))
             if result is True:
-                return Decision(True, rule.describe(), tuple(trace))
+                return _allowed(rule.describe(), pending, trace)
+            if partial and isinstance(result, Exception):
+                possible.append(rule.describe())
+        if possible:
+            return _allowed(possible[0], [*pending, "the condition above"], trace)
         where = "any project" if not project else f"project {project}"
         deciding = f"default deny: no role or allow rule grants {action} in {where}"
         trace.append(deciding)
@@ -223,14 +238,29 @@ class Authorizer:
         return self.roles.grants(binding.role, scope)
 
 
-def _first_failed(grant: Grant, variables: Activation) -> str | None:
-    """The first of the grant's conditions that does not hold, described; None when all hold."""
+def _conditions(grant: Grant, variables: Activation, partial: bool) -> tuple[str, str]:
+    """``holds``, ``fails`` or (partial decisions, when only errors stand in the way) ``pending``, with the
+    first condition that did not hold, described."""
+    undecided = ""
     for condition in grant.conditions:
         result = condition.holds(variables)
-        if result is not True:
-            outcome = "it is false" if result is False else f"it failed to evaluate: {_short(result)}"
-            return f"{condition.text!r} holds ({outcome})"
-    return None
+        if result is True:
+            continue
+        if result is False:
+            return "fails", f"{condition.text!r} holds (it is false)"
+        described = f"{condition.text!r} holds (it failed to evaluate: {_short(result)})"
+        if not partial:
+            return "fails", described
+        undecided = undecided or described
+    return ("pending", undecided) if undecided else ("holds", "")
+
+
+def _allowed(deciding: str, pending: list[str], trace: list[str]) -> Decision:
+    """An allow; with ``pending`` (a partial decision), one the stored resource must confirm."""
+    if pending:
+        deciding = f"{deciding}, pending the stored resource for: {'; '.join(pending)}"
+        trace.append(f"allowed until the stored resource decides {'; '.join(pending)}")
+    return Decision(True, deciding, tuple(trace))
 
 
 def _via(grant: Grant) -> str:

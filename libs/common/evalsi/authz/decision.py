@@ -27,6 +27,10 @@ class AccessRequest:
     protocol: str = ""
     headers: Mapping[str, str] = field(default_factory=dict)
     source: str = ""
+    # The gate's first decision on an action whose resource the handler completes from the store (the action
+    # table's ``needs_stored_resource``: a run's created_by and labels): what only those attributes can decide does
+    # not deny yet; the handler's decision on the stored resource is the final one.
+    partial: bool = False
 
 
 @dataclass(frozen=True)
