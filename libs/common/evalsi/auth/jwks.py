@@ -67,7 +67,8 @@ class JsonFetcher:
 
 
 class JwksCache:
-    """The keys of one provider, as raw JWKs by kid; ``key()`` answers the verification key of one token."""
+    """The keys of one provider (its JWKS's signature keys, each parsed on first use per algorithm); ``key()``
+    answers the verification key of one token."""
 
     def __init__(self, provider: JwtProvider, fetcher: JsonFetcher, *,
                  clock: Callable[[], float] = time.monotonic) -> None:
