@@ -32,7 +32,7 @@ class CallAccess:
         if not ctx.action:
             return
         self._gate.decide(ctx.principal, ctx.action, ctx.project, {**self._resource, **resource}, self._credentials,
-                          ctx.method, ctx.request_id)
+                          ctx.method, ctx.request_id, audit_allowed=self._gate.endpoint(ctx.method).mutating)
 
 
 def requested_project(ctx: CallContext, request: Any) -> str:

@@ -130,8 +130,9 @@ class Gate:
             return Admission(principal, None, project or DEFAULT_PROJECT, "open endpoint", {})
         resource = endpoint.attributes(request, self.sources)
         chosen = project or str(resource.get("project") or "") or credential_project(principal) or DEFAULT_PROJECT
+        # A call the handler decides again on the stored resource is decided partially here (authz partial).
         return self.decide(principal, endpoint.permission, chosen, resource, credentials, method, request_id,
-                           audit_allowed=endpoint.mutating)
+                           audit_allowed=endpoint.mutating, partial=endpoint.needs_stored_resource)
 
     def decide(
         self,
@@ -144,6 +145,7 @@ class Gate:
         request_id: str = "",
         *,
         audit_allowed: bool = False,
+        partial: bool = False,
     ) -> Admission:
         """One decision; raises ``PermissionDenied`` naming the action and the project when it is a refusal."""
         access = AccessRequest(
@@ -155,9 +157,11 @@ class Gate:
             protocol=credentials.transport,
             headers=visible_headers(credentials.headers),
             source=credentials.peer,
+            partial=partial,
         )
         decision = self.authorizer.decide(access)
-        if self._on_decision is not None and (audit_allowed or not decision.allowed):
+        # An allowed partial decision is not the final one: the handler's decision on the stored resource is audited.
+        if self._on_decision is not None and ((audit_allowed and not partial) or not decision.allowed):
             self._on_decision(access, decision, request_id)
         if not decision.allowed:
             raise PermissionDenied(f"{principal.id or principal.kind} may not {action} in project {project!r}")
