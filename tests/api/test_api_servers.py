@@ -513,8 +513,11 @@ async def test_stop_lets_in_flight_calls_finish(served: Api, http: aiohttp.Clien
     assert not served.readiness.ready
 
 
-def test_a_non_loopback_host_is_refused() -> None:
-    with pytest.raises(BadInputError, match=r"host: '0\.0\.0\.0' is not a loopback address; authentication does not"):
-        ServerConfig(host="0.0.0.0").validate()
+def test_a_non_loopback_host_is_refused_without_an_auth_section() -> None:
+    from evalsi.gate.exposure import AccessSettings
+
+    with pytest.raises(BadInputError, match=r"--host 0\.0\.0\.0: not a loopback address, and there is no auth"):
+        AccessSettings().check("0.0.0.0")
     for host in ("127.0.0.1", "::1", "localhost", "127.0.0.2"):
         ServerConfig(host=host).validate()
+        assert AccessSettings().check(host) is None

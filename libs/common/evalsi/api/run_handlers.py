@@ -41,6 +41,7 @@ from evalsi.api.run_dataset import (
     refuse_unknown_cluster_key,
     store_run_dataset,
 )
+from evalsi.authz.attributes import stored_run
 from evalsi.bus.v1alpha1.bus_pb2 import (
     CONTROL_ACTION_CANCEL,
     CONTROL_ACTION_CREATED,
@@ -229,7 +230,7 @@ class RunHandlers:
         return run
 
     async def get_run(self, request: GetRunRequest, ctx: CallContext) -> Run:
-        return await self._get(ctx.project, request.id)
+        return await self._get(ctx, request.id)
 
     async def list_runs(self, request: ListRunsRequest, ctx: CallContext) -> ListRunsResponse:
         if request.state not in RunState.values():
@@ -266,7 +267,7 @@ class RunHandlers:
         pump = asyncio.create_task(_pump(self._watch(run_id), queue))
         try:
             await asyncio.sleep(0)  # let the subscription begin
-            run = await self._get(ctx.project, run_id)
+            run = await self._get(ctx, run_id)
             if run.state in TERMINAL_STATES:
                 yield _final_event(run)
                 return
@@ -278,7 +279,7 @@ class RunHandlers:
                 except TimeoutError:
                     item = None
                 if item is None or item is _END:
-                    run = await self._get(ctx.project, run_id)
+                    run = await self._get(ctx, run_id)
                     if run.state in TERMINAL_STATES:
                         yield _final_event(run)
                         return
@@ -304,14 +305,14 @@ class RunHandlers:
                 await pump
 
     async def cancel_run(self, request: CancelRunRequest, ctx: CallContext) -> Run:
-        run = await self._get(ctx.project, request.id)
+        run = await self._get(ctx, request.id)
         if run.state in TERMINAL_STATES:
             return run
         await bus_call("requesting the cancel", self._control(_control(run, CONTROL_ACTION_CANCEL)))
         return run
 
     async def resume_run(self, request: ResumeRunRequest, ctx: CallContext) -> Run:
-        run = await self._get(ctx.project, request.id)
+        run = await self._get(ctx, request.id)
         if run.state not in RESUMABLE_STATES:
             raise BadInputError(
                 f"id: run {run.id} is {state_name(run.state)}; only cancelled, failed or budget-exceeded runs "
@@ -324,7 +325,7 @@ class RunHandlers:
         return run
 
     async def list_run_results(self, request: ListRunResultsRequest, ctx: CallContext) -> ListRunResultsResponse:
-        run = await self._get(ctx.project, request.id)
+        run = await self._get(ctx, request.id)
         limits = self._limits
         results, token = await self._store.list_results(
             ctx.project,
@@ -343,7 +344,7 @@ class RunHandlers:
         if adjust not in ADJUSTMENTS:
             raise BadInputError(f"adjust: {request.adjust!r} is not one of {', '.join(ADJUSTMENTS)}")
         fields = ("run_a", "run_b")
-        runs = [await self._get(ctx.project, getattr(request, field), field=field) for field in fields]
+        runs = [await self._get(ctx, getattr(request, field), field=field) for field in fields]
         for field, run in zip(fields, runs, strict=True):
             if not run.summaries:
                 raise BadInputError(
@@ -369,16 +370,21 @@ class RunHandlers:
             raise BadInputError(f"all_projects: lists every project's runs, but the call names project "
                                 f"{ctx.project!r}; give one or the other")
 
-    async def _get(self, project: str, run_id: str, *, field: str = "id") -> Run:
+    async def _get(self, ctx: CallContext, run_id: str, *, field: str = "id") -> Run:
+        """The run in the call's project, decided again with its stored attributes (created_by, labels) when
+        authentication is on: a role condition or rule on ``resource.run`` sees the run itself."""
         required(run_id, field, "a run id")
+        project = ctx.project
         run = await self._store.get_run(project, run_id)
         if run is None:
             message = f"{field}: run {run_id!r} not found in project {project!r}"
-            # Only where every caller is on this machine: elsewhere this would tell a caller another project's ids.
-            elsewhere = await self._store.run_project(run_id) if self._loopback_only else None
+            # Only where every caller is on this machine and nobody is authenticated: elsewhere this would tell a
+            # caller another project's ids.
+            elsewhere = await self._store.run_project(run_id) if self._loopback_only and ctx.access is None else None
             if elsewhere:
                 message += f"; it is in project {elsewhere!r}"
             raise NotFoundError(message)
+        await ctx.check_access(stored_run({}, run))
         return run
 
 
