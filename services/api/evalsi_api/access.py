@@ -37,7 +37,7 @@ async def open_access(settings: AccessSettings, store: Any, registry: Any, life:
         return ServedAccess(None, tls, login, None)
     from evalsi.api.auth_handlers import AuthHandlers
     from evalsi.api.stored_access import LiveAuthorizer
-    from evalsi.audit import AuditLog
+    from evalsi.audit.config import load_audit_config, open_audit_log
     from evalsi.audit.decisions import decision_recorder
     from evalsi.authz.attributes import AttributeSources, runs_code_by_pool
     from evalsi.authz.authorizer import Authorizer
@@ -47,9 +47,8 @@ async def open_access(settings: AccessSettings, store: Any, registry: Any, life:
     authorizer = await life.enter("authorizer", _started(LiveAuthorizer(base, store)), lambda a: a.close())
     keys = StoredKeyLookup(store)
     life.on_stop("api key use", keys.flush)
-    audit = AuditLog(store.append_audit)
-    audit.start()
-    life.on_stop("audit log", audit.close)
+    audit = await open_audit_log(load_audit_config(settings.sections.get("audit")), store.append_audit,
+                                 store.purge_audit, life)
     gate = settings.gate(key_lookup=keys, authorizer=authorizer, on_decision=decision_recorder(audit),
                          sources=AttributeSources(runs_code=runs_code_by_pool(registry)))
     assert gate is not None  # enforced, so there is one

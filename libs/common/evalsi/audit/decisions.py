@@ -25,8 +25,10 @@ SELF_AUDITED = frozenset(_AUTH + name for name in (
 
 
 def resource_summary(resource: Mapping[str, Any]) -> str:
-    """The resource attributes, less the project (an entry has its own) and empty values, as compact JSON."""
-    shown = {key: value for key, value in resource.items() if key != "project" and value not in (None, "", [], {})}
+    """The resource attributes, less the project (an entry has its own), empty values and false flags (every
+    request has ``runs_code``; only ``true`` says something), as compact JSON."""
+    shown = {key: value for key, value in resource.items()
+             if key != "project" and value is not False and value not in (None, "", [], {})}
     return clipped(json.dumps(shown, sort_keys=True, default=str, separators=(",", ":"))) if shown else ""
 
 

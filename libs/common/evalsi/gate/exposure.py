@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from evalsi.gate.tls import ServerTls
 
 # The evalsi.yaml sections a served process reads for identity and access.
-SECTIONS = ("auth", "rbac", "authorization")
+SECTIONS = ("auth", "rbac", "authorization", "audit")
 NO_AUTH_ENV = "EVALSI_NO_AUTH"
 NO_AUTH_WARNING = (
     "running WITHOUT AUTHENTICATION ({why}): anyone who can reach {host} can create, read and cancel runs, read "
@@ -65,6 +65,13 @@ class AccessSettings:
 
             try:  # roles, bindings and rules checked at load: a typo refuses the start, never grants too much
                 Authorizer.from_config(settings.rbac, settings.authorization)
+            except BadInputError as exc:
+                raise BadInputError(f"{prefix}{exc}") from None
+        if "audit" in document:
+            from evalsi.audit.config import load_audit_config
+
+            try:  # retention and export checked at load, like the other sections
+                load_audit_config(document["audit"])
             except BadInputError as exc:
                 raise BadInputError(f"{prefix}{exc}") from None
         return settings

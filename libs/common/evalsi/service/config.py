@@ -41,7 +41,7 @@ from evalsi.yaml_files import read_yaml_file
 POOLS = ("cpu", "judge", "gpu", "sandbox", "harness")
 # The top-level keys of evalsi.yaml (docs/server.md lists each; tests/cli/test_serve_docs.py checks it does).
 KEYS = ("nats", "metadata", "objects", "traces", "datasets_dir", "api", "ingest", "scheduler", "workers", "judges",
-        "agents", "harness_tools", "client", "auth", "rbac", "authorization")
+        "agents", "harness_tools", "client", "auth", "rbac", "authorization", "audit")
 
 
 @dataclass(frozen=True)
