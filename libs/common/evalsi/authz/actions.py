@@ -36,8 +36,9 @@ HEALTH_LIST = "grpc.health.v1.Health/List"
 class Endpoint:
     """One row of the action table.
 
-    ``needs_stored_resource``: some attributes (a run's ``created_by`` and labels, a policy's or trace's labels)
-    exist only on the stored resource; the handler loads it and asks again with ``attributes.stored_*``.
+    ``needs_stored_resource``: some attributes (a run's ``created_by`` and labels) exist only on the stored
+    resource; the gate's decision is partial and the handler, having loaded it, decides again with
+    ``attributes.stored_run``. Only rows whose handlers do that are marked: elsewhere the gate's decision is final.
     ``mutating``: the call changes state, so an allowed call is audited too (denied calls always are).
     """
 
@@ -79,14 +80,14 @@ _ROWS: tuple[Endpoint, ...] = (
     _rpc("RunService", "UploadDataset", "datasets.write", attrs.dataset, mutating=True),
     _rpc("RunService", "ListDatasetVersions", "datasets.read", attrs.dataset),
     _rpc("MonitorService", "ApplyPolicy", "policies.write", attrs.apply_policy, mutating=True),
-    _rpc("MonitorService", "DeletePolicy", "policies.write", attrs.policy_by_name, stored=True, mutating=True),
+    _rpc("MonitorService", "DeletePolicy", "policies.write", attrs.policy_by_name, mutating=True),
     _rpc("MonitorService", "ListPolicies", "policies.read"),
-    _rpc("MonitorService", "GetPolicy", "policies.read", attrs.policy_by_name, stored=True),
-    _rpc("MonitorService", "GetPolicyStats", "policies.read", attrs.policy_by_name, stored=True),
+    _rpc("MonitorService", "GetPolicy", "policies.read", attrs.policy_by_name),
+    _rpc("MonitorService", "GetPolicyStats", "policies.read", attrs.policy_by_name),
     _rpc("TraceService", "ListTraces", "traces.read", attrs.list_traces),
-    _rpc("TraceService", "GetTrace", "traces.read", attrs.trace_by_id, stored=True),
+    _rpc("TraceService", "GetTrace", "traces.read", attrs.trace_by_id),
     # Feedback is data about a trace sent by the app or its collector, like spans: the ingest permission.
-    _rpc("TraceService", "AddFeedback", "traces.write", attrs.trace_by_id, stored=True, mutating=True),
+    _rpc("TraceService", "AddFeedback", "traces.write", attrs.trace_by_id, mutating=True),
     _rpc("AuthService", "WhoAmI", "self.read"),
     _rpc("AuthService", "ListProjects", "self.read"),
     _rpc("AuthService", "ListPermissions", "self.read"),
@@ -142,9 +143,9 @@ _ATTRIBUTES_SHOWN: dict[str, str] = {
     "compare_runs": "runs (both ids)",
     "dataset": "dataset (its name)",
     "apply_policy": "policy {name, selector, evaluators, promotion}, evaluators, judges, judge",
-    "policy_by_name": "policy {name}; stored: labels",
+    "policy_by_name": "policy {name}",
     "list_traces": "service (the filter)",
-    "trace_by_id": "trace {id}; stored: service, labels",
+    "trace_by_id": "trace {id}",
     "otlp_export": "services, service (when exactly one)",
     "project_create": "project (the one created)",
     "role_change": "role {name, permissions, inherits, condition, install_wide}, permissions",

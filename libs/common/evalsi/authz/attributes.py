@@ -6,9 +6,8 @@ in the request may execute code). The other attributes exist only for the action
 ``resource.target`` on ``runs.read`` fails to evaluate, which counts as not matched): test ``request.action``
 first or use ``has(resource.target)``.
 
-Attributes that only the stored resource knows (a run's ``created_by`` and labels, a policy's or a trace's
-labels) are added by the handler after loading it, through the ``stored_*`` functions below; the action table
-marks those RPCs ``needs_stored_resource``.
+Attributes that only the stored resource knows (a run's ``created_by`` and labels) are added by the handler
+after loading it, through ``stored_run``; the action table marks those RPCs ``needs_stored_resource``.
 
 What the request alone cannot tell comes from ``AttributeSources``: whether an evaluator runs code (its
 manifest) and what a named connection is (the server's configuration). Without them the answer is the
@@ -239,14 +238,9 @@ def apply_policy(request: Message | None, sources: AttributeSources) -> Attribut
 
 
 def policy_by_name(request: Message | None, sources: AttributeSources) -> Attributes:
-    """Get, stats and delete of one policy: ``policy.name``; the handler adds its labels (``stored_policy``)."""
+    """Get, stats and delete of one policy: ``policy.name``."""
     name = str(getattr(request, "name", "")) if request is not None else ""
     return {**base(_project_field(request)), "policy": {"name": name}}
-
-
-def stored_policy(attributes: Mapping[str, Any], labels: Mapping[str, str], selector: str = "") -> Attributes:
-    policy = {**attributes.get("policy", {}), "selector": selector, "labels": dict(labels)}
-    return {**attributes, "labels": dict(labels), "policy": policy}
 
 
 def list_traces(request: Message | None, sources: AttributeSources) -> Attributes:
@@ -256,8 +250,7 @@ def list_traces(request: Message | None, sources: AttributeSources) -> Attribute
 
 
 def trace_by_id(request: Message | None, sources: AttributeSources) -> Attributes:
-    """GetTrace and AddFeedback: ``trace.id``; the handler adds the trace's service and labels
-    (``stored_trace``)."""
+    """GetTrace and AddFeedback: ``trace.id``."""
     if request is None:
         return base()
     trace_id = getattr(request, "trace_id", "")
@@ -265,10 +258,6 @@ def trace_by_id(request: Message | None, sources: AttributeSources) -> Attribute
     if not trace_id and feedback is not None:
         trace_id = feedback.trace_id
     return {**base(_project_field(request)), "trace": {"id": str(trace_id)}}
-
-
-def stored_trace(attributes: Mapping[str, Any], service: str, labels: Mapping[str, str] | None = None) -> Attributes:
-    return {**attributes, "service": service, "labels": dict(labels or {})}
 
 
 def otlp_export(request: Message | None, sources: AttributeSources) -> Attributes:

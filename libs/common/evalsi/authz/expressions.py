@@ -51,7 +51,7 @@ _RESOURCE = object_type("resource", {
     "run": object_type("run", {"id": STRING, "name": STRING, "created_by": STRING, "labels": _LABELS}),
     "runs": _STRINGS,
     "policy": object_type("policy", {"name": STRING, "selector": STRING, "evaluators": _STRINGS,
-                                     "promotion": STRING, "labels": _LABELS}),
+                                     "promotion": STRING}),
     "service": STRING, "services": _STRINGS,
     "trace": object_type("trace", {"id": STRING}),
     "role": object_type("role", {"name": STRING, "permissions": _STRINGS, "inherits": _STRINGS,
