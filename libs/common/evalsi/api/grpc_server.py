@@ -37,6 +37,7 @@ from evalsi.errors import BadInputError
 from evalsi.gate.access import Gate
 from evalsi.gate.credentials import grpc_credentials, grpc_metadata
 from evalsi.gate.tls import ServerTls
+from evalsi.projects import PROJECT_HEADER
 
 TRANSPORT = "grpc"
 REFLECTION_METHOD = REFLECTION
@@ -282,8 +283,10 @@ class _GatedReflection(ReflectionServicer):
         self._gate = gate
 
     async def ServerReflectionInfo(self, request_iterator: Any, context: Any) -> AsyncIterator[Any]:
-        try:
-            await self._gate.admit(REFLECTION_METHOD, grpc_credentials(context, grpc_metadata(context)))
+        headers = grpc_metadata(context)
+        try:  # in the project the call names, as every other call (catalog.read is a viewer's, per project)
+            await self._gate.admit(REFLECTION_METHOD, grpc_credentials(context, headers),
+                                   project=headers.get(PROJECT_HEADER, "").strip())
         except Unauthenticated as exc:
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, str(exc))
         except PermissionDenied as exc:
