@@ -171,10 +171,13 @@ class HttpTransport:
 
         def fill(match: re.Match[str]) -> str:
             name = match.group(1)
-            used.add(name)
-            return urllib.parse.quote(str(fields.get(name, "")), safe="")
+            used.add(name.split(".")[0])
+            value: Any = fields
+            for part in name.split("."):  # a field of the body's message: UpdateRole's {role.name}
+                value = value.get(part, "") if isinstance(value, dict) else ""
+            return urllib.parse.quote(str(value), safe="")
 
-        path = re.sub(r"\{([a-z_]+)\}", fill, template)
+        path = re.sub(r"\{([a-z_.]+)\}", fill, template)
         body = None
         if rule.body == "*":
             body = json_format.MessageToJson(request).encode()

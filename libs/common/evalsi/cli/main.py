@@ -9,6 +9,11 @@ from evalsi.cli.lazy_group import LazyCommand, LazyGroup
 # Command -> its module and the short help `evalsi --help` lists without importing it (tests/test_cli_lazy.py
 # checks that each matches the command's own help).
 COMMANDS = {
+    "auth": LazyCommand(
+        "evalsi.cli.auth_cmd:auth",
+        "Identity and access: API key hashes, decisions explained offline, and a server's keys, roles, bindings, "
+        "projects and audit log (docs/auth.md).",
+    ),
     "cases": LazyCommand(
         "evalsi.cli.cases_cmd:cases",
         "Agent cases: conversations replayed against an agent, graded deterministically (docs/cases.md).",
@@ -27,6 +32,14 @@ COMMANDS = {
         "Stored datasets on a server: what runs name with spec.dataset.ref (datasets/<name>[@<version>]).",
     ),
     "eval": LazyCommand("evalsi.cli.eval_cmd:eval_command", "Grade records you bring (Score), embedded: no server."),
+    "login": LazyCommand(
+        "evalsi.cli.login_cmd:login_command",
+        "Sign in to a server's identity provider and cache the tokens for that server.",
+    ),
+    "logout": LazyCommand(
+        "evalsi.cli.login_cmd:logout_command",
+        "Forget the tokens `evalsi login` cached for a server (or every server with --all).",
+    ),
     "policies": LazyCommand(
         "evalsi.cli.policies_cmd:policies", "Online policies on a server: apply, list, get, stats, delete."
     ),
@@ -45,6 +58,11 @@ COMMANDS = {
         "evalsi.cli.serve_cmd:serve_command",
         "Run Evals.si standalone: nats-server with JetStream, the api, the scheduler, the workers (cpu, judge, "
         "harness), evalsi-ingest (OTLP on 4318/4317) and evalsi-policy (online policies).",
+    ),
+    "whoami": LazyCommand(
+        "evalsi.cli.whoami_cmd:whoami_command",
+        "Who the server says you are: the principal your credential proves, its roles in each project and the "
+        "projects it can read (AuthService.WhoAmI).",
     ),
     "traces": LazyCommand(
         "evalsi.cli.traces_cmd:traces",

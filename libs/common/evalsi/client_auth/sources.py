@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
+from evalsi.auth.api_keys import API_KEY_PREFIX
 from evalsi.client_auth.cache import CachedLogin, CredentialCache, cache_path
 from evalsi.client_auth.github_actions import AUDIENCE_ENV, GithubActionsToken, github_actions_token
 from evalsi.errors import BadInputError
@@ -27,7 +28,6 @@ from evalsi.errors import BadInputError
 TOKEN_ENV = "EVALSI_TOKEN"
 TOKEN_FILE_ENV = "EVALSI_TOKEN_FILE"
 API_KEY_ENV = "EVALSI_API_KEY"
-API_KEY_PREFIX = "evk_"
 BEARER = "Bearer "
 MAX_CREDENTIAL_BYTES = 16 * 1024  # the servers' token size cap is of this order; a file bigger is not a token
 
