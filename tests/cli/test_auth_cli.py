@@ -230,3 +230,21 @@ def test_hash_key_and_new_key() -> None:
     assert made["key"].startswith("evk_") and made["hash"] == hash_api_key(made["key"])
     wrong = subprocess.run([EVALSI, "auth", "hash-key", "--key", "sk-123"], capture_output=True, text=True, timeout=60)
     assert wrong.returncode == 2 and "start with 'evk_'" in wrong.stderr and "sk-123" not in wrong.stderr
+
+
+def test_python_client_takes_token_or_api_key(stack: AuthStack, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from evalsi.client import AuthenticationError, Client
+
+    for name in [n for n in os.environ if n.startswith("EVALSI_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home))
+    with Client(stack.http, token=stack.issuer.mint("alice")) as client:
+        assert client.auth.whoami().id == "local/alice"
+    with Client(stack.grpc, api_key=stack.root_key) as client:
+        assert client.auth.whoami().id == "apikey/root"
+    monkeypatch.setenv("EVALSI_API_KEY", stack.root_key)
+    with Client(stack.grpc) as client:  # from the environment
+        assert client.auth.whoami().id == "apikey/root"
+    monkeypatch.delenv("EVALSI_API_KEY")
+    with Client(stack.http) as client, pytest.raises(AuthenticationError, match="evalsi login --server"):
+        client.auth.whoami()
