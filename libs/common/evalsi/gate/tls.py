@@ -136,9 +136,15 @@ class ServerTls:
 
     def grpc_credentials(self) -> grpc.ServerCredentials:
         """Credentials whose certificate grpc fetches again before a handshake once the files changed."""
+        # What this listener was last given: the HTTP listener may have been the one to notice the change.
+        served = [self.reloads]
 
         def fetch() -> Any:
-            return self._grpc_configuration() if self.refresh() else None
+            self.refresh()
+            if self.reloads == served[0]:
+                return None
+            served[0] = self.reloads
+            return self._grpc_configuration()
 
         return grpc.dynamic_ssl_server_credentials(
             self._grpc_configuration(), fetch, require_client_authentication=self.mutual
