@@ -48,6 +48,10 @@ EXPRESSIONS = [
     'jwt.n == 3 && resource.runs_code',
     'apiKey.labels.source == "gw"',
     'source.address == "10.0.0.1"',
+    "jwt.n == 0x3",
+    "resource.trials == -3 || jwt.n != 3",
+    "'it\\'s' == jwt.iss || r\"a\" == jwt.iss",
+    'jwt.iss == """x"""',
     # Outside the subset: cel-python alone, through the same holds().
     'principal.groups.exists(g, g.startsWith("eng"))',
     "size(principal.groups) > 1",

@@ -115,7 +115,10 @@ def _literal(node: Any) -> Any:
     if token.type == "STRING_LIT" and text[:1] in "\"'" and "\\" not in text:
         return text[1:-1]
     if token.type == "INT_LIT":
-        return int(text, 10)
+        try:
+            return int(text, 10)
+        except ValueError:  # hexadecimal: cel-python's to read
+            raise _Unsupported(text) from None
     if token.type == "BOOL_LIT":
         return text == "true"
     raise _Unsupported(token.type)
