@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import itertools
+import random
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from evalsi.auth.principal import Principal
 from evalsi.authz.decision import AccessRequest
 from evalsi.authz.expressions import Activation, Expression
+from evalsi.errors import BadInputError
 
 EXPRESSIONS = [
     'request.action == "runs.create" && resource.target.connector == "anthropic" && '
@@ -99,3 +101,52 @@ def test_the_rules_of_section_17_run_directly() -> None:
     for text in EXPRESSIONS[:5]:
         assert Expression(text, "test", "a rule").direct, text
     assert not Expression(EXPRESSIONS[-1], "test", "a rule").direct
+
+
+def _random_expression(rng: random.Random, depth: int) -> str:
+    """A random expression of the direct evaluator's subset over dyn claims and typed fields."""
+    if depth == 0 or rng.random() < 0.3:
+        left = rng.choice(["jwt.a", "jwt.b", "jwt.obj.x", "jwt.list", "request.action", "resource.labels.app",
+                           "principal.subject", "jwt.missing"])
+        right = rng.choice(['"x"', '"runs.read"', "1", "2", "true", "false", '["x", "y"]', "[1, 2]", "jwt.a",
+                            "jwt.list", "jwt.obj"])
+        op = rng.choice(["==", "!=", "in"])
+        return f"{left} {op} {right}"
+    form = rng.choice(["and", "or", "not", "paren"])
+    if form == "not":
+        return f"!({_random_expression(rng, depth - 1)})"
+    if form == "paren":
+        return f"({_random_expression(rng, depth - 1)})"
+    joiner = " && " if form == "and" else " || "
+    return _random_expression(rng, depth - 1) + joiner + _random_expression(rng, depth - 1)
+
+
+RANDOM_CLAIMS: list[dict[str, Any]] = [
+    {},
+    {"a": "x", "b": 1, "obj": {"x": "x"}, "list": ["x", "y"]},
+    {"a": 1, "b": True, "obj": {"y": 1}, "list": [1, "x"]},
+    {"a": None, "b": "y", "obj": "x", "list": []},
+    {"a": True, "b": 2.0, "obj": {"x": 2}, "list": [True]},
+]
+
+
+def test_direct_and_cel_python_agree_on_random_expressions() -> None:
+    rng = random.Random(20261202)
+    checked = decided = 0
+    while checked < 150:
+        text = _random_expression(rng, 3)
+        try:
+            expression = Expression(text, "test", "a rule")
+        except BadInputError:
+            continue  # a type the checker refuses: never evaluated
+        checked += 1
+        for claims in RANDOM_CLAIMS:
+            principal = Principal(kind="user", provider="corp", subject="x", claims=claims)
+            activation = Activation(AccessRequest(principal, "runs.read", "p", {"labels": {"app": "x"}}), [])
+            direct, slow = expression.holds(activation), expression.holds_in_cel(activation)
+            if isinstance(slow, Exception):
+                assert isinstance(direct, Exception), (text, claims, direct, slow)
+            else:
+                assert direct is slow, (text, claims, direct, slow)
+                decided += 1
+    assert decided > 200  # most evaluations give a value, not only errors
