@@ -16,7 +16,7 @@ from celpy import celtypes
 
 from evalsi.auth.principal import Principal
 from evalsi.authz.decision import AccessRequest
-from evalsi.authz.direct_cel import Undecided, compile_direct
+from evalsi.authz.direct_cel import compile_direct
 from evalsi.cel import (
     BOOL,
     DOUBLE,
@@ -112,7 +112,7 @@ class Expression:
         if self._direct is not None:
             try:
                 return self._direct(activation.plain)
-            except Undecided:
+            except Exception:  # Undecided, or a value of a shape it does not expect: cel-python's answer stands
                 pass
         return self.holds_in_cel(activation)
 
