@@ -16,13 +16,16 @@ A block may also say what it needs, which the test starts before it runs and tea
   point at it.
 - ``agent``: the scripted agent of ``examples/cases/agent.yaml`` (``python -m evalsi.cases.testing``), where the
   docs' agent on ``127.0.0.1:8765`` is.
+- ``own-serve``: the block starts its own ``evalsi serve`` (with a config of its own, in the background): its serve
+  lines run, the docs' ports in their flags rewritten like every address, and what it leaves is killed after it.
 - ``continues``: a Python block that goes on from the file's previous Python block (its imports and names), as in
   one interpreter session: the blocks before it back to one without ``continues`` run first, in the same process.
 - ``files=DEST:SOURCE,...``: repository files (or directories) copied into the block's directory under the
   names the block uses.
 
-The addresses the docs use (the api on 8080/8081, OTLP on 4318/4317, the scripted agents on 8765/8766, OpenAI's
-URL, a local model server's ``127.0.0.1:8000``, ``URL`` and ``...`` after ``--server``) are rewritten to the
+The addresses the docs use (the api on 8080/8081, OTLP on 4318/4317, the scripted agents on 8765/8766, the local
+issuer of examples/auth on 9400, OpenAI's URL, a local model server's ``127.0.0.1:8000``, ``URL`` and ``...`` after
+``--server``) are rewritten to the
 servers the test started, in the block and in the YAML files of its copy of ``examples/`` (whose specs name the
 same addresses): ``rewrite_addresses`` and ``rewrite`` below are the whole list. A reader's install step is the
 test environment itself, so ``python3 -m venv .venv`` and ``.venv/bin/pip install`` lines become no-ops and
@@ -38,7 +41,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTS = ("README.md", "docs")
 RUNNABLE = {"sh": "bash", "bash": "bash", "shell": "bash", "python": "python", "py": "python"}
-NEEDS = frozenset({"serve", "model", "agent", "continues"})
+NEEDS = frozenset({"serve", "own-serve", "model", "agent", "continues"})
 
 _FENCE = re.compile(r"^```(\w*)\s*$")
 _DIRECTIVE = re.compile(r"^<!--\s*doc-test:\s*(?P<body>.*?)\s*-->\s*$")
@@ -133,7 +136,8 @@ def with_sessions(blocks: list[Block]) -> list[Block]:
     return out
 
 
-DOC_PORTS = (8080, 8081, 4318, 4317, 8765, 8766)  # the api's HTTP and gRPC, OTLP HTTP and gRPC, the scripted agents
+# The api's HTTP and gRPC, OTLP HTTP and gRPC, the scripted agents, the local OIDC issuer (examples/auth).
+DOC_PORTS = (8080, 8081, 4318, 4317, 8765, 8766, 9400)
 
 
 @dataclass(frozen=True)
@@ -144,6 +148,7 @@ class Addresses:
     ports: dict[int, int]
     serving: bool = False
     model: int = 0
+    own_serve: bool = False  # the block's own `evalsi serve` lines run (needs=own-serve)
 
 
 def rewrite_addresses(text: str, addresses: Addresses) -> str:
@@ -151,7 +156,7 @@ def rewrite_addresses(text: str, addresses: Addresses) -> str:
     servers the test started."""
     for doc_port, port in addresses.ports.items():
         text = re.sub(rf"(?<=127\.0\.0\.1:){doc_port}\b|(?<=localhost:){doc_port}\b", str(port), text)
-        text = re.sub(rf"(--port\s+){doc_port}\b", rf"\g<1>{port}", text)
+        text = re.sub(rf"(--(?:[a-z]+-)*port\s+){doc_port}\b", rf"\g<1>{port}", text)  # --port, --http-port ...
     if addresses.model:
         model_url = f"http://127.0.0.1:{addresses.model}/v1"
         text = text.replace("https://api.openai.com/v1", model_url).replace("http://127.0.0.1:8000/v1", model_url)
@@ -173,7 +178,8 @@ def rewrite(code: str, language: str, addresses: Addresses, bin_dir: str) -> str
         code = re.sub(r"^python3 -m venv \.venv(\s*&&\s*\.venv/bin/pip install[^&\n]*)?(&&\s*)?", "", code, flags=re.M)
         code = re.sub(r"^\.venv/bin/pip install .*$", ":", code, flags=re.M)
         code = code.replace(".venv/bin/", f"{bin_dir}/")
-        code = re.sub(r"^evalsi serve\b.*$", ": evalsi serve is already running", code, flags=re.M)
+        if not addresses.own_serve:
+            code = re.sub(r"^evalsi serve\b.*$", ": evalsi serve is already running", code, flags=re.M)
         code = expect_errors(wait_for_background_ports(code))
     return code
 

@@ -157,7 +157,7 @@ def test_block_runs_as_written(block: Block, request: pytest.FixtureRequest, tmp
     model_port = request.getfixturevalue("model") if "model" in block.directive.needs else 0
     workdir = tmp_path / "work"
     workdir.mkdir()
-    addresses = Addresses(ports, serving, model_port)
+    addresses = Addresses(ports, serving, model_port, own_serve="own-serve" in block.directive.needs)
     _prepare(block, workdir, addresses)
     code = rewrite(block.code, block.language, addresses, BIN_DIR)
     if block.language == "bash":
