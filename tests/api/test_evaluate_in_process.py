@@ -16,7 +16,7 @@ from google.protobuf import json_format
 from evalsi import bus
 from evalsi.api import EvaluationHandlers, LocalEvaluation
 from evalsi.api.context import CallContext
-from evalsi.api.local_evaluation import runs_in_process
+from evalsi.api.local_evaluation import DEFAULT_MAX_BYTES, DEFAULT_MAX_EVALUATIONS, runs_in_process
 from evalsi.bus.natsserver import NatsServer
 from evalsi.errors import BadInputError, DeadlineExceeded
 from evalsi.evaluators import Pack, Registry, evaluator
@@ -28,8 +28,8 @@ from evalsi.v1alpha1.record_pb2 import Record
 
 @evaluator("test/slow-cheap", cheap=True, requires=["output"])
 def slow_cheap(record: Record) -> bool:
-    """Declared cheap, yet 20 ms a call: what the api's deadline must stop."""
-    time.sleep(0.02)
+    """Declared cheap, yet 30 ms a call: what the api's deadline must stop."""
+    time.sleep(0.03)
     return True
 
 
@@ -177,9 +177,10 @@ async def test_the_same_bad_input_is_refused_the_same_way_on_both_paths(paths: P
         ("an evaluator not declared cheap", {"records": SEED, "evaluators": [EM, {"ref": "builtin/contains",
                                                                                "params": {"values": ["a"]}}]}),
         ("a bootstrap interval", {"records": SEED, "evaluators": [EM], "summary": {"interval": "bootstrap"}}),
-        ("more evaluations than the bound", {"records": [{**SEED[0], "id": f"r{i}"} for i in range(65)],
+        ("more evaluations than the bound", {"records": [{**SEED[0], "id": f"r{i}"}
+                                                          for i in range(DEFAULT_MAX_EVALUATIONS + 1)],
                                               "evaluators": [EM]}),
-        ("more bytes than the bound", {"records": [{"id": "big", "output": {"text": "x" * 70_000},
+        ("more bytes than the bound", {"records": [{"id": "big", "output": {"text": "x" * DEFAULT_MAX_BYTES},
                                                     "reference": {"text": "x"}}], "evaluators": [EM]}),
     ],
 )
@@ -204,7 +205,7 @@ def test_which_evaluators_run_in_the_api_is_their_own_declaration() -> None:
 
 
 async def test_the_callers_deadline_stops_an_answer_in_process(paths: Paths) -> None:
-    records = [{"id": f"r{i}", "output": {"text": "x"}} for i in range(40)]  # 40 x 20 ms: 0.8 s unstopped
+    records = [{"id": f"r{i}", "output": {"text": "x"}} for i in range(30)]  # 30 x 30 ms: 0.9 s unstopped
     request = _request({"records": records, "evaluators": [{"ref": "test/slow-cheap"}]})
     started = time.monotonic()
     with pytest.raises(DeadlineExceeded, match=r"stopped at the request.s deadline of 0\.0[0-9]*s"):

@@ -24,11 +24,10 @@ from evalsi.projects import DEFAULT_PROJECT
 from evalsi.runs.evaluate_request import BoundLists, answer_evaluate, check_evaluate_request, runner_options
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResponse
 
-# Bytes of one request answered here (records, evaluators, options; protobuf size). docs/benchmarks.md has what
-# the largest such request costs the loop.
-DEFAULT_MAX_BYTES = 64 * 1024
-# Records x evaluators of one request answered here.
-DEFAULT_MAX_EVALUATIONS = 64
+# Bytes of one request answered here (records, evaluators, options; protobuf size), and its records x evaluators.
+# The largest such requests hold the loop about 2 ms of CPU (docs/benchmarks.md), as long as a worker's round trip.
+DEFAULT_MAX_BYTES = 32 * 1024
+DEFAULT_MAX_EVALUATIONS = 32
 
 
 def runs_in_process(evaluator: Evaluator) -> bool:
