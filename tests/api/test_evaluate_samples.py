@@ -1,5 +1,6 @@
 """POST /v1alpha1/evaluate counts records as samples the way datasets do: each record is its own sample unless
-ids repeat or a trial is given. The wired api service, a real NATS and the worker's own Evaluate answer."""
+ids repeat or a trial is given. The wired api service, a real NATS and the worker's own Evaluate answer; exact-match
+is declared cheap, so the api answers it with the worker's engine (test_evaluate_in_process.py holds both equal)."""
 
 from __future__ import annotations
 
