@@ -74,6 +74,20 @@ async def test_the_assembled_api_serves_auth_service_behind_the_gate(tmp_path: P
             seen = [(e["principal"], e["decision"], e.get("resource", "")) for e in events["events"]]
             # Newest first; the key's creation once (AuthService records it with its definition, the gate does not).
             assert seen == [("apikey/support/ci", "deny", ""), ("apikey/root", "allow", "key ci")]
+            status, everything = await _call(session, "GET", base + "/audit?allProjects=true", root)
+            assert status == 200 and len(everything["events"]) == 3
+            probe = everything["events"][-1]  # the oldest: the first call, before any credential
+            assert (probe["principal"], probe["decision"], probe.get("project", "")) == ("anonymous", "deny", "")
+            assert probe["deciding"].startswith("unauthenticated: ")
+            metrics_url = f"http://127.0.0.1:{settings.server.http_port}/metrics"
+            async with session.get(metrics_url, headers={"authorization": f"Bearer {root}"}) as response:
+                text = await response.text()
+            assert response.status == 200
+            counters = {line.split()[0]: float(line.split()[1]) for line in text.splitlines()
+                        if line.startswith("evalsi_audit_entries_") and "_created " not in line}
+            # The first probe's 401 (no project: not in support's log), the 403 and the key's creation.
+            assert counters == {"evalsi_audit_entries_written_total": 3.0, "evalsi_audit_entries_dropped_total": 0.0,
+                                "evalsi_audit_entries_buffered": 0.0}, counters
     finally:
         stop.set()
         await asyncio.wait_for(serving, 20)

@@ -224,6 +224,10 @@ async def test_whoami_and_lists_are_filtered_to_the_caller(auth_api: AuthApi) ->
     assert [p.name for p in projects.projects] == ["support"]
     error = await _refused(auth_api.grpc("CreateProject", pb.CreateProjectRequest(name="mine"), key="admin"))
     assert error.code() == grpc.StatusCode.PERMISSION_DENIED
+    error = await _refused(auth_api.grpc("ListAuditEvents", pb.ListAuditEventsRequest(all_projects=True),
+                                         key="admin"))
+    assert error.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert error.details() == "only an owner may read every project's audit log"
 
 
 async def test_retention_purges_old_entries_only(auth_api: AuthApi) -> None:

@@ -29,7 +29,8 @@ class ServedAccess:
     auth_handlers: Any  # AuthHandlers, or None: AuthService answers that nothing authenticates callers
 
 
-async def open_access(settings: AccessSettings, store: Any, registry: Any, life: Lifecycle) -> ServedAccess:
+async def open_access(settings: AccessSettings, store: Any, registry: Any, life: Lifecycle, *,
+                      metrics: Any = None) -> ServedAccess:
     """The gate, TLS and AuthService of the api, their background work entered in ``life`` (stopped in reverse)."""
     tls = settings.tls()
     login = settings.login()
@@ -48,7 +49,7 @@ async def open_access(settings: AccessSettings, store: Any, registry: Any, life:
     keys = StoredKeyLookup(store)
     life.on_stop("api key use", keys.flush)
     audit = await open_audit_log(load_audit_config(settings.sections.get("audit")), store.append_audit,
-                                 store.purge_audit, life)
+                                 store.purge_audit, life, registry=metrics)
     gate = settings.gate(key_lookup=keys, authorizer=authorizer, on_decision=decision_recorder(audit),
                          sources=AttributeSources(runs_code=runs_code_by_pool(registry)))
     assert gate is not None  # enforced, so there is one

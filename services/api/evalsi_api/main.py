@@ -30,6 +30,7 @@ import structlog
 
 from evalsi import bus
 from evalsi.api import (
+    ApiMetrics,
     ApiServer,
     CatalogHandlers,
     EvaluationHandlers,
@@ -348,7 +349,8 @@ async def assemble(settings: Settings, life: Lifecycle) -> None:
         objects=objects,
     )
     life.on_stop("nats", link.close)
-    access = await open_access(settings.access, store, registry, life)
+    metrics = ApiMetrics()  # the listeners' and the audit log's, on one /metrics
+    access = await open_access(settings.access, store, registry, life, metrics=metrics.registry)
     runs = RunHandlers(
         store=store,
         objects=objects,
@@ -373,8 +375,8 @@ async def assemble(settings: Settings, life: Lifecycle) -> None:
                                 connections=settings.connections),
         auth=access.auth_handlers,
     )
-    server = ApiServer(table, settings.server, readiness=readiness, gate=access.gate, tls=access.tls,
-                       login=access.login)
+    server = ApiServer(table, settings.server, readiness=readiness, metrics=metrics, gate=access.gate,
+                       tls=access.tls, login=access.login)
     await life.enter("listeners", server.start(), lambda _: server.stop())
     # In the background: the listeners answer /healthz (and an honest /readyz) while NATS is still coming up.
     await life.spawn("nats connect", link.connect())

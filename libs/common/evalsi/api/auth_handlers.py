@@ -338,8 +338,10 @@ class AuthHandlers:
         page_size = request.page_size or DEFAULT_AUDIT_PAGE
         if not 1 <= page_size <= MAX_AUDIT_PAGE:
             raise BadInputError(f"page_size: {page_size} is outside 1..{MAX_AUDIT_PAGE}")
+        if request.all_projects:
+            self._require_owner(ctx, "read every project's audit log")
         query = AuditQuery(
-            project=ctx.project,
+            project="" if request.all_projects else ctx.project,
             principal=check_length(request.principal, "principal", 512),
             action=check_length(request.action, "action", 64),
             decision=request.decision,

@@ -13,11 +13,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from evalsi.audit.log import AuditLog, WriteBatch
+from evalsi.audit.log import AuditLog, AuditMetrics, WriteBatch
 from evalsi.audit.retention import DEFAULT_RETENTION_S, Purge, parse_retention, purge_periodically
 from evalsi.errors import BadInputError
 
 if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
     from evalsi.service.lifecycle import Lifecycle
 
 _KEYS = ("retention", "otlp_events")
@@ -47,16 +49,16 @@ def load_audit_config(raw: Any, path: str = "audit") -> AuditConfig:
 
 
 async def open_audit_log(config: AuditConfig, write: WriteBatch, purge: Purge, life: Lifecycle, *,
-                         service_name: str = "evalsi-api") -> AuditLog:
+                         service_name: str = "evalsi-api", registry: CollectorRegistry | None = None) -> AuditLog:
     """The audit log writing through ``write``, exporting when configured, purged every hour; stopped by ``life``
-    (what is buffered is written first)."""
+    (what is buffered is written first). Its metrics go to ``registry`` (the service's ``/metrics``)."""
     exporter = None
     if config.otlp_events:
         from evalsi.audit.export import OtelAuditEvents
 
         exporter = OtelAuditEvents.to_otlp_http(config.otlp_events, service_name=service_name)
         life.on_stop("audit export", _shutdown(exporter))
-    audit = AuditLog(write, exporter=exporter)
+    audit = AuditLog(write, exporter=exporter, metrics=AuditMetrics(registry))
     audit.start()
     life.on_stop("audit log", audit.close)
     await life.spawn("audit retention", purge_periodically(purge, config.retention_s))

@@ -366,7 +366,7 @@ class AuditEvent(_message.Message):
     def __init__(self, id: _Optional[int] = ..., time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., principal: _Optional[str] = ..., principal_kind: _Optional[str] = ..., action: _Optional[str] = ..., project: _Optional[str] = ..., resource: _Optional[str] = ..., decision: _Optional[str] = ..., deciding: _Optional[str] = ..., request_id: _Optional[str] = ..., source: _Optional[str] = ..., method: _Optional[str] = ..., old_value: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., new_value: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class ListAuditEventsRequest(_message.Message):
-    __slots__ = ("project", "principal", "action", "decision", "start_time", "end_time", "page_size", "page_token")
+    __slots__ = ("project", "principal", "action", "decision", "start_time", "end_time", "page_size", "page_token", "all_projects")
     PROJECT_FIELD_NUMBER: _ClassVar[int]
     PRINCIPAL_FIELD_NUMBER: _ClassVar[int]
     ACTION_FIELD_NUMBER: _ClassVar[int]
@@ -375,6 +375,7 @@ class ListAuditEventsRequest(_message.Message):
     END_TIME_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    ALL_PROJECTS_FIELD_NUMBER: _ClassVar[int]
     project: str
     principal: str
     action: str
@@ -383,7 +384,8 @@ class ListAuditEventsRequest(_message.Message):
     end_time: _timestamp_pb2.Timestamp
     page_size: int
     page_token: str
-    def __init__(self, project: _Optional[str] = ..., principal: _Optional[str] = ..., action: _Optional[str] = ..., decision: _Optional[str] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+    all_projects: bool
+    def __init__(self, project: _Optional[str] = ..., principal: _Optional[str] = ..., action: _Optional[str] = ..., decision: _Optional[str] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., all_projects: _Optional[bool] = ...) -> None: ...
 
 class ListAuditEventsResponse(_message.Message):
     __slots__ = ("events", "next_page_token")
