@@ -239,3 +239,28 @@ async def test_retention_purges_old_entries_only(auth_api: AuthApi) -> None:
     assert await purge_expired(auth_api.store.purge_audit, 2160 * 3600.0, now=now) == 2
     left = await _audit(auth_api, principal="corp/al")
     assert [round((now - e.time) / 86400) for e in left] == [10]
+
+
+async def test_bindings_in_every_project_are_the_owners_and_inner_projects_must_agree(auth_api: AuthApi) -> None:
+    everywhere = await auth_api.grpc("CreateBinding", pb.CreateBindingRequest(binding=pb.Binding(
+        project="*", role="viewer", subject="group:corp/auditors")), key="root")
+    assert everywhere.project == "*"
+    admin_sees = await auth_api.grpc("ListBindings", pb.ListBindingsRequest(), key="admin")
+    assert everywhere.id in {b.id for b in admin_sees.bindings}
+    error = await _refused(auth_api.grpc("DeleteBinding", pb.DeleteBindingRequest(id=everywhere.id), key="admin"))
+    assert error.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert error.details() == "only an owner may delete a binding in every project (*)"
+    deleted = await auth_api.grpc("DeleteBinding", pb.DeleteBindingRequest(id=everywhere.id), key="root")
+    assert deleted.id == everywhere.id and await auth_api.store.list_bindings(None) == []
+    error = await _refused(auth_api.grpc("DeleteBinding", pb.DeleteBindingRequest(id="b_nothing"), key="root"))
+    assert error.code() == grpc.StatusCode.NOT_FOUND
+
+    # The header says support: a role or binding naming another project is refused, not moved.
+    error = await _refused(auth_api.grpc("CreateRole", pb.CreateRoleRequest(role=pb.Role(
+        name="r", project="checkout", permissions=["runs.read"])), key="root"))
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert error.details() == ("role.project: 'checkout' differs from the call's project 'support'; give one of "
+                               "them, or the same in both")
+    error = await _refused(auth_api.grpc("CreateBinding", pb.CreateBindingRequest(binding=pb.Binding(
+        project="checkout", role="viewer", subject="user:corp/bo")), key="root"))
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT

@@ -235,8 +235,8 @@ class AuthHandlers:
 
     async def create_binding(self, request: pb.CreateBindingRequest, ctx: CallContext) -> pb.Binding:
         given = request.binding
-        project = given.project if given.project == ANY_PROJECT else ctx.resolve_project(request.project,
-                                                                                          given.project)
+        project = given.project if given.project == ANY_PROJECT else _project_of(ctx, request.project,
+                                                                                   given.project, "binding")
         binding = StoredBinding(new_binding_id(), project, check_length(given.role, "binding.role", 64),
                                 check_length(given.subject, "binding.subject", MAX_SUBJECT_CHARS),
                                 self._clock(), _creator(ctx))
@@ -256,13 +256,10 @@ class AuthHandlers:
         binding_id = check_length(request.id, "id", 64)
         project = ctx.resolve_project(request.project)
         deleted = await self._store.delete_binding(project, binding_id)
-        if deleted is None and ANY_PROJECT in binding_id:
-            raise NotFoundError(f"binding {binding_id!r} not found")
-        if deleted is None:
-            every = [b for b in await self._store.list_bindings(None) if b.id == binding_id]
-            if every and every[0].project == ANY_PROJECT:
-                self._require_owner(ctx, "delete a binding in every project (*)")
-                deleted = await self._store.delete_binding(ANY_PROJECT, binding_id)
+        if deleted is None and any(b.id == binding_id for b in await self._store.list_bindings(ANY_PROJECT)):
+            # Not the project's: a binding in every project, which only an owner may remove.
+            self._require_owner(ctx, "delete a binding in every project (*)")
+            deleted = await self._store.delete_binding(ANY_PROJECT, binding_id)
         if deleted is None:
             raise NotFoundError(f"binding {binding_id!r} not found in project {project!r}")
         await self._changed(ctx, deleted.project, f"binding {binding_id}", deleted.definition(), None)
@@ -374,7 +371,7 @@ class AuthHandlers:
         return readable
 
     def _role_from(self, given: pb.Role, project_field: str, install_wide: bool, ctx: CallContext) -> StoredRole:
-        project = INSTALL if install_wide else ctx.resolve_project(project_field, given.project)
+        project = INSTALL if install_wide else _project_of(ctx, project_field, given.project, "role")
         now = self._clock()
         return StoredRole(
             project=project,
@@ -443,6 +440,16 @@ class AuthHandlers:
             resource=resource, request_id=ctx.request_id, method=ctx.method.lstrip("/"),
             source=ctx.source, old_value=old, new_value=new,
         ))
+
+
+def _project_of(ctx: CallContext, field: str, inner: str, what: str) -> str:
+    """The call's project (header, else ``project``, else ``<what>.project``); an inner project naming another one
+    is refused rather than ignored, as a request field differing from the header is."""
+    project = ctx.resolve_project(field, inner)
+    if inner and inner != project:
+        raise BadInputError(f"{what}.project: {inner!r} differs from the call's project {project!r}; give one of "
+                            "them, or the same in both")
+    return project
 
 
 def _creator(ctx: CallContext) -> str:
