@@ -264,3 +264,49 @@ async def test_bindings_in_every_project_are_the_owners_and_inner_projects_must_
     error = await _refused(auth_api.grpc("CreateBinding", pb.CreateBindingRequest(binding=pb.Binding(
         project="checkout", role="viewer", subject="user:corp/bo")), key="root"))
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+async def test_every_rpc_answers_on_both_transports(auth_api: AuthApi) -> None:
+    from evalsi.api.table import AUTH_SERVICE
+
+    # (RPC, gRPC request, HTTP verb and path, HTTP body): run in this order as the owner, once per transport,
+    # with names that differ per transport.
+    def calls(n: str) -> list[tuple[str, Any, str, str, dict[str, Any] | None]]:
+        return [
+            ("WhoAmI", pb.WhoAmIRequest(), "GET", "/v1alpha1/auth/whoami", None),
+            ("ListProjects", pb.ListProjectsRequest(), "GET", "/v1alpha1/auth/projects", None),
+            ("CreateProject", pb.CreateProjectRequest(name=f"p{n}"), "POST", "/v1alpha1/auth/projects",
+             {"name": f"p{n}"}),
+            ("ListPermissions", pb.ListPermissionsRequest(), "GET", "/v1alpha1/auth/permissions", None),
+            ("ListRoles", pb.ListRolesRequest(), "GET", "/v1alpha1/auth/roles", None),
+            ("CreateRole", pb.CreateRoleRequest(role=pb.Role(name=f"r{n}", permissions=["runs.read"])), "POST",
+             "/v1alpha1/auth/roles", {"name": f"r{n}", "permissions": ["runs.read"]}),
+            ("UpdateRole", pb.UpdateRoleRequest(role=pb.Role(name=f"r{n}", permissions=["runs.*"])), "PUT",
+             f"/v1alpha1/auth/roles/r{n}", {"name": f"r{n}", "permissions": ["runs.*"]}),
+            ("ListBindings", pb.ListBindingsRequest(), "GET", "/v1alpha1/auth/bindings", None),
+            ("CreateBinding", pb.CreateBindingRequest(binding=pb.Binding(role=f"r{n}", subject="user:corp/x")),
+             "POST", "/v1alpha1/auth/bindings", {"role": f"r{n}", "subject": "user:corp/x"}),
+            ("DeleteBinding", None, "DELETE", "/v1alpha1/auth/bindings/{id}", None),
+            ("DeleteRole", pb.DeleteRoleRequest(name=f"r{n}"), "DELETE", f"/v1alpha1/auth/roles/r{n}", None),
+            ("CreateApiKey", pb.CreateApiKeyRequest(name=f"k{n}", roles=["viewer"]), "POST", "/v1alpha1/auth/keys",
+             {"name": f"k{n}", "roles": ["viewer"]}),
+            ("ListApiKeys", pb.ListApiKeysRequest(), "GET", "/v1alpha1/auth/keys", None),
+            ("RevokeApiKey", pb.RevokeApiKeyRequest(name=f"k{n}"), "POST", f"/v1alpha1/auth/keys/k{n}:revoke", {}),
+            ("ListAuditEvents", pb.ListAuditEventsRequest(), "GET", "/v1alpha1/auth/audit", None),
+        ]
+
+    binding_id = ""
+    for rpc, request, *_ in calls("g"):
+        if rpc == "DeleteBinding":
+            request = pb.DeleteBindingRequest(id=binding_id)
+        answer = await auth_api.grpc(rpc, request, key="root")
+        binding_id = answer.id if rpc == "CreateBinding" else binding_id
+    for rpc, _, verb, path, body in calls("h"):
+        status, answer = await auth_api.http(verb, path.replace("{id}", binding_id), body, key="root")
+        assert status == 200, (rpc, answer)
+        binding_id = answer["id"] if rpc == "CreateBinding" else binding_id
+    assert {rpc for rpc, *_ in calls("x")} == {method.name for method in AUTH_SERVICE.methods}
+    # Each transport's changes are in the log, once each: in support a role x3, a binding x2 and a key x2; the
+    # project's creation under the new project's name.
+    changes = [e for e in await _audit(auth_api, project="support") if e.decision == "allow"]
+    assert len(changes) == 2 * 7 and len(await _audit(auth_api, principal="apikey/root")) == 2 * 8
