@@ -44,6 +44,7 @@ from evalsi.api import (
     build_table,
     load_run_dataset,
 )
+from evalsi.bus.credentials import NatsCredentials
 from evalsi.bus.shared_broker import SharedConnectionBroker, faststream_log
 from evalsi.bus.v1alpha1.bus_pb2 import CONTROL_ACTION_CREATED, RunControl, TraceCompleted
 from evalsi.connections import Connections
@@ -62,9 +63,11 @@ from evalsi.service.settings import (
     LOGGING,
     METADATA_URL,
     NATS,
+    NATS_CREDENTIALS,
     OBJECTS_URL,
     TRACES_URL,
     Option,
+    nats_credentials,
     option,
     parse,
 )
@@ -88,6 +91,7 @@ class Settings:
     server: ServerConfig = field(default_factory=ServerConfig)
     limits: HandlerLimits = field(default_factory=HandlerLimits)
     nats_url: str = "nats://127.0.0.1:4222"
+    nats_credentials: str = ""  # a file of the api's NATS user (--nats-credentials)
     metadata_url: str = "sqlite:///.evalsi/state/evalsi.db"
     objects_url: str = ".evalsi/state/objects"
     datasets_dir: Path = Path(".")
@@ -131,6 +135,7 @@ OPTIONS = (
     Option("--http-port", int, 8080, "HTTP/JSON port (0 picks a free one)", config="api.http_port"),
     Option("--grpc-port", int, 8081, "gRPC port (0 picks a free one)", config="api.grpc_port"),
     NATS,
+    NATS_CREDENTIALS,
     METADATA_URL,
     OBJECTS_URL,
     DATASETS_DIR,
@@ -164,6 +169,7 @@ def parse_settings(argv: Sequence[str] | None = None, environ: Mapping[str, str]
         ),
         limits=HandlerLimits(max_sync_records=args.max_sync_records),
         nats_url=args.nats,
+        nats_credentials=args.nats_credentials,
         metadata_url=args.metadata_url,
         objects_url=args.objects_url,
         datasets_dir=Path(args.datasets_dir).expanduser().resolve(),
@@ -196,8 +202,10 @@ class BusLink:
         registry: Registry,
         evaluate_timeout_s: float,
         objects: bus.ObjectStore | None = None,
+        credentials: NatsCredentials | None = None,
     ) -> None:
         self._url = url
+        self._credentials = credentials
         # Carries an Evaluate request (or its answer) over the bus's payload limit, as tasks travel.
         self._objects = objects
         self._readiness = readiness
@@ -217,7 +225,7 @@ class BusLink:
             else:
                 self._readiness.set_not_ready("nats", state.reason)
 
-        connection = await bus.connect(self._url, name="evalsi-api", on_state=on_state)
+        connection = await bus.connect(self._url, name="evalsi-api", on_state=on_state, credentials=self._credentials)
         try:
             await bus.ensure_streams(connection.js)
         except InfraError as exc:  # the schedulers may own stream limits; publishing still says what fails
@@ -347,6 +355,7 @@ async def assemble(settings: Settings, life: Lifecycle) -> None:
         registry=registry,
         evaluate_timeout_s=settings.evaluate_timeout_s,
         objects=objects,
+        credentials=nats_credentials(settings.nats_credentials),
     )
     life.on_stop("nats", link.close)
     metrics = ApiMetrics()  # the listeners' and the audit log's, on one /metrics

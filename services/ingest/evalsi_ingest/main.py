@@ -56,7 +56,17 @@ from evalsi.projects import DEFAULT_PROJECT, check_project
 from evalsi.service.kit import STOP_DEADLINE_S, freeze_imports, serve_health
 from evalsi.service.lifecycle import Lifecycle
 from evalsi.service.logging import configure_logging
-from evalsi.service.settings import LOGGING, METRICS_PORT, NATS, TRACES_URL, Option, option, parse
+from evalsi.service.settings import (
+    LOGGING,
+    METRICS_PORT,
+    NATS,
+    NATS_CREDENTIALS,
+    TRACES_URL,
+    Option,
+    nats_credentials,
+    option,
+    parse,
+)
 from evalsi.service.settings import build_parser as build_settings_parser
 from evalsi.stores.traces import open_trace_store
 from evalsi.yaml_files import read_yaml_file
@@ -77,6 +87,7 @@ class Settings:
     log_format: str = "json"
     redact: str = ""  # a rules file (YAML or JSON); empty: no redaction
     nats: str = ""  # empty: standalone, completed traces are not published
+    nats_credentials: str = ""  # a file of this service's NATS user (--nats-credentials)
     replica: int = 0
     replicas: int = 1
     metrics_port: int = 0  # /healthz, /readyz, /metrics; with --processes N, process i serves on port + i
@@ -128,6 +139,7 @@ OPTIONS = (
     Option("--redact", default="", metavar="FILE",
            help="per-project redaction rules, YAML or JSON; applied before anything is stored"),
     option(NATS, default="", help="NATS server: publish completed traces for the policies; empty: standalone"),
+    NATS_CREDENTIALS,
     Option("--replica", int, 0, "this replica's index, 0 to --replicas - 1"),
     Option("--replicas", int, 1, "how many ingest replicas share the traces, by trace id"),
     Option("--processes", int, 1, "receiver processes sharing the ports, a core each"),
@@ -157,6 +169,7 @@ def settings_from_args(argv: Sequence[str] | None = None, environ: Mapping[str, 
         log_format=args.log_format,
         redact=args.redact,
         nats=args.nats,
+        nats_credentials=args.nats_credentials,
         replica=args.replica,
         replicas=args.replicas,
         metrics_port=args.metrics_port,
@@ -197,7 +210,8 @@ async def assemble(settings: Settings, member: ProcessMember | None, life: Lifec
     partitioning = member.partitioning if member is not None else Partitioning(settings.replica, settings.replicas)
     publisher = None
     if settings.nats:
-        bus = await life.enter("nats", connect(settings.nats, name=f"evalsi-ingest-{settings.replica}"),
+        bus = await life.enter("nats", connect(settings.nats, name=f"evalsi-ingest-{settings.replica}",
+                                              credentials=nats_credentials(settings.nats_credentials)),
                                BusConnection.close, ready=bus_ready)
         await ensure_streams(bus.js)
         publisher = BusCompletionPublisher(bus.js)

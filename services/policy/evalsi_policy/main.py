@@ -51,7 +51,18 @@ from evalsi.policy.stages import bus_stage_evaluator
 from evalsi.service.kit import parse_flags, run_service, serve_health
 from evalsi.service.lifecycle import Lifecycle
 from evalsi.service.logging import ids
-from evalsi.service.settings import LOGGING, METADATA_URL, METRICS_PORT, NATS, OBJECTS_URL, TRACES_URL, Option, option
+from evalsi.service.settings import (
+    LOGGING,
+    METADATA_URL,
+    METRICS_PORT,
+    NATS,
+    NATS_CREDENTIALS,
+    OBJECTS_URL,
+    TRACES_URL,
+    Option,
+    nats_credentials,
+    option,
+)
 from evalsi.service.settings import build_parser as build_settings_parser
 from evalsi.stores import open_metadata_store, open_object_store
 from evalsi.stores.traces import open_trace_store
@@ -62,6 +73,7 @@ log = logging.getLogger("evalsi.policy")
 
 OPTIONS = (
     NATS,
+    NATS_CREDENTIALS,
     TRACES_URL,
     option(METADATA_URL, default="", help="metadata store holding policies applied with MonitorService; empty: "
            "only --policy files"),
@@ -161,7 +173,9 @@ async def assemble(args: argparse.Namespace, life: Lifecycle) -> None:
     if args.metadata_url:
         metadata = await life.enter("metadata store", open_metadata_store(args.metadata_url), lambda m: m.close())
     objects = await life.enter("object store", open_object_store(args.objects_url), lambda o: o.close())
-    bus = await life.enter("nats", connect(args.nats, name="evalsi-policy"), BusConnection.close,
+    bus = await life.enter("nats", connect(args.nats, name="evalsi-policy",
+                                           credentials=nats_credentials(args.nats_credentials)),
+                           BusConnection.close,
                            ready=lambda: (bus.readiness.ready, bus.readiness.reason))
     await ensure_streams(bus.js)
     observers: list[ScoreObserver] = [PrometheusScores(REGISTRY)]

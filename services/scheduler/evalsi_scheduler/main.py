@@ -62,7 +62,16 @@ from evalsi.runs.tasks import run_traceparent
 from evalsi.service.kit import parse_flags, run_service, serve_health
 from evalsi.service.lifecycle import Lifecycle
 from evalsi.service.logging import ids
-from evalsi.service.settings import LOGGING, METADATA_URL, METRICS_PORT, NATS, OBJECTS_URL, Option
+from evalsi.service.settings import (
+    LOGGING,
+    METADATA_URL,
+    METRICS_PORT,
+    NATS,
+    NATS_CREDENTIALS,
+    OBJECTS_URL,
+    Option,
+    nats_credentials,
+)
 from evalsi.service.settings import build_parser as build_settings_parser
 from evalsi.stores import open_metadata_store, open_object_store
 from evalsi.v1alpha1.run_service_pb2 import RunEvent
@@ -85,6 +94,7 @@ def _name() -> str:
 
 OPTIONS = (
     NATS,
+    NATS_CREDENTIALS,
     METADATA_URL,
     OBJECTS_URL,
     Option("--lease-ttl", float, 15.0, "seconds a run's lease lasts without renewal; another replica adopts the "
@@ -150,7 +160,8 @@ async def run_periodically(every_s: float, job: Callable[[], Awaitable[None]], s
 async def assemble(args: argparse.Namespace, life: Lifecycle) -> None:
     """The scheduler's parts in start order; the lifecycle stops them in reverse (consumers before the stores)."""
     await serve_health(life, args.metrics_port)
-    bus = await life.enter("nats", connect(args.nats, name=f"evalsi-scheduler-{args.name}"), BusConnection.close,
+    bus = await life.enter("nats", connect(args.nats, name=f"evalsi-scheduler-{args.name}",
+                                   credentials=nats_credentials(args.nats_credentials)), BusConnection.close,
                            ready=lambda: (bus.readiness.ready, bus.readiness.reason))
     await ensure_streams(bus.js)
     await ensure_scheduler_consumers(bus.js)

@@ -44,7 +44,17 @@ from evalsi.runs.result_columns import move_results_to_columns
 from evalsi.service.kit import parse_flags, run_service, serve_health
 from evalsi.service.lifecycle import Lifecycle
 from evalsi.service.logging import ids
-from evalsi.service.settings import LOGGING, METADATA_URL, METRICS_PORT, NATS, OBJECTS_URL, Option, option
+from evalsi.service.settings import (
+    LOGGING,
+    METADATA_URL,
+    METRICS_PORT,
+    NATS,
+    NATS_CREDENTIALS,
+    OBJECTS_URL,
+    Option,
+    nats_credentials,
+    option,
+)
 from evalsi.service.settings import build_parser as build_settings_parser
 from evalsi.stores import open_object_store
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResponse
@@ -69,6 +79,7 @@ OPTIONS = (
     Option("--pool", default="cpu", help="the pool whose tasks and Evaluate requests this worker takes",
            choices=subjects.POOLS),
     NATS,
+    NATS_CREDENTIALS,
     option(OBJECTS_URL, default="", help="object store for payloads passed by reference (a directory or s3:// URL)"),
     option(METADATA_URL, default="", help="accepted for symmetry with the other services; workers keep no metadata"),
     Option("--concurrency", int, 16, "concurrent target and judge calls within a task"),
@@ -95,7 +106,8 @@ async def assemble(args: argparse.Namespace, life: Lifecycle) -> None:
     (finishing what is in flight, returning the rest), then the judges, the stores and the bus."""
     connections = Connections.from_environ()  # a bad file stops the worker before it takes any work
     await serve_health(life, args.metrics_port)
-    bus = await life.enter("nats", connect(args.nats, name=f"evalsi-worker-{args.pool}-{args.name}"),
+    bus = await life.enter("nats", connect(args.nats, name=f"evalsi-worker-{args.pool}-{args.name}",
+                                   credentials=nats_credentials(args.nats_credentials)),
                            BusConnection.close, ready=lambda: (bus.readiness.ready, bus.readiness.reason))
     await ensure_streams(bus.js)
     settings = ConsumerSettings(ack_wait_s=args.ack_wait, max_deliver=args.max_deliver)

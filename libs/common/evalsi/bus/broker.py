@@ -186,6 +186,8 @@ class BusBroker:
             stream=JStream(subscription.stream, declare=False),  # ensure_streams owns the streams' limits
             durable=subscription.durable,
             pull_sub=PullSub(batch_size=subscription.concurrency, timeout=subscription.fetch_timeout_s),
+            # Deliveries to the connection's own inbox, the one its bus permissions let it read (bus/permissions.py).
+            inbox_prefix=f"{self._bus.inbox_prefix if self._bus is not None else '_INBOX'}.".encode(),
             title=subscription.title,
             description=f"{subscription.description} (stream {subscription.stream}, durable "
             f"{subscription.durable}; payload {subscription.message_name})",

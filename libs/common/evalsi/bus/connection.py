@@ -20,6 +20,7 @@ import nats.errors
 from nats.aio.client import Client as NATS
 from nats.js.client import JetStreamContext
 
+from evalsi.bus.credentials import NatsCredentials, inbox_prefix
 from evalsi.errors import InfraError
 from evalsi.masking import mask_url
 
@@ -58,6 +59,8 @@ class BusConnection:
     nc: NATS
     js: JetStreamContext
     readiness: Readiness
+    # Where this connection's replies arrive (pull deliveries included): its identity's own inbox when it has one.
+    inbox_prefix: str = "_INBOX"
 
     async def close(self) -> None:
         """Drain (flush subscriptions and pending publishes), then close."""
@@ -104,10 +107,16 @@ async def connect(
     connect_timeout_s: float = 2.0,
     reconnect_wait_s: float = 0.5,
     ping_interval_s: int = 20,
+    credentials: NatsCredentials | None = None,
 ) -> BusConnection:
     """Connect to ``url`` (one or several servers), retrying with capped exponential backoff until it works,
-    or raising ``InfraError`` after ``give_up_after_s``. Afterwards reconnects are unlimited."""
+    or raising ``InfraError`` after ``give_up_after_s``. Afterwards reconnects are unlimited.
+
+    ``credentials`` authenticate the connection (``evalsi.bus.credentials``); with a user, its replies come back
+    on ``_INBOX.<user>`` (``evalsi.bus.credentials.inbox_prefix``), the only inbox its permissions let it read."""
     servers = [url] if isinstance(url, str) else list(url)
+    inbox = inbox_prefix(credentials.user) if credentials is not None and credentials.user else "_INBOX"
+    authentication = credentials.connect_options() if credentials is not None else {}
     state = readiness or Readiness()
 
     def report(ready: bool, reason: str) -> None:
@@ -151,6 +160,8 @@ async def connect(
                         reconnected_cb=reconnected,
                         closed_cb=closed,
                         error_cb=error,
+                        inbox_prefix=inbox,
+                        **authentication,
                     ),
                     timeout=connect_timeout_s * 2,
                 )
@@ -159,7 +170,7 @@ async def connect(
                     await nc.close()
                 raise
             report(True, "connected")
-            return BusConnection(nc=nc, js=nc.jetstream(), readiness=state)
+            return BusConnection(nc=nc, js=nc.jetstream(), readiness=state, inbox_prefix=inbox)
         except (OSError, TimeoutError, nats.errors.Error) as e:
             # The reason is served by /readyz and logged: the servers' credentials are masked.
             where = ", ".join(mask_url(server) for server in servers)

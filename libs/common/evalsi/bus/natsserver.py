@@ -2,11 +2,17 @@
 
 ``evalsi serve`` and the tests both use it: free loopback ports are picked when none are given, readiness is
 the monitor's ``/healthz?js-enabled-only=true``, and a store directory it created itself is removed on stop.
+
+With ``authorization`` (the block ``evalsi.bus.permissions.authorization`` builds: users, their passwords and
+subject permissions) the server admits only those users: the block goes into a 0600 configuration file in the
+server's own 0700 directory, never on its command line, where every user of the machine could read it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 import shutil
 import subprocess
 import sys
@@ -14,9 +20,10 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from evalsi import child_processes
 from evalsi.ports import free_port
@@ -59,6 +66,7 @@ class NatsServer:
         startup_timeout_s: float = 10.0,
         stop_grace_s: float = 5.0,
         die_with_parent: bool = False,
+        authorization: Mapping[str, Any] | None = None,
     ) -> None:
         self.host = host
         self._want_port = port
@@ -72,6 +80,7 @@ class NatsServer:
         self._stop_grace_s = stop_grace_s
         # `evalsi serve`: the server is killed when the process (thread) that started it dies, even by SIGKILL.
         self._die_with_parent = die_with_parent
+        self._authorization = dict(authorization) if authorization else None
         self._given_store_dir = store_dir
         self._work_dir: Path | None = None  # ours: holds the log, and the store when none was given
         self._store_dir: Path | None = Path(store_dir) if store_dir else None
@@ -140,9 +149,20 @@ class NatsServer:
                     raise
         return self  # unreachable: the loop returns or raises
 
+    def _write_config(self) -> list[str]:
+        """The ``-c`` arguments of a server with authorization (its configuration written, 0600); none without."""
+        if self._authorization is None or self._work_dir is None:
+            return []
+        path = self._work_dir / "nats.conf"
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as out:
+            json.dump({"authorization": self._authorization}, out)  # nats-server reads JSON as its own format
+        return ["-c", str(path)]
+
     def _spawn(self, binary: str) -> None:
         args = [
             binary,
+            *self._write_config(),
             "-js",
             "-a", self.host,
             "-p", str(self.port),

@@ -1,6 +1,7 @@
 """``evalsi.yaml``: one file configures the standalone server and every service; secrets stay in the environment.
 
-    nats: {url: ""}                          # empty: `evalsi serve` starts the bundled nats-server
+    nats: {url: ""}                          # empty: `evalsi serve` starts the bundled nats-server (credentials made)
+    nats: {url: nats://host:4222, credentials_file: /run/secrets/nats}   # external: user:password or .creds file
     metadata: {url: sqlite:///.evalsi/state/evalsi.db}   # or postgresql://user@host:5432/evalsi
     objects: {url: .evalsi/state/objects}    # or s3://bucket/prefix?endpoint=http://host:9000
     traces: {url: ""}                        # empty: <state>/traces.db; or clickhouse://host:9000/database
@@ -76,6 +77,8 @@ class WorkerConfig:
 @dataclass(frozen=True)
 class Config:
     nats_url: str = ""
+    # The credentials services present to an external NATS (nats.url): a user:password or .creds file, by path.
+    nats_credentials_file: str = ""
     metadata_url: str = DEFAULT_METADATA_URL
     objects_url: str = DEFAULT_OBJECTS_URL
     traces_url: str = ""  # the trace and online-score store; empty: SQLite in `evalsi serve`'s state directory
@@ -114,7 +117,8 @@ class Config:
         if not isinstance(workers, list) or not workers:
             raise BadInputError(f"{where}: workers: a non-empty list of {{pool, replicas, concurrency}}")
         config = cls(
-            nats_url=_url(document, "nats", where, ""),
+            nats_url=_url(document, "nats", where, "", extra=("credentials_file",)),
+            nats_credentials_file=_string(document, "nats", "credentials_file", where),
             metadata_url=_url(document, "metadata", where, cls.metadata_url),
             objects_url=_url(document, "objects", where, cls.objects_url),
             traces_url=_url(document, "traces", where, ""),
@@ -166,16 +170,25 @@ def _known(document: Mapping[str, Any], keys: tuple[str, ...], where: str) -> No
             raise BadInputError(f"{where}: {key}: unknown key{hint}")
 
 
-def _url(document: Mapping[str, Any], key: str, where: str, default: str) -> str:
+def _url(document: Mapping[str, Any], key: str, where: str, default: str, extra: tuple[str, ...] = ()) -> str:
     section = document.get(key, {})
     if section is None:
         return default
     if not isinstance(section, Mapping):
         raise BadInputError(f"{where}: {key}: expected a mapping like {{url: ...}}")
-    _known(section, ("url",), f"{where}: {key}")
+    _known(section, ("url", *extra), f"{where}: {key}")
     value = section.get("url", default)
     if not isinstance(value, str):
         raise BadInputError(f"{where}: {key}.url: must be a string")
+    return value
+
+
+def _string(document: Mapping[str, Any], section: str, key: str, where: str) -> str:
+    """``section.key`` as a string ("" when absent); the section itself is checked by ``_url``."""
+    values = document.get(section) or {}
+    value = values.get(key, "") if isinstance(values, Mapping) else ""
+    if not isinstance(value, str):
+        raise BadInputError(f"{where}: {section}.{key}: must be a string (a file path), got {value!r}")
     return value
 
 

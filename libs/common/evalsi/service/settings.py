@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from evalsi.bus.credentials import NatsCredentials, read_credentials
 from evalsi.errors import BadInputError
 from evalsi.service.config import Config
 from evalsi.service.defaults import DEFAULT_METADATA_URL, DEFAULT_OBJECTS_URL
@@ -54,6 +55,10 @@ class Option:
 # The keys every service reads unprefixed; a service takes the ones it uses, with its own default or help.
 NATS = Option("--nats", default="nats://127.0.0.1:4222", help="NATS server URL", key="nats_url", shared=True,
               config="nats.url", metavar="URL")
+# A file, by path: the password never on a command line nor in a URL (which logs and `ps` show).
+NATS_CREDENTIALS = Option("--nats-credentials", default="", help="this service's NATS credentials: a file holding "
+                          "user:password or a NATS .creds file (evalsi serve makes one per service)",
+                          key="nats_credentials", shared=True, config="nats.credentials_file", metavar="FILE")
 METADATA_URL = Option("--metadata-url", default=DEFAULT_METADATA_URL, help="metadata store URL",
                       shared=True, config="metadata.url", metavar="URL")
 OBJECTS_URL = Option("--objects-url", default=DEFAULT_OBJECTS_URL, help="object store: a directory or s3:// URL",
@@ -70,6 +75,12 @@ LOG_FORMAT = Option("--log-format", default="json", help="json: one object per l
                     shared=True, choices=FORMATS)
 METRICS_PORT = Option("--metrics-port", kind=int, default=0, help="port for /healthz, /readyz and /metrics (0: none)")
 LOGGING = (LOG_LEVEL, LOG_FORMAT)
+
+
+def nats_credentials(path: str) -> NatsCredentials | None:
+    """The credentials in the file ``--nats-credentials`` names (None when it names none); a BadInputError naming
+    the flag when the file is unusable, before the service connects."""
+    return read_credentials(path, f"{NATS_CREDENTIALS.flag} (${NATS_CREDENTIALS.variable('')})") if path else None
 
 
 def option(base: Option, **changes: Any) -> Option:

@@ -6,6 +6,8 @@ stops everything cleanly on Ctrl-C or SIGTERM.
 
 - Store and bus URLs, which may carry passwords, reach the services as ``EVALSI_*`` environment variables,
   never on their command lines (which every user of the machine reads with ``ps``); the console masks them.
+- The bundled nats-server admits only the services, each as its own user (``evalsi.service.bus_users``); with
+  an external NATS, ``nats.credentials_file`` is handed on.
 - Every port is checked before anything starts; a taken one is a usage error naming it and its service.
 - No child outlives the supervisor: each gets SIGKILL from the kernel when it dies, even by SIGKILL
   (``PR_SET_PDEATHSIG``), and each runs in its own process group, stopped as a whole.
@@ -42,8 +44,10 @@ from evalsi.errors import BadInputError, EvalsiError
 from evalsi.gate.exposure import NO_AUTH_ENV
 from evalsi.masking import mask_url
 from evalsi.ports import free_port
+from evalsi.service.bus_users import BundledBusUsers
 from evalsi.service.config import Config
 from evalsi.service.forked import ForkedProcess, fork_service, preload, service_imports
+from evalsi.service.settings import NATS_CREDENTIALS
 
 RESTART_BACKOFF_S = (0.5, 1.0, 2.0, 5.0, 10.0)
 MAX_RESTARTS = 5
@@ -70,6 +74,8 @@ class Child:
     log_path: Path
     # What it listens on, checked before anything starts: (port, what it is and where it is configured).
     ports: tuple[tuple[int, str], ...] = ()
+    # Its NATS user on the bundled nats-server (evalsi.bus.permissions): "" for a child that uses no bus.
+    bus_identity: str = ""
     # Forked from the supervisor (argv is then `python -m <module> [flags]`, whose main runs in the fork) rather
     # than exec'd: the imports the supervisor preloaded are not paid again (evalsi.service.forked).
     fork: bool = False
@@ -160,8 +166,12 @@ def plan_children(config: Config, nats_url: str, state_dir: Path) -> list[Child]
     # of references, so no credential is on a command line or in the state directory.
     base[CONNECTIONS_ENV] = str(config.connections.write(state_dir / "connections.json"))
     access = _access_environment(config, state_dir)
+    # An external NATS's credentials, by reference; the bundled one's are each service's own (Supervisor.start).
+    bus = {"EVALSI_NATS_URL": nats_url}
+    if config.nats_url and config.nats_credentials_file:
+        bus[NATS_CREDENTIALS.variable("")] = str(Path(config.nats_credentials_file).resolve())
     stores = {
-        "EVALSI_NATS_URL": nats_url,
+        **bus,
         "EVALSI_METADATA_URL": _resolve_url(config.metadata_url),
         "EVALSI_OBJECTS_URL": _resolve_url(config.objects_url),
     }
@@ -194,6 +204,7 @@ def plan_children(config: Config, nats_url: str, state_dir: Path) -> list[Child]
                 (api.http_port, "the api's HTTP port (api.http_port, --http-port)"),
                 (api.grpc_port, "the api's gRPC port (api.grpc_port, --grpc-port)"),
             ),
+            bus_identity="api",
         ),
     ]
     flags, port = metrics("ingest")
@@ -213,13 +224,14 @@ def plan_children(config: Config, nats_url: str, state_dir: Path) -> list[Child]
                 *flags,
             ],
             # evalsi-ingest publishes completions only when given a bus (EVALSI_NATS_URL, shared by every service).
-            {**base, "EVALSI_NATS_URL": nats_url, "EVALSI_TRACES_URL": traces_url, **access},
+            {**base, **bus, "EVALSI_TRACES_URL": traces_url, **access},
             logs / "ingest.log",
             ports=(
                 (ingest.http_port, "OTLP/HTTP of evalsi-ingest (ingest.http_port)"),
                 (ingest.grpc_port, "OTLP/gRPC of evalsi-ingest (ingest.grpc_port)"),
                 port,
             ),
+            bus_identity="ingest",
         )
     )
     flags, port = metrics("policy")
@@ -230,6 +242,7 @@ def plan_children(config: Config, nats_url: str, state_dir: Path) -> list[Child]
             {**base, **stores, "EVALSI_TRACES_URL": traces_url},
             logs / "policy.log",
             ports=(port,),
+            bus_identity="policy",
         )
     )
     for i in range(config.scheduler.replicas):
@@ -242,6 +255,7 @@ def plan_children(config: Config, nats_url: str, state_dir: Path) -> list[Child]
                 {**base, **stores},
                 logs / f"{name}.log",
                 ports=(port,),
+                bus_identity="scheduler",
             )
         )
     for worker in config.workers:
@@ -256,7 +270,8 @@ def plan_children(config: Config, nats_url: str, state_dir: Path) -> list[Child]
                 str(worker.concurrency),
                 *flags,
             ]
-            children.append(Child(name, argv, {**base, **stores}, logs / f"{name}.log", ports=(port,)))
+            children.append(Child(name, argv, {**base, **stores}, logs / f"{name}.log", ports=(port,),
+                                  bus_identity=f"worker-{worker.pool}"))
     return children
 
 
@@ -377,6 +392,7 @@ class Supervisor:
     echo: Callable[[str], None] = print
     children: list[Child] = field(default_factory=list)
     nats: NatsServer | None = None
+    bus_users: BundledBusUsers | None = None  # the bundled nats-server's, made at start
     # Tests turn restarts off to watch another replica take over from a killed one.
     restart: bool = True
     max_restarts: int = MAX_RESTARTS
@@ -405,12 +421,18 @@ class Supervisor:
             self.echo(f"warning    {warning}")
         nats_url = self.config.nats_url
         if not nats_url:
+            # Fresh at every start: a user per service, admitted by nats-server and by nothing else.
+            self.bus_users = BundledBusUsers.fresh([w.pool for w in self.config.workers],
+                                                   self.state_dir / "nats-credentials")
             # Its ports are chosen now, so the children's plan can name it before it runs.
-            self.nats = NatsServer(store_dir=str((self.state_dir / "nats").resolve()), die_with_parent=True)
+            self.nats = NatsServer(store_dir=str((self.state_dir / "nats").resolve()), die_with_parent=True,
+                                   authorization=self.bus_users.authorization())
             nats_url = self.nats.url
         children = self.plan(self.config, nats_url, self.state_dir)
         check_ports(children, self.config.api.host)
         self.state_dir.mkdir(parents=True, exist_ok=True)
+        if self.bus_users is not None:
+            self.bus_users.hand_out(children)
         (self.state_dir / "logs").mkdir(exist_ok=True)
         database = _resolve_url(self.config.metadata_url)
         if database.startswith("sqlite:///"):
@@ -541,6 +563,8 @@ class Supervisor:
             child.stop(max(0.1, deadline - time.monotonic()))
         if self.nats is not None:
             self.nats.stop()
+        if self.bus_users is not None:
+            self.bus_users.remove()
 
     def run(self) -> None:
         """Start, supervise until SIGTERM, SIGINT or SIGHUP, then stop everything; CrashLoop ends it too.
