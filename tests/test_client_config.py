@@ -59,7 +59,8 @@ def test_values_are_checked_naming_where_they_came_from() -> None:
         resolve(server_flag=None, project_flag=None, env={"EVALSI_SERVER": "ftp://u:secret@h"}, files=[])
     with pytest.raises(BadInputError) as bad_scheme:
         resolve(server_flag="ftp://h:1", project_flag=None, env={}, files=[])
-    assert str(bad_scheme.value) == "--server: 'ftp://h:1' is not a server URL; use grpc://host:8081 or http://host:8080"
+    assert str(bad_scheme.value) == ("--server: 'ftp://h:1' is not a server URL; use grpc://host:8081 or "
+                                     "http://host:8080 (grpcs:// or https:// for TLS)")
 
 
 def test_a_client_section_is_parsed_and_refused_with_the_file_and_key() -> None:

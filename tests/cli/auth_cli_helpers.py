@@ -70,11 +70,15 @@ def access_document(issuer: LocalIssuer, root_key: str) -> dict[str, Any]:
 
 
 @contextmanager
-def auth_stack(tmp_path: Path, **issuer_options: Any) -> Iterator[AuthStack]:
+def auth_stack(tmp_path: Path, *, tls: tuple[Path, Path] | None = None, **issuer_options: Any) -> Iterator[AuthStack]:
+    """``tls``: a certificate and key file the api serves both ports with (auth.tls)."""
     with ThreadedIssuer(users=USERS, **issuer_options) as issuer:
         root_key = new_api_key()
         config = tmp_path / "evalsi.yaml"
-        config.write_text(yaml.safe_dump(access_document(issuer, root_key)))
+        document = access_document(issuer, root_key)
+        if tls is not None:
+            document["auth"]["tls"] = {"cert_file": str(tls[0]), "key_file": str(tls[1])}
+        config.write_text(yaml.safe_dump(document))
         http_port, grpc_port = free_port(), free_port()
         settings = api_main.parse_settings([
             "--config", str(config), "--http-port", str(http_port), "--grpc-port", str(grpc_port),
@@ -95,10 +99,11 @@ def auth_stack(tmp_path: Path, **issuer_options: Any) -> Iterator[AuthStack]:
         started.wait(10)
         home = tmp_path / "home"
         home.mkdir()
-        stack = AuthStack(issuer, f"http://127.0.0.1:{http_port}", f"grpc://127.0.0.1:{grpc_port}", root_key, config,
-                          home)
+        secure = "s" if tls is not None else ""
+        stack = AuthStack(issuer, f"http{secure}://127.0.0.1:{http_port}", f"grpc{secure}://127.0.0.1:{grpc_port}",
+                          root_key, config, home)
         try:
-            _wait_until_answering(stack.http)
+            _wait_until_answering(f"http://127.0.0.1:{http_port}" if tls is None else None, grpc_port)
             yield stack
         finally:
             loop.call_soon_threadsafe(stop.set)
@@ -106,7 +111,9 @@ def auth_stack(tmp_path: Path, **issuer_options: Any) -> Iterator[AuthStack]:
             loop.close()
 
 
-def _wait_until_answering(http: str) -> None:
+def _wait_until_answering(http: str | None, grpc_port: int) -> None:
+    """Until the api answers (a 401 on plain HTTP; with TLS, until its gRPC port accepts connections)."""
+    import socket
     import time
     import urllib.error
     import urllib.request
@@ -114,6 +121,9 @@ def _wait_until_answering(http: str) -> None:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
+            if http is None:
+                socket.create_connection(("127.0.0.1", grpc_port), timeout=2).close()
+                return
             urllib.request.urlopen(f"{http}/v1alpha1/auth/whoami", timeout=2)
             return
         except urllib.error.HTTPError as exc:
@@ -122,4 +132,4 @@ def _wait_until_answering(http: str) -> None:
         except OSError:
             pass
         time.sleep(0.05)
-    raise AssertionError(f"the api at {http} did not answer within 60 s")
+    raise AssertionError(f"the api (gRPC port {grpc_port}) did not answer within 60 s")

@@ -248,3 +248,33 @@ def test_python_client_takes_token_or_api_key(stack: AuthStack, home: Path, monk
     monkeypatch.delenv("EVALSI_API_KEY")
     with Client(stack.http) as client, pytest.raises(AuthenticationError, match="evalsi login --server"):
         client.auth.whoami()
+
+
+def _authority() -> object:
+    """tests/access's CA made in the test (loaded by path: that directory is not on sys.path here)."""
+    import importlib.util
+
+    location = Path(__file__).resolve().parents[1] / "access" / "certificates.py"
+    spec = importlib.util.spec_from_file_location("access_certificates", location)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.Authority.create()
+
+
+def test_grpcs_and_https_carry_the_credential_verified_against_evalsi_ca_file(tmp_path: Path) -> None:
+    authority = _authority()
+    cert_file, key_file = authority.write_server(tmp_path, "api")  # type: ignore[attr-defined]
+    ca_file = tmp_path / "ca.pem"
+    ca_file.write_bytes(authority.pem)  # type: ignore[attr-defined]
+    with auth_stack(tmp_path, tls=(cert_file, key_file)) as tls_stack:
+        tls_stack.home = tmp_path
+        trusted = tls_stack.env(EVALSI_API_KEY=tls_stack.root_key, EVALSI_CA_FILE=str(ca_file))
+        for server in (tls_stack.grpc, tls_stack.http):
+            assert server.startswith(("grpcs://", "https://"))
+            done = tls_stack.run("whoami", "--server", server, "--format", "json", env=trusted)
+            assert done.returncode == 0 and json.loads(done.stdout)["id"] == "apikey/root", done.stderr
+        untrusted = tls_stack.run("whoami", "--server", tls_stack.http,
+                                  env=tls_stack.env(EVALSI_API_KEY=tls_stack.root_key))
+        assert untrusted.returncode == 1 and "CERTIFICATE_VERIFY_FAILED" in untrusted.stderr
+        assert tls_stack.root_key not in untrusted.stderr

@@ -34,7 +34,7 @@ PROJECT_CONFIG = "evalsi.yaml"  # in the current directory; its other sections a
 USER_CONFIG = Path("evalsi") / "config.yaml"  # under $XDG_CONFIG_HOME, else ~/.config
 SECTION = "client"
 KEYS = ("server", "project")
-SERVER_SCHEMES = ("grpc", "http", "https")
+SERVER_SCHEMES = ("grpc", "grpcs", "http", "https")
 
 
 @dataclass(frozen=True)
@@ -169,5 +169,5 @@ def _checked(key: str, value: str, where: str) -> str:
     parsed = urllib.parse.urlparse(value)
     if parsed.scheme not in SERVER_SCHEMES or not parsed.netloc:
         raise BadInputError(f"{where}: {mask_url(value)!r} is not a server URL; use grpc://host:8081 or "
-                            "http://host:8080")
+                            "http://host:8080 (grpcs:// or https:// for TLS)")
     return value

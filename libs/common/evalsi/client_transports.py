@@ -1,10 +1,13 @@
 """The two transports of ``evalsi.Client``: gRPC (``grpc://host:8081``) and HTTP/JSON (``http://host:8080``),
-each deriving every call from the proto descriptors, and the server's errors as our exceptions."""
+each deriving every call from the proto descriptors, and the server's errors as our exceptions. ``grpcs://`` and
+``https://`` speak TLS to a server with ``auth.tls``, verified against the system's roots or ``EVALSI_CA_FILE``."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -32,6 +35,7 @@ if TYPE_CHECKING:
 
 UPLOAD_CHUNK_BYTES = 1 << 20
 AUTHORIZATION = "authorization"
+CA_FILE_ENV = "EVALSI_CA_FILE"  # a PEM bundle that verifies the server's certificate (a private CA)
 
 
 class NotFoundError(BadInputError):
@@ -65,12 +69,17 @@ SERVICES = {
 
 class GrpcTransport:
     def __init__(self, target: str, project: str | None, timeout: float,
-                 credentials: CredentialSource | None = None) -> None:
+                 credentials: CredentialSource | None = None, *, tls: bool = False, ca_file: str = "") -> None:
         import grpc
 
         self._grpc = grpc
         self._target = target
-        self._channel = grpc.insecure_channel(target)
+        self._scheme = "grpcs" if tls else "grpc"
+        if tls:
+            roots = _read_ca(ca_file) if ca_file else None  # None: the system's roots
+            self._channel = grpc.secure_channel(target, grpc.ssl_channel_credentials(root_certificates=roots))
+        else:
+            self._channel = grpc.insecure_channel(target)
         self._project_metadata = ((PROJECT_HEADER, project),) if project else ()
         self._credentials = credentials
         self._timeout = timeout
@@ -84,7 +93,7 @@ class GrpcTransport:
 
     def _error(self, exc: Any) -> Exception:
         if exc.code() == self._grpc.StatusCode.UNAUTHENTICATED:
-            return _unauthenticated(exc.details(), self._credentials, f"grpc://{self._target}")
+            return _unauthenticated(exc.details(), self._credentials, f"{self._scheme}://{self._target}")
         return _grpc_error(exc)
 
     def _method(self, service: str, method: str, response_type: type[Message], streaming: bool) -> Any:
@@ -144,8 +153,9 @@ def _grpc_error(exc: Any) -> Exception:
 
 class HttpTransport:
     def __init__(self, base: str, project: str | None, timeout: float,
-                 credentials: CredentialSource | None = None) -> None:
+                 credentials: CredentialSource | None = None, *, ca_file: str = "") -> None:
         self._base = base.rstrip("/")
+        self._ssl = _ssl_context(ca_file) if ca_file and base.startswith("https:") else None
         self._plain_headers = {"content-type": "application/json", **({PROJECT_HEADER: project} if project else {})}
         self._credentials = credentials
         self._timeout = timeout
@@ -190,7 +200,7 @@ class HttpTransport:
                 path += "?" + urllib.parse.urlencode(query, doseq=True)
         return urllib.request.urlopen(
             urllib.request.Request(self._base + path, data=body, method=verb.upper(), headers=self._headers),
-            timeout=timeout,
+            timeout=timeout, context=self._ssl,
         )
 
     def unary(self, service: str, method: str, request: Message, response_type: type[Message]) -> Any:
@@ -230,7 +240,8 @@ class HttpTransport:
             url += "?" + urllib.parse.urlencode(query)
         headers = {**self._headers, "content-type": "application/octet-stream", "content-length": str(size)}
         try:
-            with urllib.request.urlopen(urllib.request.Request(url, data=file, method="POST", headers=headers)) as r:
+            request = urllib.request.Request(url, data=file, method="POST", headers=headers)
+            with urllib.request.urlopen(request, context=self._ssl) as r:
                 return json_format.Parse(r.read(), DatasetVersion(), ignore_unknown_fields=True)
         except urllib.error.HTTPError as exc:
             raise self._error(exc) from None
@@ -257,14 +268,32 @@ def _http_error(exc: urllib.error.HTTPError) -> Exception:
     return InfraError(f"server answered HTTP {exc.code}: {message}")
 
 
+def _read_ca(path: str) -> bytes:
+    try:
+        with open(path, "rb") as file:
+            return file.read()
+    except OSError as exc:
+        raise BadInputError(f"${CA_FILE_ENV} {path}: cannot read ({exc.strerror or exc})") from None
+
+
+def _ssl_context(path: str) -> ssl.SSLContext:
+    try:
+        return ssl.create_default_context(cafile=path)
+    except (OSError, ssl.SSLError) as exc:
+        raise BadInputError(f"${CA_FILE_ENV} {path}: not a PEM certificate bundle ({exc})") from None
+
+
 def open_transport(url: str, project: str | None, timeout: float,
-                   credentials: CredentialSource | None = None) -> Transport:
+                   credentials: CredentialSource | None = None, ca_file: str | None = None) -> Transport:
+    """``ca_file`` (default ``$EVALSI_CA_FILE``) verifies a TLS server's certificate instead of the system's roots."""
     parsed = urllib.parse.urlparse(url)
-    if parsed.scheme == "grpc":
-        return GrpcTransport(parsed.netloc, project, timeout, credentials)
+    ca = os.environ.get(CA_FILE_ENV, "") if ca_file is None else ca_file
+    if parsed.scheme in ("grpc", "grpcs"):
+        return GrpcTransport(parsed.netloc, project, timeout, credentials, tls=parsed.scheme == "grpcs", ca_file=ca)
     if parsed.scheme in ("http", "https"):
-        return HttpTransport(url, project, timeout, credentials)
-    raise BadInputError(f"server URL {url!r}: use grpc://host:8081 or http://host:8080")
+        return HttpTransport(url, project, timeout, credentials, ca_file=ca)
+    raise BadInputError(f"server URL {url!r}: use grpc://host:8081 or http://host:8080 (grpcs:// or https:// for "
+                        "TLS)")
 
 
 Transport = GrpcTransport | HttpTransport
