@@ -10,6 +10,7 @@ import pytest
 from ingest_helpers import make_span, resource_spans
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from evalsi.errors import BadInputError
 from evalsi.ingest import ExportHandler, Redactor
@@ -270,3 +271,57 @@ async def test_the_stored_otlp_span_holds_only_redacted_values(tmp_path: Path) -
     assert from_value(step.attributes["kept"]) == 7
     assert from_value(step.attributes["otel.links"])[0]["attributes"] == {"who": "[REDACTED]"}
     assert from_value(step.attributes["evalsi.mapper"]) == "genai@1"
+
+
+def _value_by_value(redaction: object, span: Span) -> tuple[bytes, dict[str, object]]:
+    """The span redacted without any screen of its bytes: events, links and status, then every decoded value."""
+    from evalsi.traces.otlp import attributes_to_dict, write_back
+
+    attrs = attributes_to_dict(span.attributes)
+    redaction.rest(span)  # type: ignore[attr-defined]
+    changed = redaction.attributes(attrs)  # type: ignore[attr-defined]
+    if changed or len(attrs) != len(span.attributes):
+        write_back(span, attrs, changed)
+    return span.SerializeToString(), attrs
+
+
+@pytest.mark.parametrize("rules", [["email"], ["email", {"pattern": "sk-[A-Za-z0-9]{8,}", "attributes": ["key.*"]}],
+                                   ["email", "credit_card"], [{"pattern": "(?i)secret"}]])
+def test_a_span_cleared_by_its_bytes_screen_is_what_value_by_value_redaction_leaves(rules: list[object]) -> None:
+    """``SpanRedaction.span`` skips value-by-value redaction of a span whose bytes no rule's screen finds anything
+    in: it must give the same bytes and decoded attributes as redacting every value, whatever the span holds."""
+    import random
+
+    from evalsi.traces.otlp import attributes_to_dict
+
+    redaction = Redactor.from_mapping({"*": rules}, "rules").span_redaction("shop")
+    assert redaction is not None
+    pieces = ["ana", "@", "example.com", "\\u0040", ".io", " ", "sk-ABCDEFGHIJ", "Secret", "4111 1111 1111 1111",
+              "é", '"', "{", "}", "[", "]", ":", ",", "bob@ex.io", "bob\\u0040ex.io"]
+    generator = random.Random(11)
+    cleared = 0
+    for case in range(400):
+        pool = generator.sample(pieces, 7)  # so that many spans lack some literal ("@", "\\u0040") altogether
+
+        def text() -> str:
+            return "".join(generator.choice(pool) for _ in range(generator.randint(0, 6)))  # noqa: B023
+
+        attrs: dict[str, object] = {f"key.{i}": text() for i in range(generator.randint(0, 3))}
+        attrs["n"] = generator.choice([7, 2**60, 1.5, float("nan"), True])
+        attrs["list"] = [text(), 3]
+        attrs["kv"] = {"inner": text()}
+        attrs["json"] = '[{"role": "user", "content": "' + text() + '"}]'
+        span = make_span(attrs, name="s", events=[("exception", {"exception.message": text()})] if case % 3 else ())
+        span.attributes.add(key="raw", value=AnyValue(bytes_value=generator.randbytes(12)))
+        if case % 5 == 0:  # a repeated key: the dict keeps its last value, the stored span must not keep the first
+            span.attributes.add(key="n", value=AnyValue(string_value=text()))
+        if case % 4 == 0:
+            span.status.message = text()
+        expected_bytes, expected_attrs = _value_by_value(redaction, Span.FromString(span.SerializeToString()))
+        serialized = span.SerializeToString()
+        decoded = attributes_to_dict(span.attributes)
+        got = redaction.span(span, decoded, serialized)
+        cleared += got is serialized
+        assert Span.FromString(got) == Span.FromString(expected_bytes), case
+        assert json.dumps(decoded, sort_keys=True) == json.dumps(expected_attrs, sort_keys=True), case
+    assert cleared > 0  # some spans come back as they were sent, bytes and all

@@ -106,6 +106,7 @@ _EVENT_ROLES = {
     "gen_ai.tool.message": "tool",
 }
 _DETAILS_EVENT = "gen_ai.client.inference.operation.details"
+_NO_USAGE = (None, None, None, None, None)
 
 
 def matches(attrs: Mapping[str, Any]) -> bool:
@@ -133,21 +134,26 @@ def _genai_event_messages(span: Span) -> tuple[Messages | None, Messages | None]
 
 
 def fill(attrs: Mapping[str, Any], span: Span, step: Step) -> None:
-    operation = str(attrs.get("gen_ai.operation.name") or "")
+    # This runs for most spans: an absent attribute costs a dict lookup, not a call (usage, messages).
+    get = attrs.get
+    operation = str(get("gen_ai.operation.name") or "")
     step.type = _GENAI_TYPES.get(operation, STEP_TYPE_LLM if "gen_ai.request.model" in attrs else STEP_TYPE_GENERIC)
-    step.model = str(first(attrs, "gen_ai.response.model", "gen_ai.request.model") or "")
-    set_usage(
-        step,
-        first(attrs, "gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens"),
-        first(attrs, "gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens"),
-        attrs.get("gen_ai.usage.total_tokens"),
-        first(attrs, "gen_ai.usage.cache_read.input_tokens", "gen_ai.usage.cache_read_input_tokens"),
-        attrs.get("gen_ai.usage.reasoning.output_tokens"),
-    )
-    # Written straight into the step: a field is set only once a message is added to it.
-    inputs = messages_from_json(attrs.get("gen_ai.input.messages"), system=attrs.get("gen_ai.system_instructions"),
-                                into=step.input.messages)
-    outputs = messages_from_json(attrs.get("gen_ai.output.messages"), into=step.output.messages)
+    model = first(attrs, "gen_ai.response.model", "gen_ai.request.model")
+    if model:  # else "": the field's default
+        step.model = str(model)
+    usage = (first(attrs, "gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens"),
+             first(attrs, "gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens"),
+             get("gen_ai.usage.total_tokens"),
+             first(attrs, "gen_ai.usage.cache_read.input_tokens", "gen_ai.usage.cache_read_input_tokens"),
+             get("gen_ai.usage.reasoning.output_tokens"))
+    if usage != _NO_USAGE:  # set_usage writes nothing when every count is absent
+        set_usage(step, *usage)
+    # Written straight into the step: a field is set only once a message is added to it. An absent attribute is
+    # no list of messages (messages_from_json would answer None).
+    raw_inputs, raw_outputs = get("gen_ai.input.messages"), get("gen_ai.output.messages")
+    inputs = None if raw_inputs is None else messages_from_json(
+        raw_inputs, system=get("gen_ai.system_instructions"), into=step.input.messages)
+    outputs = None if raw_outputs is None else messages_from_json(raw_outputs, into=step.output.messages)
     if inputs is None and outputs is None and span.events:  # most spans without messages have no events either
         inputs, outputs = _genai_event_messages(span)
         set_field(step, "input", messages_content(inputs))

@@ -37,7 +37,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, Span, Status
 
 from evalsi.records import to_value
 from evalsi.traces.model import MappedSpan
-from evalsi.traces.otlp import attributes_to_dict, write_back
+from evalsi.traces.otlp import attributes_to_dict
 from evalsi.v1alpha1.record_pb2 import (
     STEP_STATUS_ERROR,
     STEP_STATUS_OK,
@@ -285,16 +285,12 @@ def _map_span(span: Span, resource: _Resource, scope: str, mappers: Sequence[Map
     if span.links:
         for link in span.links:
             link.trace_state = ""
-    attributes = span.attributes
-    attrs = attributes_to_dict(attributes)
-    # What redaction changed goes back into the span (and a repeated key, of which the dict kept only the last
-    # value, is written once) before it is serialized, once, for the store.
-    if redaction is not None:
-        redaction.rest(span)
-        changed = redaction.attributes(attrs)
-        if changed or len(attrs) != len(attributes):
-            write_back(span, attrs, changed)
+    attrs = attributes_to_dict(span.attributes)
     otlp = span.SerializeToString()
+    # What redaction changed goes back into the span (and a repeated key, of which the dict kept only the last
+    # value, is written once) and the span is serialized again; most spans are cleared by one screen of ``otlp``.
+    if redaction is not None:
+        otlp = redaction.span(span, attrs, otlp)
     # The hex ids once per span: the step and the MappedSpan both carry them.
     span_id, parent_id = span.span_id.hex(), span.parent_span_id.hex()
     step = _base_step(span, span_id, parent_id)

@@ -72,8 +72,12 @@ def tool_call(call_id: Any, name: Any, arguments: Any, result: Any = None, *, in
 
 def _add_message(out: Messages, item: Mapping[str, Any]) -> None:
     # Built in place (add, not append): a Message built apart would be copied into ``out``.
-    message = out.messages.add(role=_str(item.get("role")), name=_str(item.get("name")))
     parts = item.get("parts")
+    if not isinstance(parts, list) and "tool_calls" not in item and "tool_call_id" not in item:
+        # The plain flat message, most of them: one call builds it ("" is every string field's default).
+        out.messages.add(role=_str(item.get("role")), name=_str(item.get("name")), content=_text(item.get("content")))
+        return
+    message = out.messages.add(role=_str(item.get("role")), name=_str(item.get("name")))
     if isinstance(parts, list):
         texts: list[str] = []
         for part in parts:

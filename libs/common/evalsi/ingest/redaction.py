@@ -47,6 +47,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span
 from evalsi.errors import BadInputError
 from evalsi.projects import check_project
 from evalsi.traces.model import MappedSpan
+from evalsi.traces.otlp import write_back
 
 from .redaction_builtins import BUILTINS
 
@@ -392,16 +393,43 @@ class Redactor:
 class SpanRedaction:
     """One project's rules on raw OTLP spans and resource attributes, before mapping: a span's decoded attributes
     (``attributes``: the mapper writes what changed back into the span, which is stored beside its step) and its
-    events, links and status message (``rest``); the mapper reads nothing else of a span."""
+    events, links and status message (``rest``); the mapper reads nothing else of a span. ``span`` does both for
+    one span, after a screen of its serialized bytes where the rules allow one."""
 
-    __slots__ = ("_everywhere", "_rules")
+    __slots__ = ("_everywhere", "_rules", "_screen_bytes")
 
     def __init__(self, rules: _RuleSet, everywhere: _RuleSet) -> None:
         self._rules, self._everywhere = rules, everywhere
+        # Literals only (a memchr-fast byte search): a span that passes is looked at value by value anyway.
+        self._screen_bytes = _literal_screen(rules.rules) if _decoding_adds_no_literal(rules.rules) else None
 
     def attributes(self, attrs: dict[str, Any]) -> list[str]:
         """Decoded attributes (``attributes_to_dict``) redacted in place; returns the keys whose values changed."""
         return _redact_attributes(attrs, self._rules)
+
+    def span(self, span: Span, attrs: dict[str, Any], serialized: bytes) -> bytes:
+        """Redact one span (``serialized``, its bytes) and its decoded attributes ``attrs`` in place; returns the
+        span's bytes after redaction (``serialized`` itself when nothing changed).
+
+        Every string a span holds lies verbatim (UTF-8) in its bytes, and decoding adds only digits, base64, and
+        the names of non-finite numbers: where the bytes hold none of the rules' literals (most spans), no value,
+        decoded or not, can change, and nothing is looked at value by value. A repeated key is still written once
+        either way (the dict kept its last value; see ``write_back``)."""
+        attributes = span.attributes
+        repeated = len(attrs) != len(attributes)
+        screen = self._screen_bytes
+        if screen is not None and not screen(serialized):
+            if not repeated:
+                return serialized
+            write_back(span, attrs, ())
+            return span.SerializeToString()
+        touched = bool(span.events or span.links or span.status.message)
+        if touched:
+            self.rest(span)
+        changed = _redact_attributes(attrs, self._rules)
+        if changed or repeated:
+            write_back(span, attrs, changed)
+        return span.SerializeToString() if changed or repeated or touched else serialized
 
     def rest(self, span: Span) -> None:
         """The span's event and link attributes and its status message, in place."""
@@ -411,6 +439,25 @@ class SpanRedaction:
             _redact_kvs(link.attributes, self._rules)
         if span.status.message and self._everywhere.rules:
             span.status.message = _apply(self._everywhere.rules, span.status.message)
+
+
+# What decoding an attribute value may add to the text a span's bytes hold: a large int's digits and sign, bytes
+# as base64, a non-finite double's name ("NaN", "-Infinity"); JSON-decoding a string is covered by each rule's
+# screen (escapes included), as on any text.
+_DECODED_ALPHABET = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=-")
+
+
+def _decoding_adds_no_literal(rules: Sequence[RedactionRule]) -> bool:
+    """Whether a screen of a span's serialized bytes is sound for its decoded values too: every rule needs one of
+    its literals in a text it changes, and every literal has a character decoding never adds."""
+    return bool(rules) and all(rule.literals and all(set(literal) - _DECODED_ALPHABET for literal in rule.literals)
+                               for rule in rules)
+
+
+def _literal_screen(rules: Sequence[RedactionRule]) -> Callable[[bytes], bool]:
+    """Truthy for bytes holding some rule's literal (every rule has some: ``_decoding_adds_no_literal``)."""
+    literals = tuple({literal.encode(): None for rule in rules for literal in rule.literals})
+    return lambda data: any(map(data.__contains__, literals))
 
 
 def _apply(rules: Iterable[RedactionRule], text: str) -> str:
@@ -473,6 +520,8 @@ def _redact_attributes(attrs: dict[str, Any], rules: _RuleSet) -> list[str]:
         if matching is None:
             continue
         if type(value) is str:
+            if not matching.screen(value):  # most strings: no call to _redact_text, whose first look this is
+                continue
             redacted = _redact_text(matching, value)
         elif isinstance(value, list | dict):
             redacted = _redact_decoded(value, matching)
