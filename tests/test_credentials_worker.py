@@ -14,6 +14,7 @@ from evalsi.evaluators import Registry
 from evalsi.judges.panel import JudgeSet
 from evalsi.records import from_value
 from evalsi.runs.execute import TARGET_FAILURE_KEY, Executor
+from evalsi.runs.result_columns import task_results
 from evalsi.testing import FakeOpenAI
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest
 from evalsi.v1alpha1.evaluator_pb2 import EvaluatorRef, JudgeSpec
@@ -68,7 +69,7 @@ async def test_a_judge_is_resolved_by_name_with_the_workers_own_key(tmp_path: Pa
             await executor.execute(granted)
         unset = task(STAGE_EVALUATE)
         unset.evaluators.append(EvaluatorRef(ref="llm-judge", judge="unset"))
-        (missing,) = (await executor.execute(unset, final_attempt=True)).results
+        (missing,) = task_results(await executor.execute(unset, final_attempt=True))
     assert scored.outcome == OUTCOME_SCORED
     assert [h.get("Authorization") for h in provider.request_headers] == ["Bearer key-from-file-42"]
     assert listener.requests == []

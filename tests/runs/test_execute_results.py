@@ -1,5 +1,6 @@
-"""A worker's task result: evaluations written into it in order, then the target's failures; its usage; retries;
-and evaluators bound once per list of refs, never mixed up between tasks naming different params."""
+"""A worker's task result: evaluations written into it in order (as the columns it travels as), then the target's
+failures; its usage; retries; and evaluators bound once per list of refs, never mixed up between tasks naming
+different params."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from evalsi.records import make_record, to_value
 from evalsi.runs.binding import resolve_evaluators
 from evalsi.runs.execute import Executor, RetryTask
 from evalsi.runs.outcome import TARGET_FAILURE_KEY
+from evalsi.runs.result_columns import task_results
 from evalsi.v1alpha1.evaluator_pb2 import EvaluatorRef
 from evalsi.v1alpha1.score_pb2 import ERROR_KIND_INFRA, OUTCOME_ERROR, OUTCOME_SCORED, Score
 
@@ -51,14 +53,16 @@ async def test_a_task_result_holds_the_runner_results_then_the_failed_records_wi
     records = _records()
     async with JudgeSet({}) as judges:
         out = await Executor(_registry(), judges).execute(_task(records, refs))
+        assert not out.results and len(out.columns.data) == 12  # written as columns, none as messages
+        results = task_results(out)
         evaluable = [r for r in records if TARGET_FAILURE_KEY not in r.metadata]
         alone = await run_evaluators(evaluable, resolve_evaluators(refs, _registry()), lambda _: EvalContext())
-    for result in [*out.results, *alone]:
+    for result in [*results, *alone]:
         result.ClearField("duration")  # the async calls' durations differ run to run
-    assert list(out.results)[:9] == alone
-    assert [(r.evaluator, r.record_id, r.outcome) for r in out.results[9:]] == [
+    assert results[:9] == alone
+    assert [(r.evaluator, r.record_id, r.outcome) for r in results[9:]] == [
         ("lenient", "r2", OUTCOME_ERROR), ("priced", "r2", OUTCOME_ERROR), ("strict", "r2", OUTCOME_ERROR)]
-    assert [r.scores[0].passed for r in out.results if r.evaluator == "strict" and r.outcome == OUTCOME_SCORED] == [
+    assert [r.scores[0].passed for r in results if r.evaluator == "strict" and r.outcome == OUTCOME_SCORED] == [
         True, False, False]
     assert (out.usage.input_tokens, out.usage.output_tokens, out.usage.total_tokens) == (21, 9, 30)
     assert out.usage.cost_usd == pytest.approx(1.5)
@@ -70,7 +74,7 @@ async def test_tasks_naming_other_params_get_their_own_binding() -> None:
         executor = Executor(_registry(), judges)
         for normalize in (True, False, True):
             ref = EvaluatorRef(ref="builtin/exact-match", params={"normalize": normalize})
-            (result,) = (await executor.execute(_task(records, [ref]))).results
+            (result,) = task_results(await executor.execute(_task(records, [ref])))
             assert result.scores[0].passed is normalize
 
 
@@ -81,5 +85,6 @@ async def test_infrastructure_errors_retry_the_task_until_its_last_attempt() -> 
         with pytest.raises(RetryTask, match="1 evaluations failed on infrastructure"):
             await executor.execute(task, final_attempt=False)
         out = await executor.execute(task, final_attempt=True)
-    assert [(r.outcome, r.error_kind) for r in out.results] == [(OUTCOME_ERROR, ERROR_KIND_INFRA), (OUTCOME_SCORED, 0)]
+    assert [(r.outcome, r.error_kind) for r in task_results(out)] == [
+        (OUTCOME_ERROR, ERROR_KIND_INFRA), (OUTCOME_SCORED, 0)]
     assert out.usage.input_tokens == 7

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ from evalsi.v1alpha1.record_pb2 import Record
 
 MappingSpec = Mapping[str, str] | Sequence[str] | FieldMapping | None
 
+_ROW_BATCH = 1024  # rows read and encoded at a time
 _PLAIN_SCALARS = frozenset({str, int, bool, type(None)})  # values a row from memory needs no conversion for
 _STR = frozenset({str})
 
@@ -159,17 +161,39 @@ class RecordStream:
 
     def _encoded(self) -> Iterator[bytes]:
         builder, limit, fmt = self._builder, self._limit, self.format
-        add_row = builder.add_row
+        add_row, add_text_rows = builder.add_row, builder.add_text_rows
         rows = self._open_rows()
         try:
-            for position, row in rows:
+            # A batch at a time: rows of the usual shape are encoded in one loop (RecordBuilder.add_text_rows),
+            # any other row, and a bad one, by add_row, which names what is wrong with it.
+            failed: Exception | None = None
+            while not failed:
+                # A batch read ahead; a row the reader cannot read ends it, raised once the rows before it are out.
+                batch: list[tuple[int, Any]] = []
                 try:
-                    data = add_row(row)
-                except RowError as exc:
-                    raise BadInputError(f"{location(self.source, fmt, position)}: {exc}") from None
-                yield data
+                    batch.extend(islice(rows, _ROW_BATCH if limit is None else min(_ROW_BATCH, limit - builder.count)))
+                except Exception as exc:
+                    failed = exc
+                if not batch:
+                    break
+                plain = [row for _position, row in batch]
+                index = 0
+                while index < len(batch):
+                    encoded: list[bytes] = []
+                    taken = add_text_rows(plain, index, encoded)
+                    yield from encoded
+                    if taken < len(batch):
+                        position, row = batch[taken]
+                        try:
+                            data = add_row(row)
+                        except RowError as exc:
+                            raise BadInputError(f"{location(self.source, fmt, position)}: {exc}") from None
+                        yield data
+                    index = taken + 1
                 if builder.count == limit:
                     break
+            if failed is not None:
+                raise failed
         finally:
             close = getattr(rows, "close", None)
             if close is not None:

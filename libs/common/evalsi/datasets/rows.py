@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from itertools import islice
 from typing import Any
 
 from google.protobuf import json_format
@@ -25,6 +26,7 @@ from evalsi.datasets.wire import (
     OUTPUT,
     PROVENANCE,
     REFERENCE,
+    TEXT_HEADS,
     TRAJECTORY,
     USAGE,
     content_bytes,
@@ -45,6 +47,9 @@ from evalsi.v1alpha1.record_pb2 import Record, Trajectory, Usage
 
 CONTENT_HELP = "a string, an object with exactly one of text/messages/json, or any JSON value"
 _CONTENT_SLOTS = {"input": (0, INPUT), "output": (1, OUTPUT), "reference": (2, REFERENCE)}  # in field-number order
+_TEXT_TAGS = (("input", INPUT), ("output", OUTPUT), ("reference", REFERENCE))
+_TEXT_ROW_KEYS = frozenset({"id", "input", "output", "reference"})
+
 _TEXT = b"\x0a"  # Content.text
 _OTHER_FIELDS = frozenset(RECORD_TARGETS) - frozenset(_CONTENT_SLOTS)
 _USAGE_SET = frozenset(USAGE_FIELDS)
@@ -168,6 +173,50 @@ class RecordBuilder:
         if metadata:
             body += _metadata(metadata)
         return self._append(body, id_bytes, trial)
+
+    def add_text_rows(self, rows: Sequence[Any], start: int, out: list[bytes]) -> int:
+        """``add_row`` of each of ``rows`` from ``start`` on, appended to ``out``, while they have the usual shape:
+        a dict of a non-empty string ``id`` and string ``input``/``output``/``reference`` texts (any of them
+        absent), with no mapping, id check or explicit trial so far. The index of the first row it did not take;
+        the caller gives that one to ``add_row`` (which refuses it, with the reason, if it is bad).
+
+        The same bytes, ids, trials and version as ``add_row``, in one loop with no call a field: half the CPU."""
+        if self._split is not None or self.check_id is not None or self._claimed:
+            return start
+        if self.first_fields is None and start < len(rows) and type(rows[start]) is dict:
+            self.first_fields = list(rows[start])
+        count, update, dataset = self.occurrences.count, self.digest.update, self._dataset
+        heads, lengths, plain = TEXT_HEADS, _LENGTHS, _TEXT_ROW_KEYS
+        taken = 0
+        for row in islice(rows, start, None):
+            if type(row) is not dict or not plain.issuperset(row):
+                break
+            record_id = row.get("id")
+            if type(record_id) is not str or not record_id:
+                break
+            body = b""
+            try:
+                id_bytes = record_id.encode()
+                for name, tag in _TEXT_TAGS:  # in field-number order
+                    value = row.get(name)
+                    if value is None:
+                        continue
+                    if type(value) is not str:
+                        raise TypeError
+                    data = value.encode()
+                    size = len(data)
+                    body += tag + heads[size] + data if size < 126 else field(tag, field(_TEXT, data))
+            except (TypeError, UnicodeEncodeError):
+                break
+            size = len(id_bytes)
+            body = (ID + lengths[size] + id_bytes if size < 128 else field(ID, id_bytes)) + body
+            provenance = provenance_fields(id_bytes, count(record_id))
+            hashed = body + field(PROVENANCE, provenance)
+            update(len(hashed).to_bytes(8, "big") + hashed)
+            out.append(body + field(PROVENANCE, dataset + provenance) if dataset else hashed)
+            taken += 1
+        self.count += taken
+        return start + taken
 
     def add_record(self, given: Record) -> Record:
         """A copy of a Record with its missing id, ``provenance.sample_id``, ``trial`` and ``dataset`` filled in."""

@@ -38,7 +38,7 @@ _ENTRY_KEY, _ENTRY_VALUE, _STRUCT_FIELD, _LIST_ITEM = b"\x0a", b"\x12", b"\x0a",
 
 
 # For a text of n < 126 bytes: a record's content field holds (n + 2) bytes, Content.text's tag and n; ready-made.
-_TEXT_HEADS = [bytes((size + 2, 0x0A, size)) for size in range(126)]
+TEXT_HEADS = [bytes((size + 2, 0x0A, size)) for size in range(126)]
 
 
 def varint(number: int) -> bytes:
@@ -63,7 +63,7 @@ def text_content_field(tag: bytes, text: str) -> bytes:
     data = text.encode()
     size = len(data)
     if size < 126:
-        return tag + _TEXT_HEADS[size] + data
+        return tag + TEXT_HEADS[size] + data
     return field(tag, field(_CONTENT_TEXT, data))
 
 

@@ -25,7 +25,7 @@ from evalsi.evaluators._record_pass import MissingFields, RecordJob
 from evalsi.evaluators._slots import ResultSlots, cancelled, fail, skipped, timed_out
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateResponse
 from evalsi.v1alpha1.record_pb2 import Record
-from evalsi.v1alpha1.score_pb2 import OUTCOME_SCORED, EvaluationResult
+from evalsi.v1alpha1.score_pb2 import ERROR_KIND_INFRA, OUTCOME_ERROR, OUTCOME_SCORED, EvaluationResult
 
 NOT_FOLDABLE = float("nan")  # no score is NaN (a NaN score is an evaluator error), so it marks "read the result"
 _ID_TAG, _TRIAL_TAG = b"\x0a", b"\x40"  # EvaluationResult.record_id (1, bytes) and .trial (8, varint)
@@ -61,6 +61,14 @@ def append_results(columns: ResultColumns, results: Sequence[EvaluationResult]) 
     columns.score_names.extend([name for _value, name in folded])
 
 
+def infra_errors_in(columns: ResultColumns) -> int:
+    """How many results in ``columns`` are infrastructure errors (only error rows are read)."""
+    return sum(
+        1 for outcome, data in zip(columns.outcomes, columns.data, strict=True)
+        if outcome == OUTCOME_ERROR and EvaluationResult.FromString(data).error_kind == ERROR_KIND_INFRA
+    )
+
+
 def rows_as_results(rows: Sequence[bytes]) -> ResultSlots:
     """Result rows parsed back into messages (one parse for all of them), as the slots of a costed evaluation, so
     their usage sums as the message path's does."""
@@ -94,6 +102,21 @@ def _varint(number: int) -> bytes:
     return bytes(out)
 
 
+class TextColumns:
+    """The records' texts (``Content.text`` of a field, "" when it is not text), a column per field, read once for
+    every batch form of one evaluation that asks for them."""
+
+    def __init__(self, records: Sequence[Record]) -> None:
+        self._records = records
+        self._columns: dict[str, list[str]] = {}
+
+    def texts(self, name: str) -> list[str]:
+        column = self._columns.get(name)
+        if column is None:
+            column = self._columns[name] = [getattr(record, name).text for record in self._records]
+        return column
+
+
 class ColumnJob(RecordJob):
     """A cheap record-scope evaluator over the batch's records, its results written as column entries (``data``,
     ``outcomes``, ``values``, ``names``, one per record in order) instead of into messages. An entry never written
@@ -108,8 +131,10 @@ class ColumnJob(RecordJob):
         fields: tuple[list[bytes], list[bytes]],
         missing: MissingFields,
         slots: ResultSlots,
+        texts: TextColumns,
     ) -> None:
         super().__init__(bound, ctx, records, [], missing, slots)
+        self.texts = texts
         count = len(records)
         self.keys = keys
         self.id_fields, self.trial_fields = fields
@@ -146,6 +171,7 @@ class ColumnJob(RecordJob):
         call, records, reasons, store, bound = self.call, self.records, self.reasons, self.slots.store, self.bound
         data, outcomes, values, names = self.data, self.outcomes, self.values, self.names
         id_fields, trial_fields, middles, output = self.id_fields, self.trial_fields, self.middles, self.output
+        decided = self._decided(start, stop)
         clock = time.perf_counter
         limit = float("inf") if timeout_s is None else timeout_s
         last = clock()
@@ -154,6 +180,14 @@ class ColumnJob(RecordJob):
             if reason is not None:
                 self._failed(index, lambda result, reason=reason: skipped(result, reason))  # type: ignore[misc]
                 continue
+            if decided is not None and middles is not None:
+                verdict = decided[index - start]
+                if verdict is not None:  # the batch form's verdict: the function's own for this record
+                    data[index] = id_fields[index] + middles[verdict] + trial_fields[index]
+                    outcomes[index] = OUTCOME_SCORED
+                    values[index] = 1.0 if verdict else 0.0
+                    names[index] = output
+                    continue
             result: EvaluationResult | None = None  # made only for what is not a bare bool verdict
             try:
                 returned = call(records[index])
@@ -186,6 +220,20 @@ class ColumnJob(RecordJob):
                 return index + 1
             last = now
         return stop
+
+    def _decided(self, start: int, stop: int) -> list[bool | None] | None:
+        """The batch form's verdicts for records [start, stop) (None without a batch form, or when it fails: the
+        function, the evaluator's definition, then decides every record). Its time is not held to the per-call
+        deadline: a cheap evaluator's batch is bounded by its texts' length, as each call is."""
+        batch = self.bound.evaluator.batch
+        if batch is None:
+            return None
+        texts = {name: self.texts.texts(name)[start:stop] for name in self.bound.evaluator.requires}
+        try:
+            decided = batch(texts, **self.bound.params)
+        except Exception:
+            return None
+        return decided if len(decided) == stop - start else None
 
     def append_to(self, columns: ResultColumns) -> None:
         """This job's entries added to ``columns`` in record order; one never written ends cancelled."""

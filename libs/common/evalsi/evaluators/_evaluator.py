@@ -35,6 +35,8 @@ _VALUE_KINDS: dict[str, score_pb2.ValueKind] = {
     "structured": score_pb2.VALUE_KIND_STRUCTURED,
 }
 REQUIREMENTS = ("input", "output", "reference", "context", "trajectory", "usage", "judge")
+# The record fields a batch form reads, as the columns of their ``Content.text`` ("" when not text).
+BATCH_TEXT_FIELDS = ("input", "output", "reference")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]*/[a-z0-9][a-z0-9_.-]*$")
 _VERSION = re.compile(r"^\d+\.\d+\.\d+([-+][0-9A-Za-z.-]+)?$")
 
@@ -146,6 +148,10 @@ class Evaluator:
     check: Callable[..., Any] | None = None
     # Bounded and fast (microseconds a call, no I/O): the runner calls it on the event loop, without a thread hop.
     cheap: bool = False
+    # The same evaluation over columns of the records' texts (``evaluators.runner``'s column path): given
+    # ``{field: [text, ...]}`` for the required fields and the params, a list with, per record, True or False (the
+    # verdict the function returns for that record, bare) or None (call the function for that record).
+    batch: Callable[..., list[bool | None]] | None = None
 
     @cached_property
     def output_names(self) -> frozenset[str]:
@@ -368,6 +374,7 @@ def evaluator(
     mapper: Callable[..., Any] | None = None,
     check: Callable[..., Any] | None = None,
     cheap: bool = False,
+    batch: Callable[..., list[bool | None]] | None = None,
 ) -> Callable[[Callable[..., Any]], Evaluator]:
     """Declare an evaluator.
 
@@ -380,7 +387,10 @@ def evaluator(
     at bind time with every param (defaults filled in) and raises ``BadInputError`` for a bad value.
     ``cheap`` declares a synchronous evaluator whose every call is bounded by its input's size and takes
     microseconds (no I/O, no user-controlled backtracking): the runner then calls it on the event loop instead
-    of a worker thread, whose hop would cost more than the call (evalsi.evaluators.runner).
+    of a worker thread, whose hop would cost more than the call (evalsi.evaluators.runner). ``batch`` (cheap
+    record-scope evaluators whose requirements are text fields) decides many records at once from their texts'
+    columns: per record the bare bool the function would return, or None where the function must be called; it
+    must agree with the function record for record (a test of the pack holds it to that).
     """
     if not _NAME.match(name):
         raise ValueError(f"evaluator name {name!r} must look like 'namespace/name' (lowercase, digits, - _ .)")
@@ -395,6 +405,9 @@ def evaluator(
     declared = tuple(o if isinstance(o, Output) else Output(o) for o in (outputs or [Output("passed")]))
     if cheap and scope != "record":
         raise ValueError(f"evaluator {name}: only record-scope evaluators can be declared cheap")
+    if batch is not None and not (cheap and set(requires) <= set(BATCH_TEXT_FIELDS)):
+        raise ValueError(f"evaluator {name}: a batch form needs a cheap evaluator requiring only "
+                         f"{', '.join(BATCH_TEXT_FIELDS)}")
     if scope == "dataset" and mapper is None:
         raise ValueError(f"evaluator {name}: dataset scope needs a mapper (record -> value) to reduce over")
 
@@ -418,6 +431,7 @@ def evaluator(
             mapper=mapper,
             check=check,
             cheap=cheap,
+            batch=batch,
         )
 
     return decorate

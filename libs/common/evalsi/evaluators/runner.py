@@ -30,7 +30,14 @@ from typing import Any
 
 from evalsi.bus.v1alpha1.bus_pb2 import ResultColumns
 from evalsi.errors import BadInputError, SkipRecord
-from evalsi.evaluators._columns import ColumnJob, append_results, record_fields, rows_as_results
+from evalsi.evaluators._columns import (
+    ColumnJob,
+    TextColumns,
+    append_results,
+    infra_errors_in,
+    record_fields,
+    rows_as_results,
+)
 from evalsi.evaluators._context import JUDGE_PENDING, EvalContext
 from evalsi.evaluators._evaluator import BoundEvaluator, normalize_scores
 from evalsi.evaluators._lanes import in_lanes
@@ -51,6 +58,7 @@ from evalsi.v1alpha1.record_pb2 import Record, Usage
 from evalsi.v1alpha1.score_pb2 import OUTCOME_SCORED, EvaluationResult, Score
 
 DATASET_RECORD_ID = "*"
+__all__ = ["DATASET_RECORD_ID", "Results", "RunnerOptions", "append_results", "infra_errors_in", "run_evaluators"]
 
 
 @dataclass(frozen=True)
@@ -319,6 +327,7 @@ async def run_evaluators(
     slots = ResultSlots(into)
     keys = record_keys(records) if any(b.evaluator.scope == "record" for b in evaluators) else []
     fields = record_fields(keys) if columns is not None else ([], [])
+    texts = TextColumns(records)
     missing = MissingFields(records)
     record_jobs: list[RecordJob] = []
     # Column mode: per evaluator, its column job, or the range of its results among the messages.
@@ -329,7 +338,7 @@ async def run_evaluators(
     for bound in evaluators:  # every result made now, in its final place; the calls fill them in
         ctx = context_for(bound)
         if columns is not None and bound.evaluator.scope == "record" and bound.evaluator.cheap:
-            job = ColumnJob(bound, ctx, records, keys, fields, missing, slots)
+            job = ColumnJob(bound, ctx, records, keys, fields, missing, slots, texts)
             record_jobs.append(job)
             parts.append(job)
             continue

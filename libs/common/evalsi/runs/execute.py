@@ -18,6 +18,7 @@ from evalsi.bus.v1alpha1.bus_pb2 import (
     STAGE_GENERATE,
     STAGE_REDUCE,
     TASK_STATUS_DONE,
+    ResultColumns,
     Task,
     TaskRecords,
     TaskResult,
@@ -26,7 +27,7 @@ from evalsi.bus.v1alpha1.bus_pb2 import (
 from evalsi.connections import Connections
 from evalsi.errors import BadInputError
 from evalsi.evaluators import BoundEvaluator, EvalContext, Registry
-from evalsi.evaluators.runner import Results, RunnerOptions, run_evaluators
+from evalsi.evaluators.runner import Results, RunnerOptions, append_results, infra_errors_in, run_evaluators
 from evalsi.judges import RetryPolicy
 from evalsi.judges.panel import JudgeSet, judge_config_from_spec
 from evalsi.limits import DEFAULT_CALL_TIMEOUT_S
@@ -121,10 +122,11 @@ class Executor:
         compare_with: Sequence[Sequence[Record]] = (),
         stop: asyncio.Event | None = None,
         into: Results | None = None,
+        columns: ResultColumns | None = None,
         usage: Usage | None = None,
     ) -> list[EvaluationResult]:
-        """The results of ``refs`` over ``records`` (appended to ``into`` when given; their scores' cost to
-        ``usage``)."""
+        """The results of ``refs`` over ``records`` (appended to ``into`` when given, or as ``columns``; their
+        scores' cost to ``usage``)."""
         bound = self.resolve(refs)
         return await run_evaluators(
             records,
@@ -134,6 +136,7 @@ class Executor:
             compare_with=compare_with,
             cancel=stop,
             into=into,
+            columns=columns,
             usage=usage,
         )
 
@@ -198,18 +201,28 @@ class Executor:
             raise BadInputError(f"task {task.key}: unknown stage {task.stage}")
         options = self._options(task.summary)  # task.seed is the target's, not the bootstrap's
         failed, evaluable = _split_failed(records)
+        # An evaluation task's results are written as the columns it travels as (runs.result_columns), with no
+        # message made for a cheap evaluator's verdict; a reduction's, and results labelled with their cluster, as
+        # messages (few, or each one written to again).
+        columns = out.columns if task.stage == STAGE_EVALUATE and not task.summary.cluster_by else None
         results: list[EvaluationResult] = []
         usage = Usage()
         if evaluable or task.stage != STAGE_REDUCE:  # nothing to reduce over: the failed records' results say why
             others = self.counterparts(task, evaluable) if self.counterparts is not None else ()
             # Written straight into the task's result: appending them afterwards would copy every one.
+            into = out.results if columns is None else None
             results = await self.evaluate(evaluable, task.evaluators, dict(task.judges), task.project, options=options,
-                                          compare_with=others, stop=stop, into=out.results, usage=usage)
-        infra = 0 if final_attempt else _infra_errors(results)  # on the last attempt they are reported as they are
-        if infra:
-            raise RetryTask(f"{infra} evaluations failed on infrastructure")
+                                          compare_with=others, stop=stop, into=into, columns=columns, usage=usage)
+        if not final_attempt:  # on the last attempt they are reported as they are
+            infra = _infra_errors(results) if columns is None else infra_errors_in(columns)
+            if infra:
+                raise RetryTask(f"{infra} evaluations failed on infrastructure")
         if failed:
-            out.results.extend(_failure_results(failed, self.resolve(task.evaluators)))
+            failures = _failure_results(failed, self.resolve(task.evaluators))
+            if columns is None:
+                out.results.extend(failures)
+            else:
+                append_results(columns, failures)
         if task.summary.cluster_by:
             label_clusters(out.results, records, task.summary.cluster_by)
         out.usage.CopyFrom(usage)

@@ -35,6 +35,7 @@ from evalsi.bus.memory import MemoryBus
 from evalsi.bus.v1alpha1.bus_pb2 import STAGE_GENERATE, Task, TaskResult
 from evalsi.datasets.run_records import DATASET_LABEL, StoredRunRecords
 from evalsi.datasets.shards import DatasetManifest, put_manifest, write_dataset
+from evalsi.datasets.wire import field
 from evalsi.evaluators import Registry
 from evalsi.judges import JudgeClient, JudgeConfig, RetryPolicy
 from evalsi.judges.panel import JudgeSet
@@ -61,6 +62,7 @@ from evalsi.v1alpha1.run_service_pb2 import RunEvent
 OWNER = "in-process"
 DEFAULT_CONCURRENCY = 16
 DEFAULT_TASK_WORKERS = 4  # tasks of each pool at once, as four workers of a pool would take them
+RUN_RESULTS = b"\x7a"  # Run.results (field 15, length-delimited)
 
 
 def new_run_id() -> str:
@@ -241,8 +243,9 @@ async def run_in_process(
         async def on_result(result: TaskResult) -> None:
             assert scheduler is not None
             await scheduler.on_task_result(result)
-            if progress is not None and result.results:
-                progress(len(result.results))
+            done = len(result.results) or len(result.columns.data)
+            if progress is not None and done:
+                progress(done)
 
         async def on_dead(task: Task, reason: str, msg_id: str) -> None:
             assert scheduler is not None
@@ -282,8 +285,10 @@ async def run_in_process(
     finished = await store.get_run(run.project, run.id)
     assert finished is not None
     if local_store is None:
-        for batch in store.take_results(run.id):
-            finished.results.extend(batch)
+        # Parsed straight into the document from the stored rows, a batch at a time (one parse for many results;
+        # extending the document with result messages would copy each one).
+        for rows in store.take_result_rows(run.id):
+            finished.MergeFromString(b"".join([field(RUN_RESULTS, row) for row in rows]))
     tokens_in, tokens_out, usd = store.usage_now(run.id)
     usage = finished.progress.usage
     usage.input_tokens, usage.output_tokens, usage.total_tokens = tokens_in, tokens_out, tokens_in + tokens_out
@@ -308,13 +313,12 @@ class InProcessExecutor(Executor):
 
 
 class NewsWithoutPartials(RunNews):
-    """A run's news without partial summaries: no one listens to its events, so nothing is folded as results arrive
-    and the final summaries read the stored results once instead (the same work, without the partial summaries
-    computed every few seconds for no one)."""
+    """A run's news without partial summaries: no one listens to its events, so none is computed. Results are still
+    folded as they arrive (a task's columns a column at a time, runs.result_columns), so the final summaries come
+    from that fold without reading the stored results again."""
 
-    def follow(self, run_id: str, partials: SummaryBuilder) -> None:
-        super().follow(run_id, partials)
-        self.drop_partials(run_id)
+    def partials(self, run_id: str) -> SummaryBuilder | None:
+        return None
 
 
 class GivenJudges(JudgeSet):

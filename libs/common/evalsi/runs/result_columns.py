@@ -1,11 +1,14 @@
 """A task's results as columns (``ResultColumns`` on the bus): made once by the worker that produced them, so the
 scheduler stores and folds a million results without reading or re-serializing each one.
 
-The worker already holds every result as an object; the scheduler, one process for every worker, would otherwise
-read each result's fields, serialize it again for its row and walk its scores for the summaries (a third of its
-CPU in a million-task run, docs/benchmarks.md). From columns the rows are a ``zip`` and the common fold (one
-evaluator, one pass/fail or number score per result) is a few array extends; a result that is anything else is
-read back from its bytes and folded as before, so the summaries are the same either way.
+The runner writes an evaluation task's results as columns in the first place (``run_evaluators(columns=...)``: a
+cheap evaluator's bool verdict becomes a row with no message made); results made as messages (a reduction's,
+generation failures) are turned into columns here. The scheduler, one process for every worker, would otherwise
+read each result's fields, serialize it again for its row and walk its scores for the summaries (a third of its CPU
+in a million-task run, docs/benchmarks.md). An in-process run's results take the same path. From columns the rows
+are a ``zip`` and the common fold (one evaluator, one pass/fail or number score per result) is a few array extends;
+a result that is anything else is read back from its bytes and folded as before, so the summaries are the same
+either way.
 """
 
 from __future__ import annotations
@@ -14,53 +17,30 @@ import math
 from collections.abc import Iterable, Iterator, Sequence
 
 from evalsi.bus.v1alpha1.bus_pb2 import ResultColumns, TaskResult
+from evalsi.evaluators.runner import append_results
 from evalsi.runs.summary import SummaryBuilder
 from evalsi.stores.metadata import ResultRow
-from evalsi.v1alpha1.score_pb2 import OUTCOME_SCORED, EvaluationResult
-
-_NOT_FOLDABLE = float("nan")  # no score is NaN (a NaN score is an evaluator error), so it marks "read the result"
+from evalsi.v1alpha1.score_pb2 import EvaluationResult
 
 
 def columns_of(results: Iterable[EvaluationResult]) -> ResultColumns:
     """``results`` as columns, in their order."""
     columns = ResultColumns()
-    _fill(columns, list(results))
+    append_results(columns, list(results))
     return columns
 
 
 def move_results_to_columns(result: TaskResult) -> None:
-    """Replace ``result.results`` by ``result.columns`` (what a worker publishes)."""
+    """Replace ``result.results`` by ``result.columns`` (what a worker publishes; a task evaluated with
+    ``run_evaluators(columns=...)`` has its columns already and no results)."""
     if result.results:
-        _fill(result.columns, list(result.results))
+        append_results(result.columns, list(result.results))
         result.ClearField("results")
 
 
-def _fill(columns: ResultColumns, results: list[EvaluationResult]) -> None:
-    # A field at a time over a list (a comprehension per column, no copy of the columns after): a worker does this
-    # for every result it publishes, about 2 us a result.
-    columns.data.extend([r.SerializeToString() for r in results])
-    columns.evaluators.extend([r.evaluator for r in results])
-    columns.record_ids.extend([r.record_id for r in results])
-    columns.trials.extend([r.trial for r in results])
-    outcomes = [r.outcome for r in results]
-    columns.outcomes.extend(outcomes)
-    values: list[float] = []
-    names: list[str] = []
-    for result, outcome in zip(results, outcomes, strict=True):
-        value, name = _NOT_FOLDABLE, ""
-        if outcome == OUTCOME_SCORED:
-            scores = result.scores
-            if len(scores) == 1:
-                score = scores[0]
-                kind = score.WhichOneof("value")
-                if kind == "passed":
-                    value, name = (1.0 if score.passed else 0.0), score.name
-                elif kind == "number":
-                    value, name = score.number, score.name
-        values.append(value)
-        names.append(name)
-    columns.values.extend(values)
-    columns.score_names.extend(names)
+def task_results(result: TaskResult) -> list[EvaluationResult]:
+    """A task result's results as messages, whether it carries them as messages or as columns."""
+    return list(result.results) + [EvaluationResult.FromString(data) for data in result.columns.data]
 
 
 def result_rows(columns: ResultColumns) -> list[ResultRow]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from evalsi.bus.v1alpha1.bus_pb2 import Task, TaskRecords
 from evalsi.errors import BadInputError
 from evalsi.stores.metadata import TASK_STATES, ResultRow, TaskEnd, TaskRow, check_task_states
+from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateResponse
 from evalsi.v1alpha1.record_pb2 import Record
 from evalsi.v1alpha1.run_pb2 import Run
 from evalsi.v1alpha1.score_pb2 import OUTCOME_SCORED, OUTCOME_SKIPPED, EvaluationResult
@@ -25,6 +26,36 @@ from evalsi.v1alpha1.score_pb2 import OUTCOME_SCORED, OUTCOME_SKIPPED, Evaluatio
 _FINAL = (OUTCOME_SCORED, OUTCOME_SKIPPED)
 _REPORTED = ("done", "failed")  # task states whose usage is the task's own report
 _ResultKey = tuple[str, str, int]
+# A stored result: the message an in-process evaluation made, or (outcome, its bytes) as a row of columns arrived
+# (runs.result_columns): kept as bytes, parsed many at a time only when read as messages.
+_Stored = EvaluationResult | tuple[int, bytes]
+_RESULTS = b"\x0a"  # EvaluateResponse.results: the holder rows are parsed into, all at once
+
+
+def _outcome(stored: _Stored) -> int:
+    return stored[0] if isinstance(stored, tuple) else stored.outcome
+
+
+def _messages(stored: Sequence[_Stored]) -> list[EvaluationResult]:
+    """Stored results as messages: rows parsed in one go (a parse per row costs several times more)."""
+    if all(item.__class__ is EvaluationResult for item in stored):
+        return list(stored)  # type: ignore[arg-type]
+    holder = EvaluateResponse()
+    holder.MergeFromString(b"".join([_RESULTS + _varint(len(row)) + row for row in _row_bytes(stored)]))
+    return list(holder.results)
+
+
+def _row_bytes(stored: Sequence[_Stored]) -> list[bytes]:
+    return [item[1] if isinstance(item, tuple) else item.SerializeToString() for item in stored]
+
+
+def _varint(number: int) -> bytes:
+    out = bytearray()
+    while number > 127:
+        out.append((number & 0x7F) | 0x80)
+        number >>= 7
+    out.append(number)
+    return bytes(out)
 
 
 @dataclass
@@ -44,12 +75,12 @@ class MemoryRunStore:
     """Runs, tasks, results, usage and leases of one process's runs."""
 
     _runs: dict[tuple[str, str], Run] = field(default_factory=dict)
-    _results: dict[str, dict[_ResultKey, EvaluationResult]] = field(default_factory=dict)
+    _results: dict[str, dict[_ResultKey, _Stored]] = field(default_factory=dict)
     _tasks: dict[str, dict[str, _Task]] = field(default_factory=dict)
     _leases: dict[str, tuple[str, float]] = field(default_factory=dict)
     # Each run's results in reading order, kept until a result is upserted: a run's results are read back whole
     # twice at its end (summaries, then the document), and sorting them is most of what reading costs.
-    _ordered: dict[str, list[EvaluationResult]] = field(default_factory=dict)
+    _ordered: dict[str, list[_Stored]] = field(default_factory=dict)
 
     async def ping(self) -> bool:
         return True
@@ -86,12 +117,19 @@ class MemoryRunStore:
         for result in results:
             key = (result.evaluator, result.record_id, result.trial)
             kept = stored.get(key)
-            if kept is not None and kept.outcome in _FINAL and result.outcome not in _FINAL:
+            if kept is not None and _outcome(kept) in _FINAL and result.outcome not in _FINAL:
                 continue  # a result the evaluator produced is a fact; a late error never replaces it
             stored[key] = result
 
     async def upsert_result_rows(self, project: str, run_id: str, rows: Sequence[ResultRow]) -> None:
-        await self.upsert_results(project, run_id, [EvaluationResult.FromString(row[4]) for row in rows])
+        stored = self._results.setdefault(run_id, {})
+        self._ordered.pop(run_id, None)
+        for evaluator, record_id, trial, outcome, data in rows:
+            key = (evaluator, record_id, trial)
+            kept = stored.get(key)
+            if kept is not None and _outcome(kept) in _FINAL and outcome not in _FINAL:
+                continue
+            stored[key] = (outcome, data)
 
     async def iter_results(
         self, project: str, run_id: str, *, batch_size: int = 5000
@@ -101,11 +139,20 @@ class MemoryRunStore:
             stored = self._results.get(run_id, {})
             ordered = self._ordered[run_id] = [stored[key] for key in sorted(stored)]
         for start in range(0, len(ordered), batch_size):
-            yield ordered[start : start + batch_size]
+            yield _messages(ordered[start : start + batch_size])
 
     def take_results(self, run_id: str, *, batch_size: int = 5000) -> Iterator[list[EvaluationResult]]:
         """A finished run's results in reading order, each batch let go of once it is handed over: the caller
         copying them into a document never holds the store's index of every result beside its copy."""
+        for batch in self._take(run_id, batch_size):
+            yield _messages(batch)
+
+    def take_result_rows(self, run_id: str, *, batch_size: int = 5000) -> Iterator[list[bytes]]:
+        """``take_results`` as each result's serialized bytes (a document parses them all at once)."""
+        for batch in self._take(run_id, batch_size):
+            yield _row_bytes(batch)
+
+    def _take(self, run_id: str, batch_size: int) -> Iterator[list[_Stored]]:
         ordered = self._ordered.pop(run_id, None)
         stored = self._results.pop(run_id, {})
         if ordered is None:
@@ -121,7 +168,8 @@ class MemoryRunStore:
     async def count_results(self, project: str, run_id: str) -> dict[int, int]:
         counts: dict[int, int] = {}
         for result in self._results.get(run_id, {}).values():
-            counts[result.outcome] = counts.get(result.outcome, 0) + 1
+            outcome = _outcome(result)
+            counts[outcome] = counts.get(outcome, 0) + 1
         return counts
 
     async def add_tasks(self, project: str, tasks: Sequence[TaskRow]) -> int:

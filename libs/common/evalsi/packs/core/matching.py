@@ -87,12 +87,43 @@ def normalize_text(text: str, normalize: bool, ignore_punctuation: bool, ignore_
 # --- exact-match ---------------------------------------------------------------------------------------------
 
 
+def _exact_match_batch(
+    texts: dict[str, list[str]],
+    *,
+    normalize: bool = True,
+    ignore_punctuation: bool = False,
+    ignore_articles: bool = False,
+) -> list[bool | None]:
+    """``exact_match`` over the texts' columns: True where both texts are present (non-empty text contents) and
+    equal, or equal once normalized; None (the function decides) for everything else, so a mismatch keeps its
+    explanation and non-text contents their own rules."""
+    plain = not (ignore_punctuation or ignore_articles)
+    decided: list[bool | None] = []
+    for output, expected in zip(texts["output"], texts["reference"], strict=True):
+        if output and expected:
+            if output == expected:
+                decided.append(True)
+                continue
+            if plain:
+                if normalize and " ".join(output.split()).casefold() == " ".join(expected.split()).casefold():
+                    decided.append(True)
+                    continue
+            elif normalize_text(output, normalize, ignore_punctuation, ignore_articles) == normalize_text(
+                expected, normalize, ignore_punctuation, ignore_articles
+            ):
+                decided.append(True)
+                continue
+        decided.append(None)
+    return decided
+
+
 @evaluator(
     "builtin/exact-match",
     version="1.0.0",
     pack="core",
     requires=["output", "reference"],
     cheap=True,  # linear in the texts' length
+    batch=_exact_match_batch,
     outputs=[Output("passed", "boolean", description="The output equals the reference (or one of them).")],
     params={
         "normalize": "Strip, case-fold and collapse internal whitespace before comparing.",
