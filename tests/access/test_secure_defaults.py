@@ -5,7 +5,13 @@ starts."""
 
 from __future__ import annotations
 
+import signal
 import stat
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -16,6 +22,7 @@ from evalsi.auth.api_keys import hash_api_key, new_api_key
 from evalsi.cli.main import cli
 from evalsi.errors import BadInputError
 from evalsi.gate.exposure import AccessSettings
+from evalsi.ports import free_ports
 from evalsi.service.config import Config
 from evalsi.service.supervisor import plan_children
 from evalsi_api import main as api_main
@@ -86,3 +93,44 @@ def test_evalsi_serve_hands_the_sections_to_the_api_and_ingest_in_a_private_file
     children = {child.name: child for child in plan_children(
         replace(no_auth, access=replace(no_auth.access, no_auth=True)), "nats://127.0.0.1:1", tmp_path)}
     assert children["api"].env["EVALSI_NO_AUTH"] == "1" and children["ingest"].env["EVALSI_NO_AUTH"] == "1"
+
+
+def _status(url: str) -> int:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as answer:
+            return int(answer.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def test_metrics_unauthenticated_only_on_the_apis_separate_loopback_listener(tmp_path: Path) -> None:
+    config = write_config(tmp_path, {"auth": KEYS})
+    http_port, grpc_port, metrics_port = free_ports(3)
+    process = subprocess.Popen([
+        sys.executable, "-m", "evalsi_api.main", "--config", str(config), "--http-port", str(http_port),
+        "--grpc-port", str(grpc_port), "--metrics-port", str(metrics_port), "--nats", "nats://127.0.0.1:1",
+        "--metadata-url", f"sqlite:///{tmp_path / 'evalsi.db'}", "--objects-url", str(tmp_path / "objects"),
+        "--datasets-dir", str(tmp_path), "--grace-period", "1",
+    ], stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 90  # the api imports for seconds; far longer on a loaded machine
+        while True:
+            try:
+                healthy = _status(f"http://127.0.0.1:{http_port}/healthz") == 200
+                if healthy and _status(f"http://127.0.0.1:{metrics_port}/healthz") == 200:
+                    break
+            except OSError:
+                pass
+            assert process.poll() is None and time.monotonic() < deadline, "the api never answered"
+            time.sleep(0.1)
+        assert _status(f"http://127.0.0.1:{http_port}/metrics") == 401  # the owner's on the api's port
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=2) as answer:
+            assert answer.status == 200 and b"# TYPE evalsi_api_requests_total counter" in answer.read()
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()

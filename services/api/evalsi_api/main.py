@@ -55,13 +55,14 @@ from evalsi.ingest.publishing import BusCompletionPublisher
 from evalsi.runs.driver import planned_task_count
 from evalsi.runs.dry_run import served_dry_run
 from evalsi.runs.spec import validate_eval_run
-from evalsi.service.kit import STOP_DEADLINE_S, run_service
+from evalsi.service.kit import STOP_DEADLINE_S, run_service, serve_health
 from evalsi.service.lifecycle import Lifecycle
 from evalsi.service.logging import LEVELS
 from evalsi.service.settings import (
     DATASETS_DIR,
     LOGGING,
     METADATA_URL,
+    METRICS_PORT,
     NATS,
     NATS_CREDENTIALS,
     OBJECTS_URL,
@@ -98,6 +99,8 @@ class Settings:
     evaluate_timeout_s: float = 60.0
     log_level: str = "info"
     log_format: str = "json"
+    # A loopback listener of /metrics without authentication (0: none).
+    metrics_port: int = 0
     # The trace store evalsi-ingest writes; empty: TraceService answers that none is configured.
     traces_url: str = ""
     # The judges and agents requests may name (EVALSI_CONNECTIONS_FILE); none when unset.
@@ -147,6 +150,8 @@ OPTIONS = (
            "empty: none"),
     Option("--no-auth", switch=True, default=False, shared=True,
            help="authenticate nobody although evalsi.yaml has an auth section; logs a warning at every start"),
+    option(METRICS_PORT, help="a loopback port serving /metrics (and /healthz, /readyz) without authentication, "
+           "for a scraper on this machine (0: none; the HTTP port's /metrics is the owner's when auth is on)"),
     *LOGGING,
 )
 
@@ -176,6 +181,7 @@ def parse_settings(argv: Sequence[str] | None = None, environ: Mapping[str, str]
         evaluate_timeout_s=args.evaluate_timeout,
         log_level=level,
         log_format=args.log_format,
+        metrics_port=args.metrics_port,
         traces_url=args.traces_url,
         connections=Connections.from_environ(env),
         access=AccessSettings.from_document(read_yaml_file(args.config) if args.config else {},
@@ -387,6 +393,8 @@ async def assemble(settings: Settings, life: Lifecycle) -> None:
     server = ApiServer(table, settings.server, readiness=readiness, metrics=metrics, gate=access.gate,
                        tls=access.tls, login=access.login)
     await life.enter("listeners", server.start(), lambda _: server.stop())
+    # §17: /metrics is the owner's, or unauthenticated on a separate listener on loopback.
+    await serve_health(life, settings.metrics_port, metrics.registry)
     # In the background: the listeners answer /healthz (and an honest /readyz) while NATS is still coming up.
     await life.spawn("nats connect", link.connect())
     readiness.set_ready("started")
