@@ -5,11 +5,15 @@ responder (``Executor.evaluate_request`` under ``bus.serve_requests``), as ``eva
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import aiohttp
+import grpc
 import pytest
 from google.protobuf import json_format
 
@@ -21,9 +25,17 @@ from evalsi.bus.natsserver import NatsServer
 from evalsi.errors import BadInputError, DeadlineExceeded
 from evalsi.evaluators import Pack, Registry, evaluator
 from evalsi.judges.panel import JudgeSet
+from evalsi.ports import free_port
 from evalsi.runs.execute import Executor
+from evalsi.v1alpha1 import evaluation_service_pb2_grpc
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResponse
 from evalsi.v1alpha1.record_pb2 import Record
+
+try:
+    from evalsi_api import main as api_main
+except ImportError:  # until the package path is in the installed distribution
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "services" / "api"))
+    from evalsi_api import main as api_main
 
 
 @evaluator("test/slow-cheap", cheap=True, requires=["output"])
@@ -236,3 +248,71 @@ async def test_the_event_loop_serves_others_while_a_request_is_answered_in_proce
         ticking.cancel()
     assert len(answer.results) == 10 and paths.worker.answered == 0
     assert len(ticks) > 3, "the loop ran nothing else while the request was answered"
+
+
+async def test_a_stream_of_cheap_requests_is_answered_in_process_in_order(paths: Paths) -> None:
+    passes = [False, True, False, True, False]
+    requests = [
+        _request({"records": [{"id": f"r{i}", "output": {"text": "a"}, "reference": {"text": "a" if ok else "b"}}],
+                  "evaluators": [EM]})
+        for i, ok in enumerate(passes)
+    ]
+
+    async def feed() -> AsyncIterator[EvaluateRequest]:
+        for request in requests:
+            yield request
+
+    answers = [answer async for answer in paths.local.evaluate_stream(feed(), _ctx())]
+    assert [a.results[0].record_id for a in answers] == [f"r{i}" for i in range(5)]
+    assert [a.results[0].scores[0].passed for a in answers] == passes
+    assert [a.request_id for a in answers] == [f"req-1-{i}" for i in range(5)]
+    assert paths.worker.answered == 0
+
+
+async def test_the_served_api_answers_cheap_evaluators_with_no_worker_running(tmp_path: Path) -> None:
+    """evalsi-api as wired by its main, over a real NATS where no worker answers: exact-match still is answered
+    (over gRPC and HTTP/JSON), an evaluator that is not cheap finds no responder."""
+    datasets = tmp_path / "datasets"
+    datasets.mkdir()
+    with NatsServer() as nats_server:
+        settings = api_main.parse_settings(
+            ["--http-port", str(free_port()), "--grpc-port", str(free_port()),
+             "--metadata-url", f"sqlite:///{tmp_path / 'evalsi.db'}", "--objects-url", str(tmp_path / "objects"),
+             "--datasets-dir", str(datasets), "--grace-period", "1", "--nats", nats_server.url],
+            environ={},
+        )  # fmt: skip
+        stop = asyncio.Event()
+        serving = asyncio.create_task(api_main.serve(settings, stop=stop))
+        try:
+            async with aiohttp.ClientSession(f"http://127.0.0.1:{settings.server.http_port}") as http:
+                await _ready(http, serving)
+                body = {"records": SEED, "evaluators": [EM]}
+                async with http.post("/v1alpha1/evaluate", json=body) as response:
+                    assert response.status == 200, await response.text()
+                    answered = json_format.Parse(await response.text(), EvaluateResponse())
+                assert sorted(r.scores[0].passed for r in answered.results) == [False, True]
+            async with grpc.aio.insecure_channel(f"127.0.0.1:{settings.server.grpc_port}") as channel:
+                stub = evaluation_service_pb2_grpc.EvaluationServiceStub(channel)
+                answer = await stub.Evaluate(_request({"records": SEED, "evaluators": [EM]}), timeout=10)
+                assert [s.metric for s in answer.summaries] == ["exact-match"] and answer.summaries[0].n == 2
+                pooled = _request({"records": SEED, "evaluators": [{"ref": "contains", "params": {"values": ["a"]}}]})
+                with pytest.raises(grpc.aio.AioRpcError) as info:
+                    await stub.Evaluate(pooled, timeout=10)
+                assert info.value.code() == grpc.StatusCode.UNAVAILABLE and "no responder" in info.value.details()
+        finally:
+            stop.set()
+            await asyncio.wait_for(serving, 10)
+
+
+async def _ready(session: aiohttp.ClientSession, serving: asyncio.Task[Any]) -> None:
+    for _ in range(400):
+        if serving.done():
+            serving.result()
+        try:
+            async with session.get("/readyz") as response:
+                if response.status == 200:
+                    return
+        except aiohttp.ClientConnectionError:
+            pass
+        await asyncio.sleep(0.05)
+    raise AssertionError("the api never became ready")
