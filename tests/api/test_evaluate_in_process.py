@@ -215,6 +215,12 @@ def test_which_evaluators_run_in_the_api_is_their_own_declaration() -> None:
 
     assert not runs_in_process(cheap_judge), "an evaluator that needs a judge reaches a provider: a worker's job"
 
+    @evaluator("test/cheap-sandboxed", cheap=True, pool="sandbox")
+    def cheap_sandboxed(record: Record) -> bool:
+        return True
+
+    assert not runs_in_process(cheap_sandboxed), "a pool is a placement: a sandbox's isolation stays on its workers"
+
 
 async def test_the_callers_deadline_stops_an_answer_in_process(paths: Paths) -> None:
     records = [{"id": f"r{i}", "output": {"text": "x"}} for i in range(30)]  # 30 x 30 ms: 0.9 s unstopped

@@ -3,7 +3,7 @@
 Through a worker, one Evaluate hops api -> nats-server -> worker -> nats-server -> api, and on this kind of
 machine every hop is a wake-up costing more than a cheap evaluator's whole call (docs/benchmarks.md). So a
 request whose evaluators all declare themselves cheap (``@evaluator(cheap=True)``: synchronous, bounded by the
-input's size, no I/O; and no judge) is answered here, by the same engine a worker runs
+input's size, no I/O; no judge, and on the plain cpu pool) is answered here, by the same engine a worker runs
 (``evalsi.runs.evaluate_request``), and the answer is the worker's, field by field. Everything else (judges,
 code, agents, plugins) goes to the worker pools as before.
 
@@ -31,9 +31,10 @@ DEFAULT_MAX_EVALUATIONS = 32
 
 
 def runs_in_process(evaluator: Evaluator) -> bool:
-    """Whether the evaluator's own declaration lets the api call it: cheap (bounded, microseconds, no I/O) and no
-    judge to reach."""
-    return evaluator.cheap and "judge" not in evaluator.requires
+    """Whether the evaluator's own declaration lets the api call it: cheap (bounded, microseconds, no I/O), no
+    judge to reach, and placed on the plain ``cpu`` pool (another pool is a placement it must keep: a sandbox's
+    isolation, a GPU, a harness)."""
+    return evaluator.cheap and evaluator.pool == "cpu" and "judge" not in evaluator.requires
 
 
 class LocalEvaluation:
