@@ -22,7 +22,11 @@ from typing import Any, Protocol
 
 from google.protobuf.message import Message
 
+from evalsi.projects import PROJECT_LABEL
 from evalsi.v1alpha1 import evaluator_pb2, run_pb2
+from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest
+from evalsi.v1alpha1.monitor_service_pb2 import ApplyPolicyRequest
+from evalsi.v1alpha1.run_service_pb2 import CompareRunsRequest, CreateRunRequest
 
 Attributes = dict[str, Any]
 # Pools whose evaluators execute submitted code.
@@ -110,14 +114,10 @@ def _evaluators(refs: Iterable[str], sources: AttributeSources) -> tuple[list[st
 
 def evaluate(request: Message | None, sources: AttributeSources) -> Attributes:
     """EvaluationService.Evaluate / EvaluateStream: project, evaluators, judge(s), runs_code."""
-    if request is None:
-        return base()
-    refs, runs_code = _evaluators((e.ref for e in request.evaluators), sources)  # type: ignore[attr-defined]
-    return {
-        **base(_project_field(request), runs_code=runs_code),
-        "evaluators": refs,
-        **_judges(request.judges),  # type: ignore[attr-defined]
-    }
+    if not isinstance(request, EvaluateRequest):
+        return base(_project_field(request))
+    refs, runs_code = _evaluators((e.ref for e in request.evaluators), sources)
+    return {**base(request.project, runs_code=runs_code), "evaluators": refs, **_judges(request.judges)}
 
 
 def _target(target: run_pb2.Target, sources: AttributeSources) -> tuple[Attributes, bool]:
@@ -150,18 +150,18 @@ def _dataset(source: run_pb2.DatasetSource) -> str:
     return str(getattr(source, kind)) if kind else ""
 
 
-def _project_of_run(request: Message) -> str:
+def _project_of_run(request: CreateRunRequest) -> str:
     """CreateRun's project: the request's, else the document's metadata or its evals.si/project label."""
-    metadata = request.run.metadata  # type: ignore[attr-defined]
-    return str(request.project or metadata.project or metadata.labels.get("evals.si/project", ""))  # type: ignore[attr-defined]
+    metadata = request.run.metadata
+    return request.project or metadata.project or metadata.labels.get(PROJECT_LABEL, "")
 
 
 def create_run(request: Message | None, sources: AttributeSources) -> Attributes:
     """RunService.CreateRun: project, run name, target, judge(s), evaluators, dataset, trials, budget, runs_code,
     labels."""
-    if request is None:
-        return base()
-    document: run_pb2.EvalRun = request.run  # type: ignore[attr-defined]
+    if not isinstance(request, CreateRunRequest):
+        return base(_project_field(request))
+    document = request.run
     spec = document.spec
     target, target_runs_code = _target(spec.target, sources)
     refs, evaluators_run_code = _evaluators((e.ref for e in spec.evaluators), sources)
@@ -190,9 +190,9 @@ def run_by_id(request: Message | None, sources: AttributeSources) -> Attributes:
 
 
 def compare_runs(request: Message | None, sources: AttributeSources) -> Attributes:
-    if request is None:
-        return base()
-    return {**base(_project_field(request)), "runs": [request.run_a, request.run_b]}  # type: ignore[attr-defined]
+    if not isinstance(request, CompareRunsRequest):
+        return base(_project_field(request))
+    return {**base(request.project), "runs": [request.run_a, request.run_b]}
 
 
 def list_runs(request: Message | None, sources: AttributeSources) -> Attributes:
@@ -218,13 +218,13 @@ def stored_run(attributes: Mapping[str, Any], run: run_pb2.Run) -> Attributes:
 def apply_policy(request: Message | None, sources: AttributeSources) -> Attributes:
     """MonitorService.ApplyPolicy: project, policy (name, selector, evaluators, promotion dataset), judge(s),
     runs_code, labels."""
-    if request is None:
-        return base()
-    policy = request.policy  # type: ignore[attr-defined]
+    if not isinstance(request, ApplyPolicyRequest):
+        return base(_project_field(request))
+    policy = request.policy
     spec = policy.spec
     refs, runs_code = _evaluators((stage.ref for stage in spec.cascade), sources)
     judges = sorted({stage.judge for stage in spec.cascade if stage.judge})
-    project = str(request.project or policy.metadata.project)  # type: ignore[attr-defined]
+    project = request.project or policy.metadata.project
     out: Attributes = {
         **base(project, policy.metadata.labels, runs_code=runs_code),
         "policy": {"name": policy.metadata.name, "selector": spec.selector, "evaluators": refs,

@@ -22,6 +22,7 @@ from evalsi.errors import BadInputError
 from evalsi.projects import PROJECT_RULE, is_project
 
 SubjectKind = Literal["user", "email", "group", "key", "cel"]
+_KINDS: dict[str, SubjectKind] = {"user": "user", "email": "email", "group": "group", "key": "key", "cel": "cel"}
 SUBJECT_FORMS = "user:<provider>/<subject>, email:<address>, group:<provider>/<group>, key:<name> or cel:<expression>"
 
 
@@ -63,7 +64,7 @@ class Binding:
 def parse_subject(text: str, where: str) -> Subject:
     kind, sep, value = text.partition(":")
     value = value.strip()
-    if not sep or not value or kind not in ("user", "email", "group", "key", "cel"):
+    if not sep or not value or kind not in _KINDS:
         raise BadInputError(f"{where}: {text!r} is not a subject; write {SUBJECT_FORMS}")
     if kind in ("user", "group"):
         provider, slash, name = value.partition("/")
@@ -75,7 +76,7 @@ def parse_subject(text: str, where: str) -> Subject:
         value = value.lower()
     if kind == "cel":
         return Subject("cel", value, text, Expression(value, where, "a cel: subject"))
-    return Subject(kind, value, text)  # type: ignore[arg-type]
+    return Subject(_KINDS[kind], value, text)
 
 
 def build_binding(definition: BindingDefinition, roles: RoleSet) -> Binding:
@@ -98,7 +99,7 @@ class BindingIndex:
     """Bindings by subject, for finding the ones that name a principal."""
 
     _exact: dict[tuple[str, str], list[Binding]] = field(default_factory=dict)
-    _cel: list[Binding] = field(default_factory=list)
+    _cel: list[tuple[Binding, Expression]] = field(default_factory=list)
     all: list[Binding] = field(default_factory=list)
 
     @classmethod
@@ -106,8 +107,8 @@ class BindingIndex:
         index = cls()
         for binding in bindings:
             index.all.append(binding)
-            if binding.subject.kind == "cel":
-                index._cel.append(binding)
+            if binding.subject.expression is not None:
+                index._cel.append((binding, binding.subject.expression))
             else:
                 index._exact.setdefault((binding.subject.kind, binding.subject.value), []).append(binding)
         return index
@@ -121,8 +122,7 @@ class BindingIndex:
 
     def cel(self, activation: Activation) -> list[tuple[Binding, bool | Exception]]:
         """Each ``cel:`` binding with its result."""
-        return [(binding, binding.subject.expression.holds(activation))  # type: ignore[union-attr]
-                for binding in self._cel]
+        return [(binding, expression.holds(activation)) for binding, expression in self._cel]
 
     @property
     def has_cel(self) -> bool:
