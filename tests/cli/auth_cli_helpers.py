@@ -64,8 +64,11 @@ def access_document(issuer: LocalIssuer, root_key: str) -> dict[str, Any]:
             "api_keys": {"mode": "strict", "keys": [{"name": "root", "key": hash_api_key(root_key)}]},
             "cli_login": {"issuer": issuer.url, "client_id": CLI_CLIENT},
         },
-        "rbac": {"owners": ["key:root"], "projects": {"support": {"viewer": ["group:local/eng"],
-                                                                  "runner": ["email:bob@example.com"]}}},
+        "rbac": {"owners": ["key:root"], "projects": {
+            "support": {"viewer": ["group:local/eng"], "runner": ["email:bob@example.com"]},
+            # CI from one repository's main branch, with the job's own OIDC token: no stored secret.
+            "agent-ci": {"runner": ['cel:jwt.repository == "acme/agent" && jwt.ref == "refs/heads/main"']},
+        }},
     }
 
 

@@ -278,3 +278,15 @@ def test_grpcs_and_https_carry_the_credential_verified_against_evalsi_ca_file(tm
                                   env=tls_stack.env(EVALSI_API_KEY=tls_stack.root_key))
         assert untrusted.returncode == 1 and "CERTIFICATE_VERIFY_FAILED" in untrusted.stderr
         assert tls_stack.root_key not in untrusted.stderr
+
+
+def test_a_github_actions_job_uses_its_own_oidc_token_scoped_by_a_cel_binding(stack: AuthStack, home: Path) -> None:
+    main = stack.env(**stack.issuer.github_job(repository="acme/agent", audience=stack.issuer.audience))
+    me = _whoami(stack, "--project", "agent-ci", env=main)
+    assert me["id"] == "local/repo:acme/agent:ref:refs/heads/main"
+    assert me["roles"] == {"agent-ci": {"roles": ["runner"]}}, me
+    listed = stack.run("runs", "list", "--server", stack.grpc, "--project", "agent-ci", env=main)
+    assert listed.returncode == 0, listed.stderr
+    fork = stack.env(**stack.issuer.github_job(repository="someone/fork", audience=stack.issuer.audience))
+    refused = stack.run("runs", "list", "--server", stack.http, "--project", "agent-ci", env=fork)
+    assert refused.returncode == 2 and "runs.read" in refused.stderr, refused.stderr

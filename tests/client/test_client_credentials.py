@@ -3,14 +3,10 @@ login against a real local issuer, token files read per call, and a GitHub Actio
 
 from __future__ import annotations
 
-import json
 import os
 import stat
-import threading
 import time
-import urllib.parse
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +22,7 @@ from evalsi.client_auth.sources import (
     refresh_login,
     resolve_credentials,
 )
-from evalsi.errors import BadInputError
+from evalsi.errors import BadInputError, InfraError
 from evalsi.testing.issuer import CLI_CLIENT, LocalIssuer, ThreadedIssuer
 
 SERVER = "http://127.0.0.1:8080"
@@ -160,65 +156,29 @@ def test_a_refresh_the_issuer_refuses_says_to_log_in_again(tmp_path: Path, issue
     assert stale.refresh_token not in str(refused.value)
 
 
-class _GithubTokenEndpoint:
-    """GitHub's ACTIONS_ID_TOKEN_REQUEST_URL: the request token as a bearer, the audience in the query."""
-
-    def __init__(self, issuer: LocalIssuer, lifetime_s: float) -> None:
-        self.requests: list[dict[str, str]] = []
-        endpoint = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(self.path).query))
-                endpoint.requests.append({**query, "authorization": self.headers.get("authorization", "")})
-                if self.headers.get("authorization") != "bearer request-token":
-                    self.send_error(401)
-                    return
-                token = issuer.mint("repo:acme/agent:ref:refs/heads/main", audience=query["audience"],
-                                    expires_in=lifetime_s, repository="acme/agent", ref="refs/heads/main")
-                body = json.dumps({"value": token}).encode()
-                self.send_response(200)
-                self.send_header("content-type", "application/json")
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *_args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/token?api-version=2.0"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-
 def test_github_actions_oidc_token_is_fetched_for_the_audience_and_again_when_it_lapses(
     tmp_path: Path, issuer: LocalIssuer
 ) -> None:
-    endpoint = _GithubTokenEndpoint(issuer, lifetime_s=30)  # under the 60 s margin: every call fetches again
-    try:
-        env = {"EVALSI_OIDC_AUDIENCE": "https://evals.example.com", "ACTIONS_ID_TOKEN_REQUEST_URL": endpoint.url,
-               "ACTIONS_ID_TOKEN_REQUEST_TOKEN": "request-token"}
-        source = _resolve(tmp_path, env)
-        claims = jwt.decode(source.authorization().removeprefix("Bearer "), options={"verify_signature": False})
-        assert claims["aud"] == "https://evals.example.com" and claims["repository"] == "acme/agent"
-        assert endpoint.requests[0]["api-version"] == "2.0"
-        source.authorization()
-        assert len(endpoint.requests) == 2
-        assert "request-token" not in repr(source)
-    finally:
-        endpoint.server.shutdown()
-        endpoint.server.server_close()
+    # Under the 60 s margin: every call fetches again.
+    env = issuer.github_job(audience="https://evals.example.com", lifetime_s=30)
+    source = _resolve(tmp_path, env)
+    claims = jwt.decode(source.authorization().removeprefix("Bearer "), options={"verify_signature": False})
+    assert claims["aud"] == "https://evals.example.com" and claims["repository"] == "acme/agent"
+    assert claims["sub"] == "repo:acme/agent:ref:refs/heads/main"
+    source.authorization()
+    assert issuer.github_requests == ["https://evals.example.com"] * 2
+    assert env["ACTIONS_ID_TOKEN_REQUEST_TOKEN"] not in repr(source)
 
 
 def test_github_actions_token_is_reused_while_valid(tmp_path: Path, issuer: LocalIssuer) -> None:
-    endpoint = _GithubTokenEndpoint(issuer, lifetime_s=600)
-    try:
-        env = {"EVALSI_OIDC_AUDIENCE": "evals.si", "ACTIONS_ID_TOKEN_REQUEST_URL": endpoint.url,
-               "ACTIONS_ID_TOKEN_REQUEST_TOKEN": "request-token"}
-        source = _resolve(tmp_path, env)
-        assert source.authorization() == source.authorization() and len(endpoint.requests) == 1
-    finally:
-        endpoint.server.shutdown()
-        endpoint.server.server_close()
+    source = _resolve(tmp_path, issuer.github_job(audience="evals.si", lifetime_s=600))
+    assert source.authorization() == source.authorization() and len(issuer.github_requests) == 1
+
+
+def test_a_wrong_job_request_token_is_an_infrastructure_error(tmp_path: Path, issuer: LocalIssuer) -> None:
+    env = {**issuer.github_job(audience="evals.si"), "ACTIONS_ID_TOKEN_REQUEST_TOKEN": "stale"}
+    with pytest.raises(InfraError, match=r"ACTIONS_ID_TOKEN_REQUEST_URL answered HTTP 401"):
+        _resolve(tmp_path, env).authorization()
 
 
 def test_github_audience_without_the_job_token_says_what_the_workflow_lacks(tmp_path: Path) -> None:

@@ -11,7 +11,9 @@ unchanged against it:
 - ``POST /device_authorization``; ``POST /device/approve`` (form ``user_code``, ``subject``, ``deny=1`` to
   refuse): the user's approval, done by a test or a script where a person would use the verification page;
 - ``GET /authorize``: signs in the user a test chose (``sign_in``, or ``login_hint``) and redirects to the
-  client's loopback ``redirect_uri`` with the code and the state, as a browser would after a login page.
+  client's loopback ``redirect_uri`` with the code and the state, as a browser would after a login page;
+- ``GET /github/token?audience=...``: GitHub Actions' ``ACTIONS_ID_TOKEN_REQUEST_URL``, answering a job's OIDC
+  token (``repository``, ``ref`` ... claims) to the job's request token; ``github_job`` gives a job's environment.
 
 Tokens are signed with a key generated at start (ES256 by default, or RS256/EdDSA); ``mint`` signs any claims
 directly (expired, wrong audience, extra groups) for tests of the verifier::
@@ -137,6 +139,9 @@ class LocalIssuer:
         self._browser_user = ""
         # Every grant the token endpoint answered, in order (``client_credentials``, ``refresh_token`` ...).
         self.grants: list[str] = []
+        self._jobs: dict[str, dict[str, Any]] = {}  # request token -> the job's claims
+        # Every audience a GitHub job token was asked for, in order.
+        self.github_requests: list[str] = []
 
     @property
     def url(self) -> str:
@@ -161,6 +166,17 @@ class LocalIssuer:
         public = json.loads(jwt.get_algorithm_by_name(self.algorithm).to_jwk(self._key.public_key()))
         return {"keys": [{**public, "kid": self.kid, "alg": self.algorithm, "use": "sig"}]}
 
+    def github_job(self, *, repository: str = "acme/agent", ref: str = "refs/heads/main", audience: str = "",
+                   lifetime_s: float = 300.0) -> dict[str, str]:
+        """The environment GitHub gives a job with ``permissions: id-token: write`` (and ``EVALSI_OIDC_AUDIENCE``
+        when ``audience`` is given): its token names the repository and ref, as GitHub's do."""
+        request_token = secrets.token_urlsafe(16)
+        self._jobs[request_token] = {"sub": f"repo:{repository}:ref:{ref}", "repository": repository, "ref": ref,
+                                     "repository_owner": repository.split("/")[0], "lifetime_s": lifetime_s}
+        env = {"ACTIONS_ID_TOKEN_REQUEST_URL": f"{self.url}/github/token?api-version=2.0",
+               "ACTIONS_ID_TOKEN_REQUEST_TOKEN": request_token}
+        return {**env, "EVALSI_OIDC_AUDIENCE": audience} if audience else env
+
     def sign_in(self, subject: str) -> None:
         """The user the next ``/authorize`` signs in, as if they had typed their password in the browser."""
         self._browser_user = subject
@@ -184,6 +200,7 @@ class LocalIssuer:
         app.router.add_get("/device", self._verification_page)
         app.router.add_post("/device/approve", self._device_approve)
         app.router.add_get("/authorize", self._authorize)
+        app.router.add_get("/github/token", self._github_token)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -248,6 +265,16 @@ class LocalIssuer:
         except KeyError as exc:
             return web.json_response({"error": str(exc)}, status=404)
         return web.json_response({"approved": not form.get("deny")})
+
+    async def _github_token(self, request: web.Request) -> web.Response:
+        job = self._jobs.get(request.headers.get("authorization", "").removeprefix("bearer ").removeprefix("Bearer "))
+        if job is None:
+            return web.json_response({"message": "Bad credentials"}, status=401)
+        audience = request.query.get("audience", "")
+        self.github_requests.append(audience)
+        claims = {k: v for k, v in job.items() if k not in ("sub", "lifetime_s")}
+        token = self.mint(job["sub"], audience=audience or self.audience, expires_in=job["lifetime_s"], **claims)
+        return web.json_response({"value": token})
 
     async def _authorize(self, request: web.Request) -> web.Response:
         query = request.query
