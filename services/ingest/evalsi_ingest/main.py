@@ -58,6 +58,7 @@ from evalsi.service.lifecycle import Lifecycle
 from evalsi.service.logging import configure_logging
 from evalsi.service.settings import (
     LOGGING,
+    METADATA_URL,
     METRICS_PORT,
     NATS,
     NATS_CREDENTIALS,
@@ -70,6 +71,8 @@ from evalsi.service.settings import (
 from evalsi.service.settings import build_parser as build_settings_parser
 from evalsi.stores.traces import open_trace_store
 from evalsi.yaml_files import read_yaml_file
+
+from .access import open_gate
 
 log = logging.getLogger("evalsi.ingest")
 
@@ -87,6 +90,7 @@ class Settings:
     log_format: str = "json"
     redact: str = ""  # a rules file (YAML or JSON); empty: no redaction
     nats: str = ""  # empty: standalone, completed traces are not published
+    metadata_url: str = ""  # empty: the gate knows evalsi.yaml's keys and roles only
     nats_credentials: str = ""  # a file of this service's NATS user (--nats-credentials)
     replica: int = 0
     replicas: int = 1
@@ -139,6 +143,8 @@ OPTIONS = (
     Option("--redact", default="", metavar="FILE",
            help="per-project redaction rules, YAML or JSON; applied before anything is stored"),
     option(NATS, default="", help="NATS server: publish completed traces for the policies; empty: standalone"),
+    option(METADATA_URL, default="", help="metadata store (the api's): API keys created through AuthService, stored "
+           "roles and bindings, and refused exports in the audit log; empty: evalsi.yaml's keys and roles only"),
     NATS_CREDENTIALS,
     Option("--replica", int, 0, "this replica's index, 0 to --replicas - 1"),
     Option("--replicas", int, 1, "how many ingest replicas share the traces, by trace id"),
@@ -169,6 +175,7 @@ def settings_from_args(argv: Sequence[str] | None = None, environ: Mapping[str, 
         log_format=args.log_format,
         redact=args.redact,
         nats=args.nats,
+        metadata_url=args.metadata_url,
         nats_credentials=args.nats_credentials,
         replica=args.replica,
         replicas=args.replicas,
@@ -194,10 +201,8 @@ async def assemble(settings: Settings, member: ProcessMember | None, life: Lifec
     warning = settings.access.check(settings.host)
     if warning:  # auth: {mode: none} or --no-auth: said at every start
         log.warning(warning)
-    # Keys from evalsi.yaml only: ingest holds no metadata store, so keys created through AuthService are the api's.
-    gate = settings.access.gate()
-    if gate is not None and hasattr(gate.authenticator, "aclose"):
-        life.on_stop("authenticator", gate.authenticator.aclose)
+    # With --metadata-url, keys created through AuthService and stored roles too, and refusals audited.
+    gate = await open_gate(settings.access, settings.metadata_url, life)
     tls = settings.access.tls()
     index = member.partitioning.replica if member is not None else 0
     bus: BusConnection | None = None

@@ -48,10 +48,11 @@ def load_audit_config(raw: Any, path: str = "audit") -> AuditConfig:
     return AuditConfig(parse_retention(raw.get("retention"), f"{path}.retention"), endpoint)
 
 
-async def open_audit_log(config: AuditConfig, write: WriteBatch, purge: Purge, life: Lifecycle, *,
+async def open_audit_log(config: AuditConfig, write: WriteBatch, purge: Purge | None, life: Lifecycle, *,
                          service_name: str = "evalsi-api", registry: CollectorRegistry | None = None) -> AuditLog:
-    """The audit log writing through ``write``, exporting when configured, purged every hour; stopped by ``life``
-    (what is buffered is written first). Its metrics go to ``registry`` (the service's ``/metrics``)."""
+    """The audit log writing through ``write``, exporting when configured, purged every hour through ``purge``
+    (None: another service purges); stopped by ``life`` (what is buffered is written first). Its metrics go to
+    ``registry`` (the service's ``/metrics``)."""
     exporter = None
     if config.otlp_events:
         from evalsi.audit.export import OtelAuditEvents
@@ -61,7 +62,8 @@ async def open_audit_log(config: AuditConfig, write: WriteBatch, purge: Purge, l
     audit = AuditLog(write, exporter=exporter, metrics=AuditMetrics(registry))
     audit.start()
     life.on_stop("audit log", audit.close)
-    await life.spawn("audit retention", purge_periodically(purge, config.retention_s))
+    if purge is not None:
+        await life.spawn("audit retention", purge_periodically(purge, config.retention_s))
     return audit
 
 

@@ -223,8 +223,8 @@ def plan_children(config: Config, nats_url: str, state_dir: Path) -> list[Child]
                 str(ingest.grace_s),
                 *flags,
             ],
-            # evalsi-ingest publishes completions only when given a bus (EVALSI_NATS_URL, shared by every service).
-            {**base, **bus, "EVALSI_TRACES_URL": traces_url, **access},
+            # The bus to publish completions; the metadata store for stored API keys and roles, and the audit log.
+            {**base, **stores, "EVALSI_TRACES_URL": traces_url, **access},
             logs / "ingest.log",
             ports=(
                 (ingest.http_port, "OTLP/HTTP of evalsi-ingest (ingest.http_port)"),
