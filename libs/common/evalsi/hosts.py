@@ -1,6 +1,6 @@
 """Whether a listen address stays on this machine: the one loopback rule of the API, ingest and ``evalsi serve``.
 
-Evals.si has no authentication yet, so every listener refuses a non-loopback address unless told otherwise.
+Without an ``auth`` section every listener refuses a non-loopback address (``evalsi.gate.exposure``).
 """
 
 from __future__ import annotations
