@@ -87,8 +87,8 @@ def check_project_flag(_ctx: click.Context, _param: click.Parameter, value: str 
 
 
 SERVER_HELP = (
-    "The Evals.si server: grpc://127.0.0.1:8081 or http://127.0.0.1:8080 (default: $EVALSI_SERVER, else client.server "
-    "in ./evalsi.yaml, else in ~/.config/evalsi/config.yaml)."
+    "The Evals.si server: grpc://127.0.0.1:8081 or http://127.0.0.1:8080, grpcs:// or https:// with TLS (default: "
+    "$EVALSI_SERVER, else client.server in ./evalsi.yaml, else in ~/.config/evalsi/config.yaml)."
 )
 PROJECT_HELP = (
     "The project (default: $EVALSI_PROJECT, else client.project in ./evalsi.yaml, else in "
