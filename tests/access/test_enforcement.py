@@ -190,3 +190,17 @@ async def test_an_ingest_key_bound_to_a_writes_a_and_cannot_write_b(stack: Stack
     code, _ = await grpc_code(stack.otlp_grpc, OTLP_EXPORT, span_batch(trace_id=b"\x07" * 16), key)
     assert code == grpc.StatusCode.OK
     assert await _trace_projects(stack, "a", "b", "default") == {"a": 3, "b": 0, "default": 0}
+
+
+async def test_runs_of_every_project_are_listed_for_the_owner_only(stack: Stack) -> None:
+    await _stored_run(stack, "a", "run-in-a")
+    await _stored_run(stack, "b", "run-in-b")
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{stack.http}/v1alpha1/runs?all_projects=true",
+                            headers=bearer(stack.token("root"))) as answer:
+            assert answer.status == 200, await answer.text()
+            assert {run["id"] for run in (await answer.json())["runs"]} == {"run-in-a", "run-in-b"}
+        async with http.get(f"{stack.http}/v1alpha1/runs?all_projects=true",
+                            headers=bearer(stack.token("viewer-1"), "a")) as answer:
+            assert answer.status == 403
+            assert "runs.read in project '*'" in (await answer.json())["message"]

@@ -28,10 +28,11 @@ class CallAccess:
         self._credentials = credentials
         self._resource = resource
 
-    async def check(self, ctx: CallContext, resource: Mapping[str, Any]) -> None:
+    async def check(self, ctx: CallContext, resource: Mapping[str, Any], *, project: str | None = None) -> None:
         if not ctx.action:
             return
-        self._gate.decide(ctx.principal, ctx.action, ctx.project, {**self._resource, **resource}, self._credentials,
+        where = ctx.project if project is None else project
+        self._gate.decide(ctx.principal, ctx.action, where, {**self._resource, **resource}, self._credentials,
                           ctx.method, ctx.request_id, audit_allowed=self._gate.endpoint(ctx.method).mutating)
 
 

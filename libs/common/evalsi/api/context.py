@@ -63,11 +63,12 @@ class CallContext:
     source: str = ""
     access: CallAccess | None = field(default=None, repr=False, compare=False)
 
-    async def check_access(self, resource: Mapping[str, Any]) -> None:
+    async def check_access(self, resource: Mapping[str, Any], *, project: str | None = None) -> None:
         """Decide this call's action again with a stored resource's attributes (a run's ``created_by`` and
-        ``labels``), raising PermissionDenied; nothing to do when authentication is off."""
+        ``labels``), or in another ``project`` (``*``: every project, for a list across them), raising
+        PermissionDenied; nothing to do when authentication is off."""
         if self.access is not None:
-            await self.access.check(self, resource)
+            await self.access.check(self, resource, project=project)
 
     def time_remaining(self) -> float | None:
         if self.deadline is None:

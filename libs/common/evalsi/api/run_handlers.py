@@ -41,6 +41,7 @@ from evalsi.api.run_dataset import (
     refuse_unknown_cluster_key,
     store_run_dataset,
 )
+from evalsi.auth.principal import ANY_PROJECT
 from evalsi.authz.attributes import stored_run
 from evalsi.bus.v1alpha1.bus_pb2 import (
     CONTROL_ACTION_CANCEL,
@@ -242,7 +243,7 @@ class RunHandlers:
                 raise BadInputError(f"labels[{index}]: expected key=value, got {item!r}")
             labels[key.strip()] = value.strip()
         if request.all_projects:
-            self._check_all_projects(ctx)
+            await self._check_all_projects(ctx)
         limits = self._limits
         runs, token = await self._store.list_runs(
             ctx.project,
@@ -359,7 +360,10 @@ class RunHandlers:
         # Numeric work on possibly large runs: off the event loop.
         return await asyncio.to_thread(compare_runs, runs[0], runs[1], confidence=confidence, adjust=adjust)
 
-    def _check_all_projects(self, ctx: CallContext) -> None:
+    async def _check_all_projects(self, ctx: CallContext) -> None:
+        if ctx.access is not None:  # authenticated: for who may read runs in every project (an owner)
+            await ctx.check_access({}, project=ANY_PROJECT)
+            return
         if not self._loopback_only:
             where = f"on {self._listen_host}" if self._listen_host else "beyond loopback"
             raise ApiError(grpc.StatusCode.PERMISSION_DENIED,
