@@ -19,7 +19,6 @@ from google.protobuf.message import Message
 
 from evalsi.api import ApiServer, CatalogHandlers, EvaluationHandlers, RunHandlers, ServerConfig, build_table
 from evalsi.api.auth_handlers import AuthHandlers
-from evalsi.api.stored_access import LiveAuthorizer
 from evalsi.audit import AuditLog
 from evalsi.audit.decisions import decision_recorder
 from evalsi.auth.api_keys import hash_api_key, new_api_key
@@ -28,6 +27,7 @@ from evalsi.auth.config import load_auth_config
 from evalsi.authz.authorizer import Authorizer
 from evalsi.evaluators import Registry
 from evalsi.gate.access import Gate
+from evalsi.gate.stored_access import LiveAuthorizer
 from evalsi.stores import SqlMetadataStore
 from evalsi.stores.identity_keys import StoredKeyLookup
 from evalsi.v1alpha1 import auth_service_pb2 as pb

@@ -12,7 +12,6 @@ import grpc
 import pytest
 
 from evalsi.api import ApiServer, CatalogHandlers, EvaluationHandlers, RunHandlers, ServerConfig, build_table
-from evalsi.api.stored_access import LiveAuthorizer
 from evalsi.audit import AuditLog
 from evalsi.audit.decisions import decision_recorder
 from evalsi.auth.api_keys import hash_api_key, new_api_key
@@ -22,6 +21,7 @@ from evalsi.authz.authorizer import Authorizer
 from evalsi.bus.v1alpha1.bus_pb2 import RunControl
 from evalsi.evaluators import Registry
 from evalsi.gate.access import Gate
+from evalsi.gate.stored_access import LiveAuthorizer
 from evalsi.stores import SqlMetadataStore, open_metadata_store
 from evalsi.stores.audit import AuditQuery
 from evalsi.v1alpha1.run_pb2 import RUN_STATE_RUNNING, Run

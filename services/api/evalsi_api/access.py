@@ -37,11 +37,11 @@ async def open_access(settings: AccessSettings, store: Any, registry: Any, life:
     if not settings.enforced or settings.auth is None:
         return ServedAccess(None, tls, login, None)
     from evalsi.api.auth_handlers import AuthHandlers
-    from evalsi.api.stored_access import LiveAuthorizer
     from evalsi.audit.config import load_audit_config, open_audit_log
     from evalsi.audit.decisions import decision_recorder
     from evalsi.authz.attributes import AttributeSources, runs_code_by_pool
     from evalsi.authz.authorizer import Authorizer
+    from evalsi.gate.stored_access import LiveAuthorizer
     from evalsi.stores.identity_keys import StoredKeyLookup
 
     base = Authorizer.from_config(settings.rbac, settings.authorization)

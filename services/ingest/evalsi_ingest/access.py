@@ -16,7 +16,7 @@ from evalsi.gate.exposure import AccessSettings
 from evalsi.service.lifecycle import Lifecycle
 
 if TYPE_CHECKING:
-    from evalsi.api.stored_access import LiveAuthorizer
+    from evalsi.gate.stored_access import LiveAuthorizer
 
 
 async def open_gate(access: AccessSettings, metadata_url: str, life: Lifecycle) -> Gate | None:
@@ -24,10 +24,10 @@ async def open_gate(access: AccessSettings, metadata_url: str, life: Lifecycle) 
     if not access.enforced or not metadata_url:
         gate = access.gate()
     else:
-        from evalsi.api.stored_access import LiveAuthorizer
         from evalsi.audit.config import load_audit_config, open_audit_log
         from evalsi.audit.decisions import decision_recorder
         from evalsi.authz.authorizer import Authorizer
+        from evalsi.gate.stored_access import LiveAuthorizer
         from evalsi.stores import open_metadata_store
         from evalsi.stores.identity_keys import StoredKeyLookup
 

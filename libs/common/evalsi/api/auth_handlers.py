@@ -34,7 +34,6 @@ from evalsi.api.auth_messages import (
 )
 from evalsi.api.context import CallContext
 from evalsi.api.errors import ApiError, NotFoundError
-from evalsi.api.stored_access import LiveAuthorizer, binding_definition, role_definition
 from evalsi.audit.entry import AuditEntry
 from evalsi.audit.log import AuditLog
 from evalsi.auth.api_keys import ApiKey, hash_api_key, new_api_key
@@ -45,6 +44,7 @@ from evalsi.authz.escalation import binding_grant, check_grant, role_grant
 from evalsi.authz.permissions import PERMISSIONS
 from evalsi.authz.roles import BUILTIN_ROLES, INSTALL, OWNER, RoleDefinition
 from evalsi.errors import BadInputError
+from evalsi.gate.stored_access import LiveAuthorizer, binding_definition, role_definition
 from evalsi.limits import MAX_EXPRESSION_CHARS, check_length
 from evalsi.projects import DEFAULT_PROJECT, check_project
 from evalsi.stores.audit import MAX_AUDIT_PAGE, AuditQuery, AuditStore

@@ -1,4 +1,5 @@
-"""The authorizer the gate asks: evalsi.yaml's roles and bindings plus those stored through AuthService.
+"""The authorizer the gate asks (in the api and in ingest): evalsi.yaml's roles and bindings plus those stored
+through AuthService.
 
 ``LiveAuthorizer.decide`` is synchronous and reads no database: it delegates to an ``Authorizer`` built from
 the config and the stored rows (``Authorizer.with_stored``). AuthService calls ``reload`` after every change it
