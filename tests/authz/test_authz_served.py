@@ -25,7 +25,7 @@ from evalsi.gate.stored_access import LiveAuthorizer
 from evalsi.stores import SqlMetadataStore, open_metadata_store
 from evalsi.stores.audit import AuditQuery
 from evalsi.v1alpha1.run_pb2 import RUN_STATE_RUNNING, Run
-from evalsi.v1alpha1.run_service_pb2 import CancelRunRequest, GetRunRequest
+from evalsi.v1alpha1.run_service_pb2 import CancelRunRequest, CompareRunsRequest, GetRunRequest
 from evalsi.v1alpha1.run_service_pb2_grpc import RunServiceStub
 
 KEYS = {"alice": ["runner"], "bob": ["runner"], "lead": ["admin"], "member": ["team-a"]}
@@ -114,3 +114,14 @@ async def test_a_role_conditioned_on_run_labels_reads_only_those_runs(served: Se
         await served.call("CancelRun", CancelRunRequest(id="run-alice"), "member")
     assert cancel.value.code() == grpc.StatusCode.PERMISSION_DENIED
     assert served.controls == []
+
+
+async def test_compare_decides_on_each_stored_run(served: Served) -> None:
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await served.call("CompareRuns", CompareRunsRequest(run_a="run-alice", run_b="run-bob"), "member")
+    assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    # Both runs are team a's: access passes, and the handler answers about the runs themselves (no summaries yet).
+    with pytest.raises(grpc.aio.AioRpcError) as answered:
+        await served.call("CompareRuns", CompareRunsRequest(run_a="run-alice", run_b="run-alice"), "member")
+    assert answered.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "no summaries" in (answered.value.details() or "")
