@@ -60,7 +60,7 @@ def test_device_login_caches_0600_then_whoami_and_logout(stack: AuthStack, home:
     urllib.request.urlopen(f"{stack.issuer.url}/device/approve", data=form, timeout=10).read()
     rest = login.stderr.read()
     assert login.wait(60) == 0, rest
-    assert f"logged in to {stack.http} with {stack.issuer.url}" in rest and "refreshed then" in rest
+    assert f"logged in to {stack.http} as local/alice with {stack.issuer.url}" in rest and "refreshed then" in rest
     cache = _cache(home)
     assert stat.S_IMODE(cache.path.stat().st_mode) == 0o600
     cached = cache.get(stack.http)
@@ -87,7 +87,7 @@ def test_browser_login_with_pkce_through_a_loopback_redirect(stack: AuthStack, h
     browser.chmod(0o755)
     stack.issuer.sign_in("bob")  # the user is signed in to the issuer in that browser
     done = stack.run("login", "--server", stack.http, "--browser", env=stack.env(BROWSER=str(browser)))
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 0 and f"logged in to {stack.http} as local/bob" in done.stderr, done.stderr
     shown = re.search(r"visit:\n(\S+)", done.stderr)
     assert shown is not None
     query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(shown[1]).query))

@@ -10,8 +10,8 @@ from pathlib import Path
 import click
 
 from evalsi.cli._common import SERVER_HELP, handle_errors
-from evalsi.client_auth.cache import CredentialCache, cache_path
-from evalsi.errors import BadInputError
+from evalsi.client_auth.cache import CachedLogin, CredentialCache, cache_path
+from evalsi.errors import BadInputError, EvalsiError
 
 
 def _cache() -> CredentialCache:
@@ -76,7 +76,22 @@ def login_command(server: str | None, method: str, issuer: str | None, client_id
         minutes = max(0, round((signed_in.expires_at - time.time()) / 60))
         expiry = f"; the token expires in {minutes} min" + (
             " and is refreshed then" if signed_in.refresh_token else ", then log in again")
-    click.echo(f"logged in to {url} with {signed_in.issuer} (cached in {cache.path}{expiry})", err=True)
+    click.echo(f"logged in to {url}{_as_whom(url, cache, signed_in)} with {signed_in.issuer} (cached in "
+               f"{cache.path}{expiry})", err=True)
+
+
+def _as_whom(url: str, cache: CredentialCache, signed_in: CachedLogin) -> str:
+    """`` as <principal>`` from the server's WhoAmI: the new token is tried at once, so a server that refuses it
+    (another audience, no binding) says so now rather than at the next command."""
+    from evalsi.client import Client
+    from evalsi.client_auth.sources import CachedLoginCredential, refresh_login
+
+    try:
+        with Client(url, credentials=CachedLoginCredential(cache, url, signed_in, refresh_login)) as client:
+            return f" as {client.auth.whoami().id}"
+    except EvalsiError as exc:
+        click.echo(f"warning: the server did not accept the new login yet: {exc}", err=True)
+        return ""
 
 
 @click.command("logout")
