@@ -105,7 +105,7 @@ def cpu_table(stack: BenchStack, pg: PostgresServer) -> dict[str, float]:
     return table
 
 
-async def _phases(dsn: str, nats_url: str, run_id: str) -> dict[str, float]:
+async def _phases(dsn: str, nats_url: str, run_id: str, options: dict[str, object]) -> dict[str, float]:
     """Wall-clock instants (s since the epoch) of the run's phases, from the store and the streams."""
     import asyncpg
     import nats
@@ -119,7 +119,7 @@ async def _phases(dsn: str, nats_url: str, run_id: str) -> dict[str, float]:
         out["first task done"], out["last task done"] = first / 1e6, last / 1e6
     finally:
         await conn.close()
-    nc = await nats.connect(nats_url)
+    nc = await nats.connect(nats_url, **options)
     try:
         for stream, label in (("WORK", "last task published"), ("RESULTS", "last result published")):
             reply = json.loads((await nc.request(f"$JS.API.STREAM.INFO.{stream}", b"", timeout=5)).data)
@@ -242,7 +242,7 @@ def main() -> None:
             wall_s = time.perf_counter() - started
             run = client.runs.get(handle.id, project=handle.run.project)
         nats_url = stack.supervisor.nats.url if stack.supervisor.nats else stack.config.nats_url
-        phases = asyncio.run(_phases(pg.dsn, nats_url, run.id))
+        phases = asyncio.run(_phases(pg.dsn, nats_url, run.id, stack.bus_options()))
         phases["scheduler started the run (RUNNING)"] = run.start_time.ToMicroseconds() / 1e6
         phases["SUCCEEDED (summaries written)"] = run.end_time.ToMicroseconds() / 1e6
         cpu_after = cpu_table(stack, pg)

@@ -143,10 +143,10 @@ def assert_exact(client: evalsi.Client, run: Run, stack: Stack) -> None:
     assert progress.completed == progress.total_tasks == TASKS
 
 
-async def _dead_letters(nats_url: str) -> int:
+async def _dead_letters(nats_url: str, options: dict[str, Any]) -> int:
     import nats
 
-    nc = await nats.connect(nats_url)
+    nc = await nats.connect(nats_url, **options)
     try:
         return int((await nc.jetstream().stream_info("DEADLETTER")).state.messages)
     finally:
@@ -155,7 +155,7 @@ async def _dead_letters(nats_url: str) -> int:
 
 def dead_letters(stack: Stack) -> int:
     assert stack.supervisor.nats is not None
-    return asyncio.run(_dead_letters(stack.supervisor.nats.url))
+    return asyncio.run(_dead_letters(stack.supervisor.nats.url, stack.bus_options()))
 
 
 def scheduler_log(stack: Stack) -> str:
@@ -213,10 +213,11 @@ def dead_letter_counts(stack: Stack) -> dict[tuple[str, str], float]:
     return {(kind, outcome): float(value) for outcome, kind, value in re.findall(pattern, text, re.M)}
 
 
-async def _publish_dead(nats_url: str, messages: list[tuple[str, bytes, dict[str, str]]]) -> None:
+async def _publish_dead(nats_url: str, messages: list[tuple[str, bytes, dict[str, str]]],
+                        options: dict[str, Any]) -> None:
     import nats
 
-    nc = await nats.connect(nats_url)
+    nc = await nats.connect(nats_url, **options)
     try:
         js = nc.jetstream()
         for subject, data, headers in messages:
@@ -261,7 +262,8 @@ def test_poison_on_every_dead_letter_subject_is_kept_once_and_a_dead_result_is_f
         postgres.halt()
         try:
             asyncio.run(_publish_dead(url, [("deadletter.results", result_data, result_headers),
-                                             ("deadletter.cpu", task_data, task_headers), *poison]))  # fmt: skip
+                                             ("deadletter.cpu", task_data, task_headers), *poison],
+                                      stack.bus_options()))  # fmt: skip
             time.sleep(3)  # long enough for a loop to show: the old reader made ~1,000 dead letters a second
             assert dead_letters(stack) == before + 2 + len(poison)
         finally:

@@ -54,7 +54,7 @@ def test_a_run_on_the_server_equals_the_embedded_run(stack: Stack) -> None:
     async def last_event_traceparent() -> str:
         import nats
 
-        nc = await nats.connect(stack.supervisor.nats.url)
+        nc = await nats.connect(stack.supervisor.nats.url, **stack.bus_options())
         try:
             message = await nc.jetstream().get_last_msg("EVENTS", f"runs.events.{served.id}")
             return (message.headers or {}).get("traceparent", "")

@@ -135,7 +135,12 @@ async def connect(
     async def closed() -> None:
         report(False, "NATS connection closed")
 
+    # What the server said last (an authorization violation, say): nats-py reports it here, while the attempt
+    # itself ends in a bare timeout.
+    server_said: list[str] = []
+
     async def error(e: Exception) -> None:
+        server_said[:] = [str(e)]
         log.debug("nats client error: %s", e)
 
     started = time.monotonic()
@@ -174,7 +179,8 @@ async def connect(
         except (OSError, TimeoutError, nats.errors.Error) as e:
             # The reason is served by /readyz and logged: the servers' credentials are masked.
             where = ", ".join(mask_url(server) for server in servers)
-            reason = f"connecting to {where}: attempt {attempt} failed: {e or type(e).__name__}"
+            why = str(e) or (server_said[0] if server_said else type(e).__name__)
+            reason = f"connecting to {where}: attempt {attempt} failed: {why}"
             report(False, reason)
             elapsed = time.monotonic() - started
             if give_up_after_s is not None and elapsed + delay > give_up_after_s:

@@ -3,7 +3,9 @@
     nats: {url: ""}                          # empty: `evalsi serve` starts the bundled nats-server (credentials made)
     nats: {url: nats://host:4222, credentials_file: /run/secrets/nats}   # external: user:password or .creds file
     metadata: {url: sqlite:///.evalsi/state/evalsi.db}   # or postgresql://user@host:5432/evalsi
+    metadata: {url: postgresql://evalsi@db:5432/evalsi, password_file: /run/secrets/pg}   # the password by reference
     objects: {url: .evalsi/state/objects}    # or s3://bucket/prefix?endpoint=http://host:9000
+    objects: {url: s3://bucket, credentials_file: /run/secrets/aws}   # an AWS shared credentials file
     traces: {url: ""}                        # empty: <state>/traces.db; or clickhouse://host:9000/database
     datasets_dir: .                          # run specs may only read datasets below this directory
     api: {host: 127.0.0.1, http_port: 8080, grpc_port: 8081}
@@ -80,7 +82,9 @@ class Config:
     # The credentials services present to an external NATS (nats.url): a user:password or .creds file, by path.
     nats_credentials_file: str = ""
     metadata_url: str = DEFAULT_METADATA_URL
+    metadata_password_file: str = ""  # the Postgres password, by path (never in the URL on disk)
     objects_url: str = DEFAULT_OBJECTS_URL
+    objects_credentials_file: str = ""  # an AWS shared credentials file for S3, by path
     traces_url: str = ""  # the trace and online-score store; empty: SQLite in `evalsi serve`'s state directory
     datasets_dir: str = "."
     api: ApiConfig = field(default_factory=ApiConfig)
@@ -119,8 +123,10 @@ class Config:
         config = cls(
             nats_url=_url(document, "nats", where, "", extra=("credentials_file",)),
             nats_credentials_file=_string(document, "nats", "credentials_file", where),
-            metadata_url=_url(document, "metadata", where, cls.metadata_url),
-            objects_url=_url(document, "objects", where, cls.objects_url),
+            metadata_url=_url(document, "metadata", where, cls.metadata_url, extra=("password_file",)),
+            metadata_password_file=_string(document, "metadata", "password_file", where),
+            objects_url=_url(document, "objects", where, cls.objects_url, extra=("credentials_file",)),
+            objects_credentials_file=_string(document, "objects", "credentials_file", where),
             traces_url=_url(document, "traces", where, ""),
             datasets_dir=str(document.get("datasets_dir", ".")),
             api=_section(ApiConfig, document.get("api", {}), f"{where}: api"),

@@ -48,6 +48,7 @@ from evalsi.service.bus_users import BundledBusUsers
 from evalsi.service.config import Config
 from evalsi.service.forked import ForkedProcess, fork_service, preload, service_imports
 from evalsi.service.settings import NATS_CREDENTIALS
+from evalsi.service.store_credentials import store_credentials
 
 RESTART_BACKOFF_S = (0.5, 1.0, 2.0, 5.0, 10.0)
 MAX_RESTARTS = 5
@@ -174,6 +175,7 @@ def plan_children(config: Config, nats_url: str, state_dir: Path) -> list[Child]
         **bus,
         "EVALSI_METADATA_URL": _resolve_url(config.metadata_url),
         "EVALSI_OBJECTS_URL": _resolve_url(config.objects_url),
+        **store_credentials(config),
     }
     logs = state_dir / "logs"
     traces_url = _resolve_url(config.traces_url) if config.traces_url else traces_url_for(state_dir)
@@ -184,6 +186,8 @@ def plan_children(config: Config, nats_url: str, state_dir: Path) -> list[Child]
         port = _free_port(taken)
         return ["--metrics-port", str(port)], (port, f"{name} /metrics")
 
+    # With authentication on, the api's own /metrics is the owner's: scrapers on this machine get a loopback one.
+    api_metrics, api_metrics_port = metrics("api") if config.access.enforced else ([], None)
     children = [
         Child(
             "api",
@@ -197,12 +201,14 @@ def plan_children(config: Config, nats_url: str, state_dir: Path) -> list[Child]
                 str(api.grpc_port),
                 "--datasets-dir",
                 str(Path(config.datasets_dir).resolve()),
+                *api_metrics,
             ],
             {**base, **stores, "EVALSI_TRACES_URL": traces_url, **access},
             logs / "api.log",
             ports=(
                 (api.http_port, "the api's HTTP port (api.http_port, --http-port)"),
                 (api.grpc_port, "the api's gRPC port (api.grpc_port, --grpc-port)"),
+                *((api_metrics_port,) if api_metrics_port else ()),
             ),
             bus_identity="api",
         ),

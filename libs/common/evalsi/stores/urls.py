@@ -4,18 +4,22 @@ Metadata stores:
 - ``sqlite:///<path>``: the text after ``sqlite:///`` is the file path, as SQLAlchemy reads it: so
   ``sqlite:///evalsi.db`` is relative to the working directory and ``sqlite:////var/lib/evalsi.db``
   (four slashes) is absolute; ``f"sqlite:///{path}"`` is right for either kind of path.
-- ``postgresql://user[:password]@host:port/db`` (or ``postgres://``), passed to asyncpg as it is.
+- ``postgresql://user[:password]@host:port/db`` (or ``postgres://``), passed to asyncpg as it is. The password
+  by reference rather than in the URL: the file ``EVALSI_METADATA_PASSWORD_FILE`` names (evalsi.yaml's
+  ``metadata.password_file``, which ``evalsi serve`` hands on), or libpq's own ``PGPASSWORD``/``PGPASSFILE``.
 
 Object stores:
 - ``file:///abs/dir`` or a plain path: a local directory.
 - ``s3://bucket[/prefix]?endpoint=http://127.0.0.1:8333&region=us-east-1``: credentials from the
-  keyword arguments, else ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``, else botocore's own chain.
+  keyword arguments, else ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``, else botocore's own chain (which
+  reads ``AWS_SHARED_CREDENTIALS_FILE``: evalsi.yaml's ``objects.credentials_file``, handed on by ``evalsi serve``).
 """
 
 from __future__ import annotations
 
 import os
-from urllib.parse import parse_qs, unquote, urlsplit
+from pathlib import Path
+from urllib.parse import parse_qs, quote, unquote, urlsplit, urlunsplit
 
 from evalsi.errors import BadInputError
 from evalsi.masking import mask_url
@@ -23,12 +27,34 @@ from evalsi.masking import mask_url
 from .objects import LocalObjectStore, ObjectStore, S3ObjectStore
 from .sql import SqlMetadataStore
 
+METADATA_PASSWORD_FILE_ENV = "EVALSI_METADATA_PASSWORD_FILE"
 _METADATA_FORMS = "sqlite:///relative.db, sqlite:////absolute/path.db or postgresql://user@host:port/db"
 _OBJECT_FORMS = "file:///absolute/dir, a plain directory path or s3://bucket/prefix?endpoint=URL&region=REGION"
 
 
+def with_password_file(url: str, password_file: str, where: str) -> str:
+    """``url`` with the password read from ``password_file`` (its first line) as the password of its user; a URL
+    that already carries a password is refused rather than silently overridden. BadInputError naming ``where``
+    (the variable or key that named the file), never the password."""
+    parts = urlsplit(url)
+    if parts.password is not None:
+        raise BadInputError(f"{where}: {mask_url(url)} carries a password already; give it in one place only")
+    if not parts.username:
+        raise BadInputError(f"{where}: {mask_url(url)} names no user for the password in {password_file}")
+    try:
+        lines = Path(password_file).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInputError(f"{where}: cannot read {password_file}: {getattr(exc, 'strerror', None) or exc}") from None
+    if not lines or not lines[0]:
+        raise BadInputError(f"{where}: {password_file} is empty; expected the password on its first line")
+    host = parts.netloc.rpartition("@")[2]
+    netloc = f"{quote(unquote(parts.username), safe='')}:{quote(lines[0], safe='')}@{host}"
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
 async def open_metadata_store(url: str, *, pool_size: int = 10) -> SqlMetadataStore:
-    """Open (and migrate) the metadata store at ``url``; BadInputError for a URL of no accepted form."""
+    """Open (and migrate) the metadata store at ``url``; BadInputError for a URL of no accepted form. A Postgres
+    password comes from the file ``EVALSI_METADATA_PASSWORD_FILE`` names when it is set (``with_password_file``)."""
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
     if scheme == "sqlite":
         if not url.startswith("sqlite:///") or len(url) == len("sqlite:///"):
@@ -41,6 +67,9 @@ async def open_metadata_store(url: str, *, pool_size: int = 10) -> SqlMetadataSt
     if scheme in ("postgresql", "postgres"):
         if pool_size < 1:
             raise BadInputError(f"pool_size {pool_size} must be at least 1")
+        password_file = os.environ.get(METADATA_PASSWORD_FILE_ENV, "")
+        if password_file:
+            url = with_password_file(url, password_file, METADATA_PASSWORD_FILE_ENV)
         return await SqlMetadataStore.open_postgres(url, pool_size=pool_size)
     raise BadInputError(f"metadata store URL {mask_url(url)!r} is not supported; accepted: {_METADATA_FORMS}")
 

@@ -76,6 +76,12 @@ class Stack:
     def grpc(self) -> str:
         return f"grpc://127.0.0.1:{self.config.api.grpc_port}"
 
+    def bus_options(self) -> dict[str, Any]:
+        """``nats.connect`` keyword arguments of the bundled nats-server's operator user, which may do anything:
+        tests inspect and feed the bus with it (every service has a user of its own, evalsi.service.bus_users)."""
+        users = self.supervisor.bus_users
+        return users.credentials().connect_options() if users is not None else {}
+
     def _supervise(self) -> None:
         while not self._stop.is_set():
             try:

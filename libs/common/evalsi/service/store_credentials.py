@@ -1,0 +1,23 @@
+"""The stores' secrets by reference: what ``evalsi serve`` puts in a service's environment is the path of the file
+evalsi.yaml names, in the variable the store opener reads, never the secret itself."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from evalsi.service.config import Config
+from evalsi.stores.urls import METADATA_PASSWORD_FILE_ENV
+
+__all__ = ["store_credentials"]
+
+
+def store_credentials(config: Config) -> dict[str, str]:
+    """``EVALSI_METADATA_PASSWORD_FILE`` (``metadata.password_file``, read by ``evalsi.stores.urls``) and
+    ``AWS_SHARED_CREDENTIALS_FILE`` (``objects.credentials_file``: botocore's own variable, whose chain reads the
+    file's ``[default]`` profile), as absolute paths, when configured."""
+    environment = {}
+    if config.metadata_password_file:
+        environment[METADATA_PASSWORD_FILE_ENV] = str(Path(config.metadata_password_file).resolve())
+    if config.objects_credentials_file:
+        environment["AWS_SHARED_CREDENTIALS_FILE"] = str(Path(config.objects_credentials_file).resolve())
+    return environment
