@@ -87,12 +87,15 @@ def test_evalsi_serve_hands_the_sections_to_the_api_and_ingest_in_a_private_file
     assert yaml.safe_load(access_file.read_text()) == {"auth": {**KEYS, "allow_plaintext": True},
                                                        "rbac": {"owners": ["key:ci"]}}
     assert children["scheduler-0"].env.get("EVALSI_CONFIG") != str(access_file)  # only who serves callers
+    # The api's own /metrics is the owner's then: a loopback listener without authentication for local scrapers.
+    assert "--metrics-port" in children["api"].argv
     no_auth = Config.from_mapping({})
     from dataclasses import replace
 
     children = {child.name: child for child in plan_children(
         replace(no_auth, access=replace(no_auth.access, no_auth=True)), "nats://127.0.0.1:1", tmp_path)}
     assert children["api"].env["EVALSI_NO_AUTH"] == "1" and children["ingest"].env["EVALSI_NO_AUTH"] == "1"
+    assert "--metrics-port" not in children["api"].argv  # unauthenticated: the HTTP port's /metrics is open
 
 
 def _status(url: str) -> int:
