@@ -297,14 +297,19 @@ async def test_the_served_api_answers_cheap_evaluators_with_no_worker_running(tm
                     assert response.status == 200, await response.text()
                     answered = json_format.Parse(await response.text(), EvaluateResponse())
                 assert sorted(r.scores[0].passed for r in answered.results) == [False, True]
-            async with grpc.aio.insecure_channel(f"127.0.0.1:{settings.server.grpc_port}") as channel:
-                stub = evaluation_service_pb2_grpc.EvaluationServiceStub(channel)
-                answer = await stub.Evaluate(_request({"records": SEED, "evaluators": [EM]}), timeout=10)
-                assert [s.metric for s in answer.summaries] == ["exact-match"] and answer.summaries[0].n == 2
-                pooled = _request({"records": SEED, "evaluators": [{"ref": "contains", "params": {"values": ["a"]}}]})
-                with pytest.raises(grpc.aio.AioRpcError) as info:
-                    await stub.Evaluate(pooled, timeout=10)
-                assert info.value.code() == grpc.StatusCode.UNAVAILABLE and "no responder" in info.value.details()
+                async with grpc.aio.insecure_channel(f"127.0.0.1:{settings.server.grpc_port}") as channel:
+                    stub = evaluation_service_pb2_grpc.EvaluationServiceStub(channel)
+                    answer = await stub.Evaluate(_request({"records": SEED, "evaluators": [EM]}), timeout=10)
+                    assert [s.metric for s in answer.summaries] == ["exact-match"] and answer.summaries[0].n == 2
+                    pooled = _request({"records": SEED,
+                                       "evaluators": [{"ref": "contains", "params": {"values": ["a"]}}]})
+                    with pytest.raises(grpc.aio.AioRpcError) as info:
+                        await stub.Evaluate(pooled, timeout=10)
+                    assert info.value.code() == grpc.StatusCode.UNAVAILABLE and "no responder" in info.value.details()
+                async with http.get("/metrics") as response:
+                    exposed = await response.text()
+                assert 'evalsi_api_evaluate_routed_total{to="api"} 2.0' in exposed
+                assert 'evalsi_api_evaluate_routed_total{to="worker"} 1.0' in exposed
         finally:
             stop.set()
             await asyncio.wait_for(serving, 10)

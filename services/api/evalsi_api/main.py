@@ -382,7 +382,8 @@ async def assemble(settings: Settings, life: Lifecycle) -> None:
     table = build_table(
         evaluation=EvaluationHandlers(link.evaluate, registry=registry, limits=settings.limits,
                                       connections=settings.connections,
-                                      local=LocalEvaluation(registry, timeout_s=settings.evaluate_timeout_s)),
+                                      local=LocalEvaluation(registry, timeout_s=settings.evaluate_timeout_s),
+                                      metrics=metrics),
         runs=runs,
         catalog=CatalogHandlers(registry),
         traces=TraceHandlers(traces, limits=settings.limits, retrigger=link.retrigger),

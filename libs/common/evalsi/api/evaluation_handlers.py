@@ -21,6 +21,7 @@ from evalsi.api.handlers_common import (
     required,
 )
 from evalsi.api.local_evaluation import LocalEvaluation
+from evalsi.api.metrics import ApiMetrics
 from evalsi.connection_rules import evaluate_problems, refuse
 from evalsi.connections import Connections
 from evalsi.errors import BadInputError
@@ -35,15 +36,18 @@ class EvaluationHandlers:
 
     def __init__(
         self, evaluate: Evaluate, *, registry: Registry | None = None, limits: HandlerLimits | None = None,
-        connections: Connections | None = None, local: LocalEvaluation | None = None,
+        connections: Connections | None = None, local: LocalEvaluation | None = None, metrics: ApiMetrics | None = None,
     ) -> None:
         """``connections``: the judges the server offers (evalsi.yaml judges:); none when not given. ``local``
-        answers the requests it takes without the bus; None sends every request to the workers."""
+        answers the requests it takes without the bus; None sends every request to the workers. ``metrics``
+        counts which path each request took."""
         self._evaluate = evaluate
         self._registry = registry
         self._limits = limits or HandlerLimits()
         self._connections = connections or Connections()
         self._local = local
+        routed = (metrics or ApiMetrics(process_metrics=False)).evaluate_routed
+        self._to_api, self._to_worker = routed.labels("api"), routed.labels("worker")
 
     async def evaluate(self, request: EvaluateRequest, ctx: CallContext) -> EvaluateResponse:
         return await self._evaluate_one(request, ctx.project, ctx)
@@ -98,7 +102,9 @@ class EvaluationHandlers:
             request.request_id = ctx.request_id
         # Cheap evaluators over a small request: the worker's answer, without the round trip.
         if self._local is not None and (bound := self._local.bound_for(request)) is not None:
+            self._to_api.inc()
             return await self._local.answer(request, bound, ctx.time_remaining())
+        self._to_worker.inc()
         # The worker works under the caller's deadline and stops when it passes (evalsi.bus.requests).
         response = await bus_call("evaluate", self._evaluate(request, ctx.time_remaining()))
         if not response.request_id:

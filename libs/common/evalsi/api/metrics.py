@@ -44,6 +44,13 @@ class ApiMetrics:
             ["transport"],
             registry=self.registry,
         )
+        # An operator reading Evaluate's latency needs to know which path served it (evalsi.api.local_evaluation).
+        self.evaluate_routed = Counter(
+            "evalsi_api_evaluate_routed",
+            "Evaluate requests by who answers them: the api itself (cheap evaluators, a small request) or a worker.",
+            ["to"],
+            registry=self.registry,
+        )
         self.unrouted = Counter(
             "evalsi_api_http_unrouted",
             "HTTP requests that matched no RPC, by HTTP status (404, 405).",
