@@ -262,7 +262,9 @@ def _authority() -> object:
     return module.Authority.create()
 
 
-def test_grpcs_and_https_carry_the_credential_verified_against_evalsi_ca_file(tmp_path: Path) -> None:
+def test_grpcs_and_https_carry_the_credential_verified_against_evalsi_ca_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     authority = _authority()
     cert_file, key_file = authority.write_server(tmp_path, "api")  # type: ignore[attr-defined]
     ca_file = tmp_path / "ca.pem"
@@ -278,6 +280,11 @@ def test_grpcs_and_https_carry_the_credential_verified_against_evalsi_ca_file(tm
                                   env=tls_stack.env(EVALSI_API_KEY=tls_stack.root_key))
         assert untrusted.returncode == 1 and "CERTIFICATE_VERIFY_FAILED" in untrusted.stderr
         assert tls_stack.root_key not in untrusted.stderr
+        # evalsi login reads the server's login settings over the same verified TLS.
+        from evalsi.client_auth.oauth import fetch_login_config
+
+        monkeypatch.setenv("EVALSI_CA_FILE", str(ca_file))
+        assert fetch_login_config(tls_stack.http).issuer == tls_stack.issuer.url
 
 
 def test_a_github_actions_job_uses_its_own_oidc_token_scoped_by_a_cel_binding(stack: AuthStack, home: Path) -> None:

@@ -11,6 +11,8 @@ clear.
 from __future__ import annotations
 
 import json
+import os
+import ssl
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -19,6 +21,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalsi.errors import BadInputError, InfraError
+
+# The Client's variable (evalsi.client_transports.CA_FILE_ENV), not imported: that module loads the protos.
+CA_FILE_ENV = "EVALSI_CA_FILE"
 
 WELL_KNOWN_EVALSI = "/.well-known/evalsi-auth"
 WELL_KNOWN_OIDC = "/.well-known/openid-configuration"
@@ -95,13 +100,16 @@ def check_endpoint(url: str, what: str) -> str:
 
 
 def fetch_login_config(server: str) -> LoginConfig:
-    """``GET {server}/.well-known/evalsi-auth``: the issuer and client id the server's users log in with."""
+    """``GET {server}/.well-known/evalsi-auth``: the issuer and client id the server's users log in with. An
+    ``https://`` server is verified like the Client's calls to it (``EVALSI_CA_FILE``, else the system's roots)."""
     parsed = urllib.parse.urlsplit(server)
     if parsed.scheme not in ("http", "https"):
         raise BadInputError(f"--server {server}: login reads {WELL_KNOWN_EVALSI} over HTTP; give the server's HTTP "
                             "address (http://host:8080), or name the issuer with --issuer and --client-id")
     where = f"{server.rstrip('/')}{WELL_KNOWN_EVALSI}"
-    document = _get_json(where, what=f"the server's login settings ({where})")
+    ca_file = os.environ.get(CA_FILE_ENV, "") if parsed.scheme == "https" else ""
+    context = ssl.create_default_context(cafile=ca_file) if ca_file else None
+    document = _get_json(where, what=f"the server's login settings ({where})", context=context)
     issuer, client_id = document.get("issuer"), document.get("client_id")
     if not isinstance(issuer, str) or not issuer or not isinstance(client_id, str) or not client_id:
         raise BadInputError(f"{where}: the server advertises no login (no issuer and client_id; its config needs "
@@ -169,8 +177,8 @@ def device_authorization(endpoint: str, client_id: str, scopes: tuple[str, ...],
         raise InfraError(f"{endpoint}: the answer lacks {exc}") from None
 
 
-def _get_json(url: str, *, what: str) -> dict[str, Any]:
-    return _call(urllib.request.Request(url, headers={"accept": "application/json"}), what)
+def _get_json(url: str, *, what: str, context: ssl.SSLContext | None = None) -> dict[str, Any]:
+    return _call(urllib.request.Request(url, headers={"accept": "application/json"}), what, context)
 
 
 def _post_form(url: str, form: Mapping[str, str], *, what: str) -> dict[str, Any]:
@@ -180,10 +188,10 @@ def _post_form(url: str, form: Mapping[str, str], *, what: str) -> dict[str, Any
     return _call(request, what)
 
 
-def _call(request: urllib.request.Request, what: str) -> dict[str, Any]:
+def _call(request: urllib.request.Request, what: str, context: ssl.SSLContext | None = None) -> dict[str, Any]:
     url = request.full_url
     try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
+        with urllib.request.urlopen(request, timeout=TIMEOUT_S, context=context) as response:
             return _document(response.read(MAX_RESPONSE_BYTES), url)
     except urllib.error.HTTPError as exc:
         document = _error_document(exc)
