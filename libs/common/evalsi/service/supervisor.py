@@ -48,6 +48,7 @@ from evalsi.service.bus_users import BundledBusUsers
 from evalsi.service.config import Config
 from evalsi.service.forked import ForkedProcess, fork_service, preload, service_imports
 from evalsi.service.settings import NATS_CREDENTIALS
+from evalsi.service.store_credentials import store_credentials
 
 RESTART_BACKOFF_S = (0.5, 1.0, 2.0, 5.0, 10.0)
 MAX_RESTARTS = 5
@@ -174,6 +175,7 @@ def plan_children(config: Config, nats_url: str, state_dir: Path) -> list[Child]
         **bus,
         "EVALSI_METADATA_URL": _resolve_url(config.metadata_url),
         "EVALSI_OBJECTS_URL": _resolve_url(config.objects_url),
+        **store_credentials(config),
     }
     logs = state_dir / "logs"
     traces_url = _resolve_url(config.traces_url) if config.traces_url else traces_url_for(state_dir)
