@@ -103,15 +103,15 @@ def principal_from_json(text: str) -> Principal:
 
 
 def _principal_lines(principal: Principal) -> list[str]:
-    lines = [f"principal  {principal.id} ({principal.kind})"]
-    for label, value in (("name", principal.name), ("email", principal.email + (" (verified)" if principal.email
-                                                                                  and principal.email_verified
-                                                                                  else "")),
-                         ("groups", ", ".join(principal.groups)),
-                         ("roles", "; ".join(f"{p}: {', '.join(r)}" for p, r in sorted(principal.roles.items())))):
-        if value:
-            lines.append(f"  {label:<7} {value}")
-    return lines
+    verified = " (verified)" if principal.email and principal.email_verified else ""
+    details = (
+        ("name", principal.name),
+        ("email", principal.email + verified),
+        ("groups", ", ".join(principal.groups)),
+        ("roles", "; ".join(f"{project}: {', '.join(names)}" for project, names in sorted(principal.roles.items()))),
+    )
+    return [f"principal  {principal.id} ({principal.kind})",
+            *(f"  {label:<7} {value}" for label, value in details if value)]
 
 
 async def _authenticate(settings: Any, token: str | None, api_key: str | None) -> Principal:
