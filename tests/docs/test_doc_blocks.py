@@ -228,3 +228,12 @@ def test_rewrite_points_the_docs_addresses_at_the_test_servers() -> None:
     assert "/dev/tcp/127.0.0.1/50005" in out and "http://127.0.0.1:50007/v1" in out
     assert "\nevalsi serve" not in out and "if evalsi runs get r --server http://127.0.0.1:50001; then" in out
     assert expect_errors("true  # error: x\n").startswith("if true; then")
+
+
+def test_a_block_with_its_own_serve_runs_it_on_the_rewritten_ports() -> None:
+    addresses = Addresses({8080: 50001, 8081: 50002, 9400: 50008}, own_serve=True)
+    code = ("python examples/auth/local_issuer.py --port 9400 &\n"
+            "evalsi serve --config evalsi.yaml --http-port 8080 --grpc-port 8081 > serve.log 2>&1 &\n")
+    out = rewrite(code, "bash", addresses, "/venv/bin")
+    assert "--port 50008 &" in out and "/dev/tcp/127.0.0.1/50008" in out
+    assert "\nevalsi serve --config evalsi.yaml --http-port 50001 --grpc-port 50002 > serve.log 2>&1 &" in out
