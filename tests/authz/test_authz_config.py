@@ -100,7 +100,7 @@ def test_rules_are_checked_at_load() -> None:
     assert "exactly one of" in _refused(None, {"rules": [{"allow": "true", "deny": "false"}]})
     assert _refused(None, {"rules": [{"deny": "principal.grups"}]}).startswith("authorization.rules[0].deny:")
     assert "must be true or false" in _refused(None, {"rules": [{"require": "principal.name"}]})
-    assert "not built yet" in _refused(None, {"ext_authz": {"authzen": {}}})
+    assert _refused(None, {"ext_authz": {"authzen": {}}}).startswith("authorization.ext_authz.authzen.url:")
     rules = load_authorization_config({"rules": [{"deny": "false"}, {"allow": "true"}, {"require": "true"}]}).rules
     assert [r.origin for r in (*rules.deny, *rules.require, *rules.allow)] == [
         "authorization.rules[0]", "authorization.rules[2]", "authorization.rules[1]"]

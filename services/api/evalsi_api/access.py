@@ -63,6 +63,8 @@ async def open_access(settings: AccessSettings, store: Any, registry: Any, life:
     closing = getattr(authenticator, "aclose", None)
     if closing is not None:
         life.on_stop("authenticator", closing)
+    if gate.external is not None:
+        life.on_stop("external authorizer", gate.external.aclose)
     handlers = AuthHandlers(store, rbac=base.rbac, authorizer=authorizer, audit=audit,
                             config_keys=settings.auth.api_keys.keys if settings.auth.api_keys else ())
     return ServedAccess(gate, tls, login, handlers)

@@ -41,6 +41,8 @@ async def open_gate(access: AccessSettings, metadata_url: str, life: Lifecycle) 
         gate = access.gate(key_lookup=keys, authorizer=authorizer, on_decision=decision_recorder(audit))
     if gate is not None and hasattr(gate.authenticator, "aclose"):
         life.on_stop("authenticator", gate.authenticator.aclose)
+    if gate is not None and gate.external is not None:
+        life.on_stop("external authorizer", gate.external.aclose)
     return gate
 
 

@@ -32,8 +32,8 @@ class CallAccess:
         if not ctx.action:
             return
         where = ctx.project if project is None else project
-        self._gate.decide(ctx.principal, ctx.action, where, {**self._resource, **resource}, self._credentials,
-                          ctx.method, ctx.request_id, audit_allowed=self._gate.endpoint(ctx.method).mutating)
+        await self._gate.decide(ctx.principal, ctx.action, where, {**self._resource, **resource}, self._credentials,
+                                ctx.method, ctx.request_id, audit_allowed=self._gate.endpoint(ctx.method).mutating)
 
 
 def requested_project(ctx: CallContext, request: Any) -> str:

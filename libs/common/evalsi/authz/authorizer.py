@@ -94,7 +94,8 @@ class Authorizer:
         trace: list[str] = []
         action, project, principal, partial = request.action, request.project, request.principal, request.partial
         if action not in PERMISSIONS:
-            return Decision(False, f"unknown action {action!r}", (f"{action!r} is not in the action table",))
+            return Decision(False, f"unknown action {action!r}", (f"{action!r} is not in the action table",),
+                            final=True)
         bound = self.bound_roles(principal, project, request, trace)
         variables = Activation(request, [b.role for b in bound])
         pending: list[str] = []  # what only the stored resource can decide (partial decisions)
@@ -103,14 +104,14 @@ class Authorizer:
             result = rule.evaluate(variables)
             trace.append(_rule_line(rule, result))
             if result is True:
-                return Decision(False, rule.describe(), tuple(trace))
+                return Decision(False, rule.describe(), tuple(trace), final=True)
         for rule in self.rules.require:
             result = rule.evaluate(variables)
             trace.append(_rule_line(rule, result))
             if partial and isinstance(result, Exception):
                 pending.append(rule.describe())
             elif result is not True:
-                return Decision(False, f"{rule.describe()} does not hold", tuple(trace))
+                return Decision(False, f"{rule.describe()} does not hold", tuple(trace), final=True)
 
         possible: list[str] = []
         for held in bound:

@@ -11,6 +11,7 @@ never parses CEL.
         support: {admin: [group:corp/support-leads], viewer: ['cel:jwt.repository == "acme/app"']}
     authorization:
       rules: [{deny: '...'}, {require: '...'}, {allow: '...'}]
+      ext_authz: {authzen: {url: https://pdp.internal/access/v1/evaluation}, mode: require}
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 
 from evalsi.auth.principal import ANY_PROJECT
 from evalsi.authz.bindings import Binding, BindingDefinition, build_binding
+from evalsi.authz.external_config import ExternalAuthzConfig, load_external_config
 from evalsi.authz.roles import OWNER, RoleDefinition, RoleSet, build_roles
 from evalsi.authz.rules import RuleSet, parse_rules
 from evalsi.errors import BadInputError
@@ -39,6 +41,7 @@ class RbacConfig:
 @dataclass(frozen=True)
 class AuthorizationConfig:
     rules: RuleSet = field(default_factory=RuleSet)
+    external: ExternalAuthzConfig | None = None  # authorization.ext_authz (evalsi.authz.external_config)
 
 
 def load_rbac_config(raw: Mapping[str, Any] | None, path: str = "rbac") -> RbacConfig:
@@ -65,15 +68,16 @@ def load_rbac_config(raw: Mapping[str, Any] | None, path: str = "rbac") -> RbacC
 
 
 def load_authorization_config(raw: Mapping[str, Any] | None, path: str = "authorization") -> AuthorizationConfig:
-    """The ``authorization`` section: global rules (None or empty: none)."""
+    """The ``authorization`` section: global rules and an external authorizer (None or empty: neither)."""
     if raw is None:
         return AuthorizationConfig()
     section = _mapping(raw, path)
-    if "ext_authz" in section:
-        raise BadInputError(f"{path}.ext_authz: external authorization (AuthZEN, Envoy ext_authz) is not built "
-                            f"yet; decide with rbac roles and authorization.rules")
-    _unknown_keys(section, path, ("rules",))
-    return AuthorizationConfig(parse_rules(_sequence(section.get("rules", []), f"{path}.rules"), f"{path}.rules"))
+    _unknown_keys(section, path, ("rules", "ext_authz"))
+    external = section.get("ext_authz")
+    return AuthorizationConfig(
+        parse_rules(_sequence(section.get("rules", []), f"{path}.rules"), f"{path}.rules"),
+        load_external_config(external, f"{path}.ext_authz") if external is not None else None,
+    )
 
 
 def _roles(raw: Sequence[Any], path: str) -> list[RoleDefinition]:

@@ -43,3 +43,6 @@ class Decision:
     deciding: str
     # Every rule and role considered, in order, with its result: the trace `auth check` prints.
     trace: tuple[str, ...] = ()
+    # A refusal nothing may overturn (a deny rule matched, a require rule did not hold, an unknown action): an
+    # external authorizer in mode decide is final only after these (evalsi.authz.external).
+    final: bool = False

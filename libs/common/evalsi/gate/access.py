@@ -35,6 +35,14 @@ class Authorizing(Protocol):
     def decide(self, request: AccessRequest) -> Decision: ...
 
 
+class ExternalAuthorizing(Protocol):
+    """``evalsi.authz.external.ExternalAuthorizer``: asked after the local decision (authorization.ext_authz)."""
+
+    async def check(self, access: AccessRequest, local: Decision) -> Decision: ...
+
+    async def aclose(self) -> None: ...
+
+
 # Told of every refused call and every allowed mutating one (the audit log): the request, the decision, the
 # call's request id. Called inline, so it must not block (``AuditLog.record`` buffers).
 DecisionHook = Callable[[AccessRequest, Decision, str], None]
@@ -78,9 +86,11 @@ class Gate:
         table: Mapping[str, Endpoint] = ACTION_TABLE,
         sources: AttributeSources = DEFAULT_SOURCES,
         on_decision: DecisionHook | None = None,
+        external: ExternalAuthorizing | None = None,
     ) -> None:
         self.authenticator = authenticator
         self.authorizer = authorizer
+        self.external = external
         self.table = table
         self.sources = sources
         self._on_decision = on_decision
@@ -131,10 +141,10 @@ class Gate:
         resource = endpoint.attributes(request, self.sources)
         chosen = project or str(resource.get("project") or "") or credential_project(principal) or DEFAULT_PROJECT
         # A call the handler decides again on the stored resource is decided partially here (authz partial).
-        return self.decide(principal, endpoint.permission, chosen, resource, credentials, method, request_id,
-                           audit_allowed=endpoint.mutating, partial=endpoint.needs_stored_resource)
+        return await self.decide(principal, endpoint.permission, chosen, resource, credentials, method, request_id,
+                                 audit_allowed=endpoint.mutating, partial=endpoint.needs_stored_resource)
 
-    def decide(
+    async def decide(
         self,
         principal: Principal,
         action: str,
@@ -160,6 +170,8 @@ class Gate:
             partial=partial,
         )
         decision = self.authorizer.decide(access)
+        if self.external is not None:  # a network call, only when authorization.ext_authz is configured
+            decision = await self.external.check(access, decision)
         # An allowed partial decision is not the final one: the handler's decision on the stored resource is audited.
         if self._on_decision is not None and ((audit_allowed and not partial) or not decision.allowed):
             self._on_decision(access, decision, request_id)

@@ -138,11 +138,19 @@ class AccessSettings:
         from evalsi.auth.authenticator import Authenticator
         from evalsi.authz.attributes import DEFAULT_SOURCES
         from evalsi.authz.authorizer import Authorizer
+        from evalsi.authz.config import load_authorization_config
         from evalsi.gate.access import Gate
 
+        external_config = load_authorization_config(self.authorization).external
+        external = None
+        if external_config is not None:  # authorization.ext_authz: asked after each local decision
+            from evalsi.authz.external import ExternalAuthorizer
+
+            external = ExternalAuthorizer.from_config(external_config)
         return Gate(
             Authenticator(self.auth, key_lookup=key_lookup),
             authorizer or Authorizer.from_config(self.rbac, self.authorization),
             sources=sources or DEFAULT_SOURCES,
             on_decision=on_decision,
+            external=external,
         )

@@ -63,5 +63,5 @@ async def admit_export(
     if endpoint.permission is not None:
         resource = endpoint.attributes(request, gate.sources)
         for project in sorted(projects):
-            gate.decide(principal, endpoint.permission, project, resource, credentials, method)
+            await gate.decide(principal, endpoint.permission, project, resource, credentials, method)
     return fallback
