@@ -297,3 +297,18 @@ def test_a_github_actions_job_uses_its_own_oidc_token_scoped_by_a_cel_binding(st
     fork = stack.env(**stack.issuer.github_job(repository="someone/fork", audience=stack.issuer.audience))
     refused = stack.run("runs", "list", "--server", stack.http, "--project", "agent-ci", env=fork)
     assert refused.returncode == 2 and "runs.read" in refused.stderr, refused.stderr
+
+
+def test_a_login_the_server_does_not_accept_is_reported_at_once(stack: AuthStack, home: Path) -> None:
+    with ThreadedIssuer(users={"mallory": {}}, device_interval_s=0.2) as untrusted:
+        login = subprocess.Popen([EVALSI, "login", "--server", stack.http, "--issuer", untrusted.url, "--client-id",
+                                  CLI_CLIENT], stderr=subprocess.PIPE, text=True, env=stack.env(), cwd=home)
+        assert login.stderr is not None
+        code = re.search(r"enter the code (\S+)", login.stderr.readline())
+        assert code is not None
+        untrusted.approve(code[1], "mallory")
+        rest = login.stderr.read()
+        assert login.wait(60) == 0, rest
+    assert "warning: the server did not accept the new login yet" in rest
+    assert "the server refused the credential from the login cached in" in rest
+    assert f"logged in to {stack.http} with {untrusted.url}" in rest
