@@ -1,0 +1,125 @@
+"""External authorization against a real Envoy ext_authz gRPC server on loopback (grpc.aio serving
+``envoy.service.auth.v3.Authorization/Check``, as OPA's Envoy plugin does): what the CheckRequest carries (and
+never the caller's token), allow on status OK, deny otherwise, require vs decide, caching, and failing closed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+from external_servers import envoy_authz
+
+from evalsi.auth.principal import Principal
+from evalsi.authz.authorizer import Authorizer
+from evalsi.authz.config import load_authorization_config
+from evalsi.authz.decision import AccessRequest, Decision
+from evalsi.authz.external import ExternalAuthorizer
+
+VIEWER = Principal(kind="apikey", provider="apikey", subject="ci", key_name="ci", roles={"p": ("viewer",)},
+                   labels={"team": "a"})
+NOBODY = Principal(kind="user", provider="corp", subject="zed")
+TOKEN = "evk_secret_token_never_forwarded"
+
+
+def opa_like(request: Any) -> bool:
+    """A policy in the shape OPA's Envoy plugin users write: read the x-evalsi-* headers and context_extensions."""
+    http = request.attributes.request.http
+    extensions = request.attributes.context_extensions
+    return (http.headers["x-evalsi-action"] == "runs.read"
+            and http.headers["x-evalsi-principal"] in {"apikey/ci", "corp/zed"}
+            and extensions.get("resource.run.labels.team") == "a")
+
+
+def build(address: str, mode: str = "require", **extra: Any) -> tuple[Authorizer, ExternalAuthorizer]:
+    config = load_authorization_config({
+        "rules": [{"deny": '"banned" in principal.groups'}],
+        "ext_authz": {"grpc": {"address": address}, "mode": mode, **extra}})
+    assert config.external is not None
+    return Authorizer(authorization=config), ExternalAuthorizer.from_config(config.external)
+
+
+def read_run(principal: Principal, team: str = "a", run: str = "r1") -> AccessRequest:
+    # The gate hands the authorizer the headers without credentials; a caller's spoofed x-evalsi-principal and
+    # its bearer token must not reach the PDP either way.
+    headers = {"x-evalsi-principal": "corp/admin", "user-agent": "grpc-python"}
+    return AccessRequest(principal, "runs.read", "p",
+                         {"project": "p", "labels": {}, "run": {"id": run, "labels": {"team": team}}},
+                         method="/evalsi.v1alpha1.RunService/GetRun", protocol="grpc", headers=headers,
+                         source="127.0.0.1:40000")
+
+
+async def decide(local: Authorizer, external: ExternalAuthorizer, access: AccessRequest) -> Decision:
+    return await external.check(access, local.decide(access))
+
+
+async def test_the_check_request_carries_the_principal_action_project_and_resource_never_a_token() -> None:
+    async with envoy_authz(opa_like) as server:
+        local, external = build(server.address)
+        try:
+            decision = await decide(local, external, read_run(VIEWER))
+            assert decision.allowed, decision.deciding
+            assert decision.deciding.startswith("role viewer")
+            assert f"ext_authz gRPC {server.address} allowed" in decision.deciding
+            attributes = server.requests[0].attributes
+            assert attributes.source.address.socket_address.address == "127.0.0.1"
+            assert attributes.source.address.socket_address.port_value == 40000
+            assert attributes.source.principal == "apikey/ci"
+            http = attributes.request.http
+            assert http.method == "POST" and http.path == "/evalsi.v1alpha1.RunService/GetRun"
+            assert dict(http.headers) == {"x-evalsi-principal": "apikey/ci", "x-evalsi-action": "runs.read",
+                                          "x-evalsi-project": "p"}
+            extensions = dict(attributes.context_extensions)
+            assert extensions["resource.type"] == "runs" and extensions["resource.id"] == "r1"
+            assert extensions["resource.run.id"] == "r1" and extensions["partial"] == "false"
+            structured = attributes.metadata_context.filter_metadata["evalsi"]
+            assert structured["subject"]["properties"]["labels"]["team"] == "a"
+            assert structured["subject"]["properties"]["key_name"] == "ci"
+            assert TOKEN not in str(server.requests[0]) and "authorization" not in str(server.requests[0])
+        finally:
+            await external.aclose()
+
+
+async def test_a_non_ok_status_denies_with_its_reason_and_mode_decide_is_final_after_local_deny_rules() -> None:
+    async with envoy_authz(opa_like) as server:
+        local, external = build(server.address)
+        decider_local, decider = build(server.address, "decide")
+        try:
+            denied = await decide(local, external, read_run(VIEWER, team="b"))
+            assert not denied.allowed
+            assert denied.deciding == (f"ext_authz gRPC {server.address} denied: denied by policy "
+                                       "(ext_authz mode require)")
+
+            granted = await decide(decider_local, decider, read_run(NOBODY))  # no local role
+            assert granted.allowed
+            assert granted.deciding == f"ext_authz gRPC {server.address} allowed (ext_authz mode decide)"
+            asked = len(server.requests)
+            banned = Principal(kind="user", provider="corp", subject="zed", groups=("banned",))
+            assert not (await decide(decider_local, decider, read_run(banned))).allowed
+            assert len(server.requests) == asked
+        finally:
+            await external.aclose()
+            await decider.aclose()
+
+
+async def test_cached_then_fail_closed_on_deadline_and_on_an_error_status() -> None:
+    async with envoy_authz(opa_like) as server:
+        local, external = build(server.address, "decide", timeout="100ms")
+        try:
+            await decide(local, external, read_run(VIEWER))
+            again = await decide(local, external, read_run(VIEWER))
+            assert again.allowed and again.trace[-1].endswith("(cached)")
+            assert len(server.requests) == 1
+
+            server.delay_s = 1.0
+            slow = await decide(local, external, read_run(VIEWER, run="r2"))
+            assert not slow.allowed
+            assert slow.deciding == (f"ext_authz gRPC {server.address} failed (no answer within 100ms): "
+                                     "denied (fail closed)")
+            server.delay_s = 0.0
+            server.fail_code = grpc.StatusCode.INTERNAL
+            broken = await decide(local, external, read_run(VIEWER, run="r3"))
+            assert not broken.allowed and "Check failed: INTERNAL: policy engine unavailable" in broken.deciding
+            server.fail_code = None
+            assert (await decide(local, external, read_run(VIEWER, run="r2"))).allowed  # failures are not cached
+        finally:
+            await external.aclose()
