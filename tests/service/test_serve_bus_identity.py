@@ -145,3 +145,17 @@ def test_nobody_without_credentials_reaches_the_bundled_nats(stack: Stack) -> No
         asyncio.run(anonymous())
     assert "authorization" in str(raised.value).lower()
     assert os.environ.get(NATS_CREDENTIALS.variable("")) is None  # this test process was handed nothing
+
+
+def test_no_service_inherits_the_callers_own_credentials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """§17: the services, the worker above all, receive no user credentials, even those of the shell that runs
+    `evalsi serve` (the CLI's token, key and GitHub Actions OIDC request token)."""
+    from evalsi.service.config import Config
+    from evalsi.service.supervisor import CALLER_CREDENTIALS, plan_children
+
+    for name in CALLER_CREDENTIALS:
+        monkeypatch.setenv(name, f"caller-secret-{name}")
+    monkeypatch.setenv("JUDGE_KEY", "the-servers-own")  # a secret evalsi.yaml's judges name: the workers need it
+    for child in plan_children(Config(), "nats://127.0.0.1:4222", tmp_path):
+        assert not [name for name in CALLER_CREDENTIALS if name in child.env], child.name
+        assert child.env["JUDGE_KEY"] == "the-servers-own"

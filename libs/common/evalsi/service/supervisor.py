@@ -39,6 +39,8 @@ from pathlib import Path
 
 from evalsi.bus.natsserver import NatsServer
 from evalsi.child_processes import with_death_signal
+from evalsi.client_auth.github_actions import REQUEST_TOKEN_ENV, REQUEST_URL_ENV
+from evalsi.client_auth.sources import API_KEY_ENV, TOKEN_ENV, TOKEN_FILE_ENV
 from evalsi.connections import CONNECTIONS_ENV
 from evalsi.errors import BadInputError, EvalsiError
 from evalsi.gate.exposure import NO_AUTH_ENV
@@ -47,8 +49,7 @@ from evalsi.ports import free_port
 from evalsi.service.bus_users import BundledBusUsers
 from evalsi.service.config import Config
 from evalsi.service.forked import ForkedProcess, fork_service, preload, service_imports
-from evalsi.service.settings import NATS_CREDENTIALS
-from evalsi.service.store_credentials import store_credentials
+from evalsi.service.references import bus_credentials, store_credentials
 
 RESTART_BACKOFF_S = (0.5, 1.0, 2.0, 5.0, 10.0)
 MAX_RESTARTS = 5
@@ -150,6 +151,9 @@ class Child:
             time.sleep(0.02)
 
 
+CALLER_CREDENTIALS = (TOKEN_ENV, TOKEN_FILE_ENV, API_KEY_ENV, REQUEST_URL_ENV, REQUEST_TOKEN_ENV)
+
+
 def _module(name: str) -> list[str]:
     return [sys.executable, "-m", name]
 
@@ -162,15 +166,14 @@ def plan_children(config: Config, nats_url: str, state_dir: Path) -> list[Child]
     Store and bus URLs go in each child's environment (``EVALSI_*``, which every service reads for its flag),
     never in its argv.
     """
-    base = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    # The caller's own credentials (the CLI's, in the shell that runs `evalsi serve`) are no service's: a worker
+    # in particular receives no user credentials (§17).
+    base = {**{k: v for k, v in os.environ.items() if k not in CALLER_CREDENTIALS}, "PYTHONUNBUFFERED": "1"}
     # The judges and agents requests may name, read by the api (to check) and the workers (to call): a 0600 file
     # of references, so no credential is on a command line or in the state directory.
     base[CONNECTIONS_ENV] = str(config.connections.write(state_dir / "connections.json"))
     access = _access_environment(config, state_dir)
-    # An external NATS's credentials, by reference; the bundled one's are each service's own (Supervisor.start).
-    bus = {"EVALSI_NATS_URL": nats_url}
-    if config.nats_url and config.nats_credentials_file:
-        bus[NATS_CREDENTIALS.variable("")] = str(Path(config.nats_credentials_file).resolve())
+    bus = {"EVALSI_NATS_URL": nats_url, **bus_credentials(config)}
     stores = {
         **bus,
         "EVALSI_METADATA_URL": _resolve_url(config.metadata_url),

@@ -1,14 +1,23 @@
-"""The stores' secrets by reference: what ``evalsi serve`` puts in a service's environment is the path of the file
-evalsi.yaml names, in the variable the store opener reads, never the secret itself."""
+"""Secrets by reference: what ``evalsi serve`` puts in a service's environment for the stores and an external NATS
+is the path of the file evalsi.yaml names, in the variable its opener reads, never the secret itself."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from evalsi.service.config import Config
+from evalsi.service.settings import NATS_CREDENTIALS
 from evalsi.stores.urls import METADATA_PASSWORD_FILE_ENV
 
-__all__ = ["store_credentials"]
+__all__ = ["bus_credentials", "store_credentials"]
+
+
+def bus_credentials(config: Config) -> dict[str, str]:
+    """``EVALSI_NATS_CREDENTIALS`` for an external NATS (``nats.url`` with ``nats.credentials_file``); the bundled
+    nats-server's users are each service's own (``evalsi.service.bus_users``)."""
+    if config.nats_url and config.nats_credentials_file:
+        return {NATS_CREDENTIALS.variable(""): str(Path(config.nats_credentials_file).resolve())}
+    return {}
 
 
 def store_credentials(config: Config) -> dict[str, str]:
