@@ -4,8 +4,9 @@
 
 No bus, no store: each task (``--records`` records with outputs, four in five matching, ``--evaluators``
 exact-match evaluators under distinct aliases) is parsed from its serialized bytes, executed with the worker's
-default call deadline (so sync evaluators run in deadline-watched lanes, as in evalsi-worker), and its TaskResult
-serialized, as the worker does between taking a task from the bus and publishing its result. The figure is the
+default call deadline (so sync evaluators run in deadline-watched lanes, as in evalsi-worker), its results made
+columns (``move_results_to_columns``: a no-op where the runner wrote them as columns) and its TaskResult serialized,
+as the worker does between taking a task from the bus and publishing its result. The figure is the
 best of ``--repeat`` passes, in process CPU seconds (all threads) per result, so other load on the machine
 inflates it less than wall time would. It isolates what issue 10 calls the worker's overhead around the evaluator.
 """
@@ -21,6 +22,7 @@ from evalsi.evaluators import Registry
 from evalsi.judges.panel import JudgeSet
 from evalsi.limits import DEFAULT_CALL_TIMEOUT_S
 from evalsi.runs.execute import Executor
+from evalsi.runs.result_columns import move_results_to_columns
 from evalsi.v1alpha1.evaluator_pb2 import EvaluatorRef
 from evalsi.v1alpha1.record_pb2 import Content, Record
 
@@ -52,7 +54,9 @@ async def cpu_per_pass(bodies: list[bytes], repeat: int) -> float:
         for _ in range(repeat):
             started = time.process_time()
             for body in bodies:
-                (await executor.execute(Task.FromString(body))).SerializeToString()
+                result = await executor.execute(Task.FromString(body))
+                move_results_to_columns(result)
+                result.SerializeToString()
             best = min(best, time.process_time() - started)
         return best
 
