@@ -7,7 +7,7 @@ from http.cookies import CookieError, SimpleCookie
 from typing import Any
 
 from evalsi.auth.principal import Credentials, Transport
-from evalsi.gate.tls import grpc_peer_certificate, grpc_secure, http_peer_certificate
+from evalsi.gate.tls import grpc_transport_security, http_peer_certificate
 
 
 def grpc_peer_address(peer: str) -> str:
@@ -33,13 +33,14 @@ def _cookies(header: str) -> dict[str, str]:
 
 def grpc_credentials(context: Any, headers: Mapping[str, str], transport: Transport = "grpc") -> Credentials:
     """From a grpc.aio ``ServicerContext`` and its metadata (lower-case keys, text values)."""
+    secure, certificate = grpc_transport_security(context)
     return Credentials(
         transport=transport,
         headers=headers,
         cookies=_cookies(headers.get("cookie", "")),
         peer=grpc_peer_address(context.peer() or ""),
-        peer_certificate=grpc_peer_certificate(context),
-        secure=grpc_secure(context),
+        peer_certificate=certificate,
+        secure=secure,
     )
 
 

@@ -151,16 +151,12 @@ class ServerTls:
         )
 
 
-def grpc_peer_certificate(context: Any) -> bytes | None:
-    """The DER of a gRPC caller's verified client certificate, or None (plaintext, or no certificate)."""
-    pem = context.auth_context().get("x509_pem_cert")
-    if not pem:
-        return None
-    return ssl.PEM_cert_to_DER_cert(pem[0].decode("ascii"))
-
-
-def grpc_secure(context: Any) -> bool:
-    return context.auth_context().get("transport_security_type") == [b"ssl"]
+def grpc_transport_security(context: Any) -> tuple[bool, bytes | None]:
+    """Whether a gRPC call came over TLS, and the DER of the caller's verified client certificate (or None)."""
+    properties = context.auth_context()
+    pem = properties.get("x509_pem_cert")
+    certificate = ssl.PEM_cert_to_DER_cert(pem[0].decode("ascii")) if pem else None
+    return properties.get("transport_security_type") == [b"ssl"], certificate
 
 
 def http_peer_certificate(transport: Any) -> bytes | None:
