@@ -34,7 +34,10 @@ from evalsi.stores.traces import open_trace_store
 # bound to project a.
 RBAC = {
     "owners": ["user:corp/root"],
-    "projects": {"a": {"viewer": ["user:corp/viewer-1"], "runner": ["user:corp/runner-1"]}},
+    # Evaluations only where no evaluator may run code (an evaluator the server cannot vouch for counts as code).
+    "roles": [{"name": "no-code", "permissions": ["evaluations.run"], "condition": "!resource.runs_code"}],
+    "projects": {"a": {"viewer": ["user:corp/viewer-1"], "runner": ["user:corp/runner-1"],
+                       "no-code": ["user:corp/ci-1"]}},
 }
 CLI_LOGIN = {"issuer": "https://sso.example.test/realms/eng", "client_id": "evalsi-cli"}
 

@@ -18,6 +18,9 @@ from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
 from evalsi.evaluators import Registry
 from evalsi.v1alpha1.catalog_service_pb2 import ListEvaluatorsRequest
+from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest
+from evalsi.v1alpha1.evaluator_pb2 import EvaluatorRef
+from evalsi.v1alpha1.record_pb2 import Record
 from evalsi.v1alpha1.run_pb2 import RUN_STATE_SUCCEEDED, Run
 from evalsi.v1alpha1.run_service_pb2 import CreateRunRequest, GetRunRequest
 
@@ -84,8 +87,8 @@ async def test_every_surface_refuses_an_unauthenticated_call(stack: Stack) -> No
         assert health.status in (health_pb2.HealthCheckResponse.SERVING, health_pb2.HealthCheckResponse.NOT_SERVING)
         reflection = reflection_pb2_grpc.ServerReflectionStub(channel)
         listing = reflection_pb2.ServerReflectionRequest(list_services="")
-        with pytest.raises(grpc.aio.AioRpcError) as refused:
-            async for _ in reflection.ServerReflectionInfo(iter([listing]), timeout=10):
+        with pytest.raises(grpc.aio.AioRpcError) as refused:  # refused before any request is read
+            async for _ in reflection.ServerReflectionInfo(iter([]), timeout=10):
                 pass
         assert refused.value.code() == grpc.StatusCode.UNAUTHENTICATED
         # The same calls with a viewer's token go through.
@@ -204,3 +207,20 @@ async def test_runs_of_every_project_are_listed_for_the_owner_only(stack: Stack)
                             headers=bearer(stack.token("viewer-1"), "a")) as answer:
             assert answer.status == 403
             assert "runs.read in project '*'" in (await answer.json())["message"]
+
+
+async def test_each_message_of_an_evaluation_stream_is_decided_on_its_own_evaluators(stack: Stack) -> None:
+    # Admitted before any message (nothing to run yet); the first request names an evaluator the role's condition
+    # refuses (the server cannot vouch that it runs no code), so the stream ends there, before any evaluation.
+    request = EvaluateRequest(project="a", evaluators=[EvaluatorRef(ref="exact-match")],
+                              records=[Record(id="r1")])
+    async with grpc.aio.insecure_channel(stack.grpc_target) as channel:
+        stream = channel.stream_stream("/evalsi.v1alpha1.EvaluationService/EvaluateStream",
+                                       request_serializer=None, response_deserializer=None)
+        call = stream(iter([request.SerializeToString()]), metadata=tuple(bearer(stack.token("ci-1"), "a").items()),
+                      timeout=10)
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            async for _ in call:
+                pass
+    assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert refused.value.details() == "corp/ci-1 may not evaluations.run in project 'a'"

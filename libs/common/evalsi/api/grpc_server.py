@@ -182,10 +182,12 @@ class GrpcServer:
             call = _Call(self, method, context)
             try:
                 ctx = call.context(None)
+                messages = _decoded(method, requests)
                 if self._gate is not None:
                     ctx = await call.admitted(self._gate, ctx, None)
+                    messages = _decided(messages, ctx, self._gate, every=True)
                 await context.send_initial_metadata(((REQUEST_ID_HEADER, call.request_id),))
-                async for response in method.handler(_decoded(method, requests), ctx):
+                async for response in method.handler(messages, ctx):
                     yield response.SerializeToString()
             except asyncio.CancelledError:
                 call.cancelled()
@@ -202,9 +204,11 @@ class GrpcServer:
             call = _Call(self, method, context)
             try:
                 ctx = call.context(None)
+                messages = _decoded(method, requests)
                 if self._gate is not None:
                     ctx = await call.admitted(self._gate, ctx, None)
-                response = await method.handler(_decoded(method, requests), ctx)
+                    messages = _decided(messages, ctx, self._gate, every=False)
+                response = await method.handler(messages, ctx)
                 call.reply_metadata()
                 return response.SerializeToString()
             except asyncio.CancelledError:
@@ -221,6 +225,20 @@ class GrpcServer:
 async def _decoded(method: Method, requests: AsyncIterator[bytes]) -> AsyncIterator[Message]:
     async for data in requests:
         yield decode(method.request_type, data)
+
+
+async def _decided(messages: AsyncIterator[Message], ctx: CallContext, gate: Gate, *, every: bool) -> (
+        AsyncIterator[Message]):
+    """A stream's messages, decided with their own attributes (the call was admitted before any arrived): each
+    one of a bidirectional stream (EvaluateStream: every request names its evaluators), the first of a client
+    stream (UploadDataset: the first chunk names the dataset). A refusal ends the stream, PERMISSION_DENIED."""
+    endpoint = gate.endpoint(ctx.method)
+    first = True
+    async for message in messages:
+        if first or every:
+            await ctx.check_access(endpoint.attributes(message, gate.sources))
+            first = False
+        yield message
 
 
 class _Call:
