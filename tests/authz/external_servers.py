@@ -9,15 +9,62 @@ exercised over a real socket.
 from __future__ import annotations
 
 import asyncio
+import datetime
+import ipaddress
 import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import grpc
 from aiohttp import web
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from evalsi.envoy.service.auth.v3 import external_auth_pb2, external_auth_pb2_grpc
+
+
+@dataclass(frozen=True)
+class Tls:
+    """A CA made here, a server certificate for 127.0.0.1 and a client certificate, all PEM."""
+
+    ca: bytes
+    server_cert: bytes
+    server_key: bytes
+    client_cert: bytes
+    client_key: bytes
+
+    @classmethod
+    def create(cls) -> Tls:
+        now = datetime.datetime.now(datetime.UTC)
+        ca_key = ec.generate_private_key(ec.SECP256R1())
+        ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "ext_authz test CA")])
+        ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
+              .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=1))
+              .not_valid_after(now + datetime.timedelta(days=1))
+              .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+              .sign(ca_key, hashes.SHA256()))
+
+        def issue(name: str, *names: x509.GeneralName) -> tuple[bytes, bytes]:
+            key = ec.generate_private_key(ec.SECP256R1())
+            builder = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME,
+                                                                                           name)]))
+                       .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
+                       .not_valid_before(now - datetime.timedelta(minutes=1))
+                       .not_valid_after(now + datetime.timedelta(days=1)))
+            if names:
+                builder = builder.add_extension(x509.SubjectAlternativeName(list(names)), critical=False)
+            pem_key = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                        serialization.NoEncryption())
+            return builder.sign(ca_key, hashes.SHA256()).public_bytes(serialization.Encoding.PEM), pem_key
+
+        server = issue("ext-authz", x509.IPAddress(ipaddress.ip_address("127.0.0.1")))
+        client = issue("evalsi-api")
+        return cls(ca.public_bytes(serialization.Encoding.PEM), *server, *client)
+
 
 AuthzenPolicy = Callable[[dict[str, Any]], bool]
 EnvoyPolicy = Callable[[Any], bool]
@@ -92,11 +139,17 @@ class EnvoyAuthz(external_auth_pb2_grpc.AuthorizationServicer):
 
 
 @asynccontextmanager
-async def envoy_authz(policy: EnvoyPolicy) -> AsyncIterator[EnvoyAuthz]:
+async def envoy_authz(policy: EnvoyPolicy, tls: Tls | None = None) -> AsyncIterator[EnvoyAuthz]:
+    """The server; with ``tls``, over mutual TLS (a client certificate signed by the same CA is required)."""
     servicer = EnvoyAuthz(policy)
     server = grpc.aio.server()
     external_auth_pb2_grpc.add_AuthorizationServicer_to_server(servicer, server)
-    port = server.add_insecure_port("127.0.0.1:0")
+    if tls is None:
+        port = server.add_insecure_port("127.0.0.1:0")
+    else:
+        credentials = grpc.ssl_server_credentials([(tls.server_key, tls.server_cert)], root_certificates=tls.ca,
+                                                  require_client_auth=True)
+        port = server.add_secure_port("127.0.0.1:0", credentials)
     await server.start()
     servicer.address = f"127.0.0.1:{port}"
     try:

@@ -4,10 +4,11 @@ never the caller's token), allow on status OK, deny otherwise, require vs decide
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import grpc
-from external_servers import envoy_authz
+from external_servers import Tls, envoy_authz
 
 from evalsi.auth.principal import Principal
 from evalsi.authz.authorizer import Authorizer
@@ -30,10 +31,12 @@ def opa_like(request: Any) -> bool:
             and extensions.get("resource.run.labels.team") == "a")
 
 
-def build(address: str, mode: str = "require", **extra: Any) -> tuple[Authorizer, ExternalAuthorizer]:
+def build(address: str, mode: str = "require", tls: dict[str, str] | None = None,
+          **extra: Any) -> tuple[Authorizer, ExternalAuthorizer]:
+    grpc_section: dict[str, Any] = {"address": address} if tls is None else {"address": address, "tls": tls}
     config = load_authorization_config({
         "rules": [{"deny": '"banned" in principal.groups'}],
-        "ext_authz": {"grpc": {"address": address}, "mode": mode, **extra}})
+        "ext_authz": {"grpc": grpc_section, "mode": mode, **extra}})
     assert config.external is not None
     return Authorizer(authorization=config), ExternalAuthorizer.from_config(config.external)
 
@@ -123,3 +126,25 @@ async def test_cached_then_fail_closed_on_deadline_and_on_an_error_status() -> N
             assert (await decide(local, external, read_run(VIEWER, run="r2"))).allowed  # failures are not cached
         finally:
             await external.aclose()
+
+
+async def test_mutual_tls_to_the_ext_authz_server(tmp_path: Path) -> None:
+    tls = Tls.create()
+    files = {"ca_file": tls.ca, "cert_file": tls.client_cert, "key_file": tls.client_key}
+    for name, content in files.items():
+        (tmp_path / name).write_bytes(content)
+    async with envoy_authz(opa_like, tls) as server:
+        local, external = build(server.address, tls={name: str(tmp_path / name) for name in files})
+        # Trusting the CA but presenting no client certificate: the handshake fails, and so the check (closed).
+        anonymous_local, anonymous = build(server.address, tls={"ca_file": str(tmp_path / "ca_file")},
+                                           timeout="2s")
+        try:
+            decision = await decide(local, external, read_run(VIEWER))
+            assert decision.allowed, decision.deciding
+            assert len(server.requests) == 1
+            refused = await decide(anonymous_local, anonymous, read_run(VIEWER, run="r2"))
+            assert not refused.allowed and "denied (fail closed)" in refused.deciding
+            assert len(server.requests) == 1
+        finally:
+            await external.aclose()
+            await anonymous.aclose()
