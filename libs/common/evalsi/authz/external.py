@@ -37,7 +37,6 @@ class ExternalAuthorizer:
         self.config = config
         self.point = point
         self.cache = cache if cache is not None else DecisionCache(config.cache_ttl_s, config.max_cache_entries)
-        self.calls = 0  # answers fetched from the authorizer (not from the cache): for tests and metrics
 
     @classmethod
     def from_config(cls, config: ExternalAuthzConfig) -> ExternalAuthorizer:
@@ -77,7 +76,6 @@ class ExternalAuthorizer:
         return Decision(False, f"{said} (ext_authz mode require)", trace)
 
     async def _ask(self, query: Mapping[str, Any]) -> ExternalAnswer:
-        self.calls += 1
         async with asyncio.timeout(self.config.timeout_s):
             return await self.point.evaluate(query, self.config.timeout_s)
 

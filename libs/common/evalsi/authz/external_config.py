@@ -45,7 +45,8 @@ class AuthzenEndpoint:
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)  # may carry the PDP's credential
 
     def describe(self) -> str:
-        return f"AuthZEN PDP {self.url}"
+        parts = urlsplit(self.url)  # without a query string, which might carry something secret
+        return f"AuthZEN PDP {parts.scheme}://{parts.netloc}{parts.path}"
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,9 @@ HTTP/JSON ports, reflection, ``/metrics`` and both OTLP receivers).
 
 The transports only gather :class:`~evalsi.auth.principal.Credentials` and the request; what a call means
 (its action and resource attributes) comes from the action table (``evalsi.authz.actions``), who may do it
-from the authorizer. A refusal names the action and the project, never the rule behind it (the audit log has
-that). No gate at all (``None`` where a transport takes one) is the unauthenticated server: every call
+from the authorizer (and, when ``authorization.ext_authz`` is configured, from an external authorizer asked after
+it: ``evalsi.authz.external``). A refusal names the action and the project, never the rule behind it (the audit
+log has that). No gate at all (``None`` where a transport takes one) is the unauthenticated server: every call
 passes, as before issue 13.
 """
 
