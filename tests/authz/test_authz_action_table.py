@@ -114,7 +114,9 @@ def test_mutating_rows_are_the_writes() -> None:
 
 def test_only_rows_whose_handlers_decide_again_are_partial_at_the_gate() -> None:
     """A row marked needs_stored_resource is decided partially by the gate: its handler must decide again on the
-    stored resource (RunHandlers._get does, through ctx.check_access; CompareRuns for each run). Marking another row means wiring its
+    stored resource (RunHandlers._get and MonitorHandlers._get do, through ctx.check_access; CompareRuns for each
+    run; lists through ctx.may_see, per item). Marking another row means wiring its
     handler first; this list makes that a deliberate change."""
     stored = {row.key.rsplit("/", 1)[-1] for row in rows() if row.needs_stored_resource}
-    assert stored == {"GetRun", "WatchRun", "ListRunResults", "CompareRuns", "CancelRun", "ResumeRun"}
+    assert stored == {"GetRun", "ListRuns", "WatchRun", "ListRunResults", "CompareRuns", "CancelRun", "ResumeRun",
+                      "ApplyPolicy", "DeletePolicy", "ListPolicies", "GetPolicy", "GetPolicyStats"}

@@ -4,7 +4,7 @@ Both transports call :func:`admit_call` once the request is decoded (streams: be
 the header's project). The admitted context carries the principal and pins the project the gate allowed, so
 the handler cannot act in another one (a stream's first message naming a different project is refused as a
 mismatch with it). Handlers that read a stored resource (GetRun, CancelRun: the run's ``created_by`` and
-labels) decide again through ``ctx.check_access``.
+labels) decide again through ``ctx.check_access``; lists keep the items ``ctx.may_see`` allows.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from typing import Any
 
 from evalsi.api.context import CallContext
 from evalsi.auth.principal import Credentials, Principal
-from evalsi.gate.access import Gate
+from evalsi.authz.decision import AccessRequest
+from evalsi.gate.access import Gate, visible_headers
 
 
 class CallAccess:
@@ -34,6 +35,23 @@ class CallAccess:
         where = ctx.project if project is None else project
         await self._gate.decide(ctx.principal, ctx.action, where, {**self._resource, **resource}, self._credentials,
                                 ctx.method, ctx.request_id, audit_allowed=self._gate.endpoint(ctx.method).mutating)
+
+    async def allows(self, ctx: CallContext, resource: Mapping[str, Any]) -> bool:
+        """Whether a list may show one item: this call's decision on the item's attributes, neither raising nor
+        audited (a list leaves out what the caller may not read; the call itself was decided and audited)."""
+        if not ctx.action:
+            return True
+        gate = self._gate
+        # The item's own project (a list across projects decides each run where it is), else the call's.
+        project = str(resource.get("project") or ctx.project)
+        access = AccessRequest(principal=ctx.principal, action=ctx.action, project=project,
+                               resource={**self._resource, **resource, "project": project}, method=ctx.method,
+                               protocol=self._credentials.transport,
+                               headers=visible_headers(self._credentials.headers), source=self._credentials.peer)
+        decision = gate.authorizer.decide(access)
+        if gate.external is not None:  # ext_authz in mode decide is asked about each item, as about the call
+            decision = await gate.external.check(access, decision)
+        return decision.allowed
 
 
 def requested_project(ctx: CallContext, request: Any) -> str:

@@ -70,6 +70,12 @@ class CallContext:
         if self.access is not None:
             await self.access.check(self, resource, project=project)
 
+    async def may_see(self, resource: Mapping[str, Any]) -> bool:
+        """Whether a list may show an item with these attributes (a run's ``created_by`` and ``labels``, a
+        policy's or trace's ``labels``): this call's action decided on it, without raising or auditing; always
+        true when authentication is off."""
+        return True if self.access is None else await self.access.allows(self, resource)
+
     def time_remaining(self) -> float | None:
         if self.deadline is None:
             return None

@@ -20,6 +20,7 @@ from evalsi.api.handlers_common import (
     required,
 )
 from evalsi.api.trace_handlers import NO_TRACE_STORE, timestamp_ns
+from evalsi.authz.attributes import stored_policy
 from evalsi.connection_rules import policy_problems
 from evalsi.connections import Connections
 from evalsi.documents import SpecProblems, merge_problems, problems_of
@@ -111,8 +112,9 @@ class MonitorHandlers:
             problems += policy_problems(self._connections, compiled, document.metadata.project)
         if problems:
             raise SpecProblems(problems, what="the policy")
+        current = await store.get_policy(document.metadata.project, document.metadata.name)
+        await self._check_apply(ctx, current)
         if request.dry_run:
-            current = await store.get_policy(document.metadata.project, document.metadata.name)
             digest = policy_hash(document)
             changed = current is None or current.spec_hash != digest
             generation = (current.generation if current is not None else 0) + (1 if changed else 0)
@@ -124,7 +126,9 @@ class MonitorHandlers:
         return policy_message(stored, changed=changed)
 
     async def list_policies(self, request: ListPoliciesRequest, ctx: CallContext) -> ListPoliciesResponse:
-        stored = await self._store().list_policies(ctx.project)
+        # Per policy, as GetPolicy decides: a role conditioned on labels lists only the policies it may read.
+        stored = [p for p in await self._store().list_policies(ctx.project)
+                  if await ctx.may_see(stored_policy({}, p.policy))]
         limits = self._limits
         size = page_size(request.page_size, limits.default_runs_page_size, limits.max_page_size)
         after = _policy_cursor(request.page_token)
@@ -135,16 +139,16 @@ class MonitorHandlers:
         return ListPoliciesResponse(policies=[policy_message(p) for p in page], next_page_token=token)
 
     async def get_policy(self, request: GetPolicyRequest, ctx: CallContext) -> Policy:
-        return policy_message(await self._get(ctx.project, request.name))
+        return policy_message(await self._get(ctx, request.name))
 
     async def delete_policy(self, request: DeletePolicyRequest, ctx: CallContext) -> Policy:
-        stored = await self._get(ctx.project, request.name)
+        stored = await self._get(ctx, request.name)
         if not await self._store().delete_policy(ctx.project, stored.name):
             raise NotFoundError(f"name: policy {stored.name!r} not found in project {ctx.project!r}")
         return policy_message(stored)
 
     async def get_policy_stats(self, request: GetPolicyStatsRequest, ctx: CallContext) -> PolicyStats:
-        stored = await self._get(ctx.project, request.name)
+        stored = await self._get(ctx, request.name)
         if self._scores is None:
             raise ApiError(grpc.StatusCode.FAILED_PRECONDITION, NO_TRACE_STORE)
         spec = stored.policy.spec
@@ -181,12 +185,23 @@ class MonitorHandlers:
             raise BadInputError("end_time: must be after start_time (and after the first window's start)")
         return since, until
 
-    async def _get(self, project: str, name: str) -> StoredPolicy:
+    async def _get(self, ctx: CallContext, name: str) -> StoredPolicy:
+        """The policy in the call's project, decided again on its stored labels when authentication is on."""
         required(name, "name", "a policy name")
+        project = ctx.project
         stored = await self._store().get_policy(project, name)
         if stored is None:
             raise NotFoundError(f"name: policy {name!r} not found in project {project!r}")
+        await ctx.check_access(stored_policy({}, stored.policy))
         return stored
+
+    @staticmethod
+    async def _check_apply(ctx: CallContext, current: StoredPolicy | None) -> None:
+        """ApplyPolicy's final decision (the gate's was partial): on the policy it would replace, so a caller
+        cannot take over one whose labels it may not write, then on the document applied (the gate's attributes)."""
+        if current is not None:
+            await ctx.check_access(stored_policy({}, current.policy))
+        await ctx.check_access({})
 
 
 def _policy_project(document: OnlineEvalPolicy, request_project: str, ctx: CallContext) -> str:

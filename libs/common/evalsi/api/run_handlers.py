@@ -254,7 +254,10 @@ class RunHandlers:
             page_token=request.page_token,
             all_projects=request.all_projects,
         )
-        return ListRunsResponse(runs=runs, next_page_token=token)
+        # Per run, as GetRun decides: a role conditioned on labels or created_by lists only what it may read (a
+        # page may so hold fewer runs than page_size; the token still continues after the last one stored).
+        visible = [run for run in runs if await ctx.may_see(stored_run({}, run))]
+        return ListRunsResponse(runs=visible, next_page_token=token)
 
     async def watch_run(self, request: WatchRunRequest, ctx: CallContext) -> AsyncIterator[RunEvent]:
         """The stored state first, then the bus's events until the run ends.

@@ -36,9 +36,10 @@ HEALTH_LIST = "grpc.health.v1.Health/List"
 class Endpoint:
     """One row of the action table.
 
-    ``needs_stored_resource``: some attributes (a run's ``created_by`` and labels) exist only on the stored
-    resource; the gate's decision is partial and the handler, having loaded it, decides again with
-    ``attributes.stored_run``. Only rows whose handlers do that are marked: elsewhere the gate's decision is final.
+    ``needs_stored_resource``: some attributes (a run's ``created_by`` and labels, a policy's or trace's labels)
+    exist only on the stored resource; the gate's decision is partial and the handler, having loaded it, decides
+    again with ``attributes.stored_run`` / ``stored_policy`` / ``stored_trace`` (a list: per item, leaving out
+    those refused). Only rows whose handlers do that are marked: elsewhere the gate's decision is final.
     ``mutating``: the call changes state, so an allowed call is audited too (denied calls always are).
     """
 
@@ -71,7 +72,7 @@ _ROWS: tuple[Endpoint, ...] = (
     _rpc("CatalogService", "ListEvaluators", "catalog.read"),
     _rpc("RunService", "CreateRun", "runs.create", attrs.create_run, mutating=True),
     _rpc("RunService", "GetRun", "runs.read", attrs.run_by_id, stored=True),
-    _rpc("RunService", "ListRuns", "runs.read", attrs.list_runs),
+    _rpc("RunService", "ListRuns", "runs.read", attrs.list_runs, stored=True),
     _rpc("RunService", "WatchRun", "runs.read", attrs.run_by_id, stored=True),
     _rpc("RunService", "ListRunResults", "runs.read", attrs.run_by_id, stored=True),
     _rpc("RunService", "CompareRuns", "runs.read", attrs.compare_runs, stored=True),
@@ -79,11 +80,11 @@ _ROWS: tuple[Endpoint, ...] = (
     _rpc("RunService", "ResumeRun", "runs.resume", attrs.run_by_id, stored=True, mutating=True),
     _rpc("RunService", "UploadDataset", "datasets.write", attrs.dataset, mutating=True),
     _rpc("RunService", "ListDatasetVersions", "datasets.read", attrs.dataset),
-    _rpc("MonitorService", "ApplyPolicy", "policies.write", attrs.apply_policy, mutating=True),
-    _rpc("MonitorService", "DeletePolicy", "policies.write", attrs.policy_by_name, mutating=True),
-    _rpc("MonitorService", "ListPolicies", "policies.read"),
-    _rpc("MonitorService", "GetPolicy", "policies.read", attrs.policy_by_name),
-    _rpc("MonitorService", "GetPolicyStats", "policies.read", attrs.policy_by_name),
+    _rpc("MonitorService", "ApplyPolicy", "policies.write", attrs.apply_policy, stored=True, mutating=True),
+    _rpc("MonitorService", "DeletePolicy", "policies.write", attrs.policy_by_name, stored=True, mutating=True),
+    _rpc("MonitorService", "ListPolicies", "policies.read", attrs.list_policies, stored=True),
+    _rpc("MonitorService", "GetPolicy", "policies.read", attrs.policy_by_name, stored=True),
+    _rpc("MonitorService", "GetPolicyStats", "policies.read", attrs.policy_by_name, stored=True),
     _rpc("TraceService", "ListTraces", "traces.read", attrs.list_traces),
     _rpc("TraceService", "GetTrace", "traces.read", attrs.trace_by_id),
     # Feedback is data about a trace sent by the app or its collector, like spans: the ingest permission.
@@ -139,11 +140,13 @@ _ATTRIBUTES_SHOWN: dict[str, str] = {
     "create_run": "run {name, labels}, target {kind, connector, model, connection}, evaluators, judges, judge, "
                   "dataset, trials, budget {usd, tokens, wall_clock_s}",
     "run_by_id": "run {id}; stored: run {name, created_by, labels}",
-    "list_runs": "",
+    "list_runs": "stored: each run {id, name, created_by, labels} (a list keeps those allowed)",
     "compare_runs": "runs (both ids); stored: run {id, name, created_by, labels}, each run in turn",
     "dataset": "dataset (its name)",
-    "apply_policy": "policy {name, selector, evaluators, promotion}, evaluators, judges, judge",
-    "policy_by_name": "policy {name}",
+    "apply_policy": "policy {name, selector, evaluators, promotion}, evaluators, judges, judge; stored: the "
+                    "replaced policy's labels and policy {...}",
+    "policy_by_name": "policy {name}; stored: labels, policy {selector, evaluators, promotion, labels}",
+    "list_policies": "stored: each policy's labels, policy {...} (a list keeps those allowed)",
     "list_traces": "service (the filter)",
     "trace_by_id": "trace {id}",
     "otlp_export": "services, service (when exactly one)",

@@ -6,8 +6,10 @@ in the request may execute code). The other attributes exist only for the action
 ``resource.target`` on ``runs.read`` fails to evaluate, which counts as not matched): test ``request.action``
 first or use ``has(resource.target)``.
 
-Attributes that only the stored resource knows (a run's ``created_by`` and labels) are added by the handler
-after loading it, through ``stored_run``; the action table marks those RPCs ``needs_stored_resource``.
+Attributes that only the stored resource knows (a run's ``created_by`` and labels, a policy's or a trace's
+labels) are added by the handler after loading it, through ``stored_run``, ``stored_policy`` and
+``stored_trace``; the action table marks those RPCs ``needs_stored_resource``, lists included (their handlers
+leave out each item the caller's conditions refuse).
 
 What the request alone cannot tell comes from ``AttributeSources``: whether an evaluator runs code (its
 manifest) and what a named connection is (the server's configuration). Without them the answer is the
@@ -26,6 +28,7 @@ from evalsi.projects import PROJECT_LABEL
 from evalsi.v1alpha1 import evaluator_pb2, run_pb2
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest
 from evalsi.v1alpha1.monitor_service_pb2 import ApplyPolicyRequest
+from evalsi.v1alpha1.policy_pb2 import OnlineEvalPolicy
 from evalsi.v1alpha1.run_service_pb2 import CompareRunsRequest, CreateRunRequest
 
 Attributes = dict[str, Any]
@@ -196,6 +199,12 @@ def compare_runs(request: Message | None, sources: AttributeSources) -> Attribut
 
 
 def list_runs(request: Message | None, sources: AttributeSources) -> Attributes:
+    """ListRuns: the project; the handler decides on each stored run (``stored_run``) and keeps those allowed."""
+    return none(request, sources)
+
+
+def list_policies(request: Message | None, sources: AttributeSources) -> Attributes:
+    """ListPolicies: the project; the handler decides on each stored policy (``stored_policy``)."""
     return none(request, sources)
 
 
@@ -241,6 +250,15 @@ def policy_by_name(request: Message | None, sources: AttributeSources) -> Attrib
     """Get, stats and delete of one policy: ``policy.name``."""
     name = str(getattr(request, "name", "")) if request is not None else ""
     return {**base(_project_field(request)), "policy": {"name": name}}
+
+
+def stored_policy(attributes: Mapping[str, Any], policy: OnlineEvalPolicy) -> Attributes:
+    """The attributes of a call on a stored policy, completed from its document: labels, selector, evaluators."""
+    labels = dict(policy.metadata.labels)
+    refs = [stage.ref for stage in policy.spec.cascade if stage.ref]
+    return {**attributes, "project": policy.metadata.project or attributes.get("project", ""), "labels": labels,
+            "policy": {"name": policy.metadata.name, "selector": policy.spec.selector, "evaluators": refs,
+                       "promotion": policy.spec.promote.dataset, "labels": labels}}
 
 
 def list_traces(request: Message | None, sources: AttributeSources) -> Attributes:
