@@ -95,7 +95,7 @@ async def served(tmp_path: Path) -> AsyncIterator[Served]:
         raise AssertionError("not used here")
 
     runs = RunHandlers(store=store, objects=None, control=refuse, watch=refuse,  # type: ignore[arg-type]
-                       validate_run=lambda run: None, load_records=refuse)
+                       validate_run=lambda run: None, load_records=refuse)  # type: ignore[arg-type]
     table = build_table(evaluation=EvaluationHandlers(refuse, registry=REGISTRY), runs=runs,
                         catalog=CatalogHandlers(REGISTRY), monitor=MonitorHandlers(store, None, registry=REGISTRY))
     gate = Gate(Authenticator(auth), authorizer, on_decision=decision_recorder(audit))
