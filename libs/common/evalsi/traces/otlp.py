@@ -55,12 +55,9 @@ def any_value_to_python(value: AnyValue) -> Any:
 def attributes_to_dict(attributes: Iterable[KeyValue]) -> dict[str, Any]:
     """Key-value pairs as a dict; a repeated key keeps its last value, as the OTel SDKs do."""
     # Strings, most values, are read here rather than through a call: this runs for every attribute of every span.
-    # A non-empty string_value can only be the value set (one of a oneof), so most skip the WhichOneof call.
-    out: dict[str, Any] = {}
-    for kv in attributes:
-        value = kv.value
-        out[kv.key] = value.string_value or _not_a_nonempty_string(value)
-    return out
+    # A non-empty string_value can only be the value set (one of a oneof), so most skip the WhichOneof call. A
+    # comprehension (``for value in [kv.value]`` is a plain assignment in one) is about a tenth faster than a loop.
+    return {kv.key: value.string_value or _not_a_nonempty_string(value) for kv in attributes for value in [kv.value]}
 
 
 def _not_a_nonempty_string(value: AnyValue) -> Any:
