@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from .config import AuthorizationConfig, RbacConfig, load_authorization_config, load_rbac_config
     from .decision import AccessRequest, Decision
     from .escalation import GrantRequest, binding_grant, check_grant, role_grant
+    from .external import ExternalAuthorizer
+    from .external_config import ExternalAuthzConfig, load_external_config
     from .permissions import PERMISSIONS, Permission
     from .roles import BUILTIN_ROLES, OWNER, Grant, RoleDefinition
 
@@ -37,6 +39,8 @@ __getattr__, __dir__ = lazy_exports(
         ".config": ("AuthorizationConfig", "RbacConfig", "load_authorization_config", "load_rbac_config"),
         ".decision": ("AccessRequest", "Decision"),
         ".escalation": ("GrantRequest", "binding_grant", "check_grant", "role_grant"),
+        ".external": ("ExternalAuthorizer",),
+        ".external_config": ("ExternalAuthzConfig", "load_external_config"),
         ".permissions": ("PERMISSIONS", "Permission"),
         ".roles": ("BUILTIN_ROLES", "OWNER", "Grant", "RoleDefinition"),
     },
@@ -45,7 +49,7 @@ __getattr__, __dir__ = lazy_exports(
 __all__ = [
     "ACTION_TABLE", "ALL", "BUILTIN_ROLES", "OWNER", "PERMISSIONS", "AccessRequest", "AttributeSources",
     "AuthorizationConfig", "Authorizer", "BindingDefinition", "BoundRole", "Connection", "Decision", "Endpoint",
-    "Grant", "GrantRequest", "GranterView", "Permission", "RbacConfig", "RoleDefinition", "binding_grant",
-    "check_grant", "endpoint", "load_authorization_config", "load_rbac_config", "parse_subject", "role_grant",
-    "rows", "runs_code_by_pool",
+    "ExternalAuthorizer", "ExternalAuthzConfig", "Grant", "GrantRequest", "GranterView", "Permission", "RbacConfig",
+    "RoleDefinition", "binding_grant", "check_grant", "endpoint", "load_authorization_config", "load_external_config",
+    "load_rbac_config", "parse_subject", "role_grant", "rows", "runs_code_by_pool",
 ]
