@@ -12,9 +12,11 @@ import asyncio
 import datetime
 import ipaddress
 import json
+import ssl
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -96,16 +98,25 @@ class AuthzenPdp:
 
 
 @asynccontextmanager
-async def authzen_pdp(policy: AuthzenPolicy) -> AsyncIterator[AuthzenPdp]:
+async def authzen_pdp(policy: AuthzenPolicy, tls: Tls | None = None,
+                      tmp_dir: Path | None = None) -> AsyncIterator[AuthzenPdp]:
+    """The PDP; with ``tls`` (and a ``tmp_dir`` for its key files), over https:// with ``tls``'s server certificate."""
     pdp = AuthzenPdp(policy)
     app = web.Application()
     app.router.add_post("/access/v1/evaluation", pdp.evaluation)
     runner = web.AppRunner(app)
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
+    context = None
+    if tls is not None:
+        assert tmp_dir is not None
+        (tmp_dir / "pdp.crt").write_bytes(tls.server_cert)
+        (tmp_dir / "pdp.key").write_bytes(tls.server_key)
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(tmp_dir / "pdp.crt", tmp_dir / "pdp.key")
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=context)
     await site.start()
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    pdp.url = f"http://127.0.0.1:{port}/access/v1/evaluation"
+    pdp.url = f"{'https' if tls else 'http'}://127.0.0.1:{port}/access/v1/evaluation"
     try:
         yield pdp
     finally:

@@ -4,10 +4,11 @@ require and decide, caching, and failing closed on a timeout and on a PDP error.
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
-from external_servers import authzen_pdp
+from external_servers import Tls, authzen_pdp
 
 from evalsi.auth.principal import Principal
 from evalsi.authz.authorizer import Authorizer
@@ -199,3 +200,24 @@ async def test_headers_from_send_the_pdp_its_own_credential(monkeypatch: pytest.
             assert pdp.headers[0]["authorization"] == "Bearer pdp-secret"
         finally:
             await external.aclose()
+
+
+async def test_https_to_a_pdp_whose_ca_is_named_and_refused_without_it(tmp_path: Path) -> None:
+    tls = Tls.create()
+    (tmp_path / "ca.pem").write_bytes(tls.ca)
+    async with authzen_pdp(allow_listed, tls, tmp_path) as pdp:
+        assert pdp.url.startswith("https://")
+        local, external = build(pdp.url, "decide")  # the system's roots do not include the test CA
+        config = load_authorization_config({"ext_authz": {"authzen": {"url": pdp.url,
+                                                                      "ca_file": str(tmp_path / "ca.pem")}}})
+        assert config.external is not None
+        trusting = ExternalAuthorizer.from_config(config.external)
+        try:
+            untrusted = await decide(local, external, read_run(NOBODY))
+            assert not untrusted.allowed and "denied (fail closed)" in untrusted.deciding
+            assert pdp.requests == []  # the handshake failed: nothing was sent
+            assert (await trusting.check(read_run(NOBODY), Decision(True, "role viewer"))).allowed
+            assert len(pdp.requests) == 1
+        finally:
+            await external.aclose()
+            await trusting.aclose()

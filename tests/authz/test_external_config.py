@@ -46,6 +46,8 @@ def test_refusals_name_the_key_path() -> None:
         "authorization.ext_authz.authzen.header: unknown key")
     assert refused({"grpc": {"address": "opa.internal:9191"}}).startswith(
         "authorization.ext_authz.grpc.tls: opa.internal:9191 is not a loopback address")
+    assert refused({"authzen": {"url": "https://a/e", "ca_file": "/nonexistent/ca.pem"}}).startswith(
+        "authorization.ext_authz.authzen.ca_file: /nonexistent/ca.pem is not a readable file")
     assert refused({"grpc": {"address": "no-port"}}).startswith("authorization.ext_authz.grpc.address: expected")
     assert refused({"grpc": {"address": "127.0.0.1:1", "tls": {"cert_file": "c.pem"}}}).startswith(
         "authorization.ext_authz.grpc.tls: a client certificate needs both")

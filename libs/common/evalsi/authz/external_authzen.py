@@ -10,6 +10,7 @@ question only ever goes to the configured URL.
 from __future__ import annotations
 
 import json
+import ssl
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -26,19 +27,22 @@ class AuthzenDecisionPoint:
     def __init__(self, endpoint: AuthzenEndpoint) -> None:
         self.endpoint = endpoint
         self._session: aiohttp.ClientSession | None = None
+        self._ssl: ssl.SSLContext | bool = True  # the system's roots, unless ca_file names the PDP's CA
 
     def describe(self) -> str:
         return self.endpoint.describe()
 
     async def evaluate(self, query: Mapping[str, Any], timeout_s: float) -> ExternalAnswer:
         if self._session is None or self._session.closed:
+            if self.endpoint.ca_file:
+                self._ssl = ssl.create_default_context(cafile=self.endpoint.ca_file)
             self._session = aiohttp.ClientSession()
         # The spec's request identifier, echoed by the PDP: lets its logs be matched with ours.
         headers = {**self.endpoint.headers, "content-type": "application/json", "accept": "application/json",
                    "x-request-id": uuid.uuid4().hex}
         try:
             async with self._session.post(self.endpoint.url, data=json.dumps(query, separators=(",", ":")),
-                                          headers=headers, allow_redirects=False,
+                                          headers=headers, allow_redirects=False, ssl=self._ssl,
                                           timeout=aiohttp.ClientTimeout(total=timeout_s)) as response:
                 body = await response.content.read(MAX_ANSWER_BYTES + 1)
                 status = response.status

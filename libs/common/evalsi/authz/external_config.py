@@ -2,7 +2,7 @@
 
     authorization:
       ext_authz:
-        authzen: {url: https://pdp.internal/access/v1/evaluation,
+        authzen: {url: https://pdp.internal/access/v1/evaluation, ca_file: pdp-ca.pem,
                   headers_from: {authorization: {env: EVALSI_PDP_AUTHORIZATION}}}
         # or  grpc: {address: 127.0.0.1:9191}           (Envoy ext_authz, e.g. OPA's Envoy plugin)
         #     grpc: {address: opa.internal:9191, tls: {ca_file: ca.pem, cert_file: c.pem, key_file: k.pem}}
@@ -43,6 +43,7 @@ class AuthzenEndpoint:
 
     url: str
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)  # may carry the PDP's credential
+    ca_file: str = ""  # the CA that signed the PDP's certificate, when not one the system trusts
 
     def describe(self) -> str:
         parts = urlsplit(self.url)  # without a query string, which might carry something secret
@@ -103,7 +104,8 @@ def load_external_config(raw: Any, path: str = "authorization.ext_authz") -> Ext
 
 
 def _authzen(raw: Any, path: str) -> AuthzenEndpoint:
-    section = read.mapping(raw, path, ("url", "headers_from"), example="{url: https://pdp/access/v1/evaluation}")
+    section = read.mapping(raw, path, ("url", "headers_from", "ca_file"),
+                           example="{url: https://pdp/access/v1/evaluation}")
     url = read.text(section.get("url"), f"{path}.url")
     parts = urlsplit(url)
     if parts.scheme not in ("https", "http") or not parts.hostname:
@@ -112,7 +114,10 @@ def _authzen(raw: Any, path: str) -> AuthzenEndpoint:
         raise read.refuse(f"{path}.url", "credentials do not go in the URL; send them with headers_from")
     if parts.scheme == "http" and not is_loopback(parts.hostname):
         raise read.refuse(f"{path}.url", "the PDP is asked over https:// (http:// only to a loopback address)")
-    return AuthzenEndpoint(url, _headers_from(section.get("headers_from"), f"{path}.headers_from"))
+    ca_file = read.text(section.get("ca_file"), f"{path}.ca_file", default="")
+    if ca_file and not Path(ca_file).is_file():
+        raise read.refuse(f"{path}.ca_file", f"{ca_file} is not a readable file (the PEM of the PDP's CA)")
+    return AuthzenEndpoint(url, _headers_from(section.get("headers_from"), f"{path}.headers_from"), ca_file)
 
 
 def _headers_from(raw: Any, path: str) -> dict[str, str]:
