@@ -96,3 +96,30 @@ async def test_the_assembled_api_serves_auth_service_behind_the_gate(tmp_path: P
 def test_a_bad_audit_section_is_refused_at_load(tmp_path: Path) -> None:
     with pytest.raises(BadInputError, match=r"audit\.retention: '5m' is shorter than the 1h minimum"):
         _settings(tmp_path, {"auth": {"api_keys": {"keys": []}}, "audit": {"retention": "5m"}})
+
+
+async def test_without_an_auth_section_auth_service_answers_for_the_anonymous_owner(tmp_path: Path) -> None:
+    settings = _settings(tmp_path, {})
+    stop = asyncio.Event()
+    serving = asyncio.create_task(api_main.serve(settings, stop=stop))
+    base = f"http://127.0.0.1:{settings.server.http_port}/v1alpha1/auth"
+    try:
+        async with aiohttp.ClientSession() as session:
+            me: dict[str, Any] = {}
+            for _ in range(400):
+                assert not serving.done(), serving.result()
+                try:
+                    async with session.get(base + "/whoami") as response:
+                        me = await response.json()
+                        break
+                except aiohttp.ClientConnectionError:
+                    await asyncio.sleep(0.05)
+            assert me["kind"] == "anonymous" and me.get("authEnabled", False) is False
+            assert me["roles"] == {"*": {"roles": ["owner"]}} and me["projects"] == ["default"]
+            async with session.post(base + "/keys", json={"name": "later", "roles": ["viewer"]}) as response:
+                created = await response.json()
+            # Stored for when authentication is turned on; nobody is recorded as its creator.
+            assert response.status == 200 and created["key"]["name"] == "later" and "createdBy" not in created["key"]
+    finally:
+        stop.set()
+        await asyncio.wait_for(serving, 20)

@@ -26,7 +26,7 @@ class ServedAccess:
     gate: Gate | None
     tls: ServerTls | None
     login: dict[str, Any]
-    auth_handlers: Any  # AuthHandlers, or None: AuthService answers that nothing authenticates callers
+    auth_handlers: Any  # AuthHandlers
 
 
 async def open_access(settings: AccessSettings, store: Any, registry: Any, life: Lifecycle, *,
@@ -34,9 +34,11 @@ async def open_access(settings: AccessSettings, store: Any, registry: Any, life:
     """The gate, TLS and AuthService of the api, their background work entered in ``life`` (stopped in reverse)."""
     tls = settings.tls()
     login = settings.login()
-    if not settings.enforced or settings.auth is None:
-        return ServedAccess(None, tls, login, None)
     from evalsi.api.auth_handlers import AuthHandlers
+
+    if not settings.enforced or settings.auth is None:
+        # AuthService still answers, for the anonymous owner of an unauthenticated server (WhoAmI says so).
+        return ServedAccess(None, tls, login, AuthHandlers(store))
     from evalsi.audit.config import load_audit_config, open_audit_log
     from evalsi.audit.decisions import decision_recorder
     from evalsi.authz.attributes import AttributeSources, runs_code_by_pool

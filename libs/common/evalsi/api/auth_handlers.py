@@ -95,7 +95,7 @@ class AuthHandlers:
     @property
     def _store(self) -> AccessStore:
         if self._stored is None:
-            raise ApiError(grpc.StatusCode.UNIMPLEMENTED,
+            raise ApiError(grpc.StatusCode.FAILED_PRECONDITION,
                            "AuthService needs the metadata store; this server was assembled without one")
         return self._stored
 
