@@ -56,6 +56,7 @@ from evalsi.datasets.run_records import DATASET_LABEL
 from evalsi.documents import SpecProblems, merge_problems, problems_of
 from evalsi.errors import BadInputError, InfraError
 from evalsi.hosts import is_loopback
+from evalsi.labels import parse_label_filters
 from evalsi.projects import DEFAULT_PROJECT, PROJECT_LABEL
 from evalsi.runs.compare import compare_runs
 from evalsi.stats.defaults import ADJUSTMENTS, DEFAULT_ADJUSTMENT, DEFAULT_CONFIDENCE
@@ -236,12 +237,7 @@ class RunHandlers:
     async def list_runs(self, request: ListRunsRequest, ctx: CallContext) -> ListRunsResponse:
         if request.state not in RunState.values():
             raise BadInputError(f"state: {request.state} is not a run state; accepted: {', '.join(RunState.keys())}")
-        labels: dict[str, str] = {}
-        for index, item in enumerate(request.labels):
-            key, sep, value = item.partition("=")
-            if not sep or not key.strip():
-                raise BadInputError(f"labels[{index}]: expected key=value, got {item!r}")
-            labels[key.strip()] = value.strip()
+        labels = parse_label_filters(request.labels, "labels")
         if request.all_projects:
             await self._check_all_projects(ctx)
         limits = self._limits

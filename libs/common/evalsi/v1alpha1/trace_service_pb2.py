@@ -28,13 +28,15 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from evalsi.v1alpha1 import record_pb2 as evalsi_dot_v1alpha1_dot_record__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#evalsi/v1alpha1/trace_service.proto\x12\x0f\x65valsi.v1alpha1\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1c\x65valsi/v1alpha1/record.proto\"\xdb\x02\n\x11ListTracesRequest\x12\x0f\n\x07project\x18\x01 \x01(\t\x12\x14\n\x0cservice_name\x18\x02 \x01(\t\x12.\n\nstart_time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x08\x65nd_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x16\n\thas_error\x18\x05 \x01(\x08H\x00\x88\x01\x01\x12\x12\n\nsession_id\x18\x06 \x01(\t\x12\x16\n\tmin_score\x18\x07 \x01(\x01H\x01\x88\x01\x01\x12\x16\n\tmax_score\x18\x08 \x01(\x01H\x02\x88\x01\x01\x12\x14\n\x0cscore_metric\x18\t \x01(\t\x12\x11\n\tpage_size\x18\n \x01(\x05\x12\x12\n\npage_token\x18\x0b \x01(\tB\x0c\n\n_has_errorB\x0c\n\n_min_scoreB\x0c\n\n_max_score\"\xc2\x03\n\x0cTraceSummary\x12\x10\n\x08trace_id\x18\x01 \x01(\t\x12\x0f\n\x07project\x18\x02 \x01(\t\x12\x14\n\x0croot_span_id\x18\x03 \x01(\t\x12\x11\n\troot_name\x18\x04 \x01(\t\x12\x14\n\x0cservice_name\x18\x05 \x01(\t\x12\x12\n\nsession_id\x18\x06 \x01(\t\x12.\n\nstart_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12+\n\x08\x64uration\x18\x08 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x12\n\nspan_count\x18\t \x01(\x05\x12\x13\n\x0b\x65rror_count\x18\n \x01(\x05\x12\x14\n\x0cinput_tokens\x18\x0b \x01(\x03\x12\x15\n\routput_tokens\x18\x0c \x01(\x03\x12\x10\n\x08revision\x18\r \x01(\x03\x12/\n\x0bupdate_time\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x31\n\rcomplete_time\x18\x0f \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x13\n\x0b\x63ompletions\x18\x10 \x01(\x05\"\\\n\x12ListTracesResponse\x12-\n\x06traces\x18\x01 \x03(\x0b\x32\x1d.evalsi.v1alpha1.TraceSummary\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"4\n\x0fGetTraceRequest\x12\x10\n\x08trace_id\x18\x01 \x01(\t\x12\x0f\n\x07project\x18\x02 \x01(\t\"|\n\tTraceNode\x12\x0f\n\x07span_id\x18\x01 \x01(\t\x12\x16\n\x0eparent_span_id\x18\x02 \x01(\t\x12\r\n\x05\x64\x65pth\x18\x03 \x01(\x05\x12\x12\n\nstep_index\x18\x04 \x01(\x05\x12\x0e\n\x06orphan\x18\x05 \x01(\x08\x12\x13\n\x0b\x63hild_count\x18\x06 \x01(\x05\"\xe9\x01\n\x05Trace\x12.\n\x07summary\x18\x01 \x01(\x0b\x32\x1d.evalsi.v1alpha1.TraceSummary\x12(\n\x04tree\x18\x02 \x03(\x0b\x32\x1a.evalsi.v1alpha1.TraceNode\x12\'\n\x06record\x18\x03 \x01(\x0b\x32\x17.evalsi.v1alpha1.Record\x12+\n\x06scores\x18\x04 \x03(\x0b\x32\x1b.evalsi.v1alpha1.TraceScore\x12\x30\n\x08\x66\x65\x65\x64\x62\x61\x63k\x18\x05 \x03(\x0b\x32\x1e.evalsi.v1alpha1.TraceFeedback\"\xfe\x01\n\nTraceScore\x12\x0e\n\x06policy\x18\x01 \x01(\t\x12\r\n\x05stage\x18\x02 \x01(\t\x12\x0e\n\x06metric\x18\x03 \x01(\t\x12\x11\n\tevaluator\x18\x04 \x01(\t\x12\x0f\n\x07outcome\x18\x05 \x01(\t\x12\x12\n\x05value\x18\x06 \x01(\x01H\x00\x88\x01\x01\x12\x13\n\x06passed\x18\x07 \x01(\x08H\x01\x88\x01\x01\x12\r\n\x05label\x18\x08 \x01(\t\x12\x0e\n\x06reason\x18\t \x01(\t\x12\x10\n\x08revision\x18\n \x01(\x03\x12.\n\nscore_time\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x08\n\x06_valueB\t\n\x07_passed\"\xe0\x01\n\rTraceFeedback\x12\n\n\x02id\x18\x01 \x01(\t\x12\x10\n\x08trace_id\x18\x02 \x01(\t\x12\x12\n\nsession_id\x18\x03 \x01(\t\x12\x0c\n\x04name\x18\x04 \x01(\t\x12\x12\n\x05value\x18\x05 \x01(\x01H\x00\x88\x01\x01\x12\r\n\x05label\x18\x06 \x01(\t\x12\x0f\n\x07\x63omment\x18\x07 \x01(\t\x12\x0e\n\x06source\x18\x08 \x01(\t\x12\x10\n\x08negative\x18\t \x01(\x08\x12/\n\x0b\x63reate_time\x18\n \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x08\n\x06_value\"W\n\x12\x41\x64\x64\x46\x65\x65\x64\x62\x61\x63kRequest\x12\x0f\n\x07project\x18\x01 \x01(\t\x12\x30\n\x08\x66\x65\x65\x64\x62\x61\x63k\x18\x02 \x01(\x0b\x32\x1e.evalsi.v1alpha1.TraceFeedback2\xdd\x02\n\x0cTraceService\x12o\n\nListTraces\x12\".evalsi.v1alpha1.ListTracesRequest\x1a#.evalsi.v1alpha1.ListTracesResponse\"\x18\x82\xd3\xe4\x93\x02\x12\x12\x10/v1alpha1/traces\x12i\n\x08GetTrace\x12 .evalsi.v1alpha1.GetTraceRequest\x1a\x16.evalsi.v1alpha1.Trace\"#\x82\xd3\xe4\x93\x02\x1d\x12\x1b/v1alpha1/traces/{trace_id}\x12q\n\x0b\x41\x64\x64\x46\x65\x65\x64\x62\x61\x63k\x12#.evalsi.v1alpha1.AddFeedbackRequest\x1a\x1e.evalsi.v1alpha1.TraceFeedback\"\x1d\x82\xd3\xe4\x93\x02\x17\"\x12/v1alpha1/feedback:\x01*b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n#evalsi/v1alpha1/trace_service.proto\x12\x0f\x65valsi.v1alpha1\x1a\x1cgoogle/api/annotations.proto\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1c\x65valsi/v1alpha1/record.proto\"\xeb\x02\n\x11ListTracesRequest\x12\x0f\n\x07project\x18\x01 \x01(\t\x12\x14\n\x0cservice_name\x18\x02 \x01(\t\x12.\n\nstart_time\x18\x03 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12,\n\x08\x65nd_time\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x16\n\thas_error\x18\x05 \x01(\x08H\x00\x88\x01\x01\x12\x12\n\nsession_id\x18\x06 \x01(\t\x12\x16\n\tmin_score\x18\x07 \x01(\x01H\x01\x88\x01\x01\x12\x16\n\tmax_score\x18\x08 \x01(\x01H\x02\x88\x01\x01\x12\x14\n\x0cscore_metric\x18\t \x01(\t\x12\x11\n\tpage_size\x18\n \x01(\x05\x12\x12\n\npage_token\x18\x0b \x01(\t\x12\x0e\n\x06labels\x18\x0c \x03(\tB\x0c\n\n_has_errorB\x0c\n\n_min_scoreB\x0c\n\n_max_score\"\xac\x04\n\x0cTraceSummary\x12\x10\n\x08trace_id\x18\x01 \x01(\t\x12\x0f\n\x07project\x18\x02 \x01(\t\x12\x14\n\x0croot_span_id\x18\x03 \x01(\t\x12\x11\n\troot_name\x18\x04 \x01(\t\x12\x14\n\x0cservice_name\x18\x05 \x01(\t\x12\x12\n\nsession_id\x18\x06 \x01(\t\x12.\n\nstart_time\x18\x07 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12+\n\x08\x64uration\x18\x08 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x12\n\nspan_count\x18\t \x01(\x05\x12\x13\n\x0b\x65rror_count\x18\n \x01(\x05\x12\x14\n\x0cinput_tokens\x18\x0b \x01(\x03\x12\x15\n\routput_tokens\x18\x0c \x01(\x03\x12\x10\n\x08revision\x18\r \x01(\x03\x12/\n\x0bupdate_time\x18\x0e \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x31\n\rcomplete_time\x18\x0f \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x13\n\x0b\x63ompletions\x18\x10 \x01(\x05\x12\x39\n\x06labels\x18\x11 \x03(\x0b\x32).evalsi.v1alpha1.TraceSummary.LabelsEntry\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\\\n\x12ListTracesResponse\x12-\n\x06traces\x18\x01 \x03(\x0b\x32\x1d.evalsi.v1alpha1.TraceSummary\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"4\n\x0fGetTraceRequest\x12\x10\n\x08trace_id\x18\x01 \x01(\t\x12\x0f\n\x07project\x18\x02 \x01(\t\"|\n\tTraceNode\x12\x0f\n\x07span_id\x18\x01 \x01(\t\x12\x16\n\x0eparent_span_id\x18\x02 \x01(\t\x12\r\n\x05\x64\x65pth\x18\x03 \x01(\x05\x12\x12\n\nstep_index\x18\x04 \x01(\x05\x12\x0e\n\x06orphan\x18\x05 \x01(\x08\x12\x13\n\x0b\x63hild_count\x18\x06 \x01(\x05\"\xe9\x01\n\x05Trace\x12.\n\x07summary\x18\x01 \x01(\x0b\x32\x1d.evalsi.v1alpha1.TraceSummary\x12(\n\x04tree\x18\x02 \x03(\x0b\x32\x1a.evalsi.v1alpha1.TraceNode\x12\'\n\x06record\x18\x03 \x01(\x0b\x32\x17.evalsi.v1alpha1.Record\x12+\n\x06scores\x18\x04 \x03(\x0b\x32\x1b.evalsi.v1alpha1.TraceScore\x12\x30\n\x08\x66\x65\x65\x64\x62\x61\x63k\x18\x05 \x03(\x0b\x32\x1e.evalsi.v1alpha1.TraceFeedback\"\xfe\x01\n\nTraceScore\x12\x0e\n\x06policy\x18\x01 \x01(\t\x12\r\n\x05stage\x18\x02 \x01(\t\x12\x0e\n\x06metric\x18\x03 \x01(\t\x12\x11\n\tevaluator\x18\x04 \x01(\t\x12\x0f\n\x07outcome\x18\x05 \x01(\t\x12\x12\n\x05value\x18\x06 \x01(\x01H\x00\x88\x01\x01\x12\x13\n\x06passed\x18\x07 \x01(\x08H\x01\x88\x01\x01\x12\r\n\x05label\x18\x08 \x01(\t\x12\x0e\n\x06reason\x18\t \x01(\t\x12\x10\n\x08revision\x18\n \x01(\x03\x12.\n\nscore_time\x18\x0b \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x08\n\x06_valueB\t\n\x07_passed\"\xe0\x01\n\rTraceFeedback\x12\n\n\x02id\x18\x01 \x01(\t\x12\x10\n\x08trace_id\x18\x02 \x01(\t\x12\x12\n\nsession_id\x18\x03 \x01(\t\x12\x0c\n\x04name\x18\x04 \x01(\t\x12\x12\n\x05value\x18\x05 \x01(\x01H\x00\x88\x01\x01\x12\r\n\x05label\x18\x06 \x01(\t\x12\x0f\n\x07\x63omment\x18\x07 \x01(\t\x12\x0e\n\x06source\x18\x08 \x01(\t\x12\x10\n\x08negative\x18\t \x01(\x08\x12/\n\x0b\x63reate_time\x18\n \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x08\n\x06_value\"W\n\x12\x41\x64\x64\x46\x65\x65\x64\x62\x61\x63kRequest\x12\x0f\n\x07project\x18\x01 \x01(\t\x12\x30\n\x08\x66\x65\x65\x64\x62\x61\x63k\x18\x02 \x01(\x0b\x32\x1e.evalsi.v1alpha1.TraceFeedback2\xdd\x02\n\x0cTraceService\x12o\n\nListTraces\x12\".evalsi.v1alpha1.ListTracesRequest\x1a#.evalsi.v1alpha1.ListTracesResponse\"\x18\x82\xd3\xe4\x93\x02\x12\x12\x10/v1alpha1/traces\x12i\n\x08GetTrace\x12 .evalsi.v1alpha1.GetTraceRequest\x1a\x16.evalsi.v1alpha1.Trace\"#\x82\xd3\xe4\x93\x02\x1d\x12\x1b/v1alpha1/traces/{trace_id}\x12q\n\x0b\x41\x64\x64\x46\x65\x65\x64\x62\x61\x63k\x12#.evalsi.v1alpha1.AddFeedbackRequest\x1a\x1e.evalsi.v1alpha1.TraceFeedback\"\x1d\x82\xd3\xe4\x93\x02\x17\"\x12/v1alpha1/feedback:\x01*b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'evalsi.v1alpha1.trace_service_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
+  _globals['_TRACESUMMARY_LABELSENTRY']._loaded_options = None
+  _globals['_TRACESUMMARY_LABELSENTRY']._serialized_options = b'8\001'
   _globals['_TRACESERVICE'].methods_by_name['ListTraces']._loaded_options = None
   _globals['_TRACESERVICE'].methods_by_name['ListTraces']._serialized_options = b'\202\323\344\223\002\022\022\020/v1alpha1/traces'
   _globals['_TRACESERVICE'].methods_by_name['GetTrace']._loaded_options = None
@@ -42,23 +44,25 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_TRACESERVICE'].methods_by_name['AddFeedback']._loaded_options = None
   _globals['_TRACESERVICE'].methods_by_name['AddFeedback']._serialized_options = b'\202\323\344\223\002\027\"\022/v1alpha1/feedback:\001*'
   _globals['_LISTTRACESREQUEST']._serialized_start=182
-  _globals['_LISTTRACESREQUEST']._serialized_end=529
-  _globals['_TRACESUMMARY']._serialized_start=532
-  _globals['_TRACESUMMARY']._serialized_end=982
-  _globals['_LISTTRACESRESPONSE']._serialized_start=984
-  _globals['_LISTTRACESRESPONSE']._serialized_end=1076
-  _globals['_GETTRACEREQUEST']._serialized_start=1078
-  _globals['_GETTRACEREQUEST']._serialized_end=1130
-  _globals['_TRACENODE']._serialized_start=1132
-  _globals['_TRACENODE']._serialized_end=1256
-  _globals['_TRACE']._serialized_start=1259
-  _globals['_TRACE']._serialized_end=1492
-  _globals['_TRACESCORE']._serialized_start=1495
-  _globals['_TRACESCORE']._serialized_end=1749
-  _globals['_TRACEFEEDBACK']._serialized_start=1752
-  _globals['_TRACEFEEDBACK']._serialized_end=1976
-  _globals['_ADDFEEDBACKREQUEST']._serialized_start=1978
-  _globals['_ADDFEEDBACKREQUEST']._serialized_end=2065
-  _globals['_TRACESERVICE']._serialized_start=2068
-  _globals['_TRACESERVICE']._serialized_end=2417
+  _globals['_LISTTRACESREQUEST']._serialized_end=545
+  _globals['_TRACESUMMARY']._serialized_start=548
+  _globals['_TRACESUMMARY']._serialized_end=1104
+  _globals['_TRACESUMMARY_LABELSENTRY']._serialized_start=1059
+  _globals['_TRACESUMMARY_LABELSENTRY']._serialized_end=1104
+  _globals['_LISTTRACESRESPONSE']._serialized_start=1106
+  _globals['_LISTTRACESRESPONSE']._serialized_end=1198
+  _globals['_GETTRACEREQUEST']._serialized_start=1200
+  _globals['_GETTRACEREQUEST']._serialized_end=1252
+  _globals['_TRACENODE']._serialized_start=1254
+  _globals['_TRACENODE']._serialized_end=1378
+  _globals['_TRACE']._serialized_start=1381
+  _globals['_TRACE']._serialized_end=1614
+  _globals['_TRACESCORE']._serialized_start=1617
+  _globals['_TRACESCORE']._serialized_end=1871
+  _globals['_TRACEFEEDBACK']._serialized_start=1874
+  _globals['_TRACEFEEDBACK']._serialized_end=2098
+  _globals['_ADDFEEDBACKREQUEST']._serialized_start=2100
+  _globals['_ADDFEEDBACKREQUEST']._serialized_end=2187
+  _globals['_TRACESERVICE']._serialized_start=2190
+  _globals['_TRACESERVICE']._serialized_end=2539
 # @@protoc_insertion_point(module_scope)

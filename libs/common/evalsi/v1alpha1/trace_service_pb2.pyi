@@ -13,7 +13,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class ListTracesRequest(_message.Message):
-    __slots__ = ("project", "service_name", "start_time", "end_time", "has_error", "session_id", "min_score", "max_score", "score_metric", "page_size", "page_token")
+    __slots__ = ("project", "service_name", "start_time", "end_time", "has_error", "session_id", "min_score", "max_score", "score_metric", "page_size", "page_token", "labels")
     PROJECT_FIELD_NUMBER: _ClassVar[int]
     SERVICE_NAME_FIELD_NUMBER: _ClassVar[int]
     START_TIME_FIELD_NUMBER: _ClassVar[int]
@@ -25,6 +25,7 @@ class ListTracesRequest(_message.Message):
     SCORE_METRIC_FIELD_NUMBER: _ClassVar[int]
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
     project: str
     service_name: str
     start_time: _timestamp_pb2.Timestamp
@@ -36,10 +37,18 @@ class ListTracesRequest(_message.Message):
     score_metric: str
     page_size: int
     page_token: str
-    def __init__(self, project: _Optional[str] = ..., service_name: _Optional[str] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., has_error: _Optional[bool] = ..., session_id: _Optional[str] = ..., min_score: _Optional[float] = ..., max_score: _Optional[float] = ..., score_metric: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+    labels: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, project: _Optional[str] = ..., service_name: _Optional[str] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., has_error: _Optional[bool] = ..., session_id: _Optional[str] = ..., min_score: _Optional[float] = ..., max_score: _Optional[float] = ..., score_metric: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., labels: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class TraceSummary(_message.Message):
-    __slots__ = ("trace_id", "project", "root_span_id", "root_name", "service_name", "session_id", "start_time", "duration", "span_count", "error_count", "input_tokens", "output_tokens", "revision", "update_time", "complete_time", "completions")
+    __slots__ = ("trace_id", "project", "root_span_id", "root_name", "service_name", "session_id", "start_time", "duration", "span_count", "error_count", "input_tokens", "output_tokens", "revision", "update_time", "complete_time", "completions", "labels")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     TRACE_ID_FIELD_NUMBER: _ClassVar[int]
     PROJECT_FIELD_NUMBER: _ClassVar[int]
     ROOT_SPAN_ID_FIELD_NUMBER: _ClassVar[int]
@@ -56,6 +65,7 @@ class TraceSummary(_message.Message):
     UPDATE_TIME_FIELD_NUMBER: _ClassVar[int]
     COMPLETE_TIME_FIELD_NUMBER: _ClassVar[int]
     COMPLETIONS_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
     trace_id: str
     project: str
     root_span_id: str
@@ -72,7 +82,8 @@ class TraceSummary(_message.Message):
     update_time: _timestamp_pb2.Timestamp
     complete_time: _timestamp_pb2.Timestamp
     completions: int
-    def __init__(self, trace_id: _Optional[str] = ..., project: _Optional[str] = ..., root_span_id: _Optional[str] = ..., root_name: _Optional[str] = ..., service_name: _Optional[str] = ..., session_id: _Optional[str] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., span_count: _Optional[int] = ..., error_count: _Optional[int] = ..., input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., revision: _Optional[int] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., complete_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., completions: _Optional[int] = ...) -> None: ...
+    labels: _containers.ScalarMap[str, str]
+    def __init__(self, trace_id: _Optional[str] = ..., project: _Optional[str] = ..., root_span_id: _Optional[str] = ..., root_name: _Optional[str] = ..., service_name: _Optional[str] = ..., session_id: _Optional[str] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., span_count: _Optional[int] = ..., error_count: _Optional[int] = ..., input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., revision: _Optional[int] = ..., update_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., complete_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., completions: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class ListTracesResponse(_message.Message):
     __slots__ = ("traces", "next_page_token")

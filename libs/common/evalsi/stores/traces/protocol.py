@@ -8,7 +8,7 @@ something smaller (the ingest assembler is a ``SpanSink`` too).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Protocol
 
 from evalsi.traces.model import Feedback, MappedSpan, OnlineScore, TracePage, TraceSummary
@@ -46,8 +46,13 @@ class TraceReader(Protocol):
         score_metric: str | None = None,
         min_score: float | None = None,
         max_score: float | None = None,
+        labels: Mapping[str, str] | None = None,
     ) -> TracePage:
         """Newest first (by start time); filters combine with AND; page on with ``next_page_token``."""
+        ...
+
+    async def trace_labels(self, project: str, trace_ids: Sequence[str]) -> dict[str, dict[str, str]]:
+        """Each trace's labels (its resources' ``evalsi.label.*``); traces without any are absent."""
         ...
 
     async def get_summary(self, project: str, trace_id: str) -> TraceSummary | None: ...

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from evalsi.errors import BadInputError
 from evalsi.traces.model import Feedback, MappedSpan, OnlineScore, TracePage, TraceSummary
 from evalsi.v1alpha1.record_pb2 import Step
+
+from .labels import label_clauses
 
 TENANT = ""  # reserved: every row has one, empty until tenancy exists
 MAX_PAGE = 1000
@@ -88,6 +90,7 @@ class TraceFilters:
     score_metric: str | None = None  # traces with a scored online value of this metric ...
     min_score: float | None = None  # ... within these bounds (inclusive) when given
     max_score: float | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)  # every one of them (``labels.label_clauses``)
 
 
 # --- paging tokens ---------------------------------------------------------------------------------------------
@@ -123,6 +126,7 @@ def list_traces_query(dialect: Dialect, project: str, limit: int, page_token: st
     clauses = q.project_key(project)
     if filters.score_metric is not None:
         clauses.append(_scored_clause(q, project, filters))
+    clauses += label_clauses(q, project, filters.labels)
     if filters.service is not None:
         clauses.append(f"service_name = {q.param(filters.service)}")
     if filters.session_id is not None:

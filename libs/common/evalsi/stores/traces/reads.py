@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from evalsi.traces.assembly import assemble_record
 from evalsi.traces.model import Feedback, MappedSpan, OnlineScore, TracePage, TraceSummary
 from evalsi.v1alpha1.record_pb2 import Record
 
+from .labels import chunks, labels_by_trace, resources_query
 from .query import (
     Dialect,
     Query,
@@ -57,14 +58,15 @@ class TraceReads(ABC):
         score_metric: str | None = None,
         min_score: float | None = None,
         max_score: float | None = None,
+        labels: Mapping[str, str] | None = None,
     ) -> TracePage:
         """Newest first (by start time); filters combine with AND; page on with ``next_page_token``.
 
         ``score_metric`` keeps traces with a scored online value of that metric, within ``min_score`` and
-        ``max_score`` when given (inclusive).
+        ``max_score`` when given (inclusive); ``labels`` keeps traces carrying every one of them.
         """
         filters = TraceFilters(service, session_id, since_ns, until_ns, has_error, completed, score_metric,
-                               min_score, max_score)
+                               min_score, max_score, dict(labels or {}))
         query = list_traces_query(self.dialect, project, limit, page_token, filters)
         await self._before_trace_read()
         return trace_page(await self._select(query), limit)
@@ -75,6 +77,13 @@ class TraceReads(ABC):
         await self._before_trace_read()
         rows = await self._select(query)
         return TraceSummary(*rows[0]) if rows else None
+
+    async def trace_labels(self, project: str, trace_ids: Sequence[str]) -> dict[str, dict[str, str]]:
+        """The labels of each of these traces (``labels``: from their spans' resources); unlabelled ones absent."""
+        found: dict[str, dict[str, str]] = {}
+        for chunk in chunks(trace_ids):
+            found.update(labels_by_trace(await self._select(resources_query(Query(self.dialect), project, chunk))))
+        return found
 
     async def get_spans(self, project: str, trace_id: str) -> list[MappedSpan]:
         rows = await self._select_spans(spans_query(self.dialect, project, trace_id))
