@@ -278,8 +278,8 @@ def map_span(
 
 def _map_span(span: Span, resource: _Resource, scope: str, mappers: Sequence[Mapper],
               redaction: SpanRedaction | None = None) -> MappedSpan:
-    # The OTLP span is stored as it is beside the step, as the bytes serialized here once. Its trace state, kept
-    # nowhere else, is dropped rather than stored unscreened.
+    # The OTLP span is stored as it is beside the step, as the bytes serialized here (again only where redaction
+    # changed it). Its trace state, kept nowhere else, is dropped rather than stored unscreened.
     if span.trace_state:
         span.trace_state = ""
     if span.links:
