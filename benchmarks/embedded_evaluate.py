@@ -6,7 +6,8 @@
 ``evalsi.evaluate(rows, ["exact-match"])`` is timed as a user calls it: records built from the rows, the run planned
 and driven on the run engine in this process (driver, in-process bus and store, executor), every record evaluated,
 the results stored and summarized. Its parts are then timed alone on the same rows (records from rows, the
-evaluator loop, the summaries); what the total spends beyond them is the engine's own cost.
+evaluator loop writing results as columns, the summaries folded from them); what the total spends beyond them is
+the engine's own cost.
 
 Targets (DESIGN.md and issue 10, this 2-core machine): >= 100,000 record-evaluations/s for exact-match including
 records and summaries; the summary of 1,000,000 scores is reported (no target; a small fraction of the run).
@@ -38,12 +39,14 @@ from _rows import benchmark_rows
 
 import evalsi
 from evalsi import stats
+from evalsi.bus.v1alpha1.bus_pb2 import ResultColumns
 from evalsi.datasets import stream_rows
 from evalsi.evaluators import EvalContext, Registry
 from evalsi.evaluators.runner import run_evaluators
 from evalsi.runs.collector import collector_paused
 from evalsi.runs.intake import take_records
-from evalsi.runs.summary import summarize_results
+from evalsi.runs.result_columns import fold_columns
+from evalsi.runs.summary import SummaryBuilder
 from evalsi.sdk import EVALUATE_SHARD_SIZE
 from evalsi.v1alpha1.run_pb2 import EvalRun
 
@@ -173,10 +176,20 @@ def main() -> None:
             take_records(stream_rows(rows), document, budget_mb=1e9, shard_size=EVALUATE_SHARD_SIZE)
         ))
         records = taken.records or []
-        scored, evaluate_s, evaluate_cpu = _timed(
-            lambda: asyncio.run(run_evaluators(records, bound, lambda b: EvalContext()))
+        # As an evaluation task runs them: results written as columns (a row without a message for a bool
+        # verdict), then folded a column at a time into the summaries.
+        columns = ResultColumns()
+        _, evaluate_s, evaluate_cpu = _timed(
+            lambda: asyncio.run(run_evaluators(records, bound, lambda b: EvalContext(), columns=columns))
         )
-        _, summary_s, summary_cpu = _timed(lambda: summarize_results(scored, bound, records=records))
+        scored = columns.data
+
+        def summarize() -> None:
+            builder = SummaryBuilder(bound)
+            fold_columns(builder, columns)
+            builder.summaries()
+
+        _, summary_s, summary_cpu = _timed(summarize)
     engine_s = total_s - load_s - evaluate_s - summary_s
     engine_cpu = total_cpu - load_cpu - evaluate_cpu - summary_cpu
     rate = n / total_s
