@@ -4,6 +4,7 @@ never the caller's token), allow on status OK, deny otherwise, require vs decide
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,7 @@ def build(address: str, mode: str = "require", tls: dict[str, str] | None = None
     grpc_section: dict[str, Any] = {"address": address} if tls is None else {"address": address, "tls": tls}
     config = load_authorization_config({
         "rules": [{"deny": '"banned" in principal.groups'}],
-        "ext_authz": {"grpc": grpc_section, "mode": mode, **extra}})
+        "ext_authz": {"grpc": grpc_section, "mode": mode, "timeout": "5s", **extra}})  # generous under load
     assert config.external is not None
     return Authorizer(authorization=config), ExternalAuthorizer.from_config(config.external)
 
@@ -106,15 +107,16 @@ async def test_a_non_ok_status_denies_with_its_reason_and_mode_decide_is_final_a
 
 async def test_cached_then_fail_closed_on_deadline_and_on_an_error_status() -> None:
     async with envoy_authz(opa_like) as server:
-        local, external = build(server.address, "decide", timeout="100ms")
+        local, external = build(server.address, "decide")
+        hasty = ExternalAuthorizer(replace(external.config, timeout_s=0.1), external.point, cache=external.cache)
         try:
             await decide(local, external, read_run(VIEWER))
             again = await decide(local, external, read_run(VIEWER))
             assert again.allowed and again.trace[-1].endswith("(cached)")
             assert len(server.requests) == 1
 
-            server.delay_s = 1.0
-            slow = await decide(local, external, read_run(VIEWER, run="r2"))
+            server.delay_s = 3.0
+            slow = await decide(local, hasty, read_run(VIEWER, run="r2"))
             assert not slow.allowed
             assert slow.deciding == (f"ext_authz gRPC {server.address} failed (no answer within 100ms): "
                                      "denied (fail closed)")

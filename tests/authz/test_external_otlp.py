@@ -38,7 +38,7 @@ async def test_each_project_of_a_batch_is_asked_and_one_refusal_refuses_the_batc
     auth = load_auth_config({"api_keys": {"keys": [
         {"name": "collector", "key": hash_api_key(secret), "roles": {"*": ["ingest"]}}]}})
     async with envoy_authz(only_support) as server:
-        config = load_authorization_config({"ext_authz": {"grpc": {"address": server.address}}})
+        config = load_authorization_config({"ext_authz": {"grpc": {"address": server.address}, "timeout": "5s"}})
         assert config.external is not None
         external = ExternalAuthorizer.from_config(config.external)
         gate = Gate(Authenticator(auth), Authorizer(authorization=config), external=external)

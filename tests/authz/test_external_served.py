@@ -77,7 +77,9 @@ async def served(tmp_path: Path) -> AsyncIterator[Served]:
     table = build_table(evaluation=EvaluationHandlers(refuse, registry=registry), runs=runs,
                         catalog=CatalogHandlers(registry))
     async with authzen_pdp(policy) as pdp:
-        config = load_authorization_config({"ext_authz": {"authzen": {"url": pdp.url}, "mode": "decide"}})
+        # A generous deadline: under load a loopback answer can take longer than the 200ms default.
+        config = load_authorization_config({"ext_authz": {"authzen": {"url": pdp.url}, "mode": "decide",
+                                                          "timeout": "5s"}})
         assert config.external is not None
         external = ExternalAuthorizer.from_config(config.external)
         gate = Gate(Authenticator(auth), Authorizer(authorization=config), on_decision=decision_recorder(audit),
