@@ -32,6 +32,8 @@ log = structlog.get_logger("evalsi.authz")
 
 
 class ExternalAuthorizer:
+    """The mode, the cache and one transport (``point``); built once per process, shared by every call."""
+
     def __init__(self, config: ExternalAuthzConfig, point: DecisionPoint, *,
                  cache: DecisionCache[ExternalAnswer] | None = None) -> None:
         self.config = config
@@ -57,9 +59,9 @@ class ExternalAuthorizer:
         if not self.consulted(local):
             return local
         name = self.point.describe()
+        query = external_query(access)
         try:
-            answer, cached = await self.cache.answer(cache_key(query := external_query(access)),
-                                                     lambda: self._ask(query))
+            answer, cached = await self.cache.answer(cache_key(query), lambda: self._ask(query))
         except Exception as exc:  # fail closed: the call is refused, and nothing is cached
             why = _failure(exc, self.config.timeout_s)
             log.warning("external authorizer failed; denied", authorizer=name, action=access.action,
