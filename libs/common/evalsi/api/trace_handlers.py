@@ -22,7 +22,9 @@ from evalsi.api.handlers_common import (
     page_size,
     required,
 )
+from evalsi.authz.attributes import stored_trace
 from evalsi.errors import BadInputError
+from evalsi.labels import parse_label_filters
 from evalsi.stores.traces.protocol import TraceStore
 from evalsi.traces.model import Feedback, OnlineScore
 from evalsi.v1alpha1.record_pb2 import Record
@@ -85,11 +87,16 @@ class TraceHandlers:
             until_ns=until,
             has_error=request.has_error if request.HasField("has_error") else None,
             **({"score_metric": request.score_metric, **bounds} if request.score_metric else {}),
+            labels=parse_label_filters(request.labels, "labels"),
         )
-        return ListTracesResponse(
-            traces=[trace_summary(ctx.project, summary) for summary in page.traces],
-            next_page_token=page.next_page_token,
-        )
+        labels = await store.trace_labels(ctx.project, [summary.trace_id for summary in page.traces])
+        summaries = [labelled_summary(ctx.project, summary, labels.get(summary.trace_id, {}))
+                     for summary in page.traces]
+        # Per trace, as GetTrace decides: a role conditioned on labels lists only the traces it may read (a page
+        # may so hold fewer than page_size; the token still continues after the last one stored).
+        visible = [summary for summary in summaries if await ctx.may_see(
+            stored_trace({}, summary.trace_id, summary.service_name, summary.labels))]
+        return ListTracesResponse(traces=visible, next_page_token=page.next_page_token)
 
     async def get_trace(self, request: GetTraceRequest, ctx: CallContext) -> Trace:
         store = self._configured()
@@ -101,10 +108,12 @@ class TraceHandlers:
         summary = await store.get_summary(ctx.project, trace_id)
         if record is None or summary is None:
             raise NotFoundError(f"trace_id: trace {trace_id} not found in project {ctx.project!r}")
+        labels = (await store.trace_labels(ctx.project, [trace_id])).get(trace_id, {})
+        await ctx.check_access(stored_trace({}, trace_id, summary.service_name, labels))
         scores = await store.list_scores(ctx.project, trace_id=trace_id)
         feedback = await store.list_feedback(ctx.project, trace_id=trace_id,
                                              session_id=summary.session_id or None)
-        return Trace(summary=trace_summary(ctx.project, summary), tree=span_tree(record), record=record,
+        return Trace(summary=labelled_summary(ctx.project, summary, labels), tree=span_tree(record), record=record,
                      scores=[trace_score(score) for score in scores],
                      feedback=[trace_feedback(item) for item in feedback])
 
@@ -185,6 +194,12 @@ def trace_summary(project: str, summary: Any) -> TraceSummary:
     message.update_time.FromNanoseconds(int(summary.updated_at * 1e9))
     if summary.completed_at is not None:
         message.complete_time.FromNanoseconds(int(summary.completed_at * 1e9))
+    return message
+
+
+def labelled_summary(project: str, summary: Any, labels: dict[str, str]) -> TraceSummary:
+    message = trace_summary(project, summary)
+    message.labels.update(labels)
     return message
 
 

@@ -85,8 +85,8 @@ _ROWS: tuple[Endpoint, ...] = (
     _rpc("MonitorService", "ListPolicies", "policies.read", attrs.list_policies, stored=True),
     _rpc("MonitorService", "GetPolicy", "policies.read", attrs.policy_by_name, stored=True),
     _rpc("MonitorService", "GetPolicyStats", "policies.read", attrs.policy_by_name, stored=True),
-    _rpc("TraceService", "ListTraces", "traces.read", attrs.list_traces),
-    _rpc("TraceService", "GetTrace", "traces.read", attrs.trace_by_id),
+    _rpc("TraceService", "ListTraces", "traces.read", attrs.list_traces, stored=True),
+    _rpc("TraceService", "GetTrace", "traces.read", attrs.trace_by_id, stored=True),
     # Feedback is data about a trace sent by the app or its collector, like spans: the ingest permission.
     _rpc("TraceService", "AddFeedback", "traces.write", attrs.trace_by_id, mutating=True),
     _rpc("AuthService", "WhoAmI", "self.read"),
@@ -147,9 +147,11 @@ _ATTRIBUTES_SHOWN: dict[str, str] = {
                     "replaced policy's labels and policy {...}",
     "policy_by_name": "policy {name}; stored: labels, policy {selector, evaluators, promotion, labels}",
     "list_policies": "stored: each policy's labels, policy {...} (a list keeps those allowed)",
-    "list_traces": "service (the filter)",
-    "trace_by_id": "trace {id}",
-    "otlp_export": "services, service (when exactly one)",
+    "list_traces": "service (the filter); stored: each trace's labels, trace {id, service, labels} (a list keeps "
+                   "those allowed)",
+    "trace_by_id": "trace {id}; stored (GetTrace): labels, trace {service, labels}",
+    "otlp_export": "services, service (when exactly one), labels (evalsi.label.<key> every resource carries, the "
+                   "credential's over them)",
     "project_create": "project (the one created)",
     "role_change": "role {name, permissions, inherits, condition, install_wide}, permissions",
     "binding_change": "binding {id, role, subject}",

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from google.protobuf.message import Message
 
+from evalsi.labels import LABEL_ATTRIBUTE_PREFIX, common_labels, resource_labels
 from evalsi.projects import PROJECT_LABEL
 from evalsi.v1alpha1 import evaluator_pb2, run_pb2
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest
@@ -278,16 +279,29 @@ def trace_by_id(request: Message | None, sources: AttributeSources) -> Attribute
     return {**base(_project_field(request)), "trace": {"id": str(trace_id)}}
 
 
+def stored_trace(attributes: Mapping[str, Any], trace_id: str, service: str, labels: Mapping[str, str]) -> Attributes:
+    """The attributes of a call on a stored trace: its labels (from its resources) and service."""
+    return {**attributes, "labels": dict(labels), "trace": {"id": trace_id, "service": service,
+                                                           "labels": dict(labels)}}
+
+
 def otlp_export(request: Message | None, sources: AttributeSources) -> Attributes:
     """OTLP export (traces or logs): ``services`` (every ``service.name`` in the batch) and ``service`` when the
-    batch has exactly one; the project is the gate's (from the credential or ``evalsi.project``)."""
+    batch has exactly one; ``labels``: the ``evalsi.label.<key>`` resource attributes every resource of the batch
+    carries alike (the gate has stamped the credential's own labels on each), so the traces it would store are
+    labelled as decided; the project is the gate's (from the credential or ``evalsi.project``)."""
     names: set[str] = set()
+    label_sets: list[dict[str, str]] = []
     if request is not None:
         for resource_group in _resource_groups(request):
-            for attribute in resource_group.resource.attributes:
+            attributes = resource_group.resource.attributes
+            for attribute in attributes:
                 if attribute.key == "service.name":
                     names.add(attribute.value.string_value)
-    out: Attributes = {**base(), "services": sorted(names)}
+            label_sets.append(resource_labels({a.key: a.value.string_value for a in attributes
+                                               if a.key.startswith(LABEL_ATTRIBUTE_PREFIX)
+                                               and a.value.WhichOneof("value") == "string_value"}))
+    out: Attributes = {**base(labels=common_labels(label_sets)), "services": sorted(names)}
     if len(names) == 1:
         out["service"] = next(iter(names))
     return out

@@ -13,6 +13,7 @@ from typing import Any
 
 from evalsi.auth.principal import Credentials, Principal
 from evalsi.gate.access import Gate, credential_project
+from evalsi.labels import stamp_resource_labels
 from evalsi.projects import PROJECT_ATTRIBUTE, PROJECT_HEADER, check_project, is_project
 
 
@@ -32,6 +33,11 @@ def named_projects(request: Any) -> tuple[set[str], bool]:
         elif is_project(value):
             named.add(value)
     return named, unnamed
+
+
+def _resources(request: Any) -> list[Any]:
+    groups: Any = getattr(request, "resource_spans", None)
+    return [group.resource for group in (groups if groups is not None else getattr(request, "resource_logs", ()))]
 
 
 async def admit_export(
@@ -60,6 +66,9 @@ async def admit_export(
         projects, unnamed = named_projects(request)
         if unnamed or not projects:  # an empty batch is still decided: no write without traces.write somewhere
             projects.add(fallback)
+    # The credential's labels (an API key's) go onto every resource before the decision, which is so taken on the
+    # labels the traces will be stored with: a caller attaches only labels its roles' conditions allow.
+    stamp_resource_labels(_resources(request), principal.labels)
     if endpoint.permission is not None:
         resource = endpoint.attributes(request, gate.sources)
         for project in sorted(projects):
