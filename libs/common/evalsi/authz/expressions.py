@@ -16,7 +16,6 @@ from celpy import celtypes
 
 from evalsi.auth.principal import Principal
 from evalsi.authz.decision import AccessRequest
-from evalsi.authz.direct_cel import compile_direct
 from evalsi.cel import (
     BOOL,
     DOUBLE,
@@ -33,6 +32,7 @@ from evalsi.cel import (
     program,
     require_bool,
 )
+from evalsi.cel.direct import compile_direct
 from evalsi.errors import BadInputError
 
 # Header names that carry credentials: never visible to CEL (nor logged).
@@ -78,7 +78,7 @@ DECLARATIONS = Declarations(variables={
 class Expression:
     """A checked, compiled CEL expression; ``holds(activation)`` is True, False, or the evaluation error.
 
-    Simple expressions run on the direct evaluator (``evalsi.authz.direct_cel``); the others, and any value it does
+    Simple expressions run on the direct evaluator (``evalsi.cel.direct``); the others, and any value it does
     not compare exactly, on cel-python.
     """
 
