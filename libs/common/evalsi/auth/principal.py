@@ -76,6 +76,15 @@ class Principal:
 ANONYMOUS = Principal(kind="anonymous", subject="anonymous")
 
 
+# Request headers that carry credentials: never shown to CEL rules (``request.headers``), never logged or stored.
+CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "x-api-key", "x-evalsi-api-key"})
+
+
+def visible_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """``headers`` without the ones carrying credentials."""
+    return {name: value for name, value in headers.items() if name.lower() not in CREDENTIAL_HEADERS}
+
+
 @dataclass(frozen=True)
 class Credentials:
     """What a request presents, gathered by the transport before any handler runs.

@@ -14,7 +14,7 @@ from typing import Any
 import celpy
 from celpy import celtypes
 
-from evalsi.auth.principal import Principal
+from evalsi.auth.principal import Principal, visible_headers
 from evalsi.authz.decision import AccessRequest
 from evalsi.cel import (
     BOOL,
@@ -35,8 +35,6 @@ from evalsi.cel import (
 from evalsi.cel.direct import compile_direct
 from evalsi.errors import BadInputError
 
-# Header names that carry credentials: never visible to CEL (nor logged).
-CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "x-api-key", "x-evalsi-api-key"})
 # Longest expression accepted in a condition, rule or subject: the same bound as gates and selectors.
 MAX_EXPRESSION = 4096
 
@@ -136,9 +134,6 @@ def principal_variables(principal: Principal, roles: list[str]) -> dict[str, Any
         "groups": list(principal.groups), "roles": roles, "labels": dict(principal.labels),
     }
 
-
-def visible_headers(headers: Mapping[str, str]) -> dict[str, str]:
-    return {name: value for name, value in headers.items() if name.lower() not in CREDENTIAL_HEADERS}
 
 
 class Activation:

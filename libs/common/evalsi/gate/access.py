@@ -16,14 +16,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from evalsi.auth.principal import ANY_PROJECT, Credentials, PermissionDenied, Principal, Unauthenticated
+from evalsi.auth.principal import (
+    ANY_PROJECT,
+    Credentials,
+    PermissionDenied,
+    Principal,
+    Unauthenticated,
+    visible_headers,
+)
 from evalsi.authz.actions import ACTION_TABLE, Endpoint
 from evalsi.authz.attributes import DEFAULT_SOURCES, AttributeSources
 from evalsi.authz.decision import AccessRequest, Decision
 from evalsi.projects import DEFAULT_PROJECT
-
-# Request headers never shown to CEL rules (``request.headers``) nor written anywhere: they carry credentials.
-CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "x-api-key", "x-evalsi-api-key"})
 
 
 class Authenticating(Protocol):
@@ -67,9 +71,6 @@ def credential_project(principal: Principal) -> str:
         return ""
     return next(iter(principal.roles))
 
-
-def visible_headers(headers: Mapping[str, str]) -> dict[str, str]:
-    return {name: value for name, value in headers.items() if name not in CREDENTIAL_HEADERS}
 
 
 class Gate:
