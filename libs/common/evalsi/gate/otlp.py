@@ -5,6 +5,10 @@ An ingest key bound to one project (``roles: {support: [ingest]}``) sends to tha
 a resource naming a project the principal cannot write refuses the whole batch (403 / PERMISSION_DENIED),
 so spans cannot be injected into another team's traces and policies. A name that is not a project at all is
 left to the export handler, which rejects those spans as a partial success, as without authentication.
+
+Labels: the credential's own (an API key's ``labels``) are written onto every resource of the batch as
+``evalsi.label.<key>``, over the resource's, before the decision, which reads ``resource.labels`` from the batch
+(``attributes.otlp_export``): a caller stores only traces labelled as its roles' conditions allow.
 """
 
 from __future__ import annotations
