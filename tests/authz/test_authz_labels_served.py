@@ -157,6 +157,10 @@ async def test_policy_writes_are_decided_on_the_stored_and_the_applied_labels(se
     applied = await served.call(MonitorServiceStub, "ApplyPolicy", ApplyPolicyRequest(policy=policy("new", "checkout")),
                                 "checkout")
     assert (applied.name, applied.generation) == ("new", 1)
+    changed = policy("new", "checkout")
+    changed.spec.sampling.rate = 0.5
+    replaced = await served.call(MonitorServiceStub, "ApplyPolicy", ApplyPolicyRequest(policy=changed), "checkout")
+    assert (replaced.generation, replaced.changed) == (2, True)
     deleted = await served.call(MonitorServiceStub, "DeletePolicy", DeletePolicyRequest(name="checkout-polite"),
                                 "checkout")
     assert deleted.name == "checkout-polite"
@@ -167,4 +171,4 @@ async def test_policy_writes_are_decided_on_the_stored_and_the_applied_labels(se
     decisions = sorted((e.decision, e.principal) for e in entries)
     # The refusals, and the allowed writes audited once each by the handler's final decision (not the gate's).
     assert decisions.count(("deny", "apikey/checkout")) == 3
-    assert decisions.count(("allow", "apikey/checkout")) == 2
+    assert decisions.count(("allow", "apikey/checkout")) == 3  # a replace too is one entry

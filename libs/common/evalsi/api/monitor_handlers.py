@@ -198,9 +198,10 @@ class MonitorHandlers:
     @staticmethod
     async def _check_apply(ctx: CallContext, current: StoredPolicy | None) -> None:
         """ApplyPolicy's final decision (the gate's was partial): on the policy it would replace, so a caller
-        cannot take over one whose labels it may not write, then on the document applied (the gate's attributes)."""
-        if current is not None:
-            await ctx.check_access(stored_policy({}, current.policy))
+        cannot take over one whose labels it may not write, then on the document applied (the gate's attributes).
+        One audit entry per call: the replaced policy's decision is audited only when it refuses."""
+        if current is not None and not await ctx.may_see(stored_policy({}, current.policy)):
+            await ctx.check_access(stored_policy({}, current.policy))  # raises, audited as the refusal
         await ctx.check_access({})
 
 
