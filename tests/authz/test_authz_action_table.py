@@ -120,4 +120,4 @@ def test_only_rows_whose_handlers_decide_again_are_partial_at_the_gate() -> None
     stored = {row.key.rsplit("/", 1)[-1] for row in rows() if row.needs_stored_resource}
     assert stored == {"GetRun", "ListRuns", "WatchRun", "ListRunResults", "CompareRuns", "CancelRun", "ResumeRun",
                       "ApplyPolicy", "DeletePolicy", "ListPolicies", "GetPolicy", "GetPolicyStats", "ListTraces",
-                      "GetTrace"}
+                      "GetTrace", "AddFeedback"}

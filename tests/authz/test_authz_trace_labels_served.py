@@ -30,7 +30,7 @@ from evalsi.gate.exposure import AccessSettings
 from evalsi.ingest import ExportHandler, OtlpHttpReceiver, start_http_receiver
 from evalsi.stores import open_metadata_store
 from evalsi.stores.traces import SqliteTraceStore
-from evalsi.v1alpha1.trace_service_pb2 import GetTraceRequest, ListTracesRequest
+from evalsi.v1alpha1.trace_service_pb2 import AddFeedbackRequest, GetTraceRequest, ListTracesRequest, TraceFeedback
 from evalsi.v1alpha1.trace_service_pb2_grpc import TraceServiceStub
 
 CHECKOUT = 'resource.labels.app == "checkout"'
@@ -147,3 +147,16 @@ async def test_a_label_conditioned_reader_lists_and_gets_only_its_traces(served:
     with pytest.raises(grpc.aio.AioRpcError) as bad:
         await served.call("ListTraces", ListTracesRequest(labels=["app"]), "lead")
     assert bad.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "labels[0]" in (bad.value.details() or "")
+
+
+async def test_feedback_is_decided_on_the_labels_of_the_trace_it_names(served: Served) -> None:
+    assert await served.export("collector", 8, {"app": "checkout"}) == 200
+    assert await served.export("collector", 9, {"app": "search"}) == 200
+    sent = await served.call("AddFeedback", AddFeedbackRequest(feedback=TraceFeedback(
+        trace_id=trace_id(8), name="thumbs", value=1)), "scoped-ingest")
+    assert sent.trace_id == trace_id(8)
+    with pytest.raises(grpc.aio.AioRpcError) as caught:
+        await served.call("AddFeedback", AddFeedbackRequest(feedback=TraceFeedback(
+            trace_id=trace_id(9), name="thumbs", value=-1)), "scoped-ingest")
+    assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert [f.trace_id for f in await served.traces.list_feedback("p")] == [trace_id(8)]

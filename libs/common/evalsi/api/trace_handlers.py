@@ -128,6 +128,7 @@ class TraceHandlers:
             name=sent.name, value=value, label=sent.label, comment=sent.comment, source=sent.source,
             negative=sent.negative or (value is not None and value < 0), created_at=self._clock(),
         ).check("feedback")
+        await self._check_feedback(store, project, item.trace_id, ctx)
         await store.put_feedback(project, [item])
         if item.negative and self._retrigger is not None:
             summaries = [await store.get_summary(project, item.trace_id)] if item.trace_id else [
@@ -137,6 +138,18 @@ class TraceHandlers:
                     await bus_call("asking the policies to re-evaluate",
                                     self._retrigger(project, summary.trace_id, summary.span_count))
         return trace_feedback(item)
+
+    @staticmethod
+    async def _check_feedback(store: TraceStore, project: str, trace_id: str, ctx: CallContext) -> None:
+        """AddFeedback's final decision (the gate's was partial): on the labels of the trace it names, so a writer
+        conditioned on labels adds feedback only to traces it may write; feedback naming a session only, or a
+        trace not stored yet, is decided without labels."""
+        if not trace_id:
+            await ctx.check_access({})
+            return
+        summary = await store.get_summary(project, trace_id)
+        labels = (await store.trace_labels(project, [trace_id])).get(trace_id, {})
+        await ctx.check_access(stored_trace({}, trace_id, summary.service_name if summary else "", labels))
 
 
 def trace_score(score: OnlineScore) -> TraceScore:

@@ -88,7 +88,7 @@ _ROWS: tuple[Endpoint, ...] = (
     _rpc("TraceService", "ListTraces", "traces.read", attrs.list_traces, stored=True),
     _rpc("TraceService", "GetTrace", "traces.read", attrs.trace_by_id, stored=True),
     # Feedback is data about a trace sent by the app or its collector, like spans: the ingest permission.
-    _rpc("TraceService", "AddFeedback", "traces.write", attrs.trace_by_id, mutating=True),
+    _rpc("TraceService", "AddFeedback", "traces.write", attrs.trace_by_id, stored=True, mutating=True),
     _rpc("AuthService", "WhoAmI", "self.read"),
     _rpc("AuthService", "ListProjects", "self.read"),
     _rpc("AuthService", "ListPermissions", "self.read"),
@@ -149,7 +149,7 @@ _ATTRIBUTES_SHOWN: dict[str, str] = {
     "list_policies": "stored: each policy's labels, policy {...} (a list keeps those allowed)",
     "list_traces": "service (the filter); stored: each trace's labels, trace {id, service, labels} (a list keeps "
                    "those allowed)",
-    "trace_by_id": "trace {id}; stored (GetTrace): labels, trace {service, labels}",
+    "trace_by_id": "trace {id}; stored: labels, trace {service, labels} (none for a trace not stored yet)",
     "otlp_export": "services, service (when exactly one), labels (evalsi.label.<key> every resource carries, the "
                    "credential's over them)",
     "project_create": "project (the one created)",
