@@ -35,9 +35,12 @@ from evalsi.stores.traces import open_trace_store
 RBAC = {
     "owners": ["user:corp/root"],
     # Evaluations only where no evaluator may run code (an evaluator the server cannot vouch for counts as code).
-    "roles": [{"name": "no-code", "permissions": ["evaluations.run"], "condition": "!resource.runs_code"}],
+    "roles": [{"name": "no-code", "permissions": ["evaluations.run"], "condition": "!resource.runs_code"},
+              # Seed section 17's custom role: runs only on the models it names.
+              {"name": "prompt-engineer", "inherits": ["viewer"], "permissions": ["runs.create"],
+               "condition": 'resource.target.model in ["qwen3", "claude-opus-5-5"]'}],
     "projects": {"a": {"viewer": ["user:corp/viewer-1"], "runner": ["user:corp/runner-1"],
-                       "no-code": ["user:corp/ci-1"]}},
+                       "no-code": ["user:corp/ci-1"], "prompt-engineer": ["user:corp/pe-1"]}},
 }
 CLI_LOGIN = {"issuer": "https://sso.example.test/realms/eng", "client_id": "evalsi-cli"}
 

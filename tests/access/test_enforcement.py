@@ -224,3 +224,27 @@ async def test_each_message_of_an_evaluation_stream_is_decided_on_its_own_evalua
                 pass
     assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
     assert refused.value.details() == "corp/ci-1 may not evaluations.run in project 'a'"
+
+
+def _model_run(model: str) -> bytes:
+    request = CreateRunRequest(project="a")
+    request.run.metadata.name = f"on-{model}"
+    request.run.spec.target.model.connection = "local"
+    request.run.spec.target.model.model = model
+    return request.SerializeToString()
+
+
+async def test_a_custom_role_with_a_model_condition_starts_runs_only_on_its_models(stack: Stack) -> None:
+    """Phase 2's exit criterion: the condition decides on the run's own target, over gRPC and HTTP/JSON alike."""
+    engineer = bearer(stack.token("pe-1"))
+    code, details = await grpc_code(stack.grpc_target, CREATE_RUN, _model_run("gpt-5"), engineer)
+    assert code == grpc.StatusCode.PERMISSION_DENIED
+    assert details == "corp/pe-1 may not runs.create in project 'a'"
+    allowed, _ = await grpc_code(stack.grpc_target, CREATE_RUN, _model_run("qwen3"), engineer)
+    # Past the gate the handler takes over: this bare spec (no dataset, no evaluators) is its to refuse.
+    assert allowed == grpc.StatusCode.INVALID_ARGUMENT
+    async with aiohttp.ClientSession() as http:
+        run = {"metadata": {"name": "x"}, "spec": {"target": {"model": {"connection": "local", "model": "gpt-5"}}}}
+        headers = bearer(stack.token("pe-1"), "a")
+        async with http.post(f"{stack.http}/v1alpha1/runs", json={"run": run}, headers=headers) as answer:
+            assert answer.status == 403
