@@ -45,7 +45,8 @@ def test_every_top_level_key_is_in_the_evalsi_yaml_listing() -> None:
 def test_every_key_of_every_section_is_in_the_evalsi_yaml_listing() -> None:
     listing = yaml_blocks(section("`evalsi.yaml`"))
     nested = {
-        "nats": ("url",), "metadata": ("url",), "objects": ("url",), "traces": ("url",),
+        "nats": ("url", "credentials_file"), "metadata": ("url", "password_file"),
+        "objects": ("url", "credentials_file"), "traces": ("url",),
         **{name: tuple(f.name for f in dataclasses.fields(cls)) for name, cls in
            (("api", ApiConfig), ("ingest", IngestConfig), ("scheduler", SchedulerConfig))},
     }
