@@ -53,9 +53,9 @@ def _span(trace: int, span: int, parent: int | None, name: str, start_s: int, at
     return result
 
 
-def _trace(trace: int, start_s: int, service: str, *, error: bool = False) -> ResourceSpans:
+def _trace(trace: int, start_s: int, service: str, *, error: bool = False, app: str = "") -> ResourceSpans:
     rs = ResourceSpans()
-    rs.resource.attributes.extend(_kv({"service.name": service}))
+    rs.resource.attributes.extend(_kv({"service.name": service, **({"evalsi.label.app": app} if app else {})}))
     scope = rs.scope_spans.add()
     scope.spans.extend([
         _span(trace, 1, None, "agent", start_s, {"gen_ai.operation.name": "invoke_agent"}),
@@ -78,7 +78,7 @@ async def traces_api(api: Api, tmp_path: Path) -> AsyncIterator[tuple[Api, ApiSe
     store = await SqliteTraceStore.open(tmp_path / "traces.db")
     handler = ExportHandler(store)
     await handler.export(ExportTraceServiceRequest(resource_spans=[
-        _trace(1, 0, "shop"), _trace(2, 60, "shop", error=True), _trace(3, 120, "blog"),
+        _trace(1, 0, "shop", app="checkout"), _trace(2, 60, "shop", error=True), _trace(3, 120, "blog", app="blog"),
     ]))
     await handler.export(ExportTraceServiceRequest(resource_spans=[_trace(4, 10, "shop")]), "other")
     table = build_table(evaluation=api.evaluation, runs=api.runs, catalog=api.catalog, traces=TraceHandlers(store))
@@ -103,6 +103,9 @@ async def test_list_and_get_over_both_transports(traces_api: tuple[Api, ApiServe
             assert [t.trace_id for t in client.traces.list(has_error=True)] == [trace_id(2)]
             assert [t.trace_id for t in client.traces.list(has_error=False)] == [trace_id(3), trace_id(1)]
             assert [t.trace_id for t in client.traces.list(service="blog")] == [trace_id(3)]
+            assert [t.trace_id for t in client.traces.list(labels=["app=checkout"])] == [trace_id(1)]
+            with pytest.raises(BadInputError, match=r"labels\[1\]: label 'app' is given twice"):
+                list(client.traces.list(labels=["app=blog", "app=checkout"]))
             since = datetime.fromtimestamp(BASE_NS / 1e9 + 30, UTC)
             until = datetime.fromtimestamp(BASE_NS / 1e9 + 100, UTC)
             assert [t.trace_id for t in client.traces.list(since=since, until=until)] == [trace_id(2)]
@@ -191,6 +194,12 @@ async def test_cli_traces_list_and_get(traces_api: tuple[Api, ApiServer]) -> Non
     assert [t["traceId"] for t in json.loads(result.output)] == [trace_id(3), trace_id(2)]
     result = await asyncio.to_thread(invoke, "traces", "list", "--server", url, "--errors-only", "--service", "shop")
     assert result.exit_code == 0 and trace_id(2) in result.output and trace_id(1) not in result.output
+    result = await asyncio.to_thread(invoke, "traces", "list", "--server", url, "--label", "app=blog",
+                                     "--format", "json")
+    assert result.exit_code == 0 and [t["traceId"] for t in json.loads(result.output)] == [trace_id(3)]
+    assert json.loads(result.output)[0]["labels"] == {"app": "blog"}
+    result = await asyncio.to_thread(invoke, "traces", "list", "--server", url, "--label", "app")
+    assert result.exit_code == 2 and "labels[0]" in result.output
     result = await asyncio.to_thread(invoke, "traces", "list", "--server", url, "--since", "2023-11-14T22:14:00Z")
     assert result.exit_code == 0 and trace_id(3) in result.output and trace_id(1) not in result.output
     result = await asyncio.to_thread(invoke, "traces", "get", trace_id(2), "--server", url)

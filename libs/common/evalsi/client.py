@@ -274,18 +274,20 @@ class Traces:
         score_metric: str = "",
         min_score: float | None = None,
         max_score: float | None = None,
+        labels: Sequence[str] = (),
         page_size: int = 100,
         project: str = "",
     ) -> Iterator[TraceSummary]:
         """Trace summaries, newest first, page after page (stop iterating to stop reading).
 
-        ``score_metric`` keeps traces with an online score of that metric, within ``min_score``/``max_score``.
+        ``score_metric`` keeps traces with an online score of that metric, within ``min_score``/``max_score``;
+        ``labels`` (each ``key=value``) keeps traces carrying every one of them.
         """
         token = ""
         while True:
             request = ListTracesRequest(
                 service_name=service, session_id=session_id, page_size=page_size, page_token=token, project=project,
-                score_metric=score_metric, min_score=min_score, max_score=max_score,
+                score_metric=score_metric, min_score=min_score, max_score=max_score, labels=list(labels),
             )
             if since is not None:
                 request.start_time.FromDatetime(since)

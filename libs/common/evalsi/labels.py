@@ -60,11 +60,15 @@ def stamp_resource_labels(resources: Iterable[Any], labels: Mapping[str, str]) -
 
 
 def parse_label_filters(items: Sequence[str], field: str) -> dict[str, str]:
-    """``key=value`` items as a map; a malformed one is refused naming ``field[index]``."""
+    """``key=value`` items as a map; a malformed one, or a key given twice (a resource has one value per label, so
+    the filter could match nothing), is refused naming ``field[index]``."""
     labels: dict[str, str] = {}
     for index, item in enumerate(items):
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise BadInputError(f"{field}[{index}]: expected key=value, got {item!r}")
+        if key.strip() in labels:
+            raise BadInputError(f"{field}[{index}]: label {key.strip()!r} is given twice; a label has one value, "
+                                "give each key once")
         labels[key.strip()] = value.strip()
     return labels

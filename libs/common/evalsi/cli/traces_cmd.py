@@ -96,12 +96,14 @@ def traces() -> None:
               help="Only traces with an online score of this metric (with --min/--max: within them).")
 @click.option("--min", "min_score", type=float, default=None, help="With --score: the lowest value kept.")
 @click.option("--max", "max_score", type=float, default=None, help="With --score: the highest value kept.")
+@click.option("--label", "labels", multiple=True, metavar="KEY=VALUE",
+              help="Only traces with this label (OTLP resource attribute evalsi.label.KEY); repeat for several.")
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(min=1))
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @handle_errors
 def list_command(
     server: str, project: str | None, service: str, since: str | None, errors_only: bool, score_metric: str,
-    min_score: float | None, max_score: float | None, limit: int, fmt: str
+    min_score: float | None, max_score: float | None, labels: tuple[str, ...], limit: int, fmt: str
 ) -> None:
     """The project's traces, newest first (`--score judge --max 0.5`: those a policy scored low)."""
     start = parse_since(since) if since else None
@@ -109,7 +111,7 @@ def list_command(
     with client_for(server, project) as client, looking_in():
         for summary in client.traces.list(
             service=service, since=start, has_error=True if errors_only else None, page_size=min(limit, 500),
-            score_metric=score_metric, min_score=min_score, max_score=max_score,
+            score_metric=score_metric, min_score=min_score, max_score=max_score, labels=labels,
         ):
             found.append(summary)
             if len(found) >= limit:
