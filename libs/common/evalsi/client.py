@@ -98,6 +98,11 @@ class Datasets:
     def __init__(self, transport: Transport) -> None:
         self._t = transport
 
+    @property
+    def project(self) -> str:
+        """The client's project (its header on every call), or '' for the server's default."""
+        return self._t.project
+
     def push(
         self, path: str | Path, *, name: str = "", format: str = "", mapping: Mapping[str, str] | None = None,
         limit: int = 0, project: str = "",
@@ -133,9 +138,11 @@ def upload_local_dataset(document: EvalRun, datasets: Datasets) -> DatasetVersio
     if source.WhichOneof("kind") != "path" or not Path(source.path).is_absolute() or not Path(source.path).is_file():
         return None
     metadata = document.metadata
+    # The dataset goes where CreateRun puts the run: the client's project header when it has one (it wins over
+    # the document's project there), else the document's own.
     version = datasets.push(
         source.path, format=source.format, mapping=dict(source.mapping), limit=source.limit,
-        project=metadata.project or metadata.labels.get(PROJECT_LABEL, ""),
+        project="" if datasets.project else metadata.project or metadata.labels.get(PROJECT_LABEL, ""),
     )
     source.ref = version.ref
     for field in ("mapping", "limit", "format"):

@@ -81,6 +81,7 @@ class GrpcTransport:
         else:
             self._channel = grpc.insecure_channel(target)
         self._project_metadata = ((PROJECT_HEADER, project),) if project else ()
+        self.project = project or ""  # every call's project header, or '' (the server's default)
         self._credentials = credentials
         self._timeout = timeout
 
@@ -157,6 +158,7 @@ class HttpTransport:
         self._base = base.rstrip("/")
         self._ssl = _ssl_context(ca_file) if ca_file and base.startswith("https:") else None
         self._plain_headers = {"content-type": "application/json", **({PROJECT_HEADER: project} if project else {})}
+        self.project = project or ""  # every call's project header, or '' (the server's default)
         self._credentials = credentials
         self._timeout = timeout
 
