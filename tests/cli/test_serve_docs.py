@@ -46,7 +46,7 @@ def test_every_key_of_every_section_is_in_the_evalsi_yaml_listing() -> None:
     listing = yaml_blocks(section("`evalsi.yaml`"))
     nested = {
         "nats": ("url", "credentials_file"), "metadata": ("url", "password_file"),
-        "objects": ("url", "credentials_file"), "traces": ("url",),
+        "objects": ("url", "credentials_file"), "traces": ("url", "password_file"),
         **{name: tuple(f.name for f in dataclasses.fields(cls)) for name, cls in
            (("api", ApiConfig), ("ingest", IngestConfig), ("scheduler", SchedulerConfig))},
     }

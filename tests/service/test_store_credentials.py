@@ -15,7 +15,12 @@ import pytest
 from evalsi.errors import BadInputError, InfraError
 from evalsi.service.config import Config
 from evalsi.service.supervisor import plan_children
-from evalsi.stores.urls import METADATA_PASSWORD_FILE_ENV, open_metadata_store, with_password_file
+from evalsi.stores.urls import (
+    METADATA_PASSWORD_FILE_ENV,
+    TRACES_PASSWORD_FILE_ENV,
+    open_metadata_store,
+    with_password_file,
+)
 from evalsi.testing.postgres import PostgresServer
 
 SECRET = "p@ss word/with:odd%chars"
@@ -99,3 +104,62 @@ def test_postgres_is_opened_with_the_password_from_the_file(
             await store.close()
 
     assert asyncio.run(runs_listed()) == 0
+
+
+def _users_xml_with(path: Path, user: str, password: str) -> Path:
+    """The system users.xml plus ``user``, who must present ``password`` (its SHA-256, as ClickHouse stores it)."""
+    import hashlib
+    import xml.etree.ElementTree as ElementTree
+
+    tree = ElementTree.parse("/etc/clickhouse-server/users.xml")
+    users = tree.getroot().find("users")
+    assert users is not None
+    entry = ElementTree.SubElement(users, user)
+    ElementTree.SubElement(entry, "password_sha256_hex").text = hashlib.sha256(password.encode()).hexdigest()
+    networks = ElementTree.SubElement(entry, "networks")
+    ElementTree.SubElement(networks, "ip").text = "127.0.0.1"
+    ElementTree.SubElement(entry, "profile").text = "default"
+    ElementTree.SubElement(entry, "quota").text = "default"
+    tree.write(path)
+    return path
+
+
+def test_clickhouse_is_opened_with_the_password_from_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from evalsi.stores.traces import open_trace_store
+    from evalsi.stores.traces.clickhouse import clickhouse_login
+    from evalsi.testing.clickhouse import ClickHouseServer
+
+    assert clickhouse_login("clickhouse://127.0.0.1:9000/evalsi") == ("default", "")
+    monkeypatch.delenv(TRACES_PASSWORD_FILE_ENV, raising=False)
+    with ClickHouseServer(users_xml=_users_xml_with(tmp_path / "users.xml", "tracer", SECRET)) as clickhouse:
+        url = f"clickhouse://tracer@{clickhouse.host}:{clickhouse.tcp_port}/{clickhouse.database}"
+        with pytest.raises(InfraError) as refused:
+            asyncio.run(open_trace_store(url))
+        assert SECRET not in str(refused.value)
+
+        secret = tmp_path / "ch-password"
+        secret.write_text(SECRET + "\n")
+        os.chmod(secret, 0o600)
+        monkeypatch.setenv(TRACES_PASSWORD_FILE_ENV, str(secret))
+        assert clickhouse_login(url) == ("tracer", SECRET)
+
+        async def traces_listed() -> int:
+            store = await open_trace_store(url)  # the schema migrated as `tracer`: it authenticated
+            try:
+                page = await store.list_traces("default")
+                return len(page.traces)
+            finally:
+                await store.close()
+
+        assert asyncio.run(traces_listed()) == 0
+
+
+def test_serve_hands_the_trace_stores_password_file_on_by_path(tmp_path: Path) -> None:
+    secret = tmp_path / "ch"
+    secret.write_text(SECRET)
+    config = Config.from_mapping({"traces": {"url": "clickhouse://tracer@127.0.0.1:9000/evalsi",
+                                             "password_file": str(secret)}})
+    children = plan_children(config, "nats://127.0.0.1:4222", tmp_path / "state")
+    for child in children:
+        assert child.env[TRACES_PASSWORD_FILE_ENV] == str(secret.resolve()), child.name
+        assert not any(SECRET in value for value in (*child.env.values(), *child.argv))

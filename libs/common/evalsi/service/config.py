@@ -86,6 +86,7 @@ class Config:
     objects_url: str = DEFAULT_OBJECTS_URL
     objects_credentials_file: str = ""  # an AWS shared credentials file for S3, by path
     traces_url: str = ""  # the trace and online-score store; empty: SQLite in `evalsi serve`'s state directory
+    traces_password_file: str = ""  # the ClickHouse user's password, by path (never in the URL on disk)
     datasets_dir: str = "."
     api: ApiConfig = field(default_factory=ApiConfig)
     ingest: IngestConfig = field(default_factory=IngestConfig)
@@ -127,7 +128,8 @@ class Config:
             metadata_password_file=_string(document, "metadata", "password_file", where),
             objects_url=_url(document, "objects", where, cls.objects_url, extra=("credentials_file",)),
             objects_credentials_file=_string(document, "objects", "credentials_file", where),
-            traces_url=_url(document, "traces", where, ""),
+            traces_url=_url(document, "traces", where, "", extra=("password_file",)),
+            traces_password_file=_string(document, "traces", "password_file", where),
             datasets_dir=str(document.get("datasets_dir", ".")),
             api=_section(ApiConfig, document.get("api", {}), f"{where}: api"),
             ingest=_section(IngestConfig, document.get("ingest", {}), f"{where}: ingest"),

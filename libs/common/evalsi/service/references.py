@@ -7,7 +7,7 @@ from pathlib import Path
 
 from evalsi.service.config import Config
 from evalsi.service.settings import NATS_CREDENTIALS
-from evalsi.stores.urls import METADATA_PASSWORD_FILE_ENV
+from evalsi.stores.urls import METADATA_PASSWORD_FILE_ENV, TRACES_PASSWORD_FILE_ENV
 
 __all__ = ["bus_credentials", "store_credentials"]
 
@@ -21,7 +21,8 @@ def bus_credentials(config: Config) -> dict[str, str]:
 
 
 def store_credentials(config: Config) -> dict[str, str]:
-    """``EVALSI_METADATA_PASSWORD_FILE`` (``metadata.password_file``, read by ``evalsi.stores.urls``) and
+    """``EVALSI_METADATA_PASSWORD_FILE`` (``metadata.password_file``, read by ``evalsi.stores.urls``),
+    ``EVALSI_TRACES_PASSWORD_FILE`` (``traces.password_file``, read by the ClickHouse trace store) and
     ``AWS_SHARED_CREDENTIALS_FILE`` (``objects.credentials_file``: botocore's own variable, whose chain reads the
     file's ``[default]`` profile), as absolute paths, when configured."""
     environment = {}
@@ -29,4 +30,6 @@ def store_credentials(config: Config) -> dict[str, str]:
         environment[METADATA_PASSWORD_FILE_ENV] = str(Path(config.metadata_password_file).resolve())
     if config.objects_credentials_file:
         environment["AWS_SHARED_CREDENTIALS_FILE"] = str(Path(config.objects_credentials_file).resolve())
+    if config.traces_password_file:
+        environment[TRACES_PASSWORD_FILE_ENV] = str(Path(config.traces_password_file).resolve())
     return environment

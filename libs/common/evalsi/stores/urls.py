@@ -28,6 +28,8 @@ from .objects import LocalObjectStore, ObjectStore, S3ObjectStore
 from .sql import SqlMetadataStore
 
 METADATA_PASSWORD_FILE_ENV = "EVALSI_METADATA_PASSWORD_FILE"
+# The ClickHouse trace store's password file (evalsi.yaml's traces.password_file), read by stores.traces.clickhouse.
+TRACES_PASSWORD_FILE_ENV = "EVALSI_TRACES_PASSWORD_FILE"
 _METADATA_FORMS = "sqlite:///relative.db, sqlite:////absolute/path.db or postgresql://user@host:port/db"
 _OBJECT_FORMS = "file:///absolute/dir, a plain directory path or s3://bucket/prefix?endpoint=URL&region=REGION"
 

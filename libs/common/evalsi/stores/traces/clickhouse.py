@@ -35,6 +35,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import re
 import threading
 import time
@@ -43,9 +44,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import chain
 from typing import Any, ClassVar, TypeVar
+from urllib.parse import unquote, urlsplit
 
 from evalsi.errors import BadInputError, InfraError
 from evalsi.masking import mask_url
+from evalsi.stores.urls import TRACES_PASSWORD_FILE_ENV, with_password_file
 from evalsi.traces.model import Feedback, MappedSpan, OnlineScore, TraceSummary, counts_toward_usage
 
 from .group_commit import GroupCommit
@@ -173,9 +176,10 @@ def _select_in(client: Any, sql: str, project: str, trace_ids: Sequence[str]) ->
 
 
 def parse_clickhouse_url(url: str) -> tuple[str, int, str]:
-    """``clickhouse://host[:tcp_port]/database`` → (host, port, database); the port is the native TCP one."""
-    forms = "clickhouse://host[:tcp_port]/database"
-    match = re.fullmatch(r"clickhouse://([^/:?#]+)(?::([^/?#]*))?/([^/?#]*)", url)
+    """``clickhouse://[user@]host[:tcp_port]/database`` → (host, port, database); the port is the native TCP one.
+    The user and its password are :func:`clickhouse_login`'s."""
+    forms = "clickhouse://[user@]host[:tcp_port]/database"
+    match = re.fullmatch(r"clickhouse://(?:[^/@?#]*@)?([^/:?#@]+)(?::([^/?#]*))?/([^/?#]*)", url)
     if not match:
         raise BadInputError(f"trace store URL {mask_url(url)!r} is not supported; a ClickHouse URL is {forms}")
     host, port_text, database = match.groups()
@@ -187,6 +191,17 @@ def parse_clickhouse_url(url: str) -> tuple[str, int, str]:
     if not _NAME.match(database):
         raise BadInputError(f"trace store URL {mask_url(url)!r}: database {database!r} must be a plain name ({forms})")
     return host, port, database
+
+
+def clickhouse_login(url: str) -> tuple[str, str]:
+    """The user and password the store signs in with: the URL's ``user[:password]@`` (``default`` and no password
+    when it names none), the password else read from the file ``EVALSI_TRACES_PASSWORD_FILE`` names (evalsi.yaml's
+    ``traces.password_file``, which ``evalsi serve`` hands on), so it need not sit in the URL."""
+    password_file = os.environ.get(TRACES_PASSWORD_FILE_ENV, "")
+    if password_file:
+        url = with_password_file(url, password_file, TRACES_PASSWORD_FILE_ENV)
+    parts = urlsplit(url)
+    return unquote(parts.username or "") or "default", unquote(parts.password or "")
 
 
 @dataclass
@@ -204,8 +219,10 @@ class ClickHouseTraceStore(TraceReads):
     dialect: ClassVar[Dialect] = CLICKHOUSE
 
     def __init__(self, host: str, port: int, database: str, clock: Callable[[], float] = time.time, *,
-                 summary_interval_s: float = SUMMARY_INTERVAL_S, span_linger_s: float = SPAN_LINGER_S) -> None:
+                 summary_interval_s: float = SUMMARY_INTERVAL_S, span_linger_s: float = SPAN_LINGER_S,
+                 user: str = "default", password: str = "") -> None:
         self.host, self.port, self.database = host, port, database
+        self._login = {"user": user, "password": password}
         self._clock = clock
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalsi-traces-ch")
         self._client: Any = None
@@ -231,20 +248,23 @@ class ClickHouseTraceStore(TraceReads):
                    summary_interval_s: float = SUMMARY_INTERVAL_S,
                    span_linger_s: float = SPAN_LINGER_S) -> ClickHouseTraceStore:
         host, port, database = parse_clickhouse_url(url)
-        store = cls(host, port, database, clock, summary_interval_s=summary_interval_s, span_linger_s=span_linger_s)
+        user, password = clickhouse_login(url)
+        store = cls(host, port, database, clock, summary_interval_s=summary_interval_s, span_linger_s=span_linger_s,
+                    user=user, password=password)
         await store._run(lambda _: store._connect(), need_client=False)
         return store
 
     def _connect(self) -> None:
         from clickhouse_driver import Client
 
-        bootstrap = Client(self.host, port=self.port, database="default", connect_timeout=5, send_receive_timeout=60)
+        bootstrap = Client(self.host, port=self.port, database="default", connect_timeout=5, send_receive_timeout=60,
+                           **self._login)
         try:
             bootstrap.execute(f"CREATE DATABASE IF NOT EXISTS {self.database}")
         finally:
             bootstrap.disconnect()
         client = Client(self.host, port=self.port, database=self.database, connect_timeout=5,
-                        send_receive_timeout=60)
+                        send_receive_timeout=60, **self._login)
         self._migrate(client)
         self._client = client
         self._summarized_at = time.monotonic()  # the interval runs from when the store can write, not from before
