@@ -42,8 +42,11 @@ TEXT_HEADS = [bytes((size + 2, 0x0A, size)) for size in range(126)]
 
 
 def varint(number: int) -> bytes:
-    if number < 128:
+    """Protobuf's base-128 varint; a negative int32 or int64 as its ten-byte two's complement, as protobuf writes it."""
+    if 0 <= number < 128:
         return LENGTHS[number]
+    if number < 0:
+        number += 1 << 64
     out = bytearray()
     while number > 127:
         out.append((number & 0x7F) | 0x80)

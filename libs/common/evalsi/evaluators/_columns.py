@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from evalsi.bus.v1alpha1.bus_pb2 import ResultColumns
+from evalsi.datasets.wire import varint
 from evalsi.errors import BadInputError
 from evalsi.evaluators._context import EvalContext
 from evalsi.evaluators._evaluator import BoundEvaluator
@@ -75,7 +76,7 @@ def rows_as_results(rows: Sequence[bytes]) -> ResultSlots:
     holder = EvaluateResponse()
     slots = ResultSlots(holder.results)
     slots.costed = True
-    holder.MergeFromString(b"".join([_RESULTS_TAG + _varint(len(row)) + row for row in rows]))
+    holder.MergeFromString(b"".join([_RESULTS_TAG + varint(len(row)) + row for row in rows]))
     return slots
 
 
@@ -86,20 +87,10 @@ def record_fields(keys: Sequence[tuple[str, int]]) -> tuple[list[bytes], list[by
     trials: list[bytes] = []
     for record_id, trial in keys:
         encoded = record_id.encode()
-        ids.append(_ID_TAG + _varint(len(encoded)) + encoded)
-        trials.append(_TRIAL_TAG + _varint(trial) if trial else b"")
+        ids.append(_ID_TAG + varint(len(encoded)) + encoded)
+        trials.append(_TRIAL_TAG + varint(trial) if trial else b"")
     return ids, trials
 
-
-def _varint(number: int) -> bytes:
-    if number < 0:  # int32 on the wire: ten bytes, two's complement (trials are never negative; for completeness)
-        number += 1 << 64
-    out = bytearray()
-    while number > 127:
-        out.append((number & 0x7F) | 0x80)
-        number >>= 7
-    out.append(number)
-    return bytes(out)
 
 
 class TextColumns:

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 from evalsi.bus.v1alpha1.bus_pb2 import Task, TaskRecords
+from evalsi.datasets.wire import varint
 from evalsi.errors import BadInputError
 from evalsi.stores.metadata import TASK_STATES, ResultRow, TaskEnd, TaskRow, check_task_states
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateResponse
@@ -41,21 +42,13 @@ def _messages(stored: Sequence[_Stored]) -> list[EvaluationResult]:
     if all(item.__class__ is EvaluationResult for item in stored):
         return list(stored)  # type: ignore[arg-type]
     holder = EvaluateResponse()
-    holder.MergeFromString(b"".join([_RESULTS + _varint(len(row)) + row for row in _row_bytes(stored)]))
+    holder.MergeFromString(b"".join([_RESULTS + varint(len(row)) + row for row in _row_bytes(stored)]))
     return list(holder.results)
 
 
 def _row_bytes(stored: Sequence[_Stored]) -> list[bytes]:
     return [item[1] if isinstance(item, tuple) else item.SerializeToString() for item in stored]
 
-
-def _varint(number: int) -> bytes:
-    out = bytearray()
-    while number > 127:
-        out.append((number & 0x7F) | 0x80)
-        number >>= 7
-    out.append(number)
-    return bytes(out)
 
 
 @dataclass
