@@ -80,3 +80,13 @@ def test_the_member_searched_for_is_exactly_the_label_in_a_stored_resource() -> 
     assert label_member("app", "check") not in stored and label_member("pp", "checkout") not in stored
     rows = [("t1", stored), ("t1", json.dumps({"evalsi.label.team": "a"})), ("t2", json.dumps({"x": 1}))]
     assert labels_by_trace(rows) == {"t1": {"app": "checkout", "team": "a"}}
+
+
+def test_label_filters_are_bounded_like_a_runs_labels() -> None:
+    from evalsi.limits import MAX_LABEL_VALUE_CHARS, MAX_LABELS
+
+    assert len(parse_label_filters([f"k{i}=v" for i in range(MAX_LABELS)], "labels")) == MAX_LABELS
+    with pytest.raises(BadInputError, match=rf"labels: {MAX_LABELS + 1} label filters exceed the limit"):
+        parse_label_filters([f"k{i}=v" for i in range(MAX_LABELS + 1)], "labels")
+    with pytest.raises(BadInputError, match=r"labels\[0\]: a label key is at most 253 characters"):
+        parse_label_filters(["app=" + "x" * (MAX_LABEL_VALUE_CHARS + 1)], "labels")

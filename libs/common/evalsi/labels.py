@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from evalsi.errors import BadInputError
+from evalsi.limits import MAX_LABEL_KEY_CHARS, MAX_LABEL_VALUE_CHARS, MAX_LABELS, check_count
 
 LABEL_ATTRIBUTE_PREFIX = "evalsi.label."
 
@@ -62,11 +63,16 @@ def stamp_resource_labels(resources: Iterable[Any], labels: Mapping[str, str]) -
 def parse_label_filters(items: Sequence[str], field: str) -> dict[str, str]:
     """``key=value`` items as a map; a malformed one, or a key given twice (a resource has one value per label, so
     the filter could match nothing), is refused naming ``field[index]``."""
+    # Each filter is a clause of the store's query: as many, and as long, as a run's labels may be.
+    check_count(len(items), field, MAX_LABELS, "label filters")
     labels: dict[str, str] = {}
     for index, item in enumerate(items):
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise BadInputError(f"{field}[{index}]: expected key=value, got {item!r}")
+            raise BadInputError(f"{field}[{index}]: expected key=value, got {item[:80]!r}")
+        if len(key.strip()) > MAX_LABEL_KEY_CHARS or len(value.strip()) > MAX_LABEL_VALUE_CHARS:
+            raise BadInputError(f"{field}[{index}]: a label key is at most {MAX_LABEL_KEY_CHARS} characters and a "
+                                f"value at most {MAX_LABEL_VALUE_CHARS}")
         if key.strip() in labels:
             raise BadInputError(f"{field}[{index}]: label {key.strip()!r} is given twice; a label has one value, "
                                 "give each key once")
