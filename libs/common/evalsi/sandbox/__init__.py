@@ -1,0 +1,43 @@
+"""Sandboxes for untrusted code: the isolation ladder (vm, kernel, namespaced, confined), failing closed (§13)."""
+
+from evalsi.sandbox.model import (
+    DEFAULT_RESOURCES,
+    Endpoint,
+    Enforcement,
+    ExecResult,
+    FileAccess,
+    IsolationReport,
+    Level,
+    NetworkPolicy,
+    Outcome,
+    OutcomeKind,
+    OutputSink,
+    ProbeVerdict,
+    Resources,
+    RootFilesystem,
+    SandboxDriver,
+    SandboxSession,
+    SandboxSpec,
+    SandboxUnavailable,
+)
+
+__all__ = [
+    "DEFAULT_RESOURCES",
+    "Endpoint",
+    "Enforcement",
+    "ExecResult",
+    "FileAccess",
+    "IsolationReport",
+    "Level",
+    "NetworkPolicy",
+    "Outcome",
+    "OutcomeKind",
+    "OutputSink",
+    "ProbeVerdict",
+    "Resources",
+    "RootFilesystem",
+    "SandboxDriver",
+    "SandboxSession",
+    "SandboxSpec",
+    "SandboxUnavailable",
+]
