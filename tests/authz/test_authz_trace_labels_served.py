@@ -55,7 +55,8 @@ class Served:
     traces: SqliteTraceStore
     secrets: dict[str, str]
 
-    async def export(self, key: str, trace_byte: int, labels: dict[str, str] | None = None) -> int:
+    async def export(self, key: str, trace_byte: int, labels: dict[str, str] | None = None,
+                     session: str = "") -> int:
         request = ExportTraceServiceRequest()
         resource_spans = request.resource_spans.add()
         for name, value in {"service.name": "shop", **{f"evalsi.label.{k}": v for k, v in (labels or {}).items()}
@@ -66,6 +67,9 @@ class Served:
         span.trace_id, span.span_id, span.name = bytes([trace_byte]) * 16, b"\x02" * 8, "buy"
         span.start_time_unix_nano = 1_700_000_000_000_000_000 + trace_byte
         span.end_time_unix_nano = span.start_time_unix_nano + 1_000
+        if session:
+            attribute = span.attributes.add()
+            attribute.key, attribute.value.string_value = "session.id", session
         headers = {"content-type": "application/x-protobuf", "authorization": f"Bearer {self.secrets[key]}",
                    "x-evalsi-project": "p"}
         async with aiohttp.ClientSession() as session, session.post(
@@ -160,3 +164,25 @@ async def test_feedback_is_decided_on_the_labels_of_the_trace_it_names(served: S
             trace_id=trace_id(9), name="thumbs", value=-1)), "scoped-ingest")
     assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED
     assert [f.trace_id for f in await served.traces.list_feedback("p")] == [trace_id(8)]
+
+
+async def test_feedback_naming_a_session_needs_write_on_every_trace_of_the_session(served: Served) -> None:
+    assert await served.export("collector", 10, {"app": "checkout"}, session="s-mine") == 200
+    assert await served.export("collector", 11, {"app": "checkout"}, session="s-mixed") == 200
+    assert await served.export("collector", 12, {"app": "search"}, session="s-mixed") == 200
+    sent = await served.call("AddFeedback", AddFeedbackRequest(feedback=TraceFeedback(
+        session_id="s-mine", name="thumbs", value=1)), "scoped-ingest")
+    assert sent.session_id == "s-mine"
+    with pytest.raises(grpc.aio.AioRpcError) as caught:  # one of the session's traces is outside the condition
+        await served.call("AddFeedback", AddFeedbackRequest(feedback=TraceFeedback(
+            session_id="s-mixed", name="thumbs", value=-1)), "scoped-ingest")
+    assert caught.value.code() == grpc.StatusCode.PERMISSION_DENIED
+    assert [f.session_id for f in await served.traces.list_feedback("p")] == ["s-mine"]
+    # an unconditioned writer may; a session with nothing stored yet is decided without labels
+    await served.call("AddFeedback", AddFeedbackRequest(feedback=TraceFeedback(
+        session_id="s-mixed", name="thumbs", value=-1)), "collector")
+    with pytest.raises(grpc.aio.AioRpcError) as unknown:
+        await served.call("AddFeedback", AddFeedbackRequest(feedback=TraceFeedback(
+            session_id="s-later", name="thumbs", value=1)), "scoped-ingest")
+    assert unknown.value.code() == grpc.StatusCode.PERMISSION_DENIED  # no labels: the condition cannot hold
+    assert sorted(f.session_id for f in await served.traces.list_feedback("p")) == ["s-mine", "s-mixed"]

@@ -27,6 +27,7 @@ from evalsi.errors import BadInputError
 from evalsi.labels import parse_label_filters
 from evalsi.stores.traces.protocol import TraceStore
 from evalsi.traces.model import Feedback, OnlineScore
+from evalsi.traces.model import TraceSummary as StoredSummary
 from evalsi.v1alpha1.record_pb2 import Record
 from evalsi.v1alpha1.trace_service_pb2 import (
     AddFeedbackRequest,
@@ -128,28 +129,46 @@ class TraceHandlers:
             name=sent.name, value=value, label=sent.label, comment=sent.comment, source=sent.source,
             negative=sent.negative or (value is not None and value < 0), created_at=self._clock(),
         ).check("feedback")
-        await self._check_feedback(store, project, item.trace_id, ctx)
+        summaries = await _feedback_traces(store, project, item)
+        await _check_feedback(store, project, item.trace_id, summaries, ctx)
         await store.put_feedback(project, [item])
         if item.negative and self._retrigger is not None:
-            summaries = [await store.get_summary(project, item.trace_id)] if item.trace_id else [
-                s for s in (await store.list_traces(project, session_id=item.session_id, limit=1000)).traces]
             for summary in summaries:
-                if summary is not None and summary.completed_at is not None:
+                if summary.completed_at is not None:
                     await bus_call("asking the policies to re-evaluate",
                                     self._retrigger(project, summary.trace_id, summary.span_count))
         return trace_feedback(item)
 
-    @staticmethod
-    async def _check_feedback(store: TraceStore, project: str, trace_id: str, ctx: CallContext) -> None:
-        """AddFeedback's final decision (the gate's was partial): on the labels of the trace it names, so a writer
-        conditioned on labels adds feedback only to traces it may write; feedback naming a session only, or a
-        trace not stored yet, is decided without labels."""
-        if not trace_id:
-            await ctx.check_access({})
-            return
-        summary = await store.get_summary(project, trace_id)
-        labels = (await store.trace_labels(project, [trace_id])).get(trace_id, {})
-        await ctx.check_access(stored_trace({}, trace_id, summary.service_name if summary else "", labels))
+
+async def _feedback_traces(store: TraceStore, project: str, item: Feedback) -> list[StoredSummary]:
+    """The stored traces feedback is about: the one it names, or every trace of the session it names (all pages,
+    so the decision and the re-evaluation cover the whole session)."""
+    if item.trace_id:
+        summary = await store.get_summary(project, item.trace_id)
+        return [summary] if summary is not None else []
+    summaries: list[StoredSummary] = []
+    token = ""
+    while True:
+        page = await store.list_traces(project, session_id=item.session_id, limit=1000, page_token=token)
+        summaries.extend(page.traces)
+        token = page.next_page_token
+        if not token:
+            return summaries
+
+
+async def _check_feedback(store: TraceStore, project: str, trace_id: str, summaries: list[StoredSummary],
+                          ctx: CallContext) -> None:
+    """AddFeedback's final decision (the gate's was partial), on the labels of every trace the feedback is about,
+    so a writer conditioned on labels adds feedback only where it may write: to a session only when it may write
+    each of the session's traces. Feedback about nothing stored yet (a trace or session still to come) is decided
+    without labels."""
+    if not summaries:
+        await ctx.check_access(stored_trace({}, trace_id, "", {}) if trace_id else {})
+        return
+    labels = await store.trace_labels(project, [summary.trace_id for summary in summaries])
+    for summary in summaries:
+        await ctx.check_access(stored_trace({}, summary.trace_id, summary.service_name,
+                                            labels.get(summary.trace_id, {})))
 
 
 def trace_score(score: OnlineScore) -> TraceScore:
