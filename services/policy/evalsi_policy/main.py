@@ -180,8 +180,8 @@ async def assemble(args: argparse.Namespace, life: Lifecycle) -> None:
     await ensure_streams(bus.js)
     observers: list[ScoreObserver] = [PrometheusScores(REGISTRY)]
     if args.otlp_events:
-        events = await life.enter("score events", _opened(GenAiEvaluationEvents.to_otlp_http(args.otlp_events)),
-                                  _shut_down)
+        exporter = GenAiEvaluationEvents.to_otlp_http(args.otlp_events, service_name="evalsi-policy")
+        events = await life.enter("score events", _opened(exporter), _shut_down)
         observers.append(events)
     session = await life.enter_context("webhooks", aiohttp.ClientSession())
     engine = PolicyEngine(traces=traces, scores=traces, evaluate=bus_stage_evaluator(

@@ -1,7 +1,6 @@
 """Audit entries as OTel log events named ``evalsi.audit``, through an OTel ``LoggerProvider``.
 
-The same path as the policy service's ``--otlp-events`` (``evalsi.policy.exports``): a provider with a batch
-processor and an OTLP/HTTP log exporter, so emitting never waits on the collector.
+The same provider as the policy service's ``--otlp-events`` (``evalsi.service.otel_events``).
 """
 
 from __future__ import annotations
@@ -11,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from evalsi.audit.entry import AuditEntry
+from evalsi.service.otel_events import OtelLogEvents
 
 EVENT_NAME = "evalsi.audit"
 
@@ -39,24 +39,10 @@ def event_attributes(entry: AuditEntry) -> dict[str, Any]:
     return attributes
 
 
-class OtelAuditEvents:
+class OtelAuditEvents(OtelLogEvents):
     """Emits each written entry as one log record; the provider's processor and exporter decide where it goes."""
 
-    def __init__(self, provider: Any) -> None:
-        self._provider = provider
-        self._logger = provider.get_logger("evalsi.audit")
-
-    @classmethod
-    def to_otlp_http(cls, endpoint: str, *, service_name: str = "evalsi-api") -> OtelAuditEvents:
-        """Batch-export to an OTLP/HTTP logs endpoint (``http://host:4318/v1/logs``)."""
-        from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
-        from opentelemetry.sdk._logs import LoggerProvider
-        from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
-        from opentelemetry.sdk.resources import Resource
-
-        provider = LoggerProvider(resource=Resource.create({"service.name": service_name}))
-        provider.add_log_record_processor(BatchLogRecordProcessor(OTLPLogExporter(endpoint=endpoint)))
-        return cls(provider)
+    SCOPE = "evalsi.audit"
 
     def export(self, entries: Sequence[AuditEntry]) -> None:
         from opentelemetry._logs import SeverityNumber
@@ -65,9 +51,3 @@ class OtelAuditEvents:
             severity = SeverityNumber.WARN if entry.decision == "deny" else SeverityNumber.INFO
             self._logger.emit(event_name=EVENT_NAME, severity_number=severity, attributes=event_attributes(entry),
                               timestamp=int(entry.time * 1e9))
-
-    def flush(self) -> None:
-        self._provider.force_flush()
-
-    def shutdown(self) -> None:
-        self._provider.shutdown()

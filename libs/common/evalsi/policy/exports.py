@@ -16,6 +16,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
+from evalsi.service.otel_events import OtelLogEvents
 from evalsi.traces.model import SCORED, OnlineScore
 from evalsi.v1alpha1.record_pb2 import Record
 
@@ -38,24 +39,10 @@ class PrometheusScores:
                 self.values.labels(project, policy, score.metric).observe(score.value)
 
 
-class GenAiEvaluationEvents:
-    """Emits through an OTel ``LoggerProvider`` (its processor and exporter decide where events go)."""
+class GenAiEvaluationEvents(OtelLogEvents):
+    """``gen_ai.evaluation.result`` events, parented to the evaluated span, through an OTel ``LoggerProvider``."""
 
-    def __init__(self, provider: Any) -> None:
-        self._provider = provider
-        self._logger = provider.get_logger("evalsi.policy")
-
-    @classmethod
-    def to_otlp_http(cls, endpoint: str, *, service_name: str = "evalsi-policy") -> GenAiEvaluationEvents:
-        """Batch-export to an OTLP/HTTP logs endpoint (``http://host:4318/v1/logs``)."""
-        from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
-        from opentelemetry.sdk._logs import LoggerProvider
-        from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
-        from opentelemetry.sdk.resources import Resource
-
-        provider = LoggerProvider(resource=Resource.create({"service.name": service_name}))
-        provider.add_log_record_processor(BatchLogRecordProcessor(OTLPLogExporter(endpoint=endpoint)))
-        return cls(provider)
+    SCOPE = "evalsi.policy"
 
     def observe(self, project: str, policy: str, scores: Sequence[OnlineScore], record: Record) -> None:
         from opentelemetry._logs import SeverityNumber
@@ -78,11 +65,6 @@ class GenAiEvaluationEvents:
             self._logger.emit(event_name=EVENT_NAME, severity_number=SeverityNumber.INFO, attributes=attributes,
                               timestamp=int(score.scored_at * 1e9), **_parent(trace_id, span_id, TraceFlags))
 
-    def flush(self) -> None:
-        self._provider.force_flush()
-
-    def shutdown(self) -> None:
-        self._provider.shutdown()
 
 
 def _otel_id(value: str) -> int | None:
