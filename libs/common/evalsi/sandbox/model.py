@@ -22,6 +22,7 @@ __all__ = [
     "Enforcement",
     "ExecResult",
     "FileAccess",
+    "HostWorkspace",
     "IsolationReport",
     "Level",
     "NetworkPolicy",
@@ -35,6 +36,7 @@ __all__ = [
     "SandboxSession",
     "SandboxSpec",
     "SandboxUnavailable",
+    "StatefulSession",
 ]
 
 
@@ -155,6 +157,9 @@ class ExecResult:
     stdout_truncated: bool = False
     stderr_truncated: bool = False
     duration_s: float = 0.0
+    # What the execution used, when the driver can tell (wait4's rusage, a cgroup's counters); 0 when it cannot.
+    cpu_s: float = 0.0
+    max_rss_bytes: int = 0
 
 
 @dataclass(frozen=True)
@@ -200,6 +205,22 @@ class SandboxSession(Protocol):
     async def read_files(self, paths: list[str], *, max_bytes: int) -> dict[str, bytes]: ...
 
     async def destroy(self) -> None: ...
+
+
+class HostWorkspace(Protocol):
+    """A session whose writable state is a directory on the host (the bwrap and Landlock rungs): sandboxd's
+    snapshots copy it, and host-side file access goes through ``evalsi.sandbox.host_files`` (never following a
+    link the sandbox planted). A session without it snapshots through ``StatefulSession`` or not at all."""
+
+    host_workspace: str
+
+
+class StatefulSession(Protocol):
+    """A session that saves and loads its own writable state (a microVM's disk and memory), as an opaque blob."""
+
+    async def save_state(self) -> bytes: ...
+
+    async def load_state(self, state: bytes) -> None: ...
 
 
 class SandboxDriver(Protocol):
