@@ -1,0 +1,187 @@
+"""evalsi.yaml's ``sandbox`` section: the ladder, the default minimum and the default bounds of an execution.
+
+    sandbox:
+      ladder: [firecracker, bwrap, landlock]   # tried strongest first; the first usable rung meeting the minimum wins
+      min_isolation: namespaced                # vm | kernel | namespaced | confined
+      root: /srv/images/python-3.11.tar        # image directory or tarball; empty: the host's /usr read-only
+      cache_dir: /var/cache/evalsi/sandbox     # unpacked tarballs, by digest
+      cgroup: auto                             # auto | none | a delegated cgroup v2 directory
+      resources: {timeout: 30s, memory: 536870912, pids: 256, output_bytes: 1048576, cpu_seconds: 60}
+      drivers:                                 # per-driver options, each driver checks its own
+        bwrap: {binary: /usr/bin/bwrap}
+
+Every error names the key path and what is accepted.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from evalsi.durations import parse_duration
+from evalsi.errors import BadInputError
+from evalsi.sandbox.model import DEFAULT_RESOURCES, Level, Resources, RootFilesystem
+
+__all__ = ["SandboxConfig", "default_cache_dir", "load_sandbox_config", "root_from_path"]
+
+_KEYS = ("ladder", "min_isolation", "root", "cache_dir", "cgroup", "resources", "drivers")
+_RESOURCE_KEYS = ("timeout", "memory", "pids", "output_bytes", "cpu_seconds", "disk_bytes")
+# Upper bounds a config or a request may ask for: past them a typo (an extra zero) would go unnoticed.
+MAX_TIMEOUT_S = 24 * 3600.0
+MAX_MEMORY_BYTES = 1 << 40
+MAX_PIDS = 1 << 16
+MAX_OUTPUT_BYTES = 1 << 30
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "evalsi" / "sandbox"
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    # Strongest first. None: the default ladder (ladder.DEFAULT_LADDER, limited to the registered drivers).
+    ladder: tuple[str, ...] | None = None
+    min_isolation: Level = Level.NAMESPACED
+    root: RootFilesystem = field(default_factory=RootFilesystem)
+    cache_dir: Path = field(default_factory=default_cache_dir)
+    # "auto": a delegated cgroup v2 directory or the v1 memory/pids hierarchies when writable; "none": rlimits only.
+    cgroup: str = "auto"
+    resources: Resources = DEFAULT_RESOURCES
+    drivers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def driver_options(self, name: str) -> Mapping[str, Any]:
+        return self.drivers.get(name, {})
+
+
+def root_from_path(text: str, where: str) -> RootFilesystem:
+    """An image directory or a tarball named by path; empty: the host's /usr read-only (trusted code only)."""
+    if not text:
+        return RootFilesystem()
+    path = Path(text).expanduser()
+    if path.is_dir():
+        return RootFilesystem("image", str(path.resolve()))
+    if path.is_file():
+        return RootFilesystem("tarball", str(path.resolve()))
+    raise BadInputError(f"{where}: {text!r} is neither an image directory nor a tarball")
+
+
+def load_sandbox_config(raw: Any, path: str = "sandbox") -> SandboxConfig:
+    """The ``sandbox`` section (None: the defaults)."""
+    if raw is None:
+        return SandboxConfig()
+    if not isinstance(raw, Mapping):
+        raise BadInputError(f"{path}: expected a mapping such as {{ladder: [bwrap, landlock]}}, "
+                            f"got {type(raw).__name__}")
+    _no_unknown(raw, _KEYS, path)
+    config = SandboxConfig()
+    if raw.get("ladder") is not None:
+        config = replace(config, ladder=_ladder(raw["ladder"], f"{path}.ladder"))
+    if raw.get("min_isolation") is not None:
+        config = replace(config, min_isolation=Level.parse(str(raw["min_isolation"]), f"{path}.min_isolation"))
+    if raw.get("root"):
+        config = replace(config, root=root_from_path(_text(raw["root"], f"{path}.root"), f"{path}.root"))
+    if raw.get("cache_dir"):
+        config = replace(config, cache_dir=Path(_text(raw["cache_dir"], f"{path}.cache_dir")).expanduser())
+    if raw.get("cgroup") is not None:
+        config = replace(config, cgroup=_cgroup(raw["cgroup"], f"{path}.cgroup"))
+    if raw.get("resources") is not None:
+        config = replace(config, resources=load_resources(raw["resources"], f"{path}.resources"))
+    if raw.get("drivers") is not None:
+        config = replace(config, drivers=_drivers(raw["drivers"], f"{path}.drivers"))
+    return config
+
+
+def load_resources(raw: Any, path: str, base: Resources = DEFAULT_RESOURCES) -> Resources:
+    if not isinstance(raw, Mapping):
+        raise BadInputError(f"{path}: expected a mapping such as {{timeout: 30s, memory: 536870912}}")
+    _no_unknown(raw, _RESOURCE_KEYS, path)
+    resources = base
+    if raw.get("timeout") is not None:
+        resources = replace(resources, timeout_s=check_timeout(_seconds(raw["timeout"], f"{path}.timeout"),
+                                                               f"{path}.timeout"))
+    if raw.get("memory") is not None:
+        resources = replace(resources, memory_bytes=check_bound(raw["memory"], f"{path}.memory", 1 << 20,
+                                                                MAX_MEMORY_BYTES))
+    if raw.get("pids") is not None:
+        resources = replace(resources, pids=check_bound(raw["pids"], f"{path}.pids", 1, MAX_PIDS))
+    if raw.get("output_bytes") is not None:
+        resources = replace(resources, output_bytes=check_bound(raw["output_bytes"], f"{path}.output_bytes", 0,
+                                                                MAX_OUTPUT_BYTES))
+    if raw.get("cpu_seconds") is not None:
+        resources = replace(resources, cpu_seconds=check_bound(raw["cpu_seconds"], f"{path}.cpu_seconds", 1,
+                                                               int(MAX_TIMEOUT_S)))
+    if raw.get("disk_bytes") is not None:
+        resources = replace(resources, disk_bytes=check_bound(raw["disk_bytes"], f"{path}.disk_bytes", 1 << 20,
+                                                              MAX_MEMORY_BYTES * 16))
+    return resources
+
+
+def check_bound(value: Any, where: str, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise BadInputError(f"{where}: expected an integer from {low} to {high}, got {value!r}")
+    if not low <= value <= high:
+        raise BadInputError(f"{where}: {value} is out of range; accepted: {low} to {high}")
+    return value
+
+
+def check_timeout(seconds: float, where: str) -> float:
+    if not 0 < seconds <= MAX_TIMEOUT_S:
+        raise BadInputError(f"{where}: {seconds:g}s is out of range; accepted: more than 0 and at most "
+                            f"{MAX_TIMEOUT_S:g}s")
+    return seconds
+
+
+def _seconds(value: Any, where: str) -> float:
+    try:
+        return float(parse_duration(value).removesuffix("s"))
+    except ValueError as exc:
+        raise BadInputError(f"{where}: {exc}") from None
+
+
+def _ladder(raw: Any, where: str) -> tuple[str, ...]:
+    if isinstance(raw, str):
+        raw = [part for part in raw.split(",")]
+    if not isinstance(raw, list) or not raw:
+        raise BadInputError(f"{where}: expected a non-empty list of driver names such as [bwrap, landlock]")
+    names = tuple(_text(item, f"{where}[{index}]").strip() for index, item in enumerate(raw))
+    for index, name in enumerate(names):
+        if names.index(name) != index:
+            raise BadInputError(f"{where}[{index}]: {name!r} appears twice")
+    return names
+
+
+def _cgroup(raw: Any, where: str) -> str:
+    text = _text(raw, where)
+    if text in ("auto", "none") or text.startswith("/"):
+        return text
+    raise BadInputError(f"{where}: {text!r}; accepted: auto, none, or an absolute cgroup v2 directory")
+
+
+def _drivers(raw: Any, where: str) -> dict[str, Mapping[str, Any]]:
+    if not isinstance(raw, Mapping):
+        raise BadInputError(f"{where}: expected a mapping of driver name to its options, such as "
+                            "{bwrap: {binary: /usr/bin/bwrap}}")
+    options: dict[str, Mapping[str, Any]] = {}
+    for name, value in raw.items():
+        if value is None:
+            value = {}
+        if not isinstance(value, Mapping):
+            raise BadInputError(f"{where}.{name}: expected a mapping of options")
+        options[str(name)] = dict(value)
+    return options
+
+
+def _text(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise BadInputError(f"{where}: expected a string, got {type(value).__name__}")
+    return value
+
+
+def _no_unknown(raw: Mapping[Any, Any], keys: tuple[str, ...], path: str) -> None:
+    unknown = sorted(str(key) for key in raw if key not in keys)
+    if unknown:
+        raise BadInputError(f"{path}.{unknown[0]}: unknown key; accepted: {', '.join(keys)}")

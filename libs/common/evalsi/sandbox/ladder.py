@@ -1,0 +1,143 @@
+"""The isolation ladder (§13, D6): probe each rung functionally, use the strongest usable one, fail closed.
+
+A rung is a driver registered below by name. Each is probed once, the first time the ladder reaches it, by running
+its real profile against ``true`` (an installed binary is no proof that it works); the verdict is kept for the
+life of the ``Ladder`` (one per process: the CLI's, sandboxd's). ``select`` walks the ladder strongest first and
+takes the first available rung whose level meets the request's minimum; when none does it raises
+``SandboxUnavailable`` and nothing runs. There is no unconfined fallback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import cast
+
+from evalsi.errors import BadInputError
+from evalsi.sandbox.config import SandboxConfig
+from evalsi.sandbox.model import Level, ProbeVerdict, SandboxDriver, SandboxSession, SandboxSpec, SandboxUnavailable
+
+__all__ = ["DEFAULT_LADDER", "DRIVERS", "DriverFactory", "Ladder", "check_ladder", "load_driver"]
+
+# Every rung Evals.si ships: name -> "module:attribute" of a factory ``(SandboxConfig) -> SandboxDriver`` (a driver
+# class). Listed strongest first, the order `evalsi sandbox probe` shows them in. Modules load on first use, so a
+# rung's heavy imports cost nothing to a ladder that never reaches it. One line per driver.
+DRIVERS: Mapping[str, str] = MappingProxyType({
+    "bwrap": "evalsi.sandbox.bwrap:BwrapDriver",
+})
+
+# The standalone ladder D6 decided: Firecracker where /dev/kvm is usable, then bubblewrap, then Landlock. QEMU under
+# TCG and gVisor are stronger but slower rungs an operator adds (sandbox.ladder, --ladder); names not registered yet
+# are left out of the default.
+DEFAULT_LADDER: tuple[str, ...] = ("firecracker", "bwrap", "landlock")
+
+DriverFactory = Callable[[SandboxConfig], SandboxDriver]
+
+
+def check_ladder(names: tuple[str, ...], where: str) -> tuple[str, ...]:
+    """``names`` when every one is a registered driver; else a ``BadInputError`` naming ``where`` and the choices."""
+    if not names:
+        raise BadInputError(f"{where}: the ladder is empty; accepted: {', '.join(DRIVERS)}")
+    for name in names:
+        if name not in DRIVERS:
+            raise BadInputError(f"{where}: {name!r} is not a sandbox driver; accepted: {', '.join(DRIVERS)}")
+    return names
+
+
+def load_driver(name: str, config: SandboxConfig) -> SandboxDriver:
+    """The driver registered as ``name``, built from ``config``."""
+    module_name, _, attribute = DRIVERS[name].partition(":")
+    factory = cast(DriverFactory, getattr(importlib.import_module(module_name), attribute))
+    return factory(config)
+
+
+class Ladder:
+    """The configured rungs, their cached verdicts, and the choice of a rung for a request."""
+
+    def __init__(self, config: SandboxConfig | None = None, *,
+                 drivers: Mapping[str, SandboxDriver] | None = None) -> None:
+        self.config = config or SandboxConfig()
+        # Drivers given here (tests, sandboxd's own instances) take the place of the registered ones by name.
+        self._drivers: dict[str, SandboxDriver] = dict(drivers or {})
+        self._verdicts: dict[str, ProbeVerdict] = {}
+        self._probing: dict[str, asyncio.Task[ProbeVerdict]] = {}
+        configured = self.config.ladder
+        if configured is None:
+            self.names = tuple(name for name in DEFAULT_LADDER if name in DRIVERS or name in self._drivers)
+        else:
+            self.names = self._request_ladder(configured, "sandbox.ladder")
+
+    def driver(self, name: str) -> SandboxDriver:
+        if name not in self._drivers:
+            self._drivers[name] = load_driver(name, self.config)
+        return self._drivers[name]
+
+    async def probe(self, name: str) -> ProbeVerdict:
+        """The rung's verdict, probed on first use and cached; a driver that fails to load or to probe is
+        unavailable with the reason, never an exception the caller has to tell from a denial."""
+        if name in self._verdicts:
+            return self._verdicts[name]
+        task = self._probing.get(name)
+        if task is None:
+            task = asyncio.ensure_future(self._probe_once(name))
+            self._probing[name] = task
+        try:
+            verdict = await asyncio.shield(task)
+        finally:
+            if task.done():
+                self._probing.pop(name, None)
+        self._verdicts[name] = verdict
+        return verdict
+
+    async def _probe_once(self, name: str) -> ProbeVerdict:
+        try:
+            driver = self.driver(name)
+        except Exception as exc:  # an import or config error of one rung must not take the ladder down
+            return ProbeVerdict(name, Level.NONE, False, reason=f"driver failed to load: {_describe(exc)}")
+        try:
+            return await driver.probe()
+        except Exception as exc:
+            return ProbeVerdict(name, driver.level, False, reason=f"probe failed: {_describe(exc)}")
+
+    async def probe_all(self, names: tuple[str, ...] | None = None) -> tuple[ProbeVerdict, ...]:
+        """Every rung's verdict (the configured ladder by default), in ladder order."""
+        chosen = self.names if names is None else names
+        return tuple(await asyncio.gather(*(self.probe(name) for name in chosen)))
+
+    def forget(self, name: str) -> None:
+        """Drop a cached verdict, so the next use probes again (e.g. after the operator fixed the rung)."""
+        self._verdicts.pop(name, None)
+
+    async def select(self, minimum: Level, ladder: tuple[str, ...] | None = None) -> tuple[SandboxDriver,
+                                                                                           ProbeVerdict]:
+        """The first available rung, strongest first, whose level meets ``minimum``; else ``SandboxUnavailable``.
+        Rungs past the chosen one are not probed."""
+        names = self.names if ladder is None else self._request_ladder(ladder, "ladder")
+        tried: list[ProbeVerdict] = []
+        for name in names:
+            verdict = await self.probe(name)
+            tried.append(verdict)
+            if verdict.available and verdict.level >= minimum:
+                return self.driver(name), verdict
+        raise SandboxUnavailable(minimum, tuple(tried))
+
+    async def create(self, spec: SandboxSpec) -> SandboxSession:
+        """A session on the rung ``select`` picks for ``spec`` (its ladder, else the configured one)."""
+        driver, _ = await self.select(spec.min_isolation, spec.ladder)
+        return await driver.create(spec)
+
+    def _request_ladder(self, ladder: tuple[str, ...], where: str) -> tuple[str, ...]:
+        accepted = ", ".join(dict.fromkeys((*DRIVERS, *self._drivers)))
+        if not ladder:
+            raise BadInputError(f"{where}: the ladder is empty; accepted: {accepted}")
+        for name in ladder:
+            if name not in DRIVERS and name not in self._drivers:
+                raise BadInputError(f"{where}: {name!r} is not a sandbox driver; accepted: {accepted}")
+        return ladder
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}"[:500] if text else type(exc).__name__
