@@ -137,3 +137,31 @@ def test_metrics_unauthenticated_only_on_the_apis_separate_loopback_listener(tmp
             if process.poll() is None:
                 process.kill()
                 process.wait()
+
+
+async def test_listeners_built_in_code_refuse_other_machines_without_a_gate(tmp_path: Path) -> None:
+    """Below the entry points' check: an ApiServer or OTLP receiver built by hand on a non-loopback address with no
+    gate refuses to be built or to listen, unless its caller says it is open on purpose (--no-auth)."""
+    from evalsi.api import ApiServer, ServerConfig
+    from evalsi.api.table import HandlerTable
+    from evalsi.ingest import ExportHandler, OtlpHttpReceiver, start_http_receiver
+    from evalsi.ingest.grpc_receiver import start_grpc_receiver
+    from evalsi.stores.traces import SqliteTraceStore
+
+    table = HandlerTable({})
+    with pytest.raises(BadInputError, match=r"evalsi-api on 0\.0\.0\.0: not a loopback address, and no gate"):
+        ApiServer(table, ServerConfig(host="0.0.0.0", http_port=0, grpc_port=0))
+    assert ApiServer(table, ServerConfig(host="0.0.0.0", http_port=0, grpc_port=0), open_on_purpose=True)
+    assert ApiServer(table, ServerConfig(host="127.0.0.1", http_port=0, grpc_port=0))
+    store = await SqliteTraceStore.open(tmp_path / "traces.db")
+    try:
+        handler = ExportHandler(store)
+        with pytest.raises(BadInputError, match=r"OTLP/gRPC on 10\.1\.2\.3: not a loopback address"):
+            await start_grpc_receiver(handler, "10.1.2.3", 0)
+        with pytest.raises(BadInputError, match=r"OTLP/HTTP on 0\.0\.0\.0: not a loopback address"):
+            await start_http_receiver(OtlpHttpReceiver(handler), "0.0.0.0", 0)
+        runner, port = await start_http_receiver(OtlpHttpReceiver(handler), "0.0.0.0", 0, open_on_purpose=True)
+        assert port > 0
+        await runner.cleanup()
+    finally:
+        await store.close()

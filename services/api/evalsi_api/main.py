@@ -392,7 +392,8 @@ async def assemble(settings: Settings, life: Lifecycle) -> None:
         auth=access.auth_handlers,
     )
     server = ApiServer(table, settings.server, readiness=readiness, metrics=metrics, gate=access.gate,
-                       tls=access.tls, login=access.login)
+                       tls=access.tls, login=access.login,
+                       open_on_purpose=bool(settings.access.unauthenticated_reason()))
     await life.enter("listeners", server.start(), lambda _: server.stop())
     # §17: /metrics is the owner's, or unauthenticated on a separate listener on loopback.
     await serve_health(life, settings.metrics_port, metrics.registry)

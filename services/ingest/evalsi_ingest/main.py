@@ -204,6 +204,7 @@ async def assemble(settings: Settings, member: ProcessMember | None, life: Lifec
     # With --metadata-url, keys created through AuthService and stored roles too, and refusals audited.
     gate = await open_gate(settings.access, settings.metadata_url, life)
     tls = settings.access.tls()
+    open_on_purpose = bool(settings.access.unauthenticated_reason())
     index = member.partitioning.replica if member is not None else 0
     bus: BusConnection | None = None
 
@@ -239,11 +240,13 @@ async def assemble(settings: Settings, member: ProcessMember | None, life: Lifec
     _, http_port = await life.enter(
         "otlp/http", start_http_receiver(receiver, settings.host, settings.http_port,
                                          sock=member.http_socket if member is not None else None,
-                                         ssl_context=tls.ssl_context() if tls is not None else None),
+                                         ssl_context=tls.ssl_context() if tls is not None else None,
+                                         open_on_purpose=open_on_purpose),
         lambda started: started[0].cleanup())
     _, grpc_port = await life.enter(
         "otlp/grpc", start_grpc_receiver(handler, settings.host, settings.grpc_port, reuse_port=member is not None,
-                                         max_body_bytes=settings.max_body_bytes, gate=gate, tls=tls),
+                                         max_body_bytes=settings.max_body_bytes, gate=gate, tls=tls,
+                                         open_on_purpose=open_on_purpose),
         lambda started: started[0].stop(grace=5))
     host = f"[{settings.host}]" if ":" in settings.host else settings.host
     listening = {"event": "listening", "otlp_http": f"http://{host}:{http_port}",

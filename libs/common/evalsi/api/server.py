@@ -16,6 +16,7 @@ from evalsi.api.http_server import HttpServer
 from evalsi.api.metrics import ApiMetrics
 from evalsi.api.table import HandlerTable
 from evalsi.gate.access import Gate
+from evalsi.gate.exposure import refuse_ungated_listener
 from evalsi.gate.tls import ServerTls
 
 
@@ -41,9 +42,13 @@ class ApiServer:
         gate: Gate | None = None,
         tls: ServerTls | None = None,
         login: Mapping[str, Any] | None = None,
+        open_on_purpose: bool = False,
     ) -> None:
+        """``open_on_purpose``: serve beyond loopback without a ``gate`` (``--no-auth``); refused otherwise."""
         self.config = config or ServerConfig()
         self.config.validate()
+        refuse_ungated_listener(self.config.host, gate is not None, open_on_purpose=open_on_purpose,
+                                what="evalsi-api")
         self.readiness = readiness or Readiness()
         self.metrics = metrics or ApiMetrics()
         self._log = logger or structlog.get_logger("evalsi.api")

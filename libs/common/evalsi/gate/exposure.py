@@ -154,3 +154,13 @@ class AccessSettings:
             on_decision=on_decision,
             external=external,
         )
+
+
+def refuse_ungated_listener(host: str, gated: bool, *, open_on_purpose: bool, what: str) -> None:
+    """The listeners' own check, below ``AccessSettings.check``: one built in code without a gate serves beyond
+    loopback only when its caller says it is unauthenticated on purpose (``--no-auth``, ``auth: {mode: none}``)."""
+    if not gated and not open_on_purpose and not is_loopback(host):
+        raise BadInputError(
+            f"{what} on {host}: not a loopback address, and no gate authenticates its callers; give it the gate "
+            f"of an auth section, or say it is open on purpose (--no-auth or {NO_AUTH_ENV}=1)")
+

@@ -22,6 +22,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from evalsi.auth.principal import PermissionDenied, Unauthenticated
 from evalsi.errors import BadInputError, InfraError
 from evalsi.gate.credentials import grpc_credentials, grpc_metadata
+from evalsi.gate.exposure import refuse_ungated_listener
 from evalsi.gate.otlp import admit_export
 from evalsi.projects import PROJECT_HEADER
 
@@ -98,10 +99,12 @@ def otlp_handlers(handler: ExportHandler, gate: Gate | None = None) -> tuple[
 
 async def start_grpc_receiver(
     handler: ExportHandler, host: str, port: int, *, max_body_bytes: int = DEFAULT_MAX_BODY, reuse_port: bool = False,
-    gate: Gate | None = None, tls: ServerTls | None = None,
+    gate: Gate | None = None, tls: ServerTls | None = None, open_on_purpose: bool = False,
 ) -> tuple[grpc.aio.Server, int]:
     """Serve TraceService and LogsService on host:port (0 picks a free port); returns the server and the port.
-    ``reuse_port``: share the port with other processes (SO_REUSEPORT), as ``evalsi-ingest --processes`` does."""
+    ``reuse_port``: share the port with other processes (SO_REUSEPORT), as ``evalsi-ingest --processes`` does.
+    Without a ``gate``, beyond loopback only ``open_on_purpose`` (``--no-auth``)."""
+    refuse_ungated_listener(host, gate is not None, open_on_purpose=open_on_purpose, what="OTLP/gRPC")
     server = grpc.aio.server(options=[
         ("grpc.max_receive_message_length", max_body_bytes),
         ("grpc.so_reuseport", int(reuse_port)),

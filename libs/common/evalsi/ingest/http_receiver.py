@@ -35,6 +35,7 @@ from evalsi.authz.actions import OTLP_HTTP_LOGS, OTLP_HTTP_TRACES
 from evalsi.edge_checks import load_json
 from evalsi.errors import BadInputError, InfraError
 from evalsi.gate.credentials import http_credentials
+from evalsi.gate.exposure import refuse_ungated_listener
 from evalsi.gate.otlp import admit_export
 from evalsi.projects import PROJECT_HEADER
 
@@ -248,9 +249,12 @@ class OtlpHttpReceiver:
 
 async def start_http_receiver(receiver: OtlpHttpReceiver, host: str, port: int, *,
                               sock: socket.socket | None = None,
-                              ssl_context: ssl.SSLContext | None = None) -> tuple[web.AppRunner, int]:
+                              ssl_context: ssl.SSLContext | None = None,
+                              open_on_purpose: bool = False) -> tuple[web.AppRunner, int]:
     """Listen on host:port (0 picks a free port), or accept from ``sock``, a listening socket other processes
-    share (``evalsi-ingest --processes``); returns the runner and the port. ``ssl_context``: HTTPS only."""
+    share (``evalsi-ingest --processes``); returns the runner and the port. ``ssl_context``: HTTPS only. Without
+    the receiver's gate, beyond loopback only ``open_on_purpose`` (``--no-auth``)."""
+    refuse_ungated_listener(host, receiver.gate is not None, open_on_purpose=open_on_purpose, what="OTLP/HTTP")
     runner = receiver.runner()
     await runner.setup()
     site = (web.SockSite(runner, sock, ssl_context=ssl_context) if sock is not None
