@@ -18,6 +18,8 @@ from evalsi.errors import BadInputError, EvalsiError
 
 __all__ = [
     "DEFAULT_RESOURCES",
+    "EgressEvent",
+    "EgressLogging",
     "Endpoint",
     "Enforcement",
     "ExecResult",
@@ -205,6 +207,24 @@ class SandboxSession(Protocol):
     async def read_files(self, paths: list[str], *, max_bytes: int) -> dict[str, bytes]: ...
 
     async def destroy(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class EgressEvent:
+    """One connection the egress proxy saw: evidence for safety evaluators (sandboxd's Stats)."""
+
+    time: float  # Unix seconds
+    host: str
+    port: int
+    allowed: bool
+    bytes_sent: int = 0
+    bytes_received: int = 0
+
+
+class EgressLogging(Protocol):
+    """A session whose egress goes through the logging proxy: what it reached, or tried to."""
+
+    def egress_log(self) -> tuple[EgressEvent, ...]: ...
 
 
 class HostWorkspace(Protocol):
