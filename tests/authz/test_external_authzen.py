@@ -226,3 +226,48 @@ async def test_https_to_a_pdp_whose_ca_is_named_and_refused_without_it(tmp_path:
         finally:
             await external.aclose()
             await trusting.aclose()
+
+
+async def test_metrics_count_answers_cache_hits_and_failures_and_time_the_calls() -> None:
+    from prometheus_client import CollectorRegistry
+
+    from evalsi.authz.external_metrics import ExternalAuthzMetrics
+
+    registry = CollectorRegistry()
+    async with authzen_pdp(allow_listed) as pdp:
+        local, built = build(pdp.url, "decide", cache_ttl="30s")
+        external = ExternalAuthorizer(built.config, built.point, metrics=ExternalAuthzMetrics(registry))
+        name = built.point.describe()
+
+        def count(answer: str, cached: str) -> float:
+            value = registry.get_sample_value("evalsi_ext_authz_decisions_total",
+                                              {"authorizer": name, "answer": answer, "cached": cached})
+            return value or 0.0
+
+        try:
+            await decide(local, external, read_run(VIEWER))
+            await decide(local, external, read_run(VIEWER))  # from the cache
+            await decide(local, external, read_run(NOBODY, run="r9"))  # allowed by the PDP (decide mode)
+            assert (count("allowed", "false"), count("allowed", "true")) == (2.0, 1.0)
+            pdp.fail_status = 500
+            await decide(local, external, read_run(VIEWER, run="r-error"))
+            assert count("error", "false") == 1.0
+            calls = registry.get_sample_value("evalsi_ext_authz_request_seconds_count", {"authorizer": name})
+            assert calls == 3.0  # the cache hit made no call; the failed call is timed too
+        finally:
+            await external.aclose()
+
+
+def test_the_gate_built_from_settings_registers_the_metrics_on_the_registry_it_is_given() -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from evalsi.auth.api_keys import hash_api_key, new_api_key
+    from evalsi.gate.exposure import AccessSettings
+
+    settings = AccessSettings.from_document({
+        "auth": {"api_keys": {"keys": [{"name": "k", "key": hash_api_key(new_api_key()), "roles": {"p": ["viewer"]}}]}},
+        "authorization": {"ext_authz": {"authzen": {"url": "http://127.0.0.1:9/pdp"}}}})
+    registry = CollectorRegistry()
+    gate = settings.gate(metrics=registry)
+    assert gate is not None and gate.external is not None and gate.external.metrics is not None
+    assert b"evalsi_ext_authz_request_seconds" in generate_latest(registry)

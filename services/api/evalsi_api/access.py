@@ -53,7 +53,7 @@ async def open_access(settings: AccessSettings, store: Any, registry: Any, life:
     audit = await open_audit_log(load_audit_config(settings.sections.get("audit")), store.append_audit,
                                  store.purge_audit, life, registry=metrics)
     gate = settings.gate(key_lookup=keys, authorizer=authorizer, on_decision=decision_recorder(audit),
-                         sources=AttributeSources(runs_code=runs_code_by_pool(registry)))
+                         sources=AttributeSources(runs_code=runs_code_by_pool(registry)), metrics=metrics)
     assert gate is not None  # enforced, so there is one
     authenticator = gate.authenticator
     start = getattr(authenticator, "start", None)

@@ -17,6 +17,7 @@ combined decision like any other.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,6 +27,7 @@ from evalsi.authz.decision import AccessRequest, Decision
 from evalsi.authz.external_answer import DecisionPoint, ExternalAnswer
 from evalsi.authz.external_cache import DecisionCache
 from evalsi.authz.external_config import AuthzenEndpoint, ExternalAuthzConfig
+from evalsi.authz.external_metrics import ExternalAuthzMetrics
 from evalsi.authz.external_query import cache_key, external_query
 
 log = structlog.get_logger("evalsi.authz")
@@ -35,20 +37,23 @@ class ExternalAuthorizer:
     """The mode, the cache and one transport (``point``); built once per process, shared by every call."""
 
     def __init__(self, config: ExternalAuthzConfig, point: DecisionPoint, *,
-                 cache: DecisionCache[ExternalAnswer] | None = None) -> None:
+                 cache: DecisionCache[ExternalAnswer] | None = None,
+                 metrics: ExternalAuthzMetrics | None = None) -> None:
         self.config = config
         self.point = point
         self.cache = cache if cache is not None else DecisionCache(config.cache_ttl_s, config.max_cache_entries)
+        self.metrics = metrics
 
     @classmethod
-    def from_config(cls, config: ExternalAuthzConfig) -> ExternalAuthorizer:
+    def from_config(cls, config: ExternalAuthzConfig, *,
+                    metrics: ExternalAuthzMetrics | None = None) -> ExternalAuthorizer:
         if isinstance(config.endpoint, AuthzenEndpoint):
             from evalsi.authz.external_authzen import AuthzenDecisionPoint
 
-            return cls(config, AuthzenDecisionPoint(config.endpoint))
+            return cls(config, AuthzenDecisionPoint(config.endpoint), metrics=metrics)
         from evalsi.authz.external_envoy import EnvoyDecisionPoint
 
-        return cls(config, EnvoyDecisionPoint(config.endpoint))
+        return cls(config, EnvoyDecisionPoint(config.endpoint), metrics=metrics)
 
     def consulted(self, local: Decision) -> bool:
         """Whether ``local`` still needs the external authorizer (False: it is the answer)."""
@@ -64,10 +69,14 @@ class ExternalAuthorizer:
             answer, cached = await self.cache.answer(cache_key(query), lambda: self._ask(query))
         except Exception as exc:  # fail closed: the call is refused, and nothing is cached
             why = _failure(exc, self.config.timeout_s)
+            if self.metrics is not None:
+                self.metrics.decided(name, "error", cached=False)
             log.warning("external authorizer failed; denied", authorizer=name, action=access.action,
                         project=access.project, error=why)
             line = f"{name} failed ({why}): denied (fail closed)"
             return Decision(False, line, (*local.trace, line))
+        if self.metrics is not None:
+            self.metrics.decided(name, "allowed" if answer.allowed else "denied", cached=cached)
         said = f"{name} {'allowed' if answer.allowed else 'denied'}" + (f": {answer.reason}" if answer.reason else "")
         line = said + (" (cached)" if cached else "")
         trace = (*local.trace, line)
@@ -78,8 +87,13 @@ class ExternalAuthorizer:
         return Decision(False, f"{said} (ext_authz mode require)", trace)
 
     async def _ask(self, query: Mapping[str, Any]) -> ExternalAnswer:
-        async with asyncio.timeout(self.config.timeout_s):
-            return await self.point.evaluate(query, self.config.timeout_s)
+        started = time.monotonic()
+        try:
+            async with asyncio.timeout(self.config.timeout_s):
+                return await self.point.evaluate(query, self.config.timeout_s)
+        finally:
+            if self.metrics is not None:
+                self.metrics.asked(self.point.describe(), time.monotonic() - started)
 
     async def aclose(self) -> None:
         await self.point.aclose()

@@ -130,9 +130,11 @@ class AccessSettings:
         return {"issuer": login.issuer, "client_id": login.client_id, "scopes": list(login.scopes)}
 
     def gate(self, *, key_lookup: Any = None, sources: AttributeSources | None = None,
-             on_decision: DecisionHook | None = None, authorizer: Any = None) -> Gate | None:
+             on_decision: DecisionHook | None = None, authorizer: Any = None,
+             metrics: Any = None) -> Gate | None:
         """The gate to serve with, or None when nobody is authenticated. ``authorizer`` replaces the one from
-        config (the api adds roles and bindings stored in the database)."""
+        config (the api adds roles and bindings stored in the database); ``metrics``: a Prometheus registry for
+        the external authorizer's metrics."""
         if not self.enforced or self.auth is None:
             return None
         from evalsi.auth.authenticator import Authenticator
@@ -145,8 +147,10 @@ class AccessSettings:
         external = None
         if external_config is not None:  # authorization.ext_authz: asked after each local decision
             from evalsi.authz.external import ExternalAuthorizer
+            from evalsi.authz.external_metrics import ExternalAuthzMetrics
 
-            external = ExternalAuthorizer.from_config(external_config)
+            external = ExternalAuthorizer.from_config(
+                external_config, metrics=ExternalAuthzMetrics(metrics) if metrics is not None else None)
         return Gate(
             Authenticator(self.auth, key_lookup=key_lookup),
             authorizer or Authorizer.from_config(self.rbac, self.authorization),
