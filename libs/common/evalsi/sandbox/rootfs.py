@@ -1,0 +1,119 @@
+"""Root filesystems for sandboxes: an image directory used as it is, or a tarball unpacked once and cached by the
+digest of its bytes.
+
+A tarball is untrusted input: members with absolute paths or ``..``, links (symbolic or hard) pointing outside the
+root, device files and setuid bits are refused or stripped by the standard library's ``data`` extraction filter,
+and anything it rejects fails the whole unpack with the member's name. Unpacking goes to a temporary directory that
+is renamed into place only when complete, so a crash never leaves a half root in the cache.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import tarfile
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from evalsi.errors import BadInputError
+from evalsi.sandbox.model import RootFilesystem
+
+__all__ = ["RootCache", "tarball_digest", "unpack_tarball"]
+
+_CHUNK = 1 << 20
+# A tarball holding more than this many members, or this many bytes once unpacked, is refused: a root is an image,
+# not a dataset, and a bomb must not fill the cache's disk.
+MAX_MEMBERS = 500_000
+MAX_UNPACKED_BYTES = 16 << 30
+
+
+def tarball_digest(path: Path) -> str:
+    """``sha256:<hex>`` of the file's bytes."""
+    digest = hashlib.sha256()
+    with path.open("rb") as source:
+        while chunk := source.read(_CHUNK):
+            digest.update(chunk)
+    return f"sha256:{digest.hexdigest()}"
+
+
+def unpack_tarball(tarball: Path, destination: Path) -> None:
+    """Unpack ``tarball`` into the new directory ``destination``, refusing unsafe members (``BadInputError``
+    naming the tarball and the member)."""
+    destination.mkdir(parents=True)
+    try:
+        with tarfile.open(tarball) as archive:
+            total, count = 0, 0
+            for member in archive:
+                count += 1
+                total += max(member.size, 0)
+                if count > MAX_MEMBERS or total > MAX_UNPACKED_BYTES:
+                    raise BadInputError(f"{tarball}: more than {MAX_MEMBERS} members or {MAX_UNPACKED_BYTES} bytes "
+                                        "unpacked; a root filesystem tarball must stay under both")
+                try:
+                    safe = tarfile.data_filter(member, str(destination))
+                except tarfile.FilterError as exc:
+                    raise BadInputError(f"{tarball}: member {member.name!r} refused: {exc}") from None
+                if safe is None:
+                    continue
+                archive.extract(safe, destination, set_attrs=True, filter="fully_trusted")
+    except (tarfile.TarError, EOFError) as exc:
+        raise BadInputError(f"{tarball}: not a readable tarball: {exc}") from None
+
+
+@dataclass
+class _Known:
+    stat_key: tuple[int, int, int, int]
+    digest: str
+
+
+class RootCache:
+    """Unpacked tarballs under ``cache_dir/<algorithm>/<hex>``; the digest of a file is remembered by its inode,
+    size and modification time, so an unchanged tarball is hashed once per process."""
+
+    def __init__(self, cache_dir: Path) -> None:
+        self.cache_dir = cache_dir
+        self._digests: dict[str, _Known] = {}
+
+    def resolve(self, root: RootFilesystem) -> Path | None:
+        """The host directory to bind as the sandbox's ``/``; None for the host's /usr mode."""
+        if root.kind == "host":
+            return None
+        path = Path(root.path)
+        if root.kind == "image":
+            if not path.is_dir():
+                raise BadInputError(f"root: {root.path!r} is not an image directory")
+            return path
+        if not path.is_file():
+            raise BadInputError(f"root: {root.path!r} is not a tarball")
+        digest = self._digest(path)
+        algorithm, _, hexdigest = digest.partition(":")
+        target = self.cache_dir / algorithm / hexdigest
+        if target.is_dir():
+            return target
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=".unpack-", dir=target.parent))
+        try:
+            unpack_tarball(path, staging / "root")
+            os.chmod(staging / "root", 0o755)
+            try:
+                os.rename(staging / "root", target)
+            except OSError:
+                if not target.is_dir():  # another process won the race: its copy is the same bytes
+                    raise
+        finally:
+            with contextlib.suppress(OSError):
+                shutil.rmtree(staging)
+        return target
+
+    def _digest(self, path: Path) -> str:
+        status = path.stat()
+        key = (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns)
+        known = self._digests.get(str(path))
+        if known is not None and known.stat_key == key:
+            return known.digest
+        digest = tarball_digest(path)
+        self._digests[str(path)] = _Known(key, digest)
+        return digest
