@@ -26,6 +26,7 @@ __all__ = ["DEFAULT_LADDER", "DRIVERS", "DriverFactory", "Ladder", "check_ladder
 # rung's heavy imports cost nothing to a ladder that never reaches it. One line per driver.
 DRIVERS: Mapping[str, str] = MappingProxyType({
     "bwrap": "evalsi.sandbox.bwrap:BwrapDriver",
+    "landlock": "evalsi.sandbox.landlock:LandlockDriver",
 })
 
 # The standalone ladder D6 decided: Firecracker where /dev/kvm is usable, then bubblewrap, then Landlock. QEMU under

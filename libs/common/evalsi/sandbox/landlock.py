@@ -1,0 +1,303 @@
+"""The ``confined`` rung: Landlock (§13). Same world as the host (no separate mount or PID view), but the kernel
+confines what the program may read, write and execute, and (ABI >= 4) which TCP ports it may bind or connect to,
+and (ABI >= 6) keeps its signals and abstract Unix sockets inside the sandbox.
+
+Each execution starts ``launch.py`` under ``python -I -S``: rlimits, then (as root) uid/gid 65534 with no
+capabilities, then the ruleset, then exec. What a session may touch: the host's ``/usr`` (and the few ``/etc`` files
+a dynamic program reads) read-only, a few device nodes, and its own workspace and temporary directory read-write.
+Nothing else: not the rest of ``/etc``, ``/home``, ``/proc`` (so not the parent's environment), ``/tmp`` or
+another session's workspace. An image root cannot be shown as ``/`` without a mount namespace, so this rung refuses
+image and tarball roots (fail closed) rather than run the program on the host's ``/usr`` instead.
+
+Enforcement is ``full`` on ABI >= 6, ``partial`` below, with what is missing in ``not_enforced``. Landlock governs
+TCP only: UDP and Unix sockets named by path are outside it (``bounds["network"]`` says so).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from evalsi.errors import BadInputError
+from evalsi.sandbox import launch
+from evalsi.sandbox.cgroups import CgroupLayout, ExecutionCgroups, discover_layout
+from evalsi.sandbox.config import SandboxConfig
+from evalsi.sandbox.host_files import read_beneath, write_beneath
+from evalsi.sandbox.model import (
+    ExecResult,
+    IsolationReport,
+    Level,
+    Outcome,
+    OutputSink,
+    ProbeVerdict,
+    SandboxSpec,
+    SandboxUnavailable,
+)
+from evalsi.sandbox.spawn import Spawned, spawn
+
+__all__ = ["LandlockDriver", "LandlockSession", "classify"]
+
+NAME = "landlock"
+SANDBOX_UID = 65534
+# Host paths a dynamically linked program needs to start, read-only; missing ones are left out.
+_READ_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+_READ_FILES = ("/etc/ld.so.cache", "/etc/localtime", "/etc/passwd", "/etc/group", "/etc/nsswitch.conf",
+               "/dev/urandom", "/dev/random", "/dev/zero")
+_WRITE_FILES = ("/dev/null",)
+_DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+# The program's own failure text that a Landlock or rlimit denial produces (first match wins): denial effects.
+DENIAL_SIGNATURES: tuple[tuple[str, tuple[bytes, ...]], ...] = (
+    ("pids limit (RLIMIT_NPROC)", (b"Resource temporarily unavailable", b"[Errno 11]", b"retry: fork")),
+    ("memory limit (RLIMIT_AS)", (b"MemoryError", b"Cannot allocate memory", b"bad_alloc", b"out of memory")),
+    ("landlock: permission denied", (b"Permission denied", b"Operation not permitted", b"[Errno 13]",
+                                     b"[Errno 1]")),
+)
+_SIGNAL_EFFECTS = {signal.SIGXCPU: "cpu time limit (RLIMIT_CPU)", signal.SIGXFSZ: "file size limit (RLIMIT_FSIZE)",
+                   signal.SIGSYS: "seccomp: bad system call", signal.SIGKILL: "killed (SIGKILL)"}
+
+
+def classify(spawned: Spawned, *, oom_killed: bool = False, pids_exhausted: bool = False) -> Outcome:
+    """The confined rung's dialects: the launcher's status report is ours (runner failure, or an exec the ruleset
+    refused); the cgroups' verdicts, signals and denial texts are the program's behavior under the policy."""
+    if spawned.start_error:
+        return Outcome("runner_failure", signature=f"landlock: cannot start the launcher: {spawned.start_error}")
+    report = _status(spawned.status)
+    if report.get("kind") == "runner_failure":
+        return Outcome("runner_failure", signature=f"landlock launch: {report.get('message', '')}"[:500])
+    if spawned.timed_out:
+        return Outcome("timeout")
+    if spawned.output_capped:
+        return Outcome("denied", effect="output cap")
+    if oom_killed:
+        return Outcome("denied", effect="oom-kill")
+    if report.get("kind") == "denied":
+        return Outcome("denied", effect=f"landlock: {report.get('message', '')}"[:500])
+    code = spawned.returncode
+    if code is None:
+        return Outcome("runner_failure", signature="landlock: no exit status")
+    if code < 0:
+        effect = _SIGNAL_EFFECTS.get(signal.Signals(-code)) if -code in signal.valid_signals() else None
+        return Outcome("denied", effect=effect) if effect else Outcome("exit", code=128 - code)
+    if code != 0 and pids_exhausted:
+        return Outcome("denied", effect="pids limit (cgroup pids.max)")
+    if code != 0:
+        for effect, needles in DENIAL_SIGNATURES:
+            if any(needle in spawned.stderr for needle in needles):
+                return Outcome("denied", effect=effect)
+    return Outcome("exit", code=code)
+
+
+def _status(raw: bytes) -> dict[str, Any]:
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {"kind": "runner_failure", "message": f"unreadable launcher status {raw[:200]!r}"}
+    return value if isinstance(value, dict) else {"kind": "runner_failure", "message": "bad launcher status"}
+
+
+def _existing(paths: tuple[str, ...]) -> list[str]:
+    return [path for path in paths if os.path.exists(path)]
+
+
+class LandlockDriver:
+    """``confined``: probed by running the real profile against ``true``."""
+
+    name = NAME
+    level = Level.CONFINED
+
+    def __init__(self, config: SandboxConfig | None = None) -> None:
+        self.config = config or SandboxConfig()
+        options = self.config.driver_options(NAME)
+        self.python = str(options.get("python") or sys.executable)
+        self.base_dir = Path(str(options.get("dir") or Path(tempfile.gettempdir()) / "evalsi-landlock"))
+        self.abi = launch.landlock_abi()
+        self.cgroups: CgroupLayout = discover_layout(self.config.cgroup)
+
+    def not_enforced(self, spec: SandboxSpec) -> tuple[str, ...]:
+        missing = list(launch.plan_rules({"scope": True}, max(self.abi, 1)).not_enforced)
+        if not spec.network.denied:
+            missing.append("egress allowlist by host (Landlock allows the listed ports to any host)")
+        return tuple(missing)
+
+    async def probe(self) -> ProbeVerdict:
+        if self.abi == 0:
+            return ProbeVerdict(NAME, self.level, False, reason="Landlock is missing or disabled in this kernel")
+        spec = SandboxSpec(min_isolation=Level.CONFINED, resources=replace(self.config.resources, timeout_s=10.0))
+        try:
+            session = await self.create(spec)
+        except (OSError, SandboxUnavailable) as exc:
+            return ProbeVerdict(NAME, self.level, False, reason=f"cannot create a session: {exc}")
+        try:
+            result = await session.exec(["true"])
+        finally:
+            await session.destroy()
+        if result.outcome != Outcome("exit", code=0):
+            detail = result.outcome.signature or result.outcome.effect or f"{result.outcome.kind} {result.outcome.code}"
+            return ProbeVerdict(NAME, self.level, False, reason=f"`true` under the profile: {detail}")
+        missing = self.not_enforced(spec)
+        return ProbeVerdict(NAME, self.level, True, "partial" if missing else "full", not_enforced=missing)
+
+    async def create(self, spec: SandboxSpec) -> LandlockSession:
+        if spec.root.kind != "host":
+            raise SandboxUnavailable(spec.min_isolation, (ProbeVerdict(
+                NAME, self.level, False, reason=f"a {spec.root.kind} root cannot be shown as / without a mount "
+                                                "namespace (use a namespaced or stronger rung)"),))
+        if spec.min_isolation > self.level:
+            raise SandboxUnavailable(spec.min_isolation, (ProbeVerdict(NAME, self.level, True),))
+        return await asyncio.to_thread(LandlockSession.start, self, spec)
+
+
+class LandlockSession:
+    """A workspace and a temporary directory on the host (``host_workspace``), each execution confined to them."""
+
+    def __init__(self, driver: LandlockDriver, spec: SandboxSpec, root: Path) -> None:
+        self.id = f"landlock-{uuid.uuid4().hex[:12]}"
+        self.driver, self.spec, self.root = driver, spec, root
+        self.host_workspace = str(root / "workspace")
+        self.tmp = str(root / "tmp")
+        self.isolation = self._report()
+        self._destroyed = False
+
+    @classmethod
+    def start(cls, driver: LandlockDriver, spec: SandboxSpec) -> LandlockSession:
+        driver.base_dir.mkdir(parents=True, exist_ok=True, mode=0o711)
+        root = Path(tempfile.mkdtemp(prefix="s-", dir=driver.base_dir))
+        for part in ("workspace", "tmp"):
+            (root / part).mkdir(mode=0o700)
+        if os.geteuid() == 0:
+            for path in (root, root / "workspace", root / "tmp"):
+                os.chown(path, SANDBOX_UID, SANDBOX_UID)
+        return cls(driver, spec, root)
+
+    def _report(self) -> IsolationReport:
+        resources = self.spec.resources
+        abi = self.driver.abi
+        network = ("tcp bind and connect denied (Landlock ABI {abi})" if self.spec.network.denied else
+                   "tcp connect to ports " + ",".join(str(e.port) for e in self.spec.network.allow)).format(abi=abi)
+        bounds = {
+            "filesystem": f"landlock ABI {abi}: read /usr and runtime files, write the workspace only",
+            "network": network + ("; udp and unix sockets by path not governed" if abi >= launch.ABI_NET
+                                  else "; not governed on this ABI"),
+            "memory": f"rlimit AS={resources.memory_bytes}",
+            "pids": f"rlimit NPROC={resources.pids} (per uid {SANDBOX_UID})",
+            **self._cgroup_bounds(),
+            "user": f"uid {SANDBOX_UID}, no capabilities" if os.geteuid() == 0 else f"uid {os.geteuid()}",
+            "timeout": f"wall clock {resources.timeout_s:g}s, process group killed",
+            "output": f"{resources.output_bytes} bytes per stream",
+        }
+        if resources.cpu_seconds:
+            bounds["cpu"] = f"rlimit CPU={resources.cpu_seconds}"
+        if abi >= launch.ABI_SCOPE:
+            bounds["scope"] = "signals and abstract unix sockets scoped to the sandbox"
+        missing = self.driver.not_enforced(self.spec)
+        return IsolationReport(NAME, Level.CONFINED, "partial" if missing else "full", bounds, missing,
+                               self.spec.min_isolation)
+
+    def _cgroup_bounds(self) -> dict[str, str]:
+        """What a cgroup adds where this host has one (the exact files are in each execution's groups)."""
+        layout = self.driver.cgroups
+        resources = self.spec.resources
+        bounds: dict[str, str] = {}
+        if layout.v2_limits is not None:
+            bounds["memory"] = f"cgroup v2 memory.max={resources.memory_bytes} and rlimit AS"
+            bounds["pids"] = f"cgroup v2 pids.max={resources.pids}"
+        else:
+            if layout.v1_memory is not None:
+                bounds["memory"] = f"cgroup v1 memory.limit_in_bytes={resources.memory_bytes} and rlimit AS"
+            if layout.v1_pids is not None:
+                bounds["pids"] = f"cgroup v1 pids.max={resources.pids}"
+        if layout.v2_plain is not None or layout.v2_limits is not None:
+            bounds["cleanup"] = "cgroup v2 cgroup.kill"
+        return bounds
+
+    def policy(self, status_fd: int, cgroups: tuple[str, ...] = ()) -> dict[str, Any]:
+        resources = self.spec.resources
+        rlimits: dict[str, int] = {"AS": resources.memory_bytes, "CORE": 0, "FSIZE": resources.disk_bytes,
+                                   "NOFILE": 1024}
+        if self.driver.cgroups.v1_pids is None and self.driver.cgroups.v2_limits is None:
+            # NPROC counts every process of the uid, so it is the pids bound only where no pids cgroup is
+            rlimits["NPROC"] = resources.pids
+        if resources.cpu_seconds:
+            rlimits["CPU"] = resources.cpu_seconds
+        return {
+            "read": [*_existing(_READ_DIRS), *_existing(_READ_FILES)],
+            "write": [self.host_workspace, self.tmp, *_existing(_WRITE_FILES)],
+            "connect": sorted({endpoint.port for endpoint in self.spec.network.allow}),
+            "bind": [],
+            "scope": True,
+            "rlimits": rlimits,
+            "uid": SANDBOX_UID, "gid": SANDBOX_UID,
+            "cwd": self.host_workspace,
+            "status_fd": status_fd,
+            "cgroups": list(cgroups),
+        }
+
+    def environment(self, extra: Mapping[str, str] | None) -> dict[str, str]:
+        env = {"PATH": _DEFAULT_PATH, "HOME": self.host_workspace, "TMPDIR": self.tmp, "LANG": "C.UTF-8"}
+        for source in (self.spec.env, extra or {}):
+            for key, value in source.items():
+                if not key or "=" in key or "\0" in key or "\0" in value:
+                    raise BadInputError(f"env: {key!r} is not a valid variable (no '=', no NUL)")
+                env[key] = value
+        return env
+
+    async def exec(self, argv: list[str], *, stdin: bytes = b"", env: Mapping[str, str] | None = None,
+                   timeout_s: float | None = None, on_output: OutputSink | None = None) -> ExecResult:
+        if self._destroyed:
+            raise BadInputError(f"sandbox {self.id} was destroyed")
+        if not argv:
+            raise BadInputError("argv: empty; give the command to run")
+        resources = self.spec.resources
+        launcher = [self.driver.python, "-I", "-S", launch.__file__]
+
+        environment = self.environment(env)
+        groups = await asyncio.to_thread(ExecutionCgroups.create, self.driver.cgroups,
+                                         memory_bytes=resources.memory_bytes, pids=resources.pids)
+        verdicts: dict[str, Any] = {}
+
+        async def end() -> None:
+            # The groups' counters are read before close() removes them; close kills what left the process group.
+            verdicts.update(oom=groups.oom_killed(), pids=groups.pids_exhausted(), cpu=groups.cpu_seconds(),
+                            peak=groups.peak_memory())
+            await groups.close()
+
+        def argv_for(status_fd: int) -> list[str]:
+            return [*launcher, json.dumps(self.policy(status_fd, groups.join_paths)), "--", *argv]
+
+        started = time.monotonic()
+        try:
+            spawned = await spawn(argv_for, env=environment, cwd=self.host_workspace, stdin=stdin,
+                                  timeout_s=timeout_s or resources.timeout_s, output_bytes=resources.output_bytes,
+                                  on_output=on_output, status=True, on_exit=end)
+        finally:
+            await groups.close()
+        outcome = classify(spawned, oom_killed=bool(verdicts.get("oom")), pids_exhausted=bool(verdicts.get("pids")))
+        cpu_s, peak = float(verdicts.get("cpu", 0.0)), int(verdicts.get("peak", 0))
+        return ExecResult(outcome, self.isolation, spawned.stdout, spawned.stderr, spawned.stdout_truncated,
+                          spawned.stderr_truncated, time.monotonic() - started, cpu_s=cpu_s, max_rss_bytes=peak)
+
+    async def write_files(self, files: Mapping[str, bytes]) -> None:
+        # Written by the host as root, readable by the sandbox user (a link planted in the workspace is refused).
+        for path, data in files.items():
+            await asyncio.to_thread(write_beneath, self.host_workspace, path, data, workdir=self.spec.workdir)
+
+    async def read_files(self, paths: list[str], *, max_bytes: int) -> dict[str, bytes]:
+        return {path: await asyncio.to_thread(read_beneath, self.host_workspace, path, max_bytes=max_bytes,
+                                              workdir=self.spec.workdir) for path in paths}
+
+    async def destroy(self) -> None:
+        self._destroyed = True
+        await asyncio.to_thread(shutil.rmtree, self.root, True)
