@@ -144,9 +144,9 @@ def test_the_api_command_parses_and_validates(tmp_path: Path) -> None:
     except SystemExit as exc:
         raise AssertionError(f"evalsi-api rejects the flags compose.yaml gives it: {argv}") from exc
     # --datasets-dir is a path inside the container: it must be a mounted volume whose host side exists.
-    mounts = dict(v.split(":")[1::-1] for v in SERVICES[name].get("volumes", []))
-    assert str(settings.datasets_dir) in mounts, f"--datasets-dir {settings.datasets_dir} is not a mounted volume"
-    assert (ROOT / mounts[str(settings.datasets_dir)]).is_dir()
+    mounted = mounts(name)
+    assert str(settings.datasets_dir) in mounted, f"--datasets-dir {settings.datasets_dir} is not a mounted volume"
+    assert mounted[str(settings.datasets_dir)].is_dir()
     settings = replace(settings, datasets_dir=tmp_path)
     settings.validate()  # would refuse 0.0.0.0 without --no-auth (compose has no auth section)
     assert settings.server.host == "0.0.0.0" and settings.access.no_auth
@@ -450,7 +450,9 @@ def test_the_dockerfile_installs_the_dependencies_before_it_copies_the_source() 
 
 def test_the_image_installs_what_evalsi_policy_otlp_events_imports() -> None:
     """--otlp-events imports the OpenTelemetry SDK and exporter when asked for: they must be in the image."""
-    tree = ast.parse((ROOT / "libs/common/evalsi/policy/exports.py").read_text())
+    # The policy's events are built on the one OTel log-event provider, which imports the SDK when built.
+    assert "OtelLogEvents" in (ROOT / "libs/common/evalsi/policy/exports.py").read_text()
+    tree = ast.parse((ROOT / "libs/common/evalsi/service/otel_events.py").read_text())
     (method,) = [node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) and node.name == "to_otlp_http"]
     modules = {node.module for node in ast.walk(method) if isinstance(node, ast.ImportFrom) and node.module}
     assert any(module.startswith("opentelemetry.exporter.otlp") for module in modules)
@@ -513,3 +515,94 @@ def test_the_connections_file_loads_and_its_keys_reach_the_judge_worker() -> Non
     variables = {judge.api_key.env for judge in connections.judges.values()}
     assert variables == set(DEFAULT_API_KEY_ENVS.values())
     assert variables <= set(environment("worker-judge"))
+
+
+# --- the bus's users: one per service, written by the bus-credentials init service ------------------------------
+
+INIT = "bus-credentials"
+NATS_CREDENTIALS_ENV = "EVALSI_NATS_CREDENTIALS"
+
+
+def init_argv() -> list[str]:
+    """What the init service runs: its entrypoint (so `docker compose run --rm bus-credentials --rotate` appends)."""
+    service = SERVICES[INIT]
+    return [str(v) for v in service.get("entrypoint") or []] + [str(v) for v in service.get("command") or []]
+
+
+def identity_of(name: str) -> str:
+    """The NATS user a compose service must connect as: `evalsi serve`'s rule (evalsi.bus.permissions)."""
+    from evalsi.bus.permissions import identity_for
+
+    script = command(name)[0].removeprefix("evalsi-")
+    return identity_for(script, flag(command(name), "--pool") if script == "worker" else None)
+
+
+def volume_mounts(name: str, volume: str) -> list[dict[str, Any]]:
+    """The long-form mounts of the named volume ``volume`` in a service."""
+    return [v for v in SERVICES[name].get("volumes") or []
+            if isinstance(v, dict) and v.get("type") == "volume" and v.get("source") == volume]
+
+
+def host_path(name: str, container_path: str, volumes: dict[str, Path]) -> Path:
+    """Where a path inside a service's container is on this machine: bind mounts at their source in the repository,
+    named volumes (and their subpaths) under the directories ``volumes`` gives for them."""
+    for volume in SERVICES[name].get("volumes") or []:
+        if isinstance(volume, dict):
+            source, target = volume["source"], volume["target"]
+            subpath = (volume.get("volume") or {}).get("subpath", "")
+        else:
+            source, target = str(volume).split(":")[:2]
+            subpath = ""
+        if container_path != target and not container_path.startswith(target.rstrip("/") + "/"):
+            continue
+        rest = container_path[len(target):].lstrip("/")
+        base = ROOT / source if source.startswith("./") else volumes[source] / subpath
+        return base / rest if rest else base
+    raise AssertionError(f"services.{name}: {container_path} is on no mounted volume")
+
+
+def test_the_init_service_writes_the_users_of_every_worker_pool_before_anything_connects() -> None:
+    argv = init_argv()
+    assert argv[:3] == ["evalsi", "bus", "credentials"] and SCRIPTS["evalsi"] == "evalsi.cli.main:main"
+    group = cli.get_command(click.Context(cli), "bus")
+    assert isinstance(group, click.Group)
+    credentials = group.get_command(click.Context(group), "credentials")
+    assert credentials is not None
+    with credentials.make_context("credentials", argv[3:]) as ctx:  # the flags parse, pools included
+        params = ctx.params
+    served = {flag(command(name), "--pool") for name in ours_by_script("evalsi-worker")}
+    assert set(params["pools"]) == served, "a worker without a user could not connect; a user without a worker is idle"
+    # --out is the volume every user's file is read from, writable here only.
+    assert f"{INIT}:{params['out']}" in SERVICES[INIT]["volumes"] and INIT in COMPOSE["volumes"]
+    # One shot: `restart: unless-stopped` would run it forever and never let `service_completed_successfully` hold.
+    assert SERVICES[INIT].get("restart", "no") == "no"
+    # Root only to hand the files to the services' user, which is the image's USER, and nothing more.
+    (user,) = [rest for keyword, rest in dockerfile() if keyword == "USER"]
+    assert SERVICES[INIT]["user"] == "root" and params["owner"] == user
+    assert SERVICES[INIT]["cap_drop"] == ["ALL"]
+    assert set(SERVICES[INIT]["cap_add"]) == {"CHOWN", "DAC_OVERRIDE", "FOWNER"}  # chown; read and chmod a kept file
+    assert SERVICES[INIT]["network_mode"] == "none"
+    for name in ("nats", *OURS):
+        assert SERVICES[name]["depends_on"].get(INIT) == {"condition": "service_completed_successfully"}, name
+
+
+@pytest.mark.parametrize("name", OURS)
+def test_each_service_mounts_only_its_own_users_directory(name: str) -> None:
+    from evalsi.service.bus_users_files import CREDENTIALS_FILE
+
+    path = environment(name).get(NATS_CREDENTIALS_ENV, "")
+    assert path.endswith("/" + CREDENTIALS_FILE), f"services.{name}: {NATS_CREDENTIALS_ENV} is {path!r}"
+    (mount,) = volume_mounts(name, INIT)  # one directory of the volume, never its root with everyone's files
+    assert mount["target"] == path.rsplit("/", 1)[0] and mount["read_only"] is True
+    assert mount["volume"]["subpath"] == identity_of(name), f"services.{name} would connect as another user"
+    assert not [v for v in SERVICES[name].get("volumes") or [] if isinstance(v, str) and v.startswith(f"{INIT}:")]
+
+
+def test_nats_admits_only_the_users_the_init_service_writes() -> None:
+    from evalsi.service.bus_users_files import AUTHORIZATION_FILE, SERVER_DIRECTORY
+
+    argv = command("nats")
+    config = argv[argv.index("-c") + 1]
+    (mount,) = volume_mounts("nats", INIT)
+    assert config == f"{mount['target']}/{AUTHORIZATION_FILE}" and mount["read_only"] is True
+    assert mount["volume"]["subpath"] == SERVER_DIRECTORY

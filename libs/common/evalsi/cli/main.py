@@ -14,6 +14,10 @@ COMMANDS = {
         "Identity and access: API key hashes, decisions explained offline, and a server's keys, roles, bindings, "
         "projects and audit log (docs/auth.md).",
     ),
+    "bus": LazyCommand(
+        "evalsi.cli.bus_cmd:bus",
+        "The bus's NATS users for a nats-server you run yourself (docker compose): one per service (docs/compose.md).",
+    ),
     "cases": LazyCommand(
         "evalsi.cli.cases_cmd:cases",
         "Agent cases: conversations replayed against an agent, graded deterministically (docs/cases.md).",
