@@ -1,0 +1,342 @@
+"""The namespaced rung: bubblewrap with the profile of §13 and issue 14.
+
+Each execution is one ``bwrap`` run: every namespace unshared (network too: loopback only) inside a new user
+namespace where the program is uid 65534 with every capability dropped and no way to make further user namespaces;
+``--clearenv`` plus the explicit variables; ``--die-with-parent --new-session``; a seccomp-BPF filter passed as an
+fd; the root filesystem an image directory or an unpacked tarball (the host's ``/usr`` read-only only in ``host``
+mode, for trusted evaluators), read-only, with a private ``/tmp`` and ``/proc`` and the session's workspace bound
+at its workdir. Limits: a cgroup per execution where one is delegated, rlimits always, a wall-clock timeout and
+output caps; the execution's cgroup is killed at its end.
+
+The profile is handed over on an fd (``--args``), so variables never show on the host's command lines, and bwrap
+reports the program's start and exit on a status fd the program cannot reach: a setup failure (no ``child-pid``)
+is a runner failure, whatever the program could have printed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from evalsi.errors import BadInputError
+from evalsi.sandbox import host_files
+from evalsi.sandbox.cgroups import CgroupLayout, ExecutionCgroups, discover_layout
+from evalsi.sandbox.config import SandboxConfig, check_timeout
+from evalsi.sandbox.model import (
+    ExecResult,
+    IsolationReport,
+    Level,
+    OutputSink,
+    ProbeVerdict,
+    SandboxSpec,
+)
+from evalsi.sandbox.process import COMMON_DENIALS, Command, Dialect, Finished, classify, rlimits_for, run_command
+from evalsi.sandbox.rootfs import RootCache
+from evalsi.sandbox.seccomp import SeccompUnavailable, compile_filter, filter_fd
+
+__all__ = ["SANDBOX_UID", "BwrapDriver", "BwrapSession", "bwrap_profile"]
+
+SANDBOX_UID = 65534
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+# Names the profile mounts itself; an image's own entries of these names are not bound over them.
+_OWN_MOUNTS = frozenset({"proc", "dev", "tmp"})
+_MAX_ENV = 256
+_MAX_ENV_BYTES = 128 * 1024
+_MAX_ARGV_BYTES = 1 << 20
+# Extra address space allowed over the memory bound when a cgroup enforces memory: RLIMIT_AS counts reservations,
+# not use, and would otherwise refuse runtimes (Go, the JVM) that reserve far more than they touch.
+_AS_HEADROOM = 1 << 30
+
+
+def _dialect(started: bool) -> Dialect:
+    def runner_failure(finished: Finished) -> str:
+        if started or finished.timed_out:
+            return ""
+        lines = [line for line in finished.stderr.decode("utf-8", "replace").splitlines() if line.strip()]
+        message = lines[-1] if lines else f"exited {finished.returncode} before starting the command"
+        return message if message.startswith("bwrap") else f"bwrap: {message}"
+
+    return Dialect(runner_failure, COMMON_DENIALS)
+
+
+@dataclass(frozen=True)
+class _Status:
+    started: bool
+    exit_code: int | None
+
+
+def _read_status(fd: int) -> _Status:
+    """bwrap's JSON documents on the status fd: ``child-pid`` once the command is forked, ``exit-code`` at its end."""
+    chunks = []
+    os.set_blocking(fd, False)
+    try:
+        while True:
+            try:
+                chunk = os.read(fd, 65536)
+            except BlockingIOError:
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    started, exit_code = False, None
+    decoder = json.JSONDecoder()
+    text, position = b"".join(chunks).decode("utf-8", "replace"), 0
+    while position < len(text):
+        while position < len(text) and text[position].isspace():
+            position += 1
+        if position >= len(text):
+            break
+        try:
+            document, position = decoder.raw_decode(text, position)
+        except ValueError:
+            break
+        if isinstance(document, dict):
+            started = started or "child-pid" in document
+            if isinstance(document.get("exit-code"), int):
+                exit_code = document["exit-code"]
+    return _Status(started, exit_code)
+
+
+def bwrap_profile(*, root: Path | None, workspace: str, workdir: str, read_only_workspace: bool, env: Mapping[str, str],
+                  tmp_bytes: int, seccomp_fd: int | None, status_fd: int) -> list[str]:
+    """The bwrap options of one execution (without the command), in the order bwrap applies them."""
+    args = ["--unshare-all", "--unshare-user", "--disable-userns", "--uid", str(SANDBOX_UID), "--gid",
+            str(SANDBOX_UID), "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--hostname", "sandbox",
+            "--clearenv"]
+    for name, value in env.items():
+        args += ["--setenv", name, value]
+    if root is None:
+        args += ["--ro-bind", "/usr", "/usr"]
+        for name in ("bin", "sbin", "lib", "lib64", "lib32", "libx32"):
+            host = Path("/") / name
+            if host.is_symlink():
+                args += ["--symlink", os.readlink(host), f"/{name}"]
+            elif host.is_dir():
+                args += ["--ro-bind", str(host), f"/{name}"]
+    else:
+        for entry in sorted(os.scandir(root), key=lambda item: item.name):
+            if entry.name in _OWN_MOUNTS:
+                continue
+            if entry.is_symlink():
+                args += ["--symlink", os.readlink(entry.path), f"/{entry.name}"]
+            else:
+                args += ["--ro-bind", entry.path, f"/{entry.name}"]
+    args += ["--proc", "/proc", "--dev", "/dev", "--size", str(tmp_bytes), "--tmpfs", "/tmp"]
+    args += ["--ro-bind" if read_only_workspace else "--bind", workspace, workdir]
+    args += ["--remount-ro", "/", "--chdir", workdir]
+    if seccomp_fd is not None:
+        args += ["--seccomp", str(seccomp_fd)]
+    args += ["--json-status-fd", str(status_fd)]
+    return args
+
+
+class BwrapDriver:
+    """The ``bwrap`` rung (namespaced). Options (``sandbox.drivers.bwrap``): ``binary`` (default: ``bwrap`` on
+    PATH)."""
+
+    name = "bwrap"
+    level = Level.NAMESPACED
+
+    def __init__(self, config: SandboxConfig | None = None) -> None:
+        self.config = config or SandboxConfig()
+        options = self.config.driver_options(self.name)
+        unknown = sorted(set(options) - {"binary"})
+        if unknown:
+            raise BadInputError(f"sandbox.drivers.bwrap.{unknown[0]}: unknown option; accepted: binary")
+        binary = options.get("binary")
+        if binary is not None and not isinstance(binary, str):
+            raise BadInputError("sandbox.drivers.bwrap.binary: expected a path to the bwrap executable")
+        self.binary = binary or shutil.which("bwrap") or "/usr/bin/bwrap"
+        self.roots = RootCache(self.config.cache_dir)
+        self._layout: CgroupLayout | None = None
+        self._seccomp: bytes | None = None
+        self._seccomp_error = ""
+
+    @property
+    def layout(self) -> CgroupLayout:
+        if self._layout is None:
+            self._layout = discover_layout(self.config.cgroup)
+        return self._layout
+
+    def seccomp_program(self) -> bytes | None:
+        if self._seccomp is None and not self._seccomp_error:
+            try:
+                self._seccomp = compile_filter()
+            except SeccompUnavailable as exc:
+                self._seccomp_error = str(exc)
+        return self._seccomp
+
+    def not_enforced(self) -> tuple[str, ...]:
+        self.seccomp_program()
+        return (f"syscalls: {self._seccomp_error}",) if self._seccomp_error else ()
+
+    async def probe(self) -> ProbeVerdict:
+        """The real profile (the configured root, seccomp, cgroups, limits) against ``true``."""
+        if not os.access(self.binary, os.X_OK):
+            return ProbeVerdict(self.name, self.level, False, reason=f"bwrap binary {self.binary} is not an executable")
+        spec = SandboxSpec(root=self.config.root, resources=replace(self.config.resources, timeout_s=10.0))
+        try:
+            session = await self.create(spec)
+        except BadInputError as exc:
+            return ProbeVerdict(self.name, self.level, False, reason=f"root filesystem: {exc}")
+        try:
+            result = await session.exec(["true"])
+        finally:
+            await session.destroy()
+        not_enforced = self.not_enforced()
+        if result.outcome.kind == "exit" and result.outcome.code == 0:
+            return ProbeVerdict(self.name, self.level, True, "partial" if not_enforced else "full",
+                                not_enforced=not_enforced)
+        detail = result.outcome.signature or result.outcome.effect or f"exit {result.outcome.code}"
+        return ProbeVerdict(self.name, self.level, False,
+                            reason=f"profile against `true`: {result.outcome.kind}: {detail}")
+
+    async def create(self, spec: SandboxSpec) -> BwrapSession:
+        if spec.network.allow:
+            raise BadInputError("network: the bwrap rung denies egress (loopback only); an allowlist needs the "
+                                "egress proxy, which this rung does not run")
+        root = await asyncio.to_thread(self.roots.resolve, spec.root)
+        _check_env(spec.env, "env")
+        if not spec.workdir.startswith("/") or spec.workdir in ("/", "/proc", "/dev", "/tmp"):
+            raise BadInputError(f"workdir: {spec.workdir!r}; expected an absolute path other than /, /proc, "
+                                "/dev or /tmp")
+        workspace = tempfile.mkdtemp(prefix="evalsi-ws-")
+        not_enforced = self.not_enforced()
+        isolation = IsolationReport(self.name, self.level, "partial" if not_enforced else "full",
+                                    bounds=self._planned_bounds(spec, root), not_enforced=not_enforced,
+                                    requested=spec.min_isolation)
+        return BwrapSession(self, spec, root, workspace, isolation)
+
+    def _planned_bounds(self, spec: SandboxSpec, root: Path | None) -> dict[str, str]:
+        resources = spec.resources
+        bounds = {
+            "root": f"{spec.root.kind} {root} read-only" if root is not None else "host /usr read-only (trusted)",
+            "network": "unshared (loopback only)",
+            "user": f"uid {SANDBOX_UID} in a user namespace, all capabilities dropped, no nested user namespaces",
+            "timeout": f"{resources.timeout_s:g}s wall clock",
+            "output": f"{resources.output_bytes} bytes per stream",
+            "files": f"{spec.workdir} {'read-only' if spec.file_access == 'read-only' else 'read-write'}, "
+                     f"/tmp tmpfs of {resources.disk_bytes} bytes, files up to {resources.disk_bytes} bytes",
+        }
+        if self.seccomp_program() is not None:
+            bounds["syscalls"] = "seccomp-bpf deny list"
+        bounds["memory"] = f"rlimit AS={resources.memory_bytes}"
+        bounds["pids"] = f"rlimit NPROC={resources.pids}"
+        if resources.cpu_seconds is not None:
+            bounds["cpu"] = f"rlimit CPU={resources.cpu_seconds}s"
+        layout = self.layout
+        if layout.limits != "none":
+            bounds["memory"] = f"{layout.limits} memory + rlimit AS"
+            bounds["pids"] = f"{layout.limits} pids + rlimit NPROC={resources.pids}"
+        return bounds
+
+
+class BwrapSession:
+    """A workspace directory on the host shared by the session's executions, each a fresh bwrap."""
+
+    def __init__(self, driver: BwrapDriver, spec: SandboxSpec, root: Path | None, workspace: str,
+                 isolation: IsolationReport) -> None:
+        self.id = uuid.uuid4().hex
+        self.driver = driver
+        self.spec = spec
+        self.root = root
+        self.host_workspace = workspace
+        self.isolation = isolation
+
+    async def exec(self, argv: list[str], *, stdin: bytes = b"", env: Mapping[str, str] | None = None,
+                   timeout_s: float | None = None, on_output: OutputSink | None = None) -> ExecResult:
+        if not argv or not all(isinstance(part, str) and part and "\0" not in part for part in argv):
+            raise BadInputError("command: expected a non-empty list of non-empty arguments without NUL bytes")
+        if sum(len(part) for part in argv) > _MAX_ARGV_BYTES:
+            raise BadInputError(f"command: over the limit of {_MAX_ARGV_BYTES} bytes of arguments")
+        resources = self.spec.resources
+        timeout = check_timeout(timeout_s, "timeout") if timeout_s is not None else resources.timeout_s
+        variables = {"PATH": DEFAULT_PATH, "HOME": self.spec.workdir, "TMPDIR": "/tmp", "LANG": "C.UTF-8",
+                     **self.spec.env, **_check_env(env or {}, "env")}
+        driver = self.driver
+        groups = ExecutionCgroups.create(driver.layout, memory_bytes=resources.memory_bytes, pids=resources.pids)
+        program = driver.seccomp_program()
+        fds: list[int] = []
+        try:
+            seccomp_fd = filter_fd(program) if program is not None else None
+            if seccomp_fd is not None:
+                fds.append(seccomp_fd)
+            status_read, status_write = os.pipe()
+            fds += [status_read, status_write]
+            profile = bwrap_profile(root=self.root, workspace=self.host_workspace, workdir=self.spec.workdir,
+                                    read_only_workspace=self.spec.file_access == "read-only", env=variables,
+                                    tmp_bytes=resources.disk_bytes, seccomp_fd=seccomp_fd, status_fd=status_write)
+            args_fd = os.memfd_create("evalsi-bwrap-args", os.MFD_CLOEXEC)
+            fds.append(args_fd)
+            os.write(args_fd, b"".join(part.encode() + b"\0" for part in profile))
+            os.lseek(args_fd, 0, os.SEEK_SET)
+            memory_rlimit = resources.memory_bytes + (_AS_HEADROOM + resources.memory_bytes
+                                                      if "memory" in groups.bounds else 0)
+            command = Command(
+                argv=[driver.binary, "--args", str(args_fd), "--", *argv], env={}, timeout_s=timeout,
+                output_bytes=resources.output_bytes, stdin=stdin,
+                pass_fds=tuple(fd for fd in (args_fd, seccomp_fd, status_write) if fd is not None),
+                rlimits=rlimits_for(memory_rlimit, resources.pids, resources.cpu_seconds, resources.disk_bytes),
+                cgroup_procs=groups.join_paths)
+            finished = await run_command(command, on_output)
+            os.close(status_write)
+            fds.remove(status_write)
+            status = _read_status(status_read)
+            fds.remove(status_read)
+            outcome = classify(finished, _dialect(status.started), exit_code=status.exit_code,
+                               oom_killed=groups.oom_killed(), pids_exhausted=groups.pids_exhausted())
+            cpu_s, peak = groups.cpu_seconds(), groups.peak_memory()
+        finally:
+            for fd in fds:
+                os.close(fd)
+            await groups.close()
+        bounds = dict(self.isolation.bounds)
+        bounds.update(groups.bounds)
+        if "memory" in groups.bounds:
+            bounds["memory"] += f" + rlimit AS={memory_rlimit}"
+        if "pids" in groups.bounds:
+            bounds["pids"] += f" + rlimit NPROC={resources.pids}"
+        bounds["timeout"] = f"{timeout:g}s wall clock"
+        return ExecResult(outcome=outcome, isolation=replace(self.isolation, bounds=bounds), stdout=finished.stdout,
+                          stderr=finished.stderr, stdout_truncated=finished.stdout_truncated,
+                          stderr_truncated=finished.stderr_truncated, duration_s=finished.duration_s, cpu_s=cpu_s,
+                          max_rss_bytes=peak)
+
+    async def write_files(self, files: Mapping[str, bytes]) -> None:
+        for path, data in files.items():
+            await asyncio.to_thread(host_files.write_beneath, self.host_workspace, path, data,
+                                    workdir=self.spec.workdir)
+
+    async def read_files(self, paths: list[str], *, max_bytes: int) -> dict[str, bytes]:
+        read: dict[str, bytes] = {}
+        for path in paths:
+            read[path] = await asyncio.to_thread(host_files.read_beneath, self.host_workspace, path,
+                                                 max_bytes=max_bytes, workdir=self.spec.workdir)
+        return read
+
+    async def destroy(self) -> None:
+        await asyncio.to_thread(shutil.rmtree, self.host_workspace, True)
+
+
+def _check_env(env: Mapping[str, str], where: str) -> Mapping[str, str]:
+    if len(env) > _MAX_ENV:
+        raise BadInputError(f"{where}: {len(env)} variables is over the limit of {_MAX_ENV}")
+    size = 0
+    for name, value in env.items():
+        if not isinstance(name, str) or not name or "=" in name or "\0" in name or not isinstance(value, str) \
+                or "\0" in value:
+            raise BadInputError(f"{where}: {name!r}: a variable name is non-empty without '=' or NUL, and its value "
+                                "a string without NUL")
+        size += len(name) + len(value)
+    if size > _MAX_ENV_BYTES:
+        raise BadInputError(f"{where}: over the limit of {_MAX_ENV_BYTES} bytes of variables")
+    return env
