@@ -1,0 +1,242 @@
+"""The confined rung (Landlock) under real escape attempts: each must end as ``denied`` (or ``timeout``), never as a
+successful exit, and a broken runner must be a ``runner_failure``, never a denial.
+
+The targets outside the workspace are made readable and writable for everyone (mode 0777/0666), so only Landlock,
+not file permissions, stands between the program and them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import socket
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from evalsi.sandbox import launch
+from evalsi.sandbox.config import SandboxConfig
+from evalsi.sandbox.host_files import HostFileError
+from evalsi.sandbox.ladder import Ladder
+from evalsi.sandbox.landlock import LandlockDriver, LandlockSession
+from evalsi.sandbox.model import (
+    Endpoint,
+    Level,
+    NetworkPolicy,
+    Resources,
+    RootFilesystem,
+    SandboxSpec,
+    SandboxUnavailable,
+)
+
+RESOURCES = Resources(timeout_s=5.0, memory_bytes=256 << 20, pids=32, output_bytes=64 * 1024)
+SPEC = SandboxSpec(min_isolation=Level.CONFINED, resources=RESOURCES)
+
+
+@pytest.fixture
+def open_dir() -> Iterator[Path]:
+    """A host directory everyone may read and write (unlike pytest's 0700 tmp_path), outside any workspace."""
+    path = Path(tempfile.mkdtemp(prefix="evalsi-host-"))
+    path.chmod(0o777)
+    secret = path / "secret.txt"
+    secret.write_text("host secret\n")
+    secret.chmod(0o666)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+async def session() -> AsyncIterator[LandlockSession]:
+    session = await LandlockDriver().create(SPEC)
+    yield session
+    await session.destroy()
+
+
+async def test_probe_runs_the_real_profile_and_reports_enforcement() -> None:
+    assert launch.landlock_abi() > 0, "this machine's kernel has Landlock (INFRA.md: ABI 7)"
+    verdict = await LandlockDriver().probe()
+    assert verdict.available, verdict.reason
+    assert verdict.level is Level.CONFINED
+    # Full needs TCP rules (ABI 4) and scoping (ABI 6); this kernel has ABI 7 (INFRA.md).
+    assert verdict.enforcement == ("full" if launch.landlock_abi() >= launch.ABI_SCOPE else "partial")
+
+
+async def test_the_workspace_is_writable_and_read_back(session: LandlockSession) -> None:
+    await session.write_files({"in.txt": b"from the host\n"})
+    result = await session.exec(["sh", "-c", "cat in.txt; echo made > out.txt; id -u"])
+    assert result.outcome.kind == "exit" and result.outcome.code == 0, result.stderr
+    assert result.stdout.splitlines()[0] == b"from the host"
+    if os.geteuid() == 0:
+        assert result.stdout.splitlines()[1] == b"65534"
+    assert (await session.read_files(["out.txt"], max_bytes=100)) == {"out.txt": b"made\n"}
+    assert result.isolation.driver == "landlock" and result.isolation.level is Level.CONFINED
+
+
+async def test_reading_a_host_file_outside_the_root_is_denied(session: LandlockSession, open_dir: Path) -> None:
+    for target in (str(open_dir / "secret.txt"), "/etc/shadow", "/root"):
+        result = await session.exec(["cat", target])
+        assert result.outcome.kind == "denied", (target, result)
+        assert b"host secret" not in result.stdout
+
+
+async def test_writing_outside_the_workspace_is_denied(session: LandlockSession, open_dir: Path) -> None:
+    result = await session.exec(["sh", "-c", f"echo pwned > {open_dir}/planted.txt"])
+    assert result.outcome.kind == "denied", result
+    result = await session.exec(["sh", "-c", f"echo pwned >> {open_dir}/secret.txt"])
+    assert result.outcome.kind == "denied", result
+    assert not (open_dir / "planted.txt").exists()
+    assert (open_dir / "secret.txt").read_text() == "host secret\n"
+
+
+async def test_connecting_to_a_loopback_listener_on_the_host_is_denied(session: LandlockSession) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        server.setblocking(False)
+        code = f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=2); print('connected')"
+        result = await session.exec(["python3", "-c", code])
+        assert result.outcome.kind == "denied", result
+        assert b"connected" not in result.stdout
+        with pytest.raises(BlockingIOError):
+            server.accept()  # nothing ever reached the listener
+
+
+async def test_an_allowlisted_port_is_reachable_and_reported_partial(open_dir: Path) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        spec = replace(SPEC, network=NetworkPolicy((Endpoint("127.0.0.1", port),)))
+        session = await LandlockDriver().create(spec)
+        try:
+            code = f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=2); print('connected')"
+            result = await session.exec(["python3", "-c", code])
+        finally:
+            await session.destroy()
+    assert result.outcome.kind == "exit" and result.outcome.code == 0, result
+    assert result.isolation.enforcement == "partial"
+    assert any("by host" in item for item in result.isolation.not_enforced)
+
+
+async def test_abstract_unix_sockets_outside_the_sandbox_are_unreachable(session: LandlockSession) -> None:
+    if launch.landlock_abi() < launch.ABI_SCOPE:
+        pytest.fail("this machine's kernel has Landlock ABI 7 (INFRA.md); scoping needs 6")
+    name = f"\0evalsi-test-{os.getpid()}"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as server:
+        server.bind(name)
+        server.listen()
+        code = f"import socket; s = socket.socket(socket.AF_UNIX); s.connect({name!r}); print('connected')"
+        result = await session.exec(["python3", "-c", code])
+    assert result.outcome.kind == "denied", result
+    assert b"connected" not in result.stdout
+
+
+async def test_a_fork_bomb_stops_at_the_pids_bound_and_leaves_nothing_behind(session: LandlockSession) -> None:
+    bomb = "import os\nwhile True:\n    os.fork()"
+    result = await session.exec(["python3", "-c", bomb])
+    assert result.outcome.kind == "denied", result
+    assert "pids" in result.outcome.effect
+    if os.geteuid() == 0:
+        await asyncio.sleep(0.2)
+        assert _live_processes_of(65534) == [], "the fork bomb left processes running"
+
+
+async def test_allocating_past_the_memory_bound_is_denied(session: LandlockSession) -> None:
+    result = await session.exec(["python3", "-c", "blob = bytearray(400 << 20); print('allocated')"])
+    assert result.outcome.kind == "denied", result
+    assert "memory" in result.outcome.effect or result.outcome.effect == "oom-kill"
+    assert b"allocated" not in result.stdout
+
+
+async def test_outliving_the_timeout_is_a_timeout(session: LandlockSession) -> None:
+    result = await session.exec(["sleep", "30"], timeout_s=0.5)
+    assert result.outcome.kind == "timeout"
+    assert result.duration_s < 5
+
+
+async def test_printing_past_the_output_cap_is_stopped(session: LandlockSession) -> None:
+    result = await session.exec(["yes"])
+    assert result.outcome == result.outcome.__class__("denied", effect="output cap")
+    assert result.stdout_truncated and len(result.stdout) == RESOURCES.output_bytes
+
+
+async def test_the_parents_environment_is_not_readable(session: LandlockSession,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVALSI_TEST_SECRET", "hunter2")
+    result = await session.exec(["sh", "-c", "echo \"[$EVALSI_TEST_SECRET]\""])
+    assert result.stdout == b"[]\n"
+    result = await session.exec(["sh", "-c", "cat /proc/$PPID/environ /proc/1/environ"])
+    assert result.outcome.kind == "denied", result
+    assert b"hunter2" not in result.stdout
+
+
+async def test_a_planted_symlink_is_neither_followed_by_the_host_nor_usable_inside(session: LandlockSession,
+                                                                                    open_dir: Path) -> None:
+    result = await session.exec(["ln", "-s", str(open_dir / "secret.txt"), "leak"])
+    assert result.outcome.kind == "exit" and result.outcome.code == 0, result
+    with pytest.raises(HostFileError):
+        await session.read_files(["leak"], max_bytes=1000)
+    result = await session.exec(["cat", "leak"])
+    assert result.outcome.kind == "denied", result
+    # ... and the host's write does not go through a link either
+    await session.exec(["ln", "-s", str(open_dir / "planted.txt"), "planted"])
+    with pytest.raises(HostFileError):
+        await session.write_files({"planted": b"through the link"})
+    assert not (open_dir / "planted.txt").exists()
+
+
+async def test_a_broken_launcher_interpreter_is_a_runner_failure_not_a_denial() -> None:
+    driver = LandlockDriver(SandboxConfig(drivers={"landlock": {"python": "/nonexistent/python3"}}))
+    session = await driver.create(SPEC)
+    try:
+        result = await session.exec(["true"])
+    finally:
+        await session.destroy()
+    assert result.outcome.kind == "runner_failure"
+    assert "/nonexistent/python3" in result.outcome.signature
+    verdict = await driver.probe()
+    assert not verdict.available and "/nonexistent/python3" in verdict.reason
+
+
+async def test_a_program_cannot_forge_a_runner_failure(session: LandlockSession) -> None:
+    forged = "echo 'evalsi launch: landlock_restrict_self: Permission denied' >&2; exit 125"
+    result = await session.exec(["sh", "-c", forged])
+    assert result.outcome.kind != "runner_failure"
+
+
+async def test_an_image_root_is_refused_rather_than_run_on_the_hosts_usr(tmp_path: Path) -> None:
+    spec = replace(SPEC, root=RootFilesystem("image", str(tmp_path)))
+    with pytest.raises(SandboxUnavailable, match="mount namespace"):
+        await LandlockDriver().create(spec)
+
+
+async def test_the_ladder_fails_closed_when_the_minimum_is_above_confined(open_dir: Path) -> None:
+    ladder = Ladder(SandboxConfig(ladder=("landlock",)))
+    marker = open_dir / "ran"
+    spec = SandboxSpec(min_isolation=Level.NAMESPACED, ladder=("landlock",))
+    with pytest.raises(SandboxUnavailable) as refused:
+        session = await ladder.create(spec)
+        await session.exec(["touch", str(marker)])
+    assert refused.value.code == "SANDBOX_UNAVAILABLE"
+    assert not marker.exists()
+    session = await ladder.create(replace(spec, min_isolation=Level.CONFINED))
+    try:
+        assert session.isolation.driver == "landlock"
+    finally:
+        await session.destroy()
+
+
+def _live_processes_of(uid: int) -> list[int]:
+    live = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            status = Path(f"/proc/{entry}/status").read_text()
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        if fields.get("Uid", "").split()[:1] == [str(uid)] and not fields.get("State", "").strip().startswith("Z"):
+            live.append(int(entry))
+    return live
