@@ -15,6 +15,7 @@ import evalsi.v1alpha1
 from evalsi.api.table import PUBLIC_SERVICES
 from evalsi.authz.actions import ACTION_TABLE, endpoint, rows
 from evalsi.authz.permissions import PERMISSIONS
+from evalsi.sandbox.v1alpha1 import sandbox_pb2
 
 
 def _public_services() -> list[ServiceDescriptor]:
@@ -34,6 +35,8 @@ def _served() -> list[ServiceDescriptor]:
         reflection_pb2.DESCRIPTOR.services_by_name["ServerReflection"],
         trace_service_pb2.DESCRIPTOR.services_by_name["TraceService"],
         logs_service_pb2.DESCRIPTOR.services_by_name["LogsService"],
+        # evalsi-sandboxd's service (its own package: internal, not the public API)
+        *sandbox_pb2.DESCRIPTOR.services_by_name.values(),
     ]
 
 
@@ -75,6 +78,13 @@ def test_lookup_takes_grpc_paths_and_refuses_unknown_methods() -> None:
         pass
     else:
         raise AssertionError("an unknown method must not resolve to an entry")
+
+
+def test_the_walk_sees_sandboxd() -> None:
+    """Every SandboxService RPC is guarded by sandboxes.use: a new sandboxd RPC cannot ship unguarded."""
+    sandbox = {rpc for rpc in _rpcs() if rpc.startswith("evalsi.sandbox.v1alpha1.SandboxService/")}
+    assert len(sandbox) == 9
+    assert {endpoint(rpc).permission for rpc in sandbox} == {"sandboxes.use"}
 
 
 def test_section_17_rows() -> None:

@@ -34,8 +34,10 @@ RUNNER = VIEWER | {"evaluations.run", "runs.create", "runs.cancel", "runs.resume
 EDITOR = RUNNER | {"policies.write"}
 ADMIN = EDITOR | {"access.manage", "audit.read"}
 INGEST = {"traces.write"}
+SANDBOX = {"sandboxes.use"}
 INSTALL_WIDE = {"projects.manage", "metrics.read", "install.manage"}
-BUILTIN_EXPECTED = {"viewer": VIEWER, "runner": RUNNER, "editor": EDITOR, "admin": ADMIN, "ingest": INGEST}
+BUILTIN_EXPECTED = {"viewer": VIEWER, "runner": RUNNER, "editor": EDITOR, "admin": ADMIN, "ingest": INGEST,
+                    "sandbox": SANDBOX}
 
 CONFIG = {
     "owners": ["user:corp/root"],
@@ -161,7 +163,7 @@ def test_custom_role_without_code_execution() -> None:
 
 @pytest.mark.parametrize("role, expected", [
     ("runs-all", {"runs.create", "runs.read", "runs.cancel", "runs.resume", "self.read"}),
-    ("everything", ADMIN | INGEST | {"self.read"}),
+    ("everything", ADMIN | INGEST | SANDBOX | {"self.read"}),
 ])
 def test_wildcard_roles(role: str, expected: set[str]) -> None:
     for row in GUARDED:

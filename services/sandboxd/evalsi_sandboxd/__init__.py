@@ -1,1 +1,1 @@
-"""evalsi-sandboxd: SandboxService over gRPC on loopback or a Unix socket, over evalsi.sandbox (the ladder and the manager)."""
+"""evalsi-sandboxd: SandboxService over gRPC (a Unix socket or loopback) over evalsi.sandbox's ladder and manager."""

@@ -77,7 +77,11 @@ class GrpcServer:
         self._tls = tls
         self._readiness = readiness
         self._metrics = metrics
-        self._address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        # "unix:/path" (sandboxd's default) is a Unix socket, served as given.
+        if host.startswith("unix:"):
+            self._address = host
+        else:
+            self._address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         self._max_request_bytes = max_request_bytes
         self._log = logger or structlog.get_logger("evalsi.api")
         self._server: grpc.aio.Server | None = None

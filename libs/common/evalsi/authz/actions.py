@@ -61,6 +61,15 @@ class Endpoint:
         return self.permission is None
 
 
+_SANDBOX = "evalsi.sandbox.v1alpha1.SandboxService"
+
+
+def _sandbox_rpc(method: str, *, mutating: bool = False) -> Endpoint:
+    """evalsi-sandboxd's SandboxService: every call ``sandboxes.use`` in the project the call names (a sandbox
+    belongs to the project it was created in; sandboxd refuses it to another)."""
+    return Endpoint(f"{_SANDBOX}/{method}", "sandboxes.use", attrs.none, False, mutating)
+
+
 def _rpc(service: str, method: str, permission: str | None, extractor: Extractor = attrs.none, *,
          stored: bool = False, mutating: bool = False) -> Endpoint:
     return Endpoint(f"{_V1}.{service}/{method}", permission, extractor, stored, mutating)
@@ -105,6 +114,16 @@ _ROWS: tuple[Endpoint, ...] = (
     _rpc("AuthService", "RevokeApiKey", "access.manage", attrs.key_change, mutating=True),
     _rpc("AuthService", "ListAuditEvents", "audit.read"),
     # OTLP export is the data path (thousands of calls a second): audited when denied, not on every batch.
+    # Exec and the file calls are sandboxd's data path (a code evaluator's every run): audited when denied.
+    _sandbox_rpc("Probe"),
+    _sandbox_rpc("Create", mutating=True),
+    _sandbox_rpc("Exec"),
+    _sandbox_rpc("WriteFiles"),
+    _sandbox_rpc("ReadFiles"),
+    _sandbox_rpc("Snapshot", mutating=True),
+    _sandbox_rpc("Restore", mutating=True),
+    _sandbox_rpc("Stats"),
+    _sandbox_rpc("Destroy", mutating=True),
     Endpoint(OTLP_GRPC_TRACES, "traces.write", attrs.otlp_export),
     Endpoint(OTLP_GRPC_LOGS, "traces.write", attrs.otlp_export),
     Endpoint(OTLP_HTTP_TRACES, "traces.write", attrs.otlp_export),

@@ -37,6 +37,8 @@ _REGISTRY: tuple[Permission, ...] = (
     Permission("access.manage", "the project's API keys, custom roles and bindings", "admin"),
     Permission("audit.read", "read the project's audit log", "admin"),
     Permission("traces.write", "OTLP export of spans and logs, and feedback on traces", "ingest"),
+    Permission("sandboxes.use", "create sandboxes in evalsi-sandboxd and run code, files and snapshots in them",
+               "sandbox"),
     Permission("self.read", "who-am-i, and the projects, roles and permissions the caller can see", AUTHENTICATED),
     Permission("projects.manage", "create projects", "owner", install_wide=True),
     Permission("metrics.read", "the Prometheus /metrics endpoint", "owner", install_wide=True),

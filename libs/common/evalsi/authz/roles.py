@@ -71,6 +71,9 @@ BUILTIN_ROLES: tuple[RoleDefinition, ...] = (
     RoleDefinition("admin", ("access.manage", "audit.read"), ("editor",),
                    description="editor, plus the project's API keys, custom roles and bindings, and its audit log"),
     RoleDefinition("ingest", ("traces.write",), description="OTLP export and feedback, nothing else: for collectors"),
+    # sandboxd's callers are the workers (§17: the launcher is internal); users reach sandboxes through runs.
+    RoleDefinition("sandbox", ("sandboxes.use",), description="evalsi-sandboxd's sandboxes, nothing else: for "
+                                                               "workers and the harness"),
     RoleDefinition(OWNER, ("*",), description="everything in every project, install settings and metrics.read; "
                                               "install-wide, cannot be redefined"),
 )
