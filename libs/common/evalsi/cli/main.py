@@ -58,6 +58,10 @@ COMMANDS = {
         "Run a target over a dataset and grade it (Run): embedded, or on a server with --server.",
     ),
     "runs": LazyCommand("evalsi.cli.runs_cmd:runs", "Runs on a server: list, get, watch, cancel, resume, results."),
+    "sandbox": LazyCommand(
+        "evalsi.cli.sandbox_cmd:sandbox",
+        "Sandboxes for untrusted code: probe the isolation ladder, run a command on it (docs/sandbox.md).",
+    ),
     "serve": LazyCommand(
         "evalsi.cli.serve_cmd:serve_command",
         "Run Evals.si standalone: nats-server with JetStream, the api, the scheduler, the workers (cpu, judge, "

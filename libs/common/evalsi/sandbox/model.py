@@ -184,7 +184,8 @@ class SandboxUnavailable(EvalsiError):
     def __init__(self, requested: Level, verdicts: tuple[ProbeVerdict, ...]) -> None:
         self.requested = requested
         self.verdicts = verdicts
-        tried = "; ".join(f"{v.driver} ({v.level.label}): {'available' if v.available else v.reason}"
+        tried = "; ".join(f"{v.driver} ({v.level.label}): "
+                          f"{f'available, below {requested.label}' if v.available else v.reason}"
                           for v in verdicts) or "no rung configured"
         super().__init__(f"{self.code}: no sandbox rung meets min_isolation {requested.label}; tried: {tried}")
 
