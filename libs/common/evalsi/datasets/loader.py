@@ -30,6 +30,7 @@ from evalsi.datasets.formats import (
     read_hf_rows,
     read_rows,
 )
+from evalsi.datasets.held import RecordColumns
 from evalsi.datasets.mapping import FieldMapping, parse_mapping
 from evalsi.datasets.rows import RecordBuilder, RowError
 from evalsi.errors import BadInputError
@@ -151,6 +152,11 @@ class RecordStream:
 
     def __iter__(self) -> Iterator[Record]:
         return map(Record.FromString, self.encoded())
+
+    def keep_columns(self) -> RecordColumns:
+        """Keep the columns of the records as they are read (``datasets.held``: whole while every row is a text
+        row), for a caller that holds the records it reads."""
+        return self._builder.keep_columns()
 
     def encoded(self) -> Iterator[bytes]:
         """The records as ``Record.SerializeToString(deterministic=True)`` bytes, read lazily, once."""

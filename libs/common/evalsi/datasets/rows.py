@@ -17,6 +17,7 @@ from google.protobuf import json_format
 
 from evalsi.datasets._seen import SeenKeys
 from evalsi.datasets.formats import _kind
+from evalsi.datasets.held import RecordColumns
 from evalsi.datasets.mapping import RECORD_TARGETS, USAGE_FIELDS, FieldMapping
 from evalsi.datasets.wire import (
     CONTEXT,
@@ -47,7 +48,7 @@ from evalsi.v1alpha1.record_pb2 import Record, Trajectory, Usage
 
 CONTENT_HELP = "a string, an object with exactly one of text/messages/json, or any JSON value"
 _CONTENT_SLOTS = {"input": (0, INPUT), "output": (1, OUTPUT), "reference": (2, REFERENCE)}  # in field-number order
-_TEXT_TAGS = (("input", INPUT), ("output", OUTPUT), ("reference", REFERENCE))
+_TEXT_FIELD_TAGS = (INPUT, OUTPUT, REFERENCE)  # input, output, reference: in field-number order
 _TEXT_ROW_KEYS = frozenset({"id", "input", "output", "reference"})
 
 _TEXT = b"\x0a"  # Content.text
@@ -86,11 +87,20 @@ class RecordBuilder:
         self._claimed = False  # whether `pairs` holds any
         self.missing: set[int] = set(range(len(mapping.items)))
         self.first_fields: list[str] | None = None
+        # Set by a caller that holds the records it reads (datasets.held): text rows' columns are kept beside them.
+        self.columns: RecordColumns | None = None
+
+    def keep_columns(self) -> RecordColumns:
+        """Keep the columns of the records made from here on (``RecordColumns.whole`` while all are text rows)."""
+        self.columns = RecordColumns(whole=self.count == 0)
+        return self.columns
 
     def add_row(self, row: Any) -> bytes:
         """The row's record as ``Record.SerializeToString(deterministic=True)`` bytes, ``provenance.dataset`` set."""
         if type(row) is not dict and not isinstance(row, Mapping):
             raise RowError(f"expected an object (one record), got {_kind(row)}")
+        if self.columns is not None:
+            self.columns.whole = False  # a record of another shape: the columns no longer describe every record
         if self.first_fields is None:
             self.first_fields = list(row)
         fields: Mapping[str, Any]
@@ -187,6 +197,9 @@ class RecordBuilder:
             self.first_fields = list(rows[start])
         count, update, dataset = self.occurrences.count, self.digest.update, self._dataset
         heads, lengths, plain = TEXT_HEADS, _LENGTHS, _TEXT_ROW_KEYS
+        columns = self.columns if self.columns is not None and self.columns.whole else None
+        keep_key = columns.keys.append if columns is not None else None
+        keep_texts = columns.rows.append if columns is not None else None
         taken = 0
         for row in islice(rows, start, None):
             if type(row) is not dict or not plain.issuperset(row):
@@ -195,10 +208,10 @@ class RecordBuilder:
             if type(record_id) is not str or not record_id:
                 break
             body = b""
+            texts = row.get("input"), row.get("output"), row.get("reference")  # in field-number order
             try:
                 id_bytes = record_id.encode()
-                for name, tag in _TEXT_TAGS:  # in field-number order
-                    value = row.get(name)
+                for value, tag in zip(texts, _TEXT_FIELD_TAGS, strict=True):
                     if value is None:
                         continue
                     if type(value) is not str:
@@ -210,16 +223,22 @@ class RecordBuilder:
                 break
             size = len(id_bytes)
             body = (ID + lengths[size] + id_bytes if size < 128 else field(ID, id_bytes)) + body
-            provenance = provenance_fields(id_bytes, count(record_id))
+            trial = count(record_id)
+            provenance = provenance_fields(id_bytes, trial)
             hashed = body + field(PROVENANCE, provenance)
             update(len(hashed).to_bytes(8, "big") + hashed)
             out.append(body + field(PROVENANCE, dataset + provenance) if dataset else hashed)
+            if keep_key is not None:
+                keep_key((record_id, trial))
+                keep_texts(texts)  # type: ignore[misc]
             taken += 1
         self.count += taken
         return start + taken
 
     def add_record(self, given: Record) -> Record:
         """A copy of a Record with its missing id, ``provenance.sample_id``, ``trial`` and ``dataset`` filled in."""
+        if self.columns is not None:
+            self.columns.whole = False
         record = Record()
         record.CopyFrom(given)
         clear_empty_contents(record)

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from evalsi.bus.v1alpha1.bus_pb2 import ResultColumns
+from evalsi.datasets.held import TEXT_FIELDS, RecordColumns
 from evalsi.datasets.wire import varint
 from evalsi.errors import BadInputError
 from evalsi.evaluators._context import EvalContext
@@ -97,14 +98,19 @@ class TextColumns:
     """The records' texts (``Content.text`` of a field, "" when it is not text), a column per field, read once for
     every batch form of one evaluation that asks for them."""
 
-    def __init__(self, records: Sequence[Record]) -> None:
+    def __init__(self, records: Sequence[Record], held: RecordColumns | None = None) -> None:
         self._records = records
+        self._held = held  # the columns the records were made of (datasets.held), when they were
         self._columns: dict[str, list[str]] = {}
 
     def texts(self, name: str) -> list[str]:
         column = self._columns.get(name)
         if column is None:
-            column = self._columns[name] = [getattr(record, name).text for record in self._records]
+            if self._held is not None and name in TEXT_FIELDS:
+                column = self._held.texts(name)
+            else:
+                column = [getattr(record, name).text for record in self._records]
+            self._columns[name] = column
         return column
 
 

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from evalsi.datasets.held import TEXT_FIELDS, RecordColumns
 from evalsi.errors import BadInputError
 from evalsi.evaluators._context import JUDGE_PENDING, EvalContext
 from evalsi.evaluators._evaluator import BoundEvaluator
@@ -39,8 +40,9 @@ class MissingFields:
     """Why each record cannot be evaluated for lack of a required field (None: nothing missing), per set of
     required fields: evaluators requiring the same fields share one pass over the records."""
 
-    def __init__(self, records: Sequence[Record]) -> None:
+    def __init__(self, records: Sequence[Record], held: RecordColumns | None = None) -> None:
         self._records = records
+        self._held = held  # the columns the records were made of (datasets.held), when they were
         self._by_fields: dict[tuple[str, ...], list[str | None]] = {}
 
     def reasons(self, requires: Sequence[str]) -> list[str | None]:
@@ -53,6 +55,8 @@ class MissingFields:
     def _compute(self, fields: tuple[str, ...]) -> list[str | None]:
         if not fields:
             return [None] * len(self._records)
+        if self._held is not None and all(field in TEXT_FIELDS for field in fields):
+            return _missing_texts(self._held, fields)
         tests = [(field, content_test(field)) for field in fields]
         reasons: list[str | None] = []
         for record in self._records:
@@ -63,6 +67,18 @@ class MissingFields:
                     break
             reasons.append(reason)
         return reasons
+
+
+def _missing_texts(held: RecordColumns, fields: tuple[str, ...]) -> list[str | None]:
+    """``MissingFields`` of text fields from the records' columns: a text row's record has a field exactly where the
+    row gave a text (``has_content``), so only the records lacking one are looked at again."""
+    columns = [(field, held.values(field)) for field in fields]
+    reasons: list[str | None] = [None] * len(held)
+    lacking = sorted({index for _field, values in columns if None in values  # the scan only where one lacks it
+                      for index, text in enumerate(values) if text is None})
+    for index in lacking:
+        reasons[index] = "missing " + ", ".join(field for field, values in columns if values[index] is None)
+    return reasons
 
 
 class _Raised:

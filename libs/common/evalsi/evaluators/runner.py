@@ -29,6 +29,7 @@ from functools import partial
 from typing import Any
 
 from evalsi.bus.v1alpha1.bus_pb2 import ResultColumns
+from evalsi.datasets.held import HeldRecords
 from evalsi.errors import BadInputError, SkipRecord
 from evalsi.evaluators._columns import (
     ColumnJob,
@@ -325,10 +326,15 @@ async def run_evaluators(
         raise ValueError("run_evaluators: give into or columns, not both")
     cancelled_ = cancel.is_set if cancel is not None else lambda: False
     slots = ResultSlots(into)
-    keys = record_keys(records) if any(b.evaluator.scope == "record" for b in evaluators) else []
+    # Records held with the columns they were made of (datasets.held): ids, trials and texts read from those, not
+    # through each record's message.
+    held = records.columns if isinstance(records, HeldRecords) else None
+    keys: list[tuple[str, int]] = []
+    if any(b.evaluator.scope == "record" for b in evaluators):
+        keys = held.keys if held is not None else record_keys(records)
     fields = record_fields(keys) if columns is not None else ([], [])
-    texts = TextColumns(records)
-    missing = MissingFields(records)
+    texts = TextColumns(records, held)
+    missing = MissingFields(records, held)
     record_jobs: list[RecordJob] = []
     # Column mode: per evaluator, its column job, or the range of its results among the messages.
     parts: list[ColumnJob | tuple[int, int]] = []

@@ -25,6 +25,7 @@ from evalsi.bus.v1alpha1.bus_pb2 import (
     TaskStatus,
 )
 from evalsi.connections import Connections
+from evalsi.datasets.held import HeldRecords
 from evalsi.errors import BadInputError
 from evalsi.evaluators import BoundEvaluator, EvalContext, Registry
 from evalsi.evaluators.runner import Results, RunnerOptions, append_results, infra_errors_in, run_evaluators
@@ -102,7 +103,7 @@ class Executor:
             contexts[b.alias] = EvalContext(judge=judge, project=project)
         return lambda b: contexts[b.alias]
 
-    async def records_of(self, task: Task) -> list[Record]:
+    async def records_of(self, task: Task) -> Sequence[Record]:
         if not task.records_ref:
             return list(task.records)
         if self.fetch is None:
@@ -269,8 +270,10 @@ def result_for(task: Task, status: TaskStatus, worker: str) -> TaskResult:
     )
 
 
-def _split_failed(records: Sequence[Record]) -> tuple[list[Record], list[Record]]:
+def _split_failed(records: Sequence[Record]) -> tuple[Sequence[Record], Sequence[Record]]:
     """(records the target produced nothing for, records to evaluate), in one pass."""
+    if isinstance(records, HeldRecords) and records.columns is not None:
+        return [], records  # records of text rows carry no metadata, so no target's failure
     failed: list[Record] = []
     evaluable: list[Record] = []
     for record in records:

@@ -16,10 +16,9 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from evalsi.bus.v1alpha1.bus_pb2 import TaskRecords
 from evalsi.datasets import RecordStream
+from evalsi.datasets.held import HeldRecords
 from evalsi.datasets.shards import DatasetManifest, ShardRef, ShardWriter, iter_shards
-from evalsi.datasets.wire import task_records_entry
 from evalsi.evaluators import BoundEvaluator
 from evalsi.evaluators.runner import session_key, units_total
 from evalsi.runs.memory_budget import RecordCost
@@ -28,7 +27,6 @@ from evalsi.v1alpha1.record_pb2 import Record
 from evalsi.v1alpha1.run_pb2 import EvalRun
 
 OBJECTS_DIR = "objects"  # the local store's object directory, under its directory
-_PARSE_BATCH = 4096  # records held parsed at once
 
 
 @dataclass
@@ -38,7 +36,7 @@ class TakenRecords:
     source: str
     version: str
     count: int
-    records: list[Record] | None = None
+    records: Sequence[Record] | None = None
     directory: Path | None = None  # the local store's directory, once the records went there
     manifest: DatasetManifest | None = None
     keep: bool = False  # the directory was the caller's (store_dir): it stays
@@ -87,6 +85,7 @@ async def take_records(
     """Read ``stream`` through: its records held while ``document``'s run over those read so far fits ``budget_mb``
     MiB, else every one of them as shards in a local store (in ``store_dir`` when given, whatever the budget; else
     a temporary directory). A bad record raises ``BadInputError`` where it is, leaving no temporary directory."""
+    columns = stream.keep_columns() if store_dir is None else None
     encoded = stream.encoded()
     held: list[bytes] = []
     if store_dir is None:
@@ -100,7 +99,8 @@ async def take_records(
             if used > room:
                 break
         else:
-            return TakenRecords(stream.source, stream.version, len(held), records=_parsed(held))
+            # Held as read: parsed where a record is read, its columns read by the runner (datasets.held).
+            return TakenRecords(stream.source, stream.version, len(held), records=HeldRecords(held, columns))
     keep = store_dir is not None
     directory = Path(store_dir) if store_dir is not None else Path(tempfile.mkdtemp(prefix="evalsi-run-"))
     taken = TakenRecords(stream.source, "", 0, directory=directory, keep=keep)
@@ -113,19 +113,6 @@ async def take_records(
         raise
     taken.version, taken.count = taken.manifest.version, taken.manifest.records
     return taken
-
-
-def _parsed(held: list[bytes]) -> list[Record]:
-    """The records of ``held`` as messages, parsed a batch at a time (one parse for many records costs less than
-    one each), each batch's bytes let go of once parsed: at no time are the bytes held twice."""
-    records: list[Record] = []
-    held.reverse()
-    while held:
-        batch = held[-_PARSE_BATCH:]
-        del held[-_PARSE_BATCH:]
-        batch.reverse()
-        records.extend(TaskRecords.FromString(b"".join(map(task_records_entry, batch))).records)
-    return records
 
 
 def _chain(first: list[bytes], rest: Iterator[bytes]) -> Iterator[bytes]:

@@ -33,6 +33,7 @@ from typing import Any
 
 from evalsi.bus.memory import MemoryBus
 from evalsi.bus.v1alpha1.bus_pb2 import STAGE_GENERATE, Task, TaskResult
+from evalsi.datasets.held import HeldRecords
 from evalsi.datasets.run_records import DATASET_LABEL, StoredRunRecords
 from evalsi.datasets.shards import DatasetManifest, put_manifest, write_dataset
 from evalsi.datasets.wire import field
@@ -307,8 +308,10 @@ class InProcessExecutor(Executor):
 
     run_records: MemoryRecords | None = None
 
-    async def records_of(self, task: Task) -> list[Record]:
+    async def records_of(self, task: Task) -> Sequence[Record]:
         shard = self.run_records.shard(task.records_ref) if self.run_records and task.records_ref else None
+        if isinstance(shard, HeldRecords):
+            return shard  # parsed only where read (datasets.held); no evaluator changes a record
         return list(shard) if shard is not None else await super().records_of(task)
 
 
