@@ -6,14 +6,18 @@ import json
 import signal
 
 from evalsi.sandbox import launch
-from evalsi.sandbox.landlock import classify
+from evalsi.sandbox.landlock import LaunchStatus, classify_confined, parse_status
 from evalsi.sandbox.model import Outcome
-from evalsi.sandbox.spawn import Spawned
+from evalsi.sandbox.process import Finished
 
 
-def _spawned(code: int | None = 0, *, stderr: bytes = b"", status: bytes = b"", **flags: bool) -> Spawned:
-    return Spawned(code, b"", stderr, False, False, flags.get("timed_out", False), flags.get("capped", False), 0.01,
-                   status)
+def classify(finished: Finished, status: bytes = b"", **verdicts: bool) -> Outcome:
+    return classify_confined(finished, parse_status(status), **verdicts)
+
+
+def _spawned(code: int = 0, *, stderr: bytes = b"", **flags: bool) -> Finished:
+    return Finished(code, b"", stderr, timed_out=flags.get("timed_out", False),
+                    output_capped=flags.get("capped", False), duration_s=0.01)
 
 
 def test_older_abis_are_planned_as_partial_with_what_is_missing() -> None:
@@ -40,21 +44,21 @@ def test_read_rules_never_grant_writes_and_file_rules_carry_only_file_rights() -
 
 def test_the_launchers_status_decides_runner_failures_and_exec_denials() -> None:
     failed = json.dumps({"kind": "runner_failure", "message": "landlock_create_ruleset: Invalid argument"}).encode()
-    assert classify(_spawned(125, status=failed)).kind == "runner_failure"
+    assert classify(_spawned(125), failed).kind == "runner_failure"
     refused = json.dumps({"kind": "denied", "message": "exec /opt/x: Permission denied"}).encode()
-    assert classify(_spawned(126, status=refused)).kind == "denied"
-    assert classify(_spawned(125, status=b"garbage")).kind == "runner_failure"
+    assert classify(_spawned(126), refused).kind == "denied"
+    assert classify(_spawned(125), b"garbage").kind == "runner_failure"
+    assert parse_status(b"") == LaunchStatus()
     # the same text on the program's stderr, without the status descriptor, is the program's exit
     assert classify(_spawned(125, stderr=b"evalsi launch: landlock_create_ruleset")) == Outcome("exit", code=125)
 
 
 def test_signals_and_denial_texts_are_the_programs_behavior() -> None:
-    assert classify(_spawned(-signal.SIGXCPU)).effect == "cpu time limit (RLIMIT_CPU)"
+    assert classify(_spawned(-signal.SIGXCPU)).effect == "cpu time limit"
     assert classify(_spawned(-signal.SIGSEGV)) == Outcome("exit", code=128 + signal.SIGSEGV)
     assert classify(_spawned(1, stderr=b"cat: /etc/shadow: Permission denied")).kind == "denied"
     assert classify(_spawned(0, stderr=b"Permission denied")) == Outcome("exit", code=0)
     assert classify(_spawned(-signal.SIGKILL), oom_killed=True) == Outcome("denied", effect="oom-kill")
-    assert classify(_spawned(None, timed_out=True)) == Outcome("timeout")
-    assert classify(_spawned(None, capped=True)) == Outcome("denied", effect="output cap")
-    assert classify(Spawned(None, b"", b"", False, False, False, False, 0.0, start_error="No such file")).kind \
-        == "runner_failure"
+    assert classify(_spawned(-9, timed_out=True)) == Outcome("timeout")
+    assert classify(_spawned(-9, capped=True)) == Outcome("denied", effect="output cap")
+    assert classify(Finished(-1, spawn_error="FileNotFoundError: /nonexistent/python3")).kind == "runner_failure"

@@ -16,16 +16,17 @@ TCP only: UDP and Unix sockets named by path are outside it (``bounds["network"]
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import re
 import shutil
-import signal
 import sys
 import tempfile
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -44,9 +45,9 @@ from evalsi.sandbox.model import (
     SandboxSpec,
     SandboxUnavailable,
 )
-from evalsi.sandbox.spawn import Spawned, spawn
+from evalsi.sandbox.process import COMMON_DENIALS, Command, Dialect, Finished, classify, run_command
 
-__all__ = ["LandlockDriver", "LandlockSession", "classify"]
+__all__ = ["LandlockDriver", "LandlockSession", "LaunchStatus", "classify_confined", "parse_status"]
 
 NAME = "landlock"
 SANDBOX_UID = 65534
@@ -56,56 +57,55 @@ _READ_FILES = ("/etc/ld.so.cache", "/etc/localtime", "/etc/passwd", "/etc/group"
                "/dev/urandom", "/dev/random", "/dev/zero")
 _WRITE_FILES = ("/dev/null",)
 _DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
-# The program's own failure text that a Landlock or rlimit denial produces (first match wins): denial effects.
-DENIAL_SIGNATURES: tuple[tuple[str, tuple[bytes, ...]], ...] = (
-    ("pids limit (RLIMIT_NPROC)", (b"Resource temporarily unavailable", b"[Errno 11]", b"retry: fork")),
-    ("memory limit (RLIMIT_AS)", (b"MemoryError", b"Cannot allocate memory", b"bad_alloc", b"out of memory")),
-    ("landlock: permission denied", (b"Permission denied", b"Operation not permitted", b"[Errno 13]",
-                                     b"[Errno 1]")),
-)
-_SIGNAL_EFFECTS = {signal.SIGXCPU: "cpu time limit (RLIMIT_CPU)", signal.SIGXFSZ: "file size limit (RLIMIT_FSIZE)",
-                   signal.SIGSYS: "seccomp: bad system call", signal.SIGKILL: "killed (SIGKILL)"}
+# Landlock's refusals reach the program as EACCES; the rlimits and cgroups in the words process.py knows.
+DENIALS = ((re.compile(r"Permission denied|PermissionError|\[Errno 13\]"), "landlock: permission denied"),
+           *COMMON_DENIALS)
 
 
-def classify(spawned: Spawned, *, oom_killed: bool = False, pids_exhausted: bool = False) -> Outcome:
-    """The confined rung's dialects: the launcher's status report is ours (runner failure, or an exec the ruleset
-    refused); the cgroups' verdicts, signals and denial texts are the program's behavior under the policy."""
-    if spawned.start_error:
-        return Outcome("runner_failure", signature=f"landlock: cannot start the launcher: {spawned.start_error}")
-    report = _status(spawned.status)
-    if report.get("kind") == "runner_failure":
-        return Outcome("runner_failure", signature=f"landlock launch: {report.get('message', '')}"[:500])
-    if spawned.timed_out:
-        return Outcome("timeout")
-    if spawned.output_capped:
-        return Outcome("denied", effect="output cap")
-    if oom_killed:
-        return Outcome("denied", effect="oom-kill")
-    if report.get("kind") == "denied":
-        return Outcome("denied", effect=f"landlock: {report.get('message', '')}"[:500])
-    code = spawned.returncode
-    if code is None:
-        return Outcome("runner_failure", signature="landlock: no exit status")
-    if code < 0:
-        effect = _SIGNAL_EFFECTS.get(signal.Signals(-code)) if -code in signal.valid_signals() else None
-        return Outcome("denied", effect=effect) if effect else Outcome("exit", code=128 - code)
-    if code != 0 and pids_exhausted:
-        return Outcome("denied", effect="pids limit (cgroup pids.max)")
-    if code != 0:
-        for effect, needles in DENIAL_SIGNATURES:
-            if any(needle in spawned.stderr for needle in needles):
-                return Outcome("denied", effect=effect)
-    return Outcome("exit", code=code)
+@dataclass(frozen=True)
+class LaunchStatus:
+    """What the launcher wrote on its status descriptor: nothing once the command was exec'd."""
+
+    kind: str = ""
+    message: str = ""
 
 
-def _status(raw: bytes) -> dict[str, Any]:
+def parse_status(raw: bytes) -> LaunchStatus:
     if not raw:
-        return {}
+        return LaunchStatus()
     try:
         value = json.loads(raw)
     except ValueError:
-        return {"kind": "runner_failure", "message": f"unreadable launcher status {raw[:200]!r}"}
-    return value if isinstance(value, dict) else {"kind": "runner_failure", "message": "bad launcher status"}
+        return LaunchStatus("runner_failure", f"unreadable launcher status {raw[:200]!r}")
+    if not isinstance(value, dict):
+        return LaunchStatus("runner_failure", "bad launcher status")
+    return LaunchStatus(str(value.get("kind", "runner_failure")), str(value.get("message", ""))[:500])
+
+
+def classify_confined(finished: Finished, status: LaunchStatus, *, oom_killed: bool = False,
+                      pids_exhausted: bool = False) -> Outcome:
+    """The confined rung's dialects: the launcher's status report is ours (a runner failure, or an exec the ruleset
+    refused); the cgroups' verdicts, signals and denial texts are the program's behavior under the policy. Nothing
+    the program prints makes a runner failure: only the status descriptor, closed at exec, does."""
+
+    def runner_failure(done: Finished) -> str:
+        if done.spawn_error:
+            return f"landlock: cannot start the launcher: {done.spawn_error}"
+        return f"landlock launch: {status.message}" if status.kind == "runner_failure" else ""
+
+    if status.kind == "denied" and not finished.timed_out:
+        return Outcome("denied", effect=f"landlock: {status.message}", code=finished.returncode)
+    return classify(finished, Dialect(runner_failure, DENIALS), oom_killed=oom_killed, pids_exhausted=pids_exhausted)
+
+
+def _drain(fd: int) -> bytes:
+    """The status descriptor's bytes: every writer is gone once the launcher exec'd or exited."""
+    os.set_blocking(fd, False)
+    chunks: list[bytes] = []
+    with contextlib.suppress(BlockingIOError):
+        while len(chunks) < 4 and (chunk := os.read(fd, 4096)):
+            chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _existing(paths: tuple[str, ...]) -> list[str]:
@@ -223,7 +223,7 @@ class LandlockSession:
             bounds["cleanup"] = "cgroup v2 cgroup.kill"
         return bounds
 
-    def policy(self, status_fd: int, cgroups: tuple[str, ...] = ()) -> dict[str, Any]:
+    def policy(self, status_fd: int) -> dict[str, Any]:
         resources = self.spec.resources
         rlimits: dict[str, int] = {"AS": resources.memory_bytes, "CORE": 0, "FSIZE": resources.disk_bytes,
                                    "NOFILE": 1024}
@@ -242,7 +242,6 @@ class LandlockSession:
             "uid": SANDBOX_UID, "gid": SANDBOX_UID,
             "cwd": self.host_workspace,
             "status_fd": status_fd,
-            "cgroups": list(cgroups),
         }
 
     def environment(self, extra: Mapping[str, str] | None) -> dict[str, str]:
@@ -266,28 +265,26 @@ class LandlockSession:
         environment = self.environment(env)
         groups = await asyncio.to_thread(ExecutionCgroups.create, self.driver.cgroups,
                                          memory_bytes=resources.memory_bytes, pids=resources.pids)
-        verdicts: dict[str, Any] = {}
-
-        async def end() -> None:
-            # The groups' counters are read before close() removes them; close kills what left the process group.
-            verdicts.update(oom=groups.oom_killed(), pids=groups.pids_exhausted(), cpu=groups.cpu_seconds(),
-                            peak=groups.peak_memory())
-            await groups.close()
-
-        def argv_for(status_fd: int) -> list[str]:
-            return [*launcher, json.dumps(self.policy(status_fd, groups.join_paths)), "--", *argv]
-
+        read_fd, write_fd = os.pipe()
         started = time.monotonic()
         try:
-            spawned = await spawn(argv_for, env=environment, cwd=self.host_workspace, stdin=stdin,
-                                  timeout_s=timeout_s or resources.timeout_s, output_bytes=resources.output_bytes,
-                                  on_output=on_output, status=True, on_exit=end)
+            command = Command([*launcher, json.dumps(self.policy(write_fd)), "--", *argv], environment,
+                              timeout_s or resources.timeout_s, resources.output_bytes, stdin, (write_fd,),
+                              cgroup_procs=groups.join_paths)
+            try:
+                finished = await run_command(command, on_output)
+            finally:
+                os.close(write_fd)
+            status = parse_status(_drain(read_fd))
+            # The groups' counters are read before close() kills what left the process group and removes them.
+            outcome = classify_confined(finished, status, oom_killed=groups.oom_killed(),
+                                        pids_exhausted=groups.pids_exhausted())
+            cpu_s, peak = groups.cpu_seconds(), groups.peak_memory()
         finally:
+            os.close(read_fd)
             await groups.close()
-        outcome = classify(spawned, oom_killed=bool(verdicts.get("oom")), pids_exhausted=bool(verdicts.get("pids")))
-        cpu_s, peak = float(verdicts.get("cpu", 0.0)), int(verdicts.get("peak", 0))
-        return ExecResult(outcome, self.isolation, spawned.stdout, spawned.stderr, spawned.stdout_truncated,
-                          spawned.stderr_truncated, time.monotonic() - started, cpu_s=cpu_s, max_rss_bytes=peak)
+        return ExecResult(outcome, self.isolation, finished.stdout, finished.stderr, finished.stdout_truncated,
+                          finished.stderr_truncated, time.monotonic() - started, cpu_s=cpu_s, max_rss_bytes=peak)
 
     async def write_files(self, files: Mapping[str, bytes]) -> None:
         # Written by the host as root, readable by the sandbox user (a link planted in the workspace is refused).

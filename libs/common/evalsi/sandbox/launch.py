@@ -12,8 +12,7 @@ close-on-exec), never to stderr: once the command has been exec'd that descripto
 forge a runner failure. An exec refused by the ruleset (EACCES) is the program's denial and is reported as such.
 
 The policy (JSON): ``read``/``write`` (paths: directories get directory rights, files file rights), ``connect`` and
-``bind`` (TCP ports allowed on ABI >= 4; everything else is denied), ``cgroups`` (``cgroup.procs`` files joined
-first), ``scope`` (on ABI >= 6: no signals to and no
+``bind`` (TCP ports allowed on ABI >= 4; everything else is denied), ``scope`` (on ABI >= 6: no signals to and no
 abstract Unix sockets of processes outside the sandbox), ``rlimits`` (name -> value), ``uid``/``gid`` (taken when
 started as root), ``cwd``, ``min_abi`` (below it the launcher refuses to run anything).
 """
@@ -196,21 +195,6 @@ def _apply_rlimits(limits: dict[str, Any]) -> None:
             raise LaunchError(f"setrlimit {name}={value}: {exc}") from None
 
 
-def _join_cgroups(procs_files: list[str]) -> None:
-    """Join the execution's groups (their ``cgroup.procs``) while still privileged, before anything is exec'd, so
-    nothing the command forks escapes them."""
-    pid = str(os.getpid()).encode()
-    for path in procs_files:
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
-            try:
-                os.write(fd, pid)
-            finally:
-                os.close(fd)
-        except OSError as exc:
-            raise LaunchError(f"joining cgroup {path}: {exc.strerror}") from None
-
-
 def _drop_privileges(policy: dict[str, Any]) -> None:
     """As root, become ``uid``/``gid`` with no supplementary groups: the change from uid 0 clears every capability."""
     if os.geteuid() != 0 or policy.get("uid") is None:
@@ -230,7 +214,6 @@ def confine(policy: dict[str, Any]) -> None:
     if abi < int(policy.get("min_abi", 1)):
         raise LaunchError(f"Landlock ABI {abi} is below the required {policy.get('min_abi', 1)}"
                           + (" (Landlock missing or disabled)" if abi == 0 else ""))
-    _join_cgroups([str(path) for path in policy.get("cgroups", ())])
     _apply_rlimits(dict(policy.get("rlimits", {})))
     _drop_privileges(policy)
     _restrict(libc, plan_rules(policy, abi))
