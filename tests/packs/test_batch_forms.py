@@ -2,7 +2,7 @@
 
 Generated records (unicode, case folds that change length, whitespace, empty and missing texts, JSON contents, JSON
 list references) under every param combination: where a batch form decides a record, the function returns that
-same bare bool; and a run through the runner's column path gives the bytes the message path gives."""
+same bare bool, or the same failing Score with its explanation; and a run through the runner's column path gives the bytes the message path gives."""
 
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ import random
 import pytest
 
 from evalsi.bus.v1alpha1.bus_pb2 import ResultColumns, TaskResult
-from evalsi.evaluators import EvalContext, Registry
+from evalsi.evaluators import EvalContext, Registry, Verdict
 from evalsi.evaluators._columns import TextColumns, append_results
 from evalsi.evaluators.runner import run_evaluators
 from evalsi.records import make_record
 from evalsi.v1alpha1.record_pb2 import Record
+from evalsi.v1alpha1.score_pb2 import Score
 
 _PIECES = ["Paris", "paris", " Paris ", "PARIS.", "the Paris", "Straße", "STRASSE", "İstanbul", "i̇stanbul", "日本",
            "日本 ", "a\u00a0b", "a b", "", "  ", "42", "Ω", "ω", "The  answer", "answer", "ﬁ", "fi"]
@@ -56,9 +57,12 @@ def test_exact_match_batch_decides_only_what_the_function_returns(params) -> Non
     decided = evaluator.batch({"output": texts.texts("output"), "reference": texts.texts("reference")}, **params)
     assert len(decided) == len(records)
     for record, verdict in zip(records, decided, strict=True):
-        if verdict is not None:
+        if isinstance(verdict, Verdict):  # the failing Score the function returns, and nothing else in it
+            assert evaluator.fn(record, **params) == Score(passed=verdict.passed, explanation=verdict.explanation)
+        elif verdict is not None:
             assert evaluator.fn(record, **params) is verdict, record
     assert sum(v is True for v in decided) > 100  # it does decide the common case
+    assert sum(isinstance(v, Verdict) for v in decided) > 100  # and the usual mismatch
 
 
 @pytest.mark.parametrize("params", PARAMS[:2], ids=["normalize-all", "normalize-punctuation"])

@@ -6,6 +6,7 @@ from evalsi.evaluators._evaluator import (
     Evaluator,
     Output,
     Param,
+    Verdict,
     evaluator,
     normalize_scores,
 )
@@ -15,6 +16,7 @@ __all__ = [  # noqa: RUF022 - grouped for readers
     # authoring
     "EvalContext",
     "Output",
+    "Verdict",
     "evaluator",
     # packs and lookup
     "ENTRY_POINT_GROUP",

@@ -19,10 +19,10 @@ from typing import Any
 
 from evalsi.bus.v1alpha1.bus_pb2 import ResultColumns
 from evalsi.datasets.held import TEXT_FIELDS, RecordColumns
-from evalsi.datasets.wire import varint
+from evalsi.datasets.wire import field, varint
 from evalsi.errors import BadInputError
 from evalsi.evaluators._context import EvalContext
-from evalsi.evaluators._evaluator import BoundEvaluator
+from evalsi.evaluators._evaluator import BatchVerdicts, BoundEvaluator, Verdict
 from evalsi.evaluators._record_pass import MissingFields, RecordJob
 from evalsi.evaluators._slots import ResultSlots, cancelled, fail, skipped, timed_out
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateResponse
@@ -32,6 +32,9 @@ from evalsi.v1alpha1.score_pb2 import ERROR_KIND_INFRA, OUTCOME_ERROR, OUTCOME_S
 NOT_FOLDABLE = float("nan")  # no score is NaN (a NaN score is an evaluator error), so it marks "read the result"
 _ID_TAG, _TRIAL_TAG = b"\x0a", b"\x40"  # EvaluationResult.record_id (1, bytes) and .trial (8, varint)
 _RESULTS_TAG = b"\x0a"  # EvaluateResponse.results (1, bytes)
+# EvaluationResult.outcome (4) = SCORED, .scores (5); Score.name (1), .passed (3: False, True), .explanation (6).
+_SCORED, _SCORES = b"\x20" + bytes((OUTCOME_SCORED,)), b"\x2a"
+_SCORE_NAME, _PASSED, _EXPLANATION = b"\x0a", (b"\x18\x00", b"\x18\x01"), b"\x32"
 
 
 def fold_value(result: EvaluationResult) -> tuple[float, str]:
@@ -146,6 +149,18 @@ class ColumnJob(RecordJob):
         verdicts = self.verdicts
         # identity + (outcome, score) of False and True: what sits between a row's record_id and its trial.
         self.middles = None if verdicts is None else (identity + verdicts[0], identity + verdicts[1])
+        # A batch form's Verdict: identity, outcome, then the score's name and pass/fail before its explanation.
+        name = field(_SCORE_NAME, output.encode()) if output else b""
+        self.score_heads = (name + _PASSED[0], name + _PASSED[1])
+
+    def _explained(self, verdict: Verdict) -> bytes:
+        """A result's bytes between its record_id and trial for a batch form's ``Verdict``: the bytes ``store`` gives
+        the returned ``Score(passed=..., explanation=...)``."""
+        passed, explanation = verdict
+        score = self.score_heads[passed]
+        if explanation:
+            score += field(_EXPLANATION, explanation.encode())
+        return self.identity + _SCORED + field(_SCORES, score)
 
     def _message(self, index: int) -> EvaluationResult:
         record_id, trial = self.keys[index]
@@ -168,6 +183,7 @@ class ColumnJob(RecordJob):
         call, records, reasons, store, bound = self.call, self.records, self.reasons, self.slots.store, self.bound
         data, outcomes, values, names = self.data, self.outcomes, self.values, self.names
         id_fields, trial_fields, middles, output = self.id_fields, self.trial_fields, self.middles, self.output
+        explained = self._explained
         decided = self._decided(start, stop)
         clock = time.perf_counter
         limit = float("inf") if timeout_s is None else timeout_s
@@ -180,7 +196,11 @@ class ColumnJob(RecordJob):
             if decided is not None and middles is not None:
                 verdict = decided[index - start]
                 if verdict is not None:  # the batch form's verdict: the function's own for this record
-                    data[index] = id_fields[index] + middles[verdict] + trial_fields[index]
+                    if verdict.__class__ is bool:
+                        data[index] = id_fields[index] + middles[verdict] + trial_fields[index]
+                    else:  # a Verdict: Score(passed=..., explanation=...), as ``store`` writes it, serialized here
+                        data[index] = id_fields[index] + explained(verdict) + trial_fields[index]  # type: ignore[arg-type]
+                        verdict = verdict[0]  # type: ignore[index]
                     outcomes[index] = OUTCOME_SCORED
                     values[index] = 1.0 if verdict else 0.0
                     names[index] = output
@@ -218,7 +238,7 @@ class ColumnJob(RecordJob):
             last = now
         return stop
 
-    def _decided(self, start: int, stop: int) -> list[bool | None] | None:
+    def _decided(self, start: int, stop: int) -> BatchVerdicts | None:
         """The batch form's verdicts for records [start, stop) (None without a batch form, or when it fails: the
         function, the evaluator's definition, then decides every record). Its time is not held to the per-call
         deadline: a cheap evaluator's batch is bounded by its texts' length, as each call is."""

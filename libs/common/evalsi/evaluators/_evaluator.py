@@ -10,7 +10,7 @@ import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from google.protobuf import json_format
 
@@ -39,6 +39,17 @@ REQUIREMENTS = ("input", "output", "reference", "context", "trajectory", "usage"
 BATCH_TEXT_FIELDS = ("input", "output", "reference")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]*/[a-z0-9][a-z0-9_.-]*$")
 _VERSION = re.compile(r"^\d+\.\d+\.\d+([-+][0-9A-Za-z.-]+)?$")
+
+
+class Verdict(NamedTuple):
+    """What a batch form may decide for a record beyond a bare bool: the pass/fail ``Score`` with this explanation
+    (and nothing else) that the function returns for it."""
+
+    passed: bool
+    explanation: str
+
+
+BatchVerdicts = list[bool | Verdict | None]
 
 
 @dataclass(frozen=True)
@@ -150,8 +161,9 @@ class Evaluator:
     cheap: bool = False
     # The same evaluation over columns of the records' texts (``evaluators.runner``'s column path): given
     # ``{field: [text, ...]}`` for the required fields and the params, a list with, per record, True or False (the
-    # verdict the function returns for that record, bare) or None (call the function for that record).
-    batch: Callable[..., list[bool | None]] | None = None
+    # verdict the function returns for that record, bare), a ``Verdict`` (the function returns
+    # ``Score(passed=..., explanation=...)``) or None (call the function for that record).
+    batch: Callable[..., BatchVerdicts] | None = None
 
     @cached_property
     def output_names(self) -> frozenset[str]:
@@ -374,7 +386,7 @@ def evaluator(
     mapper: Callable[..., Any] | None = None,
     check: Callable[..., Any] | None = None,
     cheap: bool = False,
-    batch: Callable[..., list[bool | None]] | None = None,
+    batch: Callable[..., BatchVerdicts] | None = None,
 ) -> Callable[[Callable[..., Any]], Evaluator]:
     """Declare an evaluator.
 
@@ -389,8 +401,9 @@ def evaluator(
     microseconds (no I/O, no user-controlled backtracking): the runner then calls it on the event loop instead
     of a worker thread, whose hop would cost more than the call (evalsi.evaluators.runner). ``batch`` (cheap
     record-scope evaluators whose requirements are text fields) decides many records at once from their texts'
-    columns: per record the bare bool the function would return, or None where the function must be called; it
-    must agree with the function record for record (a test of the pack holds it to that).
+    columns: per record the bare bool the function would return, a ``Verdict`` for the pass/fail ``Score`` with an
+    explanation it would return, or None where the function must be called; it must agree with the function record
+    for record (a test of the pack holds it to that).
     """
     if not _NAME.match(name):
         raise ValueError(f"evaluator name {name!r} must look like 'namespace/name' (lowercase, digits, - _ .)")

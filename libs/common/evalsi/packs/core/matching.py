@@ -10,7 +10,8 @@ from google.protobuf import struct_pb2
 from rapidfuzz import fuzz
 
 from evalsi.errors import BadInputError, SkipRecord
-from evalsi.evaluators import Output, evaluator
+from evalsi.evaluators import Output, Verdict, evaluator
+from evalsi.evaluators._evaluator import BatchVerdicts
 from evalsi.patterns import Pattern, compile_user_pattern
 from evalsi.records import content_text
 from evalsi.v1alpha1.record_pb2 import Content, Record
@@ -93,12 +94,12 @@ def _exact_match_batch(
     normalize: bool = True,
     ignore_punctuation: bool = False,
     ignore_articles: bool = False,
-) -> list[bool | None]:
-    """``exact_match`` over the texts' columns: True where both texts are present (non-empty text contents) and
-    equal, or equal once normalized; None (the function decides) for everything else, so a mismatch keeps its
-    explanation and non-text contents their own rules."""
+) -> BatchVerdicts:
+    """``exact_match`` over the texts' columns where both texts are present (non-empty text contents): True where
+    they are equal, or equal once normalized, else the function's failing Score with its explanation; None (the
+    function decides) for everything else, so non-text contents keep their own rules."""
     plain = not (ignore_punctuation or ignore_articles)
-    decided: list[bool | None] = []
+    decided: BatchVerdicts = []
     for output, expected in zip(texts["output"], texts["reference"], strict=True):
         if output and expected:
             if output == expected:
@@ -113,6 +114,8 @@ def _exact_match_batch(
             ):
                 decided.append(True)
                 continue
+            decided.append(Verdict(False, f"output {clip(output)} != reference {clip(expected)}"))
+            continue
         decided.append(None)
     return decided
 
