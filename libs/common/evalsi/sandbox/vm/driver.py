@@ -1,0 +1,277 @@
+"""The ``qemu`` rung (level vm): a QEMU microVM under TCG per sandbox, restored from a snapshot, with a warm pool.
+
+First use builds (and caches by digest, under ``<sandbox cache_dir>/vm``) the uncompressed kernel, the initramfs and
+the read-only runtime disk, then cold-boots one guest and saves it as the template snapshot. Every sandbox after
+that is a restore of the template (a fraction of a second instead of a boot of seconds), refreshed with fresh
+entropy, the time and its own workspace size; ``warm`` restored guests wait ready so a create costs nothing.
+
+Options (``sandbox.drivers.qemu``): ``binary`` (qemu-system-x86_64), ``memory_mib`` (guest RAM, 1024), ``warm``
+(guests kept ready, 1; 0 for none), ``snapshots`` (true; false cold-boots every sandbox), ``boot_timeout`` (seconds,
+30), ``busybox`` (/usr/bin/busybox), ``kernel_version`` (the newest in /boot).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import os
+import secrets
+import shutil
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from evalsi.errors import BadInputError, EvalsiError
+from evalsi.sandbox.config import SandboxConfig
+from evalsi.sandbox.model import IsolationReport, Level, Outcome, ProbeVerdict, SandboxSpec
+from evalsi.sandbox.vm.images import build_initramfs, build_runtime_disk
+from evalsi.sandbox.vm.kernel import extract_vmlinux, find_kernel
+from evalsi.sandbox.vm.protocol import AgentGone, b64, read_frame, write_frame
+from evalsi.sandbox.vm.qemu import Machine, MachineConfig, MachineFailed, host_tsc_khz
+from evalsi.sandbox.vm.session import VmSession
+
+__all__ = ["NAME", "VmDriver", "VmOptions", "isolation_report", "parse_options"]
+
+NAME = "qemu"
+# Guest RAM kept for the guest kernel and the agent: an execution's memory bound is at most the rest.
+_RESERVED_MIB = 192
+_OPTION_KEYS = ("binary", "memory_mib", "warm", "snapshots", "boot_timeout", "busybox", "kernel_version")
+
+
+@dataclass(frozen=True)
+class VmOptions:
+    binary: str = "qemu-system-x86_64"
+    memory_mib: int = 1024
+    warm: int = 1
+    snapshots: bool = True
+    boot_timeout_s: float = 30.0
+    busybox: str = "/usr/bin/busybox"
+    kernel_version: str | None = None
+
+
+def parse_options(raw: Mapping[str, Any], where: str = f"sandbox.drivers.{NAME}") -> VmOptions:
+    for key in raw:
+        if key not in _OPTION_KEYS:
+            raise BadInputError(f"{where}.{key}: unknown option; accepted: {', '.join(_OPTION_KEYS)}")
+    options = VmOptions()
+    memory = _int(raw, "memory_mib", options.memory_mib, 320, 64 * 1024, where)
+    warm = _int(raw, "warm", options.warm, 0, 64, where)
+    timeout = raw.get("boot_timeout", options.boot_timeout_s)
+    if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or not 1 <= timeout <= 600:
+        raise BadInputError(f"{where}.boot_timeout: {timeout!r}; accepted: seconds from 1 to 600")
+    snapshots = raw.get("snapshots", True)
+    if not isinstance(snapshots, bool):
+        raise BadInputError(f"{where}.snapshots: {snapshots!r}; accepted: true or false")
+    strings = {}
+    for key in ("binary", "busybox", "kernel_version"):
+        value = raw.get(key)
+        if value is not None and (not isinstance(value, str) or not value):
+            raise BadInputError(f"{where}.{key}: {value!r}; accepted: a non-empty string")
+        strings[key] = value
+    return VmOptions(binary=strings["binary"] or options.binary, memory_mib=memory, warm=warm, snapshots=snapshots,
+                     boot_timeout_s=float(timeout), busybox=strings["busybox"] or options.busybox,
+                     kernel_version=strings["kernel_version"])
+
+
+def _int(raw: Mapping[str, Any], key: str, default: int, low: int, high: int, where: str) -> int:
+    value = raw.get(key, default)
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise BadInputError(f"{where}.{key}: {value!r}; accepted: an integer from {low} to {high}")
+    return value
+
+
+def isolation_report(spec: SandboxSpec, memory_mib: int) -> IsolationReport:
+    """What the vm rung enforces for ``spec`` (pure)."""
+    resources = spec.resources
+    cap = memory_cap(memory_mib)
+    memory = min(resources.memory_bytes, cap)
+    bounds = {
+        "kernel": "separate guest kernel (QEMU microvm, TCG: no KVM)",
+        "memory": f"guest cgroup v2 memory.max={memory} (guest RAM {memory_mib} MiB)",
+        "pids": f"guest cgroup v2 pids.max={resources.pids}",
+        "network": "no network device",
+        "filesystem": "read-only runtime disk as /; /workspace and /tmp are guest tmpfs",
+        "disk": f"workspace tmpfs size={resources.disk_bytes}, RLIMIT_FSIZE={resources.disk_bytes}",
+        "user": "uid 65534, no capabilities, new session",
+        "timeout": f"{resources.timeout_s:g}s wall clock (guest agent; the host discards a stuck guest)",
+        "output": f"{resources.output_bytes} bytes per stream",
+    }
+    not_enforced: tuple[str, ...] = ()
+    if resources.memory_bytes > cap:
+        not_enforced += (f"memory: {resources.memory_bytes} asked, the guest allows {cap}",)
+    if resources.cpu_seconds is not None:
+        not_enforced += ("cpu_seconds: not applied in the guest",)
+    if spec.file_access == "read-only":
+        not_enforced += ("file_access read-only: the workspace stays writable",)
+    return IsolationReport(NAME, Level.VM, "partial" if not_enforced else "full", bounds, not_enforced,
+                           requested=spec.min_isolation)
+
+
+def memory_cap(memory_mib: int) -> int:
+    return (memory_mib - _RESERVED_MIB) * 1024 * 1024
+
+
+def check_spec(spec: SandboxSpec) -> None:
+    if not spec.network.denied:
+        raise BadInputError(f"network: the {NAME} rung has no network device and no egress proxy; an allowlist "
+                            "cannot be honored here (accepted on this rung: deny)")
+    if spec.root.kind != "host":
+        raise BadInputError(f"root: the {NAME} rung runs on its own runtime disk; an {spec.root.kind} root "
+                            f"({spec.root.path}) is not supported on this rung (accepted: the default root)")
+
+
+class VmDriver:
+    name = NAME
+    level = Level.VM
+
+    def __init__(self, config: SandboxConfig | None = None, *, options: VmOptions | None = None) -> None:
+        config = config or SandboxConfig()
+        self.options = options or parse_options(config.driver_options(NAME))
+        self.cache_dir = config.cache_dir / "vm"
+        self._machine_config: MachineConfig | None = None
+        self._template: Path | None = None
+        self._setup_lock = asyncio.Lock()
+        self._warm: list[Machine] = []
+        self._refill: asyncio.Task[None] | None = None
+        self._closed = False
+
+    async def probe(self) -> ProbeVerdict:
+        spec = SandboxSpec(min_isolation=Level.VM)
+        try:
+            session = await self.create(spec)
+        except EvalsiError as exc:
+            return ProbeVerdict(NAME, Level.VM, False, reason=str(exc)[:1000])
+        except MachineFailed as exc:
+            return ProbeVerdict(NAME, Level.VM, False, reason=f"microVM failed: {exc}"[:1000])
+        try:
+            result = await session.exec(["true"], timeout_s=30)
+        finally:
+            await session.destroy()
+        if result.outcome != Outcome("exit", code=0):
+            detail = result.outcome.signature or result.outcome.effect or f"{result.outcome.kind}"
+            return ProbeVerdict(NAME, Level.VM, False, reason=f"`true` in the microVM: {detail}"[:1000])
+        return ProbeVerdict(NAME, Level.VM, True)
+
+    async def create(self, spec: SandboxSpec) -> VmSession:
+        check_spec(spec)
+        if self._closed:
+            raise MachineFailed("the qemu driver is closed")
+        machine = self._warm.pop(0) if self._warm else await self._new_machine()
+        self._schedule_refill()
+        try:
+            await self._refresh(machine, spec)
+        except (MachineFailed, AgentGone, OSError, TimeoutError) as exc:
+            await machine.kill()
+            raise MachineFailed(f"microVM refresh failed: {exc}{machine.diagnostics()}") from exc
+        return VmSession(machine, spec, isolation_report(spec, self.options.memory_mib),
+                         memory_cap=memory_cap(self.options.memory_mib), restore=self._restore)
+
+    async def close(self) -> None:
+        """Stops the warm guests and the refill; sessions already handed out stay the caller's."""
+        self._closed = True
+        if self._refill is not None:
+            self._refill.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._refill
+        warm, self._warm = self._warm, []
+        for machine in warm:
+            await _stop(machine)
+
+    # --- machines ---
+
+    async def _new_machine(self) -> Machine:
+        config = await self._config()
+        if not self.options.snapshots:
+            return await Machine.launch(config, _run_dir())
+        template = await self._ensure_template(config)
+        try:
+            return await self._restore(template)
+        except MachineFailed:
+            template.unlink(missing_ok=True)  # a template this QEMU cannot load is rebuilt on next use
+            self._template = None
+            raise
+
+    async def _restore(self, state: Path) -> Machine:
+        return await Machine.launch(await self._config(), _run_dir(), incoming=state)
+
+    async def _refresh(self, machine: Machine, spec: SandboxSpec) -> None:
+        assert machine.agent_reader is not None and machine.agent_writer is not None
+        async with asyncio.timeout(30):
+            await write_frame(machine.agent_writer, {
+                "op": "refresh", "seed": b64(secrets.token_bytes(64)), "time": time.time(),
+                "workspace": spec.resources.disk_bytes})
+            reply = await read_frame(machine.agent_reader)
+        if "error" in reply:
+            raise MachineFailed(f"guest agent refused refresh: {reply['error']}")
+
+    def _schedule_refill(self) -> None:
+        if self.options.warm <= 0 or self._closed or (self._refill is not None and not self._refill.done()):
+            return
+        self._refill = asyncio.ensure_future(self._fill())
+
+    async def _fill(self) -> None:
+        while not self._closed and len(self._warm) < self.options.warm:
+            try:
+                machine = await self._new_machine()
+            except (MachineFailed, EvalsiError):
+                return  # the next create boots its own and reports the failure to its caller
+            if self._closed:
+                await _stop(machine)
+                return
+            self._warm.append(machine)
+
+    async def _config(self) -> MachineConfig:
+        if self._machine_config is None:
+            async with self._setup_lock:
+                if self._machine_config is None:
+                    self._machine_config = await asyncio.to_thread(self._build)
+        return self._machine_config
+
+    def _build(self) -> MachineConfig:
+        binary = shutil.which(self.options.binary)
+        if binary is None:
+            raise MachineFailed(f"{self.options.binary} not found; install it with "
+                                "`apt-get install -y --no-install-recommends qemu-system-x86`")
+        busybox = Path(self.options.busybox)
+        if not busybox.is_file():
+            raise MachineFailed(f"{busybox}: no static busybox for the guest's initramfs; install it with "
+                                "`apt-get install -y busybox-static`")
+        kernel = find_kernel(version=self.options.kernel_version)
+        return MachineConfig(
+            qemu=binary, vmlinux=extract_vmlinux(kernel.vmlinuz, self.cache_dir),
+            initramfs=build_initramfs(kernel, busybox, self.cache_dir),
+            disk=build_runtime_disk(busybox, self.cache_dir), memory_mib=self.options.memory_mib,
+            tsc_khz=host_tsc_khz(), boot_timeout_s=self.options.boot_timeout_s)
+
+    async def _ensure_template(self, config: MachineConfig) -> Path:
+        if self._template is not None and self._template.is_file():
+            return self._template
+        async with self._setup_lock:
+            st = os.stat(config.qemu)
+            key = hashlib.sha256(f"{config.identity()}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()[:24]
+            path = self.cache_dir / f"template-{key}.state"
+            if not path.is_file():
+                machine = await Machine.launch(config, _run_dir())
+                try:
+                    partial = path.with_name(f".{path.name}.{os.getpid()}")
+                    await machine.save(partial)
+                    os.replace(partial, path)
+                finally:
+                    await _stop(machine)
+            self._template = path
+            return path
+
+
+def _run_dir() -> Path:
+    # Short, under /tmp: Unix socket paths are limited to 107 bytes.
+    return Path(tempfile.mkdtemp(prefix="evalsi-vm-"))
+
+
+async def _stop(machine: Machine) -> None:
+    await machine.kill()
+    with contextlib.suppress(OSError):
+        shutil.rmtree(machine.run_dir)

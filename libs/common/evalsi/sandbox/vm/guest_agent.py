@@ -1,0 +1,347 @@
+"""The guest agent: PID 1 of the microVM, serving exec and file requests from the host over a virtio-serial port.
+
+It is copied onto the guest's read-only runtime disk and run there by the guest's Python (``python3 -I -S``), so it
+uses the standard library only and imports nothing of evalsi. One request at a time; frames are a 4-byte big-endian
+length then a JSON object (bytes in base64), the same framing as ``evalsi.sandbox.vm.protocol``.
+
+Every command runs as uid/gid 65534 in a new session, inside its own cgroup v2 group of the guest kernel
+(``memory.max``, ``pids.max``; ``memory.events`` and ``pids.events`` say which bound stopped it) and is ended by
+``cgroup.kill``, which also stops whatever it left running. The workspace and ``/tmp`` are tmpfs; the rest of the
+guest's root is the read-only disk.
+"""
+
+import base64
+import contextlib
+import json
+import os
+import resource
+import select
+import signal
+import stat
+import struct
+import subprocess
+import sys
+import time
+
+PORT_NAME = "evalsi.agent"
+UID = 65534
+WORKSPACE = "/workspace"
+CGROUP = "/sys/fs/cgroup"
+MAX_FRAME = 64 * 1024 * 1024
+_counter = [0]
+
+
+def log(message):
+    sys.stderr.write(f"evalsi-agent: {message}\n")
+    sys.stderr.flush()
+
+
+def mount(source, target, fstype, flags=0, data=""):
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.mount(source.encode(), target.encode(), fstype.encode(), flags, data.encode() or None) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"mount {fstype} on {target}: {os.strerror(err)}")
+
+
+def setup(workspace_bytes):
+    os.makedirs(WORKSPACE, exist_ok=True)
+    nosuid_nodev = 2 | 4  # MS_NOSUID | MS_NODEV
+    mount("tmpfs", "/tmp", "tmpfs", nosuid_nodev, "mode=1777,size=64m")
+    mount("tmpfs", WORKSPACE, "tmpfs", nosuid_nodev, f"mode=0755,size={workspace_bytes},uid={UID},gid={UID}")
+    mount("cgroup2", CGROUP, "cgroup2", nosuid_nodev | 8)  # | MS_NOEXEC
+    with open(f"{CGROUP}/cgroup.subtree_control", "w") as f:
+        f.write("+memory +pids")
+
+
+def find_port():
+    base = "/sys/class/virtio-ports"
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        for name in sorted(os.listdir(base)) if os.path.isdir(base) else []:
+            try:
+                with open(f"{base}/{name}/name") as f:
+                    if f.read().strip() == PORT_NAME:
+                        return f"/dev/{name}"
+            except OSError:
+                pass
+        time.sleep(0.01)
+    raise RuntimeError(f"no virtio-serial port named {PORT_NAME}")
+
+
+class Port:
+    def __init__(self, path):
+        self.fd = os.open(path, os.O_RDWR)
+
+    def read_exact(self, n):
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = os.read(self.fd, n - len(buf))
+            if not chunk:  # the host end is not connected: wait for it (virtio-serial gives EOF then)
+                time.sleep(0.01)
+                continue
+            buf += chunk
+        return bytes(buf)
+
+    def recv(self):
+        (size,) = struct.unpack(">I", self.read_exact(4))
+        if size > MAX_FRAME:
+            raise ValueError(f"frame of {size} bytes over {MAX_FRAME}")
+        return json.loads(self.read_exact(size))
+
+    def send(self, message):
+        body = json.dumps(message, separators=(",", ":")).encode()
+        data = struct.pack(">I", len(body)) + body
+        view = memoryview(data)
+        while view:
+            written = os.write(self.fd, view)
+            view = view[written:]
+
+
+def b64(data):
+    return base64.b64encode(data).decode()
+
+
+def unb64(text):
+    return base64.b64decode(text.encode())
+
+
+def read_int(path, key=None):
+    try:
+        with open(path) as f:
+            text = f.read()
+    except OSError:
+        return 0
+    if key is None:
+        return int(text.strip() or 0)
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name == key:
+            return int(value)
+    return 0
+
+
+def reap():
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def kill_group(group):
+    try:
+        with open(f"{group}/cgroup.kill", "w") as f:
+            f.write("1")
+    except OSError:
+        pass
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and read_int(f"{group}/cgroup.events", "populated"):
+        reap()
+        time.sleep(0.005)
+    reap()
+    with contextlib.suppress(OSError):
+        os.rmdir(group)
+
+
+def do_exec(port, req):
+    _counter[0] += 1
+    group = f"{CGROUP}/exec{_counter[0]}"
+    os.mkdir(group)
+    with open(f"{group}/memory.max", "w") as f:
+        f.write(str(int(req["memory"])))
+    with open(f"{group}/pids.max", "w") as f:
+        f.write(str(int(req["pids"])))
+    cap = int(req["output"])
+    env = dict(req.get("env") or {})
+
+    def enter():
+        # In the child, before exec, still root: into the group, the rlimits cgroups do not cover, then uid 65534
+        # (subprocess's own user= would drop root before this runs, and the group could not be entered).
+        with open(f"{group}/cgroup.procs", "w") as f:
+            f.write("0")
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (int(req["disk"]), int(req["disk"])))
+        os.setgroups([])
+        os.setresgid(UID, UID, UID)
+        os.setresuid(UID, UID, UID)
+
+    started = time.monotonic()
+    try:
+        proc = subprocess.Popen(req["argv"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env=env, cwd=req.get("cwd") or WORKSPACE,
+                                start_new_session=True, preexec_fn=enter, close_fds=True)
+    except (OSError, subprocess.SubprocessError) as exc:
+        kill_group(group)
+        port.send({"done": True, "start_error": f"{type(exc).__name__}: {exc}"})
+        return
+    stdin = unb64(req.get("stdin") or "")
+    try:
+        if stdin:
+            proc.stdin.write(stdin)
+        proc.stdin.close()
+    except BrokenPipeError:
+        pass
+    deadline = started + float(req["timeout"])
+    streams = {proc.stdout.fileno(): "stdout", proc.stderr.fileno(): "stderr"}
+    sizes = {"stdout": 0, "stderr": 0}
+    truncated = {"stdout": False, "stderr": False}
+    timed_out = capped = False
+    while streams:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            timed_out = True
+            break
+        ready, _, _ = select.select(list(streams), [], [], min(left, 0.5))
+        for fd in ready:
+            chunk = os.read(fd, 65536)
+            name = streams[fd]
+            if not chunk:
+                del streams[fd]
+                continue
+            room = cap - sizes[name]
+            kept = chunk[:max(room, 0)]
+            if kept:
+                sizes[name] += len(kept)
+                port.send({"stream": name, "data": b64(kept)})
+            if len(chunk) > room:
+                truncated[name] = True
+                capped = True
+        if capped:
+            break
+    if not timed_out and not capped:
+        left = max(deadline - time.monotonic(), 0)
+        try:
+            proc.wait(timeout=left)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+    oom = read_int(f"{group}/memory.events", "oom_kill")
+    pids_max = read_int(f"{group}/pids.events", "max")
+    kill_group(group)
+    code = proc.wait()
+    proc.stdout.close()
+    proc.stderr.close()
+    port.send({"done": True, "returncode": code, "timed_out": timed_out, "output_capped": capped,
+               "oom_kills": oom, "pids_max": pids_max, "truncated": truncated,
+               "duration": time.monotonic() - started})
+
+
+def inside(path):
+    full = os.path.normpath(os.path.join(WORKSPACE, path))
+    if full != WORKSPACE and not full.startswith(WORKSPACE + "/"):
+        raise ValueError(f"{path!r} is outside the workspace {WORKSPACE}")
+    return full
+
+
+def open_beneath(path, flags):
+    """Opens a workspace path without following any link on the way (a link the program planted is refused)."""
+    full = inside(path)
+    parts = [p for p in full[len(WORKSPACE):].split("/") if p]
+    fd = os.open(WORKSPACE, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for i, part in enumerate(parts):
+            last = i == len(parts) - 1
+            if last:
+                return os.open(part, flags | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644, dir_fd=fd)
+            if flags & os.O_CREAT:
+                try:
+                    os.mkdir(part, 0o755, dir_fd=fd)
+                    os.chown(part, UID, UID, dir_fd=fd, follow_symlinks=False)
+                except FileExistsError:
+                    pass
+            nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        raise ValueError(f"{path!r} names the workspace itself, not a file")
+    finally:
+        os.close(fd)
+
+
+def do_write(req):
+    for path, data in req["files"].items():
+        fd = open_beneath(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        try:
+            os.fchown(fd, UID, UID)
+            blob = unb64(data)
+            view = memoryview(blob)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+    return {"ok": True}
+
+
+def do_read(req):
+    limit = int(req["max"])
+    files = {}
+    for path in req["paths"]:
+        fd = open_beneath(path, os.O_RDONLY)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise ValueError(f"{path!r} is not a regular file")
+            data = os.read(fd, limit + 1)
+        finally:
+            os.close(fd)
+        if len(data) > limit:
+            raise ValueError(f"{path!r} is over the read limit of {limit} bytes")
+        files[path] = b64(data)
+    return {"files": files}
+
+
+def do_refresh(req):
+    # A clone restored from a snapshot shares the template's RNG state and clock: fresh entropy and the time.
+    with open("/dev/urandom", "wb") as f:
+        f.write(unb64(req["seed"]))
+    time.clock_settime(time.CLOCK_REALTIME, float(req["time"]))
+    if req.get("workspace"):  # this session's disk bound (the template booted with the default)
+        mount("tmpfs", WORKSPACE, "tmpfs", 32 | 2 | 4, f"size={int(req['workspace'])}")  # MS_REMOUNT
+    return {"ok": True}
+
+
+def serve(port):
+    port.send({"ready": True})
+    while True:
+        req = port.recv()
+        op = req.get("op")
+        try:
+            if op == "exec":
+                do_exec(port, req)
+                continue
+            if op == "write":
+                reply = do_write(req)
+            elif op == "read":
+                reply = do_read(req)
+            elif op == "refresh":
+                reply = do_refresh(req)
+            elif op == "ping":
+                reply = {"ok": True}
+            else:
+                reply = {"error": f"unknown op {op!r}"}
+        except Exception as exc:  # one bad request must not take PID 1 (and the guest) down
+            reply = {"done": True, "start_error": f"{type(exc).__name__}: {exc}"} if op == "exec" else {
+                "error": f"{type(exc).__name__}: {exc}"}
+        port.send(reply)
+
+
+def main():
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    workspace_bytes = 256 * 1024 * 1024
+    with open("/proc/cmdline") as f:
+        words = f.read().split()
+    for word in words:
+        if word.startswith("evalsi.workspace="):
+            workspace_bytes = int(word.partition("=")[2])
+    try:
+        setup(workspace_bytes)
+        port = Port(find_port())
+    except Exception as exc:  # PID 1 must not just vanish: say why on the console, then power off
+        log(f"setup failed: {type(exc).__name__}: {exc}")
+        raise
+    serve(port)
+
+
+if __name__ == "__main__":
+    main()

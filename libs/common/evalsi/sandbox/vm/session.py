@@ -1,0 +1,215 @@
+"""One microVM sandbox session: executions, file transfer and saved state, all through the guest agent.
+
+Host-side file access never touches a path the program controls: reads and writes are requests to the agent, which
+resolves them inside the guest beneath ``/workspace`` without following links. A link planted in the sandbox can
+only ever name a file of the guest (whose root is the read-only runtime disk), never one of the host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import secrets
+import shutil
+import tempfile
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from evalsi.errors import BadInputError
+from evalsi.sandbox.model import ExecResult, IsolationReport, Outcome, OutputSink, SandboxSpec
+from evalsi.sandbox.vm.outcome import classify
+from evalsi.sandbox.vm.protocol import AgentGone, b64, read_frame, unb64, write_frame
+from evalsi.sandbox.vm.qemu import Machine, MachineFailed
+
+__all__ = ["MAX_ARGV_BYTES", "MAX_TRANSFER_BYTES", "VmSession"]
+
+MAX_TRANSFER_BYTES = 32 * 1024 * 1024  # stdin, or one write_files call, or one read_files answer
+MAX_ARGV_BYTES = 1024 * 1024
+# The agent enforces the timeout; the host waits this much longer before it declares the guest itself stuck.
+HOST_GRACE_S = 10.0
+_DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+# Starts a machine from a saved state file (the driver's restore), for load_state.
+Restorer = Callable[[Path], Awaitable[Machine]]
+
+
+class VmSession:
+    """A guest of its own; ``exec`` calls are serialized (the agent runs one request at a time)."""
+
+    def __init__(self, machine: Machine, spec: SandboxSpec, isolation: IsolationReport, *, memory_cap: int,
+                 restore: Restorer) -> None:
+        self.id = f"vm-{secrets.token_hex(8)}"
+        self.isolation = isolation
+        self._machine: Machine | None = machine
+        self._spec = spec
+        self._memory_cap = memory_cap
+        self._restore = restore
+        self._lock = asyncio.Lock()
+
+    @property
+    def machine(self) -> Machine | None:
+        return self._machine
+
+    async def exec(self, argv: list[str], *, stdin: bytes = b"", env: Mapping[str, str] | None = None,
+                   timeout_s: float | None = None, on_output: OutputSink | None = None) -> ExecResult:
+        _check_argv(argv)
+        if len(stdin) > MAX_TRANSFER_BYTES:
+            raise BadInputError(f"stdin: {len(stdin)} bytes, over the limit of {MAX_TRANSFER_BYTES}")
+        resources = self._spec.resources
+        timeout = resources.timeout_s if timeout_s is None else timeout_s
+        if timeout <= 0:
+            raise BadInputError(f"timeout_s: {timeout} must be positive")
+        request = {
+            "op": "exec", "argv": argv, "stdin": b64(stdin), "timeout": timeout, "cwd": self._spec.workdir,
+            "env": {"PATH": _DEFAULT_PATH, "HOME": "/workspace", **self._spec.env, **(env or {})},
+            "memory": min(resources.memory_bytes, self._memory_cap), "pids": resources.pids,
+            "output": resources.output_bytes, "disk": resources.disk_bytes,
+        }
+        async with self._lock:
+            started = time.monotonic()
+            machine = self._machine
+            if machine is None:
+                return self._failed("vm: the guest is gone (destroyed, or broken by an earlier failure)", started)
+            captured: dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
+            try:
+                async with asyncio.timeout(timeout + HOST_GRACE_S):
+                    done = await self._run(machine, request, captured, on_output)
+            except TimeoutError:
+                # The agent did not end it in time: the guest itself is stuck. It is discarded.
+                await self._discard()
+                return self._result(Outcome("timeout"), captured, {}, started)
+            except (AgentGone, MachineFailed, OSError) as exc:
+                await self._discard()
+                return self._failed(f"vm: {exc}{machine.diagnostics()}", started, captured)
+            return self._result(classify(done, bytes(captured["stderr"])), captured, done, started)
+
+    async def _run(self, machine: Machine, request: dict[str, Any], captured: dict[str, bytearray],
+                   on_output: OutputSink | None) -> dict[str, Any]:
+        reader, writer = _streams(machine)
+        await write_frame(writer, request)
+        cap = self._spec.resources.output_bytes
+        while True:
+            frame = await read_frame(reader)
+            if frame.get("done"):
+                return frame
+            name = frame.get("stream")
+            if name not in captured:
+                raise AgentGone(f"guest agent sent an unexpected frame: {str(frame)[:200]}")
+            data = unb64(str(frame.get("data", "")))
+            room = cap - len(captured[name])
+            data = data[:max(room, 0)]  # the agent caps too; the host never trusts it to
+            captured[name] += data
+            if on_output is not None and data:
+                await on_output(str(name), data)
+
+    def _result(self, outcome: Outcome, captured: dict[str, bytearray], done: Mapping[str, Any],
+                started: float) -> ExecResult:
+        truncated = done.get("truncated") if isinstance(done.get("truncated"), dict) else {}
+        assert isinstance(truncated, dict)
+        return ExecResult(outcome, self.isolation, bytes(captured["stdout"]), bytes(captured["stderr"]),
+                          stdout_truncated=bool(truncated.get("stdout")),
+                          stderr_truncated=bool(truncated.get("stderr")), duration_s=time.monotonic() - started)
+
+    def _failed(self, signature: str, started: float, captured: dict[str, bytearray] | None = None) -> ExecResult:
+        return self._result(Outcome("runner_failure", signature=signature[:500]),
+                            captured or {"stdout": bytearray(), "stderr": bytearray()}, {}, started)
+
+    async def _request(self, message: dict[str, Any]) -> dict[str, Any]:
+        async with self._lock:
+            machine = self._machine
+            if machine is None:
+                raise MachineFailed("vm: the guest is gone (destroyed, or broken by an earlier failure)")
+            reader, writer = _streams(machine)
+            try:
+                async with asyncio.timeout(60):
+                    await write_frame(writer, message)
+                    reply = await read_frame(reader)
+            except (TimeoutError, AgentGone, OSError) as exc:
+                await self._discard()
+                raise MachineFailed(f"vm: guest agent did not answer {message.get('op')}: {exc!r}") from exc
+        if "error" in reply:
+            raise BadInputError(f"{message.get('op')}: {reply['error']}"[:1000])
+        return reply
+
+    async def write_files(self, files: Mapping[str, bytes]) -> None:
+        total = sum(len(data) for data in files.values())
+        if total > MAX_TRANSFER_BYTES:
+            raise BadInputError(f"files: {total} bytes in one call, over the limit of {MAX_TRANSFER_BYTES}")
+        await self._request({"op": "write", "files": {path: b64(data) for path, data in files.items()}})
+
+    async def read_files(self, paths: list[str], *, max_bytes: int) -> dict[str, bytes]:
+        if max_bytes * max(len(paths), 1) > MAX_TRANSFER_BYTES:
+            raise BadInputError(f"max_bytes: {max_bytes} for {len(paths)} files is over the limit of "
+                                f"{MAX_TRANSFER_BYTES} bytes per call")
+        reply = await self._request({"op": "read", "paths": list(paths), "max": max_bytes})
+        files = reply.get("files")
+        if not isinstance(files, dict):
+            raise MachineFailed("vm: guest agent's read answer has no files")
+        return {str(path): unb64(str(data)) for path, data in files.items()}
+
+    async def save_state(self) -> bytes:
+        """The guest's memory and devices (its workspace is tmpfs, so in memory), as QEMU's migration stream."""
+        async with self._lock:
+            machine = self._machine
+            if machine is None:
+                raise MachineFailed("vm: the guest is gone (destroyed, or broken by an earlier failure)")
+            path = machine.run_dir / "state.bin"
+            try:
+                await machine.save(path)
+                data = await asyncio.to_thread(path.read_bytes)
+                await machine.resume()
+            finally:
+                path.unlink(missing_ok=True)
+            return data
+
+    async def load_state(self, state: bytes) -> None:
+        """This session becomes a guest restored from ``state`` (``save_state``'s bytes); the old guest ends."""
+        async with self._lock:
+            old = self._machine
+            holder = Path(await asyncio.to_thread(_write_state, state))
+            try:
+                self._machine = await self._restore(holder)
+            finally:
+                shutil.rmtree(holder.parent, ignore_errors=True)
+            if old is not None:
+                await _stop(old)
+
+    async def destroy(self) -> None:
+        async with self._lock:
+            await self._discard()
+
+    async def _discard(self) -> None:
+        machine, self._machine = self._machine, None
+        if machine is not None:
+            await _stop(machine)
+
+
+def _write_state(state: bytes) -> str:
+    folder = tempfile.mkdtemp(prefix="evalsi-vm-state-")
+    path = os.path.join(folder, "state.bin")
+    with open(path, "wb") as f:
+        f.write(state)
+    return path
+
+
+async def _stop(machine: Machine) -> None:
+    await machine.kill()
+    with contextlib.suppress(OSError):
+        shutil.rmtree(machine.run_dir)
+
+
+def _streams(machine: Machine) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    if machine.agent_reader is None or machine.agent_writer is None:
+        raise MachineFailed("vm: guest agent is not connected")
+    return machine.agent_reader, machine.agent_writer
+
+
+def _check_argv(argv: list[str]) -> None:
+    if not argv or not all(isinstance(arg, str) for arg in argv):
+        raise BadInputError("argv: expected a non-empty list of strings (the command and its arguments)")
+    size = sum(len(arg.encode()) + 1 for arg in argv)
+    if size > MAX_ARGV_BYTES:
+        raise BadInputError(f"argv: {size} bytes, over the limit of {MAX_ARGV_BYTES}")
