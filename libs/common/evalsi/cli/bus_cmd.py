@@ -13,7 +13,7 @@ from evalsi.service.bus_users_files import Owner, write_bus_users
 
 @click.group("bus")
 def bus() -> None:
-    """The bus's NATS users for a nats-server you run yourself (docker compose): one per service (docs/compose.md)."""
+    """The bus's NATS users for a nats-server you run yourself (docker compose): one per service (docs/server.md)."""
 
 
 def _pools(ctx: click.Context, param: click.Parameter, value: str) -> tuple[str, ...]:

@@ -16,7 +16,7 @@ COMMANDS = {
     ),
     "bus": LazyCommand(
         "evalsi.cli.bus_cmd:bus",
-        "The bus's NATS users for a nats-server you run yourself (docker compose): one per service (docs/compose.md).",
+        "The bus's NATS users for a nats-server you run yourself (docker compose): one per service (docs/server.md).",
     ),
     "cases": LazyCommand(
         "evalsi.cli.cases_cmd:cases",
