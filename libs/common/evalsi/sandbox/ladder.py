@@ -25,6 +25,8 @@ __all__ = ["DEFAULT_LADDER", "DRIVERS", "DriverFactory", "Ladder", "check_ladder
 # class). Listed strongest first, the order `evalsi sandbox probe` shows them in. Modules load on first use, so a
 # rung's heavy imports cost nothing to a ladder that never reaches it. One line per driver.
 DRIVERS: Mapping[str, str] = MappingProxyType({
+    "firecracker": "evalsi.sandbox.vm.firecracker:FirecrackerDriver",
+    "qemu": "evalsi.sandbox.vm.driver:VmDriver",
     "bwrap": "evalsi.sandbox.bwrap:BwrapDriver",
     "landlock": "evalsi.sandbox.landlock:LandlockDriver",
 })
