@@ -20,6 +20,8 @@
     client: {server: http://127.0.0.1:8080, project: quickstart}   # the CLI's defaults (evalsi.client_config)
     auth: {jwt: {providers: [...]}, api_keys: {keys: [...]}, tls: {cert_file: ..., key_file: ...}}   # docs/auth.md
     rbac: {owners: [...], roles: [...], projects: {...}}     # who may do what, per project (docs/auth.md)
+    sandbox: {ladder: [bwrap, landlock], min_isolation: namespaced}   # the isolation ladder (docs/sandbox.md)
+    sandboxd: {enabled: true, listen: "", max_sandboxes: 0, lease_s: 300}   # evalsi-sandboxd under evalsi serve
     authorization: {rules: [...]}                            # global allow / deny / require CEL rules
 
 Every key is checked at start; an error names the key path and what is accepted.
@@ -38,13 +40,14 @@ from evalsi.connections import Connections
 from evalsi.errors import BadInputError
 from evalsi.gate.exposure import AccessSettings
 from evalsi.masking import mask_url
+from evalsi.sandbox.config import load_sandbox_config
 from evalsi.service.defaults import DEFAULT_METADATA_URL, DEFAULT_OBJECTS_URL
 from evalsi.yaml_files import read_yaml_file
 
 POOLS = ("cpu", "judge", "gpu", "sandbox", "harness")
 # The top-level keys of evalsi.yaml (docs/server.md lists each; tests/cli/test_serve_docs.py checks it does).
 KEYS = ("nats", "metadata", "objects", "traces", "datasets_dir", "api", "ingest", "scheduler", "workers", "judges",
-        "agents", "harness_tools", "client", "auth", "rbac", "authorization", "audit")
+        "agents", "harness_tools", "client", "auth", "rbac", "authorization", "audit", "sandbox", "sandboxd")
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,16 @@ class WorkerConfig:
 
 
 @dataclass(frozen=True)
+class SandboxdConfig:
+    """evalsi-sandboxd as `evalsi serve` starts it (docs/sandbox.md); the ladder itself is the sandbox: section."""
+
+    enabled: bool = True
+    listen: str = ""  # empty: a Unix socket in the state directory (0700)
+    max_sandboxes: int = 0  # 0: the CPU count
+    lease_s: float = 300.0
+
+
+@dataclass(frozen=True)
 class Config:
     nats_url: str = ""
     # The credentials services present to an external NATS (nats.url): a user:password or .creds file, by path.
@@ -101,6 +114,7 @@ class Config:
     connections: Connections = field(default_factory=Connections)
     # The auth:, rbac: and authorization: sections (evalsi.gate.exposure): who may call the api and ingest.
     access: AccessSettings = field(default_factory=AccessSettings)
+    sandboxd: SandboxdConfig = field(default_factory=SandboxdConfig)
 
     @classmethod
     def load(cls, path: str | Path | None) -> Config:
@@ -138,7 +152,10 @@ class Config:
             connections=Connections.from_mapping(document.get("judges"), document.get("agents"),
                                                  document.get("harness_tools"), where=where),
             access=AccessSettings.from_document(document, where=where),
+            sandboxd=_section(SandboxdConfig, document.get("sandboxd", {}), f"{where}: sandboxd"),
         )
+        # The sandbox: section (the ladder, evalsi.sandbox.config) is checked here and read by who runs sandboxes.
+        load_sandbox_config(document.get("sandbox"), f"{where}: sandbox")
         config.validate(where)
         return config
 
