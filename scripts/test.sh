@@ -27,10 +27,11 @@ if ! command -v clickhouse-server >/dev/null 2>&1 && [ ! -x /usr/sbin/clickhouse
   echo "scripts/test.sh: installing ClickHouse (apt) for the trace-store tests" >&2
   apt_install clickhouse-server clickhouse-client
 fi
-# bubblewrap for the namespaced sandbox rung's tests (evalsi.sandbox.bwrap); libseccomp comes with the image.
-if ! command -v bwrap >/dev/null 2>&1; then
-  echo "scripts/test.sh: installing bubblewrap (apt) for the sandbox tests" >&2
-  apt_install bubblewrap
+# bubblewrap for the namespaced sandbox rung's tests (evalsi.sandbox.bwrap), busybox-static for their image roots
+# (evalsi.testing.sandbox_images); libseccomp comes with the image.
+if ! command -v bwrap >/dev/null 2>&1 || ! command -v busybox >/dev/null 2>&1; then
+  echo "scripts/test.sh: installing bubblewrap and busybox-static (apt) for the sandbox tests" >&2
+  apt_install bubblewrap busybox-static
 fi
 
 if [ ! -x .venv/bin/python ]; then

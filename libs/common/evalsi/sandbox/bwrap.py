@@ -22,7 +22,7 @@ import shutil
 import tempfile
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from evalsi.errors import BadInputError
@@ -50,6 +50,7 @@ _OWN_MOUNTS = frozenset({"proc", "dev", "tmp"})
 _MAX_ENV = 256
 _MAX_ENV_BYTES = 128 * 1024
 _MAX_ARGV_BYTES = 1 << 20
+_NOT_FOUND = 127
 # Extra address space allowed over the memory bound when a cgroup enforces memory: RLIMIT_AS counts reservations,
 # not use, and would otherwise refuse runtimes (Go, the JVM) that reserve far more than they touch.
 _AS_HEADROOM = 1 << 30
@@ -57,23 +58,23 @@ _AS_HEADROOM = 1 << 30
 
 def _dialect(started: bool) -> Dialect:
     def runner_failure(finished: Finished) -> str:
-        if started or finished.timed_out:
+        if started or finished.timed_out or finished.output_capped:
             return ""
-        lines = [line for line in finished.stderr.decode("utf-8", "replace").splitlines() if line.strip()]
-        message = lines[-1] if lines else f"exited {finished.returncode} before starting the command"
+        message = _last_line(finished.stderr) or f"exited {finished.returncode} before starting the command"
         return message if message.startswith("bwrap") else f"bwrap: {message}"
 
     return Dialect(runner_failure, COMMON_DENIALS)
 
 
-@dataclass(frozen=True)
-class _Status:
-    started: bool
-    exit_code: int | None
+def _last_line(output: bytes) -> str:
+    lines = [line for line in output.decode("utf-8", "replace").splitlines() if line.strip()]
+    return lines[-1] if lines else ""
 
 
-def _read_status(fd: int) -> _Status:
-    """bwrap's JSON documents on the status fd: ``child-pid`` once the command is forked, ``exit-code`` at its end."""
+def _read_status(fd: int) -> int | None:
+    """The command's exit status from bwrap's JSON documents on the status fd, None when it never ran: bwrap
+    writes ``exit-code`` only for a command it started (``child-pid`` comes before the mounts, so it proves
+    nothing), and its own setup failures leave it out."""
     chunks = []
     os.set_blocking(fd, False)
     try:
@@ -87,7 +88,7 @@ def _read_status(fd: int) -> _Status:
             chunks.append(chunk)
     finally:
         os.close(fd)
-    started, exit_code = False, None
+    exit_code = None
     decoder = json.JSONDecoder()
     text, position = b"".join(chunks).decode("utf-8", "replace"), 0
     while position < len(text):
@@ -99,11 +100,9 @@ def _read_status(fd: int) -> _Status:
             document, position = decoder.raw_decode(text, position)
         except ValueError:
             break
-        if isinstance(document, dict):
-            started = started or "child-pid" in document
-            if isinstance(document.get("exit-code"), int):
-                exit_code = document["exit-code"]
-    return _Status(started, exit_code)
+        if isinstance(document, dict) and isinstance(document.get("exit-code"), int):
+            exit_code = document["exit-code"]
+    return exit_code
 
 
 def bwrap_profile(*, root: Path | None, workspace: str, workdir: str, read_only_workspace: bool, env: Mapping[str, str],
@@ -290,9 +289,12 @@ class BwrapSession:
             finished = await run_command(command, on_output)
             os.close(status_write)
             fds.remove(status_write)
-            status = _read_status(status_read)
+            exit_code = _read_status(status_read)
             fds.remove(status_read)
-            outcome = classify(finished, _dialect(status.started), exit_code=status.exit_code,
+            # bwrap could not execute the command (not in the image): the program's fault, as a shell's 127.
+            not_found = exit_code is None and _last_line(finished.stderr).startswith("bwrap: execvp ")
+            outcome = classify(finished, _dialect(exit_code is not None or not_found),
+                               exit_code=_NOT_FOUND if not_found else exit_code,
                                oom_killed=groups.oom_killed(), pids_exhausted=groups.pids_exhausted())
             cpu_s, peak = groups.cpu_seconds(), groups.peak_memory()
         finally:

@@ -174,7 +174,9 @@ COMMON_DENIALS: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(patt
     (r"Read-only file system", "write to a read-only path"),
     (r"Permission denied|PermissionError", "permission denied"),
     (r"Operation not permitted", "operation not permitted"),
-    (r"Network is unreachable|Address family not supported|Cannot assign requested address", "network denied"),
+    # In the sandbox's own network namespace nothing but its loopback answers: a refused connection is the policy.
+    (r"Network is unreachable|Address family not supported|Cannot assign requested address|Connection refused",
+     "network denied"),
     (r"Resource temporarily unavailable|BlockingIOError: \[Errno 11\]", "process limit"),
     (r"Cannot allocate memory|MemoryError|std::bad_alloc|out of memory", "memory limit"),
     (r"File too large|File size limit exceeded", "file size limit"),
