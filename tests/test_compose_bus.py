@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -27,6 +28,7 @@ from test_compose import (
     OURS,
     ROOT,
     SCRIPTS,
+    SERVICES,
     command,
     environment,
     host_path,
@@ -48,6 +50,7 @@ from evalsi.v1alpha1.evaluator_pb2 import EvaluatorRef
 from evalsi.v1alpha1.run_pb2 import RUN_STATE_SUCCEEDED
 
 SPEC = ROOT / "examples" / "runs" / "qa-outputs.yaml"
+SERVICES_INIT = SERVICES[INIT]
 # The services a run and an Evaluate need (qa-outputs grades on the cpu pool only): each is ~2 CPU seconds to start.
 RUNNING = ("api", "scheduler", "worker-cpu")
 # Root here may hand files to the image's uid, as the init container does; anyone else keeps them.
@@ -106,6 +109,34 @@ def test_the_init_command_keeps_its_users_across_restarts_and_rotates_on_request
     rotated = passwords(volume)
     assert sorted(rotated) == sorted(first) and not any(rotated[k] == again[k] for k in first)
     assert all(password in authorization.read_text() for password in rotated.values())
+
+
+def test_the_init_services_capabilities_are_enough_to_write_and_then_keep(tmp_path: Path) -> None:
+    """compose runs it as root with every capability dropped but its cap_add: enough to write the users, hand them
+    to the services' user, and (the next `up`) read and keep them; one fewer and the second run fails."""
+    assert os.geteuid() == 0, "the init container runs as root: so must this test"
+    setpriv = shutil.which("setpriv")
+    assert setpriv, "setpriv (util-linux) is needed to drop capabilities as compose does"
+    volume = tmp_path / "bus-credentials"
+    argv = [str(Path(sys.executable).parent / "evalsi"), *init_argv()[1:]]
+    argv = [f"--out={volume}" if a.startswith("--out=") else f"--owner={OWNER}" if a.startswith("--owner=") else a
+            for a in argv]
+
+    def run(caps: list[str]) -> subprocess.CompletedProcess[str]:
+        only = ",".join(["-all", *(f"+{cap.lower()}" for cap in caps)])
+        return subprocess.run([setpriv, f"--inh-caps={only}", f"--bounding-set={only}", *argv],
+                              capture_output=True, text=True, timeout=60)
+
+    caps = [str(cap) for cap in SERVICES_INIT["cap_add"]]
+    assert run(caps).returncode == 0
+    first = passwords(volume)
+    kept = run(caps)
+    assert kept.returncode == 0, kept.stderr
+    assert passwords(volume) == first
+    for missing in caps:
+        fewer = run([cap for cap in caps if cap != missing])
+        assert fewer.returncode != 0, f"{missing} is not needed: drop it from cap_add"
+    assert passwords(volume) == first  # a refused run replaced nothing
 
 
 @dataclass
