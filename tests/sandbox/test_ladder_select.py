@@ -1,0 +1,112 @@
+"""The ladder with real rungs: the strongest usable rung meeting the minimum, verdicts cached, fail closed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from evalsi.errors import BadInputError
+from evalsi.sandbox.bwrap import BwrapDriver
+from evalsi.sandbox.config import SandboxConfig, load_sandbox_config
+from evalsi.sandbox.ladder import DRIVERS, Ladder
+from evalsi.sandbox.model import Level, SandboxSpec, SandboxUnavailable
+
+
+def _config(tmp_path: Path, **raw: object) -> SandboxConfig:
+    return load_sandbox_config({"cache_dir": str(tmp_path / "cache"), **raw})
+
+
+async def test_the_first_usable_rung_meeting_the_minimum_runs_the_command(tmp_path: Path) -> None:
+    ladder = Ladder(_config(tmp_path, ladder=["bwrap"]))
+    session = await ladder.create(SandboxSpec(min_isolation=Level.NAMESPACED))
+    try:
+        result = await session.exec(["sh", "-c", "echo ran"])
+    finally:
+        await session.destroy()
+    assert result.stdout == b"ran\n" and result.isolation.driver == "bwrap"
+    assert result.isolation.level >= Level.NAMESPACED
+
+
+async def test_a_minimum_above_every_rung_is_sandbox_unavailable_and_nothing_runs(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    ladder = Ladder(_config(tmp_path, ladder=["bwrap"]))
+    with pytest.raises(SandboxUnavailable) as raised:
+        await ladder.create(SandboxSpec(min_isolation=Level.VM))
+    assert raised.value.code == "SANDBOX_UNAVAILABLE" and raised.value.requested is Level.VM
+    assert [verdict.driver for verdict in raised.value.verdicts] == ["bwrap"]
+    assert "below vm" in str(raised.value)
+    assert not marker.exists()
+
+
+async def test_a_broken_rung_is_skipped_and_the_ladder_fails_closed_without_another(tmp_path: Path) -> None:
+    broken = _config(tmp_path, ladder=["bwrap"], drivers={"bwrap": {"binary": str(tmp_path / "no-bwrap")}})
+    with pytest.raises(SandboxUnavailable) as raised:
+        await Ladder(broken).select(Level.NAMESPACED)
+    (verdict,) = raised.value.verdicts
+    assert not verdict.available and "no-bwrap" in verdict.reason
+
+
+async def test_verdicts_are_probed_once_per_ladder(tmp_path: Path) -> None:
+    driver = BwrapDriver(_config(tmp_path))
+    probes: list[int] = []
+    real_probe = driver.probe
+
+    async def counted() -> object:
+        probes.append(1)
+        return await real_probe()
+
+    driver.probe = counted  # type: ignore[method-assign]
+    ladder = Ladder(_config(tmp_path, ladder=["bwrap"]), drivers={"bwrap": driver})
+    first = await ladder.probe("bwrap")
+    await ladder.select(Level.NAMESPACED)
+    await ladder.probe_all()
+    assert first.available and probes == [1]
+    ladder.forget("bwrap")
+    await ladder.probe("bwrap")
+    assert probes == [1, 1]
+
+
+def test_the_default_ladder_is_registered_drivers_in_d6_order() -> None:
+    names = Ladder(SandboxConfig()).names
+    assert names and all(name in DRIVERS for name in names)
+    assert "bwrap" in names
+    if "landlock" in names:
+        assert names.index("bwrap") < names.index("landlock")
+
+
+def test_an_unknown_driver_is_refused_naming_the_key(tmp_path: Path) -> None:
+    with pytest.raises(BadInputError, match=r"sandbox.ladder: 'dockerx' is not a sandbox driver; accepted: .*bwrap"):
+        Ladder(_config(tmp_path, ladder=["bwrap", "dockerx"]))
+
+
+async def test_a_requests_unknown_driver_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(BadInputError, match="ladder: 'nope'"):
+        await Ladder(_config(tmp_path)).select(Level.CONFINED, ("nope",))
+
+
+@pytest.mark.parametrize(("raw", "message"), [
+    ({"ladder": []}, "sandbox.ladder: expected a non-empty list"),
+    ({"ladder": ["bwrap", "bwrap"]}, r"sandbox.ladder\[1\]: 'bwrap' appears twice"),
+    ({"min_isolation": "strong"}, "sandbox.min_isolation: 'strong' is not an isolation level; accepted: vm"),
+    ({"resources": {"memory": 10}}, "sandbox.resources.memory: 10 is out of range"),
+    ({"resources": {"timeout": "forever"}}, "sandbox.resources.timeout: expected a duration"),
+    ({"resources": {"cpus": 2}}, "sandbox.resources.cpus: unknown key"),
+    ({"cgroup": "mine"}, "sandbox.cgroup: 'mine'; accepted: auto, none"),
+    ({"root": "/nonexistent/image"}, "sandbox.root: '/nonexistent/image' is neither"),
+    ({"ladders": ["bwrap"]}, "sandbox.ladders: unknown key"),
+])
+def test_bad_sandbox_sections_name_the_key(raw: dict[str, object], message: str) -> None:
+    with pytest.raises(BadInputError, match=message):
+        load_sandbox_config(raw)
+
+
+def test_a_good_section_sets_every_default(tmp_path: Path) -> None:
+    config = load_sandbox_config({"ladder": "bwrap,landlock", "min_isolation": "confined", "cgroup": "none",
+                                  "root": str(tmp_path), "cache_dir": str(tmp_path / "c"),
+                                  "resources": {"timeout": "90s", "memory": 1 << 28, "pids": 64,
+                                                "output_bytes": 1000, "cpu_seconds": 5}})
+    assert config.ladder == ("bwrap", "landlock") and config.min_isolation is Level.CONFINED
+    assert config.root.kind == "image" and config.cgroup == "none"
+    assert (config.resources.timeout_s, config.resources.memory_bytes, config.resources.pids) == (90.0, 1 << 28, 64)
+    assert (config.resources.output_bytes, config.resources.cpu_seconds) == (1000, 5)
