@@ -12,6 +12,7 @@ guest's root is the read-only disk.
 
 import base64
 import contextlib
+import errno
 import json
 import os
 import resource
@@ -238,6 +239,16 @@ def inside(path):
 
 def open_beneath(path, flags):
     """Opens a workspace path without following any link on the way (a link the program planted is refused)."""
+    try:
+        return _open_beneath(path, flags)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise ValueError(f"{path!r}: a symbolic link on the way or at the end, or not a directory (links in "
+                             "the sandbox are never followed)") from None
+        raise ValueError(f"{path!r}: {exc.strerror}") from None
+
+
+def _open_beneath(path, flags):
     full = inside(path)
     parts = [p for p in full[len(WORKSPACE):].split("/") if p]
     fd = os.open(WORKSPACE, os.O_RDONLY | os.O_DIRECTORY)

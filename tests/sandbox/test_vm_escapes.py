@@ -1,0 +1,261 @@
+"""The vm rung (a QEMU microVM under TCG) under real escape attempts: each ends as ``denied`` (or ``timeout``), never
+as a successful exit, and a broken runner is a ``runner_failure``, never a denial.
+
+The guest's kernel, initramfs, runtime disk and template snapshot are built once per machine into a cache shared by
+these tests (keyed by digest, so a changed agent or kernel rebuilds); every test then restores its own guest from
+the template, as sandboxd does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from evalsi.errors import BadInputError
+from evalsi.sandbox.config import SandboxConfig
+from evalsi.sandbox.ladder import Ladder
+from evalsi.sandbox.model import Endpoint, Level, NetworkPolicy, Resources, SandboxSpec, SandboxUnavailable
+from evalsi.sandbox.vm.driver import VmDriver, VmOptions
+from evalsi.sandbox.vm.firecracker import FirecrackerDriver
+from evalsi.sandbox.vm.kernel import find_kernel
+from evalsi.sandbox.vm.session import VmSession
+
+RESOURCES = Resources(timeout_s=20.0, memory_bytes=128 << 20, pids=32, output_bytes=64 * 1024,
+                      disk_bytes=16 << 20)
+SPEC = SandboxSpec(min_isolation=Level.VM, resources=RESOURCES)
+# Shared by every run on this machine: artifacts are named by the digest of their inputs.
+CACHE = Path(os.environ.get("EVALSI_TEST_VM_CACHE", Path(tempfile.gettempdir()) / "evalsi-test-vm-cache"))
+
+
+def _driver(**options: object) -> VmDriver:
+    return VmDriver(SandboxConfig(cache_dir=CACHE), options=replace(VmOptions(warm=0, boot_timeout_s=60),
+                                                                    **options))  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def template() -> None:
+    """The first use on a machine builds the artifacts and cold-boots the template (tens of seconds under TCG)."""
+    async def warm() -> None:
+        driver = _driver()
+        session = await driver.create(SPEC)
+        await session.destroy()
+        await driver.close()
+    asyncio.run(warm())
+
+
+@pytest.fixture
+async def session() -> AsyncIterator[VmSession]:
+    driver = _driver()
+    session = await driver.create(SPEC)
+    yield session
+    await session.destroy()
+    await driver.close()
+
+
+async def test_probe_boots_a_guest_and_runs_true() -> None:
+    verdict = await _driver().probe()
+    assert verdict.available, verdict.reason
+    assert verdict.level is Level.VM and verdict.driver == "qemu"
+
+
+async def test_the_workspace_is_writable_and_read_back_as_an_unprivileged_user(session: VmSession) -> None:
+    await session.write_files({"in.txt": b"from the host\n"})
+    result = await session.exec(["sh", "-c", "cat in.txt; echo made > out.txt; id -u; uname -r"])
+    assert result.outcome.kind == "exit" and result.outcome.code == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == b"from the host" and lines[1] == b"65534"
+    assert lines[2].decode() == find_kernel().version  # the guest's own kernel answers uname
+    assert (await session.read_files(["out.txt"], max_bytes=100)) == {"out.txt": b"made\n"}
+    iso = result.isolation
+    assert iso.driver == "qemu" and iso.level is Level.VM and iso.enforcement == "full"
+    assert iso.bounds["network"] == "no network device"
+    assert "memory.max=134217728" in iso.bounds["memory"]
+
+
+async def test_python_runs_in_the_guest(session: VmSession) -> None:
+    result = await session.exec(["python3", "-c", "import sys; print(sum(range(10)), sys.version_info[:2])"])
+    assert result.outcome.kind == "exit" and result.outcome.code == 0, result.stderr
+    assert result.stdout.startswith(b"45 (3, 11)")
+
+
+async def test_host_files_are_not_in_the_guest(session: VmSession) -> None:
+    secret = Path(tempfile.mkdtemp(prefix="evalsi-host-")) / "secret.txt"
+    secret.write_text("host secret 7f3a\n")
+    secret.chmod(0o666)
+    secret.parent.chmod(0o777)
+    try:
+        result = await session.exec(["cat", str(secret)])
+        assert result.outcome.kind != "exit" or result.outcome.code != 0
+        assert b"7f3a" not in result.stdout
+        # The guest's own shadow file is root's: refused by the guest kernel, and it is not the host's.
+        shadow = await session.exec(["cat", "/etc/shadow"])
+        assert shadow.outcome.kind == "denied", shadow
+        assert shadow.outcome.effect == "guest: permission denied"
+        assert shadow.stdout == b""
+    finally:
+        secret.unlink()
+        secret.parent.rmdir()
+
+
+async def test_writing_outside_the_workspace_is_denied(session: VmSession) -> None:
+    for target in ("/usr/bin/planted", "/etc/passwd", "/evalsi/agent.py", "/root/x"):
+        result = await session.exec(["sh", "-c", f"echo pwned > {target}"])
+        assert result.outcome.kind == "denied", (target, result)
+    check = await session.exec(["cat", "/etc/passwd"])
+    assert b"pwned" not in check.stdout
+
+
+async def test_a_loopback_listener_on_the_host_is_unreachable(session: VmSession) -> None:
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    listener.setblocking(False)
+    port = listener.getsockname()[1]
+    try:
+        code = f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=3)"
+        result = await session.exec(["python3", "-c", code])
+        assert result.outcome.kind == "denied", result
+        assert result.outcome.effect == "guest: no network device"
+        with pytest.raises(BlockingIOError):
+            listener.accept()
+    finally:
+        listener.close()
+
+
+async def test_a_fork_bomb_stops_at_the_pids_bound(session: VmSession) -> None:
+    result = await session.exec(["python3", "-c", "import os\nwhile True:\n    os.fork()"], timeout_s=20)
+    assert result.outcome.kind in ("denied", "timeout"), result
+    if result.outcome.kind == "denied":
+        assert "pids" in result.outcome.effect
+    after = await session.exec(["sh", "-c", "pgrep python3 || echo none"])
+    assert after.stdout.strip() == b"none", after.stdout  # cgroup.kill ended every fork
+
+
+async def test_allocating_past_the_memory_bound_is_an_oom_denial(session: VmSession) -> None:
+    result = await session.exec(["python3", "-c", "b = bytearray(400 << 20); b[::4096] = b'x' * len(b[::4096])"])
+    assert result.outcome.kind == "denied", result
+    assert result.outcome.effect in ("oom-kill", "memory limit (guest cgroup memory.max)")
+
+
+async def test_sleeping_past_the_timeout_is_a_timeout(session: VmSession) -> None:
+    started = time.monotonic()
+    result = await session.exec(["sh", "-c", "sleep 60 & sleep 60"], timeout_s=2)
+    assert result.outcome.kind == "timeout"
+    assert time.monotonic() - started < 10
+    # The background sleep went with its group: the next command sees none.
+    after = await session.exec(["sh", "-c", "pgrep sleep || echo none"])
+    assert after.stdout.strip() == b"none"
+
+
+async def test_printing_past_the_output_cap_is_denied_and_truncated(session: VmSession) -> None:
+    result = await session.exec(["sh", "-c", "yes 0123456789"])
+    assert result.outcome.kind == "denied" and result.outcome.effect == "output cap"
+    assert result.stdout_truncated and len(result.stdout) == RESOURCES.output_bytes
+
+
+async def test_a_planted_symlink_is_never_followed_by_the_host(session: VmSession) -> None:
+    planted = await session.exec(["sh", "-c", "ln -s /etc/passwd link && mkdir d && ln -s /etc dir && echo ok"])
+    assert planted.stdout == b"ok\n", planted
+    with pytest.raises(BadInputError, match="link"):
+        await session.read_files(["link"], max_bytes=1 << 20)
+    with pytest.raises(BadInputError, match="dir/passwd"):
+        await session.read_files(["dir/passwd"], max_bytes=1 << 20)
+    with pytest.raises(BadInputError):
+        await session.write_files({"dir/evil": b"x"})
+    with pytest.raises(BadInputError, match="outside the workspace"):
+        await session.read_files(["../etc/passwd"], max_bytes=1 << 20)
+
+
+async def test_the_parent_environment_does_not_reach_the_guest(session: VmSession,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVALSI_PARENT_SECRET", "parent-secret-91c2")
+    result = await session.exec(["sh", "-c", "env; cat /proc/1/environ"], env={"GIVEN": "yes"})
+    assert b"parent-secret-91c2" not in result.stdout + result.stderr
+    assert b"GIVEN=yes" in result.stdout
+    assert result.outcome.kind == "denied"  # /proc/1/environ is the guest agent's, root only
+
+
+async def test_a_vmm_that_dies_mid_exec_is_a_runner_failure_not_a_denial(session: VmSession) -> None:
+    machine = session.machine
+    assert machine is not None
+    task = asyncio.ensure_future(session.exec(["sleep", "30"]))
+    await asyncio.sleep(1.0)
+    machine.process.kill()
+    result = await task
+    assert result.outcome.kind == "runner_failure", result
+    assert result.outcome.signature.startswith("vm: guest agent connection")
+    again = await session.exec(["true"])
+    assert again.outcome.kind == "runner_failure" and "the guest is gone" in again.outcome.signature
+
+
+async def test_a_broken_qemu_binary_is_unavailable_and_the_ladder_fails_closed() -> None:
+    broken = _driver(binary="/nonexistent/qemu-system-x86_64")
+    verdict = await broken.probe()
+    assert not verdict.available and "/nonexistent/qemu-system-x86_64 not found" in verdict.reason
+    ladder = Ladder(drivers={"qemu": broken, "firecracker": FirecrackerDriver()})
+    with pytest.raises(SandboxUnavailable) as caught:
+        await ladder.select(Level.VM, ("firecracker", "qemu"))
+    assert {v.driver for v in caught.value.verdicts} == {"firecracker", "qemu"}
+
+
+async def test_the_ladder_picks_the_microvm_for_a_vm_minimum() -> None:
+    ladder = Ladder(drivers={"qemu": _driver(), "firecracker": FirecrackerDriver()})
+    driver, verdict = await ladder.select(Level.VM, ("firecracker", "qemu"))
+    assert driver.name == "qemu" and verdict.available
+
+
+async def test_an_allowlist_or_an_image_root_is_refused_not_ignored() -> None:
+    driver = _driver()
+    with pytest.raises(BadInputError, match="network"):
+        await driver.create(replace(SPEC, network=NetworkPolicy((Endpoint("example.com", 443),))))
+
+
+async def test_snapshot_state_round_trips_and_clones_do_not_share_entropy() -> None:
+    driver = _driver()
+    first = await driver.create(SPEC)
+    second = await driver.create(SPEC)
+    try:
+        await first.write_files({"kept.txt": b"before the snapshot\n"})
+        state = await first.save_state()
+        await first.exec(["sh", "-c", "echo after > later.txt"])
+        await second.load_state(state)
+        assert await second.read_files(["kept.txt"], max_bytes=100) == {"kept.txt": b"before the snapshot\n"}
+        listing = await second.exec(["ls"])
+        assert listing.stdout.split() == [b"kept.txt"]
+        draw = ["python3", "-c", "import os; print(os.urandom(16).hex())"]
+        a, b = await first.exec(draw), await second.exec(draw)
+        # second is a restore of first's state: fresh entropy at restore keeps their streams apart
+        assert a.stdout != b.stdout and len(a.stdout) == 33
+    finally:
+        await first.destroy()
+        await second.destroy()
+        await driver.close()
+
+
+async def test_a_warm_pool_hands_out_a_ready_guest() -> None:
+    driver = _driver(warm=1)
+    first = await driver.create(SPEC)
+    try:
+        for _ in range(200):  # the refill restores one in the background
+            if driver._warm:
+                break
+            await asyncio.sleep(0.1)
+        assert driver._warm, "the pool refilled"
+        started = time.monotonic()
+        second = await driver.create(SPEC)
+        took = time.monotonic() - started
+        result = await second.exec(["true"])
+        assert result.outcome.kind == "exit" and result.outcome.code == 0
+        await second.destroy()
+        assert took < 5, took
+    finally:
+        await first.destroy()
+        await driver.close()
