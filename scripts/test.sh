@@ -33,6 +33,12 @@ if ! command -v bwrap >/dev/null 2>&1 || ! command -v busybox >/dev/null 2>&1; t
   echo "scripts/test.sh: installing bubblewrap and busybox-static (apt) for the sandbox tests" >&2
   apt_install bubblewrap busybox-static
 fi
+# QEMU and Debian's kernel for the vm sandbox rung's microVMs (evalsi.sandbox.vm: TCG, no KVM needed); its initramfs
+# uses the static busybox above.
+if ! command -v qemu-system-x86_64 >/dev/null 2>&1 || ! ls /boot/vmlinuz-* >/dev/null 2>&1; then
+  echo "scripts/test.sh: installing qemu-system-x86 and linux-image-amd64 (apt) for the microVM sandbox tests" >&2
+  apt_install qemu-system-x86 linux-image-amd64
+fi
 
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
