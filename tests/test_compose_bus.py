@@ -2,13 +2,16 @@
 processes): the bus-credentials init command writes the users into a directory standing for its volume, a real
 nats-server starts with the command line compose gives it, and each service connects with the file its container
 would see. A served run and an Evaluate go through the api, the scheduler and the cpu worker started with their
-compose commands (addresses and stores mapped to this machine) without one permissions violation; the cpu
-worker's user is refused another pool's work, and nobody connects without a user."""
+compose commands (addresses and stores mapped to this machine), with every other service of the file running, and a
+trace goes from ingest to the policy service, without one permissions violation; the cpu worker's user is refused
+another pool's work, and nobody connects without a user."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -37,9 +40,10 @@ from test_compose import (
 )
 
 import evalsi
+from evalsi.bus import subjects
 from evalsi.bus.credentials import inbox_prefix, read_credentials
 from evalsi.bus.natsserver import NatsServer
-from evalsi.bus.permissions import all_identities
+from evalsi.bus.permissions import ADMIN, all_identities
 from evalsi.cli.main import cli
 from evalsi.ports import free_port
 from evalsi.records import make_record
@@ -51,8 +55,10 @@ from evalsi.v1alpha1.run_pb2 import RUN_STATE_SUCCEEDED
 
 SPEC = ROOT / "examples" / "runs" / "qa-outputs.yaml"
 SERVICES_INIT = SERVICES[INIT]
-# The services a run and an Evaluate need (qa-outputs grades on the cpu pool only): each is ~2 CPU seconds to start.
-RUNNING = ("api", "scheduler", "worker-cpu")
+# Every Evals.si service of the file, so each shows it starts (streams, durables, inboxes) as its own user.
+RUNNING = OURS
+# Compose's `${NAME:-default}` in a value: its default here (no secret of this machine reaches the services).
+_INTERPOLATED = re.compile(r"\$\{\w+:-([^}]*)\}")
 # Root here may hand files to the image's uid, as the init container does; anyone else keeps them.
 OWNER = "10001" if os.geteuid() == 0 else str(os.geteuid())
 
@@ -208,17 +214,22 @@ def local_command(name: str, bus: ComposeBus, state: Path) -> tuple[list[str], d
         elif value.startswith("/"):
             value = str(host_path(name, value, {INIT: bus.volume}))
         argv.append(f"{key}={value}" if equals else arg)
-    env = {key: str(host_path(name, value, {INIT: bus.volume})) if value.startswith("/") else value
-           for key, value in environment(name).items()}
+    env = {key: str(host_path(name, value, {INIT: bus.volume})) if value.startswith("/")
+           else _INTERPOLATED.sub(r"\1", value) for key, value in environment(name).items()}
     env["EVALSI_METADATA_URL"] = f"sqlite:///{state / 'metadata.db'}"  # compose's Postgres, here a shared SQLite
     ready = ports["--http-port"] if command(name)[0] == "evalsi-api" else ports["--metrics-port"]
     module = SCRIPTS[command(name)[0]].split(":")[0]
     return [sys.executable, "-m", module, *argv], {**os.environ, **env}, ready
 
 
+def _port(argv: list[str], name: str) -> int:
+    return int(next(a.partition("=")[2] for a in argv if a.startswith(f"{name}=")))
+
+
 @dataclass
 class Services:
     grpc: str
+    otlp_http: str
     logs: Path
 
 
@@ -226,20 +237,22 @@ class Services:
 def services(bus: ComposeBus, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
     state = tmp_path_factory.mktemp("compose-state")
     started: dict[str, subprocess.Popen[bytes]] = {}
-    grpc = ""
+    grpc = otlp = 0
     try:
         ready = {}
         for name in RUNNING:
             argv, env, port = local_command(name, bus, state)
-            if name == "api":
-                grpc = next(a.partition("=")[2] for a in argv if a.startswith("--grpc-port="))
+            if command(name)[0] == "evalsi-api":
+                grpc = _port(argv, "--grpc-port")
+            elif command(name)[0] == "evalsi-ingest":
+                otlp = _port(argv, "--http-port")
             with open(state / f"{name}.log", "wb") as log:
                 started[name] = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
                                                  stdin=subprocess.DEVNULL, cwd=state)
             ready[name] = port
         for name, port in ready.items():
             _wait_ready(name, port, started[name], state)
-        yield Services(f"grpc://127.0.0.1:{grpc}", state)
+        yield Services(f"grpc://127.0.0.1:{grpc}", f"http://127.0.0.1:{otlp}/v1/traces", state)
     finally:
         for process in started.values():
             process.terminate()
@@ -282,7 +295,36 @@ def test_a_run_and_an_evaluate_go_through_the_compose_services_each_as_its_own_u
         request.records.extend([make_record(id="a", output="Paris", reference="Paris")])
         assert client.evaluate(request).results[0].scores[0].passed  # evaluate.cpu, answered to the api's inbox
     assert events
+    # A completed trace: ingest publishes it (after its --grace) for the policy service's durable.
+    body = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [{
+        "traceId": "5b8efff798038103d269b633813fc60c", "spanId": "eee19b7ec3c1b174", "name": "root",
+        "startTimeUnixNano": "1", "endTimeUnixNano": "2"}]}]}]}).encode()
+    urllib.request.urlopen(urllib.request.Request(services.otlp_http, data=body, method="POST",
+                                                  headers={"content-type": "application/json"}), timeout=10).read()
+    assert _policy_acked_a_trace(bus), "the trace never reached the policy service"
     assert _violations(bus) == [], "a compose service was refused something it needs"
+
+
+def _policy_acked_a_trace(bus: ComposeBus, timeout_s: float = 30.0) -> bool:
+    """Whether the policy service's durable acked a completed trace (ingest publishes one after its --grace), asked
+    as the operator's user."""
+
+    async def acked() -> bool:
+        admin = read_credentials(bus.volume / ADMIN / CREDENTIALS_FILE)
+        nc = await nats.connect(bus.nats.url, allow_reconnect=False, **admin.connect_options())
+        try:
+            js = nc.jetstream(timeout=2.0)
+            deadline = time.monotonic() + timeout_s
+            while time.monotonic() < deadline:
+                info = await js.consumer_info(subjects.TRACES_STREAM, subjects.POLICY_CONSUMER)
+                if info.ack_floor is not None and (info.ack_floor.stream_seq or 0) >= 1:
+                    return True
+                await asyncio.sleep(0.5)
+            return False
+        finally:
+            await nc.close()
+
+    return asyncio.run(acked())
 
 
 def test_the_cpu_workers_user_consumes_its_own_pool_only(bus: ComposeBus, services: Services) -> None:
