@@ -5,7 +5,8 @@ Every Evals.si service's command goes through that service's own flag parser, so
 a URL pointing at a service the file does not define, or a misspelt environment variable fails here instead of
 in a container that restarts forever. Every pool the code dispatches work to has a worker, every backing service
 a healthcheck the services wait on, every image a pinned tag; the image installs its dependencies before the
-source, and what `evalsi-policy --otlp-events` imports.
+source, and what `evalsi-policy --otlp-events` imports. Every service reads its own NATS user from the volume the
+bus-credentials init service writes, mounted at its own subpath only (tests/test_compose_bus.py runs all of it).
 """
 
 from __future__ import annotations
