@@ -269,13 +269,31 @@ class UserSimulatorSpec(_message.Message):
     def __init__(self, judge: _Optional[str] = ..., persona: _Optional[str] = ...) -> None: ...
 
 class SandboxSpec(_message.Message):
-    __slots__ = ("min_isolation", "network")
+    __slots__ = ("min_isolation", "network", "allow", "resources")
     CLASS_FIELD_NUMBER: _ClassVar[int]
     MIN_ISOLATION_FIELD_NUMBER: _ClassVar[int]
     NETWORK_FIELD_NUMBER: _ClassVar[int]
+    ALLOW_FIELD_NUMBER: _ClassVar[int]
+    RESOURCES_FIELD_NUMBER: _ClassVar[int]
     min_isolation: str
     network: str
-    def __init__(self, min_isolation: _Optional[str] = ..., network: _Optional[str] = ..., **kwargs) -> None: ...
+    allow: _containers.RepeatedScalarFieldContainer[str]
+    resources: SandboxResources
+    def __init__(self, min_isolation: _Optional[str] = ..., network: _Optional[str] = ..., allow: _Optional[_Iterable[str]] = ..., resources: _Optional[_Union[SandboxResources, _Mapping]] = ..., **kwargs) -> None: ...
+
+class SandboxResources(_message.Message):
+    __slots__ = ("timeout", "memory", "pids", "output_bytes", "cpu_seconds")
+    TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    PIDS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_BYTES_FIELD_NUMBER: _ClassVar[int]
+    CPU_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    timeout: _duration_pb2.Duration
+    memory: int
+    pids: int
+    output_bytes: int
+    cpu_seconds: int
+    def __init__(self, timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., memory: _Optional[int] = ..., pids: _Optional[int] = ..., output_bytes: _Optional[int] = ..., cpu_seconds: _Optional[int] = ...) -> None: ...
 
 class SinkSpec(_message.Message):
     __slots__ = ("mlflow", "otel", "webhook")
@@ -352,7 +370,7 @@ class EvaluatorVersion(_message.Message):
     def __init__(self, alias: _Optional[str] = ..., ref: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., judge: _Optional[str] = ..., template_hash: _Optional[str] = ...) -> None: ...
 
 class RunManifest(_message.Message):
-    __slots__ = ("spec_hash", "dataset", "dataset_version", "evaluators", "target", "judges", "seed", "package_versions", "evalsi_version", "unpinned", "created", "created_by")
+    __slots__ = ("spec_hash", "dataset", "dataset_version", "evaluators", "target", "judges", "seed", "package_versions", "evalsi_version", "unpinned", "created", "created_by", "isolation")
     class JudgesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -379,6 +397,7 @@ class RunManifest(_message.Message):
     UNPINNED_FIELD_NUMBER: _ClassVar[int]
     CREATED_FIELD_NUMBER: _ClassVar[int]
     CREATED_BY_FIELD_NUMBER: _ClassVar[int]
+    ISOLATION_FIELD_NUMBER: _ClassVar[int]
     spec_hash: str
     dataset: str
     dataset_version: str
@@ -391,7 +410,8 @@ class RunManifest(_message.Message):
     unpinned: _containers.RepeatedScalarFieldContainer[str]
     created: _timestamp_pb2.Timestamp
     created_by: str
-    def __init__(self, spec_hash: _Optional[str] = ..., dataset: _Optional[str] = ..., dataset_version: _Optional[str] = ..., evaluators: _Optional[_Iterable[_Union[EvaluatorVersion, _Mapping]]] = ..., target: _Optional[str] = ..., judges: _Optional[_Mapping[str, str]] = ..., seed: _Optional[int] = ..., package_versions: _Optional[_Mapping[str, str]] = ..., evalsi_version: _Optional[str] = ..., unpinned: _Optional[_Iterable[str]] = ..., created: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_by: _Optional[str] = ...) -> None: ...
+    isolation: _containers.RepeatedCompositeFieldContainer[_record_pb2.IsolationReport]
+    def __init__(self, spec_hash: _Optional[str] = ..., dataset: _Optional[str] = ..., dataset_version: _Optional[str] = ..., evaluators: _Optional[_Iterable[_Union[EvaluatorVersion, _Mapping]]] = ..., target: _Optional[str] = ..., judges: _Optional[_Mapping[str, str]] = ..., seed: _Optional[int] = ..., package_versions: _Optional[_Mapping[str, str]] = ..., evalsi_version: _Optional[str] = ..., unpinned: _Optional[_Iterable[str]] = ..., created: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_by: _Optional[str] = ..., isolation: _Optional[_Iterable[_Union[_record_pb2.IsolationReport, _Mapping]]] = ...) -> None: ...
 
 class Run(_message.Message):
     __slots__ = ("id", "project", "name", "spec", "state", "create_time", "start_time", "end_time", "progress", "summaries", "gates", "manifest", "message", "labels", "results", "tenant_id", "dry_run_plan", "created_by")

@@ -28,7 +28,7 @@ from evalsi.v1alpha1 import run_pb2 as evalsi_dot_v1alpha1_dot_run__pb2
 from evalsi.v1alpha1 import score_pb2 as evalsi_dot_v1alpha1_dot_score__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1d\x65valsi/bus/v1alpha1/bus.proto\x12\x13\x65valsi.bus.v1alpha1\x1a\x1f\x65valsi/v1alpha1/evaluator.proto\x1a\x1c\x65valsi/v1alpha1/record.proto\x1a\x19\x65valsi/v1alpha1/run.proto\x1a\x1b\x65valsi/v1alpha1/score.proto\"\x89\x04\n\x04Task\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x0f\n\x07project\x18\x03 \x01(\t\x12\r\n\x05shard\x18\x04 \x01(\x05\x12)\n\x05stage\x18\x05 \x01(\x0e\x32\x1a.evalsi.bus.v1alpha1.Stage\x12\r\n\x05trial\x18\x06 \x01(\x05\x12(\n\x07records\x18\x07 \x03(\x0b\x32\x17.evalsi.v1alpha1.Record\x12\x31\n\nevaluators\x18\x08 \x03(\x0b\x32\x1d.evalsi.v1alpha1.EvaluatorRef\x12\x35\n\x06judges\x18\t \x03(\x0b\x32%.evalsi.bus.v1alpha1.Task.JudgesEntry\x12\'\n\x06target\x18\n \x01(\x0b\x32\x17.evalsi.v1alpha1.Target\x12\x13\n\x0brecords_ref\x18\x0b \x01(\t\x12\x30\n\x07summary\x18\x0c \x01(\x0b\x32\x1f.evalsi.v1alpha1.SummaryOptions\x12\x0c\n\x04seed\x18\r \x01(\x03\x12-\n\x07harness\x18\x0e \x01(\x0b\x32\x1c.evalsi.v1alpha1.HarnessSpec\x1aI\n\x0bJudgesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12)\n\x05value\x18\x02 \x01(\x0b\x32\x1a.evalsi.v1alpha1.JudgeSpec:\x02\x38\x01\"7\n\x0bTaskRecords\x12(\n\x07records\x18\x01 \x03(\x0b\x32\x17.evalsi.v1alpha1.Record\"\xe4\x03\n\nTaskResult\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x0f\n\x07project\x18\x03 \x01(\t\x12\r\n\x05shard\x18\x04 \x01(\x05\x12)\n\x05stage\x18\x05 \x01(\x0e\x32\x1a.evalsi.bus.v1alpha1.Stage\x12\r\n\x05trial\x18\x06 \x01(\x05\x12/\n\x06status\x18\x07 \x01(\x0e\x32\x1f.evalsi.bus.v1alpha1.TaskStatus\x12\x32\n\x07results\x18\x08 \x03(\x0b\x32!.evalsi.v1alpha1.EvaluationResult\x12(\n\x07records\x18\t \x03(\x0b\x32\x17.evalsi.v1alpha1.Record\x12\x13\n\x0brecords_ref\x18\n \x01(\t\x12%\n\x05usage\x18\x0b \x01(\x0b\x32\x16.evalsi.v1alpha1.Usage\x12\r\n\x05\x65rror\x18\x0c \x01(\t\x12.\n\nerror_kind\x18\r \x01(\x0e\x32\x1a.evalsi.v1alpha1.ErrorKind\x12\x0e\n\x06worker\x18\x0e \x01(\t\x12\x10\n\x08\x64\x65livery\x18\x0f \x01(\x05\x12\x33\n\x07\x63olumns\x18\x10 \x01(\x0b\x32\".evalsi.bus.v1alpha1.ResultColumns\"\x8c\x01\n\rResultColumns\x12\x0c\n\x04\x64\x61ta\x18\x01 \x03(\x0c\x12\x12\n\nevaluators\x18\x02 \x03(\t\x12\x12\n\nrecord_ids\x18\x03 \x03(\t\x12\x0e\n\x06trials\x18\x04 \x03(\x05\x12\x10\n\x08outcomes\x18\x05 \x03(\x05\x12\x0e\n\x06values\x18\x06 \x03(\x01\x12\x13\n\x0bscore_names\x18\x07 \x03(\t\"a\n\nRunControl\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0f\n\x07project\x18\x02 \x01(\t\x12\x32\n\x06\x61\x63tion\x18\x03 \x01(\x0e\x32\".evalsi.bus.v1alpha1.ControlAction\"~\n\x0eTraceCompleted\x12\x0f\n\x07project\x18\x01 \x01(\t\x12\x10\n\x08trace_id\x18\x02 \x01(\t\x12\x10\n\x08revision\x18\x03 \x01(\x03\x12\x11\n\troot_seen\x18\x04 \x01(\x08\x12\x14\n\x0c\x63ompleted_at\x18\x05 \x01(\x01\x12\x0e\n\x06reason\x18\x06 \x01(\t\"D\n\rObservedTrace\x12\x0f\n\x07project\x18\x01 \x01(\t\x12\x10\n\x08trace_id\x18\x02 \x01(\t\x12\x10\n\x08has_root\x18\x03 \x01(\x08\"D\n\x0eTracesObserved\x12\x32\n\x06traces\x18\x01 \x03(\x0b\x32\".evalsi.bus.v1alpha1.ObservedTrace*X\n\x05Stage\x12\x15\n\x11STAGE_UNSPECIFIED\x10\x00\x12\x12\n\x0eSTAGE_GENERATE\x10\x01\x12\x12\n\x0eSTAGE_EVALUATE\x10\x02\x12\x10\n\x0cSTAGE_REDUCE\x10\x03*r\n\nTaskStatus\x12\x1b\n\x17TASK_STATUS_UNSPECIFIED\x10\x00\x12\x14\n\x10TASK_STATUS_DONE\x10\x01\x12\x16\n\x12TASK_STATUS_FAILED\x10\x02\x12\x19\n\x15TASK_STATUS_CANCELLED\x10\x03*\x81\x01\n\rControlAction\x12\x1e\n\x1a\x43ONTROL_ACTION_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x43ONTROL_ACTION_CREATED\x10\x01\x12\x19\n\x15\x43ONTROL_ACTION_CANCEL\x10\x02\x12\x19\n\x15\x43ONTROL_ACTION_RESUME\x10\x03\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1d\x65valsi/bus/v1alpha1/bus.proto\x12\x13\x65valsi.bus.v1alpha1\x1a\x1f\x65valsi/v1alpha1/evaluator.proto\x1a\x1c\x65valsi/v1alpha1/record.proto\x1a\x19\x65valsi/v1alpha1/run.proto\x1a\x1b\x65valsi/v1alpha1/score.proto\"\xb8\x04\n\x04Task\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x0f\n\x07project\x18\x03 \x01(\t\x12\r\n\x05shard\x18\x04 \x01(\x05\x12)\n\x05stage\x18\x05 \x01(\x0e\x32\x1a.evalsi.bus.v1alpha1.Stage\x12\r\n\x05trial\x18\x06 \x01(\x05\x12(\n\x07records\x18\x07 \x03(\x0b\x32\x17.evalsi.v1alpha1.Record\x12\x31\n\nevaluators\x18\x08 \x03(\x0b\x32\x1d.evalsi.v1alpha1.EvaluatorRef\x12\x35\n\x06judges\x18\t \x03(\x0b\x32%.evalsi.bus.v1alpha1.Task.JudgesEntry\x12\'\n\x06target\x18\n \x01(\x0b\x32\x17.evalsi.v1alpha1.Target\x12\x13\n\x0brecords_ref\x18\x0b \x01(\t\x12\x30\n\x07summary\x18\x0c \x01(\x0b\x32\x1f.evalsi.v1alpha1.SummaryOptions\x12\x0c\n\x04seed\x18\r \x01(\x03\x12-\n\x07harness\x18\x0e \x01(\x0b\x32\x1c.evalsi.v1alpha1.HarnessSpec\x12-\n\x07sandbox\x18\x0f \x01(\x0b\x32\x1c.evalsi.v1alpha1.SandboxSpec\x1aI\n\x0bJudgesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12)\n\x05value\x18\x02 \x01(\x0b\x32\x1a.evalsi.v1alpha1.JudgeSpec:\x02\x38\x01\"7\n\x0bTaskRecords\x12(\n\x07records\x18\x01 \x03(\x0b\x32\x17.evalsi.v1alpha1.Record\"\xe4\x03\n\nTaskResult\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x0e\n\x06run_id\x18\x02 \x01(\t\x12\x0f\n\x07project\x18\x03 \x01(\t\x12\r\n\x05shard\x18\x04 \x01(\x05\x12)\n\x05stage\x18\x05 \x01(\x0e\x32\x1a.evalsi.bus.v1alpha1.Stage\x12\r\n\x05trial\x18\x06 \x01(\x05\x12/\n\x06status\x18\x07 \x01(\x0e\x32\x1f.evalsi.bus.v1alpha1.TaskStatus\x12\x32\n\x07results\x18\x08 \x03(\x0b\x32!.evalsi.v1alpha1.EvaluationResult\x12(\n\x07records\x18\t \x03(\x0b\x32\x17.evalsi.v1alpha1.Record\x12\x13\n\x0brecords_ref\x18\n \x01(\t\x12%\n\x05usage\x18\x0b \x01(\x0b\x32\x16.evalsi.v1alpha1.Usage\x12\r\n\x05\x65rror\x18\x0c \x01(\t\x12.\n\nerror_kind\x18\r \x01(\x0e\x32\x1a.evalsi.v1alpha1.ErrorKind\x12\x0e\n\x06worker\x18\x0e \x01(\t\x12\x10\n\x08\x64\x65livery\x18\x0f \x01(\x05\x12\x33\n\x07\x63olumns\x18\x10 \x01(\x0b\x32\".evalsi.bus.v1alpha1.ResultColumns\"\x8c\x01\n\rResultColumns\x12\x0c\n\x04\x64\x61ta\x18\x01 \x03(\x0c\x12\x12\n\nevaluators\x18\x02 \x03(\t\x12\x12\n\nrecord_ids\x18\x03 \x03(\t\x12\x0e\n\x06trials\x18\x04 \x03(\x05\x12\x10\n\x08outcomes\x18\x05 \x03(\x05\x12\x0e\n\x06values\x18\x06 \x03(\x01\x12\x13\n\x0bscore_names\x18\x07 \x03(\t\"a\n\nRunControl\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12\x0f\n\x07project\x18\x02 \x01(\t\x12\x32\n\x06\x61\x63tion\x18\x03 \x01(\x0e\x32\".evalsi.bus.v1alpha1.ControlAction\"~\n\x0eTraceCompleted\x12\x0f\n\x07project\x18\x01 \x01(\t\x12\x10\n\x08trace_id\x18\x02 \x01(\t\x12\x10\n\x08revision\x18\x03 \x01(\x03\x12\x11\n\troot_seen\x18\x04 \x01(\x08\x12\x14\n\x0c\x63ompleted_at\x18\x05 \x01(\x01\x12\x0e\n\x06reason\x18\x06 \x01(\t\"D\n\rObservedTrace\x12\x0f\n\x07project\x18\x01 \x01(\t\x12\x10\n\x08trace_id\x18\x02 \x01(\t\x12\x10\n\x08has_root\x18\x03 \x01(\x08\"D\n\x0eTracesObserved\x12\x32\n\x06traces\x18\x01 \x03(\x0b\x32\".evalsi.bus.v1alpha1.ObservedTrace*X\n\x05Stage\x12\x15\n\x11STAGE_UNSPECIFIED\x10\x00\x12\x12\n\x0eSTAGE_GENERATE\x10\x01\x12\x12\n\x0eSTAGE_EVALUATE\x10\x02\x12\x10\n\x0cSTAGE_REDUCE\x10\x03*r\n\nTaskStatus\x12\x1b\n\x17TASK_STATUS_UNSPECIFIED\x10\x00\x12\x14\n\x10TASK_STATUS_DONE\x10\x01\x12\x16\n\x12TASK_STATUS_FAILED\x10\x02\x12\x19\n\x15TASK_STATUS_CANCELLED\x10\x03*\x81\x01\n\rControlAction\x12\x1e\n\x1a\x43ONTROL_ACTION_UNSPECIFIED\x10\x00\x12\x1a\n\x16\x43ONTROL_ACTION_CREATED\x10\x01\x12\x19\n\x15\x43ONTROL_ACTION_CANCEL\x10\x02\x12\x19\n\x15\x43ONTROL_ACTION_RESUME\x10\x03\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -37,28 +37,28 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_TASK_JUDGESENTRY']._loaded_options = None
   _globals['_TASK_JUDGESENTRY']._serialized_options = b'8\001'
-  _globals['_STAGE']._serialized_start=1751
-  _globals['_STAGE']._serialized_end=1839
-  _globals['_TASKSTATUS']._serialized_start=1841
-  _globals['_TASKSTATUS']._serialized_end=1955
-  _globals['_CONTROLACTION']._serialized_start=1958
-  _globals['_CONTROLACTION']._serialized_end=2087
+  _globals['_STAGE']._serialized_start=1798
+  _globals['_STAGE']._serialized_end=1886
+  _globals['_TASKSTATUS']._serialized_start=1888
+  _globals['_TASKSTATUS']._serialized_end=2002
+  _globals['_CONTROLACTION']._serialized_start=2005
+  _globals['_CONTROLACTION']._serialized_end=2134
   _globals['_TASK']._serialized_start=174
-  _globals['_TASK']._serialized_end=695
-  _globals['_TASK_JUDGESENTRY']._serialized_start=622
-  _globals['_TASK_JUDGESENTRY']._serialized_end=695
-  _globals['_TASKRECORDS']._serialized_start=697
-  _globals['_TASKRECORDS']._serialized_end=752
-  _globals['_TASKRESULT']._serialized_start=755
-  _globals['_TASKRESULT']._serialized_end=1239
-  _globals['_RESULTCOLUMNS']._serialized_start=1242
-  _globals['_RESULTCOLUMNS']._serialized_end=1382
-  _globals['_RUNCONTROL']._serialized_start=1384
-  _globals['_RUNCONTROL']._serialized_end=1481
-  _globals['_TRACECOMPLETED']._serialized_start=1483
-  _globals['_TRACECOMPLETED']._serialized_end=1609
-  _globals['_OBSERVEDTRACE']._serialized_start=1611
-  _globals['_OBSERVEDTRACE']._serialized_end=1679
-  _globals['_TRACESOBSERVED']._serialized_start=1681
-  _globals['_TRACESOBSERVED']._serialized_end=1749
+  _globals['_TASK']._serialized_end=742
+  _globals['_TASK_JUDGESENTRY']._serialized_start=669
+  _globals['_TASK_JUDGESENTRY']._serialized_end=742
+  _globals['_TASKRECORDS']._serialized_start=744
+  _globals['_TASKRECORDS']._serialized_end=799
+  _globals['_TASKRESULT']._serialized_start=802
+  _globals['_TASKRESULT']._serialized_end=1286
+  _globals['_RESULTCOLUMNS']._serialized_start=1289
+  _globals['_RESULTCOLUMNS']._serialized_end=1429
+  _globals['_RUNCONTROL']._serialized_start=1431
+  _globals['_RUNCONTROL']._serialized_end=1528
+  _globals['_TRACECOMPLETED']._serialized_start=1530
+  _globals['_TRACECOMPLETED']._serialized_end=1656
+  _globals['_OBSERVEDTRACE']._serialized_start=1658
+  _globals['_OBSERVEDTRACE']._serialized_end=1726
+  _globals['_TRACESOBSERVED']._serialized_start=1728
+  _globals['_TRACESOBSERVED']._serialized_end=1796
 # @@protoc_insertion_point(module_scope)

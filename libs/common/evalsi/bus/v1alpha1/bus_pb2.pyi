@@ -45,7 +45,7 @@ CONTROL_ACTION_CANCEL: ControlAction
 CONTROL_ACTION_RESUME: ControlAction
 
 class Task(_message.Message):
-    __slots__ = ("key", "run_id", "project", "shard", "stage", "trial", "records", "evaluators", "judges", "target", "records_ref", "summary", "seed", "harness")
+    __slots__ = ("key", "run_id", "project", "shard", "stage", "trial", "records", "evaluators", "judges", "target", "records_ref", "summary", "seed", "harness", "sandbox")
     class JudgesEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -67,6 +67,7 @@ class Task(_message.Message):
     SUMMARY_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
     HARNESS_FIELD_NUMBER: _ClassVar[int]
+    SANDBOX_FIELD_NUMBER: _ClassVar[int]
     key: str
     run_id: str
     project: str
@@ -81,7 +82,8 @@ class Task(_message.Message):
     summary: _score_pb2.SummaryOptions
     seed: int
     harness: _run_pb2.HarnessSpec
-    def __init__(self, key: _Optional[str] = ..., run_id: _Optional[str] = ..., project: _Optional[str] = ..., shard: _Optional[int] = ..., stage: _Optional[_Union[Stage, str]] = ..., trial: _Optional[int] = ..., records: _Optional[_Iterable[_Union[_record_pb2.Record, _Mapping]]] = ..., evaluators: _Optional[_Iterable[_Union[_evaluator_pb2.EvaluatorRef, _Mapping]]] = ..., judges: _Optional[_Mapping[str, _evaluator_pb2.JudgeSpec]] = ..., target: _Optional[_Union[_run_pb2.Target, _Mapping]] = ..., records_ref: _Optional[str] = ..., summary: _Optional[_Union[_score_pb2.SummaryOptions, _Mapping]] = ..., seed: _Optional[int] = ..., harness: _Optional[_Union[_run_pb2.HarnessSpec, _Mapping]] = ...) -> None: ...
+    sandbox: _run_pb2.SandboxSpec
+    def __init__(self, key: _Optional[str] = ..., run_id: _Optional[str] = ..., project: _Optional[str] = ..., shard: _Optional[int] = ..., stage: _Optional[_Union[Stage, str]] = ..., trial: _Optional[int] = ..., records: _Optional[_Iterable[_Union[_record_pb2.Record, _Mapping]]] = ..., evaluators: _Optional[_Iterable[_Union[_evaluator_pb2.EvaluatorRef, _Mapping]]] = ..., judges: _Optional[_Mapping[str, _evaluator_pb2.JudgeSpec]] = ..., target: _Optional[_Union[_run_pb2.Target, _Mapping]] = ..., records_ref: _Optional[str] = ..., summary: _Optional[_Union[_score_pb2.SummaryOptions, _Mapping]] = ..., seed: _Optional[int] = ..., harness: _Optional[_Union[_run_pb2.HarnessSpec, _Mapping]] = ..., sandbox: _Optional[_Union[_run_pb2.SandboxSpec, _Mapping]] = ...) -> None: ...
 
 class TaskRecords(_message.Message):
     __slots__ = ("records",)
