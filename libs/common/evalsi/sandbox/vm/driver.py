@@ -240,6 +240,10 @@ class VmDriver:
         if not busybox.is_file():
             raise MachineFailed(f"{busybox}: no static busybox for the guest's initramfs; install it with "
                                 "`apt-get install -y busybox-static`")
+        with busybox.open("rb") as f:
+            if b"ld-linux" in f.read(4096):  # an ELF interpreter: the guest's initramfs has no libc to load it
+                raise MachineFailed(f"{busybox}: a dynamically linked busybox; the guest's initramfs needs the "
+                                    "static one (`apt-get install -y busybox-static`)")
         kernel = find_kernel(version=self.options.kernel_version)
         return MachineConfig(
             qemu=binary, vmlinux=extract_vmlinux(kernel.vmlinuz, self.cache_dir),
