@@ -238,7 +238,7 @@ async def evaluate_async(
                 await _check_cluster_key(records, cluster_by, warn or warn_by_default)
             total = await _units_total(records, bound) if progress else 0
             with progress_bar(progress, total) as advance, interrupt_sets(cancel, stop_on_interrupt):
-                return await run_locally(
+                outcome = await run_locally(
                     document,
                     records.records if isinstance(records, Dataset) else records,
                     registry=registry_for(bound, registry),
@@ -260,6 +260,10 @@ async def evaluate_async(
             if isinstance(records, TakenRecords):
                 records.discard()  # run_locally removes it too once it has it; removing twice is harmless
             raise
+        # The records go here, inside the pause: freed by reference counting now, where the collector resuming would
+        # first scan every object they hold (and hold them until then).
+        del records, given
+    return outcome
 
 def evaluate(data: Data, evaluators: Sequence[EvaluatorSpec], **kwargs: Any) -> EvaluationResults:
     """Grade records you bring with evaluators, embedded: no server.

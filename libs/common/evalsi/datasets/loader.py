@@ -131,12 +131,16 @@ class RecordStream:
 
     def __init__(self, source: str, format: str, mapping: FieldMapping, limit: int | None,
                  open_rows: Callable[[], Iterator[tuple[int, Any]]],
-                 check_id: Callable[[str], str | None] | None = None) -> None:
+                 check_id: Callable[[str], str | None] | None = None,
+                 plain: Callable[[int, Any], Any] | None = None) -> None:
         self.source = source
         self.format = format
         self._builder = RecordBuilder(source, mapping, check_id)
         self._limit = limit
         self._open_rows = open_rows
+        # Makes a row plain (or refuses it) where the rows are not plain already: called only for a row that is
+        # not of the usual text shape (``RecordBuilder.add_text_rows`` takes those as they are), before ``add_row``.
+        self._plain = plain
         self._version: str | None = None
         self._started = False
 
@@ -166,7 +170,7 @@ class RecordStream:
         return self._encoded()
 
     def _encoded(self) -> Iterator[bytes]:
-        builder, limit, fmt = self._builder, self._limit, self.format
+        builder, limit, fmt, to_plain = self._builder, self._limit, self.format, self._plain
         add_row, add_text_rows = builder.add_row, builder.add_text_rows
         rows = self._open_rows()
         try:
@@ -190,6 +194,8 @@ class RecordStream:
                     yield from encoded
                     if taken < len(batch):
                         position, row = batch[taken]
+                        if to_plain is not None:
+                            row = to_plain(position, row)
                         try:
                             data = add_row(row)
                         except RowError as exc:
@@ -265,20 +271,19 @@ def stream_rows(
     field_mapping = parse_mapping(mapping)
     rows = _iterable_rows(rows, source)
 
-    def plain_rows() -> Iterator[tuple[int, Any]]:
-        for index, row in enumerate(rows):
-            if type(row) is dict and _STR.issuperset(map(type, row)) and _PLAIN_SCALARS.issuperset(
-                    map(type, row.values())):
-                yield index, row
-                continue
-            if isinstance(row, Record):
-                raise BadInputError(f"{source}: record {index}: a stream of rows takes objects, not Records")
-            try:
-                yield index, plain_row(row)
-            except (TypeError, ValueError) as exc:
-                raise BadInputError(f"{source}: record {index}: {exc}; accepted: JSON-like values") from None
+    def plain(index: int, row: Any) -> Any:
+        if type(row) is dict and _STR.issuperset(map(type, row)) and _PLAIN_SCALARS.issuperset(
+                map(type, row.values())):
+            return row
+        if isinstance(row, Record):
+            raise BadInputError(f"{source}: record {index}: a stream of rows takes objects, not Records")
+        try:
+            return plain_row(row)
+        except (TypeError, ValueError) as exc:
+            raise BadInputError(f"{source}: record {index}: {exc}; accepted: JSON-like values") from None
 
-    return RecordStream(source, "memory", field_mapping, None, plain_rows)
+    # Rows as they come: one of the usual text shape is plain already, so only the others are checked (``plain``).
+    return RecordStream(source, "memory", field_mapping, None, lambda: enumerate(rows), plain=plain)
 
 
 def dataset_version(records: Iterable[Record]) -> str:

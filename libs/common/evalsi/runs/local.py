@@ -296,6 +296,7 @@ async def run_in_process(
     usage.cost_usd = usd
     if evaluated is not None:
         evaluated.extend(await _evaluated_records(store, run_records, finished))
+    in_memory.forget(run.id)
     if local_store is not None:
         del finished.labels[DATASET_LABEL]  # how this process found the records, not part of the run
     return finished

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections import Counter
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -117,6 +118,11 @@ class MemoryRunStore:
     async def upsert_result_rows(self, project: str, run_id: str, rows: Sequence[ResultRow]) -> None:
         stored = self._results.setdefault(run_id, {})
         self._ordered.pop(run_id, None)
+        keys = [(evaluator, record_id, trial) for evaluator, record_id, trial, _o, _d in rows]
+        if stored.keys().isdisjoint(keys) and len(set(keys)) == len(keys):
+            # The usual batch: results of a task's first completion, none stored yet: one insert, no row-by-row rule.
+            stored.update(zip(keys, [(outcome, data) for _e, _r, _t, outcome, data in rows], strict=True))
+            return
         for evaluator, record_id, trial, outcome, data in rows:
             key = (evaluator, record_id, trial)
             kept = stored.get(key)
@@ -159,11 +165,7 @@ class MemoryRunStore:
             yield batch
 
     async def count_results(self, project: str, run_id: str) -> dict[int, int]:
-        counts: dict[int, int] = {}
-        for result in self._results.get(run_id, {}).values():
-            outcome = _outcome(result)
-            counts[outcome] = counts.get(outcome, 0) + 1
-        return counts
+        return dict(Counter(map(_outcome, self._results.get(run_id, {}).values())))
 
     async def add_tasks(self, project: str, tasks: Sequence[TaskRow]) -> int:
         check_task_states(sorted({t.state for t in tasks}), what="add_tasks")
@@ -272,6 +274,16 @@ class MemoryRecords:
         self._datasets[run_id] = records
         if compare_with is not None:
             self._others[run_id] = {(r.id, r.provenance.trial): r for r in compare_with}
+
+    def forget(self, run_id: str) -> None:
+        """Let go of a finished run's records and outputs (an in-process run's parts refer to one another, so what
+        they hold would otherwise wait for the cyclic collector)."""
+        self._datasets.pop(run_id, None)
+        self._others.pop(run_id, None)
+        prefix = f"{run_id}/"
+        for held in (self._shards, self._objects):
+            for ref in [ref for ref in held if ref.startswith(prefix)]:
+                del held[ref]
 
     def counterparts(self, task: Task, records: Sequence[Record]) -> list[list[Record]]:
         """The other result set's records paired with ``records`` (those it has), or none without a second set."""
