@@ -292,7 +292,7 @@ def test_serve_on_postgres_keeps_the_password_off_command_lines_and_console_and_
                 lines.append(line.rstrip("\n"))
             assert any(line.startswith("ready in") for line in lines), "\n".join(lines)
             children = _children_of(serve.pid)
-            assert len(children) == 6  # nats-server, api, ingest, policy, scheduler-0, worker-cpu-0
+            assert len(children) == 7  # nats-server, api, ingest, policy, sandboxd, scheduler-0, worker-cpu-0
             for pid in children:
                 cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
                 assert PASSWORD.encode() not in cmdline, cmdline

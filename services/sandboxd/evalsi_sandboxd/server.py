@@ -42,6 +42,9 @@ def prepare_socket(listen: str) -> str:
     if not listen.startswith("unix:"):
         return listen
     path = Path(listen[5:]).resolve()
+    if len(os.fsencode(path)) > 107:  # sun_path: 108 bytes with the terminating NUL
+        raise BadInputError(f"--listen {listen}: {len(os.fsencode(path))} bytes is too long for a Unix socket path; "
+                            "at most 107")
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     info = path.parent.stat()
     if info.st_uid != os.getuid():

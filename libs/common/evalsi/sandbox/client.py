@@ -49,7 +49,10 @@ from evalsi.sandbox.wire import (
     verdict_from_proto,
 )
 
-__all__ = ["RemoteSession", "SandboxClient"]
+__all__ = ["SANDBOXD_ENV", "RemoteSession", "SandboxClient"]
+
+# Where sandboxd listens, for the processes `evalsi serve` starts beside it (the workers).
+SANDBOXD_ENV = "EVALSI_SANDBOXD"
 
 # Generous: a WriteFiles or ReadFiles of the server's transfer limit (64 MiB) and its envelope.
 _MAX_MESSAGE = 80 * 1024 * 1024
@@ -83,6 +86,14 @@ class SandboxClient:
             metadata.append(("authorization", authorization))
         self._call = _Call(tuple(metadata), call_timeout_s)
         self.project = project
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str], **options: Any) -> SandboxClient:
+        """The client of the sandboxd ``evalsi serve`` started (``$EVALSI_SANDBOXD``)."""
+        address = environ.get(SANDBOXD_ENV, "")
+        if not address:
+            raise InfraError(f"no sandboxd: ${SANDBOXD_ENV} is not set (evalsi serve sets it when sandboxd.enabled)")
+        return cls(address, **options)
 
     async def close(self) -> None:
         await self._channel.close()

@@ -115,6 +115,8 @@ class Config:
     # The auth:, rbac: and authorization: sections (evalsi.gate.exposure): who may call the api and ingest.
     access: AccessSettings = field(default_factory=AccessSettings)
     sandboxd: SandboxdConfig = field(default_factory=SandboxdConfig)
+    # The sandbox: section as written (checked by evalsi.sandbox.config at load), handed to sandboxd.
+    sandbox: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
     def load(cls, path: str | Path | None) -> Config:
@@ -153,9 +155,9 @@ class Config:
                                                  document.get("harness_tools"), where=where),
             access=AccessSettings.from_document(document, where=where),
             sandboxd=_section(SandboxdConfig, document.get("sandboxd", {}), f"{where}: sandboxd"),
+            sandbox=dict(document.get("sandbox") or {}),
         )
-        # The sandbox: section (the ladder, evalsi.sandbox.config) is checked here and read by who runs sandboxes.
-        load_sandbox_config(document.get("sandbox"), f"{where}: sandbox")
+        load_sandbox_config(document.get("sandbox"), f"{where}: sandbox")  # the ladder's own checks, naming keys
         config.validate(where)
         return config
 

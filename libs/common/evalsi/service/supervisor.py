@@ -50,6 +50,7 @@ from evalsi.service.bus_users import BundledBusUsers
 from evalsi.service.config import Config
 from evalsi.service.forked import ForkedProcess, fork_service, preload, service_imports
 from evalsi.service.references import bus_credentials, store_credentials
+from evalsi.service.sandboxd_plan import SANDBOXD_ENV, sandboxd_environment, sandboxd_plan
 
 RESTART_BACKOFF_S = (0.5, 1.0, 2.0, 5.0, 10.0)
 MAX_RESTARTS = 5
@@ -81,6 +82,7 @@ class Child:
     # Forked from the supervisor (argv is then `python -m <module> [flags]`, whose main runs in the fork) rather
     # than exec'd: the imports the supervisor preloaded are not paid again (evalsi.service.forked).
     fork: bool = False
+    exec_only: bool = False  # never forked (sandboxd: evalsi.service.sandboxd_plan says why)
     process: subprocess.Popen[bytes] | ForkedProcess | None = None
     restarts: int = 0
     started_at: float = 0.0
@@ -244,16 +246,14 @@ def plan_children(config: Config, nats_url: str, state_dir: Path) -> list[Child]
         )
     )
     flags, port = metrics("policy")
-    children.append(
-        Child(
-            "policy",
-            [*_module("evalsi_policy.main"), *flags, "--reload", "1"],
-            {**base, **stores, "EVALSI_TRACES_URL": traces_url},
-            logs / "policy.log",
-            ports=(port,),
-            bus_identity="policy",
-        )
-    )
+    children.append(Child("policy", [*_module("evalsi_policy.main"), *flags, "--reload", "1"],
+                          {**base, **stores, "EVALSI_TRACES_URL": traces_url}, logs / "policy.log", ports=(port,),
+                          bus_identity="policy"))
+    if (sandboxd := sandboxd_plan(config, state_dir)) is not None:  # before the workers, which get its address
+        flags, port = metrics("sandboxd")
+        children.append(Child("sandboxd", [*sandboxd.argv, *flags], sandboxd_environment({**base, **access}, sandboxd),
+                              logs / "sandboxd.log", ports=(port,), exec_only=True))
+        base = {**base, SANDBOXD_ENV: sandboxd.address}
     for i in range(config.scheduler.replicas):
         name = f"scheduler-{i}"
         flags, port = metrics(name)
@@ -462,7 +462,7 @@ class Supervisor:
             for child in children:
                 if self._stopping:
                     return
-                if fork and child.argv[1:2] == ["-m"]:
+                if fork and child.argv[1:2] == ["-m"] and not child.exec_only:
                     # In plan order, the api first: it starts while the imports only later services need load.
                     preload(service_imports(child.argv[2]))
                     child.fork = True
