@@ -27,6 +27,7 @@ __all__ = ["DEFAULT_LADDER", "DRIVERS", "DriverFactory", "Ladder", "check_ladder
 DRIVERS: Mapping[str, str] = MappingProxyType({
     "firecracker": "evalsi.sandbox.vm.firecracker:FirecrackerDriver",
     "qemu": "evalsi.sandbox.vm.driver:VmDriver",
+    "gvisor": "evalsi.sandbox.gvisor:GvisorDriver",
     "bwrap": "evalsi.sandbox.bwrap:BwrapDriver",
     "landlock": "evalsi.sandbox.landlock:LandlockDriver",
 })
