@@ -13,8 +13,9 @@ from __future__ import annotations
 import itertools
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from operator import itemgetter
 
 from evalsi.bus.v1alpha1.bus_pb2 import Task, TaskRecords
 from evalsi.datasets.wire import varint
@@ -45,6 +46,15 @@ def _messages(stored: Sequence[_Stored]) -> list[EvaluationResult]:
     holder = EvaluateResponse()
     holder.MergeFromString(b"".join([_RESULTS + varint(len(row)) + row for row in _row_bytes(stored)]))
     return list(holder.results)
+
+
+def _key_order(keys: Iterable[_ResultKey]) -> list[_ResultKey]:
+    """``sorted(keys)`` (evaluator, record id, trial), as three stable sorts on one element each: a sort of strs or
+    of ints alone takes a fast path that tuples do not, several times faster for a run's results."""
+    ordered = sorted(keys, key=itemgetter(2))
+    ordered.sort(key=itemgetter(1))
+    ordered.sort(key=itemgetter(0))
+    return ordered
 
 
 def _row_bytes(stored: Sequence[_Stored]) -> list[bytes]:
@@ -136,7 +146,7 @@ class MemoryRunStore:
         ordered = self._ordered.get(run_id)
         if ordered is None:
             stored = self._results.get(run_id, {})
-            ordered = self._ordered[run_id] = [stored[key] for key in sorted(stored)]
+            ordered = self._ordered[run_id] = [stored[key] for key in _key_order(stored)]
         for start in range(0, len(ordered), batch_size):
             yield _messages(ordered[start : start + batch_size])
 
@@ -155,7 +165,7 @@ class MemoryRunStore:
         ordered = self._ordered.pop(run_id, None)
         stored = self._results.pop(run_id, {})
         if ordered is None:
-            ordered = [stored[key] for key in sorted(stored)]
+            ordered = [stored[key] for key in _key_order(stored)]
         stored.clear()
         ordered.reverse()  # taken from the end: each batch leaves the list as it goes
         while ordered:
