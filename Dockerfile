@@ -3,6 +3,8 @@ FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
 WORKDIR /app
+# bubblewrap: evalsi-sandboxd's namespaced rung (docs/sandbox.md).
+RUN apt-get update && apt-get install -y --no-install-recommends bubblewrap && rm -rf /var/lib/apt/lists/*
 # The extras the image runs with: server (the OTLP exporter `evalsi-policy --otlp-events` sends with), fast (uvloop).
 ARG EXTRAS=server,fast
 # Dependencies first, read from pyproject.toml alone: a change to the source rebuilds only the layers below this.
@@ -16,7 +18,8 @@ COPY README.md ./
 COPY libs ./libs
 COPY services ./services
 COPY proto ./proto
-RUN pip install --no-deps . && useradd --system --uid 10001 evalsi && mkdir -p /data && chown evalsi /data
+RUN pip install --no-deps . && useradd --system --uid 10001 evalsi && mkdir -p /data && chown evalsi /data \
+    && install -d -o evalsi -m 0700 /run/evalsi/sandboxd
 USER evalsi
 WORKDIR /data
 # `docker run --network host IMAGE` gives the standalone server: `evalsi serve` listens on loopback only (there
