@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from evalsi.bus.v1alpha1.bus_pb2 import ResultColumns
+from evalsi.bus.v1alpha1.bus_pb2 import ResultColumns, TaskRecords
 from evalsi.datasets import records_from_rows, stream_rows
 from evalsi.datasets.held import TEXT_FIELDS, HeldRecords
+from evalsi.datasets.wire import TASK_RECORD, entries
 from evalsi.evaluators import EvalContext, Registry, evaluator
 from evalsi.evaluators.runner import RunnerOptions, run_evaluators
 from evalsi.v1alpha1.record_pb2 import Record
@@ -109,3 +110,10 @@ async def test_only_the_records_a_function_is_called_with_are_parsed() -> None:
     assert len(columns.data) == 100
     # The batch form decided the equal texts from the columns; only the mismatches went to the function.
     assert sum(record is not None for record in held._parsed) <= 20
+
+
+def test_entries_are_a_repeated_fields_wire_form() -> None:
+    data = _held(_rows(200, 11)).data()
+    assert any(len(item) >= 128 for item in data) and any(len(item) < 128 for item in data)
+    records = [Record.FromString(item) for item in data]
+    assert entries(TASK_RECORD, data) == TaskRecords(records=records).SerializeToString()

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import overload
 
 from evalsi.bus.v1alpha1.bus_pb2 import TaskRecords
-from evalsi.datasets.wire import task_records_entry
+from evalsi.datasets.wire import TASK_RECORD, entries
 from evalsi.v1alpha1.record_pb2 import Record
 
 TEXT_FIELDS = ("input", "output", "reference")
@@ -103,7 +103,7 @@ class HeldRecords(Sequence[Record]):
             stop = start
             while stop < len(parsed) and stop - start < _PARSE_BATCH and parsed[stop] is None:
                 stop += 1
-            batch = TaskRecords.FromString(b"".join(map(task_records_entry, data[start:stop]))).records
+            batch = TaskRecords.FromString(entries(TASK_RECORD, data[start:stop])).records
             parsed[start:stop] = batch
             start = stop
 

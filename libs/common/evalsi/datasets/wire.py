@@ -14,7 +14,7 @@ every encoding here to protobuf's own bytes, so a protobuf release that changes 
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from google.protobuf.message import Message
@@ -68,6 +68,14 @@ def text_content_field(tag: bytes, text: str) -> bytes:
     if size < 126:
         return tag + TEXT_HEADS[size] + data
     return field(tag, field(_CONTENT_TEXT, data))
+
+
+def entries(tag: bytes, payloads: Sequence[bytes]) -> bytes:
+    """The length-delimited field ``tag`` of each of ``payloads``, concatenated: a repeated field's wire form (a
+    message's results or records, parsed in one go), with no call a payload."""
+    lengths = LENGTHS
+    return b"".join([tag + (lengths[size] if (size := len(payload)) < 128 else varint(size)) + payload
+                     for payload in payloads])
 
 
 def message_bytes(message: Message) -> bytes:

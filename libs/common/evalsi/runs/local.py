@@ -36,7 +36,7 @@ from evalsi.bus.v1alpha1.bus_pb2 import STAGE_GENERATE, Task, TaskResult
 from evalsi.datasets.held import HeldRecords
 from evalsi.datasets.run_records import DATASET_LABEL, StoredRunRecords
 from evalsi.datasets.shards import DatasetManifest, put_manifest, write_dataset
-from evalsi.datasets.wire import field
+from evalsi.datasets.wire import entries
 from evalsi.evaluators import Registry
 from evalsi.judges import JudgeClient, JudgeConfig, RetryPolicy
 from evalsi.judges.panel import JudgeSet
@@ -289,7 +289,7 @@ async def run_in_process(
         # Parsed straight into the document from the stored rows, a batch at a time (one parse for many results;
         # extending the document with result messages would copy each one).
         for rows in store.take_result_rows(run.id):
-            finished.MergeFromString(b"".join([field(RUN_RESULTS, row) for row in rows]))
+            finished.MergeFromString(entries(RUN_RESULTS, rows))
     tokens_in, tokens_out, usd = store.usage_now(run.id)
     usage = finished.progress.usage
     usage.input_tokens, usage.output_tokens, usage.total_tokens = tokens_in, tokens_out, tokens_in + tokens_out
