@@ -33,6 +33,11 @@ if ! command -v bwrap >/dev/null 2>&1 || ! command -v busybox >/dev/null 2>&1; t
   echo "scripts/test.sh: installing bubblewrap and busybox-static (apt) for the sandbox tests" >&2
   apt_install bubblewrap busybox-static
 fi
+# gVisor's runsc for the kernel sandbox rung's tests (evalsi.sandbox.gvisor, ptrace platform).
+if ! command -v runsc >/dev/null 2>&1; then
+  echo "scripts/test.sh: installing runsc (apt) for the gVisor sandbox tests" >&2
+  apt_install runsc
+fi
 # QEMU and Debian's kernel for the vm sandbox rung's microVMs (evalsi.sandbox.vm: TCG, no KVM needed); its initramfs
 # uses the static busybox above.
 if ! command -v qemu-system-x86_64 >/dev/null 2>&1 || ! ls /boot/vmlinuz-* >/dev/null 2>&1; then
