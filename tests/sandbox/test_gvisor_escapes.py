@@ -22,8 +22,9 @@ from evalsi.sandbox.config import SandboxConfig
 from evalsi.sandbox.gvisor import GvisorDriver, GvisorSession
 from evalsi.sandbox.host_files import HostFileError
 from evalsi.sandbox.ladder import Ladder
-from evalsi.sandbox.model import Level, Outcome, Resources, SandboxSpec
+from evalsi.sandbox.model import Level, Outcome, Resources, RootFilesystem, SandboxSpec
 from evalsi.sandbox.process import Command, run_command
+from evalsi.testing.sandbox_images import busybox_image, busybox_tarball
 
 RESOURCES = Resources(timeout_s=10.0, memory_bytes=256 << 20, pids=32, output_bytes=64 * 1024)
 SPEC = SandboxSpec(min_isolation=Level.KERNEL, resources=RESOURCES)
@@ -174,3 +175,22 @@ async def test_the_ladder_takes_gvisor_for_a_kernel_minimum() -> None:
         assert result.outcome == Outcome("exit", code=0)
     finally:
         await session.destroy()
+
+
+async def test_an_image_root_and_a_tarball_root_are_the_sandboxes_whole_world(tmp_path: Path) -> None:
+    image = busybox_image(tmp_path / "image")
+    tarball = busybox_tarball(tmp_path / "root.tar", tmp_path / "build")
+    driver = GvisorDriver(SandboxConfig(cache_dir=tmp_path / "cache"))
+    for root in (RootFilesystem("image", str(image)), RootFilesystem("tarball", str(tarball))):
+        session = await driver.create(replace(SPEC, root=root))
+        try:
+            script = "cat /etc/passwd; [ -e /usr/bin/python3 ] && echo host-python; echo x > /bin/y"
+            listing = await session.exec(["sh", "-c", script])
+            shadow = await session.exec(["cat", "/etc/shadow"])
+        finally:
+            await session.destroy()
+        assert b"nobody:x:65534" in listing.stdout and b"root:x:0:0:root:/root:/bin/sh" in listing.stdout
+        assert listing.outcome.kind == "denied", listing  # the read-only image refuses the write
+        assert b"host-python" not in listing.stdout  # the host's /usr is not there
+        assert shadow.outcome.kind == "denied" and b"image-shadow" not in shadow.stdout
+    assert session.isolation.bounds["root"] == "image, read-only"
