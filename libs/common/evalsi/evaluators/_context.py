@@ -10,6 +10,7 @@ from evalsi.projects import DEFAULT_PROJECT
 
 if TYPE_CHECKING:
     from evalsi.judges import JudgeClient
+    from evalsi.sandbox.access import SandboxAccess
 
 JUDGE_PENDING = "judge_pending"
 
@@ -26,6 +27,8 @@ class EvalContext:
     judges: dict[str, JudgeClient] = field(default_factory=dict)
     project: str = DEFAULT_PROJECT
     extras: dict[str, Any] = field(default_factory=dict)
+    # Where code evaluators (pool ``sandbox``) execute programs: the run's spec.sandbox and a way to open sessions.
+    sandbox: SandboxAccess | None = None
 
     def require_judge(self) -> JudgeClient:
         if self.judge is None:

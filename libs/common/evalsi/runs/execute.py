@@ -36,9 +36,11 @@ from evalsi.projects import DEFAULT_PROJECT
 from evalsi.records import from_value, to_value
 from evalsi.runs.evaluate_request import BoundLists, answer_evaluate, check_evaluate_request, runner_options
 from evalsi.runs.outcome import TARGET_FAILURE_KEY
+from evalsi.sandbox.access import LadderOpener, SandboxAccess, SandboxOpener, sandbox_request
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResponse
 from evalsi.v1alpha1.evaluator_pb2 import EvaluatorRef
 from evalsi.v1alpha1.record_pb2 import Record, Usage
+from evalsi.v1alpha1.run_pb2 import SandboxSpec
 from evalsi.v1alpha1.score_pb2 import (
     ERROR_KIND_INFRA,
     OUTCOME_CANCELLED,
@@ -79,6 +81,9 @@ class Executor:
     on_usage: TaskUsageCallback | None = None
     # Where comparative evaluators find the records they compare with; None: nowhere (they are refused).
     counterparts: Counterparts | None = None
+    # Where code evaluators (pool ``sandbox``) open sandboxes: evalsi-sandboxd on a server's sandbox pool; None, the
+    # in-process ladder (embedded), made on first use.
+    sandbox: SandboxOpener | None = None
     # The evaluators of recent tasks, resolved and bound once: every task of a run names the same ones.
     _bound: BoundLists = field(init=False, repr=False)
 
@@ -89,10 +94,12 @@ class Executor:
         """``resolve_evaluators`` over this executor's registry, remembered for the next task naming the same refs."""
         return self._bound.resolve(refs)
 
-    def _contexts(self, bound: Sequence[BoundEvaluator], specs: dict, project: str) -> Callable:
+    def _contexts(self, bound: Sequence[BoundEvaluator], specs: dict, project: str,
+                  sandbox: SandboxSpec | None = None) -> Callable:
         from evalsi.connection_rules import judge_config
 
         contexts: dict[str, EvalContext] = {}
+        access = self._sandbox_access(sandbox, project) if any(b.evaluator.pool == "sandbox" for b in bound) else None
         for b in bound:
             judge = None
             if "judge" in b.evaluator.requires and self.connections is not None:
@@ -100,8 +107,13 @@ class Executor:
                 judge = self.judges.client_for(config)
             elif "judge" in b.evaluator.requires and b.judge in specs:
                 judge = self.judges.client_for(judge_config_from_spec(b.judge, specs[b.judge]))
-            contexts[b.alias] = EvalContext(judge=judge, project=project)
+            contexts[b.alias] = EvalContext(judge=judge, project=project, sandbox=access)
         return lambda b: contexts[b.alias]
+
+    def _sandbox_access(self, sandbox: SandboxSpec | None, project: str) -> SandboxAccess:
+        if self.sandbox is None:
+            self.sandbox = LadderOpener()
+        return SandboxAccess(sandbox_request(sandbox), self.sandbox, project)
 
     async def records_of(self, task: Task) -> Sequence[Record]:
         if not task.records_ref:
@@ -125,6 +137,7 @@ class Executor:
         into: Results | None = None,
         columns: ResultColumns | None = None,
         usage: Usage | None = None,
+        sandbox: SandboxSpec | None = None,
     ) -> list[EvaluationResult]:
         """The results of ``refs`` over ``records`` (appended to ``into`` when given, or as ``columns``; their
         scores' cost to ``usage``)."""
@@ -132,7 +145,7 @@ class Executor:
         return await run_evaluators(
             records,
             bound,
-            self._contexts(bound, judges, project),
+            self._contexts(bound, judges, project, sandbox),
             options=options or RunnerOptions(concurrency=self.concurrency, call_timeout_s=self.call_timeout_s),
             compare_with=compare_with,
             cancel=stop,
@@ -213,7 +226,8 @@ class Executor:
             # Written straight into the task's result: appending them afterwards would copy every one.
             into = out.results if columns is None else None
             results = await self.evaluate(evaluable, task.evaluators, dict(task.judges), task.project, options=options,
-                                          compare_with=others, stop=stop, into=into, columns=columns, usage=usage)
+                                          compare_with=others, stop=stop, into=into, columns=columns, usage=usage,
+                                          sandbox=task.sandbox if task.HasField("sandbox") else None)
         if not final_attempt:  # on the last attempt they are reported as they are
             infra = _infra_errors(results) if columns is None else infra_errors_in(columns)
             if infra:

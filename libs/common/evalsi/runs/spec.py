@@ -53,6 +53,7 @@ from evalsi.projects import DEFAULT_PROJECT, PROJECT_LABEL, PROJECT_RULE, is_pro
 from evalsi.records import canonical_json, struct_dict
 from evalsi.runs.binding import resolve_evaluators
 from evalsi.runs.gates import gate_problems
+from evalsi.sandbox.access import sandbox_problems
 from evalsi.stats.defaults import DEFAULT_BOOTSTRAP_RESAMPLES
 from evalsi.targets.config import target_config, template_placeholders
 from evalsi.targets.identity import agent_problems, harness_problems
@@ -367,7 +368,7 @@ def _problems(run: EvalRun, *, registry: Registry, datasets_dir: Path | None, ba
     problems += _summary_problems(run)
     problems += _budget_problems(run)
     if spec.HasField("sandbox"):
-        problems.append("spec.sandbox: sandboxes for agent runs are not built yet in this version; remove it")
+        problems += sandbox_problems(spec.sandbox)
     if spec.sinks:
         problems.append("spec.sinks: sinks are not built yet in this version; remove them")
     expected = None if bind_problems else expected_metrics([b for _, b in bound])

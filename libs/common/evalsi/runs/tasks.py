@@ -38,6 +38,8 @@ def task_message(run: Run, bound: Sequence[BoundEvaluator], planned: PlannedTask
     task.target.CopyFrom(run.spec.target)
     if run.spec.HasField("harness"):
         task.harness.CopyFrom(run.spec.harness)
+    if run.spec.HasField("sandbox") and planned.stage == "evaluate":
+        task.sandbox.CopyFrom(run.spec.sandbox)
     return task
 
 

@@ -1,0 +1,136 @@
+"""How code evaluators reach a sandbox: a run's ``spec.sandbox`` as a ``SandboxSpec``, and where sessions come from.
+
+Embedded (``evalsi eval``, ``evalsi run``, ``evaluate()``) sessions come from the in-process ladder
+(``LadderOpener``); on a server the ``sandbox`` worker pool opens them on ``evalsi-sandboxd``
+(``evalsi.sandbox.sandboxd_opener``). Either way the request's minimum is honored or refused with
+``SandboxUnavailable``: nothing runs below it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Protocol
+
+from evalsi.errors import BadInputError
+from evalsi.sandbox.config import (
+    MAX_MEMORY_BYTES,
+    MAX_OUTPUT_BYTES,
+    MAX_PIDS,
+    MAX_TIMEOUT_S,
+    SandboxConfig,
+    check_bound,
+    check_timeout,
+)
+from evalsi.sandbox.ladder import Ladder
+from evalsi.sandbox.model import Endpoint, Level, NetworkPolicy, Resources, SandboxSession, SandboxSpec
+from evalsi.v1alpha1 import run_pb2
+
+__all__ = ["MAX_ALLOW", "LadderOpener", "SandboxAccess", "SandboxOpener", "sandbox_request"]
+
+MAX_ALLOW = 64  # endpoints in spec.sandbox.allow
+_NETWORK = ("deny", "allow")
+
+
+class SandboxOpener(Protocol):
+    """Starts a sandbox session under a spec for a project, or raises ``SandboxUnavailable`` (nothing ran)."""
+
+    async def open(self, spec: SandboxSpec, project: str) -> SandboxSession: ...
+
+
+class LadderOpener:
+    """Sessions from the in-process ladder (probed once per process, strongest usable rung first)."""
+
+    def __init__(self, ladder: Ladder | None = None) -> None:
+        self.ladder = ladder or Ladder(SandboxConfig())
+
+    async def open(self, spec: SandboxSpec, project: str) -> SandboxSession:
+        return await self.ladder.create(spec)  # one process, one caller: nothing to scope by project
+
+
+@dataclass(frozen=True)
+class SandboxAccess:
+    """What an evaluator gets in ``EvalContext.sandbox``: the run's request and where to open sessions."""
+
+    spec: SandboxSpec
+    opener: SandboxOpener
+    project: str = ""
+
+    async def open(self) -> SandboxSession:
+        return await self.opener.open(self.spec, self.project)
+
+
+def sandbox_request(message: run_pb2.SandboxSpec | None, where: str = "spec.sandbox",
+                    base: SandboxSpec | None = None) -> SandboxSpec:
+    """``spec.sandbox`` as a ``SandboxSpec`` over ``base`` (unset fields keep its values); a ``BadInputError`` naming
+    the field and what is accepted when a value is wrong."""
+    spec = base or SandboxSpec()
+    if message is None:
+        return spec
+    problems = sandbox_problems(message, where)
+    if problems:
+        raise BadInputError("; ".join(problems))
+    if message.min_isolation:
+        spec = replace(spec, min_isolation=Level.parse(message.min_isolation, f"{where}.minIsolation"))
+    if message.network == "allow":
+        spec = replace(spec, network=NetworkPolicy(tuple(_endpoint(text, "") for text in message.allow)))
+    return replace(spec, resources=_resources(message.resources, spec.resources))
+
+
+def sandbox_problems(message: run_pb2.SandboxSpec, where: str = "spec.sandbox") -> list[str]:
+    """Every problem of ``spec.sandbox``, each naming its field and what is accepted."""
+    problems: list[str] = []
+    pool = getattr(message, "class")  # a Python keyword, so not an attribute name
+    if pool not in ("", "default"):
+        problems.append(f"{where}.class: {pool[:100]!r} is not a sandbox class here; accepted: default "
+                        "(standalone servers have one sandbox pool)")
+    if message.min_isolation:
+        try:
+            Level.parse(message.min_isolation, f"{where}.minIsolation")
+        except BadInputError as exc:
+            problems.append(str(exc))
+    if message.network not in ("", *_NETWORK):
+        problems.append(f"{where}.network: {message.network[:100]!r}; accepted: {', '.join(_NETWORK)}")
+    if message.network == "allow" and not message.allow:
+        problems.append(f"{where}.allow: network allow needs at least one HOST:PORT endpoint")
+    if message.allow and message.network != "allow":
+        problems.append(f"{where}.allow: endpoints are only used with network: allow")
+    if len(message.allow) > MAX_ALLOW:
+        problems.append(f"{where}.allow: {len(message.allow)} endpoints exceed the limit of {MAX_ALLOW}")
+    else:
+        for index, text in enumerate(message.allow):
+            try:
+                _endpoint(text, f"{where}.allow[{index}]")
+            except BadInputError as exc:
+                problems.append(str(exc))
+    if message.HasField("resources"):
+        try:
+            _resources(message.resources, Resources(), f"{where}.resources")
+        except BadInputError as exc:
+            problems.append(str(exc))
+    return problems
+
+
+def _endpoint(text: str, where: str) -> Endpoint:
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536 or len(text) > 300:
+        raise BadInputError(f"{where}: {text[:100]!r} is not an endpoint; accepted: HOST:PORT (port 1-65535)")
+    return Endpoint(host.strip("[]"), int(port))
+
+
+def _resources(message: run_pb2.SandboxResources, base: Resources, where: str = "spec.sandbox.resources"
+               ) -> Resources:
+    out = base
+    if message.HasField("timeout"):
+        seconds = message.timeout.ToNanoseconds() / 1e9
+        out = replace(out, timeout_s=check_timeout(seconds, f"{where}.timeout"))
+    if message.memory:
+        out = replace(out, memory_bytes=check_bound(message.memory, f"{where}.memory", 1 << 20, MAX_MEMORY_BYTES))
+    if message.pids:
+        out = replace(out, pids=check_bound(message.pids, f"{where}.pids", 1, MAX_PIDS))
+    if message.output_bytes:
+        out = replace(out, output_bytes=check_bound(message.output_bytes, f"{where}.outputBytes", 1,
+                                                    MAX_OUTPUT_BYTES))
+    if message.cpu_seconds:
+        out = replace(out, cpu_seconds=check_bound(message.cpu_seconds, f"{where}.cpuSeconds", 1,
+                                                   int(MAX_TIMEOUT_S)))
+    return out
