@@ -240,3 +240,15 @@ def _live_processes_of(uid: int) -> list[int]:
         if fields.get("Uid", "").split()[:1] == [str(uid)] and not fields.get("State", "").strip().startswith("Z"):
             live.append(int(entry))
     return live
+
+
+async def test_a_read_only_workspace_is_readable_not_writable() -> None:
+    session = await LandlockDriver().create(replace(SPEC, file_access="read-only"))
+    try:
+        await session.write_files({"given.txt": b"given\n"})
+        read = await session.exec(["cat", "given.txt"])
+        write = await session.exec(["sh", "-c", "echo x > new.txt"])
+    finally:
+        await session.destroy()
+    assert read.outcome.kind == "exit" and read.stdout == b"given\n"
+    assert write.outcome.kind == "denied", write

@@ -188,7 +188,9 @@ class LandlockSession:
         network = ("tcp bind and connect denied (Landlock ABI {abi})" if self.spec.network.denied else
                    "tcp connect to ports " + ",".join(str(e.port) for e in self.spec.network.allow)).format(abi=abi)
         bounds = {
-            "filesystem": f"landlock ABI {abi}: read /usr and runtime files, write the workspace only",
+            "filesystem": f"landlock ABI {abi}: read /usr and runtime files, "
+                          + ("read the workspace, write only its tmp" if self.spec.file_access == "read-only"
+                             else "write the workspace and its tmp only"),
             "network": network + ("; udp and unix sockets by path not governed" if abi >= launch.ABI_NET
                                   else "; not governed on this ABI"),
             "memory": f"rlimit AS={resources.memory_bytes}",
@@ -232,9 +234,10 @@ class LandlockSession:
             rlimits["NPROC"] = resources.pids
         if resources.cpu_seconds:
             rlimits["CPU"] = resources.cpu_seconds
+        read_only = self.spec.file_access == "read-only"
         return {
-            "read": [*_existing(_READ_DIRS), *_existing(_READ_FILES)],
-            "write": [self.host_workspace, self.tmp, *_existing(_WRITE_FILES)],
+            "read": [*_existing(_READ_DIRS), *_existing(_READ_FILES), *([self.host_workspace] if read_only else [])],
+            "write": [*([] if read_only else [self.host_workspace]), self.tmp, *_existing(_WRITE_FILES)],
             "connect": sorted({endpoint.port for endpoint in self.spec.network.allow}),
             "bind": [],
             "scope": True,
