@@ -165,8 +165,9 @@ class VmDriver:
         try:
             await self._refresh(machine, spec)
         except (MachineFailed, AgentGone, OSError, TimeoutError) as exc:
+            diagnostics = machine.diagnostics()
             await machine.kill()
-            raise MachineFailed(f"microVM refresh failed: {exc}{machine.diagnostics()}") from exc
+            raise MachineFailed(f"microVM refresh failed: {exc!r}{diagnostics}") from exc
         return VmSession(machine, spec, isolation_report(spec, self.options.memory_mib),
                          memory_cap=memory_cap(self.options.memory_mib), restore=self._restore)
 
@@ -277,5 +278,3 @@ def _run_dir() -> Path:
 
 async def _stop(machine: Machine) -> None:
     await machine.kill()
-    with contextlib.suppress(OSError):
-        shutil.rmtree(machine.run_dir)

@@ -8,7 +8,6 @@ only ever name a file of the guest (whose root is the read-only runtime disk), n
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import secrets
 import shutil
@@ -82,8 +81,9 @@ class VmSession:
                 await self._discard()
                 return self._result(Outcome("timeout"), captured, {}, started)
             except (AgentGone, MachineFailed, OSError) as exc:
+                diagnostics = machine.diagnostics()
                 await self._discard()
-                return self._failed(f"vm: {exc}{machine.diagnostics()}", started, captured)
+                return self._failed(f"vm: {exc}{diagnostics}", started, captured)
             return self._result(classify(done, bytes(captured["stderr"])), captured, done, started)
 
     async def _run(self, machine: Machine, request: dict[str, Any], captured: dict[str, bytearray],
@@ -197,8 +197,6 @@ def _write_state(state: bytes) -> str:
 
 async def _stop(machine: Machine) -> None:
     await machine.kill()
-    with contextlib.suppress(OSError):
-        shutil.rmtree(machine.run_dir)
 
 
 def _streams(machine: Machine) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
