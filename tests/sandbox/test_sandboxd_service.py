@@ -231,3 +231,40 @@ def test_a_bad_listen_address_is_a_usage_error(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=60, cwd=tmp_path,
                           env={**os.environ, "EVALSI_CONFIG": ""})
     assert done.returncode == 2 and "0.0.0.0" in done.stderr
+
+
+def _sleepers(marker: bytes) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "cmdline").read_bytes() == b"sleep\0" + marker + b"\0":
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+async def test_a_caller_that_goes_away_ends_its_execution(sandboxd: str) -> None:
+    async with SandboxClient(sandboxd, project="p") as client:
+        session = await client.create(_spec(timeout_s=60.0))
+        started = asyncio.Event()
+
+        async def sink(stream: str, data: bytes) -> None:
+            started.set()
+
+        running = asyncio.ensure_future(session.exec(["sh", "-c", "echo go; exec sleep 31.7"], on_output=sink))
+        await asyncio.wait_for(started.wait(), 30)
+        deadline = asyncio.get_running_loop().time() + 10
+        while not _sleepers(b"31.7"):  # "go" arrives just before sh becomes sleep
+            assert asyncio.get_running_loop().time() < deadline, "the program never started sleeping"
+            await asyncio.sleep(0.05)
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+        deadline = asyncio.get_running_loop().time() + 10
+        while _sleepers(b"31.7"):
+            assert asyncio.get_running_loop().time() < deadline, "the sandboxed program outlived its caller"
+            await asyncio.sleep(0.1)
+        assert _succeeded(await session.exec(["true"]))  # the sandbox is free for the next execution
+        await session.destroy()

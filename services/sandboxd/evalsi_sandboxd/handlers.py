@@ -34,6 +34,7 @@ from evalsi.sandbox.wire import (
 
 # Output is streamed in messages of at most this size (a chunk a driver hands over may be larger).
 OUTPUT_CHUNK = 64 * 1024
+OUTPUT_QUEUE = 64
 MAX_ARGV = 4096
 MAX_ARGV_BYTES = 1024 * 1024
 
@@ -101,7 +102,9 @@ class SandboxHandlers:
         env = check_env(request.env, "env")
         if request.timeout_s < 0 or request.timeout_s != request.timeout_s:
             raise BadInputError(f"timeout_s {request.timeout_s}: seconds, 0 for the sandbox's own")
-        chunks: asyncio.Queue[pb.ExecEvent | None] = asyncio.Queue()
+        # Bounded: a caller that reads slowly slows the program's output down (its pipe fills), instead of sandboxd
+        # holding up to the output cap (1 GiB at most) per execution in memory.
+        chunks: asyncio.Queue[pb.ExecEvent | None] = asyncio.Queue(maxsize=OUTPUT_QUEUE)
 
         async def on_output(stream: str, data: bytes) -> None:
             kind = pb.OUTPUT_STREAM_STDOUT if stream == "stdout" else pb.OUTPUT_STREAM_STDERR
@@ -126,6 +129,10 @@ class SandboxHandlers:
         finally:
             if not task.done():  # the caller went away: the execution is cancelled (the driver kills it)
                 task.cancel()
+                while not task.done():  # its last put may wait for room in the queue
+                    with contextlib.suppress(asyncio.QueueEmpty):
+                        chunks.get_nowait()
+                    await asyncio.sleep(0)
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
 

@@ -26,6 +26,8 @@ from collections.abc import Mapping, Sequence
 from functools import partial
 from pathlib import Path
 
+from prometheus_client import Gauge
+
 from evalsi.api.health import Readiness
 from evalsi.api.metrics import ApiMetrics
 from evalsi.errors import BadInputError
@@ -91,7 +93,8 @@ def limits(args: argparse.Namespace) -> ManagerLimits:
 async def assemble(args: argparse.Namespace, config: SandboxConfig, access: AccessSettings, life: Lifecycle) -> None:
     """Health first, then the ladder's probes, the manager (its stop destroys every sandbox) and its reaper, then
     the gRPC server (stopped first: no call reaches a manager that is closing)."""
-    await serve_health(life, args.metrics_port)
+    metrics = ApiMetrics()
+    await serve_health(life, args.metrics_port, metrics.registry)
     warning = access.check("127.0.0.1" if args.listen.startswith("unix:") else args.listen.rpartition(":")[0])
     if warning:
         log.warning(warning)
@@ -102,12 +105,14 @@ async def assemble(args: argparse.Namespace, config: SandboxConfig, access: Acce
                                        "available": verdict.available, "reason": verdict.reason})
     state_dir = Path(args.state_dir).resolve()
     manager = SandboxManager(ladder, state_dir / "snapshots", limits(args))
+    Gauge("evalsi_sandboxd_sandboxes", "Sandboxes alive now.", registry=metrics.registry).set_function(
+        lambda: manager.count)
     await life.enter("sandboxes", _started(manager), lambda m: m.close())
     await life.spawn("reaper", manager.run_reaper(life.stopping))
     listen = prepare_socket(args.listen)
     image_roots = tuple(Path(root).resolve() for root in args.image_root)
     server = SandboxServer(manager, config, image_roots=image_roots, gate=access.gate(), tls=access.tls(),
-                           readiness=Readiness(), metrics=ApiMetrics(process_metrics=False))
+                           readiness=Readiness(), metrics=metrics)
     address = await life.enter("grpc", server.start(listen), lambda _: server.stop(5.0))
     print(json.dumps({"event": "listening", "sandboxd": address,
                       "rungs": {v.driver: v.available for v in verdicts}}), flush=True)
