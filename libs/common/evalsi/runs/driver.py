@@ -30,6 +30,7 @@ from evalsi.errors import InfraError
 from evalsi.evaluators import BoundEvaluator, Registry
 from evalsi.runs.binding import resolve_evaluators
 from evalsi.runs.gates import evaluate_gates
+from evalsi.runs.isolation import isolation_reports
 from evalsi.runs.news import RunNews
 from evalsi.runs.outcome import (
     fill_outcome_counts,
@@ -469,6 +470,8 @@ class RunDriver:
             failed_tasks=failed_tasks,
         )
         run.manifest.CopyFrom(stored_run_manifest(run, bound))
+        if any(b.evaluator.pool == "sandbox" for b in bound):  # code evaluators: the rungs their results rest on
+            run.manifest.isolation.extend(await isolation_reports(self.store.iter_results(run.project, run.id)))
         read_state = run.state
         run.state, run.message = state, message
         run.end_time.CopyFrom(_now())

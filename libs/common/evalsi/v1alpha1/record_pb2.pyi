@@ -275,20 +275,22 @@ class Usage(_message.Message):
     def __init__(self, input_tokens: _Optional[int] = ..., output_tokens: _Optional[int] = ..., total_tokens: _Optional[int] = ..., cost_usd: _Optional[float] = ..., latency: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., time_to_first_token: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., cached_input_tokens: _Optional[int] = ..., reasoning_tokens: _Optional[int] = ...) -> None: ...
 
 class IsolationReport(_message.Message):
-    __slots__ = ("requested", "achieved", "driver", "enforced", "not_enforced", "detail")
+    __slots__ = ("requested", "achieved", "driver", "enforced", "not_enforced", "detail", "enforcement")
     REQUESTED_FIELD_NUMBER: _ClassVar[int]
     ACHIEVED_FIELD_NUMBER: _ClassVar[int]
     DRIVER_FIELD_NUMBER: _ClassVar[int]
     ENFORCED_FIELD_NUMBER: _ClassVar[int]
     NOT_ENFORCED_FIELD_NUMBER: _ClassVar[int]
     DETAIL_FIELD_NUMBER: _ClassVar[int]
+    ENFORCEMENT_FIELD_NUMBER: _ClassVar[int]
     requested: IsolationLevel
     achieved: IsolationLevel
     driver: str
     enforced: _containers.RepeatedScalarFieldContainer[str]
     not_enforced: _containers.RepeatedScalarFieldContainer[str]
     detail: str
-    def __init__(self, requested: _Optional[_Union[IsolationLevel, str]] = ..., achieved: _Optional[_Union[IsolationLevel, str]] = ..., driver: _Optional[str] = ..., enforced: _Optional[_Iterable[str]] = ..., not_enforced: _Optional[_Iterable[str]] = ..., detail: _Optional[str] = ...) -> None: ...
+    enforcement: str
+    def __init__(self, requested: _Optional[_Union[IsolationLevel, str]] = ..., achieved: _Optional[_Union[IsolationLevel, str]] = ..., driver: _Optional[str] = ..., enforced: _Optional[_Iterable[str]] = ..., not_enforced: _Optional[_Iterable[str]] = ..., detail: _Optional[str] = ..., enforcement: _Optional[str] = ...) -> None: ...
 
 class Provenance(_message.Message):
     __slots__ = ("run_id", "trace_id", "span_id", "dataset", "dataset_version", "sample_id", "trial", "target", "isolation", "project", "session_id")
