@@ -41,6 +41,8 @@ from evalsi.limits import DEFAULT_CALL_TIMEOUT_S
 from evalsi.runs.execute import Executor, RetryTask, result_for
 from evalsi.runs.flags import RunFlags
 from evalsi.runs.result_columns import move_results_to_columns
+from evalsi.sandbox.client import SANDBOXD_ENV
+from evalsi.sandbox.sandboxd_opener import SANDBOXD_AUTHORIZATION_ENV, SandboxdOpener
 from evalsi.service.kit import parse_flags, run_service, serve_health
 from evalsi.service.lifecycle import Lifecycle
 from evalsi.service.logging import ids
@@ -101,6 +103,18 @@ def build_parser(environ: Mapping[str, str] | None = None) -> argparse.ArgumentP
                                  environ=os.environ if environ is None else environ)
 
 
+def sandbox_opener(environ: Mapping[str, str], life: Lifecycle) -> SandboxdOpener | None:
+    """Where this worker's code evaluators (the ``sandbox`` pool's) open sandboxes: the evalsi-sandboxd that
+    ``evalsi serve`` or compose names in $EVALSI_SANDBOXD; without it (None), this process's own ladder, which
+    fails closed just the same when no rung meets a run's minimum."""
+    address = environ.get(SANDBOXD_ENV, "")
+    if not address:
+        return None
+    opener = SandboxdOpener(address, authorization=environ.get(SANDBOXD_AUTHORIZATION_ENV, ""))
+    life.on_stop("sandboxd clients", opener.close)
+    return opener
+
+
 async def assemble(args: argparse.Namespace, life: Lifecycle) -> None:
     """The worker's parts in start order; at SIGTERM the request server and the task consumer stop first
     (finishing what is in flight, returning the rest), then the judges, the stores and the bus."""
@@ -137,6 +151,7 @@ async def assemble(args: argparse.Namespace, life: Lifecycle) -> None:
         worker=args.name,
         # Judges and targets only by name, from this process's configuration (EVALSI_CONNECTIONS_FILE).
         connections=connections,
+        sandbox=sandbox_opener(os.environ, life),
     )
 
     async def handle(task: Task, delivery: Delivery) -> None:

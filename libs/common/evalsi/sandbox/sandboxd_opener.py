@@ -10,7 +10,11 @@ from evalsi.sandbox.client import SandboxClient
 from evalsi.sandbox.manager import SandboxBusy
 from evalsi.sandbox.model import SandboxSession, SandboxSpec
 
-__all__ = ["SandboxdOpener"]
+__all__ = ["SANDBOXD_AUTHORIZATION_ENV", "SandboxdOpener"]
+
+# The authorization header value a gated sandboxd expects from the sandbox pool's worker ("Bearer evk_...": a key
+# of the built-in `sandbox` role); unset when sandboxd is on a Unix socket that only the worker can reach.
+SANDBOXD_AUTHORIZATION_ENV = "EVALSI_SANDBOXD_AUTHORIZATION"
 
 
 class SandboxdOpener:

@@ -12,7 +12,8 @@
     ingest: {http_port: 4318, grpc_port: 4317, grace_s: 5}   # evalsi-ingest (OTLP)
     scheduler: {replicas: 1, lease_ttl_s: 15}
     workers: [{pool: cpu, replicas: 1, concurrency: 16}, {pool: judge, replicas: 1, concurrency: 32},
-              {pool: harness, replicas: 1, concurrency: 8}]   # harness: agent targets and the built-in harness
+              {pool: harness, replicas: 1, concurrency: 8},   # harness: agent targets and the built-in harness
+              {pool: sandbox, replicas: 1, concurrency: 8}]   # sandbox: code evaluators, through evalsi-sandboxd
     judges: {default: {connector: openai-compatible, base_url: http://127.0.0.1:8000/v1, model: my-judge,
                        api_key: {env: JUDGE_KEY}}}   # model endpoints requests may name (evalsi.connections)
     agents: {shop: {protocol: http, url: http://127.0.0.1:9000, agent: shop, token: {env: SHOP_TOKEN}}}
@@ -133,7 +134,8 @@ class Config:
         # client: is the CLI's (evalsi.client_config: the server and project of `evalsi runs`); checked, not used.
         parse_section(document, where)
         workers = document.get(
-            "workers", [{"pool": "cpu"}, {"pool": "judge", "concurrency": 32}, {"pool": "harness", "concurrency": 8}]
+            "workers", [{"pool": "cpu"}, {"pool": "judge", "concurrency": 32}, {"pool": "harness", "concurrency": 8},
+                        {"pool": "sandbox", "concurrency": 8}]
         )
         if not isinstance(workers, list) or not workers:
             raise BadInputError(f"{where}: workers: a non-empty list of {{pool, replicas, concurrency}}")
