@@ -221,3 +221,19 @@ async def test_a_command_missing_from_the_image_is_the_programs_exit_127(driver:
     finally:
         await session.destroy()
     assert result.outcome.kind == "exit" and result.outcome.code == 127, result
+
+
+async def test_without_cgroups_rlimits_bound_memory_and_the_report_says_what_is_not_bound(tmp_path: Path) -> None:
+    driver = BwrapDriver(SandboxConfig(cache_dir=tmp_path / "cache", cgroup="none"))
+    session = await _session(driver, None, memory_bytes=64 * 1024 * 1024)
+    try:
+        result = await session.exec(["python3", "-c", "data = bytearray(400 * 1024 * 1024)"])
+    finally:
+        await session.destroy()
+    assert result.outcome.kind == "denied" and result.outcome.effect == "memory limit", result
+    assert result.isolation.bounds["memory"] == f"rlimit AS={64 * 1024 * 1024}"
+    if os.geteuid() == 0:  # root's sandbox user is exempt from RLIMIT_NPROC: nothing bounds processes here
+        assert result.isolation.enforcement == "partial"
+        assert any(item.startswith("pids:") for item in result.isolation.not_enforced)
+    else:
+        assert result.isolation.bounds["pids"].startswith("rlimit NPROC=")

@@ -51,6 +51,14 @@ _MAX_ENV = 256
 _MAX_ENV_BYTES = 128 * 1024
 _MAX_ARGV_BYTES = 1 << 20
 _NOT_FOUND = 127
+# Run by root, bwrap maps the sandbox's uid to host root, whose processes RLIMIT_NPROC never counts against (the
+# kernel exempts INIT_USER): then only a pids cgroup bounds processes, and the report says so.
+_NPROC_EXEMPT = os.geteuid() == 0
+_PIDS_UNBOUND = "pids: no pids cgroup is writable, and RLIMIT_NPROC does not bind the sandbox user (host root's)"
+
+
+def _nproc(pids: int) -> str:
+    return "" if _NPROC_EXEMPT else f" + rlimit NPROC={pids}"
 # Extra address space allowed over the memory bound when a cgroup enforces memory: RLIMIT_AS counts reservations,
 # not use, and would otherwise refuse runtimes (Go, the JVM) that reserve far more than they touch.
 _AS_HEADROOM = 1 << 30
@@ -176,7 +184,10 @@ class BwrapDriver:
 
     def not_enforced(self) -> tuple[str, ...]:
         self.seccomp_program()
-        return (f"syscalls: {self._seccomp_error}",) if self._seccomp_error else ()
+        missing = [f"syscalls: {self._seccomp_error}"] if self._seccomp_error else []
+        if _NPROC_EXEMPT and self.layout.v2_limits is None and self.layout.v1_pids is None:
+            missing.append(_PIDS_UNBOUND)
+        return tuple(missing)
 
     async def probe(self) -> ProbeVerdict:
         """The real profile (the configured root, seccomp, cgroups, limits) against ``true``."""
@@ -229,13 +240,13 @@ class BwrapDriver:
         if self.seccomp_program() is not None:
             bounds["syscalls"] = "seccomp-bpf deny list"
         bounds["memory"] = f"rlimit AS={resources.memory_bytes}"
-        bounds["pids"] = f"rlimit NPROC={resources.pids}"
+        bounds["pids"] = _PIDS_UNBOUND if _NPROC_EXEMPT else f"rlimit NPROC={resources.pids}"
         if resources.cpu_seconds is not None:
             bounds["cpu"] = f"rlimit CPU={resources.cpu_seconds}s"
         layout = self.layout
         if layout.limits != "none":
             bounds["memory"] = f"{layout.limits} memory + rlimit AS"
-            bounds["pids"] = f"{layout.limits} pids + rlimit NPROC={resources.pids}"
+            bounds["pids"] = f"{layout.limits} pids" + _nproc(resources.pids)
         return bounds
 
 
@@ -305,10 +316,15 @@ class BwrapSession:
         bounds.update(groups.bounds)
         if "memory" in groups.bounds:
             bounds["memory"] += f" + rlimit AS={memory_rlimit}"
+        isolation = replace(self.isolation, bounds=bounds)
         if "pids" in groups.bounds:
-            bounds["pids"] += f" + rlimit NPROC={resources.pids}"
+            bounds["pids"] += _nproc(resources.pids)
+        elif _NPROC_EXEMPT:  # the pids cgroup could not be made for this execution
+            bounds["pids"] = _PIDS_UNBOUND
+            isolation = replace(isolation, enforcement="partial",
+                                not_enforced=tuple(dict.fromkeys((*isolation.not_enforced, _PIDS_UNBOUND))))
         bounds["timeout"] = f"{timeout:g}s wall clock"
-        return ExecResult(outcome=outcome, isolation=replace(self.isolation, bounds=bounds), stdout=finished.stdout,
+        return ExecResult(outcome=outcome, isolation=isolation, stdout=finished.stdout,
                           stderr=finished.stderr, stdout_truncated=finished.stdout_truncated,
                           stderr_truncated=finished.stderr_truncated, duration_s=finished.duration_s, cpu_s=cpu_s,
                           max_rss_bytes=peak)
