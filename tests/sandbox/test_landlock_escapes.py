@@ -49,9 +49,10 @@ def open_dir() -> Iterator[Path]:
     shutil.rmtree(path, ignore_errors=True)
 
 
-@pytest.fixture
-async def session() -> AsyncIterator[LandlockSession]:
-    session = await LandlockDriver().create(SPEC)
+@pytest.fixture(params=["fork", "launcher"])
+async def session(request: pytest.FixtureRequest) -> AsyncIterator[LandlockSession]:
+    """Both ways of confining: between fork and exec (the default) and through launch.py."""
+    session = await LandlockDriver(SandboxConfig(drivers={"landlock": {"mode": request.param}})).create(SPEC)
     yield session
     await session.destroy()
 
@@ -187,7 +188,7 @@ async def test_a_planted_symlink_is_neither_followed_by_the_host_nor_usable_insi
 
 
 async def test_a_broken_launcher_interpreter_is_a_runner_failure_not_a_denial() -> None:
-    driver = LandlockDriver(SandboxConfig(drivers={"landlock": {"python": "/nonexistent/python3"}}))
+    driver = LandlockDriver(SandboxConfig(drivers={"landlock": {"mode": "launcher", "python": "/nonexistent/python3"}}))
     session = await driver.create(SPEC)
     try:
         result = await session.exec(["true"])
@@ -197,6 +198,13 @@ async def test_a_broken_launcher_interpreter_is_a_runner_failure_not_a_denial() 
     assert "/nonexistent/python3" in result.outcome.signature
     verdict = await driver.probe()
     assert not verdict.available and "/nonexistent/python3" in verdict.reason
+
+
+async def test_a_ruleset_that_cannot_be_built_is_a_runner_failure(session: LandlockSession) -> None:
+    shutil.rmtree(session.tmp)  # a path the ruleset names is gone: our failure, not the program's
+    result = await session.exec(["true"])
+    assert result.outcome.kind == "runner_failure", result
+    assert "tmp" in result.outcome.signature
 
 
 async def test_a_program_cannot_forge_a_runner_failure(session: LandlockSession) -> None:

@@ -90,7 +90,7 @@ def classify_confined(finished: Finished, status: LaunchStatus, *, oom_killed: b
 
     def runner_failure(done: Finished) -> str:
         if done.spawn_error:
-            return f"landlock: cannot start the launcher: {done.spawn_error}"
+            return f"landlock: cannot start the command: {done.spawn_error}"
         return f"landlock launch: {status.message}" if status.kind == "runner_failure" else ""
 
     if status.kind == "denied" and not finished.timed_out:
@@ -122,6 +122,11 @@ class LandlockDriver:
         self.config = config or SandboxConfig()
         options = self.config.driver_options(NAME)
         self.python = str(options.get("python") or sys.executable)
+        # "fork" (default): confined between fork and exec; "launcher": through launch.py (a fresh interpreter).
+        self.mode = str(options.get("mode") or "fork")
+        if self.mode not in ("fork", "launcher"):
+            raise BadInputError(f"sandbox.drivers.landlock.mode: {self.mode!r}; accepted: fork, launcher")
+        self.libc = launch.load_libc()
         self.base_dir = Path(str(options.get("dir") or Path(tempfile.gettempdir()) / "evalsi-landlock"))
         self.abi = launch.landlock_abi()
         self.cgroups: CgroupLayout = discover_layout(self.config.cgroup)
@@ -263,31 +268,59 @@ class LandlockSession:
         if not argv:
             raise BadInputError("argv: empty; give the command to run")
         resources = self.spec.resources
-        launcher = [self.driver.python, "-I", "-S", launch.__file__]
-
         environment = self.environment(env)
         groups = await asyncio.to_thread(ExecutionCgroups.create, self.driver.cgroups,
                                          memory_bytes=resources.memory_bytes, pids=resources.pids)
-        read_fd, write_fd = os.pipe()
         started = time.monotonic()
         try:
-            command = Command([*launcher, json.dumps(self.policy(write_fd)), "--", *argv], environment,
-                              timeout_s or resources.timeout_s, resources.output_bytes, stdin, (write_fd,),
-                              cgroup_procs=groups.join_paths)
-            try:
-                finished = await run_command(command, on_output)
-            finally:
-                os.close(write_fd)
-            status = parse_status(_drain(read_fd))
+            limit = timeout_s or resources.timeout_s
+            if self.driver.mode == "launcher":
+                finished, status = await self._launched(argv, environment, stdin, limit, groups, on_output)
+            else:
+                finished, status = await self._forked(argv, environment, stdin, limit, groups, on_output)
             # The groups' counters are read before close() kills what left the process group and removes them.
             outcome = classify_confined(finished, status, oom_killed=groups.oom_killed(),
                                         pids_exhausted=groups.pids_exhausted())
             cpu_s, peak = groups.cpu_seconds(), groups.peak_memory()
         finally:
-            os.close(read_fd)
             await groups.close()
         return ExecResult(outcome, self.isolation, finished.stdout, finished.stderr, finished.stdout_truncated,
                           finished.stderr_truncated, time.monotonic() - started, cpu_s=cpu_s, max_rss_bytes=peak)
+
+    async def _forked(self, argv: list[str], environment: dict[str, str], stdin: bytes, limit: float,
+                      groups: ExecutionCgroups, on_output: OutputSink | None) -> tuple[Finished, LaunchStatus]:
+        """The default: the ruleset built here, applied in the child between fork and exec (no interpreter to
+        start). ``sh -c 'exec "$@"'`` makes a refused or missing command the program's exit (126, 127), not a
+        failed spawn."""
+        policy = self.policy(-1)
+        libc = self.driver.libc
+        try:
+            ruleset = launch.build_ruleset(libc, launch.plan_rules(policy, self.driver.abi))
+        except launch.LaunchError as exc:
+            return Finished(-1, spawn_error=f"ruleset: {exc}"), LaunchStatus()
+        try:
+            command = Command(["/bin/sh", "-c", 'exec "$@"', "sh", *argv], environment, limit,
+                              self.spec.resources.output_bytes, stdin, cgroup_procs=groups.join_paths,
+                              preexec=lambda: launch.enter(libc, policy, ruleset))
+            return await run_command(command, on_output), LaunchStatus()
+        finally:
+            os.close(ruleset)
+
+    async def _launched(self, argv: list[str], environment: dict[str, str], stdin: bytes, limit: float,
+                        groups: ExecutionCgroups, on_output: OutputSink | None) -> tuple[Finished, LaunchStatus]:
+        """``mode: launcher``: ``python -I -S launch.py POLICY -- CMD``, reporting on a status descriptor."""
+        read_fd, write_fd = os.pipe()
+        try:
+            launcher = [self.driver.python, "-I", "-S", launch.__file__, json.dumps(self.policy(write_fd)), "--"]
+            command = Command([*launcher, *argv], environment, limit, self.spec.resources.output_bytes, stdin,
+                              (write_fd,), cgroup_procs=groups.join_paths)
+            try:
+                finished = await run_command(command, on_output)
+            finally:
+                os.close(write_fd)
+            return finished, parse_status(_drain(read_fd))
+        finally:
+            os.close(read_fd)
 
     async def write_files(self, files: Mapping[str, bytes]) -> None:
         # Written by the host as root, readable by the sandbox user (a link planted in the workspace is refused).

@@ -29,7 +29,8 @@ import stat
 import sys
 from typing import Any
 
-__all__ = ["ABI_NET", "ABI_SCOPE", "Plan", "fs_rights", "landlock_abi", "plan_rules"]
+__all__ = ["ABI_NET", "ABI_SCOPE", "LaunchError", "Plan", "build_ruleset", "enter", "fs_rights", "landlock_abi",
+           "load_libc", "plan_rules"]
 
 # Kernel constants (include/uapi/linux/landlock.h). The syscall numbers are the same on every architecture.
 _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
@@ -118,7 +119,7 @@ class LaunchError(Exception):
     """A launcher failure: infrastructure, reported on the status descriptor."""
 
 
-def _libc() -> ctypes.CDLL:
+def load_libc() -> ctypes.CDLL:
     return ctypes.CDLL(None, use_errno=True)
 
 
@@ -133,13 +134,15 @@ def _syscall(libc: ctypes.CDLL, number: int, *args: Any) -> int:
 def landlock_abi(libc: ctypes.CDLL | None = None) -> int:
     """The kernel's Landlock ABI version; 0 when Landlock is missing or disabled."""
     try:
-        return _syscall(libc or _libc(), _SYS_CREATE_RULESET, None, ctypes.c_size_t(0),
+        return _syscall(libc or load_libc(), _SYS_CREATE_RULESET, None, ctypes.c_size_t(0),
                         ctypes.c_uint32(_CREATE_RULESET_VERSION))
     except OSError:
         return 0
 
 
-def _restrict(libc: ctypes.CDLL, plan: Plan) -> None:
+def build_ruleset(libc: ctypes.CDLL, plan: Plan) -> int:
+    """The ruleset ``plan`` describes, as a descriptor (the caller closes it). Built before the fork or exec that
+    applies it: opening the rule paths and adding rules touches nothing of the calling process."""
     attr = _RulesetAttr(plan.handled_fs, plan.handled_net, plan.scoped)
     # The kernel takes the struct's size as the ABI the caller knows: older kernels refuse fields they lack.
     size = 24 if plan.abi >= ABI_SCOPE else 16 if plan.abi >= ABI_NET else 8
@@ -169,13 +172,27 @@ def _restrict(libc: ctypes.CDLL, plan: Plan) -> None:
                          ctypes.byref(net), ctypes.c_uint32(0))
             except OSError as exc:
                 raise LaunchError(f"landlock_add_rule port {port}: {exc.strerror}") from None
-        try:
-            _no_new_privs(libc)
-            _syscall(libc, _SYS_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0))
-        except OSError as exc:
-            raise LaunchError(f"landlock_restrict_self: {exc.strerror}") from None
-    finally:
+    except BaseException:
         os.close(ruleset)
+        raise
+    return ruleset
+
+
+def enter(libc: ctypes.CDLL, policy: dict[str, Any], ruleset: int) -> None:
+    """Bound, drop privileges, confine with ``ruleset`` and change to the working directory: everything but the
+    exec. Only system calls and no allocation worth the name, so it also runs between fork and exec."""
+    _apply_rlimits(dict(policy.get("rlimits", {})))
+    _drop_privileges(policy)
+    try:
+        _no_new_privs(libc)
+        _syscall(libc, _SYS_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0))
+    except OSError as exc:
+        raise LaunchError(f"landlock_restrict_self: {exc.strerror}") from None
+    if policy.get("cwd"):
+        try:
+            os.chdir(str(policy["cwd"]))
+        except OSError as exc:
+            raise LaunchError(f"chdir {policy['cwd']}: {exc.strerror}") from None
 
 
 def _no_new_privs(libc: ctypes.CDLL) -> None:
@@ -209,19 +226,16 @@ def _drop_privileges(policy: dict[str, Any]) -> None:
 
 def confine(policy: dict[str, Any]) -> None:
     """Bound, drop privileges and confine the calling process as ``policy`` says (everything but the exec)."""
-    libc = _libc()
+    libc = load_libc()
     abi = landlock_abi(libc)
     if abi < int(policy.get("min_abi", 1)):
         raise LaunchError(f"Landlock ABI {abi} is below the required {policy.get('min_abi', 1)}"
                           + (" (Landlock missing or disabled)" if abi == 0 else ""))
-    _apply_rlimits(dict(policy.get("rlimits", {})))
-    _drop_privileges(policy)
-    _restrict(libc, plan_rules(policy, abi))
-    if policy.get("cwd"):
-        try:
-            os.chdir(str(policy["cwd"]))
-        except OSError as exc:
-            raise LaunchError(f"chdir {policy['cwd']}: {exc.strerror}") from None
+    ruleset = build_ruleset(libc, plan_rules(policy, abi))
+    try:
+        enter(libc, policy, ruleset)
+    finally:
+        os.close(ruleset)
 
 
 def _report(status_fd: int, kind: str, text: str) -> None:

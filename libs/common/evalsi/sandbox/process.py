@@ -14,6 +14,7 @@ import os
 import re
 import resource
 import signal
+import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,6 +39,9 @@ class Command:
     rlimits: tuple[tuple[int, int], ...] = ()
     # cgroup.procs files the child joins before it executes (cgroups.ExecutionCgroups.join_paths).
     cgroup_procs: tuple[str, ...] = ()
+    # A rung's own last step in the child before it executes, after the cgroups and rlimits (the confined rung
+    # drops privileges and applies its Landlock ruleset here); it must do only what is safe between fork and exec.
+    preexec: Callable[[], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -72,8 +76,8 @@ async def run_command(command: Command, on_output: OutputSink | None = None) -> 
         process = await asyncio.create_subprocess_exec(
             *command.argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE, env=dict(command.env), pass_fds=command.pass_fds,
-            start_new_session=True, preexec_fn=_child_setup(command.rlimits, command.cgroup_procs))
-    except (OSError, ValueError, RuntimeError) as exc:  # subprocess re-raises a failed preexec as RuntimeError
+            start_new_session=True, preexec_fn=_child_setup(command.rlimits, command.cgroup_procs, command.preexec))
+    except (OSError, ValueError, RuntimeError, subprocess.SubprocessError) as exc:  # a failed preexec: SubprocessError
         return Finished(returncode=-1, spawn_error=f"{type(exc).__name__}: {exc}",
                         duration_s=time.monotonic() - started)
     capture = _Capture(command.output_bytes, on_output)
@@ -150,12 +154,15 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
-def _child_setup(rlimits: tuple[tuple[int, int], ...], cgroup_procs: tuple[str, ...]) -> Callable[[], None]:
+def _child_setup(rlimits: tuple[tuple[int, int], ...], cgroup_procs: tuple[str, ...],
+                 then: Callable[[], None] | None = None) -> Callable[[], None]:
     def setup() -> None:
         # Cgroups first: everything the wrapper forks from here on is inside them.
         join_cgroups(cgroup_procs)
         for limit, value in rlimits:
             resource.setrlimit(limit, (value, value))
+        if then is not None:
+            then()
 
     return setup
 
