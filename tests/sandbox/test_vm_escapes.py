@@ -22,6 +22,7 @@ import pytest
 from evalsi.errors import BadInputError
 from evalsi.sandbox.config import SandboxConfig
 from evalsi.sandbox.ladder import Ladder
+from evalsi.sandbox.manager import SandboxManager
 from evalsi.sandbox.model import Endpoint, Level, NetworkPolicy, Resources, SandboxSpec, SandboxUnavailable
 from evalsi.sandbox.vm.driver import VmDriver, VmOptions
 from evalsi.sandbox.vm.firecracker import FirecrackerDriver
@@ -226,6 +227,8 @@ async def test_snapshot_state_round_trips_and_clones_do_not_share_entropy() -> N
         await first.write_files({"kept.txt": b"before the snapshot\n"})
         state = await first.save_state()
         await first.exec(["sh", "-c", "echo after > later.txt"])
+        with pytest.raises(BadInputError, match="not a saved microVM state"):
+            await second.load_state(b"not a state")
         await second.load_state(state)
         assert await second.read_files(["kept.txt"], max_bytes=100) == {"kept.txt": b"before the snapshot\n"}
         listing = await second.exec(["ls"])
@@ -259,3 +262,20 @@ async def test_a_warm_pool_hands_out_a_ready_guest() -> None:
     finally:
         await first.destroy()
         await driver.close()
+
+
+async def test_sandboxd_manager_snapshots_and_restores_a_microvm(tmp_path: Path) -> None:
+    manager = SandboxManager(Ladder(SandboxConfig(ladder=("qemu",), cache_dir=CACHE), drivers={"qemu": _driver()}),
+                             tmp_path / "snapshots")
+    try:
+        # The manager bounds a snapshot by the spec's disk bytes: a guest's compressed state is tens of MB.
+        sandbox = await manager.create(replace(SPEC, resources=replace(RESOURCES, disk_bytes=64 << 20)), "p1")
+        await sandbox.session.write_files({"answer.txt": b"42\n"})
+        snapshot_id, size = await manager.snapshot(sandbox.id, "p1")
+        assert size > 1 << 20  # the guest's memory, not a workspace tarball
+        restored = await manager.restore(snapshot_id, "p1")
+        assert restored.id != sandbox.id and restored.isolation.driver == "qemu"
+        result = await restored.session.exec(["cat", "answer.txt"])
+        assert result.stdout == b"42\n", result
+    finally:
+        await manager.close()
