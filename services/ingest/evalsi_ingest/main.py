@@ -70,6 +70,7 @@ from evalsi.service.settings import (
 )
 from evalsi.service.settings import build_parser as build_settings_parser
 from evalsi.stores.traces import open_trace_store
+from evalsi.stores.traces.protocol import SummaryRows
 from evalsi.yaml_files import read_yaml_file
 
 from .access import open_gate
@@ -225,7 +226,8 @@ async def assemble(settings: Settings, member: ProcessMember | None, life: Lifec
             await life.enter("notices", notice_consumer(bus, assembler, settings.replica).start(),
                              lambda notices: notices.stop())
     if member is not None:
-        await life.enter("process links", member.start(assembler), lambda _: member.stop())
+        rows_store = store if isinstance(store, SummaryRows) else None  # summary rows from the other processes
+        await life.enter("process links", member.start(assembler, rows_store), lambda _: member.stop())
     completer = Completer(assembler, store, publisher)
     sink = AssemblingSink(store, assembler, partitioning=partitioning,
                           notices=member or (BusNoticeSender(bus.js) if bus is not None and settings.replicas > 1

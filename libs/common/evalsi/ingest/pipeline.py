@@ -16,11 +16,12 @@ import time
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from evalsi.bus.v1alpha1.bus_pb2 import ObservedTrace, TraceCompleted
 from evalsi.errors import InfraError
-from evalsi.stores.traces.protocol import CompletionStore, SpanSink
+from evalsi.stores.traces.protocol import CompletionStore, SpanSink, SummaryRows
+from evalsi.stores.traces.summaries import SpanRow, span_row
 from evalsi.traces.model import MappedSpan
 
 from .completion import CompletedTrace, TraceAssembler, traces_of
@@ -32,6 +33,16 @@ class NoticeSender(Protocol):
     """Tells the replica owning ``partition`` that spans of these traces arrived here."""
 
     async def send(self, partition: int, traces: Sequence[ObservedTrace]) -> None: ...
+
+
+@runtime_checkable
+class RowNoticeSender(Protocol):
+    """A ``NoticeSender`` that also carries the spans' summary rows to the owner (``evalsi-ingest --processes``)."""
+
+    async def send(self, partition: int, traces: Sequence[ObservedTrace]) -> None: ...
+
+    async def send_rows(self, partition: int, project: str, traces: dict[str, bool],
+                        rows: Sequence[SpanRow]) -> None: ...
 
 
 class CompletionPublisher(Protocol):
@@ -71,6 +82,16 @@ class AssemblingSink:
         if self.partitioning.replicas > 1 and notices is None:
             raise ValueError("several replicas need a notice sender (the bus) to reach each other")
         self.notices = notices
+        # Processes of one replica whose store takes summary rows: each trace is summed by its owner alone, from
+        # the rows the others send it, instead of by every process that stored spans of it and then, at
+        # completion, read back from the store (most of a ClickHouse store's reads: half the traces reach the
+        # process that does not own them). Replicas over the bus still send notices only.
+        self.rows = (self.partitioning.replicas > 1 and isinstance(store, SummaryRows)
+                     and isinstance(notices, RowNoticeSender))
+        if self.rows:
+            assert isinstance(store, SummaryRows)
+            partitioning = self.partitioning
+            store.summarize_only(lambda trace_id: partitioning.owner(trace_id) == partitioning.replica)
 
     async def consume(self, project: str, spans: Sequence[MappedSpan]) -> None:
         await self.store.consume(project, spans)
@@ -87,8 +108,13 @@ class AssemblingSink:
         # A failed notice fails the export, so the client retries: spans upsert, so nothing doubles.
         for owner, traces in foreign.items():
             assert self.notices is not None
-            await self.notices.send(owner, [ObservedTrace(project=project, trace_id=trace_id, has_root=root)
-                                            for trace_id, root in traces.items()])
+            if self.rows:
+                assert isinstance(self.notices, RowNoticeSender)
+                await self.notices.send_rows(owner, project, traces,
+                                             [span_row(span) for span in spans if span.trace_id in traces])
+            else:
+                await self.notices.send(owner, [ObservedTrace(project=project, trace_id=trace_id, has_root=root)
+                                                for trace_id, root in traces.items()])
 
 
 @dataclass

@@ -5,7 +5,9 @@ receivers that share the OTLP/HTTP and OTLP/gRPC ports (SO_REUSEPORT: the kernel
 each with its own store writer. Trace completion stays exact: process i is partition i of N (``Partitioning``,
 crc32 of the trace id), so only it completes its traces; spans of another partition are stored where they
 arrive and their owner is told over a local socket, with the same ``TracesObserved`` notices replicas send over
-the bus. A trace is therefore completed once, by one process, whichever processes its spans reached.
+the bus. A trace is therefore completed once, by one process, whichever processes its spans reached. Where the
+store takes summary rows (ClickHouse: ``SummaryRows``), a notice carries the spans' summary rows too, so the owner
+alone sums and summarizes its traces and never reads them back.
 """
 
 from __future__ import annotations
@@ -27,12 +29,15 @@ from typing import Any
 from evalsi.bus.v1alpha1.bus_pb2 import ObservedTrace, TracesObserved
 from evalsi.errors import BadInputError, InfraError
 from evalsi.stores.traces import open_trace_store
+from evalsi.stores.traces.protocol import SummaryRows
+from evalsi.stores.traces.summaries import SpanRow
 
 from .completion import TraceAssembler
 from .pipeline import Partitioning
 
 log = logging.getLogger("evalsi.ingest")
-_FRAME = struct.Struct(">I")
+_FRAME = struct.Struct(">IB")  # payload size, kind
+_NOTICE, _ROWS = 0, 1  # a TracesObserved; JSON {"project", "traces": [[id, has_root]], "rows": [summary rows]}
 READY_TIMEOUT_S = 120.0
 
 
@@ -49,31 +54,54 @@ class ProcessMember:
         self._writers: dict[int, asyncio.StreamWriter] = {}
         self._readers: list[asyncio.Task[None]] = []
 
-    async def start(self, assembler: TraceAssembler) -> None:
-        """Open the links; notices from the other processes feed ``assembler`` until ``stop``."""
+    async def start(self, assembler: TraceAssembler, rows_store: SummaryRows | None = None) -> None:
+        """Open the links; notices from the other processes feed ``assembler`` (and their summary rows
+        ``rows_store``, this process's store) until ``stop``."""
         for peer, sock in self._links.items():
             reader, writer = await asyncio.open_unix_connection(sock=sock)
             self._writers[peer] = writer
-            self._readers.append(asyncio.create_task(self._receive(reader, assembler), name=f"notices-from-{peer}"))
+            self._readers.append(asyncio.create_task(self._receive(reader, assembler, rows_store),
+                                                     name=f"notices-from-{peer}"))
 
     async def send(self, partition: int, traces: Sequence[ObservedTrace]) -> None:
+        await self._send(partition, _NOTICE, TracesObserved(traces=traces).SerializeToString())
+
+    async def send_rows(self, partition: int, project: str, traces: dict[str, bool],
+                        rows: Sequence[SpanRow]) -> None:
+        """A notice of ``traces`` (id → has its root) with their spans' summary rows (``RowNoticeSender``)."""
+        payload = json.dumps({"project": project, "traces": list(traces.items()), "rows": rows},
+                             separators=(",", ":")).encode()
+        await self._send(partition, _ROWS, payload)
+
+    async def _send(self, partition: int, kind: int, payload: bytes) -> None:
         writer = self._writers.get(partition)
         if writer is None or writer.is_closing():
             raise InfraError(f"ingest process {partition} is gone; its traces cannot be completed")
-        payload = TracesObserved(traces=traces).SerializeToString()
-        writer.write(_FRAME.pack(len(payload)) + payload)
+        writer.write(_FRAME.pack(len(payload), kind) + payload)
         try:
             await writer.drain()
         except (ConnectionError, OSError) as exc:
             raise InfraError(f"ingest process {partition}: {exc}") from exc
 
     @staticmethod
-    async def _receive(reader: asyncio.StreamReader, assembler: TraceAssembler) -> None:
+    async def _receive(reader: asyncio.StreamReader, assembler: TraceAssembler,
+                       rows_store: SummaryRows | None) -> None:
         with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
             while True:
-                (size,) = _FRAME.unpack(await reader.readexactly(_FRAME.size))
-                for trace in TracesObserved.FromString(await reader.readexactly(size)).traces:
-                    assembler.note(trace.project, trace.trace_id, has_root=trace.has_root, foreign=True)
+                size, kind = _FRAME.unpack(await reader.readexactly(_FRAME.size))
+                payload = await reader.readexactly(size)
+                if kind == _NOTICE:
+                    for trace in TracesObserved.FromString(payload).traces:
+                        assembler.note(trace.project, trace.trace_id, has_root=trace.has_root, foreign=True)
+                    continue
+                notice = json.loads(payload)
+                project = notice["project"]
+                # The rows reach the store before the assembler hears of the traces, so a completion that
+                # follows sums them. Without a store that takes them, the owner reads the spans back instead.
+                if rows_store is not None:
+                    await rows_store.add_span_rows(project, [tuple(row) for row in notice["rows"]])
+                for trace_id, has_root in notice["traces"]:
+                    assembler.note(project, trace_id, has_root=has_root, foreign=rows_store is None)
 
     def listening(self, event: dict[str, Any]) -> None:
         """Tell the parent this process accepts spans (it prints one line for all of them)."""

@@ -235,6 +235,7 @@ class ClickHouseTraceStore(TraceReads):
         self._unsummarized: dict[str, _Unsummarized] = {}  # touched on the writer thread only
         self.writes = WriteCounts()  # touched on the writer thread only
         self._known = KnownTraces()  # touched on the writer thread only
+        self._owns: Callable[[str], bool] | None = None  # set by summarize_only: the traces this store sums
         self._summarized_at = time.monotonic()
         self._summary_timer: asyncio.TimerHandle | None = None
         self._summary_task: asyncio.Task[None] | None = None
@@ -366,11 +367,35 @@ class ClickHouseTraceStore(TraceReads):
             if pending is None:
                 pending = self._unsummarized[batch.project] = _Unsummarized(batch.now, {})
             pending.now = max(pending.now, batch.now)
-            traces = pending.traces
+            traces, owns = pending.traces, self._owns
             for row in zip(*(batch.columns[i] for i in _SUMMARY_SOURCE), strict=True):
-                traces.setdefault(row[0], {})[row[1]] = row
+                if owns is None or owns(row[0]):  # else the trace's owner sums it, from rows it is sent
+                    traces.setdefault(row[0], {})[row[1]] = row
         if time.monotonic() - self._summarized_at >= self.summary_interval_s:
             self._write_summaries(client)  # due: on the back of this write rather than a wakeup of its own
+
+    def summarize_only(self, owns: Callable[[str], bool]) -> None:
+        """Sum only the spans written here of traces ``owns`` accepts; another process sends their owner the rest
+        (``SummaryRows``). Every trace then has one summary writer, which knows all its spans."""
+        self._owns = owns
+
+    async def add_span_rows(self, project: str, rows: Sequence[SpanRow]) -> None:
+        """Summary rows of spans another process stored (already written: it sends them after its insert), summed
+        into this store's next summary pass or completion as if written here."""
+        if not rows:
+            return
+        now = self._clock()
+
+        def add(_: Any) -> None:
+            pending = self._unsummarized.get(project)
+            if pending is None:
+                pending = self._unsummarized[project] = _Unsummarized(now, {})
+            pending.now = max(pending.now, now)
+            for row in rows:
+                pending.traces.setdefault(row[0], {})[row[1]] = row
+
+        await self._run(add)
+        self._schedule_summaries()
 
     def _write_summaries(self, client: Any, completion: _Completion | None = None) -> dict[str, int]:
         """One summary pass per project over the traces written since the last (on the writer thread); with a
@@ -401,6 +426,12 @@ class ClickHouseTraceStore(TraceReads):
 
     def _start_summary_pass(self) -> None:
         self._summary_timer = None
+        # A pass ran since this was scheduled (on the back of a write, or a completion): the next is due an
+        # interval after that one, not now; each pass is an insert, whatever it holds.
+        left = self.summary_interval_s - (time.monotonic() - self._summarized_at)
+        if left > 0.005:
+            self._summary_timer = asyncio.get_running_loop().call_later(left, self._start_summary_pass)
+            return
         self._summary_task = asyncio.create_task(self._summary_pass(), name="trace-summaries")
 
     async def _summary_pass(self) -> None:

@@ -8,8 +8,8 @@ something smaller (the ingest assembler is a ``SpanSink`` too).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
-from typing import Protocol
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 from evalsi.traces.model import Feedback, MappedSpan, OnlineScore, TracePage, TraceSummary
 from evalsi.v1alpha1.record_pb2 import Record
@@ -19,6 +19,21 @@ class SpanSink(Protocol):
     """Where mapped spans go: a store, the assembler, the bus. Raising InfraError makes the client retry."""
 
     async def consume(self, project: str, spans: Sequence[MappedSpan]) -> None: ...
+
+
+@runtime_checkable
+class SummaryRows(Protocol):
+    """A store that can leave some traces' summaries to another process and sum traces from rows it is sent.
+
+    ``evalsi-ingest --processes N``: process i summarizes and completes the traces of partition i. With
+    ``summarize_only(owns)`` a store sums only the spans it writes of traces ``owns`` accepts; the processes send
+    the owner the summary rows (``summaries.span_row``) of the rest, which it takes with ``add_span_rows``. The
+    owner then knows every span of its traces and never reads them back, and each trace has one summary writer.
+    """
+
+    def summarize_only(self, owns: Callable[[str], bool]) -> None: ...
+
+    async def add_span_rows(self, project: str, rows: Sequence[tuple[Any, ...]]) -> None: ...
 
 
 class CompletionStore(Protocol):

@@ -14,10 +14,22 @@ from collections import OrderedDict
 from operator import itemgetter
 from typing import Any
 
+from evalsi.traces.model import MappedSpan, counts_toward_usage
+
 # A span's summary columns: trace_id, span_id, parent_span_id, name, service_name, session_id, start_ns, end_ns,
 # error, input_tokens, output_tokens.
 SpanRow = tuple[Any, ...]
 _START_AND_SPAN = itemgetter(6, 1)  # (start_ns, span_id): the order of a trace's spans
+
+
+def span_row(span: MappedSpan) -> SpanRow:
+    """A span's summary columns, as the ClickHouse store writes them (``spans`` columns of the same names): what
+    another ingest process sends a trace's owner, so the owner sums the trace without reading it back."""
+    step = span.bare_step
+    usage = step.usage if counts_toward_usage(step) and step.HasField("usage") else None
+    return (span.trace_id, span.span_id, span.parent_span_id, span.name, span.service_name, span.session_id,
+            span.start_ns, span.end_ns, int(span.error), usage.input_tokens if usage is not None else 0,
+            usage.output_tokens if usage is not None else 0)
 
 
 def sums(rows: list[SpanRow]) -> tuple[Any, ...]:
