@@ -48,8 +48,10 @@ def test_serve_hands_the_stores_credential_files_on_by_path(tmp_path: Path) -> N
         "objects": {"url": "s3://bucket?endpoint=http://127.0.0.1:8333", "credentials_file": str(aws)},
     })
     for child in plan_children(config, "nats://127.0.0.1:4222", tmp_path / "state"):
-        if child.name == "ingest":
-            continue  # its environment is its own: the trace store and the bus
+        if child.name in ("ingest", "sandboxd"):
+            # ingest's environment is its own (the trace store and the bus); sandboxd holds no store secrets at all
+            assert child.name == "ingest" or METADATA_PASSWORD_FILE_ENV not in child.env
+            continue
         assert child.env[METADATA_PASSWORD_FILE_ENV] == str(pg.resolve()), child.name
         assert child.env["AWS_SHARED_CREDENTIALS_FILE"] == str(aws.resolve()), child.name
         assert not any(SECRET in value or "shh" in value for value in (*child.env.values(), *child.argv))
@@ -161,5 +163,8 @@ def test_serve_hands_the_trace_stores_password_file_on_by_path(tmp_path: Path) -
                                              "password_file": str(secret)}})
     children = plan_children(config, "nats://127.0.0.1:4222", tmp_path / "state")
     for child in children:
+        if child.name == "sandboxd":  # a sandbox host holds no store secrets
+            assert TRACES_PASSWORD_FILE_ENV not in child.env
+            continue
         assert child.env[TRACES_PASSWORD_FILE_ENV] == str(secret.resolve()), child.name
         assert not any(SECRET in value for value in (*child.env.values(), *child.argv))
