@@ -158,6 +158,10 @@ async def test_no_rung_meets_the_minimum_sandbox_unavailable_and_nothing_ran(san
         assert [v.driver for v in caught.value.verdicts] == ["bwrap"]
         with pytest.raises(BadInputError, match="not a sandbox driver"):
             await client.create(SandboxSpec(ladder=("nonexistent",)))
+        with pytest.raises(BadInputError, match="not a sandbox driver"):
+            await client.probe(("made-up",))
+        with pytest.raises(BadInputError, match="at most 8 driver names"):
+            await client.probe(tuple(f"d{i}" for i in range(9)))
 
 
 async def test_bad_specs_are_refused_naming_the_field(sandboxd: str, tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ import grpc
 from evalsi.api.context import CallContext
 from evalsi.api.errors import ApiError, NotFoundError
 from evalsi.errors import BadInputError
+from evalsi.sandbox.ladder import check_ladder
 from evalsi.sandbox.manager import Sandbox, SandboxBusy, SandboxManager, SandboxNotFound, SnapshotUnsupported
 from evalsi.sandbox.model import DEFAULT_RESOURCES, Level, Resources, SandboxUnavailable
 from evalsi.sandbox.v1alpha1 import sandbox_pb2 as pb
@@ -35,6 +36,7 @@ from evalsi.sandbox.wire import (
 # Output is streamed in messages of at most this size (a chunk a driver hands over may be larger).
 OUTPUT_CHUNK = 64 * 1024
 OUTPUT_QUEUE = 64
+MAX_LADDER = 8
 MAX_ARGV = 4096
 MAX_ARGV_BYTES = 1024 * 1024
 
@@ -84,8 +86,13 @@ class SandboxHandlers:
         self.defaults = defaults
 
     async def probe(self, request: pb.ProbeRequest, ctx: CallContext) -> pb.ProbeResponse:
+        names = tuple(request.ladder)
+        if len(names) > MAX_LADDER:
+            raise BadInputError(f"ladder: at most {MAX_LADDER} driver names, got {len(names)}")
+        if names:  # registered drivers only: verdicts are cached per name, so made-up names must not reach the cache
+            check_ladder(names, "ladder")
         with _statuses():
-            verdicts = await self.manager.opener.probe_all(tuple(request.ladder) or None)
+            verdicts = await self.manager.opener.probe_all(names or None)
         return pb.ProbeResponse(verdicts=[verdict_to_proto(v) for v in verdicts])
 
     async def create(self, request: pb.CreateRequest, ctx: CallContext) -> pb.CreateResponse:
