@@ -272,3 +272,28 @@ async def test_a_caller_that_goes_away_ends_its_execution(sandboxd: str) -> None
             await asyncio.sleep(0.1)
         assert _succeeded(await session.exec(["true"]))  # the sandbox is free for the next execution
         await session.destroy()
+
+
+async def test_a_rung_that_breaks_after_its_probe_is_a_runner_failure_never_a_denial(tmp_path: Path) -> None:
+    """Infrastructure failing under a sandbox (its bwrap gone) is runner_failure through the service: retried,
+    never scored; and a broken binary at start leaves the rung unavailable, so Create fails closed."""
+    import shutil
+
+    binary = tmp_path / "bwrap"
+    shutil.copy(shutil.which("bwrap") or "/usr/bin/bwrap", binary)
+    config = {"sandbox": {"ladder": ["bwrap"], "drivers": {"bwrap": {"binary": str(binary)}}}}
+    with running_sandboxd(tmp_path, config=config) as (address, _):
+        async with SandboxClient(address, project="p") as client:
+            session = await client.create(_spec())
+            assert _succeeded(await session.exec(["true"]))
+            binary.unlink()
+            broken = await session.exec(["true"])
+            assert broken.outcome.kind == "runner_failure" and broken.outcome.signature, broken.outcome
+            await session.destroy()
+    (tmp_path / "again").mkdir()
+    with running_sandboxd(tmp_path / "again", config=config) as (address, _):
+        async with SandboxClient(address, project="p") as client:
+            (verdict,) = await client.probe()
+            assert not verdict.available and "not an executable" in verdict.reason
+            with pytest.raises(SandboxUnavailable):
+                await client.create(_spec())
