@@ -1,0 +1,67 @@
+"""The code pack served: `evalsi serve`'s stack (bundled NATS, api, scheduler, a cpu and a sandbox worker, and
+evalsi-sandboxd on bubblewrap) runs examples/code/run.yaml with the executing evaluators on the sandbox pool, whose
+worker opens its sandboxes on sandboxd; the summaries equal the embedded run's, and every executing result and the
+manifest carry the isolation report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+from google.protobuf import json_format
+from sandboxd_process import require_bwrap
+
+from evalsi.cli.main import cli
+from evalsi.client import Client
+from evalsi.records import from_value
+from evalsi.sandbox.client import SANDBOXD_ENV
+from evalsi.service.config import WorkerConfig
+from evalsi.testing.stack import Stack
+from evalsi.v1alpha1.run_pb2 import RUN_STATE_SUCCEEDED
+
+ROOT = Path(__file__).resolve().parents[2]
+SPEC = ROOT / "examples" / "code" / "run.yaml"
+
+
+def _summaries(summaries: list[dict]) -> dict[str, tuple[int, float]]:
+    return {s["metric"]: (int(s.get("n", 0)), round(s.get("mean", 0.0), 9)) for s in summaries}
+
+
+def test_a_served_code_run_on_the_sandbox_pool_matches_the_embedded_one(tmp_path: Path) -> None:
+    require_bwrap()
+    embedded_out = tmp_path / "embedded.json"
+    embedded = CliRunner().invoke(cli, ["run", "-f", str(SPEC), "--output", str(embedded_out)])
+    assert embedded.exit_code == 0, embedded.output
+    expected = _summaries(json.loads(embedded_out.read_text())["summaries"])
+
+    stack = Stack(tmp_path / "stack", datasets_dir=ROOT / "examples",
+                  workers=[WorkerConfig("cpu", 1, 8), WorkerConfig("sandbox", 1, 4)]).start()
+    try:
+        children = {child.name: child for child in stack.supervisor.children}
+        assert "sandboxd" in children
+        assert children["worker-sandbox-0"].env[SANDBOXD_ENV].startswith("unix:")
+        with Client(stack.grpc, project="quickstart") as client:
+            handle = client.runs.create(SPEC)
+            run = handle.wait()
+            assert run.state == RUN_STATE_SUCCEEDED, (run.message, stack.logs())
+            served = json_format.MessageToDict(run)
+            assert _summaries(served["summaries"]) == expected
+            assert all(gate.passed for gate in run.gates)
+            assert [(i.driver, i.enforcement) for i in run.manifest.isolation] == [("bwrap", "full")]
+            results = list(client.runs.results(run.id))
+        executing = [r for r in results if r.evaluator in ("unit-tests", "code-exec-tests")]
+        assert len(executing) == 12
+        for result in executing:
+            [passed] = [s for s in result.scores if s.name == "passed"]
+            isolation = from_value(passed.metadata["isolation"])
+            assert (isolation["driver"], isolation["level"], isolation["enforcement"]) == ("bwrap", "namespaced",
+                                                                                       "full")
+            assert passed.passed is (result.record_id == "correct")
+        # The sandbox worker's programs ran in sandboxd's sandboxes, not in the worker.
+        log = children["sandboxd"].log_path.read_text(errors="replace")
+        created = [json.loads(line) for line in log.splitlines() if '"sandbox created"' in line]
+        assert len(created) == 12  # one sandbox per executing result, in the run's project
+        assert {(entry["project"], entry["driver"]) for entry in created} == {("quickstart", "bwrap")}
+    finally:
+        stack.stop()
