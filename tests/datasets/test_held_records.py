@@ -16,7 +16,9 @@ from evalsi.datasets.held import TEXT_FIELDS, HeldRecords
 from evalsi.datasets.wire import TASK_RECORD, entries
 from evalsi.evaluators import EvalContext, Registry, evaluator
 from evalsi.evaluators.runner import RunnerOptions, run_evaluators
+from evalsi.runs.intake import take_records
 from evalsi.v1alpha1.record_pb2 import Record
+from evalsi.v1alpha1.run_pb2 import EvalRun
 
 _TEXTS = ["Paris", "paris ", "", "日本語のテキスト", "é" * 200, "x" * 125, "y" * 126, "  Paris\t", "Rome", "ß"]
 
@@ -117,3 +119,16 @@ def test_entries_are_a_repeated_fields_wire_form() -> None:
     assert any(len(item) >= 128 for item in data) and any(len(item) < 128 for item in data)
     records = [Record.FromString(item) for item in data]
     assert entries(TASK_RECORD, data) == TaskRecords(records=records).SerializeToString()
+
+
+async def test_records_past_the_memory_budget_keep_no_columns() -> None:
+    document = EvalRun()
+    document.spec.target.outputs.SetInParent()
+    document.spec.evaluators.add(ref="builtin/exact-match")
+    stream = stream_rows(_rows(500, 3))
+    taken = await take_records(stream, document, budget_mb=0.001, shard_size=100)
+    try:
+        assert taken.spilled and taken.records is None
+        assert stream._builder.columns is None  # nothing per record held once the records go to shards
+    finally:
+        taken.discard()

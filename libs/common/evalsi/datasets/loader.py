@@ -162,6 +162,10 @@ class RecordStream:
         row), for a caller that holds the records it reads."""
         return self._builder.keep_columns()
 
+    def drop_columns(self) -> None:
+        """Keep no more columns (a caller that stopped holding the records: they go to shards as they are read)."""
+        self._builder.columns = None
+
     def encoded(self) -> Iterator[bytes]:
         """The records as ``Record.SerializeToString(deterministic=True)`` bytes, read lazily, once."""
         if self._started:

@@ -101,6 +101,8 @@ async def take_records(
         else:
             # Held as read: parsed where a record is read, its columns read by the runner (datasets.held).
             return TakenRecords(stream.source, stream.version, len(held), records=HeldRecords(held, columns))
+    stream.drop_columns()  # over the budget: the records go to shards, and nothing per record stays here
+    del columns
     keep = store_dir is not None
     directory = Path(store_dir) if store_dir is not None else Path(tempfile.mkdtemp(prefix="evalsi-run-"))
     taken = TakenRecords(stream.source, "", 0, directory=directory, keep=keep)
