@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import grpc
 
@@ -35,6 +35,7 @@ from evalsi.sandbox.model import (
     Outcome,
     OutputSink,
     ProbeVerdict,
+    SandboxSession,
     SandboxSpec,
     SandboxUnavailable,
 )
@@ -228,3 +229,8 @@ class RemoteSession:
     async def destroy(self) -> None:
         client = self._client
         await client._unary(client._stub.Destroy, pb.DestroyRequest(sandbox_id=self.id, project=client.project))
+
+
+if TYPE_CHECKING:  # mypy holds RemoteSession to the protocol every in-process session implements
+    def _is_a_session(session: RemoteSession) -> SandboxSession:
+        return session
