@@ -297,3 +297,25 @@ async def test_a_rung_that_breaks_after_its_probe_is_a_runner_failure_never_a_de
             assert not verdict.available and "not an executable" in verdict.reason
             with pytest.raises(SandboxUnavailable):
                 await client.create(_spec())
+
+
+async def test_an_image_root_under_the_servers_image_roots_is_the_sandboxs_whole_world(tmp_path: Path) -> None:
+    from evalsi.sandbox.model import RootFilesystem
+    from evalsi.testing.sandbox_images import busybox_image, busybox_tarball
+
+    images = tmp_path / "images"
+    image = busybox_image(images / "busybox")
+    tarball = busybox_tarball(images / "busybox.tar", tmp_path / "build")
+    outside = busybox_image(tmp_path / "elsewhere")
+    with running_sandboxd(tmp_path, flags=("--image-root", str(images))) as (address, _):
+        async with SandboxClient(address, project="p") as client:
+            for root in (RootFilesystem("image", str(image)), RootFilesystem("tarball", str(tarball))):
+                session = await client.create(SandboxSpec(root=root))
+                result = await session.exec(["cat", "/etc/shadow"])
+                assert result.stdout == b"image-shadow\n", result  # the image's file, never the host's
+                assert not _succeeded(await session.exec(["ls", "/usr/lib/python3"]))  # no host /usr inside
+                await session.destroy()
+            with pytest.raises(BadInputError, match="not under an image root"):
+                await client.create(SandboxSpec(root=RootFilesystem("image", str(outside))))
+            with pytest.raises(BadInputError, match="not under an image root"):
+                await client.create(SandboxSpec(root=RootFilesystem("image", f"{images}/../elsewhere")))
