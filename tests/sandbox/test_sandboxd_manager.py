@@ -81,6 +81,22 @@ async def test_the_cap_waits_then_refuses_and_a_failed_create_frees_its_slot(tmp
     assert manager.count == 0
 
 
+async def test_a_flood_of_creates_past_the_waiting_bound_is_refused_at_once(tmp_path: Path) -> None:
+    manager = _manager(tmp_path, Clock(), max_sandboxes=1, max_waiting=2)
+    try:
+        first = await manager.create(SandboxSpec(), "p")
+        waiting = [asyncio.ensure_future(manager.create(SandboxSpec(), "p", wait_s=5)) for _ in range(2)]
+        await asyncio.sleep(0.05)
+        with pytest.raises(SandboxBusy, match="2 Creates already wait"):
+            await manager.create(SandboxSpec(), "p", wait_s=5)
+        await manager.destroy(first.id, "p")
+        winner = await asyncio.wait_for(waiting[0], 5)
+        await manager.destroy(winner.id, "p")
+        await manager.destroy((await asyncio.wait_for(waiting[1], 5)).id, "p")
+    finally:
+        await manager.close()
+
+
 async def test_leases_and_transfers_are_bounded(tmp_path: Path) -> None:
     manager = _manager(tmp_path, Clock(), max_lease_s=60, default_lease_s=30, max_transfer_bytes=1024)
     try:

@@ -78,8 +78,10 @@ class ManagerLimits:
     max_sandboxes: int = field(default_factory=lambda: os.cpu_count() or 1)
     default_lease_s: float = 300.0
     max_lease_s: float = 24 * 3600.0
-    # How long a Create waits for a free slot before it is refused.
+    # How long a Create waits for a free slot before it is refused, and how many may wait at once (past that a
+    # Create is refused at once: a flood of them holds no unbounded queue).
     create_wait_s: float = 30.0
+    max_waiting: int = 64
     reap_interval_s: float = 5.0
     max_snapshots: int = 64
     max_snapshot_bytes: int = 256 * 1024 * 1024
@@ -147,6 +149,7 @@ class SandboxManager:
         self._sandboxes: dict[str, Sandbox] = {}
         self._snapshots: dict[str, _Snapshot] = {}
         self._slots = asyncio.Semaphore(self.limits.max_sandboxes)
+        self._waiting = 0
         self._closed = False
 
     # --- life of a sandbox ---
@@ -170,11 +173,17 @@ class SandboxManager:
         if self._closed:
             raise SandboxBusy("sandboxd is stopping; no new sandboxes")
         wait = self.limits.create_wait_s if wait_s is None else wait_s
+        if self._slots.locked() and self._waiting >= self.limits.max_waiting:
+            raise SandboxBusy(f"{self.limits.max_sandboxes} sandboxes are alive, the most at once (--max-sandboxes), "
+                              f"and {self._waiting} Creates already wait for one: retry later")
+        self._waiting += 1
         try:
             await asyncio.wait_for(self._slots.acquire(), timeout=max(wait, 0.001))
         except TimeoutError:
             raise SandboxBusy(f"{self.limits.max_sandboxes} sandboxes are alive, the most at once "
                               f"(--max-sandboxes); none freed within {wait:g}s: retry later or destroy one") from None
+        finally:
+            self._waiting -= 1
         try:
             session = await self.opener.create(spec)
         except BaseException:
