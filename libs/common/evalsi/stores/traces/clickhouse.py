@@ -236,6 +236,8 @@ class ClickHouseTraceStore(TraceReads):
         self.writes = WriteCounts()  # touched on the writer thread only
         self._known = KnownTraces()  # touched on the writer thread only
         self._owns: Callable[[str], bool] | None = None  # set by summarize_only: the traces this store sums
+        self._incoming: list[tuple[str, float, Sequence[SpanRow]]] = []  # add_span_rows, for the writer thread
+        self._incoming_lock = threading.Lock()
         self._summarized_at = time.monotonic()
         self._summary_timer: asyncio.TimerHandle | None = None
         self._summary_task: asyncio.Task[None] | None = None
@@ -384,24 +386,33 @@ class ClickHouseTraceStore(TraceReads):
         into this store's next summary pass or completion as if written here."""
         if not rows:
             return
-        now = self._clock()
+        if self._client is None:
+            raise InfraError(f"{self.where} is closed")
+        # Handed over, not a hop to the writer thread: that waits behind a span insert, and the sender's notice
+        # (so its export's answer) would wait on this process's writes.
+        with self._incoming_lock:
+            self._incoming.append((project, self._clock(), rows))
+        self._schedule_summaries()
 
-        def add(_: Any) -> None:
+    def _take_incoming(self) -> None:
+        """Rows other processes sent (``add_span_rows``), into what the next summary pass sums (writer thread)."""
+        with self._incoming_lock:
+            incoming, self._incoming = self._incoming, []
+        for project, now, rows in incoming:
             pending = self._unsummarized.get(project)
             if pending is None:
                 pending = self._unsummarized[project] = _Unsummarized(now, {})
             pending.now = max(pending.now, now)
+            traces = pending.traces
             for row in rows:
-                pending.traces.setdefault(row[0], {})[row[1]] = row
-
-        await self._run(add)
-        self._schedule_summaries()
+                traces.setdefault(row[0], {})[row[1]] = row
 
     def _write_summaries(self, client: Any, completion: _Completion | None = None) -> dict[str, int]:
         """One summary pass per project over the traces written since the last (on the writer thread); with a
         ``completion``, its traces are marked complete in the same pass (one read and one insert, not a pass and
         then a completion). Returns the completed traces' span counts."""
         self._summarized_at = time.monotonic()
+        self._take_incoming()
         counts: dict[str, int] = {}
         projects = list(self._unsummarized)
         if completion is not None and completion.project not in self._unsummarized:
