@@ -97,6 +97,20 @@ async def test_a_flood_of_creates_past_the_waiting_bound_is_refused_at_once(tmp_
         await manager.close()
 
 
+async def test_calls_on_one_sandbox_past_the_queue_bound_are_refused(tmp_path: Path) -> None:
+    manager = _manager(tmp_path, Clock(), max_queued_calls=2)
+    try:
+        sandbox = await manager.create(SandboxSpec(), "p")
+        running = [asyncio.ensure_future(manager.exec(sandbox.id, "p", ["sleep", "0.5"])) for _ in range(2)]
+        await asyncio.sleep(0.05)
+        with pytest.raises(SandboxBusy, match="2 calls already run or wait on it"):
+            await manager.exec(sandbox.id, "p", ["true"])
+        assert [r.outcome.code for r in await asyncio.gather(*running)] == [0, 0]
+        assert (await manager.exec(sandbox.id, "p", ["true"])).outcome.code == 0
+    finally:
+        await manager.close()
+
+
 async def test_leases_and_transfers_are_bounded(tmp_path: Path) -> None:
     manager = _manager(tmp_path, Clock(), max_lease_s=60, default_lease_s=30, max_transfer_bytes=1024)
     try:

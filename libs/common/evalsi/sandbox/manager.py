@@ -82,6 +82,8 @@ class ManagerLimits:
     # Create is refused at once: a flood of them holds no unbounded queue).
     create_wait_s: float = 30.0
     max_waiting: int = 64
+    # Calls on one sandbox that may run or wait at once (they run one at a time).
+    max_queued_calls: int = 16
     reap_interval_s: float = 5.0
     max_snapshots: int = 64
     max_snapshot_bytes: int = 256 * 1024 * 1024
@@ -221,6 +223,14 @@ class SandboxManager:
 
     # --- what runs in a sandbox ---
 
+    def _hold(self, sandbox: Sandbox) -> None:
+        """Count a call that uses the sandbox (a held sandbox is never reaped); its calls run one at a time, and at
+        most ``max_queued_calls`` wait for their turn (a flood of them on one sandbox is refused, not queued)."""
+        if sandbox.busy >= self.limits.max_queued_calls:
+            raise SandboxBusy(f"sandbox {sandbox.id}: {sandbox.busy} calls already run or wait on it, the most at "
+                              "once; its calls run one at a time")
+        sandbox.busy += 1
+
     async def exec(self, sandbox_id: str, project: str, argv: list[str], *, stdin: bytes = b"",
                    env: Mapping[str, str] | None = None, timeout_s: float | None = None,
                    on_output: OutputSink | None = None) -> ExecResult:
@@ -228,7 +238,7 @@ class SandboxManager:
         if not argv or any("\0" in arg for arg in argv):
             raise BadInputError("argv: expected a non-empty command line without NUL characters")
         sandbox = self.get(sandbox_id, project)
-        sandbox.busy += 1
+        self._hold(sandbox)
         try:
             async with sandbox.lock:
                 result = await sandbox.session.exec(argv, stdin=stdin, env=env, timeout_s=timeout_s,
@@ -247,7 +257,7 @@ class SandboxManager:
         self._check_transfer(files)
         sandbox = self.get(sandbox_id, project)
         workspace = _host_workspace(sandbox.session)
-        sandbox.busy += 1
+        self._hold(sandbox)
         try:
             async with sandbox.lock:
                 if workspace is None:
@@ -268,7 +278,7 @@ class SandboxManager:
         sandbox = self.get(sandbox_id, project)
         workspace = _host_workspace(sandbox.session)
         budget = max_bytes or limit
-        sandbox.busy += 1
+        self._hold(sandbox)
         try:
             async with sandbox.lock:
                 if workspace is None:
@@ -303,7 +313,7 @@ class SandboxManager:
         workspace = _host_workspace(session)
         save = getattr(session, "save_state", None)
         limit = min(self.limits.max_snapshot_bytes, sandbox.spec.resources.disk_bytes)
-        sandbox.busy += 1
+        self._hold(sandbox)
         try:
             async with sandbox.lock:
                 if callable(save):
