@@ -279,3 +279,15 @@ async def test_sandboxd_manager_snapshots_and_restores_a_microvm(tmp_path: Path)
         assert result.stdout == b"42\n", result
     finally:
         await manager.close()
+
+
+async def test_an_exec_cancelled_mid_way_retires_the_guest_instead_of_desynchronizing_it(session: VmSession) -> None:
+    task = asyncio.ensure_future(session.exec(["sh", "-c", "while true; do echo tick; sleep 0.1; done"]))
+    await asyncio.sleep(1.5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    # The ticks still in flight would otherwise be read as this call's answer.
+    after = await session.exec(["echo", "after"])
+    assert after.outcome.kind == "runner_failure" and "the guest is gone" in after.outcome.signature
+    assert session.machine is None

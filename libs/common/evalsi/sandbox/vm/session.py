@@ -87,6 +87,11 @@ class VmSession:
                 diagnostics = machine.diagnostics()
                 await self._discard()
                 return self._failed(f"vm: {exc}{diagnostics}", started, captured)
+            except BaseException:
+                # Cancelled, or the output sink failed, mid-exchange: the agent's frames are still coming and the
+                # next request would read them as its answer. The guest goes; later calls get runner_failure.
+                await asyncio.shield(self._discard())
+                raise
             return self._result(classify(done, bytes(captured["stderr"])), captured, done, started)
 
     async def _run(self, machine: Machine, request: dict[str, Any], captured: dict[str, bytearray],
@@ -133,6 +138,9 @@ class VmSession:
             except (TimeoutError, AgentGone, OSError) as exc:
                 await self._discard()
                 raise MachineFailed(f"vm: guest agent did not answer {message.get('op')}: {exc!r}") from exc
+            except BaseException:  # cancelled mid-exchange: the answer would be read by the next request
+                await asyncio.shield(self._discard())
+                raise
         if "error" in reply:
             raise BadInputError(f"{message.get('op')}: {reply['error']}"[:1000])
         return reply
