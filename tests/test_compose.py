@@ -50,7 +50,7 @@ SERVICES: dict[str, dict[str, Any]] = COMPOSE["services"]
 SCRIPTS: dict[str, str] = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
 SERVICE_SCRIPTS = ("evalsi-api", "evalsi-scheduler", "evalsi-worker", "evalsi-ingest", "evalsi-policy")
 BACKING = ("nats", "postgres", "clickhouse", "minio")
-OURS = ("api", "ingest", "policy", "scheduler", "worker-cpu", "worker-judge", "worker-harness")
+OURS = ("api", "ingest", "policy", "scheduler", "worker-cpu", "worker-judge", "worker-harness", "worker-sandbox")
 
 
 def command(name: str) -> list[str]:

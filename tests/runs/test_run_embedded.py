@@ -318,9 +318,9 @@ async def test_what_embedded_runs_cannot_do_is_bad_input(tmp_path: Path) -> None
     with pytest.raises(BadInputError, match=r"spec\.dataset\.ref: .* needs the server"):
         await run_embedded(run, base_dir=tmp_path)
     agent_spec = {"target": {"agent": {"http": {"url": "http://agent", "agent": "shop"}}},
-                  "sandbox": {"class": "default"}, "evaluators": [{"ref": "exact-match"}]}
+                  "sandbox": {"class": "gpu"}, "evaluators": [{"ref": "exact-match"}]}
     agent = make_run(tmp_path, agent_spec)
-    with pytest.raises(BadInputError, match=r"spec\.sandbox: sandboxes for agent runs are not built yet"):
+    with pytest.raises(BadInputError, match=r"spec\.sandbox\.class: 'gpu' is not a sandbox class here"):
         await run_embedded(agent, base_dir=tmp_path)
     no_outputs = make_run(tmp_path, {"evaluators": [{"ref": "exact-match"}]}, QUESTIONS)
     with pytest.raises(BadInputError, match="no record has an output"):

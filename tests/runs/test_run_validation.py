@@ -137,7 +137,8 @@ def test_agent_targets_are_checked_and_reserved_fields_refused_not_crashed(tmp_p
     message = problems(tmp_path, {"target": {"agent": {"a2a": {"url": "agent.local", "timeout": "30s"}}}})
     assert message == "spec.target.agent.a2a.url: expected an http:// or https:// URL, got 'agent.local'"
     message = problems(tmp_path, {"target": {"agent": {"a2a": {"url": "http://agent"}}}, "sandbox": {"class": "x"}})
-    assert message == "spec.sandbox: sandboxes for agent runs are not built yet in this version; remove it"
+    assert message == ("spec.sandbox.class: 'x' is not a sandbox class here; accepted: default (standalone servers "
+                       "have one sandbox pool)")
     message = problems(tmp_path, {"sinks": [{"mlflow": {"experiment": "x"}}]})
     assert "spec.sinks: sinks are not built yet" in message
 

@@ -110,6 +110,8 @@ class Config:
         WorkerConfig("judge", 1, 32),
         # Generation for agent targets and the built-in harness runs on its own pool (planning.AGENT_POOL).
         WorkerConfig("harness", 1, 8),
+        # Code evaluators (the code pack) run programs through evalsi-sandboxd from their own pool.
+        WorkerConfig("sandbox", 1, 8),
     )
     # The judges: and agents: sections: the only endpoints and credentials a served request may name.
     connections: Connections = field(default_factory=Connections)
