@@ -237,6 +237,14 @@ async def test_snapshot_state_round_trips_and_clones_do_not_share_entropy() -> N
         a, b = await first.exec(draw), await second.exec(draw)
         # second is a restore of first's state: fresh entropy at restore keeps their streams apart
         assert a.stdout != b.stdout and len(a.stdout) == 33
+        # Two clones of the template, each reseeded at create, draw apart too.
+        third, fourth = await driver.create(SPEC), await driver.create(SPEC)
+        try:
+            c, d = await third.exec(draw), await fourth.exec(draw)
+            assert c.stdout != d.stdout and len(c.stdout) == 33
+        finally:
+            await third.destroy()
+            await fourth.destroy()
     finally:
         await first.destroy()
         await second.destroy()
@@ -291,3 +299,12 @@ async def test_an_exec_cancelled_mid_way_retires_the_guest_instead_of_desynchron
     after = await session.exec(["echo", "after"])
     assert after.outcome.kind == "runner_failure" and "the guest is gone" in after.outcome.signature
     assert session.machine is None
+
+
+async def test_a_command_that_leaves_a_child_holding_its_output_ends_when_it_exits(session: VmSession) -> None:
+    started = time.monotonic()
+    result = await session.exec(["sh", "-c", "echo started; sleep 60 &"])
+    assert result.outcome.kind == "exit" and result.outcome.code == 0, result
+    assert result.stdout == b"started\n" and time.monotonic() - started < 10
+    after = await session.exec(["sh", "-c", "pgrep sleep || echo none"])
+    assert after.stdout.strip() == b"none"  # the background child went with the execution's group

@@ -162,14 +162,13 @@ class VmDriver:
             raise MachineFailed("the qemu driver is closed")
         machine = self._warm.pop(0) if self._warm else await self._new_machine()
         self._schedule_refill()
-        try:
-            await self._refresh(machine, spec)
-        except (MachineFailed, AgentGone, OSError, TimeoutError) as exc:
-            diagnostics = machine.diagnostics()
-            await machine.kill()
-            raise MachineFailed(f"microVM refresh failed: {exc!r}{diagnostics}") from exc
+        await self._refreshed(machine, spec)
+
+        async def restore(state: Path) -> Machine:  # load_state: the session's own state, refreshed like a clone
+            return await self._refreshed(await self._restore(state), spec)
+
         return VmSession(machine, spec, isolation_report(spec, self.options.memory_mib),
-                         memory_cap=memory_cap(self.options.memory_mib), restore=self._restore)
+                         memory_cap=memory_cap(self.options.memory_mib), restore=restore)
 
     async def close(self) -> None:
         """Stops the warm guests and the refill; sessions already handed out stay the caller's."""
@@ -198,6 +197,16 @@ class VmDriver:
 
     async def _restore(self, state: Path) -> Machine:
         return await Machine.launch(await self._config(), _run_dir(), incoming=state)
+
+    async def _refreshed(self, machine: Machine, spec: SandboxSpec) -> Machine:
+        """``machine`` after a refresh; killed (``MachineFailed``) when the refresh fails."""
+        try:
+            await self._refresh(machine, spec)
+        except (MachineFailed, AgentGone, OSError, TimeoutError) as exc:
+            diagnostics = machine.diagnostics()
+            await machine.kill()
+            raise MachineFailed(f"microVM refresh failed: {exc!r}{diagnostics}") from exc
+        return machine
 
     async def _refresh(self, machine: Machine, spec: SandboxSpec) -> None:
         assert machine.agent_reader is not None and machine.agent_writer is not None

@@ -12,7 +12,9 @@ guest's root is the read-only disk.
 
 import base64
 import contextlib
+import ctypes
 import errno
+import fcntl
 import json
 import os
 import resource
@@ -29,6 +31,7 @@ UID = 65534
 WORKSPACE = "/workspace"
 CGROUP = "/sys/fs/cgroup"
 MAX_FRAME = 64 * 1024 * 1024
+RNDRESEEDCRNG = 0x5207  # _IO('R', 0x07)
 _counter = [0]
 
 
@@ -38,8 +41,6 @@ def log(message):
 
 
 def mount(source, target, fstype, flags=0, data=""):
-    import ctypes
-
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.mount(source.encode(), target.encode(), fstype.encode(), flags, data.encode() or None) != 0:
         err = ctypes.get_errno()
@@ -191,12 +192,20 @@ def do_exec(port, req):
     sizes = {"stdout": 0, "stderr": 0}
     truncated = {"stdout": False, "stderr": False}
     timed_out = capped = False
+    exited_at = None
     while streams:
-        left = deadline - time.monotonic()
+        now = time.monotonic()
+        left = deadline - now
         if left <= 0:
             timed_out = True
             break
-        ready, _, _ = select.select(list(streams), [], [], min(left, 0.5))
+        if exited_at is None and proc.poll() is not None:
+            exited_at = now
+        if exited_at is not None and now - exited_at > 0.2:
+            # The command ended but something it started still holds its output open: the execution is over
+            # (what was left running is killed with the group below), not waiting for the timeout.
+            break
+        ready, _, _ = select.select(list(streams), [], [], min(left, 0.05 if exited_at else 0.1))
         for fd in ready:
             chunk = os.read(fd, 65536)
             name = streams[fd]
@@ -304,8 +313,12 @@ def do_read(req):
 
 def do_refresh(req):
     # A clone restored from a snapshot shares the template's RNG state and clock: fresh entropy and the time.
+    # A write only mixes into the input pool; the ChaCha state clones share is replaced at the next reseed, which
+    # RNDRESEEDCRNG forces now.
     with open("/dev/urandom", "wb") as f:
         f.write(unb64(req["seed"]))
+        f.flush()
+        fcntl.ioctl(f.fileno(), RNDRESEEDCRNG)
     time.clock_settime(time.CLOCK_REALTIME, float(req["time"]))
     if req.get("workspace"):  # this session's disk bound (the template booted with the default)
         mount("tmpfs", WORKSPACE, "tmpfs", 32 | 2 | 4, f"size={int(req['workspace'])}")  # MS_REMOUNT
