@@ -144,18 +144,37 @@ class ModelTarget(_message.Message):
     def __init__(self, connector: _Optional[str] = ..., model: _Optional[str] = ..., base_url: _Optional[str] = ..., api_key_env: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., prompt_template: _Optional[str] = ..., system_prompt: _Optional[str] = ..., secret_ref: _Optional[str] = ..., connection: _Optional[str] = ...) -> None: ...
 
 class AgentTarget(_message.Message):
-    __slots__ = ("a2a", "http", "openai_responses", "python", "connection")
+    __slots__ = ("a2a", "http", "openai_responses", "python", "connection", "cli")
     A2A_FIELD_NUMBER: _ClassVar[int]
     HTTP_FIELD_NUMBER: _ClassVar[int]
     OPENAI_RESPONSES_FIELD_NUMBER: _ClassVar[int]
     PYTHON_FIELD_NUMBER: _ClassVar[int]
     CONNECTION_FIELD_NUMBER: _ClassVar[int]
+    CLI_FIELD_NUMBER: _ClassVar[int]
     a2a: A2AAgent
     http: HttpAgent
     openai_responses: ResponsesAgent
     python: PythonAgent
     connection: str
-    def __init__(self, a2a: _Optional[_Union[A2AAgent, _Mapping]] = ..., http: _Optional[_Union[HttpAgent, _Mapping]] = ..., openai_responses: _Optional[_Union[ResponsesAgent, _Mapping]] = ..., python: _Optional[_Union[PythonAgent, _Mapping]] = ..., connection: _Optional[str] = ...) -> None: ...
+    cli: CliAgent
+    def __init__(self, a2a: _Optional[_Union[A2AAgent, _Mapping]] = ..., http: _Optional[_Union[HttpAgent, _Mapping]] = ..., openai_responses: _Optional[_Union[ResponsesAgent, _Mapping]] = ..., python: _Optional[_Union[PythonAgent, _Mapping]] = ..., connection: _Optional[str] = ..., cli: _Optional[_Union[CliAgent, _Mapping]] = ...) -> None: ...
+
+class CliAgent(_message.Message):
+    __slots__ = ("command", "timeout", "env")
+    class EnvEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    COMMAND_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    ENV_FIELD_NUMBER: _ClassVar[int]
+    command: _containers.RepeatedScalarFieldContainer[str]
+    timeout: _duration_pb2.Duration
+    env: _containers.ScalarMap[str, str]
+    def __init__(self, command: _Optional[_Iterable[str]] = ..., timeout: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., env: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class A2AAgent(_message.Message):
     __slots__ = ("url", "timeout")
@@ -227,10 +246,12 @@ class Budget(_message.Message):
     def __init__(self, usd: _Optional[float] = ..., tokens: _Optional[int] = ..., wall_clock: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class HarnessSpec(_message.Message):
-    __slots__ = ("builtin",)
+    __slots__ = ("builtin", "environment")
     BUILTIN_FIELD_NUMBER: _ClassVar[int]
+    ENVIRONMENT_FIELD_NUMBER: _ClassVar[int]
     builtin: BuiltinHarness
-    def __init__(self, builtin: _Optional[_Union[BuiltinHarness, _Mapping]] = ...) -> None: ...
+    environment: _struct_pb2.Struct
+    def __init__(self, builtin: _Optional[_Union[BuiltinHarness, _Mapping]] = ..., environment: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
 
 class BuiltinHarness(_message.Message):
     __slots__ = ("max_steps", "budget", "tools", "user_simulator")
