@@ -4,7 +4,8 @@ sandbox session, the harness and one child per test) and by builtin/code-exec-te
     .venv/bin/python benchmarks/code_pack.py [--records 48] [--concurrency 16]
 
 Prints records/s and test executions/s beside the issue's target (>= 40 executions/s of a 20-line Python test with
-bubblewrap), with CPU seconds (this process and its children) and the load average: the machine is shared.
+bubblewrap), with CPU seconds (this process and its children as getrusage sees them: the processes inside the
+sandbox are not among them, so this is the host side's cost) and the load average: the machine is shared.
 """
 
 from __future__ import annotations
