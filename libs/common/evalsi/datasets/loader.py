@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import islice
+from itertools import chain, islice
 from pathlib import Path
 from typing import Any
 
@@ -168,12 +168,16 @@ class RecordStream:
 
     def encoded(self) -> Iterator[bytes]:
         """The records as ``Record.SerializeToString(deterministic=True)`` bytes, read lazily, once."""
+        return chain.from_iterable(self.encoded_batches())
+
+    def encoded_batches(self) -> Iterator[list[bytes]]:
+        """``encoded`` a list at a time (as many records as were read together), for a caller that holds them."""
         if self._started:
             raise RuntimeError(f"{self.source}: a record stream is read once")
         self._started = True
         return self._encoded()
 
-    def _encoded(self) -> Iterator[bytes]:
+    def _encoded(self) -> Iterator[list[bytes]]:
         builder, limit, fmt, to_plain = self._builder, self._limit, self.format, self._plain
         add_row, add_text_rows = builder.add_row, builder.add_text_rows
         rows = self._open_rows()
@@ -195,7 +199,8 @@ class RecordStream:
                 while index < len(batch):
                     encoded: list[bytes] = []
                     taken = add_text_rows(plain, index, encoded)
-                    yield from encoded
+                    if encoded:
+                        yield encoded
                     if taken < len(batch):
                         position, row = batch[taken]
                         if to_plain is not None:
@@ -204,7 +209,7 @@ class RecordStream:
                             data = add_row(row)
                         except RowError as exc:
                             raise BadInputError(f"{location(self.source, fmt, position)}: {exc}") from None
-                        yield data
+                        yield [data]
                     index = taken + 1
                 if builder.count == limit:
                     break

@@ -14,6 +14,7 @@ import shutil
 import tempfile
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 
 from evalsi.datasets import RecordStream
@@ -86,16 +87,16 @@ async def take_records(
     MiB, else every one of them as shards in a local store (in ``store_dir`` when given, whatever the budget; else
     a temporary directory). A bad record raises ``BadInputError`` where it is, leaving no temporary directory."""
     columns = stream.keep_columns() if store_dir is None else None
-    encoded = stream.encoded()
+    batches = stream.encoded_batches()
     held: list[bytes] = []
     if store_dir is None:
         cost = RecordCost.of(document)
         per_record, factor = cost.result_bytes, cost.record_factor
         room = budget_mb * (1 << 20)
-        used = 0  # cost.run_bytes(len(held), the bytes held), summed as they come
-        for data in encoded:
-            held.append(data)
-            used += per_record + factor * len(data)
+        used = 0  # cost.run_bytes(len(held), the bytes held), summed a batch at a time as they come
+        for batch in batches:
+            held += batch
+            used += per_record * len(batch) + factor * sum(map(len, batch))
             if used > room:
                 break
         else:
@@ -108,7 +109,7 @@ async def take_records(
     taken = TakenRecords(stream.source, "", 0, directory=directory, keep=keep)
     try:
         taken.manifest = await _write_shards(
-            LocalObjectStore(directory / OBJECTS_DIR), _chain(held, encoded), stream, shard_size
+            LocalObjectStore(directory / OBJECTS_DIR), _chain(held, chain.from_iterable(batches)), stream, shard_size
         )
     except BaseException:
         taken.discard()
