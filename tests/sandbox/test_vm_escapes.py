@@ -308,3 +308,17 @@ async def test_a_command_that_leaves_a_child_holding_its_output_ends_when_it_exi
     assert result.stdout == b"started\n" and time.monotonic() - started < 10
     after = await session.exec(["sh", "-c", "pgrep sleep || echo none"])
     assert after.stdout.strip() == b"none"  # the background child went with the execution's group
+
+
+async def test_hostile_requests_are_refused_naming_the_limit(session: VmSession) -> None:
+    with pytest.raises(BadInputError, match="over the limit of 4096"):
+        await session.read_files([f"f{i}" for i in range(5000)], max_bytes=1)
+    with pytest.raises(BadInputError, match="no NUL"):
+        await session.write_files({"a\0b": b"x"})
+    with pytest.raises(BadInputError, match=r"stdin: .* over the limit"):
+        await session.exec(["cat"], stdin=b"x" * (33 << 20))
+    with pytest.raises(BadInputError, match="argv"):
+        await session.exec([])
+    # None of it reached the guest: it still answers.
+    result = await session.exec(["echo", "still here"])
+    assert result.stdout == b"still here\n"

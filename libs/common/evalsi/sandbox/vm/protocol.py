@@ -13,6 +13,8 @@ import json
 import struct
 from typing import Any
 
+from evalsi.errors import BadInputError
+
 __all__ = ["MAX_FRAME", "AgentGone", "b64", "read_frame", "unb64", "write_frame"]
 
 MAX_FRAME = 64 * 1024 * 1024
@@ -53,7 +55,7 @@ async def read_frame(reader: asyncio.StreamReader) -> dict[str, Any]:
 async def write_frame(writer: asyncio.StreamWriter, message: dict[str, Any]) -> None:
     body = json.dumps(message, separators=(",", ":")).encode()
     if len(body) > MAX_FRAME:
-        raise ValueError(f"request of {len(body)} bytes is over the guest agent's frame limit of {MAX_FRAME}")
+        raise BadInputError(f"request of {len(body)} bytes is over the guest agent's frame limit of {MAX_FRAME}")
     try:
         writer.write(struct.pack(">I", len(body)) + body)
         await writer.drain()

@@ -24,10 +24,12 @@ from evalsi.sandbox.vm.outcome import classify
 from evalsi.sandbox.vm.protocol import AgentGone, b64, read_frame, unb64, write_frame
 from evalsi.sandbox.vm.qemu import Machine, MachineFailed
 
-__all__ = ["MAX_ARGV_BYTES", "MAX_TRANSFER_BYTES", "VmSession"]
+__all__ = ["MAX_ARGV_BYTES", "MAX_PATHS", "MAX_PATH_CHARS", "MAX_TRANSFER_BYTES", "VmSession"]
 
 MAX_TRANSFER_BYTES = 32 * 1024 * 1024  # stdin, or one write_files call, or one read_files answer
 MAX_ARGV_BYTES = 1024 * 1024
+MAX_PATHS = 4096  # files in one write_files or read_files call
+MAX_PATH_CHARS = 4096
 # The agent enforces the timeout; the host waits this much longer before it declares the guest itself stuck.
 HOST_GRACE_S = 10.0
 _DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
@@ -146,12 +148,16 @@ class VmSession:
         return reply
 
     async def write_files(self, files: Mapping[str, bytes]) -> None:
+        _check_paths(list(files), "files")
         total = sum(len(data) for data in files.values())
         if total > MAX_TRANSFER_BYTES:
             raise BadInputError(f"files: {total} bytes in one call, over the limit of {MAX_TRANSFER_BYTES}")
         await self._request({"op": "write", "files": {path: b64(data) for path, data in files.items()}})
 
     async def read_files(self, paths: list[str], *, max_bytes: int) -> dict[str, bytes]:
+        _check_paths(paths, "paths")
+        if max_bytes < 0:
+            raise BadInputError(f"max_bytes: {max_bytes} must not be negative")
         if max_bytes * max(len(paths), 1) > MAX_TRANSFER_BYTES:
             raise BadInputError(f"max_bytes: {max_bytes} for {len(paths)} files is over the limit of "
                                 f"{MAX_TRANSFER_BYTES} bytes per call")
@@ -239,3 +245,12 @@ def _check_argv(argv: list[str]) -> None:
     size = sum(len(arg.encode()) + 1 for arg in argv)
     if size > MAX_ARGV_BYTES:
         raise BadInputError(f"argv: {size} bytes, over the limit of {MAX_ARGV_BYTES}")
+
+
+def _check_paths(paths: list[str], where: str) -> None:
+    if len(paths) > MAX_PATHS:
+        raise BadInputError(f"{where}: {len(paths)} paths in one call, over the limit of {MAX_PATHS}")
+    for path in paths:
+        if not isinstance(path, str) or not path or len(path) > MAX_PATH_CHARS or "\0" in path:
+            raise BadInputError(f"{where}: {str(path)[:80]!r} is not a workspace path (1 to {MAX_PATH_CHARS} "
+                                "characters, no NUL)")
