@@ -12,10 +12,12 @@ from typing import Any
 import pytest
 import yaml
 from click.testing import CliRunner
+from google.protobuf import json_format
 from sandboxd_process import require_bwrap
 
 from evalsi.cli.main import cli
 from evalsi.sdk import evaluate
+from evalsi.v1alpha1.score_pb2 import ERROR_KIND_INFRA, OUTCOME_ERROR
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "examples" / "code" / "add.jsonl"
@@ -167,3 +169,25 @@ def test_a_program_past_the_memory_cap_fails_with_the_effect(tmp_path: Path) -> 
     [passed] = [s for s in result.scores if s.name == "passed"]
     assert not passed.passed
     assert any(word in passed.explanation for word in ("MemoryError", "oom-kill", "signal 9")), passed.explanation
+
+
+def test_embedded_evaluation_follows_the_sandbox_section_of_evalsi_yaml(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    # As `evalsi sandbox run` reads it: ./evalsi.yaml's ladder, minimum and bounds apply to the code pack too.
+    (tmp_path / "evalsi.yaml").write_text(yaml.safe_dump(
+        {"sandbox": {"ladder": ["landlock"], "min_isolation": "confined", "resources": {"pids": 48}}}))
+    monkeypatch.chdir(tmp_path)
+    rows = [json.loads(line) for line in DATA.read_text().splitlines()]
+    results = evaluate([row for row in rows if row["id"] in ("correct", "escape")], ["unit-tests"])
+    for result in results.results:
+        [passed] = [s for s in result.scores if s.name == "passed"]
+        assert passed.passed is (result.record_id == "correct"), passed.explanation
+        isolation = json_format.MessageToDict(passed.metadata["isolation"])
+        assert (isolation["driver"], isolation["level"], isolation["requested"]) == ("landlock", "confined",
+                                                                                   "confined")
+        assert "48" in isolation["bounds"]["pids"]
+    # A bad section stops the code evaluators (infra errors naming the file and key), never a silent default.
+    (tmp_path / "evalsi.yaml").write_text("sandbox: {ladder: [nope]}\n")
+    [failed] = [r for r in evaluate(rows[:1], ["unit-tests"]).results if r.evaluator == "unit-tests"]
+    assert failed.outcome == OUTCOME_ERROR and failed.error_kind == ERROR_KIND_INFRA
+    assert "evalsi.yaml: sandbox.ladder: 'nope' is not a sandbox driver" in failed.reason, failed.reason

@@ -113,7 +113,7 @@ class Executor:
     def _sandbox_access(self, sandbox: SandboxSpec | None, project: str) -> SandboxAccess:
         if self.sandbox is None:
             self.sandbox = LadderOpener()
-        return SandboxAccess(sandbox_request(sandbox), self.sandbox, project)
+        return SandboxAccess(sandbox_request(sandbox, base=self.sandbox.base), self.sandbox, project)
 
     async def records_of(self, task: Task) -> Sequence[Record]:
         if not task.records_ref:

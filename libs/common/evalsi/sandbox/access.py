@@ -9,6 +9,7 @@ Embedded (``evalsi eval``, ``evalsi run``, ``evaluate()``) sessions come from th
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Protocol
 
 from evalsi.errors import BadInputError
@@ -20,28 +21,37 @@ from evalsi.sandbox.config import (
     SandboxConfig,
     check_bound,
     check_timeout,
+    load_sandbox_config,
 )
-from evalsi.sandbox.ladder import Ladder
+from evalsi.sandbox.ladder import Ladder, check_ladder
 from evalsi.sandbox.model import Endpoint, Level, NetworkPolicy, Resources, SandboxSession, SandboxSpec
 from evalsi.v1alpha1 import run_pb2
+from evalsi.yaml_files import read_yaml_file
 
-__all__ = ["MAX_ALLOW", "LadderOpener", "SandboxAccess", "SandboxOpener", "sandbox_request"]
+__all__ = ["MAX_ALLOW", "LadderOpener", "SandboxAccess", "SandboxOpener", "local_sandbox_config", "sandbox_request"]
 
 MAX_ALLOW = 64  # endpoints in spec.sandbox.allow
 _NETWORK = ("deny", "allow")
 
 
 class SandboxOpener(Protocol):
-    """Starts a sandbox session under a spec for a project, or raises ``SandboxUnavailable`` (nothing ran)."""
+    """Starts a sandbox session under a spec for a project, or raises ``SandboxUnavailable`` (nothing ran).
+    ``base`` is what a run's spec.sandbox leaves unset starts from."""
+
+    @property
+    def base(self) -> SandboxSpec: ...
 
     async def open(self, spec: SandboxSpec, project: str) -> SandboxSession: ...
 
 
 class LadderOpener:
-    """Sessions from the in-process ladder (probed once per process, strongest usable rung first)."""
+    """Sessions from the in-process ladder (probed once per process, strongest usable rung first), under the
+    ``sandbox:`` section's root, minimum and bounds (``local_sandbox_config``, as `evalsi sandbox` reads it)."""
 
     def __init__(self, ladder: Ladder | None = None) -> None:
-        self.ladder = ladder or Ladder(SandboxConfig())
+        self.ladder = ladder or Ladder(local_sandbox_config())
+        config = self.ladder.config
+        self.base = SandboxSpec(min_isolation=config.min_isolation, resources=config.resources, root=config.root)
 
     async def open(self, spec: SandboxSpec, project: str) -> SandboxSession:
         return await self.ladder.create(spec)  # one process, one caller: nothing to scope by project
@@ -57,6 +67,23 @@ class SandboxAccess:
 
     async def open(self) -> SandboxSession:
         return await self.opener.open(self.spec, self.project)
+
+
+def local_sandbox_config(path: Path = Path("evalsi.yaml")) -> SandboxConfig:
+    """The ``sandbox:`` section of ./evalsi.yaml when the file exists, else the defaults; an error names the file
+    and the key."""
+    if not path.is_file():
+        return SandboxConfig()
+    document = read_yaml_file(path)
+    if not isinstance(document, dict):
+        raise BadInputError(f"{path}: expected a mapping at the top level")
+    try:
+        config = load_sandbox_config(document.get("sandbox"))
+        if config.ladder is not None:
+            check_ladder(config.ladder, "sandbox.ladder")
+        return config
+    except BadInputError as exc:
+        raise BadInputError(f"{path}: {exc}") from None
 
 
 def sandbox_request(message: run_pb2.SandboxSpec | None, where: str = "spec.sandbox",

@@ -22,6 +22,8 @@ class SandboxdOpener:
         self.address = address
         self._authorization = authorization
         self._clients: dict[str, SandboxClient] = {}
+        # Every field is sent, so a run's unset fields take these defaults rather than sandboxd's evalsi.yaml.
+        self.base = SandboxSpec()
 
     def client(self, project: str) -> SandboxClient:
         if project not in self._clients:
