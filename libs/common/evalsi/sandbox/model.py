@@ -220,6 +220,11 @@ class EgressEvent:
     allowed: bool
     bytes_sent: int = 0
     bytes_received: int = 0
+    # The address the proxy connected to (its one resolution of ``host``; "via HOST:PORT" through an upstream
+    # proxy), how long the connection lasted, and why it was refused or ended early ("" when it ran its course).
+    address: str = ""
+    duration_s: float = 0.0
+    reason: str = ""
 
 
 class EgressLogging(Protocol):

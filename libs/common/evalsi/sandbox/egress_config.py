@@ -1,0 +1,103 @@
+"""evalsi.yaml's ``sandbox.egress``: the logging egress proxy's bounds and an optional upstream proxy.
+
+    sandbox:
+      egress:
+        upstream: http://proxy.internal:3128   # chain every allowed connection through this HTTP proxy
+        max_connections: 64                    # open at once per sandbox; past it a connection is refused (503)
+        max_head_bytes: 16384                  # a request line and headers; past it refused (431)
+        idle_timeout: 60s                      # a tunnel with no bytes either way for this long is closed
+        max_events: 10000                      # log entries kept per sandbox; later ones are counted, not kept
+
+Every error names the key path and what is accepted. The upstream URL carries no credentials: configuration never
+holds a secret in a file (secrets come from the environment, DESIGN: security by construction).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from evalsi.durations import parse_duration
+from evalsi.errors import BadInputError
+from evalsi.sandbox.model import Endpoint
+
+__all__ = ["EgressSettings", "load_egress_settings", "normalize_host", "parse_upstream"]
+
+_KEYS = ("upstream", "max_connections", "max_head_bytes", "idle_timeout", "max_events")
+_NAME = re.compile(r"^[a-z0-9_]([a-z0-9_-]{0,62})(\.[a-z0-9_]([a-z0-9_-]{0,62}))*\.?$")
+
+
+@dataclass(frozen=True)
+class EgressSettings:
+    upstream: Endpoint | None = None
+    max_connections: int = 64
+    max_head_bytes: int = 16 * 1024
+    idle_timeout_s: float = 60.0
+    max_events: int = 10_000
+    # Not configurable: a client that has not finished its request head by then is cut off (slow-loris).
+    head_timeout_s: float = 10.0
+    connect_timeout_s: float = 10.0
+
+
+def normalize_host(text: str) -> str | None:
+    """The form hosts are compared in: a name lowercased, an IP literal in its canonical form (``[::1]`` and
+    ``::1`` alike); None when ``text`` is neither a DNS name nor an IP literal."""
+    host = text.strip().lower()
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    try:
+        return ipaddress.ip_address(host).compressed
+    except ValueError:
+        pass
+    if len(host) > 253 or not _NAME.match(host):
+        return None
+    return host
+
+
+def parse_upstream(text: str, where: str) -> Endpoint:
+    """``http://HOST:PORT`` of an HTTP proxy that accepts CONNECT."""
+    prefix = "http://"
+    if not text.startswith(prefix):
+        raise BadInputError(f"{where}: {text!r}; expected http://HOST:PORT of an HTTP proxy")
+    rest = text[len(prefix):].rstrip("/")
+    if "@" in rest:
+        raise BadInputError(f"{where}: credentials are not accepted in the URL (no secret in configuration)")
+    host, _, port = rest.rpartition(":")
+    name = normalize_host(host) if host else None
+    if name is None or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise BadInputError(f"{where}: {text!r}; expected http://HOST:PORT with a port from 1 to 65535")
+    return Endpoint(name, int(port))
+
+
+def load_egress_settings(raw: Any, path: str) -> EgressSettings:
+    if raw is None:
+        return EgressSettings()
+    if not isinstance(raw, Mapping):
+        raise BadInputError(f"{path}: expected a mapping such as {{upstream: http://proxy:3128}}")
+    unknown = sorted(str(key) for key in raw if key not in _KEYS)
+    if unknown:
+        raise BadInputError(f"{path}.{unknown[0]}: unknown key; accepted: {', '.join(_KEYS)}")
+    settings = EgressSettings()
+    if raw.get("upstream"):
+        if not isinstance(raw["upstream"], str):
+            raise BadInputError(f"{path}.upstream: expected a string such as http://proxy:3128")
+        settings = replace(settings, upstream=parse_upstream(raw["upstream"], f"{path}.upstream"))
+    for key, low, high in (("max_connections", 1, 4096), ("max_head_bytes", 1024, 1 << 20),
+                           ("max_events", 1, 1_000_000)):
+        if raw.get(key) is not None:
+            value = raw[key]
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise BadInputError(f"{path}.{key}: {value!r}; accepted: an integer from {low} to {high}")
+            settings = replace(settings, **{key: value})
+    if raw.get("idle_timeout") is not None:
+        try:
+            seconds = float(parse_duration(raw["idle_timeout"]).removesuffix("s"))
+        except ValueError as exc:
+            raise BadInputError(f"{path}.idle_timeout: {exc}") from None
+        if not 0 < seconds <= 3600:
+            raise BadInputError(f"{path}.idle_timeout: {seconds:g}s; accepted: more than 0 and at most 1h")
+        settings = replace(settings, idle_timeout_s=seconds)
+    return settings
