@@ -322,3 +322,23 @@ async def test_hostile_requests_are_refused_naming_the_limit(session: VmSession)
     # None of it reached the guest: it still answers.
     result = await session.exec(["echo", "still here"])
     assert result.stdout == b"still here\n"
+
+
+async def test_read_only_file_access_and_a_cpu_bound_are_enforced_in_the_guest() -> None:
+    driver = _driver()
+    spec = replace(SPEC, file_access="read-only", resources=replace(RESOURCES, cpu_seconds=1))
+    session = await driver.create(spec)
+    try:
+        assert session.isolation.enforcement == "full" and session.isolation.bounds["cpu"] == "RLIMIT_CPU=1"
+        await session.write_files({"given.txt": b"task\n"})  # the host's writes still land
+        read = await session.exec(["cat", "given.txt"])
+        assert read.stdout == b"task\n"
+        write = await session.exec(["sh", "-c", "echo x > made.txt"])
+        assert write.outcome.kind == "denied" and write.outcome.effect == "guest: read-only file system", write
+        spin = await session.exec(["python3", "-c", "while True: pass"])
+        assert spin.outcome.kind == "denied" and spin.outcome.effect == "cpu time limit (RLIMIT_CPU)", spin
+    finally:
+        await session.destroy()
+        await driver.close()
+    with pytest.raises(BadInputError, match="workdir"):
+        await driver.create(replace(SPEC, workdir="/srv"))

@@ -113,6 +113,7 @@ def test_the_isolation_report_says_what_applied_and_what_did_not() -> None:
     assert big.enforcement == "partial"
     assert any(item.startswith("memory:") for item in big.not_enforced)
     assert "memory.max=872415232" in big.bounds["memory"]  # guest RAM less the guest's own reserve
+    assert big.bounds["cpu"] == "RLIMIT_CPU=5"
 
 
 def test_the_machine_has_no_network_device_and_a_tsc_hint() -> None:

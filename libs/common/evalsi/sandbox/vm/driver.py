@@ -100,13 +100,13 @@ def isolation_report(spec: SandboxSpec, memory_mib: int) -> IsolationReport:
         "timeout": f"{resources.timeout_s:g}s wall clock (guest agent; the host discards a stuck guest)",
         "output": f"{resources.output_bytes} bytes per stream",
     }
+    if resources.cpu_seconds is not None:
+        bounds["cpu"] = f"RLIMIT_CPU={resources.cpu_seconds}"
+    if spec.file_access == "read-only":
+        bounds["filesystem"] = "read-only runtime disk as /; /workspace read-only (own mount namespace); /tmp tmpfs"
     not_enforced: tuple[str, ...] = ()
     if resources.memory_bytes > cap:
         not_enforced += (f"memory: {resources.memory_bytes} asked, the guest allows {cap}",)
-    if resources.cpu_seconds is not None:
-        not_enforced += ("cpu_seconds: not applied in the guest",)
-    if spec.file_access == "read-only":
-        not_enforced += ("file_access read-only: the workspace stays writable",)
     return IsolationReport(NAME, Level.VM, "partial" if not_enforced else "full", bounds, not_enforced,
                            requested=spec.min_isolation)
 
@@ -119,6 +119,9 @@ def check_spec(spec: SandboxSpec) -> None:
     if not spec.network.denied:
         raise BadInputError(f"network: the {NAME} rung has no network device and no egress proxy; an allowlist "
                             "cannot be honored here (accepted on this rung: deny)")
+    if spec.workdir != "/workspace" and not spec.workdir.startswith("/workspace/"):
+        raise BadInputError(f"workdir: {spec.workdir!r}; the {NAME} rung's writable directory is /workspace "
+                            "(accepted: /workspace or a directory beneath it)")
     if spec.root.kind != "host":
         raise BadInputError(f"root: the {NAME} rung runs on its own runtime disk; an {spec.root.kind} root "
                             f"({spec.root.path}) is not supported on this rung (accepted: the default root)")

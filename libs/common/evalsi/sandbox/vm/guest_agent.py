@@ -32,6 +32,9 @@ WORKSPACE = "/workspace"
 CGROUP = "/sys/fs/cgroup"
 MAX_FRAME = 64 * 1024 * 1024
 RNDRESEEDCRNG = 0x5207  # _IO('R', 0x07)
+CLONE_NEWNS = 0x20000
+MS_RDONLY, MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 1, 32, 4096, 16384, 1 << 18
+LIBC = ctypes.CDLL(None, use_errno=True)
 _counter = [0]
 
 
@@ -41,8 +44,7 @@ def log(message):
 
 
 def mount(source, target, fstype, flags=0, data=""):
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.mount(source.encode(), target.encode(), fstype.encode(), flags, data.encode() or None) != 0:
+    if LIBC.mount(source.encode(), target.encode(), fstype.encode(), flags, data.encode() or None) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"mount {fstype} on {target}: {os.strerror(err)}")
 
@@ -167,6 +169,17 @@ def do_exec(port, req):
             f.write("0")
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         resource.setrlimit(resource.RLIMIT_FSIZE, (int(req["disk"]), int(req["disk"])))
+        if req.get("cpu"):
+            # SIGXCPU at the bound (a denial the classification names); SIGKILL a second later if it is ignored.
+            resource.setrlimit(resource.RLIMIT_CPU, (int(req["cpu"]), int(req["cpu"]) + 1))
+        if req.get("readonly"):
+            # Its own mount namespace, where the workspace is read-only: the agent's view stays writable.
+            if LIBC.unshare(CLONE_NEWNS) != 0:
+                raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS)")
+            mount("none", "/", "", MS_REC | MS_PRIVATE)
+            # This namespace's copy of the workspace mount (where the cwd already is) becomes read-only; the
+            # tmpfs itself, and the agent's copy, stay writable.
+            mount("none", WORKSPACE, "", MS_REMOUNT | MS_BIND | MS_RDONLY | 2 | 4)
         os.setgroups([])
         os.setresgid(UID, UID, UID)
         os.setresuid(UID, UID, UID)

@@ -70,7 +70,8 @@ class VmSession:
             "op": "exec", "argv": argv, "stdin": b64(stdin), "timeout": timeout, "cwd": self._spec.workdir,
             "env": {"PATH": _DEFAULT_PATH, "HOME": "/workspace", **self._spec.env, **(env or {})},
             "memory": min(resources.memory_bytes, self._memory_cap), "pids": resources.pids,
-            "output": resources.output_bytes, "disk": resources.disk_bytes,
+            "output": resources.output_bytes, "disk": resources.disk_bytes, "cpu": resources.cpu_seconds,
+            "readonly": self._spec.file_access == "read-only",
         }
         async with self._lock:
             started = time.monotonic()
