@@ -29,14 +29,18 @@ from evalsi.errors import BadInputError
 from evalsi.sandbox import host_files
 from evalsi.sandbox.cgroups import CgroupLayout, ExecutionCgroups, discover_layout
 from evalsi.sandbox.config import SandboxConfig, check_timeout
+from evalsi.sandbox.egress_attach import EgressAttachment, attach_netns
 from evalsi.sandbox.model import (
+    EgressEvent,
     ExecResult,
     IsolationReport,
     Level,
     OutputSink,
     ProbeVerdict,
     SandboxSpec,
+    SandboxUnavailable,
 )
+from evalsi.sandbox.netns import NetnsUnavailable, enter_hook
 from evalsi.sandbox.process import COMMON_DENIALS, Command, Dialect, Finished, classify, rlimits_for, run_command
 from evalsi.sandbox.rootfs import RootCache
 from evalsi.sandbox.seccomp import SeccompUnavailable, compile_filter, filter_fd
@@ -114,9 +118,13 @@ def _read_status(fd: int) -> int | None:
 
 
 def bwrap_profile(*, root: Path | None, workspace: str, workdir: str, read_only_workspace: bool, env: Mapping[str, str],
-                  tmp_bytes: int, seccomp_fd: int | None, status_fd: int) -> list[str]:
-    """The bwrap options of one execution (without the command), in the order bwrap applies them."""
-    args = ["--unshare-all", "--unshare-user", "--disable-userns", "--uid", str(SANDBOX_UID), "--gid",
+                  tmp_bytes: int, seccomp_fd: int | None, status_fd: int, own_netns: bool = False) -> list[str]:
+    """The bwrap options of one execution (without the command), in the order bwrap applies them. ``own_netns``:
+    the process already joined its allowlist's network namespace (netns.py), so every namespace but the network
+    is unshared (``--unshare-all`` less ``--unshare-net``)."""
+    unshare = (["--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"] if own_netns
+               else ["--unshare-all"])
+    args = [*unshare, "--unshare-user", "--disable-userns", "--uid", str(SANDBOX_UID), "--gid",
             str(SANDBOX_UID), "--cap-drop", "ALL", "--die-with-parent", "--new-session", "--hostname", "sandbox",
             "--clearenv"]
     for name, value in env.items():
@@ -211,20 +219,26 @@ class BwrapDriver:
                             reason=f"profile against `true`: {result.outcome.kind}: {detail}")
 
     async def create(self, spec: SandboxSpec) -> BwrapSession:
-        if spec.network.allow:
-            raise BadInputError("network: the bwrap rung denies egress (loopback only); an allowlist needs the "
-                                "egress proxy, which this rung does not run")
         root = await asyncio.to_thread(self.roots.resolve, spec.root)
         _check_env(spec.env, "env")
         if not spec.workdir.startswith("/") or spec.workdir in ("/", "/proc", "/dev", "/tmp"):
             raise BadInputError(f"workdir: {spec.workdir!r}; expected an absolute path other than /, /proc, "
                                 "/dev or /tmp")
+        egress: EgressAttachment | None = None
+        if spec.network.allow:
+            try:
+                egress = await attach_netns(spec.network.allow, self.config.egress)
+            except NetnsUnavailable as exc:
+                raise SandboxUnavailable(spec.min_isolation, (ProbeVerdict(
+                    self.name, self.level, False, reason=str(exc)),)) from None
         workspace = tempfile.mkdtemp(prefix="evalsi-ws-")
         not_enforced = self.not_enforced()
+        bounds = self._planned_bounds(spec, root)
+        if egress is not None:
+            bounds["network"] = egress.describe(spec.network.allow)
         isolation = IsolationReport(self.name, self.level, "partial" if not_enforced else "full",
-                                    bounds=self._planned_bounds(spec, root), not_enforced=not_enforced,
-                                    requested=spec.min_isolation)
-        return BwrapSession(self, spec, root, workspace, isolation)
+                                    bounds=bounds, not_enforced=not_enforced, requested=spec.min_isolation)
+        return BwrapSession(self, spec, root, workspace, isolation, egress)
 
     def _planned_bounds(self, spec: SandboxSpec, root: Path | None) -> dict[str, str]:
         resources = spec.resources
@@ -254,13 +268,17 @@ class BwrapSession:
     """A workspace directory on the host shared by the session's executions, each a fresh bwrap."""
 
     def __init__(self, driver: BwrapDriver, spec: SandboxSpec, root: Path | None, workspace: str,
-                 isolation: IsolationReport) -> None:
+                 isolation: IsolationReport, egress: EgressAttachment | None = None) -> None:
         self.id = uuid.uuid4().hex
         self.driver = driver
         self.spec = spec
         self.root = root
         self.host_workspace = workspace
         self.isolation = isolation
+        self.egress = egress
+
+    def egress_log(self) -> tuple[EgressEvent, ...]:
+        return self.egress.egress_log() if self.egress is not None else ()
 
     async def exec(self, argv: list[str], *, stdin: bytes = b"", env: Mapping[str, str] | None = None,
                    timeout_s: float | None = None, on_output: OutputSink | None = None) -> ExecResult:
@@ -272,6 +290,14 @@ class BwrapSession:
         timeout = check_timeout(timeout_s, "timeout") if timeout_s is not None else resources.timeout_s
         variables = {"PATH": DEFAULT_PATH, "HOME": self.spec.workdir, "TMPDIR": "/tmp", "LANG": "C.UTF-8",
                      **self.spec.env, **_check_env(env or {}, "env")}
+        egress = self.egress
+        preexec = None
+        if egress is not None:
+            # Without the namespace to join, bwrap (not unsharing the network) would run in the host's: refuse.
+            if egress.netns_fd is None:
+                raise BadInputError(f"sandbox {self.id}: its network namespace is gone (destroyed)")
+            variables.update(egress.proxy_env())
+            preexec = enter_hook(egress.netns_fd)
         driver = self.driver
         groups = ExecutionCgroups.create(driver.layout, memory_bytes=resources.memory_bytes, pids=resources.pids)
         program = driver.seccomp_program()
@@ -284,7 +310,8 @@ class BwrapSession:
             fds += [status_read, status_write]
             profile = bwrap_profile(root=self.root, workspace=self.host_workspace, workdir=self.spec.workdir,
                                     read_only_workspace=self.spec.file_access == "read-only", env=variables,
-                                    tmp_bytes=resources.disk_bytes, seccomp_fd=seccomp_fd, status_fd=status_write)
+                                    tmp_bytes=resources.disk_bytes, seccomp_fd=seccomp_fd, status_fd=status_write,
+                                    own_netns=egress is not None)
             args_fd = os.memfd_create("evalsi-bwrap-args", os.MFD_CLOEXEC)
             fds.append(args_fd)
             os.write(args_fd, b"".join(part.encode() + b"\0" for part in profile))
@@ -296,7 +323,8 @@ class BwrapSession:
                 output_bytes=resources.output_bytes, stdin=stdin,
                 pass_fds=tuple(fd for fd in (args_fd, seccomp_fd, status_write) if fd is not None),
                 rlimits=rlimits_for(memory_rlimit, resources.pids, resources.cpu_seconds, resources.disk_bytes),
-                cgroup_procs=groups.join_paths)
+                cgroup_procs=groups.join_paths,
+                preexec=preexec)
             finished = await run_command(command, on_output)
             os.close(status_write)
             fds.remove(status_write)
@@ -342,6 +370,8 @@ class BwrapSession:
         return read
 
     async def destroy(self) -> None:
+        if self.egress is not None:
+            await self.egress.close()
         await asyncio.to_thread(shutil.rmtree, self.host_workspace, True)
 
 

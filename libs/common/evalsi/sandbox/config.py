@@ -9,6 +9,7 @@
       resources: {timeout: 30s, memory: 536870912, pids: 256, output_bytes: 1048576, cpu_seconds: 60}
       drivers:                                 # per-driver options, each driver checks its own
         bwrap: {binary: /usr/bin/bwrap}
+      egress: {upstream: http://proxy:3128}    # the egress proxy of allowlists (egress_config.py)
 
 Every error names the key path and what is accepted.
 """
@@ -23,11 +24,12 @@ from typing import Any
 
 from evalsi.durations import parse_duration
 from evalsi.errors import BadInputError
+from evalsi.sandbox.egress_config import EgressSettings, load_egress_settings
 from evalsi.sandbox.model import DEFAULT_RESOURCES, Level, Resources, RootFilesystem
 
 __all__ = ["SandboxConfig", "default_cache_dir", "load_sandbox_config", "root_from_path"]
 
-_KEYS = ("ladder", "min_isolation", "root", "cache_dir", "cgroup", "resources", "drivers")
+_KEYS = ("ladder", "min_isolation", "root", "cache_dir", "cgroup", "resources", "drivers", "egress")
 _RESOURCE_KEYS = ("timeout", "memory", "pids", "output_bytes", "cpu_seconds", "disk_bytes")
 # Upper bounds a config or a request may ask for: past them a typo (an extra zero) would go unnoticed.
 MAX_TIMEOUT_S = 24 * 3600.0
@@ -52,6 +54,7 @@ class SandboxConfig:
     cgroup: str = "auto"
     resources: Resources = DEFAULT_RESOURCES
     drivers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    egress: EgressSettings = field(default_factory=EgressSettings)
 
     def driver_options(self, name: str) -> Mapping[str, Any]:
         return self.drivers.get(name, {})
@@ -92,6 +95,8 @@ def load_sandbox_config(raw: Any, path: str = "sandbox") -> SandboxConfig:
         config = replace(config, resources=load_resources(raw["resources"], f"{path}.resources"))
     if raw.get("drivers") is not None:
         config = replace(config, drivers=_drivers(raw["drivers"], f"{path}.drivers"))
+    if raw.get("egress") is not None:
+        config = replace(config, egress=load_egress_settings(raw["egress"], f"{path}.egress"))
     return config
 
 

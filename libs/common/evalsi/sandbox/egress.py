@@ -203,7 +203,7 @@ class EgressProxy:
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
-        self._tasks.add(task)  # type: ignore[arg-type]
+        self._tasks.add(task)
         connection = _Connection(self.clock())
         try:
             if self._open >= self.settings.max_connections:
@@ -223,7 +223,7 @@ class EgressProxy:
         except (ConnectionError, asyncio.IncompleteReadError) as exc:
             connection.reason = connection.reason or f"connection ended: {type(exc).__name__}"
         finally:
-            self._tasks.discard(task)  # type: ignore[arg-type]
+            self._tasks.discard(task)
             self._record(connection)
             writer.close()
 

@@ -85,13 +85,9 @@ def load_egress_settings(raw: Any, path: str) -> EgressSettings:
         if not isinstance(raw["upstream"], str):
             raise BadInputError(f"{path}.upstream: expected a string such as http://proxy:3128")
         settings = replace(settings, upstream=parse_upstream(raw["upstream"], f"{path}.upstream"))
-    for key, low, high in (("max_connections", 1, 4096), ("max_head_bytes", 1024, 1 << 20),
-                           ("max_events", 1, 1_000_000)):
-        if raw.get(key) is not None:
-            value = raw[key]
-            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-                raise BadInputError(f"{path}.{key}: {value!r}; accepted: an integer from {low} to {high}")
-            settings = replace(settings, **{key: value})
+    settings = replace(settings, max_connections=_count(raw, "max_connections", path, 4096, settings.max_connections),
+                       max_head_bytes=_count(raw, "max_head_bytes", path, 1 << 20, settings.max_head_bytes, low=1024),
+                       max_events=_count(raw, "max_events", path, 1_000_000, settings.max_events))
     if raw.get("idle_timeout") is not None:
         try:
             seconds = float(parse_duration(raw["idle_timeout"]).removesuffix("s"))
@@ -101,3 +97,12 @@ def load_egress_settings(raw: Any, path: str) -> EgressSettings:
             raise BadInputError(f"{path}.idle_timeout: {seconds:g}s; accepted: more than 0 and at most 1h")
         settings = replace(settings, idle_timeout_s=seconds)
     return settings
+
+
+def _count(raw: Mapping[str, Any], key: str, path: str, high: int, default: int, low: int = 1) -> int:
+    value = raw.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise BadInputError(f"{path}.{key}: {value!r}; accepted: an integer from {low} to {high}")
+    return value
