@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import yaml
 from click.testing import CliRunner
 from google.protobuf import json_format
 from sandboxd_process import require_bwrap
@@ -19,6 +20,7 @@ from evalsi.sandbox.client import SANDBOXD_ENV
 from evalsi.service.config import WorkerConfig
 from evalsi.testing.stack import Stack
 from evalsi.v1alpha1.run_pb2 import RUN_STATE_SUCCEEDED
+from evalsi.v1alpha1.score_pb2 import ERROR_KIND_INFRA, OUTCOME_ERROR
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = ROOT / "examples" / "code" / "run.yaml"
@@ -63,5 +65,22 @@ def test_a_served_code_run_on_the_sandbox_pool_matches_the_embedded_one(tmp_path
         created = [json.loads(line) for line in log.splitlines() if '"sandbox created"' in line]
         assert len(created) == 12  # one sandbox per executing result, in the run's project
         assert {(entry["project"], entry["driver"]) for entry in created} == {("quickstart", "bwrap")}
+
+        # A minimum sandboxd cannot meet: SANDBOX_UNAVAILABLE, every executing evaluation an infra error, no sandbox.
+        document = yaml.safe_load(SPEC.read_text())
+        document["spec"]["dataset"]["path"] = str(SPEC.parent / "add.jsonl")
+        document["spec"]["sandbox"]["minIsolation"] = "vm"
+        unmet = tmp_path / "vm.yaml"
+        unmet.write_text(yaml.safe_dump(document))
+        with Client(stack.grpc, project="quickstart") as client:
+            refused = client.runs.create(unmet).wait()
+            failed = [r for r in client.runs.results(refused.id) if r.evaluator != "python-syntax"]
+        assert len(failed) == 12
+        for result in failed:
+            assert (result.outcome, result.error_kind) == (OUTCOME_ERROR, ERROR_KIND_INFRA)
+            assert "SANDBOX_UNAVAILABLE" in result.reason, result.reason
+        assert not refused.manifest.isolation
+        log = children["sandboxd"].log_path.read_text(errors="replace")
+        assert log.count('"sandbox created"') == 12  # none more
     finally:
         stack.stop()
