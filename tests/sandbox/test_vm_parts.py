@@ -14,7 +14,7 @@ import pytest
 
 from evalsi.errors import BadInputError
 from evalsi.sandbox.model import Level, Outcome, Resources, SandboxSpec
-from evalsi.sandbox.vm.driver import VmOptions, isolation_report, parse_options
+from evalsi.sandbox.vm.driver import VmOptions, isolation_report, parse_options, sweep_stale_run_dirs
 from evalsi.sandbox.vm.firecracker import FirecrackerDriver, HostFacts, unavailable_reasons
 from evalsi.sandbox.vm.images import cpio_newc
 from evalsi.sandbox.vm.kernel import KernelMissing, extract_vmlinux, find_kernel
@@ -157,3 +157,14 @@ def test_a_hostile_frame_size_is_refused() -> None:
         await read_frame(reader)
     with pytest.raises(AgentGone, match="over the"):
         asyncio.run(read())
+
+
+def test_run_directories_of_ended_processes_are_swept(tmp_path: Path) -> None:
+    mine = tmp_path / f"evalsi-vm-{os.getpid()}-abc"
+    gone = tmp_path / "evalsi-vm-999999999-abc"  # no such pid
+    unrelated = tmp_path / "evalsi-vm-notapid"
+    for path in (mine, gone, unrelated):
+        path.mkdir()
+        (path / "console.log").write_text("x")
+    assert sweep_stale_run_dirs(tmp_path) == [gone]
+    assert mine.is_dir() and unrelated.is_dir() and not gone.exists()

@@ -7,7 +7,7 @@ entropy, the time and its own workspace size; ``warm`` restored guests wait read
 
 Options (``sandbox.drivers.qemu``): ``binary`` (qemu-system-x86_64), ``memory_mib`` (guest RAM, 1024), ``warm``
 (guests kept ready, 1; 0 for none), ``snapshots`` (true; false cold-boots every sandbox), ``boot_timeout`` (seconds,
-30), ``busybox`` (/usr/bin/busybox), ``kernel_version`` (the newest in /boot).
+60), ``busybox`` (/usr/bin/busybox), ``kernel_version`` (the newest in /boot).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from evalsi.sandbox.vm.protocol import AgentGone, b64, read_frame, write_frame
 from evalsi.sandbox.vm.qemu import Machine, MachineConfig, MachineFailed, host_tsc_khz
 from evalsi.sandbox.vm.session import VmSession
 
-__all__ = ["NAME", "VmDriver", "VmOptions", "isolation_report", "parse_options"]
+__all__ = ["NAME", "VmDriver", "VmOptions", "isolation_report", "parse_options", "sweep_stale_run_dirs"]
 
 NAME = "qemu"
 # Guest RAM kept for the guest kernel and the agent: an execution's memory bound is at most the rest.
@@ -48,7 +48,8 @@ class VmOptions:
     memory_mib: int = 1024
     warm: int = 1
     snapshots: bool = True
-    boot_timeout_s: float = 30.0
+    # A cold boot costs about 5 CPU seconds under TCG; on a shared 2-core machine at load 10 it took up to 22 s.
+    boot_timeout_s: float = 60.0
     busybox: str = "/usr/bin/busybox"
     kernel_version: str | None = None
 
@@ -245,6 +246,7 @@ class VmDriver:
         return self._machine_config
 
     def _build(self) -> MachineConfig:
+        sweep_stale_run_dirs()
         binary = shutil.which(self.options.binary)
         if binary is None:
             raise MachineFailed(f"{self.options.binary} not found; install it with "
@@ -283,9 +285,25 @@ class VmDriver:
             return path
 
 
+_RUN_PREFIX = "evalsi-vm-"
+
+
 def _run_dir() -> Path:
-    # Short, under /tmp: Unix socket paths are limited to 107 bytes.
-    return Path(tempfile.mkdtemp(prefix="evalsi-vm-"))
+    # Short, under /tmp: Unix socket paths are limited to 107 bytes. The owner's pid is in the name, so a process
+    # that ended without closing its driver (a CLI, a crash: its QEMUs die with it) has its directories swept.
+    return Path(tempfile.mkdtemp(prefix=f"{_RUN_PREFIX}{os.getpid()}-"))
+
+
+def sweep_stale_run_dirs(root: Path | None = None) -> list[Path]:
+    """Removes run directories whose owning process is gone; the removed ones."""
+    removed = []
+    for path in Path(root or tempfile.gettempdir()).glob(f"{_RUN_PREFIX}*-*"):
+        owner = path.name.removeprefix(_RUN_PREFIX).partition("-")[0]
+        if not owner.isdigit() or Path(f"/proc/{owner}").exists() or not path.is_dir() or path.is_symlink():
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
 
 
 async def _stop(machine: Machine) -> None:
