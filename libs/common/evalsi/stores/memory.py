@@ -128,10 +128,10 @@ class MemoryRunStore:
     async def upsert_result_rows(self, project: str, run_id: str, rows: Sequence[ResultRow]) -> None:
         stored = self._results.setdefault(run_id, {})
         self._ordered.pop(run_id, None)
-        keys = [(evaluator, record_id, trial) for evaluator, record_id, trial, _o, _d in rows]
-        if stored.keys().isdisjoint(keys) and len(set(keys)) == len(keys):
+        batch = {(evaluator, record_id, trial): (outcome, data) for evaluator, record_id, trial, outcome, data in rows}
+        if len(batch) == len(rows) and stored.keys().isdisjoint(batch):
             # The usual batch: results of a task's first completion, none stored yet: one insert, no row-by-row rule.
-            stored.update(zip(keys, [(outcome, data) for _e, _r, _t, outcome, data in rows], strict=True))
+            stored.update(batch)
             return
         for evaluator, record_id, trial, outcome, data in rows:
             key = (evaluator, record_id, trial)
