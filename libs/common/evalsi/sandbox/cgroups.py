@@ -60,7 +60,8 @@ def discover_layout(setting: str = "auto") -> CgroupLayout:
         return CgroupLayout(v2_plain=explicit if _writable(explicit) else None)
     if v2_own is not None and _delegated_v2(v2_own):
         return CgroupLayout(v2_limits=v2_own, v2_plain=v2_own)
-    plain = v2_own if v2_own is not None and _writable(v2_own) and (v2_own / "cgroup.kill").exists() else None
+    # The hierarchy's root has no cgroup.kill of its own, but its children do (Linux >= 5.14): checked on the child.
+    plain = v2_own if v2_own is not None and _writable(v2_own) and (v2_own / "cgroup.procs").exists() else None
     memory = _v1_parent(mounts, own, "memory")
     pids = _v1_parent(mounts, own, "pids")
     return CgroupLayout(v2_plain=plain, v1_memory=memory, v1_pids=pids)
@@ -110,6 +111,10 @@ class ExecutionCgroups:
                 return
         if layout.v2_plain is not None:
             self._v2 = self._mkdir(layout.v2_plain)
+            if self._v2 is not None and not (self._v2 / "cgroup.kill").exists():
+                self._v2.rmdir()  # a kernel before 5.14: the v1 groups are killed pid by pid
+                self.dirs.remove(self._v2)
+                self._v2 = None
         if layout.v1_memory is not None:
             group = self._mkdir(layout.v1_memory)
             if group is not None:
