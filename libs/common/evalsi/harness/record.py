@@ -82,6 +82,8 @@ class TrajectoryBuilder:
             out.attributes["evalsi.tool.mocked"].bool_value = True
         if outcome.fault is not None:
             out.attributes["evalsi.fault"].string_value = outcome.fault
+        if result.sandbox_event is not None:  # a sandbox policy event (§11): safety evaluators count these
+            out.attributes["evalsi.sandbox.event"].CopyFrom(to_value(dict(result.sandbox_event)))
         self.steps.append(out)
 
     def record(self, *, run_id: str, trial: int, provider: str, final: str, stop_reason: str, error: str | None,

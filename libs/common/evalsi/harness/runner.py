@@ -18,11 +18,14 @@ from .cassette import Cassette, CassetteMismatch
 from .config import HarnessConfig
 from .loop import TrialResult, run_trial
 from .models import ChatModel, ConnectorModel
+from .sandbox_tools import SANDBOX_TOOL_SPECS, UnboundSandboxTool, sandbox_tools
 from .tasks import Task
 from .toolbox import ToolBox, open_toolbox
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
+
+    from evalsi.sandbox.model import SandboxSession
 
 
 class Harness:
@@ -34,11 +37,14 @@ class Harness:
 
     @classmethod
     @contextlib.asynccontextmanager
-    async def open(cls, config: HarnessConfig, *, tracer: Tracer | None = None,
+    async def open(cls, config: HarnessConfig, *, tracer: Tracer | None = None, sandbox_tools: bool = False,
                    **connector_kwargs: Any) -> AsyncIterator[Harness]:
         """Start the tool servers and the model client; ``connector_kwargs`` go to the judge connector
-        (a shared ``session``, ``limiter``, ``retry`` policy, ``sleep``)."""
-        async with open_toolbox(config) as toolbox:
+        (a shared ``session``, ``limiter``, ``retry`` policy, ``sleep``). ``sandbox_tools``: the agent also gets
+        run_shell, read_file, write_file and list_files, acting in each task's environment sandbox (``run``'s
+        ``session``)."""
+        extra = [UnboundSandboxTool(spec) for spec in SANDBOX_TOOL_SPECS] if sandbox_tools else []
+        async with open_toolbox(config, extra) as toolbox:
             model = ConnectorModel(config.model, toolbox.specs, parallel_tool_calls=config.parallel_tool_calls,
                                    **connector_kwargs)
             try:
@@ -47,9 +53,10 @@ class Harness:
                 await model.aclose()
 
     async def run(self, task: Task, *, trial: int = 1, run_id: str = "",
-                  history: Sequence[Mapping[str, Any]] = ()) -> TrialResult:
-        """One live trial, recorded (``TrialResult.cassette``)."""
-        backend = LiveBackend(self.model, self.toolbox, task, trial=trial, run_id=run_id,
+                  history: Sequence[Mapping[str, Any]] = (), session: SandboxSession | None = None) -> TrialResult:
+        """One live trial, recorded (``TrialResult.cassette``); with ``session``, the sandbox tools act in it."""
+        toolbox = self.toolbox.bound(sandbox_tools(session)) if session is not None else self.toolbox
+        backend = LiveBackend(self.model, toolbox, task, trial=trial, run_id=run_id,
                               wall_clock_s=self.config.budget.wall_clock_s,
                               parallel_tool_calls=self.config.parallel_tool_calls)
         return await run_trial(task, backend, self.config, run_id=run_id, trial=trial, tracer=self.tracer,

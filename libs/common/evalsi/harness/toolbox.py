@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,6 +52,14 @@ class ToolBox:
                 raise BadInputError(f"{config.source}: faults: tool {fault.tool!r} is not among the tools "
                                     f"({', '.join(sorted(specs)) or 'none'})")
 
+    def bound(self, tools: Mapping[str, Tool]) -> ToolBox:
+        """This toolbox with ``tools`` in place of its tools of the same names (one task's sandbox tools): the
+        model was told these names once, so none may be new."""
+        extra = [name for name in tools if name not in self._tools]
+        if extra:
+            raise ValueError(f"tools {', '.join(sorted(extra))} are not among this harness's tools")
+        return ToolBox({**self._tools, **tools}, self._mocks, self._config)
+
     async def call(self, name: str, arguments: Mapping[str, Any], *, call_index: int, task_id: str,
                    trial: int) -> ToolOutcome:
         """The ``call_index``-th call (1-based, this trial) of tool ``name``."""
@@ -82,8 +90,9 @@ class ToolBox:
 
 
 @contextlib.asynccontextmanager
-async def open_toolbox(config: HarnessConfig) -> AsyncIterator[ToolBox]:
-    """Start the config's MCP servers, load its Python tools; close the servers on exit."""
+async def open_toolbox(config: HarnessConfig, extra: Sequence[Tool] = ()) -> AsyncIterator[ToolBox]:
+    """Start the config's MCP servers, load its Python tools (and ``extra``: the environment's sandbox tools);
+    close the servers on exit."""
     tools: dict[str, Tool] = {}
     origin: dict[str, str] = {}
 
@@ -94,6 +103,8 @@ async def open_toolbox(config: HarnessConfig) -> AsyncIterator[ToolBox]:
                                 "tool names must be unique")
         tools[name], origin[name] = tool, where
 
+    for tool in extra:
+        add(tool, "the environment")
     for i, reference in enumerate(config.python_tools):
         add(load_python_tool(reference, f"{config.source}: tools.python[{i}]"), f"tools.python[{i}]")
     clients: list[McpClient] = []

@@ -45,6 +45,8 @@ class ToolResult:
 
     value: Any = None
     error: str | None = None
+    # A sandbox policy event the call caused (a denial: {"kind": "denied", "effect": ...}), recorded on its step.
+    sandbox_event: Mapping[str, Any] | None = None
 
     @property
     def text(self) -> str:
@@ -54,11 +56,14 @@ class ToolResult:
         return self.value if isinstance(self.value, str) else json.dumps(self.value, ensure_ascii=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"value": self.value, "error": self.error}
+        out = {"value": self.value, "error": self.error}
+        if self.sandbox_event is not None:  # only when set: older cassettes read the same
+            out["sandbox_event"] = dict(self.sandbox_event)
+        return out
 
     @classmethod
     def from_dict(cls, doc: Mapping[str, Any]) -> ToolResult:
-        return cls(value=doc.get("value"), error=doc.get("error"))
+        return cls(value=doc.get("value"), error=doc.get("error"), sandbox_event=doc.get("sandbox_event"))
 
 
 class Tool(Protocol):

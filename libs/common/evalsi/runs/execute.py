@@ -110,6 +110,11 @@ class Executor:
             contexts[b.alias] = EvalContext(judge=judge, project=project, sandbox=access)
         return lambda b: contexts[b.alias]
 
+    def _opener(self) -> SandboxOpener:
+        if self.sandbox is None:
+            self.sandbox = LadderOpener()
+        return self.sandbox
+
     def _sandbox_access(self, sandbox: SandboxSpec | None, project: str) -> SandboxAccess:
         if self.sandbox is None:
             self.sandbox = LadderOpener()
@@ -194,6 +199,9 @@ class Executor:
                     cancel=stop,
                     on_usage=self._usage_of(task),
                     endpoints=endpoints,
+                    # Harness environments (§11) of agent runs: sandboxd on a server, else the in-process ladder.
+                    sandbox=self._opener() if generation_kind(task.target, task.harness) != "model" else None,
+                    project=task.project,
                 )
             except BadInputError as exc:
                 # The API validated the spec; what fails here is this worker's environment (an agent or tool module

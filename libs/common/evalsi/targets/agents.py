@@ -29,9 +29,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 from evalsi.cases.transport import TransportError
 from evalsi.errors import InfraError
 from evalsi.harness import Harness, Task
+from evalsi.harness.environment import Environment
 from evalsi.judges import RetryPolicy
 from evalsi.judges.redaction import redact
 from evalsi.records import content_text, to_value
+from evalsi.sandbox.access import LadderOpener, SandboxOpener
+from evalsi.sandbox.model import SandboxSession
+from evalsi.targets.cli_agent import CliAgent
+from evalsi.targets.environments import any_environment, in_environment, record_environment, spec_environment
 from evalsi.targets.identity import agent_identity, generation_kind, harness_config_of, harness_identity
 from evalsi.targets.models import (
     Endpoints,
@@ -67,7 +72,7 @@ if TYPE_CHECKING:
 
 AGENT_RETRIES = 2  # after the first attempt; each retry starts a fresh conversation
 TENANT = "platform"  # seed 002's default tenant: runs have no case tenant to send
-_AGENT_KINDS = ("http", "a2a", "openai_responses", "python")
+_AGENT_KINDS = ("http", "a2a", "openai_responses", "python", "cli")
 _STATUSES = {"ok": TOOL_CALL_STATUS_OK, "error": TOOL_CALL_STATUS_ERROR, "blocked": TOOL_CALL_STATUS_BLOCKED,
              None: TOOL_CALL_STATUS_UNSPECIFIED}
 
@@ -187,12 +192,18 @@ class TransportAgent:
 
 
 class HarnessAgent:
-    """The built-in reference agent on the target model: one harness (tools started once) per generate call."""
+    """The built-in reference agent on the target model: one harness (tools started once) per generate call.
+    A record with an environment (its own, or the spec's) is worked in its sandbox with the shell and file
+    tools, and graded by its checker (``evalsi.targets.environments``)."""
 
-    def __init__(self, spec: RunSpec, harness: Any) -> None:
+    def __init__(self, spec: RunSpec, harness: Any, *, opener: SandboxOpener | None = None, project: str = "",
+                 environment: Environment | None = None) -> None:
         self.identity = harness_identity(spec)
         self._spec = spec
         self._harness = harness
+        self._opener = opener
+        self._project = project
+        self._environment = environment
 
     def _task_input(self, record: Record) -> Any:
         model = self._spec.target.model
@@ -204,9 +215,20 @@ class HarnessAgent:
         return {"messages": [{"role": m["role"], "content": m["content"]} for m in messages]}
 
     async def respond(self, record: Record, *, trial: int, run_id: str) -> None:
+        environment = record_environment(record, self._environment) if self._opener is not None else None
+        if environment is None:
+            await self._respond(record, trial=trial, run_id=run_id, session=None)
+            return
+        assert self._opener is not None
 
+        async def act(session: SandboxSession) -> None:
+            await self._respond(record, trial=trial, run_id=run_id, session=session)
+
+        await in_environment(record, environment, self._opener, self._project, act)
+
+    async def _respond(self, record: Record, *, trial: int, run_id: str, session: SandboxSession | None) -> None:
         result = await self._harness.run(Task(id=record.id, input=self._task_input(record)), trial=trial,
-                                         run_id=run_id)
+                                         run_id=run_id, session=session)
         if result.infra_error:
             raise AgentError(f"evalsi-harness: {result.error}")
         trial_record = result.record
@@ -221,8 +243,18 @@ class HarnessAgent:
 
 @contextlib.asynccontextmanager
 async def open_agent(target: Target, harness: HarnessSpec | None, *, trial: int, seed: int,
-                     retry: RetryPolicy | None = None, endpoints: Endpoints | None = None) -> AsyncIterator[Agent]:
-    """The agent that answers this trial's records: a transport, or the reference agent with the trial's seed."""
+                     retry: RetryPolicy | None = None, endpoints: Endpoints | None = None,
+                     sandbox: SandboxOpener | None = None, project: str = "",
+                     environments: bool = False) -> AsyncIterator[Agent]:
+    """The agent that answers this trial's records: a transport, a CLI agent in each record's sandbox, or the
+    reference agent with the trial's seed. ``environments``: some record runs in an environment, opened with
+    ``sandbox`` (the in-process ladder when None) in ``project``."""
+    default = spec_environment(harness)
+    if environments and sandbox is None:
+        sandbox = LadderOpener()
+    if generation_kind(target, harness) == "agent" and target.agent.WhichOneof("kind") == "cli":
+        yield CliAgent(target.agent.cli, opener=sandbox or LadderOpener(), project=project, default=default)
+        return
     if generation_kind(target, harness) == "agent":
         agent = TransportAgent(target.agent, retry=retry, endpoints=endpoints)
         try:
@@ -239,8 +271,9 @@ async def open_agent(target: Target, harness: HarnessSpec | None, *, trial: int,
     spec.harness.CopyFrom(harness)
     config = harness_config_of(spec, seed=target_seed(target.model, seed, trial), endpoints=endpoints)
     connector: dict[str, Any] = {"retry": retry} if retry is not None else {}
-    async with Harness.open(config, **connector) as opened:
-        yield HarnessAgent(spec, opened)
+    async with Harness.open(config, sandbox_tools=environments, **connector) as opened:
+        yield HarnessAgent(spec, opened, opener=sandbox if environments else None, project=project,
+                           environment=default)
 
 
 async def generate_with_agent(
@@ -257,16 +290,20 @@ async def generate_with_agent(
     run_id: str,
     retry: RetryPolicy | None,
     endpoints: Endpoints | None = None,
+    sandbox: SandboxOpener | None = None,
+    project: str = "",
 ) -> Generation:
-    """Copies of ``records`` answered by the agent (see ``evalsi.targets.generation.generate``)."""
+    """Copies of ``records`` answered by the agent (see ``evalsi.targets.generation.generate``); records with an
+    environment run in a sandbox from ``sandbox`` (the in-process ladder when None)."""
     generation = Generation([copy_record(r) for r in records])
     for record in generation.records:
         stamp_for_generation(record, trial=trial, identity=identity, run_id=run_id)
         record.ClearField("trajectory")  # the agent's own steps replace any the dataset carried
     async with contextlib.AsyncExitStack() as stack:
         try:
-            agent = await stack.enter_async_context(open_agent(target, harness, trial=trial, seed=seed, retry=retry,
-                                                                    endpoints=endpoints))
+            agent = await stack.enter_async_context(open_agent(
+                target, harness, trial=trial, seed=seed, retry=retry, endpoints=endpoints, sandbox=sandbox,
+                project=project, environments=any_environment(records, harness)))
         except InfraError as exc:  # the harness's tool servers could not start: no record can be answered
             return failed_generation(generation.records, trial=trial, kind="infra", reason=f"target {identity}: {exc}")
 

@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Sequence
 
 from evalsi.judges import RetryPolicy
+from evalsi.sandbox.access import SandboxOpener
 from evalsi.targets.agents import generate_with_agent
 from evalsi.targets.identity import generation_kind, target_identity
 from evalsi.targets.models import Endpoints, Generation, TargetClient, UsageCallback, generate_with_model
@@ -27,6 +28,8 @@ async def generate(
     harness: HarnessSpec | None = None,
     retry: RetryPolicy | None = None,
     endpoints: Endpoints | None = None,
+    sandbox: SandboxOpener | None = None,
+    project: str = "",
 ) -> Generation:
     """Copies of ``records`` with the target's output, usage and provenance (trial, target, run) set.
 
@@ -36,7 +39,8 @@ async def generate(
     not yet started end ``cancelled``. ``on_usage`` hears each answered call's usage as it arrives (for
     budgets). An agent target, or ``harness`` (the spec's) with a model target, makes each record an agent
     task (``evalsi.targets.agents``); ``retry`` sets the waits between an agent's (or the harness model's) retries.
-    ``endpoints`` resolve endpoints and credentials (default: the spec's own, as embedded).
+    ``endpoints`` resolve endpoints and credentials (default: the spec's own, as embedded). Records with a harness
+    environment (§11) run in sandboxes opened with ``sandbox`` in ``project`` (default: the in-process ladder).
     """
     identity = target_identity(target, harness)
     kind = generation_kind(target, harness)
@@ -44,7 +48,7 @@ async def generate(
     if kind in ("agent", "harness"):
         return await generate_with_agent(
             records, target, harness, trial=trial, seed=seed, identity=identity, semaphore=semaphore, cancel=cancel,
-            on_usage=on_usage, run_id=run_id, retry=retry, endpoints=endpoints,
+            on_usage=on_usage, run_id=run_id, retry=retry, endpoints=endpoints, sandbox=sandbox, project=project,
         )
     return await generate_with_model(
         records, target, trial=trial, seed=seed, identity=identity, kind=kind, semaphore=semaphore, client=client,

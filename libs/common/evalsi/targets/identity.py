@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 from evalsi.errors import BadInputError
 from evalsi.harness import Pricing, config_from_mapping
 from evalsi.harness.config import DEFAULT_MAX_STEPS
+from evalsi.harness.environment import environment_from_mapping
+from evalsi.records import struct_dict
 from evalsi.targets.config import target_config, target_prices
 from evalsi.v1alpha1.run_pb2 import AgentTarget, HarnessSpec, ModelTarget, RunSpec, Target
 
@@ -46,6 +48,8 @@ def agent_identity(agent: AgentTarget) -> str:
         return f"agent:python:{agent.python.callable}"
     if kind == "connection":
         return f"agent:connection:{agent.connection}"
+    if kind == "cli":
+        return "agent:cli:" + " ".join(agent.cli.command)[:200]
     return "agent:unknown"
 
 
@@ -92,6 +96,8 @@ def agent_problems(agent: AgentTarget) -> list[str]:
     elif kind == "connection":
         if not agent.connection:
             problems.append(f"{where}: required (the name of an agent the server configures)")
+    elif kind == "cli":
+        problems += _cli_problems(agent, where)
     else:
         module, sep, attr = agent.python.callable.partition(":")
         if not (module and sep and attr):
@@ -104,11 +110,50 @@ def agent_problems(agent: AgentTarget) -> list[str]:
     return [p for p in problems if p]
 
 
+MAX_CLI_ARGS = 256
+MAX_CLI_CHARS = 16 * 1024
+MAX_CLI_ENV = 64
+
+
+def _cli_problems(agent: AgentTarget, where: str) -> list[str | None]:
+    cli = agent.cli
+    problems: list[str | None] = []
+    if not cli.command or not cli.command[0]:
+        problems.append(f"{where}.command: required (the agent's argv, run in the environment's sandbox)")
+    if len(cli.command) > MAX_CLI_ARGS or sum(len(a) for a in cli.command) > MAX_CLI_CHARS \
+            or any("\0" in a for a in cli.command):
+        problems.append(f"{where}.command: at most {MAX_CLI_ARGS} arguments and {MAX_CLI_CHARS} characters, "
+                        "without NUL")
+    if cli.HasField("timeout") and (cli.timeout.seconds < 0 or cli.timeout.nanos < 0
+                                    or cli.timeout.ToNanoseconds() == 0):
+        problems.append(f"{where}.timeout: must be longer than zero")
+    if len(cli.env) > MAX_CLI_ENV or any(not k or "=" in k or "\0" in k + v for k, v in cli.env.items()):
+        problems.append(f"{where}.env: at most {MAX_CLI_ENV} variables, names without '=' and values without NUL")
+    return problems
+
+
+def _environment_problems(spec: RunSpec) -> list[str]:
+    if not spec.harness.HasField("environment"):
+        return []
+    try:
+        environment_from_mapping(struct_dict(spec.harness, "environment"), "spec.harness.environment")
+    except BadInputError as exc:
+        return [str(exc)]
+    return []
+
+
 def harness_problems(spec: RunSpec) -> list[str]:
     """What is wrong with ``spec.harness`` given the target, each naming its field path."""
-    if not spec.harness.HasField("builtin"):
-        return ["spec.harness: give builtin (the built-in reference agent); no other harness is built yet"]
     kind = spec.target.WhichOneof("kind")
+    if kind == "agent" and spec.target.agent.WhichOneof("kind") == "cli":
+        if spec.harness.HasField("builtin"):
+            return ["spec.harness.builtin: a CLI agent runs its own loop; give only spec.harness.environment"]
+        return _environment_problems(spec)
+    if not spec.harness.HasField("builtin"):
+        if spec.harness.HasField("environment"):
+            return ["spec.harness.environment: an environment is worked in by the built-in harness (give "
+                    "spec.harness.builtin and target.model) or a CLI agent (target.agent.cli)"]
+        return ["spec.harness: give builtin (the built-in reference agent); no other harness is built yet"]
     if kind == "agent":
         return ["spec.harness.builtin: the built-in harness runs the reference agent on spec.target.model; an agent "
                 "target runs its own loop and tools (giving it the harness's tools, budgets or simulated user is "
@@ -125,6 +170,7 @@ def harness_problems(spec: RunSpec) -> list[str]:
     if builtin.budget.usd and target_prices(spec.target.model) is None:
         problems.append("spec.harness.builtin.budget.usd: needs the target's prices (price_per_1k_input and "
                         "price_per_1k_output in spec.target.model.params) to count dollars")
+    problems += _environment_problems(spec)
     if problems:
         return problems
     try:

@@ -1,0 +1,83 @@
+"""An environment's life: a sandbox created, its files written, its setup run, the agent's turn, the checker, and
+the sandbox destroyed whatever happened (§11).
+
+Anything that goes wrong before the agent starts (no rung meets the environment's minimum, a file refused, a
+setup command failing) is the environment's failure: ``EnvironmentFailure``, an infrastructure error the run
+reports and never scores. The checker's verdict is ``evalsi.harness.checker``'s.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+
+from evalsi.errors import BadInputError, InfraError
+from evalsi.sandbox.access import SandboxOpener
+from evalsi.sandbox.model import IsolationReport, SandboxSession, SandboxUnavailable
+
+from .checker import MAX_REPORT_BYTES, Verdict, verdict_of
+from .environment import Environment
+
+__all__ = ["EnvironmentFailure", "isolation_metadata", "prepared", "run_checker"]
+
+_TAIL = 1000
+
+
+class EnvironmentFailure(InfraError):
+    """The environment could not be prepared (or its sandbox failed): nothing the agent did, never scored."""
+
+
+def _tail(data: bytes) -> str:
+    return data.decode("utf-8", "replace").strip()[-_TAIL:]
+
+
+@contextlib.asynccontextmanager
+async def prepared(environment: Environment, opener: SandboxOpener, project: str) -> AsyncIterator[SandboxSession]:
+    """A sandbox with the environment's files written and its setup run; destroyed on exit. ``opener``: the
+    in-process ladder embedded, evalsi-sandboxd on a server; its base fills what the environment leaves unset."""
+    spec = environment.sandbox_spec(opener.base)
+    try:
+        session = await opener.open(spec, project)
+    except SandboxUnavailable as exc:  # nothing ran: the run's machine cannot give the isolation asked for
+        raise EnvironmentFailure(str(exc)) from exc
+    try:
+        try:
+            if environment.files:
+                await session.write_files(dict(environment.files))
+        except BadInputError as exc:
+            raise EnvironmentFailure(f"environment files: {exc}") from exc
+        for index, argv in enumerate(environment.setup):
+            result = await session.exec(list(argv), timeout_s=spec.resources.timeout_s)
+            outcome = result.outcome
+            if outcome.kind == "exit" and outcome.code == 0:
+                continue
+            how = {"exit": f"exited {outcome.code}", "timeout": "timed out",
+                   "denied": f"was denied by the sandbox ({outcome.effect})",
+                   "runner_failure": f"could not run ({outcome.signature})"}[outcome.kind]
+            output = _tail(result.stderr) or _tail(result.stdout)
+            raise EnvironmentFailure(f"environment setup[{index}] {' '.join(argv)[:200]!r} {how}"
+                                     + (f": {output}" if output else ""))
+        yield session
+    finally:
+        await session.destroy()
+
+
+async def run_checker(environment: Environment, session: SandboxSession) -> Verdict | None:
+    """The checker's verdict on the sandbox as the agent left it; None when the environment has no checker."""
+    checker = environment.check
+    if checker is None:
+        return None
+    result = await session.exec(list(checker.argv), timeout_s=checker.timeout_s)
+    report = None
+    if checker.format == "junit" and result.outcome.kind == "exit":
+        try:
+            report = (await session.read_files([checker.junit], max_bytes=MAX_REPORT_BYTES))[checker.junit]
+        except BadInputError:  # no report (or not a regular file): the verdict says so
+            report = None
+    return verdict_of(checker, result, report)
+
+
+def isolation_metadata(report: IsolationReport) -> dict[str, object]:
+    """What a record's metadata says about the sandbox its environment ran in."""
+    return {"driver": report.driver, "level": report.level.label, "enforcement": report.enforcement,
+            "not_enforced": list(report.not_enforced)}
