@@ -23,11 +23,21 @@ from evalsi.errors import BadInputError
 from evalsi.sandbox.config import SandboxConfig
 from evalsi.sandbox.ladder import Ladder
 from evalsi.sandbox.manager import SandboxManager
-from evalsi.sandbox.model import Endpoint, Level, NetworkPolicy, Resources, SandboxSpec, SandboxUnavailable
+from evalsi.sandbox.model import (
+    Endpoint,
+    Level,
+    NetworkPolicy,
+    Outcome,
+    Resources,
+    RootFilesystem,
+    SandboxSpec,
+    SandboxUnavailable,
+)
 from evalsi.sandbox.vm.driver import VmDriver, VmOptions
 from evalsi.sandbox.vm.firecracker import FirecrackerDriver
 from evalsi.sandbox.vm.kernel import find_kernel
 from evalsi.sandbox.vm.session import VmSession
+from evalsi.testing.sandbox_images import busybox_image
 
 RESOURCES = Resources(timeout_s=20.0, memory_bytes=128 << 20, pids=32, output_bytes=64 * 1024,
                       disk_bytes=16 << 20)
@@ -213,7 +223,7 @@ async def test_the_ladder_picks_the_microvm_for_a_vm_minimum() -> None:
     assert driver.name == "qemu" and verdict.available
 
 
-async def test_an_allowlist_or_an_image_root_is_refused_not_ignored() -> None:
+async def test_an_allowlist_is_refused_not_ignored() -> None:
     driver = _driver()
     with pytest.raises(BadInputError, match="network"):
         await driver.create(replace(SPEC, network=NetworkPolicy((Endpoint("example.com", 443),))))
@@ -342,3 +352,30 @@ async def test_read_only_file_access_and_a_cpu_bound_are_enforced_in_the_guest()
         await driver.close()
     with pytest.raises(BadInputError, match="workdir"):
         await driver.create(replace(SPEC, workdir="/srv"))
+
+
+async def test_an_image_root_is_the_commands_root_read_only() -> None:
+    image = CACHE / "busybox-image"  # kept across runs: its disk and template are cached by its tree's digest
+    if not image.is_dir():
+        busybox_image(image)
+    driver = _driver()
+    session = await driver.create(replace(SPEC, root=RootFilesystem("image", str(image))))
+    try:
+        assert session.isolation.bounds["filesystem"].startswith(f"image root {image}")
+        await session.write_files({"given.txt": b"task\n"})
+        seen = await session.exec(["sh", "-c", "cat given.txt; id -u; pwd; ls /"])
+        assert seen.outcome.kind == "exit" and seen.outcome.code == 0, seen
+        lines = seen.stdout.decode().split()
+        assert lines[:3] == ["task", "65534", "/workspace"]
+        assert "evalsi" not in lines and "bin" in lines  # the image's root, not the runtime disk's
+        shadow = await session.exec(["cat", "/etc/shadow"])
+        assert shadow.outcome.kind == "denied" and b"image-shadow" not in shadow.stdout
+        assert (await session.exec(["python3", "-c", "1"])).outcome == Outcome("exit", code=127)
+        write = await session.exec(["sh", "-c", "echo x > /bin/planted"])
+        assert write.outcome.kind == "denied", write
+        made = await session.exec(["sh", "-c", "echo made > out.txt"])
+        assert made.outcome.kind == "exit" and await session.read_files(["out.txt"], max_bytes=10) == {
+            "out.txt": b"made\n"}
+    finally:
+        await session.destroy()
+        await driver.close()

@@ -21,14 +21,15 @@ import shutil
 import tempfile
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from evalsi.errors import BadInputError, EvalsiError
 from evalsi.sandbox.config import SandboxConfig
 from evalsi.sandbox.model import IsolationReport, Level, Outcome, ProbeVerdict, SandboxSpec
-from evalsi.sandbox.vm.images import build_initramfs, build_runtime_disk
+from evalsi.sandbox.rootfs import RootCache
+from evalsi.sandbox.vm.images import build_image_disk, build_initramfs, build_runtime_disk
 from evalsi.sandbox.vm.kernel import extract_vmlinux, find_kernel
 from evalsi.sandbox.vm.protocol import AgentGone, b64, read_frame, write_frame
 from evalsi.sandbox.vm.qemu import Machine, MachineConfig, MachineFailed, host_tsc_khz
@@ -95,7 +96,9 @@ def isolation_report(spec: SandboxSpec, memory_mib: int) -> IsolationReport:
         "memory": f"guest cgroup v2 memory.max={memory} (guest RAM {memory_mib} MiB)",
         "pids": f"guest cgroup v2 pids.max={resources.pids}",
         "network": "no network device",
-        "filesystem": "read-only runtime disk as /; /workspace and /tmp are guest tmpfs",
+        "filesystem": ("read-only runtime disk as /; /workspace and /tmp are guest tmpfs" if spec.root.kind == "host"
+                       else f"image root {spec.root.path} (read-only disk, chroot); /workspace and /tmp are guest "
+                            "tmpfs"),
         "disk": f"workspace tmpfs size={resources.disk_bytes}, RLIMIT_FSIZE={resources.disk_bytes}",
         "user": "uid 65534, no capabilities, new session",
         "timeout": f"{resources.timeout_s:g}s wall clock (guest agent; the host discards a stuck guest)",
@@ -123,9 +126,6 @@ def check_spec(spec: SandboxSpec) -> None:
     if spec.workdir != "/workspace" and not spec.workdir.startswith("/workspace/"):
         raise BadInputError(f"workdir: {spec.workdir!r}; the {NAME} rung's writable directory is /workspace "
                             "(accepted: /workspace or a directory beneath it)")
-    if spec.root.kind != "host":
-        raise BadInputError(f"root: the {NAME} rung runs on its own runtime disk; an {spec.root.kind} root "
-                            f"({spec.root.path}) is not supported on this rung (accepted: the default root)")
 
 
 class VmDriver:
@@ -136,8 +136,9 @@ class VmDriver:
         config = config or SandboxConfig()
         self.options = options or parse_options(config.driver_options(NAME))
         self.cache_dir = config.cache_dir / "vm"
+        self.roots = RootCache(config.cache_dir)
         self._machine_config: MachineConfig | None = None
-        self._template: Path | None = None
+        self._templates: dict[str, Path] = {}  # by machine identity: one per image root, and the default
         self._setup_lock = asyncio.Lock()
         self._warm: list[Machine] = []
         self._refill: asyncio.Task[None] | None = None
@@ -164,15 +165,25 @@ class VmDriver:
         check_spec(spec)
         if self._closed:
             raise MachineFailed("the qemu driver is closed")
-        machine = self._warm.pop(0) if self._warm else await self._new_machine()
-        self._schedule_refill()
+        config = await self._config()
+        if spec.root.kind == "host":
+            machine = self._warm.pop(0) if self._warm else await self._new_machine(config)
+            self._schedule_refill()
+        else:  # an image root: its own disk and template, no warm pool
+            config = replace(config, image=await asyncio.to_thread(self._image_disk, spec))
+            machine = await self._new_machine(config)
         await self._refreshed(machine, spec)
 
         async def restore(state: Path) -> Machine:  # load_state: the session's own state, refreshed like a clone
-            return await self._refreshed(await self._restore(state), spec)
+            return await self._refreshed(await self._restore(config, state), spec)
 
         return VmSession(machine, spec, isolation_report(spec, self.options.memory_mib),
                          memory_cap=memory_cap(self.options.memory_mib), restore=restore)
+
+    def _image_disk(self, spec: SandboxSpec) -> Path:
+        root = self.roots.resolve(spec.root)
+        assert root is not None
+        return build_image_disk(root, self.cache_dir)
 
     async def close(self) -> None:
         """Stops the warm guests and the refill; sessions already handed out stay the caller's."""
@@ -187,20 +198,19 @@ class VmDriver:
 
     # --- machines ---
 
-    async def _new_machine(self) -> Machine:
-        config = await self._config()
+    async def _new_machine(self, config: MachineConfig) -> Machine:
         if not self.options.snapshots:
             return await Machine.launch(config, _run_dir())
         template = await self._ensure_template(config)
         try:
-            return await self._restore(template)
+            return await self._restore(config, template)
         except MachineFailed:
             template.unlink(missing_ok=True)  # a template this QEMU cannot load is rebuilt on next use
-            self._template = None
+            self._templates.pop(config.identity(), None)
             raise
 
-    async def _restore(self, state: Path) -> Machine:
-        return await Machine.launch(await self._config(), _run_dir(), incoming=state)
+    async def _restore(self, config: MachineConfig, state: Path) -> Machine:
+        return await Machine.launch(config, _run_dir(), incoming=state)
 
     async def _refreshed(self, machine: Machine, spec: SandboxSpec) -> Machine:
         """``machine`` after a refresh; killed (``MachineFailed``) when the refresh fails."""
@@ -230,7 +240,7 @@ class VmDriver:
     async def _fill(self) -> None:
         while not self._closed and len(self._warm) < self.options.warm:
             try:
-                machine = await self._new_machine()
+                machine = await self._new_machine(await self._config())
             except (MachineFailed, EvalsiError):
                 return  # the next create boots its own and reports the failure to its caller
             if self._closed:
@@ -267,8 +277,9 @@ class VmDriver:
             tsc_khz=host_tsc_khz(), boot_timeout_s=self.options.boot_timeout_s)
 
     async def _ensure_template(self, config: MachineConfig) -> Path:
-        if self._template is not None and self._template.is_file():
-            return self._template
+        known = self._templates.get(config.identity())
+        if known is not None and known.is_file():
+            return known
         async with self._setup_lock:
             st = os.stat(config.qemu)
             key = hashlib.sha256(f"{config.identity()}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()[:24]
@@ -281,7 +292,7 @@ class VmDriver:
                     os.replace(partial, path)
                 finally:
                     await _stop(machine)
-            self._template = path
+            self._templates[config.identity()] = path
             return path
 
 

@@ -29,6 +29,8 @@ import time
 PORT_NAME = "evalsi.agent"
 UID = 65534
 WORKSPACE = "/workspace"
+IMAGE = "/image"  # an image root's disk, when the sandbox has one
+SROOT = "/sroot"  # the commands' root made of it
 CGROUP = "/sys/fs/cgroup"
 MAX_FRAME = 64 * 1024 * 1024
 RNDRESEEDCRNG = 0x5207  # _IO('R', 0x07)
@@ -55,6 +57,27 @@ def setup(workspace_bytes):
     mount("tmpfs", "/tmp", "tmpfs", nosuid_nodev, "mode=1777,size=64m")
     mount("tmpfs", WORKSPACE, "tmpfs", nosuid_nodev, f"mode=0755,size={workspace_bytes},uid={UID},gid={UID}")
     mount("cgroup2", CGROUP, "cgroup2", nosuid_nodev | 8)  # | MS_NOEXEC
+    if os.path.ismount(IMAGE):
+        setup_image_root(nosuid_nodev)
+
+
+def setup_image_root(nosuid_nodev):
+    """The image (read-only ext4) as the commands' root: an overlay only so that the mount points it may lack
+    exist, then read-only, with the guest's workspace, /tmp, /proc and /dev mounted in it."""
+    mount("tmpfs", "/run", "tmpfs", nosuid_nodev, "mode=0700,size=8m")
+    os.makedirs("/run/upper", exist_ok=True)
+    os.makedirs("/run/work", exist_ok=True)
+    mount("overlay", SROOT, "overlay", nosuid_nodev, f"lowerdir={IMAGE},upperdir=/run/upper,workdir=/run/work")
+    for name, mode in (("workspace", 0o755), ("tmp", 0o1777), ("proc", 0o555), ("dev", 0o755)):
+        target = f"{SROOT}/{name}"
+        if os.path.islink(target) or (os.path.exists(target) and not os.path.isdir(target)):
+            os.unlink(target)  # the image's own entry gives way to the sandbox's mount point
+        os.makedirs(target, mode=mode, exist_ok=True)
+    mount(WORKSPACE, f"{SROOT}/workspace", "", MS_BIND)
+    mount("/tmp", f"{SROOT}/tmp", "", MS_BIND)
+    mount("proc", f"{SROOT}/proc", "proc", nosuid_nodev | 8)
+    mount("/dev", f"{SROOT}/dev", "", MS_BIND | MS_REC)
+    mount("none", SROOT, "", MS_REMOUNT | MS_RDONLY | nosuid_nodev)
     with open(f"{CGROUP}/cgroup.subtree_control", "w") as f:
         f.write("+memory +pids")
 
@@ -172,14 +195,19 @@ def do_exec(port, req):
         if req.get("cpu"):
             # SIGXCPU at the bound (a denial the classification names); SIGKILL a second later if it is ignored.
             resource.setrlimit(resource.RLIMIT_CPU, (int(req["cpu"]), int(req["cpu"]) + 1))
+        chroot = os.path.ismount(SROOT)
         if req.get("readonly"):
             # Its own mount namespace, where the workspace is read-only: the agent's view stays writable.
             if LIBC.unshare(CLONE_NEWNS) != 0:
                 raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNS)")
             mount("none", "/", "", MS_REC | MS_PRIVATE)
-            # This namespace's copy of the workspace mount (where the cwd already is) becomes read-only; the
+            # This namespace's copies of the workspace mounts (where the cwd already is) become read-only; the
             # tmpfs itself, and the agent's copy, stay writable.
-            mount("none", WORKSPACE, "", MS_REMOUNT | MS_BIND | MS_RDONLY | 2 | 4)
+            for target in (WORKSPACE, f"{SROOT}/workspace") if chroot else (WORKSPACE,):
+                mount("none", target, "", MS_REMOUNT | MS_BIND | MS_RDONLY | 2 | 4)
+        if chroot:
+            os.chroot(SROOT)
+            os.chdir(req.get("cwd") or WORKSPACE)
         os.setgroups([])
         os.setresgid(UID, UID, UID)
         os.setresuid(UID, UID, UID)

@@ -22,12 +22,12 @@ from pathlib import Path
 from evalsi.errors import EvalsiError
 from evalsi.sandbox.vm.kernel import GuestKernel
 
-__all__ = ["GUEST_MODULES", "BuildFailed", "build_initramfs", "build_runtime_disk", "cpio_newc"]
+__all__ = ["GUEST_MODULES", "BuildFailed", "build_image_disk", "build_initramfs", "build_runtime_disk", "cpio_newc"]
 
 # Loaded in this order (dependencies first, as modules.dep lists them).
 GUEST_MODULES = ("virtio_ring", "virtio", "virtio_mmio", "virtio_blk", "virtio_console", "crc16", "mbcache", "jbd2",
-                 "crc32c_generic", "ext4")
-_FORMAT = "3"  # bump when the layout of either artifact changes, so caches rebuild
+                 "crc32c_generic", "ext4", "overlay")
+_FORMAT = "4"  # bump when the layout of either artifact changes, so caches rebuild
 _PYTHON = "python3.11"
 _STDLIB_SKIP = {"test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3", "pydoc_data", "distutils",
                 "config-3.11-x86_64-linux-gnu", "dist-packages", "site-packages", "venv", "unittest"}
@@ -49,6 +49,8 @@ done
 i=0
 while [ ! -b /dev/vda ] && [ $i -lt 500 ]; do $B usleep 10000; i=$((i+1)); done
 $B mount -t ext4 -o ro,noatime /dev/vda /newroot || { echo "evalsi-init: cannot mount the runtime disk"; exit 1; }
+# An image root, when the sandbox asked for one: the agent runs commands chrooted into it.
+[ -b /dev/vdb ] && { $B mount -t ext4 -o ro,noatime,nodev,nosuid /dev/vdb /newroot/image || exit 1; }
 $B mount --move /dev /newroot/dev
 $B mount --move /proc /newroot/proc
 $B mount --move /sys /newroot/sys
@@ -132,8 +134,33 @@ def build_runtime_disk(busybox: Path, cache_dir: Path, python: Path = Path(f"/us
     return out
 
 
+def build_image_disk(root: Path, cache_dir: Path) -> Path:
+    """An image root (a directory) as a read-only ext4 disk, built once per tree (paths, modes, sizes, mtimes)."""
+    entries = []
+    for dirpath, dirnames, names in os.walk(root):
+        dirnames.sort()
+        for name in sorted([*dirnames, *names]):
+            full = os.path.join(dirpath, name)
+            st = os.lstat(full)
+            entries.append(f"{os.path.relpath(full, root)}:{st.st_mode}:{st.st_size}:{st.st_mtime_ns}")
+    digest = _digest([_FORMAT, str(root), *entries])
+    out = cache_dir / f"image-{digest}.ext4"
+    if out.is_file():
+        return out
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=cache_dir, prefix="stage-") as tmp:
+        image = Path(tmp) / "disk.ext4"
+        with image.open("wb") as f:
+            f.truncate(_tree_bytes(root) * 5 // 4 + (32 << 20))
+        _run(["mkfs.ext4", "-q", "-F", "-L", "evalsi-img", "-O", "^has_journal,^metadata_csum", "-m", "0",
+              "-d", str(root), str(image)])
+        os.replace(image, out)
+    return out
+
+
 def _stage(stage: Path, python: Path, busybox: Path, stdlib: Path, libs: list[Path]) -> None:
-    for d in ("usr/bin", "usr/lib", "usr/lib64", "etc", "evalsi", "dev", "proc", "sys", "tmp", "workspace", "root"):
+    for d in ("usr/bin", "usr/lib", "usr/lib64", "etc", "evalsi", "dev", "proc", "sys", "tmp", "workspace", "root",
+              "image", "sroot", "run"):
         (stage / d).mkdir(parents=True, exist_ok=True)
     for name, target in (("bin", "usr/bin"), ("lib", "usr/lib"), ("lib64", "usr/lib64"), ("sbin", "usr/bin")):
         (stage / name).symlink_to(target)

@@ -40,11 +40,12 @@ class MachineConfig:
     memory_mib: int
     tsc_khz: int
     boot_timeout_s: float = 30.0
+    image: Path | None = None  # an image root's read-only disk (the guest runs commands chrooted into it)
 
     def identity(self) -> str:
         """What a snapshot depends on: a restore needs the same machine, kernel, disk and memory size."""
         return json.dumps([self.qemu, str(self.vmlinux), str(self.initramfs), str(self.disk), self.memory_mib,
-                           kernel_cmdline(self)])
+                           kernel_cmdline(self), str(self.image or "")])
 
 
 def host_tsc_khz() -> int:
@@ -80,6 +81,8 @@ def qemu_argv(config: MachineConfig, run_dir: Path, *, incoming: Path | None = N
         "-serial", f"file:{run_dir / 'console.log'}",
         "-drive", f"id=rt,file={config.disk},format=raw,if=none,readonly=on",
         "-device", "virtio-blk-device,drive=rt",
+        *(["-drive", f"id=img,file={config.image},format=raw,if=none,readonly=on",
+           "-device", "virtio-blk-device,drive=img"] if config.image is not None else []),
         "-device", "virtio-serial-device",
         "-chardev", f"socket,id=agent,path={run_dir / 'agent.sock'},server=on,wait=off",
         "-device", "virtserialport,chardev=agent,name=evalsi.agent",
