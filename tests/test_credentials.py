@@ -242,8 +242,10 @@ def test_evalsi_serve_hands_its_children_the_connections_in_a_private_file(tmp_p
 
     config = Config.from_mapping({"judges": JUDGES, "agents": AGENTS})
     children = plan_children(config, "nats://127.0.0.1:4222", tmp_path)
-    paths = {child.env[CONNECTIONS_ENV] for child in children}
+    # Every child but sandboxd, which runs untrusted code and so holds no connection (no provider key) at all.
+    paths = {child.env[CONNECTIONS_ENV] for child in children if child.name != "sandboxd"}
     assert paths == {str(tmp_path / "connections.json")}
+    assert [CONNECTIONS_ENV not in child.env for child in children if child.name == "sandboxd"] == [True]
     assert stat.S_IMODE((tmp_path / "connections.json").stat().st_mode) == 0o600
     assert Connections.load(tmp_path / "connections.json") == config.connections
     # References only: no argv and no file carries a credential's value, only where to read it.
