@@ -120,10 +120,16 @@ async def test_snapshot_restore_keeps_the_workspace_and_may_widen_the_network(sa
         assert restored.id != session.id
         result = await restored.exec(["sh", "-c", "cat d/f; readlink link"])
         assert result.stdout == b"state\nd/f\n"
-        # Restore takes another network policy (a granted escalation); the bwrap rung has no egress proxy, so it
-        # refuses an allowlist rather than running with one it cannot enforce, and keeps denying egress.
-        with pytest.raises(BadInputError, match="network"):
-            await client.restore(snapshot_id, network=NetworkPolicy((Endpoint("pypi.org", 443),)))
+        # Restore takes another network policy (a granted escalation): the widened sandbox's egress goes through
+        # its own logging proxy, which admits only the listed endpoint; Stats returns what it tried.
+        widened = await client.restore(snapshot_id, network=NetworkPolicy((Endpoint("pypi.org", 443),)))
+        assert "logging proxy" in widened.isolation.bounds["network"]
+        tried = await widened.exec(["python3", "-c", "import urllib.request; urllib.request.urlopen("
+                                    "'http://127.0.0.1:9/', timeout=5)"])
+        assert tried.outcome.code != 0 and b"403" in tried.stderr, tried
+        [event] = (await widened.stats()).egress
+        assert (event.host, event.port, event.allowed) == ("127.0.0.1", 9, False) and "allowlist" in event.reason
+        await widened.destroy()
         denied = await client.restore(snapshot_id, network=NetworkPolicy())
         assert (await denied.exec(["cat", "d/f"])).stdout == b"state\n"
         stats = await restored.stats()

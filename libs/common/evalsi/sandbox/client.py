@@ -222,7 +222,8 @@ class RemoteSession:
         client = self._client
         response = await client._unary(client._stub.Stats, pb.StatsRequest(sandbox_id=self.id, project=client.project))
         egress = tuple(EgressEvent(time=e.time.ToNanoseconds() / 1e9, host=e.host, port=e.port, allowed=e.allowed,
-                                   bytes_sent=e.bytes_sent, bytes_received=e.bytes_received) for e in response.egress)
+                                   bytes_sent=e.bytes_sent, bytes_received=e.bytes_received, address=e.address,
+                                   duration_s=e.duration_s, reason=e.reason) for e in response.egress)
         return SandboxStats(execs=response.execs, cpu_s=response.cpu_s, wall_s=response.wall_s,
                             max_rss_bytes=response.max_rss_bytes, egress=egress)
 

@@ -24,13 +24,16 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
 import os
 import re
 import socket
+import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar, cast
 
 from evalsi.errors import EvalsiError
 
@@ -43,6 +46,7 @@ SANDBOX_ADDRESS = "169.254.77.2"
 _PREFIX = 30
 _CLONE_NEWNET = 0x40000000
 _NAME = re.compile(r"^evalsi-(\d+)-[0-9a-f]{8}-[sp]$")
+_LIBC = ctypes.CDLL(None, use_errno=True)
 
 
 class NetnsUnavailable(EvalsiError):
@@ -68,24 +72,26 @@ def create_network() -> EgressNetwork:
     if os.geteuid() != 0:
         raise NetnsUnavailable("network: an allowlist needs a network namespace of its own, which only root "
                                "(CAP_SYS_ADMIN and CAP_NET_ADMIN) can build; run sandboxd as root or use network: deny")
-    from pyroute2 import IPRoute, netns  # heavy: only sandboxes with an allowlist pay its import
+    from pyroute2 import IPRoute  # heavy: only sandboxes with an allowlist pay its import
 
     tag = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
     network = EgressNetwork(f"evalsi-{tag}-s", f"evalsi-{tag}-p", f"ev{tag[-8:]}p", f"ev{tag[-8:]}s")
     try:
-        netns.create(network.sandbox_netns)
-        netns.create(network.proxy_netns)
-        with IPRoute() as ipr:
-            ipr.link("add", ifname=network.proxy_veth, kind="veth",
-                     peer={"ifname": network.sandbox_veth, "net_ns_fd": network.sandbox_netns})
-            ipr.link("set", index=ipr.link_lookup(ifname=network.proxy_veth)[0], net_ns_fd=network.proxy_netns)
+        _new_netns(network.sandbox_netns)
+        _new_netns(network.proxy_netns)
+        sandbox_fd = os.open(NETNS_DIR / network.sandbox_netns, os.O_RDONLY | os.O_CLOEXEC)
+        proxy_fd = os.open(NETNS_DIR / network.proxy_netns, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            with IPRoute() as ipr:
+                ipr.link("add", ifname=network.proxy_veth, kind="veth",
+                         peer={"ifname": network.sandbox_veth, "net_ns_fd": sandbox_fd})
+                ipr.link("set", index=ipr.link_lookup(ifname=network.proxy_veth)[0], net_ns_fd=proxy_fd)
+        finally:
+            os.close(sandbox_fd)
+            os.close(proxy_fd)
         for name, veth, address in ((network.proxy_netns, network.proxy_veth, PROXY_ADDRESS),
                                     (network.sandbox_netns, network.sandbox_veth, SANDBOX_ADDRESS)):
-            with IPRoute(netns=name) as ipr:
-                index = ipr.link_lookup(ifname=veth)[0]
-                ipr.addr("add", index=index, address=address, prefixlen=_PREFIX)
-                ipr.link("set", index=index, state="up")
-                ipr.link("set", index=ipr.link_lookup(ifname="lo")[0], state="up")
+            _inside(name, functools.partial(_address, veth, address))
     except Exception as exc:
         remove_network(network)
         if isinstance(exc, OSError):
@@ -94,18 +100,81 @@ def create_network() -> EgressNetwork:
     return network
 
 
+def _address(veth: str, address: str) -> None:
+    from pyroute2 import IPRoute
+
+    with IPRoute() as ipr:
+        index = ipr.link_lookup(ifname=veth)[0]
+        ipr.addr("add", index=index, address=address, prefixlen=_PREFIX)
+        ipr.link("set", index=index, state="up")
+        ipr.link("set", index=ipr.link_lookup(ifname="lo")[0], state="up")
+
+
 def listening_socket(network: EgressNetwork) -> socket.socket:
-    """A TCP socket listening on the proxy's address inside the proxy's namespace (an ephemeral port)."""
+    """A TCP socket listening on the proxy's address inside the proxy's namespace (an ephemeral port): made by a
+    thread that entered the namespace, it stays there while the proxy serves it from the host's."""
+
+    def listen() -> socket.socket:
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            listener.bind((PROXY_ADDRESS, 0))
+            listener.listen(128)
+        except OSError:
+            listener.close()
+            raise
+        return listener
+
+    return _inside(network.proxy_netns, listen)
+
+
+_T = TypeVar("_T")
+
+
+def _in_thread(work: Callable[[], _T]) -> _T:
+    """``work`` on a thread of its own that ends with it, so a namespace it entered is never left on a thread that
+    runs anything else. Threads, not a forked child (pyroute2's helpers fork): a fork of an asyncio service shares
+    its signal wakeup fd, and a signal to the child would reach the service's loop."""
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["result"] = work()
+        except BaseException as exc:  # handed to the caller
+            box["error"] = exc
+
+    thread = threading.Thread(target=run, name="evalsi-netns")
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return cast(_T, box["result"])
+
+
+def _new_netns(name: str) -> None:
+    """A network namespace bound at /run/netns/NAME (as ``ip netns add``), made by unsharing a throwaway thread."""
     from pyroute2 import netns
 
-    listener = netns.create_socket(network.proxy_netns, flags=0)
-    try:
-        listener.bind((PROXY_ADDRESS, 0))
-        listener.listen(128)
-    except OSError:
-        listener.close()
-        raise
-    return listener
+    def make() -> None:
+        if _LIBC.unshare(_CLONE_NEWNET) != 0:
+            code = ctypes.get_errno()
+            raise OSError(code, f"unshare(CLONE_NEWNET): {os.strerror(code)}")
+        netns.attach(name, "thread-self")
+
+    _in_thread(make)
+
+
+def _inside(name: str, work: Callable[[], _T]) -> _T:
+    def entered() -> _T:
+        fd = os.open(NETNS_DIR / name, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            if _LIBC.setns(fd, _CLONE_NEWNET) != 0:
+                code = ctypes.get_errno()
+                raise OSError(code, f"setns into {name}: {os.strerror(code)}")
+        finally:
+            os.close(fd)
+        return work()
+
+    return _in_thread(entered)
 
 
 def remove_network(network: EgressNetwork) -> None:
@@ -145,8 +214,8 @@ def sweep_stale() -> list[str]:
 
 def enter_hook(netns_fd: int) -> Callable[[], None]:
     """A pre-exec step (process.Command.preexec) that moves the child into the namespace of ``netns_fd``; the
-    libc handle is loaded here, in the parent, so the child only makes the system call."""
-    setns = ctypes.CDLL(None, use_errno=True).setns
+    libc handle is loaded in the parent, so the child only makes the system call."""
+    setns = _LIBC.setns
 
     def enter() -> None:
         if setns(netns_fd, _CLONE_NEWNET) != 0:

@@ -250,6 +250,7 @@ def result_from_proto(message: pb.ExecResult, stdout: bytes, stderr: bytes) -> E
 
 def egress_to_proto(event: EgressEvent) -> pb.EgressEvent:
     wire = pb.EgressEvent(host=event.host, port=event.port, allowed=event.allowed, bytes_sent=event.bytes_sent,
-                          bytes_received=event.bytes_received)
+                          bytes_received=event.bytes_received, address=event.address, duration_s=event.duration_s,
+                          reason=event.reason)
     wire.time.FromNanoseconds(int(event.time * 1e9))
     return wire

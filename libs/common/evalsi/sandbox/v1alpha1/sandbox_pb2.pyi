@@ -308,20 +308,26 @@ class RestoreRequest(_message.Message):
     def __init__(self, snapshot_id: _Optional[str] = ..., network: _Optional[_Union[NetworkPolicy, _Mapping]] = ..., lease_s: _Optional[float] = ..., project: _Optional[str] = ...) -> None: ...
 
 class EgressEvent(_message.Message):
-    __slots__ = ("time", "host", "port", "allowed", "bytes_sent", "bytes_received")
+    __slots__ = ("time", "host", "port", "allowed", "bytes_sent", "bytes_received", "address", "duration_s", "reason")
     TIME_FIELD_NUMBER: _ClassVar[int]
     HOST_FIELD_NUMBER: _ClassVar[int]
     PORT_FIELD_NUMBER: _ClassVar[int]
     ALLOWED_FIELD_NUMBER: _ClassVar[int]
     BYTES_SENT_FIELD_NUMBER: _ClassVar[int]
     BYTES_RECEIVED_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    DURATION_S_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
     time: _timestamp_pb2.Timestamp
     host: str
     port: int
     allowed: bool
     bytes_sent: int
     bytes_received: int
-    def __init__(self, time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., allowed: _Optional[bool] = ..., bytes_sent: _Optional[int] = ..., bytes_received: _Optional[int] = ...) -> None: ...
+    address: str
+    duration_s: float
+    reason: str
+    def __init__(self, time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., allowed: _Optional[bool] = ..., bytes_sent: _Optional[int] = ..., bytes_received: _Optional[int] = ..., address: _Optional[str] = ..., duration_s: _Optional[float] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class StatsRequest(_message.Message):
     __slots__ = ("sandbox_id", "project")
