@@ -6,8 +6,10 @@ logged, a program ignoring the proxy reaches nothing, and the namespaces and vet
 from __future__ import annotations
 
 import http.server
+import json
 import socket
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -116,6 +118,19 @@ async def test_sandboxd_stats_return_the_egress_log(tmp_path: Path, internet: in
         assert [(e.host, e.allowed, e.address) for e in stats.egress] == [("127.0.0.1", True, "127.0.0.1")]
     finally:
         await manager.close()
+
+
+def test_evalsi_sandbox_run_prints_the_egress_log(tmp_path: Path, internet: int) -> None:
+    script = f"curl -sS http://127.0.0.1:{internet}/ && curl -sS https://example.com/; true"
+    done = subprocess.run([str(Path(sys.executable).parent / "evalsi"), "sandbox", "run", "--ladder", "bwrap",
+                           "--network", f"allow:127.0.0.1:{internet}", "--format", "json", "--", "sh", "-c", script],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(done.stdout)
+    assert shown["stdout"] == BODY.decode() and "403" in shown["stderr"]
+    assert [(e["host"], e["port"], e["allowed"]) for e in shown["egress"]] == [
+        ("127.0.0.1", internet, True), ("example.com", 443, False)]
+    assert shown["egress"][0]["address"] == "127.0.0.1" and shown["egress"][0]["bytes_received"] > 0
 
 
 def test_a_veth_address_of_the_host_is_not_the_proxy() -> None:

@@ -29,6 +29,7 @@ from evalsi.sandbox.config import (
 )
 from evalsi.sandbox.ladder import DRIVERS, Ladder
 from evalsi.sandbox.model import (
+    EgressEvent,
     Endpoint,
     ExecResult,
     IsolationReport,
@@ -128,23 +129,38 @@ def run_command(min_isolation: str | None, ladder: str | None, network: str, tim
         root=root_from_path(root, "--root") if root is not None else config.root)
     streaming = output_format == "table"
     try:
-        result = asyncio.run(_run(Ladder(config), spec, list(command), streaming))
+        result, egress = asyncio.run(_run(Ladder(config), spec, list(command), streaming))
     except SandboxUnavailable as exc:
         _unavailable(exc, output_format)
         sys.exit(EXIT_INTERNAL)
     if output_format == "json":
-        click.echo(json.dumps(result_json(result), indent=2))
+        shown = result_json(result)
+        if spec.network.allow:  # the egress proxy's log: every connection the program made or tried
+            shown["egress"] = [egress_json(event) for event in egress]
+        click.echo(json.dumps(shown, indent=2))
     else:
         click.echo(_summary(result), err=True)
+        for event in egress:
+            click.echo(f"  egress: {'allowed' if event.allowed else 'denied'} {event.host}:{event.port}"
+                       f"{f' ({event.reason})' if event.reason else ''}", err=True)
     sys.exit(exit_status(result.outcome))
 
 
-async def _run(ladder: Ladder, spec: SandboxSpec, argv: list[str], streaming: bool) -> ExecResult:
+async def _run(ladder: Ladder, spec: SandboxSpec, argv: list[str],
+               streaming: bool) -> tuple[ExecResult, tuple[EgressEvent, ...]]:
     session = await ladder.create(spec)
     try:
-        return await session.exec(argv, on_output=_pass_through if streaming else None)
+        result = await session.exec(argv, on_output=_pass_through if streaming else None)
+        logged = getattr(session, "egress_log", None)  # sessions behind the egress proxy (EgressLogging)
+        return result, tuple(logged()) if callable(logged) else ()
     finally:
         await session.destroy()
+
+
+def egress_json(event: EgressEvent) -> dict[str, Any]:
+    return {"time": event.time, "host": event.host, "port": event.port, "allowed": event.allowed,
+            "address": event.address, "bytes_sent": event.bytes_sent, "bytes_received": event.bytes_received,
+            "duration_s": event.duration_s, "reason": event.reason}
 
 
 async def _pass_through(stream: str, chunk: bytes) -> None:
@@ -256,4 +272,4 @@ def _load_config(path: Path | None) -> SandboxConfig:
         raise BadInputError(f"{path}: {exc}") from None
 
 
-__all__ = ["parse_network", "result_json", "run_command", "sandbox"]
+__all__ = ["egress_json", "parse_network", "result_json", "run_command", "sandbox"]
