@@ -9,6 +9,8 @@ import contextlib
 import os
 import socket
 from collections.abc import Iterable
+from dataclasses import asdict
+from typing import Any
 
 from evalsi.sandbox.egress import EgressProxy
 from evalsi.sandbox.egress_config import EgressSettings
@@ -22,7 +24,7 @@ from evalsi.sandbox.netns import (
     sweep_stale,
 )
 
-__all__ = ["EgressAttachment", "attach_loopback", "attach_netns"]
+__all__ = ["EgressAttachment", "attach_loopback", "attach_netns", "event_dict", "session_egress_log"]
 
 _PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
 
@@ -96,3 +98,22 @@ async def attach_loopback(allow: Iterable[Endpoint], settings: EgressSettings) -
         listener.close()
         raise
     return EgressAttachment(proxy, "127.0.0.1", listener.getsockname()[1])
+
+
+async def session_egress_log(session: object) -> tuple[EgressEvent, ...]:
+    """What a session's program reached or tried through its egress proxy: a local session's log, or sandboxd's
+    Stats for a remote one whose isolation says it runs behind the proxy (no extra call for a denied network)."""
+    local = getattr(session, "egress_log", None)
+    if callable(local):
+        return tuple(local())
+    stats = getattr(session, "stats", None)
+    isolation = getattr(session, "isolation", None)
+    network = isolation.bounds.get("network", "") if isolation is not None else ""
+    if callable(stats) and "logging proxy" in network:
+        return tuple((await stats()).egress)
+    return ()
+
+
+def event_dict(event: EgressEvent) -> dict[str, Any]:
+    """One log entry as plain data (score metadata, JSON)."""
+    return asdict(event)

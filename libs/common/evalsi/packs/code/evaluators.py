@@ -17,6 +17,7 @@ from evalsi.errors import BadInputError, SkipRecord
 from evalsi.evaluators import EvalContext, Output, evaluator
 from evalsi.packs.code.execution import TestRun, extract_code, isolation_dict, run_tests
 from evalsi.records import content_text, content_value, from_value, to_value
+from evalsi.sandbox.egress_attach import event_dict
 from evalsi.v1alpha1.record_pb2 import Record
 from evalsi.v1alpha1.score_pb2 import Score
 
@@ -63,6 +64,8 @@ def _scores(run: TestRun) -> dict[str, Score | float | bool]:
     passed = Score(passed=run.passed, explanation=run.explanation())
     passed.metadata["isolation"].CopyFrom(to_value(isolation_dict(run.isolation)))
     passed.metadata["tests"].CopyFrom(to_value(run.details()))
+    if run.egress:
+        passed.metadata["egress"].CopyFrom(to_value([event_dict(event) for event in run.egress]))
     return {"passed": passed, "pass_rate": run.pass_rate, "isolation_full": run.isolation.enforcement == "full"}
 
 

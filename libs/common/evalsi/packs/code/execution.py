@@ -17,14 +17,15 @@ from __future__ import annotations
 import json
 import re
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from evalsi.errors import BadInputError, InfraError
 from evalsi.evaluators import EvalContext
-from evalsi.sandbox.model import ExecResult, IsolationReport, SandboxUnavailable
+from evalsi.sandbox.egress_attach import session_egress_log
+from evalsi.sandbox.model import EgressEvent, ExecResult, IsolationReport, SandboxUnavailable
 
 __all__ = ["TestResult", "TestRun", "extract_code", "isolation_dict", "run_tests"]
 
@@ -46,6 +47,8 @@ class TestRun:
     tests: tuple[TestResult, ...]
     isolation: IsolationReport
     failure: str = ""
+    # The egress proxy's log when spec.sandbox allows egress: evidence for safety evaluators.
+    egress: tuple[EgressEvent, ...] = ()
 
     @property
     def pass_rate(self) -> float:
@@ -115,9 +118,10 @@ async def run_tests(ctx: EvalContext, candidate: str, *, tests: str = "", cases:
         await session.write_files(files)
         result = await session.exec(["python3", "-I", "-S", "harness.py"],
                                     stdin=json.dumps(request).encode() + b"\n")
+        egress = await session_egress_log(session)
     finally:
         await session.destroy()
-    return _interpret(result, nonce)
+    return replace(_interpret(result, nonce), egress=egress)
 
 
 def _interpret(result: ExecResult, nonce: str) -> TestRun:
