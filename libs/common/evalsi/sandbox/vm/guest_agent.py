@@ -57,6 +57,8 @@ def setup(workspace_bytes):
     mount("tmpfs", "/tmp", "tmpfs", nosuid_nodev, "mode=1777,size=64m")
     mount("tmpfs", WORKSPACE, "tmpfs", nosuid_nodev, f"mode=0755,size={workspace_bytes},uid={UID},gid={UID}")
     mount("cgroup2", CGROUP, "cgroup2", nosuid_nodev | 8)  # | MS_NOEXEC
+    with open(f"{CGROUP}/cgroup.subtree_control", "w") as f:
+        f.write("+memory +pids")
     if os.path.ismount(IMAGE):
         setup_image_root(nosuid_nodev)
 
@@ -78,8 +80,6 @@ def setup_image_root(nosuid_nodev):
     mount("proc", f"{SROOT}/proc", "proc", nosuid_nodev | 8)
     mount("/dev", f"{SROOT}/dev", "", MS_BIND | MS_REC)
     mount("none", SROOT, "", MS_REMOUNT | MS_RDONLY | nosuid_nodev)
-    with open(f"{CGROUP}/cgroup.subtree_control", "w") as f:
-        f.write("+memory +pids")
 
 
 def find_port():
