@@ -2,7 +2,8 @@
 
 Generated records (unicode, case folds that change length, whitespace, empty and missing texts, JSON contents, JSON
 list references) under every param combination: where a batch form decides a record, the function returns that
-same bare bool, or the same failing Score with its explanation; and a run through the runner's column path gives the bytes the message path gives."""
+same bare bool, or the same failing Score with its explanation; and a run through the runner's column path gives
+the bytes the message path gives."""
 
 from __future__ import annotations
 
