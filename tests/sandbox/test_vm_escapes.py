@@ -350,8 +350,17 @@ async def test_read_only_file_access_and_a_cpu_bound_are_enforced_in_the_guest()
     finally:
         await session.destroy()
         await driver.close()
-    with pytest.raises(BadInputError, match="workdir"):
-        await driver.create(replace(SPEC, workdir="/srv"))
+    for outside in ("/srv", "/workspace/../etc", "workspace"):
+        with pytest.raises(BadInputError, match="workdir"):
+            await driver.create(replace(SPEC, workdir=outside))
+    driver = _driver()
+    nested = await driver.create(replace(SPEC, workdir="/workspace/src/app"))
+    try:
+        where = await nested.exec(["pwd"])
+        assert where.stdout == b"/workspace/src/app\n", where
+    finally:
+        await nested.destroy()
+        await driver.close()
 
 
 async def test_an_image_root_is_the_commands_root_read_only() -> None:

@@ -90,6 +90,10 @@ def test_cpio_newc_is_what_the_kernel_unpacks(tmp_path: Path) -> None:
     ({"start_error": "OSError: [Errno 24] Too many open files"}, b"",
      Outcome("runner_failure", signature="vm guest agent: OSError: [Errno 24] Too many open files")),
     ({}, b"", Outcome("runner_failure", signature="vm guest agent: no exit status")),
+    # The agent's own setup refused (a cgroup file): infrastructure, even though the error says "permission".
+    ({"agent_error": "PermissionError: [Errno 13] Permission denied: '/sys/fs/cgroup/exec1/memory.max'"}, b"",
+     Outcome("runner_failure", signature="vm guest agent: PermissionError: [Errno 13] Permission denied: "
+                                         "'/sys/fs/cgroup/exec1/memory.max'")),
 ])
 def test_outcome_dialects(done: dict[str, object], stderr: bytes, expected: Outcome) -> None:
     assert classify(done, stderr) == expected

@@ -123,7 +123,8 @@ def check_spec(spec: SandboxSpec) -> None:
     if not spec.network.denied:
         raise BadInputError(f"network: the {NAME} rung has no network device and no egress proxy; an allowlist "
                             "cannot be honored here (accepted on this rung: deny)")
-    if spec.workdir != "/workspace" and not spec.workdir.startswith("/workspace/"):
+    workdir = os.path.normpath(spec.workdir)
+    if workdir != spec.workdir.rstrip("/") or (workdir != "/workspace" and not workdir.startswith("/workspace/")):
         raise BadInputError(f"workdir: {spec.workdir!r}; the {NAME} rung's writable directory is /workspace "
                             "(accepted: /workspace or a directory beneath it)")
 

@@ -175,6 +175,10 @@ def kill_group(group):
 
 
 def do_exec(port, req):
+    cwd = req.get("cwd") or WORKSPACE
+    if cwd != WORKSPACE and not os.path.isdir(cwd):  # a workdir beneath the workspace, made on first use
+        os.makedirs(cwd, mode=0o755, exist_ok=True)
+        os.chown(cwd, UID, UID)
     _counter[0] += 1
     group = f"{CGROUP}/exec{_counter[0]}"
     os.mkdir(group)
@@ -207,7 +211,7 @@ def do_exec(port, req):
                 mount("none", target, "", MS_REMOUNT | MS_BIND | MS_RDONLY | 2 | 4)
         if chroot:
             os.chroot(SROOT)
-            os.chdir(req.get("cwd") or WORKSPACE)
+            os.chdir(cwd)
         os.setgroups([])
         os.setresgid(UID, UID, UID)
         os.setresuid(UID, UID, UID)
@@ -215,11 +219,15 @@ def do_exec(port, req):
     started = time.monotonic()
     try:
         proc = subprocess.Popen(req["argv"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                env=env, cwd=req.get("cwd") or WORKSPACE,
+                                env=env, cwd=cwd,
                                 start_new_session=True, preexec_fn=enter, close_fds=True)
-    except (OSError, subprocess.SubprocessError) as exc:
+    except OSError as exc:  # the program could not be executed: its own failure (missing, not executable)
         kill_group(group)
         port.send({"done": True, "start_error": f"{type(exc).__name__}: {exc}"})
+        return
+    except subprocess.SubprocessError as exc:  # our pre-exec setup failed in the child: infrastructure
+        kill_group(group)
+        port.send({"done": True, "agent_error": f"{type(exc).__name__}: {exc}"})
         return
     stdin = unb64(req.get("stdin") or "")
     try:
@@ -386,7 +394,8 @@ def serve(port):
             else:
                 reply = {"error": f"unknown op {op!r}"}
         except Exception as exc:  # one bad request must not take PID 1 (and the guest) down
-            reply = {"done": True, "start_error": f"{type(exc).__name__}: {exc}"} if op == "exec" else {
+            # The agent's own failure (a cgroup it could not make, a bad request): never the program's doing.
+            reply = {"done": True, "agent_error": f"{type(exc).__name__}: {exc}"} if op == "exec" else {
                 "error": f"{type(exc).__name__}: {exc}"}
         port.send(reply)
 

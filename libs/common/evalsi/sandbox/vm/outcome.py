@@ -30,6 +30,9 @@ _SIGNAL_EFFECTS = {signal.SIGXCPU: "cpu time limit (RLIMIT_CPU)", signal.SIGXFSZ
 
 
 def classify(done: Mapping[str, Any], stderr: bytes) -> Outcome:
+    agent_error = str(done.get("agent_error") or "")
+    if agent_error:
+        return Outcome("runner_failure", signature=f"vm guest agent: {agent_error}"[:500])
     start_error = str(done.get("start_error") or "")
     if start_error:
         if start_error.startswith("FileNotFoundError"):
