@@ -188,3 +188,16 @@ def test_a_sandbox_event_survives_the_cassette() -> None:
     result = ToolResult(error="denied by the sandbox: output cap", sandbox_event={"kind": "denied"})
     assert ToolResult.from_dict(json.loads(json.dumps(result.to_dict()))) == result
     assert "sandbox_event" not in ToolResult(value=1).to_dict()
+
+
+def test_task_success_reads_the_environment_checkers_verdict_first() -> None:
+    from evalsi.packs.agent.outcome import task_success
+    from evalsi.records import to_value
+    from evalsi.v1alpha1.record_pb2 import Record
+
+    record = Record(id="r")
+    record.metadata["task_success"].bool_value = True  # an older marker the checker's own verdict overrides
+    record.metadata["checker"].CopyFrom(to_value({"passed": False, "reason": "1/2 tests passed; failed: t.b",
+                                                  "format": "junit", "tests": 2, "failures": 1}))
+    score = task_success(record)
+    assert (score.passed, score.explanation) == (False, "1/2 tests passed; failed: t.b")

@@ -15,8 +15,26 @@ _REFERENCE_KEYS = ("task_success", "success", "passed")
 _REASON_KEYS = ("reason", "detail", "message")
 
 
+def _environment_verdict(record: Record) -> Score | None:
+    """A harness environment's checker (evalsi.targets.environments): metadata ``checker`` {passed, reason, format,
+    score?, tests?, failures?}, its reason the explanation (a JUnit check's reason counts the tests)."""
+    value = record.metadata.get("checker")
+    if value is None or value.WhichOneof("kind") != "struct_value":
+        return None
+    fields = value.struct_value.fields
+    passed = fields.get("passed")
+    if passed is None or passed.WhichOneof("kind") != "bool_value":
+        return None
+    reason = fields["reason"].string_value if "reason" in fields else ""
+    return Score(passed=passed.bool_value, explanation=reason or f"the checker says {str(passed.bool_value).lower()}")
+
+
 def _checker_verdict(record: Record) -> Score | None:
-    """The checker's verdict: metadata task_success/success, else a JSON reference {"success": bool, "reason"?}."""
+    """The checker's verdict: a harness environment's (metadata ``checker``), metadata task_success/success, else a
+    JSON reference {"success": bool, "reason"?}."""
+    environment = _environment_verdict(record)
+    if environment is not None:
+        return environment
     found = bool_metadata(record, *SUCCESS_KEYS)
     if found is not None:
         key, value = found
@@ -41,12 +59,14 @@ def _checker_verdict(record: Record) -> Score | None:
     outputs=[Output("passed", "boolean", description="The environment checker's verdict.")],
 )
 def task_success(record: Record) -> Score:
-    """Whether the task succeeded, as the environment checker recorded it: metadata ``task_success`` or
-    ``success`` (a boolean), or a JSON reference ``{"success": true, "reason": ...}``."""
+    """Whether the task succeeded, as the environment checker recorded it: the verdict of the run's harness
+    environment (metadata ``checker``, written by agent runs in environments: docs/environments.md), metadata
+    ``task_success`` or ``success`` (a boolean), or a JSON reference ``{"success": true, "reason": ...}``."""
     verdict = _checker_verdict(record)
     if verdict is None:
         raise SkipRecord(
-            'no checker verdict: set metadata task_success/success (a boolean) or a reference {"success": ...}'
+            'no checker verdict: run the task in a harness environment with a check, or set metadata '
+            'task_success/success (a boolean) or a reference {"success": ...}'
         )
     return verdict
 
