@@ -388,3 +388,13 @@ async def test_an_image_root_is_the_commands_root_read_only() -> None:
     finally:
         await session.destroy()
         await driver.close()
+
+
+async def test_stdin_is_fed_as_read_and_a_program_that_never_reads_it_does_not_stall(session: VmSession) -> None:
+    data = b"0123456789" * 20_000  # 200 kB: more than a pipe holds
+    counted = await session.exec(["wc", "-c"], stdin=data)
+    assert counted.outcome.kind == "exit" and counted.stdout.strip() == b"200000", counted
+    started = time.monotonic()
+    ignored = await session.exec(["sh", "-c", "sleep 1; echo done"], stdin=data)
+    assert ignored.outcome.kind == "exit" and ignored.stdout == b"done\n", ignored
+    assert time.monotonic() - started < 10

@@ -229,13 +229,13 @@ def do_exec(port, req):
         kill_group(group)
         port.send({"done": True, "agent_error": f"{type(exc).__name__}: {exc}"})
         return
-    stdin = unb64(req.get("stdin") or "")
-    try:
-        if stdin:
-            proc.stdin.write(stdin)
-        proc.stdin.close()
-    except BrokenPipeError:
-        pass
+    # stdin is fed from the loop below as the program reads it: a program that never reads must not block the agent.
+    pending = memoryview(unb64(req.get("stdin") or ""))
+    stdin_fd = proc.stdin.fileno()
+    os.set_blocking(stdin_fd, False)
+    if not pending:
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
     deadline = started + float(req["timeout"])
     streams = {proc.stdout.fileno(): "stdout", proc.stderr.fileno(): "stderr"}
     sizes = {"stdout": 0, "stderr": 0}
@@ -254,7 +254,17 @@ def do_exec(port, req):
             # The command ended but something it started still holds its output open: the execution is over
             # (what was left running is killed with the group below), not waiting for the timeout.
             break
-        ready, _, _ = select.select(list(streams), [], [], min(left, 0.05 if exited_at else 0.1))
+        writing = [stdin_fd] if pending else []
+        ready, writable, _ = select.select(list(streams), writing, [], min(left, 0.05 if exited_at else 0.1))
+        if writable:
+            try:
+                pending = pending[os.write(stdin_fd, pending[:65536]):]
+            except (BrokenPipeError, BlockingIOError) as exc:
+                if isinstance(exc, BrokenPipeError):
+                    pending = memoryview(b"")
+            if not pending:
+                with contextlib.suppress(OSError):
+                    proc.stdin.close()
         for fd in ready:
             chunk = os.read(fd, 65536)
             name = streams[fd]
@@ -277,6 +287,8 @@ def do_exec(port, req):
             proc.wait(timeout=left)
         except subprocess.TimeoutExpired:
             timed_out = True
+    with contextlib.suppress(OSError):
+        proc.stdin.close()  # what the program did not read is dropped
     oom = read_int(f"{group}/memory.events", "oom_kill")
     pids_max = read_int(f"{group}/pids.events", "max")
     kill_group(group)
