@@ -260,3 +260,43 @@ async def test_a_read_only_workspace_is_readable_not_writable() -> None:
         await session.destroy()
     assert read.outcome.kind == "exit" and read.stdout == b"given\n"
     assert write.outcome.kind == "denied", write
+
+
+async def test_udp_raw_and_unix_sockets_are_refused_socketpair_is_not(session: LandlockSession,
+                                                                       open_dir: Path) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.setblocking(False)
+        port = listener.getsockname()[1]
+        code = f"import socket; socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b'x', ('127.0.0.1', {port}))"
+        udp = await session.exec(["python3", "-c", code])
+        assert udp.outcome.kind == "denied", udp
+        with pytest.raises(BlockingIOError):
+            listener.recv(10)
+    path = open_dir / "daemon.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as daemon:
+        daemon.bind(str(path))
+        path.chmod(0o777)
+        daemon.listen()
+        code = f"import socket; socket.socket(socket.AF_UNIX).connect({str(path)!r}); print('connected')"
+        unix = await session.exec(["python3", "-c", code])
+    assert unix.outcome.kind == "denied" and b"connected" not in unix.stdout, unix
+    pair = await session.exec(["python3", "-c", "import socket; a, b = socket.socketpair(); a.send(b'ok'); "
+                                                "print(b.recv(2).decode())"])
+    assert pair.outcome == pair.outcome.__class__("exit", code=0) and pair.stdout == b"ok\n", pair
+    assert "syscalls" in session.isolation.bounds
+
+
+async def test_a_descendant_that_leaves_the_process_group_does_not_outlive_the_timeout(
+        session: LandlockSession) -> None:
+    result = await session.exec(["sh", "-c", "setsid sleep 60 & echo started; sleep 60"], timeout_s=1.0)
+    assert result.outcome.kind == "timeout", result
+    assert result.duration_s < 10
+    # and one that outlives a program that ended on its own (holding its output open) is killed with the
+    # execution's cgroup, at the latest a grace second after the timeout
+    result = await session.exec(["sh", "-c", "setsid sleep 60 & echo started"], timeout_s=3.0)
+    assert result.outcome.kind in ("exit", "timeout") and result.stdout == b"started\n", result
+    assert result.duration_s < 8
+    if os.geteuid() == 0:
+        await asyncio.sleep(0.2)
+        assert _live_processes_of(65534) == [], "the setsid'd sleep survived"

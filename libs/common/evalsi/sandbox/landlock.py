@@ -10,7 +10,8 @@ another session's workspace. An image root cannot be shown as ``/`` without a mo
 image and tarball roots (fail closed) rather than run the program on the host's ``/usr`` instead.
 
 Enforcement is ``full`` on ABI >= 6, ``partial`` below, with what is missing in ``not_enforced``. Landlock governs
-TCP only: UDP and Unix sockets named by path are outside it (``bounds["network"]`` says so).
+TCP only, so a seccomp filter (``confined_seccomp``) refuses what it leaves open: Unix sockets (a path reaches host
+daemons), UDP and raw sockets, on top of the namespaced rung's deny list.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,8 @@ from evalsi.errors import BadInputError
 from evalsi.sandbox import launch
 from evalsi.sandbox.cgroups import CgroupLayout, ExecutionCgroups, discover_layout
 from evalsi.sandbox.config import SandboxConfig
+from evalsi.sandbox.confined_seccomp import BOUND as SECCOMP_BOUND
+from evalsi.sandbox.confined_seccomp import confined_filters
 from evalsi.sandbox.host_files import read_beneath, write_beneath
 from evalsi.sandbox.model import (
     ExecResult,
@@ -46,6 +49,7 @@ from evalsi.sandbox.model import (
     SandboxUnavailable,
 )
 from evalsi.sandbox.process import COMMON_DENIALS, Command, Dialect, Finished, classify, run_command
+from evalsi.sandbox.seccomp import SeccompUnavailable
 
 __all__ = ["LandlockDriver", "LandlockSession", "LaunchStatus", "classify_confined", "parse_status"]
 
@@ -57,6 +61,7 @@ _READ_FILES = ("/etc/ld.so.cache", "/etc/localtime", "/etc/passwd", "/etc/group"
                "/dev/urandom", "/dev/random", "/dev/zero")
 _WRITE_FILES = ("/dev/null",)
 _DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+_KILL_GRACE_S = 1.0
 # Landlock's refusals reach the program as EACCES; the rlimits and cgroups in the words process.py knows.
 DENIALS = ((re.compile(r"Permission denied|PermissionError|\[Errno 13\]"), "landlock: permission denied"),
            *COMMON_DENIALS)
@@ -98,6 +103,32 @@ def classify_confined(finished: Finished, status: LaunchStatus, *, oom_killed: b
     return classify(finished, Dialect(runner_failure, DENIALS), oom_killed=oom_killed, pids_exhausted=pids_exhausted)
 
 
+async def _bounded(running: Awaitable[tuple[Finished, LaunchStatus]], limit: float,
+                   groups: ExecutionCgroups) -> tuple[Finished, LaunchStatus]:
+    """The execution, ended past its timeout even when a descendant left the process group (setsid) with the
+    output pipes open: Python 3.11's Process.wait() waits for them, so the cgroup's kill is what closes them."""
+    task = asyncio.ensure_future(running)
+    done, _ = await asyncio.wait({task}, timeout=limit + _KILL_GRACE_S)
+    if done:
+        return task.result()
+    await groups.close()
+    try:
+        return await asyncio.wait_for(asyncio.shield(task), _KILL_GRACE_S * 5)
+    except TimeoutError:
+        # No cgroup held the stragglers: the output is abandoned, the outcome is the timeout it is.
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            await task
+        return Finished(-9, timed_out=True, duration_s=limit), LaunchStatus()
+
+
+def _memfd(data: bytes) -> int:
+    fd = os.memfd_create("evalsi-landlock-seccomp", os.MFD_CLOEXEC)
+    os.write(fd, data)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
 def _drain(fd: int) -> bytes:
     """The status descriptor's bytes: every writer is gone once the launcher exec'd or exited."""
     os.set_blocking(fd, False)
@@ -127,12 +158,21 @@ class LandlockDriver:
         if self.mode not in ("fork", "launcher"):
             raise BadInputError(f"sandbox.drivers.landlock.mode: {self.mode!r}; accepted: fork, launcher")
         self.libc = launch.load_libc()
+        # Compiled once per driver; None (and the report says so) where libseccomp is missing.
+        self.seccomp_error = ""
+        try:
+            self.seccomp_programs: list[bytes] | None = confined_filters()
+        except SeccompUnavailable as exc:
+            self.seccomp_programs, self.seccomp_error = None, str(exc)
+        self.seccomp = launch.SeccompProgram(self.seccomp_programs) if self.seccomp_programs else None
         self.base_dir = Path(str(options.get("dir") or Path(tempfile.gettempdir()) / "evalsi-landlock"))
         self.abi = launch.landlock_abi()
         self.cgroups: CgroupLayout = discover_layout(self.config.cgroup)
 
     def not_enforced(self, spec: SandboxSpec) -> tuple[str, ...]:
         missing = list(launch.plan_rules({"scope": True}, max(self.abi, 1)).not_enforced)
+        if self.seccomp_programs is None:
+            missing.append(f"syscall filter ({self.seccomp_error})")
         if not spec.network.denied:
             missing.append("egress allowlist by host (Landlock allows the listed ports to any host)")
         return tuple(missing)
@@ -196,8 +236,8 @@ class LandlockSession:
             "filesystem": f"landlock ABI {abi}: read /usr and runtime files, "
                           + ("read the workspace, write only its tmp" if self.spec.file_access == "read-only"
                              else "write the workspace and its tmp only"),
-            "network": network + ("; udp and unix sockets by path not governed" if abi >= launch.ABI_NET
-                                  else "; not governed on this ABI"),
+            "network": network + ("" if abi >= launch.ABI_NET else " (not governed on this ABI)")
+                       + ("; udp, raw and unix sockets refused (seccomp)" if self.driver.seccomp_programs else ""),
             "memory": f"rlimit AS={resources.memory_bytes}",
             "pids": f"rlimit NPROC={resources.pids} (per uid {SANDBOX_UID})",
             **self._cgroup_bounds(),
@@ -209,6 +249,8 @@ class LandlockSession:
             bounds["cpu"] = f"rlimit CPU={resources.cpu_seconds}"
         if abi >= launch.ABI_SCOPE:
             bounds["scope"] = "signals and abstract unix sockets scoped to the sandbox"
+        if self.driver.seccomp_programs:
+            bounds["syscalls"] = SECCOMP_BOUND
         missing = self.driver.not_enforced(self.spec)
         return IsolationReport(NAME, Level.CONFINED, "partial" if missing else "full", bounds, missing,
                                self.spec.min_isolation)
@@ -274,10 +316,8 @@ class LandlockSession:
         started = time.monotonic()
         try:
             limit = timeout_s or resources.timeout_s
-            if self.driver.mode == "launcher":
-                finished, status = await self._launched(argv, environment, stdin, limit, groups, on_output)
-            else:
-                finished, status = await self._forked(argv, environment, stdin, limit, groups, on_output)
+            run = self._launched if self.driver.mode == "launcher" else self._forked
+            finished, status = await _bounded(run(argv, environment, stdin, limit, groups, on_output), limit, groups)
             # The groups' counters are read before close() kills what left the process group and removes them.
             outcome = classify_confined(finished, status, oom_killed=groups.oom_killed(),
                                         pids_exhausted=groups.pids_exhausted())
@@ -301,7 +341,7 @@ class LandlockSession:
         try:
             command = Command(["/bin/sh", "-c", 'exec "$@"', "sh", *argv], environment, limit,
                               self.spec.resources.output_bytes, stdin, cgroup_procs=groups.join_paths,
-                              preexec=lambda: launch.enter(libc, policy, ruleset))
+                              preexec=lambda: launch.enter(libc, policy, ruleset, self.driver.seccomp))
             return await run_command(command, on_output), LaunchStatus()
         finally:
             os.close(ruleset)
@@ -310,10 +350,13 @@ class LandlockSession:
                         groups: ExecutionCgroups, on_output: OutputSink | None) -> tuple[Finished, LaunchStatus]:
         """``mode: launcher``: ``python -I -S launch.py POLICY -- CMD``, reporting on a status descriptor."""
         read_fd, write_fd = os.pipe()
+        programs = self.driver.seccomp_programs
+        filters = _memfd(launch.pack_programs(programs)) if programs else -1
         try:
-            launcher = [self.driver.python, "-I", "-S", launch.__file__, json.dumps(self.policy(write_fd)), "--"]
+            policy = {**self.policy(write_fd), **({"seccomp_fd": filters} if programs else {})}
+            launcher = [self.driver.python, "-I", "-S", launch.__file__, json.dumps(policy), "--"]
             command = Command([*launcher, *argv], environment, limit, self.spec.resources.output_bytes, stdin,
-                              (write_fd,), cgroup_procs=groups.join_paths)
+                              (write_fd, filters) if programs else (write_fd,), cgroup_procs=groups.join_paths)
             try:
                 finished = await run_command(command, on_output)
             finally:
@@ -321,6 +364,8 @@ class LandlockSession:
             return finished, parse_status(_drain(read_fd))
         finally:
             os.close(read_fd)
+            if filters >= 0:
+                os.close(filters)
 
     async def write_files(self, files: Mapping[str, bytes]) -> None:
         # Written by the host as root, readable by the sandbox user (a link planted in the workspace is refused).

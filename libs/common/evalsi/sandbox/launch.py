@@ -14,7 +14,8 @@ forge a runner failure. An exec refused by the ruleset (EACCES) is the program's
 The policy (JSON): ``read``/``write`` (paths: directories get directory rights, files file rights), ``connect`` and
 ``bind`` (TCP ports allowed on ABI >= 4; everything else is denied), ``scope`` (on ABI >= 6: no signals to and no
 abstract Unix sockets of processes outside the sandbox), ``rlimits`` (name -> value), ``uid``/``gid`` (taken when
-started as root), ``cwd``, ``min_abi`` (below it the launcher refuses to run anything).
+started as root), ``cwd``, ``min_abi`` (below it the launcher refuses to run anything), ``seccomp_fd`` (seccomp
+programs to load after the ruleset).
 """
 
 from __future__ import annotations
@@ -29,14 +30,15 @@ import stat
 import sys
 from typing import Any
 
-__all__ = ["ABI_NET", "ABI_SCOPE", "LaunchError", "Plan", "build_ruleset", "enter", "fs_rights", "landlock_abi",
-           "load_libc", "plan_rules"]
+__all__ = ["ABI_NET", "ABI_SCOPE", "LaunchError", "Plan", "SeccompProgram", "build_ruleset", "enter", "fs_rights",
+           "landlock_abi", "load_libc", "pack_programs", "plan_rules"]
 
 # Kernel constants (include/uapi/linux/landlock.h). The syscall numbers are the same on every architecture.
 _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446
 _CREATE_RULESET_VERSION = 1
 _RULE_PATH_BENEATH, _RULE_NET_PORT = 1, 2
 _PR_SET_NO_NEW_PRIVS = 38
+_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
 
 EXECUTE, WRITE_FILE, READ_FILE, READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
 REMOVE_DIR, REMOVE_FILE, MAKE_CHAR, MAKE_DIR = 1 << 4, 1 << 5, 1 << 6, 1 << 7
@@ -178,9 +180,31 @@ def build_ruleset(libc: ctypes.CDLL, plan: Plan) -> int:
     return ruleset
 
 
-def enter(libc: ctypes.CDLL, policy: dict[str, Any], ruleset: int) -> None:
-    """Bound, drop privileges, confine with ``ruleset`` and change to the working directory: everything but the
-    exec. Only system calls and no allocation worth the name, so it also runs between fork and exec."""
+class SeccompProgram:
+    """Raw seccomp-BPF programs (``struct sock_filter`` arrays) held ready to load between fork and exec: their
+    ``struct sock_fprog`` are built here, in the parent, so loading them allocates nothing."""
+
+    def __init__(self, programs: list[bytes]) -> None:
+        self._buffers = [ctypes.create_string_buffer(program, len(program)) for program in programs]
+        self._fprogs = [_SockFprog(len(program) // 8, ctypes.cast(buffer, ctypes.c_void_p))
+                        for program, buffer in zip(programs, self._buffers, strict=True)]
+
+    def load(self, libc: ctypes.CDLL) -> None:
+        for fprog in self._fprogs:
+            if libc.prctl(ctypes.c_int(_PR_SET_SECCOMP), ctypes.c_ulong(_SECCOMP_MODE_FILTER), ctypes.byref(fprog),
+                          ctypes.c_ulong(0), ctypes.c_ulong(0)) != 0:
+                code = ctypes.get_errno()
+                raise LaunchError(f"loading the seccomp filter: {os.strerror(code)}")
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def enter(libc: ctypes.CDLL, policy: dict[str, Any], ruleset: int, seccomp: SeccompProgram | None = None) -> None:
+    """Bound, drop privileges, confine with ``ruleset`` (and ``seccomp``) and change to the working directory:
+    everything but the exec. Only system calls and no allocation worth the name, so it also runs between fork and
+    exec."""
     _apply_rlimits(dict(policy.get("rlimits", {})))
     _drop_privileges(policy)
     try:
@@ -188,6 +212,8 @@ def enter(libc: ctypes.CDLL, policy: dict[str, Any], ruleset: int) -> None:
         _syscall(libc, _SYS_RESTRICT_SELF, ctypes.c_int(ruleset), ctypes.c_uint32(0))
     except OSError as exc:
         raise LaunchError(f"landlock_restrict_self: {exc.strerror}") from None
+    if seccomp is not None:
+        seccomp.load(libc)
     if policy.get("cwd"):
         try:
             os.chdir(str(policy["cwd"]))
@@ -225,17 +251,40 @@ def _drop_privileges(policy: dict[str, Any]) -> None:
 
 
 def confine(policy: dict[str, Any]) -> None:
-    """Bound, drop privileges and confine the calling process as ``policy`` says (everything but the exec)."""
+    """Bound, drop privileges and confine the calling process as ``policy`` says (everything but the exec). The
+    seccomp programs, when the driver passes them, come on the descriptor ``seccomp_fd`` (concatenated, each
+    preceded by its length as 4 little-endian bytes)."""
     libc = load_libc()
     abi = landlock_abi(libc)
     if abi < int(policy.get("min_abi", 1)):
         raise LaunchError(f"Landlock ABI {abi} is below the required {policy.get('min_abi', 1)}"
                           + (" (Landlock missing or disabled)" if abi == 0 else ""))
+    seccomp = _read_programs(int(policy["seccomp_fd"])) if policy.get("seccomp_fd") is not None else None
     ruleset = build_ruleset(libc, plan_rules(policy, abi))
     try:
-        enter(libc, policy, ruleset)
+        enter(libc, policy, ruleset, seccomp)
     finally:
         os.close(ruleset)
+
+
+def pack_programs(programs: list[bytes]) -> bytes:
+    return b"".join(len(program).to_bytes(4, "little") + program for program in programs)
+
+
+def _read_programs(fd: int) -> SeccompProgram:
+    try:
+        with os.fdopen(fd, "rb") as source:
+            data = source.read(1 << 20)
+    except OSError as exc:
+        raise LaunchError(f"reading the seccomp programs: {exc.strerror}") from None
+    programs, position = [], 0
+    while position + 4 <= len(data):
+        size = int.from_bytes(data[position:position + 4], "little")
+        programs.append(data[position + 4:position + 4 + size])
+        position += 4 + size
+    if position != len(data) or any(len(program) % 8 for program in programs):
+        raise LaunchError("the seccomp programs are malformed")
+    return SeccompProgram(programs)
 
 
 def _report(status_fd: int, kind: str, text: str) -> None:
