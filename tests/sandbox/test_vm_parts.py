@@ -14,7 +14,7 @@ import pytest
 
 from evalsi.errors import BadInputError
 from evalsi.sandbox.model import Level, Outcome, Resources, SandboxSpec
-from evalsi.sandbox.vm.driver import VmOptions, isolation_report, parse_options, sweep_stale_run_dirs
+from evalsi.sandbox.vm.driver import VmOptions, isolation_report, parse_options, prune_cache, sweep_stale_run_dirs
 from evalsi.sandbox.vm.firecracker import FirecrackerDriver, HostFacts, unavailable_reasons
 from evalsi.sandbox.vm.images import cpio_newc
 from evalsi.sandbox.vm.kernel import KernelMissing, extract_vmlinux, find_kernel
@@ -172,3 +172,14 @@ def test_run_directories_of_ended_processes_are_swept(tmp_path: Path) -> None:
         (path / "console.log").write_text("x")
     assert sweep_stale_run_dirs(tmp_path) == [gone]
     assert mine.is_dir() and unrelated.is_dir() and not gone.exists()
+
+
+def test_the_cache_keeps_the_newest_artifacts_of_each_kind(tmp_path: Path) -> None:
+    for i in range(5):
+        path = tmp_path / f"template-{i}.state"
+        path.write_bytes(b"x")
+        os.utime(path, ns=(i * 10**9, i * 10**9))
+    (tmp_path / "runtime-a.ext4").write_bytes(b"x")
+    removed = prune_cache(tmp_path, {"template-*.state": 2, "runtime-*.ext4": 3})
+    assert sorted(p.name for p in removed) == ["template-0.state", "template-1.state", "template-2.state"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runtime-a.ext4", "template-3.state", "template-4.state"]

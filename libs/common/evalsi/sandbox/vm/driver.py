@@ -35,7 +35,8 @@ from evalsi.sandbox.vm.protocol import AgentGone, b64, read_frame, write_frame
 from evalsi.sandbox.vm.qemu import Machine, MachineConfig, MachineFailed, host_tsc_khz
 from evalsi.sandbox.vm.session import VmSession
 
-__all__ = ["NAME", "VmDriver", "VmOptions", "isolation_report", "parse_options", "sweep_stale_run_dirs"]
+__all__ = ["KEEP", "NAME", "VmDriver", "VmOptions", "isolation_report", "parse_options", "prune_cache",
+           "sweep_stale_run_dirs"]
 
 NAME = "qemu"
 # Guest RAM kept for the guest kernel and the agent: an execution's memory bound is at most the rest.
@@ -293,11 +294,27 @@ class VmDriver:
                     os.replace(partial, path)
                 finally:
                     await _stop(machine)
+                await asyncio.to_thread(prune_cache, self.cache_dir)
             self._templates[config.identity()] = path
             return path
 
 
 _RUN_PREFIX = "evalsi-vm-"
+# Artifacts kept per kind in the cache (the newest): a new kernel, agent or option makes new ones, and each old
+# template is about 90 MB. A guest already running keeps its files open, so removing them does not disturb it.
+KEEP = {"template-*.state": 6, "runtime-*.ext4": 3, "initramfs-*.cpio": 3, "vmlinux-*": 2, "image-*.ext4": 8}
+
+
+def prune_cache(cache_dir: Path, keep: Mapping[str, int] = KEEP) -> list[Path]:
+    """Removes all but the newest artifacts of each kind; the removed ones."""
+    removed = []
+    for pattern, count in keep.items():
+        found = sorted(cache_dir.glob(pattern), key=lambda p: p.stat().st_mtime_ns, reverse=True)
+        for path in found[count:]:
+            with contextlib.suppress(OSError):
+                path.unlink()
+                removed.append(path)
+    return removed
 
 
 def _run_dir() -> Path:
