@@ -16,9 +16,11 @@ is a runner failure, whatever the program could have printed.
 from __future__ import annotations
 
 import asyncio
-import json
+import contextlib
 import os
+import resource
 import shutil
+import signal
 import tempfile
 import uuid
 from collections.abc import Mapping
@@ -27,7 +29,8 @@ from pathlib import Path
 
 from evalsi.errors import BadInputError
 from evalsi.sandbox import host_files
-from evalsi.sandbox.cgroups import CgroupLayout, ExecutionCgroups, discover_layout
+from evalsi.sandbox.bwrap_status import StatusPipe
+from evalsi.sandbox.cgroups import CgroupLayout, CgroupPool, discover_layout
 from evalsi.sandbox.config import SandboxConfig, check_timeout
 from evalsi.sandbox.egress_attach import EgressAttachment, attach_netns
 from evalsi.sandbox.model import (
@@ -83,42 +86,9 @@ def _last_line(output: bytes) -> str:
     return lines[-1] if lines else ""
 
 
-def _read_status(fd: int) -> int | None:
-    """The command's exit status from bwrap's JSON documents on the status fd, None when it never ran: bwrap
-    writes ``exit-code`` only for a command it started (``child-pid`` comes before the mounts, so it proves
-    nothing), and its own setup failures leave it out."""
-    chunks = []
-    os.set_blocking(fd, False)
-    try:
-        while True:
-            try:
-                chunk = os.read(fd, 65536)
-            except BlockingIOError:
-                break
-            if not chunk:
-                break
-            chunks.append(chunk)
-    finally:
-        os.close(fd)
-    exit_code = None
-    decoder = json.JSONDecoder()
-    text, position = b"".join(chunks).decode("utf-8", "replace"), 0
-    while position < len(text):
-        while position < len(text) and text[position].isspace():
-            position += 1
-        if position >= len(text):
-            break
-        try:
-            document, position = decoder.raw_decode(text, position)
-        except ValueError:
-            break
-        if isinstance(document, dict) and isinstance(document.get("exit-code"), int):
-            exit_code = document["exit-code"]
-    return exit_code
-
-
 def bwrap_profile(*, root: Path | None, workspace: str, workdir: str, read_only_workspace: bool, env: Mapping[str, str],
-                  tmp_bytes: int, seccomp_fd: int | None, status_fd: int, own_netns: bool = False) -> list[str]:
+                  tmp_bytes: int, seccomp_fd: int | None, status_fd: int, own_netns: bool = False,
+                  block_fd: int | None = None) -> list[str]:
     """The bwrap options of one execution (without the command), in the order bwrap applies them. ``own_netns``:
     the process already joined its allowlist's network namespace (netns.py), so every namespace but the network
     is unshared (``--unshare-all`` less ``--unshare-net``)."""
@@ -151,6 +121,8 @@ def bwrap_profile(*, root: Path | None, workspace: str, workdir: str, read_only_
     if seccomp_fd is not None:
         args += ["--seccomp", str(seccomp_fd)]
     args += ["--json-status-fd", str(status_fd)]
+    if block_fd is not None:  # the sandbox waits there until its caller has put it in its cgroups
+        args += ["--block-fd", str(block_fd)]
     return args
 
 
@@ -173,6 +145,7 @@ class BwrapDriver:
         self.binary = binary or shutil.which("bwrap") or "/usr/bin/bwrap"
         self.roots = RootCache(self.config.cache_dir)
         self._layout: CgroupLayout | None = None
+        self._pool: CgroupPool | None = None
         self._seccomp: bytes | None = None
         self._seccomp_error = ""
 
@@ -181,6 +154,12 @@ class BwrapDriver:
         if self._layout is None:
             self._layout = discover_layout(self.config.cgroup)
         return self._layout
+
+    @property
+    def cgroup_pool(self) -> CgroupPool:
+        if self._pool is None:
+            self._pool = CgroupPool(self.layout)
+        return self._pool
 
     def seccomp_program(self) -> bytes | None:
         if self._seccomp is None and not self._seccomp_error:
@@ -299,37 +278,56 @@ class BwrapSession:
             variables.update(egress.proxy_env())
             preexec = enter_hook(egress.netns_fd)
         driver = self.driver
-        groups = ExecutionCgroups.create(driver.layout, memory_bytes=resources.memory_bytes, pids=resources.pids)
+        groups = driver.cgroup_pool.acquire(memory_bytes=resources.memory_bytes, pids=resources.pids)
         program = driver.seccomp_program()
-        fds: list[int] = []
+        status_read, status_write = os.pipe()
+        status = StatusPipe(status_read)
+        fds: list[int] = [status_write]
         try:
             seccomp_fd = filter_fd(program) if program is not None else None
             if seccomp_fd is not None:
                 fds.append(seccomp_fd)
-            status_read, status_write = os.pipe()
-            fds += [status_read, status_write]
+            block_read, block_write = os.pipe()
+            fds += [block_read, block_write]
             profile = bwrap_profile(root=self.root, workspace=self.host_workspace, workdir=self.spec.workdir,
                                     read_only_workspace=self.spec.file_access == "read-only", env=variables,
                                     tmp_bytes=resources.disk_bytes, seccomp_fd=seccomp_fd, status_fd=status_write,
-                                    own_netns=egress is not None)
+                                    own_netns=egress is not None, block_fd=block_read)
             args_fd = os.memfd_create("evalsi-bwrap-args", os.MFD_CLOEXEC)
             fds.append(args_fd)
             os.write(args_fd, b"".join(part.encode() + b"\0" for part in profile))
             os.lseek(args_fd, 0, os.SEEK_SET)
             memory_rlimit = resources.memory_bytes + (_AS_HEADROOM + resources.memory_bytes
                                                       if "memory" in groups.bounds else 0)
+            limits = rlimits_for(memory_rlimit, resources.pids, resources.cpu_seconds, resources.disk_bytes)
+            setup_errors: list[str] = []
+
+            async def confine(pid: int) -> None:
+                # Our copies of the pipes' other ends: closed, so EOF comes when bwrap is gone.
+                for fd in (status_write, block_read):
+                    os.close(fd)
+                    fds.remove(fd)
+                child = await status.child_pid()
+                try:
+                    await asyncio.to_thread(_confine, (pid,) if child is None else (pid, child), groups.join_paths,
+                                            limits)
+                except OSError as exc:
+                    setup_errors.append(f"bwrap: putting the sandbox in its cgroups and rlimits failed: {exc}")
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(pid, signal.SIGKILL)
+                    return
+                with contextlib.suppress(OSError):  # bwrap may have exited already (a setup failure)
+                    os.write(block_write, b"x")
+
             command = Command(
                 argv=[driver.binary, "--args", str(args_fd), "--", *argv], env={}, timeout_s=timeout,
                 output_bytes=resources.output_bytes, stdin=stdin,
-                pass_fds=tuple(fd for fd in (args_fd, seccomp_fd, status_write) if fd is not None),
-                rlimits=rlimits_for(memory_rlimit, resources.pids, resources.cpu_seconds, resources.disk_bytes),
-                cgroup_procs=groups.join_paths,
-                preexec=preexec)
+                pass_fds=tuple(fd for fd in (args_fd, seccomp_fd, status_write, block_read) if fd is not None),
+                preexec=preexec, on_spawn=confine)
             finished = await run_command(command, on_output)
-            os.close(status_write)
-            fds.remove(status_write)
-            exit_code = _read_status(status_read)
-            fds.remove(status_read)
+            if setup_errors:
+                finished = replace(finished, spawn_error=setup_errors[0])
+            exit_code = status.exit_code()
             # bwrap could not execute the command (not in the image): the program's fault, as a shell's 127.
             not_found = exit_code is None and _last_line(finished.stderr).startswith("bwrap: execvp ")
             outcome = classify(finished, _dialect(exit_code is not None or not_found),
@@ -339,7 +337,8 @@ class BwrapSession:
         finally:
             for fd in fds:
                 os.close(fd)
-            await groups.close()
+            status.close()
+            await driver.cgroup_pool.release(groups)
         bounds = dict(self.isolation.bounds)
         bounds.update(groups.bounds)
         if "memory" in groups.bounds:
@@ -373,6 +372,21 @@ class BwrapSession:
         if self.egress is not None:
             await self.egress.close()
         await asyncio.to_thread(shutil.rmtree, self.host_workspace, True)
+
+
+def _confine(pids: tuple[int, ...], cgroup_procs: tuple[str, ...], limits: tuple[tuple[int, int], ...]) -> None:
+    """bwrap and the sandbox's first process, both waiting, into the execution's cgroups and under its rlimits:
+    whatever the sandbox runs descends from them, so nothing it starts escapes either."""
+    for path in cgroup_procs:
+        for pid in pids:
+            fd = os.open(path, os.O_WRONLY)
+            try:
+                os.write(fd, str(pid).encode())
+            finally:
+                os.close(fd)
+    for pid in pids:
+        for limit, value in limits:
+            resource.prlimit(pid, limit, (value, value))
 
 
 def _check_env(env: Mapping[str, str], where: str) -> Mapping[str, str]:

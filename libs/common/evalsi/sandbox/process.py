@@ -16,7 +16,7 @@ import resource
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from evalsi.sandbox.cgroups import join_cgroups
@@ -42,6 +42,10 @@ class Command:
     # A rung's own last step in the child before it executes, after the cgroups and rlimits (the confined rung
     # drops privileges and applies its Landlock ruleset here); it must do only what is safe between fork and exec.
     preexec: Callable[[], None] | None = None
+    # Awaited with the wrapper's pid as soon as it started, within the timeout: a wrapper that waits for its caller
+    # (bwrap's --block-fd) is joined to its cgroups and given its rlimits from outside here, so the spawn needs no
+    # pre-exec hook (which forces a fork of this whole process and blocks the event loop until the exec).
+    on_spawn: Callable[[int], Awaitable[None]] | None = None
 
 
 @dataclass(frozen=True)
@@ -76,7 +80,9 @@ async def run_command(command: Command, on_output: OutputSink | None = None) -> 
         process = await asyncio.create_subprocess_exec(
             *command.argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE, env=dict(command.env), pass_fds=command.pass_fds,
-            start_new_session=True, preexec_fn=_child_setup(command.rlimits, command.cgroup_procs, command.preexec))
+            start_new_session=True,
+            preexec_fn=_child_setup(command.rlimits, command.cgroup_procs, command.preexec)
+            if command.rlimits or command.cgroup_procs or command.preexec is not None else None)
     except (OSError, ValueError, RuntimeError, subprocess.SubprocessError) as exc:  # a failed preexec: SubprocessError
         return Finished(returncode=-1, spawn_error=f"{type(exc).__name__}: {exc}",
                         duration_s=time.monotonic() - started)
@@ -89,8 +95,12 @@ async def run_command(command: Command, on_output: OutputSink | None = None) -> 
     capped = asyncio.ensure_future(capture.capped.wait())
     timed_out = False
     try:
-        done, _ = await asyncio.wait({waiter, capped}, timeout=command.timeout_s,
-                                     return_when=asyncio.FIRST_COMPLETED)
+        remaining = command.timeout_s
+        if command.on_spawn is not None:
+            with contextlib.suppress(TimeoutError):  # then nothing of the timeout is left: killed below
+                await asyncio.wait_for(command.on_spawn(process.pid), timeout=remaining)
+            remaining = max(0.0, command.timeout_s - (time.monotonic() - started))
+        done, _ = await asyncio.wait({waiter, capped}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
         if waiter not in done:
             timed_out = not capped.done()
             _kill_group(process.pid)
