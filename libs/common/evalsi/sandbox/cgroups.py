@@ -7,8 +7,10 @@ cgroup, else the v1 ``memory`` and ``pids`` hierarchies where they are writable,
 bound, and the isolation report says so). A v2 group without controllers still gives ``cgroup.kill`` and
 ``cpu.stat``. Groups are created as children of this process's own cgroups, so no other process's group is touched.
 
-The child process joins its groups itself, before it executes the sandbox (``join_paths`` written with the child's
-pid in the pre-exec hook), so nothing it forks escapes them.
+An execution's processes are in its groups before the sandboxed program runs, so nothing it forks escapes them:
+either the child joins them itself before it executes (``join_cgroups`` in a pre-exec hook), or, cheaper, a wrapper
+that waits for its caller (bwrap's ``--block-fd``) is moved in from outside. ``CgroupPool`` reuses emptied groups,
+because the first process to join a new group waits for the kernel to set it up.
 """
 
 from __future__ import annotations
