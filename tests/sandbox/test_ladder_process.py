@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import sys
 
 import pytest
 
-from evalsi.sandbox.cgroups import ExecutionCgroups, discover_layout
+from evalsi.sandbox.cgroups import CgroupPool, ExecutionCgroups, discover_layout
 from evalsi.sandbox.process import COMMON_DENIALS, Command, Dialect, Finished, classify, run_command
 
 NO_FAILURE = Dialect(lambda finished: "", COMMON_DENIALS)
@@ -96,3 +97,41 @@ def test_classification(finished: Finished, kwargs: dict[str, bool], kind: str, 
                         code: int | None) -> None:
     outcome = classify(finished, NO_FAILURE, **kwargs)
     assert (outcome.kind, outcome.effect, outcome.code) == (kind, effect, code)
+
+
+async def test_pooled_groups_are_reused_with_fresh_limits_and_counters() -> None:
+    layout = discover_layout("auto")
+    pool = CgroupPool(layout)
+    try:
+        first = pool.acquire(memory_bytes=64 << 20, pids=4)
+        fork_past = "import os\nfor _ in range(10):\n    os.fork() or os._exit(0)\n"
+        refused = await run_command(_command(fork_past, cgroup_procs=first.join_paths))
+        assert refused.returncode != 0 and first.pids_exhausted()
+        dirs = list(first.dirs)
+        await pool.release(first)
+        second = pool.acquire(memory_bytes=128 << 20, pids=64)
+        assert second.dirs == dirs, "an emptied group is reused"
+        assert not second.pids_exhausted() and not second.oom_killed(), "counters start again at reuse"
+        assert "pids.max=64" in second.bounds["pids"] and str(128 << 20) in second.bounds["memory"]
+        fine = await run_command(_command(fork_past, cgroup_procs=second.join_paths))
+        assert fine.returncode == 0 and not second.pids_exhausted()
+        await pool.release(second)
+    finally:
+        pool.close()
+    assert all(not path.exists() for path in dirs)
+
+
+async def test_groups_left_by_a_dead_process_are_swept() -> None:
+    layout = discover_layout("auto")
+    parent = layout.v1_pids or layout.v2_plain or layout.v1_memory
+    assert parent is not None
+    dead = await asyncio.create_subprocess_exec("true")
+    await dead.wait()
+    stale = parent / f"evalsi-sbx-{dead.pid}-leftover"
+    stale.mkdir()
+    pool = CgroupPool(layout)
+    try:
+        pool.acquire(memory_bytes=64 << 20, pids=8)._remove_dirs()
+    finally:
+        pool.close()
+    assert not stale.exists()
