@@ -106,25 +106,20 @@ async def test_a_record_whose_setup_fails_is_an_infra_error_and_the_others_are_s
 async def test_a_denied_command_is_a_tool_error_recorded_as_a_sandbox_policy_event() -> None:
     calls = {"n": 0}
 
-    def flood(body: dict) -> object:
+    def planting(body: dict) -> object:
         calls["n"] += 1
         if calls["n"] == 1:
-            return ("tool_calls", [{"name": "run_shell", "arguments": {"command": "head -c 200000 /dev/zero"}}])
+            return ("tool_calls", [{"name": "run_shell", "arguments": {"command": "echo x > /usr/planted"}}])
         return "I could not finish."
 
-    async with FakeOpenAI(reply=flood) as model:
+    async with FakeOpenAI(reply=planting) as model:
         run = env_fix(model.base_url)
-        resources = run.spec.harness.environment["sandbox"]["resources"]
-        resources["outputBytes"] = 4096
-        # Without the memory bound: on the bwrap rung an output cap with an explicit memory bound hangs the exec
-        # (reported to the sandbox team).
-        del resources["memory"]
         del run.spec.gates[:]
         outcome = await execute_run(run, base_dir=EXAMPLE, retry=FAST)
     [record] = outcome.records
     [step] = [s for s in record.trajectory.steps if s.type == STEP_TYPE_TOOL]
-    assert step.error.startswith("denied by the sandbox: ")
+    assert step.error == "denied by the sandbox: write to a read-only path"
     event = from_value(step.attributes["evalsi.sandbox.event"])
-    assert event["kind"] == "denied" and event["tool"] == "run_shell" and event["driver"] == "bwrap"
-    assert model.requests[1]["messages"][-1]["content"].startswith("error: denied by the sandbox")
+    assert event == {"kind": "denied", "effect": "write to a read-only path", "tool": "run_shell", "driver": "bwrap"}
+    assert model.requests[1]["messages"][-1]["content"] == "error: denied by the sandbox: write to a read-only path"
     assert [r.scores[0].passed for r in outcome.results.run.results] == [False]  # the checker still graded it

@@ -40,6 +40,8 @@ async def prepared(environment: Environment, opener: SandboxOpener, project: str
         session = await opener.open(spec, project)
     except SandboxUnavailable as exc:  # nothing ran: the run's machine cannot give the isolation asked for
         raise EnvironmentFailure(str(exc)) from exc
+    except BadInputError as exc:  # a root this machine does not have (or sandboxd refuses): this record cannot run
+        raise EnvironmentFailure(f"environment sandbox: {exc}") from exc
     try:
         try:
             if environment.files:
