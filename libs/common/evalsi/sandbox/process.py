@@ -147,8 +147,8 @@ class _Capture:
                 kept.extend(chunk)
                 if self.on_output is not None:
                     await self.on_output(name, chunk)
-            if self.truncated[name]:
-                return
+            # Past the cap the rest is read and dropped, never left unread: a paused pipe never reaches EOF, and
+            # Python 3.11's Process.wait() returns only after every pipe closed (a hang under load otherwise).
 
 
 async def _feed(stdin: asyncio.StreamWriter, data: bytes) -> None:
