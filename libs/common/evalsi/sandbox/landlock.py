@@ -2,9 +2,12 @@
 confines what the program may read, write and execute, and (ABI >= 4) which TCP ports it may bind or connect to,
 and (ABI >= 6) keeps its signals and abstract Unix sockets inside the sandbox.
 
-Each execution starts ``launch.py`` under ``python -I -S``: rlimits, then (as root) uid/gid 65534 with no
-capabilities, then the ruleset, then exec. What a session may touch: the host's ``/usr`` (and the few ``/etc`` files
-a dynamic program reads) read-only, a few device nodes, and its own workspace and temporary directory read-write.
+Each execution is confined between fork and exec (the ruleset built here, ``launch.enter`` in the child: rlimits,
+then as root uid/gid 65534 with no capabilities, then the ruleset and the seccomp filters), or with ``mode:
+launcher`` by ``launch.py`` under ``python -I -S`` doing the same before it execs.
+
+What a session may touch: the host's ``/usr`` (and the few ``/etc`` files a dynamic program reads) read-only, a few
+device nodes, and its own workspace and temporary directory read-write.
 Nothing else: not the rest of ``/etc``, ``/home``, ``/proc`` (so not the parent's environment), ``/tmp`` or
 another session's workspace. An image root cannot be shown as ``/`` without a mount namespace, so this rung refuses
 image and tarball roots (fail closed) rather than run the program on the host's ``/usr`` instead.
