@@ -398,3 +398,12 @@ async def test_stdin_is_fed_as_read_and_a_program_that_never_reads_it_does_not_s
     ignored = await session.exec(["sh", "-c", "sleep 1; echo done"], stdin=data)
     assert ignored.outcome.kind == "exit" and ignored.stdout == b"done\n", ignored
     assert time.monotonic() - started < 10
+
+
+async def test_filling_the_disk_bound_is_denied(session: VmSession) -> None:
+    one_file = await session.exec(["dd", "if=/dev/zero", "of=big", "bs=1M", "count=64"])
+    assert one_file.outcome.kind == "denied", one_file  # RLIMIT_FSIZE = disk_bytes (16 MiB)
+    assert one_file.outcome.effect == "file size limit (RLIMIT_FSIZE)"
+    many = await session.exec(["sh", "-c", "rm -f big; for i in 1 2 3; do dd if=/dev/zero of=f$i bs=1M count=10 "
+                                           "|| exit 1; done"])
+    assert many.outcome.kind == "denied" and many.outcome.effect == "guest: workspace full (disk_bytes)", many

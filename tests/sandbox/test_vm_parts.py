@@ -118,6 +118,8 @@ def test_the_isolation_report_says_what_applied_and_what_did_not() -> None:
     assert any(item.startswith("memory:") for item in big.not_enforced)
     assert "memory.max=872415232" in big.bounds["memory"]  # guest RAM less the guest's own reserve
     assert big.bounds["cpu"] == "RLIMIT_CPU=5"
+    # The workspace is guest RAM: the default 1 GiB disk bound becomes half of what executions may use.
+    assert big.bounds["disk"].startswith("workspace tmpfs size=436207616,")
 
 
 def test_the_machine_has_no_network_device_and_a_tsc_hint() -> None:

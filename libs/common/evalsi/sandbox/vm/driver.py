@@ -100,7 +100,7 @@ def isolation_report(spec: SandboxSpec, memory_mib: int) -> IsolationReport:
         "filesystem": ("read-only runtime disk as /; /workspace and /tmp are guest tmpfs" if spec.root.kind == "host"
                        else f"image root {spec.root.path} (read-only disk, chroot); /workspace and /tmp are guest "
                             "tmpfs"),
-        "disk": f"workspace tmpfs size={resources.disk_bytes}, RLIMIT_FSIZE={resources.disk_bytes}",
+        "disk": f"workspace tmpfs size={workspace_bytes(spec, memory_mib)}, RLIMIT_FSIZE={resources.disk_bytes}",
         "user": "uid 65534, no capabilities, new session",
         "timeout": f"{resources.timeout_s:g}s wall clock (guest agent; the host discards a stuck guest)",
         "output": f"{resources.output_bytes} bytes per stream",
@@ -118,6 +118,12 @@ def isolation_report(spec: SandboxSpec, memory_mib: int) -> IsolationReport:
 
 def memory_cap(memory_mib: int) -> int:
     return (memory_mib - _RESERVED_MIB) * 1024 * 1024
+
+
+def workspace_bytes(spec: SandboxSpec, memory_mib: int) -> int:
+    """The workspace tmpfs lives in guest RAM: at most half of what executions may use, so filling it cannot starve
+    the guest kernel (a stricter bound than asked, so enforcement stays full)."""
+    return min(spec.resources.disk_bytes, memory_cap(memory_mib) // 2)
 
 
 def check_spec(spec: SandboxSpec) -> None:
@@ -229,7 +235,7 @@ class VmDriver:
         async with asyncio.timeout(30):
             await write_frame(machine.agent_writer, {
                 "op": "refresh", "seed": b64(secrets.token_bytes(64)), "time": time.time(),
-                "workspace": spec.resources.disk_bytes})
+                "workspace": workspace_bytes(spec, self.options.memory_mib)})
             reply = await read_frame(machine.agent_reader)
         if "error" in reply:
             raise MachineFailed(f"guest agent refused refresh: {reply['error']}")

@@ -23,6 +23,7 @@ DENIAL_SIGNATURES: tuple[tuple[str, tuple[bytes, ...]], ...] = (
     ("memory limit (guest cgroup memory.max)", (b"MemoryError", b"Cannot allocate memory", b"out of memory")),
     ("guest: read-only file system", (b"Read-only file system", b"[Errno 30]")),
     ("guest: no network device", (b"Network is unreachable", b"[Errno 101]", b"Network unreachable")),
+    ("guest: workspace full (disk_bytes)", (b"No space left on device", b"[Errno 28]")),
     ("guest: permission denied", (b"Permission denied", b"Operation not permitted", b"[Errno 13]", b"[Errno 1]")),
 )
 _SIGNAL_EFFECTS = {signal.SIGXCPU: "cpu time limit (RLIMIT_CPU)", signal.SIGXFSZ: "file size limit (RLIMIT_FSIZE)",
