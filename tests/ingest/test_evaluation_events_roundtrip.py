@@ -13,7 +13,7 @@ TRACE, ROOT = "ab" * 16, "0000000000000007"
 
 
 async def test_events_reach_ingest_joined_to_the_evaluated_trace(ingest) -> None:  # type: ignore[no-untyped-def]
-    events = GenAiEvaluationEvents.to_otlp_http(f"{ingest.http_url}/v1/logs")
+    events = GenAiEvaluationEvents.to_otlp_http(f"{ingest.http_url}/v1/logs", service_name="evalsi-policy")
     record = Record(id=TRACE)
     record.provenance.trace_id, record.provenance.span_id = TRACE, ROOT
     scores = [
