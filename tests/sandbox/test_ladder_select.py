@@ -110,3 +110,18 @@ def test_a_good_section_sets_every_default(tmp_path: Path) -> None:
     assert config.root.kind == "image" and config.cgroup == "none"
     assert (config.resources.timeout_s, config.resources.memory_bytes, config.resources.pids) == (90.0, 1 << 28, 64)
     assert (config.resources.output_bytes, config.resources.cpu_seconds) == (1000, 5)
+
+
+async def test_the_default_ladder_reaches_its_on_demand_rungs_only_for_a_minimum_above_it(tmp_path: Path) -> None:
+    ladder = Ladder(_config(tmp_path))
+    assert ladder.on_demand == ("gvisor", "qemu")
+    driver, verdict = await ladder.select(Level.NAMESPACED)
+    assert verdict.driver == "bwrap" and driver.name == "bwrap"
+    assert "gvisor" not in ladder._verdicts and "qemu" not in ladder._verdicts  # never probed: no cost
+    driver, verdict = await ladder.select(Level.KERNEL)  # above bwrap: the cheapest on-demand rung meeting it
+    assert verdict.driver == "gvisor" and verdict.level is Level.KERNEL
+    assert "qemu" not in ladder._verdicts
+    configured = Ladder(_config(tmp_path, ladder=["bwrap", "landlock"]))
+    assert configured.on_demand == ()  # a configured ladder is exactly what it names
+    with pytest.raises(SandboxUnavailable):
+        await configured.select(Level.KERNEL)

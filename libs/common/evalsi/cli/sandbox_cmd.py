@@ -80,15 +80,17 @@ def probe_command(config_path: Path | None, ladder: str | None, output_format: s
     instance = Ladder(config)
     verdicts = asyncio.run(instance.probe_all(names))
     if output_format == "json":
-        click.echo(json.dumps({"ladder": list(instance.names), "rungs": [_verdict_json(v) for v in verdicts]},
-                              indent=2))
+        click.echo(json.dumps({"ladder": list(instance.names), "on_demand": list(instance.on_demand),
+                               "rungs": [_verdict_json(v) for v in verdicts]}, indent=2))
         return
     click.echo(f"{'driver':<12} {'level':<11} {'available':<10} {'enforcement':<12} reason")
     for verdict in verdicts:
         click.echo(f"{verdict.driver:<12} {verdict.level.label:<11} {'yes' if verdict.available else 'no':<10} "
                    f"{verdict.enforcement if verdict.available else '-':<12} "
                    f"{verdict.reason or '; '.join(verdict.not_enforced)}")
-    click.echo(f"ladder: {', '.join(instance.names) or '(empty)'}")
+    click.echo(f"ladder: {', '.join(instance.names) or '(empty)'}"
+               + (f"; on demand (a minimum above the ladder's): {', '.join(instance.on_demand)}"
+                  if instance.on_demand else ""))
 
 
 @sandbox.command("run", help="Run CMD ARGS... on the strongest usable rung meeting --min-isolation. The program's "

@@ -32,10 +32,14 @@ DRIVERS: Mapping[str, str] = MappingProxyType({
     "landlock": "evalsi.sandbox.landlock:LandlockDriver",
 })
 
-# The standalone ladder D6 decided: Firecracker where /dev/kvm is usable, then bubblewrap, then Landlock. QEMU under
-# TCG and gVisor are stronger but slower rungs an operator adds (sandbox.ladder, --ladder); names not registered yet
-# are left out of the default.
+# The standalone ladder D6 decided: Firecracker where /dev/kvm is usable, then bubblewrap, then Landlock; names not
+# registered yet are left out of the default.
 DEFAULT_LADDER: tuple[str, ...] = ("firecracker", "bwrap", "landlock")
+# Stronger but slower rungs (QEMU under TCG runs guest code ~13x slower; gVisor on ptrace pays per syscall): without
+# a configured ladder they are reached only when a request's minimum is above every usable rung of DEFAULT_LADDER,
+# so `--min-isolation vm` is honored where no Firecracker is, and everything else keeps the fast rungs. Cheapest
+# first: a `kernel` minimum gets gVisor, not a VM booted under emulation.
+ON_DEMAND: tuple[str, ...] = ("gvisor", "qemu")
 
 DriverFactory = Callable[[SandboxConfig], SandboxDriver]
 
@@ -68,8 +72,10 @@ class Ladder:
         self._verdicts: dict[str, ProbeVerdict] = {}
         self._probing: dict[str, asyncio.Task[ProbeVerdict]] = {}
         configured = self.config.ladder
+        self.on_demand: tuple[str, ...] = ()
         if configured is None:
             self.names = tuple(name for name in DEFAULT_LADDER if name in DRIVERS or name in self._drivers)
+            self.on_demand = tuple(name for name in ON_DEMAND if name in DRIVERS or name in self._drivers)
         else:
             self.names = self._request_ladder(configured, "sandbox.ladder")
 
@@ -106,8 +112,8 @@ class Ladder:
             return ProbeVerdict(name, driver.level, False, reason=f"probe failed: {_describe(exc)}")
 
     async def probe_all(self, names: tuple[str, ...] | None = None) -> tuple[ProbeVerdict, ...]:
-        """Every rung's verdict (the configured ladder by default), in ladder order."""
-        chosen = self.names if names is None else names
+        """Every rung's verdict (the configured ladder and its on-demand rungs by default), in ladder order."""
+        chosen = (*self.names, *self.on_demand) if names is None else names
         return tuple(await asyncio.gather(*(self.probe(name) for name in chosen)))
 
     def forget(self, name: str) -> None:
@@ -116,9 +122,9 @@ class Ladder:
 
     async def select(self, minimum: Level, ladder: tuple[str, ...] | None = None) -> tuple[SandboxDriver,
                                                                                            ProbeVerdict]:
-        """The first available rung, strongest first, whose level meets ``minimum``; else ``SandboxUnavailable``.
-        Rungs past the chosen one are not probed."""
-        names = self.names if ladder is None else self._request_ladder(ladder, "ladder")
+        """The first available rung, strongest first, whose level meets ``minimum``, then (default ladder only) the
+        first such on-demand rung; else ``SandboxUnavailable``. Rungs past the chosen one are not probed."""
+        names = (*self.names, *self.on_demand) if ladder is None else self._request_ladder(ladder, "ladder")
         tried: list[ProbeVerdict] = []
         for name in names:
             verdict = await self.probe(name)
