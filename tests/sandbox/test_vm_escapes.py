@@ -95,6 +95,8 @@ async def test_python_runs_in_the_guest(session: VmSession) -> None:
     result = await session.exec(["python3", "-c", "import sys; print(sum(range(10)), sys.version_info[:2])"])
     assert result.outcome.kind == "exit" and result.outcome.code == 0, result.stderr
     assert result.stdout.startswith(b"45 (3, 11)")
+    # What it used, from its guest cgroup: a Python start is megabytes and some CPU.
+    assert result.cpu_s > 0 and result.max_rss_bytes > 1 << 20, (result.cpu_s, result.max_rss_bytes)
 
 
 async def test_host_files_are_not_in_the_guest(session: VmSession) -> None:

@@ -291,13 +291,15 @@ def do_exec(port, req):
         proc.stdin.close()  # what the program did not read is dropped
     oom = read_int(f"{group}/memory.events", "oom_kill")
     pids_max = read_int(f"{group}/pids.events", "max")
+    cpu_usec = read_int(f"{group}/cpu.stat", "usage_usec")
+    peak = read_int(f"{group}/memory.peak")  # the group's peak charge (its page cache included)
     kill_group(group)
     code = proc.wait()
     proc.stdout.close()
     proc.stderr.close()
     port.send({"done": True, "returncode": code, "timed_out": timed_out, "output_capped": capped,
                "oom_kills": oom, "pids_max": pids_max, "truncated": truncated,
-               "duration": time.monotonic() - started})
+               "duration": time.monotonic() - started, "cpu_usec": cpu_usec, "memory_peak": peak})
 
 
 def inside(path):

@@ -14,7 +14,7 @@ from typing import Any
 
 from evalsi.sandbox.model import Outcome
 
-__all__ = ["DENIAL_SIGNATURES", "classify"]
+__all__ = ["DENIAL_SIGNATURES", "classify", "count_field"]
 
 # The program's own failure text that a guest-side bound produces (first match wins).
 DENIAL_SIGNATURES: tuple[tuple[str, tuple[bytes, ...]], ...] = (
@@ -45,12 +45,12 @@ def classify(done: Mapping[str, Any], stderr: bytes) -> Outcome:
         return Outcome("timeout")
     if done.get("output_capped"):
         return Outcome("denied", effect="output cap")
-    if _count(done, "oom_kills"):
+    if count_field(done, "oom_kills"):
         return Outcome("denied", effect="oom-kill")
     code = done.get("returncode")
     if not isinstance(code, int):
         return Outcome("runner_failure", signature="vm guest agent: no exit status")
-    if code != 0 and _count(done, "pids_max"):
+    if code != 0 and count_field(done, "pids_max"):
         return Outcome("denied", effect="pids limit (guest cgroup pids.max)")
     if code < 0:
         effect = _SIGNAL_EFFECTS.get(signal.Signals(-code)) if -code in signal.valid_signals() else None
@@ -62,6 +62,7 @@ def classify(done: Mapping[str, Any], stderr: bytes) -> Outcome:
     return Outcome("exit", code=code)
 
 
-def _count(done: Mapping[str, Any], key: str) -> int:
+def count_field(done: Mapping[str, Any], key: str) -> int:
+    """A non-negative integer of the agent's report (0 when absent or malformed: the guest is not trusted)."""
     value = done.get(key)
-    return value if isinstance(value, int) else 0
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0

@@ -20,7 +20,7 @@ from typing import Any
 
 from evalsi.errors import BadInputError
 from evalsi.sandbox.model import ExecResult, IsolationReport, Outcome, OutputSink, SandboxSpec
-from evalsi.sandbox.vm.outcome import classify
+from evalsi.sandbox.vm.outcome import classify, count_field
 from evalsi.sandbox.vm.protocol import AgentGone, b64, read_frame, unb64, write_frame
 from evalsi.sandbox.vm.qemu import Machine, MachineFailed
 
@@ -122,7 +122,8 @@ class VmSession:
         assert isinstance(truncated, dict)
         return ExecResult(outcome, self.isolation, bytes(captured["stdout"]), bytes(captured["stderr"]),
                           stdout_truncated=bool(truncated.get("stdout")),
-                          stderr_truncated=bool(truncated.get("stderr")), duration_s=time.monotonic() - started)
+                          stderr_truncated=bool(truncated.get("stderr")), duration_s=time.monotonic() - started,
+                          cpu_s=count_field(done, "cpu_usec") / 1e6, max_rss_bytes=count_field(done, "memory_peak"))
 
     def _failed(self, signature: str, started: float, captured: dict[str, bytearray] | None = None) -> ExecResult:
         return self._result(Outcome("runner_failure", signature=signature[:500]),
