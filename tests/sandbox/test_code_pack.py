@@ -103,8 +103,11 @@ def test_evalsi_run_with_spec_sandbox_gates_on_full_enforcement_and_records_it_i
     _check_outcomes(run["results"])
 
 
-def test_no_rung_meeting_the_minimum_fails_closed_and_nothing_runs(tmp_path: Path) -> None:
-    # The embedded ladder (firecracker, bwrap, landlock) has no usable vm rung here: firecracker needs hardware KVM.
+def test_no_rung_meeting_the_minimum_fails_closed_and_nothing_runs(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # A ladder of bwrap and landlock (./evalsi.yaml) has no vm rung (the default one would reach QEMU on demand).
+    (tmp_path / "evalsi.yaml").write_text("sandbox: {ladder: [bwrap, landlock]}\n")
+    monkeypatch.chdir(tmp_path)
     document = yaml.safe_load(SPEC.read_text())
     document["spec"]["dataset"]["path"] = str(DATA)
     document["spec"]["sandbox"]["minIsolation"] = "vm"

@@ -37,6 +37,7 @@ class Stack:
         workers: Sequence[WorkerConfig] | None = None,
         ingest_grace_s: float = 1.0,
         traces_url: str = "",
+        sandbox: Mapping[str, Any] | None = None,
         judges: Mapping[str, Any] | None = None,
         agents: Mapping[str, Any] | None = None,
         harness_tools: Sequence[str] | None = None,
@@ -55,6 +56,7 @@ class Stack:
             api=ApiConfig(host="127.0.0.1", http_port=ports[0], grpc_port=ports[1]),
             ingest=IngestConfig(http_port=ports[2], grpc_port=ports[3], grace_s=ingest_grace_s),
             scheduler=SchedulerConfig(replicas=schedulers, lease_ttl_s=lease_ttl_s),
+            sandbox=dict(sandbox or {}),
             workers=tuple(workers)
             if workers is not None
             else (
