@@ -79,6 +79,20 @@ async def test_a_cli_agent_past_its_timeout_is_stopped_and_its_work_still_graded
     assert not list(workspaces.glob("evalsi-ws-*"))
 
 
+async def test_a_cli_agent_the_sandbox_denies_is_a_result_with_a_policy_event() -> None:
+    outcome = await execute_run(cli_run("sh", "-c", "echo escaping; echo x > /usr/planted"), base_dir=EXAMPLE,
+                                retry=FAST)
+    [record] = outcome.records
+    assert record.output.text == "escaping"
+    assert record.metadata["agent.stop_reason"].string_value == "denied"
+    [root] = record.trajectory.steps
+    assert root.error == "denied by the sandbox: write to a read-only path"
+    assert from_value(root.attributes["evalsi.sandbox.event"]) == {
+        "kind": "denied", "effect": "write to a read-only path", "driver": "bwrap"}
+    assert not Path("/usr/planted").exists()
+    assert [(r.outcome, r.scores[0].passed) for r in outcome.results.run.results] == [(OUTCOME_SCORED, False)]
+
+
 async def test_a_cli_agent_without_an_environment_runs_in_a_bare_sandbox_with_no_verdict() -> None:
     run = cli_run("sh", "-c", "ls -A; echo done")
     run.spec.ClearField("harness")

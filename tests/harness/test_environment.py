@@ -182,6 +182,23 @@ async def test_a_minimum_no_rung_meets_is_an_environment_failure_with_nothing_ru
             pytest.fail("no sandbox, no agent")
 
 
+async def test_a_junit_checker_reads_its_report_from_the_sandbox(opener: LadderOpener) -> None:
+    report = ('<testsuite><testcase classname="calc" name="add"/><testcase classname="calc" name="neg">'
+              '<failure message="-1 + 1 != 0"/></testcase></testsuite>')
+    env = environment_from_mapping({
+        "files": {"report.tmpl": report},
+        "check": {"command": "mkdir -p out && cp report.tmpl out/junit.xml; exit 1", "format": "junit",
+                  "junit": "out/junit.xml"}}, "env")
+    async with prepared(env, opener, "p") as session:
+        verdict = await run_checker(env, session)
+        missing = await run_checker(environment_from_mapping(
+            {"check": {"command": "true", "format": "junit", "junit": "none.xml"}}, "env"), session)
+    assert verdict is not None and (verdict.passed, verdict.reason, verdict.score) == (
+        False, "1/2 tests passed; failed: calc.neg", 0.5)
+    assert missing is not None and (missing.passed, missing.reason) == (False, "no JUnit report at none.xml (the "
+                                                                               "checker exited 0)")
+
+
 async def test_a_root_the_machine_lacks_is_an_environment_failure(opener: LadderOpener, tmp_path: Path) -> None:
     env = environment_from_mapping({"root": {"image": str(tmp_path / "no-such-image")}}, "env")
     with pytest.raises(EnvironmentFailure, match=r"environment sandbox: .*no-such-image"):
