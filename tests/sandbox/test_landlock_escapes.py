@@ -105,19 +105,31 @@ async def test_connecting_to_a_loopback_listener_on_the_host_is_denied(session: 
             server.accept()  # nothing ever reached the listener
 
 
-async def test_an_allowlisted_port_is_reachable_and_reported_partial(open_dir: Path) -> None:
+async def test_an_allowlist_goes_through_the_egress_proxy_and_is_reported_partial(open_dir: Path) -> None:
+    """The proxy listens on the host's loopback; Landlock allows TCP connect to its port only, so the allowed
+    endpoint is reached through the proxy (logged) and not directly."""
     with socket.create_server(("127.0.0.1", 0)) as server:
         port = server.getsockname()[1]
+        server.setblocking(False)
         spec = replace(SPEC, network=NetworkPolicy((Endpoint("127.0.0.1", port),)))
         session = await LandlockDriver().create(spec)
         try:
-            code = f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=2); print('connected')"
-            result = await session.exec(["python3", "-c", code])
+            tunnel = ("import os, socket, urllib.parse; proxy = urllib.parse.urlsplit(os.environ['HTTPS_PROXY']); "
+                      "c = socket.create_connection((proxy.hostname, proxy.port), timeout=5); "
+                      f"c.sendall(b'CONNECT 127.0.0.1:{port} HTTP/1.1\\r\\n\\r\\n'); "
+                      "print(c.recv(100).split(b'\\r\\n')[0].decode())")
+            through = await session.exec(["python3", "-c", tunnel])
+            direct = await session.exec(["python3", "-c", f"import socket; socket.create_connection(('127.0.0.1', "
+                                                          f"{port}), timeout=2); print('connected')"])
+            log = session.egress_log()
         finally:
             await session.destroy()
-    assert result.outcome.kind == "exit" and result.outcome.code == 0, result
-    assert result.isolation.enforcement == "partial"
-    assert any("by host" in item for item in result.isolation.not_enforced)
+    assert through.outcome.kind == "exit" and through.stdout == b"HTTP/1.1 200 Connection established\n", through
+    assert direct.outcome.kind == "denied" and b"connected" not in direct.stdout, direct
+    assert [(e.host, e.port, e.allowed) for e in log] == [("127.0.0.1", port, True)]
+    assert "logging proxy" in through.isolation.bounds["network"]
+    assert through.isolation.enforcement == "partial"
+    assert any("by host" in item for item in through.isolation.not_enforced)
 
 
 async def test_abstract_unix_sockets_outside_the_sandbox_are_unreachable(session: LandlockSession) -> None:

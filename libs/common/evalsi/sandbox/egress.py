@@ -157,6 +157,12 @@ class _Connection:
         self.last = self.started
 
 
+def _event(connection: _Connection, reason: str) -> EgressEvent:
+    return EgressEvent(time=connection.when, host=connection.host, port=connection.port, allowed=connection.allowed,
+                       bytes_sent=connection.sent, bytes_received=connection.received, address=connection.address,
+                       duration_s=round(time.monotonic() - connection.started, 6), reason=reason)
+
+
 class EgressProxy:
     """The proxy of one sandbox. ``start`` serves on a listening socket the caller made (in the proxy's network
     namespace, or on loopback for the confined rung); ``egress_log`` is what the sandbox reached or tried to."""
@@ -169,6 +175,7 @@ class EgressProxy:
         self._events: list[EgressEvent] = []
         self.dropped_events = 0
         self._open = 0
+        self._live: set[_Connection] = set()
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -189,22 +196,23 @@ class EgressProxy:
             self._server = None
 
     def egress_log(self) -> tuple[EgressEvent, ...]:
-        return tuple(self._events)
+        """Ended connections, then those still open (their bytes so far, reason "open"), oldest first."""
+        live = sorted(self._live, key=lambda connection: connection.started)
+        return (*self._events, *(_event(connection, "open") for connection in live if connection.host))
 
     def _record(self, connection: _Connection) -> None:
+        self._live.discard(connection)
         if len(self._events) >= self.settings.max_events:
             self.dropped_events += 1
             return
-        self._events.append(EgressEvent(
-            time=connection.when, host=connection.host, port=connection.port, allowed=connection.allowed,
-            bytes_sent=connection.sent, bytes_received=connection.received, address=connection.address,
-            duration_s=round(time.monotonic() - connection.started, 6), reason=connection.reason))
+        self._events.append(_event(connection, connection.reason))
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
         self._tasks.add(task)
         connection = _Connection(self.clock())
+        self._live.add(connection)
         try:
             if self._open >= self.settings.max_connections:
                 connection.reason = f"over the limit of {self.settings.max_connections} open connections"
@@ -222,6 +230,8 @@ class EgressProxy:
             await self._refuse(writer, refusal.status, refusal.reason)
         except (ConnectionError, asyncio.IncompleteReadError) as exc:
             connection.reason = connection.reason or f"connection ended: {type(exc).__name__}"
+        except asyncio.CancelledError:  # close(): the sandbox is going away; the entry is still recorded
+            connection.reason = connection.reason or "closed with the sandbox"
         finally:
             self._tasks.discard(task)
             self._record(connection)

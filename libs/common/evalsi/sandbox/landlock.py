@@ -40,8 +40,10 @@ from evalsi.sandbox.cgroups import CgroupLayout, ExecutionCgroups, discover_layo
 from evalsi.sandbox.config import SandboxConfig
 from evalsi.sandbox.confined_seccomp import BOUND as SECCOMP_BOUND
 from evalsi.sandbox.confined_seccomp import confined_filters
+from evalsi.sandbox.egress_attach import EgressAttachment, attach_loopback
 from evalsi.sandbox.host_files import read_beneath, write_beneath
 from evalsi.sandbox.model import (
+    EgressEvent,
     ExecResult,
     IsolationReport,
     Level,
@@ -177,7 +179,10 @@ class LandlockDriver:
         if self.seccomp_programs is None:
             missing.append(f"syscall filter ({self.seccomp_error})")
         if not spec.network.denied:
-            missing.append("egress allowlist by host (Landlock allows the listed ports to any host)")
+            # Landlock rules are per port: a program ignoring the proxy may connect to the proxy's port number on
+            # any host; through the proxy, only the listed host:port pairs.
+            missing.append("egress allowlist by host for direct connections (Landlock allows the egress proxy's "
+                           "port to any host)")
         return tuple(missing)
 
     async def probe(self) -> ProbeVerdict:
@@ -205,7 +210,16 @@ class LandlockDriver:
                                                 "namespace (use a namespaced or stronger rung)"),))
         if spec.min_isolation > self.level:
             raise SandboxUnavailable(spec.min_isolation, (ProbeVerdict(NAME, self.level, True),))
-        return await asyncio.to_thread(LandlockSession.start, self, spec)
+        session = await asyncio.to_thread(LandlockSession.start, self, spec)
+        if spec.network.allow:
+            # The same world as the host: the proxy on the host's loopback, TCP connect allowed to its port only.
+            try:
+                session.egress = await attach_loopback(spec.network.allow, self.config.egress)
+            except BaseException:
+                await session.destroy()
+                raise
+            session.isolation = session._report()
+        return session
 
 
 class LandlockSession:
@@ -216,6 +230,7 @@ class LandlockSession:
         self.driver, self.spec, self.root = driver, spec, root
         self.host_workspace = str(root / "workspace")
         self.tmp = str(root / "tmp")
+        self.egress: EgressAttachment | None = None
         self.isolation = self._report()
         self._destroyed = False
 
@@ -233,8 +248,8 @@ class LandlockSession:
     def _report(self) -> IsolationReport:
         resources = self.spec.resources
         abi = self.driver.abi
-        network = ("tcp bind and connect denied (Landlock ABI {abi})" if self.spec.network.denied else
-                   "tcp connect to ports " + ",".join(str(e.port) for e in self.spec.network.allow)).format(abi=abi)
+        network = (f"tcp bind and connect denied (Landlock ABI {abi})" if self.egress is None else
+                   self.egress.describe(self.spec.network.allow))
         bounds = {
             "filesystem": f"landlock ABI {abi}: read /usr and runtime files, "
                           + ("read the workspace, write only its tmp" if self.spec.file_access == "read-only"
@@ -288,7 +303,7 @@ class LandlockSession:
         return {
             "read": [*_existing(_READ_DIRS), *_existing(_READ_FILES), *([self.host_workspace] if read_only else [])],
             "write": [*([] if read_only else [self.host_workspace]), self.tmp, *_existing(_WRITE_FILES)],
-            "connect": sorted({endpoint.port for endpoint in self.spec.network.allow}),
+            "connect": [self.egress.port] if self.egress is not None else [],
             "bind": [],
             "scope": True,
             "rlimits": rlimits,
@@ -304,6 +319,8 @@ class LandlockSession:
                 if not key or "=" in key or "\0" in key or "\0" in value:
                     raise BadInputError(f"env: {key!r} is not a valid variable (no '=', no NUL)")
                 env[key] = value
+        if self.egress is not None:
+            env.update(self.egress.proxy_env())
         return env
 
     async def exec(self, argv: list[str], *, stdin: bytes = b"", env: Mapping[str, str] | None = None,
@@ -379,6 +396,11 @@ class LandlockSession:
         return {path: await asyncio.to_thread(read_beneath, self.host_workspace, path, max_bytes=max_bytes,
                                               workdir=self.spec.workdir) for path in paths}
 
+    def egress_log(self) -> tuple[EgressEvent, ...]:
+        return self.egress.egress_log() if self.egress is not None else ()
+
     async def destroy(self) -> None:
         self._destroyed = True
+        if self.egress is not None:
+            await self.egress.close()
         await asyncio.to_thread(shutil.rmtree, self.root, True)
