@@ -1,6 +1,7 @@
 """The namespaced rung: bubblewrap with the profile of §13 and issue 14.
 
-Each execution is one ``bwrap`` run: every namespace unshared (network too: loopback only) inside a new user
+Each execution is one ``bwrap`` run: every namespace unshared (network too: loopback only; with an egress
+allowlist, a network namespace of its own whose only route is the logging egress proxy, netns.py) inside a new user
 namespace where the program is uid 65534 with every capability dropped and no way to make further user namespaces;
 ``--clearenv`` plus the explicit variables; ``--die-with-parent --new-session``; a seccomp-BPF filter passed as an
 fd; the root filesystem an image directory or an unpacked tarball (the host's ``/usr`` read-only only in ``host``
