@@ -124,6 +124,9 @@ def test_no_rung_meeting_the_minimum_fails_closed_and_nothing_runs(tmp_path: Pat
         assert (result["outcome"], result["errorKind"]) == ("OUTCOME_ERROR", "ERROR_KIND_INFRA")
         assert "bwrap (namespaced): available, below vm" in result["reason"]
     assert not run["manifest"].get("isolation")
+    assert run["state"] == "RUN_STATE_FAILED"  # fail closed: the code it was to grade never ran
+    assert run["message"].startswith("12 code evaluation(s) did not run: task failed: SANDBOX_UNAVAILABLE: no sandbox "
+                                     "rung meets min_isolation vm")
     assert [gate.get("passed", False) for gate in run["gates"]] == [False, False]
 
 

@@ -17,7 +17,7 @@ from evalsi.evaluators._slots import fail
 from evalsi.packs.code.evaluators import python_syntax, unit_tests
 from evalsi.packs.code.execution import _interpret, extract_code
 from evalsi.records import make_record
-from evalsi.runs.isolation import isolation_reports
+from evalsi.runs.isolation import sandbox_use
 from evalsi.sandbox.access import sandbox_request
 from evalsi.sandbox.model import Endpoint, ExecResult, IsolationReport, Level, Outcome
 from evalsi.v1alpha1.run_pb2 import SandboxSpec
@@ -102,8 +102,12 @@ def test_the_manifest_lists_each_distinct_isolation_once() -> None:
     async def batches() -> AsyncIterator[list[EvaluationResult]]:
         yield [scored("full"), scored("partial")]
         yield [scored("full"), EvaluationResult()]
+        yield [EvaluationResult(reason="SANDBOX_UNAVAILABLE: no sandbox rung meets min_isolation vm"),
+               EvaluationResult(reason="SANDBOX_UNAVAILABLE: again")]
 
-    reports = asyncio.run(isolation_reports(batches()))
+    use = asyncio.run(sandbox_use(batches()))
+    reports = use.reports
+    assert (use.refused, use.first_refusal) == (2, "SANDBOX_UNAVAILABLE: no sandbox rung meets min_isolation vm")
     assert [(r.driver, r.enforcement, list(r.not_enforced), list(r.enforced)) for r in reports] == [
         ("landlock", "full", [], ["network: TCP denied"]), ("landlock", "partial", ["tcp"], ["network: TCP denied"])]
     assert json.dumps([r.achieved for r in reports]) == "[2, 2]"  # ISOLATION_LEVEL_CONFINED

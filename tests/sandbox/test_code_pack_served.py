@@ -19,7 +19,7 @@ from evalsi.records import from_value
 from evalsi.sandbox.client import SANDBOXD_ENV
 from evalsi.service.config import WorkerConfig
 from evalsi.testing.stack import Stack
-from evalsi.v1alpha1.run_pb2 import RUN_STATE_SUCCEEDED
+from evalsi.v1alpha1.run_pb2 import RUN_STATE_FAILED, RUN_STATE_SUCCEEDED
 from evalsi.v1alpha1.score_pb2 import ERROR_KIND_INFRA, OUTCOME_ERROR
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -81,6 +81,9 @@ def test_a_served_code_run_on_the_sandbox_pool_matches_the_embedded_one(tmp_path
             assert (result.outcome, result.error_kind) == (OUTCOME_ERROR, ERROR_KIND_INFRA)
             assert "SANDBOX_UNAVAILABLE" in result.reason, result.reason
         assert not refused.manifest.isolation
+        assert refused.state == RUN_STATE_FAILED, refused.message  # fail closed
+        assert refused.message.startswith("12 code evaluation(s) did not run: ") and "SANDBOX_UNAVAILABLE" in (
+            refused.message)
         log = children["sandboxd"].log_path.read_text(errors="replace")
         assert log.count('"sandbox created"') == 12  # none more
     finally:

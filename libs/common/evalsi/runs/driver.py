@@ -30,7 +30,7 @@ from evalsi.errors import InfraError
 from evalsi.evaluators import BoundEvaluator, Registry
 from evalsi.runs.binding import resolve_evaluators
 from evalsi.runs.gates import evaluate_gates
-from evalsi.runs.isolation import isolation_reports
+from evalsi.runs.isolation import SandboxUse, sandbox_use
 from evalsi.runs.news import RunNews
 from evalsi.runs.outcome import (
     fill_outcome_counts,
@@ -461,6 +461,10 @@ class RunDriver:
         calls = None
         if generates and not (cancelled or budget):
             calls = target_calls_of_records(records or await self._final_records(run))
+        # Code evaluators: the rungs their results rest on, and whether a minimum no rung met refused them all.
+        use = (await sandbox_use(self.store.iter_results(run.project, run.id))
+               if any(b.evaluator.pool == "sandbox" for b in bound) else SandboxUse())
+        refusal = (f"{use.refused} code evaluation(s) did not run: {use.first_refusal}" if use.refused else "")
         state, message = final_state(
             budget_exceeded=budget,
             cancelled=cancelled,
@@ -468,10 +472,10 @@ class RunDriver:
             target_calls=calls,
             cancelled_evaluations=run.progress.cancelled,
             failed_tasks=failed_tasks,
+            sandbox_refusal=refusal,
         )
         run.manifest.CopyFrom(stored_run_manifest(run, bound))
-        if any(b.evaluator.pool == "sandbox" for b in bound):  # code evaluators: the rungs their results rest on
-            run.manifest.isolation.extend(await isolation_reports(self.store.iter_results(run.project, run.id)))
+        run.manifest.isolation.extend(use.reports)
         read_state = run.state
         run.state, run.message = state, message
         run.end_time.CopyFrom(_now())

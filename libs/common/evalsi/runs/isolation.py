@@ -8,16 +8,18 @@ requested, what was not enforced) once, so a reader sees every rung and enforcem
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 from evalsi.records import from_value
 from evalsi.v1alpha1.record_pb2 import IsolationLevel, IsolationReport
 from evalsi.v1alpha1.score_pb2 import EvaluationResult
 
-__all__ = ["ISOLATION_KEY", "isolation_reports", "report_of"]
+__all__ = ["ISOLATION_KEY", "SANDBOX_UNAVAILABLE", "SandboxUse", "report_of", "sandbox_use"]
 
 ISOLATION_KEY = "isolation"
 MAX_REPORTS = 64  # distinct reports kept: a run has a few (one per rung and enforcement), never one per record
+SANDBOX_UNAVAILABLE = "SANDBOX_UNAVAILABLE"  # in the reason of an evaluation no rung would run (SandboxUnavailable)
 
 
 def _level(label: Any) -> str:
@@ -42,8 +44,20 @@ def _key(report: IsolationReport) -> tuple[Any, ...]:
     return (report.driver, report.achieved, report.enforcement, report.requested, tuple(report.not_enforced))
 
 
-def _add(found: dict[tuple[Any, ...], IsolationReport], results: Iterable[EvaluationResult]) -> None:
+@dataclass
+class SandboxUse:
+    """What a run's code evaluations ran under, and how many of them no rung would run (so nothing ran)."""
+
+    reports: list[IsolationReport] = field(default_factory=list)
+    refused: int = 0
+    first_refusal: str = ""
+
+
+def _add(found: dict[tuple[Any, ...], IsolationReport], use: SandboxUse, results: Iterable[EvaluationResult]) -> None:
     for result in results:
+        if SANDBOX_UNAVAILABLE in result.reason:
+            use.refused += 1
+            use.first_refusal = use.first_refusal or result.reason
         for score in result.scores:
             if ISOLATION_KEY in score.metadata and len(found) < MAX_REPORTS:
                 entry = from_value(score.metadata[ISOLATION_KEY])
@@ -52,9 +66,11 @@ def _add(found: dict[tuple[Any, ...], IsolationReport], results: Iterable[Evalua
                     found.setdefault(_key(report), report)
 
 
-async def isolation_reports(batches: AsyncIterator[list[EvaluationResult]]) -> list[IsolationReport]:
-    """Each distinct isolation report in the results, in the order first seen."""
+async def sandbox_use(batches: AsyncIterator[list[EvaluationResult]]) -> SandboxUse:
+    """Each distinct isolation report in the results, in the order first seen, and the refused evaluations."""
     found: dict[tuple[Any, ...], IsolationReport] = {}
+    use = SandboxUse()
     async for batch in batches:
-        _add(found, batch)
-    return list(found.values())
+        _add(found, use, batch)
+    use.reports = list(found.values())
+    return use

@@ -90,13 +90,16 @@ def final_state(
     target_calls: TargetCalls | None = None,
     cancelled_evaluations: int = 0,
     failed_tasks: int = 0,
+    sandbox_refusal: str = "",
 ) -> tuple[RunState, str]:
     """The run's final state and message, by the first rule that applies:
 
     1. a budget was exceeded (``budget_exceeded`` names it): BUDGET_EXCEEDED;
     2. it was cancelled: CANCELLED;
-    3. it generates outputs and every target call it attempted failed: FAILED (its scores would measure nothing);
-    4. otherwise SUCCEEDED, saying how many tasks failed after retries (their evaluations are infra errors).
+    3. no sandbox rung met ``spec.sandbox.minIsolation`` for its code (``sandbox_refusal`` says so): FAILED, fail
+       closed: that code never ran below the isolation asked for, and the run's code scores measure nothing;
+    4. it generates outputs and every target call it attempted failed: FAILED (its scores would measure nothing);
+    5. otherwise SUCCEEDED, saying how many tasks failed after retries (their evaluations are infra errors).
     """
     if budget_exceeded:
         return RUN_STATE_BUDGET_EXCEEDED, f"{budget_exceeded}; {cancelled_evaluations} evaluations were cancelled"
@@ -105,6 +108,8 @@ def final_state(
             RUN_STATE_CANCELLED,
             f"cancelled; {cancelled_evaluations} evaluations did not run, the figures are partial",
         )
+    if sandbox_refusal:
+        return RUN_STATE_FAILED, sandbox_refusal
     calls = target_calls or TargetCalls()
     if generates and calls.attempted and calls.failed == calls.attempted:
         return RUN_STATE_FAILED, f"every target call failed ({calls.failed}); the first: {calls.first_failure}"
