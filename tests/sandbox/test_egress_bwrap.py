@@ -21,6 +21,7 @@ from evalsi.sandbox.config import SandboxConfig
 from evalsi.sandbox.ladder import Ladder
 from evalsi.sandbox.manager import ManagerLimits, SandboxManager
 from evalsi.sandbox.model import Endpoint, NetworkPolicy, SandboxSpec
+from evalsi.sandbox.netns import _new_netns, sweep_stale
 
 BODY = b"hello from the internet\n"
 
@@ -138,3 +139,13 @@ def test_a_veth_address_of_the_host_is_not_the_proxy() -> None:
     with socket.create_server(("0.0.0.0", 0)) as server:
         assert server.getsockname()[0] == "0.0.0.0"
         assert "169.254.77.1" not in subprocess.run(["ip", "-o", "addr"], capture_output=True, text=True).stdout
+
+
+def test_namespaces_left_by_a_dead_process_are_swept() -> None:
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # a pid that no longer exists (reaped)
+    stale = f"evalsi-{dead.pid}-0123abcd-s"
+    _new_netns(stale)
+    assert stale in _netns()
+    assert stale in sweep_stale()
+    assert stale not in _netns()
