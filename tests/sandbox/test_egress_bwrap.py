@@ -76,9 +76,12 @@ async def test_allowed_through_the_proxy_denied_off_the_list_and_nothing_around_
         assert by_python.stdout == BODY + b"\n"
         by_curl = await session.exec(["curl", "-sS", "--max-time", "10", url])
         assert by_curl.outcome.code == 0 and by_curl.stdout == BODY, by_curl
-        # A host off the list: the proxy answers 403 (curl reports the failed tunnel).
+        # A host off the list: the proxy answers 403, and curl's report of it is classified as the policy's denial.
         refused = await session.exec(["curl", "-sS", "--max-time", "10", "https://example.com/"])
-        assert refused.outcome.code != 0 and b"403" in refused.stderr, refused
+        assert (refused.outcome.kind, refused.outcome.effect) == ("denied", "egress denied"), refused
+        by_urllib = await session.exec(["python3", "-c", "import urllib.request; "
+                                                         "urllib.request.urlopen('http://example.com/')"])
+        assert (by_urllib.outcome.kind, by_urllib.outcome.effect) == ("denied", "egress denied"), by_urllib
         # Ignoring the proxy: the host's listener is another namespace's loopback, the internet has no route, and
         # the proxy's side has nothing else listening.
         direct = await session.exec(["python3", "-c", "\n".join((
@@ -95,7 +98,7 @@ async def test_allowed_through_the_proxy_denied_off_the_list_and_nothing_around_
         assert route.outcome.kind != "exit" or route.outcome.code != 0, route
         log = session.egress_log()
         assert [(e.host, e.port, e.allowed) for e in log] == [("127.0.0.1", internet, True)] * 2 + [
-            ("example.com", 443, False)]
+            ("example.com", 443, False), ("example.com", 80, False)]
         assert all(e.bytes_received > 0 for e in log[:2]) and "allowlist" in log[2].reason
     finally:
         await session.destroy()

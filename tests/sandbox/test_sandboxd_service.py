@@ -126,7 +126,7 @@ async def test_snapshot_restore_keeps_the_workspace_and_may_widen_the_network(sa
         assert "logging proxy" in widened.isolation.bounds["network"]
         tried = await widened.exec(["python3", "-c", "import urllib.request; urllib.request.urlopen("
                                     "'http://127.0.0.1:9/', timeout=5)"])
-        assert tried.outcome.code != 0 and b"403" in tried.stderr, tried
+        assert (tried.outcome.kind, tried.outcome.effect) == ("denied", "egress denied"), tried
         [event] = (await widened.stats()).egress
         assert (event.host, event.port, event.allowed) == ("127.0.0.1", 9, False) and "allowlist" in event.reason
         await widened.destroy()

@@ -139,7 +139,8 @@ def _host_text(host: str) -> str:
 
 
 def _response(status: int, reason: str) -> bytes:
-    phrases = {400: "Bad Request", 403: "Forbidden", 408: "Request Timeout", 431: "Request Header Fields Too Large",
+    # 403's phrase is our own, so a program's report of it ("HTTP Error 403: Egress Denied") reads as the policy.
+    phrases = {400: "Bad Request", 403: "Egress Denied", 408: "Request Timeout", 431: "Request Header Fields Too Large",
                502: "Bad Gateway", 503: "Service Unavailable"}
     body = f"evalsi egress proxy: {reason}\n".encode("ascii", "replace")
     return (f"HTTP/1.1 {status} {phrases.get(status, 'Error')}\r\nContent-Type: text/plain\r\n"

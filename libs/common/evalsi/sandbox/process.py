@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from evalsi.sandbox.cgroups import join_cgroups
+from evalsi.sandbox.hidden_paths import hidden_host_path
 from evalsi.sandbox.model import Outcome, OutputSink
 
 __all__ = ["COMMON_DENIALS", "Command", "Dialect", "Finished", "classify", "rlimits_for", "run_command"]
@@ -194,6 +195,8 @@ COMMON_DENIALS: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(patt
     # In the sandbox's own network namespace nothing but its loopback answers: a refused connection is the policy.
     (r"Network is unreachable|Address family not supported|Cannot assign requested address|Connection refused",
      "network denied"),
+    # The egress proxy's refusal of an endpoint off the allowlist, as curl, urllib and http.client report it.
+    (r"CONNECT tunnel failed, response 403|403:? Egress Denied", "egress denied"),
     (r"Resource temporarily unavailable|BlockingIOError: \[Errno 11\]", "process limit"),
     (r"Cannot allocate memory|MemoryError|std::bad_alloc|out of memory", "memory limit"),
     (r"File too large|File size limit exceeded", "file size limit"),
@@ -235,6 +238,9 @@ def classify(finished: Finished, dialect: Dialect, *, exit_code: int | None = No
     for pattern, effect in dialect.denials:
         if pattern.search(text):
             return Outcome("denied", effect=effect, code=code)
+    hidden = hidden_host_path(text)
+    if hidden:
+        return Outcome("denied", effect=f"host path not visible in the sandbox: {hidden}", code=code)
     return Outcome("exit", code=code if code >= 0 else 128 - code)
 
 
