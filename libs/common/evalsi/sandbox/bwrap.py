@@ -211,7 +211,12 @@ class BwrapDriver:
             except NetnsUnavailable as exc:
                 raise SandboxUnavailable(spec.min_isolation, (ProbeVerdict(
                     self.name, self.level, False, reason=str(exc)),)) from None
-        workspace = tempfile.mkdtemp(prefix="evalsi-ws-")
+        try:
+            workspace = tempfile.mkdtemp(prefix="evalsi-ws-")
+        except BaseException:
+            if egress is not None:
+                await egress.close()  # its namespaces never outlive a failed create
+            raise
         not_enforced = self.not_enforced()
         bounds = self._planned_bounds(spec, root)
         if egress is not None:
