@@ -20,6 +20,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from evalsi.sandbox.cgroups import join_cgroups
+from evalsi.sandbox.hidden_paths import hidden_host_path
 from evalsi.sandbox.model import Outcome, OutputSink
 
 __all__ = ["COMMON_DENIALS", "Command", "Dialect", "Finished", "classify", "rlimits_for", "run_command"]
@@ -237,6 +238,9 @@ def classify(finished: Finished, dialect: Dialect, *, exit_code: int | None = No
     for pattern, effect in dialect.denials:
         if pattern.search(text):
             return Outcome("denied", effect=effect, code=code)
+    hidden = hidden_host_path(text)
+    if hidden:
+        return Outcome("denied", effect=f"host path not visible in the sandbox: {hidden}", code=code)
     return Outcome("exit", code=code if code >= 0 else 128 - code)
 
 

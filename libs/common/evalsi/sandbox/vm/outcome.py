@@ -12,6 +12,7 @@ import signal
 from collections.abc import Mapping
 from typing import Any
 
+from evalsi.sandbox.hidden_paths import hidden_host_path
 from evalsi.sandbox.model import Outcome
 
 __all__ = ["DENIAL_SIGNATURES", "classify", "count_field"]
@@ -59,6 +60,9 @@ def classify(done: Mapping[str, Any], stderr: bytes) -> Outcome:
         for effect, needles in DENIAL_SIGNATURES:
             if any(needle in stderr for needle in needles):
                 return Outcome("denied", effect=effect)
+        hidden = hidden_host_path(stderr)
+        if hidden:
+            return Outcome("denied", effect=f"host path not visible in the guest: {hidden}", code=code)
     return Outcome("exit", code=code)
 
 
