@@ -52,7 +52,7 @@ def test_a_served_environment_run_works_in_a_sandboxd_sandbox(tmp_path: Path,
         finally:
             logs = stack.logs()
             stack.stop()
-    assert served.state == RUN_STATE_SUCCEEDED, (served.message, logs)
+    assert served.state == RUN_STATE_SUCCEEDED, ([r.reason for r in results], served.message, logs)
     assert all(gate.passed for gate in served.gates)
     assert [(r.scores[0].passed, r.scores[0].explanation) for r in results] == [(True, "3/3 cases pass")]
     # The agent's tools and the checker acted in a sandboxd sandbox of the run's project, destroyed afterwards.

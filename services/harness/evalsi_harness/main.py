@@ -7,7 +7,7 @@ import dataclasses
 import json
 import sys
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,7 +27,11 @@ from evalsi.harness import (
     read_cassette,
     replay,
 )
+from evalsi.harness.environment import Environment, environment_from_mapping
+from evalsi.harness.environment_run import trial_in_environment
 from evalsi.harness.record import record_row
+from evalsi.sandbox.access import LadderOpener
+from evalsi.yaml_files import read_yaml_file
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
@@ -67,10 +71,14 @@ def cli() -> None:
               help="Write the records here (JSONL) instead of stdout.")
 @click.option("--otlp-endpoint", metavar="URL",
               help="Export the spans over OTLP/HTTP to URL (e.g. http://127.0.0.1:4318, evalsi-ingest).")
+@click.option("--environment", "environment_path", type=click.Path(dir_okay=False), metavar="FILE",
+              help="A harness environment (YAML: files, setup, check, sandbox; docs/environments.md) every task "
+                   "runs in, in its own sandbox, with the shell and file tools; a task's metadata.environment "
+                   "replaces it.")
 @handle_errors
 def run_command(config_path: str, task_text: str | None, tasks_path: str | None, trials: int, run_id: str | None,
                 seed: int | None, concurrency: int, cassettes_dir: str | None, output: str | None,
-                otlp_endpoint: str | None) -> None:
+                otlp_endpoint: str | None, environment_path: str | None) -> None:
     """Run the agent on --task or on every task of --tasks, --trials times each."""
     if bool(task_text) == bool(tasks_path):
         raise BadInputError("give exactly one of --task TEXT and --tasks FILE")
@@ -78,9 +86,10 @@ def run_command(config_path: str, task_text: str | None, tasks_path: str | None,
     if seed is not None:
         config = dataclasses.replace(config, seed=seed)
     tasks = load_tasks(tasks_path) if tasks_path else [Task(id="task", input=task_text)]
+    environments = _environments(tasks, environment_path)
     run = run_id or f"harness-{uuid.uuid4().hex[:12]}"
     with _tracer(otlp_endpoint) as tracer:
-        results = asyncio.run(_run(config, tasks, trials, run, concurrency, cassettes_dir, tracer))
+        results = asyncio.run(_run(config, tasks, trials, run, concurrency, cassettes_dir, tracer, environments))
     sys.exit(_report(results, output))
 
 
@@ -104,14 +113,34 @@ def replay_command(config_path: str, cassettes: Sequence[str], run_id: str | Non
     sys.exit(_report(results, output))
 
 
+def _environments(tasks: Sequence[Task], path: str | None) -> dict[str, Environment]:
+    """Each task's environment (its metadata.environment, else --environment's), validated before anything runs."""
+    default = environment_from_mapping(read_yaml_file(path), path) if path else None
+    out = {}
+    for task in tasks:
+        own = task.metadata.get("environment")
+        environment = environment_from_mapping(own, f"task {task.id!r}: metadata.environment") if own is not None \
+            else default
+        if environment is not None:
+            out[task.id] = environment
+    return out
+
+
 async def _run(config: HarnessConfig, tasks: Sequence[Task], trials: int, run_id: str, concurrency: int,
-               cassettes_dir: str | None, tracer: Tracer | None) -> list[TrialResult]:
+               cassettes_dir: str | None, tracer: Tracer | None,
+               environments: Mapping[str, Environment]) -> list[TrialResult]:
     limit = asyncio.Semaphore(concurrency)
-    async with Harness.open(config, tracer=tracer) as harness:
+    opener = LadderOpener() if environments else None  # ./evalsi.yaml's sandbox section, as `evalsi sandbox`
+    async with Harness.open(config, tracer=tracer, sandbox_tools=bool(environments)) as harness:
 
         async def one(task: Task, trial: int) -> TrialResult:
             async with limit:
-                result = await harness.run(task, trial=trial, run_id=run_id)
+                environment = environments.get(task.id)
+                if environment is not None and opener is not None:
+                    result = await trial_in_environment(harness, task, environment, opener, "default", trial=trial,
+                                                        run_id=run_id)
+                else:
+                    result = await harness.run(task, trial=trial, run_id=run_id)
             if cassettes_dir and result.cassette is not None:
                 result.cassette.write(Path(cassettes_dir) / cassette_name(task.id, trial))
             _progress(result)

@@ -8,23 +8,46 @@ reports and never scores. The checker's verdict is ``evalsi.harness.checker``'s.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
 from evalsi.errors import BadInputError, InfraError
+from evalsi.records import to_value
 from evalsi.sandbox.access import SandboxOpener
-from evalsi.sandbox.model import IsolationReport, SandboxSession, SandboxUnavailable
+from evalsi.sandbox.model import IsolationReport, SandboxSession, SandboxSpec, SandboxUnavailable
+from evalsi.v1alpha1.record_pb2 import Record
 
-from .checker import MAX_REPORT_BYTES, Verdict, verdict_of
+from .checker import MAX_REPORT_BYTES, CheckerError, Verdict, verdict_of
 from .environment import Environment
+from .loop import TrialResult
+from .runner import Harness
+from .tasks import Task
 
-__all__ = ["EnvironmentFailure", "isolation_metadata", "prepared", "run_checker"]
+__all__ = ["EnvironmentFailure", "isolation_metadata", "prepared", "run_checker", "stamp", "trial_in_environment"]
 
 _TAIL = 1000
+# About 30 s in all: sandboxd probes its rungs (a microVM boot among them) before it listens.
+OPEN_RETRY_DELAYS_S = (0.5, 1.0, 2.0, 4.0, 8.0, 15.0)
 
 
 class EnvironmentFailure(InfraError):
     """The environment could not be prepared (or its sandbox failed): nothing the agent did, never scored."""
+
+
+async def _open(opener: SandboxOpener, spec: SandboxSpec, project: str) -> SandboxSession:
+    """A session, retried while the sandbox service is unreachable or full (sandboxd starting or restarting,
+    every slot taken): ``OPEN_RETRY_DELAYS_S`` apart, then its error."""
+    for delay in (*OPEN_RETRY_DELAYS_S, None):
+        try:
+            return await opener.open(spec, project)
+        except (SandboxUnavailable, BadInputError):
+            raise
+        except InfraError:
+            if delay is None:
+                raise
+            await asyncio.sleep(delay)
+    raise AssertionError("unreachable")
 
 
 def _tail(data: bytes) -> str:
@@ -37,7 +60,7 @@ async def prepared(environment: Environment, opener: SandboxOpener, project: str
     in-process ladder embedded, evalsi-sandboxd on a server; its base fills what the environment leaves unset."""
     spec = environment.sandbox_spec(opener.base)
     try:
-        session = await opener.open(spec, project)
+        session = await _open(opener, spec, project)
     except SandboxUnavailable as exc:  # nothing ran: the run's machine cannot give the isolation asked for
         raise EnvironmentFailure(str(exc)) from exc
     except BadInputError as exc:  # a root this machine does not have (or sandboxd refuses): this record cannot run
@@ -83,3 +106,32 @@ def isolation_metadata(report: IsolationReport) -> dict[str, object]:
     """What a record's metadata says about the sandbox its environment ran in."""
     return {"driver": report.driver, "level": report.level.label, "enforcement": report.enforcement,
             "not_enforced": list(report.not_enforced)}
+
+
+def stamp(record: Record, isolation: IsolationReport, verdict: Verdict | None) -> None:
+    """What a Record says about its environment: ``environment.isolation``, and the checker's verdict as
+    ``task_success``, ``checker_output`` and ``checker`` (where ``builtin/task-success`` reads it)."""
+    record.metadata["environment.isolation"].CopyFrom(to_value(isolation_metadata(isolation)))
+    if verdict is not None:
+        record.metadata["task_success"].bool_value = verdict.passed
+        record.metadata["checker_output"].string_value = verdict.reason
+        record.metadata["checker"].CopyFrom(to_value(verdict.to_metadata()))
+
+
+async def trial_in_environment(harness: Harness, task: Task, environment: Environment, opener: SandboxOpener,
+                               project: str, *, trial: int, run_id: str) -> TrialResult:
+    """One trial of the built-in agent in a fresh sandbox of ``environment``, checked and stamped. An environment
+    that cannot be prepared or checked gives a trial ended by an infrastructure error (``stop_reason`` error)."""
+    try:
+        async with prepared(environment, opener, project) as session:
+            result = await harness.run(task, trial=trial, run_id=run_id, session=session)
+            verdict = None if result.infra_error else await run_checker(environment, session)
+            stamp(result.record, session.isolation, verdict)
+        return result
+    except (EnvironmentFailure, CheckerError) as exc:
+        record = Record(id=task.id)
+        record.provenance.run_id, record.provenance.trial, record.provenance.sample_id = run_id, trial, task.id
+        for key, value in {"harness.stop_reason": "error", "harness.error": str(exc), "harness.model_calls": 0,
+                           "harness.tool_calls": 0}.items():
+            record.metadata[key].CopyFrom(to_value(value))
+        return TrialResult(record=record, stop_reason="error", error=str(exc))

@@ -13,8 +13,8 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from evalsi.errors import BadInputError
 from evalsi.harness.environment import Environment, environment_from_mapping
-from evalsi.harness.environment_run import isolation_metadata, prepared, run_checker
-from evalsi.records import from_value, struct_dict, to_value
+from evalsi.harness.environment_run import prepared, run_checker, stamp
+from evalsi.records import from_value, struct_dict
 from evalsi.sandbox.access import SandboxOpener
 from evalsi.sandbox.model import SandboxSession
 from evalsi.targets.models import PromptError
@@ -53,10 +53,5 @@ async def in_environment(record: Record, environment: Environment, opener: Sandb
                          act: Callable[[SandboxSession], Awaitable[None]]) -> None:
     """Prepare the environment, ``act`` in its sandbox (filling ``record``), check, stamp the verdict, destroy."""
     async with prepared(environment, opener, project) as session:
-        record.metadata["environment.isolation"].CopyFrom(to_value(isolation_metadata(session.isolation)))
         await act(session)
-        verdict = await run_checker(environment, session)
-    if verdict is not None:
-        record.metadata["task_success"].bool_value = verdict.passed
-        record.metadata["checker_output"].string_value = verdict.reason
-        record.metadata["checker"].CopyFrom(to_value(verdict.to_metadata()))
+        stamp(record, session.isolation, await run_checker(environment, session))
