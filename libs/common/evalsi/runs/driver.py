@@ -464,16 +464,9 @@ class RunDriver:
         # Code evaluators: the rungs their results rest on, and whether a minimum no rung met refused them all.
         use = (await sandbox_use(self.store.iter_results(run.project, run.id))
                if any(b.evaluator.pool == "sandbox" for b in bound) else SandboxUse())
-        refusal = (f"{use.refused} code evaluation(s) did not run: {use.first_refusal}" if use.refused else "")
-        state, message = final_state(
-            budget_exceeded=budget,
-            cancelled=cancelled,
-            generates=generates,
-            target_calls=calls,
-            cancelled_evaluations=run.progress.cancelled,
-            failed_tasks=failed_tasks,
-            sandbox_refusal=refusal,
-        )
+        state, message = final_state(budget_exceeded=budget, cancelled=cancelled, generates=generates,
+                                     target_calls=calls, cancelled_evaluations=run.progress.cancelled,
+                                     failed_tasks=failed_tasks, sandbox_refusal=use.refusal)
         run.manifest.CopyFrom(stored_run_manifest(run, bound))
         run.manifest.isolation.extend(use.reports)
         read_state = run.state

@@ -52,6 +52,11 @@ class SandboxUse:
     refused: int = 0
     first_refusal: str = ""
 
+    @property
+    def refusal(self) -> str:
+        """Why the run fails closed ('' when no evaluation was refused)."""
+        return f"{self.refused} code evaluation(s) did not run: {self.first_refusal}" if self.refused else ""
+
 
 def _add(found: dict[tuple[Any, ...], IsolationReport], use: SandboxUse, results: Iterable[EvaluationResult]) -> None:
     for result in results:
