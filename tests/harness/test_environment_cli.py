@@ -77,3 +77,19 @@ def test_a_bad_environment_file_exits_2_naming_the_field(workspaces: Path) -> No
     result = CliRunner().invoke(cli, ["run", "-c", "harness.yaml", "--task", "hi", "--environment", "env.yaml"])
     assert result.exit_code == 2
     assert "env.yaml.check.format: 'tap'; accepted: exit, json, junit" in result.stderr
+
+
+def test_a_tool_result_whose_keys_are_not_sorted_replays(workspaces: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))  # environment_tools
+    with ThreadedProvider(lambda body: "It is 21 C.") as server:
+        server.enqueue(("tool_calls", [{"name": "weather_first", "arguments": {"city": "Oslo"}}]))
+        config = workspaces / "harness.yaml"
+        config.write_text(yaml.safe_dump({"model": {"model": "m", "base_url": server.base_url, "max_retries": 0},
+                                          "tools": {"python": ["environment_tools:weather_first"]}}))
+        live = CliRunner().invoke(cli, ["run", "-c", str(config), "--task", "Weather in Oslo?", "--cassettes",
+                                        str(workspaces / "tapes")])
+    assert live.exit_code == 0, live.output
+    assert server.requests[1]["messages"][-1]["content"] == '{"temperature": 21, "city": "Oslo"}'
+    replayed = CliRunner().invoke(cli, ["replay", "-c", str(config), str(workspaces / "tapes")])
+    assert replayed.exit_code == 0, replayed.output  # the cassette keeps the value's own key order
+    assert replayed.stdout == live.stdout

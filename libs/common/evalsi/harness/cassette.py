@@ -49,7 +49,8 @@ class Cassette:
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             for entry in (self.header, *self.entries):
-                out.write(json.dumps(entry, ensure_ascii=False, sort_keys=True) + "\n")
+                # Keys in their own order: a tool's value is replayed as the text the model saw, which follows it.
+                out.write(json.dumps(entry, ensure_ascii=False) + "\n")
         os.replace(tmp, target)
 
     @property
