@@ -109,7 +109,6 @@ class SandboxTool:
         code, stdout, stderr, stopped = await self._exec(["sh", "-c", command], float(timeout))
         if stopped is not None:
             return stopped
-        # Keys in sorted order: a cassette stores the value with sorted keys, and the replayed text must match.
         return ToolResult(value={"exit_code": code, "stderr": stderr, "stdout": stdout})
 
     async def _read_file(self, arguments: Mapping[str, Any]) -> ToolResult:
