@@ -26,6 +26,7 @@ from evalsi.sandbox.model import Outcome, OutputSink
 __all__ = ["COMMON_DENIALS", "Command", "Dialect", "Finished", "classify", "rlimits_for", "run_command"]
 
 _READ_CHUNK = 65536
+_KILLED_GRACE_S = 5.0  # how long a killed wrapper's exit (and its pipes' close) is waited for
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,10 @@ async def run_command(command: Command, on_output: OutputSink | None = None) -> 
         if waiter not in done:
             timed_out = not capped.done()
             _kill_group(process.pid)
-        await waiter
+            # Bounded: Python 3.11's wait() also waits for the pipes, which a straggler outside the killed group
+            # may still hold (the rung's cgroup.kill, after this returns, is what ends it).
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(waiter), timeout=_KILLED_GRACE_S)
         # The wrapper exited; its pipes close when the last holder does (cgroup.kill reaps stragglers after this).
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(asyncio.gather(*readers, return_exceptions=True), timeout=2.0)
