@@ -15,7 +15,7 @@ from evalsi.records import from_value
 from evalsi.runs.embedded import execute_run
 from evalsi.runs.spec import load_eval_run
 from evalsi.testing import FakeOpenAI
-from evalsi.v1alpha1.record_pb2 import STEP_TYPE_TOOL
+from evalsi.v1alpha1.record_pb2 import ISOLATION_LEVEL_NAMESPACED, STEP_TYPE_TOOL
 from evalsi.v1alpha1.run_pb2 import RUN_STATE_SUCCEEDED, EvalRun
 from evalsi.v1alpha1.score_pb2 import ERROR_KIND_INFRA, OUTCOME_ERROR, OUTCOME_SCORED
 
@@ -58,6 +58,12 @@ async def test_the_built_in_agent_fixes_the_file_in_the_sandbox_and_the_checker_
     assert record.metadata["task_success"].bool_value is True
     assert record.metadata["checker_output"].string_value == "3/3 cases pass"
     assert from_value(record.metadata["environment.isolation"])["driver"] == "bwrap"
+    # The record's provenance says which rung its output came from, and the run's manifest lists that rung.
+    isolation = record.provenance.isolation
+    assert (isolation.driver, isolation.enforcement) == ("bwrap", "full")
+    assert isolation.achieved == ISOLATION_LEVEL_NAMESPACED
+    assert any(line.startswith("network: ") for line in isolation.enforced)
+    assert [(i.driver, i.achieved) for i in run.manifest.isolation] == [("bwrap", ISOLATION_LEVEL_NAMESPACED)]
     assert [r.scores[0].explanation for r in run.results] == ["3/3 cases pass"]
     # The agent was told the sandbox tools, and what it read was the environment's file.
     assert {t["function"]["name"] for t in model.requests[0]["tools"]} == {"run_shell", "read_file", "write_file",

@@ -16,6 +16,7 @@ from evalsi.errors import BadInputError, InfraError
 from evalsi.records import to_value
 from evalsi.sandbox.access import SandboxOpener
 from evalsi.sandbox.model import IsolationReport, SandboxSession, SandboxSpec, SandboxUnavailable
+from evalsi.sandbox.provenance import provenance_isolation
 from evalsi.v1alpha1.record_pb2 import Record
 
 from .checker import MAX_REPORT_BYTES, CheckerError, Verdict, verdict_of
@@ -109,9 +110,11 @@ def isolation_metadata(report: IsolationReport) -> dict[str, object]:
 
 
 def stamp(record: Record, isolation: IsolationReport, verdict: Verdict | None) -> None:
-    """What a Record says about its environment: ``environment.isolation``, and the checker's verdict as
+    """What a Record says about its environment: ``environment.isolation`` (also as ``provenance.isolation``, which
+    the run manifest collects), and the checker's verdict as
     ``task_success``, ``checker_output`` and ``checker`` (where ``builtin/task-success`` reads it)."""
     record.metadata["environment.isolation"].CopyFrom(to_value(isolation_metadata(isolation)))
+    record.provenance.isolation.CopyFrom(provenance_isolation(isolation))
     if verdict is not None:
         record.metadata["task_success"].bool_value = verdict.passed
         record.metadata["checker_output"].string_value = verdict.reason

@@ -30,7 +30,7 @@ from evalsi.errors import InfraError
 from evalsi.evaluators import BoundEvaluator, Registry
 from evalsi.runs.binding import resolve_evaluators
 from evalsi.runs.gates import evaluate_gates
-from evalsi.runs.isolation import SandboxUse, sandbox_use
+from evalsi.runs.isolation import SandboxUse, sandbox_use, with_records
 from evalsi.runs.news import RunNews
 from evalsi.runs.outcome import (
     fill_outcome_counts,
@@ -458,9 +458,10 @@ class RunDriver:
         fill_outcome_counts(run.progress, counts)
         generates = generates_outputs(run)
         # Read only when the rule can get to it: a cancelled or over-budget run ends so whatever its target did.
-        calls = None
+        calls, generated = None, records
         if generates and not (cancelled or budget):
-            calls = target_calls_of_records(records or await self._final_records(run))
+            generated = records or await self._final_records(run)
+            calls = target_calls_of_records(generated)
         # Code evaluators: the rungs their results rest on, and whether a minimum no rung met refused them all.
         use = (await sandbox_use(self.store.iter_results(run.project, run.id))
                if any(b.evaluator.pool == "sandbox" for b in bound) else SandboxUse())
@@ -468,7 +469,7 @@ class RunDriver:
                                      target_calls=calls, cancelled_evaluations=run.progress.cancelled,
                                      failed_tasks=failed_tasks, sandbox_refusal=use.refusal)
         run.manifest.CopyFrom(stored_run_manifest(run, bound))
-        run.manifest.isolation.extend(use.reports)
+        run.manifest.isolation.extend(with_records(use.reports, generated))  # and where generated outputs came from
         read_state = run.state
         run.state, run.message = state, message
         run.end_time.CopyFrom(_now())

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalsi.records import from_value
-from evalsi.v1alpha1.record_pb2 import IsolationLevel, IsolationReport
+from evalsi.v1alpha1.record_pb2 import IsolationLevel, IsolationReport, Record
 from evalsi.v1alpha1.score_pb2 import EvaluationResult
 
-__all__ = ["ISOLATION_KEY", "SANDBOX_UNAVAILABLE", "SandboxUse", "report_of", "sandbox_use"]
+__all__ = ["ISOLATION_KEY", "SANDBOX_UNAVAILABLE", "SandboxUse", "report_of", "sandbox_use", "with_records"]
 
 ISOLATION_KEY = "isolation"
 MAX_REPORTS = 64  # distinct reports kept: a run has a few (one per rung and enforcement), never one per record
@@ -79,3 +79,14 @@ async def sandbox_use(batches: AsyncIterator[list[EvaluationResult]]) -> Sandbox
         _add(found, use, batch)
     use.reports = list(found.values())
     return use
+
+
+def with_records(reports: list[IsolationReport], records: Iterable[Record]) -> list[IsolationReport]:
+    """``reports`` and, after them, each distinct report generated records carry in ``provenance.isolation`` (agents
+    and harnesses that ran in a sandbox), in the order first seen."""
+    found = {_key(report): report for report in reports}
+    for record in records:
+        if record.provenance.HasField("isolation") and len(found) < MAX_REPORTS:
+            found.setdefault(_key(record.provenance.isolation), record.provenance.isolation)
+    return list(found.values())
+
