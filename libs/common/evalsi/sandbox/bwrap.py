@@ -45,6 +45,7 @@ from evalsi.sandbox.model import (
     SandboxUnavailable,
 )
 from evalsi.sandbox.netns import NetnsUnavailable, enter_hook
+from evalsi.sandbox.probing import true_fails
 from evalsi.sandbox.process import COMMON_DENIALS, Command, Dialect, Finished, classify, rlimits_for, run_command
 from evalsi.sandbox.rootfs import RootCache
 from evalsi.sandbox.seccomp import SeccompUnavailable, compile_filter, filter_fd
@@ -186,17 +187,12 @@ class BwrapDriver:
             session = await self.create(spec)
         except BadInputError as exc:
             return ProbeVerdict(self.name, self.level, False, reason=f"root filesystem: {exc}")
-        try:
-            result = await session.exec(["true"])
-        finally:
-            await session.destroy()
+        failure = await true_fails(session)
+        if failure:
+            return ProbeVerdict(self.name, self.level, False, reason=f"profile against `true`: {failure}")
         not_enforced = self.not_enforced()
-        if result.outcome.kind == "exit" and result.outcome.code == 0:
-            return ProbeVerdict(self.name, self.level, True, "partial" if not_enforced else "full",
-                                not_enforced=not_enforced)
-        detail = result.outcome.signature or result.outcome.effect or f"exit {result.outcome.code}"
-        return ProbeVerdict(self.name, self.level, False,
-                            reason=f"profile against `true`: {result.outcome.kind}: {detail}")
+        return ProbeVerdict(self.name, self.level, True, "partial" if not_enforced else "full",
+                            not_enforced=not_enforced)
 
     async def create(self, spec: SandboxSpec) -> BwrapSession:
         root = await asyncio.to_thread(self.roots.resolve, spec.root)

@@ -49,6 +49,7 @@ from evalsi.sandbox.model import (
     ProbeVerdict,
     SandboxSpec,
 )
+from evalsi.sandbox.probing import true_fails
 from evalsi.sandbox.process import COMMON_DENIALS, Command, Dialect, Finished, classify, run_command
 from evalsi.sandbox.rootfs import RootCache
 
@@ -178,13 +179,9 @@ class GvisorDriver:
             session = await self.create(spec)
         except (InfraError, OSError) as exc:
             return ProbeVerdict(NAME, self.level, False, reason=f"cannot boot a sandbox: {exc}")
-        try:
-            result = await session.exec(["true"])
-        finally:
-            await session.destroy()
-        if result.outcome != Outcome("exit", code=0):
-            detail = result.outcome.signature or result.outcome.effect or result.outcome.kind
-            return ProbeVerdict(NAME, self.level, False, reason=f"`true` in the sandbox: {detail}")
+        failure = await true_fails(session)
+        if failure:
+            return ProbeVerdict(NAME, self.level, False, reason=f"`true` in the sandbox: {failure}")
         return ProbeVerdict(NAME, self.level, True, "full")
 
     async def create(self, spec: SandboxSpec) -> GvisorSession:

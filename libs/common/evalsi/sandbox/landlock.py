@@ -53,6 +53,7 @@ from evalsi.sandbox.model import (
     SandboxSpec,
     SandboxUnavailable,
 )
+from evalsi.sandbox.probing import true_fails
 from evalsi.sandbox.process import COMMON_DENIALS, Command, Dialect, Finished, classify, run_command
 from evalsi.sandbox.seccomp import SeccompUnavailable
 
@@ -193,13 +194,9 @@ class LandlockDriver:
             session = await self.create(spec)
         except (OSError, SandboxUnavailable) as exc:
             return ProbeVerdict(NAME, self.level, False, reason=f"cannot create a session: {exc}")
-        try:
-            result = await session.exec(["true"])
-        finally:
-            await session.destroy()
-        if result.outcome != Outcome("exit", code=0):
-            detail = result.outcome.signature or result.outcome.effect or f"{result.outcome.kind} {result.outcome.code}"
-            return ProbeVerdict(NAME, self.level, False, reason=f"`true` under the profile: {detail}")
+        failure = await true_fails(session)
+        if failure:
+            return ProbeVerdict(NAME, self.level, False, reason=f"`true` under the profile: {failure}")
         missing = self.not_enforced(spec)
         return ProbeVerdict(NAME, self.level, True, "partial" if missing else "full", not_enforced=missing)
 

@@ -27,7 +27,8 @@ from typing import Any
 
 from evalsi.errors import BadInputError, EvalsiError
 from evalsi.sandbox.config import SandboxConfig
-from evalsi.sandbox.model import IsolationReport, Level, Outcome, ProbeVerdict, SandboxSpec
+from evalsi.sandbox.model import IsolationReport, Level, ProbeVerdict, SandboxSpec
+from evalsi.sandbox.probing import true_fails
 from evalsi.sandbox.rootfs import RootCache
 from evalsi.sandbox.vm.images import build_image_disk, build_initramfs, build_runtime_disk
 from evalsi.sandbox.vm.kernel import extract_vmlinux, find_kernel
@@ -160,13 +161,9 @@ class VmDriver:
             return ProbeVerdict(NAME, Level.VM, False, reason=str(exc)[:1000])
         except MachineFailed as exc:
             return ProbeVerdict(NAME, Level.VM, False, reason=f"microVM failed: {exc}"[:1000])
-        try:
-            result = await session.exec(["true"], timeout_s=30)
-        finally:
-            await session.destroy()
-        if result.outcome != Outcome("exit", code=0):
-            detail = result.outcome.signature or result.outcome.effect or f"{result.outcome.kind}"
-            return ProbeVerdict(NAME, Level.VM, False, reason=f"`true` in the microVM: {detail}"[:1000])
+        failure = await true_fails(session, timeout_s=30)
+        if failure:
+            return ProbeVerdict(NAME, Level.VM, False, reason=f"`true` in the microVM: {failure}"[:1000])
         return ProbeVerdict(NAME, Level.VM, True)
 
     async def create(self, spec: SandboxSpec) -> VmSession:
