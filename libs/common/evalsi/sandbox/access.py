@@ -23,6 +23,7 @@ from evalsi.sandbox.config import (
     check_timeout,
     load_sandbox_config,
 )
+from evalsi.sandbox.egress_config import normalize_host
 from evalsi.sandbox.ladder import Ladder, check_ladder
 from evalsi.sandbox.model import Endpoint, Level, NetworkPolicy, Resources, SandboxSession, SandboxSpec
 from evalsi.v1alpha1 import run_pb2
@@ -139,9 +140,12 @@ def sandbox_problems(message: run_pb2.SandboxSpec, where: str = "spec.sandbox") 
 
 def _endpoint(text: str, where: str) -> Endpoint:
     host, _, port = text.rpartition(":")
-    if not host or not port.isdigit() or not 0 < int(port) < 65536 or len(text) > 300:
-        raise BadInputError(f"{where}: {text[:100]!r} is not an endpoint; accepted: HOST:PORT (port 1-65535)")
-    return Endpoint(host.strip("[]"), int(port))
+    # Bounded before int(): a caller's port of thousands of digits, or a non-ASCII digit, must be refused, not raise.
+    name = normalize_host(host) if len(text) <= 300 else None
+    if not name or not (port.isascii() and port.isdigit() and len(port) <= 5) or not 0 < int(port) < 65536:
+        raise BadInputError(f"{where}: {text[:100]!r} is not an endpoint; accepted: HOST:PORT (a DNS name or IP "
+                            "literal, port 1-65535)")
+    return Endpoint(name, int(port))
 
 
 def _resources(message: run_pb2.SandboxResources, base: Resources, where: str = "spec.sandbox.resources"
