@@ -107,3 +107,13 @@ def test_an_archive_naming_a_path_out_of_the_workspace_is_refused(tmp_path: Path
     with pytest.raises(HostFileError, match=r"'\.\.' is not accepted"):
         restore_tar(str(target), buffer.getvalue(), max_bytes=100)
     assert not (tmp_path / "escaped").exists()
+
+
+def test_a_workspace_of_many_empty_entries_is_bounded_by_its_archive_not_only_its_bytes(tmp_path: Path) -> None:
+    many = tmp_path / "many"
+    many.mkdir()
+    for index in range(200):  # no file data at all, but 200 tar headers (512 bytes each, more in PAX form)
+        (many / f"empty-{index}").touch()
+    with pytest.raises(HostFileError, match="archive exceeds 65536 bytes; the snapshot limit"):
+        copy_tree_to_tar(str(many), max_bytes=65536)
+    assert copy_tree_to_tar(str(many), max_bytes=1 << 20)  # the same tree under a limit it fits

@@ -272,6 +272,9 @@ def copy_tree_to_tar(root: str, *, max_bytes: int) -> bytes:
             else:
                 info.size = len(entry.data)
                 archive.addfile(info, BytesIO(entry.data))
+            # The archive itself is bounded too: headers of empty files, directories and links count.
+            if buffer.tell() > max_bytes:
+                raise HostFileError(f"the workspace's archive exceeds {max_bytes} bytes; the snapshot limit")
     return buffer.getvalue()
 
 
