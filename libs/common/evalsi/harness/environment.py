@@ -30,6 +30,7 @@ from google.protobuf import json_format
 from evalsi.durations import parse_duration
 from evalsi.errors import BadInputError
 from evalsi.sandbox.access import sandbox_problems, sandbox_request
+from evalsi.sandbox.host_files import HostFileError, relative_path
 from evalsi.sandbox.model import RootFilesystem, SandboxSpec
 from evalsi.v1alpha1 import run_pb2
 
@@ -136,18 +137,26 @@ def _files(value: Any, where: str) -> dict[str, bytes]:
         if not isinstance(path, str) or not path or len(path) > MAX_PATH or "\0" in path:
             raise BadInputError(f"{where}: {str(path)[:100]!r}: a path is a non-empty string of at most {MAX_PATH} "
                                 "characters")
-        parts = path.removeprefix("/workspace/").split("/")
-        if (path.startswith("/") and not path.startswith("/workspace/")) or ".." in parts:
-            raise BadInputError(f"{where}.{path[:100]}: a file lives in the workspace: a relative path without '..' "
-                                "(or one under /workspace/)")
+        relative = _workspace_path(path, f"{where}.{path[:100]}")
+        if relative in out:
+            raise BadInputError(f"{where}.{path[:100]}: names the file {relative!r} a second time")
         if not isinstance(text, str):
             raise BadInputError(f"{where}.{path[:100]}: expected the file's text (a string), got {_type(text)}")
         data = text.encode()
         total += len(data)
         if total > MAX_FILES_BYTES:
             raise BadInputError(f"{where}: the files are over the limit of {MAX_FILES_BYTES} bytes in all")
-        out[path] = data
+        out[relative] = data
     return out
+
+
+def _workspace_path(path: str, where: str) -> str:
+    """A file of the workspace as the host's file access names it (one rule, sandbox.host_files.relative_path)."""
+    try:
+        return relative_path(path)
+    except HostFileError as exc:
+        raise BadInputError(f"{where}: a file lives in the workspace: a relative path without '..' (or one under "
+                            f"/workspace/); {exc}") from None
 
 
 def _command(value: Any, where: str) -> tuple[str, ...]:
@@ -183,9 +192,11 @@ def _checker(value: Any, where: str) -> Checker:
     if kind not in CHECK_FORMATS:
         raise BadInputError(f"{where}.format: {str(kind)[:100]!r}; accepted: {', '.join(CHECK_FORMATS)}")
     junit = value.get("junit", "")
-    if kind == "junit" and (not isinstance(junit, str) or not junit or len(junit) > MAX_PATH or ".." in junit):
+    if kind == "junit" and (not isinstance(junit, str) or not junit or len(junit) > MAX_PATH):
         raise BadInputError(f"{where}.junit: format junit needs the report's workspace path (a relative path "
                             "without '..')")
+    if kind == "junit":
+        _workspace_path(junit, f"{where}.junit")
     if kind != "junit" and junit:
         raise BadInputError(f"{where}.junit: only used with format: junit")
     timeout_s = DEFAULT_CHECK_TIMEOUT_S
