@@ -105,6 +105,10 @@ async def test_a_cli_agent_without_an_environment_runs_in_a_bare_sandbox_with_no
 @pytest.mark.parametrize(("change", "message"), [
     (lambda run: run.spec.target.agent.cli.ClearField("command"), "spec.target.agent.cli.command: required"),
     (lambda run: run.spec.target.agent.cli.timeout.FromSeconds(-1), "spec.target.agent.cli.timeout: must be longer"),
+    (lambda run: run.spec.target.agent.cli.timeout.FromSeconds(100_000),
+     "spec.target.agent.cli.timeout: must be longer than zero and at most 86400s"),
+    (lambda run: run.spec.target.agent.cli.env.update({"BIG": "x" * 70_000}),
+     "spec.target.agent.cli.env: at most 64 variables of 65536 characters in all"),
     (lambda run: run.spec.harness.builtin.SetInParent(), "spec.harness.builtin: a CLI agent runs its own loop"),
     (lambda run: run.spec.harness.environment.update({"check": {"format": "tap", "command": "x"}}),
      "spec.harness.environment.check.format: 'tap'"),

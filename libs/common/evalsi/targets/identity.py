@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING, Any
 from evalsi.errors import BadInputError
 from evalsi.harness import Pricing, config_from_mapping
 from evalsi.harness.config import DEFAULT_MAX_STEPS
-from evalsi.harness.environment import environment_from_mapping
+from evalsi.harness.environment import MAX_ENV_BYTES, environment_from_mapping
 from evalsi.records import struct_dict
+from evalsi.sandbox.config import MAX_TIMEOUT_S
 from evalsi.targets.config import target_config, target_prices
 from evalsi.v1alpha1.run_pb2 import AgentTarget, HarnessSpec, ModelTarget, RunSpec, Target
 
@@ -124,11 +125,12 @@ def _cli_problems(agent: AgentTarget, where: str) -> list[str | None]:
             or any("\0" in a for a in cli.command):
         problems.append(f"{where}.command: at most {MAX_CLI_ARGS} arguments and {MAX_CLI_CHARS} characters, "
                         "without NUL")
-    if cli.HasField("timeout") and (cli.timeout.seconds < 0 or cli.timeout.nanos < 0
-                                    or cli.timeout.ToNanoseconds() == 0):
-        problems.append(f"{where}.timeout: must be longer than zero")
-    if len(cli.env) > MAX_CLI_ENV or any(not k or "=" in k or "\0" in k + v for k, v in cli.env.items()):
-        problems.append(f"{where}.env: at most {MAX_CLI_ENV} variables, names without '=' and values without NUL")
+    if cli.HasField("timeout") and not 0 < cli.timeout.ToNanoseconds() <= MAX_TIMEOUT_S * 1e9:
+        problems.append(f"{where}.timeout: must be longer than zero and at most {MAX_TIMEOUT_S:g}s")
+    if len(cli.env) > MAX_CLI_ENV or any(not k or "=" in k or "\0" in k + v for k, v in cli.env.items()) \
+            or sum(len(k) + len(v) for k, v in cli.env.items()) > MAX_ENV_BYTES:
+        problems.append(f"{where}.env: at most {MAX_CLI_ENV} variables of {MAX_ENV_BYTES} characters in all, names "
+                        "without '=' and values without NUL")
     return problems
 
 
