@@ -18,13 +18,13 @@ import click
 
 from evalsi.cli._common import EXIT_INTERNAL, handle_errors
 from evalsi.errors import BadInputError
+from evalsi.sandbox.access import MAX_ALLOW, local_sandbox_config
 from evalsi.sandbox.config import (
     MAX_MEMORY_BYTES,
     MAX_PIDS,
     SandboxConfig,
     check_bound,
     check_timeout,
-    load_sandbox_config,
     root_from_path,
 )
 from evalsi.sandbox.ladder import DRIVERS, Ladder
@@ -40,12 +40,10 @@ from evalsi.sandbox.model import (
     SandboxSpec,
     SandboxUnavailable,
 )
-from evalsi.yaml_files import read_yaml_file
 
 # Exit codes of `sandbox run` besides the program's own (as timeout(1) and env(1) use them).
 EXIT_TIMEOUT = 124
 EXIT_DENIED = 125
-_MAX_ALLOW = 64
 _LEVELS = [level.label for level in sorted(Level, reverse=True) if level is not Level.NONE]
 
 
@@ -190,8 +188,8 @@ def parse_network(text: str) -> NetworkPolicy:
                             "allow:pypi.org:443,files.pythonhosted.org:443")
     endpoints = []
     items = text[len("allow:"):].split(",")
-    if len(items) > _MAX_ALLOW:
-        raise BadInputError(f"--network: {len(items)} endpoints is over the limit of {_MAX_ALLOW}")
+    if len(items) > MAX_ALLOW:
+        raise BadInputError(f"--network: {len(items)} endpoints is over the limit of {MAX_ALLOW}")
     for item in items:
         host, _, port = item.strip().rpartition(":")
         host = host.removeprefix("[").removesuffix("]")
@@ -260,18 +258,10 @@ def _parse_ladder(text: str) -> tuple[str, ...]:
 
 
 def _load_config(path: Path | None) -> SandboxConfig:
-    if path is None:
-        default = Path("evalsi.yaml")
-        if not default.is_file():
-            return SandboxConfig()
-        path = default
-    document = read_yaml_file(path)
-    if not isinstance(document, dict):
-        raise BadInputError(f"{path}: expected a mapping at the top level")
-    try:
-        return load_sandbox_config(document.get("sandbox"))
-    except BadInputError as exc:
-        raise BadInputError(f"{path}: {exc}") from None
+    """--config FILE (which must exist), else ./evalsi.yaml when there is one: the one reader the code pack uses."""
+    if path is not None and not path.is_file():
+        raise BadInputError(f"--config: {path}: no such file")
+    return local_sandbox_config(path or Path("evalsi.yaml"))
 
 
 __all__ = ["egress_json", "parse_network", "result_json", "run_command", "sandbox"]
