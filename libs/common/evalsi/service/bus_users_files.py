@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from evalsi.bus.permissions import ADMIN, SERVICES
+from evalsi.bus.permissions import ADMIN
 from evalsi.errors import BadInputError
 from evalsi.service.bus_users import BundledBusUsers
 
@@ -138,7 +138,7 @@ def _remove_retired(out: Path, wanted: set[str]) -> tuple[str, ...]:
     a directory that holds our one file and nothing else, so nothing of anyone else's is touched."""
     removed = []
     for entry in sorted(out.iterdir()):
-        if entry.name in wanted or not entry.name.startswith("worker-") or entry.name in (*SERVICES, ADMIN):
+        if entry.name in wanted or not entry.name.startswith("worker-"):
             continue
         if entry.is_dir() and not entry.is_symlink() and [p.name for p in entry.iterdir()] == [CREDENTIALS_FILE]:
             shutil.rmtree(entry)
