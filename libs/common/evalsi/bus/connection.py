@@ -136,7 +136,8 @@ async def connect(
         report(False, "NATS connection closed")
 
     # What the server said last (an authorization violation, say): nats-py reports it here, while the attempt
-    # itself ends in a bare timeout.
+    # itself ends in a bare timeout, or in a connection reset when the server's close overtook its -ERR line. It is
+    # kept across attempts so that the reason given up with names it even when the last attempt lost it.
     server_said: list[str] = []
 
     async def error(e: Exception) -> None:
@@ -179,7 +180,9 @@ async def connect(
         except (OSError, TimeoutError, nats.errors.Error) as e:
             # The reason is served by /readyz and logged: the servers' credentials are masked.
             where = ", ".join(mask_url(server) for server in servers)
-            why = str(e) or (server_said[0] if server_said else type(e).__name__)
+            why = str(e) or type(e).__name__
+            if server_said and server_said[0] not in why:
+                why = f"{why} (the server said: {server_said[0]})"
             reason = f"connecting to {where}: attempt {attempt} failed: {why}"
             report(False, reason)
             elapsed = time.monotonic() - started
