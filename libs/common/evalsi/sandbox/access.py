@@ -29,7 +29,8 @@ from evalsi.sandbox.model import Endpoint, Level, NetworkPolicy, Resources, Sand
 from evalsi.v1alpha1 import run_pb2
 from evalsi.yaml_files import read_yaml_file
 
-__all__ = ["MAX_ALLOW", "LadderOpener", "SandboxAccess", "SandboxOpener", "local_sandbox_config", "sandbox_request"]
+__all__ = ["MAX_ALLOW", "LadderOpener", "SandboxAccess", "SandboxOpener", "local_sandbox_config", "parse_endpoint",
+           "sandbox_request"]
 
 MAX_ALLOW = 64  # endpoints in spec.sandbox.allow
 _NETWORK = ("deny", "allow")
@@ -136,6 +137,12 @@ def sandbox_problems(message: run_pb2.SandboxSpec, where: str = "spec.sandbox") 
         except BadInputError as exc:
             problems.append(str(exc))
     return problems
+
+
+def parse_endpoint(text: str, where: str) -> Endpoint:
+    """``HOST:PORT`` as ``spec.sandbox.allow`` takes it (the host normalized), or a ``BadInputError`` naming
+    ``where``: one rule for every list of endpoints (a harness environment's escalation allowance too)."""
+    return _endpoint(text, where)
 
 
 def _endpoint(text: str, where: str) -> Endpoint:
