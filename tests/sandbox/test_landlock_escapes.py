@@ -34,7 +34,11 @@ from evalsi.sandbox.model import (
 )
 
 RESOURCES = Resources(timeout_s=5.0, memory_bytes=256 << 20, pids=32, output_bytes=64 * 1024)
-SPEC = SandboxSpec(min_isolation=Level.CONFINED, resources=RESOURCES)
+# Landlock cannot change the root (no mount namespace): it runs only on the host's root, the operator's opt-in for
+# trusted code; the default root (the runtime image) makes it unavailable (test below).
+HOST = RootFilesystem("host")
+HOST_CONFIG = SandboxConfig(root=HOST)
+SPEC = SandboxSpec(min_isolation=Level.CONFINED, resources=RESOURCES, root=HOST)
 
 
 @pytest.fixture
@@ -52,18 +56,26 @@ def open_dir() -> Iterator[Path]:
 @pytest.fixture(params=["fork", "launcher"])
 async def session(request: pytest.FixtureRequest) -> AsyncIterator[LandlockSession]:
     """Both ways of confining: between fork and exec (the default) and through launch.py."""
-    session = await LandlockDriver(SandboxConfig(drivers={"landlock": {"mode": request.param}})).create(SPEC)
+    session = await LandlockDriver(SandboxConfig(root=HOST, drivers={"landlock": {"mode": request.param}})).create(SPEC)
     yield session
     await session.destroy()
 
 
 async def test_probe_runs_the_real_profile_and_reports_enforcement() -> None:
     assert launch.landlock_abi() > 0, "this machine's kernel has Landlock (INFRA.md: ABI 7)"
-    verdict = await LandlockDriver().probe()
+    verdict = await LandlockDriver(HOST_CONFIG).probe()
     assert verdict.available, verdict.reason
     assert verdict.level is Level.CONFINED
     # Full needs TCP rules (ABI 4) and scoping (ABI 6); this kernel has ABI 7 (INFRA.md).
     assert verdict.enforcement == ("full" if launch.landlock_abi() >= launch.ABI_SCOPE else "partial")
+
+
+async def test_with_the_default_root_the_probe_says_landlock_cannot_show_the_runtime_image() -> None:
+    verdict = await LandlockDriver().probe()  # the default configuration: the runtime image as root
+    assert not verdict.available
+    assert "runtime image" in verdict.reason and "sandbox.root: host" in verdict.reason, verdict.reason
+    with pytest.raises(SandboxUnavailable, match="mount namespace"):
+        await LandlockDriver().create(replace(SPEC, root=RootFilesystem()))
 
 
 async def test_the_workspace_is_writable_and_read_back(session: LandlockSession) -> None:
@@ -112,7 +124,7 @@ async def test_an_allowlist_goes_through_the_egress_proxy_and_is_reported_partia
         port = server.getsockname()[1]
         server.setblocking(False)
         spec = replace(SPEC, network=NetworkPolicy((Endpoint("127.0.0.1", port),)))
-        session = await LandlockDriver().create(spec)
+        session = await LandlockDriver(HOST_CONFIG).create(spec)
         try:
             tunnel = ("import os, socket, urllib.parse; proxy = urllib.parse.urlsplit(os.environ['HTTPS_PROXY']); "
                       "c = socket.create_connection((proxy.hostname, proxy.port), timeout=5); "
@@ -200,7 +212,8 @@ async def test_a_planted_symlink_is_neither_followed_by_the_host_nor_usable_insi
 
 
 async def test_a_broken_launcher_interpreter_is_a_runner_failure_not_a_denial() -> None:
-    driver = LandlockDriver(SandboxConfig(drivers={"landlock": {"mode": "launcher", "python": "/nonexistent/python3"}}))
+    driver = LandlockDriver(SandboxConfig(root=HOST, drivers={"landlock": {"mode": "launcher",
+                                                                           "python": "/nonexistent/python3"}}))
     session = await driver.create(SPEC)
     try:
         result = await session.exec(["true"])
@@ -228,13 +241,13 @@ async def test_a_program_cannot_forge_a_runner_failure(session: LandlockSession)
 async def test_an_image_root_is_refused_rather_than_run_on_the_hosts_usr(tmp_path: Path) -> None:
     spec = replace(SPEC, root=RootFilesystem("image", str(tmp_path)))
     with pytest.raises(SandboxUnavailable, match="mount namespace"):
-        await LandlockDriver().create(spec)
+        await LandlockDriver(HOST_CONFIG).create(spec)
 
 
 async def test_the_ladder_fails_closed_when_the_minimum_is_above_confined(open_dir: Path) -> None:
-    ladder = Ladder(SandboxConfig(ladder=("landlock",)))
+    ladder = Ladder(SandboxConfig(ladder=("landlock",), root=HOST))
     marker = open_dir / "ran"
-    spec = SandboxSpec(min_isolation=Level.NAMESPACED, ladder=("landlock",))
+    spec = SandboxSpec(min_isolation=Level.NAMESPACED, ladder=("landlock",), root=HOST)
     with pytest.raises(SandboxUnavailable) as refused:
         session = await ladder.create(spec)
         await session.exec(["touch", str(marker)])
@@ -263,7 +276,7 @@ def _live_processes_of(uid: int) -> list[int]:
 
 
 async def test_a_read_only_workspace_is_readable_not_writable() -> None:
-    session = await LandlockDriver().create(replace(SPEC, file_access="read-only"))
+    session = await LandlockDriver(HOST_CONFIG).create(replace(SPEC, file_access="read-only"))
     try:
         await session.write_files({"given.txt": b"given\n"})
         read = await session.exec(["cat", "given.txt"])

@@ -21,7 +21,7 @@ from evalsi.api.errors import ApiError, NotFoundError
 from evalsi.errors import BadInputError
 from evalsi.sandbox.ladder import check_ladder
 from evalsi.sandbox.manager import Sandbox, SandboxBusy, SandboxManager, SandboxNotFound, SnapshotUnsupported
-from evalsi.sandbox.model import DEFAULT_RESOURCES, Level, Resources, SandboxUnavailable
+from evalsi.sandbox.model import DEFAULT_RESOURCES, DEFAULT_ROOT, Level, Resources, RootFilesystem, SandboxUnavailable
 from evalsi.sandbox.v1alpha1 import sandbox_pb2 as pb
 from evalsi.sandbox.wire import (
     check_env,
@@ -43,11 +43,14 @@ MAX_ARGV_BYTES = 1024 * 1024
 
 @dataclass(frozen=True)
 class Defaults:
-    """What a request leaves unset: the server's ladder minimum and bounds, and where image roots may lie."""
+    """What a request leaves unset: the server's ladder minimum and bounds, where image roots may lie, and the root
+    every sandbox gets unless it names an image under those (sandbox.root: the runtime image by default; a request
+    can never choose the host's /usr)."""
 
     min_isolation: Level = Level.NAMESPACED
     resources: Resources = DEFAULT_RESOURCES
     image_roots: tuple[Path, ...] = ()
+    root: RootFilesystem = DEFAULT_ROOT
 
 
 @contextlib.contextmanager
@@ -97,7 +100,8 @@ class SandboxHandlers:
 
     async def create(self, request: pb.CreateRequest, ctx: CallContext) -> pb.CreateResponse:
         spec = spec_from_proto(request.spec, default_level=self.defaults.min_isolation,
-                               default_resources=self.defaults.resources, image_roots=self.defaults.image_roots)
+                               default_resources=self.defaults.resources, image_roots=self.defaults.image_roots,
+                               default_root=self.defaults.root)
         wait = ctx.time_remaining()
         with _statuses():
             sandbox = await self.manager.create(spec, ctx.project, request.lease_s,

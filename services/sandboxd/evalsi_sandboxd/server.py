@@ -64,7 +64,8 @@ class SandboxServer:
     def __init__(self, manager: SandboxManager, config: SandboxConfig, *, image_roots: tuple[Path, ...] = (),
                  gate: Gate | None = None, tls: ServerTls | None = None, readiness: Readiness | None = None,
                  metrics: ApiMetrics | None = None, max_request_bytes: int | None = None) -> None:
-        defaults = Defaults(min_isolation=config.min_isolation, resources=config.resources, image_roots=image_roots)
+        defaults = Defaults(min_isolation=config.min_isolation, resources=config.resources, image_roots=image_roots,
+                            root=config.root)
         self.handlers = SandboxHandlers(manager, defaults)
         self._table = HandlerTable({SANDBOX_SERVICE: self.handlers})
         self._gate = gate

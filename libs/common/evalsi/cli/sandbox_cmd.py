@@ -1,8 +1,10 @@
-"""``evalsi sandbox probe`` and ``evalsi sandbox run``: the isolation ladder in this process, for operators and tests.
+"""``evalsi sandbox probe``, ``evalsi sandbox run`` and ``evalsi sandbox image``: the isolation ladder in this
+process, for operators and tests.
 
-Both read the ``sandbox:`` section of evalsi.yaml (``--config``, else ./evalsi.yaml when present). ``run`` walks the
+All read the ``sandbox:`` section of evalsi.yaml (``--config``, else ./evalsi.yaml when present). ``run`` walks the
 ladder strongest first, takes the first usable rung meeting ``--min-isolation``, and runs the command there; when no
-rung meets it, it prints SANDBOX_UNAVAILABLE and exits non-zero, and nothing runs.
+rung meets it, it prints SANDBOX_UNAVAILABLE and exits non-zero, and nothing runs. ``image`` builds the runtime image
+(the default root) when it is missing and describes it.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from evalsi.sandbox.model import (
     SandboxSpec,
     SandboxUnavailable,
 )
+from evalsi.sandbox.runtime_image import ensure_runtime_image, image_summary
 
 # Exit codes of `sandbox run` besides the program's own (as timeout(1) and env(1) use them).
 EXIT_TIMEOUT = 124
@@ -105,9 +108,10 @@ def probe_command(config_path: Path | None, ladder: str | None, output_format: s
 @click.option("--timeout", type=float, default=None, help="Wall-clock seconds (default: sandbox.resources.timeout).")
 @click.option("--memory", type=int, default=None, help="Memory bound in bytes (default: 536870912).")
 @click.option("--pids", type=int, default=None, help="Process bound (default: 256).")
-@click.option("--root", default=None, metavar="PATH",
-              help="Root filesystem: an image directory or a tarball (default: sandbox.root; without one, the host's "
-                   "/usr read-only, for trusted code only).")
+@click.option("--root", default=None, metavar="runtime|host|PATH",
+              help="Root filesystem: runtime (the runtime image: the host's Python and busybox, nothing else of the "
+                   "host; see `evalsi sandbox image`), host (the host's /usr read-only, for trusted code only), or "
+                   "an image directory or a tarball (default: sandbox.root, else runtime).")
 @_config_option
 @click.option("--format", "output_format", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.argument("command", nargs=-1, required=True)
@@ -129,7 +133,8 @@ def run_command(min_isolation: str | None, ladder: str | None, network: str, tim
         root=root_from_path(root, "--root") if root is not None else config.root)
     streaming = output_format == "table"
     try:
-        result, egress = asyncio.run(_run(Ladder(config), spec, list(command), streaming))
+        # Probed with the root the command runs under: a rung that cannot show it is unavailable (Landlock).
+        result, egress = asyncio.run(_run(Ladder(replace(config, root=spec.root)), spec, list(command), streaming))
     except SandboxUnavailable as exc:
         _unavailable(exc, output_format)
         sys.exit(EXIT_INTERNAL)
@@ -144,6 +149,35 @@ def run_command(min_isolation: str | None, ladder: str | None, network: str, tim
             click.echo(f"  egress: {'allowed' if event.allowed else 'denied'} {event.host}:{event.port}"
                        f"{f' ({event.reason})' if event.reason else ''}", err=True)
     sys.exit(exit_status(result.outcome))
+
+
+@sandbox.group("image", invoke_without_command=True,
+               help="The runtime image, the default root of every sandbox: build it when missing (about a second) and "
+                    "print its path, digest, size and contents. It holds the host's Python with its standard library "
+                    "and shared libraries, busybox's sh and core utilities, a minimal /etc, /tmp and /workspace; "
+                    "nothing else of the host. Give your own with sandbox.root (an image directory or tarball).")
+@_config_option
+@click.option("--format", "output_format", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.pass_context
+@handle_errors
+def image_group(ctx: click.Context, config_path: Path | None, output_format: str) -> None:
+    if ctx.invoked_subcommand is not None:
+        return
+    config = _load_config(config_path)
+    summary = image_summary(ensure_runtime_image(config.cache_dir))
+    if output_format == "json":
+        click.echo(json.dumps(summary, indent=2))
+        return
+    click.echo(f"path:     {summary['path']}")
+    click.echo(f"digest:   {summary['digest']}")
+    click.echo(f"size:     {summary['size_bytes']} bytes in {summary['files']} files")
+    click.echo(f"python:   {', '.join(summary['python'])} (standard library, {len(summary['shared_libraries'])} "
+               "shared libraries)")
+    click.echo(f"shell:    {summary['shell']} ({summary['busybox_applets']} busybox applets)")
+    click.echo(f"/etc:     {', '.join(summary['etc'])}")
+    if config.root.kind != "runtime":
+        click.echo(f"note: sandbox.root is {config.root.kind} {config.root.path}".rstrip()
+                   + "; sandboxes of this configuration do not use the runtime image")
 
 
 async def _run(ladder: Ladder, spec: SandboxSpec, argv: list[str],
@@ -264,4 +298,4 @@ def _load_config(path: Path | None) -> SandboxConfig:
     return local_sandbox_config(path or Path("evalsi.yaml"))
 
 
-__all__ = ["egress_json", "parse_network", "result_json", "run_command", "sandbox"]
+__all__ = ["egress_json", "image_group", "parse_network", "result_json", "run_command", "sandbox"]

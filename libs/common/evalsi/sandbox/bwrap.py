@@ -4,10 +4,10 @@ Each execution is one ``bwrap`` run: every namespace unshared (network too: loop
 allowlist, a network namespace of its own whose only route is the logging egress proxy, netns.py) inside a new user
 namespace where the program is uid 65534 with every capability dropped and no way to make further user namespaces;
 ``--clearenv`` plus the explicit variables; ``--die-with-parent --new-session``; a seccomp-BPF filter passed as an
-fd; the root filesystem an image directory or an unpacked tarball (the host's ``/usr`` read-only only in ``host``
-mode, for trusted evaluators), read-only, with a private ``/tmp`` and ``/proc`` and the session's workspace bound
-at its workdir. Limits: a cgroup per execution where one is delegated, rlimits always, a wall-clock timeout and
-output caps; the execution's cgroup is killed at its end.
+fd; the root filesystem the runtime image (the default, runtime_image.py), an image directory or an unpacked tarball
+(the host's ``/usr`` read-only only in ``host`` mode, for trusted code), read-only, with a private ``/tmp`` and
+``/proc`` and the session's workspace bound at its workdir. Limits: a cgroup per execution where one is delegated,
+rlimits always, a wall-clock timeout and output caps; the execution's cgroup is killed at its end.
 
 The profile is handed over on an fd (``--args``), so variables never show on the host's command lines, and bwrap
 reports the program's start and exit on a status fd the program cannot reach: a setup failure (no ``child-pid``)
@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from evalsi.errors import BadInputError
+from evalsi.errors import BadInputError, InfraError
 from evalsi.sandbox import host_files
 from evalsi.sandbox.bwrap_status import StatusPipe
 from evalsi.sandbox.cgroups import CgroupLayout, CgroupPool, discover_layout
@@ -48,6 +48,7 @@ from evalsi.sandbox.netns import NetnsUnavailable, enter_hook
 from evalsi.sandbox.probing import true_fails
 from evalsi.sandbox.process import COMMON_DENIALS, Command, Dialect, Finished, classify, rlimits_for, run_command
 from evalsi.sandbox.rootfs import RootCache
+from evalsi.sandbox.runtime_image import root_report
 from evalsi.sandbox.seccomp import SeccompUnavailable, compile_filter, filter_fd
 
 __all__ = ["SANDBOX_UID", "BwrapDriver", "BwrapSession", "bwrap_profile"]
@@ -185,7 +186,7 @@ class BwrapDriver:
         spec = SandboxSpec(root=self.config.root, resources=replace(self.config.resources, timeout_s=10.0))
         try:
             session = await self.create(spec)
-        except BadInputError as exc:
+        except (BadInputError, InfraError) as exc:  # a missing image, or a runtime image that cannot be built
             return ProbeVerdict(self.name, self.level, False, reason=f"root filesystem: {exc}")
         failure = await true_fails(session)
         if failure:
@@ -224,7 +225,7 @@ class BwrapDriver:
     def _planned_bounds(self, spec: SandboxSpec, root: Path | None) -> dict[str, str]:
         resources = spec.resources
         bounds = {
-            "root": f"{spec.root.kind} {root} read-only" if root is not None else "host /usr read-only (trusted)",
+            "root": root_report(spec.root, root),
             "network": "unshared (loopback only)",
             "user": f"uid {SANDBOX_UID} in a user namespace, all capabilities dropped, no nested user namespaces",
             "timeout": f"{resources.timeout_s:g}s wall clock",

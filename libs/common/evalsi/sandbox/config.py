@@ -3,13 +3,16 @@
     sandbox:
       ladder: [firecracker, bwrap, landlock]   # tried strongest first; the first usable rung meeting the minimum wins
       min_isolation: namespaced                # vm | kernel | namespaced | confined
-      root: /srv/images/python-3.11.tar        # image directory or tarball; empty: the host's /usr read-only
-      cache_dir: /var/cache/evalsi/sandbox     # unpacked tarballs, by digest
+      root: runtime                            # runtime (default: the runtime image) | host (trusted code
+                                               # only: the host's /usr read-only) | an image directory or tarball
+      cache_dir: /var/cache/evalsi/sandbox     # the runtime image and unpacked tarballs, by digest
       cgroup: auto                             # auto | none | a delegated cgroup v2 directory
       resources: {timeout: 30s, memory: 536870912, pids: 256, output_bytes: 1048576, cpu_seconds: 60}
       drivers:                                 # per-driver options, each driver checks its own
         bwrap: {binary: /usr/bin/bwrap}
       egress: {upstream: http://proxy:3128}    # the egress proxy of allowlists (egress_config.py)
+      host_uid: 65534                          # as root: the unprivileged host user (and host_gid: its group)
+                                               # sandboxed processes run as (host_user.py); 1 to 4294967294
 
 Every error names the key path and what is accepted.
 """
@@ -25,11 +28,13 @@ from typing import Any
 from evalsi.durations import parse_duration
 from evalsi.errors import BadInputError
 from evalsi.sandbox.egress_config import EgressSettings, load_egress_settings
+from evalsi.sandbox.host_user import DEFAULT_HOST_ID, MAX_HOST_ID
 from evalsi.sandbox.model import DEFAULT_RESOURCES, Level, Resources, RootFilesystem
 
 __all__ = ["SandboxConfig", "default_cache_dir", "load_sandbox_config", "root_from_path"]
 
-_KEYS = ("ladder", "min_isolation", "root", "cache_dir", "cgroup", "resources", "drivers", "egress")
+_KEYS = ("ladder", "min_isolation", "root", "cache_dir", "cgroup", "resources", "drivers", "egress", "host_uid",
+         "host_gid")
 _RESOURCE_KEYS = ("timeout", "memory", "pids", "output_bytes", "cpu_seconds", "disk_bytes")
 # Upper bounds a config or a request may ask for: past them a typo (an extra zero) would go unnoticed.
 MAX_TIMEOUT_S = 24 * 3600.0
@@ -39,7 +44,9 @@ MAX_OUTPUT_BYTES = 1 << 30
 
 
 def default_cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    """$XDG_CACHE_HOME, else ``~/.cache``; for root ``/var/cache``: the sandbox's host user (host_user.py) must be
+    able to reach the roots cached there, and root's home is closed to it."""
+    base = os.environ.get("XDG_CACHE_HOME") or ("/var/cache" if os.geteuid() == 0 else str(Path.home() / ".cache"))
     return Path(base) / "evalsi" / "sandbox"
 
 
@@ -55,21 +62,29 @@ class SandboxConfig:
     resources: Resources = DEFAULT_RESOURCES
     drivers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     egress: EgressSettings = field(default_factory=EgressSettings)
+    # The unprivileged host user sandboxed processes run as when evalsi runs as root (host_user.py).
+    host_uid: int = DEFAULT_HOST_ID
+    host_gid: int = DEFAULT_HOST_ID
 
     def driver_options(self, name: str) -> Mapping[str, Any]:
         return self.drivers.get(name, {})
 
 
 def root_from_path(text: str, where: str) -> RootFilesystem:
-    """An image directory or a tarball named by path; empty: the host's /usr read-only (trusted code only)."""
-    if not text:
-        return RootFilesystem()
+    """``runtime`` (or empty: the default), the runtime image; ``host``, the host's /usr read-only (trusted code only,
+    the operator's choice); else an image directory or a tarball named by path (``./host`` for a directory named
+    host)."""
+    if not text or text == "runtime":
+        return RootFilesystem("runtime")
+    if text == "host":
+        return RootFilesystem("host")
     path = Path(text).expanduser()
     if path.is_dir():
         return RootFilesystem("image", str(path.resolve()))
     if path.is_file():
         return RootFilesystem("tarball", str(path.resolve()))
-    raise BadInputError(f"{where}: {text!r} is neither an image directory nor a tarball")
+    raise BadInputError(f"{where}: {text!r} is neither an image directory nor a tarball; accepted: runtime (the "
+                        "default runtime image), host (the host's /usr, trusted code only), or a path to either")
 
 
 def load_sandbox_config(raw: Any, path: str = "sandbox") -> SandboxConfig:
@@ -97,6 +112,9 @@ def load_sandbox_config(raw: Any, path: str = "sandbox") -> SandboxConfig:
         config = replace(config, drivers=_drivers(raw["drivers"], f"{path}.drivers"))
     if raw.get("egress") is not None:
         config = replace(config, egress=load_egress_settings(raw["egress"], f"{path}.egress"))
+    for key in ("host_uid", "host_gid"):  # never 0: the point is a user without root's privileges
+        if raw.get(key) is not None:
+            config = replace(config, **{key: check_bound(raw[key], f"{path}.{key}", 1, MAX_HOST_ID)})
     return config
 
 

@@ -5,9 +5,9 @@ Measured here (INFRA.md): the ptrace platform works, the KVM one hangs on this p
 platform defaults to ``ptrace``. Each session is one OCI bundle (its ``config.json`` built from the spec) started
 once with ``runsc create`` + ``start`` (``sleep infinity`` as its init); each execution is a ``runsc exec`` in it:
 
-- root: an image directory or a tarball (unpacked by ``rootfs.RootCache``) read-only, or for trusted code a
-  skeleton whose ``/usr`` is the host's, read-only; the session's workspace is bound read-write at ``workdir``,
-  ``/tmp`` is a tmpfs;
+- root: the runtime image (the default), an image directory or a tarball (``rootfs.RootCache``) read-only, or for
+  trusted code a skeleton whose ``/usr`` is the host's, read-only; the session's workspace is bound read-write at
+  ``workdir``, ``/tmp`` is a tmpfs;
 - user 65534, no capabilities, no new privileges, the environment exactly as given;
 - ``--network=none``: no interface but loopback, whatever the spec's allowlist says;
 - bounds: rlimits (AS, NPROC, FSIZE, CPU) set on the container and inherited by every execution inside the Sentry
@@ -52,6 +52,7 @@ from evalsi.sandbox.model import (
 from evalsi.sandbox.probing import true_fails
 from evalsi.sandbox.process import COMMON_DENIALS, Command, Dialect, Finished, classify, run_command
 from evalsi.sandbox.rootfs import RootCache
+from evalsi.sandbox.runtime_image import root_report
 
 __all__ = ["GvisorDriver", "GvisorSession", "bundle_config", "classify_kernel"]
 
@@ -174,7 +175,8 @@ class GvisorDriver:
     async def probe(self) -> ProbeVerdict:
         if not os.access(self.binary, os.X_OK):
             return ProbeVerdict(NAME, self.level, False, reason=f"runsc not found at {self.binary}")
-        spec = SandboxSpec(min_isolation=Level.KERNEL, resources=replace(self.config.resources, timeout_s=30.0))
+        spec = SandboxSpec(min_isolation=Level.KERNEL, root=self.config.root,
+                           resources=replace(self.config.resources, timeout_s=30.0))
         try:
             session = await self.create(spec)
         except (InfraError, OSError) as exc:
@@ -209,7 +211,7 @@ class GvisorSession:
         config = bundle_config(root=bundle_root, host_usr=host_usr, workspace=self.host_workspace,
                                workdir=spec.workdir, env=self.env, spec=spec)
         (self.bundle / "config.json").write_text(json.dumps(config))
-        self.isolation = self._report(host_usr)
+        self.isolation = self._report(root_report(spec.root, None if host_usr else bundle_root))
         self._groups: ExecutionCgroups | None = None
         self._running = False
         self._destroyed = False
@@ -225,12 +227,12 @@ class GvisorSession:
         root = image_root if image_root is not None else _skeleton(driver.base_dir)
         return cls(driver, spec, directory, root, image_root is None)
 
-    def _report(self, host_usr: bool) -> IsolationReport:
+    def _report(self, root: str) -> IsolationReport:
         resources = self.spec.resources
         layout = self.driver.cgroups
         bounds = {
             "kernel": f"gVisor runsc ({self.driver.platform} platform)",
-            "root": "host /usr read-only (trusted code)" if host_usr else "image, read-only",
+            "root": root,
             "network": "none (runsc --network=none)" + ("" if self.spec.network.denied else
                                                         "; the allowlist is not reachable on this rung"),
             "memory": f"rlimit AS={resources.memory_bytes} per process",

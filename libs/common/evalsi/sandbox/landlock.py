@@ -10,7 +10,8 @@ What a session may touch: the host's ``/usr`` (and the few ``/etc`` files a dyna
 device nodes, and its own workspace and temporary directory read-write.
 Nothing else: not the rest of ``/etc``, ``/home``, ``/proc`` (so not the parent's environment), ``/tmp`` or
 another session's workspace. An image root cannot be shown as ``/`` without a mount namespace, so this rung refuses
-image and tarball roots (fail closed) rather than run the program on the host's ``/usr`` instead.
+the runtime image (the default root), image and tarball roots (fail closed) rather than run the program on the
+host's ``/usr`` instead: it serves only ``sandbox.root: host`` (trusted code), and its probe says so otherwise.
 
 Enforcement is ``full`` on ABI >= 6, ``partial`` below, with what is missing in ``not_enforced``. Landlock governs
 TCP only, so a seccomp filter (``confined_seccomp``) refuses what it leaves open: Unix sockets (a path reaches host
@@ -50,6 +51,7 @@ from evalsi.sandbox.model import (
     Outcome,
     OutputSink,
     ProbeVerdict,
+    RootFilesystem,
     SandboxSpec,
     SandboxUnavailable,
 )
@@ -149,8 +151,16 @@ def _existing(paths: tuple[str, ...]) -> list[str]:
     return [path for path in paths if os.path.exists(path)]
 
 
+def _no_image_root(root: RootFilesystem) -> str:
+    what = "the runtime image (the default root)" if root.kind == "runtime" else f"a {root.kind} root"
+    return (f"Landlock cannot show {what} as / (it has no mount namespace: the program sees the host's own files, "
+            "read rules narrowed); it runs only with the host root (sandbox.root: host, trusted code); untrusted "
+            "code needs a namespaced or stronger rung")
+
+
 class LandlockDriver:
-    """``confined``: probed by running the real profile against ``true``."""
+    """``confined``: probed by running the real profile against ``true``; with a root other than the host's (the
+    runtime image by default) it is unavailable, failing closed, and its verdict says why."""
 
     name = NAME
     level = Level.CONFINED
@@ -189,7 +199,10 @@ class LandlockDriver:
     async def probe(self) -> ProbeVerdict:
         if self.abi == 0:
             return ProbeVerdict(NAME, self.level, False, reason="Landlock is missing or disabled in this kernel")
-        spec = SandboxSpec(min_isolation=Level.CONFINED, resources=replace(self.config.resources, timeout_s=10.0))
+        if self.config.root.kind != "host":  # the configured root (by default the runtime image) cannot be had here
+            return ProbeVerdict(NAME, self.level, False, reason=_no_image_root(self.config.root))
+        spec = SandboxSpec(min_isolation=Level.CONFINED, root=self.config.root,
+                           resources=replace(self.config.resources, timeout_s=10.0))
         try:
             session = await self.create(spec)
         except (OSError, SandboxUnavailable) as exc:
@@ -203,8 +216,7 @@ class LandlockDriver:
     async def create(self, spec: SandboxSpec) -> LandlockSession:
         if spec.root.kind != "host":
             raise SandboxUnavailable(spec.min_isolation, (ProbeVerdict(
-                NAME, self.level, False, reason=f"a {spec.root.kind} root cannot be shown as / without a mount "
-                                                "namespace (use a namespaced or stronger rung)"),))
+                NAME, self.level, False, reason=_no_image_root(spec.root)),))
         if spec.min_isolation > self.level:
             raise SandboxUnavailable(spec.min_isolation, (ProbeVerdict(NAME, self.level, True),))
         session = await asyncio.to_thread(LandlockSession.start, self, spec)

@@ -18,6 +18,7 @@ from evalsi.errors import BadInputError, EvalsiError
 
 __all__ = [
     "DEFAULT_RESOURCES",
+    "DEFAULT_ROOT",
     "EgressEvent",
     "EgressLogging",
     "Endpoint",
@@ -103,11 +104,16 @@ DEFAULT_RESOURCES = Resources()
 
 @dataclass(frozen=True)
 class RootFilesystem:
-    """What the sandbox sees as ``/``: an unpacked image directory or a tarball (cached by digest), or, for trusted
-    evaluators only, the host's ``/usr`` read-only (``host``)."""
+    """What the sandbox sees as ``/``: the runtime image (``runtime``, the default: the host's Python and busybox in
+    a minimal tree built once and cached by digest, ``runtime_image.py``), an image directory or a tarball (cached by
+    digest), or, for trusted code only, the host's ``/usr`` read-only (``host``: opt-in by the operator's
+    ``sandbox.root: host`` or explicitly from Python, never by a request to sandboxd)."""
 
-    kind: Literal["image", "tarball", "host"] = "host"
+    kind: Literal["runtime", "image", "tarball", "host"] = "runtime"
     path: str = ""
+
+
+DEFAULT_ROOT = RootFilesystem()
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
-"""Root filesystems for sandboxes: an image directory used as it is, or a tarball unpacked once and cached by the
-digest of its bytes.
+"""Root filesystems for sandboxes: the runtime image (built once, ``runtime_image.py``), an image directory used as
+it is, or a tarball unpacked once and cached by the digest of its bytes.
 
 A tarball is untrusted input: members with absolute paths or ``..``, links (symbolic or hard) pointing outside the
 root, device files and setuid bits are refused or stripped by the standard library's ``data`` extraction filter,
@@ -20,6 +20,7 @@ from pathlib import Path
 
 from evalsi.errors import BadInputError
 from evalsi.sandbox.model import RootFilesystem
+from evalsi.sandbox.runtime_image import ensure_runtime_image
 
 __all__ = ["RootCache", "tarball_digest", "unpack_tarball"]
 
@@ -78,9 +79,12 @@ class RootCache:
         self._digests: dict[str, _Known] = {}
 
     def resolve(self, root: RootFilesystem) -> Path | None:
-        """The host directory to bind as the sandbox's ``/``; None for the host's /usr mode."""
+        """The host directory to bind as the sandbox's ``/``; None for the host's /usr mode. The runtime image is
+        built on first use (seconds), so call this from a thread in async code."""
         if root.kind == "host":
             return None
+        if root.kind == "runtime":
+            return ensure_runtime_image(self.cache_dir).path
         path = Path(root.path)
         if root.kind == "image":
             if not path.is_dir():

@@ -24,6 +24,7 @@ from evalsi.sandbox.config import (
     check_timeout,
 )
 from evalsi.sandbox.model import (
+    DEFAULT_ROOT,
     EgressEvent,
     Endpoint,
     Enforcement,
@@ -64,7 +65,7 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 _MAX_ALLOW = 64
 _MAX_LADDER = 8
 _FILE_ACCESS = ("read-only", "workspace-write", "full-access")
-_ROOT_KINDS = ("host", "image", "tarball")
+_ROOT_KINDS = ("runtime", "image", "tarball")
 _OUTCOME_KINDS = ("exit", "denied", "runner_failure", "timeout")
 
 
@@ -137,9 +138,11 @@ def check_env(env: Mapping[str, str], where: str) -> dict[str, str]:
 
 
 def spec_from_proto(message: pb.SandboxSpec, *, default_level: Level, default_resources: Resources,
-                    image_roots: tuple[Path, ...] = (), where: str = "spec") -> SandboxSpec:
-    """A caller's spec, checked. An image or tarball root must lie under one of ``image_roots`` (the server's):
-    a caller never names an arbitrary host path as the sandbox's ``/``."""
+                    image_roots: tuple[Path, ...] = (), default_root: RootFilesystem = DEFAULT_ROOT,
+                    where: str = "spec") -> SandboxSpec:
+    """A caller's spec, checked. The root is the server's (``default_root``, the runtime image unless its operator
+    configured another) unless the caller names an image or tarball under one of ``image_roots`` (the server's): a
+    caller never names an arbitrary host path, nor the host's /usr, as the sandbox's ``/``."""
     level = level_from_proto(message.min_isolation, f"{where}.min_isolation") if message.min_isolation else (
         default_level)
     if len(message.ladder) > _MAX_LADDER:
@@ -156,21 +159,28 @@ def spec_from_proto(message: pb.SandboxSpec, *, default_level: Level, default_re
         ladder=tuple(message.ladder) or None,
         network=network_from_proto(message.network, f"{where}.network"),
         resources=_resources(message.resources, default_resources, f"{where}.resources"),
-        root=_root(message.root, image_roots, f"{where}.root"),
+        root=_root(message.root, image_roots, default_root, f"{where}.root"),
         env=check_env(message.env, f"{where}.env"),
         file_access=cast(FileAccess, file_access),
         workdir=workdir,
     )
 
 
-def _root(message: pb.RootFilesystem, image_roots: tuple[Path, ...], where: str) -> RootFilesystem:
-    kind = message.kind or ("host" if not message.path else "")
+def _root(message: pb.RootFilesystem, image_roots: tuple[Path, ...], default_root: RootFilesystem,
+          where: str) -> RootFilesystem:
+    """The server's own root (``default_root``) for an unset or ``runtime`` root; an image or tarball under the
+    server's image roots. The host's /usr is never a caller's choice: a request naming it is refused."""
+    kind = message.kind or ("runtime" if not message.path else "")
+    if kind == "host":
+        raise BadInputError(f"{where}.kind: 'host' (the host's /usr) is not a request's choice: this server applies "
+                            f"its own root (sandbox.root in its evalsi.yaml) to every sandbox; accepted: "
+                            f"{', '.join(_ROOT_KINDS)}")
     if kind not in _ROOT_KINDS:
         raise BadInputError(f"{where}.kind: {message.kind[:40]!r}; accepted: {', '.join(_ROOT_KINDS)}")
-    if kind == "host":
+    if kind == "runtime":
         if message.path:
-            raise BadInputError(f"{where}.path: a host root takes no path")
-        return RootFilesystem()
+            raise BadInputError(f"{where}.path: the runtime root takes no path (it is the server's own root)")
+        return default_root
     if not message.path.startswith("/") or "\0" in message.path:
         raise BadInputError(f"{where}.path: an absolute path under the server's image roots")
     path = Path(message.path).resolve()

@@ -42,6 +42,8 @@ __all__ = ["KEEP", "NAME", "VmDriver", "VmOptions", "isolation_report", "parse_o
 NAME = "qemu"
 # Guest RAM kept for the guest kernel and the agent: an execution's memory bound is at most the rest.
 _RESERVED_MIB = 192
+# A guest never sees the host's /usr: a host root (trusted code) gets the runtime image too, as the default does.
+_RUNTIME_ROOTS = ("runtime", "host")
 _OPTION_KEYS = ("binary", "memory_mib", "warm", "snapshots", "boot_timeout", "busybox", "kernel_version")
 
 
@@ -98,7 +100,8 @@ def isolation_report(spec: SandboxSpec, memory_mib: int) -> IsolationReport:
         "memory": f"guest cgroup v2 memory.max={memory} (guest RAM {memory_mib} MiB)",
         "pids": f"guest cgroup v2 pids.max={resources.pids}",
         "network": "no network device",
-        "filesystem": ("read-only runtime disk as /; /workspace and /tmp are guest tmpfs" if spec.root.kind == "host"
+        "filesystem": ("runtime image as / (read-only disk); /workspace and /tmp are guest tmpfs"
+                       if spec.root.kind in _RUNTIME_ROOTS
                        else f"image root {spec.root.path} (read-only disk, chroot); /workspace and /tmp are guest "
                             "tmpfs"),
         "disk": f"workspace tmpfs size={workspace_bytes(spec, memory_mib)}, RLIMIT_FSIZE={resources.disk_bytes}",
@@ -171,7 +174,7 @@ class VmDriver:
         if self._closed:
             raise MachineFailed("the qemu driver is closed")
         config = await self._config()
-        if spec.root.kind == "host":
+        if spec.root.kind in _RUNTIME_ROOTS:
             machine = self._warm.pop(0) if self._warm else await self._new_machine(config)
             self._schedule_refill()
         else:  # an image root: its own disk and template, no warm pool

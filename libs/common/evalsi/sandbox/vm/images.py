@@ -3,8 +3,9 @@
 * The initramfs (an uncompressed newc cpio written here): static busybox, the kernel modules the guest needs (Debian
   builds virtio, virtio-mmio, virtio-blk, virtio-console and ext4 as modules) and ``/init``, which loads them, mounts
   the runtime disk read-only and switches to it with the guest agent as PID 1.
-* The runtime disk (``mkfs.ext4 -d``, read-only to the guest): the host's Python (binary, standard library and the
-  shared libraries they link), busybox's applets as the shell and core utilities, a minimal ``/etc`` and the agent.
+* The runtime disk (``mkfs.ext4 -d``, read-only to the guest): the runtime image every other rung shows untrusted
+  code (``evalsi.sandbox.runtime_image.stage_runtime``: the host's Python, its standard library and shared
+  libraries, busybox's applets, a minimal ``/etc``) plus the agent, the guest's shadow file and its mount points.
   No host file beyond these is on it: untrusted code in the guest sees no host secret, configuration or home.
 """
 
@@ -20,6 +21,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from evalsi.errors import EvalsiError
+from evalsi.sandbox.runtime_image import RuntimeInputs, find_inputs, stage_runtime
 from evalsi.sandbox.vm.kernel import GuestKernel
 
 __all__ = ["GUEST_MODULES", "BuildFailed", "build_image_disk", "build_initramfs", "build_runtime_disk", "cpio_newc"]
@@ -27,10 +29,7 @@ __all__ = ["GUEST_MODULES", "BuildFailed", "build_image_disk", "build_initramfs"
 # Loaded in this order (dependencies first, as modules.dep lists them).
 GUEST_MODULES = ("virtio_ring", "virtio", "virtio_mmio", "virtio_blk", "virtio_console", "crc16", "mbcache", "jbd2",
                  "crc32c_generic", "ext4", "overlay")
-_FORMAT = "4"  # bump when the layout of either artifact changes, so caches rebuild
-_PYTHON = "python3.11"
-_STDLIB_SKIP = {"test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3", "pydoc_data", "distutils",
-                "config-3.11-x86_64-linux-gnu", "dist-packages", "site-packages", "venv", "unittest"}
+_FORMAT = "5"  # bump when the layout of either artifact changes, so caches rebuild
 _AGENT = Path(__file__).with_name("guest_agent.py")
 
 _INIT = """#!/bin/busybox sh
@@ -57,8 +56,6 @@ $B mount --move /sys /newroot/sys
 exec $B switch_root /newroot /usr/bin/python3 -I -S -B /evalsi/agent.py
 """
 
-_PASSWD = "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/workspace:/bin/sh\n"
-_GROUP = "root:x:0:\nnogroup:x:65534:\n"
 # The guest's own shadow file (root only), as on any system: reading it from the sandbox is refused by the guest.
 _SHADOW = "root:*:19000:0:99999:7:::\nnobody:*:19000:0:99999:7:::\n"
 
@@ -111,19 +108,18 @@ def _module_paths(kernel: GuestKernel) -> dict[str, Path]:
     return {name: found[name] for name in GUEST_MODULES}
 
 
-def build_runtime_disk(busybox: Path, cache_dir: Path, python: Path = Path(f"/usr/bin/{_PYTHON}")) -> Path:
-    """The read-only ext4 runtime disk, built once per set of inputs (paths, sizes and mtimes, and the agent)."""
-    stdlib = Path(f"/usr/lib/{_PYTHON}")
-    files = [python, busybox, *_stdlib_files(stdlib)]
-    libs = _shared_libraries([python, *(p for p in files if p.suffix == ".so")])
-    digest = _digest([_FORMAT, _AGENT.read_text(), *(_stat_key(p) for p in [*files, *libs])])
+def build_runtime_disk(busybox: Path, cache_dir: Path, python: Path = Path("/usr/bin/python3")) -> Path:
+    """The read-only ext4 runtime disk, built once per set of inputs (the runtime image's digest and the agent)."""
+    host = find_inputs(python)
+    inputs = RuntimeInputs(host.python, host.stdlib, busybox)  # the driver checked busybox is the static one
+    digest = _digest([_FORMAT, _AGENT.read_text(), inputs.digest()])
     out = cache_dir / f"runtime-{digest}.ext4"
     if out.is_file():
         return out
     cache_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=cache_dir, prefix="stage-") as tmp:
         stage = Path(tmp) / "root"
-        _stage(stage, python, busybox, stdlib, libs)
+        _stage(stage, inputs)
         size = _tree_bytes(stage) * 5 // 4 + (32 << 20)
         image = Path(tmp) / "disk.ext4"
         with image.open("wb") as f:
@@ -158,54 +154,17 @@ def build_image_disk(root: Path, cache_dir: Path) -> Path:
     return out
 
 
-def _stage(stage: Path, python: Path, busybox: Path, stdlib: Path, libs: list[Path]) -> None:
-    for d in ("usr/bin", "usr/lib", "usr/lib64", "etc", "evalsi", "dev", "proc", "sys", "tmp", "workspace", "root",
-              "image", "sroot", "run"):
+def _stage(stage: Path, inputs: RuntimeInputs) -> None:
+    """The runtime image's tree, then what only the guest has: its agent, the mount points its init and agent use,
+    root's home and a shadow file (reading it from the sandbox is refused by the guest, as on any system)."""
+    stage_runtime(stage, inputs)
+    for d in ("evalsi", "root", "image", "sroot", "run"):
         (stage / d).mkdir(parents=True, exist_ok=True)
-    for name, target in (("bin", "usr/bin"), ("lib", "usr/lib"), ("lib64", "usr/lib64"), ("sbin", "usr/bin")):
-        (stage / name).symlink_to(target)
-    shutil.copy2(python, stage / "usr/bin" / _PYTHON)
-    (stage / "usr/bin/python3").symlink_to(_PYTHON)
-    (stage / "usr/bin/python").symlink_to(_PYTHON)
-    shutil.copy2(busybox, stage / "usr/bin/busybox")
-    for applet in _run([str(busybox), "--list"]).split():
-        link = stage / "usr/bin" / applet
-        if not link.exists() and not link.is_symlink():
-            link.symlink_to("busybox")
-    shutil.copytree(stdlib, stage / "usr/lib" / stdlib.name, symlinks=True,
-                    ignore=lambda d, names: [n for n in names if n in _STDLIB_SKIP and Path(d) == stdlib])
-    for lib in libs:
-        # /lib and /lib64 are /usr's on a merged-usr host; the guest's are too (the links above).
-        rel = str(lib).removeprefix("/usr").lstrip("/")
-        dest = stage / "usr" / rel
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(lib.resolve(), dest)
     shutil.copy2(_AGENT, stage / "evalsi/agent.py")
-    (stage / "etc/passwd").write_text(_PASSWD)
-    (stage / "etc/group").write_text(_GROUP)
     shadow = stage / "etc/shadow"
     shadow.write_text(_SHADOW)
     shadow.chmod(0o600)
     (stage / "root").chmod(0o700)
-    (stage / "tmp").chmod(0o1777)
-
-
-def _stdlib_files(stdlib: Path) -> list[Path]:
-    if not stdlib.is_dir():
-        raise BuildFailed(f"{stdlib}: the host's Python standard library is missing; the guest runs the host's "
-                          f"{_PYTHON} (apt-get install -y {_PYTHON})")
-    return sorted(p for p in (stdlib / "lib-dynload").glob("*.so"))
-
-
-def _shared_libraries(binaries: list[Path]) -> list[Path]:
-    libs: set[Path] = set()
-    for binary in binaries:
-        for line in _run(["ldd", str(binary)]).splitlines():
-            parts = line.split()
-            path = parts[2] if "=>" in parts and len(parts) > 2 else (parts[0] if parts else "")
-            if path.startswith("/"):
-                libs.add(Path(path))
-    return sorted(libs)
 
 
 def _tree_bytes(root: Path) -> int:
