@@ -5,7 +5,9 @@ manifest carry the isolation report."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import yaml
@@ -15,15 +17,26 @@ from sandboxd_process import require_bwrap
 
 from evalsi.cli.main import cli
 from evalsi.client import Client
+from evalsi.datasets.run_records import StoredRunRecords
 from evalsi.records import from_value
+from evalsi.runs.record_isolation import evaluated_records
 from evalsi.sandbox.client import SANDBOXD_ENV
 from evalsi.service.config import WorkerConfig
+from evalsi.stores.objects import LocalObjectStore
 from evalsi.testing.stack import Stack
+from evalsi.v1alpha1.record_pb2 import ISOLATION_LEVEL_NAMESPACED, Record
 from evalsi.v1alpha1.run_pb2 import RUN_STATE_FAILED, RUN_STATE_SUCCEEDED
 from evalsi.v1alpha1.score_pb2 import ERROR_KIND_INFRA, OUTCOME_ERROR
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = ROOT / "examples" / "code" / "run.yaml"
+
+
+EXPECTED_IDS = ("correct", "wrong", "infinite-loop", "escape", "forged-pass", "syntax-error")
+
+
+async def _all(chunks: AsyncIterator[list[Record]]) -> list[list[Record]]:
+    return [chunk async for chunk in chunks]
 
 
 def _summaries(summaries: list[dict]) -> dict[str, tuple[int, float]]:
@@ -53,6 +66,16 @@ def test_a_served_code_run_on_the_sandbox_pool_matches_the_embedded_one(tmp_path
             assert all(gate.passed for gate in run.gates)
             assert [(i.driver, i.enforcement) for i in run.manifest.isolation] == [("bwrap", "full")]
             results = list(client.runs.results(run.id))
+        # Every record the sandboxed evaluators scored is stored again with the rung in its provenance.isolation
+        # (runs.record_isolation), named by the run's label; the dataset's shards stay as they were.
+        stored = StoredRunRecords(LocalObjectStore(stack.config.objects_url))
+        evaluated = [r for chunk in asyncio.run(_all(evaluated_records(stored, run))) for r in chunk]
+        assert sorted(r.id for r in evaluated) == sorted(EXPECTED_IDS)
+        for record in evaluated:
+            isolation = record.provenance.isolation
+            assert (isolation.driver, isolation.enforcement, isolation.achieved) == (
+                "bwrap", "full", ISOLATION_LEVEL_NAMESPACED)
+            assert isolation.detail.endswith("code-exec-tests, unit-tests"), isolation.detail
         executing = [r for r in results if r.evaluator in ("unit-tests", "code-exec-tests")]
         assert len(executing) == 12
         for result in executing:

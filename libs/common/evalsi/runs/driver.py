@@ -42,6 +42,7 @@ from evalsi.runs.outcome import (
 from evalsi.runs.plan import DEFAULT_SHARD_SIZE, Plan, budget_exceeded, plan_run, task_key, wall_clock_exceeded
 from evalsi.runs.plan import Task as PlannedTask
 from evalsi.runs.ports import BusPort, RunRecords
+from evalsi.runs.record_isolation import EVALUATED_LABEL, store_evaluated
 from evalsi.runs.result_columns import result_rows
 from evalsi.runs.summary import SummaryBuilder
 from evalsi.runs.tasks import ATTEMPT_LABEL, STAGES, index_of, message_id, task_message
@@ -91,7 +92,6 @@ def bound_of(run: Run, registry: Registry) -> list[BoundEvaluator]:
 
 def generates_outputs(run: Run) -> bool:
     """Whether a target (a model, an agent or the built-in harness) generates the run's outputs."""
-
     return generation_kind(run.spec.target, run.spec.harness) != "outputs"
 
 
@@ -470,6 +470,8 @@ class RunDriver:
                                      failed_tasks=failed_tasks, sandbox_refusal=use.refusal)
         run.manifest.CopyFrom(stored_run_manifest(run, bound))
         run.manifest.isolation.extend(with_records(use.reports, generated))  # and where generated outputs came from
+        if use.reports:  # each record a sandboxed evaluator scored carries its weakest rung (runs.record_isolation)
+            run.labels[EVALUATED_LABEL] = await store_evaluated(self.store, self.records, run)
         read_state = run.state
         run.state, run.message = state, message
         run.end_time.CopyFrom(_now())

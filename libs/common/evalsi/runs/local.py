@@ -49,6 +49,7 @@ from evalsi.runs.news import RunNews
 from evalsi.runs.outcome import TARGET_FAILURE_KEY
 from evalsi.runs.plan import DEFAULT_SHARD_SIZE, budget_exceeded
 from evalsi.runs.ports import RunRecords
+from evalsi.runs.record_isolation import EVALUATED_LABEL, evaluated_records
 from evalsi.runs.results import EvaluationResults
 from evalsi.runs.stored_results import RESULTS_DB, StoredResults
 from evalsi.runs.summary import SummaryBuilder
@@ -296,6 +297,8 @@ async def run_in_process(
     usage.cost_usd = usd
     if evaluated is not None:
         evaluated.extend(await _evaluated_records(store, run_records, finished))
+    if EVALUATED_LABEL in finished.labels:
+        del finished.labels[EVALUATED_LABEL]  # a key in this process's store, not part of the run
     in_memory.forget(run.id)
     if local_store is not None:
         del finished.labels[DATASET_LABEL]  # how this process found the records, not part of the run
@@ -337,7 +340,10 @@ class GivenJudges(JudgeSet):
 
 async def _evaluated_records(store: MemoryRunStore, run_records: RunRecords, run: Run) -> list[Record]:
     """The records as evaluated: each finished generation task's outputs in (trial, shard) order, without the marker
-    that carried a target's failure to its evaluation; the dataset's records when outputs are given."""
+    that carried a target's failure to its evaluation; the dataset's records when outputs are given. Stamped with
+    the isolation their sandboxed evaluators ran under when any did (runs.record_isolation)."""
+    if EVALUATED_LABEL in run.labels:
+        return [record async for chunk in evaluated_records(run_records, run) for record in chunk]
     if not generates_outputs(run):
         return await run_records.shard_records(run, 0, await run_records.record_count(run))
     generated = await store.list_tasks(run.id, states=("done",), stage=STAGE_GENERATE)

@@ -1,0 +1,85 @@
+"""A record scored by code evaluators in a sandbox carries the rung in its own provenance.isolation (the weakest of
+every sandboxed execution behind it), embedded for real on bubblewrap; the served path is checked in
+test_code_pack_served.py. The choice of the weakest report is pure and checked here without a sandbox."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+from sandboxd_process import require_bwrap
+
+from evalsi.runs.embedded import RunOutcome, execute_run
+from evalsi.runs.record_isolation import EVALUATED_LABEL, stamp, weakest
+from evalsi.runs.spec import load_eval_run
+from evalsi.v1alpha1.record_pb2 import (
+    ISOLATION_LEVEL_CONFINED,
+    ISOLATION_LEVEL_KERNEL,
+    ISOLATION_LEVEL_NAMESPACED,
+    IsolationReport,
+    Record,
+)
+from evalsi.v1alpha1.run_pb2 import RUN_STATE_SUCCEEDED
+
+ROOT = Path(__file__).resolve().parents[2]
+SPEC = ROOT / "examples" / "code" / "run.yaml"
+
+
+def _report(level: int, enforcement: str = "full", *, driver: str = "bwrap",
+            not_enforced: tuple[str, ...] = ()) -> IsolationReport:
+    return IsolationReport(achieved=level, driver=driver, enforcement=enforcement, not_enforced=list(not_enforced))
+
+
+def test_the_weakest_report_is_the_lowest_level_then_partial_then_the_most_left_unenforced() -> None:
+    kernel, namespaced = _report(ISOLATION_LEVEL_KERNEL, driver="gvisor"), _report(ISOLATION_LEVEL_NAMESPACED)
+    partial = _report(ISOLATION_LEVEL_NAMESPACED, "partial", not_enforced=("memory",))
+    more = _report(ISOLATION_LEVEL_NAMESPACED, "partial", not_enforced=("memory", "pids"))
+    assert weakest([kernel, namespaced]) == namespaced
+    assert weakest([namespaced, partial, kernel]) == partial
+    assert weakest([partial, more]) == more
+    assert weakest([]) is None
+
+
+def test_a_record_keeps_the_weakest_of_its_generation_and_its_scoring_and_the_given_one_is_untouched() -> None:
+    generated = Record(id="a")
+    generated.provenance.isolation.CopyFrom(_report(ISOLATION_LEVEL_CONFINED, "partial", driver="landlock"))
+    scored, unscored = Record(id="b"), Record(id="c")
+    found = {("a", 0): (_report(ISOLATION_LEVEL_NAMESPACED), ["unit-tests"]),
+             ("b", 0): (_report(ISOLATION_LEVEL_NAMESPACED), ["unit-tests", "code-exec-tests"])}
+    a, b, c = stamp([generated, scored, unscored], found)
+    assert (a.provenance.isolation.driver, a.provenance.isolation.achieved) == ("landlock", ISOLATION_LEVEL_CONFINED)
+    assert a.provenance.isolation.detail == "the weakest of 2 sandboxed execution report(s): generation, unit-tests"
+    assert b.provenance.isolation.detail.endswith("code-exec-tests, unit-tests")
+    assert not scored.provenance.HasField("isolation")  # copies: the caller's records are not changed
+    assert c is unscored and not c.provenance.HasField("isolation")
+
+
+async def test_records_scored_in_a_sandbox_carry_the_rung_in_their_provenance_embedded(tmp_path: Path) -> None:
+    require_bwrap()
+    rows = [json.loads(line) for line in (SPEC.parent / "add.jsonl").read_text().splitlines()]
+    (tmp_path / "two.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows
+                                                if row["id"] in ("correct", "wrong")))
+    document = yaml.safe_load(SPEC.read_text())
+    document["spec"]["dataset"]["path"] = "two.jsonl"
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(document))
+    outcome = await _run(tmp_path / "run.yaml")
+    assert outcome.results.run.state == RUN_STATE_SUCCEEDED, outcome.results.run.message
+    assert EVALUATED_LABEL not in outcome.results.run.labels  # this process's store key, not part of the run
+    assert [r.id for r in outcome.records] == ["correct", "wrong"]
+    for record in outcome.records:
+        isolation = record.provenance.isolation
+        assert (isolation.driver, isolation.achieved, isolation.enforcement) == ("bwrap", ISOLATION_LEVEL_NAMESPACED,
+                                                                                 "full")
+        assert any(line.startswith("syscalls: seccomp") for line in isolation.enforced), isolation.enforced
+        assert isolation.detail == ("the weakest of 2 sandboxed execution report(s): code-exec-tests, unit-tests")
+    # A run whose evaluators ran nothing in a sandbox leaves its records' provenance as given.
+    document["spec"]["evaluators"] = [{"ref": "builtin/python-syntax"}]
+    document["spec"]["gates"] = []
+    (tmp_path / "syntax.yaml").write_text(yaml.safe_dump(document))
+    plain = await _run(tmp_path / "syntax.yaml")
+    assert [r.provenance.HasField("isolation") for r in plain.records] == [False, False]
+
+
+async def _run(path: Path) -> RunOutcome:
+    return await execute_run(load_eval_run(path), base_dir=path.parent)
