@@ -1,0 +1,128 @@
+"""The unprivileged host user sandboxed processes run as when evalsi runs as root (``sandbox.host_uid`` /
+``host_gid``, default 65534:65534, "nobody").
+
+Run by root, bwrap would map the sandbox's uid 65534 to host uid 0: capabilities dropped, but every file the program
+writes owned by host root, RLIMIT_NPROC never binding (the kernel exempts root) and any escape landing as root. So
+the namespaced rung starts bwrap through ``setpriv`` as this user (no supplementary groups, no inheritable
+capabilities) after the host-side steps that need root (joining an allowlist's network namespace, before the exec;
+cgroups and rlimits, from outside while bwrap waits on its block fd): inside, uid 65534 then maps to it. The confined
+rung's launcher drops to the same user itself.
+
+bwrap, running as that user, resolves its bind sources with that user's permissions: the root filesystem (an image
+directory, or one unpacked in the cache) and the workspace must lie under directories it can search.
+``unreachable`` names the first one that is not, so a create is refused saying what to change instead of failing
+inside bwrap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import errno
+import os
+import platform
+import resource
+import stat
+from concurrent.futures import BrokenExecutor, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["DEFAULT_HOST_ID", "MAX_HOST_ID", "HostUser", "LimitSetter", "drops_privileges", "setpriv_prefix",
+           "unreachable"]
+
+DEFAULT_HOST_ID = 65534
+MAX_HOST_ID = (1 << 32) - 2  # (uid_t)-1 means "unchanged" to the kernel
+
+
+@dataclass(frozen=True)
+class HostUser:
+    uid: int = DEFAULT_HOST_ID
+    gid: int = DEFAULT_HOST_ID
+
+    def describe(self) -> str:
+        return f"host uid {self.uid} gid {self.gid}, no supplementary groups"
+
+
+def drops_privileges() -> bool:
+    """Whether sandboxed processes are started as the host user: only root can, and only root must."""
+    return os.geteuid() == 0
+
+
+def setpriv_prefix(setpriv: str, user: HostUser) -> list[str]:
+    """The argv that runs what follows as ``user``: real, effective and saved ids changed (the kernel then clears
+    every capability of a process leaving uid 0), supplementary groups cleared, inheritable capabilities too (bwrap
+    refuses to start with any capability when it is not setuid)."""
+    return [setpriv, f"--reuid={user.uid}", f"--regid={user.gid}", "--clear-groups", "--inh-caps=-all", "--"]
+
+
+def _searchable(info: os.stat_result, user: HostUser) -> bool:
+    if info.st_uid == user.uid:
+        return bool(info.st_mode & stat.S_IXUSR)
+    if info.st_gid == user.gid:
+        return bool(info.st_mode & stat.S_IXGRP)
+    return bool(info.st_mode & stat.S_IXOTH)
+
+
+def unreachable(path: Path, user: HostUser) -> str:
+    """"" when ``user`` can search every directory from ``/`` down to ``path`` (itself included); else what stops
+    it, naming the directory, its mode and owner. Mode bits only (no ACLs): the user has no supplementary groups."""
+    current = Path("/")
+    for part in Path(os.path.realpath(path)).parts[1:]:  # links resolved: their targets' directories count
+        info = os.stat(current)
+        if not _searchable(info, user):
+            break
+        current = current / part
+    else:
+        info = os.stat(current)
+        if _searchable(info, user):
+            return ""
+    return (f"{current} (mode {stat.S_IMODE(info.st_mode):04o}, owner {info.st_uid}:{info.st_gid}) is not "
+            f"searchable by host uid {user.uid} gid {user.gid}")
+
+
+# setgroups, setresuid, setresgid: called raw, they change the calling thread's credentials only (glibc's wrappers,
+# and so os.setresuid, change every thread of the process).
+_CRED_SYSCALLS = {"x86_64": (116, 117, 119), "aarch64": (159, 147, 149)}
+
+
+def _become(user: HostUser) -> None:
+    numbers = _CRED_SYSCALLS.get(platform.machine())
+    if numbers is None:
+        raise OSError(errno.ENOSYS, f"no credential system calls known for {platform.machine()}")
+    libc = ctypes.CDLL(None, use_errno=True)
+    setgroups, setresuid, setresgid = numbers
+    for number, args in ((setgroups, (0, None)), (setresgid, (user.gid,) * 3), (setresuid, (user.uid,) * 3)):
+        if libc.syscall(ctypes.c_long(number), *args) != 0:
+            code = ctypes.get_errno()
+            raise OSError(code, f"becoming host uid {user.uid} gid {user.gid}: {os.strerror(code)}")
+
+
+def _lower(pids: tuple[int, ...], limits: tuple[tuple[int, int], ...]) -> None:
+    for pid in pids:
+        for limit, value in limits:
+            _, hard = resource.prlimit(pid, limit)
+            if hard != resource.RLIM_INFINITY:
+                value = min(value, hard)
+            resource.prlimit(pid, limit, (value, value))
+
+
+class LimitSetter:
+    """Sets rlimits on the host user's processes from a thread of this process running as that user.
+
+    Root here may lack CAP_SYS_RESOURCE (containers drop it), which prlimit(2) needs on another user's process; a
+    thread with the target's own uid and gid needs nothing. The limits must be set from outside, once bwrap made its
+    user namespaces (each sandbox's processes are then counted apart: RLIMIT_NPROC counts per user namespace, up to
+    the limit its creator had): set before the exec, they would bound all sandboxes of that host uid together."""
+
+    def __init__(self, user: HostUser) -> None:
+        self.user = user
+        # One worker thread: its credentials change once, in the initializer, before it runs anything.
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"evalsi-uid-{user.uid}", initializer=_become,
+                                            initargs=(user,))
+
+    async def apply(self, pids: tuple[int, ...], limits: tuple[tuple[int, int], ...]) -> None:
+        try:
+            await asyncio.get_running_loop().run_in_executor(self._executor, _lower, pids, limits)
+        except BrokenExecutor:  # the initializer failed (the executor logged why)
+            raise OSError(errno.EPERM, f"the thread that sets rlimits could not become host uid {self.user.uid} "
+                                       f"gid {self.user.gid}") from None
