@@ -126,7 +126,7 @@ async def test_files_setup_tools_and_checker_run_in_a_sandbox_destroyed_afterwar
     env = environment_from_mapping({"files": BUGGY, "setup": ["python3 -c 'import calc'"],
                                     "check": "python3 test_calc.py", "env": {"PYTHONDONTWRITEBYTECODE": "1"}}, "env")
     async with prepared(env, opener, "p") as session:
-        workspace = session.host_workspace  # type: ignore[attr-defined]
+        workspace = session.current.host_workspace  # type: ignore[attr-defined]
         assert session.isolation.driver == "bwrap"
         tools = sandbox_tools(session)
         listed = await tools["list_files"].call({})

@@ -67,7 +67,7 @@ async def test_the_built_in_agent_fixes_the_file_in_the_sandbox_and_the_checker_
     assert [r.scores[0].explanation for r in run.results] == ["3/3 cases pass"]
     # The agent was told the sandbox tools, and what it read was the environment's file.
     assert {t["function"]["name"] for t in model.requests[0]["tools"]} == {"run_shell", "read_file", "write_file",
-                                                                            "list_files"}
+                                                                            "list_files", "request_escalation"}
     assert model.requests[1]["messages"][-1]["content"] == "def add(a, b):\n    return a - b\n"
     assert not list(workspaces.glob("evalsi-ws-*"))  # the sandbox was destroyed
 

@@ -29,6 +29,7 @@ from evalsi.harness import (
 )
 from evalsi.harness.environment import Environment, environment_from_mapping
 from evalsi.harness.environment_run import trial_in_environment
+from evalsi.harness.environment_snapshots import SharedSetups
 from evalsi.harness.record import record_row
 from evalsi.sandbox.access import LadderOpener
 from evalsi.yaml_files import read_yaml_file
@@ -130,7 +131,8 @@ async def _run(config: HarnessConfig, tasks: Sequence[Task], trials: int, run_id
                cassettes_dir: str | None, tracer: Tracer | None,
                environments: Mapping[str, Environment]) -> list[TrialResult]:
     limit = asyncio.Semaphore(concurrency)
-    opener = LadderOpener() if environments else None  # ./evalsi.yaml's sandbox section, as `evalsi sandbox`
+    # ./evalsi.yaml's sandbox section, as `evalsi sandbox`; a task's trials share one setup (a snapshot restored).
+    opener = SharedSetups(LadderOpener()) if environments else None
     async with Harness.open(config, tracer=tracer, sandbox_tools=bool(environments)) as harness:
 
         async def one(task: Task, trial: int) -> TrialResult:

@@ -17,6 +17,7 @@ EXPECTED = {
     "builtin/goal-judge": ["passed", "score"],
     "builtin/loop-detection": ["passed"],
     "builtin/policy-violations": ["passed", "violations"],
+    "builtin/sandbox-events": ["clean", "denials", "escalation_requests", "escalations_granted"],
     "builtin/step-efficiency": ["steps", "within_budget", "efficiency"],
     "builtin/task-success": ["passed"],
     "builtin/tool-call-accuracy": ["precision", "recall", "f1", "exact"],
@@ -26,6 +27,7 @@ EXPECTED = {
 TRAJECTORY_EVALUATORS = {
     "builtin/loop-detection",
     "builtin/policy-violations",
+    "builtin/sandbox-events",
     "builtin/step-efficiency",
     "builtin/tool-call-accuracy",
     "builtin/tool-errors",

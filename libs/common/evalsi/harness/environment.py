@@ -14,6 +14,9 @@ default) and in a record's metadata ``environment`` (that record's own, replacin
     sandbox: {minIsolation: namespaced, network: deny, resources: {timeout: 30s, memory: 536870912}}
     root: {image: /srv/images/python}                              # or {tarball: ...}; default: the host's /usr
     env: {PYTHONDONTWRITEBYTECODE: "1"}                            # for every command in the sandbox
+    fileAccess: workspace-write                                    # or read-only
+    escalation: {allow: {network: ["pypi.org:443"]}}               # the harness policy; default: deny
+    snapshot: true                                                 # trials share one setup (false: setup per trial)
 
 ``environment_from_mapping`` is the only reader: every mistake is a ``BadInputError`` naming the field and what
 is accepted, and every size is bounded (a hostile spec or dataset row cannot make the harness write gigabytes).
@@ -31,8 +34,10 @@ from evalsi.durations import parse_duration
 from evalsi.errors import BadInputError
 from evalsi.sandbox.access import sandbox_problems, sandbox_request
 from evalsi.sandbox.host_files import HostFileError, relative_path
-from evalsi.sandbox.model import RootFilesystem, SandboxSpec
+from evalsi.sandbox.model import FileAccess, RootFilesystem, SandboxSpec
 from evalsi.v1alpha1 import run_pb2
+
+from .escalation import GRANTABLE_FILE_ACCESS, EscalationPolicy, escalation_policy
 
 __all__ = [
     "CHECK_FORMATS",
@@ -53,7 +58,7 @@ MAX_ARGS = 256
 DEFAULT_CHECK_TIMEOUT_S = 60.0
 MAX_CHECK_TIMEOUT_S = 3600.0
 
-_KEYS = ("files", "setup", "check", "sandbox", "root", "env")
+_KEYS = ("files", "setup", "check", "sandbox", "root", "env", "fileAccess", "escalation", "snapshot")
 MAX_ENV = 64
 MAX_ENV_BYTES = 64 * 1024
 _CHECK_KEYS = ("command", "format", "junit", "timeout")
@@ -82,11 +87,19 @@ class Environment:
     root: RootFilesystem | None = None
     # Variables every execution in the sandbox sees (setup, the agent's commands, the checker).
     env: Mapping[str, str] = field(default_factory=dict)
+    # The workspace's mode for the agent's commands (read-only or workspace-write); an escalation may widen it.
+    file_access: FileAccess = "workspace-write"
+    # The harness policy deciding the agent's escalation requests (deny all by default).
+    escalation: EscalationPolicy = field(default_factory=EscalationPolicy)
+    # Trials of this environment start from a snapshot of one prepared sandbox, where the rung can snapshot
+    # (evalsi.harness.environment_snapshots); False runs the setup in every trial.
+    snapshot: bool = True
 
     def sandbox_spec(self, base: SandboxSpec | None = None) -> SandboxSpec:
         spec = sandbox_request(self.request, "environment.sandbox", base=base)
         if self.env:
             spec = replace(spec, env={**spec.env, **self.env})
+        spec = replace(spec, file_access=self.file_access)
         return replace(spec, root=self.root) if self.root is not None else spec
 
 
@@ -109,7 +122,17 @@ def environment_from_mapping(doc: Any, where: str) -> Environment:
     request = _sandbox(doc.get("sandbox", {}), f"{where}.sandbox")
     root = _root(doc["root"], f"{where}.root") if doc.get("root") is not None else None
     env = _env(doc.get("env", {}), f"{where}.env")
-    return Environment(files=files, setup=setup, check=check, request=request, root=root, env=env)
+    file_access = doc.get("fileAccess", "workspace-write")
+    if file_access not in GRANTABLE_FILE_ACCESS:
+        raise BadInputError(f"{where}.fileAccess: {str(file_access)[:100]!r}; accepted: "
+                            f"{', '.join(GRANTABLE_FILE_ACCESS)}")
+    escalation = escalation_policy(doc.get("escalation", "deny"), f"{where}.escalation")
+    snapshot = doc.get("snapshot", True)
+    if not isinstance(snapshot, bool):
+        raise BadInputError(f"{where}.snapshot: expected true (trials share one setup) or false (setup per trial), "
+                            f"got {_type(snapshot)}")
+    return Environment(files=files, setup=setup, check=check, request=request, root=root, env=env,
+                       file_access=file_access, escalation=escalation, snapshot=snapshot)
 
 
 def _env(value: Any, where: str) -> dict[str, str]:

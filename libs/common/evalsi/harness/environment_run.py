@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
 
 from evalsi.errors import BadInputError, InfraError
 from evalsi.records import to_value
@@ -21,6 +22,8 @@ from evalsi.v1alpha1.record_pb2 import Record
 
 from .checker import MAX_REPORT_BYTES, CheckerError, Verdict, verdict_of
 from .environment import Environment
+from .environment_session import EnvironmentSession
+from .environment_snapshots import SharedSetups, setup_key
 from .loop import TrialResult
 from .runner import Harness
 from .tasks import Task
@@ -55,37 +58,68 @@ def _tail(data: bytes) -> str:
     return data.decode("utf-8", "replace").strip()[-_TAIL:]
 
 
-@contextlib.asynccontextmanager
-async def prepared(environment: Environment, opener: SandboxOpener, project: str) -> AsyncIterator[SandboxSession]:
-    """A sandbox with the environment's files written and its setup run; destroyed on exit. ``opener``: the
-    in-process ladder embedded, evalsi-sandboxd on a server; its base fills what the environment leaves unset."""
-    spec = environment.sandbox_spec(opener.base)
+async def _opened(opener: SandboxOpener, spec: SandboxSpec, project: str) -> SandboxSession:
     try:
-        session = await _open(opener, spec, project)
+        return await _open(opener, spec, project)
     except SandboxUnavailable as exc:  # nothing ran: the run's machine cannot give the isolation asked for
         raise EnvironmentFailure(str(exc)) from exc
     except BadInputError as exc:  # a root this machine does not have (or sandboxd refuses): this record cannot run
         raise EnvironmentFailure(f"environment sandbox: {exc}") from exc
+
+
+async def _set_up(environment: Environment, session: SandboxSession, spec: SandboxSpec) -> None:
+    """The environment's files written and its setup run in ``session``; ``EnvironmentFailure`` naming the
+    command that failed."""
     try:
+        if environment.files:
+            await session.write_files(dict(environment.files))
+    except BadInputError as exc:
+        raise EnvironmentFailure(f"environment files: {exc}") from exc
+    for index, argv in enumerate(environment.setup):
+        result = await session.exec(list(argv), timeout_s=spec.resources.timeout_s)
+        outcome = result.outcome
+        if outcome.kind == "exit" and outcome.code == 0:
+            continue
+        how = {"exit": f"exited {outcome.code}", "timeout": "timed out",
+               "denied": f"was denied by the sandbox ({outcome.effect})",
+               "runner_failure": f"could not run ({outcome.signature})"}[outcome.kind]
+        output = _tail(result.stderr) or _tail(result.stdout)
+        raise EnvironmentFailure(f"environment setup[{index}] {' '.join(argv)[:200]!r} {how}"
+                                 + (f": {output}" if output else ""))
+
+
+@contextlib.asynccontextmanager
+async def prepared(environment: Environment, opener: SandboxOpener, project: str
+                   ) -> AsyncIterator[EnvironmentSession]:
+    """A sandbox with the environment's files written and its setup run; destroyed on exit. ``opener``: the
+    in-process ladder embedded, evalsi-sandboxd on a server; its base fills what the environment leaves unset.
+    With ``SharedSetups`` (a run's trials), a sandbox restored from an earlier trial's snapshot of the same
+    environment, where the rung can snapshot (and the environment does not say ``snapshot: false``)."""
+    spec = environment.sandbox_spec(opener.base)
+    snapshot = None
+    if isinstance(opener, SharedSetups) and environment.snapshot:
+        async def prepare(session: SandboxSession) -> None:
+            await _set_up(environment, session, spec)
+
         try:
-            if environment.files:
-                await session.write_files(dict(environment.files))
-        except BadInputError as exc:
-            raise EnvironmentFailure(f"environment files: {exc}") from exc
-        for index, argv in enumerate(environment.setup):
-            result = await session.exec(list(argv), timeout_s=spec.resources.timeout_s)
-            outcome = result.outcome
-            if outcome.kind == "exit" and outcome.code == 0:
-                continue
-            how = {"exit": f"exited {outcome.code}", "timeout": "timed out",
-                   "denied": f"was denied by the sandbox ({outcome.effect})",
-                   "runner_failure": f"could not run ({outcome.signature})"}[outcome.kind]
-            output = _tail(result.stderr) or _tail(result.stdout)
-            raise EnvironmentFailure(f"environment setup[{index}] {' '.join(argv)[:200]!r} {how}"
-                                     + (f": {output}" if output else ""))
-        yield session
+            session, snapshot = await opener.session(
+                setup_key(environment, spec, project), spec, project, lambda: _opened(opener, spec, project),
+                prepare)
+        except (SandboxUnavailable, BadInputError) as exc:  # a restore refused (the first open says it the same way)
+            raise EnvironmentFailure(f"environment sandbox: {exc}") from exc
+    else:
+        session = await _opened(opener, spec, project)
+        try:
+            await _set_up(environment, session, spec)
+        except BaseException:
+            await session.destroy()
+            raise
+    current = EnvironmentSession(session, opener=opener, project=project, spec=spec, policy=environment.escalation,
+                                 snapshot=snapshot)
+    try:
+        yield current
     finally:
-        await session.destroy()
+        await current.destroy()
 
 
 async def run_checker(environment: Environment, session: SandboxSession) -> Verdict | None:
@@ -109,11 +143,15 @@ def isolation_metadata(report: IsolationReport) -> dict[str, object]:
             "not_enforced": list(report.not_enforced)}
 
 
-def stamp(record: Record, isolation: IsolationReport, verdict: Verdict | None) -> None:
+def stamp(record: Record, isolation: IsolationReport, verdict: Verdict | None, *,
+          snapshot: Mapping[str, Any] | None = None) -> None:
     """What a Record says about its environment: ``environment.isolation`` (also as ``provenance.isolation``, which
-    the run manifest collects), and the checker's verdict as
-    ``task_success``, ``checker_output`` and ``checker`` (where ``builtin/task-success`` reads it)."""
+    the run manifest collects), the checker's verdict as ``task_success``, ``checker_output`` and ``checker``
+    (where ``builtin/task-success`` reads it), and ``environment.snapshot`` when its sandbox took or was restored
+    from a snapshot of the prepared environment (``EnvironmentSession.snapshot``: restored, kind, digest, size)."""
     record.metadata["environment.isolation"].CopyFrom(to_value(isolation_metadata(isolation)))
+    if snapshot is not None:
+        record.metadata["environment.snapshot"].CopyFrom(to_value(dict(snapshot)))
     record.provenance.isolation.CopyFrom(provenance_isolation(isolation))
     if verdict is not None:
         record.metadata["task_success"].bool_value = verdict.passed
@@ -129,7 +167,7 @@ async def trial_in_environment(harness: Harness, task: Task, environment: Enviro
         async with prepared(environment, opener, project) as session:
             result = await harness.run(task, trial=trial, run_id=run_id, session=session)
             verdict = None if result.infra_error else await run_checker(environment, session)
-            stamp(result.record, session.isolation, verdict)
+            stamp(result.record, session.isolation, verdict, snapshot=session.snapshot)
         return result
     except (EnvironmentFailure, CheckerError) as exc:
         record = Record(id=task.id)

@@ -6,6 +6,10 @@ sandbox (a blocked syscall, the memory cap, the output cap) comes back to the ag
 recorded on the step as a sandbox policy event (``ToolResult.sandbox_event``). A runner failure of the
 sandbox is infrastructure: it ends the trial as an infrastructure error, never as the agent's mistake.
 
+``request_escalation`` asks for a strictly wider mode (egress to more endpoints, a wider file-access mode); the
+environment's harness policy decides (deny by default), a grant moves the task to a wider sandbox holding the
+same files, and every request is a sandbox policy event of kind ``escalation_request`` (``escalation``).
+
 ``SANDBOX_TOOL_SPECS`` are known before any sandbox exists (the model is told its tools once per harness);
 ``sandbox_tools(session)`` binds them to one task's sandbox.
 """
@@ -19,6 +23,7 @@ from typing import Any
 from evalsi.errors import BadInputError, InfraError
 from evalsi.sandbox.model import SandboxSession
 
+from .escalation import MAX_REASON_CHARS, MAX_REQUEST_ENDPOINTS, Decision, escalation_request
 from .tools import Tool, ToolResult, ToolSpec
 
 MAX_TOOL_OUTPUT = 16 * 1024  # characters of a command's output, or of a file, the model is shown
@@ -44,6 +49,16 @@ SANDBOX_TOOL_SPECS: tuple[ToolSpec, ...] = (
     ToolSpec("list_files", "List the files under a workspace directory (recursively, at most 500).",
              {"type": "object", "properties": {"path": {**_STRING, "description": "a workspace directory (default "
                                                                                  "'.')"}}}),
+    ToolSpec("request_escalation", "Ask for a wider sandbox than the task's: network access to HOST:PORT endpoints "
+             "and/or a wider file-access mode (read-only < workspace-write < full-access). The environment's policy "
+             "decides; every request is recorded. A grant keeps the workspace's files.",
+             {"type": "object", "properties": {
+                 "network": {"type": "array", "items": {**_STRING, "description": "HOST:PORT"},
+                             "maxItems": MAX_REQUEST_ENDPOINTS, "description": "endpoints to reach"},
+                 "file_access": {"type": "string", "enum": ["read-only", "workspace-write", "full-access"],
+                                 "description": "the file-access mode needed"},
+                 "reason": {**_STRING, "maxLength": MAX_REASON_CHARS, "description": "why the task needs it"}},
+              "required": ["reason"]}),
 )
 SANDBOX_TOOL_NAMES = frozenset(spec.name for spec in SANDBOX_TOOL_SPECS)
 
@@ -75,6 +90,8 @@ class SandboxTool:
         try:
             if self.spec.name == "run_shell":
                 return await self._run_shell(arguments)
+            if self.spec.name == "request_escalation":
+                return await self._request_escalation(arguments)
             if self.spec.name == "read_file":
                 return await self._read_file(arguments)
             if self.spec.name == "write_file":
@@ -111,6 +128,25 @@ class SandboxTool:
             return stopped
         return ToolResult(value={"exit_code": code, "stderr": stderr, "stdout": stdout})
 
+    async def _request_escalation(self, arguments: Mapping[str, Any]) -> ToolResult:
+        request = escalation_request(arguments)
+        escalate = getattr(self.session, "escalate", None)  # an EnvironmentSession: the environment's policy
+        if callable(escalate):
+            decision: Decision = await escalate(request)
+        else:
+            decision = Decision("denied", "this sandbox has no escalation policy: every request is denied")
+        event: dict[str, Any] = {"kind": "escalation_request", "decision": decision.kind, "why": decision.why,
+                                 "requested": request.to_event(), "reason": request.reason, "tool": self.spec.name,
+                                 "driver": self.session.isolation.driver}
+        if decision.kind != "granted":
+            return ToolResult(error=f"escalation {decision.kind}: {decision.why}", sandbox_event=event)
+        # What is in force now: the whole egress allowlist, and the file-access mode when it was widened.
+        granted: dict[str, Any] = {"network": [f"{e.host}:{e.port}" for e in decision.network]}
+        if decision.file_access is not None:
+            granted["file_access"] = decision.file_access
+        event["granted"] = granted
+        return ToolResult(value={"granted": True, "why": decision.why, **granted}, sandbox_event=event)
+
     async def _read_file(self, arguments: Mapping[str, Any]) -> ToolResult:
         path = _string(arguments, "path")
         data = (await self.session.read_files([path], max_bytes=MAX_WRITE_BYTES))[path]
@@ -140,7 +176,7 @@ class SandboxTool:
 
 
 def sandbox_tools(session: SandboxSession) -> dict[str, Tool]:
-    """The four tools bound to ``session``."""
+    """The five tools bound to ``session``."""
     return {spec.name: SandboxTool(spec, session) for spec in SANDBOX_TOOL_SPECS}
 
 

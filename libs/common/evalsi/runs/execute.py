@@ -86,6 +86,9 @@ class Executor:
     sandbox: SandboxOpener | None = None
     # The evaluators of recent tasks, resolved and bound once: every task of a run names the same ones.
     _bound: BoundLists = field(init=False, repr=False)
+    # Harness environments' sandboxes: ``sandbox``, keeping prepared environments between a run's trials
+    # (evalsi.harness.environment_snapshots.SharedSetups), made on first use.
+    _setups: SandboxOpener | None = field(init=False, default=None, repr=False)
 
     def __post_init__(self) -> None:
         self._bound = BoundLists(self.registry)
@@ -114,6 +117,13 @@ class Executor:
         if self.sandbox is None:
             self.sandbox = LadderOpener()
         return self.sandbox
+
+    def _environment_opener(self) -> SandboxOpener:
+        from evalsi.harness.environment_snapshots import SharedSetups
+
+        if self._setups is None:
+            self._setups = SharedSetups(self._opener())
+        return self._setups
 
     def _sandbox_access(self, sandbox: SandboxSpec | None, project: str) -> SandboxAccess:
         if self.sandbox is None:
@@ -200,7 +210,8 @@ class Executor:
                     on_usage=self._usage_of(task),
                     endpoints=endpoints,
                     # Harness environments (§11) of agent runs: sandboxd on a server, else the in-process ladder.
-                    sandbox=self._opener() if generation_kind(task.target, task.harness) != "model" else None,
+                    sandbox=self._environment_opener() if generation_kind(task.target, task.harness) != "model"
+                    else None,
                     project=task.project,
                 )
             except BadInputError as exc:

@@ -54,4 +54,4 @@ async def in_environment(record: Record, environment: Environment, opener: Sandb
     """Prepare the environment, ``act`` in its sandbox (filling ``record``), check, stamp the verdict, destroy."""
     async with prepared(environment, opener, project) as session:
         await act(session)
-        stamp(record, session.isolation, await run_checker(environment, session))
+        stamp(record, session.isolation, await run_checker(environment, session), snapshot=session.snapshot)

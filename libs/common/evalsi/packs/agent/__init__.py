@@ -4,16 +4,17 @@
 """
 
 from evalsi.evaluators import Pack
-from evalsi.packs.agent import efficiency, judged, outcome, policy, tools
+from evalsi.packs.agent import efficiency, judged, outcome, policy, sandbox_events, tools
 
 PACK = Pack(
     name="agent",
     evaluators=(
-        *outcome.EVALUATORS, *judged.EVALUATORS, *tools.EVALUATORS, *policy.EVALUATORS, *efficiency.EVALUATORS
+        *outcome.EVALUATORS, *judged.EVALUATORS, *tools.EVALUATORS, *policy.EVALUATORS, *efficiency.EVALUATORS,
+        *sandbox_events.EVALUATORS,
     ),
     description="Trajectory evaluators: task success, goal completion over a session (from markers, or judged by "
-    "an LLM), tool-call accuracy, trajectory match, tool errors, loop detection, policy violations, step "
-    "efficiency and budget adherence.",
+    "an LLM), tool-call accuracy, trajectory match, tool errors, loop detection, policy violations, sandbox policy "
+    "events, step efficiency and budget adherence.",
     default_on=False,
 )
 
