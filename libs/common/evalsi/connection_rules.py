@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from evalsi.cases.transport import HttpTransport
 from evalsi.cases.transport_a2a import A2ATransport
 from evalsi.cases.transport_responses import ResponsesTransport
+from evalsi.cli_agent_policy import CliAgentPolicy, cli_problems, granted
 from evalsi.connections import Connections, JudgeConnection
 from evalsi.errors import BadInputError
 from evalsi.judges.config import JudgeConfig
@@ -116,6 +117,8 @@ def run_problems(connections: Connections, run: EvalRun, project: str) -> list[s
     kind = spec.target.WhichOneof("kind")
     if kind == "model":
         problems += _problem(model_config, connections, spec.target.model, project)
+    elif kind == "agent" and spec.target.agent.WhichOneof("kind") == "cli":  # the operator's cli_agents: policy
+        problems += cli_problems(connections.cli_agents, run, project)
     elif kind == "agent":
         problems += _problem(_agent_name, connections, spec.target.agent, project, "spec.target.agent")
     problems += harness_problems(connections, spec.harness)
@@ -230,6 +233,10 @@ class ServerEndpoints:
 
     def check_harness(self, harness: HarnessSpec) -> None:
         refuse(harness_problems(self.connections, harness))
+
+    def cli_policy(self) -> CliAgentPolicy | None:
+        """The server's CLI agent policy for this project; ``BadInputError`` naming the setting when it refuses."""
+        return granted(self.connections.cli_agents, self.project)
 
 
 def pin_models(connections: Connections, run: EvalRun) -> None:

@@ -14,6 +14,7 @@
         rpm: 600
         tpm: 200000
     harness_tools: [weather_tools:get_weather]   # python tools run specs may give the built-in harness
+    cli_agents: {commands: [sh], min_isolation: namespaced, max_timeout_s: 600}   # evalsi.cli_agent_policy
     agents:
       shop:
         protocol: http                        # http (docs/agent-protocol.md) | a2a | openai-responses
@@ -39,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evalsi.cli_agent_policy import CliAgentPolicy, load_cli_policy
 from evalsi.errors import BadInputError
 from evalsi.judges.config import ENV_VAR_NAME, PROVIDERS, JudgeConfig, SecretRef
 from evalsi.yaml_files import read_yaml_file
@@ -127,14 +129,18 @@ class Connections:
     # Python tools (module:function) a served run may give the built-in harness: a tool runs in the worker with
     # its environment, so a caller naming any importable function (os:getenv) could read or send it.
     harness_tools: tuple[str, ...] = ()
+    # Whether served runs may bring a CLI agent (spec.target.agent.cli), which commands, under what isolation
+    # (evalsi.cli_agent_policy); None: refused.
+    cli_agents: CliAgentPolicy | None = None
 
     @classmethod
     def from_mapping(cls, judges: Any, agents: Any, harness_tools: Any = None, *,
-                     where: str = "evalsi.yaml") -> Connections:
+                     where: str = "evalsi.yaml", cli_agents: Any = None) -> Connections:
         return cls(
             {name: _judge(name, value, f"{where}: judges.{name}") for name, value in _entries(judges, "judges", where)},
             {name: _agent(name, value, f"{where}: agents.{name}") for name, value in _entries(agents, "agents", where)},
             _tools(harness_tools, f"{where}: harness_tools"),
+            load_cli_policy(cli_agents, where),
         )
 
     @classmethod
@@ -144,7 +150,7 @@ class Connections:
         if not isinstance(document, Mapping):
             raise BadInputError(f"{path}: the config must be a mapping of keys")
         return cls.from_mapping(document.get("judges"), document.get("agents"), document.get("harness_tools"),
-                                where=str(path))
+                                where=str(path), cli_agents=document.get("cli_agents"))
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Connections:
@@ -157,6 +163,8 @@ class Connections:
                                     "agents": {n: c.to_document() for n, c in self.agents.items()}}
         if self.harness_tools:
             document["harness_tools"] = list(self.harness_tools)
+        if self.cli_agents is not None:
+            document["cli_agents"] = self.cli_agents.to_document()
         return document
 
     def write(self, path: Path) -> Path:

@@ -144,8 +144,9 @@ def _target(target: run_pb2.Target, sources: AttributeSources) -> tuple[Attribut
         connector = known.connector if known is not None else agent_kind
         agent_model = agent.openai_responses.model if agent_kind == "openai_responses" else (
             known.model if known else "")
+        # A python agent runs in the worker; a CLI agent is the caller's command, run in a sandbox: both run code.
         return {"kind": "agent", "connector": connector, "model": agent_model, "connection": connection}, \
-            agent_kind == "python"
+            agent_kind in ("python", "cli")
     return {"kind": "outputs", "connector": "", "model": "", "connection": ""}, False
 
 

@@ -44,6 +44,7 @@ Stage = Literal["generate", "evaluate", "reduce"]
 STAGES: tuple[Stage, ...] = ("generate", "evaluate", "reduce")
 GENERATE_POOL = "judge"  # provider-bound I/O, like judges (plan §14 pools)
 AGENT_POOL = "harness"  # agent and harness trials: long, tool-running tasks (DESIGN.md pools)
+CLI_AGENT_POOL = "sandbox"  # a CLI agent is a caller's command: it runs where sandboxd is (compose: worker-sandbox)
 ALL = "*"
 
 # Projection assumptions, stated in the projection's notes.
@@ -109,7 +110,10 @@ class Plan:
 
     @property
     def generate_pool(self) -> str:
-        """The pool of generate tasks: ``harness`` for agents and the built-in harness, ``judge`` for models."""
+        """The pool of generate tasks: ``harness`` for agents and the built-in harness, ``judge`` for models, and
+        ``sandbox`` for a CLI agent (a command run in sandboxd's sandboxes, like the code evaluators)."""
+        if self.generation == "agent" and self.spec.target.agent.WhichOneof("kind") == "cli":
+            return CLI_AGENT_POOL
         return AGENT_POOL if self.generation in ("agent", "harness") else GENERATE_POOL
 
     @property

@@ -18,6 +18,7 @@
                        api_key: {env: JUDGE_KEY}}}   # model endpoints requests may name (evalsi.connections)
     agents: {shop: {protocol: http, url: http://127.0.0.1:9000, agent: shop, token: {env: SHOP_TOKEN}}}
     harness_tools: [weather_tools:get_weather]   # python tools served runs may give the built-in harness
+    cli_agents: {commands: [sh], min_isolation: namespaced}   # served CLI agents (docs/environments.md); none: refused
     client: {server: http://127.0.0.1:8080, project: quickstart}   # the CLI's defaults (evalsi.client_config)
     auth: {jwt: {providers: [...]}, api_keys: {keys: [...]}, tls: {cert_file: ..., key_file: ...}}   # docs/auth.md
     rbac: {owners: [...], roles: [...], projects: {...}}     # who may do what, per project (docs/auth.md)
@@ -48,7 +49,8 @@ from evalsi.yaml_files import read_yaml_file
 POOLS = ("cpu", "judge", "gpu", "sandbox", "harness")
 # The top-level keys of evalsi.yaml (docs/server.md lists each; tests/cli/test_serve_docs.py checks it does).
 KEYS = ("nats", "metadata", "objects", "traces", "datasets_dir", "api", "ingest", "scheduler", "workers", "judges",
-        "agents", "harness_tools", "client", "auth", "rbac", "authorization", "audit", "sandbox", "sandboxd")
+        "agents", "harness_tools", "client", "auth", "rbac", "authorization", "audit", "sandbox", "sandboxd",
+        "cli_agents")
 
 
 @dataclass(frozen=True)
@@ -156,7 +158,8 @@ class Config:
             scheduler=_section(SchedulerConfig, document.get("scheduler", {}), f"{where}: scheduler"),
             workers=tuple(_section(WorkerConfig, w, f"{where}: workers[{i}]") for i, w in enumerate(workers)),
             connections=Connections.from_mapping(document.get("judges"), document.get("agents"),
-                                                 document.get("harness_tools"), where=where),
+                                                 document.get("harness_tools"), where=where,
+                                                 cli_agents=document.get("cli_agents")),
             access=AccessSettings.from_document(document, where=where),
             sandboxd=_section(SandboxdConfig, document.get("sandboxd", {}), f"{where}: sandboxd"),
             sandbox=dict(document.get("sandbox") or {}),

@@ -253,7 +253,10 @@ async def open_agent(target: Target, harness: HarnessSpec | None, *, trial: int,
     if environments and sandbox is None:
         sandbox = LadderOpener()
     if generation_kind(target, harness) == "agent" and target.agent.WhichOneof("kind") == "cli":
-        yield CliAgent(target.agent.cli, opener=sandbox or LadderOpener(), project=project, default=default)
+        # A server's cli_agents: policy (checked at submit) is applied again here; embedded, none.
+        policy = endpoints.cli_policy() if endpoints is not None else None
+        yield CliAgent(target.agent.cli, opener=sandbox or LadderOpener(), project=project, default=default,
+                       policy=policy)
         return
     if generation_kind(target, harness) == "agent":
         agent = TransportAgent(target.agent, retry=retry, endpoints=endpoints)

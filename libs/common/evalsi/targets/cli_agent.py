@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 
+from evalsi.cli_agent_policy import CliAgentPolicy, check_command, check_root, policy_request
+from evalsi.errors import BadInputError
 from evalsi.harness.environment import Environment
 from evalsi.harness.environment_run import EnvironmentFailure
 from evalsi.records import content_text, to_value
@@ -48,7 +51,7 @@ class CliAgent:
     bare one under the default sandbox request)."""
 
     def __init__(self, cli: CliAgentSpec, *, opener: SandboxOpener, project: str,
-                 default: Environment | None) -> None:
+                 default: Environment | None, policy: CliAgentPolicy | None = None) -> None:
         self.identity = cli_identity(cli)
         self._argv = list(cli.command)
         self._env: Mapping[str, str] = dict(cli.env)
@@ -56,12 +59,26 @@ class CliAgent:
         self._opener = opener
         self._project = project
         self._default = default
+        # A server's rules (evalsi.cli_agent_policy), enforced here whatever the api checked: the command, the
+        # minimum isolation (raised, never lowered), the timeout cap and never the host's root. None: embedded.
+        self._policy = policy
+        if policy is not None and self._argv:
+            check_command(policy, self._argv[0])
 
     async def respond(self, record: Record, *, trial: int, run_id: str) -> None:
         text = task_text(record)
         environment = record_environment(record, self._default) or Environment()
+        policy = self._policy
+        if policy is not None:
+            base = self._opener.base.min_isolation
+            environment = replace(environment, request=policy_request(policy, environment.request, base))
 
         async def act(session: SandboxSession) -> None:
+            if policy is not None:
+                try:
+                    check_root(policy, session.isolation.bounds)
+                except BadInputError as exc:  # the server's configuration, not the record: nothing ran
+                    raise EnvironmentFailure(str(exc)) from None
             await self._run(record, text, session, environment)
 
         await in_environment(record, environment, self._opener, self._project, act)
@@ -72,6 +89,8 @@ class CliAgent:
         if len(text) <= MAX_TASK_ENV_CHARS:
             env["EVALSI_TASK"] = text
         timeout_s = self._timeout_s or environment.sandbox_spec(self._opener.base).resources.timeout_s
+        if self._policy is not None:
+            timeout_s = min(timeout_s, self._policy.max_timeout_s)
         started = time.perf_counter_ns()
         result = await session.exec(self._argv, stdin=text.encode(), env=env, timeout_s=timeout_s)
         elapsed_ns = time.perf_counter_ns() - started

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import aiohttp
 
+from evalsi.cli_agent_policy import CliAgentPolicy
 from evalsi.errors import BadInputError, InfraError
 from evalsi.judges import CircuitBreakers, Completion, Connector, JudgeConfig, ProviderError, RateLimiter, RetryPolicy
 from evalsi.judges.connectors import make_connector
@@ -58,6 +59,10 @@ class Endpoints(Protocol):
     def check_harness(self, harness: HarnessSpec) -> None:
         """Refuse tools of the built-in harness these endpoints do not offer (``BadInputError``)."""
 
+    def cli_policy(self) -> CliAgentPolicy | None:
+        """The rules a CLI agent runs under (a server's ``cli_agents:``; ``BadInputError`` when it refuses them);
+        None: no rules beyond the spec's (embedded)."""
+
 
 @dataclass(frozen=True)
 class LocalEndpoints:
@@ -76,6 +81,10 @@ class LocalEndpoints:
 
     def check_harness(self, harness: HarnessSpec) -> None:
         """Embedded: the user's own tools on the user's own machine."""
+
+    def cli_policy(self) -> CliAgentPolicy | None:
+        """Embedded: the user's own command, in the sandbox the spec asks for."""
+        return None
 
 
 @dataclass(frozen=True)

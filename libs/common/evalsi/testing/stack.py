@@ -41,8 +41,10 @@ class Stack:
         judges: Mapping[str, Any] | None = None,
         agents: Mapping[str, Any] | None = None,
         harness_tools: Sequence[str] | None = None,
+        cli_agents: Mapping[str, Any] | None = None,
     ) -> None:
-        """``judges``, ``agents`` and ``harness_tools``: the evalsi.yaml sections of what the stack offers."""
+        """``judges``, ``agents``, ``harness_tools`` and ``cli_agents``: the evalsi.yaml sections of what the stack
+        offers."""
         if datasets_dir is not None:
             datasets_dir.mkdir(parents=True, exist_ok=True)
         ports = distinct_free_ports(4)
@@ -51,7 +53,7 @@ class Stack:
             objects_url=objects_url or str(tmp / "objects"),
             traces_url=traces_url,
             connections=Connections.from_mapping(judges, agents, list(harness_tools) if harness_tools else None,
-                                                 where="Stack"),
+                                                 where="Stack", cli_agents=cli_agents),
             datasets_dir=str(datasets_dir or Path.cwd()),
             api=ApiConfig(host="127.0.0.1", http_port=ports[0], grpc_port=ports[1]),
             ingest=IngestConfig(http_port=ports[2], grpc_port=ports[3], grace_s=ingest_grace_s),
