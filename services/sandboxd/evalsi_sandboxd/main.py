@@ -23,6 +23,7 @@ import logging
 import os
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -77,6 +78,8 @@ def settings_from_args(argv: Sequence[str] | None, environ: Mapping[str, str] | 
         config = load_sandbox_config(document.get("sandbox"), f"{where}: sandbox")
     except BadInputError as exc:
         raise BadInputError(str(exc)) from None
+    # A server pulls images only from registries its operator lists (none by default): callers get cached images.
+    config = replace(config, images=config.images.for_server())
     access = AccessSettings.from_document(document, no_auth=args.no_auth, where=args.config or "")
     check_listen(args.listen, access)
     if args.max_sandboxes < 0:

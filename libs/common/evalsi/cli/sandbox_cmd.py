@@ -19,6 +19,7 @@ from typing import Any
 import click
 
 from evalsi.cli._common import EXIT_INTERNAL, handle_errors
+from evalsi.cli.sandbox_image_cmd import ls_command, pull_command
 from evalsi.errors import BadInputError
 from evalsi.sandbox.access import MAX_ALLOW, local_sandbox_config
 from evalsi.sandbox.config import (
@@ -111,7 +112,8 @@ def probe_command(config_path: Path | None, ladder: str | None, output_format: s
 @click.option("--root", default=None, metavar="runtime|host|PATH",
               help="Root filesystem: runtime (the runtime image: the host's Python and busybox, nothing else of the "
                    "host; see `evalsi sandbox image`), host (the host's /usr read-only, for trusted code only), or "
-                   "an image directory or a tarball (default: sandbox.root, else runtime).")
+                   "an image directory or a tarball, or oci:REF / oci:PATH (an OCI image: `evalsi sandbox image "
+                   "pull`) (default: sandbox.root, else runtime).")
 @_config_option
 @click.option("--format", "output_format", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.argument("command", nargs=-1, required=True)
@@ -297,5 +299,8 @@ def _load_config(path: Path | None) -> SandboxConfig:
         raise BadInputError(f"--config: {path}: no such file")
     return local_sandbox_config(path or Path("evalsi.yaml"))
 
+
+image_group.add_command(pull_command)  # OCI images: sandbox_image_cmd.py
+image_group.add_command(ls_command)
 
 __all__ = ["egress_json", "image_group", "parse_network", "result_json", "run_command", "sandbox"]

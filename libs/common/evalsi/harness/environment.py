@@ -12,7 +12,7 @@ default) and in a record's metadata ``environment`` (that record's own, replacin
       junit: report.xml                                            # junit: the report the command writes
       timeout: 60s
     sandbox: {minIsolation: namespaced, network: deny, resources: {timeout: 30s, memory: 536870912}}
-    root: {image: /srv/images/python}                              # or {tarball: ...}; default: the host's /usr
+    root: {image: /srv/images/python}                              # or {tarball: ...}, {oci: python:3.12-slim}
     env: {PYTHONDONTWRITEBYTECODE: "1"}                            # for every command in the sandbox
     fileAccess: workspace-write                                    # or read-only
     escalation: {allow: {network: ["pypi.org:443"]}}               # the harness policy; default: deny
@@ -35,6 +35,7 @@ from evalsi.errors import BadInputError
 from evalsi.sandbox.access import sandbox_problems, sandbox_request
 from evalsi.sandbox.host_files import HostFileError, relative_path
 from evalsi.sandbox.model import FileAccess, RootFilesystem, SandboxSpec
+from evalsi.sandbox.oci_ref import parse_reference
 from evalsi.v1alpha1 import run_pb2
 
 from .escalation import GRANTABLE_FILE_ACCESS, EscalationPolicy, escalation_policy
@@ -254,11 +255,15 @@ def _sandbox(value: Any, where: str) -> run_pb2.SandboxSpec:
 
 
 def _root(value: Any, where: str) -> RootFilesystem:
-    if not isinstance(value, Mapping) or len(value) != 1 or next(iter(value)) not in ("image", "tarball"):
-        raise BadInputError(f"{where}: expected {{image: DIR}} or {{tarball: FILE}} (the sandbox's whole root)")
+    if not isinstance(value, Mapping) or len(value) != 1 or next(iter(value)) not in ("image", "tarball", "oci"):
+        raise BadInputError(f"{where}: expected {{image: DIR}}, {{tarball: FILE}} or {{oci: IMAGE}} (an OCI image "
+                            "reference such as python:3.12-slim, or an image layout or archive's absolute path): the "
+                            "sandbox's whole root")
     kind, path = next(iter(value.items()))
     if not isinstance(path, str) or not path or len(path) > 4096:
-        raise BadInputError(f"{where}.{kind}: expected a path")
+        raise BadInputError(f"{where}.{kind}: expected a {'reference or path' if kind == 'oci' else 'path'}")
+    if kind == "oci" and not path.startswith("/"):
+        parse_reference(path, f"{where}.oci")
     return RootFilesystem(kind=kind, path=path)
 
 

@@ -146,7 +146,7 @@ class BwrapDriver:
         if binary is not None and not isinstance(binary, str):
             raise BadInputError("sandbox.drivers.bwrap.binary: expected a path to the bwrap executable")
         self.binary = binary or shutil.which("bwrap") or "/usr/bin/bwrap"
-        self.roots = RootCache(self.config.cache_dir)
+        self.roots = RootCache(self.config.cache_dir, self.config.images)
         self._layout: CgroupLayout | None = None
         self._pool: CgroupPool | None = None
         self._seccomp: bytes | None = None

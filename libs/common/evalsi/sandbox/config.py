@@ -13,6 +13,7 @@
       egress: {upstream: http://proxy:3128}    # the egress proxy of allowlists (egress_config.py)
       host_uid: 65534                          # as root: the unprivileged host user (and host_gid: its group)
                                                # sandboxed processes run as (host_user.py); 1 to 4294967294
+      images: {registries: [docker.io]}        # where OCI image roots may be pulled from (oci_config.py)
 
 Every error names the key path and what is accepted.
 """
@@ -30,11 +31,13 @@ from evalsi.errors import BadInputError
 from evalsi.sandbox.egress_config import EgressSettings, load_egress_settings
 from evalsi.sandbox.host_user import DEFAULT_HOST_ID, MAX_HOST_ID
 from evalsi.sandbox.model import DEFAULT_RESOURCES, Level, Resources, RootFilesystem
+from evalsi.sandbox.oci_config import ImageSettings, load_image_settings
+from evalsi.sandbox.oci_ref import parse_reference
 
-__all__ = ["SandboxConfig", "default_cache_dir", "load_sandbox_config", "root_from_path"]
+__all__ = ["SandboxConfig", "default_cache_dir", "load_sandbox_config", "oci_root", "root_from_path"]
 
 _KEYS = ("ladder", "min_isolation", "root", "cache_dir", "cgroup", "resources", "drivers", "egress", "host_uid",
-         "host_gid")
+         "host_gid", "images")
 _RESOURCE_KEYS = ("timeout", "memory", "pids", "output_bytes", "cpu_seconds", "disk_bytes")
 # Upper bounds a config or a request may ask for: past them a typo (an extra zero) would go unnoticed.
 MAX_TIMEOUT_S = 24 * 3600.0
@@ -65,6 +68,8 @@ class SandboxConfig:
     # The unprivileged host user sandboxed processes run as when evalsi runs as root (host_user.py).
     host_uid: int = DEFAULT_HOST_ID
     host_gid: int = DEFAULT_HOST_ID
+    # OCI image roots: the registries they may be pulled from and their bounds (oci_config.py).
+    images: ImageSettings = field(default_factory=ImageSettings)
 
     def driver_options(self, name: str) -> Mapping[str, Any]:
         return self.drivers.get(name, {})
@@ -78,13 +83,28 @@ def root_from_path(text: str, where: str) -> RootFilesystem:
         return RootFilesystem("runtime")
     if text == "host":
         return RootFilesystem("host")
+    if text.startswith("oci:"):
+        return oci_root(text[len("oci:"):], where)
     path = Path(text).expanduser()
     if path.is_dir():
         return RootFilesystem("image", str(path.resolve()))
     if path.is_file():
         return RootFilesystem("tarball", str(path.resolve()))
     raise BadInputError(f"{where}: {text!r} is neither an image directory nor a tarball; accepted: runtime (the "
-                        "default runtime image), host (the host's /usr, trusted code only), or a path to either")
+                        "default runtime image), host (the host's /usr, trusted code only), oci:REFERENCE or "
+                        "oci:PATH (an OCI image), or a path to an image directory or tarball")
+
+
+def oci_root(text: str, where: str) -> RootFilesystem:
+    """An OCI image: a reference (``python:3.12-slim``), or an image layout directory or archive by path (absolute,
+    or starting with ``./``, ``../`` or ``~``). The registry is checked where the image is resolved."""
+    if text.startswith(("/", "./", "../", "~")):
+        path = Path(text).expanduser()
+        if not path.exists():
+            raise BadInputError(f"{where}: oci:{text!r}: no such image layout directory or archive")
+        return RootFilesystem("oci", str(path.resolve()))
+    parse_reference(text, where)
+    return RootFilesystem("oci", text)
 
 
 def load_sandbox_config(raw: Any, path: str = "sandbox") -> SandboxConfig:
@@ -112,6 +132,8 @@ def load_sandbox_config(raw: Any, path: str = "sandbox") -> SandboxConfig:
         config = replace(config, drivers=_drivers(raw["drivers"], f"{path}.drivers"))
     if raw.get("egress") is not None:
         config = replace(config, egress=load_egress_settings(raw["egress"], f"{path}.egress"))
+    if raw.get("images") is not None:
+        config = replace(config, images=load_image_settings(raw["images"], f"{path}.images"))
     for key in ("host_uid", "host_gid"):  # never 0: the point is a user without root's privileges
         if raw.get(key) is not None:
             config = replace(config, **{key: check_bound(raw[key], f"{path}.{key}", 1, MAX_HOST_ID)})

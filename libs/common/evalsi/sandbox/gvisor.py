@@ -165,7 +165,7 @@ class GvisorDriver:
         self.binary = str(options.get("binary") or shutil.which("runsc") or "/usr/bin/runsc")
         self.platform = str(options.get("platform") or "ptrace")
         self.base_dir = Path(str(options.get("dir") or Path(tempfile.gettempdir()) / "evalsi-gvisor"))
-        self.roots = RootCache(self.config.cache_dir)
+        self.roots = RootCache(self.config.cache_dir, self.config.images)
         self.cgroups: CgroupLayout = discover_layout(self.config.cgroup)
 
     def runsc(self, state: Path) -> list[str]:

@@ -107,9 +107,11 @@ class RootFilesystem:
     """What the sandbox sees as ``/``: the runtime image (``runtime``, the default: the host's Python and busybox in
     a minimal tree built once and cached by digest, ``runtime_image.py``), an image directory or a tarball (cached by
     digest), or, for trusted code only, the host's ``/usr`` read-only (``host``: opt-in by the operator's
-    ``sandbox.root: host`` or explicitly from Python, never by a request to sandboxd)."""
+    ``sandbox.root: host`` or explicitly from Python, never by a request to sandboxd). ``oci``: an OCI image,
+    ``path`` a reference (``python:3.12-slim``, pulled only from the operator's registries) or the absolute path of
+    an image layout or archive, unpacked once and cached by manifest digest (``oci.py``)."""
 
-    kind: Literal["runtime", "image", "tarball", "host"] = "runtime"
+    kind: Literal["runtime", "image", "tarball", "host", "oci"] = "runtime"
     path: str = ""
 
 

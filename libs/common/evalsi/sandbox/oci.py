@@ -129,6 +129,7 @@ class ImageCache:
             staging = Path(tempfile.mkdtemp(prefix=".unpack-", dir=self.base))
             try:
                 image = self._unpack(source, manifest, staging, references)
+                os.chmod(staging, 0o755)  # mkdtemp's 0700 would keep the sandbox's host user out
                 os.rename(staging, target)
             finally:
                 shutil.rmtree(staging, ignore_errors=True)

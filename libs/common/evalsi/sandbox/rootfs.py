@@ -1,9 +1,10 @@
 """Root filesystems for sandboxes: the runtime image (built once, ``runtime_image.py``), an image directory used as
 it is, or a tarball unpacked once and cached by the digest of its bytes.
 
-A tarball is untrusted input: members with absolute paths or ``..``, links (symbolic or hard) pointing outside the
-root, device files and setuid bits are refused or stripped by the standard library's ``data`` extraction filter,
-and anything it rejects fails the whole unpack with the member's name. Unpacking goes to a temporary directory that
+A tarball is untrusted input, applied by the one rule of ``layers.py`` (which OCI image layers follow too): ``..``
+in names and links climbing out of the root refused, absolute names made relative, device files refused, setuid
+bits stripped, and the host never following a link the tarball made; anything refused fails the whole unpack with
+the member's name. Unpacking goes to a temporary directory that
 is renamed into place only when complete, so a crash never leaves a half root in the cache.
 """
 
@@ -13,13 +14,15 @@ import contextlib
 import hashlib
 import os
 import shutil
-import tarfile
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from evalsi.errors import BadInputError
+from evalsi.sandbox.layers import Budget, LayerRefused, apply_layer
 from evalsi.sandbox.model import RootFilesystem
+from evalsi.sandbox.oci import ImageCache
+from evalsi.sandbox.oci_config import ImageSettings
 from evalsi.sandbox.runtime_image import ensure_runtime_image
 
 __all__ = ["RootCache", "tarball_digest", "unpack_tarball"]
@@ -44,24 +47,13 @@ def unpack_tarball(tarball: Path, destination: Path) -> None:
     """Unpack ``tarball`` into the new directory ``destination``, refusing unsafe members (``BadInputError``
     naming the tarball and the member)."""
     destination.mkdir(parents=True)
+    budget = Budget(MAX_UNPACKED_BYTES, MAX_MEMBERS, "a root filesystem tarball's limit",
+                    "a root filesystem tarball's limit")
     try:
-        with tarfile.open(tarball) as archive:
-            total, count = 0, 0
-            for member in archive:
-                count += 1
-                total += max(member.size, 0)
-                if count > MAX_MEMBERS or total > MAX_UNPACKED_BYTES:
-                    raise BadInputError(f"{tarball}: more than {MAX_MEMBERS} members or {MAX_UNPACKED_BYTES} bytes "
-                                        "unpacked; a root filesystem tarball must stay under both")
-                try:
-                    safe = tarfile.data_filter(member, str(destination))
-                except tarfile.FilterError as exc:
-                    raise BadInputError(f"{tarball}: member {member.name!r} refused: {exc}") from None
-                if safe is None:
-                    continue
-                archive.extract(safe, destination, set_attrs=True, filter="fully_trusted")
-    except (tarfile.TarError, EOFError) as exc:
-        raise BadInputError(f"{tarball}: not a readable tarball: {exc}") from None
+        with tarball.open("rb") as stream:
+            apply_layer(stream, str(destination), budget, whiteouts=False)
+    except LayerRefused as exc:
+        raise BadInputError(f"{tarball}: {exc}") from None
 
 
 @dataclass
@@ -74,9 +66,10 @@ class RootCache:
     """Unpacked tarballs under ``cache_dir/<algorithm>/<hex>``; the digest of a file is remembered by its inode,
     size and modification time, so an unchanged tarball is hashed once per process."""
 
-    def __init__(self, cache_dir: Path) -> None:
+    def __init__(self, cache_dir: Path, images: ImageSettings | None = None) -> None:
         self.cache_dir = cache_dir
         self._digests: dict[str, _Known] = {}
+        self.images = ImageCache(cache_dir, images)
 
     def resolve(self, root: RootFilesystem) -> Path | None:
         """The host directory to bind as the sandbox's ``/``; None for the host's /usr mode. The runtime image is
@@ -85,6 +78,8 @@ class RootCache:
             return None
         if root.kind == "runtime":
             return ensure_runtime_image(self.cache_dir).path
+        if root.kind == "oci":
+            return self.images.resolve(root.path)
         path = Path(root.path)
         if root.kind == "image":
             if not path.is_dir():

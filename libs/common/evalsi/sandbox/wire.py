@@ -40,6 +40,7 @@ from evalsi.sandbox.model import (
     RootFilesystem,
     SandboxSpec,
 )
+from evalsi.sandbox.oci_ref import parse_reference
 from evalsi.sandbox.v1alpha1 import sandbox_pb2 as pb
 
 __all__ = [
@@ -65,7 +66,7 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 _MAX_ALLOW = 64
 _MAX_LADDER = 8
 _FILE_ACCESS = ("read-only", "workspace-write", "full-access")
-_ROOT_KINDS = ("runtime", "image", "tarball")
+_ROOT_KINDS = ("runtime", "image", "tarball", "oci")
 _OUTCOME_KINDS = ("exit", "denied", "runner_failure", "timeout")
 
 
@@ -169,7 +170,9 @@ def spec_from_proto(message: pb.SandboxSpec, *, default_level: Level, default_re
 def _root(message: pb.RootFilesystem, image_roots: tuple[Path, ...], default_root: RootFilesystem,
           where: str) -> RootFilesystem:
     """The server's own root (``default_root``) for an unset or ``runtime`` root; an image or tarball under the
-    server's image roots. The host's /usr is never a caller's choice: a request naming it is refused."""
+    server's image roots; an OCI image by reference (served from the cache, or pulled from a registry this server's
+    sandbox.images lists, checked where it is resolved) or by a layout or archive path under the image roots. The
+    host's /usr is never a caller's choice: a request naming it is refused."""
     kind = message.kind or ("runtime" if not message.path else "")
     if kind == "host":
         raise BadInputError(f"{where}.kind: 'host' (the host's /usr) is not a request's choice: this server applies "
@@ -181,6 +184,9 @@ def _root(message: pb.RootFilesystem, image_roots: tuple[Path, ...], default_roo
         if message.path:
             raise BadInputError(f"{where}.path: the runtime root takes no path (it is the server's own root)")
         return default_root
+    if kind == "oci" and not message.path.startswith("/"):
+        parse_reference(message.path, f"{where}.path")
+        return RootFilesystem("oci", message.path)
     if not message.path.startswith("/") or "\0" in message.path:
         raise BadInputError(f"{where}.path: an absolute path under the server's image roots")
     path = Path(message.path).resolve()
@@ -188,7 +194,7 @@ def _root(message: pb.RootFilesystem, image_roots: tuple[Path, ...], default_roo
         allowed = ", ".join(str(root) for root in image_roots) or "none configured (--image-root)"
         raise BadInputError(f"{where}.path: {message.path[:200]!r} is not under an image root of this server; "
                             f"accepted: {allowed}")
-    return RootFilesystem(cast(Literal["image", "tarball"], kind), str(path))
+    return RootFilesystem(cast(Literal["image", "tarball", "oci"], kind), str(path))
 
 
 def spec_to_proto(spec: SandboxSpec) -> pb.SandboxSpec:

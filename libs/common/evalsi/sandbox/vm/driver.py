@@ -148,7 +148,7 @@ class VmDriver:
         config = config or SandboxConfig()
         self.options = options or parse_options(config.driver_options(NAME))
         self.cache_dir = config.cache_dir / "vm"
-        self.roots = RootCache(config.cache_dir)
+        self.roots = RootCache(config.cache_dir, config.images)
         self._machine_config: MachineConfig | None = None
         self._templates: dict[str, Path] = {}  # by machine identity: one per image root, and the default
         self._setup_lock = asyncio.Lock()
