@@ -58,10 +58,16 @@ def internet() -> Iterator[int]:
     server.server_close()
 
 
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One sandbox cache for the module: its runtime image is built once."""
+    return tmp_path_factory.mktemp("cache")
+
+
 @pytest.fixture
-def opener(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> LadderOpener:
+def opener(tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch) -> LadderOpener:
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the workspaces land here, so leftovers are seen
-    return LadderOpener(Ladder(SandboxConfig(ladder=("bwrap",), cache_dir=tmp_path / "cache")))
+    return LadderOpener(Ladder(SandboxConfig(ladder=("bwrap",), cache_dir=cache)))
 
 
 def _fetch(port: int) -> str:

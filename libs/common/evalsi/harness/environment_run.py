@@ -89,12 +89,12 @@ async def _set_up(environment: Environment, session: SandboxSession, spec: Sandb
 
 
 @contextlib.asynccontextmanager
-async def prepared(environment: Environment, opener: SandboxOpener, project: str
+async def prepared(environment: Environment, opener: SandboxOpener, project: str, *, run_id: str = ""
                    ) -> AsyncIterator[EnvironmentSession]:
     """A sandbox with the environment's files written and its setup run; destroyed on exit. ``opener``: the
     in-process ladder embedded, evalsi-sandboxd on a server; its base fills what the environment leaves unset.
-    With ``SharedSetups`` (a run's trials), a sandbox restored from an earlier trial's snapshot of the same
-    environment, where the rung can snapshot (and the environment does not say ``snapshot: false``)."""
+    With ``SharedSetups``, a sandbox restored from an earlier trial's snapshot of the same environment in the same
+    run (``run_id``), where the rung can snapshot (and the environment does not say ``snapshot: false``)."""
     spec = environment.sandbox_spec(opener.base)
     snapshot = None
     if isinstance(opener, SharedSetups) and environment.snapshot:
@@ -103,7 +103,7 @@ async def prepared(environment: Environment, opener: SandboxOpener, project: str
 
         try:
             session, snapshot = await opener.session(
-                setup_key(environment, spec, project), spec, project, lambda: _opened(opener, spec, project),
+                setup_key(environment, spec, project, run_id), spec, project, lambda: _opened(opener, spec, project),
                 prepare)
         except (SandboxUnavailable, BadInputError) as exc:  # a restore refused (the first open says it the same way)
             raise EnvironmentFailure(f"environment sandbox: {exc}") from exc
@@ -164,7 +164,7 @@ async def trial_in_environment(harness: Harness, task: Task, environment: Enviro
     """One trial of the built-in agent in a fresh sandbox of ``environment``, checked and stamped. An environment
     that cannot be prepared or checked gives a trial ended by an infrastructure error (``stop_reason`` error)."""
     try:
-        async with prepared(environment, opener, project) as session:
+        async with prepared(environment, opener, project, run_id=run_id) as session:
             result = await harness.run(task, trial=trial, run_id=run_id, session=session)
             verdict = None if result.infra_error else await run_checker(environment, session)
             stamp(result.record, session.isolation, verdict, snapshot=session.snapshot)

@@ -122,10 +122,11 @@ async def restore(snapshot: Snapshot, opener: SandboxOpener, project: str, spec:
     return session
 
 
-def setup_key(environment: Environment, spec: SandboxSpec, project: str) -> str:
-    """What a prepared sandbox depends on: its files, its setup, the sandbox it runs in (and the project, whose
-    sandboxes are its own). The checker and the escalation policy act after the setup, so they are not part of it."""
-    doc = {"project": project, "files": {path: hashlib.sha256(data).hexdigest()
+def setup_key(environment: Environment, spec: SandboxSpec, project: str, run_id: str = "") -> str:
+    """What a prepared sandbox depends on: its files, its setup, the sandbox it runs in, the project (whose
+    sandboxes are its own) and the run (a later run sets up afresh, even on a long-lived worker). The checker and
+    the escalation policy act after the setup, so they are not part of it."""
+    doc = {"project": project, "run": run_id, "files": {path: hashlib.sha256(data).hexdigest()
                                          for path, data in sorted(environment.files.items())},
            "setup": [list(argv) for argv in environment.setup], "spec": repr(spec)}
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()

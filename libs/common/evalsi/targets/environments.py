@@ -52,6 +52,6 @@ def any_environment(records: Sequence[Record], harness: HarnessSpec | None) -> b
 async def in_environment(record: Record, environment: Environment, opener: SandboxOpener, project: str,
                          act: Callable[[SandboxSession], Awaitable[None]]) -> None:
     """Prepare the environment, ``act`` in its sandbox (filling ``record``), check, stamp the verdict, destroy."""
-    async with prepared(environment, opener, project) as session:
+    async with prepared(environment, opener, project, run_id=record.provenance.run_id) as session:
         await act(session)
         stamp(record, session.isolation, await run_checker(environment, session), snapshot=session.snapshot)
