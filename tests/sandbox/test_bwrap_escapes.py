@@ -41,13 +41,16 @@ async def test_the_profile_runs_true_as_an_unprivileged_user_in_the_image(driver
     assert verdict.available and verdict.enforcement == "full", verdict
     session = await _session(driver, image)
     try:
-        result = await session.exec(["sh", "-c", "id -u; cat /etc/shadow; grep Cap /proc/self/status"])
+        result = await session.exec(["sh", "-c", "id -u; head -1 /etc/passwd; cat /etc/shadow; "
+                                                 "grep Cap /proc/self/status"])
     finally:
         await session.destroy()
-    # /etc/shadow is the image's own, readable because the image's files belong to the sandbox's user: never the host's.
+    # /etc/passwd is the image's own, never the host's; its /etc/shadow (root's, 0600) is closed to the sandbox's
+    # user, which as root is an unprivileged host uid (host_user.py), not host root mapped to 65534.
     assert result.outcome.kind == "exit" and result.outcome.code == 0, result
     lines = result.stdout.decode().splitlines()
-    assert lines[0] == "65534" and lines[1] == "image-shadow"
+    assert lines[0] == "65534" and lines[1] == "root:x:0:0:root:/root:/bin/sh"
+    assert b"image-shadow" not in result.stdout and b"Permission denied" in result.stderr, result
     assert all(line.split()[1] == "0000000000000000" for line in lines[2:]), lines
     assert result.isolation.driver == "bwrap" and result.isolation.bounds["network"] == "unshared (loopback only)"
 
@@ -233,8 +236,6 @@ async def test_without_cgroups_rlimits_bound_memory_and_the_report_says_what_is_
         await session.destroy()
     assert result.outcome.kind == "denied" and result.outcome.effect == "memory limit", result
     assert result.isolation.bounds["memory"] == f"rlimit AS={64 * 1024 * 1024}"
-    if os.geteuid() == 0:  # root's sandbox user is exempt from RLIMIT_NPROC: nothing bounds processes here
-        assert result.isolation.enforcement == "partial"
-        assert any(item.startswith("pids:") for item in result.isolation.not_enforced)
-    else:
-        assert result.isolation.bounds["pids"].startswith("rlimit NPROC=")
+    # Even run by root: the sandbox's host user is unprivileged (host_user.py), so RLIMIT_NPROC binds it.
+    assert result.isolation.bounds["pids"] == f"rlimit NPROC={DEFAULT_RESOURCES.pids}"
+    assert result.isolation.enforcement == "full", result.isolation.not_enforced

@@ -317,8 +317,9 @@ async def test_an_image_root_under_the_servers_image_roots_is_the_sandboxs_whole
         async with SandboxClient(address, project="p") as client:
             for root in (RootFilesystem("image", str(image)), RootFilesystem("tarball", str(tarball))):
                 session = await client.create(SandboxSpec(root=root))
-                result = await session.exec(["cat", "/etc/shadow"])
-                assert result.stdout == b"image-shadow\n", result  # the image's file, never the host's
+                result = await session.exec(["cat", "/etc/passwd"])
+                # busybox_image's passwd, never the host's
+                assert result.stdout == b"root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534::/:/bin/sh\n", result
                 assert not _succeeded(await session.exec(["ls", "/usr/lib/python3"]))  # no host /usr inside
                 await session.destroy()
             with pytest.raises(BadInputError, match="not under an image root"):

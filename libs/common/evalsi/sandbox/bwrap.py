@@ -2,7 +2,8 @@
 
 Each execution is one ``bwrap`` run: every namespace unshared (network too: loopback only; with an egress
 allowlist, a network namespace of its own whose only route is the logging egress proxy, netns.py) inside a new user
-namespace where the program is uid 65534 with every capability dropped and no way to make further user namespaces;
+namespace where the program is uid 65534 with every capability dropped and no way to make further user namespaces
+(run by root, bwrap itself starts as the unprivileged host user of host_user.py, to which that uid maps);
 ``--clearenv`` plus the explicit variables; ``--die-with-parent --new-session``; a seccomp-BPF filter passed as an
 fd; the root filesystem the runtime image (the default, runtime_image.py), an image directory or an unpacked tarball
 (the host's ``/usr`` read-only only in ``host`` mode, for trusted code), read-only, with a private ``/tmp`` and
@@ -34,6 +35,7 @@ from evalsi.sandbox.bwrap_status import StatusPipe
 from evalsi.sandbox.cgroups import CgroupLayout, CgroupPool, discover_layout
 from evalsi.sandbox.config import SandboxConfig, check_timeout
 from evalsi.sandbox.egress_attach import EgressAttachment, attach_netns
+from evalsi.sandbox.host_user import HostUser, LimitSetter, drops_privileges, setpriv_prefix, unreachable
 from evalsi.sandbox.model import (
     EgressEvent,
     ExecResult,
@@ -61,14 +63,6 @@ _MAX_ENV = 256
 _MAX_ENV_BYTES = 128 * 1024
 _MAX_ARGV_BYTES = 1 << 20
 _NOT_FOUND = 127
-# Run by root, bwrap maps the sandbox's uid to host root, whose processes RLIMIT_NPROC never counts against (the
-# kernel exempts INIT_USER): then only a pids cgroup bounds processes, and the report says so.
-_NPROC_EXEMPT = os.geteuid() == 0
-_PIDS_UNBOUND = "pids: no pids cgroup is writable, and RLIMIT_NPROC does not bind the sandbox user (host root's)"
-
-
-def _nproc(pids: int) -> str:
-    return "" if _NPROC_EXEMPT else f" + rlimit NPROC={pids}"
 # Extra address space allowed over the memory bound when a cgroup enforces memory: RLIMIT_AS counts reservations,
 # not use, and would otherwise refuse runtimes (Go, the JVM) that reserve far more than they touch.
 _AS_HEADROOM = 1 << 30
@@ -146,6 +140,11 @@ class BwrapDriver:
         if binary is not None and not isinstance(binary, str):
             raise BadInputError("sandbox.drivers.bwrap.binary: expected a path to the bwrap executable")
         self.binary = binary or shutil.which("bwrap") or "/usr/bin/bwrap"
+        # As root, bwrap starts as the unprivileged host user (host_user.py), so that the sandbox's uid maps to it
+        # and RLIMIT_NPROC binds (root is exempt from it); otherwise as the caller, who is not root either.
+        self.host_user = HostUser(self.config.host_uid, self.config.host_gid) if drops_privileges() else None
+        self.setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
+        self.limits = LimitSetter(self.host_user) if self.host_user is not None else None
         self.roots = RootCache(self.config.cache_dir, self.config.images)
         self._layout: CgroupLayout | None = None
         self._pool: CgroupPool | None = None
@@ -172,17 +171,25 @@ class BwrapDriver:
                 self._seccomp_error = str(exc)
         return self._seccomp
 
+    def launcher(self) -> list[str]:
+        """What starts bwrap: itself, or as root through setpriv as the host user."""
+        if self.host_user is None:
+            return [self.binary]
+        return [*setpriv_prefix(self.setpriv, self.host_user), self.binary]
+
     def not_enforced(self) -> tuple[str, ...]:
         self.seccomp_program()
         missing = [f"syscalls: {self._seccomp_error}"] if self._seccomp_error else []
-        if _NPROC_EXEMPT and self.layout.v2_limits is None and self.layout.v1_pids is None:
-            missing.append(_PIDS_UNBOUND)
         return tuple(missing)
 
     async def probe(self) -> ProbeVerdict:
         """The real profile (the configured root, seccomp, cgroups, limits) against ``true``."""
         if not os.access(self.binary, os.X_OK):
             return ProbeVerdict(self.name, self.level, False, reason=f"bwrap binary {self.binary} is not an executable")
+        if self.host_user is not None and not os.access(self.setpriv, os.X_OK):
+            return ProbeVerdict(self.name, self.level, False,
+                                reason=f"setpriv (util-linux) not found at {self.setpriv}: as root the sandbox is "
+                                       "started as an unprivileged host user through it")
         spec = SandboxSpec(root=self.config.root, resources=replace(self.config.resources, timeout_s=10.0))
         try:
             session = await self.create(spec)
@@ -210,6 +217,8 @@ class BwrapDriver:
                     self.name, self.level, False, reason=str(exc)),)) from None
         try:
             workspace = tempfile.mkdtemp(prefix="evalsi-ws-")
+            if self.host_user is not None:
+                _hand_over(workspace, root, self.host_user)
         except BaseException:
             if egress is not None:
                 await egress.close()  # its namespaces never outlive a failed create
@@ -227,7 +236,9 @@ class BwrapDriver:
         bounds = {
             "root": root_report(spec.root, root),
             "network": "unshared (loopback only)",
-            "user": f"uid {SANDBOX_UID} in a user namespace, all capabilities dropped, no nested user namespaces",
+            "user": f"uid {SANDBOX_UID} in a user namespace"
+                    + (f" ({self.host_user.describe()})" if self.host_user is not None else "")
+                    + ", all capabilities dropped, no nested user namespaces",
             "timeout": f"{resources.timeout_s:g}s wall clock",
             "output": f"{resources.output_bytes} bytes per stream",
             "files": f"{spec.workdir} {'read-only' if spec.file_access == 'read-only' else 'read-write'}, "
@@ -236,13 +247,15 @@ class BwrapDriver:
         if self.seccomp_program() is not None:
             bounds["syscalls"] = "seccomp-bpf deny list"
         bounds["memory"] = f"rlimit AS={resources.memory_bytes}"
-        bounds["pids"] = _PIDS_UNBOUND if _NPROC_EXEMPT else f"rlimit NPROC={resources.pids}"
+        # Binding: the sandbox's processes belong to an unprivileged host uid (root's are exempt), counted per user
+        # namespace, so one sandbox's processes never count against another's.
+        bounds["pids"] = f"rlimit NPROC={resources.pids}"
         if resources.cpu_seconds is not None:
             bounds["cpu"] = f"rlimit CPU={resources.cpu_seconds}s"
         layout = self.layout
         if layout.limits != "none":
             bounds["memory"] = f"{layout.limits} memory + rlimit AS"
-            bounds["pids"] = f"{layout.limits} pids" + _nproc(resources.pids)
+            bounds["pids"] = f"{layout.limits} pids + rlimit NPROC={resources.pids}"
         return bounds
 
 
@@ -311,9 +324,15 @@ class BwrapSession:
                     os.close(fd)
                     fds.remove(fd)
                 child = await status.child_pid()
+                pids = (pid,) if child is None else (pid, child)
                 try:
-                    await asyncio.to_thread(_confine, (pid,) if child is None else (pid, child), groups.join_paths,
-                                            limits)
+                    if driver.limits is None:
+                        await asyncio.to_thread(_confine, pids, groups.join_paths, limits)
+                    else:  # the cgroups as root, the rlimits as the host user that owns the processes
+                        await asyncio.to_thread(_confine, pids, groups.join_paths, ())
+                        await driver.limits.apply(pids, limits)
+                except ProcessLookupError:  # it exited before it was confined: a setup failure its stderr names
+                    return
                 except OSError as exc:
                     setup_errors.append(f"bwrap: putting the sandbox in its cgroups and rlimits failed: {exc}")
                     with contextlib.suppress(ProcessLookupError):
@@ -323,7 +342,7 @@ class BwrapSession:
                     os.write(block_write, b"x")
 
             command = Command(
-                argv=[driver.binary, "--args", str(args_fd), "--", *argv], env={}, timeout_s=timeout,
+                argv=[*driver.launcher(), "--args", str(args_fd), "--", *argv], env={}, timeout_s=timeout,
                 output_bytes=resources.output_bytes, stdin=stdin,
                 pass_fds=tuple(fd for fd in (args_fd, seccomp_fd, status_write, block_read) if fd is not None),
                 preexec=preexec, on_spawn=confine)
@@ -348,11 +367,7 @@ class BwrapSession:
             bounds["memory"] += f" + rlimit AS={memory_rlimit}"
         isolation = replace(self.isolation, bounds=bounds)
         if "pids" in groups.bounds:
-            bounds["pids"] += _nproc(resources.pids)
-        elif _NPROC_EXEMPT:  # the pids cgroup could not be made for this execution
-            bounds["pids"] = _PIDS_UNBOUND
-            isolation = replace(isolation, enforcement="partial",
-                                not_enforced=tuple(dict.fromkeys((*isolation.not_enforced, _PIDS_UNBOUND))))
+            bounds["pids"] += f" + rlimit NPROC={resources.pids}"
         bounds["timeout"] = f"{timeout:g}s wall clock"
         return ExecResult(outcome=outcome, isolation=isolation, stdout=finished.stdout,
                           stderr=finished.stderr, stdout_truncated=finished.stdout_truncated,
@@ -375,6 +390,19 @@ class BwrapSession:
         if self.egress is not None:
             await self.egress.close()
         await asyncio.to_thread(shutil.rmtree, self.host_workspace, True)
+
+
+def _hand_over(workspace: str, root: Path | None, user: HostUser) -> None:
+    """The new workspace to the host user (the sandbox writes it as that user), and a refusal naming the directory to
+    open when that user could not reach the root or the workspace (bwrap resolves its binds with its permissions)."""
+    os.chown(workspace, user.uid, user.gid)
+    for what, path in (("root", root), ("workspace", Path(workspace))):
+        blocked = unreachable(path, user) if path is not None else ""
+        if blocked:
+            shutil.rmtree(workspace, ignore_errors=True)
+            raise BadInputError(f"{what}: {path} is out of reach of the sandbox's host user: {blocked}; keep images, "
+                                "sandbox.cache_dir and $TMPDIR under directories it can search (chmod o+x), or set "
+                                "sandbox.host_uid/host_gid")
 
 
 def _confine(pids: tuple[int, ...], cgroup_procs: tuple[str, ...], limits: tuple[tuple[int, int], ...]) -> None:

@@ -9,12 +9,15 @@ and the open. Where openat2 is missing (Linux < 5.6) a walk does the same from d
 component opened with ``O_NOFOLLOW``, ``..`` refused. Only regular files are read or replaced, opened
 non-blocking (a planted FIFO or device is refused, not waited on).
 
+Run by root, what the host creates in a workspace is handed to the workspace directory's owner (the sandbox's
+unprivileged host user, host_user.py), through the descriptors opened beneath it: the sandbox can then change the
+files it was given, as it could change its own.
+
 The functions are blocking (plain system calls); async callers run them in a thread.
 """
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import errno
 import os
@@ -144,6 +147,24 @@ def _open_root(root: str) -> int:
     return os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
 
 
+def _owner(root_fd: int) -> tuple[int, int] | None:
+    """Whom new entries beneath the workspace go to: its directory's owner, when we are root and it is not."""
+    if os.geteuid() != 0:
+        return None
+    info = os.fstat(root_fd)
+    return None if info.st_uid == 0 else (info.st_uid, info.st_gid)
+
+
+def _hand_over(fd: int, owner: tuple[int, int] | None) -> None:
+    """The entry open at ``fd`` to ``owner``, unless it has other names (a hard link the sandbox made to a file it
+    did not own: chown through it would give that file away)."""
+    if owner is None:
+        return
+    info = os.fstat(fd)
+    if (info.st_uid, info.st_gid) != owner and (stat.S_ISDIR(info.st_mode) or info.st_nlink == 1):
+        os.fchown(fd, *owner)
+
+
 def read_beneath(root: str, path: str, *, max_bytes: int, workdir: str = "/workspace") -> bytes:
     """A regular file's bytes from the workspace directory ``root`` on the host; refused past ``max_bytes``."""
     relative = relative_path(path, workdir)
@@ -174,15 +195,22 @@ def read_beneath(root: str, path: str, *, max_bytes: int, workdir: str = "/works
 
 
 def _make_dirs(root_fd: int, parts: tuple[str, ...], path: str) -> int:
-    """The directory ``parts`` beneath ``root_fd`` (created as needed), as a descriptor."""
+    """The directory ``parts`` beneath ``root_fd`` (created as needed, given to the workspace's owner), as a
+    descriptor."""
+    owner = _owner(root_fd)
     current = os.dup(root_fd)
     try:
         for part in parts:
-            with contextlib.suppress(FileExistsError):
+            created = True
+            try:
                 os.mkdir(part, 0o755, dir_fd=current)
+            except FileExistsError:
+                created = False
             following = open_beneath(current, part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
             os.close(current)
             current = following
+            if created:
+                _hand_over(current, owner)
         return current
     except OSError as exc:
         os.close(current)
@@ -205,6 +233,7 @@ def write_beneath(root: str, path: str, data: bytes, *, mode: int = 0o644, workd
             try:
                 if not stat.S_ISREG(os.fstat(fd).st_mode):
                     raise HostFileError(f"path {path!r}: not a regular file; only regular files are written")
+                _hand_over(fd, _owner(root_fd))
                 os.ftruncate(fd, 0)
                 view = memoryview(data)
                 while view:
@@ -300,6 +329,9 @@ def restore_tar(root: str, archive_bytes: bytes, *, max_bytes: int) -> None:
                 try:
                     if member.issym():
                         os.symlink(member.linkname, parts[-1], dir_fd=parent)
+                        owner = _owner(root_fd)
+                        if owner is not None:  # the link itself, never what it points to
+                            os.chown(parts[-1], *owner, dir_fd=parent, follow_symlinks=False)
                         continue
                     source = archive.extractfile(member)
                     data = source.read() if source is not None else b""

@@ -3,7 +3,8 @@ confines what the program may read, write and execute, and (ABI >= 4) which TCP 
 and (ABI >= 6) keeps its signals and abstract Unix sockets inside the sandbox.
 
 Each execution is confined between fork and exec (the ruleset built here, ``launch.enter`` in the child: rlimits,
-then as root uid/gid 65534 with no capabilities, then the ruleset and the seccomp filters), or with ``mode:
+then as root the host user ``sandbox.host_uid``/``host_gid`` (65534 by default, host_user.py) with no
+supplementary groups or capabilities, then the ruleset and the seccomp filters), or with ``mode:
 launcher`` by ``launch.py`` under ``python -I -S`` doing the same before it execs.
 
 What a session may touch: the host's ``/usr`` (and the few ``/etc`` files a dynamic program reads) read-only, a few
@@ -62,7 +63,6 @@ from evalsi.sandbox.seccomp import SeccompUnavailable
 __all__ = ["LandlockDriver", "LandlockSession", "LaunchStatus", "classify_confined", "parse_status"]
 
 NAME = "landlock"
-SANDBOX_UID = 65534
 # Host paths a dynamically linked program needs to start, read-only; missing ones are left out.
 _READ_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 _READ_FILES = ("/etc/ld.so.cache", "/etc/localtime", "/etc/passwd", "/etc/group", "/etc/nsswitch.conf",
@@ -251,7 +251,7 @@ class LandlockSession:
             (root / part).mkdir(mode=0o700)
         if os.geteuid() == 0:
             for path in (root, root / "workspace", root / "tmp"):
-                os.chown(path, SANDBOX_UID, SANDBOX_UID)
+                os.chown(path, driver.config.host_uid, driver.config.host_gid)
         return cls(driver, spec, root)
 
     def _report(self) -> IsolationReport:
@@ -266,9 +266,9 @@ class LandlockSession:
             "network": network + ("" if abi >= launch.ABI_NET else " (not governed on this ABI)")
                        + ("; udp, raw and unix sockets refused (seccomp)" if self.driver.seccomp_programs else ""),
             "memory": f"rlimit AS={resources.memory_bytes}",
-            "pids": f"rlimit NPROC={resources.pids} (per uid {SANDBOX_UID})",
+            "pids": f"rlimit NPROC={resources.pids} (per uid {self._uid()})",
             **self._cgroup_bounds(),
-            "user": f"uid {SANDBOX_UID}, no capabilities" if os.geteuid() == 0 else f"uid {os.geteuid()}",
+            "user": f"host uid {self._uid()} gid {self._gid()}, no supplementary groups, no capabilities",
             "timeout": f"wall clock {resources.timeout_s:g}s, process group killed",
             "output": f"{resources.output_bytes} bytes per stream",
         }
@@ -281,6 +281,13 @@ class LandlockSession:
         missing = self.driver.not_enforced(self.spec)
         return IsolationReport(NAME, Level.CONFINED, "partial" if missing else "full", bounds, missing,
                                self.spec.min_isolation)
+
+    def _uid(self) -> int:
+        """The host uid the launcher runs the program as: the configured host user when we are root."""
+        return self.driver.config.host_uid if os.geteuid() == 0 else os.getuid()
+
+    def _gid(self) -> int:
+        return self.driver.config.host_gid if os.geteuid() == 0 else os.getgid()
 
     def _cgroup_bounds(self) -> dict[str, str]:
         """What a cgroup adds where this host has one (the exact files are in each execution's groups)."""
@@ -316,7 +323,7 @@ class LandlockSession:
             "bind": [],
             "scope": True,
             "rlimits": rlimits,
-            "uid": SANDBOX_UID, "gid": SANDBOX_UID,
+            "uid": self.driver.config.host_uid, "gid": self.driver.config.host_gid,
             "cwd": self.host_workspace,
             "status_fd": status_fd,
         }
