@@ -231,10 +231,14 @@ def write_beneath(root: str, path: str, data: bytes, *, mode: int = 0o644, workd
             except OSError as exc:
                 raise _refusal(path, exc) from None
             try:
-                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                info = os.fstat(fd)
+                if not stat.S_ISREG(info.st_mode):
                     raise HostFileError(f"path {path!r}: not a regular file; only regular files are written")
                 _hand_over(fd, _owner(root_fd))
-                os.ftruncate(fd, 0)
+                # Only a file that has content: ext4 flushes a file truncated then written at close (auto_da_alloc),
+                # which made removing a restored snapshot's workspace 100x slower (0.7 s for 200 small files).
+                if info.st_size:
+                    os.ftruncate(fd, 0)
                 view = memoryview(data)
                 while view:
                     written = os.write(fd, view)
