@@ -153,13 +153,17 @@ def test_specs_configuration_and_sandboxd_name_an_oci_root(tmp_path: Path) -> No
     environment = environment_from_mapping({"root": {"oci": "ghcr.io/org/tool:1"}}, "env")
     assert environment.root == RootFilesystem("oci", "ghcr.io/org/tool:1")
     # sandboxd: a reference is the server's to resolve; a path must lie under its image roots.
-    message = pb.SandboxSpec(root=pb.RootFilesystem(kind="oci", path="python:3.12-slim"))
-    defaults = {"default_level": Level.NAMESPACED, "default_resources": DEFAULT_RESOURCES}
-    assert spec_from_proto(message, **defaults).root == RootFilesystem("oci", "python:3.12-slim")
+    def from_wire(path: str, image_roots: tuple[Path, ...] = ()) -> RootFilesystem:
+        message = pb.SandboxSpec(root=pb.RootFilesystem(kind="oci", path=path))
+        return spec_from_proto(message, default_level=Level.NAMESPACED, default_resources=DEFAULT_RESOURCES,
+                               image_roots=image_roots).root
+
+    assert from_wire("python:3.12-slim") == RootFilesystem("oci", "python:3.12-slim")
     with pytest.raises(BadInputError, match=r"spec.root.path: .* is not under an image root"):
-        spec_from_proto(pb.SandboxSpec(root=pb.RootFilesystem(kind="oci", path=str(layout))), **defaults)
-    assert spec_from_proto(pb.SandboxSpec(root=pb.RootFilesystem(kind="oci", path=str(layout))),
-                           image_roots=(tmp_path,), **defaults).root == RootFilesystem("oci", str(layout))
+        from_wire(str(layout))
+    assert from_wire(str(layout), (tmp_path,)) == RootFilesystem("oci", str(layout))
+    with pytest.raises(BadInputError, match=r"spec.root.path: 'Not A Ref'; expected an image reference"):
+        from_wire("Not A Ref")
     # RootCache hands an oci root to the image cache.
     assert RootCache(tmp_path / "cache").resolve(RootFilesystem("oci", str(layout))) == ImageCache(
         tmp_path / "cache").resolve(str(layout))

@@ -256,9 +256,9 @@ def _sandbox(value: Any, where: str) -> run_pb2.SandboxSpec:
 
 def _root(value: Any, where: str) -> RootFilesystem:
     if not isinstance(value, Mapping) or len(value) != 1 or next(iter(value)) not in ("image", "tarball", "oci"):
-        raise BadInputError(f"{where}: expected {{image: DIR}}, {{tarball: FILE}} or {{oci: IMAGE}} (an OCI image "
-                            "reference such as python:3.12-slim, or an image layout or archive's absolute path): the "
-                            "sandbox's whole root")
+        raise BadInputError(f"{where}: expected {{image: DIR}} or {{tarball: FILE}} (the sandbox's whole root), or "
+                            "{oci: IMAGE} (an OCI image reference such as python:3.12-slim, or an image layout or "
+                            "archive's absolute path)")
     kind, path = next(iter(value.items()))
     if not isinstance(path, str) or not path or len(path) > 4096:
         raise BadInputError(f"{where}.{kind}: expected a {'reference or path' if kind == 'oci' else 'path'}")
