@@ -58,6 +58,16 @@ def first(attrs: Mapping[str, Any], *keys: str) -> Any:
     return None
 
 
+def _either(get: Any, key: str, other: str) -> Any:
+    """``first(attrs, key, other)`` for ``get``, ``attrs.get``: the first value neither None nor ""."""
+    value = get(key)
+    if value is None or value == "":
+        value = get(other)
+        if value is None or value == "":
+            return None
+    return value
+
+
 def set_usage(step: Step, inputs: Any, outputs: Any, total: Any = None, cached: Any = None,
                reasoning: Any = None) -> None:
     i, o = to_int(inputs), to_int(outputs)
@@ -138,13 +148,13 @@ def fill(attrs: Mapping[str, Any], span: Span, step: Step) -> None:
     get = attrs.get
     operation = str(get("gen_ai.operation.name") or "")
     step.type = _GENAI_TYPES.get(operation, STEP_TYPE_LLM if "gen_ai.request.model" in attrs else STEP_TYPE_GENERIC)
-    model = first(attrs, "gen_ai.response.model", "gen_ai.request.model")
+    model = _either(get, "gen_ai.response.model", "gen_ai.request.model")
     if model:  # else "": the field's default
         step.model = str(model)
-    usage = (first(attrs, "gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens"),
-             first(attrs, "gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens"),
+    usage = (_either(get, "gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens"),
+             _either(get, "gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens"),
              get("gen_ai.usage.total_tokens"),
-             first(attrs, "gen_ai.usage.cache_read.input_tokens", "gen_ai.usage.cache_read_input_tokens"),
+             _either(get, "gen_ai.usage.cache_read.input_tokens", "gen_ai.usage.cache_read_input_tokens"),
              get("gen_ai.usage.reasoning.output_tokens"))
     if usage != _NO_USAGE:  # set_usage writes nothing when every count is absent
         set_usage(step, *usage)

@@ -76,12 +76,17 @@ SESSION_KEYS = ("gen_ai.conversation.id", "session.id", "traceloop.association.p
 
 @dataclass(frozen=True)
 class Mapper:
-    """A versioned mapper: ``matches(attrs)`` picks it, ``fill(attrs, span, step)`` writes what it knows."""
+    """A versioned mapper: ``matches(attrs)`` picks it, ``fill(attrs, span, step)`` writes what it knows.
+
+    ``keys_only``: ``matches`` reads the attribute keys alone, never their values, so spans with the same keys get
+    the same mapper and the choice can be made once for them (``_Chooser``).
+    """
 
     name: str
     version: str
     matches: Callable[[Mapping[str, Any]], bool]
     fill: Callable[[Mapping[str, Any], Span, Step], None]
+    keys_only: bool = False
     ref: str = field(init=False)  # name@version, stamped on every span it maps
 
     def __post_init__(self) -> None:
@@ -219,12 +224,12 @@ def _fill_generic(attrs: Mapping[str, Any], span: Span, step: Step) -> None:
     step.type = STEP_TYPE_GENERIC
 
 
-GENAI = Mapper("genai", "1", genai_mapper.matches, genai_mapper.fill)
-OPENINFERENCE = Mapper("openinference", "1", _openinference_matches, _fill_openinference)
-OPENLLMETRY = Mapper("openllmetry", "1", _openllmetry_matches, _fill_openllmetry)
-GENERIC = Mapper("generic", "1", lambda _attrs: True, _fill_generic)
-MLFLOW = Mapper("mlflow", "1", mlflow_mapper.matches, mlflow_mapper.fill)
-LOGFIRE = Mapper("logfire", "1", logfire_mapper.matches, logfire_mapper.fill)
+GENAI = Mapper("genai", "1", genai_mapper.matches, genai_mapper.fill, keys_only=True)
+OPENINFERENCE = Mapper("openinference", "1", _openinference_matches, _fill_openinference, keys_only=True)
+OPENLLMETRY = Mapper("openllmetry", "1", _openllmetry_matches, _fill_openllmetry, keys_only=True)
+GENERIC = Mapper("generic", "1", lambda _attrs: True, _fill_generic, keys_only=True)
+MLFLOW = Mapper("mlflow", "1", mlflow_mapper.matches, mlflow_mapper.fill, keys_only=True)
+LOGFIRE = Mapper("logfire", "1", logfire_mapper.matches, logfire_mapper.fill, keys_only=True)
 # MLflow and Logfire come after the instrumentation-specific conventions (Logfire marks every span its tracer
 # starts, OpenInference's and OpenLLMetry's included) and before genai@1 (their spans carry gen_ai.* as well).
 DEFAULT_MAPPERS: tuple[Mapper, ...] = (OPENINFERENCE, OPENLLMETRY, MLFLOW, LOGFIRE, GENAI, GENERIC)
@@ -266,6 +271,39 @@ class _Resource:
         return cls(dict(resource), str(resource.get("service.name") or ""), str(first(resource, *SESSION_KEYS) or ""))
 
 
+class _Chooser:
+    """The first of ``mappers`` whose ``matches`` holds for a span's attributes (None when none does).
+
+    Where every matcher reads keys alone (``Mapper.keys_only``), the choice is remembered by the attributes' keys:
+    the spans of one request share a few key sets, so the matchers (a prefix scan of every key, for some) run once
+    a key set rather than once a span. One chooser serves one request, so what it remembers is bounded by it.
+    """
+
+    __slots__ = ("_chosen", "_mappers")
+
+    def __init__(self, mappers: Sequence[Mapper]) -> None:
+        self._mappers = tuple(mappers)
+        self._chosen: dict[tuple[str, ...], Mapper | None] | None = (
+            {} if all(mapper.keys_only for mapper in self._mappers) else None)
+
+    def __call__(self, attrs: Mapping[str, Any]) -> Mapper | None:
+        chosen = self._chosen
+        if chosen is None:
+            return self._first(attrs)
+        keys = tuple(attrs)
+        try:
+            return chosen[keys]
+        except KeyError:
+            found = chosen[keys] = self._first(attrs)
+            return found
+
+    def _first(self, attrs: Mapping[str, Any]) -> Mapper | None:
+        for mapper in self._mappers:
+            if mapper.matches(attrs):
+                return mapper
+        return None
+
+
 def map_span(
     span: Span,
     resource: Mapping[str, Any],
@@ -273,10 +311,10 @@ def map_span(
     mappers: Sequence[Mapper] = DEFAULT_MAPPERS,
 ) -> MappedSpan:
     """Map one span (whose trace and span ids the caller has checked) with the first mapper that matches."""
-    return _map_span(span, _Resource.of(resource), scope, mappers)
+    return _map_span(span, _Resource.of(resource), scope, _Chooser(mappers))
 
 
-def _map_span(span: Span, resource: _Resource, scope: str, mappers: Sequence[Mapper],
+def _map_span(span: Span, resource: _Resource, scope: str, choose: _Chooser,
               redaction: SpanRedaction | None = None) -> MappedSpan:
     # The OTLP span is stored as it is beside the step, as the bytes serialized here (again only where redaction
     # changed it). Its trace state, kept nowhere else, is dropped rather than stored unscreened.
@@ -295,20 +333,21 @@ def _map_span(span: Span, resource: _Resource, scope: str, mappers: Sequence[Map
     span_id, parent_id = span.span_id.hex(), span.parent_span_id.hex()
     step = _base_step(span, span_id, parent_id)
     used = GENERIC
-    for mapper in mappers:
-        if mapper.matches(attrs):
-            try:
-                mapper.fill(attrs, span, step)
-                used = mapper
-            except Exception as exc:  # a mapper bug must not lose the span
-                step = _base_step(span, span_id, parent_id)
-                step.type = STEP_TYPE_GENERIC
-                step.attributes["evalsi.mapper_error"].string_value = f"{mapper.ref}: {type(exc).__name__}: {exc}"
-            break
+    mapper = choose(attrs)
+    if mapper is not None:
+        try:
+            mapper.fill(attrs, span, step)
+            used = mapper
+        except Exception as exc:  # a mapper bug must not lose the span
+            step = _base_step(span, span_id, parent_id)
+            step.type = STEP_TYPE_GENERIC
+            step.attributes["evalsi.mapper_error"].string_value = f"{mapper.ref}: {type(exc).__name__}: {exc}"
     if step.type == STEP_TYPE_TOOL:
         _tool_status(step)
     ref = used.ref  # the step's evalsi.mapper attribute when read
-    session = first(attrs, *SESSION_KEYS)
+    # Most spans carry none of the session keys: three lookups rather than a call.
+    session = (first(attrs, *SESSION_KEYS) if SESSION_KEYS[0] in attrs or SESSION_KEYS[1] in attrs
+               or SESSION_KEYS[2] in attrs else None)
     # Positional: this runs for every span (MappedSpan's parameters, in order).
     return MappedSpan(span.trace_id.hex(), span_id, parent_id, step.name, span.start_time_unix_nano,
                       span.end_time_unix_nano, step.status == STEP_STATUS_ERROR,
@@ -349,6 +388,7 @@ def map_resource_spans(resource_spans: ResourceSpans, mappers: Sequence[Mapper] 
     if redaction is not None:
         redaction.attributes(resource_attributes)
     resource = _Resource.of(resource_attributes)
+    choose = _Chooser(mappers)
     result = MapResult([], 0, [])
     for scope_spans in resource_spans.scope_spans:
         scope = scope_spans.scope.name
@@ -359,5 +399,5 @@ def map_resource_spans(resource_spans: ResourceSpans, mappers: Sequence[Mapper] 
                 if reason not in result.reasons:
                     result.reasons.append(reason)
                 continue
-            result.spans.append(_map_span(span, resource, scope, mappers, redaction))
+            result.spans.append(_map_span(span, resource, scope, choose, redaction))
     return result

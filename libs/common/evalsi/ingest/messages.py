@@ -122,7 +122,7 @@ def messages_from_json(value: Any, *, system: Any = None, into: Messages | None 
         elif isinstance(instructions, str) and instructions:
             out.messages.add(role="system", content=instructions)
     for item in items:
-        if isinstance(item, Mapping):
+        if type(item) is dict or isinstance(item, Mapping):  # json.loads gives dicts: no ABC check for them
             _add_message(out, item)
         elif isinstance(item, str):
             out.messages.add(role="user", content=item)

@@ -99,22 +99,31 @@ class AssemblingSink:
             self.assembler.observe(project, spans)
             return
         foreign: dict[int, dict[str, bool]] = {}
+        owner_of: dict[str, int] = {}  # the foreign traces' owners
         for trace_id, has_root in traces_of(spans).items():  # one crc32 and one note per trace, not per span
             owner = self.partitioning.owner(trace_id)
             if owner == self.partitioning.replica:
                 self.assembler.note(project, trace_id, has_root=has_root)
             else:
                 foreign.setdefault(owner, {})[trace_id] = has_root
+                owner_of[trace_id] = owner
+        if not foreign:
+            return
+        assert self.notices is not None
         # A failed notice fails the export, so the client retries: spans upsert, so nothing doubles.
+        if self.rows:
+            assert isinstance(self.notices, RowNoticeSender)
+            rows: dict[int, list[SpanRow]] = {owner: [] for owner in foreign}
+            for span in spans:  # one walk of the spans for every other process, not one walk each
+                owner = owner_of.get(span.trace_id, -1)
+                if owner >= 0:
+                    rows[owner].append(span_row(span))
+            for owner, traces in foreign.items():
+                await self.notices.send_rows(owner, project, traces, rows[owner])
+            return
         for owner, traces in foreign.items():
-            assert self.notices is not None
-            if self.rows:
-                assert isinstance(self.notices, RowNoticeSender)
-                await self.notices.send_rows(owner, project, traces,
-                                             [span_row(span) for span in spans if span.trace_id in traces])
-            else:
-                await self.notices.send(owner, [ObservedTrace(project=project, trace_id=trace_id, has_root=root)
-                                                for trace_id, root in traces.items()])
+            await self.notices.send(owner, [ObservedTrace(project=project, trace_id=trace_id, has_root=root)
+                                            for trace_id, root in traces.items()])
 
 
 @dataclass

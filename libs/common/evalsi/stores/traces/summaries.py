@@ -15,6 +15,7 @@ from operator import itemgetter
 from typing import Any
 
 from evalsi.traces.model import MappedSpan, counts_toward_usage
+from evalsi.v1alpha1.record_pb2 import Step
 
 # A span's summary columns: trace_id, span_id, parent_span_id, name, service_name, session_id, start_ns, end_ns,
 # error, input_tokens, output_tokens.
@@ -22,14 +23,22 @@ SpanRow = tuple[Any, ...]
 _START_AND_SPAN = itemgetter(6, 1)  # (start_ns, span_id): the order of a trace's spans
 
 
+_NO_TOKENS = (0, 0)
+
+
+def usage_tokens(step: Step) -> tuple[int, int]:
+    """The input and output tokens a step adds to its trace's sums (the ``spans`` columns of those names)."""
+    if counts_toward_usage(step) and step.HasField("usage"):
+        usage = step.usage
+        return usage.input_tokens, usage.output_tokens
+    return _NO_TOKENS
+
+
 def span_row(span: MappedSpan) -> SpanRow:
     """A span's summary columns, as the ClickHouse store writes them (``spans`` columns of the same names): what
     another ingest process sends a trace's owner, so the owner sums the trace without reading it back."""
-    step = span.bare_step
-    usage = step.usage if counts_toward_usage(step) and step.HasField("usage") else None
     return (span.trace_id, span.span_id, span.parent_span_id, span.name, span.service_name, span.session_id,
-            span.start_ns, span.end_ns, int(span.error), usage.input_tokens if usage is not None else 0,
-            usage.output_tokens if usage is not None else 0)
+            span.start_ns, span.end_ns, int(span.error), *usage_tokens(span.bare_step))
 
 
 def sums(rows: list[SpanRow]) -> tuple[Any, ...]:
