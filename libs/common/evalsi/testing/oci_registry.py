@@ -18,6 +18,7 @@ import base64
 import json
 import re
 import secrets
+import sys
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -55,7 +56,7 @@ class LocalRegistry:
         self.tamper: dict[str, bytes] = {}
         self.requests: list[Seen] = []
         self.credentials = credentials
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._server = _Server(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
         self.host = f"127.0.0.1:{self._server.server_address[1]}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -83,6 +84,13 @@ class LocalRegistry:
         return [seen for seen in self.requests if "/manifests/" in seen.path]
 
 
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Quiet about clients closing kept-alive connections (every httpx client does at its end)."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 def _handler(registry: LocalRegistry) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -90,7 +98,7 @@ def _handler(registry: LocalRegistry) -> type[BaseHTTPRequestHandler]:
         def log_message(self, format: str, *args: Any) -> None:  # quiet: tests read ``requests``
             pass
 
-        def do_GET(self) -> None:  # noqa: N802 (the http.server API)
+        def do_GET(self) -> None:
             url = urlparse(self.path)
             registry.requests.append(Seen("GET", url.path, {key.lower(): value for key, value in self.headers.items()}))
             if url.path == "/token":
