@@ -32,6 +32,7 @@ from evalsi.testing.oci_images import (
     write_layout,
     write_layout_tar,
 )
+from evalsi_sandboxd.main import settings_from_args
 
 
 def _check_root(root: Path) -> None:
@@ -167,3 +168,13 @@ def test_specs_configuration_and_sandboxd_name_an_oci_root(tmp_path: Path) -> No
     # RootCache hands an oci root to the image cache.
     assert RootCache(tmp_path / "cache").resolve(RootFilesystem("oci", str(layout))) == ImageCache(
         tmp_path / "cache").resolve(str(layout))
+
+
+def test_sandboxd_pulls_from_no_registry_unless_its_operator_lists_one(tmp_path: Path) -> None:
+    assert [entry.host for entry in load_sandbox_config(None).images.allowed()] == ["docker.io"]  # embedded
+    _, config, _ = settings_from_args([], environ={})
+    assert config.images.allowed() == ()
+    listed = tmp_path / "evalsi.yaml"
+    listed.write_text("sandbox:\n  images: {registries: [ghcr.io, 'http://127.0.0.1:5000']}\n")
+    _, config, _ = settings_from_args(["--config", str(listed)], environ={})
+    assert [str(entry) for entry in config.images.allowed()] == ["ghcr.io", "http://127.0.0.1:5000"]
