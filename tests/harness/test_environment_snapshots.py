@@ -25,6 +25,7 @@ from evalsi.sandbox.access import LadderOpener
 from evalsi.sandbox.config import SandboxConfig
 from evalsi.sandbox.ladder import Ladder
 from evalsi.testing import FakeOpenAI
+from evalsi.testing.reachable_tmp import reachable_tmp_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "agents" / "env-fix"
@@ -36,9 +37,10 @@ ENVIRONMENT = {"files": {"a.txt": "from the environment\n"},
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One sandbox cache for the module: its runtime image is built once."""
-    return tmp_path_factory.mktemp("cache")
+def cache() -> Iterator[Path]:
+    """One sandbox cache for the module (its runtime image built once), where the sandbox's host user reaches it."""
+    with reachable_tmp_dir("cache") as path:
+        yield path
 
 
 @pytest.fixture
@@ -117,12 +119,12 @@ async def test_a_runs_trials_share_one_setup_and_their_records_say_so(tmp_path: 
 
 
 @pytest.fixture(scope="module")
-def sandboxd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def sandboxd() -> Iterator[str]:
     with pytest.MonkeyPatch.context() as patch:  # its helper lives beside the sandbox tests
         patch.syspath_prepend(str(ROOT / "tests" / "sandbox"))
         from sandboxd_process import running_sandboxd
 
-        with running_sandboxd(tmp_path_factory.mktemp("sbxd")) as (address, _):
+        with reachable_tmp_dir("sbxd") as directory, running_sandboxd(directory) as (address, _):
             yield address
 
 

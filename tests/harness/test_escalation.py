@@ -6,6 +6,7 @@ the whole chain through a run, counted by builtin/sandbox-events."""
 
 from __future__ import annotations
 
+import asyncio
 import http.server
 import os
 import tempfile
@@ -30,6 +31,7 @@ from evalsi.sandbox.config import SandboxConfig
 from evalsi.sandbox.ladder import Ladder
 from evalsi.sandbox.model import Endpoint
 from evalsi.testing import FakeOpenAI
+from evalsi.testing.reachable_tmp import reachable_tmp_dir
 from evalsi.v1alpha1.record_pb2 import STEP_TYPE_TOOL
 
 BODY = b"hello from the internet\n"
@@ -59,9 +61,10 @@ def internet() -> Iterator[int]:
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One sandbox cache for the module: its runtime image is built once."""
-    return tmp_path_factory.mktemp("cache")
+def cache() -> Iterator[Path]:
+    """One sandbox cache for the module (its runtime image built once), where the sandbox's host user reaches it."""
+    with reachable_tmp_dir("cache") as path:
+        yield path
 
 
 @pytest.fixture
@@ -197,6 +200,19 @@ async def test_a_wider_file_access_mode_is_applied(opener: LadderOpener) -> None
                                  "file_access": "workspace-write"}
         wrote = await tools["run_shell"].call({"command": "cat a.txt; echo new > a.txt; cat a.txt"})
         assert wrote.value["stdout"] == "old\nnew\n"
+
+
+async def test_a_grant_waits_for_the_calls_in_flight(opener: LadderOpener) -> None:
+    env = environment_from_mapping({"escalation": {"allow": {"network": ["127.0.0.1:9"]}}}, "env")
+    async with prepared(env, opener, "p") as session:
+        tools = sandbox_tools(session)
+        first = session.id
+        # Parallel tool calls: the write that is running when the request arrives lands before the sandbox moves.
+        slow, granted = await asyncio.gather(
+            tools["run_shell"].call({"command": "sleep 0.5; echo late > late.txt"}),
+            tools["request_escalation"].call({"network": ["127.0.0.1:9"], "reason": "r"}))
+        assert slow.error is None and granted.error is None and session.id != first
+        assert (await tools["read_file"].call({"path": "late.txt"})).value == "late\n"
 
 
 async def test_requests_in_a_run_are_trajectory_events_counted_by_sandbox_events(

@@ -3,12 +3,15 @@ whose underlying sandbox a granted escalation replaces (a snapshot restored unde
 stay), and which remembers whether it came from a snapshot of a prepared environment.
 
 Everything holding the session (the sandbox tools, the checker, ``stamp``) sees the wider sandbox after a grant,
-and ``destroy`` ends whichever sandbox is current.
+and ``destroy`` ends whichever sandbox is current. A grant waits for the calls in flight (the model's parallel tool
+calls) and holds new ones back until the new sandbox is in place, so none runs in a sandbox being replaced.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -31,6 +34,34 @@ from .escalation import Decision, EscalationPolicy, EscalationRequest, decide
 __all__ = ["EnvironmentSession"]
 
 
+class _Gate:
+    """Calls share the sandbox; a swap waits until none is in flight and holds new ones back while it runs."""
+
+    def __init__(self) -> None:
+        self._swapping = asyncio.Lock()
+        self._calls = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    @contextlib.asynccontextmanager
+    async def call(self) -> AsyncIterator[None]:
+        async with self._swapping:  # only waits while a swap runs
+            self._calls += 1
+            self._idle.clear()
+        try:
+            yield
+        finally:
+            self._calls -= 1
+            if not self._calls:
+                self._idle.set()
+
+    @contextlib.asynccontextmanager
+    async def swap(self) -> AsyncIterator[None]:
+        async with self._swapping:
+            await self._idle.wait()
+            yield
+
+
 class EnvironmentSession:
     """A ``SandboxSession`` over the environment's current sandbox, with the escalation policy that may widen it.
     ``snapshot``: what the record says of the snapshot this sandbox started from (None: it ran its own setup)."""
@@ -46,6 +77,7 @@ class EnvironmentSession:
         self.id = session.id
         self.isolation: IsolationReport = session.isolation
         self.escalations: list[Decision] = []
+        self._gate = _Gate()
 
     @property
     def current(self) -> SandboxSession:
@@ -53,13 +85,16 @@ class EnvironmentSession:
 
     async def exec(self, argv: list[str], *, stdin: bytes = b"", env: Mapping[str, str] | None = None,
                    timeout_s: float | None = None, on_output: OutputSink | None = None) -> ExecResult:
-        return await self._session.exec(argv, stdin=stdin, env=env, timeout_s=timeout_s, on_output=on_output)
+        async with self._gate.call():
+            return await self._session.exec(argv, stdin=stdin, env=env, timeout_s=timeout_s, on_output=on_output)
 
     async def write_files(self, files: Mapping[str, bytes]) -> None:
-        await self._session.write_files(files)
+        async with self._gate.call():
+            await self._session.write_files(files)
 
     async def read_files(self, paths: list[str], *, max_bytes: int) -> dict[str, bytes]:
-        return await self._session.read_files(paths, max_bytes=max_bytes)
+        async with self._gate.call():
+            return await self._session.read_files(paths, max_bytes=max_bytes)
 
     async def destroy(self) -> None:
         await self._session.destroy()
@@ -68,9 +103,11 @@ class EnvironmentSession:
         """The policy's decision on ``request``; a grant is applied before it returns (the sandbox replaced by one
         under the wider spec, holding the same files). A grant that cannot be applied here is a denial saying
         why; the sandbox stays as it was."""
-        decision = decide(request, self.policy, network=self.spec.network.allow, file_access=self.spec.file_access)
-        if decision.kind == "granted":
-            decision = await self._apply(decision)
+        async with self._gate.swap():  # decided on the mode in force once the calls in flight are done
+            decision = decide(request, self.policy, network=self.spec.network.allow,
+                              file_access=self.spec.file_access)
+            if decision.kind == "granted":
+                decision = await self._apply(decision)
         self.escalations.append(decision)
         return decision
 
