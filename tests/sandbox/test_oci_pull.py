@@ -10,10 +10,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from sandboxd_process import running_sandboxd
 
 from evalsi.cli.main import cli
 from evalsi.errors import BadInputError
 from evalsi.sandbox.bwrap import BwrapDriver
+from evalsi.sandbox.client import SandboxClient
 from evalsi.sandbox.config import SandboxConfig
 from evalsi.sandbox.gvisor import GvisorDriver
 from evalsi.sandbox.model import RootFilesystem, SandboxSpec
@@ -151,3 +153,28 @@ def test_the_operator_pulls_and_lists_images_with_the_cli(tmp_path: Path) -> Non
         assert row.split()[:2] == [f"{registry.host}/team/busybox:1.0", image.manifest_digest[:19]]
         refused = runner.invoke(cli, ["sandbox", "image", "pull", "ghcr.io/org/tool:1", "--config", str(config)])
         assert refused.exit_code == 2 and "registry ghcr.io is not in sandbox.images.registries" in refused.output
+
+
+async def test_sandboxd_serves_what_the_operator_pulled_and_pulls_nothing_itself(tmp_path: Path) -> None:
+    image = busybox_oci_image(tmp_path)
+    cache = tmp_path / "cache"
+    with LocalRegistry() as registry:
+        registry.push("team/busybox", "1.0", image)
+        reference = f"{registry.host}/team/busybox:1.0"
+        spec = SandboxSpec(root=RootFilesystem("oci", reference))
+        config = {"sandbox": {"ladder": ["bwrap"], "cache_dir": str(cache)}}
+        with running_sandboxd(tmp_path, config=config) as (address, _):
+            async with SandboxClient(address, project="p") as client:
+                with pytest.raises(BadInputError, match=rf"registry {registry.host} is not in "
+                                                        r"sandbox.images.registries \(allowed: none\)"):
+                    await client.create(spec)
+                assert registry.requests == []  # a caller's reference made sandboxd contact nothing
+                # The operator's `evalsi sandbox image pull` (the same cache), then the caller's Create.
+                ImageCache(cache, _settings(registry)).pull(reference)
+                session = await client.create(spec)
+                try:
+                    result = await session.exec(["sh", "-c", _LISTING])
+                finally:
+                    await session.destroy()
+    assert result.outcome.kind == "exit" and result.outcome.code == 0, result
+    _expected(result.stdout)
