@@ -8,6 +8,7 @@ import gzip
 import hashlib
 import io
 import json
+import os
 import tarfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -178,3 +179,23 @@ def test_sandboxd_pulls_from_no_registry_unless_its_operator_lists_one(tmp_path:
     listed.write_text("sandbox:\n  images: {registries: [ghcr.io, 'http://127.0.0.1:5000']}\n")
     _, config, _ = settings_from_args(["--config", str(listed)], environ={})
     assert [str(entry) for entry in config.images.allowed()] == ["ghcr.io", "http://127.0.0.1:5000"]
+
+
+def test_names_in_an_images_own_json_never_leave_its_directory(tmp_path: Path) -> None:
+    # A `docker save` directory whose manifest.json names files outside it: refused, nothing outside is read.
+    image = busybox_oci_image(tmp_path)
+    saved = tmp_path / "saved"
+    with tarfile.open(write_docker_archive(image, tmp_path / "saved.tar")) as archive:
+        archive.extractall(saved, filter="data")
+    manifest = json.loads((saved / "manifest.json").read_text())
+    (tmp_path / "outside.json").write_bytes(image.config)
+    manifest[0]["Config"] = "../outside.json"
+    (saved / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(BadInputError, match=r"'../outside.json': not a file inside the image"):
+        ImageCache(tmp_path / "cache").resolve(str(saved))
+    (saved / "fifo").unlink(missing_ok=True)
+    os.mkfifo(saved / "fifo")
+    manifest[0]["Config"] = "fifo"
+    (saved / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(BadInputError, match=r"'fifo' is not a regular file"):  # refused, never waited on
+        ImageCache(tmp_path / "cache").resolve(str(saved))

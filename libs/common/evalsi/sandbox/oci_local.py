@@ -12,12 +12,14 @@ import contextlib
 import hashlib
 import json
 import os
+import stat
 import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any, Protocol
 
 from evalsi.errors import BadInputError
+from evalsi.sandbox.host_files import open_beneath
 from evalsi.sandbox.oci_manifest import (
     INDEX_TYPES,
     MAX_MANIFEST_BYTES,
@@ -79,16 +81,29 @@ class _DirFiles:
         self.root = root
 
     def exists(self, name: str) -> bool:
-        return (self.root / name).is_file()
+        try:
+            self.open(name).close()
+        except BadInputError:
+            return False
+        return True
 
     def size(self, name: str) -> int:
-        return (self.root / name).stat().st_size
+        with self.open(name) as stream:
+            return os.fstat(stream.fileno()).st_size
 
     def open(self, name: str) -> IO[bytes]:
+        """``name`` (from the image's own JSON, so untrusted) resolved beneath the directory, never out of it by
+        ``..`` or a link, and only a regular file (never a FIFO that would block, nor a device)."""
+        root = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
-            descriptor = os.open(self.root / name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            descriptor = open_beneath(root, name, os.O_RDONLY | os.O_NONBLOCK)
         except OSError as exc:
-            raise BadInputError(f"{self.root}: {name}: {exc.strerror}") from None
+            raise BadInputError(f"{self.root}: {name[:200]!r}: not a file inside the image ({exc.strerror})") from None
+        finally:
+            os.close(root)
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            os.close(descriptor)
+            raise BadInputError(f"{self.root}: {name[:200]!r} is not a regular file")
         return os.fdopen(descriptor, "rb")
 
 

@@ -124,6 +124,9 @@ def pick_platform(entries: list[tuple[Descriptor, dict[str, Any]]], where: str) 
     untagged = [entry for entry, plat in entries if not plat]
     if len(untagged) == 1:
         return untagged[0]
+    if untagged:
+        raise BadInputError(f"{where}: {len(untagged)} images without a platform; an image root names one image "
+                            "(keep one per layout, or give each its platform)")
     offered = ", ".join(sorted({f"{plat.get('os')}/{plat.get('architecture')}" for _, plat in entries}))
     raise BadInputError(f"{where}: no manifest for {system}/{architecture}; the index offers {offered}")
 
