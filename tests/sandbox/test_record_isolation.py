@@ -17,6 +17,7 @@ from evalsi.v1alpha1.record_pb2 import (
     ISOLATION_LEVEL_CONFINED,
     ISOLATION_LEVEL_KERNEL,
     ISOLATION_LEVEL_NAMESPACED,
+    IsolationLevel,
     IsolationReport,
     Record,
 )
@@ -26,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SPEC = ROOT / "examples" / "code" / "run.yaml"
 
 
-def _report(level: int, enforcement: str = "full", *, driver: str = "bwrap",
+def _report(level: IsolationLevel, enforcement: str = "full", *, driver: str = "bwrap",
             not_enforced: tuple[str, ...] = ()) -> IsolationReport:
     return IsolationReport(achieved=level, driver=driver, enforcement=enforcement, not_enforced=list(not_enforced))
 
