@@ -38,6 +38,9 @@ RESOURCES = Resources(timeout_s=5.0, memory_bytes=256 << 20, pids=32, output_byt
 # trusted code; the default root (the runtime image) makes it unavailable (test below).
 HOST = RootFilesystem("host")
 HOST_CONFIG = SandboxConfig(root=HOST)
+# The session fixture's host user (sandbox.host_uid): one of this test process's own, so "no process of it is left"
+# is not confused by other sandboxes (bwrap's and gVisor's run as 65534 too, and tests may run side by side).
+HOST_UID = 61000 + os.getpid() % 4000
 SPEC = SandboxSpec(min_isolation=Level.CONFINED, resources=RESOURCES, root=HOST)
 
 
@@ -56,7 +59,8 @@ def open_dir() -> Iterator[Path]:
 @pytest.fixture(params=["fork", "launcher"])
 async def session(request: pytest.FixtureRequest) -> AsyncIterator[LandlockSession]:
     """Both ways of confining: between fork and exec (the default) and through launch.py."""
-    session = await LandlockDriver(SandboxConfig(root=HOST, drivers={"landlock": {"mode": request.param}})).create(SPEC)
+    session = await LandlockDriver(SandboxConfig(root=HOST, drivers={"landlock": {"mode": request.param}},
+                                                 host_uid=HOST_UID, host_gid=HOST_UID)).create(SPEC)
     yield session
     await session.destroy()
 
@@ -84,7 +88,7 @@ async def test_the_workspace_is_writable_and_read_back(session: LandlockSession)
     assert result.outcome.kind == "exit" and result.outcome.code == 0, result.stderr
     assert result.stdout.splitlines()[0] == b"from the host"
     if os.geteuid() == 0:
-        assert result.stdout.splitlines()[1] == b"65534"
+        assert result.stdout.splitlines()[1] == str(HOST_UID).encode()
     assert (await session.read_files(["out.txt"], max_bytes=100)) == {"out.txt": b"made\n"}
     assert result.isolation.driver == "landlock" and result.isolation.level is Level.CONFINED
 
@@ -164,7 +168,7 @@ async def test_a_fork_bomb_stops_at_the_pids_bound_and_leaves_nothing_behind(ses
     assert "pids" in result.outcome.effect
     if os.geteuid() == 0:
         await asyncio.sleep(0.2)
-        assert _live_processes_of(65534) == [], "the fork bomb left processes running"
+        assert _live_processes_of(HOST_UID) == [], "the fork bomb left processes running"
 
 
 async def test_allocating_past_the_memory_bound_is_denied(session: LandlockSession) -> None:
@@ -324,4 +328,4 @@ async def test_a_descendant_that_leaves_the_process_group_does_not_outlive_the_t
     assert result.duration_s < 8
     if os.geteuid() == 0:
         await asyncio.sleep(0.2)
-        assert _live_processes_of(65534) == [], "the setsid'd sleep survived"
+        assert _live_processes_of(HOST_UID) == [], "the setsid'd sleep survived"
