@@ -134,9 +134,11 @@ def load_sandbox_config(raw: Any, path: str = "sandbox") -> SandboxConfig:
         config = replace(config, egress=load_egress_settings(raw["egress"], f"{path}.egress"))
     if raw.get("images") is not None:
         config = replace(config, images=load_image_settings(raw["images"], f"{path}.images"))
-    for key in ("host_uid", "host_gid"):  # never 0: the point is a user without root's privileges
-        if raw.get(key) is not None:
-            config = replace(config, **{key: check_bound(raw[key], f"{path}.{key}", 1, MAX_HOST_ID)})
+    # Never 0: the point is a user without root's privileges.
+    if raw.get("host_uid") is not None:
+        config = replace(config, host_uid=check_bound(raw["host_uid"], f"{path}.host_uid", 1, MAX_HOST_ID))
+    if raw.get("host_gid") is not None:
+        config = replace(config, host_gid=check_bound(raw["host_gid"], f"{path}.host_gid", 1, MAX_HOST_ID))
     return config
 
 
