@@ -1,7 +1,7 @@
 """Sandbox latency and throughput per rung, printed beside the targets (DESIGN.md, issue 14).
 
     .venv/bin/python benchmarks/sandbox_exec.py                    # bwrap: `true` latency, first byte, throughput
-    .venv/bin/python benchmarks/sandbox_exec.py --rungs bwrap,landlock --runs 100
+    .venv/bin/python benchmarks/sandbox_exec.py --rungs bwrap,landlock --runs 100 --root host
 
 For each rung: one `true` execution's wall time (p50/p95 over --runs, session reused, each a fresh sandbox: the cold
 start of the process sandbox), cold start to first byte of `echo` output, and code-evaluation throughput (a 20-line
@@ -19,7 +19,7 @@ import resource
 import statistics
 import time
 
-from evalsi.sandbox.config import SandboxConfig
+from evalsi.sandbox.config import SandboxConfig, root_from_path
 from evalsi.sandbox.ladder import Ladder
 from evalsi.sandbox.model import Level, SandboxSession, SandboxSpec
 
@@ -82,7 +82,7 @@ async def _rung(ladder: Ladder, name: str, runs: int, concurrency: int, samples:
     if not verdict.available:
         print(f"{name}: unavailable ({verdict.reason})")
         return
-    session = await ladder.create(SandboxSpec(min_isolation=Level.NONE, ladder=(name,)))
+    session = await ladder.create(SandboxSpec(min_isolation=Level.NONE, ladder=(name,), root=ladder.config.root))
     try:
         await session.exec(["true"])  # warm caches (the image root, the seccomp program)
         cpu, wall = _cpu_s(), time.perf_counter()
@@ -128,10 +128,13 @@ async def main() -> None:
     # Twice the cores: each execution also waits on the kernel (namespaces, the block-fd handshake), so one per core
     # leaves them idle part of the time (paired runs at load 5-7: 34/20 per s at 2 against 42/29 at 4).
     parser.add_argument("--concurrency", type=int, default=2 * (os.cpu_count() or 1))
+    parser.add_argument("--root", default="runtime",
+                        help="runtime (the default root: the runtime image), host (the host's /usr; Landlock runs only "
+                             "with it) or an image directory or tarball")
     args = parser.parse_args()
     names = tuple(name.strip() for name in args.rungs.split(",") if name.strip())
-    ladder = Ladder(SandboxConfig(ladder=names))
-    print(f"machine: {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f} at start")
+    ladder = Ladder(SandboxConfig(ladder=names, root=root_from_path(args.root, "--root")))
+    print(f"machine: {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f} at start; root {args.root}")
     for name in names:
         await _rung(ladder, name, args.runs, args.concurrency, args.samples)
 

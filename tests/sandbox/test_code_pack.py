@@ -183,8 +183,9 @@ def test_a_program_past_the_memory_cap_fails_with_the_effect(tmp_path: Path) -> 
 def test_embedded_evaluation_follows_the_sandbox_section_of_evalsi_yaml(tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     # As `evalsi sandbox run` reads it: ./evalsi.yaml's ladder, minimum and bounds apply to the code pack too.
+    # Landlock cannot change the root, so a ladder of it alone needs the operator's `root: host` (trusted code).
     (tmp_path / "evalsi.yaml").write_text(yaml.safe_dump(
-        {"sandbox": {"ladder": ["landlock"], "min_isolation": "confined", "resources": {"pids": 48}}}))
+        {"sandbox": {"ladder": ["landlock"], "min_isolation": "confined", "root": "host", "resources": {"pids": 48}}}))
     monkeypatch.chdir(tmp_path)
     rows = [json.loads(line) for line in DATA.read_text().splitlines()]
     results = evaluate([row for row in rows if row["id"] in ("correct", "escape")], ["unit-tests"])

@@ -20,10 +20,13 @@ from evalsi.sandbox.bwrap import BwrapDriver
 from evalsi.sandbox.config import SandboxConfig
 from evalsi.sandbox.ladder import Ladder
 from evalsi.sandbox.manager import ManagerLimits, SandboxManager
-from evalsi.sandbox.model import Endpoint, NetworkPolicy, SandboxSpec
+from evalsi.sandbox.model import Endpoint, NetworkPolicy, RootFilesystem, SandboxSpec
 from evalsi.sandbox.netns import _new_netns, sweep_stale
 
 BODY = b"hello from the internet\n"
+# These tests drive the host's curl through the proxy (its report of a 403 is classified as the policy's denial);
+# the runtime image, the default root, has no curl, so they opt into the host's /usr (trusted: the test's own code).
+HOST = RootFilesystem("host")
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -62,7 +65,7 @@ def _links() -> str:
 
 async def test_allowed_through_the_proxy_denied_off_the_list_and_nothing_around_it(driver: BwrapDriver,
                                                                                   internet: int) -> None:
-    session = await driver.create(SandboxSpec(network=NetworkPolicy((Endpoint("127.0.0.1", internet),))))
+    session = await driver.create(SandboxSpec(network=NetworkPolicy((Endpoint("127.0.0.1", internet),)), root=HOST))
     egress = session.egress
     assert egress is not None and egress.network is not None
     network = egress.network
@@ -113,7 +116,7 @@ async def test_sandboxd_stats_return_the_egress_log(tmp_path: Path, internet: in
     config = SandboxConfig(ladder=("bwrap",), cache_dir=tmp_path / "cache")
     manager = SandboxManager(Ladder(config), tmp_path / "snapshots", ManagerLimits(max_sandboxes=2))
     try:
-        spec = SandboxSpec(network=NetworkPolicy((Endpoint("127.0.0.1", internet),)))
+        spec = SandboxSpec(network=NetworkPolicy((Endpoint("127.0.0.1", internet),)), root=HOST)
         sandbox = await manager.create(spec, project="p")
         result = await manager.exec(sandbox.id, "p", ["curl", "-sS", "--max-time", "10",
                                                       f"http://127.0.0.1:{internet}/"])
@@ -127,7 +130,7 @@ async def test_sandboxd_stats_return_the_egress_log(tmp_path: Path, internet: in
 def test_evalsi_sandbox_run_prints_the_egress_log(tmp_path: Path, internet: int) -> None:
     script = f"curl -sS http://127.0.0.1:{internet}/ && curl -sS https://example.com/; true"
     done = subprocess.run([str(Path(sys.executable).parent / "evalsi"), "sandbox", "run", "--ladder", "bwrap",
-                           "--network", f"allow:127.0.0.1:{internet}", "--format", "json", "--", "sh", "-c", script],
+                           "--root", "host", "--network", f"allow:127.0.0.1:{internet}", "--format", "json", "--", "sh", "-c", script],
                           cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     shown = json.loads(done.stdout)

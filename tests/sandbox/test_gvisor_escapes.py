@@ -193,4 +193,5 @@ async def test_an_image_root_and_a_tarball_root_are_the_sandboxes_whole_world(tm
         assert listing.outcome.kind == "denied", listing  # the read-only image refuses the write
         assert b"host-python" not in listing.stdout  # the host's /usr is not there
         assert shadow.outcome.kind == "denied" and b"image-shadow" not in shadow.stdout
-    assert session.isolation.bounds["root"] == "image, read-only"
+    assert session.isolation.bounds["root"].startswith(f"tarball {tmp_path / 'cache'}")  # the unpacked tarball
+    assert session.isolation.bounds["root"].endswith(" read-only")

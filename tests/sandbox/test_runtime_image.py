@@ -25,6 +25,7 @@ from evalsi.sandbox.config import SandboxConfig, load_sandbox_config, root_from_
 from evalsi.sandbox.model import Level, Resources, RootFilesystem, SandboxSpec
 from evalsi.sandbox.runtime_image import ensure_runtime_image, find_inputs, stage_runtime
 from evalsi.sandbox.v1alpha1 import sandbox_pb2 as pb
+from evalsi.sandbox.vm.images import _stage
 from evalsi.sandbox.wire import spec_from_proto
 
 SPEC = SandboxSpec(min_isolation=Level.NAMESPACED, resources=Resources(timeout_s=20.0))
@@ -108,8 +109,6 @@ def test_a_crashed_build_leaves_nothing_that_counts_and_is_cleaned_by_the_next(t
 
 
 def test_the_vm_runtime_disk_is_staged_from_the_same_tree(tmp_path: Path) -> None:
-    from evalsi.sandbox.vm.images import _stage
-
     inputs = find_inputs()
     stage_runtime(tmp_path / "runtime", inputs)
     _stage(tmp_path / "vm", inputs)
