@@ -15,9 +15,9 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import replace
 from typing import Any
 
-from evalsi.errors import BadInputError, InfraError
+from evalsi.errors import EvalsiError
 from evalsi.sandbox.access import SandboxOpener
-from evalsi.sandbox.manager import SandboxNotFound, SnapshotUnsupported
+from evalsi.sandbox.manager import SnapshotUnsupported
 from evalsi.sandbox.model import (
     ExecResult,
     IsolationReport,
@@ -25,7 +25,6 @@ from evalsi.sandbox.model import (
     OutputSink,
     SandboxSession,
     SandboxSpec,
-    SandboxUnavailable,
 )
 
 from .environment_snapshots import restore, take
@@ -120,7 +119,8 @@ class EnvironmentSession:
                 raise SnapshotUnsupported(f"the rung {self.isolation.driver} keeps no state that can move to a wider "
                                           "sandbox")
             session = await restore(snapshot, self._opener, self._project, wider)
-        except (SnapshotUnsupported, SandboxNotFound, SandboxUnavailable, BadInputError, InfraError) as exc:
+        # No snapshot, a restore refused, sandboxd busy or unreachable: the old sandbox stays, the agent is told.
+        except EvalsiError as exc:
             return Decision("denied", f"allowed by the policy, but it cannot be applied here: {exc}")
         old, self._session = self._session, session
         self.spec, self.id, self.isolation = wider, session.id, session.isolation

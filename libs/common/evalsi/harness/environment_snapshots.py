@@ -24,12 +24,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
 from typing import Any, Literal, cast
 
-from evalsi.errors import BadInputError
+from evalsi.errors import BadInputError, EvalsiError
 from evalsi.sandbox import host_files
 from evalsi.sandbox.access import SandboxOpener
 from evalsi.sandbox.host_files import HostFileError
 from evalsi.sandbox.manager import SandboxNotFound, SnapshotUnsupported
-from evalsi.sandbox.model import SandboxSession, SandboxSpec
+from evalsi.sandbox.model import SandboxSession, SandboxSpec, SandboxUnavailable
 
 from .environment import Environment
 
@@ -182,6 +182,10 @@ class SharedSetups:
                     session = await restore(snapshot, self.inner, project, spec)
                 except (SandboxNotFound, SnapshotUnsupported):  # sandboxd evicted it or restarted: set up afresh
                     self._entries.pop(key, None)
+                except (SandboxUnavailable, BadInputError):
+                    raise  # the request itself cannot run here: a fresh setup would be refused the same way
+                except EvalsiError:
+                    pass  # sandboxd busy or unreachable: a fresh setup, whose open waits and retries
                 else:
                     self._entries.move_to_end(key)
                     self.restores += 1
@@ -190,7 +194,10 @@ class SharedSetups:
             try:
                 await prepare(session)
                 self.setups += 1
-                snapshot = await take(session, spec)
+                try:
+                    snapshot = await take(session, spec)
+                except EvalsiError:  # sandboxd busy or unreachable for the snapshot: this trial goes on without it
+                    snapshot = None
             except BaseException:
                 await session.destroy()
                 raise
