@@ -7,6 +7,7 @@ Run by another user, the sandbox's uid maps to that user: the tests expect the c
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import os
 import time
 from dataclasses import replace
@@ -55,6 +56,9 @@ async def test_the_sandbox_is_uid_65534_inside_and_the_host_user_outside(tmp_pat
     assert workspace_owner == _expected()
     if ROOT:
         assert f"host uid {HOST_UID} gid {HOST_GID}" in result.isolation.bounds["user"]
+        # A thread of this process ran as the host user (it set the rlimits): the process is no longer dumpable, so
+        # no process of that user may ptrace it.
+        assert ctypes.CDLL(None).prctl(3, 0, 0, 0, 0) == 0  # PR_GET_DUMPABLE
 
 
 def _sandboxed(marker: str) -> int | None:

@@ -83,6 +83,7 @@ def unreachable(path: Path, user: HostUser) -> str:
 # setgroups, setresuid, setresgid: called raw, they change the calling thread's credentials only (glibc's wrappers,
 # and so os.setresuid, change every thread of the process).
 _CRED_SYSCALLS = {"x86_64": (116, 117, 119), "aarch64": (159, 147, 149)}
+_PR_SET_DUMPABLE = 4
 
 
 def _become(user: HostUser) -> None:
@@ -95,6 +96,12 @@ def _become(user: HostUser) -> None:
         if libc.syscall(ctypes.c_long(number), *args) != 0:
             code = ctypes.get_errno()
             raise OSError(code, f"becoming host uid {user.uid} gid {user.gid}: {os.strerror(code)}")
+    # This thread shares root's memory with the rest of the process: any process of the host user (another
+    # sandbox's, or a daemon's running as nobody) could otherwise ptrace it. Not dumpable, ptrace needs
+    # CAP_SYS_PTRACE. (The kernel already does this on the change of uid unless fs.suid_dumpable is 1.)
+    if libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"making the process not dumpable: {os.strerror(code)}")
 
 
 def _lower(pids: tuple[int, ...], limits: tuple[tuple[int, int], ...]) -> None:
