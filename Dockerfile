@@ -3,8 +3,10 @@ FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
 WORKDIR /app
-# bubblewrap: evalsi-sandboxd's namespaced rung (docs/sandbox.md).
-RUN apt-get update && apt-get install -y --no-install-recommends bubblewrap && rm -rf /var/lib/apt/lists/*
+# bubblewrap: evalsi-sandboxd's namespaced rung; busybox-static: sh and the core utilities of the runtime image, the
+# default root of sandboxes (docs/sandbox.md).
+RUN apt-get update && apt-get install -y --no-install-recommends bubblewrap busybox-static \
+    && rm -rf /var/lib/apt/lists/*
 # The extras the image runs with: server (the OTLP exporter `evalsi-policy --otlp-events` sends with), fast (uvloop).
 ARG EXTRAS=server,fast
 # Dependencies first, read from pyproject.toml alone: a change to the source rebuilds only the layers below this.

@@ -32,6 +32,8 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sys
+import sysconfig
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -88,19 +90,30 @@ class RuntimeImage:
     digest: str
 
 
-def find_inputs(python: Path = Path("/usr/bin/python3"), busybox: Path = Path("/usr/bin/busybox")) -> RuntimeInputs:
-    """The host's interpreter and standard library (``RuntimeBuildFailed`` naming what is missing) and busybox when
-    it is a static one."""
-    binary = python.resolve()
+def find_inputs(python: Path | None = None, busybox: Path = Path("/usr/bin/busybox")) -> RuntimeInputs:
+    """The interpreter and its standard library (``RuntimeBuildFailed`` naming what is missing) and busybox when it
+    is a static one. The interpreter: ``python`` when given; else the system's ``/usr/bin/python3`` when it has its
+    standard library; else the one running evalsi (a container's ``/usr/local/bin/python3.11``)."""
+    if python is None and _system_python() is None:
+        base = Path(getattr(sys, "_base_executable", "") or sys.executable).resolve()
+        stdlib = Path(sysconfig.get_paths()["stdlib"])
+        if base.is_file() and (stdlib / "os.py").is_file():
+            return RuntimeInputs(base, stdlib, busybox if is_static(busybox) else None)
+    binary = (python or Path("/usr/bin/python3")).resolve()
     if not binary.is_file():
-        raise RuntimeBuildFailed(f"{python}: no host Python for the sandbox's runtime image; install it with "
-                                 "`apt-get install -y python3`, or set sandbox.root to an image of your own")
-    stdlib = Path("/usr/lib") / binary.name
+        raise RuntimeBuildFailed(f"{python or '/usr/bin/python3'}: no Python for the sandbox's runtime image; install "
+                                 "it with `apt-get install -y python3`, or set sandbox.root to an image of your own")
+    stdlib = binary.parent.parent / "lib" / binary.name
     if not (stdlib / "os.py").is_file():
         raise RuntimeBuildFailed(f"{stdlib}: the standard library of {binary} is missing; install it with "
                                  f"`apt-get install -y lib{binary.name}-stdlib`, or set sandbox.root to an image of "
                                  "your own")
     return RuntimeInputs(binary, stdlib, busybox if is_static(busybox) else None)
+
+
+def _system_python() -> Path | None:
+    binary = Path("/usr/bin/python3").resolve()
+    return binary if binary.is_file() and (Path("/usr/lib") / binary.name / "os.py").is_file() else None
 
 
 def is_static(binary: Path) -> bool:
@@ -149,11 +162,15 @@ def stage_runtime(stage: Path, inputs: RuntimeInputs) -> None:
     stage.chmod(0o755)
     for name, target in (("bin", "usr/bin"), ("lib", "usr/lib"), ("lib64", "usr/lib64"), ("sbin", "usr/bin")):
         (stage / name).symlink_to(target)
-    name = inputs.python.name
-    shutil.copy2(inputs.python, stage / "usr/bin" / name)
+    # The interpreter and its standard library at their host paths (where it finds its prefix), python3 and python
+    # on /usr/bin whatever that path is.
+    binary = _beneath(stage, inputs.python)
+    binary.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(inputs.python, binary)
     for alias in ("python3", "python"):
-        if alias != name:
-            (stage / "usr/bin" / alias).symlink_to(name)
+        link = stage / "usr/bin" / alias
+        if link != binary:
+            link.symlink_to(os.path.relpath(binary, link.parent))
     if inputs.busybox is not None:
         shutil.copy2(inputs.busybox, stage / "usr/bin/busybox")
         for applet in _run([str(inputs.busybox), "--list"]).split():
@@ -161,14 +178,18 @@ def stage_runtime(stage: Path, inputs: RuntimeInputs) -> None:
             if "/" not in applet and not link.exists() and not link.is_symlink():
                 link.symlink_to("busybox")
     stdlib = inputs.stdlib
-    shutil.copytree(stdlib, stage / "usr/lib" / stdlib.name, symlinks=True,
+    shutil.copytree(stdlib, _beneath(stage, stdlib), symlinks=True,
                     ignore=lambda d, names: [n for n in names if Path(d) == stdlib and _skipped(n)])
     for lib in shared_libraries([inputs.python, *inputs.extension_modules()]):
-        # /lib and /lib64 are /usr's on a merged-usr host; the image's are too (the links above).
-        dest = stage / "usr" / str(lib).removeprefix("/usr").lstrip("/")
+        dest = _beneath(stage, lib)
         if not dest.exists():
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(lib.resolve(), dest)
+        # The image has no ld.so.cache: a library outside the loader's default directories (/usr/local/lib's
+        # libpython) is linked into /usr/lib, where the loader looks without one.
+        default = stage / "usr/lib" / lib.name
+        if dest.parent.parent != stage / "usr" and not _multiarch(dest.parent) and not default.exists():
+            default.symlink_to(os.path.relpath(dest, default.parent))
     for file_name, text in (("passwd", _PASSWD), ("group", _GROUP), ("hosts", _HOSTS), ("nsswitch.conf", _NSSWITCH)):
         (stage / "etc" / file_name).write_text(text)
         (stage / "etc" / file_name).chmod(0o644)
@@ -217,6 +238,18 @@ def image_summary(image: RuntimeImage) -> dict[str, Any]:
             "python": pythons, "shell": "busybox sh" if (bin_dir / "busybox").is_file() else "none",
             "busybox_applets": len(applets), "shared_libraries": libs,
             "etc": sorted(p.name for p in (image.path / "etc").iterdir())}
+
+
+def _beneath(stage: Path, host_path: Path) -> Path:
+    """Where a host file goes in the image: its own path, with /lib and /lib64 as /usr's (the image's /lib and /lib64
+    are links to them, as on a merged-/usr host)."""
+    text = str(host_path)
+    return stage / "usr" / text.removeprefix("/usr").lstrip("/") if text.startswith(("/usr/", "/lib")) else \
+        stage / text.lstrip("/")
+
+
+def _multiarch(directory: Path) -> bool:
+    return directory.parent.name == "lib" and directory.name.endswith("-linux-gnu")
 
 
 def _skipped(name: str) -> bool:

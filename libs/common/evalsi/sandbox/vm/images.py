@@ -108,7 +108,7 @@ def _module_paths(kernel: GuestKernel) -> dict[str, Path]:
     return {name: found[name] for name in GUEST_MODULES}
 
 
-def build_runtime_disk(busybox: Path, cache_dir: Path, python: Path = Path("/usr/bin/python3")) -> Path:
+def build_runtime_disk(busybox: Path, cache_dir: Path, python: Path | None = None) -> Path:
     """The read-only ext4 runtime disk, built once per set of inputs (the runtime image's digest and the agent)."""
     host = find_inputs(python)
     inputs = RuntimeInputs(host.python, host.stdlib, busybox)  # the driver checked busybox is the static one
