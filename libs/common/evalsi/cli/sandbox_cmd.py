@@ -173,8 +173,8 @@ def image_group(ctx: click.Context, config_path: Path | None, output_format: str
     click.echo(f"path:     {summary['path']}")
     click.echo(f"digest:   {summary['digest']}")
     click.echo(f"size:     {summary['size_bytes']} bytes in {summary['files']} files")
-    click.echo(f"python:   {', '.join(summary['python'])} (standard library, {len(summary['shared_libraries'])} "
-               "shared libraries)")
+    click.echo(f"python:   {summary['python']} (standard library, {len(summary['shared_libraries'])} shared "
+               "libraries)")
     click.echo(f"shell:    {summary['shell']} ({summary['busybox_applets']} busybox applets)")
     click.echo(f"/etc:     {', '.join(summary['etc'])}")
     if config.root.kind != "runtime":

@@ -229,13 +229,14 @@ def image_summary(image: RuntimeImage) -> dict[str, Any]:
             files += 1
             size += os.lstat(os.path.join(dirpath, name)).st_size
     bin_dir = image.path / "usr/bin"
-    pythons = sorted(p.name for p in bin_dir.glob("python3.*") if not p.is_symlink())
+    link = bin_dir / "python3"
+    python = os.path.normpath(link.parent / os.readlink(link)) if link.is_symlink() else str(link)
     applets = sorted(p.name for p in bin_dir.iterdir() if p.is_symlink() and os.readlink(p) == "busybox")
-    stdlib_dirs = [p for p in (image.path / "usr/lib").glob("python3*")]
-    libs = sorted(str(p.relative_to(image.path)) for p in (image.path / "usr").rglob("*.so*")
-                  if not any(d in p.parents for d in stdlib_dirs))
+    libs = sorted(str(p.relative_to(image.path)) for p in image.path.rglob("*.so*")
+                  if not any(part.startswith("python3") for part in p.relative_to(image.path).parts[:-1]))
     return {"path": str(image.path), "digest": image.digest, "size_bytes": size, "files": files,
-            "python": pythons, "shell": "busybox sh" if (bin_dir / "busybox").is_file() else "none",
+            "python": "/" + os.path.relpath(python, image.path),
+            "shell": "busybox sh" if (bin_dir / "busybox").is_file() else "none",
             "busybox_applets": len(applets), "shared_libraries": libs,
             "etc": sorted(p.name for p in (image.path / "etc").iterdir())}
 
