@@ -113,6 +113,7 @@ def test_the_isolation_report_says_what_applied_and_what_did_not() -> None:
     report = isolation_report(spec, 1024)
     assert report.level is Level.VM and report.enforcement == "full" and report.requested is Level.VM
     assert report.bounds["pids"] == "guest cgroup v2 pids.max=16"
+    assert report.bounds["root"] == "runtime image read-only (the guest's runtime disk)"  # the default root
     big = isolation_report(SandboxSpec(resources=Resources(memory_bytes=4 << 30, cpu_seconds=5)), 1024)
     assert big.enforcement == "partial"
     assert any(item.startswith("memory:") for item in big.not_enforced)

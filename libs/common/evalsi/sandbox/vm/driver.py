@@ -100,6 +100,9 @@ def isolation_report(spec: SandboxSpec, memory_mib: int) -> IsolationReport:
         "memory": f"guest cgroup v2 memory.max={memory} (guest RAM {memory_mib} MiB)",
         "pids": f"guest cgroup v2 pids.max={resources.pids}",
         "network": "no network device",
+        # A host root gets the runtime image too: a guest never sees the host's /usr.
+        "root": ("runtime image read-only (the guest's runtime disk)" if spec.root.kind in _RUNTIME_ROOTS
+                 else f"{spec.root.kind} {spec.root.path} read-only (a disk of its own)"),
         "filesystem": ("runtime image as / (read-only disk); /workspace and /tmp are guest tmpfs"
                        if spec.root.kind in _RUNTIME_ROOTS
                        else f"image root {spec.root.path} (read-only disk, chroot); /workspace and /tmp are guest "
