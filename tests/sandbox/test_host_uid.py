@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from evalsi.errors import BadInputError
+from evalsi.sandbox import host_files
 from evalsi.sandbox.bwrap import BwrapDriver, BwrapSession
 from evalsi.sandbox.config import SandboxConfig, load_sandbox_config
 from evalsi.sandbox.landlock import LandlockDriver
@@ -177,3 +178,23 @@ def test_the_host_user_is_configured_in_the_sandbox_section_and_never_root() -> 
         load_sandbox_config({"host_uid": 0})
     with pytest.raises(BadInputError, match=r"sandbox\.host_gid: expected an integer"):
         load_sandbox_config({"host_gid": "nogroup"})
+
+
+def test_a_restored_snapshot_belongs_to_the_workspace_owner_and_planted_links_stay_refused(tmp_path: Path) -> None:
+    source, target = tmp_path / "source", tmp_path / "target"
+    for path in (source, target):
+        path.mkdir()
+    (source / "dir").mkdir()
+    (source / "dir" / "file.txt").write_bytes(b"kept\n")
+    (source / "link").symlink_to("dir/file.txt")
+    archive = host_files.copy_tree_to_tar(str(source), max_bytes=1 << 20)
+    os.chown(target, *_expected())  # as a rung hands its workspace to the host user
+    host_files.restore_tar(str(target), archive, max_bytes=1 << 20)
+    owners = {name: (os.lstat(target / name).st_uid, os.lstat(target / name).st_gid)
+              for name in ("dir", "dir/file.txt", "link")}
+    assert set(owners.values()) == {_expected()}, owners
+    assert (target / "link").readlink() == Path("dir/file.txt")
+    (target / "escape").symlink_to("/etc/passwd")  # as the sandbox could plant it
+    with pytest.raises(host_files.HostFileError, match=r"symbolic link|outside the workspace"):
+        host_files.write_beneath(str(target), "escape", b"x")
+    assert os.stat("/etc/passwd").st_uid == 0
