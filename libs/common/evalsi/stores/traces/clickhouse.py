@@ -131,7 +131,7 @@ _FEEDBACK_ROW = ("project_id", "tenant_id", *FEEDBACK_COLUMNS, "version")
 _SPAN_COLUMNS = ("project_id", "tenant_id", "trace_id", "span_id", "parent_span_id", "name", "service_name",
                  "session_id", "mapper", "scope", "start_ns", "end_ns", "error", "step_type", "input_tokens",
                  "output_tokens", "step", "resource", "received_at", "otlp", "version")
-_VERSION = _SPAN_COLUMNS.index("version")
+_VERSION, _TRACE_ID = _SPAN_COLUMNS.index("version"), _SPAN_COLUMNS.index("trace_id")
 # The span columns a trace summary is made of, in the order ``_summarize`` reads its rows.
 _SUMMARY_SOURCE = tuple(_SPAN_COLUMNS.index(name) for name in (
     "trace_id", "span_id", "parent_span_id", "name", "service_name", "session_id", "start_ns", "end_ns", "error",
@@ -378,19 +378,11 @@ class ClickHouseTraceStore(TraceReads):
                 pending = self._unsummarized[batch.project] = _Unsummarized(batch.now, {})
             pending.now = max(pending.now, batch.now)
             traces, owns = pending.traces, self._owns
-            rows = zip(*(batch.columns[i] for i in _SUMMARY_SOURCE), strict=True)
-            if owns is None:
-                for row in rows:
+            # Whether this store sums a trace (else its owner does, from rows it is sent): asked once a trace.
+            mine = {trace_id: owns is None or owns(trace_id) for trace_id in dict.fromkeys(batch.columns[_TRACE_ID])}
+            for row in zip(*(batch.columns[i] for i in _SUMMARY_SOURCE), strict=True):
+                if mine[row[0]]:
                     traces.setdefault(row[0], {})[row[1]] = row
-                continue
-            mine: dict[str, bool] = {}  # whether this store sums the trace: asked once a trace, not once a span
-            for row in rows:
-                trace_id = row[0]
-                owned = mine.get(trace_id)
-                if owned is None:
-                    owned = mine[trace_id] = owns(trace_id)
-                if owned:  # else the trace's owner sums it, from rows it is sent
-                    traces.setdefault(trace_id, {})[row[1]] = row
         if time.monotonic() - self._summarized_at >= self.summary_interval_s:
             self._write_summaries(client)  # due: on the back of this write rather than a wakeup of its own
 
