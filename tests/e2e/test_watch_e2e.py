@@ -166,7 +166,12 @@ def test_traces_are_scored_alerted_promoted_and_run(watch_stack: Stack, hooks: t
         low = client.traces.list(score_metric="polite", max_score=0.5)
         assert sorted(t.trace_id for t in low) == sorted([curt, rude])
 
-        # The two impolite traces are now a stored dataset; a run evaluates that exact version.
+        # The two impolite traces are now a stored dataset; a run evaluates that exact version. Each promotion
+        # is its own version, written after the trace's scores become readable: wait for the second.
+        def promoted_both() -> None:
+            assert max((v.records for v in client.datasets.versions("impolite")), default=0) == 2
+
+        _eventually(promoted_both)
         run = client.runs.create({
             "apiVersion": "evals.si/v1alpha1", "kind": "EvalRun",
             "metadata": {"name": "regressions", "project": "shop"},
