@@ -51,8 +51,7 @@ async def test_a_pulled_image_is_the_sandbox_root_on_bwrap(tmp_path: Path) -> No
             await session.destroy()
         assert result.outcome.kind == "exit" and result.outcome.code == 0, result
         _expected(result.stdout)
-        assert result.isolation.bounds["root"].startswith("oci ") and image.manifest_digest[7:] in \
-            result.isolation.bounds["root"]
+        assert result.isolation.bounds["root"] == f"oci image {reference} ({image.manifest_digest}) read-only"
         # The protocol as a registry sees it: a 401 challenge, a token for this repository, then every call with it;
         # the index resolved to linux/amd64's manifest, the blobs through the CDN redirect.
         token = next(seen for seen in registry.requests if seen.path == "/token")
@@ -76,13 +75,15 @@ async def test_a_pulled_image_is_the_sandbox_root_on_gvisor(tmp_path: Path) -> N
     with LocalRegistry() as registry:
         registry.push("team/busybox", "1.0", image)
         driver = GvisorDriver(SandboxConfig(cache_dir=tmp_path / "cache", images=_settings(registry)))
-        session = await driver.create(SandboxSpec(root=RootFilesystem("oci", f"{registry.host}/team/busybox:1.0")))
+        reference = f"{registry.host}/team/busybox:1.0"
+        session = await driver.create(SandboxSpec(root=RootFilesystem("oci", reference)))
         try:
             result = await session.exec(["sh", "-c", _LISTING])
         finally:
             await session.destroy()
     assert result.outcome.kind == "exit" and result.outcome.code == 0, result
     _expected(result.stdout)
+    assert result.isolation.bounds["root"] == f"oci image {reference} ({image.manifest_digest}) read-only"
 
 
 def test_registries_the_operator_did_not_list_are_refused_naming_the_setting(tmp_path: Path) -> None:

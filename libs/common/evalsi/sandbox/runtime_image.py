@@ -218,6 +218,8 @@ def root_report(root: RootFilesystem, resolved: Path | None) -> str:
         return "host /usr read-only (trusted)"
     if root.kind == "runtime":
         return f"runtime image {resolved.name} read-only"
+    if root.kind == "oci":  # cached as .../oci/<algorithm>/<hex>/rootfs: the reference and the digest it ran
+        return f"oci image {root.path} ({resolved.parent.parent.name}:{resolved.parent.name}) read-only"
     return f"{root.kind} {resolved} read-only"
 
 
