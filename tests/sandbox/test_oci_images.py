@@ -9,6 +9,8 @@ import hashlib
 import io
 import json
 import os
+import subprocess
+import sys
 import tarfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -131,11 +133,19 @@ def test_concurrent_unpacks_of_one_image_end_with_one_good_directory(tmp_path: P
     # Separate caches over one directory: as separate processes would, each with its own lock descriptor.
     with ThreadPoolExecutor(6) as pool:
         roots = list(pool.map(lambda _: ImageCache(tmp_path / "cache").resolve(layout), range(6)))
+    # And separate processes, each with its own lock, on a second cache.
+    code = "import sys; from pathlib import Path; from evalsi.sandbox.oci import ImageCache; " \
+           "print(ImageCache(Path(sys.argv[1])).resolve(sys.argv[2]))"
+    processes = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "cache2"), layout],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(3)]
+    printed = {process.communicate(timeout=120)[0].decode().strip() for process in processes}
+    assert all(process.returncode == 0 for process in processes)
+    assert printed == {str(tmp_path / "cache2" / "oci" / "sha256" / image.manifest_digest[7:] / "rootfs")}
     assert len(set(roots)) == 1
     _check_root(roots[0])
-    base = tmp_path / "cache" / "oci"
-    assert [path.name for path in (base / "sha256").iterdir()] == [image.manifest_digest[7:]]
-    assert not [path for path in base.iterdir() if path.name.startswith(".unpack")]
+    for base in (tmp_path / "cache" / "oci", tmp_path / "cache2" / "oci"):
+        assert [path.name for path in (base / "sha256").iterdir()] == [image.manifest_digest[7:]]
+        assert not [path for path in base.iterdir() if path.name.startswith(".unpack")]
 
 
 def test_specs_configuration_and_sandboxd_name_an_oci_root(tmp_path: Path) -> None:
