@@ -130,7 +130,8 @@ async def test_sandboxd_stats_return_the_egress_log(tmp_path: Path, internet: in
 def test_evalsi_sandbox_run_prints_the_egress_log(tmp_path: Path, internet: int) -> None:
     script = f"curl -sS http://127.0.0.1:{internet}/ && curl -sS https://example.com/; true"
     done = subprocess.run([str(Path(sys.executable).parent / "evalsi"), "sandbox", "run", "--ladder", "bwrap",
-                           "--root", "host", "--network", f"allow:127.0.0.1:{internet}", "--format", "json", "--", "sh", "-c", script],
+                           "--root", "host", "--network", f"allow:127.0.0.1:{internet}", "--format", "json", "--",
+                           "sh", "-c", script],
                           cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     shown = json.loads(done.stdout)
