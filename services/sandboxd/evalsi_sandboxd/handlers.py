@@ -24,6 +24,7 @@ from evalsi.sandbox.manager import Sandbox, SandboxBusy, SandboxManager, Sandbox
 from evalsi.sandbox.model import DEFAULT_RESOURCES, DEFAULT_ROOT, Level, Resources, RootFilesystem, SandboxUnavailable
 from evalsi.sandbox.v1alpha1 import sandbox_pb2 as pb
 from evalsi.sandbox.wire import (
+    MAX_LADDER,
     check_env,
     egress_to_proto,
     network_from_proto,
@@ -36,7 +37,6 @@ from evalsi.sandbox.wire import (
 # Output is streamed in messages of at most this size (a chunk a driver hands over may be larger).
 OUTPUT_CHUNK = 64 * 1024
 OUTPUT_QUEUE = 64
-MAX_LADDER = 8
 MAX_ARGV = 4096
 MAX_ARGV_BYTES = 1024 * 1024
 

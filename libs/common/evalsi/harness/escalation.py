@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 from evalsi.errors import BadInputError
-from evalsi.sandbox.access import MAX_ALLOW, parse_endpoint
+from evalsi.sandbox.checks import MAX_ALLOW, parse_endpoint
 from evalsi.sandbox.model import Endpoint, FileAccess
 
 __all__ = [

@@ -13,26 +13,23 @@ from pathlib import Path
 from typing import Protocol
 
 from evalsi.errors import BadInputError
+from evalsi.sandbox.checks import MAX_ALLOW, check_bound, parse_endpoint
 from evalsi.sandbox.config import (
     MAX_MEMORY_BYTES,
     MAX_OUTPUT_BYTES,
     MAX_PIDS,
     MAX_TIMEOUT_S,
     SandboxConfig,
-    check_bound,
     check_timeout,
     load_sandbox_config,
 )
-from evalsi.sandbox.egress_config import normalize_host
 from evalsi.sandbox.ladder import Ladder, check_ladder
-from evalsi.sandbox.model import Endpoint, Level, NetworkPolicy, Resources, SandboxSession, SandboxSpec
+from evalsi.sandbox.model import Level, NetworkPolicy, Resources, SandboxSession, SandboxSpec
 from evalsi.v1alpha1 import run_pb2
 from evalsi.yaml_files import read_yaml_file
 
-__all__ = ["MAX_ALLOW", "LadderOpener", "SandboxAccess", "SandboxOpener", "local_sandbox_config", "parse_endpoint",
-           "sandbox_request"]
+__all__ = ["LadderOpener", "SandboxAccess", "SandboxOpener", "local_sandbox_config", "sandbox_request"]
 
-MAX_ALLOW = 64  # endpoints in spec.sandbox.allow
 _NETWORK = ("deny", "allow")
 
 
@@ -101,7 +98,7 @@ def sandbox_request(message: run_pb2.SandboxSpec | None, where: str = "spec.sand
     if message.min_isolation:
         spec = replace(spec, min_isolation=Level.parse(message.min_isolation, f"{where}.minIsolation"))
     if message.network == "allow":
-        spec = replace(spec, network=NetworkPolicy(tuple(_endpoint(text, "") for text in message.allow)))
+        spec = replace(spec, network=NetworkPolicy(tuple(parse_endpoint(text, "") for text in message.allow)))
     return replace(spec, resources=_resources(message.resources, spec.resources))
 
 
@@ -128,7 +125,7 @@ def sandbox_problems(message: run_pb2.SandboxSpec, where: str = "spec.sandbox") 
     else:
         for index, text in enumerate(message.allow):
             try:
-                _endpoint(text, f"{where}.allow[{index}]")
+                parse_endpoint(text, f"{where}.allow[{index}]")
             except BadInputError as exc:
                 problems.append(str(exc))
     if message.HasField("resources"):
@@ -137,22 +134,6 @@ def sandbox_problems(message: run_pb2.SandboxSpec, where: str = "spec.sandbox") 
         except BadInputError as exc:
             problems.append(str(exc))
     return problems
-
-
-def parse_endpoint(text: str, where: str) -> Endpoint:
-    """``HOST:PORT`` as ``spec.sandbox.allow`` takes it (the host normalized), or a ``BadInputError`` naming
-    ``where``: one rule for every list of endpoints (a harness environment's escalation allowance too)."""
-    return _endpoint(text, where)
-
-
-def _endpoint(text: str, where: str) -> Endpoint:
-    host, _, port = text.rpartition(":")
-    # Bounded before int(): a caller's port of thousands of digits, or a non-ASCII digit, must be refused, not raise.
-    name = normalize_host(host) if len(text) <= 300 else None
-    if not name or not (port.isascii() and port.isdigit() and len(port) <= 5) or not 0 < int(port) < 65536:
-        raise BadInputError(f"{where}: {text[:100]!r} is not an endpoint; accepted: HOST:PORT (a DNS name or IP "
-                            "literal, port 1-65535)")
-    return Endpoint(name, int(port))
 
 
 def _resources(message: run_pb2.SandboxResources, base: Resources, where: str = "spec.sandbox.resources"

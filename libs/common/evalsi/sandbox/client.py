@@ -27,7 +27,6 @@ from evalsi.errors import BadInputError, InfraError
 from evalsi.projects import PROJECT_HEADER
 from evalsi.sandbox.manager import SandboxBusy, SandboxNotFound, SandboxStats, SnapshotUnsupported
 from evalsi.sandbox.model import (
-    EgressEvent,
     ExecResult,
     IsolationReport,
     Level,
@@ -42,6 +41,7 @@ from evalsi.sandbox.model import (
 from evalsi.sandbox.v1alpha1 import sandbox_pb2 as pb
 from evalsi.sandbox.v1alpha1 import sandbox_pb2_grpc
 from evalsi.sandbox.wire import (
+    egress_from_proto,
     level_from_proto,
     network_to_proto,
     report_from_proto,
@@ -221,9 +221,7 @@ class RemoteSession:
     async def stats(self) -> SandboxStats:
         client = self._client
         response = await client._unary(client._stub.Stats, pb.StatsRequest(sandbox_id=self.id, project=client.project))
-        egress = tuple(EgressEvent(time=e.time.ToNanoseconds() / 1e9, host=e.host, port=e.port, allowed=e.allowed,
-                                   bytes_sent=e.bytes_sent, bytes_received=e.bytes_received, address=e.address,
-                                   duration_s=e.duration_s, reason=e.reason) for e in response.egress)
+        egress = tuple(egress_from_proto(event) for event in response.egress)
         return SandboxStats(execs=response.execs, cpu_s=response.cpu_s, wall_s=response.wall_s,
                             max_rss_bytes=response.max_rss_bytes, egress=egress)
 

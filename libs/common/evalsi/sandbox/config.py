@@ -26,8 +26,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from evalsi.durations import parse_duration
 from evalsi.errors import BadInputError
+from evalsi.sandbox.checks import check_bound, seconds
 from evalsi.sandbox.egress_config import EgressSettings, load_egress_settings
 from evalsi.sandbox.host_user import DEFAULT_HOST_ID, MAX_HOST_ID
 from evalsi.sandbox.model import DEFAULT_RESOURCES, Level, Resources, RootFilesystem
@@ -148,7 +148,7 @@ def load_resources(raw: Any, path: str, base: Resources = DEFAULT_RESOURCES) -> 
     _no_unknown(raw, _RESOURCE_KEYS, path)
     resources = base
     if raw.get("timeout") is not None:
-        resources = replace(resources, timeout_s=check_timeout(_seconds(raw["timeout"], f"{path}.timeout"),
+        resources = replace(resources, timeout_s=check_timeout(seconds(raw["timeout"], f"{path}.timeout"),
                                                                f"{path}.timeout"))
     if raw.get("memory") is not None:
         resources = replace(resources, memory_bytes=check_bound(raw["memory"], f"{path}.memory", 1 << 20,
@@ -167,26 +167,11 @@ def load_resources(raw: Any, path: str, base: Resources = DEFAULT_RESOURCES) -> 
     return resources
 
 
-def check_bound(value: Any, where: str, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise BadInputError(f"{where}: expected an integer from {low} to {high}, got {value!r}")
-    if not low <= value <= high:
-        raise BadInputError(f"{where}: {value} is out of range; accepted: {low} to {high}")
-    return value
-
-
 def check_timeout(seconds: float, where: str) -> float:
     if not 0 < seconds <= MAX_TIMEOUT_S:
         raise BadInputError(f"{where}: {seconds:g}s is out of range; accepted: more than 0 and at most "
                             f"{MAX_TIMEOUT_S:g}s")
     return seconds
-
-
-def _seconds(value: Any, where: str) -> float:
-    try:
-        return float(parse_duration(value).removesuffix("s"))
-    except ValueError as exc:
-        raise BadInputError(f"{where}: {exc}") from None
 
 
 def _ladder(raw: Any, where: str) -> tuple[str, ...]:

@@ -25,7 +25,8 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from evalsi.sandbox.egress_config import EgressSettings, normalize_host
+from evalsi.sandbox.checks import normalize_host
+from evalsi.sandbox.egress_config import EgressSettings
 from evalsi.sandbox.model import EgressEvent, Endpoint
 
 __all__ = ["EgressProxy", "ProxyRefusal", "ProxyRequest", "admitted", "allow_set", "parse_head"]

@@ -14,20 +14,17 @@ holds a secret in a file (secrets come from the environment, DESIGN: security by
 
 from __future__ import annotations
 
-import ipaddress
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from evalsi.durations import parse_duration
 from evalsi.errors import BadInputError
+from evalsi.sandbox.checks import check_bound, normalize_host, seconds
 from evalsi.sandbox.model import Endpoint
 
-__all__ = ["EgressSettings", "load_egress_settings", "normalize_host", "parse_upstream"]
+__all__ = ["EgressSettings", "load_egress_settings", "parse_upstream"]
 
 _KEYS = ("upstream", "max_connections", "max_head_bytes", "idle_timeout", "max_events")
-_NAME = re.compile(r"^[a-z0-9_]([a-z0-9_-]{0,62})(\.[a-z0-9_]([a-z0-9_-]{0,62}))*\.?$")
 
 
 @dataclass(frozen=True)
@@ -40,21 +37,6 @@ class EgressSettings:
     # Not configurable: a client that has not finished its request head by then is cut off (slow-loris).
     head_timeout_s: float = 10.0
     connect_timeout_s: float = 10.0
-
-
-def normalize_host(text: str) -> str | None:
-    """The form hosts are compared in: a name lowercased, an IP literal in its canonical form (``[::1]`` and
-    ``::1`` alike); None when ``text`` is neither a DNS name nor an IP literal."""
-    host = text.strip().lower()
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    try:
-        return ipaddress.ip_address(host).compressed
-    except ValueError:
-        pass
-    if len(host) > 253 or not _NAME.match(host):
-        return None
-    return host
 
 
 def parse_upstream(text: str, where: str) -> Endpoint:
@@ -89,20 +71,13 @@ def load_egress_settings(raw: Any, path: str) -> EgressSettings:
                        max_head_bytes=_count(raw, "max_head_bytes", path, 1 << 20, settings.max_head_bytes, low=1024),
                        max_events=_count(raw, "max_events", path, 1_000_000, settings.max_events))
     if raw.get("idle_timeout") is not None:
-        try:
-            seconds = float(parse_duration(raw["idle_timeout"]).removesuffix("s"))
-        except ValueError as exc:
-            raise BadInputError(f"{path}.idle_timeout: {exc}") from None
-        if not 0 < seconds <= 3600:
-            raise BadInputError(f"{path}.idle_timeout: {seconds:g}s; accepted: more than 0 and at most 1h")
-        settings = replace(settings, idle_timeout_s=seconds)
+        idle = seconds(raw["idle_timeout"], f"{path}.idle_timeout")
+        if not 0 < idle <= 3600:
+            raise BadInputError(f"{path}.idle_timeout: {idle:g}s; accepted: more than 0 and at most 1h")
+        settings = replace(settings, idle_timeout_s=idle)
     return settings
 
 
 def _count(raw: Mapping[str, Any], key: str, path: str, high: int, default: int, low: int = 1) -> int:
     value = raw.get(key)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise BadInputError(f"{path}.{key}: {value!r}; accepted: an integer from {low} to {high}")
-    return value
+    return default if value is None else check_bound(value, f"{path}.{key}", low, high)

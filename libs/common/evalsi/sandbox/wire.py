@@ -15,18 +15,17 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 from evalsi.errors import BadInputError
+from evalsi.sandbox.checks import MAX_ALLOW, check_bound, check_endpoint
 from evalsi.sandbox.config import (
     MAX_MEMORY_BYTES,
     MAX_OUTPUT_BYTES,
     MAX_PIDS,
     MAX_TIMEOUT_S,
-    check_bound,
     check_timeout,
 )
 from evalsi.sandbox.model import (
     DEFAULT_ROOT,
     EgressEvent,
-    Endpoint,
     Enforcement,
     ExecResult,
     FileAccess,
@@ -44,6 +43,8 @@ from evalsi.sandbox.oci_ref import parse_reference
 from evalsi.sandbox.v1alpha1 import sandbox_pb2 as pb
 
 __all__ = [
+    "MAX_LADDER",
+    "egress_from_proto",
     "egress_to_proto",
     "level_from_proto",
     "level_to_proto",
@@ -63,8 +64,7 @@ __all__ = [
 _MAX_ENV = 256
 _MAX_ENV_BYTES = 128 * 1024
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
-_MAX_ALLOW = 64
-_MAX_LADDER = 8
+MAX_LADDER = 8  # driver names a caller's ladder may hold
 _FILE_ACCESS = ("read-only", "workspace-write", "full-access")
 _ROOT_KINDS = ("runtime", "image", "tarball", "oci")
 _OUTCOME_KINDS = ("exit", "denied", "runner_failure", "timeout")
@@ -90,14 +90,10 @@ def network_to_proto(network: NetworkPolicy) -> pb.NetworkPolicy:
 
 
 def network_from_proto(message: pb.NetworkPolicy, where: str = "spec.network") -> NetworkPolicy:
-    if len(message.allow) > _MAX_ALLOW:
-        raise BadInputError(f"{where}.allow: at most {_MAX_ALLOW} endpoints, got {len(message.allow)}")
-    allow = []
-    for index, endpoint in enumerate(message.allow):
-        if not endpoint.host or len(endpoint.host) > 253 or not 0 < endpoint.port <= 65535:
-            raise BadInputError(f"{where}.allow[{index}]: a host (at most 253 characters) and a port 1 to 65535")
-        allow.append(Endpoint(endpoint.host, endpoint.port))
-    return NetworkPolicy(tuple(allow))
+    if len(message.allow) > MAX_ALLOW:
+        raise BadInputError(f"{where}.allow: at most {MAX_ALLOW} endpoints, got {len(message.allow)}")
+    return NetworkPolicy(tuple(check_endpoint(endpoint.host, endpoint.port, f"{where}.allow[{index}]")
+                               for index, endpoint in enumerate(message.allow)))
 
 
 def _resources(message: pb.Resources, base: Resources, where: str) -> Resources:
@@ -146,8 +142,8 @@ def spec_from_proto(message: pb.SandboxSpec, *, default_level: Level, default_re
     caller never names an arbitrary host path, nor the host's /usr, as the sandbox's ``/``."""
     level = level_from_proto(message.min_isolation, f"{where}.min_isolation") if message.min_isolation else (
         default_level)
-    if len(message.ladder) > _MAX_LADDER:
-        raise BadInputError(f"{where}.ladder: at most {_MAX_LADDER} driver names")
+    if len(message.ladder) > MAX_LADDER:
+        raise BadInputError(f"{where}.ladder: at most {MAX_LADDER} driver names")
     file_access = message.file_access or "workspace-write"
     if file_access not in _FILE_ACCESS:
         raise BadInputError(f"{where}.file_access: {file_access[:60]!r}; accepted: {', '.join(_FILE_ACCESS)}")
@@ -262,6 +258,12 @@ def result_from_proto(message: pb.ExecResult, stdout: bytes, stderr: bytes) -> E
                       stdout=stdout, stderr=stderr, stdout_truncated=message.stdout_truncated,
                       stderr_truncated=message.stderr_truncated, duration_s=message.duration_s,
                       cpu_s=message.cpu_s, max_rss_bytes=message.max_rss_bytes)
+
+
+def egress_from_proto(message: pb.EgressEvent) -> EgressEvent:
+    return EgressEvent(time=message.time.ToNanoseconds() / 1e9, host=message.host, port=message.port,
+                       allowed=message.allowed, bytes_sent=message.bytes_sent, bytes_received=message.bytes_received,
+                       address=message.address, duration_s=message.duration_s, reason=message.reason)
 
 
 def egress_to_proto(event: EgressEvent) -> pb.EgressEvent:
