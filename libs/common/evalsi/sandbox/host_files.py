@@ -226,29 +226,35 @@ def write_beneath(root: str, path: str, data: bytes, *, mode: int = 0o644, workd
     try:
         parent = _make_dirs(root_fd, parts[:-1], path)
         try:
-            try:
-                fd = open_beneath(parent, parts[-1], os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | os.O_NOFOLLOW, mode)
-            except OSError as exc:
-                raise _refusal(path, exc) from None
-            try:
-                info = os.fstat(fd)
-                if not stat.S_ISREG(info.st_mode):
-                    raise HostFileError(f"path {path!r}: not a regular file; only regular files are written")
-                _hand_over(fd, _owner(root_fd))
-                # Only a file that has content: ext4 flushes a file truncated then written at close (auto_da_alloc),
-                # which made removing a restored snapshot's workspace 100x slower (0.7 s for 200 small files).
-                if info.st_size:
-                    os.ftruncate(fd, 0)
-                view = memoryview(data)
-                while view:
-                    written = os.write(fd, view)
-                    view = view[written:]
-            finally:
-                os.close(fd)
+            _write_in(parent, parts[-1], data, mode, path, _owner(root_fd))
         finally:
             os.close(parent)
     finally:
         os.close(root_fd)
+
+
+def _write_in(parent: int, name: str, data: bytes, mode: int, path: str, owner: tuple[int, int] | None) -> None:
+    """The regular file ``name`` in the directory open at ``parent`` holding ``data`` (``path`` names it in
+    refusals)."""
+    try:
+        fd = open_beneath(parent, name, os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | os.O_NOFOLLOW, mode)
+    except OSError as exc:
+        raise _refusal(path, exc) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise HostFileError(f"path {path!r}: not a regular file; only regular files are written")
+        _hand_over(fd, owner)
+        # Only a file that has content: ext4 flushes a file truncated then written at close (auto_da_alloc),
+        # which made removing a restored snapshot's workspace 100x slower (0.7 s for 200 small files).
+        if info.st_size:
+            os.ftruncate(fd, 0)
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+    finally:
+        os.close(fd)
 
 
 @dataclass(frozen=True)
@@ -315,6 +321,7 @@ def restore_tar(root: str, archive_bytes: bytes, *, max_bytes: int) -> None:
     """Unpack an archive ``copy_tree_to_tar`` made into the workspace directory ``root``. Every member is placed
     beneath it (a name that climbs out is refused) and a link is created as a link, never written through."""
     root_fd = _open_root(root)
+    owner = _owner(root_fd)
     total = 0
     try:
         with tarfile.open(fileobj=BytesIO(archive_bytes), mode="r:") as archive:
@@ -333,14 +340,14 @@ def restore_tar(root: str, archive_bytes: bytes, *, max_bytes: int) -> None:
                 try:
                     if member.issym():
                         os.symlink(member.linkname, parts[-1], dir_fd=parent)
-                        owner = _owner(root_fd)
                         if owner is not None:  # the link itself, never what it points to
                             os.chown(parts[-1], *owner, dir_fd=parent, follow_symlinks=False)
                         continue
                     source = archive.extractfile(member)
                     data = source.read() if source is not None else b""
+                    # Written through the parent already open: its directories are walked once per member.
+                    _write_in(parent, parts[-1], data, member.mode & 0o777, member.name, owner)
                 finally:
                     os.close(parent)
-                write_beneath(root, relative, data, mode=member.mode & 0o777, workdir="/")
     finally:
         os.close(root_fd)
