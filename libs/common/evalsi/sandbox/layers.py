@@ -36,6 +36,11 @@ __all__ = ["Budget", "LayerRefused", "LimitExceeded", "apply_layer"]
 _WHITEOUT = ".wh."
 _OPAQUE = ".wh..wh..opq"
 _MAX_HOPS = 40
+# tarfile reads a PAX or GNU long-name header into memory whole, before any member reaches us: its size is checked
+# first, or a few compressed megabytes of zeros would be gigabytes of memory.
+_MAX_EXTENSION_BYTES = 1 << 20
+_EXTENSION_TYPES = (tarfile.XHDTYPE, tarfile.XGLTYPE, tarfile.SOLARIS_XHDTYPE, tarfile.GNUTYPE_LONGNAME,
+                    tarfile.GNUTYPE_LONGLINK)
 _CHUNK = 1 << 20
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
@@ -68,6 +73,19 @@ class Budget:
             raise LimitExceeded(f"more than {self.max_bytes} bytes unpacked ({self.bytes_key})")
 
 
+class _BoundedInfo(tarfile.TarInfo):
+    """tarfile's member header, refusing an extension header (PAX, GNU long name) over ``_MAX_EXTENSION_BYTES``
+    before tarfile reads it. ``_proc_member`` is tarfile's one dispatch on a header's type (private, stable since
+    Python 2.x; tests/sandbox/test_layers.py fails if it stops being called)."""
+
+    def _proc_member(self, archive: tarfile.TarFile) -> tarfile.TarInfo:
+        if self.type in _EXTENSION_TYPES and self.size > _MAX_EXTENSION_BYTES:
+            raise LayerRefused(f"an extension header (PAX or GNU long name) of {self.size} bytes; at most "
+                               f"{_MAX_EXTENSION_BYTES}")
+        member: tarfile.TarInfo = super()._proc_member(archive)  # type: ignore[misc]  # not in typeshed
+        return member
+
+
 @dataclass
 class _Layer:
     root: str
@@ -84,7 +102,7 @@ def apply_layer(stream: IO[bytes], root: str, budget: Budget, *, whiteouts: bool
     stream.seek(0)
     layer = _Layer(root, whiteouts)
     try:
-        with tarfile.open(fileobj=stream, mode="r|*") as archive:
+        with tarfile.open(fileobj=stream, mode="r|*", tarinfo=_BoundedInfo) as archive:
             for member in archive:
                 try:
                     _apply(layer, archive, member, budget)
@@ -121,7 +139,11 @@ def _apply(layer: _Layer, archive: tarfile.TarFile, member: tarfile.TarInfo, bud
         if base == _OPAQUE:
             _opaque(layer, parent)
         elif not base.startswith(_WHITEOUT + _WHITEOUT):  # other .wh..wh. names are aufs bookkeeping
-            _remove(os.path.join(layer.root, *parent, base[len(_WHITEOUT):]))
+            hidden = base[len(_WHITEOUT):]
+            if hidden in ("", ".", ".."):
+                # os.path.join would name the directory itself or its parent: never removed by a whiteout.
+                raise LayerRefused(f"a whiteout {base[:200]!r} that names no file")
+            _remove(os.path.join(layer.root, *parent, hidden))
         return
     if member.ischr() or member.isblk() or member.isfifo() or not (
             member.isfile() or member.isdir() or member.issym() or member.islnk()):
