@@ -109,7 +109,7 @@ def probe_command(config_path: Path | None, ladder: str | None, output_format: s
 @click.option("--timeout", type=float, default=None, help="Wall-clock seconds (default: sandbox.resources.timeout).")
 @click.option("--memory", type=int, default=None, help="Memory bound in bytes (default: 536870912).")
 @click.option("--pids", type=int, default=None, help="Process bound (default: 256).")
-@click.option("--root", default=None, metavar="runtime|host|PATH",
+@click.option("--root", default=None, metavar="runtime|host|PATH|oci:REF",
               help="Root filesystem: runtime (the runtime image: the host's Python and busybox, nothing else of the "
                    "host; see `evalsi sandbox image`), host (the host's /usr read-only, for trusted code only), or "
                    "an image directory or a tarball, or oci:REF / oci:PATH (an OCI image: `evalsi sandbox image "
@@ -157,7 +157,8 @@ def run_command(min_isolation: str | None, ladder: str | None, network: str, tim
                help="The runtime image, the default root of every sandbox: build it when missing (about a second) and "
                     "print its path, digest, size and contents. It holds the host's Python with its standard library "
                     "and shared libraries, busybox's sh and core utilities, a minimal /etc, /tmp and /workspace; "
-                    "nothing else of the host. Give your own with sandbox.root (an image directory or tarball).")
+                    "nothing else of the host. Give your own with sandbox.root: an image directory, a tarball, or "
+                    "an OCI image (oci:REF or oci:PATH), which `pull` fetches into the cache and `ls` lists.")
 @_config_option
 @click.option("--format", "output_format", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.pass_context
