@@ -103,6 +103,43 @@ async def test_the_user_namespace_maps_the_sandbox_uid_to_the_host_user(tmp_path
     assert status["CapEff"].strip() == "0000000000000000"
 
 
+def _status(pid: int) -> dict[str, str]:
+    return {name: value.strip() for name, value in (line.split(":", 1) for line in
+                                                    Path(f"/proc/{pid}/status").read_text().splitlines())}
+
+
+async def test_bwrap_itself_starts_as_the_host_user_without_groups_or_capabilities(tmp_path: Path) -> None:
+    # bwrap is started by a thread of this process that became the host user (no setpriv in between): the vfork
+    # copies that thread's credentials, not the root ones of the rest of the process.
+    session = await _bwrap(tmp_path)
+    marker = "7.3221"
+    try:
+        running = asyncio.ensure_future(session.exec(["sleep", marker], timeout_s=20.0))
+        pid = None
+        deadline = time.monotonic() + 15
+        while pid is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+            pid = _sandboxed(marker)
+        assert pid is not None, "the sandboxed sleep never showed in the host's /proc"
+        chain = [pid]  # up to the process this one started: the outer bwrap
+        while int(_status(chain[-1])["PPid"]) != os.getpid():
+            chain.append(int(_status(chain[-1])["PPid"]))
+        started = _status(chain[-1])
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+    finally:
+        await session.destroy()
+    uid, gid = _expected()
+    assert started["Name"] == "bwrap", started
+    assert started["Uid"].split() == [str(uid)] * 4 and started["Gid"].split() == [str(gid)] * 4, started
+    assert started["Groups"] == ""
+    for capabilities in ("CapInh", "CapPrm", "CapEff", "CapAmb"):
+        assert started[capabilities] == "0000000000000000", (capabilities, started)
+    # The rest of this process keeps its own credentials: only the starting thread changed.
+    assert os.geteuid() == (0 if ROOT else os.getuid())
+
+
 async def test_a_fork_bomb_without_a_pids_cgroup_is_stopped_by_nproc(tmp_path: Path) -> None:
     session = await _bwrap(tmp_path, cgroup="none", pids=16, timeout_s=20.0)
     try:

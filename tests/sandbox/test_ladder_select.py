@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -125,3 +126,35 @@ async def test_the_default_ladder_reaches_its_on_demand_rungs_only_for_a_minimum
     assert configured.on_demand == ()  # a configured ladder is exactly what it names
     with pytest.raises(SandboxUnavailable):
         await configured.select(Level.KERNEL)
+
+
+async def test_a_stronger_rung_skipped_as_unavailable_is_logged_and_named_in_the_report(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # bwrap broken (its binary missing): the request falls to landlock, and says which rung it lost and why.
+    config = _config(tmp_path, ladder=["bwrap", "landlock"], root="host",
+                     drivers={"bwrap": {"binary": str(tmp_path / "no-bwrap")}})
+    ladder = Ladder(config)
+    with caplog.at_level(logging.DEBUG, logger="evalsi.sandbox.ladder"):
+        sessions = [await ladder.create(SandboxSpec(min_isolation=Level.CONFINED, root=config.root))
+                    for _ in range(2)]
+    try:
+        result = await sessions[0].exec(["sh", "-c", "echo ran"])
+    finally:
+        for session in sessions:
+            await session.destroy()
+    assert result.stdout == b"ran\n" and result.isolation.driver == "landlock", result
+    for report in (sessions[0].isolation, sessions[1].isolation, result.isolation):
+        assert report.bounds["skipped"].startswith("bwrap (namespaced): bwrap binary "), report.bounds
+        assert "no-bwrap" in report.bounds["skipped"]
+    logged = [(record.levelno, record.getMessage()) for record in caplog.records]
+    # A warning the first time, then (the verdict cached) at debug level for each later request.
+    assert [level for level, _ in logged] == [logging.WARNING, logging.DEBUG], logged
+    assert "sandbox rung bwrap (namespaced) skipped, unavailable: bwrap binary" in logged[0][1]
+    assert "running on landlock (confined)" in logged[0][1]
+
+
+async def test_a_request_on_its_first_rung_reports_nothing_skipped(tmp_path: Path) -> None:
+    ladder = Ladder(_config(tmp_path, ladder=["bwrap", "landlock"]))
+    session = await ladder.create(SandboxSpec(min_isolation=Level.CONFINED))
+    await session.destroy()
+    assert session.isolation.driver == "bwrap" and "skipped" not in session.isolation.bounds

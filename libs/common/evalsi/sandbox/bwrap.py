@@ -35,7 +35,7 @@ from evalsi.sandbox.bwrap_status import StatusPipe
 from evalsi.sandbox.cgroups import CgroupLayout, CgroupPool, discover_layout
 from evalsi.sandbox.config import SandboxConfig, check_timeout
 from evalsi.sandbox.egress_attach import EgressAttachment, attach_netns
-from evalsi.sandbox.host_user import HostUser, LimitSetter, drops_privileges, setpriv_prefix, unreachable
+from evalsi.sandbox.host_user import HostUser, HostUserThread, drops_privileges, unreachable
 from evalsi.sandbox.model import (
     EgressEvent,
     ExecResult,
@@ -141,10 +141,10 @@ class BwrapDriver:
             raise BadInputError("sandbox.drivers.bwrap.binary: expected a path to the bwrap executable")
         self.binary = binary or shutil.which("bwrap") or "/usr/bin/bwrap"
         # As root, bwrap starts as the unprivileged host user (host_user.py), so that the sandbox's uid maps to it
-        # and RLIMIT_NPROC binds (root is exempt from it); otherwise as the caller, who is not root either.
+        # and RLIMIT_NPROC binds (root is exempt from it); otherwise as the caller, who is not root either. Started
+        # by a thread of ours that became that user (which sets the rlimits too), so no setpriv is executed.
         self.host_user = HostUser(self.config.host_uid, self.config.host_gid) if drops_privileges() else None
-        self.setpriv = shutil.which("setpriv") or "/usr/bin/setpriv"
-        self.limits = LimitSetter(self.host_user) if self.host_user is not None else None
+        self.host_thread = HostUserThread(self.host_user) if self.host_user is not None else None
         self.roots = RootCache(self.config.cache_dir, self.config.images)
         self._layout: CgroupLayout | None = None
         self._pool: CgroupPool | None = None
@@ -171,12 +171,6 @@ class BwrapDriver:
                 self._seccomp_error = str(exc)
         return self._seccomp
 
-    def launcher(self) -> list[str]:
-        """What starts bwrap: itself, or as root through setpriv as the host user."""
-        if self.host_user is None:
-            return [self.binary]
-        return [*setpriv_prefix(self.setpriv, self.host_user), self.binary]
-
     def not_enforced(self) -> tuple[str, ...]:
         self.seccomp_program()
         missing = [f"syscalls: {self._seccomp_error}"] if self._seccomp_error else []
@@ -186,10 +180,6 @@ class BwrapDriver:
         """The real profile (the configured root, seccomp, cgroups, limits) against ``true``."""
         if not os.access(self.binary, os.X_OK):
             return ProbeVerdict(self.name, self.level, False, reason=f"bwrap binary {self.binary} is not an executable")
-        if self.host_user is not None and not os.access(self.setpriv, os.X_OK):
-            return ProbeVerdict(self.name, self.level, False,
-                                reason=f"setpriv (util-linux) not found at {self.setpriv}: as root the sandbox is "
-                                       "started as an unprivileged host user through it")
         spec = SandboxSpec(root=self.config.root, resources=replace(self.config.resources, timeout_s=10.0))
         try:
             session = await self.create(spec)
@@ -271,6 +261,8 @@ class BwrapSession:
         self.host_workspace = workspace
         self.isolation = isolation
         self.egress = egress
+        # As root with an allowlist: the thread that starts this sandbox's bwraps in its network namespace.
+        self._netns_thread: HostUserThread | None = None
 
     def egress_log(self) -> tuple[EgressEvent, ...]:
         return self.egress.egress_log() if self.egress is not None else ()
@@ -286,14 +278,20 @@ class BwrapSession:
         variables = {"PATH": DEFAULT_PATH, "HOME": self.spec.workdir, "TMPDIR": "/tmp", "LANG": "C.UTF-8",
                      **self.spec.env, **_check_env(env or {}, "env")}
         egress = self.egress
+        driver = self.driver
         preexec = None
+        starter = driver.host_thread
         if egress is not None:
             # Without the namespace to join, bwrap (not unsharing the network) would run in the host's: refuse.
             if egress.netns_fd is None:
                 raise BadInputError(f"sandbox {self.id}: its network namespace is gone (destroyed)")
             variables.update(egress.proxy_env())
-            preexec = enter_hook(egress.netns_fd)
-        driver = self.driver
+            if driver.host_user is None:
+                preexec = enter_hook(egress.netns_fd)
+            else:  # joined as root by a thread of this sandbox's own, which then becomes the host user
+                if self._netns_thread is None:
+                    self._netns_thread = HostUserThread(driver.host_user, enter_hook(egress.netns_fd))
+                starter = self._netns_thread
         groups = driver.cgroup_pool.acquire(memory_bytes=resources.memory_bytes, pids=resources.pids)
         program = driver.seccomp_program()
         status_read, status_write = os.pipe()
@@ -326,11 +324,11 @@ class BwrapSession:
                 child = await status.child_pid()
                 pids = (pid,) if child is None else (pid, child)
                 try:
-                    if driver.limits is None:
+                    if driver.host_thread is None:
                         await asyncio.to_thread(_confine, pids, groups.join_paths, limits)
                     else:  # the cgroups as root, the rlimits as the host user that owns the processes
                         await asyncio.to_thread(_confine, pids, groups.join_paths, ())
-                        await driver.limits.apply(pids, limits)
+                        await driver.host_thread.apply(pids, limits)
                 except ProcessLookupError:  # it exited before it was confined: a setup failure its stderr names
                     return
                 except OSError as exc:
@@ -342,10 +340,10 @@ class BwrapSession:
                     os.write(block_write, b"x")
 
             command = Command(
-                argv=[*driver.launcher(), "--args", str(args_fd), "--", *argv], env={}, timeout_s=timeout,
+                argv=[driver.binary, "--args", str(args_fd), "--", *argv], env={}, timeout_s=timeout,
                 output_bytes=resources.output_bytes, stdin=stdin,
                 pass_fds=tuple(fd for fd in (args_fd, seccomp_fd, status_write, block_read) if fd is not None),
-                preexec=preexec, on_spawn=confine)
+                preexec=preexec, on_spawn=confine, spawn_on=starter.run if starter is not None else None)
             finished = await run_command(command, on_output)
             if setup_errors:
                 finished = replace(finished, spawn_error=setup_errors[0])
@@ -387,6 +385,8 @@ class BwrapSession:
         return read
 
     async def destroy(self) -> None:
+        if self._netns_thread is not None:
+            self._netns_thread.close()  # its end kills a bwrap still running (--die-with-parent)
         if self.egress is not None:
             await self.egress.close()
         await asyncio.to_thread(shutil.rmtree, self.host_workspace, True)

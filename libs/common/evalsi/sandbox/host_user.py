@@ -3,10 +3,13 @@
 
 Run by root, bwrap would map the sandbox's uid 65534 to host uid 0: capabilities dropped, but every file the program
 writes owned by host root, RLIMIT_NPROC never binding (the kernel exempts root) and any escape landing as root. So
-the namespaced rung starts bwrap through ``setpriv`` as this user (no supplementary groups, no inheritable
-capabilities) after the host-side steps that need root (joining an allowlist's network namespace, before the exec;
-cgroups and rlimits, from outside while bwrap waits on its block fd): inside, uid 65534 then maps to it. The confined
-rung's launcher drops to the same user itself.
+the namespaced rung starts bwrap as this user (no supplementary groups, no capabilities, inheritable ones too: bwrap
+refuses to start with any when it is not setuid) from ``HostUserThread``, a thread of this process that became the
+user: on Linux credentials belong to a thread, and the vfork that starts bwrap copies the calling thread's, so no
+``setpriv`` is executed in between (~2 ms of CPU per execution). The host-side steps that need root stay with root:
+cgroups from outside while bwrap waits on its block fd; an allowlist's network namespace, joined by the thread
+itself before it drops to the user (one thread per such sandbox, ``netns_fd``). Inside, uid 65534 then maps to the
+user. The confined rung's launcher drops to the same user itself.
 
 bwrap, running as that user, resolves its bind sources with that user's permissions: the root filesystem (an image
 directory, or one unpacked in the cache) and the workspace must lie under directories it can search.
@@ -19,16 +22,18 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import errno
+import functools
 import os
 import platform
 import resource
 import stat
+from collections.abc import Callable
 from concurrent.futures import BrokenExecutor, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
-__all__ = ["DEFAULT_HOST_ID", "MAX_HOST_ID", "HostUser", "LimitSetter", "drops_privileges", "setpriv_prefix",
-           "unreachable"]
+__all__ = ["DEFAULT_HOST_ID", "MAX_HOST_ID", "HostUser", "HostUserThread", "drops_privileges", "unreachable"]
 
 DEFAULT_HOST_ID = 65534
 MAX_HOST_ID = (1 << 32) - 2  # (uid_t)-1 means "unchanged" to the kernel
@@ -46,13 +51,6 @@ class HostUser:
 def drops_privileges() -> bool:
     """Whether sandboxed processes are started as the host user: only root can, and only root must."""
     return os.geteuid() == 0
-
-
-def setpriv_prefix(setpriv: str, user: HostUser) -> list[str]:
-    """The argv that runs what follows as ``user``: real, effective and saved ids changed (the kernel then clears
-    every capability of a process leaving uid 0), supplementary groups cleared, inheritable capabilities too (bwrap
-    refuses to start with any capability when it is not setuid)."""
-    return [setpriv, f"--reuid={user.uid}", f"--regid={user.gid}", "--clear-groups", "--inh-caps=-all", "--"]
 
 
 def _searchable(info: os.stat_result, user: HostUser) -> bool:
@@ -80,19 +78,36 @@ def unreachable(path: Path, user: HostUser) -> str:
             f"searchable by host uid {user.uid} gid {user.gid}")
 
 
-# setgroups, setresuid, setresgid: called raw, they change the calling thread's credentials only (glibc's wrappers,
-# and so os.setresuid, change every thread of the process).
-_CRED_SYSCALLS = {"x86_64": (116, 117, 119), "aarch64": (159, 147, 149)}
+# setgroups, setresuid, setresgid, capset: called raw, they change the calling thread's credentials only (glibc's
+# wrappers of the first three, and so os.setresuid, change every thread of the process).
+_CRED_SYSCALLS = {"x86_64": (116, 117, 119, 126), "aarch64": (159, 147, 149, 91)}
 _PR_SET_DUMPABLE = 4
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
+T = TypeVar("T")
 
 
-def _become(user: HostUser) -> None:
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def _become(user: HostUser, first: Callable[[], None] | None = None) -> None:
+    """This thread becomes ``user``, after ``first`` (a step that needs root, such as joining a network namespace)."""
+    if first is not None:
+        first()
     numbers = _CRED_SYSCALLS.get(platform.machine())
     if numbers is None:
         raise OSError(errno.ENOSYS, f"no credential system calls known for {platform.machine()}")
     libc = ctypes.CDLL(None, use_errno=True)
-    setgroups, setresuid, setresgid = numbers
-    for number, args in ((setgroups, (0, None)), (setresgid, (user.gid,) * 3), (setresuid, (user.uid,) * 3)):
+    setgroups, setresuid, setresgid, capset = numbers
+    # Leaving uid 0 for ids all non-zero clears the permitted and effective capabilities (and the ambient ones); the
+    # inheritable set is kept, so it is cleared too: the processes this thread starts begin with no capability.
+    no_capabilities = (ctypes.byref(_CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)), ctypes.byref((_CapData * 2)()))
+    for number, args in ((setgroups, (0, None)), (setresgid, (user.gid,) * 3), (setresuid, (user.uid,) * 3),
+                         (capset, no_capabilities)):
         if libc.syscall(ctypes.c_long(number), *args) != 0:
             code = ctypes.get_errno()
             raise OSError(code, f"becoming host uid {user.uid} gid {user.gid}: {os.strerror(code)}")
@@ -113,23 +128,36 @@ def _lower(pids: tuple[int, ...], limits: tuple[tuple[int, int], ...]) -> None:
             resource.prlimit(pid, limit, (value, value))
 
 
-class LimitSetter:
-    """Sets rlimits on the host user's processes from a thread of this process running as that user.
+class HostUserThread:
+    """A thread of this process running as the host user: it starts the sandbox's wrapper (``run``: the child of a
+    vfork begins with the credentials of the thread that made it) and sets rlimits on the user's processes
+    (``apply``).
 
-    Root here may lack CAP_SYS_RESOURCE (containers drop it), which prlimit(2) needs on another user's process; a
-    thread with the target's own uid and gid needs nothing. The limits must be set from outside, once bwrap made its
-    user namespaces (each sandbox's processes are then counted apart: RLIMIT_NPROC counts per user namespace, up to
-    the limit its creator had): set before the exec, they would bound all sandboxes of that host uid together."""
+    Rlimits: root here may lack CAP_SYS_RESOURCE (containers drop it), which prlimit(2) needs on another user's
+    process; a thread with the target's own uid and gid needs nothing. The limits must be set from outside, once
+    bwrap made its user namespaces (each sandbox's processes are then counted apart: RLIMIT_NPROC counts per user
+    namespace, up to the limit its creator had): set before the exec, they would bound all sandboxes of that host uid
+    together.
 
-    def __init__(self, user: HostUser) -> None:
+    The thread must outlive what it started: bwrap's ``--die-with-parent`` fires when its parent thread ends, so
+    ``close`` (which ends it) kills whatever is still running."""
+
+    def __init__(self, user: HostUser, first: Callable[[], None] | None = None) -> None:
         self.user = user
         # One worker thread: its credentials change once, in the initializer, before it runs anything.
         self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"evalsi-uid-{user.uid}", initializer=_become,
-                                            initargs=(user,))
+                                            initargs=(user, first))
+
+    async def run(self, work: Callable[[], T]) -> T:
+        """``work`` done on the thread, as the host user."""
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._executor, work)
+        except BrokenExecutor:  # the initializer failed (the executor logged why)
+            raise OSError(errno.EPERM, f"the thread that acts as the sandbox's host user could not become host uid "
+                                       f"{self.user.uid} gid {self.user.gid}") from None
 
     async def apply(self, pids: tuple[int, ...], limits: tuple[tuple[int, int], ...]) -> None:
-        try:
-            await asyncio.get_running_loop().run_in_executor(self._executor, _lower, pids, limits)
-        except BrokenExecutor:  # the initializer failed (the executor logged why)
-            raise OSError(errno.EPERM, f"the thread that sets rlimits could not become host uid {self.user.uid} "
-                                       f"gid {self.user.gid}") from None
+        await self.run(functools.partial(_lower, pids, limits))
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=False)

@@ -5,13 +5,20 @@ its real profile against ``true`` (an installed binary is no proof that it works
 life of the ``Ladder`` (one per process: the CLI's, sandboxd's). ``select`` walks the ladder strongest first and
 takes the first available rung whose level meets the request's minimum; when none does it raises
 ``SandboxUnavailable`` and nothing runs. There is no unconfined fallback.
+
+A stronger rung passed over because it is unavailable (its probe failed: no KVM, a root bwrap cannot reach, ...) is
+never passed over silently: the ladder logs why (a warning the first time for each rung, then at debug level, as its
+verdict is cached), and the session's isolation report says so under the ``skipped`` bound, so a record's
+provenance shows that its request ran below a rung the operator configured, and why.
 """
 
 from __future__ import annotations
 
 import asyncio
 import importlib
+import logging
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from types import MappingProxyType
 from typing import cast
 
@@ -19,7 +26,9 @@ from evalsi.errors import BadInputError
 from evalsi.sandbox.config import SandboxConfig
 from evalsi.sandbox.model import Level, ProbeVerdict, SandboxDriver, SandboxSession, SandboxSpec, SandboxUnavailable
 
-__all__ = ["DEFAULT_LADDER", "DRIVERS", "DriverFactory", "Ladder", "check_ladder", "load_driver"]
+__all__ = ["DEFAULT_LADDER", "DRIVERS", "DriverFactory", "Ladder", "check_ladder", "describe_skipped", "load_driver"]
+
+log = logging.getLogger("evalsi.sandbox.ladder")
 
 # Every rung Evals.si ships: name -> "module:attribute" of a factory ``(SandboxConfig) -> SandboxDriver`` (a driver
 # class). Listed strongest first, the order `evalsi sandbox probe` shows them in. Modules load on first use, so a
@@ -54,6 +63,12 @@ def check_ladder(names: tuple[str, ...], where: str) -> tuple[str, ...]:
     return names
 
 
+def describe_skipped(skipped: tuple[ProbeVerdict, ...]) -> str:
+    """The ``skipped`` bound of an isolation report: each stronger rung passed over, its level and why."""
+    return "; ".join(f"{verdict.driver} ({verdict.level.label}): {verdict.reason or 'unavailable'}"
+                     for verdict in skipped)
+
+
 def load_driver(name: str, config: SandboxConfig) -> SandboxDriver:
     """The driver registered as ``name``, built from ``config``."""
     module_name, _, attribute = DRIVERS[name].partition(":")
@@ -71,6 +86,7 @@ class Ladder:
         self._drivers: dict[str, SandboxDriver] = dict(drivers or {})
         self._verdicts: dict[str, ProbeVerdict] = {}
         self._probing: dict[str, asyncio.Task[ProbeVerdict]] = {}
+        self._warned: set[str] = set()  # rungs whose skipping was logged as a warning once already
         configured = self.config.ladder
         self.on_demand: tuple[str, ...] = ()
         if configured is None:
@@ -124,19 +140,40 @@ class Ladder:
                                                                                            ProbeVerdict]:
         """The first available rung, strongest first, whose level meets ``minimum``, then (default ladder only) the
         first such on-demand rung; else ``SandboxUnavailable``. Rungs past the chosen one are not probed."""
+        driver, verdict, _ = await self._choose(minimum, ladder)
+        return driver, verdict
+
+    async def create(self, spec: SandboxSpec) -> SandboxSession:
+        """A session on the rung ``select`` picks for ``spec`` (its ladder, else the configured one), whose
+        isolation report names the stronger rungs skipped as unavailable."""
+        driver, _, skipped = await self._choose(spec.min_isolation, spec.ladder)
+        session = await driver.create(spec)
+        if skipped:
+            report = session.isolation
+            session.isolation = replace(report, bounds={**report.bounds, "skipped": describe_skipped(skipped)})
+        return session
+
+    async def _choose(self, minimum: Level, ladder: tuple[str, ...] | None
+                      ) -> tuple[SandboxDriver, ProbeVerdict, tuple[ProbeVerdict, ...]]:
         names = (*self.names, *self.on_demand) if ladder is None else self._request_ladder(ladder, "ladder")
         tried: list[ProbeVerdict] = []
         for name in names:
             verdict = await self.probe(name)
             tried.append(verdict)
             if verdict.available and verdict.level >= minimum:
-                return self.driver(name), verdict
+                # The rungs preferred to this one (listed before it) that could not run anything here.
+                skipped = tuple(other for other in tried[:-1] if not other.available)
+                self._log_skipped(skipped, verdict, minimum)
+                return self.driver(name), verdict, skipped
         raise SandboxUnavailable(minimum, tuple(tried))
 
-    async def create(self, spec: SandboxSpec) -> SandboxSession:
-        """A session on the rung ``select`` picks for ``spec`` (its ladder, else the configured one)."""
-        driver, _ = await self.select(spec.min_isolation, spec.ladder)
-        return await driver.create(spec)
+    def _log_skipped(self, skipped: tuple[ProbeVerdict, ...], chosen: ProbeVerdict, minimum: Level) -> None:
+        for verdict in skipped:
+            level = logging.DEBUG if verdict.driver in self._warned else logging.WARNING
+            self._warned.add(verdict.driver)
+            log.log(level, "sandbox rung %s (%s) skipped, unavailable: %s; running on %s (%s) for a request with "
+                    "min_isolation %s", verdict.driver, verdict.level.label, verdict.reason or "no reason given",
+                    chosen.driver, chosen.level.label, minimum.label)
 
     def _request_ladder(self, ladder: tuple[str, ...], where: str) -> tuple[str, ...]:
         accepted = ", ".join(dict.fromkeys((*DRIVERS, *self._drivers)))

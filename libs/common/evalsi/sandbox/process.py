@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from evalsi.sandbox.cgroups import join_cgroups
 from evalsi.sandbox.hidden_paths import hidden_host_path
 from evalsi.sandbox.model import Outcome, OutputSink
+from evalsi.sandbox.thread_spawn import ThreadStarted, start_on
 
 __all__ = ["COMMON_DENIALS", "Command", "Dialect", "Finished", "classify", "rlimits_for", "run_command"]
 
@@ -48,6 +49,10 @@ class Command:
     # (bwrap's --block-fd) is joined to its cgroups and given its rlimits from outside here, so the spawn needs no
     # pre-exec hook (which forces a fork of this whole process and blocks the event loop until the exec).
     on_spawn: Callable[[int], Awaitable[None]] | None = None
+    # Where the wrapper is started (its subprocess.Popen run): by default on the event loop's thread, as asyncio
+    # starts processes; else on the thread ``spawn_on`` runs it on, whose credentials the child begins with
+    # (host_user.HostUserThread.run). Without ``preexec`` and ``rlimits`` the start is a vfork, never a fork.
+    spawn_on: Callable[[Callable[[], subprocess.Popen[bytes]]], Awaitable[subprocess.Popen[bytes]]] | None = None
 
 
 @dataclass(frozen=True)
@@ -78,13 +83,18 @@ def rlimits_for(memory_bytes: int, pids: int, cpu_seconds: int | None, file_byte
 async def run_command(command: Command, on_output: OutputSink | None = None) -> Finished:
     """Run ``command`` to its end, or kill it at its timeout or when its output passes the cap."""
     started = time.monotonic()
+    preexec = (_child_setup(command.rlimits, command.cgroup_procs, command.preexec)
+               if command.rlimits or command.cgroup_procs or command.preexec is not None else None)
+    process: asyncio.subprocess.Process | ThreadStarted
     try:
-        process = await asyncio.create_subprocess_exec(
-            *command.argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, env=dict(command.env), pass_fds=command.pass_fds,
-            start_new_session=True,
-            preexec_fn=_child_setup(command.rlimits, command.cgroup_procs, command.preexec)
-            if command.rlimits or command.cgroup_procs or command.preexec is not None else None)
+        if command.spawn_on is None:
+            process = await asyncio.create_subprocess_exec(
+                *command.argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE, env=dict(command.env), pass_fds=command.pass_fds,
+                start_new_session=True, preexec_fn=preexec)
+        else:
+            process = await start_on(command.spawn_on, command.argv, env=command.env, pass_fds=command.pass_fds,
+                                     preexec=preexec)
     except (OSError, ValueError, RuntimeError, subprocess.SubprocessError) as exc:  # a failed preexec: SubprocessError
         return Finished(returncode=-1, spawn_error=f"{type(exc).__name__}: {exc}",
                         duration_s=time.monotonic() - started)
@@ -123,6 +133,8 @@ async def run_command(command: Command, on_output: OutputSink | None = None) -> 
         if not waiter.done():
             _kill_group(process.pid)
             waiter.cancel()
+        if isinstance(process, ThreadStarted):
+            process.close()
     return Finished(returncode=process.returncode if process.returncode is not None else -signal.SIGKILL,
                     stdout=bytes(capture.kept["stdout"]), stderr=bytes(capture.kept["stderr"]),
                     stdout_truncated=capture.truncated["stdout"], stderr_truncated=capture.truncated["stderr"],
