@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from evalsi.errors import BadInputError
+from evalsi.sandbox.checks import check_bound
 from evalsi.sandbox.oci_ref import DOCKER_HUB
 
 __all__ = ["EMBEDDED_REGISTRIES", "ImageSettings", "Registry", "load_image_settings", "parse_registry"]
@@ -104,13 +105,8 @@ def load_image_settings(raw: Any, path: str = "sandbox.images") -> ImageSettings
             raise BadInputError(f"{path}.credentials: expected the path of a credentials file")
         settings = replace(settings, credentials=Path(raw["credentials"]).expanduser())
     if raw.get("max_bytes") is not None:
-        settings = replace(settings, max_bytes=_bound(raw["max_bytes"], f"{path}.max_bytes", 1 << 20, 1 << 40))
+        settings = replace(settings, max_bytes=check_bound(raw["max_bytes"], f"{path}.max_bytes", 1 << 20, 1 << 40))
     if raw.get("max_files") is not None:
-        settings = replace(settings, max_files=_bound(raw["max_files"], f"{path}.max_files", 1, 10_000_000))
+        settings = replace(settings, max_files=check_bound(raw["max_files"], f"{path}.max_files", 1, 10_000_000))
     return settings
 
-
-def _bound(value: Any, where: str, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise BadInputError(f"{where}: {value!r}; accepted: an integer from {low} to {high}")
-    return value
