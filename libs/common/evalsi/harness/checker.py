@@ -44,9 +44,9 @@ class Verdict:
         return out
 
 
-def _tail(data: bytes) -> str:
-    text = data.decode("utf-8", "replace").strip()
-    return text[-_REASON_CHARS:]
+def output_tail(data: bytes, limit: int = _REASON_CHARS) -> str:
+    """The last ``limit`` characters of a process's output, decoded (bad bytes replaced) and stripped."""
+    return data.decode("utf-8", "replace").strip()[-limit:]
 
 
 def verdict_of(checker: Checker, result: ExecResult, report: bytes | None = None) -> Verdict:
@@ -65,7 +65,7 @@ def verdict_of(checker: Checker, result: ExecResult, report: bytes | None = None
         if report is None:
             return Verdict(False, f"no JUnit report at {checker.junit} (the checker exited {code})", "junit")
         return junit_verdict(report)
-    output = _tail(result.stdout + b"\n" + result.stderr)
+    output = output_tail(result.stdout + b"\n" + result.stderr)
     if code == 0:
         return Verdict(True, output or "the checker exited 0", "exit")
     return Verdict(False, f"the checker exited {code}" + (f": {output}" if output else ""), "exit")

@@ -20,7 +20,7 @@ from evalsi.sandbox.model import IsolationReport, SandboxSession, SandboxSpec, S
 from evalsi.sandbox.provenance import provenance_isolation
 from evalsi.v1alpha1.record_pb2 import Record
 
-from .checker import MAX_REPORT_BYTES, CheckerError, Verdict, verdict_of
+from .checker import MAX_REPORT_BYTES, CheckerError, Verdict, output_tail, verdict_of
 from .environment import Environment
 from .environment_session import EnvironmentSession
 from .environment_snapshots import SharedSetups, setup_key
@@ -54,10 +54,6 @@ async def _open(opener: SandboxOpener, spec: SandboxSpec, project: str) -> Sandb
     raise AssertionError("unreachable")
 
 
-def _tail(data: bytes) -> str:
-    return data.decode("utf-8", "replace").strip()[-_TAIL:]
-
-
 async def _opened(opener: SandboxOpener, spec: SandboxSpec, project: str) -> SandboxSession:
     try:
         return await _open(opener, spec, project)
@@ -83,7 +79,7 @@ async def _set_up(environment: Environment, session: SandboxSession, spec: Sandb
         how = {"exit": f"exited {outcome.code}", "timeout": "timed out",
                "denied": f"was denied by the sandbox ({outcome.effect})",
                "runner_failure": f"could not run ({outcome.signature})"}[outcome.kind]
-        output = _tail(result.stderr) or _tail(result.stdout)
+        output = output_tail(result.stderr, _TAIL) or output_tail(result.stdout, _TAIL)
         raise EnvironmentFailure(f"environment setup[{index}] {' '.join(argv)[:200]!r} {how}"
                                  + (f": {output}" if output else ""))
 
