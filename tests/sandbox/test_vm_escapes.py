@@ -24,9 +24,7 @@ from evalsi.sandbox.config import SandboxConfig
 from evalsi.sandbox.ladder import Ladder
 from evalsi.sandbox.manager import SandboxManager
 from evalsi.sandbox.model import (
-    Endpoint,
     Level,
-    NetworkPolicy,
     Outcome,
     Resources,
     RootFilesystem,
@@ -224,12 +222,6 @@ async def test_the_ladder_picks_the_microvm_for_a_vm_minimum() -> None:
     ladder = Ladder(drivers={"qemu": _driver(), "firecracker": FirecrackerDriver()})
     driver, verdict = await ladder.select(Level.VM, ("firecracker", "qemu"))
     assert driver.name == "qemu" and verdict.available
-
-
-async def test_an_allowlist_is_refused_not_ignored() -> None:
-    driver = _driver()
-    with pytest.raises(BadInputError, match="network"):
-        await driver.create(replace(SPEC, network=NetworkPolicy((Endpoint("example.com", 443),))))
 
 
 async def test_snapshot_state_round_trips_and_clones_do_not_share_entropy() -> None:

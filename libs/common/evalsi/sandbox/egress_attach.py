@@ -24,9 +24,14 @@ from evalsi.sandbox.netns import (
     sweep_stale,
 )
 
-__all__ = ["EgressAttachment", "attach_loopback", "attach_netns", "event_dict", "session_egress_log"]
+__all__ = ["EgressAttachment", "attach_loopback", "attach_netns", "event_dict", "proxy_env", "session_egress_log"]
 
 _PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy")
+
+
+def proxy_env(url: str) -> dict[str, str]:
+    """The variables HTTP clients read to find the proxy at ``url`` (the vm rung's guest reaches it elsewhere)."""
+    return dict.fromkeys(_PROXY_VARIABLES, url)
 
 
 class EgressAttachment:
@@ -42,7 +47,7 @@ class EgressAttachment:
         return f"http://{self.address}:{self.port}"
 
     def proxy_env(self) -> dict[str, str]:
-        return dict.fromkeys(_PROXY_VARIABLES, self.url)
+        return proxy_env(self.url)
 
     def describe(self, allow: Iterable[Endpoint]) -> str:
         listed = ",".join(f"{endpoint.host}:{endpoint.port}" for endpoint in allow)

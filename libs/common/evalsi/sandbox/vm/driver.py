@@ -27,14 +27,16 @@ from typing import Any
 
 from evalsi.errors import BadInputError, EvalsiError
 from evalsi.sandbox.config import SandboxConfig
+from evalsi.sandbox.egress_attach import EgressAttachment, attach_loopback
 from evalsi.sandbox.model import IsolationReport, Level, ProbeVerdict, SandboxSpec
 from evalsi.sandbox.probing import true_fails
 from evalsi.sandbox.rootfs import RootCache
+from evalsi.sandbox.vm.egress_bridge import EgressBridge
 from evalsi.sandbox.vm.images import build_image_disk, build_initramfs, build_runtime_disk
 from evalsi.sandbox.vm.kernel import extract_vmlinux, find_kernel
 from evalsi.sandbox.vm.protocol import AgentGone, b64, read_frame, write_frame
 from evalsi.sandbox.vm.qemu import Machine, MachineConfig, MachineFailed, host_tsc_khz
-from evalsi.sandbox.vm.session import VmSession
+from evalsi.sandbox.vm.session import Restored, VmSession
 
 __all__ = ["KEEP", "NAME", "VmDriver", "VmOptions", "isolation_report", "parse_options", "prune_cache",
            "sweep_stale_run_dirs"]
@@ -99,7 +101,7 @@ def isolation_report(spec: SandboxSpec, memory_mib: int) -> IsolationReport:
         "kernel": "separate guest kernel (QEMU microvm, TCG: no KVM)",
         "memory": f"guest cgroup v2 memory.max={memory} (guest RAM {memory_mib} MiB)",
         "pids": f"guest cgroup v2 pids.max={resources.pids}",
-        "network": "no network device",
+        "network": _network(spec),
         # A host root gets the runtime image too: a guest never sees the host's /usr.
         "root": ("runtime image read-only (the guest's runtime disk)" if spec.root.kind in _RUNTIME_ROOTS
                  else f"{spec.root.kind} {spec.root.path} read-only (a disk of its own)"),
@@ -123,6 +125,15 @@ def isolation_report(spec: SandboxSpec, memory_mib: int) -> IsolationReport:
                            requested=spec.min_isolation)
 
 
+def _network(spec: SandboxSpec) -> str:
+    if spec.network.denied:
+        return "no network device"
+    listed = ",".join(f"{endpoint.host}:{endpoint.port}" for endpoint in spec.network.allow)
+    # "logging proxy" is what session_egress_log looks for to fetch a remote session's log.
+    return (f"allowlist via egress proxy (virtio-serial): no network device; the guest's 127.0.0.1:3128 relays to "
+            f"the logging proxy on the host, to {listed} only")
+
+
 def memory_cap(memory_mib: int) -> int:
     return (memory_mib - _RESERVED_MIB) * 1024 * 1024
 
@@ -134,9 +145,6 @@ def workspace_bytes(spec: SandboxSpec, memory_mib: int) -> int:
 
 
 def check_spec(spec: SandboxSpec) -> None:
-    if not spec.network.denied:
-        raise BadInputError(f"network: the {NAME} rung has no network device and no egress proxy; an allowlist "
-                            "cannot be honored here (accepted on this rung: deny)")
     workdir = os.path.normpath(spec.workdir)
     if workdir != spec.workdir.rstrip("/") or (workdir != "/workspace" and not workdir.startswith("/workspace/")):
         raise BadInputError(f"workdir: {spec.workdir!r}; the {NAME} rung's writable directory is /workspace "
@@ -152,6 +160,7 @@ class VmDriver:
         self.options = options or parse_options(config.driver_options(NAME))
         self.cache_dir = config.cache_dir / "vm"
         self.roots = RootCache(config.cache_dir, config.images)
+        self.egress_settings = config.egress
         self._machine_config: MachineConfig | None = None
         self._templates: dict[str, Path] = {}  # by machine identity: one per image root, and the default
         self._setup_lock = asyncio.Lock()
@@ -177,19 +186,29 @@ class VmDriver:
         if self._closed:
             raise MachineFailed("the qemu driver is closed")
         config = await self._config()
-        if spec.root.kind in _RUNTIME_ROOTS:
-            machine = self._warm.pop(0) if self._warm else await self._new_machine(config)
-            self._schedule_refill()
-        else:  # an image root: its own disk and template, no warm pool
-            config = replace(config, image=await asyncio.to_thread(self._image_disk, spec))
-            machine = await self._new_machine(config)
-        await self._refreshed(machine, spec)
+        # An allowlist: the session's logging proxy on the host's loopback; each machine it runs on (a restore
+        # makes a new one) relays the guest's connections to it over its egress port.
+        egress = await attach_loopback(spec.network.allow, self.egress_settings) if spec.network.allow else None
+        try:
+            if spec.root.kind in _RUNTIME_ROOTS:
+                machine = self._warm.pop(0) if self._warm else await self._new_machine(config)
+                self._schedule_refill()
+            else:  # an image root: its own disk and template, no warm pool
+                config = replace(config, image=await asyncio.to_thread(self._image_disk, spec))
+                machine = await self._new_machine(config)
+            bridge = await self._refreshed(machine, spec, egress)
+        except BaseException:
+            if egress is not None:
+                await egress.close()
+            raise
 
-        async def restore(state: Path) -> Machine:  # load_state: the session's own state, refreshed like a clone
-            return await self._refreshed(await self._restore(config, state), spec)
+        async def restore(state: Path) -> Restored:  # load_state: the session's own state, refreshed like a clone
+            restored = await self._restore(config, state)
+            return restored, await self._refreshed(restored, spec, egress)
 
         return VmSession(machine, spec, isolation_report(spec, self.options.memory_mib),
-                         memory_cap=memory_cap(self.options.memory_mib), restore=restore)
+                         memory_cap=memory_cap(self.options.memory_mib), restore=restore, egress=egress,
+                         bridge=bridge)
 
     def _image_disk(self, spec: SandboxSpec) -> Path:
         root = self.roots.resolve(spec.root)
@@ -223,22 +242,33 @@ class VmDriver:
     async def _restore(self, config: MachineConfig, state: Path) -> Machine:
         return await Machine.launch(config, _run_dir(), incoming=state)
 
-    async def _refreshed(self, machine: Machine, spec: SandboxSpec) -> Machine:
-        """``machine`` after a refresh; killed (``MachineFailed``) when the refresh fails."""
+    async def _refreshed(self, machine: Machine, spec: SandboxSpec,
+                         egress: EgressAttachment | None) -> EgressBridge | None:
+        """Refreshes ``machine`` and, with ``egress``, bridges its egress port to that proxy (the bridge);
+        the machine is killed (``MachineFailed``) when either fails."""
+        bridge = None
         try:
-            await self._refresh(machine, spec)
+            if egress is not None:
+                bridge = await EgressBridge.connect(machine.run_dir / "egress.sock", egress.port,
+                                                   self.egress_settings.max_connections)
+            await self._refresh(machine, spec, bridge)
+            if bridge is not None:
+                await bridge.start()
         except (MachineFailed, AgentGone, OSError, TimeoutError) as exc:
             diagnostics = machine.diagnostics()
+            if bridge is not None:
+                await bridge.close()
             await machine.kill()
             raise MachineFailed(f"microVM refresh failed: {exc!r}{diagnostics}") from exc
-        return machine
+        return bridge
 
-    async def _refresh(self, machine: Machine, spec: SandboxSpec) -> None:
+    async def _refresh(self, machine: Machine, spec: SandboxSpec, bridge: EgressBridge | None) -> None:
         assert machine.agent_reader is not None and machine.agent_writer is not None
         async with asyncio.timeout(30):
             await write_frame(machine.agent_writer, {
                 "op": "refresh", "seed": b64(secrets.token_bytes(64)), "time": time.time(),
-                "workspace": workspace_bytes(spec, self.options.memory_mib)})
+                "workspace": workspace_bytes(spec, self.options.memory_mib),
+                "egress": bridge.guest_request() if bridge is not None else None})
             reply = await read_frame(machine.agent_reader)
         if "error" in reply:
             raise MachineFailed(f"guest agent refused refresh: {reply['error']}")

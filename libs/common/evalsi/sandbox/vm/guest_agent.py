@@ -20,6 +20,7 @@ import os
 import resource
 import select
 import signal
+import socket
 import stat
 import struct
 import subprocess
@@ -27,6 +28,7 @@ import sys
 import time
 
 PORT_NAME = "evalsi.agent"
+EGRESS_PORT_NAME = "evalsi.egress"
 UID = 65534
 WORKSPACE = "/workspace"
 IMAGE = "/image"  # an image root's disk, when the sandbox has one
@@ -82,19 +84,19 @@ def setup_image_root(nosuid_nodev):
     mount("none", SROOT, "", MS_REMOUNT | MS_RDONLY | nosuid_nodev)
 
 
-def find_port():
+def find_port(port_name=PORT_NAME):
     base = "/sys/class/virtio-ports"
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         for name in sorted(os.listdir(base)) if os.path.isdir(base) else []:
             try:
                 with open(f"{base}/{name}/name") as f:
-                    if f.read().strip() == PORT_NAME:
+                    if f.read().strip() == port_name:
                         return f"/dev/{name}"
             except OSError:
                 pass
         time.sleep(0.01)
-    raise RuntimeError(f"no virtio-serial port named {PORT_NAME}")
+    raise RuntimeError(f"no virtio-serial port named {port_name}")
 
 
 class Port:
@@ -385,7 +387,128 @@ def do_refresh(req):
     time.clock_settime(time.CLOCK_REALTIME, float(req["time"]))
     if req.get("workspace"):  # this session's disk bound (the template booted with the default)
         mount("tmpfs", WORKSPACE, "tmpfs", 32 | 2 | 4, f"size={int(req['workspace'])}")  # MS_REMOUNT
+    # A relay restored from a snapshot belongs to an earlier host connection: it goes, and one starts when this
+    # session has an allowlist (the template never has one).
+    stop_relay()
+    if req.get("egress"):
+        start_relay(req["egress"])
     return {"ok": True}
+
+
+# --- egress: the relay between 127.0.0.1:<port> and the host's proxy (the wire of evalsi.sandbox.vm.egress_bridge)
+
+OPEN, DATA, CLOSE = 1, 2, 3
+HEADER = struct.Struct(">BII")
+MAX_PAYLOAD = 32 * 1024
+_relay = [0]  # the relay's pid, 0 when none runs
+
+
+def stop_relay():
+    pid, _relay[0] = _relay[0], 0
+    if pid:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+
+
+def start_relay(egress):
+    path = find_port(EGRESS_PORT_NAME)
+    loopback_up()
+    # Bound before the fork: a command can never take the port first, and a failure is the refresh's answer.
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", int(egress["port"])))
+    listener.listen(64)
+    pid = os.fork()
+    if pid == 0:  # a process of its own, so that exec requests never wait on it (the agent is single-threaded)
+        code = 0
+        try:
+            relay(os.open(path, os.O_RDWR), listener, bytes.fromhex(egress["nonce"]), int(egress["streams"]))
+        except BaseException as exc:  # the relay says why on the console, then ends
+            log(f"egress relay ended: {type(exc).__name__}: {exc}")
+            code = 1
+        os._exit(code)
+    listener.close()
+    _relay[0] = pid
+
+
+def loopback_up():
+    siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 1
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        request = struct.pack("16sH14x", b"lo", 0)
+        flags = struct.unpack("16sH14x", fcntl.ioctl(s.fileno(), siocgifflags, request))[1]
+        fcntl.ioctl(s.fileno(), siocsifflags, struct.pack("16sH14x", b"lo", flags | iff_up))
+
+
+def write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def read_port(fd):
+    chunk = os.read(fd, 65536)
+    if not chunk:  # the host end is not connected (virtio-serial gives EOF): wait for it without spinning
+        time.sleep(0.01)
+    return chunk
+
+
+def relay(fd, listener, nonce, max_streams):
+    write_all(fd, nonce)
+    buf = bytearray()
+    while nonce not in buf:  # what an earlier host connection left in flight is discarded
+        buf += read_port(fd)
+        del buf[:max(len(buf) - (1 << 20), 0)]
+    del buf[:buf.index(nonce) + len(nonce)]
+    streams, ids, next_id = {}, {}, 1
+
+    def end(stream, tell):
+        sock = streams.pop(stream, None)
+        if sock is not None:
+            del ids[sock]
+            sock.close()
+            if tell:
+                write_all(fd, HEADER.pack(CLOSE, stream, 0))
+
+    while True:
+        ready, _, _ = select.select([fd, listener, *ids], [], [])
+        if listener in ready:
+            conn, _ = listener.accept()
+            if len(streams) >= max_streams:
+                conn.close()  # over the bound: refused here, before the host sees it
+            else:
+                conn.settimeout(10)  # a program that stops reading its socket stalls its own egress, for 10 s
+                streams[next_id], ids[conn] = conn, next_id
+                write_all(fd, HEADER.pack(OPEN, next_id, 0))
+                next_id += 1
+        if fd in ready:
+            buf += read_port(fd)
+        while len(buf) >= HEADER.size:
+            kind, stream, size = HEADER.unpack_from(buf)
+            if size > MAX_PAYLOAD or kind not in (DATA, CLOSE):
+                raise ValueError(f"the host broke the egress wire: type {kind}, {size} bytes")
+            if len(buf) < HEADER.size + size:
+                break
+            payload = bytes(buf[HEADER.size:HEADER.size + size])
+            del buf[:HEADER.size + size]
+            if kind == CLOSE:
+                end(stream, False)
+            elif stream in streams:
+                try:
+                    streams[stream].sendall(payload)
+                except OSError:
+                    end(stream, True)
+        for sock in [sock for sock in ready if sock in ids]:
+            stream = ids[sock]
+            try:
+                data = sock.recv(MAX_PAYLOAD)
+            except OSError:
+                data = b""
+            if data:
+                write_all(fd, HEADER.pack(DATA, stream, len(data)) + data)
+            else:
+                end(stream, True)
 
 
 def serve(port):

@@ -4,7 +4,8 @@ cold boot or a restore from a snapshot file, and saving one.
 The machine as INFRA.md measured it on hosts whose ``/dev/kvm`` stock guest kernels cannot use: ``-M microvm`` under
 TCG, an uncompressed kernel, ``tsc_early_khz=<host kHz>`` on the command line (without it about one boot in four
 hangs calibrating the TSC), no network device at all, no option ROMs, the runtime disk read-only, and the agent's
-port on a Unix socket. Every wait has a hard deadline; a machine that misses one is killed.
+port on a Unix socket (a second port, ``evalsi.egress``, carries a sandbox's proxy connections). Every wait has a
+hard deadline; a machine that misses one is killed.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from evalsi.sandbox.vm.protocol import AgentGone, read_frame
 __all__ = ["Machine", "MachineConfig", "MachineFailed", "host_tsc_khz", "kernel_cmdline", "qemu_argv"]
 
 _CONSOLE_TAIL = 2000
+# The guest's devices beyond the command line's files: a template saved with other devices cannot be restored.
+_DEVICES = "virtio-serial:evalsi.agent,evalsi.egress"
 
 
 class MachineFailed(RuntimeError):
@@ -45,7 +48,7 @@ class MachineConfig:
     def identity(self) -> str:
         """What a snapshot depends on: a restore needs the same machine, kernel, disk and memory size."""
         return json.dumps([self.qemu, str(self.vmlinux), str(self.initramfs), str(self.disk), self.memory_mib,
-                           kernel_cmdline(self), str(self.image or "")])
+                           kernel_cmdline(self), str(self.image or ""), _DEVICES])
 
 
 def host_tsc_khz() -> int:
@@ -86,6 +89,10 @@ def qemu_argv(config: MachineConfig, run_dir: Path, *, incoming: Path | None = N
         "-device", "virtio-serial-device",
         "-chardev", f"socket,id=agent,path={run_dir / 'agent.sock'},server=on,wait=off",
         "-device", "virtserialport,chardev=agent,name=evalsi.agent",
+        # The egress port, on every machine (a restore needs the template's devices); the host connects to it only
+        # for a sandbox with an allowlist (egress_bridge.py), and the guest opens it only when told to.
+        "-chardev", f"socket,id=egress,path={run_dir / 'egress.sock'},server=on,wait=off",
+        "-device", "virtserialport,chardev=egress,name=evalsi.egress",
         "-qmp", f"unix:{run_dir / 'qmp.sock'},server=on,wait=off",
     ]
     if incoming is not None:

@@ -19,12 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from evalsi.errors import BadInputError
-from evalsi.sandbox.model import ExecResult, IsolationReport, Outcome, OutputSink, SandboxSpec
+from evalsi.sandbox.egress_attach import EgressAttachment, proxy_env
+from evalsi.sandbox.model import EgressEvent, ExecResult, IsolationReport, Outcome, OutputSink, SandboxSpec
+from evalsi.sandbox.vm.egress_bridge import GUEST_PROXY_PORT, EgressBridge
 from evalsi.sandbox.vm.outcome import classify, count_field
 from evalsi.sandbox.vm.protocol import AgentGone, b64, read_frame, unb64, write_frame
 from evalsi.sandbox.vm.qemu import Machine, MachineFailed
 
-__all__ = ["MAX_ARGV_BYTES", "MAX_PATHS", "MAX_PATH_CHARS", "MAX_TRANSFER_BYTES", "VmSession"]
+__all__ = ["MAX_ARGV_BYTES", "MAX_PATHS", "MAX_PATH_CHARS", "MAX_TRANSFER_BYTES", "Restored", "VmSession"]
 
 MAX_TRANSFER_BYTES = 32 * 1024 * 1024  # stdin, or one write_files call, or one read_files answer
 MAX_ARGV_BYTES = 1024 * 1024
@@ -36,26 +38,40 @@ _DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 _STATE_MAGIC = b"evalsi-vm-state-1\n"
 _STATE_SLACK_MIB = 192  # the guest's own reserve (the driver's), on top of the executions' memory cap
 
-# Starts a machine from a saved state file (the driver's restore), for load_state.
-Restorer = Callable[[Path], Awaitable[Machine]]
+# Starts a machine from a saved state file (the driver's restore), for load_state: the machine and, for a sandbox
+# with an allowlist, its egress port's bridge to the session's proxy.
+Restored = tuple[Machine, EgressBridge | None]
+Restorer = Callable[[Path], Awaitable[Restored]]
 
 
 class VmSession:
     """A guest of its own; ``exec`` calls are serialized (the agent runs one request at a time)."""
 
     def __init__(self, machine: Machine, spec: SandboxSpec, isolation: IsolationReport, *, memory_cap: int,
-                 restore: Restorer) -> None:
+                 restore: Restorer, egress: EgressAttachment | None = None,
+                 bridge: EgressBridge | None = None) -> None:
         self.id = f"vm-{secrets.token_hex(8)}"
         self.isolation = isolation
         self._machine: Machine | None = machine
         self._spec = spec
         self._memory_cap = memory_cap
         self._restore = restore
+        # The session's logging proxy (one for its whole life, so its log spans restores) and the current
+        # machine's bridge to it.
+        self._egress = egress
+        self._bridge = bridge
         self._lock = asyncio.Lock()
 
     @property
     def machine(self) -> Machine | None:
         return self._machine
+
+    @property
+    def bridge(self) -> EgressBridge | None:
+        return self._bridge
+
+    def egress_log(self) -> tuple[EgressEvent, ...]:
+        return self._egress.egress_log() if self._egress is not None else ()
 
     async def exec(self, argv: list[str], *, stdin: bytes = b"", env: Mapping[str, str] | None = None,
                    timeout_s: float | None = None, on_output: OutputSink | None = None) -> ExecResult:
@@ -66,9 +82,12 @@ class VmSession:
         timeout = resources.timeout_s if timeout_s is None else timeout_s
         if timeout <= 0:
             raise BadInputError(f"timeout_s: {timeout} must be positive")
+        variables = {"PATH": _DEFAULT_PATH, "HOME": "/workspace", **self._spec.env, **(env or {})}
+        if self._egress is not None:  # as the other rungs do: the proxy's variables win over the caller's
+            variables.update(proxy_env(f"http://127.0.0.1:{GUEST_PROXY_PORT}"))
         request = {
             "op": "exec", "argv": argv, "stdin": b64(stdin), "timeout": timeout, "cwd": self._spec.workdir,
-            "env": {"PATH": _DEFAULT_PATH, "HOME": "/workspace", **self._spec.env, **(env or {})},
+            "env": variables,
             "memory": min(resources.memory_bytes, self._memory_cap), "pids": resources.pids,
             "output": resources.output_bytes, "disk": resources.disk_bytes, "cpu": resources.cpu_seconds,
             "readonly": self._spec.file_access == "read-only",
@@ -187,22 +206,29 @@ class VmSession:
     async def load_state(self, state: bytes) -> None:
         """This session becomes a guest restored from ``state`` (``save_state``'s bytes); the old guest ends."""
         async with self._lock:
-            old = self._machine
+            old, old_bridge = self._machine, self._bridge
             limit = self._memory_cap + (_STATE_SLACK_MIB << 20) + (512 << 20)
             holder = Path(await asyncio.to_thread(_write_state, state, limit))
             try:
-                self._machine = await self._restore(holder)
+                self._machine, self._bridge = await self._restore(holder)
             finally:
                 shutil.rmtree(holder.parent, ignore_errors=True)
+            if old_bridge is not None:
+                await old_bridge.close()
             if old is not None:
                 await _stop(old)
 
     async def destroy(self) -> None:
         async with self._lock:
             await self._discard()
+            if self._egress is not None:
+                await self._egress.close()  # its log stays readable
 
     async def _discard(self) -> None:
         machine, self._machine = self._machine, None
+        bridge, self._bridge = self._bridge, None
+        if bridge is not None:
+            await bridge.close()
         if machine is not None:
             await _stop(machine)
 
