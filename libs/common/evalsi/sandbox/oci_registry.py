@@ -5,8 +5,10 @@ Authentication follows the registry's ``WWW-Authenticate`` challenge: ``Bearer r
 with a token from the realm (anonymous, or with the operator's credentials for that registry as Basic auth),
 ``Basic`` with the credentials. A blob is downloaded to a scratch file, bounded by its descriptor's size, and handed
 out only after its digest matched. Redirects (a CDN serving blobs) are followed; the client drops the
-Authorization header when a redirect leaves the registry's origin. Only a registry the operator listed is ever
-contacted (``oci.py`` checks before making a source).
+Authorization header when a redirect leaves the registry's origin. Only a registry the operator listed is asked for
+an image (``oci.py`` checks before making a source); the token service its challenge names and the hosts its
+redirects name are contacted too, as Docker does (docker.io's tokens come from auth.docker.io). A TLS registry's
+token service must be HTTPS: the operator's credentials never travel in clear text.
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ class RegistrySource:
         self.reference = reference
         self.name = str(reference)
         self.credentials = credentials
+        self.tls = registry.tls
         scheme = "https" if registry.tls else "http"
         self.base = f"{scheme}://{reference.endpoint}/v2/{reference.repository}"
         self.client = httpx.Client(timeout=_TIMEOUT, follow_redirects=True, trust_env=False)
@@ -148,6 +151,10 @@ class RegistrySource:
             return _basic(self.credentials)
         if scheme.lower() != "bearer" or not params.get("realm", "").startswith(("https://", "http://")):
             raise BadInputError(f"{self.name}: the registry's challenge {challenge[:200]!r} is not Bearer or Basic")
+        if self.tls and not params["realm"].startswith("https://"):
+            raise BadInputError(f"{self.name}: the registry's token service {params['realm'][:200]!r} is not HTTPS; "
+                                "a TLS registry's tokens (and the credentials asked for them) are fetched over HTTPS "
+                                "only")
         query = {"scope": params.get("scope") or f"repository:{self.reference.repository}:pull"}
         if params.get("service"):
             query["service"] = params["service"]
