@@ -60,7 +60,8 @@ OPTIONS = (
            "for another, up to --max-lease)", config="sandboxd.lease_s"),
     Option("--max-lease", float, 24 * 3600.0, "the longest lease a Create may ask for, in seconds"),
     Option("--image-root", repeat=True, metavar="DIR",
-           help="a directory under which a Create may name an image directory or tarball as the sandbox's root"),
+           help="a directory under which a Create may name an image directory, a tarball, or an OCI image layout or "
+                "archive (kind oci) as the sandbox's root"),
     Option("--state-dir", default=".evalsi/sandboxd", config="sandboxd.state_dir",
            help="where snapshots are kept while sandboxd runs (made 0700)"),
     option(METRICS_PORT, help="port for /healthz, /readyz and /metrics (0: none)"),
