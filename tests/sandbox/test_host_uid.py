@@ -7,6 +7,7 @@ Run by another user, the sandbox's uid maps to that user: the tests expect the c
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import os
 import time
@@ -21,7 +22,15 @@ from evalsi.sandbox import host_files
 from evalsi.sandbox.bwrap import BwrapDriver, BwrapSession
 from evalsi.sandbox.config import SandboxConfig, load_sandbox_config
 from evalsi.sandbox.landlock import LandlockDriver
-from evalsi.sandbox.model import DEFAULT_RESOURCES, Level, Resources, RootFilesystem, SandboxSpec
+from evalsi.sandbox.model import (
+    DEFAULT_RESOURCES,
+    Endpoint,
+    Level,
+    NetworkPolicy,
+    Resources,
+    RootFilesystem,
+    SandboxSpec,
+)
 from evalsi.testing.sandbox_images import busybox_image
 
 ROOT = os.geteuid() == 0
@@ -112,22 +121,8 @@ async def test_bwrap_itself_starts_as_the_host_user_without_groups_or_capabiliti
     # bwrap is started by a thread of this process that became the host user (no setpriv in between): the vfork
     # copies that thread's credentials, not the root ones of the rest of the process.
     session = await _bwrap(tmp_path)
-    marker = "7.3221"
     try:
-        running = asyncio.ensure_future(session.exec(["sleep", marker], timeout_s=20.0))
-        pid = None
-        deadline = time.monotonic() + 15
-        while pid is None and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
-            pid = _sandboxed(marker)
-        assert pid is not None, "the sandboxed sleep never showed in the host's /proc"
-        chain = [pid]  # up to the process this one started: the outer bwrap
-        while int(_status(chain[-1])["PPid"]) != os.getpid():
-            chain.append(int(_status(chain[-1])["PPid"]))
-        started = _status(chain[-1])
-        running.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await running
+        started = await _started_bwrap(session, "7.3221")
     finally:
         await session.destroy()
     uid, gid = _expected()
@@ -138,6 +133,44 @@ async def test_bwrap_itself_starts_as_the_host_user_without_groups_or_capabiliti
         assert started[capabilities] == "0000000000000000", (capabilities, started)
     # The rest of this process keeps its own credentials: only the starting thread changed.
     assert os.geteuid() == (0 if ROOT else os.getuid())
+
+
+async def _started_bwrap(session: BwrapSession, marker: str) -> dict[str, str]:
+    """The /proc status of the bwrap this process started for ``sleep <marker>``, while it runs."""
+    running = asyncio.ensure_future(session.exec(["sleep", marker], timeout_s=20.0))
+    try:
+        pid = None
+        deadline = time.monotonic() + 15
+        while pid is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+            pid = _sandboxed(marker)
+        assert pid is not None, "the sandboxed sleep never showed in the host's /proc"
+        while int(_status(pid)["PPid"]) != os.getpid():
+            pid = int(_status(pid)["PPid"])
+        return {**_status(pid), "netns": str(os.stat(f"/proc/{pid}/ns/net").st_ino)}
+    finally:
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
+
+
+@pytest.mark.skipif(not ROOT, reason="an allowlist's network namespace takes root")
+async def test_with_an_allowlist_bwrap_starts_in_its_namespace_as_the_host_user(tmp_path: Path) -> None:
+    # The namespace is joined by the sandbox's own thread while still root, before it becomes the host user.
+    config = SandboxConfig(cache_dir=tmp_path / "cache", host_uid=HOST_UID, host_gid=HOST_GID)
+    host = RootFilesystem("host")
+    session = await BwrapDriver(config).create(SandboxSpec(
+        root=host, network=NetworkPolicy(allow=(Endpoint("127.0.0.1", 9),)), resources=Resources(timeout_s=20.0)))
+    try:
+        assert session.egress is not None and session.egress.netns_fd is not None
+        sandbox_netns = str(os.fstat(session.egress.netns_fd).st_ino)
+        started = [await _started_bwrap(session, marker) for marker in ("7.3231", "7.3232")]
+    finally:
+        await session.destroy()
+    for status in started:
+        assert status["netns"] == sandbox_netns != str(os.stat("/proc/self/ns/net").st_ino), status
+        assert status["Uid"].split() == [str(HOST_UID)] * 4 and status["Gid"].split() == [str(HOST_GID)] * 4
+        assert status["Groups"] == "" and status["CapEff"] == status["CapInh"] == "0000000000000000", status
 
 
 async def test_a_fork_bomb_without_a_pids_cgroup_is_stopped_by_nproc(tmp_path: Path) -> None:

@@ -153,8 +153,9 @@ class HostUserThread:
         try:
             return await asyncio.get_running_loop().run_in_executor(self._executor, work)
         except BrokenExecutor:  # the initializer failed (the executor logged why)
-            raise OSError(errno.EPERM, f"the thread that acts as the sandbox's host user could not become host uid "
-                                       f"{self.user.uid} gid {self.user.gid}") from None
+            raise OSError(errno.EPERM, f"the thread that acts as the sandbox's host user could not set itself up "
+                                       f"(its first step, or becoming host uid {self.user.uid} gid {self.user.gid}; "
+                                       "the log says why)") from None
 
     async def apply(self, pids: tuple[int, ...], limits: tuple[tuple[int, int], ...]) -> None:
         await self.run(functools.partial(_lower, pids, limits))
