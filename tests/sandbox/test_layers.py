@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import gzip
 import io
+import re
 import tarfile
 from pathlib import Path
 
 import pytest
 
+from evalsi.errors import BadInputError
 from evalsi.sandbox.layers import Budget, LayerRefused, apply_layer
+from evalsi.sandbox.oci_local import open_local
 
 
 def _layer(*members: tuple[str, bytes], pax: dict[str, str] | None = None) -> io.BytesIO:
@@ -57,3 +60,11 @@ def test_an_oversized_extension_header_is_refused_before_it_is_read() -> None:
     small = _layer(("file", b"data"), pax={"comment": "fine"})
     with pytest.raises(LayerRefused, match="could not be written"):  # past the header: the member itself is reached
         apply_layer(small, "/nonexistent-never-written", _budget(), whiteouts=True)
+
+
+def test_an_image_archive_with_an_oversized_extension_header_is_refused_naming_it(tmp_path: Path) -> None:
+    archive = tmp_path / "image.tar.gz"
+    archive.write_bytes(gzip.compress(_layer(("index.json", b"{}"), pax={"comment": "x" * (8 << 20)}).getvalue()))
+    refused = rf"root: {re.escape(str(archive))}: an extension header"
+    with pytest.raises(BadInputError, match=refused), open_local(archive, "root"):
+        pass

@@ -31,7 +31,7 @@ from typing import IO
 
 from evalsi.errors import BadInputError
 
-__all__ = ["Budget", "LayerRefused", "LimitExceeded", "apply_layer"]
+__all__ = ["BoundedTarInfo", "Budget", "LayerRefused", "LimitExceeded", "apply_layer"]
 
 _WHITEOUT = ".wh."
 _OPAQUE = ".wh..wh..opq"
@@ -73,7 +73,7 @@ class Budget:
             raise LimitExceeded(f"more than {self.max_bytes} bytes unpacked ({self.bytes_key})")
 
 
-class _BoundedInfo(tarfile.TarInfo):
+class BoundedTarInfo(tarfile.TarInfo):
     """tarfile's member header, refusing an extension header (PAX, GNU long name) over ``_MAX_EXTENSION_BYTES``
     before tarfile reads it. ``_proc_member`` is tarfile's one dispatch on a header's type (private, stable since
     Python 2.x; tests/sandbox/test_layers.py fails if it stops being called)."""
@@ -102,7 +102,7 @@ def apply_layer(stream: IO[bytes], root: str, budget: Budget, *, whiteouts: bool
     stream.seek(0)
     layer = _Layer(root, whiteouts)
     try:
-        with tarfile.open(fileobj=stream, mode="r|*", tarinfo=_BoundedInfo) as archive:
+        with tarfile.open(fileobj=stream, mode="r|*", tarinfo=BoundedTarInfo) as archive:
             for member in archive:
                 try:
                     _apply(layer, archive, member, budget)

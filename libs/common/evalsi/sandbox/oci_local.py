@@ -20,6 +20,7 @@ from typing import IO, Any, Protocol
 
 from evalsi.errors import BadInputError
 from evalsi.sandbox.host_files import open_beneath
+from evalsi.sandbox.layers import BoundedTarInfo, LayerRefused
 from evalsi.sandbox.oci_manifest import (
     INDEX_TYPES,
     MAX_MANIFEST_BYTES,
@@ -231,10 +232,13 @@ def open_local(path: Path, where: str) -> Iterator[ImageSource]:
         raise BadInputError(f"{where}: {path} is neither an OCI image layout directory nor an image archive")
     with contextlib.ExitStack() as stack:
         try:
-            archive = stack.enter_context(tarfile.open(path))
+            archive = stack.enter_context(tarfile.open(path, tarinfo=BoundedTarInfo))
+            files = _TarFiles(archive, path)
         except (tarfile.TarError, OSError) as exc:
             raise BadInputError(f"{where}: {path}: not a readable image archive: {exc}") from None
-        yield _pick(_TarFiles(archive, path), str(path), where)
+        except LayerRefused as exc:  # an extension header too large to read
+            raise BadInputError(f"{where}: {path}: {exc}") from None
+        yield _pick(files, str(path), where)
 
 
 def _pick(files: _Files, name: str, where: str) -> ImageSource:
