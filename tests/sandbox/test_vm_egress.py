@@ -181,15 +181,30 @@ async def test_connections_past_the_bound_are_refused_and_a_flood_leaves_the_hos
     assert await _fetch(session, f"http://127.0.0.1:{listed}/after") == f"hello from {listed}"
 
 
-async def test_a_restored_snapshot_gets_its_own_bridge_and_keeps_the_log(session: VmSession,
+async def test_a_restored_snapshot_gets_its_own_bridge_and_keeps_the_log(driver: VmDriver, session: VmSession,
                                                                          servers: tuple[int, int]) -> None:
     listed = servers[0]
     before = len(session.egress_log())
     old_bridge = session.bridge
-    await session.load_state(await session.save_state())
+    state = await session.save_state()
+    await session.load_state(state)
     assert session.bridge is not None and session.bridge is not old_bridge
     assert await _fetch(session, f"http://127.0.0.1:{listed}/restored") == f"hello from {listed}"
     assert len(session.egress_log()) > before  # one proxy for the session's life: the log spans the restore
+    # The same state loaded where there is no allowlist: the relay it carried is stopped, nothing listens.
+    plain = await driver.create(SPEC)
+    try:
+        await plain.load_state(state)
+        probe = ("import socket\n"
+                 "try:\n"
+                 "    socket.create_connection(('127.0.0.1', 3128), timeout=5)\n"
+                 "    print('connected')\n"
+                 "except OSError as exc:\n"
+                 "    print('refused', exc.errno)\n")
+        result = await plain.exec(["python3", "-c", probe])
+        assert result.stdout.startswith(b"refused"), result
+    finally:
+        await plain.destroy()
 
 
 async def _bridge_pair(max_connections: int) -> tuple[EgressBridge, socket.socket, object]:
