@@ -59,7 +59,8 @@ def test_the_config_file_sets_the_ladder_and_bad_flags_name_themselves(tmp_path:
     assert shown["ladder"] == ["bwrap"] and shown["rungs"][0]["available"] is True, probe.stderr
     bad_network = _evalsi("sandbox", "run", "--network", "allow:example.com", "--", "true", cwd=tmp_path)
     bad_ladder = _evalsi("sandbox", "run", "--ladder", "docker", "--", "true", cwd=tmp_path)
-    assert bad_network.returncode == 2 and "--network: 'example.com'; expected HOST:PORT" in bad_network.stderr
+    assert bad_network.returncode == 2
+    assert "--network: 'example.com' is not an endpoint; accepted: HOST:PORT" in bad_network.stderr
     assert bad_ladder.returncode == 2 and "--ladder: 'docker' is not a sandbox driver" in bad_ladder.stderr
     (tmp_path / "evalsi.yaml").write_text("sandbox:\n  resources: {pids: 0}\n")
     bad_config = _evalsi("sandbox", "run", "--", "true", cwd=tmp_path)

@@ -21,19 +21,18 @@ import click
 from evalsi.cli._common import EXIT_INTERNAL, handle_errors
 from evalsi.cli.sandbox_image_cmd import ls_command, pull_command
 from evalsi.errors import BadInputError
-from evalsi.sandbox.access import MAX_ALLOW, local_sandbox_config
+from evalsi.sandbox.access import local_sandbox_config
+from evalsi.sandbox.checks import MAX_ALLOW, check_bound, parse_endpoint
 from evalsi.sandbox.config import (
     MAX_MEMORY_BYTES,
     MAX_PIDS,
     SandboxConfig,
-    check_bound,
     check_timeout,
     root_from_path,
 )
 from evalsi.sandbox.ladder import DRIVERS, Ladder
 from evalsi.sandbox.model import (
     EgressEvent,
-    Endpoint,
     ExecResult,
     IsolationReport,
     Level,
@@ -223,17 +222,10 @@ def parse_network(text: str) -> NetworkPolicy:
     if not text.startswith("allow:") or not text[len("allow:"):]:
         raise BadInputError(f"--network: {text!r}; accepted: deny, or allow:HOST:PORT,... such as "
                             "allow:pypi.org:443,files.pythonhosted.org:443")
-    endpoints = []
     items = text[len("allow:"):].split(",")
     if len(items) > MAX_ALLOW:
         raise BadInputError(f"--network: {len(items)} endpoints is over the limit of {MAX_ALLOW}")
-    for item in items:
-        host, _, port = item.strip().rpartition(":")
-        host = host.removeprefix("[").removesuffix("]")
-        if not host or not port.isdigit() or not 0 < int(port) < 65536 or len(host) > 253:
-            raise BadInputError(f"--network: {item!r}; expected HOST:PORT with a port from 1 to 65535")
-        endpoints.append(Endpoint(host, int(port)))
-    return NetworkPolicy(tuple(endpoints))
+    return NetworkPolicy(tuple(parse_endpoint(item.strip(), "--network") for item in items))
 
 
 def result_json(result: ExecResult) -> dict[str, Any]:
