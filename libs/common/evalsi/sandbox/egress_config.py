@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from evalsi.errors import BadInputError
-from evalsi.sandbox.checks import check_bound, normalize_host, seconds
+from evalsi.sandbox.checks import check_bound, parse_endpoint, seconds
 from evalsi.sandbox.model import Endpoint
 
 __all__ = ["EgressSettings", "load_egress_settings", "parse_upstream"]
@@ -47,11 +47,10 @@ def parse_upstream(text: str, where: str) -> Endpoint:
     rest = text[len(prefix):].rstrip("/")
     if "@" in rest:
         raise BadInputError(f"{where}: credentials are not accepted in the URL (no secret in configuration)")
-    host, _, port = rest.rpartition(":")
-    name = normalize_host(host) if host else None
-    if name is None or not port.isdigit() or not 1 <= int(port) <= 65535:
-        raise BadInputError(f"{where}: {text!r}; expected http://HOST:PORT with a port from 1 to 65535")
-    return Endpoint(name, int(port))
+    try:
+        return parse_endpoint(rest, where)
+    except BadInputError:
+        raise BadInputError(f"{where}: {text[:200]!r}; expected http://HOST:PORT with a port from 1 to 65535") from None
 
 
 def load_egress_settings(raw: Any, path: str) -> EgressSettings:
