@@ -4,14 +4,17 @@ test_code_pack_served.py. The choice of the weakest report is pure and checked h
 
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import yaml
+from google.protobuf import json_format
 from sandboxd_process import require_bwrap
 
 from evalsi.runs.embedded import RunOutcome, execute_run
-from evalsi.runs.record_isolation import EVALUATED_LABEL, stamp, weakest
+from evalsi.runs.record_isolation import EVALUATED_LABEL, SandboxFold, fold_each, stamp, weakest
 from evalsi.runs.spec import load_eval_run
 from evalsi.v1alpha1.record_pb2 import (
     ISOLATION_LEVEL_CONFINED,
@@ -22,6 +25,7 @@ from evalsi.v1alpha1.record_pb2 import (
     Record,
 )
 from evalsi.v1alpha1.run_pb2 import RUN_STATE_SUCCEEDED
+from evalsi.v1alpha1.score_pb2 import EvaluationResult, Score
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = ROOT / "examples" / "code" / "run.yaml"
@@ -84,3 +88,35 @@ async def test_records_scored_in_a_sandbox_carry_the_rung_in_their_provenance_em
 
 async def _run(path: Path) -> RunOutcome:
     return await execute_run(load_eval_run(path), base_dir=path.parent)
+
+
+def test_one_read_of_the_results_gives_the_run_its_rungs_and_each_record_its_weakest() -> None:
+    """The driver's end of a run reads the stored results once for the summaries, the manifest's rungs and each
+    record's weakest rung (runs.record_isolation.fold_each), never once per fold."""
+    def scored(record_id: str, evaluator: str, level: str) -> EvaluationResult:
+        score = Score(name="passed", passed=True)
+        score.metadata["isolation"].CopyFrom(json_format.ParseDict(
+            {"driver": "bwrap", "level": level, "enforcement": "full", "requested": "namespaced"},
+            score.metadata["isolation"]))
+        return EvaluationResult(record_id=record_id, evaluator=evaluator, scores=[score])
+
+    reads: list[int] = []
+
+    async def batches() -> AsyncIterator[list[EvaluationResult]]:
+        reads.append(1)
+        yield [scored("a", "unit-tests", "namespaced"), scored("a", "code-exec-tests", "confined")]
+        yield [scored("b", "unit-tests", "kernel"),
+               EvaluationResult(record_id="c", reason="SANDBOX_UNAVAILABLE: no rung meets min_isolation vm")]
+
+    seen: list[str] = []
+    fold = SandboxFold()
+    asyncio.run(fold_each(batches(), [lambda batch: seen.extend(r.record_id for r in batch), fold.add]))
+    use = fold.use.result()
+    assert reads == [1] and seen == ["a", "a", "b", "c"]
+    assert (use.refused, [r.achieved for r in use.reports]) == (
+        1, [ISOLATION_LEVEL_NAMESPACED, ISOLATION_LEVEL_CONFINED, ISOLATION_LEVEL_KERNEL])
+    assert {key: (report.achieved, names) for key, (report, names) in fold.found.items()} == {
+        ("a", 0): (ISOLATION_LEVEL_CONFINED, ["unit-tests", "code-exec-tests"]),  # confined is the weaker
+        ("b", 0): (ISOLATION_LEVEL_KERNEL, ["unit-tests"])}
+    asyncio.run(fold_each(batches(), []))
+    assert reads == [1]  # no fold: the results are not read at all

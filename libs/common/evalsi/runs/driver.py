@@ -30,7 +30,7 @@ from evalsi.errors import InfraError
 from evalsi.evaluators import BoundEvaluator, Registry
 from evalsi.runs.binding import resolve_evaluators
 from evalsi.runs.gates import evaluate_gates
-from evalsi.runs.isolation import SandboxUse, sandbox_use, with_records
+from evalsi.runs.isolation import SandboxUse, with_records
 from evalsi.runs.news import RunNews
 from evalsi.runs.outcome import (
     fill_outcome_counts,
@@ -42,7 +42,7 @@ from evalsi.runs.outcome import (
 from evalsi.runs.plan import DEFAULT_SHARD_SIZE, Plan, budget_exceeded, plan_run, task_key, wall_clock_exceeded
 from evalsi.runs.plan import Task as PlannedTask
 from evalsi.runs.ports import BusPort, RunRecords
-from evalsi.runs.record_isolation import EVALUATED_LABEL, store_evaluated
+from evalsi.runs.record_isolation import EVALUATED_LABEL, SandboxFold, fold_each, store_evaluated
 from evalsi.runs.result_columns import result_rows
 from evalsi.runs.summary import SummaryBuilder
 from evalsi.runs.tasks import ATTEMPT_LABEL, STAGES, index_of, message_id, task_message
@@ -443,11 +443,12 @@ class RunDriver:
             plan = plan_of(run, await self.records.record_count(run), bound, self.shard_size)
             await record_unrun(self.store, self.records, run, bound, plan)
         counts = await self.store.count_results(run.project, run.id)
-        builder = self.news.whole_fold(run.id, counts)
-        if builder is None:  # read every stored result again, in the store's order (nothing to sort)
-            builder = SummaryBuilder(bound)
-            async for batch in self.store.iter_results(run.project, run.id):
-                builder.add(batch)
+        folded = self.news.whole_fold(run.id, counts)
+        builder = SummaryBuilder(bound) if folded is None else folded
+        # Code evaluators' rungs, refusals and each record's weakest rung: one read of the results serves every fold.
+        sandbox = SandboxFold() if any(b.evaluator.pool == "sandbox" for b in bound) else None
+        folds = ([builder.add] if folded is None else []) + ([sandbox.add] if sandbox is not None else [])
+        await fold_each(self.store.iter_results(run.project, run.id), folds)
         records = await self._final_records(run) if run.spec.summary.cluster_by else ()
         run.ClearField("summaries")
         run.summaries.extend(builder.summaries(records=records, options=run.spec.summary))
@@ -462,16 +463,14 @@ class RunDriver:
         if generates and not (cancelled or budget):
             generated = records or await self._final_records(run)
             calls = target_calls_of_records(generated)
-        # Code evaluators: the rungs their results rest on, and whether a minimum no rung met refused them all.
-        use = (await sandbox_use(self.store.iter_results(run.project, run.id))
-               if any(b.evaluator.pool == "sandbox" for b in bound) else SandboxUse())
+        use = sandbox.use.result() if sandbox is not None else SandboxUse()
         state, message = final_state(budget_exceeded=budget, cancelled=cancelled, generates=generates,
                                      target_calls=calls, cancelled_evaluations=run.progress.cancelled,
                                      failed_tasks=failed_tasks, sandbox_refusal=use.refusal)
         run.manifest.CopyFrom(stored_run_manifest(run, bound))
         run.manifest.isolation.extend(with_records(use.reports, generated))  # and where generated outputs came from
-        if use.reports:  # each record a sandboxed evaluator scored carries its weakest rung (runs.record_isolation)
-            run.labels[EVALUATED_LABEL] = await store_evaluated(self.store, self.records, run)
+        if sandbox is not None and use.reports:  # each scored record carries its weakest rung (runs.record_isolation)
+            run.labels[EVALUATED_LABEL] = await store_evaluated(self.store, self.records, run, sandbox.found)
         read_state = run.state
         run.state, run.message = state, message
         run.end_time.CopyFrom(_now())

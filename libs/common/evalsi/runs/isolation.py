@@ -15,7 +15,8 @@ from evalsi.records import from_value
 from evalsi.v1alpha1.record_pb2 import IsolationLevel, IsolationReport, Record
 from evalsi.v1alpha1.score_pb2 import EvaluationResult
 
-__all__ = ["ISOLATION_KEY", "SANDBOX_UNAVAILABLE", "SandboxUse", "report_of", "sandbox_use", "with_records"]
+__all__ = ["ISOLATION_KEY", "SANDBOX_UNAVAILABLE", "SandboxUse", "SandboxUseFold", "report_of", "sandbox_use",
+           "with_records"]
 
 ISOLATION_KEY = "isolation"
 MAX_REPORTS = 64  # distinct reports kept: a run has a few (one per rung and enforcement), never one per record
@@ -71,14 +72,27 @@ def _add(found: dict[tuple[Any, ...], IsolationReport], use: SandboxUse, results
                     found.setdefault(_key(report), report)
 
 
+@dataclass
+class SandboxUseFold:
+    """:func:`sandbox_use` a batch at a time, for a reader that folds the same results for other ends too."""
+
+    _use: SandboxUse = field(default_factory=SandboxUse)
+    _found: dict[tuple[Any, ...], IsolationReport] = field(default_factory=dict)
+
+    def add(self, batch: Iterable[EvaluationResult]) -> None:
+        _add(self._found, self._use, batch)
+
+    def result(self) -> SandboxUse:
+        self._use.reports = list(self._found.values())
+        return self._use
+
+
 async def sandbox_use(batches: AsyncIterator[list[EvaluationResult]]) -> SandboxUse:
     """Each distinct isolation report in the results, in the order first seen, and the refused evaluations."""
-    found: dict[tuple[Any, ...], IsolationReport] = {}
-    use = SandboxUse()
+    fold = SandboxUseFold()
     async for batch in batches:
-        _add(found, use, batch)
-    use.reports = list(found.values())
-    return use
+        fold.add(batch)
+    return fold.result()
 
 
 def with_records(reports: list[IsolationReport], records: Iterable[Record]) -> list[IsolationReport]:

@@ -16,12 +16,13 @@ them back). The dataset's own shards are never rewritten: they are content-addre
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from evalsi.bus.v1alpha1.bus_pb2 import STAGE_GENERATE
 from evalsi.records import from_value
-from evalsi.runs.isolation import ISOLATION_KEY, report_of
+from evalsi.runs.isolation import ISOLATION_KEY, SandboxUseFold, report_of
 from evalsi.runs.outcome import TARGET_FAILURE_KEY
 from evalsi.runs.ports import RunRecords
 from evalsi.targets.identity import generation_kind
@@ -29,7 +30,8 @@ from evalsi.v1alpha1.record_pb2 import IsolationReport, Record
 from evalsi.v1alpha1.run_pb2 import Run
 from evalsi.v1alpha1.score_pb2 import EvaluationResult
 
-__all__ = ["EVALUATED_LABEL", "evaluated_records", "isolation_by_record", "stamp", "store_evaluated", "weakest"]
+__all__ = ["EVALUATED_LABEL", "Found", "SandboxFold", "add_isolation", "evaluated_records", "fold_each",
+           "isolation_by_record", "stamp", "store_evaluated", "weakest"]
 
 EVALUATED_LABEL = "evals.si/evaluated-records"
 """The run label holding the key of the index of its records as evaluated (set by the driver, reserved)."""
@@ -53,24 +55,54 @@ def weakest(reports: Iterable[IsolationReport]) -> IsolationReport | None:
     return min(reports, key=_strength, default=None)
 
 
-async def isolation_by_record(batches: AsyncIterator[list[EvaluationResult]]
-                              ) -> dict[Key, tuple[IsolationReport, list[str]]]:
+Found = dict[Key, tuple[IsolationReport, list[str]]]
+
+
+def add_isolation(found: Found, batch: Iterable[EvaluationResult]) -> None:
+    """Fold ``batch`` into ``found``: per (record id, trial), the weakest isolation its results report and the
+    evaluators that ran sandboxed."""
+    for result in batch:
+        for score in result.scores:
+            entry = from_value(score.metadata[ISOLATION_KEY]) if ISOLATION_KEY in score.metadata else None
+            if not isinstance(entry, dict):
+                continue
+            key = (result.record_id, result.trial)
+            report = report_of(entry)
+            held, names = found.get(key, (report, []))
+            found[key] = (weakest((held, report)) or report, [*names, result.evaluator])
+
+
+@dataclass
+class SandboxFold:
+    """What the driver reads from a finished run's results when sandboxed evaluators scored it, a batch at a time:
+    the run's distinct rungs and refusals (``runs.isolation``) and each record's weakest rung (:func:`stamp`)."""
+
+    use: SandboxUseFold = field(default_factory=SandboxUseFold)
+    found: Found = field(default_factory=dict)
+
+    def add(self, batch: list[EvaluationResult]) -> None:
+        self.use.add(batch)
+        add_isolation(self.found, batch)
+
+
+async def fold_each(batches: AsyncIterator[list[EvaluationResult]],
+                    folds: Sequence[Callable[[list[EvaluationResult]], None]]) -> None:
+    """Give every batch to each fold: one read of a run's results for several ends (none at all without folds)."""
+    if folds:
+        async for batch in batches:
+            for fold in folds:
+                fold(batch)
+
+
+async def isolation_by_record(batches: AsyncIterator[list[EvaluationResult]]) -> Found:
     """Per (record id, trial): the weakest isolation its results report and the evaluators that ran sandboxed."""
-    found: dict[Key, tuple[IsolationReport, list[str]]] = {}
+    found: Found = {}
     async for batch in batches:
-        for result in batch:
-            for score in result.scores:
-                entry = from_value(score.metadata[ISOLATION_KEY]) if ISOLATION_KEY in score.metadata else None
-                if not isinstance(entry, dict):
-                    continue
-                key = (result.record_id, result.trial)
-                report = report_of(entry)
-                held, names = found.get(key, (report, []))
-                found[key] = (weakest((held, report)) or report, [*names, result.evaluator])
+        add_isolation(found, batch)
     return found
 
 
-def stamp(records: Iterable[Record], found: dict[Key, tuple[IsolationReport, list[str]]]) -> list[Record]:
+def stamp(records: Iterable[Record], found: Found) -> list[Record]:
     """``records`` with each scored one's ``provenance.isolation`` the weakest of what it was generated under and
     what its sandboxed evaluators ran under (copies; a record no sandboxed evaluator scored is left as it is)."""
     out: list[Record] = []
@@ -110,10 +142,12 @@ async def _chunks(store: _Results, records: RunRecords, run: Run) -> AsyncIterat
         yield chunk
 
 
-async def store_evaluated(store: _Results, records: RunRecords, run: Run) -> str:
-    """Store the run's records as evaluated, stamped from its stored results, and return the key of their index (an
-    entry per stored chunk: its key as the id); the value of the run's :data:`EVALUATED_LABEL`."""
-    found = await isolation_by_record(store.iter_results(run.project, run.id))
+async def store_evaluated(store: _Results, records: RunRecords, run: Run, found: Found | None = None) -> str:
+    """Store the run's records as evaluated, stamped from its stored results (``found``: their
+    :func:`add_isolation` fold, when the caller read them already), and return the key of their index (an entry
+    per stored chunk: its key as the id); the value of the run's :data:`EVALUATED_LABEL`."""
+    if found is None:
+        found = await isolation_by_record(store.iter_results(run.project, run.id))
     index: list[Record] = []
     async for chunk in _chunks(store, records, run):
         index.append(Record(id=await records.put_outputs(run, stamp(chunk, found))))
