@@ -5,6 +5,10 @@ the read-only runtime disk, then cold-boots one guest and saves it as the templa
 that is a restore of the template (a fraction of a second instead of a boot of seconds), refreshed with fresh
 entropy, the time and its own workspace size; ``warm`` restored guests wait ready so a create costs nothing.
 
+A guest has no network device. With an allowlist the session gets the logging egress proxy on the host's loopback
+(``attach_loopback``, one for its life), and each machine it runs on bridges its ``evalsi.egress`` port to it
+(``egress_bridge.py``); the refresh starts the guest's relay on its 127.0.0.1:3128, or stops one a restored state had.
+
 Options (``sandbox.drivers.qemu``): ``binary`` (qemu-system-x86_64), ``memory_mib`` (guest RAM, 1024), ``warm``
 (guests kept ready, 1; 0 for none), ``snapshots`` (true; false cold-boots every sandbox), ``boot_timeout`` (seconds,
 60), ``busybox`` (/usr/bin/busybox), ``kernel_version`` (the newest in /boot).

@@ -8,6 +8,9 @@ Every command runs as uid/gid 65534 in a new session, inside its own cgroup v2 g
 (``memory.max``, ``pids.max``; ``memory.events`` and ``pids.events`` say which bound stopped it) and is ended by
 ``cgroup.kill``, which also stops whatever it left running. The workspace and ``/tmp`` are tmpfs; the rest of the
 guest's root is the read-only disk.
+
+With an allowlist, the refresh starts the egress relay (a forked process): 127.0.0.1:3128 in the guest, each
+connection a stream over the ``evalsi.egress`` port to the host's proxy (the wire of ``egress_bridge.py``).
 """
 
 import base64
