@@ -50,8 +50,9 @@ DESCRIPTION = "Run persistent sandboxes on the isolation ladder, failing closed 
 
 OPTIONS = (
     Option("--listen", default=DEFAULT_LISTEN, config="sandboxd.listen", metavar="ADDRESS",
-           help="unix:PATH (a Unix socket; its directory is made 0700) or HOST:PORT (TCP; beyond loopback only "
-                "with an auth section); port 0 picks a free one"),
+           help="unix:PATH (a Unix socket, mode 0600; a directory made for it is 0700, an existing one others can "
+                "write is refused) or HOST:PORT (TCP; beyond loopback only with an auth section); port 0 picks a "
+                "free one"),
     Option("--no-auth", switch=True, default=False, shared=True,
            help="authenticate nobody although evalsi.yaml has an auth section; logs a warning at every start"),
     Option("--max-sandboxes", int, 0, "sandboxes alive at once (0: the CPU count); a Create past it waits, then is "

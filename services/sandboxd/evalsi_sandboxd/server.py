@@ -45,12 +45,19 @@ def prepare_socket(listen: str) -> str:
     if len(os.fsencode(path)) > 107:  # sun_path: 108 bytes with the terminating NUL
         raise BadInputError(f"--listen {listen}: {len(os.fsencode(path))} bytes is too long for a Unix socket path; "
                             "at most 107")
+    existed = path.parent.is_dir()
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     info = path.parent.stat()
     if info.st_uid != os.getuid():
         raise BadInputError(f"--listen {listen}: {path.parent} belongs to another user; sandboxd's socket lives in "
                             "a directory of its own")
-    os.chmod(path.parent, 0o700)  # only this user reaches the socket, whatever the umask made the directory
+    if existed and info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        # Never chmod'ed: as root, /tmp or /run made 0700 would lock every other user out of them.
+        raise BadInputError(f"--listen {listen}: {path.parent} is writable by others (mode "
+                            f"{stat.S_IMODE(info.st_mode):04o}); sandboxd's socket lives in a directory of its own, "
+                            "such as unix:/run/evalsi/sandboxd.sock")
+    if not existed:
+        os.chmod(path.parent, 0o700)  # made here: only this user reaches the socket
     if path.exists() or path.is_symlink():
         if not stat.S_ISSOCK(path.lstat().st_mode):
             raise BadInputError(f"--listen {listen}: {path} exists and is not a socket")
