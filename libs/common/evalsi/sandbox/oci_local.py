@@ -24,6 +24,7 @@ from evalsi.sandbox.layers import BoundedTarInfo, LayerRefused
 from evalsi.sandbox.oci_manifest import (
     INDEX_TYPES,
     MAX_MANIFEST_BYTES,
+    MAX_NESTING,
     Descriptor,
     Manifest,
     kind_of,
@@ -38,7 +39,6 @@ __all__ = ["ImageSource", "open_local", "verified"]
 
 _CHUNK = 1 << 20
 _MAX_MEMBERS = 100_000
-_MAX_NESTING = 2
 
 
 class ImageSource(Protocol):
@@ -158,14 +158,14 @@ class _LayoutSource:
         body = _read_small(self.files, "index.json", self.name)
         where = f"{self.name}: index.json"
         entry = pick_platform(parse_index(body, where), where)
-        for _ in range(_MAX_NESTING):
+        for _ in range(MAX_NESTING):
             body = self._blob_bytes(entry)
             where = f"{self.name}: manifest {entry.digest}"
             if entry.media_type in INDEX_TYPES or kind_of(body, entry.media_type, where) == "index":
                 entry = pick_platform(parse_index(body, where), where)
                 continue
             return parse_manifest(body, entry.digest, where)
-        raise BadInputError(f"{self.name}: indexes nested more than {_MAX_NESTING} deep")
+        raise BadInputError(f"{self.name}: indexes nested more than {MAX_NESTING} deep")
 
     def _blob_bytes(self, entry: Descriptor) -> bytes:
         if entry.size > MAX_MANIFEST_BYTES:

@@ -18,6 +18,7 @@ from evalsi.sandbox.oci_ref import check_digest
 
 __all__ = [
     "ACCEPT_MANIFESTS",
+    "MAX_NESTING",
     "Descriptor",
     "Manifest",
     "host_platform",
@@ -42,6 +43,8 @@ LAYER_TYPES = (
 )
 MAX_MANIFEST_BYTES = 4 << 20
 MAX_LAYERS = 256
+# Indexes an image may be reached through (an index naming an index, then a manifest): past it, refused.
+MAX_NESTING = 2
 _ARCHITECTURES = {"x86_64": "amd64", "amd64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
 
 

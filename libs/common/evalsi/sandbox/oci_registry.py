@@ -29,6 +29,7 @@ from evalsi.sandbox.oci_local import verified
 from evalsi.sandbox.oci_manifest import (
     ACCEPT_MANIFESTS,
     MAX_MANIFEST_BYTES,
+    MAX_NESTING,
     Descriptor,
     Manifest,
     kind_of,
@@ -45,7 +46,6 @@ __all__ = ["RegistrySource", "load_credentials"]
 _MAX_TOKEN_BYTES = 64 * 1024
 _CHALLENGE = re.compile(r'(\w+)="([^"]*)"')
 _TIMEOUT = httpx.Timeout(60.0, connect=10.0)
-_MAX_NESTING = 2
 
 
 def load_credentials(path: Path | None, where: str = "sandbox.images.credentials") -> dict[str, tuple[str, str]]:
@@ -82,13 +82,13 @@ class RegistrySource:
 
     def manifest(self) -> Manifest:
         ref = self.reference.ref
-        for _ in range(_MAX_NESTING + 1):
+        for _ in range(MAX_NESTING + 1):
             body, media_type, served = self._manifest_bytes(ref)
             where = f"{self.name}: manifest {ref}"
             if kind_of(body, media_type, where) == "manifest":
                 return parse_manifest(body, served, where)
             ref = pick_platform(parse_index(body, where), where).digest
-        raise BadInputError(f"{self.name}: indexes nested more than {_MAX_NESTING} deep")
+        raise BadInputError(f"{self.name}: indexes nested more than {MAX_NESTING} deep")
 
     def _manifest_bytes(self, ref: str) -> tuple[bytes, str, str]:
         with self._get(f"{self.base}/manifests/{ref}", {"Accept": ACCEPT_MANIFESTS}) as response:

@@ -80,9 +80,6 @@ class LocalRegistry:
         repository.blobs.update(image.blobs)
         repository.tags[tag] = image.index_digest if index else image.manifest_digest
 
-    def manifest_requests(self) -> list[Seen]:
-        return [seen for seen in self.requests if "/manifests/" in seen.path]
-
 
 class _Server(ThreadingHTTPServer):
     def handle_error(self, request: Any, client_address: Any) -> None:
