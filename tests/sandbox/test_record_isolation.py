@@ -120,3 +120,16 @@ def test_one_read_of_the_results_gives_the_run_its_rungs_and_each_record_its_wea
         ("b", 0): (ISOLATION_LEVEL_KERNEL, ["unit-tests"])}
     asyncio.run(fold_each(batches(), []))
     assert reads == [1]  # no fold: the results are not read at all
+
+
+async def test_a_spec_giving_the_evaluated_records_label_runs_as_without_it() -> None:
+    """The label is the driver's alone: one a spec sets (embedded; the api refuses evals.si/* labels) names nothing
+    stored, so the driver drops it rather than the run's end reading a key that does not exist."""
+    path = ROOT / "examples" / "runs" / "qa-outputs.yaml"
+    document = load_eval_run(path)
+    document.metadata.labels[EVALUATED_LABEL] = "not-a-stored-key"
+    outcome = await execute_run(document, base_dir=path.parent)
+    assert outcome.results.run.state == RUN_STATE_SUCCEEDED, outcome.results.run.message
+    assert EVALUATED_LABEL not in outcome.results.run.labels
+    dataset = (path.parent / "../quickstart/qa.jsonl").read_text().splitlines()
+    assert len(outcome.records) == len(dataset)  # the records as evaluated: the dataset's, none lost

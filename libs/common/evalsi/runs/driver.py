@@ -469,6 +469,7 @@ class RunDriver:
                                      failed_tasks=failed_tasks, sandbox_refusal=use.refusal)
         run.manifest.CopyFrom(stored_run_manifest(run, bound))
         run.manifest.isolation.extend(with_records(use.reports, generated))  # and where generated outputs came from
+        run.labels.pop(EVALUATED_LABEL, None)  # the driver's alone: a label the spec gave names nothing stored
         if sandbox is not None and use.reports:  # each scored record carries its weakest rung (runs.record_isolation)
             run.labels[EVALUATED_LABEL] = await store_evaluated(self.store, self.records, run, sandbox.found)
         read_state = run.state
