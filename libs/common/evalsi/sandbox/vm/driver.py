@@ -264,6 +264,11 @@ class VmDriver:
                 await bridge.close()
             await machine.kill()
             raise MachineFailed(f"microVM refresh failed: {exc!r}{diagnostics}") from exc
+        except BaseException:  # cancelled mid-refresh: neither the machine nor its bridge outlives the create
+            if bridge is not None:
+                await asyncio.shield(bridge.close())
+            await asyncio.shield(machine.kill())
+            raise
         return bridge
 
     async def _refresh(self, machine: Machine, spec: SandboxSpec, bridge: EgressBridge | None) -> None:
