@@ -15,8 +15,9 @@ Layout under ``cache_dir/oci``:
 
 Every blob's digest is verified before it is applied; layers are applied in order with whiteouts by the one rule
 of ``layers.py``; the image's files and unpacked bytes are bounded (``max_files``, ``max_bytes``). An unpack runs in
-a private staging directory renamed into place only when complete, so a crash or a refusal never leaves a half root,
-and concurrent unpacks of one digest (threads or processes) end with one good directory.
+a private staging directory renamed into place only when complete, so a crash or a refusal never leaves a half root
+(a crashed unpack's staging is removed by the next unpack of that digest), and concurrent unpacks of one digest
+(threads or processes) end with one good directory.
 """
 
 from __future__ import annotations
@@ -126,7 +127,14 @@ class ImageCache:
             cached = self._read(target)  # another unpacker finished while this one waited
             if cached is not None:
                 return cached
-            staging = Path(tempfile.mkdtemp(prefix=".unpack-", dir=self.base))
+            hexdigest = manifest.digest.partition(":")[2]
+            # Only a holder of this digest's lock stages it: what is left is a crashed unpack's. A directory without
+            # its image.json was never served (one whose image.json is unreadable is left alone: rename refuses).
+            stale = [*self.base.glob(f".unpack-{hexdigest}-*"), *(() if (target / "image.json").exists() else
+                                                                  (target,))]
+            for path in stale:
+                shutil.rmtree(path, ignore_errors=True)
+            staging = Path(tempfile.mkdtemp(prefix=f".unpack-{hexdigest}-", dir=self.base))
             try:
                 image = self._unpack(source, manifest, staging, references)
                 os.chmod(staging, 0o755)  # mkdtemp's 0700 would keep the sandbox's host user out
