@@ -326,9 +326,13 @@ class BwrapSession:
                 try:
                     if driver.host_thread is None:
                         await asyncio.to_thread(_confine, pids, groups.join_paths, limits)
-                    else:  # the cgroups as root, the rlimits as the host user that owns the processes
-                        await asyncio.to_thread(_confine, pids, groups.join_paths, ())
-                        await driver.host_thread.apply(pids, limits)
+                    else:  # the cgroups as root, the rlimits as the host user that owns the processes, at once
+                        steps = [driver.host_thread.apply(pids, limits)]
+                        if groups.join_paths:
+                            steps.append(asyncio.to_thread(_confine, pids, groups.join_paths, ()))
+                        for failed in await asyncio.gather(*steps, return_exceptions=True):
+                            if isinstance(failed, BaseException):
+                                raise failed
                 except ProcessLookupError:  # it exited before it was confined: a setup failure its stderr names
                     return
                 except OSError as exc:
