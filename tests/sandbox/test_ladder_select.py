@@ -158,3 +158,23 @@ async def test_a_request_on_its_first_rung_reports_nothing_skipped(tmp_path: Pat
     session = await ladder.create(SandboxSpec(min_isolation=Level.CONFINED))
     await session.destroy()
     assert session.isolation.driver == "bwrap" and "skipped" not in session.isolation.bounds
+
+
+async def test_the_default_ladders_firecracker_absent_here_is_neither_warned_nor_reported(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # Most hosts have no usable /dev/kvm: on the default ladder Firecracker's absence is the expected case.
+    ladder = Ladder(_config(tmp_path))
+    with caplog.at_level(logging.DEBUG, logger="evalsi.sandbox.ladder"):
+        session = await ladder.create(SandboxSpec(min_isolation=Level.NAMESPACED))
+    await session.destroy()
+    firecracker = await ladder.probe("firecracker")
+    assert session.isolation.driver == ("firecracker" if firecracker.available else "bwrap")
+    assert "skipped" not in session.isolation.bounds, session.isolation.bounds
+    assert all(record.levelno < logging.WARNING for record in caplog.records), caplog.records
+    if not firecracker.available:
+        assert any("sandbox rung firecracker (vm) skipped" in record.getMessage() for record in caplog.records)
+    # Named in a requested ladder, the same absence is reported like any other rung's.
+    if not firecracker.available:
+        named = await ladder.create(SandboxSpec(min_isolation=Level.NAMESPACED, ladder=("firecracker", "bwrap")))
+        await named.destroy()
+        assert named.isolation.bounds["skipped"].startswith("firecracker (vm): "), named.isolation.bounds

@@ -9,7 +9,8 @@ takes the first available rung whose level meets the request's minimum; when non
 A stronger rung passed over because it is unavailable (its probe failed: no KVM, a root bwrap cannot reach, ...) is
 never passed over silently: the ladder logs why (a warning the first time for each rung, then at debug level, as its
 verdict is cached), and the session's isolation report says so under the ``skipped`` bound, so a record's
-provenance shows that its request ran below a rung the operator configured, and why.
+provenance shows that its request ran below a rung the operator configured, and why (``OPTIONAL_BY_DEFAULT``: the
+default ladder's Firecracker, absent from most hosts, only at debug level).
 """
 
 from __future__ import annotations
@@ -49,6 +50,11 @@ DEFAULT_LADDER: tuple[str, ...] = ("firecracker", "bwrap", "landlock")
 # so `--min-isolation vm` is honored where no Firecracker is, and everything else keeps the fast rungs. Cheapest
 # first: a `kernel` minimum gets gVisor, not a VM booted under emulation.
 ON_DEMAND: tuple[str, ...] = ("gvisor", "qemu")
+# Rungs of DEFAULT_LADDER used only where the host has them: Firecracker needs /dev/kvm with hardware virtualization,
+# which most hosts (containers, CI, this machine) lack, so passing it over is the expected case, not a fallback worth
+# a warning on every run; logged at debug level and left out of the report. Named in a configured or requested
+# ladder, it is reported like any other rung.
+OPTIONAL_BY_DEFAULT: frozenset[str] = frozenset({"firecracker"})
 
 DriverFactory = Callable[[SandboxConfig], SandboxDriver]
 
@@ -156,20 +162,24 @@ class Ladder:
     async def _choose(self, minimum: Level, ladder: tuple[str, ...] | None
                       ) -> tuple[SandboxDriver, ProbeVerdict, tuple[ProbeVerdict, ...]]:
         names = (*self.names, *self.on_demand) if ladder is None else self._request_ladder(ladder, "ladder")
+        optional = OPTIONAL_BY_DEFAULT if ladder is None and self.config.ladder is None else frozenset()
         tried: list[ProbeVerdict] = []
         for name in names:
             verdict = await self.probe(name)
             tried.append(verdict)
             if verdict.available and verdict.level >= minimum:
                 # The rungs preferred to this one (listed before it) that could not run anything here.
-                skipped = tuple(other for other in tried[:-1] if not other.available)
-                self._log_skipped(skipped, verdict, minimum)
-                return self.driver(name), verdict, skipped
+                passed_over = tuple(other for other in tried[:-1] if not other.available)
+                self._log_skipped(passed_over, verdict, minimum, optional)
+                return self.driver(name), verdict, tuple(other for other in passed_over
+                                                         if other.driver not in optional)
         raise SandboxUnavailable(minimum, tuple(tried))
 
-    def _log_skipped(self, skipped: tuple[ProbeVerdict, ...], chosen: ProbeVerdict, minimum: Level) -> None:
+    def _log_skipped(self, skipped: tuple[ProbeVerdict, ...], chosen: ProbeVerdict, minimum: Level,
+                     optional: frozenset[str]) -> None:
         for verdict in skipped:
-            level = logging.DEBUG if verdict.driver in self._warned else logging.WARNING
+            quiet = verdict.driver in self._warned or verdict.driver in optional
+            level = logging.DEBUG if quiet else logging.WARNING
             self._warned.add(verdict.driver)
             log.log(level, "sandbox rung %s (%s) skipped, unavailable: %s; running on %s (%s) for a request with "
                     "min_isolation %s", verdict.driver, verdict.level.label, verdict.reason or "no reason given",
