@@ -93,6 +93,8 @@ def test_commands_are_exact_names_or_globs_of_normalized_sandbox_paths(command: 
      "(namespaced, evalsi.yaml cli_agents.min_isolation)"),
     (_run({"command": ["sh"]}, {"root": {"image": "/"}}), "quickstart",
      "spec.harness.environment.root: a CLI agent never runs on the host's root (evalsi.yaml cli_agents)"),
+    (_run({"command": ["sh"]}, {"root": {"image": "//"}}), "quickstart",
+     "spec.harness.environment.root: a CLI agent never runs on the host's root (evalsi.yaml cli_agents)"),
 ])
 def test_a_served_cli_agent_outside_the_policy_is_refused_naming_the_field_and_the_setting(
         run: EvalRun, project: str, message: str) -> None:

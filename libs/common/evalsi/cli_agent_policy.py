@@ -185,14 +185,15 @@ def cli_problems(policy: CliAgentPolicy | None, run: run_pb2.EvalRun, project: s
 
 
 def _asks_host_root(root: Any) -> bool:
-    """An environment root naming the host: the string ``host``, ``{host: ...}``, or ``/`` as the image."""
+    """An environment root naming the host: the string ``host``, ``{host: ...}``, or ``/`` (``//``) as the image."""
     if root.WhichOneof("kind") == "string_value":
         return root.string_value.strip() in ("host", "/")
     if root.WhichOneof("kind") != "struct_value":
         return False
     fields = root.struct_value.fields
     paths = [fields[key].string_value for key in ("image", "tarball", "path") if key in fields]
-    return "host" in fields or any(posixpath.normpath(path or ".") == "/" for path in paths)
+    # normpath keeps a leading '//' (POSIX leaves its meaning to the system): '//' is the root all the same.
+    return "host" in fields or any(path and not posixpath.normpath(path).strip("/") for path in paths)
 
 
 def policy_request(policy: CliAgentPolicy, request: run_pb2.SandboxSpec, base: Level) -> run_pb2.SandboxSpec:
