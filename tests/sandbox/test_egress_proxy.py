@@ -205,7 +205,7 @@ def test_the_egress_section_of_evalsi_yaml() -> None:
     assert (config.egress.idle_timeout_s, config.egress.max_connections) == (5.0, 8)
     for raw, message in (({"upstream": "http://user:secret@p:1"}, "sandbox.egress.upstream: credentials"),
                          ({"upstream": "socks5://p:1"}, "sandbox.egress.upstream"),
-                         ({"max_connections": 0}, "sandbox.egress.max_connections: 0 is out of range; accepted: 1 to 4096"),
+                         ({"max_connections": 0}, "sandbox.egress.max_connections: 0 is out of range"),
                          ({"bogus": 1}, "sandbox.egress.bogus: unknown key")):
         with pytest.raises(BadInputError, match=message):
             load_sandbox_config({"egress": raw})
