@@ -23,18 +23,17 @@ a private staging directory renamed into place only when complete, so a crash or
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from evalsi.errors import BadInputError
+from evalsi.sandbox.cache_lock import locked
 from evalsi.sandbox.layers import Budget, LayerRefused, apply_layer
 from evalsi.sandbox.oci_config import EMBEDDED_REGISTRIES, ImageSettings
 from evalsi.sandbox.oci_local import ImageSource, open_local
@@ -201,14 +200,6 @@ class ImageCache:
         temporary.write_text(json.dumps({"reference": reference, "digest": digest}))
         os.replace(temporary, path)
 
-    @contextlib.contextmanager
-    def _locked(self, digest: str) -> Iterator[None]:
+    def _locked(self, digest: str) -> contextlib.AbstractContextManager[None]:
         (self.base / "sha256").mkdir(parents=True, exist_ok=True)
-        locks = self.base / ".locks"
-        locks.mkdir(exist_ok=True)
-        with (locks / digest.partition(":")[2]).open("a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+        return locked(self.base / ".locks" / digest.partition(":")[2])

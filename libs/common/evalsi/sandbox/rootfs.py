@@ -5,12 +5,13 @@ A tarball is untrusted input, applied by the one rule of ``layers.py`` (which OC
 in names and links climbing out of the root refused, absolute names made relative, device files refused, setuid
 bits stripped, and the host never following a link the tarball made; anything refused fails the whole unpack with
 the member's name. Unpacking goes to a temporary directory that
-is renamed into place only when complete, so a crash never leaves a half root in the cache.
+is renamed into place only when complete, under a per-digest lock (``cache_lock.py``): concurrent unpacks of one
+tarball end with one root and one of them waits, and a crash never leaves a half root in the cache (its staging is
+removed by the next unpack of that tarball).
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import shutil
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evalsi.errors import BadInputError
+from evalsi.sandbox.cache_lock import locked
 from evalsi.sandbox.layers import Budget, LayerRefused, apply_layer
 from evalsi.sandbox.model import RootFilesystem
 from evalsi.sandbox.oci import ImageCache
@@ -92,19 +94,18 @@ class RootCache:
         target = self.cache_dir / algorithm / hexdigest
         if target.is_dir():
             return target
-        target.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=".unpack-", dir=target.parent))
-        try:
-            unpack_tarball(path, staging / "root")
-            os.chmod(staging / "root", 0o755)
+        with locked(target.parent / f".{hexdigest}.lock"):
+            if target.is_dir():  # another unpacker finished while this one waited
+                return target
+            for stale in target.parent.glob(f".unpack-{hexdigest}-*"):  # a crashed unpack's: only holders stage
+                shutil.rmtree(stale, ignore_errors=True)
+            staging = Path(tempfile.mkdtemp(prefix=f".unpack-{hexdigest}-", dir=target.parent))
             try:
+                unpack_tarball(path, staging / "root")
+                os.chmod(staging / "root", 0o755)
                 os.rename(staging / "root", target)
-            except OSError:
-                if not target.is_dir():  # another process won the race: its copy is the same bytes
-                    raise
-        finally:
-            with contextlib.suppress(OSError):
-                shutil.rmtree(staging)
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
         return target
 
     def _digest(self, path: Path) -> str:

@@ -26,8 +26,6 @@ never leaves a half image in the cache (its leftovers are removed by the next bu
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import os
 import shutil
@@ -35,12 +33,12 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from evalsi.errors import InfraError
+from evalsi.sandbox.cache_lock import locked
 from evalsi.sandbox.model import RootFilesystem
 
 __all__ = ["FORMAT", "RuntimeBuildFailed", "RuntimeImage", "RuntimeInputs", "ensure_runtime_image", "find_inputs",
@@ -136,7 +134,7 @@ def ensure_runtime_image(cache_dir: Path, inputs: RuntimeInputs | None = None) -
     if target.is_dir():
         return RuntimeImage(target, digest)
     base.mkdir(parents=True, exist_ok=True)
-    with _locked(base / f".{digest}.lock"):
+    with locked(base / f".{digest}.lock"):
         if target.is_dir():  # another process built it while this one waited
             return RuntimeImage(target, digest)
         for stale in base.glob(f".stage-{digest}-*"):  # a build that crashed; only a holder of the lock stages
@@ -258,16 +256,6 @@ def _multiarch(directory: Path) -> bool:
 def _skipped(name: str) -> bool:
     # The build configuration (config-3.11-x86_64-linux-gnu) serves compiling extensions, not running code.
     return name in _STDLIB_SKIP or name.startswith("config-")
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing the descriptor releases the lock
 
 
 def _stat_key(path: Path) -> str:
