@@ -104,6 +104,28 @@ async def test_summaries_follow_within_the_interval_and_reads_here_see_them_at_o
         await writer.close()
 
 
+async def test_a_span_write_is_answered_before_a_due_summary_pass_runs(clickhouse_server: ClickHouseServer) -> None:
+    # The pass is always due (interval 0), yet consume returns once the span insert alone is written: the pass's
+    # read and insert go after the answer (and ahead of the next insert), not inside the write the caller waits on.
+    store = await ClickHouseTraceStore.open(clickhouse_server.url_for(f"group_commit_{next(_databases)}"),
+                                            summary_interval_s=0, span_linger_s=0)
+    try:
+        root = _span(TRACE, 1)
+        await store.consume("p", [root])
+        assert (store.writes.span_inserts, store.writes.summary_inserts) == (1, 0)
+        await store.consume("p", [_span(TRACE, 2, parent=1)])
+        assert store.writes.span_inserts == 2
+        for _ in range(600):  # the pass still runs by itself, no read needed to carry it
+            if store.writes.summary_inserts and not store._unsummarized:
+                break
+            await asyncio.sleep(0.05)
+        assert store.writes.summary_inserts >= 1 and not store._unsummarized
+        summary = await store.get_summary("p", root.trace_id)
+        assert summary is not None and summary.span_count == 2
+    finally:
+        await store.close()
+
+
 async def test_a_failed_summary_pass_keeps_its_traces_for_the_next(clickhouse_server: ClickHouseServer) -> None:
     from clickhouse_driver import Client
 

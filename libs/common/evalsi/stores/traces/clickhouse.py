@@ -383,8 +383,8 @@ class ClickHouseTraceStore(TraceReads):
             for row in zip(*(batch.columns[i] for i in _SUMMARY_SOURCE), strict=True):
                 if mine[row[0]]:
                     traces.setdefault(row[0], {})[row[1]] = row
-        if time.monotonic() - self._summarized_at >= self.summary_interval_s:
-            self._write_summaries(client)  # due: on the back of this write rather than a wakeup of its own
+        # No summary pass here even when one is due: its read and insert would hold this write's answer (and the
+        # requests it answers) back; the timer ``consume`` set runs it next, while the next insert gathers.
 
     def summarize_only(self, owns: Callable[[str], bool]) -> None:
         """Sum only the spans written here of traces ``owns`` accepts; another process sends their owner the rest
