@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from evalsi.errors import BadInputError
+from evalsi.errors import BadInputError, InfraError
 from evalsi.harness.environment import environment_from_mapping
 from evalsi.harness.environment_run import prepared
 from evalsi.harness.escalation import EscalationPolicy, EscalationRequest, decide, escalation_request
@@ -29,7 +29,7 @@ from evalsi.runs.spec import load_eval_run
 from evalsi.sandbox.access import LadderOpener
 from evalsi.sandbox.config import SandboxConfig
 from evalsi.sandbox.ladder import Ladder
-from evalsi.sandbox.model import Endpoint
+from evalsi.sandbox.model import Endpoint, SandboxSession, SandboxSpec
 from evalsi.testing import FakeOpenAI
 from evalsi.testing.reachable_tmp import reachable_tmp_dir
 from evalsi.v1alpha1.record_pb2 import STEP_TYPE_TOOL
@@ -71,6 +71,18 @@ def cache() -> Iterator[Path]:
 def opener(tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch) -> LadderOpener:
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the workspaces land here, so leftovers are seen
     return LadderOpener(Ladder(SandboxConfig(ladder=("bwrap",), cache_dir=cache)))
+
+
+class _FailingAfterFirstOpen(LadderOpener):
+    """A sandbox host that goes away after the first sandbox: the fault a grant's restore may meet."""
+
+    opened = 0
+
+    async def open(self, spec: SandboxSpec, project: str) -> SandboxSession:
+        self.opened += 1
+        if self.opened > 1:
+            raise InfraError("sandboxd unreachable (injected)")
+        return await super().open(spec, project)
 
 
 def _fetch(port: int) -> str:
@@ -200,6 +212,20 @@ async def test_a_wider_file_access_mode_is_applied(opener: LadderOpener) -> None
                                  "file_access": "workspace-write"}
         wrote = await tools["run_shell"].call({"command": "cat a.txt; echo new > a.txt; cat a.txt"})
         assert wrote.value["stdout"] == "old\nnew\n"
+
+
+async def test_a_fault_while_applying_a_grant_is_an_infrastructure_error_not_a_denial(
+        tmp_path: Path, cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    opener = _FailingAfterFirstOpen(Ladder(SandboxConfig(ladder=("bwrap",), cache_dir=cache)))
+    env = environment_from_mapping({"files": {"a.txt": "old\n"}, "fileAccess": "read-only",
+                                    "escalation": {"allow": {"fileAccess": ["workspace-write"]}}}, "env")
+    async with prepared(env, opener, "p") as session:
+        tools = sandbox_tools(session)
+        with pytest.raises(InfraError, match="sandboxd unreachable"):
+            await tools["request_escalation"].call({"file_access": "workspace-write", "reason": "edit a.txt"})
+        still = await tools["run_shell"].call({"command": "cat a.txt"})  # the old sandbox is still in force
+        assert still.value["stdout"] == "old\n"
 
 
 async def test_a_grant_waits_for_the_calls_in_flight(opener: LadderOpener) -> None:

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import replace
 from typing import Any
 
-from evalsi.errors import EvalsiError
+from evalsi.errors import EvalsiError, InfraError
 from evalsi.sandbox.access import SandboxOpener
 from evalsi.sandbox.manager import SnapshotUnsupported
 from evalsi.sandbox.model import (
@@ -101,7 +101,7 @@ class EnvironmentSession:
     async def escalate(self, request: EscalationRequest) -> Decision:
         """The policy's decision on ``request``; a grant is applied before it returns (the sandbox replaced by one
         under the wider spec, holding the same files). A grant that cannot be applied here is a denial saying
-        why; the sandbox stays as it was."""
+        why; the sandbox stays as it was. An infrastructure fault while applying it raises ``InfraError``."""
         async with self._gate.swap():  # decided on the mode in force once the calls in flight are done
             decision = decide(request, self.policy, network=self.spec.network.allow,
                               file_access=self.spec.file_access)
@@ -119,7 +119,12 @@ class EnvironmentSession:
                 raise SnapshotUnsupported(f"the rung {self.isolation.driver} keeps no state that can move to a wider "
                                           "sandbox")
             session = await restore(snapshot, self._opener, self._project, wider)
-        # No snapshot, a restore refused, sandboxd busy or unreachable: the old sandbox stays, the agent is told.
+        # A fault (sandboxd busy or unreachable, a runner failure) is the trial's infrastructure error, retried
+        # like any other: answering "denied" would score the infrastructure as the agent's failure.
+        except InfraError:
+            raise
+        # No snapshot on this rung, a restore refused, a spec the rung cannot give: the old sandbox stays, the
+        # agent is told.
         except EvalsiError as exc:
             return Decision("denied", f"allowed by the policy, but it cannot be applied here: {exc}")
         old, self._session = self._session, session
