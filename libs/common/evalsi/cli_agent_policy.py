@@ -17,6 +17,9 @@ files there (``/workspace/agent.sh``, ``/opt/agents/*``). A glob's ``*`` never c
 (``sh -c ...``): that is the operator's choice, and it still runs in the sandbox. CLI agents never run on the
 host's root: a spec asking for it is refused, and a sandbox that reports the host root is not used.
 
+``commands`` is not the security boundary (the sandbox is): the environment's setup and checker run other commands
+in the same sandbox, and the caller's env may set PATH there. It names the agent programs the operator supports.
+
 ``cli_problems`` checks a spec at submit (the api: INVALID_ARGUMENT naming the field and the setting);
 ``policy_request`` and ``check_root`` are the worker's enforcement, the same rules again.
 """
