@@ -51,7 +51,7 @@ class Command:
     on_spawn: Callable[[int], Awaitable[None]] | None = None
     # Where the wrapper is started (its subprocess.Popen run): by default on the event loop's thread, as asyncio
     # starts processes; else on the thread ``spawn_on`` runs it on, whose credentials the child begins with
-    # (host_user.HostUserThread.run). Without ``preexec`` and ``rlimits`` the start is a vfork, never a fork.
+    # (host_user.HostUserThread.run). With no pre-exec step (preexec, rlimits, cgroup_procs) it is a vfork.
     spawn_on: Callable[[Callable[[], subprocess.Popen[bytes]]], Awaitable[subprocess.Popen[bytes]]] | None = None
 
 
