@@ -103,7 +103,10 @@ def apply_layer(stream: IO[bytes], root: str, budget: Budget, *, whiteouts: bool
     layer = _Layer(root, whiteouts)
     try:
         with tarfile.open(fileobj=stream, mode="r|*", tarinfo=BoundedTarInfo) as archive:
-            for member in archive:
+            # next(), not iteration: iterating keeps every member's header in archive.members (about 450 bytes
+            # each, 200 MiB at max_files' default), which a stream never reads back.
+            while (member := archive.next()) is not None:
+                archive.members.clear()  # type: ignore[attr-defined]  # not in typeshed; tarfile.py has it
                 try:
                     _apply(layer, archive, member, budget)
                 except LimitExceeded:
