@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import sysconfig
@@ -54,6 +55,7 @@ _GROUP = f"root:x:0:\nnogroup:x:{SANDBOX_UID}:\n"
 _HOSTS = "127.0.0.1\tlocalhost\n::1\tlocalhost\n"
 _NSSWITCH = "passwd: files\ngroup: files\nhosts: files dns\n"
 _LD_CACHE = Path("/etc/ld.so.cache")
+_PT_INTERP = 3
 
 
 class RuntimeBuildFailed(InfraError):
@@ -115,13 +117,26 @@ def _system_python() -> Path | None:
 
 
 def is_static(binary: Path) -> bool:
-    """True for an ELF file without an interpreter (a static busybox needs nothing else in the image)."""
+    """True for an ELF executable without a PT_INTERP program header: it needs no loader nor library in the image.
+    (Looking for "ld-linux" in its first bytes took a musl-linked busybox, whose loader is ld-musl, for static.)"""
     try:
         with binary.open("rb") as f:
-            head = f.read(4096)
+            header = f.read(64)
+            if len(header) < 64 or header[:4] != b"\x7fELF" or header[4] != 2:  # a 64-bit ELF file
+                return False
+            order = "<" if header[5] == 1 else ">"
+            (table_offset,) = struct.unpack_from(f"{order}Q", header, 32)
+            entry_size, entries = struct.unpack_from(f"{order}HH", header, 54)
+            if entry_size < 4 or entries > 512:
+                return False
+            f.seek(table_offset)
+            table = f.read(entry_size * entries)
     except OSError:
         return False
-    return head.startswith(b"\x7fELF") and b"ld-linux" not in head
+    if len(table) < entry_size * entries:
+        return False
+    return all(struct.unpack_from(f"{order}I", table, index * entry_size)[0] != _PT_INTERP
+               for index in range(entries))
 
 
 def ensure_runtime_image(cache_dir: Path, inputs: RuntimeInputs | None = None) -> RuntimeImage:
