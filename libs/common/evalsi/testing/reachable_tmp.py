@@ -3,7 +3,7 @@
 Run as root, bwrap starts as that user and resolves its bind sources (an image directory, the cache a runtime image
 or tarball is unpacked into, the workspace) with its permissions, but pytest's ``tmp_path`` lies under
 ``/tmp/pytest-of-root``, which pytest keeps at mode 0700. Tests that hand such paths to a sandbox use this instead
-(tests/sandbox/conftest.py and tests/harness/conftest.py put it in place of ``tmp_path``).
+(the conftest.py of tests/sandbox, tests/harness and tests/agentruns put it in place of ``tmp_path``).
 """
 
 from __future__ import annotations
