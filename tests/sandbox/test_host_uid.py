@@ -243,7 +243,7 @@ async def test_the_confined_rung_runs_as_the_configured_host_user() -> None:
 def test_the_host_user_is_configured_in_the_sandbox_section_and_never_root() -> None:
     config = load_sandbox_config({"host_uid": 1500, "host_gid": 1600})
     assert (config.host_uid, config.host_gid) == (1500, 1600)
-    assert (SandboxConfig().host_uid, SandboxConfig().host_gid) == (65534, 65534)
+    assert (SandboxConfig().host_uid, SandboxConfig().host_gid) == (65533, 65533)  # not nobody's
     with pytest.raises(BadInputError, match=r"sandbox\.host_uid: 0 is out of range; accepted: 1 to 4294967294"):
         load_sandbox_config({"host_uid": 0})
     with pytest.raises(BadInputError, match=r"sandbox\.host_gid: expected an integer"):

@@ -11,7 +11,7 @@
       drivers:                                 # per-driver options, each driver checks its own
         bwrap: {binary: /usr/bin/bwrap}
       egress: {upstream: http://proxy:3128}    # the egress proxy of allowlists (egress_config.py)
-      host_uid: 65534                          # as root: the unprivileged host user (and host_gid: its group)
+      host_uid: 65533                          # as root: the unprivileged host user (and host_gid: its group)
                                                # sandboxed processes run as (host_user.py); 1 to 4294967294
       images: {registries: [docker.io]}        # where OCI image roots may be pulled from (oci_config.py)
 

@@ -1,5 +1,5 @@
 """The unprivileged host user sandboxed processes run as when evalsi runs as root (``sandbox.host_uid`` /
-``host_gid``, default 65534:65534, "nobody").
+``host_gid``, default 65533:65533: a uid of evalsi's alone, see ``DEFAULT_HOST_ID``).
 
 Run by root, bwrap would map the sandbox's uid 65534 to host uid 0: capabilities dropped, but every file the program
 writes owned by host root, RLIMIT_NPROC never binding (the kernel exempts root) and any escape landing as root. So
@@ -35,7 +35,11 @@ from typing import TypeVar
 
 __all__ = ["DEFAULT_HOST_ID", "MAX_HOST_ID", "HostUser", "HostUserThread", "drops_privileges", "unreachable"]
 
-DEFAULT_HOST_ID = 65534
+# Not 65534 ("nobody"): a thread of this process runs as the host user (HostUserThread), and any process of that
+# uid may signal it, SIGKILL included, which ends evalsi or sandboxd. Daemons run as nobody, and so does gVisor's
+# Sentry. 65533 lies in the range Debian reserves (65000-65533), which no package allocates; operators who use it
+# set sandbox.host_uid to a uid nothing else runs as.
+DEFAULT_HOST_ID = 65533
 MAX_HOST_ID = (1 << 32) - 2  # (uid_t)-1 means "unchanged" to the kernel
 
 

@@ -3,7 +3,7 @@ confines what the program may read, write and execute, and (ABI >= 4) which TCP 
 and (ABI >= 6) keeps its signals and abstract Unix sockets inside the sandbox.
 
 Each execution is confined between fork and exec (the ruleset built here, ``launch.enter`` in the child: rlimits,
-then as root the host user ``sandbox.host_uid``/``host_gid`` (65534 by default, host_user.py) with no
+then as root the host user ``sandbox.host_uid``/``host_gid`` (65533 by default, host_user.py) with no
 supplementary groups or capabilities, then the ruleset and the seccomp filters), or with ``mode:
 launcher`` by ``launch.py`` under ``python -I -S`` doing the same before it execs.
 
