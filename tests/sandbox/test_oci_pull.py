@@ -13,7 +13,8 @@ from click.testing import CliRunner
 from sandboxd_process import running_sandboxd
 
 from evalsi.cli.main import cli
-from evalsi.errors import BadInputError
+from evalsi.errors import BadInputError, InfraError
+from evalsi.sandbox import oci_registry
 from evalsi.sandbox.bwrap import BwrapDriver
 from evalsi.sandbox.client import SandboxClient
 from evalsi.sandbox.config import SandboxConfig
@@ -119,6 +120,19 @@ def test_a_tampered_blob_from_the_registry_is_refused_and_nothing_is_cached(tmp_
         assert not list((tmp_path / "cache" / "oci" / "sha256").iterdir())
         with pytest.raises(BadInputError, match=r"the registry has no manifest 'nope' \(404\)"):
             ImageCache(tmp_path / "cache", _settings(registry)).pull(f"{registry.host}/team/busybox:nope")
+
+
+def test_a_registry_trickling_a_blob_is_given_up_on_and_nothing_is_cached(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(oci_registry, "_BASE_DEADLINE_S", 0.5)  # each read arrives in time; the whole never does
+    image = busybox_oci_image(tmp_path)
+    with LocalRegistry() as registry:
+        registry.push("team/busybox", "1.0", image)
+        registry.trickle_s = 0.05
+        with pytest.raises(InfraError, match=r"blob sha256:[0-9a-f]+: the download is slower than 256 KiB/s"):
+            ImageCache(tmp_path / "cache", _settings(registry)).resolve(f"{registry.host}/team/busybox:1.0")
+        registry.trickle_s = 0.0
+    assert not list((tmp_path / "cache" / "oci" / "sha256").iterdir())
 
 
 def test_credentials_come_from_the_operators_file_for_that_registry_only(tmp_path: Path) -> None:

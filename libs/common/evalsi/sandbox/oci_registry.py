@@ -17,6 +17,7 @@ import base64
 import contextlib
 import json
 import re
+import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
@@ -46,6 +47,14 @@ __all__ = ["RegistrySource", "load_credentials"]
 _MAX_TOKEN_BYTES = 64 * 1024
 _CHALLENGE = re.compile(r'(\w+)="([^"]*)"')
 _TIMEOUT = httpx.Timeout(60.0, connect=10.0)
+# httpx's timeout bounds each read, not a whole download: a registry trickling a byte a minute would hold the pull
+# (and the digest's lock) forever. A download must finish within a minute plus its size at this slowest rate.
+_MIN_BYTES_PER_S = 256 * 1024
+_BASE_DEADLINE_S = 60.0
+
+
+def _deadline(size: int) -> float:
+    return time.monotonic() + _BASE_DEADLINE_S + size / _MIN_BYTES_PER_S
 
 
 def load_credentials(path: Path | None, where: str = "sandbox.images.credentials") -> dict[str, tuple[str, str]]:
@@ -111,9 +120,10 @@ class RegistrySource:
         try:
             with self._get(f"{self.base}/blobs/{blob.digest}", {}) as response:
                 self._check(response, f"blob {blob.digest}")
-                written = 0
+                written, deadline = 0, _deadline(blob.size)
                 with path.open("wb") as target:
                     for chunk in response.iter_bytes():
+                        _in_time(deadline, f"{self.name}: blob {blob.digest}")
                         written += len(chunk)
                         if written > blob.size:
                             raise BadInputError(f"{self.name}: blob {blob.digest} is larger than its descriptor's "
@@ -190,9 +200,16 @@ def _basic(credentials: tuple[str, str]) -> str:
     return "Basic " + base64.b64encode(f"{username}:{password}".encode()).decode()
 
 
+def _in_time(deadline: float, where: str) -> None:
+    if time.monotonic() > deadline:
+        raise InfraError(f"{where}: the download is slower than {_MIN_BYTES_PER_S // 1024} KiB/s after "
+                         f"{_BASE_DEADLINE_S:g} s; given up")
+
+
 def _bounded(response: httpx.Response, limit: int, where: str) -> bytes:
-    data = bytearray()
+    data, deadline = bytearray(), _deadline(limit)
     for chunk in response.iter_bytes():
+        _in_time(deadline, where)
         data += chunk
         if len(data) > limit:
             raise BadInputError(f"{where}: over {limit} bytes")

@@ -15,11 +15,13 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import re
 import secrets
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -54,6 +56,7 @@ class LocalRegistry:
         self.repositories: dict[str, _Repository] = {}
         self.tokens: dict[str, str] = {}  # token -> repository
         self.tamper: dict[str, bytes] = {}
+        self.trickle_s = 0.0  # > 0: blobs are sent a KiB at a time with this pause between (a slow registry)
         self.requests: list[Seen] = []
         self.credentials = credentials
         self._server = _Server(("127.0.0.1", 0), _handler(self))
@@ -166,7 +169,15 @@ def _handler(registry: LocalRegistry) -> type[BaseHTTPRequestHandler]:
             if data is None:
                 self._error(404, "BLOB_UNKNOWN", f"blob unknown: {digest}")
                 return
-            self._send(200, data, "application/octet-stream")
+            if registry.trickle_s <= 0:
+                self._send(200, data, "application/octet-stream")
+                return
+            self._send(200, b"", "application/octet-stream", {"Content-Length": str(len(data))})
+            with contextlib.suppress(OSError):  # the client gave up
+                for start in range(0, len(data), 1024):
+                    self.wfile.write(data[start:start + 1024])
+                    self.wfile.flush()
+                    time.sleep(registry.trickle_s)
 
         def _error(self, status: int, code: str, message: str) -> None:
             body = json.dumps({"errors": [{"code": code, "message": message}]}).encode()
@@ -175,8 +186,9 @@ def _handler(registry: LocalRegistry) -> type[BaseHTTPRequestHandler]:
         def _send(self, status: int, body: bytes, content_type: str, headers: dict[str, str] | None = None) -> None:
             self.send_response(status)
             self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            for key, value in (headers or {}).items():
+            headers = dict(headers or {})
+            self.send_header("Content-Length", headers.pop("Content-Length", str(len(body))))
+            for key, value in headers.items():
                 self.send_header(key, value)
             self.end_headers()
             self.wfile.write(body)
