@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import threading
 from collections.abc import AsyncIterator
 
 import pytest
@@ -123,6 +124,26 @@ async def test_a_span_write_is_answered_before_a_due_summary_pass_runs(clickhous
         summary = await store.get_summary("p", root.trace_id)
         assert summary is not None and summary.span_count == 2
     finally:
+        await store.close()
+
+
+async def test_a_span_write_does_not_queue_behind_a_summary_pass(clickhouse_server: ClickHouseServer) -> None:
+    # Summary passes and completions have their own client and thread: with that thread held (a slow pass on a
+    # busy server), spans are still written and answered; the summary follows once the thread is free.
+    store = await ClickHouseTraceStore.open(clickhouse_server.url_for(f"group_commit_{next(_databases)}"),
+                                            summary_interval_s=0, span_linger_s=0)
+    held = threading.Event()
+    try:
+        store._summary_executor.submit(held.wait, 60)
+        root = _span(TRACE, 1)
+        await asyncio.wait_for(store.consume("p", [root]), 30)
+        await asyncio.wait_for(store.consume("p", [_span(TRACE, 2, parent=1)]), 30)
+        assert (store.writes.span_inserts, store.writes.summary_inserts) == (2, 0)
+        held.set()
+        summary = await store.get_summary("p", root.trace_id)  # the pass before the read sums both writes
+        assert summary is not None and (summary.revision, summary.span_count) == (1, 2)
+    finally:
+        held.set()
         await store.close()
 
 

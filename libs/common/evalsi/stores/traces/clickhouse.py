@@ -11,9 +11,11 @@ Tables (every row carries ``project_id`` and the reserved, empty ``tenant_id``):
   ``FINAL`` keeps only the newest.
 
 Reads use ``FINAL`` with ``optimize_move_to_prewhere = 0``, so filters on summary columns apply after the
-replacing merge, never to a superseded revision. Writes are columnar batches. Like the SQLite store, one client
-on one dedicated thread serializes this store's writes, which keeps ``revision`` (read, + 1, write) exact for a
-single ingest process. Span batches that arrive while a write runs, or within ``span_linger_s`` of the first, are
+replacing merge, never to a superseded revision. Writes are columnar batches. Span inserts (and reads) go through
+one client on one dedicated thread; summary passes and completions through a second client on a second thread,
+which keeps ``revision`` (read, + 1, write) exact for a single ingest process and keeps an insert's answer from
+queueing behind a pass (a pass's read and insert took more of the writer's wall time than the span inserts, most
+of it waiting on the server). Span batches that arrive while a write runs, or within ``span_linger_s`` of the first, are
 merged into one insert (``GroupCommit``): an insert costs the server about 40 ms of CPU whatever its size, and each
 ``consume`` still returns only once its spans are written.
 
@@ -234,18 +236,20 @@ class ClickHouseTraceStore(TraceReads):
         self._login = {"user": user, "password": password}
         self._clock = clock
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalsi-traces-ch")
+        self._summary_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="evalsi-traces-ch-summaries")
         self._client: Any = None
+        self._summary_client: Any = None  # summary passes and completions only, on ``_summary_executor``
         self._last_version = 0
         self._lock = threading.Lock()
         self._span_commits: GroupCommit[_SpanBatch] = GroupCommit(
             self._write_span_batches, size=lambda batch: len(batch.columns[0]), linger_s=span_linger_s,
             max_size=SPAN_INSERT_ROWS)
         self.summary_interval_s = summary_interval_s
-        self._unsummarized: dict[str, _Unsummarized] = {}  # touched on the writer thread only
-        self.writes = WriteCounts()  # touched on the writer thread only
-        self._known = KnownTraces()  # touched on the writer thread only
+        self._unsummarized: dict[str, _Unsummarized] = {}  # touched on the summary thread only
+        self.writes = WriteCounts()  # span counts on the span thread, the rest on the summary thread
+        self._known = KnownTraces()  # touched on the summary thread only
         self._owns: Callable[[str], bool] | None = None  # set by summarize_only: the traces this store sums
-        self._incoming: list[tuple[str, float, Sequence[SpanRow]]] = []  # add_span_rows, for the writer thread
+        self._incoming: list[tuple[str, float, Sequence[SpanRow]]] = []  # rows written or sent, to be summed
         self._incoming_lock = threading.Lock()
         self._summarized_at = time.monotonic()
         self._summary_timer: asyncio.TimerHandle | None = None
@@ -275,10 +279,10 @@ class ClickHouseTraceStore(TraceReads):
             bootstrap.execute(f"CREATE DATABASE IF NOT EXISTS {self.database}")
         finally:
             bootstrap.disconnect()
-        client = Client(self.host, port=self.port, database=self.database, connect_timeout=5,
-                        send_receive_timeout=60, **self._login)
+        client, summary_client = (Client(self.host, port=self.port, database=self.database, connect_timeout=5,
+                                         send_receive_timeout=60, **self._login) for _ in range(2))
         self._migrate(client)
-        self._client = client
+        self._client, self._summary_client = client, summary_client
         self._summarized_at = time.monotonic()  # the interval runs from when the store can write, not from before
 
     def _migrate(self, client: Any) -> None:
@@ -296,15 +300,16 @@ class ClickHouseTraceStore(TraceReads):
                 client.execute("INSERT INTO schema_migrations (version, applied_at) VALUES",
                                [{"version": version, "applied_at": int(time.time())}], types_check=True)
 
-    async def _run(self, fn: Callable[[Any], T], *, need_client: bool = True) -> T:
+    async def _run(self, fn: Callable[[Any], T], *, need_client: bool = True, summaries: bool = False) -> T:
+        """``fn(client)`` on the span thread, or with ``summaries`` on the summary thread with its client."""
         from clickhouse_driver.errors import Error as ClickHouseError
 
-        client = self._client
+        client = self._summary_client if summaries else self._client
         if need_client and client is None:
             raise InfraError(f"{self.where} is closed")
         loop = asyncio.get_running_loop()
         try:
-            return await loop.run_in_executor(self._executor, fn, client)
+            return await loop.run_in_executor(self._summary_executor if summaries else self._executor, fn, client)
         except (TimeoutError, ClickHouseError, OSError, EOFError) as exc:
             raise InfraError(f"{self.where}: {exc}") from exc
 
@@ -323,14 +328,15 @@ class ClickHouseTraceStore(TraceReads):
                 await self._summary_task
         if self._client is not None:
             try:  # what is pending is derived from stored spans: a failure here loses no data, only a preview
-                await self._run(self._write_summaries)
+                await self._run(self._write_summaries, summaries=True)
             except InfraError as exc:
                 log.warning("%s: trace summaries not written at close: %s", self.where, exc)
-        client, self._client = self._client, None
-        if client is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.get_running_loop().run_in_executor(self._executor, client.disconnect)
-        self._executor.shutdown(wait=True)
+        for executor, client in ((self._executor, self._client), (self._summary_executor, self._summary_client)):
+            if client is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.get_running_loop().run_in_executor(executor, client.disconnect)
+            executor.shutdown(wait=True)
+        self._client = self._summary_client = None
         log.info("%s closed: %s", self.where, self.writes)
 
     # --- the sink --------------------------------------------------------------------------------------------
@@ -372,17 +378,13 @@ class ClickHouseTraceStore(TraceReads):
         client.execute(f"INSERT INTO spans ({', '.join(_SPAN_COLUMNS)}) VALUES", columns, columnar=True)
         self.writes.span_inserts += 1
         self.writes.span_rows += len(columns[0])
+        owns = self._owns
         for batch in batches:
-            pending = self._unsummarized.get(batch.project)
-            if pending is None:
-                pending = self._unsummarized[batch.project] = _Unsummarized(batch.now, {})
-            pending.now = max(pending.now, batch.now)
-            traces, owns = pending.traces, self._owns
             # Whether this store sums a trace (else its owner does, from rows it is sent): asked once a trace.
             mine = {trace_id: owns is None or owns(trace_id) for trace_id in dict.fromkeys(batch.columns[_TRACE_ID])}
-            for row in zip(*(batch.columns[i] for i in _SUMMARY_SOURCE), strict=True):
-                if mine[row[0]]:
-                    traces.setdefault(row[0], {})[row[1]] = row
+            rows = [row for row in zip(*(batch.columns[i] for i in _SUMMARY_SOURCE), strict=True) if mine[row[0]]]
+            with self._incoming_lock:  # for the summary thread, before the answer: a completion after sums them
+                self._incoming.append((batch.project, batch.now, rows))
         # No summary pass here even when one is due: its read and insert would hold this write's answer (and the
         # requests it answers) back; the timer ``consume`` set runs it next, while the next insert gathers.
 
@@ -405,7 +407,8 @@ class ClickHouseTraceStore(TraceReads):
         self._schedule_summaries()
 
     def _take_incoming(self) -> None:
-        """Rows other processes sent (``add_span_rows``), into what the next summary pass sums (writer thread)."""
+        """Rows written here or sent by other processes (``add_span_rows``), into what the next summary pass sums
+        (summary thread)."""
         with self._incoming_lock:
             incoming, self._incoming = self._incoming, []
         for project, now, rows in incoming:
@@ -457,7 +460,7 @@ class ClickHouseTraceStore(TraceReads):
 
     async def _summary_pass(self) -> None:
         try:
-            await self._run(self._write_summaries)
+            await self._run(self._write_summaries, summaries=True)
         except InfraError as exc:
             log.warning("%s: trace summaries not written, retrying: %s", self.where, exc)
             self._summary_task = None
@@ -468,7 +471,7 @@ class ClickHouseTraceStore(TraceReads):
 
     async def _summaries_written(self) -> None:
         """Write what is pending, so a read through this store sees every span it has stored."""
-        await self._run(self._write_summaries)
+        await self._run(self._write_summaries, summaries=True)
 
     def _summarize(self, client: Any, project: str, trace_ids: Sequence[str], now: float, *,
                    batch: dict[str, dict[str, SpanRow]], completion: _Completion | None = None) -> dict[str, int]:
@@ -539,7 +542,7 @@ class ClickHouseTraceStore(TraceReads):
 
         completion = _Completion(project, frozenset(trace_ids), frozenset(local), now)
         # With the pending summary pass, in one statement pair: a pass after it would replace the completion.
-        return await self._run(lambda client: self._write_summaries(client, completion))
+        return await self._run(lambda client: self._write_summaries(client, completion), summaries=True)
 
     async def _select(self, query: Query) -> list[Sequence[Any]]:
         return await self._run(lambda client: client.execute(query.sql, query.bound(), settings=_READ_SETTINGS))
