@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evalsi.errors import BadInputError
-from evalsi.sandbox.cache_lock import locked
+from evalsi.sandbox.cache_lock import locked, owned_cache_dir
 from evalsi.sandbox.layers import Budget, LayerRefused, apply_layer
 from evalsi.sandbox.oci_config import EMBEDDED_REGISTRIES, ImageSettings
 from evalsi.sandbox.oci_local import ImageSource, open_local
@@ -66,6 +66,7 @@ class ImageCache:
     def resolve(self, source: str, where: str = "root") -> Path:
         """The root directory of ``source`` (an absolute path to a layout or archive, or a reference), unpacking or
         pulling it first when it is not cached. Blocking: call it from a thread in async code."""
+        self._check_dirs()
         if source.startswith("/"):
             with open_local(Path(source), where) as local:
                 return self._unpacked(local, local.manifest(), ()).path
@@ -77,6 +78,7 @@ class ImageCache:
 
     def pull(self, source: str, where: str = "image") -> CachedImage:
         """Fetch ``source``'s manifest from its registry (tags resolved afresh), then its blobs unless cached."""
+        self._check_dirs()
         reference = parse_reference(source, where)
         registry = next((entry for entry in self.settings.allowed(self.default_registries)
                          if entry.host == reference.registry), None)
@@ -185,6 +187,12 @@ class ImageCache:
                 entry = json.loads(path.read_text())
                 found[str(entry["reference"])] = str(entry["digest"])
         return found
+
+    def _check_dirs(self) -> None:
+        """Entries found here are served as roots unread: only directories no other user may write are trusted."""
+        owned_cache_dir(self.base.parent)
+        for directory in (self.base, self.base / "sha256", self.base / "refs"):
+            owned_cache_dir(directory)
 
     def _dir(self, digest: str) -> Path:
         algorithm, _, hexdigest = digest.partition(":")

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from evalsi.errors import BadInputError
-from evalsi.sandbox.cache_lock import locked
+from evalsi.sandbox.cache_lock import locked, owned_cache_dir
 from evalsi.sandbox.layers import Budget, LayerRefused, apply_layer
 from evalsi.sandbox.model import RootFilesystem
 from evalsi.sandbox.oci import ImageCache
@@ -91,7 +91,7 @@ class RootCache:
             raise BadInputError(f"root: {root.path!r} is not a tarball")
         digest = self._digest(path)
         algorithm, _, hexdigest = digest.partition(":")
-        target = self.cache_dir / algorithm / hexdigest
+        target = owned_cache_dir(owned_cache_dir(self.cache_dir) / algorithm) / hexdigest
         if target.is_dir():
             return target
         with locked(target.parent / f".{hexdigest}.lock"):

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from evalsi.errors import InfraError
-from evalsi.sandbox.cache_lock import locked
+from evalsi.sandbox.cache_lock import locked, owned_cache_dir
 from evalsi.sandbox.model import RootFilesystem
 
 __all__ = ["FORMAT", "RuntimeBuildFailed", "RuntimeImage", "RuntimeInputs", "ensure_runtime_image", "find_inputs",
@@ -144,11 +144,10 @@ def ensure_runtime_image(cache_dir: Path, inputs: RuntimeInputs | None = None) -
     Blocking (seconds on a cold cache): call it from a thread in async code."""
     inputs = inputs or find_inputs()
     digest = inputs.digest()
-    base = cache_dir / "runtime"
+    base = owned_cache_dir(owned_cache_dir(cache_dir) / "runtime")
     target = base / digest
     if target.is_dir():
         return RuntimeImage(target, digest)
-    base.mkdir(parents=True, exist_ok=True)
     with locked(base / f".{digest}.lock"):
         if target.is_dir():  # another process built it while this one waited
             return RuntimeImage(target, digest)
