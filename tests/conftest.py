@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from internet_server import serving
 
 from evalsi.stores import LocalObjectStore, ObjectStore, open_object_store
 from evalsi.testing import FakeOpenAI
@@ -55,3 +56,10 @@ async def object_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncI
         yield store
     finally:
         await store.close()
+
+
+@pytest.fixture
+def internet() -> Iterator[int]:
+    """A local HTTP server standing for the internet (tests/internet_server.py); yields its port."""
+    with serving() as port:
+        yield port

@@ -7,15 +7,14 @@ the whole chain through a run, counted by builtin/sandbox-events."""
 from __future__ import annotations
 
 import asyncio
-import http.server
 import os
 import tempfile
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from internet_server import BODY
 
 from evalsi.errors import BadInputError, InfraError
 from evalsi.harness.environment import environment_from_mapping
@@ -34,30 +33,9 @@ from evalsi.testing import FakeOpenAI
 from evalsi.testing.reachable_tmp import reachable_tmp_dir
 from evalsi.v1alpha1.record_pb2 import STEP_TYPE_TOOL
 
-BODY = b"hello from the internet\n"
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "agents" / "env-fix"
 
 
-class _Handler(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(BODY)))
-        self.end_headers()
-        self.wfile.write(BODY)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-@pytest.fixture
-def internet() -> Iterator[int]:
-    """A local HTTP server standing for the internet (the sandbox reaches it only through the egress proxy)."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server.server_address[1]
-    server.shutdown()
-    server.server_close()
 
 
 @pytest.fixture(scope="module")

@@ -1,18 +1,6 @@
-"""``tmp_path`` under a directory the sandbox's host user can reach: run as root, sandboxes start as an unprivileged
-host user (sandbox/host_user.py), which cannot search pytest's own ``/tmp/pytest-of-root`` (mode 0700) for the
-images, caches and files a test hands them."""
+"""Sandboxed tests hand paths to a sandbox that, run as root, starts as an unprivileged host user: ``tmp_path`` here
+lies where that user can reach it (tests/reachable_tmp_path.py)."""
 
-from __future__ import annotations
+from reachable_tmp_path import tmp_path
 
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
-
-from evalsi.testing.reachable_tmp import reachable_tmp_dir
-
-
-@pytest.fixture
-def tmp_path(request: pytest.FixtureRequest) -> Iterator[Path]:
-    with reachable_tmp_dir(request.node.name) as path:
-        yield path
+__all__ = ["tmp_path"]  # found by pytest as this directory's fixture

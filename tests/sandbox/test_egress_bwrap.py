@@ -5,16 +5,14 @@ logged, a program ignoring the proxy reaches nothing, and the namespaces and vet
 
 from __future__ import annotations
 
-import http.server
 import json
 import socket
 import subprocess
 import sys
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from internet_server import BODY
 
 from evalsi.sandbox.bwrap import BwrapDriver
 from evalsi.sandbox.config import SandboxConfig
@@ -23,31 +21,11 @@ from evalsi.sandbox.manager import ManagerLimits, SandboxManager
 from evalsi.sandbox.model import Endpoint, NetworkPolicy, RootFilesystem, SandboxSpec
 from evalsi.sandbox.netns import _new_netns, sweep_stale
 
-BODY = b"hello from the internet\n"
 # These tests drive the host's curl through the proxy (its report of a 403 is classified as the policy's denial);
 # the runtime image, the default root, has no curl, so they opt into the host's /usr (trusted: the test's own code).
 HOST = RootFilesystem("host")
 
 
-class _Handler(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(BODY)))
-        self.end_headers()
-        self.wfile.write(BODY)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-@pytest.fixture
-def internet() -> Iterator[int]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server.server_address[1]
-    server.shutdown()
-    server.server_close()
 
 
 @pytest.fixture

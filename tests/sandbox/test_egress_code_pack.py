@@ -4,49 +4,22 @@ metadata (``egress``) beside the isolation report: evidence a safety evaluator c
 
 from __future__ import annotations
 
-import http.server
 import json
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 import yaml
 from click.testing import CliRunner
+from internet_server import BODY
 from sandboxd_process import require_bwrap
 
 from evalsi.cli.main import cli
-
-BODY = "hello from the internet"
-
-
-class _Handler(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        data = BODY.encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-@pytest.fixture
-def internet() -> Iterator[int]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server.server_address[1]
-    server.shutdown()
-    server.server_close()
 
 
 def test_unit_tests_behind_the_egress_proxy_carry_its_log(tmp_path: Path, internet: int) -> None:
     require_bwrap()
     program = ("```python\nimport urllib.request\n\n\ndef fetch(url):\n"
                "    return urllib.request.urlopen(url, timeout=5).read().decode()\n```")
-    tests = (f"def test_allowed():\n    assert fetch('http://127.0.0.1:{internet}/') == {BODY!r}\n\n\n"
+    tests = (f"def test_allowed():\n    assert fetch('http://127.0.0.1:{internet}/') == {BODY.decode()!r}\n\n\n"
              "def test_off_the_list():\n    try:\n        fetch('http://example.com/')\n    except Exception as exc:\n"
              "        assert '403' in str(exc)\n    else:\n        raise AssertionError('reached example.com')\n")
     (tmp_path / "data.jsonl").write_text(json.dumps({"id": "fetcher", "output": program, "reference": tests}) + "\n")

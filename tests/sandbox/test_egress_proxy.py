@@ -7,42 +7,18 @@ unless that address is listed; chaining through an upstream proxy."""
 from __future__ import annotations
 
 import asyncio
-import http.server
 import socket
-import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import replace
 
 import pytest
+from internet_server import BODY
 
 from evalsi.errors import BadInputError
 from evalsi.sandbox.config import load_sandbox_config
 from evalsi.sandbox.egress import EgressProxy, ProxyRefusal, parse_head
 from evalsi.sandbox.egress_config import EgressSettings
 from evalsi.sandbox.model import Endpoint
-
-BODY = b"hello from the internet\n"
-
-
-class _Handler(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(BODY)))
-        self.end_headers()
-        self.wfile.write(BODY)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-@pytest.fixture
-def internet() -> Iterator[int]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server.server_address[1]
-    server.shutdown()
-    server.server_close()
 
 
 async def _proxy(allow: list[Endpoint], settings: EgressSettings | None = None) -> tuple[EgressProxy, int]:
