@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from evalsi.errors import BadInputError, EvalsiError
+from evalsi.sandbox.checks import check_bound
 from evalsi.sandbox.config import SandboxConfig
 from evalsi.sandbox.egress_attach import EgressAttachment, attach_loopback
 from evalsi.sandbox.model import IsolationReport, Level, ProbeVerdict, SandboxSpec
@@ -70,8 +71,8 @@ def parse_options(raw: Mapping[str, Any], where: str = f"sandbox.drivers.{NAME}"
         if key not in _OPTION_KEYS:
             raise BadInputError(f"{where}.{key}: unknown option; accepted: {', '.join(_OPTION_KEYS)}")
     options = VmOptions()
-    memory = _int(raw, "memory_mib", options.memory_mib, 320, 64 * 1024, where)
-    warm = _int(raw, "warm", options.warm, 0, 64, where)
+    memory = check_bound(raw.get("memory_mib", options.memory_mib), f"{where}.memory_mib", 320, 64 * 1024)
+    warm = check_bound(raw.get("warm", options.warm), f"{where}.warm", 0, 64)
     timeout = raw.get("boot_timeout", options.boot_timeout_s)
     if not isinstance(timeout, (int, float)) or isinstance(timeout, bool) or not 1 <= timeout <= 600:
         raise BadInputError(f"{where}.boot_timeout: {timeout!r}; accepted: seconds from 1 to 600")
@@ -87,13 +88,6 @@ def parse_options(raw: Mapping[str, Any], where: str = f"sandbox.drivers.{NAME}"
     return VmOptions(binary=strings["binary"] or options.binary, memory_mib=memory, warm=warm, snapshots=snapshots,
                      boot_timeout_s=float(timeout), busybox=strings["busybox"] or options.busybox,
                      kernel_version=strings["kernel_version"])
-
-
-def _int(raw: Mapping[str, Any], key: str, default: int, low: int, high: int, where: str) -> int:
-    value = raw.get(key, default)
-    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-        raise BadInputError(f"{where}.{key}: {value!r}; accepted: an integer from {low} to {high}")
-    return value
 
 
 def isolation_report(spec: SandboxSpec, memory_mib: int) -> IsolationReport:
