@@ -318,6 +318,38 @@ async def test_stats_per_metric_and_window_over_both_transports(served: Api) -> 
         await asyncio.to_thread(calls, url)
 
 
+async def test_stats_per_window_evaluate_the_alert_rules(served: Api, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each window answers every alert rule over its own figures: held, not held, or not evaluated (too few
+    samples), with the figures read; without per_window there are no windows to answer in."""
+    monkeypatch.setenv("HOOK_SECRET", "s")  # applying refuses an alert whose signing secret is unset
+    served.scores.add("default", *scores())
+    doc = policy_doc()
+    hook = {"notify": "https://hooks.example/evalsi", "secretEnv": "HOOK_SECRET"}
+    doc["spec"]["alerts"] = [
+        {"when": "mean('no-ssn') < 0.78", "minSamples": 4, **hook},  # 3/4 = 0.75 then 4/5 = 0.8
+        {"when": "mean('exact-match') > 0.5", "minSamples": 4, **hook},  # 3 grades, then 4 (mean 0.675)
+    ]
+
+    def call(url: str) -> PolicyStats:
+        with Client(url) as client:
+            client.policies.apply(doc)
+            assert not client.policies.stats("prod").windows
+            return client.policies.stats("prod", last_windows=2, per_window=True)
+
+    assert served.server is not None
+    for url in urls(served.server):
+        stats = await asyncio.to_thread(call, url)
+        first, second = stats.windows
+        answers = [[(a.rule, a.when, a.evaluated, a.held) for a in w.alerts] for w in (first, second)]
+        assert answers == [
+            [(0, "mean('no-ssn') < 0.78", True, True), (1, "mean('exact-match') > 0.5", False, False)],
+            [(0, "mean('no-ssn') < 0.78", True, False), (1, "mean('exact-match') > 0.5", True, True)],
+        ]
+        assert first.alerts[0].reason == "mean('no-ssn') = 0.75"
+        assert first.alerts[1].reason == "not evaluated: exact-match: 3 of 4 samples"
+        assert second.alerts[1].reason == "mean('exact-match') = 0.675"
+
+
 async def test_without_stores_the_service_says_which_is_missing(registry: Registry) -> None:
     ctx = CallContext(method="GetPolicyStats", request_id="r")
     document = OnlineEvalPolicy()

@@ -27,12 +27,23 @@ from evalsi.documents import SpecProblems, merge_problems, problems_of
 from evalsi.edge_checks import text_problem
 from evalsi.errors import BadInputError
 from evalsi.evaluators import Registry
-from evalsi.policy import ERROR, NO_CONTENT, SCORED, SKIPPED, compile_policy, unset_alert_secrets, window_start
+from evalsi.policy import (
+    ERROR,
+    NO_CONTENT,
+    SCORED,
+    SKIPPED,
+    AlertRule,
+    compile_alert,
+    compile_policy,
+    evaluate_alert,
+    unset_alert_secrets,
+    window_start,
+)
 from evalsi.policy import KIND as POLICY_KIND
 from evalsi.policy.spec import DEFAULT_WINDOW_S
 from evalsi.projects import DEFAULT_PROJECT, PROJECT_LABEL, check_project
 from evalsi.runs.spec import API_VERSION
-from evalsi.stats import summarize
+from evalsi.stats import Aggregate, summarize
 from evalsi.stores import PolicyStore, StoredPolicy, policy_hash
 from evalsi.stores.traces.protocol import ScoreStore
 from evalsi.v1alpha1.monitor_service_pb2 import (
@@ -45,9 +56,10 @@ from evalsi.v1alpha1.monitor_service_pb2 import (
     MetricStats,
     Policy,
     PolicyStats,
+    WindowAlert,
     WindowStats,
 )
-from evalsi.v1alpha1.policy_pb2 import OnlineEvalPolicy
+from evalsi.v1alpha1.policy_pb2 import OnlineEvalPolicy, PolicyAlert
 
 NO_POLICY_STORE = "no policy store is configured: evalsi-api keeps policies in its metadata store (--metadata-url)"
 
@@ -161,8 +173,9 @@ class MonitorHandlers:
             stats.start_time.FromNanoseconds(round(since * 1e9))
         if until is not None:
             stats.end_time.FromNanoseconds(round(until * 1e9))
-        # Intervals over possibly many scores: numeric work off the event loop.
-        metrics, windows = await asyncio.to_thread(_score_stats, scores, window_s, request.per_window)
+        # Intervals over possibly many scores, and CEL: work off the event loop.
+        alerts = spec.alerts if request.per_window else ()
+        metrics, windows = await asyncio.to_thread(_score_stats, scores, window_s, request.per_window, alerts)
         stats.traces_evaluated = len({s.trace_id for s in scores})
         stats.metrics.extend(metrics)
         stats.windows.extend(windows)
@@ -253,30 +266,55 @@ def policy_message(stored: StoredPolicy, *, changed: bool = False) -> Policy:
 
 
 def _score_stats(
-    scores: Sequence[Any], window_s: float, per_window: bool
+    scores: Sequence[Any], window_s: float, per_window: bool, alerts: Sequence[PolicyAlert] = ()
 ) -> tuple[list[MetricStats], list[WindowStats]]:
-    metrics = _metric_stats(scores)
+    metrics, _ = _metric_stats(scores)
     windows: list[WindowStats] = []
     if per_window:
+        rules = _alert_rules(alerts)
         by_window: dict[float, list[Any]] = {}
         for score in scores:
             by_window.setdefault(window_start(score.scored_at, window_s), []).append(score)
         for start in sorted(by_window):
             rows = by_window[start]
-            window = WindowStats(traces_evaluated=len({s.trace_id for s in rows}), metrics=_metric_stats(rows))
+            window_metrics, aggregates = _metric_stats(rows)
+            window = WindowStats(traces_evaluated=len({s.trace_id for s in rows}), metrics=window_metrics,
+                                 alerts=[_window_alert(rule, aggregates) for rule in rules])
             window.start_time.FromNanoseconds(round(start * 1e9))
             window.end_time.FromNanoseconds(round((start + window_s) * 1e9))
             windows.append(window)
     return metrics, windows
 
 
-def _metric_stats(scores: Sequence[Any]) -> list[MetricStats]:
+def _alert_rules(alerts: Sequence[PolicyAlert]) -> list[AlertRule | WindowAlert]:
+    """The policy's rules compiled as evalsi-policy compiles them; one that no longer compiles (the stored
+    document predates a change of the rule language) is answered as that problem, in every window."""
+    rules: list[AlertRule | WindowAlert] = []
+    for index, alert in enumerate(alerts):
+        try:
+            rules.append(compile_alert(alert.when, index=index, notify=alert.notify,
+                                       min_samples=max(1, alert.min_samples), secret_env=alert.secret_env))
+        except BadInputError as exc:
+            rules.append(WindowAlert(rule=index, when=alert.when, reason=f"does not compile: {exc}"))
+    return rules
+
+
+def _window_alert(rule: AlertRule | WindowAlert, aggregates: dict[str, Aggregate]) -> WindowAlert:
+    if isinstance(rule, WindowAlert):
+        return rule
+    held, reason, _ = evaluate_alert(rule, aggregates)
+    return WindowAlert(rule=rule.index, when=rule.when, held=bool(held), evaluated=held is not None, reason=reason)
+
+
+def _metric_stats(scores: Sequence[Any]) -> tuple[list[MetricStats], dict[str, Aggregate]]:
     """Per metric, by name: the scored values summarized (Wilson for pass/fail, Student-t for numbers), with
-    skipped (of which no content) and errors counted apart, as every aggregate in the product is."""
+    skipped (of which no content) and errors counted apart, as every aggregate in the product is; and each
+    metric's aggregate, which alert rules read."""
     by_metric: dict[str, list[Any]] = {}
     for score in scores:
         by_metric.setdefault(score.metric, []).append(score)
     out: list[MetricStats] = []
+    aggregates: dict[str, Aggregate] = {}
     for metric in sorted(by_metric):
         rows = by_metric[metric]
         scored = [s for s in rows if s.outcome == SCORED and s.value is not None]
@@ -288,11 +326,11 @@ def _metric_stats(scores: Sequence[Any]) -> list[MetricStats]:
             skipped=len(skipped), no_content=sum(1 for s in skipped if s.reason.startswith(NO_CONTENT)),
             errors=sum(1 for s in rows if s.outcome == ERROR),
         )
-        aggregate = summarize([float(s.value) for s in scored], binary=pass_fail)
+        aggregate = aggregates[metric] = summarize([float(s.value) for s in scored], binary=pass_fail)
         stats.n, stats.level, stats.method = aggregate.n, aggregate.level, aggregate.method or ""
         for figure in ("mean", "std", "ci_low", "ci_high"):
             value = getattr(aggregate, figure)
             if value is not None:
                 setattr(stats, figure, value)
         out.append(stats)
-    return out
+    return out, aggregates

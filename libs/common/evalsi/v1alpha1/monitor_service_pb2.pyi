@@ -123,16 +123,32 @@ class MetricStats(_message.Message):
     def __init__(self, metric: _Optional[str] = ..., stage: _Optional[str] = ..., evaluator: _Optional[str] = ..., n: _Optional[int] = ..., mean: _Optional[float] = ..., std: _Optional[float] = ..., ci_low: _Optional[float] = ..., ci_high: _Optional[float] = ..., level: _Optional[float] = ..., method: _Optional[str] = ..., pass_fail: _Optional[bool] = ..., skipped: _Optional[int] = ..., no_content: _Optional[int] = ..., errors: _Optional[int] = ...) -> None: ...
 
 class WindowStats(_message.Message):
-    __slots__ = ("start_time", "end_time", "traces_evaluated", "metrics")
+    __slots__ = ("start_time", "end_time", "traces_evaluated", "metrics", "alerts")
     START_TIME_FIELD_NUMBER: _ClassVar[int]
     END_TIME_FIELD_NUMBER: _ClassVar[int]
     TRACES_EVALUATED_FIELD_NUMBER: _ClassVar[int]
     METRICS_FIELD_NUMBER: _ClassVar[int]
+    ALERTS_FIELD_NUMBER: _ClassVar[int]
     start_time: _timestamp_pb2.Timestamp
     end_time: _timestamp_pb2.Timestamp
     traces_evaluated: int
     metrics: _containers.RepeatedCompositeFieldContainer[MetricStats]
-    def __init__(self, start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., traces_evaluated: _Optional[int] = ..., metrics: _Optional[_Iterable[_Union[MetricStats, _Mapping]]] = ...) -> None: ...
+    alerts: _containers.RepeatedCompositeFieldContainer[WindowAlert]
+    def __init__(self, start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., traces_evaluated: _Optional[int] = ..., metrics: _Optional[_Iterable[_Union[MetricStats, _Mapping]]] = ..., alerts: _Optional[_Iterable[_Union[WindowAlert, _Mapping]]] = ...) -> None: ...
+
+class WindowAlert(_message.Message):
+    __slots__ = ("rule", "when", "held", "reason", "evaluated")
+    RULE_FIELD_NUMBER: _ClassVar[int]
+    WHEN_FIELD_NUMBER: _ClassVar[int]
+    HELD_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    EVALUATED_FIELD_NUMBER: _ClassVar[int]
+    rule: int
+    when: str
+    held: bool
+    reason: str
+    evaluated: bool
+    def __init__(self, rule: _Optional[int] = ..., when: _Optional[str] = ..., held: _Optional[bool] = ..., reason: _Optional[str] = ..., evaluated: _Optional[bool] = ...) -> None: ...
 
 class PolicyStats(_message.Message):
     __slots__ = ("project", "name", "generation", "window", "start_time", "end_time", "traces_evaluated", "metrics", "windows")
