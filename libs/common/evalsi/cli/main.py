@@ -9,6 +9,10 @@ from evalsi.cli.lazy_group import LazyCommand, LazyGroup
 # Command -> its module and the short help `evalsi --help` lists without importing it (tests/test_cli_lazy.py
 # checks that each matches the command's own help).
 COMMANDS = {
+    "analyze": LazyCommand(
+        "evalsi.cli.analyze_cmd:analyze",
+        "Analyses across the records of one or more results: per-slice statistics.",
+    ),
     "auth": LazyCommand(
         "evalsi.cli.auth_cmd:auth",
         "Identity and access: API key hashes, decisions explained offline, and a server's keys, roles, bindings, "
@@ -52,6 +56,11 @@ COMMANDS = {
         "How many records a comparison needs to detect a difference of --diff, per metric, for the test `evalsi "
         "compare` uses on it (McNemar's for pass/fail, the paired t for numbers), and the minimum detectable "
         "effect at the size a result already has.",
+    ),
+    "report": LazyCommand(
+        "evalsi.cli.report_cmd:report_command",
+        "Write a report of a run: metrics with their intervals, gates, budget use, errors and the records; with "
+        "--compare, the paired comparison with the baseline and the records whose outcome flipped.",
     ),
     "run": LazyCommand(
         "evalsi.cli.run_cmd:run_command",

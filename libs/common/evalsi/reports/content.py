@@ -1,0 +1,84 @@
+"""The records a run graded, for a report's record table and for slicing by metadata.
+
+A saved result holds per-record results, not the records: their input, output, reference and metadata are in the
+dataset. So they are read from a data file (``--data``, mapped as the run mapped it), or from the file the run
+names (``spec.dataset.path``) when that file is still here and still holds exactly the records the run graded:
+its ``dataset_version`` (the sha256 of the records) must equal the manifest's. That check also means a result
+document from elsewhere cannot make a report copy a local file into itself: only a file whose content the
+document's author already knew matches its version.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Generic, TypeVar
+
+from google.protobuf import json_format
+
+from evalsi.datasets import stream_dataset
+from evalsi.v1alpha1.record_pb2 import Content, Record
+from evalsi.v1alpha1.run_pb2 import Run
+
+T = TypeVar("T")
+
+
+def content_text(content: Content) -> str:
+    """A record field as text: the text itself, a conversation as ``role: content`` lines (tool calls with their
+    arguments), anything else as compact JSON."""
+    kind = content.WhichOneof("kind")
+    if kind is None:
+        return ""
+    if kind == "text":
+        return content.text
+    if kind == "messages":
+        lines = []
+        for message in content.messages.messages:
+            lines.append(f"{message.role}: {message.content}")
+            for call in message.tool_calls:
+                arguments = json.dumps(json_format.MessageToDict(call.arguments), ensure_ascii=False)
+                lines.append(f"  → {call.name}({arguments})")
+        return "\n".join(lines)
+    if kind == "json":
+        return json.dumps(json_format.MessageToDict(content.json), ensure_ascii=False)
+    return json.dumps(json_format.MessageToDict(getattr(content, kind)), ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class Joined(Generic[T]):
+    """What was kept of the records whose ids were wanted, and a note when something did not line up."""
+
+    by_id: dict[str, T]
+    source: str  # the file read ("" when none)
+    note: str
+
+
+def join_records(
+    run: Run,
+    data: str | None,
+    mapping: Sequence[str],
+    keep: Callable[[Record], T],
+    wanted: Collection[str] | None = None,
+) -> Joined[T] | None:
+    """``keep(record)`` for each record of the run's dataset whose id is in ``wanted`` (every id when None), read
+    from ``data``, else from ``spec.dataset.path`` when it is here and its version is the manifest's. None when
+    neither is available. One pass over the file; only what ``keep`` returns is held."""
+    explicit = data is not None
+    source = data if explicit else run.spec.dataset.path
+    if not source or not Path(source).expanduser().is_file():
+        return None
+    field_mapping = list(mapping) or [f"{k}={v}" for k, v in sorted(run.spec.dataset.mapping.items())] or None
+    stream = stream_dataset(source, mapping=field_mapping, limit=run.spec.dataset.limit or None)
+    kept: dict[str, T] = {}
+    for record in stream:
+        if (wanted is None or record.id in wanted) and record.id not in kept:
+            kept[record.id] = keep(record)
+    version = run.manifest.dataset_version
+    if version and stream.version != version:
+        if not explicit:
+            return None  # the run's file has changed since: its records are not the ones graded
+        return Joined(kept, source, f"{source} is not the data this run graded (its version {stream.version[:12]} "
+                                    f"is not the run's {version[:12]}); records are matched by id")
+    return Joined(kept, source, "")
