@@ -1,5 +1,5 @@
 # One image for every Evals.si service (api, ingest, policy, scheduler, worker) and the CLI.
-FROM python:3.11-slim
+FROM python:3.11-slim AS server
 
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
 WORKDIR /app
@@ -28,3 +28,13 @@ WORKDIR /data
 # is no authentication yet), so with the default bridge network it is unreachable from outside the container.
 # compose.yaml runs each service on its own instead.
 CMD ["evalsi", "serve", "--state-dir", "/data/serve"]
+
+# `docker build --target ci -t evalsi-ci .`: the same image running `evalsi ci run` for CI systems other than GitHub
+# Actions (docs/ci.md): `docker run --rm -v "$PWD:/work" evalsi-ci --spec run.yaml`. An ENTRYPOINT clears the CMD
+# inherited from the server stage, so arguments go straight to `evalsi ci run`.
+FROM server AS ci
+WORKDIR /work
+ENTRYPOINT ["evalsi", "ci", "run"]
+
+# The default target (a plain `docker build .`, compose.yaml): the server image above.
+FROM server

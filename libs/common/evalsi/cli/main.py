@@ -30,6 +30,11 @@ COMMANDS = {
         "evalsi.cli.catalog:catalog",
         "List and describe the installed evaluators (packs come from the evalsi.packs entry points).",
     ),
+    "ci": LazyCommand(
+        "evalsi.cli.ci_cmd:ci",
+        "Continuous integration: run a suite, enforce its gates, write the reports and comment on the pull request "
+        "(docs/ci.md).",
+    ),
     "compare": LazyCommand(
         "evalsi.cli.compare_cmd:compare_command",
         "Compare result B with result A, record by record: two saved results (`evalsi eval --output`), or two "
