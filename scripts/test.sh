@@ -44,6 +44,11 @@ if ! command -v qemu-system-x86_64 >/dev/null 2>&1 || ! ls /boot/vmlinuz-* >/dev
   echo "scripts/test.sh: installing qemu-system-x86 and linux-image-amd64 (apt) for the microVM sandbox tests" >&2
   apt_install qemu-system-x86 linux-image-amd64
 fi
+# Debian's Chromium for the web UI's browser tests (tests/ui, driven by Playwright: never `playwright install`).
+if [ ! -x /usr/bin/chromium ]; then
+  echo "scripts/test.sh: installing chromium (apt) for the web UI tests" >&2
+  apt_install chromium
+fi
 
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv

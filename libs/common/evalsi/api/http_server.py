@@ -8,7 +8,9 @@ descriptor route; its body is a file's raw bytes, streamed: see ``api/datasets_h
 With a gate (authentication on), every RPC route is admitted by it (``api/access.py``): the caller is
 authenticated before the body is read, the call decided once the request is built (401 with ``WWW-Authenticate``,
 or 403); ``/metrics`` is ``metrics.read``; ``/healthz``, ``/readyz`` and ``/.well-known/evalsi-auth`` (the
-issuer and client id ``evalsi login`` uses, public) stay open. With ``tls`` the port speaks HTTPS only.
+issuer and client id ``evalsi login`` uses, public) stay open, as do the web UI's static files under ``/ui/``
+(``evalsi.ui.serve``: they hold no data; its pages call the API with the viewer's credential). With ``tls`` the
+port speaks HTTPS only.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from evalsi.errors import BadInputError
 from evalsi.gate.access import Gate
 from evalsi.gate.credentials import http_credentials
 from evalsi.gate.tls import ServerTls
+from evalsi.ui.serve import add_ui_routes
 from evalsi.v1alpha1.run_service_pb2 import UploadDatasetRequest
 
 TRANSPORT = "http"
@@ -87,6 +90,7 @@ class HttpServer:
             self.app.router.add_get(WELL_KNOWN_AUTH, self._well_known_auth)
         if UPLOAD_RPC in self._methods:
             self.app.router.add_post(UPLOAD_ROUTE, self._upload_dataset)
+        add_ui_routes(self.app)  # the web UI's static files (no data, no credential), before the catch-all
         self.app.router.add_route("*", "/{tail:.*}", self._dispatch)
 
     async def start(self) -> int:

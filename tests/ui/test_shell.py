@@ -1,0 +1,164 @@
+"""The web UI's shell in a real Chromium against a served stack: served at /ui/ with its CSP, the router (every
+route of the contract, an unknown one), the theme toggle, sign-in and the project picker reaching the API's
+headers, the error banner, keyboard use and an axe-core pass."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+
+import pytest
+from browser import assert_accessible, wait_for_page
+from playwright.sync_api import Page, Request
+
+from evalsi.testing.stack import Stack
+from evalsi.ui.serve import CONTENT_SECURITY_POLICY, load_static
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+def _get(url: str) -> tuple[int, dict[str, str], bytes]:
+    opener = urllib.request.build_opener(_NoRedirect)
+    try:
+        with opener.open(url, timeout=10) as response:
+            return response.status, dict(response.headers), response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, dict(error.headers), error.read()
+
+
+def test_root_redirects_to_the_ui_and_files_carry_the_csp(ui_stack: Stack) -> None:
+    status, headers, _ = _get(ui_stack.http + "/")
+    assert (status, headers["Location"]) == (302, "/ui/")
+    status, headers, body = _get(ui_stack.http + "/ui/")
+    assert status == 200 and headers["Content-Type"].startswith("text/html")
+    assert headers["Content-Security-Policy"] == CONTENT_SECURITY_POLICY
+    assert b'<script type="module" src="js/app.js">' in body
+    status, headers, _ = _get(ui_stack.http + "/ui/js/app.js")
+    assert status == 200 and headers["Content-Type"].startswith("text/javascript")
+    status, _, body = _get(ui_stack.http + "/ui/../evalsi.db")
+    assert status == 404
+    status, _, body = _get(ui_stack.http + "/ui/js/nothing.js")
+    assert status == 404 and b"nothing.js" in body
+    # The API still answers beside the UI.
+    status, _, body = _get(ui_stack.http + "/v1alpha1/runs")
+    assert status == 200 and set(json.loads(body)) <= {"runs", "nextPageToken"}
+
+
+def test_pages_index_lists_the_page_modules_present() -> None:
+    files = load_static()
+    pages = json.loads(files["pages.json"].body)
+    assert pages == sorted(name.removeprefix("js/pages/") for name in files if name.startswith("js/pages/"))
+
+
+def test_shell_loads_and_routes(ui_stack: Stack, page: Page) -> None:
+    page.goto(ui_stack.http + "/ui/")
+    page.wait_for_url("**/ui/#/runs")
+    wait_for_page(page)
+    assert page.locator('.nav-links a[aria-current="page"]').inner_text() == "Runs"
+    page.goto(ui_stack.http + "/ui/#/no/such/page")
+    wait_for_page(page)
+    assert page.locator("main h1").inner_text() == "Page not found"
+    assert page.locator(".nav-links a[aria-current]").count() == 0
+    page.locator("main a", has_text="Go to the runs").click()
+    page.wait_for_url("**/ui/#/runs")
+    assert page.title().endswith("Evals.si")
+    assert_accessible(page)
+
+
+def test_theme_toggle_switches_and_persists(ui_stack: Stack, page: Page) -> None:
+    page.emulate_media(color_scheme="light")
+    page.goto(ui_stack.http + "/ui/#/no-page")
+    wait_for_page(page)
+    background = "getComputedStyle(document.body).backgroundColor"
+    light = page.evaluate(background)
+    toggle = page.locator("#theme-toggle")
+    assert toggle.get_attribute("aria-pressed") == "false"
+    toggle.click()
+    assert page.evaluate("document.documentElement.dataset.theme") == "dark"
+    assert toggle.get_attribute("aria-pressed") == "true"
+    dark = page.evaluate(background)
+    assert dark != light
+    assert_accessible(page)
+    page.reload()
+    wait_for_page(page)
+    assert page.evaluate(background) == dark  # the choice is remembered (localStorage)
+    page.locator("#theme-toggle").click()
+    assert page.evaluate(background) == light
+
+
+def test_the_system_theme_is_the_default(ui_stack: Stack, page: Page) -> None:
+    page.emulate_media(color_scheme="dark")
+    page.goto(ui_stack.http + "/ui/#/no-page")
+    wait_for_page(page)
+    assert page.locator("#theme-toggle").get_attribute("aria-pressed") == "true"
+    assert page.evaluate("getComputedStyle(document.body).backgroundColor") == "rgb(20, 23, 27)"
+
+
+def test_sign_in_and_project_reach_the_api_headers(ui_stack: Stack, page: Page) -> None:
+    sent: list[dict[str, str]] = []
+
+    def on_request(request: Request) -> None:
+        if "/v1alpha1/" in request.url:
+            sent.append(request.headers)
+
+    page.on("request", on_request)
+    page.goto(ui_stack.http + "/ui/#/no-page")
+    wait_for_page(page)
+    page.locator("#signin-button").click()
+    assert page.locator("#signin-dialog").is_visible()
+    page.locator("#signin-token").fill("evk_test_key")
+    page.locator("#signin-dialog button[type=submit]").click()
+    assert page.locator("#signin-button").inner_text() == "Signed in"
+    page.locator("#project-input").fill("shop")
+    page.locator("#project-input").press("Enter")
+    answer = page.evaluate(
+        "async () => { const m = await import('/ui/js/api.js'); return await m.api.get('/v1alpha1/runs'); }")
+    assert answer == {} or "runs" in answer
+    assert sent[-1]["authorization"] == "Bearer evk_test_key"
+    assert sent[-1]["x-evalsi-project"] == "shop"
+    # Signing out sends no credential at all (auth off).
+    page.locator("#signin-button").click()
+    page.locator("#signout-button").click()
+    page.evaluate("async () => { const m = await import('/ui/js/api.js'); await m.api.get('/v1alpha1/runs'); }")
+    assert "authorization" not in sent[-1]
+
+
+@pytest.mark.parametrize("allowed_errors", [["/v1alpha1/runs/no-such-run"]])
+def test_api_errors_are_thrown_and_shown_in_the_banner(ui_stack: Stack, page: Page, allowed_errors: list[str]) -> None:
+    page.goto(ui_stack.http + "/ui/#/no-page")
+    wait_for_page(page)
+    error = page.evaluate("""async () => {
+        const m = await import('/ui/js/api.js');
+        try { await m.api.get('/v1alpha1/runs/no-such-run'); return null; }
+        catch (err) { return {name: err.name, status: err.status, message: err.message,
+                              isApiError: err instanceof m.ApiError}; }
+    }""")
+    assert error["isApiError"] and error["status"] == 404 and "no-such-run" in error["message"]
+    banner = page.locator("#banner")
+    assert banner.is_hidden()
+    # An error nobody caught (a click handler's call) still reaches the viewer: the banner (role=alert).
+    page.evaluate("import('/ui/js/api.js').then((m) => { m.api.get('/v1alpha1/runs/no-such-run'); })")
+    banner.wait_for(state="visible")
+    assert "no-such-run" in page.locator("#banner-text").inner_text()
+    assert page.get_by_role("alert").count() == 1
+    page.locator("#banner-close").click()
+    assert banner.is_hidden()
+
+
+def test_keyboard_skip_link_and_focus(ui_stack: Stack, page: Page) -> None:
+    page.goto(ui_stack.http + "/ui/#/no-page")
+    wait_for_page(page)
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.id") == "skip-link"
+    assert page.locator("#skip-link").is_visible()
+    page.keyboard.press("Enter")
+    assert page.evaluate("document.activeElement.id") == "main"
+    assert page.url.endswith("#/no-page")  # the skip link does not change the route
+    page.keyboard.press("Tab")
+    page.keyboard.press("Enter")  # the first link in the page: "Go to the runs"
+    page.wait_for_url("**/ui/#/runs")
