@@ -117,10 +117,10 @@ async def test_a_span_write_is_answered_before_a_due_summary_pass_runs(clickhous
         await store.consume("p", [_span(TRACE, 2, parent=1)])
         assert store.writes.span_inserts == 2
         for _ in range(600):  # the pass still runs by itself, no read needed to carry it
-            if store.writes.summary_inserts and not store._unsummarized:
+            if store.writes.summary_inserts and not store._summaries.pending:
                 break
             await asyncio.sleep(0.05)
-        assert store.writes.summary_inserts >= 1 and not store._unsummarized
+        assert store.writes.summary_inserts >= 1 and not store._summaries.pending
         summary = await store.get_summary("p", root.trace_id)
         assert summary is not None and summary.span_count == 2
     finally:
@@ -150,7 +150,7 @@ async def test_a_span_write_does_not_queue_behind_a_summary_pass(clickhouse_serv
 async def test_a_failed_summary_pass_keeps_its_traces_for_the_next(clickhouse_server: ClickHouseServer) -> None:
     from clickhouse_driver import Client
 
-    from evalsi.stores.traces.clickhouse import _MIGRATIONS
+    from evalsi.stores.traces.clickhouse import MIGRATIONS
 
     url = clickhouse_server.url_for(f"group_commit_{next(_databases)}")
     store = await ClickHouseTraceStore.open(url, summary_interval_s=60)
@@ -161,7 +161,7 @@ async def test_a_failed_summary_pass_keeps_its_traces_for_the_next(clickhouse_se
         await store.consume("p", [root, _span(TRACE, 2, parent=1)])  # the spans are stored
         with pytest.raises(InfraError):  # the pass before the read fails: no traces table
             await store.get_summary("p", root.trace_id)
-        admin.execute(next(sql for version, statements in _MIGRATIONS for sql in statements
+        admin.execute(next(sql for version, statements in MIGRATIONS for sql in statements
                            if "CREATE TABLE IF NOT EXISTS traces" in sql))
         summary = await store.get_summary("p", root.trace_id)
         assert summary is not None and summary.span_count == 2
