@@ -111,7 +111,8 @@ def _metadata(runs: list[Run], data: str | None, mapping: tuple[str, ...]) -> di
         wanted = {result.record_id for result in run.results}
         joined = join_records(run, data, mapping, metadata_dict, wanted)
         if joined is None:
-            where = f" ({run.spec.dataset.path} is not here unchanged)" if run.spec.dataset.path else ""
+            named = run.manifest.dataset or run.spec.dataset.path or run.spec.dataset.ref
+            where = f" ({named} is not here unchanged)" if named else ""
             raise BadInputError(f"--by: slicing by a metadata key needs the records of run {run.id}{where}; give "
                                 "them with --data FILE")
         if joined.note:

@@ -86,9 +86,10 @@ def report_command(source: str, baseline: str | None, fmt: str | None, output: s
     notes: list[str] = []
     wanted = _ids_shown(run, max_records)
     joined = join_records(run, data, mapping, lambda record: record, wanted)
-    if joined is None and data is None and run.spec.dataset.path:
-        notes.append(f"The run's dataset ({run.spec.dataset.path}) is not here unchanged, so the records' input, "
-                     "output and reference are not shown; give the data with --data.")
+    if joined is None and data is None:
+        named = run.manifest.dataset or run.spec.dataset.path or run.spec.dataset.ref
+        notes.append(f"The run's dataset{f' ({named})' if named else ''} is not here unchanged, so the records' "
+                     "input, output and reference are not shown; give the data with --data.")
     if joined is not None and joined.note:
         warn_on_stderr(joined.note)
         notes.append(joined.note)

@@ -46,6 +46,15 @@ def content_text(content: Content) -> str:
     return json.dumps(json_format.MessageToDict(getattr(content, kind)), ensure_ascii=False)
 
 
+def run_dataset_file(run: Run) -> str:
+    """The file the run read its records from, when it is one here: the manifest names it as the run resolved it
+    (absolute for an embedded run), the spec as it was written (relative to the spec's directory)."""
+    for candidate in (run.manifest.dataset, run.spec.dataset.path):
+        if candidate and Path(candidate).expanduser().is_file():
+            return candidate
+    return ""
+
+
 @dataclass(frozen=True)
 class Joined(Generic[T]):
     """What was kept of the records whose ids were wanted, and a note when something did not line up."""
@@ -63,11 +72,11 @@ def join_records(
     wanted: Collection[str] | None = None,
 ) -> Joined[T] | None:
     """``keep(record)`` for each record of the run's dataset whose id is in ``wanted`` (every id when None), read
-    from ``data``, else from ``spec.dataset.path`` when it is here and its version is the manifest's. None when
+    from ``data``, else from the run's own file (``run_dataset_file``) when its version is still the manifest's. None when
     neither is available. One pass over the file; only what ``keep`` returns is held."""
     explicit = data is not None
-    source = data if explicit else run.spec.dataset.path
-    if not source or not Path(source).expanduser().is_file():
+    source = data if explicit else run_dataset_file(run)
+    if not source:
         return None
     field_mapping = list(mapping) or [f"{k}={v}" for k, v in sorted(run.spec.dataset.mapping.items())] or None
     stream = stream_dataset(source, mapping=field_mapping, limit=run.spec.dataset.limit or None)
