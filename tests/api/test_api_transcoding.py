@@ -52,6 +52,11 @@ def test_every_route_of_the_public_services_comes_from_the_descriptors() -> None
             ("GET", "/v1alpha1/auth/keys", "", "evalsi.v1alpha1.AuthService/ListApiKeys"),
             ("POST", "/v1alpha1/auth/keys/{name}:revoke", "*", "evalsi.v1alpha1.AuthService/RevokeApiKey"),
             ("GET", "/v1alpha1/auth/audit", "", "evalsi.v1alpha1.AuthService/ListAuditEvents"),
+            ("GET", "/v1alpha1/cases", "", "evalsi.v1alpha1.CaseService/ListCases"),
+            ("GET", "/v1alpha1/cases/{case_id}", "", "evalsi.v1alpha1.CaseService/GetCase"),
+            ("POST", "/v1alpha1/case-reports", "*", "evalsi.v1alpha1.CaseService/UploadCaseReport"),
+            ("GET", "/v1alpha1/case-reports", "", "evalsi.v1alpha1.CaseService/ListCaseReports"),
+            ("GET", "/v1alpha1/case-reports/{report_id}", "", "evalsi.v1alpha1.CaseService/GetCaseReport"),
         ]
     )
 

@@ -29,8 +29,8 @@ from evalsi.v1alpha1.evaluator_pb2 import EvaluatorRef
 from evalsi.v1alpha1.run_pb2 import EvalRun, ModelTarget, ObjectMeta, RunSpec, Target
 from evalsi.v1alpha1.run_service_pb2 import CreateRunRequest
 
-VIEWER = {"catalog.read", "runs.read", "policies.read", "traces.read", "datasets.read"}
-RUNNER = VIEWER | {"evaluations.run", "runs.create", "runs.cancel", "runs.resume", "datasets.write"}
+VIEWER = {"catalog.read", "runs.read", "policies.read", "traces.read", "datasets.read", "cases.read"}
+RUNNER = VIEWER | {"evaluations.run", "runs.create", "runs.cancel", "runs.resume", "datasets.write", "cases.write"}
 EDITOR = RUNNER | {"policies.write"}
 ADMIN = EDITOR | {"access.manage", "audit.read"}
 INGEST = {"traces.write"}

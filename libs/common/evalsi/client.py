@@ -14,6 +14,7 @@ from typing import Any, cast
 
 from evalsi.client_access import Access
 from evalsi.client_auth.sources import CredentialSource, default_credentials
+from evalsi.client_cases import Cases
 from evalsi.client_transports import AuthenticationError, NotFoundError, Transport, open_transport
 from evalsi.errors import BadInputError
 from evalsi.projects import PROJECT_LABEL, check_project
@@ -423,6 +424,7 @@ class Client:
         self.policies = Policies(self._t)
         self.datasets = Datasets(self._t)
         self.auth = Access(self._t)
+        self.cases = Cases(self._t)
 
     def evaluate(self, request: EvaluateRequest) -> EvaluateResponse:
         return self._t.unary("EvaluationService", "Evaluate", request, EvaluateResponse)

@@ -22,6 +22,7 @@ from evalsi.errors import BadInputError, InfraError
 from evalsi.projects import PROJECT_HEADER
 from evalsi.v1alpha1 import (
     auth_service_pb2,
+    case_service_pb2,
     catalog_service_pb2,
     evaluation_service_pb2,
     monitor_service_pb2,
@@ -64,6 +65,7 @@ SERVICES = {
     "TraceService": trace_service_pb2.DESCRIPTOR.services_by_name["TraceService"],
     "MonitorService": monitor_service_pb2.DESCRIPTOR.services_by_name["MonitorService"],
     "AuthService": auth_service_pb2.DESCRIPTOR.services_by_name["AuthService"],
+    "CaseService": case_service_pb2.DESCRIPTOR.services_by_name["CaseService"],
 }
 
 

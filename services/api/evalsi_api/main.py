@@ -32,6 +32,7 @@ from evalsi import bus
 from evalsi.api import (
     ApiMetrics,
     ApiServer,
+    CaseHandlers,
     CatalogHandlers,
     EvaluationHandlers,
     HandlerLimits,
@@ -390,6 +391,7 @@ async def assemble(settings: Settings, life: Lifecycle) -> None:
         monitor=MonitorHandlers(store, traces, registry=registry, limits=settings.limits,
                                 connections=settings.connections),
         auth=access.auth_handlers,
+        cases=CaseHandlers(store, limits=settings.limits),
     )
     server = ApiServer(table, settings.server, readiness=readiness, metrics=metrics, gate=access.gate,
                        tls=access.tls, login=access.login,

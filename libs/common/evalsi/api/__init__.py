@@ -7,6 +7,7 @@ Assemble with :func:`build_table` (or :class:`HandlerTable` directly) and serve 
 from __future__ import annotations
 
 from evalsi.api.auth_handlers import AuthHandlers
+from evalsi.api.case_handlers import CaseHandlers
 from evalsi.api.catalog_handlers import CatalogHandlers
 from evalsi.api.config import HandlerLimits, ServerConfig
 from evalsi.api.context import REQUEST_ID_HEADER, TIMEOUT_HEADER, CallContext, build_context
@@ -31,6 +32,7 @@ from evalsi.api.run_handlers import RunHandlers
 from evalsi.api.server import ApiServer
 from evalsi.api.table import (
     AUTH_SERVICE,
+    CASE_SERVICE,
     CATALOG_SERVICE,
     EVALUATION_SERVICE,
     MONITOR_SERVICE,
@@ -53,9 +55,10 @@ def build_table(
     traces: TraceHandlers | None = None,
     monitor: MonitorHandlers | None = None,
     auth: AuthHandlers | None = None,
+    cases: CaseHandlers | None = None,
 ) -> HandlerTable:
-    """The table of the public services; without ``traces``, ``monitor`` or ``auth``, those services answer that
-    no store is configured."""
+    """The table of the public services; without ``traces``, ``monitor``, ``auth`` or ``cases``, those services
+    answer that no store is configured."""
     return HandlerTable(
         {
             EVALUATION_SERVICE: evaluation,
@@ -64,6 +67,7 @@ def build_table(
             TRACE_SERVICE: traces or TraceHandlers(None),
             MONITOR_SERVICE: monitor or MonitorHandlers(None, None, registry=catalog.registry),
             AUTH_SERVICE: auth or AuthHandlers(None),
+            CASE_SERVICE: cases or CaseHandlers(None),
         }
     )
 
@@ -85,6 +89,7 @@ __all__ = [  # noqa: RUF022 - grouped for readers
     "TraceHandlers",
     "MonitorHandlers",
     "AuthHandlers",
+    "CaseHandlers",
     "Control",
     "Evaluate",
     "LoadRecords",
@@ -109,6 +114,7 @@ __all__ = [  # noqa: RUF022 - grouped for readers
     "TRACE_SERVICE",
     "MONITOR_SERVICE",
     "AUTH_SERVICE",
+    "CASE_SERVICE",
     "GrpcServer",
     "GrpcHealth",
     "HttpServer",

@@ -19,6 +19,7 @@ from google.protobuf.message import Message
 
 from evalsi.v1alpha1 import (
     auth_service_pb2,
+    case_service_pb2,
     catalog_service_pb2,
     evaluation_service_pb2,
     monitor_service_pb2,
@@ -32,8 +33,9 @@ CATALOG_SERVICE: ServiceDescriptor = catalog_service_pb2.DESCRIPTOR.services_by_
 TRACE_SERVICE: ServiceDescriptor = trace_service_pb2.DESCRIPTOR.services_by_name["TraceService"]
 MONITOR_SERVICE: ServiceDescriptor = monitor_service_pb2.DESCRIPTOR.services_by_name["MonitorService"]
 AUTH_SERVICE: ServiceDescriptor = auth_service_pb2.DESCRIPTOR.services_by_name["AuthService"]
+CASE_SERVICE: ServiceDescriptor = case_service_pb2.DESCRIPTOR.services_by_name["CaseService"]
 PUBLIC_SERVICES: tuple[ServiceDescriptor, ...] = (
-    EVALUATION_SERVICE, RUN_SERVICE, CATALOG_SERVICE, TRACE_SERVICE, MONITOR_SERVICE, AUTH_SERVICE,
+    EVALUATION_SERVICE, RUN_SERVICE, CATALOG_SERVICE, TRACE_SERVICE, MONITOR_SERVICE, AUTH_SERVICE, CASE_SERVICE,
 )
 
 

@@ -98,6 +98,11 @@ _ROWS: tuple[Endpoint, ...] = (
     _rpc("TraceService", "GetTrace", "traces.read", attrs.trace_by_id, stored=True),
     # Feedback is data about a trace sent by the app or its collector, like spans: the ingest permission.
     _rpc("TraceService", "AddFeedback", "traces.write", attrs.trace_by_id, stored=True, mutating=True),
+    _rpc("CaseService", "ListCases", "cases.read", attrs.case_tenant),
+    _rpc("CaseService", "GetCase", "cases.read", attrs.case_tenant),
+    _rpc("CaseService", "UploadCaseReport", "cases.write", mutating=True),
+    _rpc("CaseService", "ListCaseReports", "cases.read", attrs.case_tenant),
+    _rpc("CaseService", "GetCaseReport", "cases.read", attrs.case_tenant),
     _rpc("AuthService", "WhoAmI", "self.read"),
     _rpc("AuthService", "ListProjects", "self.read"),
     _rpc("AuthService", "ListPermissions", "self.read"),
@@ -169,6 +174,7 @@ _ATTRIBUTES_SHOWN: dict[str, str] = {
     "list_traces": "service (the filter); stored: each trace's labels, trace {id, service, labels} (a list keeps "
                    "those allowed)",
     "trace_by_id": "trace {id}; stored: labels, trace {service, labels} (none for a trace not stored yet)",
+    "case_tenant": "tenant (the request's, default platform)",
     "otlp_export": "services, service (when exactly one), labels (evalsi.label.<key> every resource carries, the "
                    "credential's over them)",
     "project_create": "project (the one created)",

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from google.protobuf.message import Message
 
+from evalsi.cases.model import DEFAULT_TENANT
 from evalsi.labels import LABEL_ATTRIBUTE_PREFIX, common_labels, resource_labels
 from evalsi.projects import PROJECT_LABEL
 from evalsi.v1alpha1 import evaluator_pb2, run_pb2
@@ -284,6 +285,12 @@ def stored_trace(attributes: Mapping[str, Any], trace_id: str, service: str, lab
     """The attributes of a call on a stored trace: its labels (from its resources) and service."""
     return {**attributes, "labels": dict(labels), "trace": {"id": trace_id, "service": service,
                                                            "labels": dict(labels)}}
+
+
+def case_tenant(request: Message | None, sources: AttributeSources) -> Attributes:
+    """A case or case-report read: the tenant it names (``platform`` when none), a boundary like the project."""
+    tenant = str(getattr(request, "tenant", "") or "") or DEFAULT_TENANT
+    return {**base(_project_field(request)), "tenant": tenant}
 
 
 def otlp_export(request: Message | None, sources: AttributeSources) -> Attributes:

@@ -61,11 +61,13 @@ class Grant:
 
 
 BUILTIN_ROLES: tuple[RoleDefinition, ...] = (
-    RoleDefinition("viewer", ("catalog.read", "runs.read", "policies.read", "traces.read", "datasets.read"),
-                   description="read the catalog, runs, policies, traces and datasets"),
-    RoleDefinition("runner", ("evaluations.run", "runs.create", "runs.cancel", "runs.resume", "datasets.write"),
-                   ("viewer",), description="viewer, plus evaluations and runs: spends judge and target budget "
-                                            "and may execute code"),
+    RoleDefinition("viewer", ("catalog.read", "runs.read", "policies.read", "traces.read", "datasets.read",
+                              "cases.read"),
+                   description="read the catalog, runs, policies, traces, datasets and agent cases"),
+    RoleDefinition("runner", ("evaluations.run", "runs.create", "runs.cancel", "runs.resume", "datasets.write",
+                              "cases.write"),
+                   ("viewer",), description="viewer, plus evaluations, runs and case reports: spends judge and "
+                                            "target budget and may execute code"),
     RoleDefinition("editor", ("policies.write",), ("runner",),
                    description="runner, plus online policies (which includes dataset promotion)"),
     RoleDefinition("admin", ("access.manage", "audit.read"), ("editor",),

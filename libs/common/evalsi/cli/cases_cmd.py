@@ -14,7 +14,7 @@ from evalsi.cases.loader import load_cases
 from evalsi.cases.model import DEFAULT_TENANT, BrokenCase, Case
 from evalsi.cases.perf import perf_summary
 from evalsi.cases.store import CaseNotFound, export_cases, import_corpus, load_stored, read_corpus, stored_cases
-from evalsi.cli._common import EXIT_BAD_INPUT, handle_errors
+from evalsi.cli._common import EXIT_BAD_INPUT, credential_options, handle_errors
 from evalsi.cli.cases_inputs import (
     conversation_ids,
     dir_items,
@@ -24,6 +24,7 @@ from evalsi.cli.cases_inputs import (
     url_transport,
     write_report,
 )
+from evalsi.cli.cases_reports_cmd import reports
 from evalsi.errors import BadInputError
 from evalsi.judges import JudgeConfig
 from evalsi.service.config import Config
@@ -97,6 +98,9 @@ def _using_store(url: str, work: Callable[[MetadataStore], Awaitable[T]]) -> T:
 @click.group("cases")
 def cases() -> None:
     """Agent cases: conversations replayed against an agent, graded deterministically (docs/cases.md)."""
+
+
+cases.add_command(reports)
 
 
 @cases.command("validate")
@@ -265,6 +269,11 @@ def show_command(case_id: str, metadata_url: str | None, config_path: str | None
 @click.option("--no-report", is_flag=True, help="Do not write the JSON report (default: evals/reports/).")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="Write the JSON report here.")
+@click.option("--server", metavar="URL", help="Also upload the report to this Evals.si server (http://host:8080 or "
+              "grpc://host:8081), into --project; the web UI shows it under #/cases. Exit 1 when the upload fails "
+              "(a gate's 3 or a broken case's 2 still wins).")
+@click.option("--report-name", metavar="TEXT", help="The uploaded report's label in lists (default: --source).")
+@credential_options
 @handle_errors
 def run_command(
     source: str, agent_url: str | None, agent_callable: str | None, agent_token: str | None, agent_name: str | None,
@@ -273,7 +282,7 @@ def run_command(
     update_baseline: bool, conv_map_file: str | None, pairwise: bool, trials: int, no_report: bool, fmt: str,
     output: str | None, transport_kind: str = "agent", agent_harness: str | None = None, case_id: str | None = None,
     metadata_url: str | None = None, config_path: str | None = None, project: str | None = None,
-    tenant: str | None = None,
+    tenant: str | None = None, server: str | None = None, report_name: str | None = None,
 ) -> None:
     """Replay every case under --source (a directory, or 'store') against an agent and grade it.
 
@@ -343,7 +352,24 @@ def run_command(
         new_baseline = write_baseline(baseline_path, report, tolerance)
         click.echo(f"baseline: wrote {len(new_baseline['cases'])} case(s) to {baseline_path} (skipped cases left out)",
                    err=fmt == "json")
-    sys.exit(exit_code(report, accepting=update_baseline))
+    code = exit_code(report, accepting=update_baseline)
+    if server:
+        code = _upload(server, project, document, report_name or source, code, quiet=fmt == "json")
+    sys.exit(code)
+
+
+def _upload(server: str, project: str | None, document: str, name: str, code: int, *, quiet: bool) -> int:
+    """``--server``: the report uploaded after the run; a failed upload is said and makes a clean run exit 1."""
+    from evalsi.cli.cases_reports_cmd import push_report, uploaded_line
+    from evalsi.errors import EvalsiError
+
+    try:
+        uploaded = push_report(server, project, json.loads(document), name)
+    except EvalsiError as exc:
+        click.echo(f"error: --server {server}: the report was not uploaded: {exc}", err=True)
+        return code or 1
+    click.echo(uploaded_line(uploaded, server), err=quiet)
+    return code
 
 
 

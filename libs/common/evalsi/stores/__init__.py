@@ -8,6 +8,7 @@ each declared once beside its store: ``MetadataStore`` and its roles ``RunStore`
 
 from __future__ import annotations
 
+from .case_reports import CaseReportStore, StoredCaseReport
 from .metadata import (
     TASK_STATES,
     CaseImport,
@@ -34,12 +35,14 @@ __all__ = [  # noqa: RUF022 - grouped by topic, not alphabetically, for readers
     # Metadata and results
     "TASK_STATES",
     "CaseImport",
+    "CaseReportStore",
     "CaseStore",
     "MetadataStore",
     "PolicyStore",
     "RunStore",
     "SqlMetadataStore",
     "StoredCase",
+    "StoredCaseReport",
     "StoredPolicy",
     "TaskEnd",
     "TaskRow",

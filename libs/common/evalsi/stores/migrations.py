@@ -239,12 +239,51 @@ def _v5(dialect: str) -> tuple[str, ...]:
     )
 
 
+def _v6(dialect: str) -> tuple[str, ...]:
+    """Agent case reports (CaseService.UploadCaseReport): each report's canonical JSON by (project, tenant, id),
+    the id a hash of the content, with what lists show beside it; its agents apart, for the agent filter."""
+    pg = dialect == "postgres"
+    key = 'text COLLATE "C"' if pg else "TEXT"
+    text, integer, bigint, double = (
+        ("text", "integer", "bigint", "double precision") if pg else ("TEXT", "INTEGER", "INTEGER", "REAL")
+    )
+    return (
+        f"""CREATE TABLE case_reports (
+            project_id {key} NOT NULL,
+            tenant_id {key} NOT NULL,
+            report_id {key} NOT NULL,
+            name {text} NOT NULL DEFAULT '',
+            agents {text} NOT NULL,
+            counts {text} NOT NULL,
+            pass_rate {double},
+            ci_low {double},
+            ci_high {double},
+            regressions {integer},
+            simulated {integer} NOT NULL DEFAULT 0,
+            uploaded_by {text} NOT NULL DEFAULT '',
+            upload_us {bigint} NOT NULL,
+            size_bytes {bigint} NOT NULL,
+            document {text} NOT NULL,
+            PRIMARY KEY (project_id, tenant_id, report_id)
+        )""",
+        "CREATE INDEX case_reports_by_time ON case_reports (project_id, tenant_id, upload_us DESC, report_id DESC)",
+        f"""CREATE TABLE case_report_agents (
+            project_id {key} NOT NULL,
+            tenant_id {key} NOT NULL,
+            report_id {key} NOT NULL,
+            agent {key} NOT NULL,
+            PRIMARY KEY (project_id, tenant_id, report_id, agent)
+        )""",
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "runs, results, tasks, leases", sqlite=_v1("sqlite"), postgres=_v1("postgres")),
     Migration(2, "usage of each task", sqlite=_v2("sqlite"), postgres=_v2("postgres")),
     Migration(3, "online policies", sqlite=_v3("sqlite"), postgres=_v3("postgres")),
     Migration(4, "agent cases", sqlite=_v4("sqlite"), postgres=_v4("postgres")),
     Migration(5, "projects, API keys, roles, bindings, audit log", sqlite=_v5("sqlite"), postgres=_v5("postgres")),
+    Migration(6, "agent case reports", sqlite=_v6("sqlite"), postgres=_v6("postgres")),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

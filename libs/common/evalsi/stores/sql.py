@@ -2,7 +2,8 @@
 
 The store writes its SQL once, with ``?`` placeholders; a ``Database`` (``evalsi.stores.sql_engines``) runs
 it on SQLite or Postgres. This module holds runs, results, tasks and leases; policies and agent cases are
-the ``SqlDocuments`` mixin (``evalsi.stores.sql_documents``).
+the ``SqlDocuments`` mixin (``evalsi.stores.sql_documents``), agent case reports ``SqlCaseReports``
+(``evalsi.stores.case_reports``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from evalsi.v1alpha1.run_pb2 import Run
 from evalsi.v1alpha1.score_pb2 import OUTCOME_SCORED, OUTCOME_SKIPPED, EvaluationResult
 
 from .audit import SqlAudit
+from .case_reports import SqlCaseReports
 from .identity import SqlIdentity
 from .metadata import (
     TASK_STATES,
@@ -75,9 +77,9 @@ def _without_results(run: Run, project: str) -> Run:
     return stored
 
 
-class SqlMetadataStore(SqlDocuments, SqlIdentity, SqlAudit):
+class SqlMetadataStore(SqlDocuments, SqlCaseReports, SqlIdentity, SqlAudit):
     """The MetadataStore over SQLite or Postgres; open it with ``open_sqlite``/``open_postgres`` or a URL. It is also
-    the IdentityStore (``identity``) and the AuditStore (``audit``)."""
+    the IdentityStore (``identity``), the AuditStore (``audit``) and the CaseReportStore (``case_reports``)."""
 
     def __init__(self, db: Database, *, applied_migrations: Sequence[int] = ()) -> None:
         self._db = db
