@@ -1,0 +1,106 @@
+"""The policies pages in a real Chromium against a served stack where a real online policy scored traces sent over
+OTLP by the OpenTelemetry SDK's exporter in two windows, fired an alert to a webhook and promoted the failing traces:
+the list, a policy's window statistics drawn with their interval band, the alerts that fired and the promotions,
+each checked against what the API answers."""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from browser import assert_accessible, wait_for_page
+from playwright.sync_api import Page
+from watch_data import DATASET, POLICY, WatchData, served_watch
+
+
+@pytest.fixture(scope="module")
+def watch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WatchData]:
+    with served_watch(tmp_path_factory.mktemp("ui-policies")) as data:
+        yield data
+
+
+def api_get(watch: WatchData, path: str) -> Any:
+    with urllib.request.urlopen(watch.stack.http + path, timeout=10) as response:
+        return json.loads(response.read())
+
+
+def open_policy(watch: WatchData, page: Page) -> None:
+    page.goto(watch.ui + "#/policies")
+    wait_for_page(page)
+    rows = page.locator("table tbody tr")
+    assert rows.count() == 1
+    row = rows.first.inner_text()
+    assert POLICY in row and "polite" in row and f"datasets/{DATASET}" in row
+    assert_accessible(page)
+    page.locator(f"a[href='#/policies/{POLICY}']").click()
+    page.wait_for_url(f"**#/policies/{POLICY}")
+    page.locator("#policy-promotions-table").wait_for()
+
+
+def test_a_policy_shows_its_windows_as_a_chart_with_its_band(watch: WatchData, page: Page) -> None:
+    open_policy(watch, page)
+    stats = api_get(watch, f"/v1alpha1/policies/{POLICY}/stats?perWindow=true&lastWindows=48")
+    windows = stats["windows"]
+    assert len(windows) >= 2  # the fixture scored its second batch in a later window
+
+    chart = page.locator("figure.metric-chart[data-metric=polite] svg")
+    assert chart.count() == 1
+    # One path per series: the interval band and the line of means, a point per window.
+    assert chart.locator("path.band").count() == 1 and chart.locator("path.line").count() == 1
+    assert chart.locator("circle.point").count() == len(windows)
+    band = chart.locator("path.band").get_attribute("d") or ""
+    assert band.startswith("M") and band.endswith("Z") and band.count("L") == 2 * len(windows) - 1
+    label = chart.get_attribute("aria-label") or ""
+    last = windows[-1]["metrics"][0]
+    assert f"{len(windows)} points" in label and f"latest {last['mean']:.3f}" in label
+
+    overall = page.locator("section[aria-labelledby=policy-stats] table").first.locator("tbody tr").first.inner_text()
+    (metric,) = stats["metrics"]
+    assert "polite" in overall and f"{metric['mean']:.3f} [{metric['ciLow']:.3f}, {metric['ciHigh']:.3f}]" in overall
+    assert f"{stats['tracesEvaluated']} traces evaluated in {len(windows)} windows" in page.locator(
+        "#policy-range-text").inner_text()
+    assert_accessible(page)
+
+
+def test_alerts_fired_and_promotions_are_listed(watch: WatchData, page: Page) -> None:
+    open_policy(watch, page)
+    stats = api_get(watch, f"/v1alpha1/policies/{POLICY}/stats?perWindow=true&lastWindows=48")
+    held = [(w["startTime"], a) for w in stats["windows"] for a in w.get("alerts", []) if a.get("held")]
+    assert held, "the webhook received an alert, so some window's figures hold the rule"
+    alerts = page.locator("#policy-alerts-table tbody tr")
+    assert alerts.count() == len(held)
+    for row, (_, alert) in zip(alerts.all(), reversed(held), strict=True):
+        text = row.inner_text()
+        assert "mean('polite') < 0.5" in text and alert["reason"] in text
+    assert "mean('polite') < 0.5" in page.locator("#policy-alert-rules").inner_text()
+    assert len(watch.alerts) >= 1  # and the alert really went out, signed, to the webhook
+
+    versions = api_get(watch, f"/v1alpha1/datasets/{DATASET}")["versions"]
+    promotions = page.locator("#policy-promotions-table tbody tr")
+    assert promotions.count() == len(versions) >= 2
+    newest = promotions.first.inner_text()
+    assert versions[-1]["version"][:12] in newest and versions[-1]["ref"] in newest
+    assert str(versions[-1]["records"]) in newest
+
+
+def test_the_range_of_windows_is_in_the_hash(watch: WatchData, page: Page) -> None:
+    open_policy(watch, page)
+    page.locator("#policy-windows").fill("0")
+    page.locator("#policy-range button[type=submit]").click()
+    page.wait_for_url(f"**#/policies/{POLICY}?windows=0")
+    page.wait_for_function("() => document.getElementById('policy-range-text')?.textContent.startsWith('Every stored')")
+    assert page.locator("#policy-windows").input_value() == "0"
+    everything = api_get(watch, f"/v1alpha1/policies/{POLICY}/stats?perWindow=true")
+    points = page.locator("figure.metric-chart[data-metric=polite] svg circle.point")
+    assert points.count() == len(everything["windows"])
+
+
+@pytest.mark.parametrize("allowed_errors", [["HTTP 404 for GET", "404 (Not Found)"]])  # provoked on purpose
+def test_a_missing_policy_is_the_apis_404_in_the_banner(watch: WatchData, page: Page) -> None:
+    page.goto(watch.ui + "#/policies/missing")
+    page.locator("#banner").wait_for()
+    assert "policy 'missing' not found" in page.locator("#banner-text").inner_text()
+    assert page.locator("main h1").inner_text() == "This page could not be shown"
