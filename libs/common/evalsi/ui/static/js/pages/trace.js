@@ -45,7 +45,7 @@ const SCORE_COLUMNS = [
   { key: 'reason', label: 'Reason' },
   { key: 'evaluator', label: 'Evaluator' },
   { key: 'stage', label: 'Stage' },
-  { key: 'revision', label: 'Revision', numeric: true, value: (s) => Number(s.revision || 0) },
+  { key: 'revision', label: 'Revision', numeric: true, value: (s) => Number(s.revision || 0), render: (s) => String(Number(s.revision || 0)) },
   { key: 'scoreTime', label: 'Scored', render: (s) => fmtTime(s.scoreTime) },
 ];
 

@@ -54,12 +54,18 @@ function timingBar(step, origin, total) {
   const x = total > 0 ? Math.max(0, (start / total) * BAR_WIDTH) : 0;
   const width = total > 0 ? Math.max(1, (duration / total) * BAR_WIDTH) : BAR_WIDTH;
   const label = `starts at +${fmtDuration(Math.max(0, start))}, lasts ${fmtDuration(duration)}`;
+  // Inline in the summary line (not a block like svg.chart), coloured by the text's colour so it follows the theme:
+  // presentation attributes, which the CSP allows where it refuses style attributes.
   const root = svg('svg', {
-    class: 'chart timing', viewBox: `0 0 ${BAR_WIDTH} ${BAR_HEIGHT}`, width: BAR_WIDTH, height: BAR_HEIGHT,
+    class: 'timing', viewBox: `0 0 ${BAR_WIDTH} ${BAR_HEIGHT}`, width: BAR_WIDTH, height: BAR_HEIGHT,
     role: 'img', 'aria-label': label,
   });
   root.append(svg('title', {}, label),
-    svg('rect', { class: 'bar', x: Math.min(x, BAR_WIDTH - 1), y: 1, width: Math.min(width, BAR_WIDTH), height: BAR_HEIGHT - 2 }));
+    svg('rect', { class: 'track', x: 0, y: 1, width: BAR_WIDTH, height: BAR_HEIGHT - 2, fill: 'currentColor', 'fill-opacity': 0.12 }),
+    svg('rect', {
+      class: 'bar', x: Math.min(x, BAR_WIDTH - 1), y: 1, width: Math.min(width, BAR_WIDTH), height: BAR_HEIGHT - 2,
+      fill: 'currentColor', 'fill-opacity': 0.75,
+    }));
   return root;
 }
 

@@ -106,7 +106,7 @@ const COLUMNS = [
   { key: 'startTime', label: 'Started', render: (t) => fmtTime(t.startTime) },
   { key: 'duration', label: 'Duration', numeric: true, value: (t) => Number(String(t.duration || '0s').replace(/s$/, '')),
     render: (t) => fmtDuration(t.duration) },
-  { key: 'spanCount', label: 'Spans', numeric: true, value: (t) => Number(t.spanCount || 0) },
+  { key: 'spanCount', label: 'Spans', numeric: true, value: (t) => Number(t.spanCount || 0), render: (t) => String(Number(t.spanCount || 0)) },
   {
     key: 'errorCount', label: 'Errors', numeric: true, value: (t) => Number(t.errorCount || 0),
     render: (t) => (t.errorCount ? h('span', { class: 'badge bad' }, String(t.errorCount)) : '0'),
