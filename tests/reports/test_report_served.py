@@ -49,7 +49,8 @@ def test_a_served_comparison_is_evalsi_compare_on_the_server(served: tuple[Stack
     compared = evalsi("compare", baseline, candidate, "--format", "json", *server)
     metrics = json.loads(compared.stdout)["metrics"]
     rows = table_rows(done.stdout, "metric | pairs")
-    assert len(rows) == len(metrics) and {"exact-match", "fuzzy-match.passed", "cost.usd"} <= {m["metric"] for m in metrics}
+    assert len(rows) == len(metrics)
+    assert {"exact-match", "fuzzy-match.passed", "cost.usd"} <= {m["metric"] for m in metrics}
     for m in metrics:
         _, pairs, base, cand, diff, ci, p, _ = rows[md_text(m["metric"])]
         assert (pairs, base, cand, diff) == (m["nPairs"], _fmt(m.get("meanA")), _fmt(m.get("meanB")),
