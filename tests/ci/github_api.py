@@ -33,6 +33,7 @@ class FakeGitHub:
     comments: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # "owner/repo#n" -> comments
     calls: list[Call] = field(default_factory=list)
     fail_with: int = 0  # answer every call with this status (a GitHub outage)
+    next_origin: str = ""  # where the Link header's next page points (default: this server)
     next_id: int = 1000
     port: int = 0
 
@@ -124,7 +125,7 @@ def _handler(state: FakeGitHub) -> type[BaseHTTPRequestHandler]:
             chunk = thread[(page - 1) * per_page: page * per_page]
             headers = {}
             if page * per_page < len(thread):
-                base = f"{state.url}/repos/{repository}/issues/{number}/comments"
+                base = f"{state.next_origin or state.url}/repos/{repository}/issues/{number}/comments"
                 headers["Link"] = f'<{base}?per_page={per_page}&page={page + 1}>; rel="next"'
             self._answer(200, chunk, headers)
 

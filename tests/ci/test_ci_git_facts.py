@@ -75,5 +75,5 @@ def test_a_good_value_passes() -> None:
 def test_an_event_file_that_is_not_json_is_refused(tmp_path: Path) -> None:
     event = tmp_path / "event.json"
     event.write_text("{not json")
-    with pytest.raises(BadInputError, match="GITHUB_EVENT_PATH .*not a readable JSON event"):
+    with pytest.raises(BadInputError, match=r"GITHUB_EVENT_PATH .*not a readable JSON event"):
         read_event(str(event))

@@ -47,6 +47,17 @@ async def test_the_comment_is_found_past_the_first_page() -> None:
         assert len(github.thread(REPO, 9)) == 131
 
 
+async def test_a_next_page_on_another_origin_is_not_followed_with_the_token() -> None:
+    with fake_github() as github, fake_github() as elsewhere:
+        github.next_origin = elsewhere.url
+        for n in range(101):
+            github.add(REPO, 9, f"comment {n}")
+        pull = PullRequest(REPO, "9", github.token, api=github.url)
+        posted = await upsert_comment(pull, f"{marker('qa')}\nnew", marker("qa"))
+        assert posted.action == "created"
+        assert elsewhere.calls == []  # the token never went there
+
+
 async def test_a_github_outage_is_a_comment_error_naming_the_call() -> None:
     with fake_github() as github:
         github.fail_with = 500
@@ -74,11 +85,11 @@ async def test_a_body_over_githubs_limit_is_what_github_refuses() -> None:
 
 async def test_an_unreachable_api_is_a_comment_error_within_the_timeout() -> None:
     pull = PullRequest(REPO, "5", "t", api="http://127.0.0.1:9")
-    with pytest.raises(CommentError, match="ClientConnectorError|ClientConnectionError|Cannot connect"):
+    with pytest.raises(CommentError, match=r"ClientConnectorError|ClientConnectionError|Cannot connect"):
         await upsert_comment(pull, f"{marker('qa')}\nx", marker("qa"), timeout_s=5)
 
 
 def test_the_token_goes_only_to_https_or_loopback() -> None:
-    with pytest.raises(BadInputError, match="--github-api 'http://github.example.com'.*https://"):
+    with pytest.raises(BadInputError, match=r"--github-api 'http://github.example.com'.*https://"):
         PullRequest(REPO, "5", "t", api="http://github.example.com")
     assert PullRequest(REPO, "5", "t", api="https://ghe.example.com/api/v3").api.startswith("https://")

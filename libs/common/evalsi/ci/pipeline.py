@@ -93,6 +93,7 @@ def run_job(job: Job, *, client: Client | None, warn: Callable[[str], None]) -> 
                           title=job.title)
     mark = marker(results.run.name or job.title or "evalsi")
     body = comment_body(mark, summary_file.read_text(encoding="utf-8"), footer(job.facts, baseline.source))
+    summary_file.write_text(body, encoding="utf-8")  # what is posted, for CI systems that post it themselves
     if job.step_summary:
         _append_step_summary(Path(job.step_summary), body, warn)
     posted = None

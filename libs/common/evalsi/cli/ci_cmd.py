@@ -100,7 +100,8 @@ def ci_run_command(
        git.sha, git.branch and git.pr;
     2. saves the result as OUTPUT_DIR/results.json (keep it as an artifact: it is the next run's baseline);
     3. finds the baseline (--baseline, or the base branch's newest run on the server) and compares;
-    4. writes OUTPUT_DIR/report.html (self-contained) and OUTPUT_DIR/summary.md (`evalsi report`);
+    4. writes OUTPUT_DIR/report.html (self-contained) and OUTPUT_DIR/summary.md (`evalsi report`; the comment
+       as posted);
     5. appends the summary to $GITHUB_STEP_SUMMARY when it is set;
     6. posts or updates one comment on the pull request (a failure to post is a warning, never the exit code).
 
