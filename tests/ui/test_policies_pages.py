@@ -64,6 +64,14 @@ def test_a_policy_shows_its_windows_as_a_chart_with_its_band(watch: WatchData, p
         "#policy-range-text").inner_text()
     assert_accessible(page)
 
+    # From a pass/fail metric to the traces that failed it.
+    page.get_by_role("link", name="failed").click()
+    page.wait_for_url("**#/traces?metric=polite&max=0")
+    failed = sorted(watch.traces[name] for name in ("curt", "refused", "later-curt"))
+    rows = "main table tbody tr th code"
+    page.wait_for_function("([css, n]) => document.querySelectorAll(css).length === n", arg=[rows, len(failed)])
+    assert sorted(page.locator(rows).all_inner_texts()) == failed
+
 
 def test_alerts_fired_and_promotions_are_listed(watch: WatchData, page: Page) -> None:
     open_policy(watch, page)

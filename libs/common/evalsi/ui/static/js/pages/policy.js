@@ -46,6 +46,12 @@ const METRIC_COLUMNS = [
     render: (m) => `${Number(m.skipped || 0)} (${Number(m.noContent || 0)})` },
   { key: 'errors', label: 'Errors', numeric: true, value: (m) => Number(m.errors || 0), render: (m) => String(Number(m.errors || 0)) },
   { key: 'evaluator', label: 'Evaluator' },
+  {
+    // ListTraces filters on a metric's stored scores (of any policy naming the metric so).
+    key: 'traces', label: 'Traces', sortable: false,
+    render: (m) => h('span', {}, h('a', { href: href('/traces', { metric: m.metric }) }, 'scored'),
+      m.passFail ? [' \u00b7 ', h('a', { href: href('/traces', { metric: m.metric, max: '0' }) }, 'failed')] : null),
+  },
 ];
 
 // Each metric's series over the windows: {t, mean, lo, hi} per window that scored it.

@@ -109,13 +109,19 @@ function stepDetails(step, origin) {
     step.error ? ['error', step.error] : null,
   ].filter(Boolean);
   const attributes = Object.entries(step.attributes || {});
-  return h('details', { class: 'step-details' }, h('summary', {}, 'Details'),
-    h('dl', { class: 'kv' }, rows.map(([key, value]) => [h('dt', {}, key), h('dd', {}, value)])),
-    step.input ? h('details', {}, h('summary', {}, 'Input'), contentNode(step.input)) : null,
-    step.output ? h('details', {}, h('summary', {}, 'Output'), contentNode(step.output)) : null,
-    attributes.length ? h('details', {}, h('summary', {}, `Attributes (${attributes.length})`),
-      h('dl', { class: 'kv mono' }, attributes.map(([key, value]) => [
-        h('dt', {}, key), h('dd', {}, typeof value === 'string' ? value : JSON.stringify(value))]))) : null);
+  const details = h('details', { class: 'step-details' }, h('summary', {}, 'Details'));
+  // Drawn when first opened: a trace of thousands of steps stays quick to show.
+  details.addEventListener('toggle', () => {
+    if (!details.open || details.childElementCount > 1) return;
+    details.append(
+      h('dl', { class: 'kv' }, rows.map(([key, value]) => [h('dt', {}, key), h('dd', {}, value)])),
+      step.input ? h('details', {}, h('summary', {}, 'Input'), contentNode(step.input)) : '',
+      step.output ? h('details', {}, h('summary', {}, 'Output'), contentNode(step.output)) : '',
+      attributes.length ? h('details', {}, h('summary', {}, `Attributes (${attributes.length})`),
+        h('dl', { class: 'kv mono' }, attributes.map(([key, value]) => [
+          h('dt', {}, key), h('dd', {}, typeof value === 'string' ? value : JSON.stringify(value))]))) : '');
+  });
+  return details;
 }
 
 function stepItem(node, depth, step, origin, total) {
