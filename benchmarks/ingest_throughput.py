@@ -127,8 +127,9 @@ def process_cpu() -> dict[int, tuple[str, float]]:
             continue
         fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) ": state, ppid, ... utime (12th), stime
         parents[int(entry)] = int(fields[1])
-        label = ("ingest" if "evalsi_ingest" in command else "clickhouse-server" if "clickhouse" in command
-                 else "benchmark (clients, reads)" if int(entry) == os.getpid() else command.split(" ")[0])
+        # This process first: its own command line names the store ("--store clickhouse").
+        label = ("benchmark (clients, reads)" if int(entry) == os.getpid() else "ingest" if "evalsi_ingest" in command
+                 else "clickhouse-server" if "clickhouse" in command else command.split(" ")[0])
         found[int(entry)] = (label, (int(fields[11]) + int(fields[12])) / tick)
     mine = {os.getpid()}
     while True:
