@@ -10,7 +10,7 @@ import re
 from html.parser import HTMLParser
 from pathlib import Path
 
-from report_helpers import evalsi
+from report_helpers import evalsi, huge_run
 
 from evalsi.reports import build_report, render_html
 from evalsi.runs.results import EvaluationResults, _fmt
@@ -175,3 +175,15 @@ def test_without_the_data_the_report_says_how_to_show_records(saved: dict[str, P
     data = Path(__file__).resolve().parents[2] / "examples" / "quickstart" / "qa.jsonl"
     again = evalsi("report", str(moved), "--format", "html", "--data", str(data))
     assert "What is 12 * 12?" in " ".join(parse(again.stdout).text)
+
+
+def test_flips_and_records_are_bounded_by_max_records() -> None:
+
+    report = build_report(huge_run(500, "cand", False), baseline=huge_run(500, "base", True), max_records=10)
+    page = parse(render_html(report))
+    assert "500 records changed outcome (500 worse) (490 more left out: raise --max-records to see them)" in \
+        "".join(page.text)
+    flips = next(t for t in page.tables if t[0][:3] == ["record", "trial", "metric"])
+    assert len(flips) == 1 + 10
+    records = next(t for t in page.tables if t[0][:2] == ["record", "trial"] and t[0][-1] == "results")
+    assert len(records) == 1 + 10

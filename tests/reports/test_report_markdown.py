@@ -7,14 +7,13 @@ import json
 import re
 from pathlib import Path
 
-from report_helpers import evalsi
+from report_helpers import evalsi, huge_run, table_rows
 
 from evalsi.reports import COMMENT_LIMIT, build_report, render_markdown
 from evalsi.reports.markdown import md_text
 from evalsi.runs.results import EvaluationResults, _fmt
 from evalsi.v1alpha1.run_pb2 import GateResult, Run
 from evalsi.v1alpha1.score_pb2 import (
-    OUTCOME_ERROR,
     OUTCOME_SCORED,
     VALUE_KIND_BOOLEAN,
     VALUE_KIND_NUMBER,
@@ -22,19 +21,6 @@ from evalsi.v1alpha1.score_pb2 import (
     MetricSummary,
     Score,
 )
-
-
-def table_rows(markdown: str, first_header: str) -> dict[str, list[str]]:
-    """The rows of the table whose first header is ``first_header``: first cell to every cell."""
-    lines = markdown.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith(f"| {first_header} |"))
-    rows = {}
-    for line in lines[start + 2:]:
-        if not line.startswith("|"):
-            break
-        cells = [cell.strip() for cell in line.strip("|").split("|")]
-        rows[cells[0]] = cells
-    return rows
 
 
 def test_the_metric_table_is_the_run_summaries(saved: dict[str, Path]) -> None:
@@ -108,25 +94,8 @@ def test_data_in_the_markdown_is_inert() -> None:
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in markdown and "next" in markdown
 
 
-def _huge_run(records: int, prefix: str, passing: bool) -> Run:
-    run = Run(id=prefix, name=prefix)
-    run.summaries.append(MetricSummary(metric="check", evaluator="check", kind=VALUE_KIND_BOOLEAN, n=records,
-                                       mean=1.0 if passing else 0.0, higher_is_better=True))
-    run.summaries.append(MetricSummary(metric="broken", evaluator="broken", kind=VALUE_KIND_NUMBER, errors=records,
-                                       higher_is_better=True))
-    reason = "x" * 300
-    for i in range(records):
-        run.results.append(EvaluationResult(
-            record_id=f"record-{i:06d}-{'y' * 40}", evaluator="check", outcome=OUTCOME_SCORED,
-            scores=[Score(name="passed", passed=passing, explanation=reason)],
-        ))
-        run.results.append(EvaluationResult(record_id=f"record-{i:06d}-{'y' * 40}", evaluator="broken",
-                                            outcome=OUTCOME_ERROR, reason=reason))
-    return run
-
-
 def test_a_huge_run_fits_a_comment_and_says_what_it_left_out() -> None:
-    baseline, candidate = _huge_run(20_000, "base", True), _huge_run(20_000, "cand", False)
+    baseline, candidate = huge_run(20_000, "base", True), huge_run(20_000, "cand", False)
     report = build_report(candidate, baseline=baseline, max_records=20_000)
     markdown = render_markdown(report)
     assert len(markdown) <= COMMENT_LIMIT

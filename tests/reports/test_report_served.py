@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from report_helpers import evalsi
-from test_report_markdown import table_rows
+from report_helpers import evalsi, table_rows
 
 import evalsi as sdk
 from evalsi.reports.markdown import md_text

@@ -20,10 +20,10 @@ from evalsi.client_config import client_defaults, no_server_message
 from evalsi.errors import BadInputError
 from evalsi.reports import Report, build_report, render_html, render_markdown
 from evalsi.reports.content import join_records
+from evalsi.reports.model import result_failed
 from evalsi.reports.sources import load_file, load_served, on_server
 from evalsi.stats.defaults import ADJUSTMENTS, DEFAULT_ADJUSTMENT, DEFAULT_CONFIDENCE
 from evalsi.v1alpha1.run_pb2 import Run
-from evalsi.v1alpha1.score_pb2 import OUTCOME_ERROR
 
 MAX_RECORDS_LIMIT = 100_000  # record rows one HTML file may hold; each can carry kilobytes of text
 
@@ -108,17 +108,14 @@ def report_command(source: str, baseline: str | None, fmt: str | None, output: s
 
 
 def _ids_shown(run: Run, max_records: int) -> set[str]:
-    """The record ids whose records a report may show: every id when there are few, else the first ones, failing
-    ones first, as the report orders its rows. Bounds what is held of the data file."""
+    """The ids of the records a report may show (its rows and its failures: failing ones first, at most
+    ``max_records`` of each), so that no more of the data file than that is held."""
     failing: dict[str, None] = {}
     others: dict[str, None] = {}
     for result in run.results:
-        failed = result.outcome == OUTCOME_ERROR or any(
-            s.WhichOneof("value") == "passed" and not s.passed for s in result.scores
-        )
-        (failing if failed else others)[result.record_id] = None
-    ordered = list(failing) + [i for i in others if i not in failing]
-    return set(ordered[: max(max_records, 1)])
+        (failing if result_failed(result) else others)[result.record_id] = None
+    ordered = [*failing, *(record_id for record_id in others if record_id not in failing)]
+    return set(ordered[:max_records])
 
 
 def _load(source: str, baseline: str | None, server: str | None, project: str | None) -> tuple[Run, Run | None]:

@@ -72,8 +72,8 @@ def join_records(
     wanted: Collection[str] | None = None,
 ) -> Joined[T] | None:
     """``keep(record)`` for each record of the run's dataset whose id is in ``wanted`` (every id when None), read
-    from ``data``, else from the run's own file (``run_dataset_file``) when its version is still the manifest's. None when
-    neither is available. One pass over the file; only what ``keep`` returns is held."""
+    from ``data``, else from the run's own file (``run_dataset_file``) when its version is still the manifest's.
+    None when neither is available. One pass over the file; only what ``keep`` returns is held."""
     explicit = data is not None
     source = data if explicit else run_dataset_file(run)
     if not source:

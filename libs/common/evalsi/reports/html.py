@@ -225,7 +225,7 @@ def _delta_row(d: Delta, adjusted: bool) -> str:
 
 
 def _flips(view: ComparisonView) -> str:
-    if not view.flips:
+    if not view.flips_total:
         return "<p>No record changed outcome.</p>"
     rows = [
         f'<tr><th scope="row">{escape(f.record_id)}</th>{_num(str(f.trial))}<td>{escape(f.metric)}</td>'
@@ -235,7 +235,9 @@ def _flips(view: ComparisonView) -> str:
     ]
     headers = [("record", False), ("trial", True), ("metric", False), ("baseline", False), ("candidate", False),
                ("change", False)]
-    return (f'<h3 id="flips">{len(view.flips)} records changed outcome</h3>'
+    left_out = view.flips_total - len(view.flips)
+    note = f" ({left_out} more left out: raise --max-records to see them)" if left_out else ""
+    return (f'<h3 id="flips">{view.flips_total} records changed outcome ({view.flips_worse} worse){escape(note)}</h3>'
             + _table("", headers, rows))
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from evalsi.reports.model import Delta, Flip, MetricRow, RecordRow, Report
+from evalsi.reports.model import ComparisonView, Delta, MetricRow, RecordRow, Report
 from evalsi.runs.results import _fmt
 
 COMMENT_LIMIT = 65_000
@@ -51,7 +51,7 @@ def _render(report: Report, listed: int, metrics: int | None) -> str:
     parts = [_heading(report), _gates(report), _metric_table(report, metrics), _errors(report), _budget(report)]
     if report.comparison is not None:
         parts.append(_deltas(report, metrics))
-        parts.append(_flips(report.comparison.flips, listed))
+        parts.append(_flips(report.comparison, listed))
     parts.append(_failures(report, listed))
     parts.extend(f"> {md_text(note, 400)}" for note in report.notes)
     return "\n\n".join(part for part in parts if part) + "\n"
@@ -157,19 +157,20 @@ def _delta_line(d: Delta) -> str:
             f"{interval_text(d.low, d.high)} | {_fmt(p)} | {verdict} |")
 
 
-def _flips(flips: tuple[Flip, ...], listed: int) -> str:
-    if not flips:
+def _flips(view: ComparisonView, listed: int) -> str:
+    if not view.flips_total:
         return "_No record changed outcome._"
-    broke = sum(not f.improved for f in flips)
-    lines = [f"<details><summary>{len(flips)} records changed outcome ({broke} worse, {len(flips) - broke} better)"
-             "</summary>", ""]
-    for flip in sorted(flips, key=lambda f: f.improved)[:listed]:
+    better = view.flips_total - view.flips_worse
+    lines = [f"<details><summary>{view.flips_total} records changed outcome ({view.flips_worse} worse, {better} "
+             "better)</summary>", ""]
+    shown = view.flips[:listed]
+    for flip in shown:
         mark = "▲" if flip.improved else "▼"
         trial = f" (trial {flip.trial})" if flip.trial else ""
         lines.append(f"- {mark} `{_code(flip.record_id)}`{trial} {md_text(flip.metric)}: "
                      f"{md_text(flip.before)} → {md_text(flip.after)}")
-    if len(flips) > listed:
-        lines.append(f"- … and {len(flips) - listed} more (the HTML report lists them)")
+    if view.flips_total > len(shown):
+        lines.append(f"- … and {view.flips_total - len(shown)} more (the HTML report lists them)")
     return "\n".join([*lines, "", "</details>"])
 
 
@@ -180,8 +181,9 @@ def _failures(report: Report, listed: int) -> str:
              "errored</summary>", ""]
     for row in report.failures[:listed]:
         lines.append(f"- `{_code(row.record_id)}`{f' (trial {row.trial})' if row.trial else ''}: {_failed(row)}")
-    if report.failures_total > listed:
-        lines.append(f"- … and {report.failures_total - min(listed, len(report.failures))} more")
+    shown = min(listed, len(report.failures))
+    if report.failures_total > shown:
+        lines.append(f"- … and {report.failures_total - shown} more")
     return "\n".join([*lines, "", "</details>"])
 
 

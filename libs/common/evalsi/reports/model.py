@@ -23,6 +23,7 @@ from evalsi.stats.defaults import DEFAULT_ADJUSTMENT, DEFAULT_CONFIDENCE
 from evalsi.v1alpha1.record_pb2 import Record
 from evalsi.v1alpha1.run_pb2 import Comparison, Run, RunState
 from evalsi.v1alpha1.score_pb2 import (
+    OUTCOME_ERROR,
     OUTCOME_SCORED,
     VALUE_KIND_BOOLEAN,
     VALUE_KIND_LABEL,
@@ -115,13 +116,6 @@ class RecordRow:
     reference: str | None
     results: tuple[ResultCell, ...]
 
-    @property
-    def failed(self) -> bool:
-        """Whether any check on this record failed or errored: what a reviewer looks at first."""
-        return any(
-            cell.outcome == "error" or any(score.value == "fail" for score in cell.scores) for cell in self.results
-        )
-
 
 @dataclass(frozen=True)
 class Delta:
@@ -164,7 +158,9 @@ class ComparisonView:
     adjust: str
     level: float
     deltas: tuple[Delta, ...]
-    flips: tuple[Flip, ...]
+    flips: tuple[Flip, ...]  # at most max_records, the ones that got worse first
+    flips_total: int
+    flips_worse: int
 
 
 @dataclass(frozen=True)
@@ -182,7 +178,7 @@ class Report:
     records: tuple[RecordRow, ...]  # at most max_records, failing records first
     records_total: int
     records_at_hand: bool  # whether input, output and reference could be shown
-    failures: tuple[RecordRow, ...] = field(default=())  # every record with a failed or errored check (bounded)
+    failures: tuple[RecordRow, ...] = field(default=())  # records with a failed or errored check, at most max_records
     failures_total: int = 0
     comparison: ComparisonView | None = None
     notes: tuple[str, ...] = ()
@@ -205,9 +201,11 @@ def build_report(
 ) -> Report:
     """The report of ``run`` (with its results), compared with ``baseline`` when given. ``records`` (id to record)
     supplies input, output and reference; ``max_records`` bounds the record rows kept (and the failures listed)."""
-    rows = _record_rows(run, records)
-    failing = [row for row in rows if row.failed]
-    ordered = failing + [row for row in rows if not row.failed]
+    grouped = _results_by_record(run)
+    failing = [key for key, results in grouped.items() if any(map(result_failed, results))]
+    failing_set = set(failing)
+    shown = (failing + [key for key in grouped if key not in failing_set])[:max_records]
+    rows = {key: _record_row(key, grouped[key], records) for key in [*shown, *failing[:max_records]]}
     level = run.summaries[0].ci.level if run.summaries else confidence
     return Report(
         title=title or _default_title(run),
@@ -220,12 +218,12 @@ def build_report(
         gates=tuple(Gate(g.expression, g.passed, g.message) for g in run.gates),
         budget=_budget(run),
         errors=tuple(error_notes(run.summaries)),
-        records=tuple(ordered[:max_records]),
-        records_total=len(rows),
+        records=tuple(rows[key] for key in shown),
+        records_total=len(grouped),
         records_at_hand=records is not None,
-        failures=tuple(failing[:max_records]),
+        failures=tuple(rows[key] for key in failing[:max_records]),
         failures_total=len(failing),
-        comparison=None if baseline is None else _comparison(baseline, run, confidence, adjust),
+        comparison=None if baseline is None else _comparison(baseline, run, confidence, adjust, max_records),
         notes=tuple(notes),
     )
 
@@ -344,44 +342,57 @@ def clip(text: str, limit: int = TEXT_CHARS) -> str:
     return text[:limit] + f"… [{len(text) - limit} more characters]"
 
 
-def _record_rows(run: Run, records: Mapping[str, Record] | None) -> list[RecordRow]:
-    by_key: dict[tuple[str, int], list[EvaluationResult]] = defaultdict(list)
+def result_failed(result: EvaluationResult) -> bool:
+    """Whether a result is an error or holds a failed pass/fail score: what a reviewer looks at first."""
+    return result.outcome == OUTCOME_ERROR or any(
+        score.WhichOneof("value") == "passed" and not score.passed for score in result.scores
+    )
+
+
+def _results_by_record(run: Run) -> dict[tuple[str, int], list[EvaluationResult]]:
+    """A run's results by (record id, trial), in the order the run has them."""
+    grouped: dict[tuple[str, int], list[EvaluationResult]] = defaultdict(list)
     for result in run.results:
-        by_key[(result.record_id, result.trial)].append(result)
-    rows = []
-    for (record_id, trial), results in by_key.items():
-        record = None if records is None else records.get(record_id)
-        cells = tuple(
-            ResultCell(
-                evaluator=r.evaluator,
-                outcome=outcome_name(r.outcome),
-                scores=tuple(ScoreCell(s.name, score_value(s), clip(s.explanation)) for s in r.scores),
-                reason=clip(r.reason),
-            )
-            for r in results
-        )
-        rows.append(
-            RecordRow(
-                record_id=record_id,
-                trial=trial,
-                input=None if record is None else clip(content_text(record.input)),
-                output=None if record is None else clip(content_text(record.output)),
-                reference=None if record is None else clip(content_text(record.reference)),
-                results=cells,
-            )
-        )
-    return rows
+        grouped[(result.record_id, result.trial)].append(result)
+    return grouped
 
 
-def _comparison(baseline: Run, candidate: Run, confidence: float, adjust: str) -> ComparisonView:
+def _record_row(key: tuple[str, int], results: list[EvaluationResult], records: Mapping[str, Record] | None,
+                ) -> RecordRow:
+    record_id, trial = key
+    record = None if records is None else records.get(record_id)
+    cells = tuple(
+        ResultCell(
+            evaluator=r.evaluator,
+            outcome=outcome_name(r.outcome),
+            scores=tuple(ScoreCell(s.name, score_value(s), clip(s.explanation)) for s in r.scores),
+            reason=clip(r.reason),
+        )
+        for r in results
+    )
+    return RecordRow(
+        record_id=record_id,
+        trial=trial,
+        input=None if record is None else clip(content_text(record.input)),
+        output=None if record is None else clip(content_text(record.output)),
+        reference=None if record is None else clip(content_text(record.reference)),
+        results=cells,
+    )
+
+
+def _comparison(baseline: Run, candidate: Run, confidence: float, adjust: str, max_records: int) -> ComparisonView:
     compared = compare_runs(baseline, candidate, confidence=confidence, adjust=adjust)
+    flips = _flips(baseline, candidate)
+    flips.sort(key=lambda f: f.improved)  # stable: the ones that got worse first, each part in record order
     return ComparisonView(
         baseline_id=baseline.id,
         baseline_name=baseline.name,
         adjust=compared.adjust,
         level=confidence,
         deltas=deltas_of(compared, confidence),
-        flips=tuple(_flips(baseline, candidate)),
+        flips=tuple(flips[:max_records]),
+        flips_total=len(flips),
+        flips_worse=sum(not f.improved for f in flips),
     )
 
 
