@@ -1,6 +1,6 @@
 """``evalsi ci run --server`` against a real served stack (bundled NATS, api, scheduler, workers as processes): the
 run carries the commit's labels on the server, and a pull request's baseline is the base branch's newest run of
-the same suite, found with ListRuns' label filter."""
+the same suite, found with ListRuns' label filter in the spec's project."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def stack(tmp_path: Path) -> Iterator[Stack]:
 def write_spec(path: Path, name: str, data: str) -> str:
     path.write_text(f"""apiVersion: evals.si/v1alpha1
 kind: EvalRun
-metadata: {{name: {name}}}
+metadata: {{name: {name}, labels: {{evals.si/project: ci-tests}}}}
 spec:
   target: {{outputs: {{}}}}
   dataset: {{path: {ROOT / 'examples/quickstart' / data}}}
@@ -77,7 +77,7 @@ def test_a_pull_request_is_compared_with_the_base_branchs_newest_run_of_its_suit
         assert strict.exit_code == 3, strict.output
         assert len(github.thread("acme/app", 5)) == 1  # the re-run updated the one comment
 
-    with Client(stack.http) as client:
+    with Client(stack.http, project="ci-tests") as client:
         (labelled,) = [run for run in client.runs.list(labels=["git.pr=5", "git.branch=fix"])
                        if run.id == json.loads((tmp_path / "pr" / "results.json").read_text())["id"]]
         assert dict(labelled.labels).items() >= {"git.sha": HEAD_SHA, "git.branch": "fix", "git.pr": "5"}.items()

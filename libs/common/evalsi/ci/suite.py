@@ -61,6 +61,12 @@ def load_spec(suite: Suite, labels: Mapping[str, str]) -> EvalRun:
     return run
 
 
+def spec_project(suite: Suite) -> str:
+    """The project a spec names (its ``metadata.project``, else its ``evals.si/project`` label, else ``default``):
+    on a server its run, and the runs its baseline is looked for among, are there."""
+    return load_spec(suite, {}).metadata.project
+
+
 def run_embedded(suite: Suite, labels: Mapping[str, str], *, warn: Warn) -> EvaluationResults:
     """The suite run here, in this process, as ``evalsi run -f`` or ``evalsi eval`` runs it."""
     if suite.spec:

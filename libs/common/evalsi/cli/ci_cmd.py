@@ -12,7 +12,7 @@ import click
 from evalsi.ci.git_facts import checked_facts, detected_facts, read_event
 from evalsi.ci.github import DEFAULT_API, PullRequest
 from evalsi.ci.pipeline import Job, Outcome, run_job
-from evalsi.ci.suite import Suite
+from evalsi.ci.suite import Suite, spec_project
 from evalsi.cli._common import (
     EXIT_GATE_FAILED,
     SERVER_HELP,
@@ -125,6 +125,8 @@ def ci_run_command(
               pull=_pull_request(comment, facts.repository, facts.pr, github_api),
               step_summary=env.get("GITHUB_STEP_SUMMARY", ""))
     if server:
+        if not project and suite.spec:  # one project for the run and the search for its baseline
+            project = spec_project(suite)
         with client_for(server, project) as client, looking_in():
             outcome = run_job(job, client=client, warn=warn_on_stderr)
     else:
