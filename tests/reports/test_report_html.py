@@ -10,6 +10,7 @@ import re
 from html.parser import HTMLParser
 from pathlib import Path
 
+from google.protobuf import json_format
 from report_helpers import evalsi, huge_run
 
 from evalsi.reports import build_report, render_html
@@ -187,3 +188,28 @@ def test_flips_and_records_are_bounded_by_max_records() -> None:
     assert len(flips) == 1 + 10
     records = next(t for t in page.tables if t[0][:2] == ["record", "trial"] and t[0][-1] == "results")
     assert len(records) == 1 + 10
+
+
+def test_agent_trajectories_and_the_manifest_are_shown(saved: dict[str, Path]) -> None:
+    run = EvaluationResults.load(saved["baseline"]).run
+    record = json_format.ParseDict({
+        "id": "q01",
+        "input": {"text": "book a table"},
+        "trajectory": {"steps": [
+            {"type": "STEP_TYPE_LLM", "name": "plan", "output": {"text": "call the tool"}},
+            {"type": "STEP_TYPE_TOOL", "name": "book",
+             "toolCall": {"name": "book", "arguments": {"who": "<script>x</script>"}, "error": "no tables"}},
+        ]},
+    }, Record())
+    page = parse(render_html(build_report(run, records={"q01": record}, max_records=30)))
+    rows = table(page, "record")
+    headers = next(t for t in page.tables if t[0][:2] == ["record", "trial"])[0]
+    assert headers == ["record", "trial", "input", "output", "reference", "trajectory", "results"]
+    trajectory = rows["q01"][5]
+    assert trajectory == ('1. llm plan: call the tool\n2. tool book book({"who": "<script>x</script>"}) → error: '
+                          "no tables")
+    assert [tag for tag, _ in page.tags if tag == "script"] == []
+    assert rows["q02"][2] == "not in the data"  # only q01 was given
+    text = "\n".join(page.text)
+    for entry in ("dataset version", run.manifest.dataset_version, "version of scipy", "evaluator exact-match"):
+        assert entry in text

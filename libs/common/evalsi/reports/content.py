@@ -19,7 +19,7 @@ from typing import Generic, TypeVar
 from google.protobuf import json_format
 
 from evalsi.datasets import stream_dataset
-from evalsi.v1alpha1.record_pb2 import Content, Record
+from evalsi.v1alpha1.record_pb2 import Content, Record, StepType, Trajectory
 from evalsi.v1alpha1.run_pb2 import Run
 
 T = TypeVar("T")
@@ -53,6 +53,36 @@ def run_dataset_file(run: Run) -> str:
         if candidate and Path(candidate).expanduser().is_file():
             return candidate
     return ""
+
+
+STEP_CHARS = 300  # of one step's input, output or tool result in a trajectory's text
+
+
+def trajectory_text(trajectory: Trajectory) -> str:
+    """An agent's steps, one a line: the step's type and name, a tool call's arguments and result or error, an
+    LLM step's output; each part cut at ``STEP_CHARS``."""
+    lines = []
+    for number, step in enumerate(trajectory.steps, start=1):
+        kind = StepType.Name(step.type).removeprefix("STEP_TYPE_").lower()
+        line = f"{number}. {kind} {step.name or step.model}".rstrip()
+        if step.HasField("tool_call"):
+            call = step.tool_call
+            arguments = json.dumps(json_format.MessageToDict(call.arguments), ensure_ascii=False)
+            line += f" {call.name}({_cut(arguments)})"
+            if call.error:
+                line += f" → error: {_cut(call.error)}"
+            elif call.HasField("result"):
+                line += f" → {_cut(json.dumps(json_format.MessageToDict(call.result), ensure_ascii=False))}"
+        elif step.HasField("output"):
+            line += f": {_cut(content_text(step.output))}"
+        if step.error:
+            line += f" [error: {_cut(step.error)}]"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= STEP_CHARS else text[: STEP_CHARS - 1] + "…"
 
 
 @dataclass(frozen=True)

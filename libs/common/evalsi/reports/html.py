@@ -67,6 +67,7 @@ def render_html(report: Report) -> str:
         _distributions(report),
         _errors(report),
         _budget(report),
+        _manifest(report),
         _comparison(report.comparison) if report.comparison is not None else "",
         _records(report),
         _notes(report),
@@ -197,6 +198,14 @@ def _budget(report: Report) -> str:
     return _section("budget", "Budget use", _table("", headers, rows))
 
 
+def _manifest(report: Report) -> str:
+    if not report.manifest:
+        return ""
+    rows = "".join(f"<dt>{escape(label)}</dt><dd>{escape(value)}</dd>" for label, value in report.manifest)
+    return _section("manifest", "Manifest", f'<details><summary>What this run pinned ({len(report.manifest)} '
+                    f'entries)</summary><dl class="identity">{rows}</dl></details>')
+
+
 def _comparison(view: ComparisonView) -> str:
     adjusted = view.adjust not in ("", "none")
     headers = [("metric", False), ("pairs", True), ("baseline", True), ("candidate", True), ("diff", True),
@@ -253,17 +262,22 @@ def _records(report: Report) -> str:
     headers = [("record", False), ("trial", True)]
     if report.records_at_hand:
         headers += [("input", False), ("output", False), ("reference", False)]
+    agents = any(row.trajectory for row in report.records)
+    if agents:
+        headers.append(("trajectory", False))
     headers.append(("results", False))
-    rows = [_record_row(row, report.records_at_hand) for row in report.records]
+    rows = [_record_row(row, report.records_at_hand, agents) for row in report.records]
     return _section("records", "Records", f'<p class="muted">{escape(note)}</p>', _table("", headers, rows))
 
 
-def _record_row(row: RecordRow, at_hand: bool) -> str:
+def _record_row(row: RecordRow, at_hand: bool, agents: bool) -> str:
     cells = [f'<th scope="row">{escape(row.record_id)}</th>', _num(str(row.trial))]
     if at_hand:
         for text in (row.input, row.output, row.reference):
             cells.append(f'<td><div class="text">{escape(text)}</div></td>' if text is not None
                          else '<td class="muted">not in the data</td>')
+    if agents:
+        cells.append(f'<td><div class="text">{escape(row.trajectory)}</div></td>')
     items = []
     for cell in row.results:
         scores = "".join(

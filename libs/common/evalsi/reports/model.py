@@ -8,6 +8,7 @@ as B); nothing here computes a second one.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -15,12 +16,12 @@ from dataclasses import dataclass, field
 import numpy as np
 from google.protobuf import json_format
 
-from evalsi.reports.content import content_text
+from evalsi.reports.content import content_text, trajectory_text
 from evalsi.runs.compare import compare_runs, values_by_metric
 from evalsi.runs.failures import ErrorNote, error_breakdown, error_notes
 from evalsi.runs.results import _fmt
 from evalsi.stats.defaults import DEFAULT_ADJUSTMENT, DEFAULT_CONFIDENCE
-from evalsi.v1alpha1.record_pb2 import Record
+from evalsi.v1alpha1.record_pb2 import IsolationLevel, Record
 from evalsi.v1alpha1.run_pb2 import Comparison, Run, RunState
 from evalsi.v1alpha1.score_pb2 import (
     OUTCOME_ERROR,
@@ -115,6 +116,7 @@ class RecordRow:
     output: str | None
     reference: str | None
     results: tuple[ResultCell, ...]
+    trajectory: str = ""  # an agent record's steps (content.trajectory_text); empty when it has none
 
 
 @dataclass(frozen=True)
@@ -167,6 +169,7 @@ class ComparisonView:
 class Report:
     title: str
     identity: tuple[tuple[str, str], ...]  # (label, value) of the run: id, name, dataset, target, ...
+    manifest: tuple[tuple[str, str], ...]  # (label, value): everything the run pinned, and what it could not
     state: str
     level: float
     interval_methods: tuple[str, ...]
@@ -210,6 +213,7 @@ def build_report(
     return Report(
         title=title or _default_title(run),
         identity=_identity(run),
+        manifest=_manifest(run),
         state=RunState.Name(run.state).removeprefix("RUN_STATE_").lower(),
         level=level or confidence,
         interval_methods=tuple(sorted({s.ci.method for s in run.summaries if s.ci.method})),
@@ -250,6 +254,31 @@ def _identity(run: Run) -> tuple[tuple[str, str], ...]:
         pairs.append(("not reproducible", "unpinned: " + ", ".join(manifest.unpinned)))
     pairs.append(("created by", run.created_by))
     pairs.append(("message", run.message))
+    return tuple((label, value) for label, value in pairs if value)
+
+
+def _manifest(run: Run) -> tuple[tuple[str, str], ...]:
+    """The run manifest in full: what reproduces the run, and what could not be pinned."""
+    manifest = run.manifest
+    pairs = [("spec hash", manifest.spec_hash), ("dataset", manifest.dataset),
+             ("dataset version", manifest.dataset_version), ("target", manifest.target)]
+    for evaluator in manifest.evaluators:
+        params = json_format.MessageToDict(evaluator.params) if evaluator.HasField("params") else {}
+        details = [evaluator.ref, *([json.dumps(params, sort_keys=True)] if params else []),
+                   *([f"judge {evaluator.judge}"] if evaluator.judge else []),
+                   *([f"template {evaluator.template_hash[:12]}"] if evaluator.template_hash else [])]
+        pairs.append((f"evaluator {evaluator.alias}", " · ".join(details)))
+    pairs += [(f"judge {name}", model) for name, model in sorted(manifest.judges.items())]
+    pairs.append(("seed", str(manifest.seed) if manifest.seed else ""))
+    pairs += [(f"version of {name}", version) for name, version in sorted(manifest.package_versions.items())]
+    pairs.append(("not pinned", ", ".join(manifest.unpinned)))
+    for report in manifest.isolation:
+        achieved = IsolationLevel.Name(report.achieved).removeprefix("ISOLATION_LEVEL_").lower()
+        pairs.append((f"isolation ({report.driver or 'none'})",
+                      f"{achieved}, {report.enforcement or 'unknown'} enforcement"
+                      + (f"; not enforced: {', '.join(report.not_enforced)}" if report.not_enforced else "")))
+    if manifest.HasField("created"):
+        pairs.append(("manifest created", manifest.created.ToJsonString()))
     return tuple((label, value) for label, value in pairs if value)
 
 
@@ -377,6 +406,7 @@ def _record_row(key: tuple[str, int], results: list[EvaluationResult], records: 
         output=None if record is None else clip(content_text(record.output)),
         reference=None if record is None else clip(content_text(record.reference)),
         results=cells,
+        trajectory="" if record is None else clip(trajectory_text(record.trajectory)),
     )
 
 
