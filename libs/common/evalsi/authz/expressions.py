@@ -52,6 +52,7 @@ _RESOURCE = object_type("resource", {
                                      "promotion": STRING}),
     "service": STRING, "services": _STRINGS,
     "trace": object_type("trace", {"id": STRING}),
+    "tenant": STRING,
     "role": object_type("role", {"name": STRING, "permissions": _STRINGS, "inherits": _STRINGS,
                                  "condition": STRING, "install_wide": BOOL}),
     "binding": object_type("binding", {"id": STRING, "role": STRING, "subject": STRING}),
