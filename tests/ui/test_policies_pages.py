@@ -15,6 +15,8 @@ from browser import assert_accessible, wait_for_page
 from playwright.sync_api import Page
 from watch_data import DATASET, POLICY, WatchData, served_watch
 
+import evalsi
+
 
 @pytest.fixture(scope="module")
 def watch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[WatchData]:
@@ -30,10 +32,8 @@ def api_get(watch: WatchData, path: str) -> Any:
 def open_policy(watch: WatchData, page: Page) -> None:
     page.goto(watch.ui + "#/policies")
     wait_for_page(page)
-    rows = page.locator("table tbody tr")
-    assert rows.count() == 1
-    row = rows.first.inner_text()
-    assert POLICY in row and "polite" in row and f"datasets/{DATASET}" in row
+    row = page.locator("table tbody tr", has=page.locator(f"a[href='#/policies/{POLICY}']")).inner_text()
+    assert "polite" in row and f"datasets/{DATASET}" in row and "every trace" not in row
     assert_accessible(page)
     page.locator(f"a[href='#/policies/{POLICY}']").click()
     page.wait_for_url(f"**#/policies/{POLICY}")
@@ -112,3 +112,22 @@ def test_a_missing_policy_is_the_apis_404_in_the_banner(watch: WatchData, page: 
     page.locator("#banner").wait_for()
     assert "policy 'missing' not found" in page.locator("#banner-text").inner_text()
     assert page.locator("main h1").inner_text() == "This page could not be shown"
+
+
+def test_a_policy_with_nothing_scored_yet_says_so(watch: WatchData, page: Page) -> None:
+    quiet = {
+        "apiVersion": "evals.si/v1alpha1", "kind": "OnlineEvalPolicy", "metadata": {"name": "quiet"},
+        "spec": {"sampling": {"rate": 0.5}, "cascade": [{"ref": "builtin/contains", "params": {"values": ["x"]}}],
+                 "promote": {"when": "score('contains') < 0.5", "dataset": "datasets/never"}},
+    }
+    with evalsi.Client(watch.stack.http) as client:
+        client.policies.apply(quiet)
+    page.goto(watch.ui + "#/policies")
+    row = page.locator("table tbody tr", has=page.locator("a[href='#/policies/quiet']"))
+    assert "every trace" in row.inner_text() and "0.500" in row.inner_text()
+    row.locator("a").click()
+    page.locator("#policy-promotions-table").wait_for()
+    assert "No scored values in these windows." in page.locator("section[aria-labelledby=policy-stats]").inner_text()
+    assert "This policy has no alert rules." in page.locator("section[aria-labelledby=policy-alerts]").inner_text()
+    assert "No trace promoted yet." in page.locator("#policy-promotions-table").inner_text()
+    assert_accessible(page)

@@ -2,7 +2,6 @@
 // metric's mean per window drawn with its 95% interval band), the alert rules that held in each window, and the
 // traces it promoted (each promotion is a new version of the dataset it names: ListDatasetVersions).
 
-import { ApiError } from '../api.js';
 import { lineWithBand } from '../charts.js';
 import { fmtDuration, fmtInterval, fmtNumber, fmtTime, h, table } from '../dom.js';
 import { href } from '../routes.js';
@@ -141,12 +140,9 @@ async function promotionsSection(stored, ctx) {
   const name = promote.dataset.replace(/^datasets\//, '').replace(/@.*$/, '');
   section.append(h('p', {}, 'Traces where ', h('code', {}, promote.when), ' holds join the dataset ',
     h('code', {}, promote.dataset), ', each as a new version (the record id is the trace id).'));
-  let versions = [];
-  try {
-    versions = (await ctx.api.get(`/v1alpha1/datasets/${encodeURIComponent(name)}`, undefined, ctx.signal)).versions || [];
-  } catch (err) {
-    if (!(err instanceof ApiError && err.status === 404)) throw err;
-  }
+  // A dataset nothing was promoted into yet has no versions (not a 404).
+  const answer = await ctx.api.get(`/v1alpha1/datasets/${encodeURIComponent(name)}`, undefined, ctx.signal);
+  const versions = answer.versions || [];
   const promotions = table(VERSION_COLUMNS, versions.slice().reverse(), {
     caption: `Versions of ${promote.dataset}, newest first`, filter: false, emptyText: 'No trace promoted yet.',
   });
