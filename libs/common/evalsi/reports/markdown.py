@@ -2,7 +2,7 @@
 limit (``COMMENT_LIMIT`` leaves room for a marker the poster adds), the record lists cut first, then the tables.
 
 Every text that comes from data is escaped (``md_text``): it can neither break a table, nor open HTML, nor ping
-someone with an @-mention, nor make GitHub fetch an image.
+someone with an @-mention or reference an issue, nor make GitHub fetch an image.
 """
 
 from __future__ import annotations
@@ -16,16 +16,21 @@ COMMENT_LIMIT = 65_000
 CELL_CHARS = 160  # of one explanation or reason in a list line
 _LIST_STEPS = (50, 20, 5, 0)  # record lines listed per list, tried in turn until the comment fits
 _ESCAPED = re.compile(r"([\\`*_\[\]~])")  # inline markup; nothing md_text returns starts a line
-_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", "|": "&#124;", "@": "&#64;"}
+_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", "|": "&#124;"}
+# GitHub links @user and #123 in the rendered text (entities are decoded first), notifying the user or the issue;
+# a word joiner after the sign breaks the link and shows nothing.
+_REFERENCE = re.compile(r"(?<!\w)([@#])(?=\w)")
 
 
 def md_text(text: str, limit: int = CELL_CHARS) -> str:
     """``text`` as inert Markdown on one line: whitespace collapsed, at most ``limit`` characters, punctuation that
-    Markdown reads inline backslash-escaped (no link, image, emphasis or code span), and ``& < > | @`` as
-    entities (no HTML, no table break, no mention)."""
+    Markdown reads inline backslash-escaped (no link, image, emphasis or code span), ``& < > |`` as entities (no
+    HTML, no table break), and a word joiner after an ``@`` or ``#`` that starts a word (no mention, no issue
+    reference)."""
     line = " ".join(text.split())
     if len(line) > limit:
         line = line[: limit - 1] + "…"
+    line = _REFERENCE.sub("\\1\u2060", line)  # before the entities, whose '#' starts no reference
     line = "".join(_ENTITIES.get(char, char) for char in line)
     return _ESCAPED.sub(r"\\\1", line)
 
