@@ -25,7 +25,7 @@ from evalsi.reports.sources import load_file, load_served, on_server
 from evalsi.stats.defaults import ADJUSTMENTS, DEFAULT_ADJUSTMENT, DEFAULT_CONFIDENCE
 from evalsi.v1alpha1.run_pb2 import Run
 
-MAX_RECORDS_LIMIT = 100_000  # record rows one HTML file may hold; each can carry kilobytes of text
+MAX_RECORDS_LIMIT = 10_000  # record rows in one HTML file: each text in a row is cut at 4,000 characters
 
 
 @click.command("report")
