@@ -153,3 +153,13 @@ def test_feedback_added_from_the_page_is_stored_and_shown(watch: WatchData, page
     page.locator("#feedback-table").wait_for()
     assert "wrong order number" in page.locator("#feedback-table").inner_text()
     assert_accessible(page)
+
+
+@pytest.mark.parametrize("allowed_errors", [["HTTP 400 for GET", "400 (Bad Request)"]])  # provoked on purpose
+def test_a_filter_the_api_refuses_is_said_and_the_form_stays(watch: WatchData, page: Page) -> None:
+    page.goto(watch.ui + "#/traces?min=0.5")
+    page.locator("#banner").wait_for()
+    assert "score_metric: required with min_score" in page.locator("#banner-text").inner_text()
+    assert page.locator("#traces-min").input_value() == "0.5"
+    search(page, [watch.traces["shipped"], watch.traces["later"]], metric="polite")  # corrected: 0.5 <= polite
+    assert page.locator("#banner").is_hidden()

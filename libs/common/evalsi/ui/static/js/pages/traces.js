@@ -37,8 +37,8 @@ function requestParams(filters, page) {
     sessionId: filters.session,
     hasError: filters.errors,
     scoreMetric: filters.metric,
-    minScore: filters.metric ? filters.min : '',
-    maxScore: filters.metric ? filters.max : '',
+    minScore: filters.min,
+    maxScore: filters.max,
     labels,
     startTime: utc(filters.from),
     endTime: utc(filters.to),
@@ -131,7 +131,16 @@ export async function render(root, params, query, ctx) {
   root.append(h('h1', {}, 'Traces'), filterForm(filters, ctx));
   const status = h('p', { class: 'loading', role: 'status' }, 'Loading traces\u2026');
   root.append(status);
-  const answer = await ctx.api.get('/v1alpha1/traces', requestParams(filters, page), ctx.signal);
+  let answer;
+  try {
+    answer = await ctx.api.get('/v1alpha1/traces', requestParams(filters, page), ctx.signal);
+  } catch (err) {
+    // A filter the API refuses (a bound without its metric, a range that ends before it starts): its message in
+    // the banner, and the form stays to correct it.
+    status.remove();
+    if (err.name !== 'AbortError') ctx.showError(err);
+    return;
+  }
   const traces = answer.traces || [];
   status.remove();
   const filtered = FILTER_KEYS.some((key) => key !== 'size' && filters[key]);
