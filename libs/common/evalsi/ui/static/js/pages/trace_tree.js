@@ -82,7 +82,7 @@ function usageText(usage) {
 function toolCallPanel(call) {
   const failed = call.status && call.status !== 'TOOL_CALL_STATUS_OK' && call.status !== 'TOOL_CALL_STATUS_UNSPECIFIED';
   return h('section', { class: 'panel tool-call', 'aria-label': `tool call ${call.name || ''}` },
-    h('h4', {}, 'Tool call ', h('code', {}, call.name || '(unnamed)'),
+    h('h4', {}, 'Tool call ', h('code', {}, call.name || '(unnamed)'), ' ',
       call.status ? h('span', { class: `badge ${failed ? 'bad' : 'good'}` }, call.status.replace('TOOL_CALL_STATUS_', '').toLowerCase()) : null),
     h('dl', { class: 'kv' },
       call.id ? [h('dt', {}, 'call id'), h('dd', {}, call.id)] : null,
