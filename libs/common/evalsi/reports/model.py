@@ -39,6 +39,8 @@ HISTOGRAM_BINS = 20  # at most; fewer for few values (the square root of n), so 
 TEXT_CHARS = 4000  # of one input, output, reference or explanation in a record row; the rest is cut with a mark
 VERDICT_TEXT = {"no significant difference": "no significant change"}
 
+_Values = dict[str, dict[tuple[str, int], float]]  # values_by_metric: metric -> (record id, trial) -> value
+
 _KIND_NAMES = {VALUE_KIND_NUMBER: "number", VALUE_KIND_BOOLEAN: "boolean", VALUE_KIND_LABEL: "label"}
 
 
@@ -209,6 +211,7 @@ def build_report(
     failing_set = set(failing)
     shown = (failing + [key for key in grouped if key not in failing_set])[:max_records]
     rows = {key: _record_row(key, grouped[key], records) for key in [*shown, *failing[:max_records]]}
+    values = values_by_metric(run)  # once: the histograms and the flips read it
     level = run.summaries[0].ci.level if run.summaries else confidence
     return Report(
         title=title or _default_title(run),
@@ -218,7 +221,7 @@ def build_report(
         level=level or confidence,
         interval_methods=tuple(sorted({s.ci.method for s in run.summaries if s.ci.method})),
         metrics=tuple(_metric_row(s) for s in run.summaries),
-        histograms=_histograms(run),
+        histograms=_histograms(run, values),
         gates=tuple(Gate(g.expression, g.passed, g.message) for g in run.gates),
         budget=_budget(run),
         errors=tuple(error_notes(run.summaries)),
@@ -227,7 +230,7 @@ def build_report(
         records_at_hand=records is not None,
         failures=tuple(rows[key] for key in failing[:max_records]),
         failures_total=len(failing),
-        comparison=None if baseline is None else _comparison(baseline, run, confidence, adjust, max_records),
+        comparison=None if baseline is None else _comparison(baseline, run, values, confidence, adjust, max_records),
         notes=tuple(notes),
     )
 
@@ -302,8 +305,7 @@ def _metric_row(summary: MetricSummary) -> MetricRow:
     )
 
 
-def _histograms(run: Run) -> tuple[Histogram, ...]:
-    values = values_by_metric(run)
+def _histograms(run: Run, values: _Values) -> tuple[Histogram, ...]:
     out = []
     for summary in run.summaries:
         per_record = values.get(summary.metric)
@@ -410,9 +412,10 @@ def _record_row(key: tuple[str, int], results: list[EvaluationResult], records: 
     )
 
 
-def _comparison(baseline: Run, candidate: Run, confidence: float, adjust: str, max_records: int) -> ComparisonView:
+def _comparison(baseline: Run, candidate: Run, values: _Values, confidence: float, adjust: str,
+                max_records: int) -> ComparisonView:
     compared = compare_runs(baseline, candidate, confidence=confidence, adjust=adjust)
-    flips = _flips(baseline, candidate)
+    flips = _flips(baseline, candidate, values)
     flips.sort(key=lambda f: f.improved)  # stable: the ones that got worse first, each part in record order
     return ComparisonView(
         baseline_id=baseline.id,
@@ -451,11 +454,11 @@ def deltas_of(compared: Comparison, confidence: float) -> tuple[Delta, ...]:
     )
 
 
-def _flips(baseline: Run, candidate: Run) -> list[Flip]:
+def _flips(baseline: Run, candidate: Run, after_values: _Values) -> list[Flip]:
     """Pass/fail values that changed on a (record, trial) both runs scored, then results whose outcome changed
     (scored in one run, an error or a skip in the other), in record order."""
     flips: list[Flip] = []
-    before_values, after_values = values_by_metric(baseline), values_by_metric(candidate)
+    before_values = values_by_metric(baseline)
     for summary in candidate.summaries:
         if summary.kind != VALUE_KIND_BOOLEAN or summary.k:
             continue
