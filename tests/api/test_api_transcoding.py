@@ -26,6 +26,7 @@ def test_every_route_of_the_public_services_comes_from_the_descriptors() -> None
             ("POST", "/v1alpha1/runs/{id}:cancel", "*", "evalsi.v1alpha1.RunService/CancelRun"),
             ("POST", "/v1alpha1/runs/{id}:resume", "*", "evalsi.v1alpha1.RunService/ResumeRun"),
             ("GET", "/v1alpha1/runs/{id}/results", "", "evalsi.v1alpha1.RunService/ListRunResults"),
+            ("GET", "/v1alpha1/runs/{id}/records", "", "evalsi.v1alpha1.RunService/ListRunRecords"),
             ("POST", "/v1alpha1/runs:compare", "*", "evalsi.v1alpha1.RunService/CompareRuns"),
             ("GET", "/v1alpha1/datasets/{name}", "", "evalsi.v1alpha1.RunService/ListDatasetVersions"),
             ("GET", "/v1alpha1/evaluators", "", "evalsi.v1alpha1.CatalogService/ListEvaluators"),

@@ -128,6 +128,7 @@ def test_only_rows_whose_handlers_decide_again_are_partial_at_the_gate() -> None
     run; lists through ctx.may_see, per item). Marking another row means wiring its
     handler first; this list makes that a deliberate change."""
     stored = {row.key.rsplit("/", 1)[-1] for row in rows() if row.needs_stored_resource}
-    assert stored == {"GetRun", "ListRuns", "WatchRun", "ListRunResults", "CompareRuns", "CancelRun", "ResumeRun",
+    assert stored == {"GetRun", "ListRuns", "WatchRun", "ListRunResults", "ListRunRecords", "CompareRuns", "CancelRun",
+                      "ResumeRun",
                       "ApplyPolicy", "DeletePolicy", "ListPolicies", "GetPolicy", "GetPolicyStats", "ListTraces",
                       "GetTrace", "AddFeedback"}

@@ -41,6 +41,7 @@ from evalsi.api.run_dataset import (
     refuse_unknown_cluster_key,
     store_run_dataset,
 )
+from evalsi.api.run_records import chunks_of, find, page_of
 from evalsi.auth.principal import ANY_PROJECT
 from evalsi.authz.attributes import stored_run
 from evalsi.bus.v1alpha1.bus_pb2 import (
@@ -52,7 +53,7 @@ from evalsi.bus.v1alpha1.bus_pb2 import (
 )
 from evalsi.connection_rules import pin_models, run_problems
 from evalsi.connections import Connections
-from evalsi.datasets.run_records import DATASET_LABEL
+from evalsi.datasets.run_records import DATASET_LABEL, StoredRunRecords
 from evalsi.documents import SpecProblems, merge_problems, problems_of
 from evalsi.errors import BadInputError, InfraError
 from evalsi.hosts import is_loopback
@@ -80,6 +81,8 @@ from evalsi.v1alpha1.run_service_pb2 import (
     GetRunRequest,
     ListDatasetVersionsRequest,
     ListDatasetVersionsResponse,
+    ListRunRecordsRequest,
+    ListRunRecordsResponse,
     ListRunResultsRequest,
     ListRunResultsResponse,
     ListRunsRequest,
@@ -126,6 +129,7 @@ class RunHandlers:
         self._validate_run = validate_run
         self._load_records = load_records
         self._limits = limits or HandlerLimits()
+        self._records = StoredRunRecords(objects)
         self._datasets = DatasetHandlers(objects, max_upload_bytes=self._limits.max_dataset_upload_bytes)
 
     async def create_run(self, request: CreateRunRequest, ctx: CallContext) -> Run:
@@ -335,6 +339,17 @@ class RunHandlers:
             page_token=request.page_token,
         )
         return ListRunResultsResponse(results=results, next_page_token=token)
+
+    async def list_run_records(self, request: ListRunRecordsRequest, ctx: CallContext) -> ListRunRecordsResponse:
+        run = await self._get(ctx, request.id)
+        chunks = await bus_call("listing the run's records", chunks_of(run, request.trial, self._store, self._records))
+        if request.record_ids:
+            found = await bus_call("reading the run's records", find(chunks, list(request.record_ids)))
+            return ListRunRecordsResponse(records=found)
+        limits = self._limits
+        size = page_size(request.page_size, limits.default_results_page_size, limits.max_page_size)
+        records, token = await bus_call("reading the run's records", page_of(chunks, size, request.page_token))
+        return ListRunRecordsResponse(records=records, next_page_token=token)
 
     async def compare_runs(self, request: CompareRunsRequest, ctx: CallContext) -> Comparison:
         confidence = request.confidence or DEFAULT_CONFIDENCE

@@ -84,6 +84,7 @@ _ROWS: tuple[Endpoint, ...] = (
     _rpc("RunService", "ListRuns", "runs.read", attrs.list_runs, stored=True),
     _rpc("RunService", "WatchRun", "runs.read", attrs.run_by_id, stored=True),
     _rpc("RunService", "ListRunResults", "runs.read", attrs.run_by_id, stored=True),
+    _rpc("RunService", "ListRunRecords", "runs.read", attrs.run_by_id, stored=True),
     _rpc("RunService", "CompareRuns", "runs.read", attrs.compare_runs, stored=True),
     _rpc("RunService", "CancelRun", "runs.cancel", attrs.run_by_id, stored=True, mutating=True),
     _rpc("RunService", "ResumeRun", "runs.resume", attrs.run_by_id, stored=True, mutating=True),

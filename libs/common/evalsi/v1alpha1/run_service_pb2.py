@@ -24,11 +24,12 @@ _sym_db = _symbol_database.Default()
 
 from google.api import annotations_pb2 as google_dot_api_dot_annotations__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
+from evalsi.v1alpha1 import record_pb2 as evalsi_dot_v1alpha1_dot_record__pb2
 from evalsi.v1alpha1 import run_pb2 as evalsi_dot_v1alpha1_dot_run__pb2
 from evalsi.v1alpha1 import score_pb2 as evalsi_dot_v1alpha1_dot_score__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!evalsi/v1alpha1/run_service.proto\x12\x0f\x65valsi.v1alpha1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x19\x65valsi/v1alpha1/run.proto\x1a\x1b\x65valsi/v1alpha1/score.proto\"\xe9\x01\n\x14UploadDatasetRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x10\n\x08\x66ilename\x18\x02 \x01(\t\x12\x0e\n\x06\x66ormat\x18\x03 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x04 \x01(\x0c\x12\x0f\n\x07project\x18\x05 \x01(\t\x12\x43\n\x07mapping\x18\x06 \x03(\x0b\x32\x32.evalsi.v1alpha1.UploadDatasetRequest.MappingEntry\x12\r\n\x05limit\x18\x07 \x01(\x03\x1a.\n\x0cMappingEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"~\n\x0e\x44\x61tasetVersion\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12\x0b\n\x03ref\x18\x03 \x01(\t\x12\x0f\n\x07records\x18\x04 \x01(\x03\x12/\n\x0b\x63reate_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\";\n\x1aListDatasetVersionsRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07project\x18\x02 \x01(\t\"P\n\x1bListDatasetVersionsResponse\x12\x31\n\x08versions\x18\x01 \x03(\x0b\x32\x1f.evalsi.v1alpha1.DatasetVersion\"[\n\x10\x43reateRunRequest\x12%\n\x03run\x18\x01 \x01(\x0b\x32\x18.evalsi.v1alpha1.EvalRun\x12\x0f\n\x07\x64ry_run\x18\x02 \x01(\x08\x12\x0f\n\x07project\x18\x03 \x01(\t\",\n\rGetRunRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07project\x18\x02 \x01(\t\"\xb0\x01\n\x0fListRunsRequest\x12\x0f\n\x07project\x18\x01 \x01(\t\x12(\n\x05state\x18\x02 \x01(\x0e\x32\x19.evalsi.v1alpha1.RunState\x12\x15\n\rname_contains\x18\x03 \x01(\t\x12\x0e\n\x06labels\x18\x04 \x03(\t\x12\x11\n\tpage_size\x18\x05 \x01(\x05\x12\x12\n\npage_token\x18\x06 \x01(\t\x12\x14\n\x0c\x61ll_projects\x18\x07 \x01(\x08\"O\n\x10ListRunsResponse\x12\"\n\x04runs\x18\x01 \x03(\x0b\x32\x14.evalsi.v1alpha1.Run\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\".\n\x0fWatchRunRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07project\x18\x02 \x01(\t\"\xbb\x02\n\x08RunEvent\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12+\n\x04type\x18\x02 \x01(\x0e\x32\x1d.evalsi.v1alpha1.RunEventType\x12(\n\x05state\x18\x03 \x01(\x0e\x32\x19.evalsi.v1alpha1.RunState\x12.\n\x08progress\x18\x04 \x01(\x0b\x32\x1c.evalsi.v1alpha1.RunProgress\x12\x31\n\tsummaries\x18\x05 \x03(\x0b\x32\x1e.evalsi.v1alpha1.MetricSummary\x12*\n\x05gates\x18\x06 \x03(\x0b\x32\x1b.evalsi.v1alpha1.GateResult\x12\x0f\n\x07message\x18\x07 \x01(\t\x12(\n\x04time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"/\n\x10\x43\x61ncelRunRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07project\x18\x02 \x01(\t\"/\n\x10ResumeRunRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07project\x18\x02 \x01(\t\"n\n\x15ListRunResultsRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07project\x18\x02 \x01(\t\x12\x11\n\tevaluator\x18\x03 \x01(\t\x12\x11\n\tpage_size\x18\x04 \x01(\x05\x12\x12\n\npage_token\x18\x05 \x01(\t\"e\n\x16ListRunResultsResponse\x12\x32\n\x07results\x18\x01 \x03(\x0b\x32!.evalsi.v1alpha1.EvaluationResult\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"g\n\x12\x43ompareRunsRequest\x12\r\n\x05run_a\x18\x01 \x01(\t\x12\r\n\x05run_b\x18\x02 \x01(\t\x12\x0f\n\x07project\x18\x03 \x01(\t\x12\x12\n\nconfidence\x18\x04 \x01(\x01\x12\x0e\n\x06\x61\x64just\x18\x05 \x01(\t*\x81\x01\n\x0cRunEventType\x12\x1e\n\x1aRUN_EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x18\n\x14RUN_EVENT_TYPE_STATE\x10\x01\x12\x1b\n\x17RUN_EVENT_TYPE_PROGRESS\x10\x02\x12\x1a\n\x16RUN_EVENT_TYPE_SUMMARY\x10\x03\x32\xe9\x08\n\nRunService\x12_\n\tCreateRun\x12!.evalsi.v1alpha1.CreateRunRequest\x1a\x14.evalsi.v1alpha1.Run\"\x19\x82\xd3\xe4\x93\x02\x13\"\x0e/v1alpha1/runs:\x01*\x12[\n\x06GetRun\x12\x1e.evalsi.v1alpha1.GetRunRequest\x1a\x14.evalsi.v1alpha1.Run\"\x1b\x82\xd3\xe4\x93\x02\x15\x12\x13/v1alpha1/runs/{id}\x12g\n\x08ListRuns\x12 .evalsi.v1alpha1.ListRunsRequest\x1a!.evalsi.v1alpha1.ListRunsResponse\"\x16\x82\xd3\xe4\x93\x02\x10\x12\x0e/v1alpha1/runs\x12l\n\x08WatchRun\x12 .evalsi.v1alpha1.WatchRunRequest\x1a\x19.evalsi.v1alpha1.RunEvent\"!\x82\xd3\xe4\x93\x02\x1b\x12\x19/v1alpha1/runs/{id}:watch0\x01\x12k\n\tCancelRun\x12!.evalsi.v1alpha1.CancelRunRequest\x1a\x14.evalsi.v1alpha1.Run\"%\x82\xd3\xe4\x93\x02\x1f\"\x1a/v1alpha1/runs/{id}:cancel:\x01*\x12k\n\tResumeRun\x12!.evalsi.v1alpha1.ResumeRunRequest\x1a\x14.evalsi.v1alpha1.Run\"%\x82\xd3\xe4\x93\x02\x1f\"\x1a/v1alpha1/runs/{id}:resume:\x01*\x12\x86\x01\n\x0eListRunResults\x12&.evalsi.v1alpha1.ListRunResultsRequest\x1a\'.evalsi.v1alpha1.ListRunResultsResponse\"#\x82\xd3\xe4\x93\x02\x1d\x12\x1b/v1alpha1/runs/{id}/results\x12r\n\x0b\x43ompareRuns\x12#.evalsi.v1alpha1.CompareRunsRequest\x1a\x1b.evalsi.v1alpha1.Comparison\"!\x82\xd3\xe4\x93\x02\x1b\"\x16/v1alpha1/runs:compare:\x01*\x12Y\n\rUploadDataset\x12%.evalsi.v1alpha1.UploadDatasetRequest\x1a\x1f.evalsi.v1alpha1.DatasetVersion(\x01\x12\x93\x01\n\x13ListDatasetVersions\x12+.evalsi.v1alpha1.ListDatasetVersionsRequest\x1a,.evalsi.v1alpha1.ListDatasetVersionsResponse\"!\x82\xd3\xe4\x93\x02\x1b\x12\x19/v1alpha1/datasets/{name}b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n!evalsi/v1alpha1/run_service.proto\x12\x0f\x65valsi.v1alpha1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1c\x65valsi/v1alpha1/record.proto\x1a\x19\x65valsi/v1alpha1/run.proto\x1a\x1b\x65valsi/v1alpha1/score.proto\"\xe9\x01\n\x14UploadDatasetRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x10\n\x08\x66ilename\x18\x02 \x01(\t\x12\x0e\n\x06\x66ormat\x18\x03 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x04 \x01(\x0c\x12\x0f\n\x07project\x18\x05 \x01(\t\x12\x43\n\x07mapping\x18\x06 \x03(\x0b\x32\x32.evalsi.v1alpha1.UploadDatasetRequest.MappingEntry\x12\r\n\x05limit\x18\x07 \x01(\x03\x1a.\n\x0cMappingEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"~\n\x0e\x44\x61tasetVersion\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07version\x18\x02 \x01(\t\x12\x0b\n\x03ref\x18\x03 \x01(\t\x12\x0f\n\x07records\x18\x04 \x01(\x03\x12/\n\x0b\x63reate_time\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\";\n\x1aListDatasetVersionsRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07project\x18\x02 \x01(\t\"P\n\x1bListDatasetVersionsResponse\x12\x31\n\x08versions\x18\x01 \x03(\x0b\x32\x1f.evalsi.v1alpha1.DatasetVersion\"[\n\x10\x43reateRunRequest\x12%\n\x03run\x18\x01 \x01(\x0b\x32\x18.evalsi.v1alpha1.EvalRun\x12\x0f\n\x07\x64ry_run\x18\x02 \x01(\x08\x12\x0f\n\x07project\x18\x03 \x01(\t\",\n\rGetRunRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07project\x18\x02 \x01(\t\"\xb0\x01\n\x0fListRunsRequest\x12\x0f\n\x07project\x18\x01 \x01(\t\x12(\n\x05state\x18\x02 \x01(\x0e\x32\x19.evalsi.v1alpha1.RunState\x12\x15\n\rname_contains\x18\x03 \x01(\t\x12\x0e\n\x06labels\x18\x04 \x03(\t\x12\x11\n\tpage_size\x18\x05 \x01(\x05\x12\x12\n\npage_token\x18\x06 \x01(\t\x12\x14\n\x0c\x61ll_projects\x18\x07 \x01(\x08\"O\n\x10ListRunsResponse\x12\"\n\x04runs\x18\x01 \x03(\x0b\x32\x14.evalsi.v1alpha1.Run\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\".\n\x0fWatchRunRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07project\x18\x02 \x01(\t\"\xbb\x02\n\x08RunEvent\x12\x0e\n\x06run_id\x18\x01 \x01(\t\x12+\n\x04type\x18\x02 \x01(\x0e\x32\x1d.evalsi.v1alpha1.RunEventType\x12(\n\x05state\x18\x03 \x01(\x0e\x32\x19.evalsi.v1alpha1.RunState\x12.\n\x08progress\x18\x04 \x01(\x0b\x32\x1c.evalsi.v1alpha1.RunProgress\x12\x31\n\tsummaries\x18\x05 \x03(\x0b\x32\x1e.evalsi.v1alpha1.MetricSummary\x12*\n\x05gates\x18\x06 \x03(\x0b\x32\x1b.evalsi.v1alpha1.GateResult\x12\x0f\n\x07message\x18\x07 \x01(\t\x12(\n\x04time\x18\x08 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"/\n\x10\x43\x61ncelRunRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07project\x18\x02 \x01(\t\"/\n\x10ResumeRunRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07project\x18\x02 \x01(\t\"n\n\x15ListRunResultsRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07project\x18\x02 \x01(\t\x12\x11\n\tevaluator\x18\x03 \x01(\t\x12\x11\n\tpage_size\x18\x04 \x01(\x05\x12\x12\n\npage_token\x18\x05 \x01(\t\"e\n\x16ListRunResultsResponse\x12\x32\n\x07results\x18\x01 \x03(\x0b\x32!.evalsi.v1alpha1.EvaluationResult\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"~\n\x15ListRunRecordsRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0f\n\x07project\x18\x02 \x01(\t\x12\x12\n\nrecord_ids\x18\x03 \x03(\t\x12\r\n\x05trial\x18\x04 \x01(\x05\x12\x11\n\tpage_size\x18\x05 \x01(\x05\x12\x12\n\npage_token\x18\x06 \x01(\t\"[\n\x16ListRunRecordsResponse\x12(\n\x07records\x18\x01 \x03(\x0b\x32\x17.evalsi.v1alpha1.Record\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t\"g\n\x12\x43ompareRunsRequest\x12\r\n\x05run_a\x18\x01 \x01(\t\x12\r\n\x05run_b\x18\x02 \x01(\t\x12\x0f\n\x07project\x18\x03 \x01(\t\x12\x12\n\nconfidence\x18\x04 \x01(\x01\x12\x0e\n\x06\x61\x64just\x18\x05 \x01(\t*\x81\x01\n\x0cRunEventType\x12\x1e\n\x1aRUN_EVENT_TYPE_UNSPECIFIED\x10\x00\x12\x18\n\x14RUN_EVENT_TYPE_STATE\x10\x01\x12\x1b\n\x17RUN_EVENT_TYPE_PROGRESS\x10\x02\x12\x1a\n\x16RUN_EVENT_TYPE_SUMMARY\x10\x03\x32\xf2\t\n\nRunService\x12_\n\tCreateRun\x12!.evalsi.v1alpha1.CreateRunRequest\x1a\x14.evalsi.v1alpha1.Run\"\x19\x82\xd3\xe4\x93\x02\x13\"\x0e/v1alpha1/runs:\x01*\x12[\n\x06GetRun\x12\x1e.evalsi.v1alpha1.GetRunRequest\x1a\x14.evalsi.v1alpha1.Run\"\x1b\x82\xd3\xe4\x93\x02\x15\x12\x13/v1alpha1/runs/{id}\x12g\n\x08ListRuns\x12 .evalsi.v1alpha1.ListRunsRequest\x1a!.evalsi.v1alpha1.ListRunsResponse\"\x16\x82\xd3\xe4\x93\x02\x10\x12\x0e/v1alpha1/runs\x12l\n\x08WatchRun\x12 .evalsi.v1alpha1.WatchRunRequest\x1a\x19.evalsi.v1alpha1.RunEvent\"!\x82\xd3\xe4\x93\x02\x1b\x12\x19/v1alpha1/runs/{id}:watch0\x01\x12k\n\tCancelRun\x12!.evalsi.v1alpha1.CancelRunRequest\x1a\x14.evalsi.v1alpha1.Run\"%\x82\xd3\xe4\x93\x02\x1f\"\x1a/v1alpha1/runs/{id}:cancel:\x01*\x12k\n\tResumeRun\x12!.evalsi.v1alpha1.ResumeRunRequest\x1a\x14.evalsi.v1alpha1.Run\"%\x82\xd3\xe4\x93\x02\x1f\"\x1a/v1alpha1/runs/{id}:resume:\x01*\x12\x86\x01\n\x0eListRunResults\x12&.evalsi.v1alpha1.ListRunResultsRequest\x1a\'.evalsi.v1alpha1.ListRunResultsResponse\"#\x82\xd3\xe4\x93\x02\x1d\x12\x1b/v1alpha1/runs/{id}/results\x12\x86\x01\n\x0eListRunRecords\x12&.evalsi.v1alpha1.ListRunRecordsRequest\x1a\'.evalsi.v1alpha1.ListRunRecordsResponse\"#\x82\xd3\xe4\x93\x02\x1d\x12\x1b/v1alpha1/runs/{id}/records\x12r\n\x0b\x43ompareRuns\x12#.evalsi.v1alpha1.CompareRunsRequest\x1a\x1b.evalsi.v1alpha1.Comparison\"!\x82\xd3\xe4\x93\x02\x1b\"\x16/v1alpha1/runs:compare:\x01*\x12Y\n\rUploadDataset\x12%.evalsi.v1alpha1.UploadDatasetRequest\x1a\x1f.evalsi.v1alpha1.DatasetVersion(\x01\x12\x93\x01\n\x13ListDatasetVersions\x12+.evalsi.v1alpha1.ListDatasetVersionsRequest\x1a,.evalsi.v1alpha1.ListDatasetVersionsResponse\"!\x82\xd3\xe4\x93\x02\x1b\x12\x19/v1alpha1/datasets/{name}b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -51,44 +52,50 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_RUNSERVICE'].methods_by_name['ResumeRun']._serialized_options = b'\202\323\344\223\002\037\"\032/v1alpha1/runs/{id}:resume:\001*'
   _globals['_RUNSERVICE'].methods_by_name['ListRunResults']._loaded_options = None
   _globals['_RUNSERVICE'].methods_by_name['ListRunResults']._serialized_options = b'\202\323\344\223\002\035\022\033/v1alpha1/runs/{id}/results'
+  _globals['_RUNSERVICE'].methods_by_name['ListRunRecords']._loaded_options = None
+  _globals['_RUNSERVICE'].methods_by_name['ListRunRecords']._serialized_options = b'\202\323\344\223\002\035\022\033/v1alpha1/runs/{id}/records'
   _globals['_RUNSERVICE'].methods_by_name['CompareRuns']._loaded_options = None
   _globals['_RUNSERVICE'].methods_by_name['CompareRuns']._serialized_options = b'\202\323\344\223\002\033\"\026/v1alpha1/runs:compare:\001*'
   _globals['_RUNSERVICE'].methods_by_name['ListDatasetVersions']._loaded_options = None
   _globals['_RUNSERVICE'].methods_by_name['ListDatasetVersions']._serialized_options = b'\202\323\344\223\002\033\022\031/v1alpha1/datasets/{name}'
-  _globals['_RUNEVENTTYPE']._serialized_start=1864
-  _globals['_RUNEVENTTYPE']._serialized_end=1993
-  _globals['_UPLOADDATASETREQUEST']._serialized_start=174
-  _globals['_UPLOADDATASETREQUEST']._serialized_end=407
-  _globals['_UPLOADDATASETREQUEST_MAPPINGENTRY']._serialized_start=361
-  _globals['_UPLOADDATASETREQUEST_MAPPINGENTRY']._serialized_end=407
-  _globals['_DATASETVERSION']._serialized_start=409
-  _globals['_DATASETVERSION']._serialized_end=535
-  _globals['_LISTDATASETVERSIONSREQUEST']._serialized_start=537
-  _globals['_LISTDATASETVERSIONSREQUEST']._serialized_end=596
-  _globals['_LISTDATASETVERSIONSRESPONSE']._serialized_start=598
-  _globals['_LISTDATASETVERSIONSRESPONSE']._serialized_end=678
-  _globals['_CREATERUNREQUEST']._serialized_start=680
-  _globals['_CREATERUNREQUEST']._serialized_end=771
-  _globals['_GETRUNREQUEST']._serialized_start=773
-  _globals['_GETRUNREQUEST']._serialized_end=817
-  _globals['_LISTRUNSREQUEST']._serialized_start=820
-  _globals['_LISTRUNSREQUEST']._serialized_end=996
-  _globals['_LISTRUNSRESPONSE']._serialized_start=998
-  _globals['_LISTRUNSRESPONSE']._serialized_end=1077
-  _globals['_WATCHRUNREQUEST']._serialized_start=1079
-  _globals['_WATCHRUNREQUEST']._serialized_end=1125
-  _globals['_RUNEVENT']._serialized_start=1128
-  _globals['_RUNEVENT']._serialized_end=1443
-  _globals['_CANCELRUNREQUEST']._serialized_start=1445
-  _globals['_CANCELRUNREQUEST']._serialized_end=1492
-  _globals['_RESUMERUNREQUEST']._serialized_start=1494
-  _globals['_RESUMERUNREQUEST']._serialized_end=1541
-  _globals['_LISTRUNRESULTSREQUEST']._serialized_start=1543
-  _globals['_LISTRUNRESULTSREQUEST']._serialized_end=1653
-  _globals['_LISTRUNRESULTSRESPONSE']._serialized_start=1655
-  _globals['_LISTRUNRESULTSRESPONSE']._serialized_end=1756
-  _globals['_COMPARERUNSREQUEST']._serialized_start=1758
-  _globals['_COMPARERUNSREQUEST']._serialized_end=1861
-  _globals['_RUNSERVICE']._serialized_start=1996
-  _globals['_RUNSERVICE']._serialized_end=3125
+  _globals['_RUNEVENTTYPE']._serialized_start=2115
+  _globals['_RUNEVENTTYPE']._serialized_end=2244
+  _globals['_UPLOADDATASETREQUEST']._serialized_start=204
+  _globals['_UPLOADDATASETREQUEST']._serialized_end=437
+  _globals['_UPLOADDATASETREQUEST_MAPPINGENTRY']._serialized_start=391
+  _globals['_UPLOADDATASETREQUEST_MAPPINGENTRY']._serialized_end=437
+  _globals['_DATASETVERSION']._serialized_start=439
+  _globals['_DATASETVERSION']._serialized_end=565
+  _globals['_LISTDATASETVERSIONSREQUEST']._serialized_start=567
+  _globals['_LISTDATASETVERSIONSREQUEST']._serialized_end=626
+  _globals['_LISTDATASETVERSIONSRESPONSE']._serialized_start=628
+  _globals['_LISTDATASETVERSIONSRESPONSE']._serialized_end=708
+  _globals['_CREATERUNREQUEST']._serialized_start=710
+  _globals['_CREATERUNREQUEST']._serialized_end=801
+  _globals['_GETRUNREQUEST']._serialized_start=803
+  _globals['_GETRUNREQUEST']._serialized_end=847
+  _globals['_LISTRUNSREQUEST']._serialized_start=850
+  _globals['_LISTRUNSREQUEST']._serialized_end=1026
+  _globals['_LISTRUNSRESPONSE']._serialized_start=1028
+  _globals['_LISTRUNSRESPONSE']._serialized_end=1107
+  _globals['_WATCHRUNREQUEST']._serialized_start=1109
+  _globals['_WATCHRUNREQUEST']._serialized_end=1155
+  _globals['_RUNEVENT']._serialized_start=1158
+  _globals['_RUNEVENT']._serialized_end=1473
+  _globals['_CANCELRUNREQUEST']._serialized_start=1475
+  _globals['_CANCELRUNREQUEST']._serialized_end=1522
+  _globals['_RESUMERUNREQUEST']._serialized_start=1524
+  _globals['_RESUMERUNREQUEST']._serialized_end=1571
+  _globals['_LISTRUNRESULTSREQUEST']._serialized_start=1573
+  _globals['_LISTRUNRESULTSREQUEST']._serialized_end=1683
+  _globals['_LISTRUNRESULTSRESPONSE']._serialized_start=1685
+  _globals['_LISTRUNRESULTSRESPONSE']._serialized_end=1786
+  _globals['_LISTRUNRECORDSREQUEST']._serialized_start=1788
+  _globals['_LISTRUNRECORDSREQUEST']._serialized_end=1914
+  _globals['_LISTRUNRECORDSRESPONSE']._serialized_start=1916
+  _globals['_LISTRUNRECORDSRESPONSE']._serialized_end=2007
+  _globals['_COMPARERUNSREQUEST']._serialized_start=2009
+  _globals['_COMPARERUNSREQUEST']._serialized_end=2112
+  _globals['_RUNSERVICE']._serialized_start=2247
+  _globals['_RUNSERVICE']._serialized_end=3513
 # @@protoc_insertion_point(module_scope)

@@ -2,6 +2,7 @@ import datetime
 
 from google.api import annotations_pb2 as _annotations_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from evalsi.v1alpha1 import record_pb2 as _record_pb2
 from evalsi.v1alpha1 import run_pb2 as _run_pb2
 from evalsi.v1alpha1 import score_pb2 as _score_pb2
 from google.protobuf.internal import containers as _containers
@@ -186,6 +187,30 @@ class ListRunResultsResponse(_message.Message):
     results: _containers.RepeatedCompositeFieldContainer[_score_pb2.EvaluationResult]
     next_page_token: str
     def __init__(self, results: _Optional[_Iterable[_Union[_score_pb2.EvaluationResult, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class ListRunRecordsRequest(_message.Message):
+    __slots__ = ("id", "project", "record_ids", "trial", "page_size", "page_token")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    RECORD_IDS_FIELD_NUMBER: _ClassVar[int]
+    TRIAL_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    project: str
+    record_ids: _containers.RepeatedScalarFieldContainer[str]
+    trial: int
+    page_size: int
+    page_token: str
+    def __init__(self, id: _Optional[str] = ..., project: _Optional[str] = ..., record_ids: _Optional[_Iterable[str]] = ..., trial: _Optional[int] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class ListRunRecordsResponse(_message.Message):
+    __slots__ = ("records", "next_page_token")
+    RECORDS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    records: _containers.RepeatedCompositeFieldContainer[_record_pb2.Record]
+    next_page_token: str
+    def __init__(self, records: _Optional[_Iterable[_Union[_record_pb2.Record, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
 
 class CompareRunsRequest(_message.Message):
     __slots__ = ("run_a", "run_b", "project", "confidence", "adjust")

@@ -70,6 +70,11 @@ class RunServiceStub:
                 request_serializer=evalsi_dot_v1alpha1_dot_run__service__pb2.ListRunResultsRequest.SerializeToString,
                 response_deserializer=evalsi_dot_v1alpha1_dot_run__service__pb2.ListRunResultsResponse.FromString,
                 _registered_method=True)
+        self.ListRunRecords = channel.unary_unary(
+                '/evalsi.v1alpha1.RunService/ListRunRecords',
+                request_serializer=evalsi_dot_v1alpha1_dot_run__service__pb2.ListRunRecordsRequest.SerializeToString,
+                response_deserializer=evalsi_dot_v1alpha1_dot_run__service__pb2.ListRunRecordsResponse.FromString,
+                _registered_method=True)
         self.CompareRuns = channel.unary_unary(
                 '/evalsi.v1alpha1.RunService/CompareRuns',
                 request_serializer=evalsi_dot_v1alpha1_dot_run__service__pb2.CompareRunsRequest.SerializeToString,
@@ -134,6 +139,15 @@ class RunServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListRunRecords(self, request, context):
+        """Records as the run evaluated them (input, output, reference, context, trajectory, usage, metadata): for a
+        target that generates outputs, its outputs of one trial; otherwise the dataset's records. For drilling down
+        from a result (record_id) to what was graded.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def CompareRuns(self, request, context):
         """Paired statistics of B against A.
         """
@@ -194,6 +208,11 @@ def add_RunServiceServicer_to_server(servicer, server):
                     servicer.ListRunResults,
                     request_deserializer=evalsi_dot_v1alpha1_dot_run__service__pb2.ListRunResultsRequest.FromString,
                     response_serializer=evalsi_dot_v1alpha1_dot_run__service__pb2.ListRunResultsResponse.SerializeToString,
+            ),
+            'ListRunRecords': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListRunRecords,
+                    request_deserializer=evalsi_dot_v1alpha1_dot_run__service__pb2.ListRunRecordsRequest.FromString,
+                    response_serializer=evalsi_dot_v1alpha1_dot_run__service__pb2.ListRunRecordsResponse.SerializeToString,
             ),
             'CompareRuns': grpc.unary_unary_rpc_method_handler(
                     servicer.CompareRuns,
@@ -400,6 +419,33 @@ class RunService:
             '/evalsi.v1alpha1.RunService/ListRunResults',
             evalsi_dot_v1alpha1_dot_run__service__pb2.ListRunResultsRequest.SerializeToString,
             evalsi_dot_v1alpha1_dot_run__service__pb2.ListRunResultsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListRunRecords(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/evalsi.v1alpha1.RunService/ListRunRecords',
+            evalsi_dot_v1alpha1_dot_run__service__pb2.ListRunRecordsRequest.SerializeToString,
+            evalsi_dot_v1alpha1_dot_run__service__pb2.ListRunRecordsResponse.FromString,
             options,
             channel_credentials,
             insecure,
