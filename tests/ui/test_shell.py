@@ -53,6 +53,7 @@ def test_pages_index_lists_the_page_modules_present() -> None:
     files = load_static()
     pages = json.loads(files["pages.json"].body)
     assert pages == sorted(name.removeprefix("js/pages/") for name in files if name.startswith("js/pages/"))
+    assert {"runs.js", "run.js", "compare.js"} <= set(pages)
 
 
 def test_shell_loads_and_routes(ui_stack: Stack, page: Page) -> None:

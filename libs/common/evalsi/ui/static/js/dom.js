@@ -45,21 +45,30 @@ export function clear(el) {
 
 const DASH = '\u2014';
 
-// 0.8 → "0.800"; integers as integers ("1,250"); null/undefined/NaN → an em dash.
+// 0.8 → "0.800"; integers as integers ("1,250", "0", "1"); null/undefined/NaN → an em dash.
 export function fmtNumber(value, digits = 3) {
   if (value === null || value === undefined || value === '') return DASH;
   const number = Number(value);
   if (!Number.isFinite(number)) return DASH;
-  if (Number.isInteger(number) && Math.abs(number) >= 1) return number.toLocaleString('en-US');
+  if (Number.isInteger(number)) return number.toLocaleString('en-US');
   if (number !== 0 && Math.abs(number) < 10 ** -digits) return number.toExponential(1);
+  return number.toFixed(digits);
+}
+
+// A statistic with fixed decimals whatever its value ("1.000" beside "0.975"), large ones grouped.
+export function fmtStat(value, digits = 3) {
+  if (value === null || value === undefined || value === '') return DASH;
+  const number = Number(value);
+  if (!Number.isFinite(number)) return DASH;
+  if (Math.abs(number) >= 1000) return number.toLocaleString('en-US', { maximumFractionDigits: 1 });
   return number.toFixed(digits);
 }
 
 // mean with its interval: "0.800 [0.444, 0.975]"; the bracket is left out when the interval is unknown.
 export function fmtInterval(mean, lo, hi, digits = 3) {
-  const centre = fmtNumber(mean, digits);
+  const centre = fmtStat(mean, digits);
   if (lo === null || lo === undefined || hi === null || hi === undefined) return centre;
-  return `${centre} [${fmtNumber(lo, digits)}, ${fmtNumber(hi, digits)}]`;
+  return `${centre} [${fmtStat(lo, digits)}, ${fmtStat(hi, digits)}]`;
 }
 
 // An RFC 3339 time (the protobuf JSON of a Timestamp) → "2026-12-02 18:22:44 UTC": one zone for every reader of a
