@@ -93,13 +93,13 @@ def cases_cli(*args: str) -> tuple[int, str]:
     return result.exit_code, result.output
 
 
-def run_report(tmp: Path, *extra: str) -> tuple[int, str, Path]:
-    """``evalsi cases run`` of the platform tenant's corpus against the scripted agent, with the baseline;
-    its exit code, output and the report file."""
+def run_report(tmp: Path, *extra: str, baseline: bool = True) -> tuple[int, str, Path]:
+    """``evalsi cases run`` of the platform tenant's corpus against the scripted agent, with the baseline unless
+    ``baseline`` is false; its exit code, output and the report file."""
     corpus = tmp / "golden" if (tmp / "golden").is_dir() else write_corpus(tmp)
     output = tmp / "report.json"
+    gate = ["--baseline", str(write_baseline(tmp / "baseline.json"))] if baseline else []
     with ThreadedAgent(ScriptedAgent(agents={"shop": {"tools": TOOLS}}, replies=REPLIES)) as agent:
         code, text = cases_cli("run", "--source", str(corpus), "--tenant", "platform", "--agent-url",
-                               agent.base_url, "--baseline", str(write_baseline(tmp / "baseline.json")),
-                               "--output", str(output), *extra)
+                               agent.base_url, *gate, "--output", str(output), *extra)
     return code, text, output

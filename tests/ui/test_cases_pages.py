@@ -22,6 +22,7 @@ from playwright.sync_api import Page
 from evalsi.testing.stack import Stack
 
 NAME = "golden on main"
+TRIALS_NAME = "golden x2"
 T = TypeVar("T")
 
 
@@ -35,6 +36,7 @@ def in_thread(fn: Callable[..., T], *args: Any) -> T:
 class Served:
     stack: Stack
     report_id: str
+    trials_id: str  # the same corpus with --trials 2 --mode both and no baseline
 
     @property
     def ui(self) -> str:
@@ -54,15 +56,20 @@ def served(ui_stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     assert code == 0, output
     code, output, _ = in_thread(run_report, tmp, "--server", ui_stack.http, "--report-name", NAME)
     assert code == 3, output  # the gate found the regression; the report went up all the same
-    (report,) = json.loads(urllib.request.urlopen(ui_stack.http + "/v1alpha1/case-reports").read())["reports"]
-    yield Served(ui_stack, report["id"])
+    code, output, _ = in_thread(lambda: run_report(tmp / "trials", "--server", ui_stack.http, "--report-name",
+                                                   TRIALS_NAME, "--trials", "2", "--mode", "both", baseline=False))
+    assert code == 3, output
+    listed = json.loads(urllib.request.urlopen(ui_stack.http + "/v1alpha1/case-reports").read())["reports"]
+    assert [r["name"] for r in listed] == [TRIALS_NAME, NAME]  # newest first
+    yield Served(ui_stack, listed[1]["id"], listed[0]["id"])
 
 
 def open_report(served: Served, page: Page) -> None:
     page.goto(served.ui + "#/cases")
     wait_for_page(page)
-    row = page.locator("section[aria-labelledby=cases-reports-heading] tbody tr")
-    assert row.count() == 1
+    rows = page.locator("section[aria-labelledby=cases-reports-heading] tbody tr")
+    assert rows.count() == 2
+    row = rows.filter(has_text=NAME)
     text = row.first.inner_text()
     assert NAME in text and "0.500 [0.095, 0.905]" in text and "shop" in text
     assert [row.first.locator(f".count[data-status={s}]").inner_text().split()[0] for s in
@@ -78,8 +85,9 @@ def test_the_list_shows_reports_and_stored_cases_per_tenant(served: Served, page
     stored = page.locator("section[aria-labelledby=cases-stored-heading] tbody tr")
     assert [stored.nth(i).locator("th").inner_text() for i in range(stored.count())] == CASE_IDS
     assert "cart.yaml:8" in stored.nth(1).inner_text()  # greet: the second document of cart.yaml, at its ---
-    regressions = page.locator("section[aria-labelledby=cases-reports-heading] tbody tr td").nth(4)
-    assert regressions.inner_text() == "1"
+    reports = page.locator("section[aria-labelledby=cases-reports-heading] tbody tr")
+    assert reports.filter(has_text=NAME).locator("td").nth(4).inner_text() == "1"
+    assert reports.filter(has_text=TRIALS_NAME).locator("td").nth(4).inner_text() == "no baseline"
     assert_accessible(page)
 
     # The tenant filter goes through the hash: store-b's one case, and none of platform's reports.
@@ -177,3 +185,30 @@ def test_reading_the_report_through_the_page_is_what_the_cli_uploaded(served: Se
     report_file.write_text(json.dumps(stored), encoding="utf-8")
     code, output = in_thread(cases_cli, "reports", "push", str(report_file), "--server", served.stack.http)
     assert code == 0 and output.startswith(f"already stored: case report {served.report_id}"), output
+
+
+def fmt(value: float) -> str:
+    """The page's number format (dom.js fmtNumber): integers as integers, else three decimals."""
+    return f"{value:,.0f}" if float(value).is_integer() and abs(value) >= 1 else f"{value:.3f}"
+
+
+def test_a_report_with_trials_shows_pass_at_k_and_latency(served: Served, page: Page) -> None:
+    body = served.get(f"/v1alpha1/case-reports/{served.trials_id}")["report"]
+    page.goto(served.ui + f"#/cases/reports/{served.trials_id}")
+    page.locator("#report-trials").wait_for()
+    rows = page.locator("#report-trials-by-k tbody tr")
+    assert rows.count() == len(body["trials"]["by_k"]) == 2
+    for row, k in zip(rows.all(), body["trials"]["by_k"], strict=True):
+        at_k = k["pass_at_k"]
+        assert f"{fmt(at_k['mean'])} [{fmt(at_k['ci_low'])}, {fmt(at_k['ci_high'])}]" in row.inner_text()
+    cart = page.locator("#report-trials-cases tbody tr", has_text="cart").inner_text()
+    assert "0 / 2" in cart and cart.count("fail") == 2
+    perf = body["perf"]
+    assert f"p50 {perf['latency_ms']['p50']:.1f} ms" in page.locator("#report-perf").inner_text()
+    cases = page.locator("section[aria-labelledby=report-cases-heading] tbody tr")
+    assert cases.count() == 8  # four cases, two trials each
+    assert "no baseline" not in page.inner_text("main") and page.locator("#report-gate").count() == 0
+    cases.filter(has_text="coupon").nth(1).locator("a").click()
+    page.wait_for_url("**case=coupon&trial=2")
+    assert "trial 2" in page.locator("#case-detail-heading").inner_text()
+    assert_accessible(page)

@@ -1,11 +1,13 @@
 // #/cases/reports/:id: one case report (GetCaseReport): the outcome counts and the pass rate with its interval,
-// the baseline gate's regressions, every case with its outcome (filtered by outcome: `outcome` in the hash), and
-// the case chosen (`case`, `trial`) drawn in full: checks, transcript with tool calls, pairwise verdict.
+// the baseline gate's regressions, pass@k with --trials and latency with --mode perf, every case with its outcome
+// (filtered by outcome: `outcome` in the hash), and the case chosen (`case`, `trial`) drawn in full: checks,
+// transcript with tool calls, pairwise verdict.
 
 import { errorBars } from '../charts.js';
 import { fmtNumber, fmtTime, h, table } from '../dom.js';
 import { href } from '../routes.js';
 import { OUTCOMES, countsView, outcomeLabel, passRateText, reportHref, statusBadge, tenantOf, tenantQuery } from './cases_format.js';
+import { perfSection, trialsSection } from './cases_extras.js';
 import { caseDetail } from './cases_transcript.js';
 
 function facts(report, body) {
@@ -104,6 +106,8 @@ export async function render(root, params, query, ctx) {
     h('div', { class: 'grid-2' }, facts(report, body), passRateChart(report)),
     (body.notices || []).length ? h('ul', { class: 'notices' }, body.notices.map((n) => h('li', {}, n))) : null);
   if (body.gate) root.append(gateSection(body.gate, tenant, report.id));
+  if (body.trials) root.append(trialsSection(body.trials));
+  if (body.perf) root.append(perfSection(body.perf));
 
   const shown = outcome ? cases.filter((c) => c.status === outcome) : cases;
   root.append(h('section', { 'aria-labelledby': 'report-cases-heading' },
