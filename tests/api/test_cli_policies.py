@@ -137,3 +137,26 @@ async def test_stats_table_windows_and_json(server_url: str, tmp_path: Path, api
     # Protobuf JSON leaves out zeros: exact-match has no scored value, only a skip and an error.
     assert {m["metric"]: m.get("n") for m in stats["metrics"]} == {"exact-match": None, "no-ssn": "3"}
     assert [m.get("errors") for m in stats["metrics"]] == ["1", None]
+
+
+async def test_stats_by_window_name_the_alerts_fired(server_url: str, tmp_path: Path, api: Api,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HOOK_SECRET", "s")  # applying refuses an alert whose signing secret is unset
+    path = tmp_path / "alerting.yaml"
+    path.write_text(POLICY.format(rate=1.0) + """\
+  alerts:
+    - {when: "mean('no-ssn') < 0.8", notify: "https://hooks.example/x", minSamples: 2, secretEnv: HOOK_SECRET}
+""")
+    assert (await invoke("policies", "apply", "-f", str(path), "--server", server_url)).exit_code == 0
+    api.scores.add(
+        "default",
+        _score(1, "no-ssn", NOW - 50, outcome="scored", value=0.0, passed=False),  # one sample: not evaluated
+        _score(2, "no-ssn", NOW + 5, outcome="scored", value=0.0, passed=False),
+        _score(3, "no-ssn", NOW + 6, outcome="scored", value=1.0, passed=True),
+    )
+    result = await invoke("policies", "stats", "prod-support", "--server", server_url, "--windows", "2")
+    assert result.exit_code == 0, result.output
+    fired = [line for line in result.output.splitlines() if line.startswith("alert fired")]
+    assert fired == ["alert fired: mean('no-ssn') < 0.8 (mean('no-ssn') = 0.5)"]
+    # Printed after the window it fired in, the second.
+    assert result.output.index("alert fired") > result.output.rindex("window 2023-11-14")

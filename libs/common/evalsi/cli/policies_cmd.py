@@ -90,6 +90,10 @@ def render_stats(stats: PolicyStats) -> None:
     for window in stats.windows:
         title = f"window {_time(window.start_time)} · {window.traces_evaluated} traces"
         console.print(table(title, list(window.metrics)))
+        # A rule that holds over the window's figures was fired in it (docs/policies.md says what is not shown).
+        for alert in window.alerts:
+            if alert.held:
+                console.print(f"alert fired: {alert.when} ({alert.reason})", highlight=False, markup=False)
 
 
 @click.group("policies")
