@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import pytest
@@ -34,3 +35,26 @@ def test_a_big_stream_numbers_trials_and_refuses_a_repeated_pair(tmp_path: Path)
         f.write(json.dumps({"id": "s5", "trial": 1, "output": "a"}) + "\n")
     with pytest.raises(BadInputError, match=r"trials.jsonl:140001: id 's5' with trial 1 appears twice"):
         load_dataset(data)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_counting_a_batch_at_a_time_counts_as_one_key_at_a_time(seed: int) -> None:
+    # Batches of new keys (the fast path), batches repeating keys within themselves, keys seen before the last
+    # merge (in the sorted array) and keys seen since (in the recent set): the same counts as `count`.
+    rng = random.Random(seed)
+    batched, single = SeenKeys(), SeenKeys()
+    fresh = 0
+    for _ in range(160):
+        size = rng.choice([1, 7, 1024, 2048])
+        keys: list[object] = []
+        for _ in range(size):
+            pick = rng.random()
+            if pick < 0.97 or fresh == 0:
+                keys.append(f"k{fresh}")
+                fresh += 1
+            else:  # an old key (often one merged into the array), or one repeated within the batch
+                keys.append(f"k{rng.randrange(fresh)}" if pick < 0.99 or not keys else keys[-1])
+        want = [single.count(key) for key in keys]
+        assert batched.count_all(keys) == want
+    assert fresh > 65_536 and len(batched._older) > 0  # a merge happened between batches
+    assert batched.count_all([]) == []

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import struct
 from collections.abc import Callable, Mapping, Sequence
-from itertools import islice
+from itertools import chain
 from typing import Any
 
 from google.protobuf import json_format
 
 from evalsi.datasets._seen import SeenKeys
+from evalsi.datasets._text_rows import text_rows
 from evalsi.datasets.formats import _kind
 from evalsi.datasets.held import RecordColumns
 from evalsi.datasets.mapping import RECORD_TARGETS, USAGE_FIELDS, FieldMapping
@@ -27,7 +29,6 @@ from evalsi.datasets.wire import (
     OUTPUT,
     PROVENANCE,
     REFERENCE,
-    TEXT_HEADS,
     TRAJECTORY,
     USAGE,
     content_bytes,
@@ -36,8 +37,10 @@ from evalsi.datasets.wire import (
     map_entries,
     message_bytes,
     provenance_fields,
+    provenance_parts,
     text_content_field,
     value_bytes,
+    varint,
 )
 from evalsi.datasets.wire import (
     LENGTHS as _LENGTHS,
@@ -48,7 +51,8 @@ from evalsi.v1alpha1.record_pb2 import Record, Trajectory, Usage
 
 CONTENT_HELP = "a string, an object with exactly one of text/messages/json, or any JSON value"
 _CONTENT_SLOTS = {"input": (0, INPUT), "output": (1, OUTPUT), "reference": (2, REFERENCE)}  # in field-number order
-_TEXT_ROW_KEYS = frozenset({"id", "input", "output", "reference"})
+_TABLED_IDS = 128  # ids shorter than this many bytes take their provenance heads from a table made once
+_BIG_ENDIAN_8 = struct.Struct(">Q").pack  # a record's length as the version hashes it
 
 _TEXT = b"\x0a"  # Content.text
 _OTHER_FIELDS = frozenset(RECORD_TARGETS) - frozenset(_CONTENT_SLOTS)
@@ -88,6 +92,7 @@ class RecordBuilder:
         self.first_fields: list[str] | None = None
         # Set by a caller that holds the records it reads (datasets.held): text rows' columns are kept beside them.
         self.columns: RecordColumns | None = None
+        self._heads: tuple[list[bytes], list[bytes]] | None = None  # add_text_rows' provenance heads by id size
 
     def keep_columns(self) -> RecordColumns:
         """Keep the columns of the records made from here on (``RecordColumns.whole`` while all are text rows)."""
@@ -189,56 +194,50 @@ class RecordBuilder:
         absent), with no mapping, id check or explicit trial so far. The index of the first row it did not take;
         the caller gives that one to ``add_row`` (which refuses it, with the reason, if it is bad).
 
-        The same bytes, ids, trials and version as ``add_row``, in one loop with no call a field: half the CPU."""
+        The same bytes, ids, trials and version as ``add_row``, a column at a time (``datasets._text_rows``): each
+        step one C-level pass over the rows, the version's hash fed once for them all."""
         if self._split is not None or self.check_id is not None or self._claimed:
             return start
         if self.first_fields is None and start < len(rows) and type(rows[start]) is dict:
             self.first_fields = list(rows[start])
-        count, update, dataset = self.occurrences.count, self.digest.update, self._dataset
-        heads, lengths, plain = TEXT_HEADS, _LENGTHS, _TEXT_ROW_KEYS
-        columns = self.columns if self.columns is not None and self.columns.whole else None
-        keep_key = columns.keys.append if columns is not None else None
-        keep_texts = columns.rows.append if columns is not None else None
-        taken = 0
-        for row in islice(rows, start, None):
-            if type(row) is not dict or not plain.issuperset(row):
-                break
-            record_id = row.get("id")
-            if type(record_id) is not str or not record_id:
-                break
-            texts = given, output, reference = row.get("input"), row.get("output"), row.get("reference")
-            try:
-                id_bytes = record_id.encode()
-                size = len(id_bytes)
-                pieces = [ID + lengths[size] + id_bytes if size < 128 else field(ID, id_bytes)]
-                # The three texts in field-number order, spelled out: a loop over them cost a sixth of the row.
-                if given is not None:
-                    data = given.encode() if type(given) is str else _not_text()
-                    size = len(data)
-                    pieces.append(INPUT + heads[size] + data if size < 126 else field(INPUT, field(_TEXT, data)))
-                if output is not None:
-                    data = output.encode() if type(output) is str else _not_text()
-                    size = len(data)
-                    pieces.append(OUTPUT + heads[size] + data if size < 126 else field(OUTPUT, field(_TEXT, data)))
-                if reference is not None:
-                    data = reference.encode() if type(reference) is str else _not_text()
-                    size = len(data)
-                    pieces.append(REFERENCE + heads[size] + data if size < 126 else field(
-                        REFERENCE, field(_TEXT, data)))
-            except (TypeError, UnicodeEncodeError):
-                break
-            body = b"".join(pieces)
-            trial = count(record_id)
-            provenance = provenance_fields(id_bytes, trial)
-            hashed = body + field(PROVENANCE, provenance)
-            update(len(hashed).to_bytes(8, "big") + hashed)
-            out.append(body + field(PROVENANCE, dataset + provenance) if dataset else hashed)
-            if keep_key is not None:
-                keep_key((record_id, trial))
-                keep_texts(texts)  # type: ignore[misc]
-            taken += 1
-        self.count += taken
-        return start + taken
+        batch = text_rows(rows[start:] if start else rows)
+        if not batch:
+            return start
+        trials = self.occurrences.count_all(batch.ids)
+        hashed_heads, held_heads, tails = self._around_ids(batch.id_bytes, trials)
+        hashed = list(map(b"".join, zip(batch.bodies, hashed_heads, batch.id_bytes, tails, strict=True)))
+        # The version hashes each record's bytes length-prefixed, in order: fed as one string, the same digest.
+        prefixed = zip(map(_BIG_ENDIAN_8, map(len, hashed)), hashed, strict=True)
+        self.digest.update(b"".join(chain.from_iterable(prefixed)))
+        held = zip(batch.bodies, held_heads, batch.id_bytes, tails, strict=True)
+        out.extend(map(b"".join, held) if self._dataset else hashed)
+        columns = self.columns
+        if columns is not None and columns.whole:
+            columns.keys.extend(zip(batch.ids, trials, strict=True))
+            columns.rows.extend(zip(*batch.texts, strict=True))
+        self.count += len(batch)
+        return start + len(batch)
+
+    def _around_ids(self, id_bytes: list[bytes], trials: list[int]) -> tuple[
+            list[bytes], list[bytes], list[bytes]]:
+        """What comes before each record's id from its ``provenance`` field on, as the version hashes it (no
+        dataset) and as the record is held (with it), and what comes after the id (its trial)."""
+        sizes = list(map(len, id_bytes))
+        if not any(trials) and max(sizes, default=0) < _TABLED_IDS:
+            if self._heads is None:
+                pairs = [self._around_id(size, 0) for size in range(_TABLED_IDS)]
+                self._heads = [pair[0] for pair in pairs], [pair[1] for pair in pairs]
+            hashed, held = self._heads
+            return list(map(hashed.__getitem__, sizes)), list(map(held.__getitem__, sizes)), [b""] * len(sizes)
+        parts = [self._around_id(size, trial) for size, trial in zip(sizes, trials, strict=True)]
+        return [part[0] for part in parts], [part[1] for part in parts], [part[2] for part in parts]
+
+    def _around_id(self, size: int, trial: int) -> tuple[bytes, bytes, bytes]:
+        head, tail = provenance_parts(size, trial)
+        inside = len(head) + size + len(tail)
+        dataset = self._dataset
+        return (PROVENANCE + varint(inside) + head, PROVENANCE + varint(len(dataset) + inside) + dataset + head,
+                tail)
 
     def add_record(self, given: Record) -> Record:
         """A copy of a Record with its missing id, ``provenance.sample_id``, ``trial`` and ``dataset`` filled in."""

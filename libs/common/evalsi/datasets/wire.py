@@ -145,6 +145,11 @@ def provenance_fields(sample_id: bytes, trial: int) -> bytes:
     return field(_PROVENANCE_SAMPLE, sample_id)
 
 
+def provenance_parts(id_size: int, trial: int) -> tuple[bytes, bytes]:
+    """``provenance_fields`` of an id of ``id_size`` bytes as (what comes before the id, what comes after it)."""
+    return _PROVENANCE_SAMPLE + varint(id_size), (_PROVENANCE_TRIAL + varint(trial) if trial else b"")
+
+
 def dataset_field(dataset: str) -> bytes:
     """``provenance.dataset``, which comes first inside the provenance (b"" when unnamed)."""
     return field(_PROVENANCE_DATASET, dataset.encode()) if dataset else b""
