@@ -13,7 +13,7 @@ from test_runner_hot_path import TEXTS, cheap_grade, judged, judged_session, mea
 
 from evalsi.bus.v1alpha1.bus_pb2 import ResultColumns, TaskResult
 from evalsi.evaluators import EvalContext, evaluator
-from evalsi.evaluators._columns import append_results
+from evalsi.evaluators._columns import ColumnLists, append_results
 from evalsi.evaluators.runner import RunnerOptions, run_evaluators
 from evalsi.packs.core.matching import exact_match, regex_match
 from evalsi.records import make_record
@@ -128,3 +128,22 @@ async def test_a_cheap_call_past_the_deadline_is_the_same_error_row() -> None:
 async def test_into_and_columns_together_are_refused() -> None:
     with pytest.raises(ValueError, match="not both"):
         await run_evaluators([], [exact_match.bind()], _ctx, into=TaskResult().results, columns=ResultColumns())
+
+
+@pytest.mark.parametrize("chunk_size", [4, 2048])
+async def test_column_lists_hold_what_the_message_holds(chunk_size) -> None:
+    # What an in-process run hands its driver (ColumnLists, never copied into a message) is what a worker's task
+    # result carries: the same rows and columns, whatever the outcomes, trials, ids and missing fields.
+    options = RunnerOptions(chunk_size=chunk_size)
+    records = _records()
+    bound = [cheap_grade.bind(alias="lenient"), two.bind(), judged.bind(), exact_match.bind(),
+             regex_match.bind({"pattern": "^[Pp]ar"}), mean_length.bind()]
+    message = ResultColumns()
+    await run_evaluators(records, bound, _ctx, options=options, columns=message)
+    lists = ColumnLists()
+    await run_evaluators(records, bound, _ctx, options=options, columns=lists)
+    assert all(type(getattr(lists, name)) is list for name in ("data", "record_ids", "values", "outcomes"))
+    copied = ResultColumns()
+    lists.copy_to(copied)
+    _columns_equal(_no_durations(copied), _no_durations(message))
+    assert len(lists.data) == len(records) * len(bound)

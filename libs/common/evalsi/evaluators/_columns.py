@@ -13,8 +13,11 @@ the result the message path writes (``tests/engine/test_runner_columns.py``).
 
 from __future__ import annotations
 
+import operator
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from dataclasses import field as _field
 from typing import Any
 
 from evalsi.bus.v1alpha1.bus_pb2 import ResultColumns
@@ -31,6 +34,7 @@ from evalsi.v1alpha1.score_pb2 import ERROR_KIND_INFRA, OUTCOME_ERROR, OUTCOME_S
 
 NOT_FOLDABLE = float("nan")  # no score is NaN (a NaN score is an evaluator error), so it marks "read the result"
 _ID_TAG, _TRIAL_TAG = b"\x0a", b"\x40"  # EvaluationResult.record_id (1, bytes) and .trial (8, varint)
+_ID_HEADS = [_ID_TAG + bytes((size,)) for size in range(128)]  # record_id's tag and a one-byte length
 _RESULTS_TAG = b"\x0a"  # EvaluateResponse.results (1, bytes)
 # EvaluationResult.outcome (4) = SCORED, .scores (5); Score.name (1), .passed (3: False, True), .explanation (6).
 _SCORED, _SCORES = b"\x20" + bytes((OUTCOME_SCORED,)), b"\x2a"
@@ -52,7 +56,36 @@ def fold_value(result: EvaluationResult) -> tuple[float, str]:
     return NOT_FOLDABLE, ""
 
 
-def append_results(columns: ResultColumns, results: Sequence[EvaluationResult]) -> None:
+@dataclass
+class ColumnLists:
+    """``ResultColumns``' columns as Python lists, what the runner writes into: an in-process run hands them to its
+    driver as they are, and a worker copies them into its task's ``ResultColumns`` once (``copy_to``). Written into
+    the message directly, every entry was copied into it and copied out again by each column the driver read (a
+    fifth of an embedded ``evaluate()``)."""
+
+    data: list[bytes] = _field(default_factory=list)
+    evaluators: list[str] = _field(default_factory=list)
+    record_ids: list[str] = _field(default_factory=list)
+    trials: list[int] = _field(default_factory=list)
+    outcomes: list[int] = _field(default_factory=list)
+    values: list[float] = _field(default_factory=list)
+    score_names: list[str] = _field(default_factory=list)
+
+    def copy_to(self, message: ResultColumns) -> None:
+        message.data.extend(self.data)
+        message.evaluators.extend(self.evaluators)
+        message.record_ids.extend(self.record_ids)
+        message.trials.extend(self.trials)
+        message.outcomes.extend(self.outcomes)
+        message.values.extend(self.values)
+        message.score_names.extend(self.score_names)
+
+
+Columns = ResultColumns | ColumnLists
+"""A task's results as columns: the bus message, or its lists in this process."""
+
+
+def append_results(columns: Columns, results: Sequence[EvaluationResult]) -> None:
     """``results`` (messages) added to ``columns``, in order."""
     # A field at a time over a list (a comprehension per column): a worker does this for every result of the shapes
     # the runner does not write as columns itself.
@@ -66,7 +99,7 @@ def append_results(columns: ResultColumns, results: Sequence[EvaluationResult]) 
     columns.score_names.extend([name for _value, name in folded])
 
 
-def infra_errors_in(columns: ResultColumns) -> int:
+def infra_errors_in(columns: Columns) -> int:
     """How many results in ``columns`` are infrastructure errors (only error rows are read)."""
     return sum(
         1 for outcome, data in zip(columns.outcomes, columns.data, strict=True)
@@ -86,15 +119,17 @@ def rows_as_results(rows: Sequence[bytes]) -> ResultSlots:
 
 def record_fields(keys: Sequence[tuple[str, int]]) -> tuple[list[bytes], list[bytes]]:
     """Each record's ``record_id`` field and ``trial`` field (b"" for trial 0) of its results, serialized once for
-    every evaluator."""
-    ids: list[bytes] = []
-    trials: list[bytes] = []
-    for record_id, trial in keys:
-        encoded = record_id.encode()
-        ids.append(_ID_TAG + varint(len(encoded)) + encoded)
-        trials.append(_TRIAL_TAG + varint(trial) if trial else b"")
-    return ids, trials
-
+    every evaluator; a column at a time."""
+    encoded = [record_id.encode() for record_id, _trial in keys]
+    sizes = list(map(len, encoded))
+    if max(sizes, default=0) < 128:
+        ids = list(map(operator.add, map(_ID_HEADS.__getitem__, sizes), encoded))
+    else:
+        ids = [_ID_TAG + varint(size) + data for size, data in zip(sizes, encoded, strict=True)]
+    trials = [trial for _record_id, trial in keys]
+    if not any(trials):
+        return ids, [b""] * len(trials)
+    return ids, [_TRIAL_TAG + varint(trial) if trial else b"" for trial in trials]
 
 
 class TextColumns:
@@ -183,28 +218,19 @@ class ColumnJob(RecordJob):
         call, records, reasons, store, bound = self.call, self.records, self.reasons, self.slots.store, self.bound
         data, outcomes, values, names = self.data, self.outcomes, self.values, self.names
         id_fields, trial_fields, middles, output = self.id_fields, self.trial_fields, self.middles, self.output
-        explained = self._explained
         decided = self._decided(start, stop)
+        pending: Sequence[int] = range(start, stop)
+        if decided is not None and middles is not None:  # the batch form's verdicts: the function's own
+            self._write_decided(start, decided)
+            pending = [index for index in pending if data[index] is None]
         clock = time.perf_counter
         limit = float("inf") if timeout_s is None else timeout_s
         last = clock()
-        for index in range(start, stop):
+        for index in pending:
             reason = reasons[index]
             if reason is not None:
                 self._failed(index, lambda result, reason=reason: skipped(result, reason))  # type: ignore[misc]
                 continue
-            if decided is not None and middles is not None:
-                verdict = decided[index - start]
-                if verdict is not None:  # the batch form's verdict: the function's own for this record
-                    if verdict.__class__ is bool:
-                        data[index] = id_fields[index] + middles[verdict] + trial_fields[index]
-                    else:  # a Verdict: Score(passed=..., explanation=...), as ``store`` writes it, serialized here
-                        data[index] = id_fields[index] + explained(verdict) + trial_fields[index]  # type: ignore[arg-type]
-                        verdict = verdict[0]  # type: ignore[index]
-                    outcomes[index] = OUTCOME_SCORED
-                    values[index] = 1.0 if verdict else 0.0
-                    names[index] = output
-                    continue
             result: EvaluationResult | None = None  # made only for what is not a bare bool verdict
             try:
                 returned = call(records[index])
@@ -238,6 +264,41 @@ class ColumnJob(RecordJob):
             last = now
         return stop
 
+    def _write_decided(self, start: int, decided: BatchVerdicts) -> None:
+        """The entries of the records from ``start`` on that the batch form decided (a verdict, and no required
+        field missing), written a column at a time: the bytes and values the loop would write one by one."""
+        reasons, middles = self.reasons, self.middles
+        assert middles is not None
+        chosen = [index for index, verdict in enumerate(decided, start)
+                  if verdict is not None and reasons[index] is None]
+        if not chosen:
+            return
+        whole = len(chosen) == len(decided)
+        picked = decided if whole else [decided[index - start] for index in chosen]
+        if {verdict.__class__ for verdict in picked} == {bool}:
+            middle = list(map(middles.__getitem__, picked))  # type: ignore[arg-type]
+            passed = picked
+        else:  # a Verdict: Score(passed=..., explanation=...), as ``store`` writes it, serialized here
+            middle = [middles[verdict] if verdict.__class__ is bool else self._explained(verdict)  # type: ignore
+                      for verdict in picked]
+            passed = [verdict if verdict.__class__ is bool else verdict[0] for verdict in picked]  # type: ignore
+        values = [1.0 if verdict else 0.0 for verdict in passed]
+        stop = start + len(decided)
+        if whole:
+            ids, trials = self.id_fields[start:stop], self.trial_fields[start:stop]
+        else:
+            ids, trials = [self.id_fields[i] for i in chosen], [self.trial_fields[i] for i in chosen]
+        rows = list(map(b"".join, zip(ids, middle, trials, strict=True)))
+        if whole:
+            self.data[start:stop] = rows
+            self.outcomes[start:stop] = [OUTCOME_SCORED] * len(rows)
+            self.values[start:stop] = values
+            self.names[start:stop] = [self.output] * len(rows)
+            return
+        data, outcomes, values_at, names, output = self.data, self.outcomes, self.values, self.names, self.output
+        for index, row, value in zip(chosen, rows, values, strict=True):
+            data[index], outcomes[index], values_at[index], names[index] = row, OUTCOME_SCORED, value, output
+
     def _decided(self, start: int, stop: int) -> BatchVerdicts | None:
         """The batch form's verdicts for records [start, stop) (None without a batch form, or when it fails: the
         function, the evaluator's definition, then decides every record). Its time is not held to the per-call
@@ -252,7 +313,7 @@ class ColumnJob(RecordJob):
             return None
         return decided if len(decided) == stop - start else None
 
-    def append_to(self, columns: ResultColumns) -> None:
+    def append_to(self, columns: Columns) -> None:
         """This job's entries added to ``columns`` in record order; one never written ends cancelled."""
         data = self.data
         for index in [i for i, entry in enumerate(data) if entry is None]:

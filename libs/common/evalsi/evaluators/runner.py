@@ -28,11 +28,12 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from evalsi.bus.v1alpha1.bus_pb2 import ResultColumns
 from evalsi.datasets.held import HeldRecords
 from evalsi.errors import BadInputError, SkipRecord
 from evalsi.evaluators._columns import (
     ColumnJob,
+    ColumnLists,
+    Columns,
     TextColumns,
     append_results,
     infra_errors_in,
@@ -59,7 +60,8 @@ from evalsi.v1alpha1.record_pb2 import Record, Usage
 from evalsi.v1alpha1.score_pb2 import OUTCOME_SCORED, EvaluationResult, Score
 
 DATASET_RECORD_ID = "*"
-__all__ = ["DATASET_RECORD_ID", "Results", "RunnerOptions", "append_results", "infra_errors_in", "run_evaluators"]
+__all__ = ["DATASET_RECORD_ID", "ColumnLists", "Columns", "Results", "RunnerOptions", "append_results",
+           "infra_errors_in", "run_evaluators"]
 
 
 @dataclass(frozen=True)
@@ -309,7 +311,7 @@ async def run_evaluators(
     compare_with: Sequence[Sequence[Record]] = (),
     cancel: asyncio.Event | None = None,
     into: Results | None = None,
-    columns: ResultColumns | None = None,
+    columns: Columns | None = None,
     usage: Usage | None = None,
 ) -> list[EvaluationResult]:
     """Evaluate and return results grouped by evaluator, in record order within each.
@@ -408,7 +410,7 @@ async def run_evaluators(
 
 
 def _to_columns(
-    parts: Sequence[ColumnJob | tuple[int, int]], messages: Sequence[EvaluationResult], columns: ResultColumns
+    parts: Sequence[ColumnJob | tuple[int, int]], messages: Sequence[EvaluationResult], columns: Columns
 ) -> None:
     """Every evaluator's results into ``columns``, in evaluator order: a column job's entries, or its messages."""
     for part in parts:

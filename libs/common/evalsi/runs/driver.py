@@ -43,7 +43,7 @@ from evalsi.runs.plan import DEFAULT_SHARD_SIZE, Plan, budget_exceeded, plan_run
 from evalsi.runs.plan import Task as PlannedTask
 from evalsi.runs.ports import BusPort, RunRecords
 from evalsi.runs.record_isolation import EVALUATED_LABEL, SandboxFold, fold_each, store_evaluated
-from evalsi.runs.result_columns import result_rows
+from evalsi.runs.result_columns import Columns, result_rows
 from evalsi.runs.summary import SummaryBuilder
 from evalsi.runs.tasks import ATTEMPT_LABEL, STAGES, index_of, message_id, task_message
 from evalsi.runs.unrun import record_unrun
@@ -513,8 +513,8 @@ class RunDriver:
                 raise Unavailable(f"the metadata store does not answer ({type(exc).__name__}: {exc})") from exc
             raise
 
-    async def on_task_result(self, result: TaskResult) -> None:
-        """Fold one task's outcome into the store; idempotent, so a redelivered result changes nothing."""
+    async def on_task_result(self, result: TaskResult, *, columns: Columns | None = None) -> None:
+        """Fold one task's outcome (and ``columns``, its results kept out of the message) into the store; idempotent."""
         run = await self._run(result.project, result.run_id)
         if run is None:
             log.warning("result for an unknown run dropped", extra={"run_id": result.run_id, "task_key": result.key})
@@ -530,9 +530,9 @@ class RunDriver:
             )
             self.news.wake(run.id)
             return
-        # A worker's results come as columns (runs.result_columns), stored and folded without reading each one; an
-        # in-process run's as result objects. Stored, and the task ended, with other tasks' that arrive meanwhile.
-        columns = result.columns if result.HasField("columns") else None
+        # A worker's results come as columns (runs.result_columns), stored and folded without reading each one.
+        # Stored, and the task ended, with other tasks' that arrive meanwhile.
+        columns = result.columns if columns is None and result.HasField("columns") else columns
         state = {TASK_STATUS_DONE: "done", TASK_STATUS_CANCELLED: "cancelled"}.get(result.status, "failed")
         end = TaskEnd(result.key, state, result.error, _usage(result))
         rows = result_rows(columns) if columns is not None else ()

@@ -18,7 +18,6 @@ from evalsi.bus.v1alpha1.bus_pb2 import (
     STAGE_GENERATE,
     STAGE_REDUCE,
     TASK_STATUS_DONE,
-    ResultColumns,
     Task,
     TaskRecords,
     TaskResult,
@@ -28,7 +27,15 @@ from evalsi.connections import Connections
 from evalsi.datasets.held import HeldRecords
 from evalsi.errors import BadInputError
 from evalsi.evaluators import BoundEvaluator, EvalContext, Registry
-from evalsi.evaluators.runner import Results, RunnerOptions, append_results, infra_errors_in, run_evaluators
+from evalsi.evaluators.runner import (
+    ColumnLists,
+    Columns,
+    Results,
+    RunnerOptions,
+    append_results,
+    infra_errors_in,
+    run_evaluators,
+)
 from evalsi.judges import RetryPolicy
 from evalsi.judges.panel import JudgeSet, judge_config_from_spec
 from evalsi.limits import DEFAULT_CALL_TIMEOUT_S
@@ -150,7 +157,7 @@ class Executor:
         compare_with: Sequence[Sequence[Record]] = (),
         stop: asyncio.Event | None = None,
         into: Results | None = None,
-        columns: ResultColumns | None = None,
+        columns: Columns | None = None,
         usage: Usage | None = None,
         sandbox: SandboxSpec | None = None,
     ) -> list[EvaluationResult]:
@@ -237,7 +244,7 @@ class Executor:
         # An evaluation task's results are written as the columns it travels as (runs.result_columns), with no
         # message made for a cheap evaluator's verdict; a reduction's, and results labelled with their cluster, as
         # messages (few, or each one written to again).
-        columns = out.columns if task.stage == STAGE_EVALUATE and not task.summary.cluster_by else None
+        columns = ColumnLists() if task.stage == STAGE_EVALUATE and not task.summary.cluster_by else None
         results: list[EvaluationResult] = []
         usage = Usage()
         if evaluable or task.stage != STAGE_REDUCE:  # nothing to reduce over: the failed records' results say why
@@ -260,7 +267,14 @@ class Executor:
         if task.summary.cluster_by:
             label_clusters(out.results, records, task.summary.cluster_by)
         out.usage.CopyFrom(usage)
+        if columns is not None:
+            self.hand_over(out, columns)
         return out
+
+    def hand_over(self, out: TaskResult, columns: ColumnLists) -> None:
+        """Put an evaluation task's result columns where its result's reader finds them: into the message that
+        goes on the bus."""
+        columns.copy_to(out.columns)
 
     def _usage_of(self, task: Task) -> Callable[[Usage], None] | None:
         on_usage = self.on_usage

@@ -27,7 +27,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,7 @@ from evalsi.datasets.run_records import DATASET_LABEL, StoredRunRecords
 from evalsi.datasets.shards import DatasetManifest, put_manifest, write_dataset
 from evalsi.datasets.wire import entries
 from evalsi.evaluators import Registry
+from evalsi.evaluators.runner import ColumnLists
 from evalsi.judges import JudgeClient, JudgeConfig, RetryPolicy
 from evalsi.judges.panel import JudgeSet
 from evalsi.runs.driver import RunDriver, generates_outputs, planned_task_count
@@ -244,8 +245,9 @@ async def run_in_process(
 
         async def on_result(result: TaskResult) -> None:
             assert scheduler is not None
-            await scheduler.on_task_result(result)
-            done = len(result.results) or len(result.columns.data)
+            columns = executor.columns_of(result)
+            await scheduler.on_task_result(result, columns=columns)
+            done = len(result.results) or (len(columns.data) if columns is not None else 0)
             if progress is not None and done:
                 progress(done)
 
@@ -311,6 +313,17 @@ class InProcessExecutor(Executor):
     rather than serializing and parsing them on the way (the served path's object store round trip)."""
 
     run_records: MemoryRecords | None = None
+
+    # Each evaluation task's result columns as the runner wrote them, until its result is heard (``columns_of``):
+    # in one process they need not be copied into the result message and out again.
+    _columns: dict[str, ColumnLists] = field(default_factory=dict, init=False, repr=False)
+
+    def hand_over(self, out: TaskResult, columns: ColumnLists) -> None:
+        self._columns[out.key] = columns
+
+    def columns_of(self, result: TaskResult) -> ColumnLists | None:
+        """The columns of ``result`` handed over by ``execute`` (None: it has none, or they are in the message)."""
+        return self._columns.pop(result.key, None)
 
     async def records_of(self, task: Task) -> Sequence[Record]:
         shard = self.run_records.shard(task.records_ref) if self.run_records and task.records_ref else None

@@ -14,7 +14,7 @@ import contextlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from evalsi.bus.v1alpha1.bus_pb2 import ResultColumns
+from evalsi.evaluators.runner import Columns
 from evalsi.runs.result_columns import fold_columns
 from evalsi.runs.summary import SummaryBuilder
 from evalsi.v1alpha1.score_pb2 import EvaluationResult
@@ -76,7 +76,7 @@ class RunNews:
                 self._not_whole.add(run_id)  # the first read may have seen these results already
             builder.add(results)
 
-    def fold_columns(self, run_id: str, columns: ResultColumns) -> None:
+    def fold_columns(self, run_id: str, columns: Columns) -> None:
         """``fold`` of a worker's results as columns (runs.result_columns)."""
         builder = self._partials.get(run_id)
         if builder is not None:

@@ -17,10 +17,12 @@ import math
 from collections.abc import Iterable, Iterator, Sequence
 
 from evalsi.bus.v1alpha1.bus_pb2 import ResultColumns, TaskResult
-from evalsi.evaluators.runner import append_results
+from evalsi.evaluators.runner import Columns, append_results
 from evalsi.runs.summary import SummaryBuilder
 from evalsi.stores.metadata import ResultRow
 from evalsi.v1alpha1.score_pb2 import EvaluationResult
+
+__all__ = ["Columns", "columns_of", "fold_columns", "move_results_to_columns", "result_rows", "task_results"]
 
 
 def columns_of(results: Iterable[EvaluationResult]) -> ResultColumns:
@@ -43,14 +45,14 @@ def task_results(result: TaskResult) -> list[EvaluationResult]:
     return list(result.results) + [EvaluationResult.FromString(data) for data in result.columns.data]
 
 
-def result_rows(columns: ResultColumns) -> list[ResultRow]:
+def result_rows(columns: Columns) -> list[ResultRow]:
     """The store rows of ``columns``, in order."""
     # Each column read out whole first: zipping the protobuf containers reads them an element at a time, slower.
     return list(zip(list(columns.evaluators), list(columns.record_ids), list(columns.trials), list(columns.outcomes),
                     list(columns.data), strict=True))
 
 
-def fold_columns(builder: SummaryBuilder, columns: ResultColumns) -> None:
+def fold_columns(builder: SummaryBuilder, columns: Columns) -> None:
     """Fold the results in ``columns`` into ``builder``: the same summaries as ``builder.add`` of the results."""
     values = list(columns.values)
     if not values:
@@ -64,7 +66,7 @@ def fold_columns(builder: SummaryBuilder, columns: ResultColumns) -> None:
     _fold_mixed(builder, columns, values)
 
 
-def _fold_mixed(builder: SummaryBuilder, columns: ResultColumns, values: Sequence[float]) -> None:
+def _fold_mixed(builder: SummaryBuilder, columns: Columns, values: Sequence[float]) -> None:
     """Results of several evaluators or outcomes: runs of foldable values a column at a time, the rest read."""
     evaluators, names = list(columns.evaluators), list(columns.score_names)
     record_ids, trials = list(columns.record_ids), list(columns.trials)
