@@ -5,14 +5,23 @@ headers, the error banner, keyboard use and an axe-core pass."""
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from browser import assert_accessible, wait_for_page
 from playwright.sync_api import Page, Request
 
+from evalsi.auth.api_keys import hash_api_key, new_api_key
+from evalsi.ports import free_ports
 from evalsi.testing.stack import Stack
 from evalsi.ui.serve import CONTENT_SECURITY_POLICY, load_static
 
@@ -163,3 +172,74 @@ def test_keyboard_skip_link_and_focus(ui_stack: Stack, page: Page) -> None:
     page.keyboard.press("Tab")
     page.keyboard.press("Enter")  # the first link in the page: "Go to the runs"
     page.wait_for_url("**/ui/#/runs")
+
+
+# --- signing in against a server with authentication on ---
+
+
+def _ready(url: str) -> bool:
+    try:
+        return _get(url + "/readyz")[0] == 200
+    except OSError:  # not listening yet
+        return False
+
+
+@pytest.fixture(scope="module")
+def auth_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """``evalsi serve`` with one API key (the viewer role in every project), as an operator starts it; yields the
+    HTTP address and the key."""
+    tmp = tmp_path_factory.mktemp("ui-auth")
+    key = new_api_key()
+    config = tmp / "evalsi.yaml"
+    config.write_text(yaml.safe_dump({
+        "auth": {"api_keys": {"keys": [{"name": "viewer", "key": hash_api_key(key), "roles": {"*": ["viewer"]}}]}},
+        "sandboxd": {"enabled": False},
+    }))
+    http, grpc_port, otlp_http, otlp_grpc = free_ports(4)
+    log = (tmp / "serve.log").open("wb")
+    process = subprocess.Popen(
+        [str(Path(sys.executable).parent / "evalsi"), "serve", "--config", str(config), "--state-dir",
+         str(tmp / "state"), "--http-port", str(http), "--grpc-port", str(grpc_port), "--otlp-http-port",
+         str(otlp_http), "--otlp-grpc-port", str(otlp_grpc)], stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{http}"
+    try:
+        deadline = time.monotonic() + 180
+        while not _ready(url):
+            assert process.poll() is None and time.monotonic() < deadline, (tmp / "serve.log").read_text()[-3000:]
+            time.sleep(0.5)
+        yield url, key
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+
+
+@pytest.mark.parametrize("allowed_errors", [["401"]])
+def test_sign_in_with_an_api_key_when_auth_is_on(
+    auth_server: tuple[str, str], page: Page, allowed_errors: list[str]
+) -> None:
+    url, key = auth_server
+    assert _get(url + "/ui/")[0] == 200  # the page itself needs no credential: it holds no data
+    page.goto(url + "/ui/#/runs")
+    banner = page.locator("#banner")
+    banner.wait_for(state="visible")
+    assert "HTTP 401" in page.locator("#banner-text").inner_text()
+    assert "Sign in" in page.locator("#banner-text").inner_text()
+    page.locator("#signin-button").click()
+    page.locator("#signin-token").fill(key)
+    page.locator("#signin-token").press("Enter")
+    page.locator("main table").wait_for()
+    assert banner.is_hidden()
+    assert page.locator("main h1").inner_text() == "Runs"
+    assert "No runs match" in page.locator("main tbody").inner_text()
+    # Kept for this tab only: sessionStorage, never localStorage.
+    assert page.evaluate("sessionStorage.getItem('evalsi.token')") == key
+    assert key not in page.evaluate("JSON.stringify(Object.assign({}, localStorage))")
+    page.locator("#signin-button").click()
+    page.locator("#signout-button").click()
+    banner.wait_for(state="visible")
+    assert "HTTP 401" in page.locator("#banner-text").inner_text()
