@@ -174,6 +174,58 @@ def test_keyboard_skip_link_and_focus(ui_stack: Stack, page: Page) -> None:
     page.wait_for_url("**/ui/#/runs")
 
 
+def test_dom_and_chart_helpers(ui_stack: Stack, page: Page) -> None:
+    """The helpers every page builds on (js/dom.js, js/charts.js), run in the browser."""
+    page.goto(ui_stack.http + "/ui/#/no-page")
+    wait_for_page(page)
+    out = page.evaluate("""async () => {
+        const d = await import('/ui/js/dom.js');
+        const c = await import('/ui/js/charts.js');
+        const rows = (t) => [...t.querySelectorAll('tbody th')].map((x) => x.textContent);
+        const out = {
+            interval: d.fmtInterval(0.5667, 0.39217, 0.7262), bare: d.fmtInterval(1, null, null),
+            numbers: [d.fmtNumber(0), d.fmtNumber(1250), d.fmtNumber(undefined), d.fmtNumber(0.25)],
+            durations: [d.fmtDuration('0.250s'), d.fmtDuration(3.5), d.fmtDuration(125), d.fmtDuration(3900)],
+            time: d.fmtTime('2026-12-02T18:34:20.5Z'),
+            markup: d.h('p', {}, '<b>data</b>').innerHTML,
+        };
+        const t = d.table([{ key: 'name', label: 'Name' }, { key: 'n', label: 'N', numeric: true }],
+                          [{ name: 'b', n: 2 }, { name: 'a', n: 10 }, { name: 'c', n: 1 }]);
+        document.body.append(t);
+        const sortN = t.querySelectorAll('th button')[1];
+        sortN.click(); out.ascending = rows(t);
+        sortN.click(); out.descending = rows(t);
+        out.ariaSort = t.querySelectorAll('thead th')[1].getAttribute('aria-sort');
+        const filter = t.querySelector('input[type=search]');
+        filter.value = 'a'; filter.dispatchEvent(new Event('input'));
+        out.filtered = rows(t);
+        out.filterLabel = t.querySelector('label').textContent;
+        const bars = c.errorBars([{ label: 'm', mean: 0.5, lo: 0.4, hi: 0.6 }], { domain: [0, 1] });
+        out.barsLabel = bars.getAttribute('aria-label');
+        out.barsTitle = bars.querySelector('title').textContent;
+        out.whiskers = bars.querySelectorAll('line.whisker').length;
+        const hist = c.histogram([0, 1, 1, 1]);
+        out.histLabel = hist.getAttribute('aria-label');
+        out.histBars = hist.querySelectorAll('rect.bar').length;
+        const band = c.lineWithBand([{ t: '2026-01-02T00:00:00Z', mean: 0.7, lo: 0.6, hi: 0.8 },
+                                     { t: '2026-01-01T00:00:00Z', mean: 0.5, lo: 0.4, hi: 0.6 }]);
+        out.paths = [...band.querySelectorAll('path')].map((p) => p.getAttribute('class'));
+        out.role = band.getAttribute('role');
+        return out;
+    }""")
+    assert out["interval"] == "0.567 [0.392, 0.726]" and out["bare"] == "1.000"
+    assert out["numbers"] == ["0", "1,250", "\u2014", "0.250"]
+    assert out["durations"] == ["250 ms", "3.5 s", "2 min 5 s", "1 h 5 min"]
+    assert out["time"] == "2026-12-02 18:34:20 UTC"
+    assert out["markup"] == "&lt;b&gt;data&lt;/b&gt;"  # data is text, never markup
+    assert (out["ascending"], out["descending"], out["ariaSort"]) == (["c", "b", "a"], ["a", "b", "c"], "descending")
+    assert out["filtered"] == ["a"] and out["filterLabel"] == "Filter rows"
+    assert out["barsLabel"] == out["barsTitle"] == "Means with their intervals. m: 0.500 (0.400 to 0.600)"
+    assert out["whiskers"] == 3
+    assert (out["histLabel"], out["histBars"]) == ("Distribution: 4 values; 0: 1, 1: 3", 2)
+    assert out["paths"] == ["band", "line"] and out["role"] == "img"
+
+
 # --- signing in against a server with authentication on ---
 
 
