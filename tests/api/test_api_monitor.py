@@ -350,6 +350,28 @@ async def test_stats_per_window_evaluate_the_alert_rules(served: Api, monkeypatc
         assert second.alerts[1].reason == "mean('exact-match') = 0.675"
 
 
+async def test_a_stored_rule_that_no_longer_compiles_is_said_in_each_window(served: Api) -> None:
+    """A document stored before a change of the rule language is not refused at read time: each window answers
+    the rule as not evaluated, naming the problem."""
+    document = OnlineEvalPolicy()
+    document.metadata.name = "prod"
+    document.spec.window.FromSeconds(60)
+    document.spec.alerts.add(when="mean('no-ssn') <", notify="https://hooks.example/x", secret_env="HOOK_SECRET")
+    await served.store.put_policy("default", document)
+    served.scores.add("default", score(1, "no-ssn", NOW + 5, passed=True))
+    assert served.server is not None
+    url = f"http://127.0.0.1:{served.server.http_port}"
+
+    def call() -> PolicyStats:
+        with Client(url) as client:
+            return client.policies.stats("prod", last_windows=1, per_window=True)
+
+    (window,) = (await asyncio.to_thread(call)).windows
+    (alert,) = window.alerts
+    assert (alert.rule, alert.when, alert.evaluated, alert.held) == (0, "mean('no-ssn') <", False, False)
+    assert alert.reason.startswith("does not compile: ")
+
+
 async def test_without_stores_the_service_says_which_is_missing(registry: Registry) -> None:
     ctx = CallContext(method="GetPolicyStats", request_id="r")
     document = OnlineEvalPolicy()
