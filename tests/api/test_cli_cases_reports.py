@@ -7,6 +7,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from api_doubles import Api
@@ -14,8 +15,10 @@ from case_corpus import EXPECTED_STATUS, run_report
 from click.testing import CliRunner, Result
 
 from evalsi.api import CaseHandlers, build_table
+from evalsi.cases.testing import ScriptedAgent, ThreadedAgent
 from evalsi.cli.main import cli
 from evalsi.stores import SqlMetadataStore, open_metadata_store
+from evalsi.testing.threaded import ThreadedProvider
 
 
 @pytest.fixture
@@ -89,3 +92,36 @@ async def test_a_refused_or_failed_upload_is_said(server_url: str, tmp_path: Pat
     assert code == 1, output
     assert "error: --server http://127.0.0.1:9: the report was not uploaded: cannot reach" in output
     assert path.is_file()
+
+
+PERSONA_CASE = """\
+id: present
+agent: shop
+persona:
+  goal: "find a birthday present"
+  opens_with: "hi, I need a present"
+  max_turns: 3
+expect:
+  tools_called: [search_products]
+"""
+
+
+async def test_simulate_uploads_a_simulated_report(server_url: str, store: SqlMetadataStore, tmp_path: Path) -> None:
+    (tmp_path / "personas").mkdir()
+    (tmp_path / "personas" / "present.yaml").write_text(PERSONA_CASE, encoding="utf-8")
+    replies = {"hi, I need a present": {"reply": "What is your budget?"},
+               "up to 100": {"calls": [{"name": "search_products", "status": "ok"}], "reply": "A box of truffles."}}
+
+    def persona(body: dict[str, Any]) -> str:  # the persona's next message after opens_with
+        said = sum(1 for m in body["messages"] if m["role"] == "assistant")
+        return ["up to 100", "<<goal_met>>"][min(said - 1, 1)]
+
+    with ThreadedAgent(ScriptedAgent(agents={"shop": {"tools": ["search_products"]}}, replies=replies)) as agent, \
+            ThreadedProvider(persona) as provider:
+        result = await invoke("cases", "simulate", "--source", str(tmp_path / "personas"), "--agent-url",
+                              agent.base_url, "--staging", "--persona-model", "m", "--persona-base-url",
+                              provider.base_url, "--no-report", "--server", server_url, "--report-name", "sim")
+    assert result.exit_code == 0, result.output
+    (reports, _) = await store.list_case_reports("default", "platform")
+    assert [(r.name, r.simulated, r.counts["pass"]) for r in reports] == [("sim", True, 1)]
+    assert f"uploaded: case report {reports[0].report_id}" in result.output

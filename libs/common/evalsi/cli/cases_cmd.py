@@ -14,7 +14,7 @@ from evalsi.cases.loader import load_cases
 from evalsi.cases.model import DEFAULT_TENANT, BrokenCase, Case
 from evalsi.cases.perf import perf_summary
 from evalsi.cases.store import CaseNotFound, export_cases, import_corpus, load_stored, read_corpus, stored_cases
-from evalsi.cli._common import EXIT_BAD_INPUT, credential_options, handle_errors
+from evalsi.cli._common import EXIT_BAD_INPUT, handle_errors
 from evalsi.cli.cases_inputs import (
     conversation_ids,
     dir_items,
@@ -24,7 +24,7 @@ from evalsi.cli.cases_inputs import (
     url_transport,
     write_report,
 )
-from evalsi.cli.cases_reports_cmd import reports
+from evalsi.cli.cases_reports_cmd import reports, upload_after_run, upload_options
 from evalsi.errors import BadInputError
 from evalsi.judges import JudgeConfig
 from evalsi.service.config import Config
@@ -269,11 +269,7 @@ def show_command(case_id: str, metadata_url: str | None, config_path: str | None
 @click.option("--no-report", is_flag=True, help="Do not write the JSON report (default: evals/reports/).")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="Write the JSON report here.")
-@click.option("--server", metavar="URL", help="Also upload the report to this Evals.si server (http://host:8080 or "
-              "grpc://host:8081), into --project; the web UI shows it under #/cases. Exit 1 when the upload fails "
-              "(a gate's 3 or a broken case's 2 still wins).")
-@click.option("--report-name", metavar="TEXT", help="The uploaded report's label in lists (default: --source).")
-@credential_options
+@upload_options
 @handle_errors
 def run_command(
     source: str, agent_url: str | None, agent_callable: str | None, agent_token: str | None, agent_name: str | None,
@@ -354,22 +350,8 @@ def run_command(
                    err=fmt == "json")
     code = exit_code(report, accepting=update_baseline)
     if server:
-        code = _upload(server, project, document, report_name or source, code, quiet=fmt == "json")
+        code = upload_after_run(server, project, document, report_name or source, code, quiet=fmt == "json")
     sys.exit(code)
-
-
-def _upload(server: str, project: str | None, document: str, name: str, code: int, *, quiet: bool) -> int:
-    """``--server``: the report uploaded after the run; a failed upload is said and makes a clean run exit 1."""
-    from evalsi.cli.cases_reports_cmd import push_report, uploaded_line
-    from evalsi.errors import EvalsiError
-
-    try:
-        uploaded = push_report(server, project, json.loads(document), name)
-    except EvalsiError as exc:
-        click.echo(f"error: --server {server}: the report was not uploaded: {exc}", err=True)
-        return code or 1
-    click.echo(uploaded_line(uploaded, server), err=quiet)
-    return code
 
 
 
@@ -429,6 +411,7 @@ def _store_items(metadata_url: str | None, config_path: str | None, project: str
 @click.option("--no-report", is_flag=True, help="Do not write the JSON report (default: evals/reports/).")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="Write the JSON report here.")
+@upload_options
 @handle_errors
 def simulate_command(
     source: str, metadata_url: str | None, config_path: str | None, project: str | None, tenant: str | None,
@@ -437,7 +420,7 @@ def simulate_command(
     persona_provider: str, persona_base_url: str | None, persona_api_key_env: str | None, conv: str | None,
     timeout: float, judges_file: str | None, judge_model: str | None, judge_provider: str,
     judge_base_url: str | None, judge_api_key_env: str | None, no_cache: bool, trials: int, no_report: bool,
-    fmt: str, output: str | None,
+    fmt: str, output: str | None, server: str | None = None, report_name: str | None = None,
 ) -> None:
     """Simulate the customer of every persona case under --source against an agent, and grade the transcript.
 
@@ -501,7 +484,10 @@ def simulate_command(
     click.echo(document if fmt == "json" else render_table(report))
     if written is not None and fmt == "table":  # JSON on stdout stays one document
         click.echo(f"report: {written}")
-    sys.exit(exit_code(report))
+    code = exit_code(report)
+    if server:
+        code = upload_after_run(server, project, document, report_name or source, code, quiet=fmt == "json")
+    sys.exit(code)
 
 
 async def _simulate(items: list, personas: list, transport: Any, persona_config: Any, panel_config: Any,

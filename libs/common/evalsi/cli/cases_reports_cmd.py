@@ -1,20 +1,30 @@
 """``evalsi cases reports``: case reports on a server (push a saved report, list, show), and the upload that
-``evalsi cases run --server`` does after its run (docs/cases.md, "Reports on a server")."""
+``evalsi cases run --server`` does after its run (docs/cases.md, "Cases and reports on a server")."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import UTC
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from evalsi.cli._common import client_for, handle_errors, message_dict, message_json, server_option
-from evalsi.errors import BadInputError
+from evalsi.cli._common import (
+    client_for,
+    credential_options,
+    handle_errors,
+    message_dict,
+    message_json,
+    server_option,
+)
+from evalsi.errors import BadInputError, EvalsiError
 
 if TYPE_CHECKING:
     from evalsi.v1alpha1.case_service_pb2 import CaseReport
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def report_line(report: CaseReport) -> str:
@@ -32,6 +42,31 @@ def push_report(server: str, project: str | None, document: dict[str, Any], name
     """Upload ``document`` (a report as ``evalsi cases run`` writes it) to ``server``."""
     with client_for(server, project) as client:
         return client.cases.upload_report(document, name=name)
+
+
+def upload_options(fn: F) -> F:
+    """``--server`` and ``--report-name`` (with ``--token``/``--api-key``) for a command that writes a report:
+    ``evalsi cases run`` and ``evalsi cases simulate``."""
+    fn = credential_options(fn)
+    fn = click.option("--report-name", metavar="TEXT",
+                      help="The uploaded report's label in lists (default: --source).")(fn)
+    return click.option(
+        "--server", metavar="URL",
+        help="Also upload the report to this Evals.si server (http://host:8080 or grpc://host:8081), into --project; "
+             "the web UI shows it under #/cases. Exit 1 when the upload fails (a gate's 3 or a broken case's 2 still "
+             "wins).")(fn)
+
+
+def upload_after_run(server: str, project: str | None, document: str, name: str, code: int, *,
+                     quiet: bool) -> int:
+    """``--server``: the run's report uploaded; a failed upload is said and makes a clean run exit 1."""
+    try:
+        uploaded = push_report(server, project, json.loads(document), name)
+    except EvalsiError as exc:
+        click.echo(f"error: --server {server}: the report was not uploaded: {exc}", err=True)
+        return code or 1
+    click.echo(uploaded_line(uploaded, server), err=quiet)
+    return code
 
 
 def uploaded_line(report: CaseReport, server: str) -> str:
