@@ -98,3 +98,4 @@ def test_a_named_baseline_run_id_and_a_push_without_a_base(stack: Stack, tmp_pat
                       "-o", str(tmp_path / "c")], clean_env())
     assert unknown.exit_code == 2, unknown.output
     assert "run-that-is-not-there" in unknown.stderr
+    assert not (tmp_path / "c" / "results.json").exists()  # refused before the suite ran

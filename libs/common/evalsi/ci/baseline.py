@@ -40,8 +40,9 @@ def _with_results(client: Client, run: Run) -> EvaluationResults:
     return EvaluationResults(run)
 
 
-def baseline_run(client: Client, run_id: str, project: str) -> Baseline:
-    """A run the caller named; a run the server does not have is an error (``looking_in`` says where to look)."""
+def baseline_run(client: Client, run_id: str, project: str = "") -> Baseline:
+    """A run the caller named (in ``project``, else the client's); a run the server does not have is an error
+    (``looking_in`` says where to look)."""
     return Baseline(_with_results(client, client.runs.get(run_id, project=project)), f"run {run_id}")
 
 

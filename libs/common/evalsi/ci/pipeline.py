@@ -53,18 +53,23 @@ class Outcome:
     comparison: Comparison | None
     results_file: Path
     report_file: Path
-    summary_file: Path
-    comment: str  # the body posted (or that would have been)
+    summary_file: Path  # the comment's body, as posted
     posted: Posted | None
 
 
+def _named_run(job: Job, client: Client | None) -> Baseline | None:
+    """The baseline run the job names on the server, fetched before the suite runs: an unknown id is refused
+    before anything is spent."""
+    if client is None or not job.baseline or Path(job.baseline).is_file():
+        return None
+    return baseline_run(client, job.baseline, "")
+
+
 def _baseline(job: Job, client: Client | None, results: EvaluationResults) -> Baseline:
-    if job.baseline and (client is None or Path(job.baseline).is_file()):
+    if job.baseline:
         return baseline_file(job.baseline)
     if client is None:
         return Baseline(None, "no baseline: none given (--baseline FILE)")
-    if job.baseline:
-        return baseline_run(client, job.baseline, results.run.project)
     if not job.facts.base_branch:
         return Baseline(None, "no baseline: not a pull request, and no --base-branch or --baseline given")
     return newest_run_of_branch(client, branch=job.facts.base_branch, name=results.run.name,
@@ -75,14 +80,15 @@ def run_job(job: Job, *, client: Client | None, warn: Callable[[str], None]) -> 
     """Run the suite (on the server when ``client`` is given), then write, summarize and publish."""
     job.output_dir.mkdir(parents=True, exist_ok=True)
     labels = job.facts.labels()
+    named = _named_run(job, client)
     results = run_on_server(client, job.suite, labels) if client is not None else run_embedded(
         job.suite, labels, warn=warn)
     results_file = results.save(job.output_dir / RESULTS_FILE)
-    baseline = _baseline(job, client, results)
+    baseline = named or _baseline(job, client, results)
     baseline_path: Path | None = None
     comparison = None
     if baseline.results is not None:
-        baseline_path = (Path(job.baseline) if job.baseline and Path(job.baseline).is_file()
+        baseline_path = (Path(job.baseline) if named is None and job.baseline
                          else baseline.results.save(job.output_dir / BASELINE_FILE))
         comparison = compare_runs(baseline.results.run, results.run)
     else:
@@ -102,7 +108,7 @@ def run_job(job: Job, *, client: Client | None, warn: Callable[[str], None]) -> 
             posted = asyncio.run(upsert_comment(job.pull, body, mark))
         except CommentError as exc:
             warn(f"the pull request comment was not posted: {exc}")
-    return Outcome(results, baseline, comparison, results_file, report_file, summary_file, body, posted)
+    return Outcome(results, baseline, comparison, results_file, report_file, summary_file, posted)
 
 
 def _append_step_summary(path: Path, body: str, warn: Callable[[str], None]) -> None:

@@ -15,7 +15,6 @@ from evalsi.ci.pipeline import Job, Outcome, run_job
 from evalsi.ci.suite import Suite, spec_project
 from evalsi.cli._common import (
     EXIT_GATE_FAILED,
-    SERVER_HELP,
     check_project_flag,
     client_for,
     credential_options,
@@ -51,10 +50,12 @@ def ci() -> None:
 )
 @click.option("--name", default="", help="The suite's name (default: the spec's metadata.name, or --data's stem); "
               "it also tells this suite's comment and baseline runs from another suite's.")
-@click.option("--server", metavar="URL", envvar="EVALSI_SERVER", help=SERVER_HELP.split(" (default")[0]
-              + " to run --spec on (default $EVALSI_SERVER; without one the suite runs embedded).")
-@click.option("--project", default=None, envvar="EVALSI_PROJECT", callback=check_project_flag,
-              help="With --server: the project (default: the spec's own, else 'default').")
+@click.option("--server", metavar="URL", envvar="EVALSI_SERVER",
+              help="An Evals.si server to run --spec on: http://host:8080 or grpc://host:8081, https:// or grpcs:// "
+              "with TLS (default $EVALSI_SERVER). Without one the suite runs embedded, here.")
+@click.option("--project", default=None, metavar="NAME", envvar="EVALSI_PROJECT", callback=check_project_flag,
+              help="With --server: the project of the run and of its baseline (default: the spec's own, else "
+              "'default').")
 @credential_options
 @click.option(
     "--baseline",
