@@ -148,3 +148,20 @@ def test_bad_input_exits_2_naming_the_flag(tmp_path: Path, args: list[str], mess
     assert result.exit_code == 2, result.output
     assert message in result.stderr
     assert not (tmp_path / "out" / "results.json").exists()  # refused before anything ran
+
+
+def test_thousands_of_failing_records_give_a_comment_github_takes(tmp_path: Path) -> None:
+    data = tmp_path / "many.jsonl"
+    with data.open("w") as out:
+        for n in range(3000):  # every record fails, each with a long output: about 1 MB listed in full
+            out.write(json.dumps({"id": f"r{n}", "output": f"answer {n} " + "x" * 300, "reference": "y"}) + "\n")
+    with fake_github() as github:
+        env = clean_env(**pull_request_env(tmp_path, api=github.url, token=github.token))
+        result = ci_run(["--data", str(data), "-e", "exact-match", "--gate", PASSING_GATE, "-o", str(tmp_path / "o")],
+                        env)
+        assert result.exit_code == 3, result.output
+        assert "created comment" in result.stderr  # GitHub's 65,536-character limit, as the local API enforces it
+        (comment,) = github.thread("acme/app", 5)
+        assert len(comment["body"]) <= MAX_COMMENT_CHARS
+        assert comment["body"] == (tmp_path / "o" / "summary.md").read_text()
+        assert "3000" in comment["body"]  # the count of failing records is said, not every one listed
