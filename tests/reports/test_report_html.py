@@ -141,13 +141,13 @@ def test_data_is_escaped_and_inert() -> None:
     run.summaries.append(MetricSummary(metric="m<i>", evaluator="m", kind=VALUE_KIND_BOOLEAN, n=1, mean=1.0))
     run.results.append(EvaluationResult(record_id="id<b>", evaluator="m", outcome=OUTCOME_SCORED,
                                         scores=[Score(name="passed", passed=True, explanation=hostile)]))
-    records = {"id<b>": Record(id="id<b>", input=Content(text=hostile), output=Content(text=hostile))}
+    records = {("id<b>", 0): Record(id="id<b>", input=Content(text=hostile), output=Content(text=hostile))}
     html = render_html(build_report(run, records=records, title=hostile))
     page = parse(html)
     assert [tag for tag, _ in page.tags if tag in ("script", "img", "i", "b")] == []
     assert all(not name.startswith("on") for _, attrs in page.tags for name in attrs)
     text = "".join(page.text)
-    assert text.count(hostile) >= 4  # title, heading, identity, input, output, explanation: shown as text
+    assert text.count(hostile) == 6  # title, heading, identity (name), input, output, explanation: shown as text
 
 
 def test_max_records_bounds_the_record_table_and_says_how_many_are_left_out(saved: dict[str, Path],
@@ -201,7 +201,7 @@ def test_agent_trajectories_and_the_manifest_are_shown(saved: dict[str, Path]) -
              "toolCall": {"name": "book", "arguments": {"who": "<script>x</script>"}, "error": "no tables"}},
         ]},
     }, Record())
-    page = parse(render_html(build_report(run, records={"q01": record}, max_records=30)))
+    page = parse(render_html(build_report(run, records={("q01", 0): record}, max_records=30)))
     rows = table(page, "record")
     headers = next(t for t in page.tables if t[0][:2] == ["record", "trial"])[0]
     assert headers == ["record", "trial", "input", "output", "reference", "trajectory", "results"]

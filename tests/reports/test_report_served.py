@@ -66,14 +66,20 @@ def test_a_served_comparison_is_evalsi_compare_on_the_server(served: tuple[Stack
     assert f"all {len(run.gates)} gates passed" in done.stdout and len(run.gates) == 4
 
 
-def test_a_served_run_in_html_with_its_records_from_data(served: tuple[Stack, str, str], tmp_path: Path) -> None:
+def test_a_served_run_in_html_with_its_records_from_the_server(served: tuple[Stack, str, str],
+                                                                tmp_path: Path) -> None:
     stack, _, candidate = served
     out = tmp_path / "served.html"
     done = evalsi("report", candidate, "--server", stack.grpc, "--project", "quickstart", "-o", str(out),
-                  "--data", str(QA_IMPROVED))
+                  "--max-records", "40")
     assert done.returncode == 0, done.stderr
     html = out.read_text()
-    assert "What is 12 * 12?" in html and "30 of 30 records" in html and "<script" not in html
+    # Input, output and reference of every record, read from the server (ListRunRecords), none from a file.
+    assert "30 of 30 records" in html and "not in the data" not in html and "--data" not in html
+    assert "What is 12 * 12?" in html and "<script" not in html
+    with_data = evalsi("report", candidate, "--server", stack.grpc, "--project", "quickstart", "--format", "html",
+                       "--data", str(QA_IMPROVED))
+    assert with_data.returncode == 0 and "What is 12 * 12?" in with_data.stdout
     missing = evalsi("report", "no-such-run", "--server", stack.grpc, "--project", "quickstart")
     assert missing.returncode == 2 and "no-such-run" in missing.stderr and "--project" in missing.stderr
 
@@ -91,7 +97,11 @@ def test_analyze_slice_reads_run_ids(served: tuple[Stack, str, str]) -> None:
             got = slices[run.name]
             assert (got["n"], got["low"], got["high"]) == (summary.n, pytest.approx(summary.ci.low),
                                                            pytest.approx(summary.ci.high))
-    by_topic = evalsi("analyze", "slice", "exact-match", "--by", "topic", candidate, "--server", stack.grpc,
-                      "--project", "quickstart", "--data", str(QA_IMPROVED), "--format", "json")
-    assert by_topic.returncode == 0, by_topic.stderr
-    assert sum(s["n"] for s in json.loads(by_topic.stdout)["slices"]) == 30
+    # Metadata from the server's records, or from --data: the same slices.
+    by_topic = [evalsi("analyze", "slice", "exact-match", "--by", "topic", candidate, "--server", stack.grpc,
+                       "--project", "quickstart", "--format", "json", *extra) for extra in ([], ["--data",
+                                                                                            str(QA_IMPROVED)])]
+    assert [done.returncode for done in by_topic] == [0, 0], by_topic[0].stderr + by_topic[1].stderr
+    assert by_topic[0].stdout == by_topic[1].stdout
+    topics = {s["value"]: s["n"] for s in json.loads(by_topic[0].stdout)["slices"]}
+    assert sum(topics.values()) == 30 and topics["science"] == 10

@@ -32,6 +32,7 @@ from evalsi.v1alpha1.monitor_service_pb2 import (
     PolicyStats,
 )
 from evalsi.v1alpha1.policy_pb2 import OnlineEvalPolicy
+from evalsi.v1alpha1.record_pb2 import Record
 from evalsi.v1alpha1.run_pb2 import (
     RUN_STATE_BUDGET_EXCEEDED,
     RUN_STATE_CANCELLED,
@@ -246,6 +247,27 @@ class Runs:
             )
             page = self._t.unary("RunService", "ListRunResults", request, run_service_pb2.ListRunResultsResponse)
             yield from page.results
+            token = page.next_page_token
+            if not token:
+                return
+
+    def records(
+        self, run_id: str, *, record_ids: Sequence[str] = (), trial: int = 0, page_size: int = 1000, project: str = ""
+    ) -> Iterator[Record]:
+        """The run's records as it evaluated them (ListRunRecords): input, output, reference, trajectory, metadata,
+        with a generating target's outputs of ``trial``. Those of ``record_ids`` (asked 100 at a time), else all."""
+        ids = list(record_ids)
+        for start in range(0, len(ids), 100):
+            request = run_service_pb2.ListRunRecordsRequest(id=run_id, project=project, trial=trial,
+                                                            record_ids=ids[start:start + 100])
+            yield from self._t.unary("RunService", "ListRunRecords", request,
+                                     run_service_pb2.ListRunRecordsResponse).records
+        token = ""
+        while not ids:
+            request = run_service_pb2.ListRunRecordsRequest(id=run_id, project=project, trial=trial,
+                                                            page_size=page_size, page_token=token)
+            page = self._t.unary("RunService", "ListRunRecords", request, run_service_pb2.ListRunRecordsResponse)
+            yield from page.records
             token = page.next_page_token
             if not token:
                 return

@@ -29,7 +29,7 @@ from evalsi.reports.slices import (
     resolve_metric,
     slice_metric,
 )
-from evalsi.reports.sources import load_file, load_served, on_server
+from evalsi.reports.sources import load_file, load_served, on_server, served_by_id
 from evalsi.runs.results import _fmt
 from evalsi.v1alpha1.run_pb2 import Run
 
@@ -49,8 +49,9 @@ def analyze() -> None:
                    f"{', '.join(BUILT_IN_FIELDS)} (run: one slice per SOURCE).")
 @click.option("--data", metavar="FILE",
               help="The records the runs graded, for their metadata (a saved result holds only the results). "
-                   "Default: each run's own dataset file when it is here, unchanged (its version is the run's). "
-                   "Not needed for evaluator, trial, run, or the run's --cluster-by key.")
+                   "Default: each run's own dataset file when it is here, unchanged (its version is the run's); on "
+                   "a server, the run's records (ListRunRecords). Not needed for evaluator, trial, run, or the "
+                   "runs' --cluster-by key.")
 @click.option("--map", "mapping", multiple=True, metavar="FIELD=SOURCE",
               help="Field mapping for --data, as `evalsi eval --map` (default: the run's).")
 @click.option("--confidence", default=None, type=click.FloatRange(0, 1, min_open=True, max_open=True),
@@ -76,15 +77,13 @@ def slice_command(metric: str, sources: tuple[str, ...], by: str, data: str | No
       evalsi eval --data examples/quickstart/qa.jsonl -e exact-match --output a.json
       evalsi analyze slice exact-match --by topic a.json
       evalsi analyze slice exact-match --by run a.json b.json --format md
-      evalsi analyze slice exact-match --by topic RUN_ID --server http://127.0.0.1:8080 --data qa.jsonl
+      evalsi analyze slice exact-match --by topic RUN_ID --server http://127.0.0.1:8080
     """
     if len(sources) > MAX_SOURCES:
         raise BadInputError(f"SOURCE: {len(sources)} given, at most {MAX_SOURCES}")
-    runs = _load(sources, server, project)
+    runs, metadata = _load(sources, server, project, by, data, mapping)
     metric = resolve_metric(runs, metric)
-    metadata = None
-    if by not in BUILT_IN_FIELDS and not all(by == run.spec.summary.cluster_by for run in runs):
-        metadata = _metadata(runs, data, mapping)
+    if metadata is not None:
         check_field(by, list(metadata.values()))
     table = slice_metric(runs, metric, by, labels=[run.name or run.id or s for run, s in zip(runs, sources,
                                                                                             strict=True)],
@@ -92,16 +91,34 @@ def slice_command(metric: str, sources: tuple[str, ...], by: str, data: str | No
     click.echo(_render(table, fmt))
 
 
-def _load(sources: tuple[str, ...], server: str | None, project: str | None) -> list[Run]:
+def _load(sources: tuple[str, ...], server: str | None, project: str | None, by: str, data: str | None,
+          mapping: tuple[str, ...]) -> tuple[list[Run], dict[str, dict[str, object]] | None]:
+    """The runs, and their records' metadata by id when ``by`` is a metadata key (None otherwise): from --data, a
+    run's own dataset file, or the server's records of the run."""
     if not on_server(sources, server):
-        return [load_file(source) for source in sources]
+        runs = [load_file(source) for source in sources]
+        return runs, _metadata(runs, data, mapping) if _needs_metadata(runs, by) else None
     defaults = client_defaults(server, project)
     if not defaults.server:
         missing = [s for s in sources if not Path(s).is_file()]
         raise BadInputError(f"{', '.join(missing)}: no such saved result file here, so a run on a server, and "
                             f"{no_server_message()}")
     with client_for(defaults.server, defaults.project or None) as client, looking_in():
-        return [load_served(client, source) for source in sources]
+        runs = [load_served(client, source) for source in sources]
+        if not _needs_metadata(runs, by):
+            return runs, None
+        if data is not None:
+            return runs, _metadata(runs, data, mapping)
+        metadata: dict[str, dict[str, object]] = {}
+        for run in runs:
+            metadata.update(served_by_id(client, run, metadata_dict))
+        return runs, metadata
+
+
+def _needs_metadata(runs: list[Run], by: str) -> bool:
+    """Whether ``by`` is read from the records' metadata: not a built-in field, nor the runs' --cluster-by key
+    (which every result carries)."""
+    return by not in BUILT_IN_FIELDS and not all(by == run.spec.summary.cluster_by for run in runs)
 
 
 def _metadata(runs: list[Run], data: str | None, mapping: tuple[str, ...]) -> dict[str, dict[str, object]]:

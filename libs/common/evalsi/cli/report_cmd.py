@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -20,10 +22,14 @@ from evalsi.client_config import client_defaults, no_server_message
 from evalsi.errors import BadInputError
 from evalsi.reports import Report, build_report, render_html, render_markdown
 from evalsi.reports.content import join_records
-from evalsi.reports.model import result_failed
-from evalsi.reports.sources import load_file, load_served, on_server
+from evalsi.reports.model import RowKey, rows_kept
+from evalsi.reports.sources import load_file, load_served, on_server, served_records
 from evalsi.stats.defaults import ADJUSTMENTS, DEFAULT_ADJUSTMENT, DEFAULT_CONFIDENCE
+from evalsi.v1alpha1.record_pb2 import Record
 from evalsi.v1alpha1.run_pb2 import Run
+
+if TYPE_CHECKING:
+    from evalsi.client import Client
 
 MAX_RECORDS_LIMIT = 10_000  # record rows in one HTML file: each text in a row is cut at 4,000 characters
 
@@ -45,7 +51,7 @@ MAX_RECORDS_LIMIT = 10_000  # record rows in one HTML file: each text in a row i
 @click.option("--data", metavar="FILE",
               help="The records the run graded, to show their input, output and reference (a saved result holds "
                    "only the results). Default: the run's own dataset file when it is here, unchanged (its version "
-                   "is the run's).")
+                   "is the run's); on a server, the run's records as it graded them (ListRunRecords).")
 @click.option("--map", "mapping", multiple=True, metavar="FIELD=SOURCE",
               help="Field mapping for --data, as `evalsi eval --map` (default: the run's).")
 @click.option("--confidence", default=DEFAULT_CONFIDENCE, show_default=True,
@@ -82,19 +88,10 @@ def report_command(source: str, baseline: str | None, fmt: str | None, output: s
     """
     if fmt is None:
         fmt = "html" if output and Path(output).suffix.lower() in (".html", ".htm") else "md"
-    run, base = _load(source, baseline, server, project)
     notes: list[str] = []
-    wanted = _ids_shown(run, max_records)
-    joined = join_records(run, data, mapping, lambda record: record, wanted)
-    if joined is None and data is None:
-        named = run.manifest.dataset or run.spec.dataset.path or run.spec.dataset.ref
-        notes.append(f"The run's dataset{f' ({named})' if named else ''} is not here unchanged, so the records' "
-                     "input, output and reference are not shown; give the data with --data.")
-    if joined is not None and joined.note:
-        warn_on_stderr(joined.note)
-        notes.append(joined.note)
-    report: Report = build_report(run, baseline=base, records=None if joined is None else joined.by_id, title=title,
-                                  max_records=max_records, confidence=confidence, adjust=adjust, notes=notes)
+    run, base, records = _load(source, baseline, server, project, _Records(data, mapping, max_records, notes))
+    report: Report = build_report(run, baseline=base, records=records, title=title, max_records=max_records,
+                                  confidence=confidence, adjust=adjust, notes=notes)
     text = render_html(report) if fmt == "html" else render_markdown(report)
     if output:
         target = Path(output)
@@ -107,21 +104,44 @@ def report_command(source: str, baseline: str | None, fmt: str | None, output: s
         sys.stdout.write(text)
 
 
-def _ids_shown(run: Run, max_records: int) -> set[str]:
-    """The ids of the records a report may show (its rows and its failures: failing ones first, at most
-    ``max_records`` of each), so that no more of the data file than that is held."""
-    failing: dict[str, None] = {}
-    others: dict[str, None] = {}
-    for result in run.results:
-        (failing if result_failed(result) else others)[result.record_id] = None
-    ordered = [*failing, *(record_id for record_id in others if record_id not in failing)]
-    return set(ordered[:max_records])
+@dataclass
+class _Records:
+    """Where a report's records come from: --data (with --map), the run's own dataset file, or the server."""
+
+    data: str | None
+    mapping: tuple[str, ...]
+    max_records: int
+    notes: list[str]
+
+    def from_files(self, run: Run) -> dict[RowKey, Record] | None:
+        """The records of the rows the report keeps, from --data or the run's own unchanged dataset file; None (and
+        a note saying how to add them) when neither is here."""
+        keys = rows_kept(run, self.max_records)
+        joined = join_records(run, self.data, self.mapping, lambda record: record, {key[0] for key in keys})
+        if joined is None:
+            named = run.manifest.dataset or run.spec.dataset.path or run.spec.dataset.ref
+            self.notes.append(f"The run's dataset{f' ({named})' if named else ''} is not here unchanged, so the "
+                              "records' input, output and reference are not shown; give the data with --data.")
+            return None
+        if joined.note:
+            warn_on_stderr(joined.note)
+            self.notes.append(joined.note)
+        return {key: joined.by_id[key[0]] for key in keys if key[0] in joined.by_id}
+
+    def from_server(self, client: Client, run: Run) -> dict[RowKey, Record]:
+        """The records as the server's run graded them (a generating target's outputs too), unless --data names
+        the file to read instead."""
+        if self.data is not None:
+            return self.from_files(run) or {}
+        return served_records(client, run, rows_kept(run, self.max_records))
 
 
-def _load(source: str, baseline: str | None, server: str | None, project: str | None) -> tuple[Run, Run | None]:
+def _load(source: str, baseline: str | None, server: str | None, project: str | None, records: _Records,
+          ) -> tuple[Run, Run | None, dict[RowKey, Record] | None]:
     sources = [source] if baseline is None else [source, baseline]
     if not on_server(sources, server):
-        return load_file(source), None if baseline is None else load_file(baseline)
+        run = load_file(source)
+        return run, None if baseline is None else load_file(baseline), records.from_files(run)
     defaults = client_defaults(server, project)
     if not defaults.server:
         missing = [s for s in sources if not Path(s).is_file()]
@@ -130,4 +150,4 @@ def _load(source: str, baseline: str | None, server: str | None, project: str | 
     with client_for(defaults.server, defaults.project or None) as client, looking_in():
         run = load_served(client, source)
         base = None if baseline is None else load_served(client, baseline)
-    return run, base
+        return run, base, records.from_server(client, run)

@@ -39,7 +39,8 @@ HISTOGRAM_BINS = 20  # at most; fewer for few values (the square root of n), so 
 TEXT_CHARS = 4000  # of one input, output, reference or explanation in a record row; the rest is cut with a mark
 VERDICT_TEXT = {"no significant difference": "no significant change"}
 
-_Values = dict[str, dict[tuple[str, int], float]]  # values_by_metric: metric -> (record id, trial) -> value
+RowKey = tuple[str, int]  # (record id, trial): one row of the record table
+_Values = dict[str, dict[RowKey, float]]  # values_by_metric: metric -> (record id, trial) -> value
 
 _KIND_NAMES = {VALUE_KIND_NUMBER: "number", VALUE_KIND_BOOLEAN: "boolean", VALUE_KIND_LABEL: "label"}
 
@@ -197,19 +198,18 @@ def build_report(
     run: Run,
     *,
     baseline: Run | None = None,
-    records: Mapping[str, Record] | None = None,
+    records: Mapping[RowKey, Record] | None = None,
     title: str = "",
     max_records: int = 100,
     confidence: float = DEFAULT_CONFIDENCE,
     adjust: str = DEFAULT_ADJUSTMENT,
     notes: Sequence[str] = (),
 ) -> Report:
-    """The report of ``run`` (with its results), compared with ``baseline`` when given. ``records`` (id to record)
-    supplies input, output and reference; ``max_records`` bounds the record rows kept (and the failures listed)."""
+    """The report of ``run`` (with its results), compared with ``baseline`` when given. ``records`` ((record id,
+    trial) to the record as graded) supplies input, output, reference and trajectory; ``max_records`` bounds the
+    record rows kept (and the failures and flips listed)."""
     grouped = _results_by_record(run)
-    failing = [key for key, results in grouped.items() if any(map(result_failed, results))]
-    failing_set = set(failing)
-    shown = (failing + [key for key in grouped if key not in failing_set])[:max_records]
+    shown, failing = _rows_kept(grouped, max_records)
     rows = {key: _record_row(key, grouped[key], records) for key in [*shown, *failing[:max_records]]}
     values = values_by_metric(run)  # once: the histograms and the flips read it
     level = run.summaries[0].ci.level if run.summaries else confidence
@@ -380,18 +380,31 @@ def result_failed(result: EvaluationResult) -> bool:
     )
 
 
-def _results_by_record(run: Run) -> dict[tuple[str, int], list[EvaluationResult]]:
+def rows_kept(run: Run, max_records: int) -> list[RowKey]:
+    """The (record id, trial) rows a report of ``run`` shows or lists as failures: whose records it needs."""
+    shown, failing = _rows_kept(_results_by_record(run), max_records)
+    return list(dict.fromkeys([*shown, *failing[:max_records]]))
+
+
+def _rows_kept(grouped: Mapping[RowKey, list[EvaluationResult]], max_records: int) -> tuple[list[RowKey], list[RowKey]]:
+    """The rows shown (failing ones first, at most ``max_records``) and every failing row, in the run's order."""
+    failing = [key for key, results in grouped.items() if any(map(result_failed, results))]
+    failing_set = set(failing)
+    shown = (failing + [key for key in grouped if key not in failing_set])[:max_records]
+    return shown, failing
+
+
+def _results_by_record(run: Run) -> dict[RowKey, list[EvaluationResult]]:
     """A run's results by (record id, trial), in the order the run has them."""
-    grouped: dict[tuple[str, int], list[EvaluationResult]] = defaultdict(list)
+    grouped: dict[RowKey, list[EvaluationResult]] = defaultdict(list)
     for result in run.results:
         grouped[(result.record_id, result.trial)].append(result)
     return grouped
 
 
-def _record_row(key: tuple[str, int], results: list[EvaluationResult], records: Mapping[str, Record] | None,
-                ) -> RecordRow:
+def _record_row(key: RowKey, results: list[EvaluationResult], records: Mapping[RowKey, Record] | None) -> RecordRow:
     record_id, trial = key
-    record = None if records is None else records.get(record_id)
+    record = None if records is None else records.get(key)
     cells = tuple(
         ResultCell(
             evaluator=r.evaluator,
