@@ -22,7 +22,7 @@ from evalsi.cases.store import import_corpus, read_corpus
 from evalsi.cases.uploaded_report import MAX_REPORT_BYTES, canonical_json, whole_numbers
 from evalsi.client import Client
 from evalsi.errors import BadInputError
-from evalsi.stores import SqlMetadataStore, open_metadata_store
+from evalsi.stores import SqlMetadataStore, StoredCase, open_metadata_store
 
 
 @pytest.fixture
@@ -154,5 +154,18 @@ async def test_without_a_store_the_service_says_so(api: Api) -> None:
         body = json.loads(caught.value.read())
         assert caught.value.code == 400, body  # FAILED_PRECONDITION
         assert body["message"].startswith("no case store is configured")
+
+    await asyncio.to_thread(call)
+
+
+async def test_a_stored_case_that_no_longer_loads_says_why(served: Api, store: SqlMetadataStore) -> None:
+    text = "id: old\nagent: shop\nturns:\n  - user: hi\nretired: true\n"  # a key the format dropped
+    await store.put_cases("default", [StoredCase("platform", "old", "shop", "old.yaml", 0, 1, text)])
+
+    def call() -> None:
+        with Client(served.http) as client:
+            old = client.cases.get("old")
+            assert old.yaml == text and old.problem.startswith("store:old.yaml:5: retired: unknown key")
+            assert [c.id for c in client.cases.list() if c.problem] == ["old"]
 
     await asyncio.to_thread(call)

@@ -100,6 +100,13 @@ def test_the_list_shows_reports_and_stored_cases_per_tenant(served: Served, page
     api = served.get("/v1alpha1/case-reports?tenant=store-b")
     assert api.get("reports", []) == []
 
+    # The agent filter: an agent with no case empties both tables; the link keeps it.
+    page.goto(served.ui + "#/cases?agent=bank")
+    wait_for_page(page)
+    assert page.locator("#cases-agent").input_value() == "bank"
+    assert "No case stored" in page.locator("section[aria-labelledby=cases-stored-heading] tbody").inner_text()
+    assert "No report uploaded" in page.locator("section[aria-labelledby=cases-reports-heading] tbody").inner_text()
+
 
 def test_a_report_shows_outcomes_regressions_checks_and_the_transcript(served: Served, page: Page) -> None:
     open_report(served, page)
