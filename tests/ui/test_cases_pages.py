@@ -170,6 +170,13 @@ def test_a_case_opened_by_link_and_by_keyboard(served: Served, page: Page) -> No
     assert page.locator("#case-yaml").text_content() == COUPON
     assert "coupon.yaml:1" in page.locator("dl.kv").inner_text()
     assert served.get("/v1alpha1/cases/coupon")["yaml"] == COUPON
+    # Its outcome in the latest reports: twice in the trials report (newest), once in the gated one.
+    recent = page.locator("#case-recent tbody tr")
+    assert recent.count() == 3
+    assert [row.locator("[data-status]").inner_text() for row in recent.all()] == ["pass"] * 3
+    assert [row.locator("th").inner_text() for row in recent.all()] == [TRIALS_NAME, TRIALS_NAME, NAME]
+    assert recent.first.locator("a").get_attribute("href") == (
+        f"#/cases/reports/{served.trials_id}?case=coupon&trial=1")
     assert_accessible(page)
 
 

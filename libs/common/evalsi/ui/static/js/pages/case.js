@@ -1,9 +1,13 @@
-// #/cases/:id: one stored case (GetCase): its YAML exactly as imported, where it came from, and why it no longer
-// loads when it does not. The tenant is the hash's `tenant` (default platform).
+// #/cases/:id: one stored case (GetCase): its YAML exactly as imported, where it came from, why it no longer loads
+// when it does not, and its outcome in the latest reports of its agent. The tenant is the hash's `tenant` (default
+// platform).
 
 import { fmtTime, h } from '../dom.js';
 import { href } from '../routes.js';
-import { statusBadge, tenantOf, tenantQuery } from './cases_format.js';
+import { reportHref, statusBadge, tenantOf, tenantQuery } from './cases_format.js';
+
+// Reports read for "In recent reports": each is a whole document, so a few.
+const RECENT_REPORTS = 5;
 
 function facts(stored) {
   const rows = [
@@ -31,4 +35,32 @@ export async function render(root, params, query, ctx) {
     h('h2', { id: 'case-yaml-heading' }, 'Definition'),
     h('p', { class: 'muted' }, 'As imported, comments included; `evalsi cases show ID` prints the same text.'),
     h('pre', { id: 'case-yaml', tabindex: '0', 'aria-labelledby': 'case-yaml-heading' }, stored.yaml));
+  root.append(await recentOutcomes(stored, ctx));
+}
+
+async function recentOutcomes(stored, ctx) {
+  const listed = await ctx.api.get('/v1alpha1/case-reports',
+    { tenant: stored.tenant, agent: stored.agent, pageSize: RECENT_REPORTS }, ctx.signal);
+  const rows = [];
+  for (const summary of listed.reports || []) {
+    const report = await ctx.api.get(`/v1alpha1/case-reports/${encodeURIComponent(summary.id)}`,
+      { tenant: stored.tenant }, ctx.signal);
+    for (const result of (report.report?.cases || []).filter((c) => c.id === stored.id)) {
+      rows.push(h('tr', {},
+        h('th', { scope: 'row' }, h('a', {
+          href: reportHref(summary.id, stored.tenant, { case: stored.id, trial: result.trial || '' }),
+        }, summary.name || summary.id)),
+        h('td', {}, fmtTime(summary.uploadTime)),
+        h('td', { class: 'num' }, result.trial ? String(result.trial) : '\u2014'),
+        h('td', {}, statusBadge(result.status)),
+        h('td', {}, result.reason || '\u2014')));
+    }
+  }
+  return h('section', { 'aria-labelledby': 'case-recent-heading' },
+    h('h2', { id: 'case-recent-heading' }, 'In recent reports'),
+    rows.length ? h('table', { id: 'case-recent' },
+      h('caption', {}, `This case in the latest ${RECENT_REPORTS} reports of agent ${stored.agent}`),
+      h('thead', {}, h('tr', {}, ['Report', 'Uploaded', 'Trial', 'Outcome', 'Reason'].map((label) => h('th', { scope: 'col' }, label)))),
+      h('tbody', {}, rows))
+      : h('p', { class: 'empty' }, `Not in the latest ${RECENT_REPORTS} reports of agent ${stored.agent}.`));
 }
