@@ -237,9 +237,9 @@ def _ready(url: str) -> bool:
 
 
 @pytest.fixture(scope="module")
-def auth_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+def auth_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, Path]]:
     """``evalsi serve`` with one API key (the viewer role in every project), as an operator starts it; yields the
-    HTTP address and the key."""
+    HTTP address, the key and the file holding what it printed."""
     tmp = tmp_path_factory.mktemp("ui-auth")
     key = new_api_key()
     config = tmp / "evalsi.yaml"
@@ -259,7 +259,7 @@ def auth_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str,
         while not _ready(url):
             assert process.poll() is None and time.monotonic() < deadline, (tmp / "serve.log").read_text()[-3000:]
             time.sleep(0.5)
-        yield url, key
+        yield url, key, tmp / "serve.log"
     finally:
         process.send_signal(signal.SIGTERM)
         try:
@@ -272,9 +272,10 @@ def auth_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str,
 
 @pytest.mark.parametrize("allowed_errors", [["401"]])
 def test_sign_in_with_an_api_key_when_auth_is_on(
-    auth_server: tuple[str, str], page: Page, allowed_errors: list[str]
+    auth_server: tuple[str, str, Path], page: Page, allowed_errors: list[str]
 ) -> None:
-    url, key = auth_server
+    url, key, printed = auth_server
+    assert f"web ui     {url}/ui/" in printed.read_text()  # evalsi serve says where the UI is
     assert _get(url + "/ui/")[0] == 200  # the page itself needs no credential: it holds no data
     page.goto(url + "/ui/#/runs")
     banner = page.locator("#banner")

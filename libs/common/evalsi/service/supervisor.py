@@ -478,6 +478,7 @@ class Supervisor:
         traces = self.config.traces_url or traces_url_for(self.state_dir)
         secure = "s" if self.config.access.serves_tls else ""
         self.echo(f"http api   http{secure}://{api.host}:{api.http_port}   (/healthz /readyz /metrics)")
+        self.echo(f"web ui     http{secure}://{_url_host(api.host)}:{api.http_port}/ui/   (docs/ui.md)")
         self.echo(f"grpc api   grpc{secure}://{api.host}:{api.grpc_port}")
         self.echo(
             f"otlp       http://{api.host}:{ingest.http_port} (OTLP/HTTP) · {api.host}:{ingest.grpc_port} (OTLP/gRPC)"
