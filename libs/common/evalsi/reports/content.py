@@ -90,7 +90,6 @@ class Joined(Generic[T]):
     """What was kept of the records whose ids were wanted, and a note when something did not line up."""
 
     by_id: dict[str, T]
-    source: str  # the file read ("" when none)
     note: str
 
 
@@ -118,6 +117,6 @@ def join_records(
     if version and stream.version != version:
         if not explicit:
             return None  # the run's file has changed since: its records are not the ones graded
-        return Joined(kept, source, f"{source} is not the data this run graded (its version {stream.version[:12]} "
+        return Joined(kept, f"{source} is not the data this run graded (its version {stream.version[:12]} "
                                     f"is not the run's {version[:12]}); records are matched by id")
-    return Joined(kept, source, "")
+    return Joined(kept, "")

@@ -50,17 +50,13 @@ class MetricRow:
     """One metric of a run: n, mean and interval as its summary has them."""
 
     metric: str
-    evaluator: str
     kind: str  # number | boolean | label | structured
     n: int
     mean: float | None
     low: float | None
     high: float | None
-    level: float
-    method: str
     skipped: int
     errors: str  # error_breakdown: "0", "5 (3 infra, 2 evaluator)"
-    higher_is_better: bool
     labels: tuple[tuple[str, float], ...] = ()  # label metrics: (label, share), most frequent first
 
 
@@ -133,7 +129,6 @@ class Delta:
     diff: float | None
     low: float | None
     high: float | None
-    level: float
     test: str
     p_value: float | None
     p_adjusted: float | None
@@ -290,17 +285,13 @@ def _metric_row(summary: MetricSummary) -> MetricRow:
     labels = sorted(((label, entry.share) for label, entry in summary.labels.items()), key=lambda kv: -kv[1])
     return MetricRow(
         metric=summary.metric,
-        evaluator=summary.evaluator,
         kind=_KIND_NAMES.get(summary.kind, "structured"),
         n=summary.n,
         mean=summary.mean if summary.HasField("mean") else None,
         low=ci.low if ci.HasField("low") else None,
         high=ci.high if ci.HasField("high") else None,
-        level=ci.level,
-        method=ci.method,
         skipped=summary.skipped,
         errors=error_breakdown(summary),
-        higher_is_better=summary.higher_is_better,
         labels=tuple(labels),
     )
 
@@ -435,14 +426,14 @@ def _comparison(baseline: Run, candidate: Run, values: _Values, confidence: floa
         baseline_name=baseline.name,
         adjust=compared.adjust,
         level=confidence,
-        deltas=deltas_of(compared, confidence),
+        deltas=deltas_of(compared),
         flips=tuple(flips[:max_records]),
         flips_total=len(flips),
         flips_worse=sum(not f.improved for f in flips),
     )
 
 
-def deltas_of(compared: Comparison, confidence: float) -> tuple[Delta, ...]:
+def deltas_of(compared: Comparison) -> tuple[Delta, ...]:
     """``evalsi compare``'s metrics as report rows (A is the baseline, B the candidate)."""
 
     def optional(message: object, name: str) -> float | None:
@@ -457,7 +448,6 @@ def deltas_of(compared: Comparison, confidence: float) -> tuple[Delta, ...]:
             diff=optional(m, "diff"),
             low=optional(m.ci, "low"),
             high=optional(m.ci, "high"),
-            level=m.ci.level or confidence,
             test=m.test,
             p_value=optional(m, "p_value"),
             p_adjusted=optional(m, "p_value_adjusted"),
