@@ -140,6 +140,13 @@ async def test_uploads_are_checked_before_anything_is_stored(served: Api, report
         assert status == 400 and "nmae" in body["message"]
         status, body = post(url, json.dumps({"report": report, "name": "n" * 201}).encode())
         assert status == 400 and body["message"] == "name: 201 characters exceed the limit of 200"
+        nul = json.loads(json.dumps(report))
+        nul["cases"][1]["agent"] = "sh\u0000op"
+        assert refused(nul).startswith("report.cases[1].agent: contains a NUL character")
+        for path in ("/v1alpha1/cases?agent=a%00b", "/v1alpha1/case-reports/x%00y"):
+            with pytest.raises(urllib.error.HTTPError) as caught:
+                urllib.request.urlopen(served.http + path)
+            assert caught.value.code == 400 and "NUL" in json.loads(caught.value.read())["message"]
 
     await asyncio.to_thread(calls)
     assert await store.list_case_reports("default", "platform") == ([], "")

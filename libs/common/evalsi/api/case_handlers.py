@@ -60,7 +60,7 @@ class CaseHandlers:
 
     async def list_cases(self, request: ListCasesRequest, ctx: CallContext) -> ListCasesResponse:
         tenant = _tenant(request.tenant)
-        stored = await self._cases().list_cases(ctx.project, tenant, agent=request.agent)
+        stored = await self._cases().list_cases(ctx.project, tenant, agent=_storable(request.agent, "agent"))
         size = page_size(request.page_size, self._limits.default_runs_page_size, self._limits.max_page_size)
         # A tenant holds a corpus of cases, not millions: page by offset over the corpus order.
         start = _offset(request.page_token, len(stored))
@@ -70,7 +70,7 @@ class CaseHandlers:
         return ListCasesResponse(cases=cases, next_page_token=token)
 
     async def get_case(self, request: GetCaseRequest, ctx: CallContext) -> AgentCase:
-        case_id = required(request.case_id, "case_id", "the case's id")
+        case_id = _storable(required(request.case_id, "case_id", "the case's id"), "case_id")
         tenant = _tenant(request.tenant)
         found = await self._cases().get_case(ctx.project, tenant, case_id)
         if found is None:
@@ -81,9 +81,7 @@ class CaseHandlers:
         store = self._cases()
         if not request.HasField("report"):
             raise BadInputError("report: the case report (the JSON `evalsi cases run --output` writes) is required")
-        name = check_name(request.name)
-        if text_problem(name):
-            raise BadInputError(f"name: {text_problem(name)}")
+        name = _storable(check_name(request.name), "name")
         document = json_format.MessageToDict(request.report)
         index = await asyncio.to_thread(index_report, document)
         stored, created = await store.put_case_report(ctx.project, StoredCaseReport(
@@ -99,13 +97,14 @@ class CaseHandlers:
     async def list_case_reports(self, request: ListCaseReportsRequest, ctx: CallContext) -> ListCaseReportsResponse:
         tenant = _tenant(request.tenant)
         size = page_size(request.page_size, self._limits.default_runs_page_size, self._limits.max_page_size)
-        reports, token = await self._cases().list_case_reports(ctx.project, tenant, agent=request.agent,
+        reports, token = await self._cases().list_case_reports(ctx.project, tenant,
+                                                                agent=_storable(request.agent, "agent"),
                                                                 page_size=size, page_token=request.page_token)
         return ListCaseReportsResponse(reports=[_report_message(report) for report in reports],
                                        next_page_token=token)
 
     async def get_case_report(self, request: GetCaseReportRequest, ctx: CallContext) -> CaseReport:
-        report_id = required(request.report_id, "report_id", "the report's id")
+        report_id = _storable(required(request.report_id, "report_id", "the report's id"), "report_id")
         tenant = _tenant(request.tenant)
         found = await self._cases().get_case_report(ctx.project, tenant, report_id)
         if found is None:
@@ -114,12 +113,16 @@ class CaseHandlers:
         return await asyncio.to_thread(_report_message, found)
 
 
-def _tenant(value: str) -> str:
-    tenant = value.strip() or DEFAULT_TENANT
-    problem = text_problem(tenant)
+def _storable(value: str, field: str) -> str:
+    """``value`` when the store can take it (no NUL: Postgres text refuses one), else a 400 naming ``field``."""
+    problem = text_problem(value)
     if problem:
-        raise BadInputError(f"tenant: {problem}")
-    return tenant
+        raise BadInputError(f"{field}: {problem}")
+    return value
+
+
+def _tenant(value: str) -> str:
+    return _storable(value.strip() or DEFAULT_TENANT, "tenant")
 
 
 def _offset(token: str, total: int) -> int:

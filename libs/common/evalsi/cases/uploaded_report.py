@@ -18,6 +18,7 @@ from evalsi.cases.gate import REPORT_KIND
 from evalsi.cases.graders import CheckStatus
 from evalsi.cases.model import DEFAULT_TENANT
 from evalsi.cases.runner import CASE_STATUSES
+from evalsi.edge_checks import text_problem
 from evalsi.errors import BadInputError
 from evalsi.stats import wilson
 
@@ -123,6 +124,9 @@ def _check_case(case: Any, here: str) -> None:
     for key in ("id", "agent", "tenant"):
         if case.get(key) is not None and not isinstance(case[key], str):
             raise BadInputError(f"{here}.{key}: expected a string or null")
+        problem = text_problem(case[key]) if isinstance(case.get(key), str) else None
+        if problem:  # the agent and tenant are stored in columns of their own
+            raise BadInputError(f"{here}.{key}: {problem}")
     checks = case.get("checks", [])
     if not isinstance(checks, list):
         raise BadInputError(f"{here}.checks: expected a list")
