@@ -156,7 +156,11 @@ def _metrics(report: Report) -> str:
     if report.interval_methods:
         caption += " Intervals: " + ", ".join(report.interval_methods) + "."
     rows = [_metric_row(m) for m in report.metrics]
-    return _section("metrics", "Metrics", _table(caption, headers, rows), svg.error_bars(report.metrics))
+    plot = svg.error_bars(report.metrics)
+    if plot:
+        plot = (f"<figure>{plot}<figcaption>Means with their intervals: pass/fail rates on the axis from 0 to 1, "
+                "each number on its own scale, its ends labelled on its row.</figcaption></figure>")
+    return _section("metrics", "Metrics", _table(caption, headers, rows), plot)
 
 
 def _metric_row(m: MetricRow) -> str:

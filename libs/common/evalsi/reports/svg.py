@@ -58,23 +58,32 @@ def _axis(scale: _Scale, y: float) -> list[str]:
 
 
 def error_bars(metrics: Sequence[MetricRow]) -> str:
-    """Each metric's mean as a dot with its interval as a bar, on one shared axis. Empty when none has an interval."""
+    """Each metric's mean as a dot with its interval as a bar. Pass/fail rates share one axis from 0 to 1; a number
+    (a similarity, seconds, dollars) is drawn on its own scale, its ends labelled on its row, since one axis for
+    all would flatten the small ones. Empty when no metric has an interval."""
     shown = [m for m in metrics if m.mean is not None and m.low is not None and m.high is not None]
     if not shown:
         return ""
-    scale = _scale([v for m in shown for v in (m.low, m.high, m.mean) if v is not None], LABEL, WIDTH - PAD)
+    unit = _Scale(0.0, 1.0, LABEL + 20, WIDTH - PAD - 70)  # room left and right for a row's own scale's ends
     body: list[str] = []
     for i, m in enumerate(shown):
         y = PAD + i * ROW + ROW / 2
         assert m.low is not None and m.high is not None and m.mean is not None
+        scale = unit
+        if m.kind != "boolean":
+            scale = _scale([m.low, m.high, m.mean], unit.left, unit.right)
+            body += [f'<text class="tick" x="{scale.left - 4:.1f}" y="{y + 4:.1f}" text-anchor="end">'
+                     f"{escape(_fmt(scale.low))}</text>",
+                     f'<text class="tick" x="{scale.right + 4:.1f}" y="{y + 4:.1f}">{escape(_fmt(scale.high))}</text>']
         body += [
-            f'<text class="label" x="{LABEL - 8}" y="{y + 4:.1f}" text-anchor="end">{escape(_short(m.metric))}</text>',
+            f'<text class="label" x="{LABEL - 56}" y="{y + 4:.1f}" text-anchor="end">'
+            f"{escape(_short(m.metric, 22))}</text>",
             f'<line class="interval" x1="{scale.x(m.low):.1f}" y1="{y:.1f}" x2="{scale.x(m.high):.1f}" y2="{y:.1f}"/>',
             f'<circle class="mean" cx="{scale.x(m.mean):.1f}" cy="{y:.1f}" r="4"><title>'
             f"{escape(m.metric)}: {_fmt(m.mean)} [{_fmt(m.low)}, {_fmt(m.high)}]</title></circle>",
         ]
     height = PAD + len(shown) * ROW + 24
-    body += _axis(scale, height - 22)
+    body += _axis(unit, height - 22)
     return _svg("Mean of each metric with its confidence interval", height, body)
 
 
