@@ -112,6 +112,9 @@ def test_the_tables_are_the_summaries_and_the_comparison(saved: dict[str, Path],
     run = EvaluationResults.load(saved["candidate"]).run
     metrics = table(page, "metric")
     assert list(metrics) == [s.metric for s in run.summaries]
+    text = "".join(page.text)
+    for summary in run.summaries:  # each mark of the error bars says what it draws
+        assert f"{summary.metric}: {_fmt(summary.mean)} [{_fmt(summary.ci.low)}, {_fmt(summary.ci.high)}]" in text
     for summary in run.summaries:
         _metric, n, mean, ci, skipped, errors = metrics[summary.metric]
         assert (n, mean, ci, skipped, errors) == (str(summary.n), _fmt(summary.mean),
