@@ -1,7 +1,9 @@
 """A real headless Chromium for the web UI's tests (Debian's chromium, driven by Playwright; never
 ``playwright install``, which downloads browsers from a CDN).
 
-``browser`` (one per session) and ``page`` (a fresh context each test: empty storage) are registered as fixtures
+``browser`` (one per test module: a session-long one keeps Playwright's event loop running in the main thread,
+and every async test collected after tests/ui fails with "Runner.run() cannot be called from a running event
+loop") and ``page`` (a fresh context each test: empty storage) are registered as fixtures
 by ``tests/ui/conftest.py``. A test fails when its page logged a console error (a CSP violation is one), threw an
 uncaught exception, had a request fail, or got an HTTP error answer, unless the test named that answer in
 ``allowed_errors`` (a list of substrings, for a test that provokes a 401 on purpose). ``assert_accessible(page)``
@@ -29,7 +31,7 @@ def chromium_path() -> str:
     return CHROMIUM
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
     with sync_playwright() as playwright:
         launched = playwright.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"])
