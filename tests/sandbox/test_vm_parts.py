@@ -16,7 +16,7 @@ from evalsi.errors import BadInputError
 from evalsi.sandbox.model import Level, Outcome, Resources, SandboxSpec
 from evalsi.sandbox.vm.driver import VmOptions, isolation_report, parse_options, prune_cache, sweep_stale_run_dirs
 from evalsi.sandbox.vm.firecracker import FirecrackerDriver, HostFacts, unavailable_reasons
-from evalsi.sandbox.vm.images import cpio_newc
+from evalsi.sandbox.vm.images import build_initramfs, cpio_newc
 from evalsi.sandbox.vm.kernel import KernelMissing, extract_vmlinux, find_kernel
 from evalsi.sandbox.vm.outcome import classify
 from evalsi.sandbox.vm.protocol import AgentGone, read_frame
@@ -67,6 +67,15 @@ def test_cpio_newc_is_what_the_kernel_unpacks(tmp_path: Path) -> None:
     assert b"TRAILER!!!\0" in blob and b"abc\0" in blob
 
 
+def test_an_initramfs_for_a_kernel_with_built_in_drivers_carries_no_modules(tmp_path: Path) -> None:
+    busybox = tmp_path / "busybox"
+    busybox.write_bytes(b"\x7fELF static")
+    blob = build_initramfs(None, busybox, tmp_path).read_bytes()
+    assert b"init\0" in blob and b"bin/busybox\0" in blob
+    assert b"modules\0" not in blob and b".ko\0" not in blob
+    assert b"[ -s /modules ] && for m in" in blob  # /init loads nothing when /modules is absent
+
+
 @pytest.mark.parametrize(("done", "stderr", "expected"), [
     ({"returncode": 0}, b"", Outcome("exit", code=0)),
     ({"returncode": 3}, b"", Outcome("exit", code=3)),
@@ -110,11 +119,13 @@ def test_options_are_checked_naming_the_key() -> None:
 
 def test_the_isolation_report_says_what_applied_and_what_did_not() -> None:
     spec = SandboxSpec(min_isolation=Level.VM, resources=Resources(memory_bytes=256 << 20, pids=16))
-    report = isolation_report(spec, 1024)
+    report = isolation_report(spec, 1024, "small 6.1.192 0123456789ab")
     assert report.level is Level.VM and report.enforcement == "full" and report.requested is Level.VM
+    assert report.bounds["kernel"] == "separate guest kernel: small 6.1.192 0123456789ab (QEMU microvm, TCG: no KVM)"
     assert report.bounds["pids"] == "guest cgroup v2 pids.max=16"
     assert report.bounds["root"] == "runtime image read-only (the guest's runtime disk)"  # the default root
-    big = isolation_report(SandboxSpec(resources=Resources(memory_bytes=4 << 30, cpu_seconds=5)), 1024)
+    big = isolation_report(SandboxSpec(resources=Resources(memory_bytes=4 << 30, cpu_seconds=5)), 1024,
+                           "debian 6.1.0-57-amd64")
     assert big.enforcement == "partial"
     assert any(item.startswith("memory:") for item in big.not_enforced)
     assert "memory.max=872415232" in big.bounds["memory"]  # guest RAM less the guest's own reserve

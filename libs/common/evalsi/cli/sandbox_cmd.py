@@ -20,6 +20,7 @@ import click
 
 from evalsi.cli._common import EXIT_INTERNAL, handle_errors
 from evalsi.cli.sandbox_image_cmd import ls_command, pull_command
+from evalsi.cli.sandbox_kernel_cmd import kernel_group
 from evalsi.errors import BadInputError
 from evalsi.sandbox.access import local_sandbox_config
 from evalsi.sandbox.checks import MAX_ALLOW, check_bound, parse_endpoint
@@ -295,5 +296,6 @@ def _load_config(path: Path | None) -> SandboxConfig:
 
 image_group.add_command(pull_command)  # OCI images: sandbox_image_cmd.py
 image_group.add_command(ls_command)
+sandbox.add_command(kernel_group)  # the vm rung's small guest kernel: sandbox_kernel_cmd.py
 
 __all__ = ["egress_json", "image_group", "parse_network", "result_json", "run_command", "sandbox"]

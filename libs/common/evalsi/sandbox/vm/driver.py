@@ -11,7 +11,8 @@ A guest has no network device. With an allowlist the session gets the logging eg
 
 Options (``sandbox.drivers.qemu``): ``binary`` (qemu-system-x86_64), ``memory_mib`` (guest RAM, 1024), ``warm``
 (guests kept ready, 1; 0 for none), ``snapshots`` (true; false cold-boots every sandbox), ``boot_timeout`` (seconds,
-60), ``busybox`` (/usr/bin/busybox), ``kernel_version`` (the newest in /boot).
+60), ``busybox`` (/usr/bin/busybox), ``kernel`` (``auto``: the small guest kernel when built, else Debian's;
+``small``; ``debian``: see ``boot_kernel.py``), ``kernel_version`` (Debian's kernel: the newest in /boot).
 """
 
 from __future__ import annotations
@@ -36,9 +37,10 @@ from evalsi.sandbox.egress_attach import EgressAttachment, attach_loopback
 from evalsi.sandbox.model import IsolationReport, Level, ProbeVerdict, SandboxSpec
 from evalsi.sandbox.probing import true_fails
 from evalsi.sandbox.rootfs import RootCache
+from evalsi.sandbox.vm.boot_kernel import KERNEL_CHOICES, choose_kernel
 from evalsi.sandbox.vm.egress_bridge import EgressBridge
 from evalsi.sandbox.vm.images import build_image_disk, build_initramfs, build_runtime_disk
-from evalsi.sandbox.vm.kernel import extract_vmlinux, find_kernel
+from evalsi.sandbox.vm.kernel import extract_vmlinux
 from evalsi.sandbox.vm.protocol import AgentGone, b64, read_frame, write_frame
 from evalsi.sandbox.vm.qemu import Machine, MachineConfig, MachineFailed, host_tsc_khz
 from evalsi.sandbox.vm.session import Restored, VmSession
@@ -51,7 +53,7 @@ NAME = "qemu"
 _RESERVED_MIB = 192
 # A guest never sees the host's /usr: a host root (trusted code) gets the runtime image too, as the default does.
 _RUNTIME_ROOTS = ("runtime", "host")
-_OPTION_KEYS = ("binary", "memory_mib", "warm", "snapshots", "boot_timeout", "busybox", "kernel_version")
+_OPTION_KEYS = ("binary", "memory_mib", "warm", "snapshots", "boot_timeout", "busybox", "kernel", "kernel_version")
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,7 @@ class VmOptions:
     # A cold boot costs about 5 CPU seconds under TCG; on a shared 2-core machine at load 10 it took up to 22 s.
     boot_timeout_s: float = 60.0
     busybox: str = "/usr/bin/busybox"
+    kernel: str = "auto"
     kernel_version: str | None = None
 
 
@@ -79,6 +82,9 @@ def parse_options(raw: Mapping[str, Any], where: str = f"sandbox.drivers.{NAME}"
     snapshots = raw.get("snapshots", True)
     if not isinstance(snapshots, bool):
         raise BadInputError(f"{where}.snapshots: {snapshots!r}; accepted: true or false")
+    kernel = raw.get("kernel", options.kernel)
+    if kernel not in KERNEL_CHOICES:
+        raise BadInputError(f"{where}.kernel: {kernel!r}; accepted: {', '.join(KERNEL_CHOICES)}")
     strings = {}
     for key in ("binary", "busybox", "kernel_version"):
         value = raw.get(key)
@@ -86,17 +92,17 @@ def parse_options(raw: Mapping[str, Any], where: str = f"sandbox.drivers.{NAME}"
             raise BadInputError(f"{where}.{key}: {value!r}; accepted: a non-empty string")
         strings[key] = value
     return VmOptions(binary=strings["binary"] or options.binary, memory_mib=memory, warm=warm, snapshots=snapshots,
-                     boot_timeout_s=float(timeout), busybox=strings["busybox"] or options.busybox,
+                     boot_timeout_s=float(timeout), busybox=strings["busybox"] or options.busybox, kernel=kernel,
                      kernel_version=strings["kernel_version"])
 
 
-def isolation_report(spec: SandboxSpec, memory_mib: int) -> IsolationReport:
-    """What the vm rung enforces for ``spec`` (pure)."""
+def isolation_report(spec: SandboxSpec, memory_mib: int, kernel: str) -> IsolationReport:
+    """What the vm rung enforces for ``spec`` on a guest booted with ``kernel`` (its label; pure)."""
     resources = spec.resources
     cap = memory_cap(memory_mib)
     memory = min(resources.memory_bytes, cap)
     bounds = {
-        "kernel": "separate guest kernel (QEMU microvm, TCG: no KVM)",
+        "kernel": f"separate guest kernel: {kernel} (QEMU microvm, TCG: no KVM)",
         "memory": f"guest cgroup v2 memory.max={memory} (guest RAM {memory_mib} MiB)",
         "pids": f"guest cgroup v2 pids.max={resources.pids}",
         "network": _network(spec),
@@ -177,7 +183,7 @@ class VmDriver:
         failure = await true_fails(session, timeout_s=30)
         if failure:
             return ProbeVerdict(NAME, Level.VM, False, reason=f"`true` in the microVM: {failure}"[:1000])
-        return ProbeVerdict(NAME, Level.VM, True)
+        return ProbeVerdict(NAME, Level.VM, True, reason=f"kernel: {(await self._config()).kernel}")
 
     async def create(self, spec: SandboxSpec) -> VmSession:
         check_spec(spec)
@@ -204,7 +210,7 @@ class VmDriver:
             restored = await self._restore(config, state)
             return restored, await self._refreshed(restored, spec, egress)
 
-        return VmSession(machine, spec, isolation_report(spec, self.options.memory_mib),
+        return VmSession(machine, spec, isolation_report(spec, self.options.memory_mib, config.kernel),
                          memory_cap=memory_cap(self.options.memory_mib), restore=restore, egress=egress,
                          bridge=bridge)
 
@@ -313,12 +319,17 @@ class VmDriver:
             if b"ld-linux" in f.read(4096):  # an ELF interpreter: the guest's initramfs has no libc to load it
                 raise MachineFailed(f"{busybox}: a dynamically linked busybox; the guest's initramfs needs the "
                                     "static one (`apt-get install -y busybox-static`)")
-        kernel = find_kernel(version=self.options.kernel_version)
+        kernel = choose_kernel(self.options.kernel, self.cache_dir, self.options.kernel_version)
+        if kernel.small is not None:  # drivers built in: an initramfs without modules
+            vmlinux, initramfs = kernel.small.path, build_initramfs(None, busybox, self.cache_dir)
+        else:
+            assert kernel.debian is not None
+            vmlinux = extract_vmlinux(kernel.debian.vmlinuz, self.cache_dir)
+            initramfs = build_initramfs(kernel.debian, busybox, self.cache_dir)
         return MachineConfig(
-            qemu=binary, vmlinux=extract_vmlinux(kernel.vmlinuz, self.cache_dir),
-            initramfs=build_initramfs(kernel, busybox, self.cache_dir),
+            qemu=binary, vmlinux=vmlinux, initramfs=initramfs,
             disk=build_runtime_disk(busybox, self.cache_dir), memory_mib=self.options.memory_mib,
-            tsc_khz=host_tsc_khz(), boot_timeout_s=self.options.boot_timeout_s)
+            tsc_khz=host_tsc_khz(), boot_timeout_s=self.options.boot_timeout_s, kernel=kernel.label)
 
     async def _ensure_template(self, config: MachineConfig) -> Path:
         known = self._templates.get(config.identity())

@@ -1,8 +1,9 @@
 """The guest's boot artifacts, built at first use and cached by the digest of what went into them.
 
 * The initramfs (an uncompressed newc cpio written here): static busybox, the kernel modules the guest needs (Debian
-  builds virtio, virtio-mmio, virtio-blk, virtio-console and ext4 as modules) and ``/init``, which loads them, mounts
-  the runtime disk read-only and switches to it with the guest agent as PID 1.
+  builds virtio, virtio-mmio, virtio-blk, virtio-console and ext4 as modules; the small guest kernel,
+  ``small_kernel.py``, builds them in and needs none) and ``/init``, which loads them, mounts the runtime disk
+  read-only and switches to it with the guest agent as PID 1.
 * The runtime disk (``mkfs.ext4 -d``, read-only to the guest): the runtime image every other rung shows untrusted
   code (``evalsi.sandbox.runtime_image.stage_runtime``: the host's Python, its standard library and shared
   libraries, busybox's applets, a minimal ``/etc``) plus the agent, the guest's shadow file and its mount points.
@@ -42,7 +43,8 @@ MMIO=""
 for w in $($B cat /proc/cmdline); do
   case "$w" in virtio_mmio.device=*) MMIO="$MMIO device=${w#virtio_mmio.device=}";; esac
 done
-for m in $($B cat /modules); do
+# A kernel with its drivers built in (the small guest kernel) has no /modules: nothing to load.
+[ -s /modules ] && for m in $($B cat /modules); do
   if [ "$m" = virtio_mmio ]; then $B insmod /m/$m.ko $MMIO; else $B insmod /m/$m.ko; fi
 done
 i=0
@@ -78,9 +80,11 @@ def cpio_newc(entries: Iterable[tuple[str, int, bytes]]) -> bytes:
     return bytes(out)
 
 
-def build_initramfs(kernel: GuestKernel, busybox: Path, cache_dir: Path) -> Path:
-    deps = _module_paths(kernel)
-    digest = _digest([_FORMAT, _INIT, kernel.version, *(_stat_key(p) for p in [busybox, *deps.values()])])
+def build_initramfs(kernel: GuestKernel | None, busybox: Path, cache_dir: Path) -> Path:
+    """The initramfs for Debian's ``kernel`` (with its modules), or for a kernel with the drivers built in (None)."""
+    deps = _module_paths(kernel) if kernel is not None else {}
+    digest = _digest([_FORMAT, _INIT, kernel.version if kernel is not None else "built-in",
+                      *(_stat_key(p) for p in [busybox, *deps.values()])])
     out = cache_dir / f"initramfs-{digest}.cpio"
     if out.is_file():
         return out
@@ -88,7 +92,8 @@ def build_initramfs(kernel: GuestKernel, busybox: Path, cache_dir: Path) -> Path
         (d, stat.S_IFDIR | 0o755, b"") for d in ("bin", "dev", "proc", "sys", "newroot", "m")]
     entries.append(("bin/busybox", stat.S_IFREG | 0o755, busybox.read_bytes()))
     entries.append(("init", stat.S_IFREG | 0o755, _INIT.encode()))
-    entries.append(("modules", stat.S_IFREG | 0o644, "\n".join(GUEST_MODULES).encode() + b"\n"))
+    if deps:
+        entries.append(("modules", stat.S_IFREG | 0o644, "\n".join(GUEST_MODULES).encode() + b"\n"))
     entries += [(f"m/{name}.ko", stat.S_IFREG | 0o644, path.read_bytes()) for name, path in deps.items()]
     _write_atomic(out, cpio_newc(entries))
     return out

@@ -44,6 +44,7 @@ class MachineConfig:
     tsc_khz: int
     boot_timeout_s: float = 30.0
     image: Path | None = None  # an image root's read-only disk (the guest runs commands chrooted into it)
+    kernel: str = ""  # which kernel ``vmlinux`` is, for reports: ``small 6.1.192 <digest>``, ``debian <version>``
 
     def identity(self) -> str:
         """What a snapshot depends on: a restore needs the same machine, kernel, disk and memory size."""
