@@ -87,7 +87,7 @@ class SeenKeys:
         import numpy as np  # there are older keys only after a merge, which loaded numpy
 
         older = np.frombuffer(self._older, dtype=np.uint64)
-        wanted = np.array(digests, dtype=np.uint64)
+        wanted = np.sort(np.array(digests, dtype=np.uint64))  # sorted keys bisect in half the time
         at = np.minimum(np.searchsorted(older, wanted), len(older) - 1)
         return bool((older[at] == wanted).any())
 

@@ -43,17 +43,23 @@ class TextRows:
 def text_rows(rows: Sequence[Any]) -> TextRows:
     """The leading rows of ``rows`` that have the usual text shape (up to the first that has not, or that cannot be
     encoded: ``add_row`` says what is wrong with that one), as columns."""
-    count = _first_false(map(operator.is_, map(type, rows), repeat(dict)), len(rows))
-    if count < len(rows):
+    # Each test first over the whole batch at once (the usual batch passes them all), then, where one fails, row
+    # by row to find the first row that fails it.
+    count = len(rows)
+    if set(map(type, rows)) != {dict}:
+        count = _first_false(map(operator.is_, map(type, rows), repeat(dict)), count)
         rows = rows[:count]
-    count = _first_false(map(TEXT_ROW_KEYS.issuperset, rows), count)
-    ids: list[Any] = list(map(dict.get, rows[:count], repeat("id")))
-    count = min(count, _first_false(map(operator.is_, map(type, ids), repeat(str)), count),
-                _first_false(map(bool, ids), count))
+    if not TEXT_ROW_KEYS.issuperset(set().union(*rows)):
+        count = _first_false(map(TEXT_ROW_KEYS.issuperset, rows), count)
+    ids: list[Any] = [row.get("id") for row in rows[:count]]  # a comprehension: map(dict.get, ...) costs twice it
+    if set(map(type, ids)) != {str} or not all(ids):
+        count = min(count, _first_false(map(operator.is_, map(type, ids), repeat(str)), count),
+                    _first_false(map(bool, ids), count))
     texts: list[list[Any]] = []
     for name in ("input", "output", "reference"):
-        column = list(map(dict.get, rows[:count], repeat(name)))
-        count = _first_false(map(_TEXT_TYPES.__contains__, map(type, column)), count)
+        column = [row.get(name) for row in rows[:count]]
+        if not _TEXT_TYPES.issuperset(map(type, column)):
+            count = _first_false(map(_TEXT_TYPES.__contains__, map(type, column)), count)
         texts.append(column)
     while True:
         del ids[count:]
@@ -78,9 +84,8 @@ def text_rows(rows: Sequence[Any]) -> TextRows:
 
 def _first_false(flags: Any, default: int) -> int:
     """The index of the first false flag among the first ``default``, or ``default``."""
-    found = list(flags)[:default]
     try:
-        return found.index(False)
+        return list(flags).index(False, 0, default)
     except ValueError:
         return default
 

@@ -26,29 +26,44 @@ _PARSE_BATCH = 4096  # records parsed at once when all of them are read (one par
 
 @dataclass
 class RecordColumns:
-    """The columns of records made from text rows: each record's (id, trial), and its (input, output, reference)
-    texts, None where the row had none (the record has no such field). ``whole`` is False once a record was made
-    from anything else: the columns then do not describe the records, and nobody reads them."""
+    """The columns of records made from text rows: each record's id and trial, and its input, output and reference
+    texts (``text``, in ``TEXT_FIELDS`` order), None where the row had none (the record has no such field). Lists
+    by column, each extended a batch at a time: a tuple a record cost a fifth of the intake. ``whole`` is False
+    once a record was made from anything else: the columns then do not describe the records, and nobody reads
+    them."""
 
-    keys: list[tuple[str, int]] = field(default_factory=list)
-    rows: list[tuple[str | None, str | None, str | None]] = field(default_factory=list)
+    ids: list[str] = field(default_factory=list)
+    trials: list[int] = field(default_factory=list)
+    text: tuple[list[str | None], list[str | None], list[str | None]] = field(default_factory=lambda: ([], [], []))
     whole: bool = True
 
     def __len__(self) -> int:
-        return len(self.keys)
+        return len(self.ids)
+
+    @property
+    def keys(self) -> list[tuple[str, int]]:
+        """Each record's (id, trial)."""
+        return list(zip(self.ids, self.trials, strict=True))
+
+    def extend(self, ids: list[str], trials: list[int], text: Sequence[list[str | None]]) -> None:
+        self.ids += ids
+        self.trials += trials
+        for column, more in zip(self.text, text, strict=True):
+            column += more
 
     def sliced(self, start: int, stop: int) -> RecordColumns:
-        return RecordColumns(self.keys[start:stop], self.rows[start:stop], self.whole)
+        given, output, reference = (column[start:stop] for column in self.text)
+        return RecordColumns(self.ids[start:stop], self.trials[start:stop], (given, output, reference), self.whole)
 
     def values(self, name: str) -> list[str | None]:
-        """The column of text field ``name`` (one of ``TEXT_FIELDS``): each record's text, None where absent."""
-        index = TEXT_FIELDS.index(name)
-        return [texts[index] for texts in self.rows]
+        """The column of text field ``name`` (one of ``TEXT_FIELDS``): each record's text, None where absent. The
+        column itself: read it, do not change it."""
+        return self.text[TEXT_FIELDS.index(name)]
 
     def texts(self, name: str) -> list[str]:
         """``record.<name>.text`` of each record: its text, "" where the field is absent."""
-        index = TEXT_FIELDS.index(name)
-        return [texts[index] or "" for texts in self.rows]
+        values = self.values(name)
+        return [text or "" for text in values] if None in values else values[:]  # type: ignore[return-value]
 
 
 class HeldRecords(Sequence[Record]):

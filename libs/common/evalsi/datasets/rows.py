@@ -213,8 +213,7 @@ class RecordBuilder:
         out.extend(map(b"".join, held) if self._dataset else hashed)
         columns = self.columns
         if columns is not None and columns.whole:
-            columns.keys.extend(zip(batch.ids, trials, strict=True))
-            columns.rows.extend(zip(*batch.texts, strict=True))
+            columns.extend(batch.ids, trials, batch.texts)
         self.count += len(batch)
         return start + len(batch)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Mapping, Sequence
+from itertools import chain
 from typing import Any
 
 from google.protobuf.message import Message
@@ -72,10 +73,15 @@ def text_content_field(tag: bytes, text: str) -> bytes:
 
 def entries(tag: bytes, payloads: Sequence[bytes]) -> bytes:
     """The length-delimited field ``tag`` of each of ``payloads``, concatenated: a repeated field's wire form (a
-    message's results or records, parsed in one go), with no call a payload."""
+    message's results or records, parsed in one go), with no call a payload and, for payloads under 128 bytes (a
+    result's row), no bytes made a payload: each one's head (tag and length) comes from a table."""
+    sizes = list(map(len, payloads))
+    if max(sizes, default=0) < 128:
+        heads = [tag + length for length in LENGTHS]
+        return b"".join(chain.from_iterable(zip(map(heads.__getitem__, sizes), payloads, strict=True)))
     lengths = LENGTHS
-    return b"".join([tag + (lengths[size] if (size := len(payload)) < 128 else varint(size)) + payload
-                     for payload in payloads])
+    return b"".join([tag + (lengths[size] if size < 128 else varint(size)) + payload
+                     for size, payload in zip(sizes, payloads, strict=True)])
 
 
 def message_bytes(message: Message) -> bytes:

@@ -27,7 +27,7 @@ from evalsi.errors import BadInputError
 from evalsi.evaluators._context import EvalContext
 from evalsi.evaluators._evaluator import BatchVerdicts, BoundEvaluator, Verdict
 from evalsi.evaluators._record_pass import MissingFields, RecordJob
-from evalsi.evaluators._slots import ResultSlots, cancelled, fail, skipped, timed_out
+from evalsi.evaluators._slots import RecordKeys, ResultSlots, cancelled, fail, skipped, timed_out
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateResponse
 from evalsi.v1alpha1.record_pb2 import Record
 from evalsi.v1alpha1.score_pb2 import ERROR_KIND_INFRA, OUTCOME_ERROR, OUTCOME_SCORED, EvaluationResult
@@ -117,16 +117,16 @@ def rows_as_results(rows: Sequence[bytes]) -> ResultSlots:
     return slots
 
 
-def record_fields(keys: Sequence[tuple[str, int]]) -> tuple[list[bytes], list[bytes]]:
+def record_fields(keys: RecordKeys) -> tuple[list[bytes], list[bytes]]:
     """Each record's ``record_id`` field and ``trial`` field (b"" for trial 0) of its results, serialized once for
     every evaluator; a column at a time."""
-    encoded = [record_id.encode() for record_id, _trial in keys]
+    encoded = list(map(str.encode, keys.ids))
     sizes = list(map(len, encoded))
     if max(sizes, default=0) < 128:
         ids = list(map(operator.add, map(_ID_HEADS.__getitem__, sizes), encoded))
     else:
         ids = [_ID_TAG + varint(size) + data for size, data in zip(sizes, encoded, strict=True)]
-    trials = [trial for _record_id, trial in keys]
+    trials = keys.trials
     if not any(trials):
         return ids, [b""] * len(trials)
     return ids, [_TRIAL_TAG + varint(trial) if trial else b"" for trial in trials]
@@ -162,7 +162,7 @@ class ColumnJob(RecordJob):
         bound: BoundEvaluator,
         ctx: EvalContext,
         records: Sequence[Record],
-        keys: Sequence[tuple[str, int]],
+        keys: RecordKeys,
         fields: tuple[list[bytes], list[bytes]],
         missing: MissingFields,
         slots: ResultSlots,
@@ -198,7 +198,7 @@ class ColumnJob(RecordJob):
         return self.identity + _SCORED + field(_SCORES, score)
 
     def _message(self, index: int) -> EvaluationResult:
-        record_id, trial = self.keys[index]
+        record_id, trial = self.keys.ids[index], self.keys.trials[index]
         return EvaluationResult(
             record_id=record_id, evaluator=self.bound.alias, evaluator_ref=self.bound.evaluator.ref, trial=trial
         )
@@ -269,21 +269,21 @@ class ColumnJob(RecordJob):
         field missing), written a column at a time: the bytes and values the loop would write one by one."""
         reasons, middles = self.reasons, self.middles
         assert middles is not None
-        chosen = [index for index, verdict in enumerate(decided, start)
-                  if verdict is not None and reasons[index] is None]
+        stop = start + len(decided)
+        whole = None not in decided and reasons[start:stop].count(None) == len(decided)  # the usual batch
+        chosen: Sequence[int] = range(start, stop) if whole else [
+            index for index, verdict in enumerate(decided, start) if verdict is not None and reasons[index] is None]
         if not chosen:
             return
-        whole = len(chosen) == len(decided)
         picked = decided if whole else [decided[index - start] for index in chosen]
-        if {verdict.__class__ for verdict in picked} == {bool}:
+        if set(map(type, picked)) == {bool}:
             middle = list(map(middles.__getitem__, picked))  # type: ignore[arg-type]
-            passed = picked
+            values = list(map(float, picked))  # type: ignore[arg-type]
         else:  # a Verdict: Score(passed=..., explanation=...), as ``store`` writes it, serialized here
             middle = [middles[verdict] if verdict.__class__ is bool else self._explained(verdict)  # type: ignore
                       for verdict in picked]
-            passed = [verdict if verdict.__class__ is bool else verdict[0] for verdict in picked]  # type: ignore
-        values = [1.0 if verdict else 0.0 for verdict in passed]
-        stop = start + len(decided)
+            values = [1.0 if (verdict if verdict.__class__ is bool else verdict[0]) else 0.0  # type: ignore[index]
+                      for verdict in picked]
         if whole:
             ids, trials = self.id_fields[start:stop], self.trial_fields[start:stop]
         else:
@@ -320,8 +320,8 @@ class ColumnJob(RecordJob):
             self._failed(index, cancelled)
         columns.data.extend(data)  # type: ignore[arg-type]
         columns.evaluators.extend([self.bound.alias] * len(data))
-        columns.record_ids.extend([record_id for record_id, _trial in self.keys])
-        columns.trials.extend([trial for _record_id, trial in self.keys])
+        columns.record_ids.extend(self.keys.ids)
+        columns.trials.extend(self.keys.trials)
         columns.outcomes.extend(self.outcomes)
         columns.values.extend(self.values)
         columns.score_names.extend(self.names)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
 
@@ -37,9 +38,17 @@ Results = RepeatedCompositeFieldContainer[EvaluationResult]
 _ID, _TRIAL = attrgetter("id"), attrgetter("provenance.trial")  # read in C, not by a Python expression a record
 
 
-def record_keys(records: Sequence[Record]) -> list[tuple[str, int]]:
-    """Each record's part of a result's identity (id, trial), read once for all its evaluators."""
-    return list(zip(map(_ID, records), map(_TRIAL, records), strict=True))
+@dataclass
+class RecordKeys:
+    """Each record's part of a result's identity, its id and trial, a column each: read once for all its
+    evaluators (from the records, or from the columns they were made of)."""
+
+    ids: list[str]
+    trials: list[int]
+
+    @classmethod
+    def of(cls, records: Sequence[Record]) -> RecordKeys:
+        return cls(list(map(_ID, records)), list(map(_TRIAL, records)))
 
 
 def bool_verdicts(bound: BoundEvaluator) -> tuple[bytes, bytes] | None:
@@ -75,12 +84,12 @@ class ResultSlots:
             record_id=record_id, evaluator=bound.alias, evaluator_ref=bound.evaluator.ref, trial=trial
         )
 
-    def for_records(self, bound: BoundEvaluator, keys: Sequence[tuple[str, int]]) -> list[EvaluationResult]:
-        """One result per record (``record_keys``), in record order."""
+    def for_records(self, bound: BoundEvaluator, keys: RecordKeys) -> list[EvaluationResult]:
+        """One result per record, in record order."""
         identity = EvaluationResult(evaluator=bound.alias, evaluator_ref=bound.evaluator.ref).SerializeToString()
         add = self._into.add
         slots = []
-        for record_id, trial in keys:
+        for record_id, trial in zip(keys.ids, keys.trials, strict=True):
             slot = add()
             slot.MergeFromString(identity)
             slot.record_id = record_id

@@ -45,11 +45,11 @@ from evalsi.evaluators._evaluator import BoundEvaluator, normalize_scores
 from evalsi.evaluators._lanes import in_lanes
 from evalsi.evaluators._record_pass import MissingFields, Progress, RecordJob, run_record_jobs
 from evalsi.evaluators._slots import (
+    RecordKeys,
     Results,
     ResultSlots,
     cancelled,
     fail,
-    record_keys,
     skipped,
     store_plain,
     timed_out,
@@ -132,7 +132,7 @@ class _Unit:
 
 
 def _record_units(
-    bound: BoundEvaluator, records: Sequence[Record], ctx: EvalContext, slots: ResultSlots, keys: list[tuple[str, int]]
+    bound: BoundEvaluator, records: Sequence[Record], ctx: EvalContext, slots: ResultSlots, keys: RecordKeys
 ) -> Iterator[_Unit]:
     scope = bound.evaluator.scope
     if scope == "record":
@@ -331,9 +331,9 @@ async def run_evaluators(
     # Records held with the columns they were made of (datasets.held): ids, trials and texts read from those, not
     # through each record's message.
     held = records.columns if isinstance(records, HeldRecords) else None
-    keys: list[tuple[str, int]] = []
+    keys = RecordKeys([], [])
     if any(b.evaluator.scope == "record" for b in evaluators):
-        keys = held.keys if held is not None else record_keys(records)
+        keys = RecordKeys(held.ids, held.trials) if held is not None else RecordKeys.of(records)
     fields = record_fields(keys) if columns is not None else ([], [])
     texts = TextColumns(records, held)
     missing = MissingFields(records, held)
