@@ -40,10 +40,9 @@ from _rows import benchmark_rows
 
 import evalsi
 from evalsi import stats
-from evalsi.bus.v1alpha1.bus_pb2 import ResultColumns
 from evalsi.datasets import stream_rows
 from evalsi.evaluators import EvalContext, Registry
-from evalsi.evaluators.runner import run_evaluators
+from evalsi.evaluators.runner import ColumnLists, run_evaluators
 from evalsi.runs.collector import collector_paused
 from evalsi.runs.intake import take_records
 from evalsi.runs.result_columns import fold_columns
@@ -188,9 +187,9 @@ def main() -> None:
             take_records(stream_rows(rows), document, budget_mb=1e9, shard_size=EVALUATE_SHARD_SIZE)
         ))
         records = taken.records or []
-        # As an evaluation task runs them: results written as columns (a row without a message for a bool
-        # verdict), then folded a column at a time into the summaries.
-        columns = ResultColumns()
+        # As an in-process evaluation task runs them: results written as columns (a row without a message for a
+        # bool verdict, the columns as Python lists, runs.local), then folded a column at a time into the summaries.
+        columns = ColumnLists()
         _, evaluate_s, evaluate_cpu = _timed(
             lambda: asyncio.run(run_evaluators(records, bound, lambda b: EvalContext(), columns=columns))
         )
