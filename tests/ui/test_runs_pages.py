@@ -256,7 +256,7 @@ def test_run_page_metrics_gates_manifest_and_distributions(served: Served, page:
     assert "30 record rows loaded (all)" in page.locator("#records").inner_text()
     assert_accessible(page)
     page.emulate_media(color_scheme="dark")  # the dark theme's contrast too
-    assert page.locator("#theme-toggle").get_attribute("aria-pressed") == "true"
+    expect(page.locator("#theme-toggle")).to_have_attribute("aria-pressed", "true")  # the change event is async
     assert_accessible(page)
 
 
