@@ -228,6 +228,8 @@ class ClickHouseTraceStore(TraceReads):
         for batch in batches:
             # Whether this store sums a trace (else its owner does, from rows it is sent): asked once a trace.
             mine = {trace_id: owns is None or owns(trace_id) for trace_id in dict.fromkeys(batch.columns[TRACE_ID])}
+            if not any(mine.values()):  # a process that is not the replica's summary writer: nothing to sum
+                continue
             rows = [row for row in zip(*(batch.columns[i] for i in SUMMARY_SOURCE), strict=True) if mine[row[0]]]
             # For the summary thread, before the answer: a completion after it sums them.
             self._summaries.add(batch.project, batch.now, rows)
