@@ -101,8 +101,7 @@ class AssemblingSink:
             assert isinstance(store, SummaryRows)
             # And that owner is one process, the first, for every trace: the replica's one summary writer. A
             # summary pass or completion is a read and an insert that cost the server about 30 ms of CPU whatever
-            # they hold, and each writer runs two or so a second: one writer halves them (two processes) and
-            # writes each trace's summary rows from every span of it, never a partial one.
+            # they hold, and each writer runs two or so a second, so with N processes this is 1/N of them.
             self._owner = _summary_writer
             summarizes = self.partitioning.replica == SUMMARY_WRITER
             store.summarize_only(lambda _trace_id: summarizes)
