@@ -19,7 +19,8 @@ from evalsi.datasets.wire import ID, INPUT, LENGTHS, OUTPUT, REFERENCE, TEXT_HEA
 
 TEXT_ROW_KEYS = frozenset({"id", "input", "output", "reference"})
 _TEXT_TAGS = (INPUT, OUTPUT, REFERENCE)  # in field-number order, as a record's bytes have them
-_TEXT_TYPES = frozenset({str, type(None)})
+_NONE = type(None)
+_TEXT_TYPES = frozenset({str, _NONE})
 _CONTENT_TEXT = b"\x0a"  # Content.text
 _SHORT = 126  # a text under this many bytes has a ready-made head (TEXT_HEADS)
 _ID_HEADS = [ID + LENGTHS[size] for size in range(128)]
@@ -56,17 +57,21 @@ def text_rows(rows: Sequence[Any]) -> TextRows:
         count = min(count, _first_false(map(operator.is_, map(type, ids), repeat(str)), count),
                     _first_false(map(bool, ids), count))
     texts: list[list[Any]] = []
+    absent: list[bool] = []  # whether a column may hold None (a row without that text), passed on, not looked for again
     for name in ("input", "output", "reference"):
         column = [row.get(name) for row in rows[:count]]
-        if not _TEXT_TYPES.issuperset(map(type, column)):
+        kinds = set(map(type, column))
+        if not _TEXT_TYPES.issuperset(kinds):
             count = _first_false(map(_TEXT_TYPES.__contains__, map(type, column)), count)
         texts.append(column)
+        absent.append(_NONE in kinds)
     while True:
         del ids[count:]
         for column in texts:
             del column[count:]
         try:
-            encoded = [list(map(str.encode, ids))] + [_encoded(column) for column in texts]
+            encoded = [list(map(str.encode, ids))] + [
+                _encoded(column, maybe) for column, maybe in zip(texts, absent, strict=True)]
         except UnicodeEncodeError:  # a lone surrogate: the rows up to the first that has one
             count = min(_first_unencodable(column) for column in [ids, *texts])
             continue
@@ -76,8 +81,8 @@ def text_rows(rows: Sequence[Any]) -> TextRows:
     heads = [list(map(_ID_HEADS.__getitem__, sizes)) if max(sizes, default=0) < 128
              else [_ID_HEADS[size] if size < 128 else ID + varint(size) for size in sizes]]
     pieces: list[list[bytes]] = [heads[0], id_bytes]
-    for tag, column, data in zip(_TEXT_TAGS, texts, encoded[1:], strict=True):
-        pieces.append(_heads(tag, column, data))
+    for tag, column, data, maybe in zip(_TEXT_TAGS, texts, encoded[1:], absent, strict=True):
+        pieces.append(_heads(tag, column, data, maybe))
         pieces.append(data)
     return TextRows(ids, id_bytes, (texts[0], texts[1], texts[2]), list(map(b"".join, zip(*pieces, strict=True))))
 
@@ -90,9 +95,9 @@ def _first_false(flags: Any, default: int) -> int:
         return default
 
 
-def _encoded(column: list[str | None]) -> list[bytes]:
-    """Each text's UTF-8 bytes, b"" where absent."""
-    if None in column:
+def _encoded(column: list[str | None], absent: bool) -> list[bytes]:
+    """Each text's UTF-8 bytes, b"" where absent (``absent``: where the column may hold None)."""
+    if absent:
         return [b"" if text is None else text.encode() for text in column]
     return list(map(str.encode, column))  # type: ignore[arg-type]
 
@@ -107,13 +112,16 @@ def _first_unencodable(column: list[Any]) -> int:
     return len(column)
 
 
-def _heads(tag: bytes, column: list[str | None], data: list[bytes]) -> list[bytes]:
+def _heads(tag: bytes, column: list[str | None], data: list[bytes], absent: bool) -> list[bytes]:
     """What comes before each text's bytes in a record: the content field's tag and length and ``Content.text``'s
     (b"" where the row has no such text: the record has no such field)."""
     short = _HEADS[tag]
     sizes = list(map(len, data))
-    if None not in column and max(sizes, default=0) < _SHORT:
-        return list(map(short.__getitem__, sizes))
+    if not absent:
+        try:
+            return list(map(short.__getitem__, sizes))
+        except IndexError:  # a text of 126 bytes or more
+            pass
     return [b"" if text is None else short[size] if size < _SHORT else _long_head(tag, size)
             for text, size in zip(column, sizes, strict=True)]
 
