@@ -91,8 +91,6 @@ def assert_accessible(page: Page, context: str | None = None) -> None:
 
 
 def wait_for_page(page: Page) -> None:
-    """Until the router has drawn a page: <main> holds something other than the loading note."""
-    page.wait_for_function(
-        "() => { const m = document.getElementById('main');"
-        " return m && m.children.length > 0 && !m.querySelector('.loading'); }"
-    )
+    """Until the router has drawn the current page: its page module's render finished (or failed, or the route
+    has no page), which the router marks ``<main data-ready>``."""
+    page.wait_for_selector("#main[data-ready]", state="attached")

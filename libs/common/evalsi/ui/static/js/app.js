@@ -105,11 +105,17 @@ function markSection(section) {
 }
 
 function freshMain() {
-  // A new element each time: a page still drawing after the viewer left writes into a detached node.
+  // A new element each time: a page still drawing after the viewer left writes into a detached node. It is
+  // aria-busy until the page has drawn, then marked data-ready (what the UI tests wait for).
   const old = document.getElementById('main');
-  const main = h('main', { id: 'main', tabindex: '-1' });
+  const main = h('main', { id: 'main', tabindex: '-1', 'aria-busy': 'true' });
   old.replaceWith(main);
   return main;
+}
+
+function drawn(root) {
+  root.removeAttribute('aria-busy');
+  root.dataset.ready = 'true';
 }
 
 function message(root, title, text, link) {
@@ -136,11 +142,13 @@ async function navigate() {
   markSection(route?.section);
   if (!route) {
     message(root, 'Page not found', `Nothing lives at #${path}.`, h('p', {}, h('a', { href: '#/runs' }, 'Go to the runs')));
+    drawn(root);
     return;
   }
   const file = route.module.replace('./pages/', '');
   if (!(await knownPages()).has(file)) {
     message(root, 'Not built yet', `The page for #${route.pattern} (${file}) is not built yet in this version.`);
+    drawn(root);
     return;
   }
   loading(root);
@@ -160,6 +168,7 @@ async function navigate() {
     root.replaceChildren(h('h1', {}, 'This page could not be shown'));
     reportError(err);
   }
+  drawn(root);
   const again = focusedId && document.getElementById(focusedId);
   if (again) again.focus();
   else if (!samePath) root.focus({ preventScroll: true });
