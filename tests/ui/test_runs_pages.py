@@ -264,6 +264,17 @@ def test_record_drill_down_shows_scores_explanations_and_contents(served: Served
     _open(page, served.ui + f"#/runs/{served.baseline}")
     records = page.locator("#records table tbody tr")
     expect(records).to_have_count(30)
+    # Only the records with a failed check (exact-match or fuzzy-match.passed): 13 of 30 fail exact-match.
+    failing = {r["recordId"] for r in _results(served, served.baseline)
+               if r["outcome"] == "OUTCOME_SCORED" and any(s.get("passed") is False for s in r["scores"])}
+    page.locator("#records-show").select_option("failed")
+    expect(records).to_have_count(len(failing))
+    assert {records.nth(i).locator("th").inner_text() for i in range(len(failing))} == failing
+    assert page.url.endswith("?show=failed")
+    page.locator("#records-show").select_option("unscored")
+    expect(page.locator("#records tbody")).to_contain_text("No records to show")  # none was skipped or errored
+    page.locator("#records-show").select_option("all")
+    expect(records).to_have_count(30)
     page.locator("#records input[type=search]").fill("q02")
     expect(records).to_have_count(1)
     records.first.click()

@@ -11,6 +11,15 @@ import {
 import { recordDetail } from './run_record.js';
 import { evaluatorAliases, RunResults } from './run_results.js';
 
+// The record table's outcome filter (`show=` in the hash), over the rows loaded.
+const RECORD_FILTERS = {
+  all: { label: 'any outcome', keep: () => true },
+  failed: { label: 'a failed check', keep: (row) => Object.values(row.results).some((result) =>
+    result.outcome === 'OUTCOME_SCORED' && (result.scores || []).some((score) => score.passed === false)) },
+  unscored: { label: 'a skip, error or cancel', keep: (row) => Object.values(row.results).some((result) =>
+    result.outcome !== 'OUTCOME_SCORED') },
+};
+
 function overview(run) {
   const seconds = run.startTime ? secondsBetween(run.startTime, run.endTime) : null;
   const labels = userLabels(run.labels);
@@ -188,7 +197,8 @@ export async function render(root, params, query, ctx) {
     })),
   ];
   const selectedRecord = query.get('record');
-  const runHash = (extra) => href(`/runs/${encodeURIComponent(run.id)}`, extra);
+  let show = RECORD_FILTERS[query.get('show')] ? query.get('show') : 'all';
+  const runHash = (extra) => href(`/runs/${encodeURIComponent(run.id)}`, { show: show === 'all' ? '' : show, ...extra });
   // A record opens below the table without drawing the page again (the rows loaded stay); the hash still
   // names it, so the view is a link.
   function openRecord(recordId, trial) {
@@ -201,16 +211,23 @@ export async function render(root, params, query, ctx) {
     onRowClick: (row) => openRecord(row.recordId, row.trial),
     rowLabel: (row) => `Record ${row.recordId}${row.trial ? `, trial ${row.trial}` : ''}`,
     filterLabel: 'Filter records',
-    emptyText: 'No results yet.',
+    emptyText: 'No records to show (none loaded yet, or none with that outcome).',
   });
   const status = h('span', { class: 'muted', 'aria-live': 'polite' });
   const more = h('button', { type: 'button', id: 'records-more', class: 'secondary' }, 'Load more records');
-  recordsArea.append(recordTable, h('div', { class: 'pager' }, more, status));
+  const drawRows = () => recordTable.setRows(results.records().filter((row) => RECORD_FILTERS[show].keep(row)));
+  const showSelect = h('select', { id: 'records-show', onChange: (event) => {
+    show = event.target.value;
+    window.history.replaceState(null, '', runHash({}));
+    drawRows();
+  } }, Object.entries(RECORD_FILTERS).map(([value, filter]) => h('option', { value, selected: value === show }, filter.label)));
+  recordsArea.append(h('div', { class: 'filters' }, h('label', { for: 'records-show' }, 'Show records with', showSelect)),
+    recordTable, h('div', { class: 'pager' }, more, status));
 
   async function loadPage() {
     more.disabled = true;
     await results.loadMore();
-    recordTable.setRows(results.records());
+    drawRows();
     distributions.replaceChildren(...distributionsView(run.summaries || [], results));
     more.hidden = results.complete;
     more.disabled = false;
