@@ -330,6 +330,11 @@ def test_compare_page_differences_and_flips(served: Served, page: Page) -> None:
     wait_for_page(page)
     assert {page.locator("#compare-a").input_value(), page.locator("#compare-b").input_value()} == {
         served.baseline, served.improved}
+    # Without the runs list: the form suggests the project's recent runs.
+    _open(page, served.ui + "#/compare")
+    suggested = page.locator("#recent-runs option")
+    assert served.harness in [suggested.nth(i).get_attribute("value") for i in range(suggested.count())]
+    assert page.locator("#compare-a").get_attribute("list") == "recent-runs"
     _open(page, served.ui + f"#/compare?a={served.baseline}&b={served.improved}")
     diff = page.locator("section[aria-labelledby=h-diff] table")
     for metric in comparison["metrics"]:
@@ -362,6 +367,14 @@ def test_compare_page_differences_and_flips(served: Served, page: Page) -> None:
     flips.first.locator("th a").click()
     page.wait_for_url(f"**#/runs/{served.improved}?record=*")
     expect(page.locator("#record-contents .record-part").first).to_be_visible()
+
+
+@pytest.mark.parametrize("allowed_errors", [["/v1alpha1/runs/run-none"]])
+def test_an_unknown_run_says_so(served: Served, page: Page, allowed_errors: list[str]) -> None:
+    _open(page, served.ui + "#/runs/run-none")
+    assert page.locator("main h1").inner_text() == "This page could not be shown"
+    expect(page.locator("#banner-text")).to_contain_text("run-none")
+    expect(page.locator("#banner-text")).to_contain_text("HTTP 404")
 
 
 # --- live ---

@@ -10,6 +10,7 @@ import { evaluatorAliases, RunResults } from './run_results.js';
 
 // Results read per run for the flips; past it the page says the flips cover the records read.
 const MAX_RESULT_PAGES = 50;
+const RECENT_RUNS = 50;
 const FLIPS = { all: 'every flip', worse: 'pass \u2192 fail', better: 'fail \u2192 pass', outcome: 'outcome changed' };
 
 async function loadAll(api, run, signal) {
@@ -124,10 +125,14 @@ function flipsView(found, query, runA, runB, complete, ctx) {
   ];
 }
 
-function pickForm(query, ctx) {
+// The form naming the two runs; its run fields suggest the project's recent runs (ListRuns' first page).
+function pickForm(query, ctx, recent) {
+  const runField = (id, name) => h('input', { id, name, required: true, value: query.get(name) || '', maxlength: 200,
+    list: 'recent-runs', autocomplete: 'off' });
   const form = h('form', { class: 'filters', id: 'compare-form', 'aria-label': 'Runs to compare' },
-    h('label', { for: 'compare-a' }, 'Run A (baseline)', h('input', { id: 'compare-a', name: 'a', required: true, value: query.get('a') || '', maxlength: 200 })),
-    h('label', { for: 'compare-b' }, 'Run B (candidate)', h('input', { id: 'compare-b', name: 'b', required: true, value: query.get('b') || '', maxlength: 200 })),
+    h('datalist', { id: 'recent-runs' }, recent.map((run) => h('option', { value: run.id }, `${run.name || run.id} · ${fmtTime(run.createTime)}`))),
+    h('label', { for: 'compare-a' }, 'Run A (baseline)', runField('compare-a', 'a')),
+    h('label', { for: 'compare-b' }, 'Run B (candidate)', runField('compare-b', 'b')),
     h('label', { for: 'compare-confidence' }, 'Confidence', h('select', { id: 'compare-confidence', name: 'confidence' },
       ['0.9', '0.95', '0.99'].map((c) => h('option', { value: c, selected: c === (query.get('confidence') || '0.95') }, c)))),
     h('label', { for: 'compare-adjust' }, 'Adjust p-values', h('select', { id: 'compare-adjust', name: 'adjust' },
@@ -145,7 +150,8 @@ function pickForm(query, ctx) {
 
 export async function render(root, params, query, ctx) {
   ctx.setTitle('Compare runs');
-  root.append(h('h1', {}, 'Compare runs'), pickForm(query, ctx));
+  const recent = await ctx.api.get('/v1alpha1/runs', { page_size: RECENT_RUNS }, ctx.signal);
+  root.append(h('h1', {}, 'Compare runs'), pickForm(query, ctx, recent.runs || []));
   const a = query.get('a');
   const b = query.get('b');
   if (!a || !b) {
