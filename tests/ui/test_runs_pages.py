@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 from browser import assert_accessible, wait_for_page
 from playwright.sync_api import Page, expect
@@ -25,6 +26,8 @@ from evalsi.runs.spec import load_eval_run
 from evalsi.testing.stack import Stack
 from evalsi.testing.threaded import ThreadedProvider
 from evalsi.v1alpha1.run_pb2 import RUN_STATE_SUCCEEDED, EvalRun
+from evalsi.v1alpha1.run_service_pb2 import ListRunRecordsRequest
+from evalsi.v1alpha1.run_service_pb2_grpc import RunServiceStub
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -173,6 +176,15 @@ def test_list_run_records_reads_the_records_as_evaluated(served: Served) -> None
                        (f"{base}?trial=1", "trial: 1"), (f"{base}?pageToken=nope", "page_token")):
         status, answer = _call(served, bad)
         assert status == 400 and field in answer["message"], answer
+
+
+def test_list_run_records_over_grpc(served: Served) -> None:
+    with grpc.insecure_channel(served.stack.grpc.removeprefix("grpc://")) as channel:
+        answer = RunServiceStub(channel).ListRunRecords(
+            ListRunRecordsRequest(id=served.harness, trial=0, record_ids=["lisbon", "absent"]), timeout=30)
+    assert [r.id for r in answer.records] == ["lisbon"]
+    assert answer.records[0].input.text == "What is the weather in Lisbon?"
+    assert any(step.tool_call.name == "get_weather" for step in answer.records[0].trajectory.steps)
 
 
 # --- the runs list ---
