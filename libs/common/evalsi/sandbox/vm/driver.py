@@ -329,7 +329,8 @@ class VmDriver:
         return MachineConfig(
             qemu=binary, vmlinux=vmlinux, initramfs=initramfs,
             disk=build_runtime_disk(busybox, self.cache_dir), memory_mib=self.options.memory_mib,
-            tsc_khz=host_tsc_khz(), boot_timeout_s=self.options.boot_timeout_s, kernel=kernel.label)
+            tsc_khz=host_tsc_khz(), boot_timeout_s=self.options.boot_timeout_s, kernel=kernel.label,
+            acpi=kernel.small is None)
 
     async def _ensure_template(self, config: MachineConfig) -> Path:
         known = self._templates.get(config.identity())

@@ -23,7 +23,7 @@ from typing import Any
 from evalsi.child_processes import with_death_signal
 from evalsi.sandbox.vm.protocol import AgentGone, read_frame
 
-__all__ = ["Machine", "MachineConfig", "MachineFailed", "host_tsc_khz", "kernel_cmdline", "qemu_argv"]
+__all__ = ["Machine", "MachineConfig", "MachineFailed", "host_tsc_khz", "kernel_cmdline", "machine_type", "qemu_argv"]
 
 _CONSOLE_TAIL = 2000
 # The guest's devices beyond the command line's files: a template saved with other devices cannot be restored.
@@ -45,11 +45,15 @@ class MachineConfig:
     boot_timeout_s: float = 30.0
     image: Path | None = None  # an image root's read-only disk (the guest runs commands chrooted into it)
     kernel: str = ""  # which kernel ``vmlinux`` is, for reports: ``small 6.1.192 <digest>``, ``debian <version>``
+    # False for the small guest kernel: its ACPI fails to load microvm's DSDT ("AE_BAD_PARAMETER, During Region
+    # initialization") and so never sees the virtio-mmio devices; without ACPI tables QEMU names them on the command
+    # line (virtio_mmio.device=...), which the kernel parses itself.
+    acpi: bool = True
 
     def identity(self) -> str:
         """What a snapshot depends on: a restore needs the same machine, kernel, disk and memory size."""
-        return json.dumps([self.qemu, str(self.vmlinux), str(self.initramfs), str(self.disk), self.memory_mib,
-                           kernel_cmdline(self), str(self.image or ""), _DEVICES])
+        return json.dumps([self.qemu, machine_type(self), str(self.vmlinux), str(self.initramfs), str(self.disk),
+                           self.memory_mib, kernel_cmdline(self), str(self.image or ""), _DEVICES])
 
 
 def host_tsc_khz() -> int:
@@ -61,6 +65,10 @@ def host_tsc_khz() -> int:
             if line.startswith("cpu MHz"):
                 return int(float(line.partition(":")[2]) * 1000)
     raise MachineFailed("cannot read the host's TSC frequency (/proc/cpuinfo has no 'cpu MHz')")
+
+
+def machine_type(config: MachineConfig) -> str:
+    return "microvm,x-option-roms=off,rtc=off" + ("" if config.acpi else ",acpi=off")
 
 
 def kernel_cmdline(config: MachineConfig) -> str:
@@ -78,7 +86,7 @@ def kernel_cmdline(config: MachineConfig) -> str:
 def qemu_argv(config: MachineConfig, run_dir: Path, *, incoming: Path | None = None) -> list[str]:
     cmdline = kernel_cmdline(config)
     argv = [
-        config.qemu, "-M", "microvm,x-option-roms=off,rtc=off", "-accel", "tcg", "-cpu", "max",
+        config.qemu, "-M", machine_type(config), "-accel", "tcg", "-cpu", "max",
         "-m", f"{config.memory_mib}M", "-smp", "1", "-nodefaults", "-no-user-config", "-no-reboot",
         "-display", "none", "-monitor", "none",
         "-kernel", str(config.vmlinux), "-initrd", str(config.initramfs), "-append", cmdline,
