@@ -44,6 +44,13 @@ if ! command -v qemu-system-x86_64 >/dev/null 2>&1 || ! ls /boot/vmlinuz-* >/dev
   echo "scripts/test.sh: installing qemu-system-x86 and linux-image-amd64 (apt) for the microVM sandbox tests" >&2
   apt_install qemu-system-x86 linux-image-amd64
 fi
+# The small guest kernel's source and toolchain (evalsi.sandbox.vm.small_kernel), built below once the project is
+# installed.
+if [ ! -f /usr/src/linux-source-6.1.tar.xz ] || ! command -v gcc >/dev/null 2>&1 || ! command -v flex >/dev/null 2>&1 \
+    || ! command -v bison >/dev/null 2>&1 || ! command -v bc >/dev/null 2>&1 || [ ! -f /usr/include/libelf.h ]; then
+  echo "scripts/test.sh: installing linux-source-6.1 and its build tools (apt) for the small microVM guest kernel" >&2
+  apt_install linux-source-6.1 build-essential flex bison bc libelf-dev
+fi
 # Debian's Chromium for the web UI's browser tests (tests/ui, driven by Playwright: never `playwright install`).
 if [ ! -x /usr/bin/chromium ]; then
   echo "scripts/test.sh: installing chromium (apt) for the web UI tests" >&2
@@ -55,6 +62,9 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet -e '.[dev]'
+# The small guest kernel the vm rung's tests boot, into their cache (tests/sandbox/vm_cache.py): minutes the first
+# time, then a lookup by digest. A failed build fails this script (set -e) instead of skipping those tests.
+.venv/bin/evalsi sandbox kernel build --cache-dir "${EVALSI_TEST_VM_CACHE:-${TMPDIR:-/tmp}/evalsi-test-vm-cache}"
 .venv/bin/python scripts/gen_proto.py --check
 .venv/bin/ruff check .
 .venv/bin/mypy

@@ -8,17 +8,15 @@ is paid once per machine); HTTP servers on the host's loopback play the outside 
 from __future__ import annotations
 
 import asyncio
-import os
 import socket
-import tempfile
 import threading
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
 import pytest_asyncio
+from vm_cache import CACHE
 
 from evalsi.sandbox.config import SandboxConfig
 from evalsi.sandbox.egress_attach import attach_loopback
@@ -33,7 +31,6 @@ pytestmark = pytest.mark.asyncio(loop_scope="module")
 RESOURCES = Resources(timeout_s=30.0, memory_bytes=128 << 20, pids=32, output_bytes=64 * 1024,
                       disk_bytes=16 << 20)
 SPEC = SandboxSpec(min_isolation=Level.VM, resources=RESOURCES)
-CACHE = Path(os.environ.get("EVALSI_TEST_VM_CACHE", Path(tempfile.gettempdir()) / "evalsi-test-vm-cache"))
 MAX_CONNECTIONS = 3
 FETCH = ("import sys, urllib.request\n"
          "try:\n"

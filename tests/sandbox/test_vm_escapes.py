@@ -1,15 +1,15 @@
 """The vm rung (a QEMU microVM under TCG) under real escape attempts: each ends as ``denied`` (or ``timeout``), never
 as a successful exit, and a broken runner is a ``runner_failure``, never a denial.
 
-The guest's kernel, initramfs, runtime disk and template snapshot are built once per machine into a cache shared by
-these tests (keyed by digest, so a changed agent or kernel rebuilds); every test then restores its own guest from
-the template, as sandboxd does.
+The guest boots the small guest kernel (``evalsi sandbox kernel build``, the rung's default once built); one test
+boots Debian's packaged kernel, the fallback. The kernels, initramfs, runtime disk and template snapshots are built
+once per machine into a cache shared by these tests (vm_cache.py); every test then restores its own guest from the
+template, as sandboxd does.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import socket
 import tempfile
 import time
@@ -18,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from vm_cache import CACHE, small_kernel
 
 from evalsi.errors import BadInputError
 from evalsi.sandbox.config import SandboxConfig
@@ -40,18 +41,19 @@ from evalsi.testing.sandbox_images import busybox_image
 RESOURCES = Resources(timeout_s=20.0, memory_bytes=128 << 20, pids=32, output_bytes=64 * 1024,
                       disk_bytes=16 << 20)
 SPEC = SandboxSpec(min_isolation=Level.VM, resources=RESOURCES)
-# Shared by every run on this machine: artifacts are named by the digest of their inputs.
-CACHE = Path(os.environ.get("EVALSI_TEST_VM_CACHE", Path(tempfile.gettempdir()) / "evalsi-test-vm-cache"))
 
 
 def _driver(**options: object) -> VmDriver:
-    return VmDriver(SandboxConfig(cache_dir=CACHE), options=replace(VmOptions(warm=0, boot_timeout_s=60),
-                                                                    **options))  # type: ignore[arg-type]
+    base = VmOptions(warm=0, boot_timeout_s=60, kernel="small")
+    return VmDriver(SandboxConfig(cache_dir=CACHE), options=replace(base, **options))  # type: ignore[arg-type]
 
 
 @pytest.fixture(scope="module", autouse=True)
 def template() -> None:
-    """The first use on a machine builds the artifacts and cold-boots the template (tens of seconds under TCG)."""
+    """The first use on a machine builds the artifacts (the small kernel: minutes, unless scripts/test.sh built it)
+    and cold-boots the template (seconds under TCG)."""
+    small_kernel()
+
     async def warm() -> None:
         driver = _driver()
         session = await driver.create(SPEC)
@@ -73,6 +75,7 @@ async def test_probe_boots_a_guest_and_runs_true() -> None:
     verdict = await _driver().probe()
     assert verdict.available, verdict.reason
     assert verdict.level is Level.VM and verdict.driver == "qemu"
+    assert verdict.reason == f"kernel: {small_kernel().label}"  # which kernel booted
 
 
 async def test_the_workspace_is_writable_and_read_back_as_an_unprivileged_user(session: VmSession) -> None:
@@ -81,12 +84,29 @@ async def test_the_workspace_is_writable_and_read_back_as_an_unprivileged_user(s
     assert result.outcome.kind == "exit" and result.outcome.code == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0] == b"from the host" and lines[1] == b"65534"
-    assert lines[2].decode() == find_kernel().version  # the guest's own kernel answers uname
+    assert lines[2].decode() == small_kernel().version  # the guest's own kernel answers uname
     assert (await session.read_files(["out.txt"], max_bytes=100)) == {"out.txt": b"made\n"}
     iso = result.isolation
     assert iso.driver == "qemu" and iso.level is Level.VM and iso.enforcement == "full"
     assert iso.bounds["network"] == "no network device"
     assert "memory.max=134217728" in iso.bounds["memory"]
+    assert iso.bounds["kernel"].startswith(f"separate guest kernel: {small_kernel().label} (QEMU microvm")
+
+
+async def test_debians_kernel_still_boots_the_guest_with_its_modules() -> None:
+    driver = _driver(kernel="debian")
+    session = await driver.create(SPEC)
+    try:
+        assert session.isolation.bounds["kernel"].startswith(f"separate guest kernel: debian {find_kernel().version}")
+        seen = await session.exec(["sh", "-c", "uname -r; id -u"])
+        assert seen.stdout.decode().split() == [find_kernel().version, "65534"], seen
+        shadow = await session.exec(["cat", "/etc/shadow"])
+        assert shadow.outcome.kind == "denied" and shadow.outcome.effect == "guest: permission denied"
+        bomb = await session.exec(["python3", "-c", "import os\nwhile True:\n    os.fork()"], timeout_s=20)
+        assert bomb.outcome.kind in ("denied", "timeout"), bomb
+    finally:
+        await session.destroy()
+        await driver.close()
 
 
 async def test_python_runs_in_the_guest(session: VmSession) -> None:
