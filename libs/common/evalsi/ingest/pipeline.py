@@ -51,15 +51,6 @@ class CompletionPublisher(Protocol):
     async def publish(self, completed: TraceCompleted) -> None: ...
 
 
-# The process of a replica that sums, summarizes and completes every trace when its store takes summary rows
-# (``AssemblingSink.rows``): the others store spans and send it their rows.
-SUMMARY_WRITER = 0
-
-
-def _summary_writer(_trace_id: str) -> int:
-    return SUMMARY_WRITER
-
-
 def partition_of(trace_id: str, partitions: int) -> int:
     """The partition of a trace: the same in every replica and process (crc32, not Python's salted hash)."""
     return zlib.crc32(trace_id.lower().encode()) % partitions
@@ -93,18 +84,14 @@ class AssemblingSink:
         self.notices = notices
         # Processes of one replica whose store takes summary rows: each trace is summed by its owner alone, from
         # the rows the others send it, instead of by every process that stored spans of it and then, at
-        # completion, read back from the store. Replicas over the bus still send notices only.
+        # completion, read back from the store (most of a ClickHouse store's reads: half the traces reach the
+        # process that does not own them). Replicas over the bus still send notices only.
         self.rows = (self.partitioning.replicas > 1 and isinstance(store, SummaryRows)
                      and isinstance(notices, RowNoticeSender))
-        self._owner: Callable[[str], int] = self.partitioning.owner
         if self.rows:
             assert isinstance(store, SummaryRows)
-            # And that owner is one process, the first, for every trace: the replica's one summary writer. A
-            # summary pass or completion is a read and an insert that cost the server about 30 ms of CPU whatever
-            # they hold, and each writer runs two or so a second, so with N processes this is 1/N of them.
-            self._owner = _summary_writer
-            summarizes = self.partitioning.replica == SUMMARY_WRITER
-            store.summarize_only(lambda _trace_id: summarizes)
+            partitioning = self.partitioning
+            store.summarize_only(lambda trace_id: partitioning.owner(trace_id) == partitioning.replica)
 
     async def consume(self, project: str, spans: Sequence[MappedSpan]) -> None:
         await self.store.consume(project, spans)
@@ -114,7 +101,7 @@ class AssemblingSink:
         foreign: dict[int, dict[str, bool]] = {}
         owner_of: dict[str, int] = {}  # the foreign traces' owners
         for trace_id, has_root in traces_of(spans).items():  # one crc32 and one note per trace, not per span
-            owner = self._owner(trace_id)
+            owner = self.partitioning.owner(trace_id)
             if owner == self.partitioning.replica:
                 self.assembler.note(project, trace_id, has_root=has_root)
             else:

@@ -6,9 +6,8 @@ each with its own store writer. Trace completion stays exact: process i is parti
 crc32 of the trace id), so only it completes its traces; spans of another partition are stored where they
 arrive and their owner is told over a local socket, with the same ``TracesObserved`` notices replicas send over
 the bus. A trace is therefore completed once, by one process, whichever processes its spans reached. Where the
-store takes summary rows (ClickHouse: ``SummaryRows``), one process (``pipeline.SUMMARY_WRITER``) owns every trace
-and a notice carries the spans' summary rows too, so that process alone sums, summarizes and completes the
-replica's traces, never reads them back, and the replica runs one summary pass at a time, not one per process.
+store takes summary rows (ClickHouse: ``SummaryRows``), a notice carries the spans' summary rows too, so the owner
+alone sums and summarizes its traces and never reads them back.
 """
 
 from __future__ import annotations
