@@ -4,12 +4,14 @@ few seconds).
 
     .venv/bin/python benchmarks/sandbox_vm.py                  # 3 cold boots, 5 restores, 5 warm, 30 `true`
     .venv/bin/python benchmarks/sandbox_vm.py --cold 1 --restores 10 --runs 50
+    .venv/bin/python benchmarks/sandbox_vm.py --kernel debian   # Debian's packaged kernel instead of the small one
 
 Cold: a guest booted from the kernel (no snapshot) until its agent sends the first byte of `echo`. Restore: a guest
 restored from the template snapshot (QEMU -incoming), refreshed, then `echo`. Warm: a create served from the warm
 pool (restored in the background beforehand), then `echo`. The artifacts and the template are built first (not
-timed). The machine is shared: CPU seconds (this process and its QEMU children) and the load average are printed
-beside each wall-clock figure.
+timed). ``--kernel`` picks the guest kernel as ``sandbox.drivers.qemu.kernel`` does (small: ``evalsi sandbox kernel
+build`` first, into the same ``--cache-dir``). The machine is shared: CPU seconds (this process and its QEMU
+children) and the load average are printed beside each wall-clock figure.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from evalsi.sandbox.config import SandboxConfig
+from evalsi.sandbox.config import SandboxConfig, default_cache_dir
 from evalsi.sandbox.model import Level, SandboxSpec
 from evalsi.sandbox.vm.driver import VmDriver, VmOptions
 from evalsi.sandbox.vm.session import VmSession
@@ -90,15 +92,20 @@ async def main() -> None:
     parser.add_argument("--restores", type=int, default=5, help="creates restored from the template snapshot")
     parser.add_argument("--warm", type=int, default=5, help="creates served by the warm pool")
     parser.add_argument("--runs", type=int, default=30, help="`true` executions in one running guest")
+    parser.add_argument("--kernel", choices=("auto", "small", "debian"), default="auto",
+                        help="the guest kernel (auto: the small one when built, else Debian's)")
+    parser.add_argument("--cache-dir", type=Path, default=default_cache_dir(), help="the sandbox cache directory")
     args = parser.parse_args()
-    config = SandboxConfig()
+    config = SandboxConfig(cache_dir=args.cache_dir)
     print(f"machine: {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f} at start", flush=True)
-    base = VmOptions(warm=0)
+    base = VmOptions(warm=0, kernel=args.kernel)
     setup = VmDriver(config, options=base)
     prepared = time.perf_counter()
-    await (await setup.create(SPEC)).destroy()  # builds the artifacts and the template when missing
+    first = await setup.create(SPEC)  # builds the artifacts and the template when missing
+    await first.destroy()
     print(f"setup (artifacts and template; cached after the first run): {time.perf_counter() - prepared:.2f} s",
           flush=True)
+    print(f"guest kernel: {first.isolation.bounds['kernel']}", flush=True)
 
     for name, options, count, target, wait_warm in (
             ("cold boot to first byte", replace(base, snapshots=False), args.cold, TARGET_COLD_S, False),

@@ -43,8 +43,9 @@ def kernel_json(kernel: SmallKernel) -> dict[str, Any]:
 
 
 @click.group("kernel", help="The vm rung's small guest kernel: Linux from Debian's linux-source-6.1 with only what "
-                            "the microVM guest uses built in (it boots several times faster under TCG than Debian's "
-                            "packaged kernel). Build it once; the rung boots it by default when it is built.")
+                            "the microVM guest uses built in (under TCG it cold-boots in about half the time and "
+                            "CPU of Debian's packaged kernel). Build it once; the rung boots it by default when it is "
+                            "built.")
 def kernel_group() -> None:
     pass
 
