@@ -137,11 +137,18 @@ async def connect(
 
     # What the server said last (an authorization violation, say): nats-py reports it here, while the attempt
     # itself ends in a bare timeout, or in a connection reset when the server's close overtook its -ERR line. It is
-    # kept across attempts so that the reason given up with names it even when the last attempt lost it.
+    # kept across attempts, and a socket error never replaces a line the server sent, so that the reason given up
+    # with names it even when later tries lost it.
     server_said: list[str] = []
+    heard_server = False
 
     async def error(e: Exception) -> None:
-        server_said[:] = [str(e)]
+        nonlocal heard_server
+        # nats-py raises a server's -ERR line as a plain ``Error`` (its subclasses are the client's own conditions).
+        from_server = type(e) is nats.errors.Error or isinstance(e, nats.errors.AuthorizationError)
+        if from_server or not heard_server:
+            server_said[:] = [str(e)]
+            heard_server = heard_server or from_server
         log.debug("nats client error: %s", e)
 
     started = time.monotonic()
