@@ -18,7 +18,7 @@ import itertools
 import json
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import aiohttp
@@ -50,6 +50,10 @@ class JsonRpcError(Exception):
 class McpClient(ABC):
     """One connection to one MCP server. ``start`` connects and initializes; ``close`` ends the session."""
 
+    # How long the handshake (initialize, tools/list) may take: a server that never answers (or answers only
+    # with lines that are not JSON-RPC) is the trial's infrastructure error, not a hang.
+    handshake_timeout_s = 60.0
+
     def __init__(self, config: McpServerConfig) -> None:
         self.config = config
         self._ids = itertools.count(1)
@@ -72,7 +76,7 @@ class McpClient(ABC):
     async def start(self) -> None:
         await self._connect()
         try:
-            result = await self._request("initialize", {
+            result = await self._handshake("initialize", {
                 "protocolVersion": PROTOCOL_VERSION, "capabilities": {}, "clientInfo": CLIENT_INFO,
             })
         except JsonRpcError as exc:
@@ -88,7 +92,7 @@ class McpClient(ABC):
         cursor: str | None = None
         while True:
             try:
-                result = await self._request("tools/list", {"cursor": cursor} if cursor else None)
+                result = await self._handshake("tools/list", {"cursor": cursor} if cursor else None)
             except JsonRpcError as exc:
                 raise McpError(f"MCP server {self.config.label}: tools/list failed: {exc}") from None
             tools = result.get("tools") if isinstance(result, Mapping) else None
@@ -102,6 +106,14 @@ class McpClient(ABC):
             cursor = result.get("nextCursor")
             if not cursor:
                 return specs
+
+    async def _handshake(self, method: str, params: Mapping[str, Any] | None) -> Any:
+        try:
+            async with asyncio.timeout(self.handshake_timeout_s):
+                return await self._request(method, params)
+        except TimeoutError:
+            raise McpError(f"MCP server {self.config.label}: no answer to {method} within "
+                           f"{self.handshake_timeout_s:g}s") from None
 
     async def call_tool(self, name: str, arguments: Mapping[str, Any]) -> ToolResult:
         try:
@@ -139,60 +151,137 @@ class McpClient(ABC):
 # --- stdio ---------------------------------------------------------------------------------------------------
 
 
-class StdioMcpClient(McpClient):
-    """A server started as a subprocess, one JSON-RPC message per line on its stdin and stdout."""
+class LineChannel(ABC):
+    """A server's stdin and stdout, wherever it runs: a host subprocess (``HostProcessChannel``) or a process in
+    the task's sandbox (``mcp_sandbox.SandboxChannel``)."""
+
+    @abstractmethod
+    async def readline(self) -> bytes:
+        """The next stdout line (b"" at the end); ``McpError`` for a line over the channel's bound."""
+
+    @abstractmethod
+    async def write(self, data: bytes) -> None:
+        """To stdin; ``BrokenPipeError``/``ConnectionResetError`` once the server is gone."""
+
+    @abstractmethod
+    async def ended(self) -> str:
+        """How the server ended (waiting for it), with the tail of its stderr."""
+
+    @abstractmethod
+    async def close(self) -> None:
+        """Stop the server and release everything it held."""
+
+
+class HostProcessChannel(LineChannel):
+    """A server started as a subprocess on the host (a harness config's ``tools.mcp`` command)."""
 
     _STDERR_KEEP = 2000  # the tail of the server's stderr, quoted when it dies
+    MAX_LINE = 16 * 1024 * 1024
 
-    def __init__(self, config: McpServerConfig) -> None:
-        super().__init__(config)
-        self._process: asyncio.subprocess.Process | None = None
-        self._pending: dict[int, asyncio.Future[Any]] = {}
-        self._tasks: list[asyncio.Task[None]] = []
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        self._process = process
         self._stderr = b""
+        self._stderr_task = asyncio.create_task(self._read_stderr())
+
+    @classmethod
+    async def start(cls, config: McpServerConfig) -> HostProcessChannel:
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *config.command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE, env={**os.environ, **config.env}, limit=cls.MAX_LINE,
+            )
+        except OSError as exc:
+            raise McpError(f"MCP server {config.label}: cannot start: {exc}") from None
+        return cls(process)
+
+    async def _read_stderr(self) -> None:
+        assert self._process.stderr is not None
+        while chunk := await self._process.stderr.read(4096):
+            self._stderr = (self._stderr + chunk)[-self._STDERR_KEEP:]
+
+    async def readline(self) -> bytes:
+        assert self._process.stdout is not None
+        try:
+            return await self._process.stdout.readline()
+        except ValueError:  # asyncio's limit: a line longer than MAX_LINE
+            raise McpError(f"wrote a line of more than {self.MAX_LINE} bytes") from None
+
+    async def write(self, data: bytes) -> None:
+        stdin = self._process.stdin
+        if stdin is None or self._process.returncode is not None:
+            raise BrokenPipeError("the server has exited")
+        stdin.write(data)
+        await stdin.drain()
+
+    async def ended(self) -> str:
+        return f"exited (code {await self._process.wait()}); stderr ends: " \
+               f"{self._stderr.decode(errors='replace')[-500:]!r}"
+
+    async def close(self) -> None:
+        process = self._process
+        if process.returncode is None:
+            if process.stdin is not None:
+                process.stdin.close()  # the spec's shutdown: close stdin, then escalate
+            try:
+                await asyncio.wait_for(process.wait(), timeout=2.0)
+            except TimeoutError:
+                process.terminate()
+                try:
+                    await asyncio.wait_for(process.wait(), timeout=2.0)
+                except TimeoutError:
+                    process.kill()
+                    await process.wait()
+        self._stderr_task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._stderr_task
+
+
+ChannelOpener = Callable[[], Awaitable[LineChannel]]
+
+
+class StdioMcpClient(McpClient):
+    """One JSON-RPC message per line over a ``LineChannel``: by default a subprocess on the host started from the
+    config's command; ``opener`` gives another (a process in the task's sandbox)."""
+
+    def __init__(self, config: McpServerConfig, opener: ChannelOpener | None = None) -> None:
+        super().__init__(config)
+        self._opener = opener
+        self._channel: LineChannel | None = None
+        self._pending: dict[int, asyncio.Future[Any]] = {}
+        self._reader: asyncio.Task[None] | None = None
         self._write_lock = asyncio.Lock()
         self._dead: McpError | None = None  # set once the server's stdout closed: every later request fails
 
     async def _connect(self) -> None:
-        env = {**os.environ, **self.config.env}
-        try:
-            self._process = await asyncio.create_subprocess_exec(
-                *self.config.command, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, env=env, limit=16 * 1024 * 1024,
-            )
-        except OSError as exc:
-            raise McpError(f"MCP server {self.config.label}: cannot start: {exc}") from None
-        self._tasks = [asyncio.create_task(self._read_stdout()), asyncio.create_task(self._read_stderr())]
+        if self._opener is not None:
+            self._channel = await self._opener()
+        else:
+            self._channel = await HostProcessChannel.start(self.config)
+        self._reader = asyncio.create_task(self._read_stdout(self._channel))
 
-    async def _read_stdout(self) -> None:
-        process = self._process  # close() forgets it while this task still drains the pipe
-        assert process is not None and process.stdout is not None
-        while line := await process.stdout.readline():
-            try:
-                message = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # servers may log to stdout by mistake; only JSON-RPC lines are ours
-            if not isinstance(message, Mapping):
-                continue
-            if "method" in message and "id" in message:
-                await self._answer_server_request(message)
-            elif message.get("id") in self._pending:
-                future = self._pending.pop(message["id"])
-                if not future.done():
-                    future.set_result(message)
-        died = McpError(f"MCP server {self.config.label}: exited (code {await process.wait()}); "
-                        f"stderr ends: {self._stderr.decode(errors='replace')[-500:]!r}")
+    async def _read_stdout(self, channel: LineChannel) -> None:
+        try:
+            while line := await channel.readline():
+                try:
+                    message = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # servers may log to stdout by mistake; only JSON-RPC lines are ours
+                if not isinstance(message, Mapping):
+                    continue
+                if "method" in message and "id" in message:
+                    await self._answer_server_request(message)
+                elif message.get("id") in self._pending:
+                    future = self._pending.pop(message["id"])
+                    if not future.done():
+                        future.set_result(message)
+            died = McpError(f"MCP server {self.config.label}: {await channel.ended()}")
+        except McpError as exc:  # a line over the channel's bound: the server is not speaking the protocol
+            died = McpError(f"MCP server {self.config.label}: {exc}")
         self._dead = died
         for future in self._pending.values():
             if not future.done():
                 future.set_exception(died)
         self._pending.clear()
-
-    async def _read_stderr(self) -> None:
-        process = self._process
-        assert process is not None and process.stderr is not None
-        while chunk := await process.stderr.read(4096):
-            self._stderr = (self._stderr + chunk)[-self._STDERR_KEEP:]
 
     async def _answer_server_request(self, message: Mapping[str, Any]) -> None:
         # A server may ping; anything else it asks of a client (sampling, roots) this one does not offer.
@@ -203,13 +292,12 @@ class StdioMcpClient(McpClient):
                                "error": {"code": _METHOD_NOT_FOUND, "message": "not supported by evalsi-harness"}})
 
     async def _write(self, message: Mapping[str, Any]) -> None:
-        process = self._process
-        if process is None or process.stdin is None or process.returncode is not None:
-            raise McpError(f"MCP server {self.config.label}: not running")
+        channel = self._channel
+        if channel is None or self._dead is not None:
+            raise self._dead or McpError(f"MCP server {self.config.label}: not running")
         async with self._write_lock:
             try:
-                process.stdin.write(json.dumps(message).encode() + b"\n")
-                await process.stdin.drain()
+                await channel.write(json.dumps(message).encode() + b"\n")
             except (BrokenPipeError, ConnectionResetError) as exc:
                 raise McpError(f"MCP server {self.config.label}: cannot write: {exc}") from None
 
@@ -230,26 +318,14 @@ class StdioMcpClient(McpClient):
         await self._write({"jsonrpc": "2.0", "method": method})
 
     async def close(self) -> None:
-        process = self._process
-        if process is None:
+        channel, self._channel = self._channel, None
+        if channel is None:
             return
-        self._process = None
-        if process.returncode is None:
-            if process.stdin is not None:
-                process.stdin.close()  # the spec's shutdown: close stdin, then escalate
-            try:
-                await asyncio.wait_for(process.wait(), timeout=2.0)
-            except TimeoutError:
-                process.terminate()
-                try:
-                    await asyncio.wait_for(process.wait(), timeout=2.0)
-                except TimeoutError:
-                    process.kill()
-                    await process.wait()
-        for task in self._tasks:
-            task.cancel()
+        await channel.close()
+        if self._reader is not None:
+            self._reader.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await task
+                await self._reader
 
 
 # --- streamable HTTP -----------------------------------------------------------------------------------------

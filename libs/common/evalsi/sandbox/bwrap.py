@@ -52,6 +52,7 @@ from evalsi.sandbox.process import COMMON_DENIALS, Command, Dialect, Finished, c
 from evalsi.sandbox.rootfs import RootCache
 from evalsi.sandbox.runtime_image import root_report
 from evalsi.sandbox.seccomp import SeccompUnavailable, compile_filter, filter_fd
+from evalsi.sandbox.spawned import DEFAULT_MAX_LINE, InputChannel, SandboxProcess, start_process
 
 __all__ = ["SANDBOX_UID", "BwrapDriver", "BwrapSession", "bwrap_profile"]
 
@@ -267,7 +268,13 @@ class BwrapSession:
     def egress_log(self) -> tuple[EgressEvent, ...]:
         return self.egress.egress_log() if self.egress is not None else ()
 
-    async def exec(self, argv: list[str], *, stdin: bytes = b"", env: Mapping[str, str] | None = None,
+    async def spawn(self, argv: list[str], *, env: Mapping[str, str] | None = None, timeout_s: float | None = None,
+                    max_line: int = DEFAULT_MAX_LINE) -> SandboxProcess:
+        """``argv`` as a long-lived execution with streams (spawned.py): this profile and these bounds, the timeout
+        its lifetime."""
+        return start_process(self.exec, argv, env=env, timeout_s=timeout_s, max_line=max_line)
+
+    async def exec(self, argv: list[str], *, stdin: bytes | InputChannel = b"", env: Mapping[str, str] | None = None,
                    timeout_s: float | None = None, on_output: OutputSink | None = None) -> ExecResult:
         if not argv or not all(isinstance(part, str) and part and "\0" not in part for part in argv):
             raise BadInputError("command: expected a non-empty list of non-empty arguments without NUL bytes")

@@ -59,6 +59,7 @@ from evalsi.sandbox.model import (
 from evalsi.sandbox.probing import true_fails
 from evalsi.sandbox.process import COMMON_DENIALS, Command, Dialect, Finished, classify, run_command
 from evalsi.sandbox.seccomp import SeccompUnavailable
+from evalsi.sandbox.spawned import DEFAULT_MAX_LINE, InputChannel, SandboxProcess, start_process
 
 __all__ = ["LandlockDriver", "LandlockSession", "LaunchStatus", "classify_confined", "parse_status"]
 
@@ -116,7 +117,11 @@ async def _bounded(running: Awaitable[tuple[Finished, LaunchStatus]], limit: flo
     """The execution, ended past its timeout even when a descendant left the process group (setsid) with the
     output pipes open: Python 3.11's Process.wait() waits for them, so the cgroup's kill is what closes them."""
     task = asyncio.ensure_future(running)
-    done, _ = await asyncio.wait({task}, timeout=limit + _KILL_GRACE_S)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=limit + _KILL_GRACE_S)
+    except BaseException:  # cancelled (a spawned process killed): the execution with it, its group killed
+        task.cancel()
+        raise
     if done:
         return task.result()
     await groups.close()
@@ -339,7 +344,13 @@ class LandlockSession:
             env.update(self.egress.proxy_env())
         return env
 
-    async def exec(self, argv: list[str], *, stdin: bytes = b"", env: Mapping[str, str] | None = None,
+    async def spawn(self, argv: list[str], *, env: Mapping[str, str] | None = None, timeout_s: float | None = None,
+                    max_line: int = DEFAULT_MAX_LINE) -> SandboxProcess:
+        """``argv`` as a long-lived execution with streams (spawned.py): this ruleset and these bounds, the timeout
+        its lifetime."""
+        return start_process(self.exec, argv, env=env, timeout_s=timeout_s, max_line=max_line)
+
+    async def exec(self, argv: list[str], *, stdin: bytes | InputChannel = b"", env: Mapping[str, str] | None = None,
                    timeout_s: float | None = None, on_output: OutputSink | None = None) -> ExecResult:
         if self._destroyed:
             raise BadInputError(f"sandbox {self.id} was destroyed")
@@ -363,7 +374,7 @@ class LandlockSession:
         return ExecResult(outcome, self.isolation, finished.stdout, finished.stderr, finished.stdout_truncated,
                           finished.stderr_truncated, time.monotonic() - started, cpu_s=cpu_s, max_rss_bytes=peak)
 
-    async def _forked(self, argv: list[str], environment: dict[str, str], stdin: bytes, limit: float,
+    async def _forked(self, argv: list[str], environment: dict[str, str], stdin: bytes | InputChannel, limit: float,
                       groups: ExecutionCgroups, on_output: OutputSink | None) -> tuple[Finished, LaunchStatus]:
         """The default: the ruleset built here, applied in the child between fork and exec (no interpreter to
         start). ``sh -c 'exec "$@"'`` makes a refused or missing command the program's exit (126, 127), not a
@@ -382,7 +393,7 @@ class LandlockSession:
         finally:
             os.close(ruleset)
 
-    async def _launched(self, argv: list[str], environment: dict[str, str], stdin: bytes, limit: float,
+    async def _launched(self, argv: list[str], environment: dict[str, str], stdin: bytes | InputChannel, limit: float,
                         groups: ExecutionCgroups, on_output: OutputSink | None) -> tuple[Finished, LaunchStatus]:
         """``mode: launcher``: ``python -I -S launch.py POLICY -- CMD``, reporting on a status descriptor."""
         read_fd, write_fd = os.pipe()

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from evalsi.sandbox.cgroups import join_cgroups
 from evalsi.sandbox.hidden_paths import hidden_host_path
 from evalsi.sandbox.model import Outcome, OutputSink
+from evalsi.sandbox.spawned import InputChannel
 from evalsi.sandbox.thread_spawn import ThreadStarted, start_on
 
 __all__ = ["COMMON_DENIALS", "Command", "Dialect", "Finished", "classify", "rlimits_for", "run_command"]
@@ -36,7 +37,9 @@ class Command:
     env: Mapping[str, str]
     timeout_s: float
     output_bytes: int
-    stdin: bytes = b""
+    # Bytes fed at once, or a channel a spawned process reads for its whole life (spawned.py): such a command's
+    # output is streamed to ``on_output`` and never kept, its reader bounds it.
+    stdin: bytes | InputChannel = b""
     pass_fds: tuple[int, ...] = ()
     # (resource.RLIMIT_*, value) applied as soft and hard limit in the child before it executes.
     rlimits: tuple[tuple[int, int], ...] = ()
@@ -98,7 +101,7 @@ async def run_command(command: Command, on_output: OutputSink | None = None) -> 
     except (OSError, ValueError, RuntimeError, subprocess.SubprocessError) as exc:  # a failed preexec: SubprocessError
         return Finished(returncode=-1, spawn_error=f"{type(exc).__name__}: {exc}",
                         duration_s=time.monotonic() - started)
-    capture = _Capture(command.output_bytes, on_output)
+    capture = _Capture(command.output_bytes, on_output, keep=not isinstance(command.stdin, InputChannel))
     assert process.stdout is not None and process.stderr is not None and process.stdin is not None
     readers = [asyncio.ensure_future(capture.pump("stdout", process.stdout)),
                asyncio.ensure_future(capture.pump("stderr", process.stderr)),
@@ -121,8 +124,9 @@ async def run_command(command: Command, on_output: OutputSink | None = None) -> 
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(waiter), timeout=_KILLED_GRACE_S)
         # The wrapper exited; its pipes close when the last holder does (cgroup.kill reaps stragglers after this).
+        # The output readers only: nobody reads stdin any more (a spawned process's channel would wait forever).
         with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(asyncio.gather(*readers, return_exceptions=True), timeout=2.0)
+            await asyncio.wait_for(asyncio.gather(*readers[:2], return_exceptions=True), timeout=2.0)
     except BaseException:
         _kill_group(process.pid)
         raise
@@ -145,8 +149,9 @@ async def run_command(command: Command, on_output: OutputSink | None = None) -> 
 class _Capture:
     """Both streams, each kept up to the cap; past it the rest is dropped and ``capped`` set (the caller kills)."""
 
-    def __init__(self, cap: int, on_output: OutputSink | None) -> None:
+    def __init__(self, cap: int, on_output: OutputSink | None, *, keep: bool = True) -> None:
         self.cap = cap
+        self.keep = keep
         self.on_output = on_output
         self.kept = {"stdout": bytearray(), "stderr": bytearray()}
         self.truncated = {"stdout": False, "stderr": False}
@@ -155,6 +160,10 @@ class _Capture:
     async def pump(self, name: str, stream: asyncio.StreamReader) -> None:
         kept = self.kept[name]
         while chunk := await stream.read(_READ_CHUNK):
+            if not self.keep:  # a spawned process's: its reader bounds what it holds
+                if self.on_output is not None:
+                    await self.on_output(name, chunk)
+                continue
             room = self.cap - len(kept)
             if len(chunk) > room:
                 chunk = chunk[:max(room, 0)]
@@ -168,9 +177,13 @@ class _Capture:
             # Python 3.11's Process.wait() returns only after every pipe closed (a hang under load otherwise).
 
 
-async def _feed(stdin: asyncio.StreamWriter, data: bytes) -> None:
+async def _feed(stdin: asyncio.StreamWriter, data: bytes | InputChannel) -> None:
     with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-        if data:
+        if isinstance(data, InputChannel):
+            async for chunk in data.chunks():
+                stdin.write(chunk)
+                await stdin.drain()
+        elif data:
             stdin.write(data)
             await stdin.drain()
         stdin.close()
