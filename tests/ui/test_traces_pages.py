@@ -130,6 +130,20 @@ def test_a_trace_is_a_tree_of_steps_with_the_tool_call_and_scores(watch: WatchDa
     assert_accessible(page)
 
 
+def test_a_trace_costs_the_sum_of_its_priced_steps_and_unknown_without_one(watch: WatchData, page: Page) -> None:
+    page.goto(watch.ui + f"#/traces/{watch.traces['later']}")
+    wait_for_page(page)
+    summary = page.locator("#trace-summary").inner_text()
+    assert re.search(r"Cost\s+\$0\.0042", summary)
+    assert "12 in / 4 out" in summary  # the priced moderation call's tokens beside the chat's
+    priced = page.locator("li.step[data-depth='1']", has=page.locator("summary .step-name", has_text="moderation"))
+    assert "$0.0042" in priced.locator("summary").first.inner_text()
+
+    page.goto(watch.ui + f"#/traces/{watch.traces['later-curt']}")
+    wait_for_page(page)
+    assert re.search(r"Cost\s+unknown \(no step reported a cost\)", page.locator("#trace-summary").inner_text())
+
+
 def test_feedback_added_from_the_page_is_stored_and_shown(watch: WatchData, page: Page) -> None:
     trace_id = watch.traces["shipped"]
     page.goto(watch.ui + f"#/traces/{trace_id}")

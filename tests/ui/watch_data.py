@@ -1,6 +1,7 @@
 """A served stack holding real Watch data for the traces and policies pages: traces sent over OTLP/HTTP by the
 OpenTelemetry SDK's own exporter, an online policy that scored them in two windows, an alert that fired (POSTed,
-signed, to a local webhook) and the failing traces promoted into a stored dataset."""
+signed, to a local webhook) and the failing traces promoted into a stored dataset. One turn has a priced LLM step
+(OpenInference's ``llm.cost.total``), so the trace page shows a cost where the others show it unknown."""
 
 from __future__ import annotations
 
@@ -41,6 +42,8 @@ class Turn:
     service: str = "support-agent"
     tool: dict[str, Any] | None = None
     tool_fails: bool = False
+    # When set, a moderation call before the chat, as OpenInference reports it with its cost in USD.
+    cost: float | None = None
 
 
 # The first window: a polite answer with a tool call, two impolite ones (one whose tool call failed), and a trace
@@ -51,7 +54,7 @@ FIRST = (
     Turn("refused", "I will not refund that order", "s-3", tool={"order_id": "B-4"}, tool_fails=True),
     Turn("billing", "no", "s-4", service="billing"),
 )
-SECOND = (Turn("later", "thanks, all done", "s-5"), Turn("later-curt", "no", "s-6"))
+SECOND = (Turn("later", "thanks, all done", "s-5", cost=0.0042), Turn("later-curt", "no", "s-6"))
 
 
 @dataclass
@@ -125,6 +128,12 @@ def send_turns(endpoint: str, turns: tuple[Turn, ...]) -> dict[str, str]:
                             "gen_ai.tool.call.result": json.dumps({"status": "shipped"})}) as tool:
                         if turn.tool_fails:
                             tool.set_status(Status(StatusCode.ERROR, "order service unavailable"))
+                if turn.cost is not None:
+                    with tracer.start_as_current_span("moderation", attributes={
+                            "openinference.span.kind": "LLM", "llm.model_name": "guard",
+                            "llm.token_count.prompt": 5, "llm.token_count.completion": 1,
+                            "llm.cost.total": turn.cost}):
+                        pass
                 with tracer.start_as_current_span("chat m", attributes={
                         "gen_ai.operation.name": "chat", "gen_ai.request.model": "m",
                         "gen_ai.usage.input_tokens": 7, "gen_ai.usage.output_tokens": 3,

@@ -5,11 +5,13 @@ OpenLLMetry's and Logfire's LLM spans carry the GenAI attributes too, so ``mappe
 ``gen_ai.request.model``/``response.model``, ``gen_ai.usage.*``, ``gen_ai.tool.*``, and
 ``gen_ai.input.messages``/``gen_ai.output.messages`` as attributes or on the
 ``gen_ai.client.inference.operation.details`` event, else the older per-message span events; ``set_usage`` is the one
-rule for writing token counts into a step.
+rule for writing token counts into a step, ``set_cost`` the one for a cost an instrumentation sent (the GenAI
+conventions define no cost attribute; OpenInference's ``llm.cost.*`` do).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from itertools import repeat
 from typing import Any
@@ -77,6 +79,30 @@ def set_usage(step: Step, inputs: Any, outputs: Any, total: Any = None, cached: 
     step.usage.input_tokens, step.usage.output_tokens, step.usage.total_tokens = i, o, t
     step.usage.cached_input_tokens = to_int(cached)
     step.usage.reasoning_tokens = to_int(reasoning)
+
+
+def to_cost(value: Any) -> float | None:
+    """A cost in USD from an attribute: a finite, non-negative number (or its text); None for anything else, so a
+    malformed cost reads as unknown, never as free."""
+    if value is None:
+        return None
+    try:
+        cost = float(value)
+    except (TypeError, ValueError):
+        return None
+    return cost if 0.0 <= cost < math.inf else None
+
+
+def set_cost(step: Step, total: Any, prompt: Any = None, completion: Any = None) -> None:
+    """The step's cost as the instrumentation sent it: the total, else the sum of the parts it sent. Nothing is
+    written when none is a cost, so the step's cost stays unknown (unset), not zero."""
+    cost = to_cost(total)
+    if cost is None:
+        parts = [c for c in (to_cost(prompt), to_cost(completion)) if c is not None]
+        if not parts:
+            return
+        cost = sum(parts)
+    step.usage.cost_usd = cost
 
 
 def set_field(step: Step, field_name: str, content: Content | None) -> None:

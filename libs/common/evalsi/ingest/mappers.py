@@ -8,7 +8,8 @@ step (``MappedSpan``), merged into ``Step.attributes`` when the step is read, no
 The first mapper whose ``matches`` holds maps the span, in this order:
 
 - ``openinference@1``: ``openinference.span.kind`` (LLM, TOOL, RETRIEVER, CHAIN, AGENT, EMBEDDING, RERANKER,
-  GUARDRAIL), ``llm.model_name``, ``llm.token_count.*``, ``llm.input_messages.*``/``llm.output_messages.*``,
+  GUARDRAIL), ``llm.model_name``, ``llm.token_count.*``, ``llm.cost.*`` (USD: the total, else prompt plus
+  completion), ``llm.input_messages.*``/``llm.output_messages.*``,
   ``input.value``/``output.value``, ``tool.name``, ``tool.parameters``, ``retrieval.documents.*``;
 - ``openllmetry@1``: ``traceloop.*`` on framework spans (``traceloop.span.kind`` workflow, agent, task, tool),
   and on its LLM spans ``gen_ai.*`` with ``llm.request.type`` and indexed ``gen_ai.prompt.*``/``gen_ai.completion.*``;
@@ -58,7 +59,7 @@ from evalsi.v1alpha1.record_pb2 import (
 )
 
 from . import genai_mapper, logfire_mapper, mlflow_mapper
-from .genai_mapper import first, set_field, set_usage, to_int
+from .genai_mapper import first, set_cost, set_field, set_usage, to_int
 from .messages import (
     content_of,
     indexed,
@@ -144,6 +145,8 @@ def _fill_openinference(attrs: Mapping[str, Any], span: Span, step: Step) -> Non
         attrs.get("llm.token_count.prompt_details.cache_read"),
         attrs.get("llm.token_count.completion_details.reasoning"),
     )
+    if "llm.cost.total" in attrs or "llm.cost.prompt" in attrs or "llm.cost.completion" in attrs:
+        set_cost(step, attrs.get("llm.cost.total"), attrs.get("llm.cost.prompt"), attrs.get("llm.cost.completion"))
     inputs = messages_from_indexed(indexed(attrs, "llm.input_messages"), inner="message.")
     outputs = messages_from_indexed(indexed(attrs, "llm.output_messages"), inner="message.")
     set_field(step, "input",
