@@ -86,10 +86,11 @@ def _last_line(output: bytes) -> str:
 
 def bwrap_profile(*, root: Path | None, workspace: str, workdir: str, read_only_workspace: bool, env: Mapping[str, str],
                   tmp_bytes: int, seccomp_fd: int | None, status_fd: int, own_netns: bool = False,
-                  block_fd: int | None = None) -> list[str]:
+                  block_fd: int | None = None, writable_root: bool = False) -> list[str]:
     """The bwrap options of one execution (without the command), in the order bwrap applies them. ``own_netns``:
     the process already joined its allowlist's network namespace (netns.py), so every namespace but the network
-    is unshared (``--unshare-all`` less ``--unshare-net``)."""
+    is unshared (``--unshare-all`` less ``--unshare-net``). ``writable_root``: an image build's RUN step
+    (image_build.py), the image's staged root bound read-write as ``/`` and no workspace of its own."""
     unshare = (["--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"] if own_netns
                else ["--unshare-all"])
     args = [*unshare, "--unshare-user", "--disable-userns", "--uid", str(SANDBOX_UID), "--gid",
@@ -105,6 +106,8 @@ def bwrap_profile(*, root: Path | None, workspace: str, workdir: str, read_only_
                 args += ["--symlink", os.readlink(host), f"/{name}"]
             elif host.is_dir():
                 args += ["--ro-bind", str(host), f"/{name}"]
+    elif writable_root:
+        args += ["--bind", str(root), "/"]
     else:
         for entry in sorted(os.scandir(root), key=lambda item: item.name):
             if entry.name in _OWN_MOUNTS:
@@ -114,8 +117,9 @@ def bwrap_profile(*, root: Path | None, workspace: str, workdir: str, read_only_
             else:
                 args += ["--ro-bind", entry.path, f"/{entry.name}"]
     args += ["--proc", "/proc", "--dev", "/dev", "--size", str(tmp_bytes), "--tmpfs", "/tmp"]
-    args += ["--ro-bind" if read_only_workspace else "--bind", workspace, workdir]
-    args += ["--remount-ro", "/", "--chdir", workdir]
+    if not writable_root:
+        args += ["--ro-bind" if read_only_workspace else "--bind", workspace, workdir, "--remount-ro", "/"]
+    args += ["--chdir", workdir]
     if seccomp_fd is not None:
         args += ["--seccomp", str(seccomp_fd)]
     args += ["--json-status-fd", str(status_fd)]
@@ -193,10 +197,12 @@ class BwrapDriver:
         return ProbeVerdict(self.name, self.level, True, "partial" if not_enforced else "full",
                             not_enforced=not_enforced)
 
-    async def create(self, spec: SandboxSpec) -> BwrapSession:
-        root = await asyncio.to_thread(self.roots.resolve, spec.root)
+    async def create(self, spec: SandboxSpec, *, build_root: Path | None = None) -> BwrapSession:
+        """A session under ``spec``; with ``build_root``, one whose executions write that directory as their ``/``
+        (an image build's RUN steps, image_build.py: the directory is a private staging copy of the image)."""
+        root = build_root if build_root is not None else await asyncio.to_thread(self.roots.resolve, spec.root)
         _check_env(spec.env, "env")
-        if not spec.workdir.startswith("/") or spec.workdir in ("/", "/proc", "/dev", "/tmp"):
+        if not spec.workdir.startswith("/") or (build_root is None and spec.workdir in ("/", "/proc", "/dev", "/tmp")):
             raise BadInputError(f"workdir: {spec.workdir!r}; expected an absolute path other than /, /proc, "
                                 "/dev or /tmp")
         egress: EgressAttachment | None = None
@@ -216,11 +222,13 @@ class BwrapDriver:
             raise
         not_enforced = self.not_enforced()
         bounds = self._planned_bounds(spec, root)
+        if build_root is not None:
+            bounds["root"] = f"image build {build_root} read-write"
         if egress is not None:
             bounds["network"] = egress.describe(spec.network.allow)
         isolation = IsolationReport(self.name, self.level, "partial" if not_enforced else "full",
                                     bounds=bounds, not_enforced=not_enforced, requested=spec.min_isolation)
-        return BwrapSession(self, spec, root, workspace, isolation, egress)
+        return BwrapSession(self, spec, root, workspace, isolation, egress, writable_root=build_root is not None)
 
     def _planned_bounds(self, spec: SandboxSpec, root: Path | None) -> dict[str, str]:
         resources = spec.resources
@@ -254,8 +262,10 @@ class BwrapSession:
     """A workspace directory on the host shared by the session's executions, each a fresh bwrap."""
 
     def __init__(self, driver: BwrapDriver, spec: SandboxSpec, root: Path | None, workspace: str,
-                 isolation: IsolationReport, egress: EgressAttachment | None = None) -> None:
+                 isolation: IsolationReport, egress: EgressAttachment | None = None, *,
+                 writable_root: bool = False) -> None:
         self.id = uuid.uuid4().hex
+        self.writable_root = writable_root
         self.driver = driver
         self.spec = spec
         self.root = root
@@ -313,7 +323,8 @@ class BwrapSession:
             profile = bwrap_profile(root=self.root, workspace=self.host_workspace, workdir=self.spec.workdir,
                                     read_only_workspace=self.spec.file_access == "read-only", env=variables,
                                     tmp_bytes=resources.disk_bytes, seccomp_fd=seccomp_fd, status_fd=status_write,
-                                    own_netns=egress is not None, block_fd=block_read)
+                                    own_netns=egress is not None, block_fd=block_read,
+                                    writable_root=self.writable_root)
             args_fd = os.memfd_create("evalsi-bwrap-args", os.MFD_CLOEXEC)
             fds.append(args_fd)
             os.write(args_fd, b"".join(part.encode() + b"\0" for part in profile))

@@ -25,6 +25,7 @@ from typing import cast
 
 from evalsi.errors import BadInputError
 from evalsi.sandbox.config import SandboxConfig
+from evalsi.sandbox.image_build import BuildDriver, built_spec, seed_workspace
 from evalsi.sandbox.model import Level, ProbeVerdict, SandboxDriver, SandboxSession, SandboxSpec, SandboxUnavailable
 
 __all__ = ["DEFAULT_LADDER", "DRIVERS", "DriverFactory", "Ladder", "check_ladder", "describe_skipped", "load_driver"]
@@ -151,9 +152,19 @@ class Ladder:
 
     async def create(self, spec: SandboxSpec) -> SandboxSession:
         """A session on the rung ``select`` picks for ``spec`` (its ladder, else the configured one), whose
-        isolation report names the stronger rungs skipped as unavailable."""
+        isolation report names the stronger rungs skipped as unavailable. A Dockerfile root is built first (or found
+        in the cache), its RUN steps on the bwrap rung, and the workspace starts with what its WORKDIR holds."""
+        image = None
+        if spec.root.kind == "dockerfile":
+            spec, image = await built_spec(spec, self.config, cast(BuildDriver, self.driver("bwrap")))
         driver, _, skipped = await self._choose(spec.min_isolation, spec.ladder)
         session = await driver.create(spec)
+        if image is not None:
+            try:
+                await seed_workspace(session, image, spec.workdir)
+            except BaseException:
+                await session.destroy()
+                raise
         if skipped:
             report = session.isolation
             session.isolation = replace(report, bounds={**report.bounds, "skipped": describe_skipped(skipped)})

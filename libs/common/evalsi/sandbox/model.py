@@ -109,10 +109,13 @@ class RootFilesystem:
     digest), or, for trusted code only, the host's ``/usr`` read-only (``host``: opt-in by the operator's
     ``sandbox.root: host`` or explicitly from Python, never by a request to sandboxd). ``oci``: an OCI image,
     ``path`` a reference (``python:3.12-slim``, pulled only from the operator's registries) or the absolute path of
-    an image layout or archive, unpacked once and cached by manifest digest (``oci.py``)."""
+    an image layout or archive, unpacked once and cached by manifest digest (``oci.py``). ``dockerfile``: an image
+    built from the Dockerfile at ``path`` with the build context ``context`` (default: the Dockerfile's directory),
+    every RUN in a bwrap sandbox, cached by a digest chain (``image_build.py``); embedded only."""
 
-    kind: Literal["runtime", "image", "tarball", "host", "oci"] = "runtime"
+    kind: Literal["runtime", "image", "tarball", "host", "oci", "dockerfile"] = "runtime"
     path: str = ""
+    context: str = ""
 
 
 DEFAULT_ROOT = RootFilesystem()

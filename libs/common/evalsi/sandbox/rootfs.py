@@ -21,6 +21,7 @@ from pathlib import Path
 
 from evalsi.errors import BadInputError
 from evalsi.sandbox.cache_lock import locked, owned_cache_dir
+from evalsi.sandbox.image_build import find_image
 from evalsi.sandbox.layers import Budget, LayerRefused, apply_layer
 from evalsi.sandbox.model import RootFilesystem
 from evalsi.sandbox.oci import ImageCache
@@ -82,6 +83,8 @@ class RootCache:
             return ensure_runtime_image(self.cache_dir).path
         if root.kind == "oci":
             return self.images.resolve(root.path)
+        if root.kind == "dockerfile":  # built by the ladder before a rung opens it (image_build.py)
+            return find_image(root, self.cache_dir, self.images.settings).path
         path = Path(root.path)
         if root.kind == "image":
             if not path.is_dir():

@@ -232,6 +232,8 @@ def root_report(root: RootFilesystem, resolved: Path | None) -> str:
         return f"runtime image {resolved.name} read-only"
     if root.kind == "oci":  # cached as .../oci/<algorithm>/<hex>/rootfs: the reference and the digest it ran
         return f"oci image {root.path} ({resolved.parent.parent.name}:{resolved.parent.name}) read-only"
+    if root.kind == "dockerfile":  # cached as .../dockerfile/<algorithm>/<hex>/rootfs: the image's digest
+        return f"dockerfile {resolved.parent.parent.name}:{resolved.parent.name} ({root.path}) read-only"
     return f"{root.kind} {resolved} read-only"
 
 
