@@ -101,7 +101,7 @@ class LiveBackend:
 
     async def model(self, step: int, request: Mapping[str, Any]) -> Timed[ModelAnswer]:
         start = self._now()
-        answer = await self._bounded(self._model.complete(request["messages"]))
+        answer = await self._bounded(self._model.complete(request["messages"], tools=self.tools))
         timed = Timed(answer, start, self._now() - start)
         self.recording.entries.append({"type": "model", "step": step, "request": _plain(request),
                                       "answer": answer.to_dict(), "start_s": timed.start_s,

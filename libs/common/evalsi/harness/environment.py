@@ -12,11 +12,13 @@ default) and in a record's metadata ``environment`` (that record's own, replacin
       junit: report.xml                                            # junit: the report the command writes
       timeout: 60s
     sandbox: {minIsolation: namespaced, network: deny, resources: {timeout: 30s, memory: 536870912}}
-    root: {image: /srv/images/python}                              # or {tarball: ...}, {oci: python:3.12-slim}
+    root: {image: /srv/images/python}                              # or {tarball: ...}, {oci: python:3.12-slim},
+                                                                   # {dockerfile: env/Dockerfile, context: env}
     env: {PYTHONDONTWRITEBYTECODE: "1"}                            # for every command in the sandbox
     fileAccess: workspace-write                                    # or read-only
     escalation: {allow: {network: ["pypi.org:443"]}}               # the harness policy; default: deny
     snapshot: true                                                 # trials share one setup (false: setup per trial)
+    tools: {mcp: [{name: fs, command: ["python3", "fs_server.py"], env: {ROOT: "."}, timeout: 1h}]}
 
 ``environment_from_mapping`` is the only reader: every mistake is a ``BadInputError`` naming the field and what
 is accepted, and every size is bounded (a hostile spec or dataset row cannot make the harness write gigabytes).
@@ -24,8 +26,10 @@ is accepted, and every size is bounded (a hostile spec or dataset row cannot mak
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Literal
 
 from google.protobuf import json_format
@@ -34,6 +38,7 @@ from evalsi.durations import parse_duration
 from evalsi.errors import BadInputError
 from evalsi.sandbox.access import sandbox_problems, sandbox_request
 from evalsi.sandbox.host_files import HostFileError, relative_path
+from evalsi.sandbox.image_build import read_dockerfile
 from evalsi.sandbox.model import FileAccess, RootFilesystem, SandboxSpec
 from evalsi.sandbox.oci_ref import parse_reference
 from evalsi.v1alpha1 import run_pb2
@@ -44,6 +49,7 @@ __all__ = [
     "CHECK_FORMATS",
     "Checker",
     "Environment",
+    "SandboxMcpServer",
     "environment_from_mapping",
 ]
 
@@ -59,10 +65,16 @@ MAX_ARGS = 256
 DEFAULT_CHECK_TIMEOUT_S = 60.0
 MAX_CHECK_TIMEOUT_S = 3600.0
 
-_KEYS = ("files", "setup", "check", "sandbox", "root", "env", "fileAccess", "escalation", "snapshot")
+_KEYS = ("files", "setup", "check", "sandbox", "root", "env", "fileAccess", "escalation", "snapshot", "tools")
 MAX_ENV = 64
 MAX_ENV_BYTES = 64 * 1024
 _CHECK_KEYS = ("command", "format", "junit", "timeout")
+MAX_MCP_SERVERS = 8
+_MCP_KEYS = ("name", "command", "env", "timeout")
+# A server's name prefixes its tools' names (``fs`` + ``read`` -> ``fs_read``): the characters model APIs accept.
+MCP_NAME = re.compile(r"[A-Za-z][A-Za-z0-9-]{0,23}")
+DEFAULT_MCP_LIFETIME_S = 3600.0
+MAX_MCP_LIFETIME_S = 86400.0
 
 
 @dataclass(frozen=True)
@@ -75,6 +87,17 @@ class Checker:
     format: CheckFormat = "exit"
     junit: str = ""
     timeout_s: float = DEFAULT_CHECK_TIMEOUT_S
+
+
+@dataclass(frozen=True)
+class SandboxMcpServer:
+    """An MCP server started inside the environment's sandbox (stdio), its tools given to the agent as
+    ``<name>_<tool>``; ``timeout_s`` bounds its lifetime as a command's timeout bounds the command."""
+
+    name: str
+    command: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict)
+    timeout_s: float = DEFAULT_MCP_LIFETIME_S
 
 
 @dataclass(frozen=True)
@@ -95,6 +118,8 @@ class Environment:
     # Trials of this environment start from a snapshot of one prepared sandbox, where the rung can snapshot
     # (evalsi.harness.environment_snapshots); False runs the setup in every trial.
     snapshot: bool = True
+    # MCP servers run inside the sandbox, under its root, workspace, network policy and bounds (mcp_sandbox.py).
+    mcp: tuple[SandboxMcpServer, ...] = ()
 
     def sandbox_spec(self, base: SandboxSpec | None = None) -> SandboxSpec:
         spec = sandbox_request(self.request, "environment.sandbox", base=base)
@@ -132,8 +157,46 @@ def environment_from_mapping(doc: Any, where: str) -> Environment:
     if not isinstance(snapshot, bool):
         raise BadInputError(f"{where}.snapshot: expected true (trials share one setup) or false (setup per trial), "
                             f"got {_type(snapshot)}")
+    mcp = _tools(doc.get("tools", {}), f"{where}.tools")
     return Environment(files=files, setup=setup, check=check, request=request, root=root, env=env,
-                       file_access=file_access, escalation=escalation, snapshot=snapshot)
+                       file_access=file_access, escalation=escalation, snapshot=snapshot, mcp=mcp)
+
+
+def _tools(value: Any, where: str) -> tuple[SandboxMcpServer, ...]:
+    if not isinstance(value, Mapping) or any(key != "mcp" for key in value):
+        raise BadInputError(f"{where}: expected an object with mcp (a list of servers started in the sandbox)")
+    servers = value.get("mcp", [])
+    if not isinstance(servers, list) or len(servers) > MAX_MCP_SERVERS:
+        raise BadInputError(f"{where}.mcp: expected a list of at most {MAX_MCP_SERVERS} servers "
+                            "({name, command, env, timeout})")
+    out: list[SandboxMcpServer] = []
+    for i, doc in enumerate(servers):
+        at = f"{where}.mcp[{i}]"
+        if not isinstance(doc, Mapping):
+            raise BadInputError(f"{at}: expected an object with {', '.join(_MCP_KEYS)}, got {_type(doc)}")
+        unknown = [key for key in doc if key not in _MCP_KEYS]
+        if unknown:
+            raise BadInputError(f"{at}.{str(unknown[0])[:100]}: unknown key; expected one of {', '.join(_MCP_KEYS)}")
+        name = doc.get("name")
+        if not isinstance(name, str) or not MCP_NAME.fullmatch(name):
+            raise BadInputError(f"{at}.name: {str(name)[:100]!r}; a name is a letter then up to 23 letters, digits "
+                                "or '-' (it prefixes the server's tool names)")
+        if any(server.name == name for server in out):
+            raise BadInputError(f"{at}.name: {name!r} names another server too; names are unique")
+        if doc.get("command") is None:
+            raise BadInputError(f"{at}.command: required (an argv list, or a shell command)")
+        timeout_s = DEFAULT_MCP_LIFETIME_S
+        if doc.get("timeout") is not None:
+            try:
+                timeout_s = float(parse_duration(doc["timeout"])[:-1])
+            except ValueError as exc:
+                raise BadInputError(f"{at}.timeout: {exc}") from None
+            if not 0 < timeout_s <= MAX_MCP_LIFETIME_S:
+                raise BadInputError(f"{at}.timeout: the server's lifetime, more than 0 and at most "
+                                    f"{MAX_MCP_LIFETIME_S:g}s, got {doc['timeout']!r}")
+        out.append(SandboxMcpServer(name=name, command=_command(doc["command"], f"{at}.command"),
+                                    env=_env(doc.get("env", {}), f"{at}.env"), timeout_s=timeout_s))
+    return tuple(out)
 
 
 def _env(value: Any, where: str) -> dict[str, str]:
@@ -255,16 +318,34 @@ def _sandbox(value: Any, where: str) -> run_pb2.SandboxSpec:
 
 
 def _root(value: Any, where: str) -> RootFilesystem:
+    if isinstance(value, Mapping) and "dockerfile" in value:
+        return _dockerfile_root(value, where)
     if not isinstance(value, Mapping) or len(value) != 1 or next(iter(value)) not in ("image", "tarball", "oci"):
-        raise BadInputError(f"{where}: expected {{image: DIR}} or {{tarball: FILE}} (the sandbox's whole root), or "
+        raise BadInputError(f"{where}: expected {{image: DIR}} or {{tarball: FILE}} (the sandbox's whole root), "
                             "{oci: IMAGE} (an OCI image reference such as python:3.12-slim, or an image layout or "
-                            "archive's absolute path)")
+                            "archive's absolute path), or {dockerfile: FILE, context: DIR} (an image built from it)")
     kind, path = next(iter(value.items()))
     if not isinstance(path, str) or not path or len(path) > 4096:
         raise BadInputError(f"{where}.{kind}: expected a {'reference or path' if kind == 'oci' else 'path'}")
     if kind == "oci" and not path.startswith("/"):
         parse_reference(path, f"{where}.oci")
     return RootFilesystem(kind=kind, path=path)
+
+
+def _dockerfile_root(value: Mapping[str, Any], where: str) -> RootFilesystem:
+    """``{dockerfile: FILE, context: DIR}`` (paths as ``image`` and ``tarball`` take them; the context defaults to
+    the Dockerfile's directory), its Dockerfile parsed now so a mistake is refused before anything runs."""
+    unknown = [key for key in value if key not in ("dockerfile", "context")]
+    if unknown:
+        raise BadInputError(f"{where}.{str(unknown[0])[:100]}: unknown key; expected dockerfile and context")
+    path, context = value["dockerfile"], value.get("context", "")
+    for key, text in (("dockerfile", path), ("context", context)):
+        if not isinstance(text, str) or len(text) > 4096 or "\0" in text or (key == "dockerfile" and not text):
+            raise BadInputError(f"{where}.{key}: expected a path")
+    read_dockerfile(Path(path), f"{where}.dockerfile")
+    if context and not Path(context).is_dir():
+        raise BadInputError(f"{where}.context: {context[:200]!r} is not a directory")
+    return RootFilesystem(kind="dockerfile", path=path, context=context)
 
 
 def _type(value: Any) -> str:

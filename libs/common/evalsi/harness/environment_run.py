@@ -18,6 +18,7 @@ from evalsi.records import to_value
 from evalsi.sandbox.access import SandboxOpener
 from evalsi.sandbox.model import IsolationReport, SandboxSession, SandboxSpec, SandboxUnavailable
 from evalsi.sandbox.provenance import provenance_isolation
+from evalsi.sandbox.spawned import SpawnUnsupported
 from evalsi.v1alpha1.record_pb2 import Record
 
 from .checker import MAX_REPORT_BYTES, CheckerError, Verdict, output_tail, verdict_of
@@ -25,10 +26,14 @@ from .environment import Environment
 from .environment_session import EnvironmentSession
 from .environment_snapshots import SharedSetups, setup_key
 from .loop import TrialResult
+from .mcp import McpError
+from .mcp_sandbox import sandbox_mcp_tools
 from .runner import Harness
 from .tasks import Task
+from .tools import Tool
 
-__all__ = ["EnvironmentFailure", "isolation_metadata", "prepared", "run_checker", "stamp", "trial_in_environment"]
+__all__ = ["EnvironmentFailure", "environment_mcp_tools", "isolation_metadata", "prepared", "run_checker", "stamp",
+           "trial_in_environment"]
 
 _TAIL = 1000
 # About 30 s in all: sandboxd probes its rungs (a microVM boot among them) before it listens.
@@ -133,6 +138,19 @@ async def run_checker(environment: Environment, session: SandboxSession) -> Verd
     return verdict_of(checker, result, report)
 
 
+@contextlib.asynccontextmanager
+async def environment_mcp_tools(environment: Environment, session: EnvironmentSession
+                                ) -> AsyncIterator[dict[str, Tool]]:
+    """The environment's MCP servers running in ``session``; one that cannot start (or a rung that cannot host
+    it) is the environment's failure."""
+    async with contextlib.AsyncExitStack() as stack:
+        try:
+            tools = await stack.enter_async_context(sandbox_mcp_tools(environment.mcp, session))
+        except (McpError, SpawnUnsupported) as exc:
+            raise EnvironmentFailure(str(exc)) from exc
+        yield tools
+
+
 def isolation_metadata(report: IsolationReport) -> dict[str, object]:
     """What a record's metadata says about the sandbox its environment ran in."""
     return {"driver": report.driver, "level": report.level.label, "enforcement": report.enforcement,
@@ -161,7 +179,9 @@ async def trial_in_environment(harness: Harness, task: Task, environment: Enviro
     that cannot be prepared or checked gives a trial ended by an infrastructure error (``stop_reason`` error)."""
     try:
         async with prepared(environment, opener, project, run_id=run_id) as session:
-            result = await harness.run(task, trial=trial, run_id=run_id, session=session)
+            # The servers are stopped before the checker grades: what it sees is what the agent left.
+            async with environment_mcp_tools(environment, session) as tools:
+                result = await harness.run(task, trial=trial, run_id=run_id, session=session, tools=tools)
             verdict = None if result.infra_error else await run_checker(environment, session)
             stamp(result.record, session.isolation, verdict, snapshot=session.snapshot)
         return result

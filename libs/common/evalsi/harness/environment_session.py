@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -76,11 +76,19 @@ class EnvironmentSession:
         self.id = session.id
         self.isolation: IsolationReport = session.isolation
         self.escalations: list[Decision] = []
+        # Called with the new sandbox once a grant replaced the old one, before the old is destroyed (the
+        # environment's MCP servers move there); a failure is the trial's infrastructure error.
+        self.on_swap: list[Callable[[SandboxSession], Awaitable[None]]] = []
         self._gate = _Gate()
 
     @property
     def current(self) -> SandboxSession:
         return self._session
+
+    def using(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """Held around a use of the current sandbox by something other than these methods (a call to an MCP
+        server running in it), so that no escalation replaces the sandbox meanwhile."""
+        return self._gate.call()
 
     async def exec(self, argv: list[str], *, stdin: bytes = b"", env: Mapping[str, str] | None = None,
                    timeout_s: float | None = None, on_output: OutputSink | None = None) -> ExecResult:
@@ -129,5 +137,9 @@ class EnvironmentSession:
             return Decision("denied", f"allowed by the policy, but it cannot be applied here: {exc}")
         old, self._session = self._session, session
         self.spec, self.id, self.isolation = wider, session.id, session.isolation
-        await old.destroy()
+        try:
+            for moved in self.on_swap:
+                await moved(session)
+        finally:
+            await old.destroy()
         return decision

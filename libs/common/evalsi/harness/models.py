@@ -20,6 +20,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import aiohttp
+
 from evalsi.judges import JudgeConfig
 from evalsi.judges.connectors import AnthropicConnector, Completion, Connector, OpenAIConnector
 
@@ -82,7 +84,8 @@ class ModelAnswer:
 class ChatModel(Protocol):
     config: JudgeConfig
 
-    async def complete(self, messages: Sequence[Message]) -> ModelAnswer: ...
+    async def complete(self, messages: Sequence[Message], *, tools: Sequence[ToolSpec] | None = None
+                       ) -> ModelAnswer: ...
 
     async def aclose(self) -> None: ...
 
@@ -219,22 +222,60 @@ def _anthropic_answer(completion: Completion) -> ModelAnswer:
 
 
 class ConnectorModel:
-    """A chat model with tools, over the judge connector of its provider."""
+    """A chat model with tools, over the judge connector of its provider. A turn may name other tools than the
+    harness's (a task whose environment runs MCP servers): those go through a connector of their own, sharing
+    this model's HTTP session and limits, at most ``MAX_TOOL_SETS`` kept."""
+
+    MAX_TOOL_SETS = 16
 
     def __init__(self, config: JudgeConfig, tools: Sequence[ToolSpec], *, parallel_tool_calls: bool = True,
                  **connector_kwargs: Any) -> None:
         self.config = config
-        self._connector: Connector
+        self._parallel = parallel_tool_calls
+        self._kwargs = connector_kwargs
+        self._tools_key = _tools_key(tools)
+        self._connector = self._make(tools, connector_kwargs)
         if config.provider == "anthropic":
-            self._connector = _AnthropicToolConnector(config, tools, parallel_tool_calls, **connector_kwargs)
             self._convert, self._answer = to_anthropic, _anthropic_answer
         else:
-            self._connector = _OpenAIToolConnector(config, tools, parallel_tool_calls, **connector_kwargs)
             self._convert, self._answer = to_openai, _openai_answer
+        self._by_tools: dict[str, Connector] = {}
+        self._session: aiohttp.ClientSession | None = None  # the other tool sets' own, when none was given
 
-    async def complete(self, messages: Sequence[Message]) -> ModelAnswer:
-        """The model's next turn; ``ProviderError`` (an InfraError) when the provider fails after retries."""
-        return self._answer(await self._connector.complete(self._convert(messages)))
+    def _make(self, tools: Sequence[ToolSpec], kwargs: Mapping[str, Any]) -> Connector:
+        if self.config.provider == "anthropic":
+            return _AnthropicToolConnector(self.config, tools, self._parallel, **kwargs)
+        return _OpenAIToolConnector(self.config, tools, self._parallel, **kwargs)
+
+    def _for_tools(self, tools: Sequence[ToolSpec]) -> Connector:
+        key = _tools_key(tools)
+        if key == self._tools_key:
+            return self._connector
+        connector = self._by_tools.pop(key, None)
+        if connector is None:
+            kwargs = dict(self._kwargs)
+            if kwargs.get("session") is None:
+                if self._session is None:
+                    self._session = aiohttp.ClientSession()
+                kwargs["session"] = self._session
+            connector = self._make(tools, kwargs)  # owns nothing: dropping it releases nothing
+        self._by_tools[key] = connector  # most recently used last
+        while len(self._by_tools) > self.MAX_TOOL_SETS:
+            del self._by_tools[next(iter(self._by_tools))]
+        return connector
+
+    async def complete(self, messages: Sequence[Message], *, tools: Sequence[ToolSpec] | None = None
+                       ) -> ModelAnswer:
+        """The model's next turn, told ``tools`` (the harness's by default); ``ProviderError`` (an InfraError)
+        when the provider fails after retries."""
+        connector = self._connector if tools is None else self._for_tools(tools)
+        return self._answer(await connector.complete(self._convert(messages)))
 
     async def aclose(self) -> None:
         await self._connector.aclose()
+        if self._session is not None:
+            await self._session.close()
+
+
+def _tools_key(tools: Sequence[ToolSpec]) -> str:
+    return json.dumps([spec.to_dict() for spec in tools], sort_keys=True)

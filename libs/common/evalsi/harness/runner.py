@@ -21,6 +21,7 @@ from .models import ChatModel, ConnectorModel
 from .sandbox_tools import SANDBOX_TOOL_SPECS, UnboundSandboxTool, sandbox_tools
 from .tasks import Task
 from .toolbox import ToolBox, open_toolbox
+from .tools import Tool
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer
@@ -53,9 +54,13 @@ class Harness:
                 await model.aclose()
 
     async def run(self, task: Task, *, trial: int = 1, run_id: str = "",
-                  history: Sequence[Mapping[str, Any]] = (), session: SandboxSession | None = None) -> TrialResult:
-        """One live trial, recorded (``TrialResult.cassette``); with ``session``, the sandbox tools act in it."""
+                  history: Sequence[Mapping[str, Any]] = (), session: SandboxSession | None = None,
+                  tools: Mapping[str, Tool] | None = None) -> TrialResult:
+        """One live trial, recorded (``TrialResult.cassette``); with ``session``, the sandbox tools act in it;
+        ``tools``: this task's own (its environment's MCP servers), told to the model with the harness's."""
         toolbox = self.toolbox.bound(sandbox_tools(session)) if session is not None else self.toolbox
+        if tools:
+            toolbox = toolbox.joined(tools)
         backend = LiveBackend(self.model, toolbox, task, trial=trial, run_id=run_id,
                               wall_clock_s=self.config.budget.wall_clock_s,
                               parallel_tool_calls=self.config.parallel_tool_calls)

@@ -60,6 +60,15 @@ class ToolBox:
             raise ValueError(f"tools {', '.join(sorted(extra))} are not among this harness's tools")
         return ToolBox({**self._tools, **tools}, self._mocks, self._config)
 
+    def joined(self, tools: Mapping[str, Tool]) -> ToolBox:
+        """This toolbox with ``tools`` added (one task's environment MCP servers, whose tools are known only once
+        they run in its sandbox); a name the harness already has is refused."""
+        clash = sorted(name for name in tools if any(spec.name == name for spec in self.specs))
+        if clash:
+            raise BadInputError(f"environment.tools.mcp: tool {clash[0]!r} is also one of the harness's tools; tool "
+                                "names must be unique (rename the server)")
+        return ToolBox({**self._tools, **tools}, self._mocks, self._config)
+
     async def call(self, name: str, arguments: Mapping[str, Any], *, call_index: int, task_id: str,
                    trial: int) -> ToolOutcome:
         """The ``call_index``-th call (1-based, this trial) of tool ``name``."""

@@ -30,6 +30,9 @@ from evalsi.cases.transport import TransportError
 from evalsi.errors import InfraError
 from evalsi.harness import Harness, Task
 from evalsi.harness.environment import Environment
+from evalsi.harness.environment_run import environment_mcp_tools
+from evalsi.harness.environment_session import EnvironmentSession
+from evalsi.harness.tools import Tool
 from evalsi.judges import RetryPolicy
 from evalsi.judges.redaction import redact
 from evalsi.records import content_text, to_value
@@ -221,14 +224,17 @@ class HarnessAgent:
             return
         assert self._opener is not None
 
-        async def act(session: SandboxSession) -> None:
-            await self._respond(record, trial=trial, run_id=run_id, session=session)
+        async def act(session: EnvironmentSession) -> None:
+            # The environment's MCP servers run in its sandbox while the agent works, their tools beside its own.
+            async with environment_mcp_tools(environment, session) as tools:
+                await self._respond(record, trial=trial, run_id=run_id, session=session, tools=tools)
 
         await in_environment(record, environment, self._opener, self._project, act)
 
-    async def _respond(self, record: Record, *, trial: int, run_id: str, session: SandboxSession | None) -> None:
+    async def _respond(self, record: Record, *, trial: int, run_id: str, session: SandboxSession | None,
+                       tools: Mapping[str, Tool] | None = None) -> None:
         result = await self._harness.run(Task(id=record.id, input=self._task_input(record)), trial=trial,
-                                         run_id=run_id, session=session)
+                                         run_id=run_id, session=session, tools=tools)
         if result.infra_error:
             raise AgentError(f"evalsi-harness: {result.error}")
         trial_record = result.record

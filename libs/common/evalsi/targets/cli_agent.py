@@ -21,6 +21,7 @@ from evalsi.cli_agent_policy import CliAgentPolicy, check_command, check_root, p
 from evalsi.errors import BadInputError
 from evalsi.harness.environment import Environment
 from evalsi.harness.environment_run import EnvironmentFailure
+from evalsi.harness.environment_session import EnvironmentSession
 from evalsi.records import content_text, to_value
 from evalsi.sandbox.access import SandboxOpener
 from evalsi.sandbox.model import SandboxSession
@@ -68,12 +69,15 @@ class CliAgent:
     async def respond(self, record: Record, *, trial: int, run_id: str) -> None:
         text = task_text(record)
         environment = record_environment(record, self._default) or Environment()
+        if environment.mcp:  # the servers' tools are the built-in agent's; nothing would ever call them
+            raise PromptError(f"record {record.id[:100]!r}: environment.tools.mcp: MCP servers in the sandbox give "
+                              "their tools to the built-in agent (spec.harness); a CLI agent brings its own tools")
         policy = self._policy
         if policy is not None:
             base = self._opener.base.min_isolation
             environment = replace(environment, request=policy_request(policy, environment.request, base))
 
-        async def act(session: SandboxSession) -> None:
+        async def act(session: EnvironmentSession) -> None:
             if policy is not None:
                 try:
                     check_root(policy, session.isolation.bounds)

@@ -14,9 +14,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from evalsi.errors import BadInputError
 from evalsi.harness.environment import Environment, environment_from_mapping
 from evalsi.harness.environment_run import prepared, run_checker, stamp
+from evalsi.harness.environment_session import EnvironmentSession
 from evalsi.records import from_value, struct_dict
 from evalsi.sandbox.access import SandboxOpener
-from evalsi.sandbox.model import SandboxSession
 from evalsi.targets.models import PromptError
 from evalsi.v1alpha1.record_pb2 import Record
 from evalsi.v1alpha1.run_pb2 import HarnessSpec
@@ -50,7 +50,7 @@ def any_environment(records: Sequence[Record], harness: HarnessSpec | None) -> b
 
 
 async def in_environment(record: Record, environment: Environment, opener: SandboxOpener, project: str,
-                         act: Callable[[SandboxSession], Awaitable[None]]) -> None:
+                         act: Callable[[EnvironmentSession], Awaitable[None]]) -> None:
     """Prepare the environment, ``act`` in its sandbox (filling ``record``), check, stamp the verdict, destroy."""
     async with prepared(environment, opener, project, run_id=record.provenance.run_id) as session:
         await act(session)
