@@ -104,6 +104,8 @@ class MemoryStore:
         page_size: int = 50,
         page_token: str = "",
         all_projects: bool = False,
+        created_after_us: int | None = None,
+        created_before_us: int | None = None,
     ) -> tuple[list[Run], str]:
         runs = [
             run
@@ -112,6 +114,8 @@ class MemoryStore:
             and (not state or run.state == state)
             and name_contains in run.name
             and all(run.labels.get(k) == v for k, v in labels.items())
+            and (created_after_us is None or run.create_time.ToMicroseconds() >= created_after_us)
+            and (created_before_us is None or run.create_time.ToMicroseconds() < created_before_us)
         ]
         return _page(runs, page_size, page_token)
 

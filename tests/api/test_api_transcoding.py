@@ -158,7 +158,8 @@ def test_path_captures_fill_the_request_and_the_query_fills_the_rest() -> None:
         ([("state", "EXPLODED")], "state: expected one of RUN_STATE_UNSPECIFIED"),
         ([("pageSize", "1"), ("page_size", "2")], "page_size: pageSize names the same field; give it once"),
         ([("page_size", "1"), ("page_size", "2")], "page_size: given 2 times, but it takes one value"),
-        ([("colour", "red")], "colour: unknown query parameter; accepted: allProjects, labels, nameContains"),
+        ([("colour", "red")],
+         "colour: unknown query parameter; accepted: allProjects, createdAfter, createdBefore, labels, nameContains"),
         ([("state.x", "1")], "state.x: state is not a message"),
     ],
 )

@@ -209,12 +209,12 @@ def test_runs_list_filters_are_in_the_hash_and_reach_the_api(served: Served, pag
     assert page.locator("#runs-state").input_value() == "RUN_STATE_SUCCEEDED"
     _open(page, served.ui + "#/runs?state=RUN_STATE_FAILED")
     assert "No runs match" in page.locator("tbody").inner_text()
-    # Dates: ListRuns has none; this page filters what it was given.
+    # Dates go to ListRuns (createdAfter, createdBefore); tests/ui/test_runs_by_date.py pages through them.
     _open(page, served.ui + "#/runs?to=2000-01-01")
-    assert "No runs match" in page.locator("tbody").inner_text()
+    assert "No runs match these filters." in page.locator("tbody").inner_text()
     _open(page, served.ui + "#/runs?from=2000-01-01")
     expect(rows).to_have_count(3)
-    assert "the date filter applies to this page" in page.locator("caption").inner_text()
+    assert page.locator("caption").inner_text() == "Runs of project default, created from 2000-01-01 (UTC)"
     assert_accessible(page)
 
 

@@ -209,10 +209,12 @@ class Runs:
 
     def list(
         self, *, state: int | str = 0, name_contains: str = "", labels: Sequence[str] = (), page_size: int = 100,
-        all_projects: bool = False,
+        all_projects: bool = False, created_after: datetime | None = None, created_before: datetime | None = None,
     ) -> Iterator[Run]:
         """Runs newest first, every page; ``state`` by name (``"running"``) or number. ``all_projects``: every
-        project's runs, which only a server listening on loopback alone grants (else PERMISSION_DENIED)."""
+        project's runs, which only a server listening on loopback alone grants (else PERMISSION_DENIED).
+        ``created_after`` (inclusive) and ``created_before`` (exclusive) bound when a run was created; a time
+        without a zone is UTC."""
         if isinstance(state, str):
             state = _state_number(state)
         token = ""
@@ -222,6 +224,10 @@ class Runs:
                 state=cast(RunState, state), name_contains=name_contains, labels=list(labels), page_size=page_size,
                 page_token=token, all_projects=all_projects,
             )
+            if created_after is not None:
+                request.created_after.FromDatetime(created_after)
+            if created_before is not None:
+                request.created_before.FromDatetime(created_before)
             page = self._t.unary("RunService", "ListRuns", request, run_service_pb2.ListRunsResponse)
             yield from page.runs
             token = page.next_page_token
@@ -405,6 +411,22 @@ class Policies:
         if until is not None:
             request.end_time.FromDatetime(until)
         return self._t.unary("MonitorService", "GetPolicyStats", request, PolicyStats)
+
+    def alerts(
+        self, name: str, *, page_size: int = 100, project: str = ""
+    ) -> Iterator[monitor_service_pb2.FiredAlert]:
+        """The alerts evalsi-policy fired for the policy, newest window first, page after page: each with the
+        figures its rule read and what became of its webhook (``delivery``, ``http_status``, ``error``)."""
+        token = ""
+        while True:
+            request = monitor_service_pb2.ListPolicyAlertsRequest(
+                name=name, page_size=page_size, page_token=token, project=project)
+            page = self._t.unary("MonitorService", "ListPolicyAlerts", request,
+                                 monitor_service_pb2.ListPolicyAlertsResponse)
+            yield from page.alerts
+            token = page.next_page_token
+            if not token:
+                return
 
 
 def load_policy_document(policy: str | Path | OnlineEvalPolicy | Mapping[str, Any]) -> OnlineEvalPolicy:

@@ -242,6 +242,13 @@ class RunHandlers:
         if request.state not in RunState.values():
             raise BadInputError(f"state: {request.state} is not a run state; accepted: {', '.join(RunState.keys())}")
         labels = parse_label_filters(request.labels, "labels")
+        after = request.created_after.ToMicroseconds() if request.HasField("created_after") else None
+        before = request.created_before.ToMicroseconds() if request.HasField("created_before") else None
+        if after is not None and before is not None and before <= after:
+            raise BadInputError(
+                f"created_before ({request.created_before.ToJsonString()}): must be later than created_after "
+                f"({request.created_after.ToJsonString()}); created_after is inclusive, created_before exclusive"
+            )
         if request.all_projects:
             await self._check_all_projects(ctx)
         limits = self._limits
@@ -253,6 +260,8 @@ class RunHandlers:
             page_size=page_size(request.page_size, limits.default_runs_page_size, limits.max_page_size),
             page_token=request.page_token,
             all_projects=request.all_projects,
+            created_after_us=after,
+            created_before_us=before,
         )
         # Per run, as GetRun decides: a role conditioned on labels or created_by lists only what it may read (a
         # page may so hold fewer runs than page_size; the token still continues after the last one stored).

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
+from datetime import datetime, timedelta
 
 import click
 
@@ -17,6 +19,7 @@ from evalsi.cli._common import (
     message_json,
     server_option,
 )
+from evalsi.cli.traces_cmd import parse_since
 from evalsi.client import Client, state_name
 from evalsi.errors import BadInputError
 from evalsi.masking import mask_url
@@ -30,6 +33,26 @@ def empty_list_hint(project: str | None, server: str, *, filtered: bool) -> str:
     what = "no runs match these filters" if filtered else "no runs"
     return (f"{what} in project {project or DEFAULT_PROJECT!r} on {mask_url(server)}; {CHOOSE_PROJECT}, or list "
             "every project's runs with --all-projects (a server on loopback only)")
+
+
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+def parse_until(text: str, now: datetime | None = None) -> datetime:
+    """``--until``: what ``--since`` accepts; a bare date takes in that whole day (UTC), since a person who says
+    "until the 3rd" means the 3rd too; a time is the exclusive end."""
+    moment = parse_since(text, now, flag="--until")
+    return moment + timedelta(days=1) if _DATE.match(text.strip()) else moment
+
+
+def creation_bounds(since: str | None, until: str | None) -> tuple[datetime | None, datetime | None]:
+    """``--since`` and ``--until`` as ListRuns' created_after (inclusive) and created_before (exclusive)."""
+    after = parse_since(since) if since else None
+    before = parse_until(until) if until else None
+    if after is not None and before is not None and before <= after:
+        raise BadInputError(f"--until {until!r} ({before.isoformat()}) is not later than --since {since!r} "
+                            f"({after.isoformat()}): no run was created between them")
+    return after, before
 
 
 def next_steps(run_id: str, project: str, server: str) -> str:
@@ -84,6 +107,11 @@ def runs() -> None:
 )
 @click.option("--name", "name_contains", default="", help="Only runs whose name contains this.")
 @click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", help="Only runs with this label.")
+@click.option("--since", default=None, metavar="WHEN",
+              help="Only runs created at or after: 30m, 2h, 7d ago, a date (2026-12-01, from its start, UTC) or an "
+                   "RFC 3339 time (2026-12-01T09:30:00Z).")
+@click.option("--until", default=None, metavar="WHEN",
+              help="Only runs created before: the same forms; a date takes in that whole day (UTC).")
 @click.option("--limit", default=50, show_default=True, type=click.IntRange(min=1))
 @click.option("--all-projects", is_flag=True,
               help="Every project's runs, with a project column (only a server that listens on loopback alone "
@@ -96,11 +124,21 @@ def list_command(
     state: str | None,
     name_contains: str,
     labels: tuple[str, ...],
+    since: str | None,
+    until: str | None,
     limit: int,
     all_projects: bool,
     fmt: str,
 ) -> None:
-    """The project's runs, newest first (--all-projects: every project's)."""
+    """The project's runs, newest first (--all-projects: every project's).
+
+    \b
+    --since and --until filter on the server, by when a run was created:
+      evalsi runs list --since 7d
+      evalsi runs list --since 2026-12-01 --until 2026-12-01   # the runs of that day (UTC)
+      evalsi runs list --until 2026-12-01T09:30:00+01:00
+    """
+    created_after, created_before = creation_bounds(since, until)
 
     if all_projects:
         # A --project flag contradicts it; a project from EVALSI_PROJECT or a config file is only a default.
@@ -110,7 +148,8 @@ def list_command(
     with client_for(server, project) as client:
         found = []
         runs = client.runs.list(state=state or 0, name_contains=name_contains, labels=labels,
-                                all_projects=all_projects)
+                                all_projects=all_projects, created_after=created_after,
+                                created_before=created_before)
         for run in runs:
             found.append(run)
             if len(found) >= limit:
@@ -120,7 +159,7 @@ def list_command(
     else:
         _print_runs(found, with_project=all_projects)
     if not found and not all_projects:
-        filtered = bool(state or name_contains or labels)
+        filtered = bool(state or name_contains or labels or since or until)
         click.echo(empty_list_hint(project, server, filtered=filtered), err=True)
 
 

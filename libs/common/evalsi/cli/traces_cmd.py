@@ -20,8 +20,9 @@ _DURATION = re.compile(r"^(\d+(?:\.\d+)?)\s*(s|m|h|d|w)$")
 _UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 
 
-def parse_since(text: str, now: datetime | None = None) -> datetime:
-    """``30m``, ``2h``, ``7d`` (that long ago) or an ISO 8601 time (UTC when it names no zone)."""
+def parse_since(text: str, now: datetime | None = None, *, flag: str = "--since") -> datetime:
+    """``30m``, ``2h``, ``7d`` (that long ago) or an ISO 8601 time (UTC when it names no zone); ``flag`` names
+    the option in the error."""
     value = text.strip()
     match = _DURATION.match(value)
     if match:
@@ -30,7 +31,7 @@ def parse_since(text: str, now: datetime | None = None) -> datetime:
         moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError:
         raise BadInputError(
-            f"--since {text!r}: expected a duration such as 30m, 2h or 7d, or an ISO time such as 2025-01-31T12:00"
+            f"{flag} {text!r}: expected a duration such as 30m, 2h or 7d, or an ISO time such as 2025-01-31T12:00"
         ) from None
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 

@@ -217,8 +217,12 @@ class MetadataStore(RunStore, PolicyStore, CaseStore, Protocol):
         page_size: int = 50,
         page_token: str = "",
         all_projects: bool = False,
+        created_after_us: int | None = None,
+        created_before_us: int | None = None,
     ) -> tuple[list[Run], str]:
-        """Newest first; ``all_projects`` ignores ``project`` (the api grants it to loopback-only servers)."""
+        """Newest first; ``all_projects`` ignores ``project`` (the api grants it to loopback-only servers);
+        ``created_after_us`` (inclusive) and ``created_before_us`` (exclusive) bound the creation time, in
+        microseconds since the epoch."""
         ...
 
     async def run_project(self, run_id: str) -> str | None:

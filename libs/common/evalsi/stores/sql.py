@@ -200,13 +200,17 @@ class SqlMetadataStore(SqlDocuments, SqlCaseReports, SqlIdentity, SqlAudit):
         page_size: int = 50,
         page_token: str = "",
         all_projects: bool = False,
+        created_after_us: int | None = None,
+        created_before_us: int | None = None,
     ) -> tuple[list[Run], str]:
         project = project_or_default(project)
         labels = dict(sorted((labels or {}).items()))
         check_page_size(page_size)
         # "*" is no project name (evalsi.projects), so an all-projects cursor never continues a one-project list.
         scope = "*" if all_projects else project
-        fingerprint = query_fingerprint("runs", scope, int(state), name_contains, labels)
+        fingerprint = query_fingerprint(
+            "runs", scope, int(state), name_contains, labels, created_after_us, created_before_us
+        )
         cursor = decode_page_token(page_token, fingerprint, types=(int, str))
         where = [] if all_projects else ["project_id = ?"]
         args: list[Any] = [] if all_projects else [project]
@@ -221,6 +225,12 @@ class SqlMetadataStore(SqlDocuments, SqlCaseReports, SqlIdentity, SqlAudit):
                 "EXISTS (SELECT 1 FROM run_labels l WHERE l.run_id = runs.run_id AND l.key = ? AND l.value = ?)"
             )
             args += [key, value]
+        if created_after_us is not None:
+            where.append("create_us >= ?")
+            args.append(created_after_us)
+        if created_before_us is not None:
+            where.append("create_us < ?")
+            args.append(created_before_us)
         if cursor is not None:
             where.append("(create_us < ? OR (create_us = ? AND run_id < ?))")
             args += [cursor[0], cursor[0], cursor[1]]

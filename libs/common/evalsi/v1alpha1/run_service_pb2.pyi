@@ -97,7 +97,7 @@ class GetRunRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ..., project: _Optional[str] = ...) -> None: ...
 
 class ListRunsRequest(_message.Message):
-    __slots__ = ("project", "state", "name_contains", "labels", "page_size", "page_token", "all_projects")
+    __slots__ = ("project", "state", "name_contains", "labels", "page_size", "page_token", "all_projects", "created_after", "created_before")
     PROJECT_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     NAME_CONTAINS_FIELD_NUMBER: _ClassVar[int]
@@ -105,6 +105,8 @@ class ListRunsRequest(_message.Message):
     PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
     PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     ALL_PROJECTS_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AFTER_FIELD_NUMBER: _ClassVar[int]
+    CREATED_BEFORE_FIELD_NUMBER: _ClassVar[int]
     project: str
     state: _run_pb2.RunState
     name_contains: str
@@ -112,7 +114,9 @@ class ListRunsRequest(_message.Message):
     page_size: int
     page_token: str
     all_projects: bool
-    def __init__(self, project: _Optional[str] = ..., state: _Optional[_Union[_run_pb2.RunState, str]] = ..., name_contains: _Optional[str] = ..., labels: _Optional[_Iterable[str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., all_projects: _Optional[bool] = ...) -> None: ...
+    created_after: _timestamp_pb2.Timestamp
+    created_before: _timestamp_pb2.Timestamp
+    def __init__(self, project: _Optional[str] = ..., state: _Optional[_Union[_run_pb2.RunState, str]] = ..., name_contains: _Optional[str] = ..., labels: _Optional[_Iterable[str]] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ..., all_projects: _Optional[bool] = ..., created_after: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_before: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ListRunsResponse(_message.Message):
     __slots__ = ("runs", "next_page_token")

@@ -1,6 +1,6 @@
-// #/runs: the runs of the project, newest first, filtered by state, name, labels (ListRuns does these) and creation
-// date (ListRuns has no date filter: applied here to the page the API returned), paged by the API's page token.
-// Every filter and the page live in the hash query, so a filtered list is a link.
+// #/runs: the runs of the project, newest first, filtered by state, name, labels and creation date (ListRuns applies
+// every one, so each page the API's token leads to holds only matching runs). Every filter and the page live in
+// the hash query, so a filtered list is a link.
 
 import { getProject } from '../api.js';
 import { fmtDuration, fmtTime, h, secondsBetween, table } from '../dom.js';
@@ -14,11 +14,21 @@ export function labelFilters(text) {
   return (text || '').split(/[,\s]+/).map((item) => item.trim()).filter(Boolean).slice(0, MAX_LABEL_FILTERS);
 }
 
-function inDateRange(run, from, to) {
-  const created = run.createTime ? run.createTime.slice(0, 10) : '';
-  if (from && (!created || created < from)) return false;
-  if (to && (!created || created > to)) return false;
-  return true;
+// A date input's "2026-12-01" as the RFC 3339 start of that day (UTC), `days` later. "Created to" takes in its whole
+// day, so ListRuns gets the next midnight as createdBefore (exclusive). Text that is no date (a hand-edited link)
+// goes as it is, for the API to refuse with a message naming the parameter.
+function dayStart(date, days) {
+  if (!date) return '';
+  const moment = new Date(`${date}T00:00:00Z`);
+  if (!/^\d{4}-\d{2}-\d{2}$/.test(date) || Number.isNaN(moment.getTime())) return date;
+  moment.setUTCDate(moment.getUTCDate() + days);
+  return moment.toISOString().replace('.000Z', 'Z');
+}
+
+function datesText(from, to) {
+  if (from && to) return `, created ${from} to ${to} (UTC)`;
+  if (from) return `, created from ${from} (UTC)`;
+  return to ? `, created to ${to} (UTC)` : '';
 }
 
 function gatesText(run) {
@@ -87,12 +97,26 @@ export async function render(root, params, query, ctx) {
   }
 
   root.append(h('h1', {}, 'Runs'), form);
-  const answer = await ctx.api.get('/v1alpha1/runs', {
-    state: filters.state, name_contains: filters.name, labels: labelFilters(filters.labels),
-    page_size: PAGE_SIZE, page_token: filters.after, all_projects: filters.all ? 'true' : '',
-  }, ctx.signal);
-  const runs = (answer.runs || []).filter((run) => inDateRange(run, filters.from, filters.to));
-  const dated = filters.from || filters.to;
+  if (filters.from && filters.to && filters.to < filters.from) {
+    root.append(h('p', { class: 'bad', role: 'alert', id: 'runs-dates-wrong' },
+      `"Created to" (${filters.to}) is before "Created from" (${filters.from}): no run can match. Change one of them.`));
+    return;
+  }
+  let answer;
+  try {
+    answer = await ctx.api.get('/v1alpha1/runs', {
+      state: filters.state, name_contains: filters.name, labels: labelFilters(filters.labels),
+      created_after: dayStart(filters.from, 0), created_before: dayStart(filters.to, 1),
+      page_size: PAGE_SIZE, page_token: filters.after, all_projects: filters.all ? 'true' : '',
+    }, ctx.signal);
+  } catch (err) {
+    // A filter the API refuses (a hand-edited date, another project's page token): its message in the banner, and
+    // the form stays to correct it.
+    if (err.name !== 'AbortError') ctx.showError(err);
+    return;
+  }
+  const runs = answer.runs || [];
+  const filtered = Boolean(filters.state || filters.name || filters.labels || filters.from || filters.to);
 
   const columns = [
     { key: 'name', label: 'Name', value: (run) => run.name || run.id,
@@ -117,9 +141,9 @@ export async function render(root, params, query, ctx) {
   root.append(
     h('div', { class: 'pager' }, compareButton, selectNote),
     table(columns, runs, {
-      caption: `Runs of ${filters.all ? 'every project' : `project ${getProject()}`}`
-        + (dated ? ' (the date filter applies to this page of results)' : ''),
-      emptyText: 'No runs match. Start one with `evalsi run -f run.yaml --server URL`.',
+      caption: `Runs of ${filters.all ? 'every project' : `project ${getProject()}`}${datesText(filters.from, filters.to)}`,
+      emptyText: filtered ? 'No runs match these filters.'
+        : 'No runs yet. Start one with `evalsi run -f run.yaml --server URL`.',
       onRowClick: (run) => ctx.navigate(`#/runs/${encodeURIComponent(run.id)}`),
       rowLabel: (run) => `Run ${run.name || run.id}, ${enumText(run.state, 'RUN_STATE_')}`,
       filterLabel: 'Filter this page',

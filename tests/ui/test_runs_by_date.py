@@ -1,0 +1,106 @@
+"""The runs page's date filter in a real Chromium against a served stack: the dates go to ListRuns
+(createdAfter, createdBefore), so every page the API's token leads to holds only runs of those days.
+
+The runs are written into the stack's own SQLite store with the creation times the test needs (CreateRun stamps
+the time of the call), before the page reads them through the public API."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections.abc import Iterator
+
+import pytest
+from browser import assert_accessible, wait_for_page
+from playwright.sync_api import Page, Request, expect
+
+from evalsi.stores import open_metadata_store
+from evalsi.testing.stack import Stack
+from evalsi.v1alpha1.run_pb2 import RUN_STATE_SUCCEEDED, Run
+
+START = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
+STEP = dt.timedelta(hours=6)
+RUNS = 40  # 2026-11-01 00:00 to 2026-11-10 18:00, four a day
+
+
+def _created(index: int) -> dt.datetime:
+    return START + index * STEP
+
+
+async def _store_runs(metadata_url: str) -> None:
+    store = await open_metadata_store(metadata_url)
+    try:
+        for index in range(RUNS):
+            run = Run(id=f"run-dated-{index:02d}", project="default", name=f"dated {index:02d}",
+                      state=RUN_STATE_SUCCEEDED)
+            run.create_time.FromDatetime(_created(index))
+            await store.create_run(run)
+    finally:
+        await store.close()
+
+
+@pytest.fixture(scope="module")
+def dated_stack(ui_stack: Stack) -> Iterator[Stack]:
+    asyncio.run(_store_runs(ui_stack.config.metadata_url))
+    yield ui_stack
+
+
+def _names(page: Page) -> list[str]:
+    return page.locator("tbody th").all_inner_texts()
+
+
+def test_a_date_range_pages_through_matching_runs_only(dated_stack: Stack, page: Page) -> None:
+    # 2026-11-03 to 2026-11-09, both days whole: runs 8 (the 3rd, 00:00) to 35 (the 9th, 18:00), 28 of them.
+    wanted = [f"dated {index:02d}" for index in range(35, 7, -1)]
+    asked: list[str] = []
+
+    def on_request(request: Request) -> None:
+        if "/v1alpha1/runs?" in request.url:
+            asked.append(request.url)
+
+    page.on("request", on_request)
+    page.goto(dated_stack.http + "/ui/#/runs")
+    wait_for_page(page)
+    page.locator("#runs-from").fill("2026-11-03")
+    page.locator("#runs-to").fill("2026-11-09")
+    page.locator("#runs-apply").click()
+    page.wait_for_url("**#/runs?from=2026-11-03&to=2026-11-09")
+    wait_for_page(page)
+    assert "created_after=2026-11-03T00%3A00%3A00Z&created_before=2026-11-10T00%3A00%3A00Z" in asked[-1]
+    rows = page.locator("table tbody tr")
+    expect(rows).to_have_count(25)  # a full page: the API filtered before it paged
+    first = _names(page)
+    assert page.locator("caption").inner_text() == "Runs of project default, created 2026-11-03 to 2026-11-09 (UTC)"
+
+    page.locator("#runs-next").click()
+    wait_for_page(page)
+    expect(rows).to_have_count(3)
+    assert first + _names(page) == wanted
+    assert "Last page." in page.locator("main").inner_text()
+    # The next page's link kept the dates, so the API continued the same query.
+    assert "from=2026-11-03" in page.url and "to=2026-11-09" in page.url
+    assert_accessible(page)
+
+
+def test_one_day_and_an_inverted_range(dated_stack: Stack, page: Page) -> None:
+    page.goto(dated_stack.http + "/ui/#/runs?from=2026-11-10&to=2026-11-10")
+    wait_for_page(page)
+    assert _names(page) == ["dated 39", "dated 38", "dated 37", "dated 36"]
+    assert page.locator("#runs-from").input_value() == "2026-11-10"
+
+    page.goto(dated_stack.http + "/ui/#/runs?from=2026-11-05&to=2026-11-04")
+    wait_for_page(page)
+    assert page.locator("#runs-dates-wrong").inner_text() == (
+        '"Created to" (2026-11-04) is before "Created from" (2026-11-05): no run can match. Change one of them.')
+    assert page.locator("table").count() == 0
+    assert page.locator("#runs-to").input_value() == "2026-11-04"  # the form stays to correct it
+
+
+@pytest.mark.parametrize("allowed_errors", [["created_after=soon"]])  # provoked on purpose
+def test_a_date_the_api_refuses_keeps_the_form(dated_stack: Stack, page: Page, allowed_errors: list[str]) -> None:
+    page.goto(dated_stack.http + "/ui/#/runs?from=soon")
+    wait_for_page(page)
+    banner = page.locator("#banner-text")
+    expect(banner).to_contain_text("created_after: expected an RFC 3339 timestamp")
+    expect(banner).to_contain_text("(HTTP 400)")
+    assert page.locator("#runs-apply").is_visible()
