@@ -19,6 +19,7 @@ from typing import Any
 import click
 
 from evalsi.cli._common import EXIT_INTERNAL, handle_errors
+from evalsi.cli.sandbox_build_cmd import build_command
 from evalsi.cli.sandbox_image_cmd import ls_command, pull_command
 from evalsi.cli.sandbox_kernel_cmd import kernel_group
 from evalsi.errors import BadInputError
@@ -158,7 +159,8 @@ def run_command(min_isolation: str | None, ladder: str | None, network: str, tim
                     "print its path, digest, size and contents. It holds the host's Python with its standard library "
                     "and shared libraries, busybox's sh and core utilities, a minimal /etc, /tmp and /workspace; "
                     "nothing else of the host. Give your own with sandbox.root: an image directory, a tarball, or "
-                    "an OCI image (oci:REF or oci:PATH), which `pull` fetches into the cache and `ls` lists.")
+                    "an OCI image (oci:REF or oci:PATH), which `pull` fetches into the cache and `ls` lists; "
+                    "`build` builds an image from a Dockerfile.")
 @_config_option
 @click.option("--format", "output_format", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.pass_context
@@ -296,6 +298,7 @@ def _load_config(path: Path | None) -> SandboxConfig:
 
 image_group.add_command(pull_command)  # OCI images: sandbox_image_cmd.py
 image_group.add_command(ls_command)
+image_group.add_command(build_command)  # images from a Dockerfile: sandbox_build_cmd.py
 sandbox.add_command(kernel_group)  # the vm rung's small guest kernel: sandbox_kernel_cmd.py
 
 __all__ = ["egress_json", "image_group", "parse_network", "result_json", "run_command", "sandbox"]
