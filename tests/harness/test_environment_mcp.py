@@ -18,6 +18,7 @@ from evalsi.harness.environment import environment_from_mapping
 from evalsi.harness.environment_run import prepared
 from evalsi.harness.mcp import McpError, StdioMcpClient
 from evalsi.harness.mcp_sandbox import sandbox_mcp_tools
+from evalsi.harness.sandbox_tools import sandbox_tools
 from evalsi.judges import RetryPolicy
 from evalsi.runs.embedded import execute_run
 from evalsi.runs.spec import load_eval_run
@@ -192,3 +193,19 @@ async def test_a_rung_that_cannot_host_a_server_refuses_naming_the_field(tmp_pat
 def test_a_bad_tools_key_is_refused_naming_the_field(tools: dict, message: str) -> None:
     with pytest.raises(BadInputError, match=message):
         environment_from_mapping({"tools": tools}, "environment")
+
+
+async def test_after_a_granted_escalation_the_servers_run_in_the_wider_sandbox(bwrap: LadderOpener) -> None:
+    token = uuid.uuid4().hex
+    env = environment_from_mapping({**environment(token), "fileAccess": "read-only",
+                                    "escalation": {"allow": {"fileAccess": ["workspace-write"]}}}, "environment")
+    async with prepared(env, bwrap, "p") as session, sandbox_mcp_tools(env.mcp, session) as tools:
+        shell = sandbox_tools(session)
+        assert (await tools["fs_read"].call({"path": "notes.txt"})).value == "secret-42"
+        granted = await shell["request_escalation"].call({"file_access": "workspace-write", "reason": "edit"})
+        assert granted.error is None, granted.error
+        wrote = await shell["run_shell"].call({"command": "echo changed > notes.txt"})
+        assert wrote.value["exit_code"] == 0, wrote.value
+        # The old sandbox is gone with its server; the tool now reads the wider sandbox's workspace.
+        assert (await tools["fs_read"].call({"path": "notes.txt"})).value == "changed\n"
+    assert running(token) == []
