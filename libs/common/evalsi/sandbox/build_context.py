@@ -11,6 +11,7 @@ member's parents inside the image (a link a RUN step planted there is never foll
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import hashlib
 import os
@@ -120,7 +121,7 @@ def _open(root_fd: int, name: str, where: str) -> int:
     except FileNotFoundError:
         raise BadInputError(f"{where}: {name[:200]!r}: no such file in the build context") from None
     except OSError as exc:
-        if exc.errno == 18:  # EXDEV: openat2 refused a resolution leaving the context
+        if exc.errno == errno.EXDEV:  # openat2 refused a resolution leaving the context
             raise BadInputError(f"{where}: {name[:200]!r} leads outside the build context (a symbolic link out of "
                                 "it, or '..')") from None
         raise BadInputError(f"{where}: {name[:200]!r}: {exc.strerror}") from None

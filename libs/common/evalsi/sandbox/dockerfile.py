@@ -250,8 +250,8 @@ def _exec_form(rest: str, where: str) -> tuple[str, ...] | None:
         value = json.loads(rest)
     except ValueError:
         return None  # Docker runs a malformed array with a shell too
-    if not isinstance(value, list) or not value or not all(isinstance(item, str) for item in value):
-        raise BadInputError(f"{where}: the exec form is a non-empty JSON array of strings")
+    if not isinstance(value, list) or not value or not all(isinstance(item, str) and item for item in value):
+        raise BadInputError(f"{where}: the exec form is a non-empty JSON array of non-empty strings")
     return tuple(value)
 
 
