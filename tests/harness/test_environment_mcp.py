@@ -209,3 +209,15 @@ async def test_after_a_granted_escalation_the_servers_run_in_the_wider_sandbox(b
         # The old sandbox is gone with its server; the tool now reads the wider sandbox's workspace.
         assert (await tools["fs_read"].call({"path": "notes.txt"})).value == "changed\n"
     assert running(token) == []
+
+
+async def test_a_cli_agent_refuses_an_environment_with_servers_naming_the_field(workspaces: Path) -> None:
+    (workspaces / "rows.jsonl").write_text(json.dumps({"id": "t", "input": "Fix it.",
+                                                       "metadata": {"environment": environment("x")}}) + "\n")
+    run = load_eval_run(EXAMPLE / "cli-agent.yaml")
+    run.spec.dataset.path = "rows.jsonl"
+    outcome = await execute_run(run, base_dir=workspaces, retry=FAST)
+    [result] = outcome.results.run.results
+    assert result.outcome != OUTCOME_SCORED
+    assert "environment.tools.mcp: MCP servers in the sandbox give their tools to the built-in agent" in result.reason
+    assert not list(workspaces.glob("evalsi-ws-*"))  # refused before any sandbox was opened
