@@ -38,6 +38,7 @@ def test_every_route_of_the_public_services_comes_from_the_descriptors() -> None
             ("GET", "/v1alpha1/policies/{name}", "", "evalsi.v1alpha1.MonitorService/GetPolicy"),
             ("DELETE", "/v1alpha1/policies/{name}", "", "evalsi.v1alpha1.MonitorService/DeletePolicy"),
             ("GET", "/v1alpha1/policies/{name}/stats", "", "evalsi.v1alpha1.MonitorService/GetPolicyStats"),
+            ("GET", "/v1alpha1/policies/{name}/alerts", "", "evalsi.v1alpha1.MonitorService/ListPolicyAlerts"),
             ("GET", "/v1alpha1/auth/whoami", "", "evalsi.v1alpha1.AuthService/WhoAmI"),
             ("GET", "/v1alpha1/auth/projects", "", "evalsi.v1alpha1.AuthService/ListProjects"),
             ("POST", "/v1alpha1/auth/projects", "*", "evalsi.v1alpha1.AuthService/CreateProject"),

@@ -98,6 +98,7 @@ def test_section_17_rows() -> None:
         "evalsi.v1alpha1.RunService/ResumeRun": ("runs.resume", "runner"),
         "evalsi.v1alpha1.MonitorService/ApplyPolicy": ("policies.write", "editor"),
         "evalsi.v1alpha1.MonitorService/GetPolicyStats": ("policies.read", "viewer"),
+        "evalsi.v1alpha1.MonitorService/ListPolicyAlerts": ("policies.read", "viewer"),
         "evalsi.v1alpha1.TraceService/GetTrace": ("traces.read", "viewer"),
         "opentelemetry.proto.collector.trace.v1.TraceService/Export": ("traces.write", "ingest"),
         "otlp-http:/v1/traces": ("traces.write", "ingest"),
@@ -130,5 +131,5 @@ def test_only_rows_whose_handlers_decide_again_are_partial_at_the_gate() -> None
     stored = {row.key.rsplit("/", 1)[-1] for row in rows() if row.needs_stored_resource}
     assert stored == {"GetRun", "ListRuns", "WatchRun", "ListRunResults", "ListRunRecords", "CompareRuns", "CancelRun",
                       "ResumeRun",
-                      "ApplyPolicy", "DeletePolicy", "ListPolicies", "GetPolicy", "GetPolicyStats", "ListTraces",
-                      "GetTrace", "AddFeedback"}
+                      "ApplyPolicy", "DeletePolicy", "ListPolicies", "GetPolicy", "GetPolicyStats",
+                      "ListPolicyAlerts", "ListTraces", "GetTrace", "AddFeedback"}

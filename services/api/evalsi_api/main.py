@@ -389,7 +389,7 @@ async def assemble(settings: Settings, life: Lifecycle) -> None:
         catalog=CatalogHandlers(registry),
         traces=TraceHandlers(traces, limits=settings.limits, retrigger=link.retrigger),
         monitor=MonitorHandlers(store, traces, registry=registry, limits=settings.limits,
-                                connections=settings.connections),
+                                connections=settings.connections, alerts=store),
         auth=access.auth_handlers,
         cases=CaseHandlers(store, limits=settings.limits),
     )

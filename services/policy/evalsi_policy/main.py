@@ -7,7 +7,8 @@
 It pulls ``traces.completed.>`` (one durable consumer, ``policy``, shared by every replica), runs each trace
 through the policies of its project (applied with MonitorService and stored in the metadata store, reloaded
 every ``--reload`` seconds, plus any ``--policy`` files), sends cascade stages to the worker pools
-(``evaluate.<pool>``), stores the scores with the trace, sends alerts and promotes traces into stored datasets.
+(``evaluate.<pool>``), stores the scores with the trace, sends alerts (recording each, with what became of its
+webhook, in the metadata store) and promotes traces into stored datasets.
 A completion whose trace is not readable yet, or whose evaluation failed on infrastructure, is retried later
 (then dead-lettered after ``--max-deliver`` tries); nothing is scored as a model failure.
 
@@ -75,8 +76,8 @@ OPTIONS = (
     NATS,
     NATS_CREDENTIALS,
     TRACES_URL,
-    option(METADATA_URL, default="", help="metadata store holding policies applied with MonitorService; empty: "
-           "only --policy files"),
+    option(METADATA_URL, default="", help="metadata store holding policies applied with MonitorService, where "
+           "each alert fired is recorded (ListPolicyAlerts); empty: only --policy files, alerts not recorded"),
     option(OBJECTS_URL, help="object store for promoted datasets: a directory or s3:// URL"),
     Option("--policy", repeat=True, metavar="FILE",
            help="an OnlineEvalPolicy YAML file, in force besides the stored ones"),
@@ -186,7 +187,7 @@ async def assemble(args: argparse.Namespace, life: Lifecycle) -> None:
     session = await life.enter_context("webhooks", aiohttp.ClientSession())
     engine = PolicyEngine(traces=traces, scores=traces, evaluate=bus_stage_evaluator(
         bus.nc, judges=judges, timeout_s=args.timeout, store=objects), notifier=WebhookSender(session),
-        promoter=DatasetPromoter(DatasetStore(objects)), observers=observers)
+        promoter=DatasetPromoter(DatasetStore(objects)), observers=observers, alerts=metadata)
     stored = StoredPolicies(metadata, registry) if metadata is not None else None
     in_force_names: list[str] = []
 

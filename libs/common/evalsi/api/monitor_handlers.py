@@ -1,4 +1,5 @@
-"""MonitorService: online policies applied, listed, read and deleted, and the statistics of their scores."""
+"""MonitorService: online policies applied, listed, read and deleted, the statistics of their scores and the alerts
+they fired."""
 
 from __future__ import annotations
 
@@ -44,24 +45,35 @@ from evalsi.policy.spec import DEFAULT_WINDOW_S
 from evalsi.projects import DEFAULT_PROJECT, PROJECT_LABEL, check_project
 from evalsi.runs.spec import API_VERSION
 from evalsi.stats import Aggregate, summarize
-from evalsi.stores import PolicyStore, StoredPolicy, policy_hash
+from evalsi.stores import FiredAlert, PolicyAlertStore, PolicyStore, StoredPolicy, policy_hash
+from evalsi.stores.policy_alerts import DELIVERED, FAILED, NOT_SENT
 from evalsi.stores.traces.protocol import ScoreStore
 from evalsi.v1alpha1.monitor_service_pb2 import (
+    ALERT_DELIVERY_DELIVERED,
+    ALERT_DELIVERY_FAILED,
+    ALERT_DELIVERY_NOT_SENT,
     ApplyPolicyRequest,
     DeletePolicyRequest,
     GetPolicyRequest,
     GetPolicyStatsRequest,
     ListPoliciesRequest,
     ListPoliciesResponse,
+    ListPolicyAlertsRequest,
+    ListPolicyAlertsResponse,
     MetricStats,
     Policy,
     PolicyStats,
     WindowAlert,
     WindowStats,
 )
+from evalsi.v1alpha1.monitor_service_pb2 import FiredAlert as FiredAlertMessage
 from evalsi.v1alpha1.policy_pb2 import OnlineEvalPolicy, PolicyAlert
 
 NO_POLICY_STORE = "no policy store is configured: evalsi-api keeps policies in its metadata store (--metadata-url)"
+NO_ALERT_STORE = "no alert store is configured: evalsi-policy records alerts in the metadata store (--metadata-url)"
+DEFAULT_ALERTS_PAGE = 50
+MAX_ALERTS_PAGE = 1_000
+_DELIVERIES = {DELIVERED: ALERT_DELIVERY_DELIVERED, FAILED: ALERT_DELIVERY_FAILED, NOT_SENT: ALERT_DELIVERY_NOT_SENT}
 
 
 class MonitorHandlers:
@@ -80,9 +92,12 @@ class MonitorHandlers:
         limits: HandlerLimits | None = None,
         clock: Callable[[], float] = time.time,
         connections: Connections | None = None,
+        alerts: PolicyAlertStore | None = None,
     ) -> None:
-        """``connections``: the judges the server offers to judge stages (evalsi.yaml judges:)."""
+        """``connections``: the judges the server offers to judge stages (evalsi.yaml judges:); ``alerts``: where
+        evalsi-policy records the alerts it fired (the metadata store)."""
         self._connections = connections or Connections()
+        self._alerts = alerts
         self._policies = policies
         self._scores = scores
         self._registry = registry
@@ -181,6 +196,15 @@ class MonitorHandlers:
         stats.windows.extend(windows)
         return stats
 
+    async def list_policy_alerts(self, request: ListPolicyAlertsRequest, ctx: CallContext) -> ListPolicyAlertsResponse:
+        stored = await self._get(ctx, request.name)
+        if self._alerts is None:
+            raise ApiError(grpc.StatusCode.FAILED_PRECONDITION, NO_ALERT_STORE)
+        size = page_size(request.page_size, DEFAULT_ALERTS_PAGE, min(self._limits.max_page_size, MAX_ALERTS_PAGE))
+        alerts, token = await self._alerts.list_policy_alerts(ctx.project, stored.name, page_size=size,
+                                                              page_token=request.page_token)
+        return ListPolicyAlertsResponse(alerts=[fired_alert_message(a) for a in alerts], next_page_token=token)
+
     def _range(self, request: GetPolicyStatsRequest, window_s: float) -> tuple[float | None, float | None]:
         """(since, until) in unix seconds; ``since`` on a window boundary so the first window is whole."""
         if request.last_windows < 0:
@@ -262,6 +286,18 @@ def policy_message(stored: StoredPolicy, *, changed: bool = False) -> Policy:
         spec_hash=stored.spec_hash, changed=changed,
     )
     message.update_time.FromNanoseconds(round(stored.updated_at * 1e9))
+    return message
+
+
+def fired_alert_message(alert: FiredAlert) -> FiredAlertMessage:
+    message = FiredAlertMessage(
+        rule=alert.rule, when=alert.when, values={k: float(v) for k, v in alert.values.items()},
+        delivery=_DELIVERIES[alert.delivery], http_status=alert.http_status or 0, error=alert.error,
+        attempts=alert.attempts, notify=alert.notify, key=alert.key,
+    )
+    message.window_start_time.FromNanoseconds(round(alert.window_start * 1e9))
+    message.window_end_time.FromNanoseconds(round(alert.window_end * 1e9))
+    message.fire_time.FromNanoseconds(round(alert.fired_at * 1e9))
     return message
 
 

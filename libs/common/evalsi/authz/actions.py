@@ -95,6 +95,7 @@ _ROWS: tuple[Endpoint, ...] = (
     _rpc("MonitorService", "ListPolicies", "policies.read", attrs.list_policies, stored=True),
     _rpc("MonitorService", "GetPolicy", "policies.read", attrs.policy_by_name, stored=True),
     _rpc("MonitorService", "GetPolicyStats", "policies.read", attrs.policy_by_name, stored=True),
+    _rpc("MonitorService", "ListPolicyAlerts", "policies.read", attrs.policy_by_name, stored=True),
     _rpc("TraceService", "ListTraces", "traces.read", attrs.list_traces, stored=True),
     _rpc("TraceService", "GetTrace", "traces.read", attrs.trace_by_id, stored=True),
     # Feedback is data about a trace sent by the app or its collector, like spans: the ingest permission.

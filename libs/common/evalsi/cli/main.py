@@ -54,7 +54,7 @@ COMMANDS = {
         "Forget the tokens `evalsi login` cached for a server (or every server with --all).",
     ),
     "policies": LazyCommand(
-        "evalsi.cli.policies_cmd:policies", "Online policies on a server: apply, list, get, stats, delete."
+        "evalsi.cli.policies_cmd:policies", "Online policies on a server: apply, list, get, stats, alerts, delete."
     ),
     "power": LazyCommand(
         "evalsi.cli.power_cmd:power_command",

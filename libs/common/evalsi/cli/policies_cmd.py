@@ -1,7 +1,9 @@
-"""``evalsi policies``: apply, list, read and delete online policies on a server, and read their statistics."""
+"""``evalsi policies``: apply, list, read and delete online policies on a server, and read their statistics and the
+alerts they fired."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from datetime import UTC
 from pathlib import Path
@@ -12,11 +14,16 @@ import yaml
 
 from evalsi.cli._common import client_for, handle_errors, looking_in, message_dict, message_json, server_option
 from evalsi.cli.traces_cmd import parse_since
+from evalsi.v1alpha1.monitor_service_pb2 import (
+    ALERT_DELIVERY_DELIVERED,
+    ALERT_DELIVERY_FAILED,
+    ALERT_DELIVERY_NOT_SENT,
+)
 
 if TYPE_CHECKING:
     from google.protobuf.timestamp_pb2 import Timestamp
 
-    from evalsi.v1alpha1.monitor_service_pb2 import MetricStats, Policy, PolicyStats
+    from evalsi.v1alpha1.monitor_service_pb2 import FiredAlert, MetricStats, Policy, PolicyStats
 
 
 def _time(stamp: Timestamp) -> str:
@@ -98,7 +105,7 @@ def render_stats(stats: PolicyStats) -> None:
 
 @click.group("policies")
 def policies() -> None:
-    """Online policies on a server: apply, list, get, stats, delete."""
+    """Online policies on a server: apply, list, get, stats, alerts, delete."""
 
 
 @policies.command("apply")
@@ -183,6 +190,53 @@ def stats_command(
         click.echo(message_json(stats, indent=2))
         return
     render_stats(stats)
+
+
+_DELIVERY_WORDS = {ALERT_DELIVERY_DELIVERED: "delivered", ALERT_DELIVERY_FAILED: "failed",
+                   ALERT_DELIVERY_NOT_SENT: "not sent"}
+
+
+def delivery_text(alert: FiredAlert) -> str:
+    """What became of an alert's webhook, in words: ``delivered (HTTP 204)``, ``failed (HTTP 500) after 5
+    attempts``, ``not sent (<why>)``."""
+    word = _DELIVERY_WORDS.get(alert.delivery, "unknown")
+    detail = alert.error or (f"HTTP {alert.http_status}" if alert.http_status else "")
+    text = f"{word} ({detail})" if detail else word
+    return text + (f" after {alert.attempts} attempts" if alert.attempts > 1 else "")
+
+
+def _figures(alert: FiredAlert) -> str:
+    return ", ".join(f"{key} = {value:.4g}" for key, value in sorted(alert.values.items()))
+
+
+@policies.command("alerts")
+@click.argument("name")
+@server_option
+@click.option("--limit", type=click.IntRange(min=1, max=10_000), default=50, show_default=True,
+              help="At most this many alerts, newest window first.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@handle_errors
+def alerts_command(name: str, server: str, project: str | None, limit: int, fmt: str) -> None:
+    """The alerts evalsi-policy fired for a policy, newest window first: the rule, its window, the figures it read,
+    when it fired and what became of the webhook (delivered, failed with the HTTP status or error, or not sent and
+    why). Recorded by evalsi-policy when it has a metadata store (evalsi serve gives it one)."""
+    with client_for(server, project) as client, looking_in():
+        found = list(itertools.islice(client.policies.alerts(name, page_size=min(limit, 500)), limit))
+    if fmt == "json":
+        click.echo(json.dumps([message_dict(a) for a in found], indent=2))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(header_style="bold")
+    for column in ("window start", "rule", "figures", "fired", "webhook"):
+        table.add_column(column)
+    for alert in found:
+        table.add_row(_time(alert.window_start_time), alert.when, _figures(alert), _time(alert.fire_time),
+                      delivery_text(alert))
+    Console(width=160).print(table)
+    if not found:
+        click.echo(f"no alert fired for policy {name}", err=True)
 
 
 @policies.command("delete")

@@ -4,7 +4,8 @@ For each policy: the selector, then sampling (always-rules first), then the casc
 by ``StageEvaluator`` (the worker pools over the bus in the service, in-process in tests and embedded use).
 Every stage's outcome is stored with the trace as ``OnlineScore`` rows keyed on the trace revision, so a
 redelivered completion rewrites the same rows and a later revision replaces them. Scored values feed the
-policy's windows; an alert rule that holds fires once per window; a trace whose scores satisfy
+policy's windows; an alert rule that holds fires once per window, and with an alert store each alert fired is
+recorded with what became of its webhook (delivered, failed, not sent); a trace whose scores satisfy
 ``promote.when`` is added to the policy's dataset as a new version. Windows live in memory: ``restore_windows``
 rebuilds a new policy state's current window from the stored scores (after a restart or a window change).
 
@@ -24,7 +25,9 @@ from typing import Protocol
 
 from evalsi.bus.v1alpha1.bus_pb2 import TraceCompleted
 from evalsi.errors import InfraError
+from evalsi.masking import mask_url
 from evalsi.projects import DEFAULT_PROJECT
+from evalsi.stores.policy_alerts import DELIVERED, FAILED, NOT_SENT, FiredAlert, PolicyAlertStore
 from evalsi.stores.traces.protocol import ScoreStore, TraceStore
 from evalsi.traces.model import ERROR as ERROR_OUTCOME
 from evalsi.traces.model import SCORED as SCORED_OUTCOME
@@ -36,9 +39,12 @@ from .cascade import SCORED, SKIPPED, Stage, StageResult, check_when, run_cascad
 from .selection import TraceView, decide_sampling
 from .spec import CompiledPolicy
 from .webhook import Delivery, alert_payload
-from .windows import AlertRule, AlertTracker, WindowAggregator, window_start
+from .windows import AlertDecision, AlertRule, AlertTracker, WindowAggregator, window_start
 
 log = logging.getLogger("evalsi.policy")
+
+# A delivery error as recorded (an exception's text can be long; the record is for people to read).
+_MAX_ERROR = 1_000
 
 
 StageEvaluator = Callable[[str, Record, Sequence[Stage]], Awaitable[Sequence[StageResult]]]
@@ -100,15 +106,18 @@ class PolicyEngine:
         notifier: Notifier | None = None,
         promoter: Promoter | None = None,
         observers: Sequence[ScoreObserver] = (),
+        alerts: PolicyAlertStore | None = None,
         clock: Callable[[], float] = time.time,
         env: Mapping[str, str] | None = None,
     ) -> None:
+        """``alerts``: where each alert fired is recorded with what became of it (the metadata store)."""
         self._traces = traces
         self._scores = scores
         self._evaluate = evaluate
         self._notifier = notifier
         self._promoter = promoter
         self._observers = tuple(observers)
+        self._alerts = alerts
         self._clock = clock
         self._env = os.environ if env is None else env
         self._unsigned_reported: set[tuple[str, str, int, str]] = set()
@@ -219,26 +228,51 @@ class PolicyEngine:
             state.windows.add(score.metric, bool(score.passed) if score.passed is not None else score.value, now)
         fired = []
         for decision in state.alerts.evaluate(start, state.windows.aggregates(start)):
-            if not decision.fire or self._notifier is None:
+            if not decision.fire:
                 continue
-            body = alert_payload(policy=policy.name, project=project, rule=decision.rule.when, window_start=start,
-                                 window_s=policy.window_s, values=decision.values, key=decision.key)
-            secret = self._env.get(decision.rule.secret_env, "") if decision.rule.secret_env else ""
-            if not secret:  # applying refuses this; the variable may have been unset since (or differ here)
-                self._refuse_unsigned(project, policy.name, decision.rule)
-                continue
-            delivery = await self._notifier.send(decision.rule.notify, body, secret=secret, key=decision.key)
-            if delivery.delivered:
-                fired.append(decision.key)
-            else:
-                log.warning("alert %s of policy %s not delivered to %s: %s", decision.key, policy.name,
-                            decision.rule.notify, delivery.error)
+            try:
+                if await self._send_alert(policy, project, decision, now):
+                    fired.append(decision.key)
+            except InfraError:
+                # The alert store failed: the trace is handled again later, and the rule fires again then.
+                state.alerts.forget(decision.key)
+                raise
         # Older windows are closed: forget them (memory stays bounded for a long-running engine).
         state.windows.drop_before(start)
         state.alerts.forget_before(start)
         state.counted = {at: pairs for at, pairs in state.counted.items() if at >= start}
         return fired
 
+    async def _send_alert(self, policy: CompiledPolicy, project: str, decision: AlertDecision, now: float) -> bool:
+        """POST one alert and record what became of it (with an alert store); whether the webhook accepted it.
+
+        An alert already recorded (by another replica, or before a restart emptied the tracker) is not sent
+        again: one alert per rule and window. Without a notifier, or with its signing secret unset, the alert
+        is recorded as not sent, saying why.
+        """
+        rule = decision.rule
+        if self._alerts is not None and await self._alerts.get_policy_alert(project, policy.name, decision.key):
+            return False
+        delivery: Delivery | None = None
+        reason = ""
+        secret = self._env.get(rule.secret_env, "") if rule.secret_env else ""
+        if self._notifier is None:
+            reason = "no webhook sender: this engine sends no alerts"
+        elif not secret:  # applying refuses this; the variable may have been unset since (or differ here)
+            self._refuse_unsigned(project, policy.name, rule)
+            reason = (f"not signed, so not sent: the signing secret variable {rule.secret_env or '(none named)'} is "
+                      "unset or empty in evalsi-policy's environment")
+        else:
+            body = alert_payload(policy=policy.name, project=project, rule=rule.when,
+                                 window_start=decision.window_start, window_s=policy.window_s, values=decision.values,
+                                 key=decision.key)
+            delivery = await self._notifier.send(rule.notify, body, secret=secret, key=decision.key)
+            if not delivery.delivered:
+                log.warning("alert %s of policy %s not delivered to %s: %s", decision.key, policy.name,
+                            mask_url(rule.notify), delivery.error)
+        if self._alerts is not None:
+            await self._alerts.record_policy_alert(project, fired_alert(policy, decision, now, delivery, reason))
+        return delivery is not None and delivery.delivered
 
     def _refuse_unsigned(self, project: str, policy: str, rule: AlertRule) -> None:
         """An alert whose signing secret is unset or empty is not sent (a receiver could not tell it from a
@@ -273,6 +307,22 @@ def _restore(state: _PolicyState, scores: Sequence[OnlineScore]) -> int:
         counted.add((score.trace_id, score.metric))
         added += 1
     return added
+
+
+def fired_alert(policy: CompiledPolicy, decision: AlertDecision, now: float, delivery: Delivery | None,
+                reason: str) -> FiredAlert:
+    """The record of one alert: ``delivery`` None when it was not sent (``reason`` says why)."""
+    if delivery is None:
+        outcome, attempts, status, error = NOT_SENT, 0, None, reason
+    else:
+        outcome = DELIVERED if delivery.delivered else FAILED
+        attempts, status, error = delivery.attempts, delivery.status, delivery.error
+    return FiredAlert(
+        policy=policy.name, key=decision.key, rule=decision.rule.index, when=decision.rule.when,
+        window_start=decision.window_start, window_end=decision.window_start + policy.window_s,
+        values=dict(decision.values), fired_at=now, delivery=outcome, attempts=attempts, http_status=status,
+        error=error[:_MAX_ERROR], notify=mask_url(decision.rule.notify),
+    )
 
 
 def online_scores(policy: CompiledPolicy, trace_id: str, revision: int, results: Sequence[StageResult],

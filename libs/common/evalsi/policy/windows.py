@@ -179,6 +179,11 @@ class AlertTracker:
         tracker._fired = dict(self._fired)
         return tracker
 
+    def forget(self, key: str) -> None:
+        """Forget that the alert ``key`` fired, so the rule fires again when it next holds in that window (its
+        record could not be stored: the trace is handled again later)."""
+        self._fired.pop(key, None)
+
     def forget_before(self, start: float) -> None:
         """Forget alerts of windows that start before ``start`` (bounded memory for a long-running engine)."""
         self._fired = {key: at for key, at in self._fired.items() if at >= start}

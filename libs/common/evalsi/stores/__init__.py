@@ -2,8 +2,8 @@
 
 Services open them from URLs (``open_metadata_store``, ``open_object_store``) and code against the protocols,
 each declared once beside its store: ``MetadataStore`` and its roles ``RunStore`` (the run driver's),
-``PolicyStore`` and ``CaseStore`` (``metadata``); ``ObjectStore`` and its content-addressed half ``BlobStore``
-(``objects``); the trace store's (``traces.protocol``).
+``PolicyStore`` and ``CaseStore`` (``metadata``); ``PolicyAlertStore`` (``policy_alerts``); ``ObjectStore`` and its
+content-addressed half ``BlobStore`` (``objects``); the trace store's (``traces.protocol``).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from .metadata import (
 )
 from .migrations import LATEST_VERSION, MIGRATIONS, Migration
 from .objects import BlobStore, ConflictError, LocalObjectStore, ObjectStore, S3ObjectStore, content_key
+from .policy_alerts import FiredAlert, PolicyAlertStore
 from .sql import SqlMetadataStore
 from .urls import open_metadata_store, open_object_store
 
@@ -38,6 +39,8 @@ __all__ = [  # noqa: RUF022 - grouped by topic, not alphabetically, for readers
     "CaseReportStore",
     "CaseStore",
     "MetadataStore",
+    "FiredAlert",
+    "PolicyAlertStore",
     "PolicyStore",
     "RunStore",
     "SqlMetadataStore",

@@ -277,6 +277,35 @@ def _v6(dialect: str) -> tuple[str, ...]:
     )
 
 
+def _v7(dialect: str) -> tuple[str, ...]:
+    """Alerts evalsi-policy fired (docs/policies.md): one row per (project, policy, alert key), the key naming the
+    rule and the window, with the figures read and what became of the webhook."""
+    pg = dialect == "postgres"
+    key = 'text COLLATE "C"' if pg else "TEXT"
+    text, integer, double = ("text", "integer", "double precision") if pg else ("TEXT", "INTEGER", "REAL")
+    return (
+        f"""CREATE TABLE policy_alerts (
+            project_id {key} NOT NULL,
+            tenant_id {text} NOT NULL DEFAULT '',
+            policy {key} NOT NULL,
+            alert_key {key} NOT NULL,
+            rule {integer} NOT NULL,
+            rule_when {text} NOT NULL,
+            window_start {double} NOT NULL,
+            window_end {double} NOT NULL,
+            figures {text} NOT NULL,
+            fired_at {double} NOT NULL,
+            delivery {text} NOT NULL,
+            http_status {integer},
+            error {text} NOT NULL DEFAULT '',
+            attempts {integer} NOT NULL,
+            notify {text} NOT NULL DEFAULT '',
+            PRIMARY KEY (project_id, tenant_id, policy, alert_key)
+        )""",
+        "CREATE INDEX policy_alerts_by_window ON policy_alerts (project_id, policy, window_start DESC, alert_key DESC)",
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "runs, results, tasks, leases", sqlite=_v1("sqlite"), postgres=_v1("postgres")),
     Migration(2, "usage of each task", sqlite=_v2("sqlite"), postgres=_v2("postgres")),
@@ -284,6 +313,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "agent cases", sqlite=_v4("sqlite"), postgres=_v4("postgres")),
     Migration(5, "projects, API keys, roles, bindings, audit log", sqlite=_v5("sqlite"), postgres=_v5("postgres")),
     Migration(6, "agent case reports", sqlite=_v6("sqlite"), postgres=_v6("postgres")),
+    Migration(7, "alerts fired by online policies", sqlite=_v7("sqlite"), postgres=_v7("postgres")),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

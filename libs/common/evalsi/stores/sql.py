@@ -3,7 +3,7 @@
 The store writes its SQL once, with ``?`` placeholders; a ``Database`` (``evalsi.stores.sql_engines``) runs
 it on SQLite or Postgres. This module holds runs, results, tasks and leases; policies and agent cases are
 the ``SqlDocuments`` mixin (``evalsi.stores.sql_documents``), agent case reports ``SqlCaseReports``
-(``evalsi.stores.case_reports``).
+(``evalsi.stores.case_reports``), the alerts policies fired ``SqlPolicyAlerts`` (``evalsi.stores.policy_alerts``).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from .metadata import (
     project_or_default,
     query_fingerprint,
 )
+from .policy_alerts import SqlPolicyAlerts
 from .sql_documents import SqlDocuments
 from .sql_engines import Column, Conn, Database, PostgresDatabase, SqliteDatabase
 
@@ -77,9 +78,10 @@ def _without_results(run: Run, project: str) -> Run:
     return stored
 
 
-class SqlMetadataStore(SqlDocuments, SqlCaseReports, SqlIdentity, SqlAudit):
+class SqlMetadataStore(SqlDocuments, SqlCaseReports, SqlIdentity, SqlAudit, SqlPolicyAlerts):
     """The MetadataStore over SQLite or Postgres; open it with ``open_sqlite``/``open_postgres`` or a URL. It is also
-    the IdentityStore (``identity``), the AuditStore (``audit``) and the CaseReportStore (``case_reports``)."""
+    the IdentityStore (``identity``), the AuditStore (``audit``), the CaseReportStore (``case_reports``) and the
+    PolicyAlertStore (``policy_alerts``)."""
 
     def __init__(self, db: Database, *, applied_migrations: Sequence[int] = ()) -> None:
         self._db = db

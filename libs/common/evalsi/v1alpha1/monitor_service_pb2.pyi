@@ -5,12 +5,24 @@ from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from evalsi.v1alpha1 import policy_pb2 as _policy_pb2
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from collections.abc import Iterable as _Iterable, Mapping as _Mapping
 from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class AlertDelivery(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ALERT_DELIVERY_UNSPECIFIED: _ClassVar[AlertDelivery]
+    ALERT_DELIVERY_DELIVERED: _ClassVar[AlertDelivery]
+    ALERT_DELIVERY_FAILED: _ClassVar[AlertDelivery]
+    ALERT_DELIVERY_NOT_SENT: _ClassVar[AlertDelivery]
+ALERT_DELIVERY_UNSPECIFIED: AlertDelivery
+ALERT_DELIVERY_DELIVERED: AlertDelivery
+ALERT_DELIVERY_FAILED: AlertDelivery
+ALERT_DELIVERY_NOT_SENT: AlertDelivery
 
 class ApplyPolicyRequest(_message.Message):
     __slots__ = ("policy", "project", "dry_run")
@@ -171,3 +183,58 @@ class PolicyStats(_message.Message):
     metrics: _containers.RepeatedCompositeFieldContainer[MetricStats]
     windows: _containers.RepeatedCompositeFieldContainer[WindowStats]
     def __init__(self, project: _Optional[str] = ..., name: _Optional[str] = ..., generation: _Optional[int] = ..., window: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., traces_evaluated: _Optional[int] = ..., metrics: _Optional[_Iterable[_Union[MetricStats, _Mapping]]] = ..., windows: _Optional[_Iterable[_Union[WindowStats, _Mapping]]] = ...) -> None: ...
+
+class ListPolicyAlertsRequest(_message.Message):
+    __slots__ = ("name", "project", "page_size", "page_token")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    PAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    project: str
+    page_size: int
+    page_token: str
+    def __init__(self, name: _Optional[str] = ..., project: _Optional[str] = ..., page_size: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class FiredAlert(_message.Message):
+    __slots__ = ("rule", "when", "window_start_time", "window_end_time", "values", "fire_time", "delivery", "http_status", "error", "attempts", "notify", "key")
+    class ValuesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: float
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[float] = ...) -> None: ...
+    RULE_FIELD_NUMBER: _ClassVar[int]
+    WHEN_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_START_TIME_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_END_TIME_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    FIRE_TIME_FIELD_NUMBER: _ClassVar[int]
+    DELIVERY_FIELD_NUMBER: _ClassVar[int]
+    HTTP_STATUS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    NOTIFY_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    rule: int
+    when: str
+    window_start_time: _timestamp_pb2.Timestamp
+    window_end_time: _timestamp_pb2.Timestamp
+    values: _containers.ScalarMap[str, float]
+    fire_time: _timestamp_pb2.Timestamp
+    delivery: AlertDelivery
+    http_status: int
+    error: str
+    attempts: int
+    notify: str
+    key: str
+    def __init__(self, rule: _Optional[int] = ..., when: _Optional[str] = ..., window_start_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., window_end_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., values: _Optional[_Mapping[str, float]] = ..., fire_time: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., delivery: _Optional[_Union[AlertDelivery, str]] = ..., http_status: _Optional[int] = ..., error: _Optional[str] = ..., attempts: _Optional[int] = ..., notify: _Optional[str] = ..., key: _Optional[str] = ...) -> None: ...
+
+class ListPolicyAlertsResponse(_message.Message):
+    __slots__ = ("alerts", "next_page_token")
+    ALERTS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    alerts: _containers.RepeatedCompositeFieldContainer[FiredAlert]
+    next_page_token: str
+    def __init__(self, alerts: _Optional[_Iterable[_Union[FiredAlert, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...

@@ -59,6 +59,11 @@ class MonitorServiceStub:
                 request_serializer=evalsi_dot_v1alpha1_dot_monitor__service__pb2.GetPolicyStatsRequest.SerializeToString,
                 response_deserializer=evalsi_dot_v1alpha1_dot_monitor__service__pb2.PolicyStats.FromString,
                 _registered_method=True)
+        self.ListPolicyAlerts = channel.unary_unary(
+                '/evalsi.v1alpha1.MonitorService/ListPolicyAlerts',
+                request_serializer=evalsi_dot_v1alpha1_dot_monitor__service__pb2.ListPolicyAlertsRequest.SerializeToString,
+                response_deserializer=evalsi_dot_v1alpha1_dot_monitor__service__pb2.ListPolicyAlertsResponse.FromString,
+                _registered_method=True)
 
 
 class MonitorServiceServicer:
@@ -98,6 +103,14 @@ class MonitorServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListPolicyAlerts(self, request, context):
+        """The alerts evalsi-policy fired for the policy, newest window first, each with the figures its rule read and
+        what became of its webhook.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MonitorServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -125,6 +138,11 @@ def add_MonitorServiceServicer_to_server(servicer, server):
                     servicer.GetPolicyStats,
                     request_deserializer=evalsi_dot_v1alpha1_dot_monitor__service__pb2.GetPolicyStatsRequest.FromString,
                     response_serializer=evalsi_dot_v1alpha1_dot_monitor__service__pb2.PolicyStats.SerializeToString,
+            ),
+            'ListPolicyAlerts': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPolicyAlerts,
+                    request_deserializer=evalsi_dot_v1alpha1_dot_monitor__service__pb2.ListPolicyAlertsRequest.FromString,
+                    response_serializer=evalsi_dot_v1alpha1_dot_monitor__service__pb2.ListPolicyAlertsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -262,6 +280,33 @@ class MonitorService:
             '/evalsi.v1alpha1.MonitorService/GetPolicyStats',
             evalsi_dot_v1alpha1_dot_monitor__service__pb2.GetPolicyStatsRequest.SerializeToString,
             evalsi_dot_v1alpha1_dot_monitor__service__pb2.PolicyStats.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPolicyAlerts(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/evalsi.v1alpha1.MonitorService/ListPolicyAlerts',
+            evalsi_dot_v1alpha1_dot_monitor__service__pb2.ListPolicyAlertsRequest.SerializeToString,
+            evalsi_dot_v1alpha1_dot_monitor__service__pb2.ListPolicyAlertsResponse.FromString,
             options,
             channel_credentials,
             insecure,

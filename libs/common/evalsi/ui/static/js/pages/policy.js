@@ -1,6 +1,7 @@
 // #/policies/:name: one policy (GetPolicy), its window statistics over time (GetPolicyStats per window: each
-// metric's mean per window drawn with its 95% interval band), the alert rules that held in each window, and the
-// traces it promoted (each promotion is a new version of the dataset it names: ListDatasetVersions).
+// metric's mean per window drawn with its 95% interval band), the alerts it fired as evalsi-policy recorded them
+// (ListPolicyAlerts), and the traces it promoted (each promotion is a new version of the dataset it names:
+// ListDatasetVersions).
 
 import { lineWithBand } from '../charts.js';
 import { fmtDuration, fmtInterval, fmtNumber, fmtTime, h, table } from '../dom.js';
@@ -97,29 +98,61 @@ const WINDOW_COLUMNS = [
   { key: 'held', label: 'Alert rules held' },
 ];
 
+// The newest alerts shown; `evalsi policies alerts NAME --limit N` lists more.
+const ALERTS_SHOWN = 100;
+
+const DELIVERY_WORDS = {
+  ALERT_DELIVERY_DELIVERED: ['delivered', 'passed'],
+  ALERT_DELIVERY_FAILED: ['failed', 'failed'],
+  ALERT_DELIVERY_NOT_SENT: ['not sent', 'bad'],
+};
+
+function deliveryCell(alert) {
+  const [word, badge] = DELIVERY_WORDS[alert.delivery] || ['unknown', ''];
+  const detail = alert.error || (alert.httpStatus ? `HTTP ${alert.httpStatus}` : '');
+  const attempts = Number(alert.attempts || 0);
+  return h('span', {}, h('span', { class: `badge ${badge}` }, word),
+    detail ? ` ${detail}` : '', attempts > 1 ? ` after ${attempts} attempts` : '');
+}
+
+function figures(values) {
+  return Object.entries(values || {}).sort(([a], [b]) => a.localeCompare(b))
+    .map(([key, value]) => `${key} = ${fmtNumber(value, 4)}`).join(', ');
+}
+
 const ALERT_COLUMNS = [
-  { key: 'start', label: 'Window start', render: (a) => fmtTime(a.start) },
+  { key: 'start', label: 'Window start', value: (a) => a.windowStartTime, render: (a) => fmtTime(a.windowStartTime) },
   { key: 'when', label: 'Rule', render: (a) => h('code', {}, a.when) },
-  { key: 'reason', label: 'Figures' },
+  { key: 'values', label: 'Figures read', value: (a) => figures(a.values) },
+  { key: 'fired', label: 'Fired at', value: (a) => a.fireTime, render: (a) => fmtTime(a.fireTime) },
+  { key: 'delivery', label: 'Webhook', value: (a) => a.delivery, render: deliveryCell },
 ];
 
-function alertsSection(stored, windows) {
+// The alerts evalsi-policy recorded as it fired them (ListPolicyAlerts), newest window first, with what became of
+// each webhook; the rules as applied now above them.
+async function alertsSection(stored, ctx) {
   const rules = stored.policy?.spec?.alerts || [];
   const section = h('section', { 'aria-labelledby': 'policy-alerts' }, h('h2', { id: 'policy-alerts' }, 'Alerts'));
-  if (!rules.length) {
+  const answer = await ctx.api.get(`/v1alpha1/policies/${encodeURIComponent(stored.name)}/alerts`,
+    { pageSize: ALERTS_SHOWN }, ctx.signal);
+  const fired = answer.alerts || [];
+  if (!rules.length && !fired.length) {
     section.append(h('p', { class: 'empty' }, 'This policy has no alert rules.'));
     return section;
   }
-  section.append(h('ul', { id: 'policy-alert-rules' }, rules.map((rule) => h('li', {},
-    h('code', {}, rule.when), ` \u2192 ${rule.notify} (at least ${Math.max(1, rule.minSamples || 0)} samples per metric)`))));
-  const fired = windows.slice().reverse().flatMap((window) => (window.alerts || []).filter((a) => a.held)
-    .map((a) => ({ start: window.startTime, when: a.when, reason: a.reason })));
+  section.append(rules.length
+    ? h('ul', { id: 'policy-alert-rules' }, rules.map((rule) => h('li', {},
+      h('code', {}, rule.when), ` \u2192 ${rule.notify} (at least ${Math.max(1, rule.minSamples || 0)} samples per metric)`)))
+    : h('p', { class: 'empty' }, 'This policy has no alert rules now; the alerts below fired under earlier ones.'));
+  const more = answer.nextPageToken ? ` The newest ${ALERTS_SHOWN} are shown; \`evalsi policies alerts ${stored.name} --limit N\` lists more.` : '';
+  const alerts = table(ALERT_COLUMNS, fired, {
+    caption: 'Alerts fired, newest window first', filter: false, emptyText: 'No alert fired yet.',
+  });
+  alerts.table.id = 'policy-alerts-table';
   section.append(
-    h('p', { class: 'muted' }, 'A rule fires once per window, the first time it holds as scores arrive. Listed: the '
-      + 'windows whose figures satisfy a rule; a rule that held only part-way through a window is not listed, '
-      + 'and whether the webhook accepted an alert is not recorded.'),
-    table(ALERT_COLUMNS, fired, { caption: 'Alerts fired, newest window first', filter: false, emptyText: 'No alert fired in these windows.' }));
-  section.lastChild.table.id = 'policy-alerts-table';
+    h('p', { class: 'muted' }, 'A rule fires once per window, the first time it holds as scores arrive; evalsi-policy '
+      + `records each alert with the figures it read and what became of its webhook.${more}`),
+    alerts);
   return section;
 }
 
@@ -189,6 +222,6 @@ export async function render(root, params, query, ctx) {
       charts(windows),
       h('details', {}, h('summary', {}, `Every window (${windows.length})`),
         table(WINDOW_COLUMNS, windowRows(windows), { caption: 'Windows, newest first', filter: false }))),
-    alertsSection(stored, windows),
+    await alertsSection(stored, ctx),
     await promotionsSection(stored, ctx));
 }
