@@ -25,7 +25,7 @@ _REGISTRY: tuple[Permission, ...] = (
     Permission("catalog.read", "list evaluators and packs; gRPC reflection", "viewer"),
     Permission("datasets.read", "list a stored dataset's versions", "viewer"),
     Permission("runs.read", "get, list, watch and compare runs and read their results", "viewer"),
-    Permission("policies.read", "list and get online policies and their statistics", "viewer"),
+    Permission("policies.read", "list and get online policies, their statistics and the alerts they fired", "viewer"),
     Permission("traces.read", "list and get traces with their scores and feedback", "viewer"),
     Permission("cases.read", "list and get stored agent cases and uploaded case reports", "viewer"),
     Permission("evaluations.run", "synchronous evaluations (Evaluate, EvaluateStream): spends judge budget and may "
