@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from browser import assert_accessible, wait_for_page
 from playwright.sync_api import Page
-from watch_data import DATASET, POLICY, WatchData, served_watch
+from watch_data import DATASET, POLICY, WatchData, eventually, served_watch
 
 import evalsi
 
@@ -79,14 +79,19 @@ def test_a_policy_shows_its_windows_as_a_chart_with_its_band(watch: WatchData, p
 
 
 def test_alerts_fired_and_promotions_are_listed(watch: WatchData, page: Page) -> None:
+    # The alerts evalsi-policy recorded as it fired them: one per alert the webhook received (each recorded just
+    # after its answer), delivered.
+    def every_alert_recorded() -> list[dict[str, Any]]:
+        found = api_get(watch, f"/v1alpha1/policies/{POLICY}/alerts")["alerts"]
+        assert found and len(found) == len(watch.alerts)
+        return found
+
+    recorded = eventually(every_alert_recorded, timeout_s=20)
     open_policy(watch, page)
     # Every window, so the page and the API read the same ones however long the tests before took.
     page.goto(watch.ui + f"#/policies/{POLICY}?windows=0")
     page.wait_for_function("() => document.getElementById('policy-range-text')?.textContent.startsWith('Every stored')")
     page.locator("#policy-promotions-table").wait_for()
-    # The alerts evalsi-policy recorded as it fired them: one per window the rule held in, delivered to the webhook.
-    recorded = api_get(watch, f"/v1alpha1/policies/{POLICY}/alerts")["alerts"]
-    assert recorded and len(recorded) == len(watch.alerts)  # one record per alert the webhook received
     alerts = page.locator("#policy-alerts-table tbody tr")
     assert alerts.count() == len(recorded)
     for row, alert in zip(alerts.all(), recorded, strict=True):  # newest window first, as the API lists them
