@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import tempfile
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ import pytest
 
 from evalsi.errors import BadInputError
 from evalsi.harness.environment import environment_from_mapping
-from evalsi.harness.environment_run import prepared
+from evalsi.harness.environment_run import EnvironmentFailure, environment_mcp_tools, prepared
 from evalsi.harness.mcp import McpError, StdioMcpClient
 from evalsi.harness.mcp_sandbox import sandbox_mcp_tools
 from evalsi.harness.sandbox_tools import sandbox_tools
@@ -28,6 +29,7 @@ from evalsi.sandbox.ladder import Ladder
 from evalsi.sandbox.model import RootFilesystem
 from evalsi.sandbox.spawned import SpawnUnsupported
 from evalsi.testing import FakeOpenAI
+from evalsi.testing.reachable_tmp import reachable_tmp_dir
 from evalsi.v1alpha1.record_pb2 import STEP_TYPE_TOOL
 from evalsi.v1alpha1.score_pb2 import ERROR_KIND_INFRA, OUTCOME_ERROR, OUTCOME_SCORED
 
@@ -131,6 +133,16 @@ async def test_a_server_that_exits_at_once_is_an_infra_error_and_the_model_is_ne
     assert not list(workspaces.glob("evalsi-ws-*"))
 
 
+@pytest.fixture(scope="module")
+def sandboxd() -> Iterator[str]:
+    with pytest.MonkeyPatch.context() as patch:  # its helper lives beside the sandbox tests
+        patch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "sandbox"))
+        from sandboxd_process import running_sandboxd
+
+        with reachable_tmp_dir("sbxd") as directory, running_sandboxd(directory) as (address, _):
+            yield address
+
+
 @pytest.fixture
 def bwrap(tmp_path: Path) -> LadderOpener:
     return LadderOpener(Ladder(SandboxConfig(ladder=("bwrap",), cache_dir=tmp_path / "cache")))
@@ -173,8 +185,8 @@ async def test_a_rung_that_cannot_host_a_server_refuses_naming_the_field(tmp_pat
     token = uuid.uuid4().hex
     env = environment_from_mapping({**environment(token), "sandbox": {"minIsolation": "kernel"}}, "environment")
     async with prepared(env, opener, "p") as session:
-        with pytest.raises(SpawnUnsupported, match=r"SANDBOX_UNAVAILABLE: environment.tools.mcp\[0\] \(fs\): the "
-                                                    r"sandbox's rung gvisor \(kernel\) cannot host"):
+        with pytest.raises(SpawnUnsupported, match=r"SANDBOX_UNAVAILABLE: environment.tools.mcp\[0\] \(fs\): this "
+                                                    r"sandbox \(rung gvisor, kernel\) cannot host"):
             async with sandbox_mcp_tools(env.mcp, session):
                 pass
     assert running(token) == []  # never started anywhere, the host least of all
@@ -221,3 +233,22 @@ async def test_a_cli_agent_refuses_an_environment_with_servers_naming_the_field(
     assert result.outcome != OUTCOME_SCORED
     assert "environment.tools.mcp: MCP servers in the sandbox give their tools to the built-in agent" in result.reason
     assert not list(workspaces.glob("evalsi-ws-*"))  # refused before any sandbox was opened
+
+
+async def test_a_sandbox_of_sandboxd_refuses_a_server_and_the_trial_is_an_environment_failure(
+        sandboxd: str, tmp_path: Path) -> None:
+    from evalsi.sandbox.sandboxd_opener import SandboxdOpener
+
+    opener = SandboxdOpener(sandboxd)
+    token = uuid.uuid4().hex
+    env = environment_from_mapping(environment(token), "environment")
+    try:
+        async with prepared(env, opener, "p") as session:
+            with pytest.raises(EnvironmentFailure, match=r"SANDBOX_UNAVAILABLE: environment.tools.mcp\[0\] \(fs\): "
+                                                         r"this sandbox \(rung bwrap, namespaced\) cannot host .* "
+                                                         r"nor a sandbox of evalsi-sandboxd"):
+                async with environment_mcp_tools(env, session):
+                    pass
+    finally:
+        await opener.close()
+    assert running(token) == []

@@ -186,7 +186,7 @@ async def spawn_in(session: SandboxSession, argv: list[str], *, where: str, env:
     if not isinstance(current, SpawningSession):
         isolation = session.isolation
         raise SpawnUnsupported(
-            f"SANDBOX_UNAVAILABLE: {where}: the sandbox's rung {isolation.driver} ({isolation.level.label}) cannot "
-            "host a long-lived process with pipes (the namespaced rung bwrap and the confined rung landlock can, "
-            "run in this process's ladder, not through sandboxd); nothing was started")
+            f"SANDBOX_UNAVAILABLE: {where}: this sandbox (rung {isolation.driver}, {isolation.level.label}) cannot "
+            "host a long-lived process with pipes: only the namespaced (bwrap) and confined (landlock) rungs opened "
+            "in this process can, not the kernel or vm rungs nor a sandbox of evalsi-sandboxd; nothing was started")
     return await current.spawn(argv, env=env, timeout_s=timeout_s, max_line=max_line)
