@@ -252,3 +252,28 @@ async def test_a_sandbox_of_sandboxd_refuses_a_server_and_the_trial_is_an_enviro
     finally:
         await opener.close()
     assert running(token) == []
+
+
+async def test_evalsi_harness_trials_get_the_servers_tools_and_the_cassette_records_them(
+        bwrap: LadderOpener) -> None:
+    from harness_helpers import make_config
+
+    from evalsi.harness import Harness, Task
+    from evalsi.harness.environment_run import trial_in_environment
+
+    def reply(body: dict) -> object:
+        if not any(m["role"] == "tool" for m in body["messages"]):
+            return ("tool_calls", [{"name": "fs_read", "arguments": {"path": "notes.txt"}}])
+        return "The notes say " + next(m["content"] for m in body["messages"] if m["role"] == "tool")
+
+    env = environment_from_mapping({**environment(uuid.uuid4().hex), "check": "true"}, "environment")
+    async with FakeOpenAI(reply=reply) as model, Harness.open(make_config(model.base_url),
+                                                              sandbox_tools=True) as harness:
+        result = await trial_in_environment(harness, Task(id="t", input="Read the notes."), env, bwrap, "p",
+                                            trial=1, run_id="r")
+        plain = await harness.run(Task(id="u", input="Read the notes."), run_id="r")
+    assert result.error is None and result.record.output.text == "The notes say secret-42"
+    assert "fs_read" in [tool["name"] for tool in result.cassette.header["tools"]]
+    # The harness's own tools stay as they were for a task without the environment's servers.
+    assert "fs_read" not in [tool["name"] for tool in plain.cassette.header["tools"]]
+    assert "fs_read" not in {t["function"]["name"] for t in model.requests[-1]["tools"]}
