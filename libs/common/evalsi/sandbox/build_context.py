@@ -59,10 +59,10 @@ def copy_archive(context: str, sources: tuple[str, ...], dest: str, workdir: str
                  where: str) -> CopyArchive:
     """The tar of ``sources`` (context-relative, globs allowed) placed at ``dest`` (absolute, or relative to
     ``workdir``): Docker's rules, a source directory's contents going into ``dest``, and ``dest`` a directory when it
-    ends in ``/`` or there are several sources; member names are relative to the image's ``/``."""
+    ends in ``/`` (or is ``.``) or there are several sources; member names are relative to the image's ``/``."""
     target = posixpath.normpath(posixpath.join(workdir or "/", dest)).lstrip("/")
     names = [name for source in sources for name in _expand(context, source, where)]
-    into = dest.endswith("/") or len(names) > 1
+    into = dest.endswith(("/", "/.")) or dest in (".", "..") or len(names) > 1
     stream = tempfile.SpooledTemporaryFile(max_size=_SPOOL)  # noqa: SIM115  # returned to the caller, who closes it
     root_fd = os.open(context, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
