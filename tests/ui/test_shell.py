@@ -246,6 +246,10 @@ def auth_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str,
     config.write_text(yaml.safe_dump({
         "auth": {"api_keys": {"keys": [{"name": "viewer", "key": hash_api_key(key), "roles": {"*": ["viewer"]}}]}},
         "sandboxd": {"enabled": False},
+        # With a config file the stores default to .evalsi/state under the working directory, not --state-dir:
+        # named here so that no other server's runs show in this one (the test reads an empty project).
+        "metadata": {"url": f"sqlite:///{tmp / 'state' / 'evalsi.db'}"},
+        "objects": {"url": str(tmp / "state" / "objects")},
     }))
     http, grpc_port, otlp_http, otlp_grpc = free_ports(4)
     log = (tmp / "serve.log").open("wb")
@@ -288,7 +292,7 @@ def test_sign_in_with_an_api_key_when_auth_is_on(
     page.locator("main table").wait_for()
     assert banner.is_hidden()
     assert page.locator("main h1").inner_text() == "Runs"
-    assert "No runs match" in page.locator("main tbody").inner_text()
+    assert "No runs in project default." in page.locator("main tbody").inner_text()
     # Kept for this tab only: sessionStorage, never localStorage.
     assert page.evaluate("sessionStorage.getItem('evalsi.token')") == key
     assert key not in page.evaluate("JSON.stringify(Object.assign({}, localStorage))")

@@ -38,8 +38,10 @@ export function setProject(project) {
   else localStorage.removeItem(PROJECT_KEY);
 }
 
-function headers(extra) {
-  const out = { Accept: 'application/json', 'x-evalsi-project': getProject(), ...extra };
+// `withProject` false leaves out the project header: a call that names no project (ListRuns' allProjects, which
+// the API refuses beside a named project).
+function headers(extra, withProject = true) {
+  const out = { Accept: 'application/json', ...(withProject ? { 'x-evalsi-project': getProject() } : {}), ...extra };
   const token = getToken();
   if (token) out.Authorization = `Bearer ${token}`;
   return out;
@@ -76,12 +78,12 @@ async function failure(response) {
   return new ApiError(response.status, code, message);
 }
 
-async function send(method, path, params, body, signal) {
+async function send(method, path, params, body, signal, withProject = true) {
   let response;
   try {
     response = await fetch(url(path, params), {
       method,
-      headers: headers(body === undefined ? {} : { 'Content-Type': 'application/json' }),
+      headers: headers(body === undefined ? {} : { 'Content-Type': 'application/json' }, withProject),
       body: body === undefined ? undefined : JSON.stringify(body),
       signal,
       credentials: 'same-origin',
@@ -103,8 +105,9 @@ function parseLine(line) {
 }
 
 export const api = {
-  get(path, params, signal) {
-    return send('GET', path, params, undefined, signal);
+  // `{project: false}`: without the project header (see headers above).
+  get(path, params, signal, { project = true } = {}) {
+    return send('GET', path, params, undefined, signal, project);
   },
   post(path, body, signal) {
     return send('POST', path, undefined, body ?? {}, signal);

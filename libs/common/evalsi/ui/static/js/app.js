@@ -138,6 +138,17 @@ async function navigate() {
   const controller = new AbortController();
   current = { path, cleanup: null, controller };
   clearBanner();
+  // A link may name its project (`#/runs/RUN?project=quickstart`, as the all-projects runs list makes them): the
+  // picker switches to it, so the page and the links it draws read in that project. The address then drops it,
+  // or choosing another project in the picker would land back in this one.
+  const linked = query.get('project');
+  if (linked) {
+    setProject(linked);
+    document.getElementById('project-input').value = getProject();
+    query.delete('project');
+    const rest = query.toString();
+    window.history.replaceState(null, '', `#${path}${rest ? `?${rest}` : ''}`);
+  }
   const root = freshMain();
   markSection(route?.section);
   if (!route) {

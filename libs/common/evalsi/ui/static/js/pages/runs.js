@@ -108,7 +108,7 @@ export async function render(root, params, query, ctx) {
       state: filters.state, name_contains: filters.name, labels: labelFilters(filters.labels),
       created_after: dayStart(filters.from, 0), created_before: dayStart(filters.to, 1),
       page_size: PAGE_SIZE, page_token: filters.after, all_projects: filters.all ? 'true' : '',
-    }, ctx.signal);
+    }, ctx.signal, { project: !filters.all });
   } catch (err) {
     // A filter the API refuses (a hand-edited date, another project's page token): its message in the banner, and
     // the form stays to correct it.
@@ -117,10 +117,17 @@ export async function render(root, params, query, ctx) {
   }
   const runs = answer.runs || [];
   const filtered = Boolean(filters.state || filters.name || filters.labels || filters.from || filters.to);
+  // Across projects a run's link names its project: its page reads in that one (the picker follows).
+  const runHref = (run) => (filters.all ? href(`/runs/${encodeURIComponent(run.id)}`, { project: run.project })
+    : `#/runs/${encodeURIComponent(run.id)}`);
+  let emptyText = `No runs in project ${getProject()}. A run in another project (the quickstart's is in `
+    + '"quickstart") shows when you choose that project in the Project box above, or tick All projects.';
+  if (filtered) emptyText = 'No runs match these filters.';
+  else if (filters.all) emptyText = 'No runs in any project yet. Start one with `evalsi run -f run.yaml --server URL`.';
 
   const columns = [
     { key: 'name', label: 'Name', value: (run) => run.name || run.id,
-      render: (run) => h('a', { href: `#/runs/${encodeURIComponent(run.id)}` }, run.name || run.id) },
+      render: (run) => h('a', { href: runHref(run) }, run.name || run.id) },
     { key: 'state', label: 'State', value: (run) => enumText(run.state, 'RUN_STATE_'), render: (run) => stateBadge(run.state) },
     { key: 'project', label: 'Project' },
     { key: 'labels', label: 'Labels', value: (run) => labelsText(run.labels) },
@@ -142,9 +149,8 @@ export async function render(root, params, query, ctx) {
     h('div', { class: 'pager' }, compareButton, selectNote),
     table(columns, runs, {
       caption: `Runs of ${filters.all ? 'every project' : `project ${getProject()}`}${datesText(filters.from, filters.to)}`,
-      emptyText: filtered ? 'No runs match these filters.'
-        : 'No runs yet. Start one with `evalsi run -f run.yaml --server URL`.',
-      onRowClick: (run) => ctx.navigate(`#/runs/${encodeURIComponent(run.id)}`),
+      emptyText,
+      onRowClick: (run) => ctx.navigate(runHref(run)),
       rowLabel: (run) => `Run ${run.name || run.id}, ${enumText(run.state, 'RUN_STATE_')}`,
       filterLabel: 'Filter this page',
     }),

@@ -1,5 +1,7 @@
-"""The runs page's date filter in a real Chromium against a served stack: the dates go to ListRuns
-(createdAfter, createdBefore), so every page the API's token leads to holds only runs of those days.
+"""The runs page in a real Chromium against a served stack, over runs in more than one project: the date filter
+goes to ListRuns (createdAfter, createdBefore), so every page the API's token leads to holds only runs of those
+days; All projects lists every project's runs and each opens in its own project; an empty project says where
+runs may be.
 
 The runs are written into the stack's own SQLite store with the creation times the test needs (CreateRun stamps
 the time of the call), before the page reads them through the public API."""
@@ -16,7 +18,7 @@ from playwright.sync_api import Page, Request, expect
 
 from evalsi.stores import open_metadata_store
 from evalsi.testing.stack import Stack
-from evalsi.v1alpha1.run_pb2 import RUN_STATE_SUCCEEDED, Run
+from evalsi.v1alpha1.run_pb2 import RUN_STATE_FAILED, RUN_STATE_SUCCEEDED, Run
 
 START = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
 STEP = dt.timedelta(hours=6)
@@ -35,6 +37,11 @@ async def _store_runs(metadata_url: str) -> None:
                       state=RUN_STATE_SUCCEEDED)
             run.create_time.FromDatetime(_created(index))
             await store.create_run(run)
+        # The newest run of all, in another project (as the quickstart's runs are in "quickstart").
+        elsewhere = Run(id="run-elsewhere", project="quickstart", name="qa elsewhere", state=RUN_STATE_FAILED,
+                        message="every target call failed (8)")
+        elsewhere.create_time.FromDatetime(START + RUNS * STEP)
+        await store.create_run(elsewhere)
     finally:
         await store.close()
 
@@ -104,3 +111,50 @@ def test_a_date_the_api_refuses_keeps_the_form(dated_stack: Stack, page: Page, a
     expect(banner).to_contain_text("created_after: expected an RFC 3339 timestamp")
     expect(banner).to_contain_text("(HTTP 400)")
     assert page.locator("#runs-apply").is_visible()
+
+
+# Switching the picker away on the run's page reads the run in "default", which answers 404 on purpose.
+@pytest.mark.parametrize("allowed_errors", [["/v1alpha1/runs/run-elsewhere", "404 (Not Found)"]])
+def test_all_projects_lists_every_project_and_opens_each_run_in_its_own(
+    dated_stack: Stack, page: Page, allowed_errors: list[str]
+) -> None:
+    page.goto(dated_stack.http + "/ui/#/runs")
+    wait_for_page(page)
+    assert "qa elsewhere" not in _names(page)
+    page.locator("#runs-all").check()
+    page.locator("#runs-apply").click()
+    page.wait_for_url("**#/runs?all=1")
+    wait_for_page(page)
+    # The call names no project, which ListRuns' allProjects requires: no 400 in the banner, every project's runs.
+    assert page.locator("#banner").is_hidden()
+    assert _names(page)[0] == "qa elsewhere"
+    link = page.locator("tbody th a", has_text="qa elsewhere")
+    assert link.get_attribute("href") == "#/runs/run-elsewhere?project=quickstart"
+    dated = page.locator("tbody th a", has_text="dated 39")
+    assert dated.get_attribute("href") == "#/runs/run-dated-39?project=default"
+    link.click()
+    wait_for_page(page)
+    assert page.locator("main h1").inner_text().startswith("qa elsewhere")
+    assert page.locator("#project-input").input_value() == "quickstart"
+    assert page.url.endswith("#/runs/run-elsewhere")  # the picker holds the project now, not the address
+    # Choosing another project in the picker is not undone by the link the page was opened with.
+    page.locator("#project-input").fill("default")
+    page.locator("#project-input").press("Enter")
+    wait_for_page(page)
+    assert page.locator("#project-input").input_value() == "default"
+    expect(page.locator("#banner-text")).to_contain_text(
+        "not found in project 'default'; it is in project 'quickstart'")
+
+
+def test_an_empty_project_says_where_runs_may_be(dated_stack: Stack, page: Page) -> None:
+    page.goto(dated_stack.http + "/ui/#/runs")
+    wait_for_page(page)
+    page.locator("#project-input").fill("nothing-here")
+    page.locator("#project-input").press("Enter")
+    wait_for_page(page)
+    assert page.locator("tbody").inner_text() == (
+        'No runs in project nothing-here. A run in another project (the quickstart\'s is in "quickstart") shows '
+        "when you choose that project in the Project box above, or tick All projects.")
+    page.goto(dated_stack.http + "/ui/#/runs?name=no-such-run")
+    wait_for_page(page)
+    assert page.locator("tbody").inner_text() == "No runs match these filters."
