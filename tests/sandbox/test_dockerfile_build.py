@@ -16,7 +16,7 @@ from evalsi.errors import BadInputError
 from evalsi.sandbox.config import load_sandbox_config
 from evalsi.sandbox.image_build import BuildDriver, BuiltImage, build_image, find_image
 from evalsi.sandbox.ladder import Ladder
-from evalsi.sandbox.model import RootFilesystem, SandboxSpec
+from evalsi.sandbox.model import Level, RootFilesystem, SandboxSpec
 
 DOCKERFILE = """\
 FROM evalsi/runtime
@@ -168,3 +168,18 @@ async def test_a_sandbox_on_the_built_image_starts_in_its_workdir_with_its_files
     image = find_image(root, tmp_path / "cache")
     assert result.isolation.bounds["root"] == f"dockerfile {image.digest} ({context / 'Dockerfile'}) read-only"
     assert (image.path / "app" / "tool.py").read_text() == "print('tool ran')\n"  # the workspace was a copy
+
+
+async def test_the_built_image_is_the_root_of_the_gvisor_rung_too(tmp_path: Path) -> None:
+    context = _context(tmp_path)
+    ladder = Ladder(load_sandbox_config({"ladder": ["gvisor"], "cache_dir": str(tmp_path / "cache")}))
+    session = await ladder.create(SandboxSpec(min_isolation=Level.KERNEL,
+                                              root=RootFilesystem("dockerfile", str(context / "Dockerfile"))))
+    try:
+        result = await session.exec(["sh", "-c", "pwd; cat info; echo $GREETING"])
+    finally:
+        await session.destroy()
+    assert (result.outcome.kind, result.isolation.driver) == ("exit", "gvisor"), result.stderr
+    assert result.stdout.decode().splitlines() == ["/app", "hello there plain /app", "tool ran", "65534",
+                                                   "hello there"]
+    assert result.isolation.bounds["root"].startswith("dockerfile sha256:")
