@@ -5,6 +5,7 @@ error; a rung that cannot host it refuses naming the field and the rung."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import tempfile
 import uuid
@@ -27,7 +28,6 @@ from evalsi.sandbox.access import LadderOpener
 from evalsi.sandbox.config import SandboxConfig
 from evalsi.sandbox.ladder import Ladder
 from evalsi.sandbox.model import RootFilesystem
-from evalsi.sandbox.spawned import SpawnUnsupported
 from evalsi.testing import FakeOpenAI
 from evalsi.testing.reachable_tmp import reachable_tmp_dir
 from evalsi.v1alpha1.record_pb2 import STEP_TYPE_TOOL
@@ -180,16 +180,33 @@ async def test_the_confined_rung_hosts_a_server_too(tmp_path: Path) -> None:
     assert running(token) == []
 
 
-async def test_a_rung_that_cannot_host_a_server_refuses_naming_the_field(tmp_path: Path) -> None:
+async def test_the_kernel_rung_hosts_a_server_and_its_destroy_ends_it(tmp_path: Path) -> None:
     opener = LadderOpener(Ladder(SandboxConfig(ladder=("gvisor",), cache_dir=tmp_path / "cache")))
     token = uuid.uuid4().hex
+    secret = tmp_path / "host-secret.txt"
+    secret.write_text("the host's own\n")
     env = environment_from_mapping({**environment(token), "sandbox": {"minIsolation": "kernel"}}, "environment")
     async with prepared(env, opener, "p") as session:
-        with pytest.raises(SpawnUnsupported, match=r"SANDBOX_UNAVAILABLE: environment.tools.mcp\[0\] \(fs\): this "
-                                                    r"sandbox \(rung gvisor, kernel\) cannot host"):
-            async with sandbox_mcp_tools(env.mcp, session):
-                pass
-    assert running(token) == []  # never started anywhere, the host least of all
+        assert session.isolation.driver == "gvisor"
+        async with sandbox_mcp_tools(env.mcp, session) as tools:
+            assert (await tools["fs_read"].call({"path": "notes.txt"})).value == "secret-42"
+            hidden = await tools["fs_read"].call({"path": str(secret)})
+            assert hidden.error == "cannot read: No such file or directory"
+            assert running(token)  # its runsc exec, on the host
+            assert token in await guest_commands(session)
+        # Killed, its runsc exec ended and its stdin closed: the server left the guest too.
+        assert running(token) == []
+        for _ in range(50):
+            if token not in await guest_commands(session):
+                break
+            await asyncio.sleep(0.1)
+        assert token not in await guest_commands(session)
+
+
+async def guest_commands(session: Any) -> str:
+    """Every command line in the sandbox, as its own /proc shows them."""
+    result = await session.exec(["sh", "-c", "cat /proc/[0-9]*/cmdline | tr '\\0' ' '"])
+    return result.stdout.decode()
 
 
 @pytest.mark.parametrize(("tools", "message"), [
@@ -246,7 +263,7 @@ async def test_a_sandbox_of_sandboxd_refuses_a_server_and_the_trial_is_an_enviro
         async with prepared(env, opener, "p") as session:
             with pytest.raises(EnvironmentFailure, match=r"SANDBOX_UNAVAILABLE: environment.tools.mcp\[0\] \(fs\): "
                                                          r"this sandbox \(rung bwrap, namespaced\) cannot host .* "
-                                                         r"nor a sandbox of evalsi-sandboxd"):
+                                                         r"not the vm rung nor a sandbox of evalsi-sandboxd"):
                 async with environment_mcp_tools(env, session):
                     pass
     finally:

@@ -53,6 +53,7 @@ from evalsi.sandbox.probing import true_fails
 from evalsi.sandbox.process import COMMON_DENIALS, Command, Dialect, Finished, classify, run_command
 from evalsi.sandbox.rootfs import RootCache
 from evalsi.sandbox.runtime_image import root_report
+from evalsi.sandbox.spawned import DEFAULT_MAX_LINE, InputChannel, SandboxProcess, start_process
 
 __all__ = ["GvisorDriver", "GvisorSession", "bundle_config", "classify_kernel"]
 
@@ -278,7 +279,14 @@ class GvisorSession:
             options += ["--env", f"{key}={value}"]
         return [*self.driver.runsc(self.state), "exec", *options, self.id, *argv]
 
-    async def exec(self, argv: list[str], *, stdin: bytes = b"", env: Mapping[str, str] | None = None,
+    async def spawn(self, argv: list[str], *, env: Mapping[str, str] | None = None, timeout_s: float | None = None,
+                    max_line: int = DEFAULT_MAX_LINE) -> SandboxProcess:
+        """``argv`` as a long-lived ``runsc exec`` with streams (spawned.py). Killed, its ``runsc exec`` ends and
+        its stdin closes; a guest process that outlives that ends with the container, at the latest when the
+        session is destroyed. Past its timeout it is killed as any execution is: with the whole container."""
+        return start_process(self.exec, argv, env=env, timeout_s=timeout_s, max_line=max_line)
+
+    async def exec(self, argv: list[str], *, stdin: bytes | InputChannel = b"", env: Mapping[str, str] | None = None,
                    timeout_s: float | None = None, on_output: OutputSink | None = None) -> ExecResult:
         if self._destroyed:
             raise BadInputError(f"sandbox {self.id} was destroyed")
@@ -329,8 +337,8 @@ class GvisorSession:
         await asyncio.to_thread(shutil.rmtree, self.directory, True)
 
 
-async def _run_exec(argv: list[str], stdin: bytes, limit: float, cap: int, on_output: OutputSink | None,
-                    halt: Callable[[], Awaitable[None]]) -> Finished:
+async def _run_exec(argv: list[str], stdin: bytes | InputChannel, limit: float, cap: int,
+                    on_output: OutputSink | None, halt: Callable[[], Awaitable[None]]) -> Finished:
     """One ``runsc exec``. Unlike process.run_command, a timeout or the output cap is enforced by ``halt`` (the
     container killed): ``runsc exec``, even SIGKILLed, lives until its guest process ends. The pipes are drained to
     their end past the cap (what passes it is dropped), since asyncio's ``wait`` returns only once they close."""
@@ -345,8 +353,14 @@ async def _run_exec(argv: list[str], stdin: bytes, limit: float, cap: int, on_ou
     truncated = {"stdout": False, "stderr": False}
     full = asyncio.Event()
 
+    streaming = isinstance(stdin, InputChannel)  # a spawned process: output streamed, never kept
+
     async def pump(name: str, stream: asyncio.StreamReader) -> None:
         while chunk := await stream.read(65536):
+            if streaming:
+                if on_output is not None:
+                    await on_output(name, chunk)
+                continue
             room = cap - len(kept[name])
             if room > 0:
                 kept[name].extend(chunk[:room])
@@ -358,13 +372,18 @@ async def _run_exec(argv: list[str], stdin: bytes, limit: float, cap: int, on_ou
 
     async def feed(writer: asyncio.StreamWriter) -> None:
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-            if stdin:
+            if isinstance(stdin, InputChannel):
+                async for chunk in stdin.chunks():
+                    writer.write(chunk)
+                    await writer.drain()
+            elif stdin:
                 writer.write(stdin)
                 await writer.drain()
             writer.close()
 
     assert process.stdout is not None and process.stderr is not None and process.stdin is not None
-    readers = asyncio.gather(pump("stdout", process.stdout), pump("stderr", process.stderr), feed(process.stdin))
+    readers = asyncio.gather(pump("stdout", process.stdout), pump("stderr", process.stderr))
+    feeder = asyncio.ensure_future(feed(process.stdin))
     waiter = asyncio.ensure_future(process.wait())
     capped = asyncio.ensure_future(full.wait())
     try:
@@ -378,7 +397,13 @@ async def _run_exec(argv: list[str], stdin: bytes, limit: float, cap: int, on_ou
                 os.killpg(process.pid, signal.SIGKILL)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(readers), 5.0)
+    except BaseException:  # cancelled (a spawned process killed): runsc exec ends and the guest's stdin closes
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.stdin.close()
+        raise
     finally:
+        feeder.cancel()
         capped.cancel()
         readers.cancel()
         with contextlib.suppress(BaseException):

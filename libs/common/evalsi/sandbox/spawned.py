@@ -10,8 +10,12 @@ hostile process cannot make the host buffer more than about a megabyte. Only the
 ``kill`` cancels the execution: the runner kills its process group, and the rung's teardown (bwrap's pid namespace
 and --die-with-parent, the execution's cgroup) ends whatever it started.
 
-A rung that cannot host one (the vm rung, gVisor, a sandboxd session: their executions are not host processes
-with pipes) has no ``spawn``: ``spawn_in`` refuses with ``SpawnUnsupported`` naming the field and the rung.
+gVisor spawns one as a ``runsc exec`` the same way; killed, that ends and the guest's stdin closes, and a guest
+process that outlives it ends with its container (at the latest when the session is destroyed).
+
+A rung that cannot host one (the vm rung, whose executions go over its guest agent's channel, and a sandboxd
+session, whose API has no long-lived process) has no ``spawn``: ``spawn_in`` refuses with ``SpawnUnsupported``
+naming the field and the rung.
 """
 
 from __future__ import annotations
@@ -187,6 +191,7 @@ async def spawn_in(session: SandboxSession, argv: list[str], *, where: str, env:
         isolation = session.isolation
         raise SpawnUnsupported(
             f"SANDBOX_UNAVAILABLE: {where}: this sandbox (rung {isolation.driver}, {isolation.level.label}) cannot "
-            "host a long-lived process with pipes: only the namespaced (bwrap) and confined (landlock) rungs opened "
-            "in this process can, not the kernel or vm rungs nor a sandbox of evalsi-sandboxd; nothing was started")
+            "host a long-lived process with pipes: only the kernel (gvisor), namespaced (bwrap) and confined "
+            "(landlock) rungs opened in this process can, not the vm rung nor a sandbox of evalsi-sandboxd; nothing "
+            "was started")
     return await current.spawn(argv, env=env, timeout_s=timeout_s, max_line=max_line)
