@@ -1,7 +1,7 @@
 """The runs page in a real Chromium against a served stack, over runs in more than one project: the date filter
 goes to ListRuns (createdAfter, createdBefore), so every page the API's token leads to holds only runs of those
 days; All projects lists every project's runs and each opens in its own project; an empty project says where
-runs may be.
+runs may be; a cancelled run's page, with nothing scored, says there is nothing to draw.
 
 The runs are written into the stack's own SQLite store with the creation times the test needs (CreateRun stamps
 the time of the call), before the page reads them through the public API."""
@@ -18,7 +18,8 @@ from playwright.sync_api import Page, Request, expect
 
 from evalsi.stores import open_metadata_store
 from evalsi.testing.stack import Stack
-from evalsi.v1alpha1.run_pb2 import RUN_STATE_FAILED, RUN_STATE_SUCCEEDED, Run
+from evalsi.v1alpha1.run_pb2 import RUN_STATE_CANCELLED, RUN_STATE_FAILED, RUN_STATE_SUCCEEDED, Run
+from evalsi.v1alpha1.score_pb2 import OUTCOME_CANCELLED, EvaluationResult
 
 START = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
 STEP = dt.timedelta(hours=6)
@@ -42,6 +43,16 @@ async def _store_runs(metadata_url: str) -> None:
                         message="every target call failed (8)")
         elsewhere.create_time.FromDatetime(START + RUNS * STEP)
         await store.create_run(elsewhere)
+        # Older than every dated run: cancelled before anything was scored.
+        cancelled = Run(id="run-cancelled", project="default", name="qa cancelled", state=RUN_STATE_CANCELLED,
+                        message="cancelled; 3 evaluations did not run, the figures are partial")
+        cancelled.create_time.FromDatetime(START - dt.timedelta(days=1))
+        cancelled.spec.evaluators.add(ref="builtin/exact-match")
+        cancelled.summaries.add(metric="exact-match", evaluator="exact-match", cancelled=3)
+        await store.create_run(cancelled)
+        await store.upsert_results("default", "run-cancelled", [
+            EvaluationResult(record_id=f"q{i}", evaluator="exact-match", evaluator_ref="builtin/exact-match@1.0.0",
+                             outcome=OUTCOME_CANCELLED) for i in range(3)])
     finally:
         await store.close()
 
@@ -158,3 +169,14 @@ def test_an_empty_project_says_where_runs_may_be(dated_stack: Stack, page: Page)
     page.goto(dated_stack.http + "/ui/#/runs?name=no-such-run")
     wait_for_page(page)
     assert page.locator("tbody").inner_text() == "No runs match these filters."
+
+
+def test_a_run_with_nothing_scored_says_there_is_nothing_to_draw(dated_stack: Stack, page: Page) -> None:
+    page.goto(dated_stack.http + "/ui/#/runs/run-cancelled")
+    wait_for_page(page)
+    expect(page.locator("#records tbody tr")).to_have_count(3)
+    assert page.locator("#records tbody").inner_text().count("cancelled") == 3
+    assert page.locator("#distributions-empty").inner_text() == (
+        "No record was scored: errors, skips and cancellations carry no value to draw.")
+    page.emulate_media(color_scheme="dark")
+    assert_accessible(page)

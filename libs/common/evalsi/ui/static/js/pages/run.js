@@ -134,7 +134,13 @@ function distributionsView(summaries, results) {
         [...labels].map(([label, count]) => ({ label, count })), { caption: summary.metric, filter: false })));
     }
   }
-  return figures.length ? figures : [h('p', { class: 'empty' }, 'No scored values loaded yet.')];
+  if (figures.length) return figures;
+  // Every row read and none scored (a run whose target calls all failed, or cancelled before it scored): there is
+  // nothing to draw, and "yet" would promise more.
+  const text = results.complete
+    ? 'No record was scored: errors, skips and cancellations carry no value to draw.'
+    : 'No scored values loaded yet.';
+  return [h('p', { class: 'empty', id: 'distributions-empty' }, text)];
 }
 
 export async function render(root, params, query, ctx) {
