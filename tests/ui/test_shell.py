@@ -184,6 +184,7 @@ def test_dom_and_chart_helpers(ui_stack: Stack, page: Page) -> None:
         const rows = (t) => [...t.querySelectorAll('tbody th')].map((x) => x.textContent);
         const out = {
             interval: d.fmtInterval(0.5667, 0.39217, 0.7262), bare: d.fmtInterval(1, null, null),
+            tiny: d.fmtInterval(9.21e-6, 0, 1.01e-5),
             numbers: [d.fmtNumber(0), d.fmtNumber(1250), d.fmtNumber(undefined), d.fmtNumber(0.25)],
             durations: [d.fmtDuration('0.250s'), d.fmtDuration(3.5), d.fmtDuration(125), d.fmtDuration(3900)],
             time: d.fmtTime('2026-12-02T18:34:20.5Z'),
@@ -214,6 +215,7 @@ def test_dom_and_chart_helpers(ui_stack: Stack, page: Page) -> None:
         return out;
     }""")
     assert out["interval"] == "0.567 [0.392, 0.726]" and out["bare"] == "1.000"
+    assert out["tiny"] == "9.21e-6 [0.000, 1.01e-5]"  # a cost per record is not "0.000"
     assert out["numbers"] == ["0", "1,250", "\u2014", "0.250"]
     assert out["durations"] == ["250 ms", "3.5 s", "2 min 5 s", "1 h 5 min"]
     assert out["time"] == "2026-12-02 18:34:20 UTC"

@@ -55,12 +55,14 @@ export function fmtNumber(value, digits = 3) {
   return number.toFixed(digits);
 }
 
-// A statistic with fixed decimals whatever its value ("1.000" beside "0.975"), large ones grouped.
+// A statistic with fixed decimals whatever its value ("1.000" beside "0.975"), large ones grouped, and one too
+// small for them in three significant digits ("9.21e-6": a cost per record of a cheap model is not "0.000").
 export function fmtStat(value, digits = 3) {
   if (value === null || value === undefined || value === '') return DASH;
   const number = Number(value);
   if (!Number.isFinite(number)) return DASH;
   if (Math.abs(number) >= 1000) return number.toLocaleString('en-US', { maximumFractionDigits: 1 });
+  if (number !== 0 && Math.abs(number) < 0.5 * 10 ** -digits) return number.toExponential(2);
   return number.toFixed(digits);
 }
 
