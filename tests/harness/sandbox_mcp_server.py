@@ -1,6 +1,7 @@
 """A tiny MCP stdio server for the environment tests, written into the sandbox's workspace and run there by the
 runtime image's python3: one tool, ``read``, answering a file's text (any path the server's process can open),
-or an error. Its argv carries a token the tests look for among the host's processes."""
+or an error. Its argv carries a token the tests look for among the host's processes; with ``--die-on-call`` it
+exits (status 5) when a tool is called."""
 
 import json
 import sys
@@ -17,6 +18,8 @@ def answer(request: dict) -> dict | None:
         result = {"tools": [{"name": "read", "description": "Read a file's text.",
                              "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}},
                                              "required": ["path"]}}]}
+    elif method == "tools/call" and "--die-on-call" in sys.argv:
+        sys.exit(5)
     elif method == "tools/call" and params.get("name") == "read":
         try:
             with open(params["arguments"]["path"]) as handle:

@@ -133,6 +133,23 @@ async def test_a_server_that_exits_at_once_is_an_infra_error_and_the_model_is_ne
     assert not list(workspaces.glob("evalsi-ws-*"))
 
 
+async def test_a_server_that_dies_during_the_trial_makes_it_an_infra_error(workspaces: Path) -> None:
+    token = uuid.uuid4().hex
+    env = environment(token, tools={"mcp": [{"name": "fs", "command": ["python3", "server.py", token,
+                                                                      "--die-on-call"]}]})
+
+    def reply(body: dict) -> object:
+        return ("tool_calls", [{"name": "fs_read", "arguments": {"path": "notes.txt"}}])
+
+    async with FakeOpenAI(reply=reply) as model:
+        outcome = await run_rows(workspaces, model.base_url, env)
+    [result] = outcome.results.run.results
+    assert (result.outcome, result.error_kind) == (OUTCOME_ERROR, ERROR_KIND_INFRA)
+    assert "MCP server python3 server.py" in result.reason and "exited (code 5)" in result.reason
+    assert len(model.requests) == 1  # the trial ended there, not scored as the agent's failure
+    assert running(token) == []
+
+
 @pytest.fixture(scope="module")
 def sandboxd() -> Iterator[str]:
     with pytest.MonkeyPatch.context() as patch:  # its helper lives beside the sandbox tests
