@@ -14,9 +14,12 @@ import pytest
 
 from evalsi.errors import BadInputError
 from evalsi.harness.environment import environment_from_mapping
+from evalsi.harness.environment_run import prepared
+from evalsi.harness.environment_snapshots import SharedSetups
 from evalsi.judges import RetryPolicy
 from evalsi.runs.embedded import execute_run
 from evalsi.runs.spec import load_eval_run
+from evalsi.sandbox.access import LadderOpener
 from evalsi.sandbox.image_build import find_image
 from evalsi.testing import FakeOpenAI
 from evalsi.v1alpha1.run_pb2 import RUN_STATE_SUCCEEDED
@@ -93,3 +96,15 @@ def test_a_dockerfile_outside_the_subset_is_refused_when_the_environment_is_read
         environment_from_mapping({"root": {"dockerfile": "missing"}}, "spec.harness.environment")
     with pytest.raises(BadInputError, match=r"spec.harness.environment.root.tag: unknown key"):
         environment_from_mapping({"root": {"dockerfile": "Dockerfile", "tag": "x"}}, "spec.harness.environment")
+
+
+async def test_a_trial_restored_from_a_snapshot_has_the_setups_files_not_the_images_again(task: Path) -> None:
+    env = environment_from_mapping({"root": {"dockerfile": "Dockerfile"},
+                                    "setup": ["rm test_calc.py && echo 1 > n"]}, "env")
+    setups = SharedSetups(LadderOpener())
+    listings = []
+    for _ in range(2):
+        async with prepared(env, setups, project="default", run_id="r1") as session:
+            listings.append((await session.exec(["sh", "-c", "ls"])).stdout.decode().split())
+    assert (setups.setups, setups.restores) == (1, 1)
+    assert listings == [["BUILD_INFO", "calc.py", "n"]] * 2  # what the setup removed stays removed

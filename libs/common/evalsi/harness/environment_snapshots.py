@@ -19,6 +19,8 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import os
+import shutil
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, replace
@@ -114,12 +116,24 @@ async def restore(snapshot: Snapshot, opener: SandboxOpener, project: str, spec:
             workspace = getattr(session, "host_workspace", None)
             if not isinstance(workspace, str) or not workspace:
                 raise SnapshotUnsupported(f"the rung {session.isolation.driver} has no workspace to restore into")
+            # Exactly the snapshot: a fresh session's workspace may hold what its image's WORKDIR seeded it with
+            # (a Dockerfile root, image_build.py), which the snapshot's setup may have removed.
+            await asyncio.to_thread(_empty, workspace)
             await asyncio.to_thread(host_files.restore_tar, workspace, snapshot.data,
                                     max_bytes=snapshot.size * 2 + 1024)
     except BaseException:
         await session.destroy()
         raise
     return session
+
+
+def _empty(workspace: str) -> None:
+    """Remove what a session's opener put in its new workspace (nothing has run in it: no link to follow)."""
+    for entry in os.scandir(workspace):
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path)
+        else:
+            os.unlink(entry.path)
 
 
 def setup_key(environment: Environment, spec: SandboxSpec, project: str, run_id: str = "") -> str:
