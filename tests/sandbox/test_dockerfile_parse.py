@@ -1,12 +1,17 @@
 """The Dockerfile subset's parser (a pure function): every accepted instruction, continuation lines, comments and
-parser directives, ARG and ENV substitution, and each refusal naming the file, the line and the instruction."""
+parser directives, ARG and ENV substitution, and each refusal naming the file, the line and the instruction; and
+sandboxd refusing a Dockerfile root (embedded only)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
 from evalsi.errors import BadInputError
 from evalsi.sandbox.dockerfile import MAX_INSTRUCTIONS, MAX_LINE, RUNTIME_BASE, parse_dockerfile
+from evalsi.sandbox.model import DEFAULT_RESOURCES, Level, RootFilesystem, SandboxSpec
+from evalsi.sandbox.wire import spec_from_proto, spec_to_proto
 
 FULL = """\
 # syntax=docker/dockerfile:1
@@ -101,3 +106,10 @@ def test_bounds_instructions_line_length_and_size() -> None:
         parse_dockerfile(continued, "D")
     with pytest.raises(BadInputError, match="D: over the limit of 1048576 bytes"):
         parse_dockerfile("#" * (1 << 20 + 1), "D")
+
+
+def test_sandboxd_refuses_a_dockerfile_root_naming_the_kinds_it_takes() -> None:
+    spec = SandboxSpec(root=RootFilesystem("dockerfile", "/srv/task/Dockerfile", "/srv/task"))
+    with pytest.raises(BadInputError, match=r"spec.root.kind: 'dockerfile'; accepted: runtime, image, tarball, oci"):
+        spec_from_proto(spec_to_proto(spec), default_level=Level.NAMESPACED, default_resources=DEFAULT_RESOURCES,
+                        image_roots=(Path("/srv"),))
