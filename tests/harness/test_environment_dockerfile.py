@@ -1,7 +1,8 @@
 """A harness environment whose root is built from a Dockerfile (examples/environments/dockerfile), embedded on the
 real bubblewrap rung: the scripted model fixes the file the image put in its WORKDIR and the checker passes; the
-record's provenance names the image's digest; a record whose Dockerfile's RUN fails is an infrastructure error
-naming the line, and a Dockerfile outside the subset is refused before anything runs."""
+record's provenance names the image's digest; a record whose Dockerfile's RUN fails, or whose Dockerfile is outside
+the subset, is an infrastructure error naming the line; the reader reads no file; a restored trial keeps what its
+setup removed."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from evalsi.runs.embedded import execute_run
 from evalsi.runs.spec import load_eval_run
 from evalsi.sandbox.access import LadderOpener
 from evalsi.sandbox.image_build import find_image
+from evalsi.sandbox.model import RootFilesystem
 from evalsi.testing import FakeOpenAI
 from evalsi.v1alpha1.run_pb2 import RUN_STATE_SUCCEEDED
 from evalsi.v1alpha1.score_pb2 import ERROR_KIND_INFRA, OUTCOME_ERROR, OUTCOME_SCORED
@@ -88,14 +90,33 @@ async def test_a_failing_run_step_is_the_records_infra_error_naming_the_line(tas
     assert "exited 4: cannot fetch deps" in results["broken"].reason
 
 
-def test_a_dockerfile_outside_the_subset_is_refused_when_the_environment_is_read(task: Path) -> None:
+async def test_a_dockerfile_outside_the_subset_fails_each_record_naming_the_line(task: Path) -> None:
+    from fix_model import reply
+
     (task / "Dockerfile").write_text("FROM evalsi/runtime\nEXPOSE 8080\n")
-    with pytest.raises(BadInputError, match=r"Dockerfile:2: EXPOSE: not supported .*accepted: FROM, RUN"):
-        environment_from_mapping({"root": {"dockerfile": "Dockerfile"}}, "spec.harness.environment")
-    with pytest.raises(BadInputError, match=r"spec.harness.environment.root.dockerfile: missing: cannot be read"):
-        environment_from_mapping({"root": {"dockerfile": "missing"}}, "spec.harness.environment")
+    async with FakeOpenAI(reply=reply) as model:
+        run_spec = load_eval_run(task / "env.yaml")
+        run_spec.spec.target.model.base_url = model.base_url
+        del run_spec.spec.gates[:]
+        outcome = await execute_run(run_spec, base_dir=task, retry=FAST)
+    [result] = outcome.results.run.results
+    assert (result.outcome, result.error_kind) == (OUTCOME_ERROR, ERROR_KIND_INFRA)
+    assert "Dockerfile:2: EXPOSE: not supported" in result.reason and "accepted: FROM, RUN" in result.reason
+    assert not model.requests  # the agent never started
+
+
+def test_the_reader_checks_the_roots_shape_and_reads_no_file(task: Path) -> None:
+    secret = task / "secret"
+    secret.write_text("root:$6$not-for-the-caller rest\n")
+    # The API reads specs too: a path a caller chose is not opened there (the build reads it, embedded).
+    environment = environment_from_mapping({"root": {"dockerfile": str(secret), "context": "/"}}, "env")
+    assert environment.root == RootFilesystem("dockerfile", str(secret), "/")
     with pytest.raises(BadInputError, match=r"spec.harness.environment.root.tag: unknown key"):
         environment_from_mapping({"root": {"dockerfile": "Dockerfile", "tag": "x"}}, "spec.harness.environment")
+    with pytest.raises(BadInputError, match=r"spec.harness.environment.root.dockerfile: expected a path"):
+        environment_from_mapping({"root": {"dockerfile": ""}}, "spec.harness.environment")
+    with pytest.raises(BadInputError, match=r"spec.harness.environment.root.context: expected a path"):
+        environment_from_mapping({"root": {"dockerfile": "D", "context": 3}}, "spec.harness.environment")
 
 
 async def test_a_trial_restored_from_a_snapshot_has_the_setups_files_not_the_images_again(task: Path) -> None:

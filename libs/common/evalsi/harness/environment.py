@@ -29,7 +29,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any, Literal
 
 from google.protobuf import json_format
@@ -38,7 +37,6 @@ from evalsi.durations import parse_duration
 from evalsi.errors import BadInputError
 from evalsi.sandbox.access import sandbox_problems, sandbox_request
 from evalsi.sandbox.host_files import HostFileError, relative_path
-from evalsi.sandbox.image_build import read_dockerfile
 from evalsi.sandbox.model import FileAccess, RootFilesystem, SandboxSpec
 from evalsi.sandbox.oci_ref import parse_reference
 from evalsi.v1alpha1 import run_pb2
@@ -334,7 +332,8 @@ def _root(value: Any, where: str) -> RootFilesystem:
 
 def _dockerfile_root(value: Mapping[str, Any], where: str) -> RootFilesystem:
     """``{dockerfile: FILE, context: DIR}`` (paths as ``image`` and ``tarball`` take them; the context defaults to
-    the Dockerfile's directory), its Dockerfile parsed now so a mistake is refused before anything runs."""
+    the Dockerfile's directory). The file is not read here: the API reads specs too, and a path a caller chose
+    must not make it echo a file of its own host; the build reads and parses it (image_build.py)."""
     unknown = [key for key in value if key not in ("dockerfile", "context")]
     if unknown:
         raise BadInputError(f"{where}.{str(unknown[0])[:100]}: unknown key; expected dockerfile and context")
@@ -342,9 +341,6 @@ def _dockerfile_root(value: Mapping[str, Any], where: str) -> RootFilesystem:
     for key, text in (("dockerfile", path), ("context", context)):
         if not isinstance(text, str) or len(text) > 4096 or "\0" in text or (key == "dockerfile" and not text):
             raise BadInputError(f"{where}.{key}: expected a path")
-    read_dockerfile(Path(path), f"{where}.dockerfile")
-    if context and not Path(context).is_dir():
-        raise BadInputError(f"{where}.context: {context[:200]!r} is not a directory")
     return RootFilesystem(kind="dockerfile", path=path, context=context)
 
 
