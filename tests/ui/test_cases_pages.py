@@ -180,6 +180,15 @@ def test_a_case_opened_by_link_and_by_keyboard(served: Served, page: Page) -> No
     assert_accessible(page)
 
 
+def test_a_part_left_out_is_not_written_as_null(served: Served, page: Page) -> None:
+    """A case that loads has no problem line and a report may have no notices: the pages leave them out, where
+    the DOM's own append wrote the text "null"."""
+    for path in (f"#/cases/reports/{served.report_id}", f"#/cases/reports/{served.trials_id}", "#/cases/coupon"):
+        page.goto(served.ui + path)
+        wait_for_page(page)
+        assert "null" not in page.locator("main").inner_text(), path
+
+
 @pytest.mark.parametrize("allowed_errors", [["/v1alpha1/cases/secret", "404 (Not Found)"]])  # provoked on purpose
 def test_another_tenants_case_reads_as_missing(served: Served, page: Page, allowed_errors: list[str]) -> None:
     page.goto(served.ui + "#/cases/secret")

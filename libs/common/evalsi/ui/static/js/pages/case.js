@@ -2,7 +2,7 @@
 // when it does not, and its outcome in the latest reports of its agent. The tenant is the hash's `tenant` (default
 // platform).
 
-import { fmtTime, h } from '../dom.js';
+import { append, fmtTime, h } from '../dom.js';
 import { href } from '../routes.js';
 import { reportHref, statusBadge, tenantOf, tenantQuery } from './cases_format.js';
 
@@ -27,14 +27,15 @@ export async function render(root, params, query, ctx) {
   const tenant = tenantOf(query);
   ctx.setTitle(`Case ${params.id}`);
   const stored = await ctx.api.get(`/v1alpha1/cases/${encodeURIComponent(params.id)}`, { tenant }, ctx.signal);
-  root.append(
+  // dom.js append: a child left out (null) is skipped, where Element.append would write "null".
+  append(root, [
     h('p', {}, h('a', { href: href('/cases', tenantQuery(tenant)) }, '\u2190 All cases')),
     h('h1', {}, 'Case ', h('code', {}, stored.id), ' ', stored.problem ? statusBadge('broken') : null),
     stored.problem ? h('p', { class: 'bad', id: 'case-problem', role: 'note' }, stored.problem) : null,
     facts(stored),
     h('h2', { id: 'case-yaml-heading' }, 'Definition'),
     h('p', { class: 'muted' }, 'As imported, comments included; `evalsi cases show ID` prints the same text.'),
-    h('pre', { id: 'case-yaml', tabindex: '0', 'aria-labelledby': 'case-yaml-heading' }, stored.yaml));
+    h('pre', { id: 'case-yaml', tabindex: '0', 'aria-labelledby': 'case-yaml-heading' }, stored.yaml)]);
   root.append(await recentOutcomes(stored, ctx));
 }
 

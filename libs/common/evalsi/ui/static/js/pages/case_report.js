@@ -4,7 +4,7 @@
 // transcript with tool calls, pairwise verdict.
 
 import { errorBars } from '../charts.js';
-import { fmtNumber, fmtTime, h, table } from '../dom.js';
+import { append, fmtNumber, fmtTime, h, table } from '../dom.js';
 import { href } from '../routes.js';
 import { OUTCOMES, countsView, outcomeLabel, passRateText, reportHref, statusBadge, tenantOf, tenantQuery } from './cases_format.js';
 import { perfSection, trialsSection } from './cases_extras.js';
@@ -100,11 +100,12 @@ export async function render(root, params, query, ctx) {
   const report = await ctx.api.get(`/v1alpha1/case-reports/${encodeURIComponent(params.id)}`, { tenant }, ctx.signal);
   const body = report.report || {};
   const cases = body.cases || [];
-  root.append(
+  // dom.js append: a child left out (null) is skipped, where Element.append would write "null".
+  append(root, [
     h('p', {}, h('a', { href: href('/cases', tenantQuery(tenant)) }, '\u2190 All reports and cases')),
     h('h1', {}, 'Case report ', report.name ? `\u201c${report.name}\u201d` : h('code', {}, report.id)),
     h('div', { class: 'grid-2' }, facts(report, body), passRateChart(report)),
-    (body.notices || []).length ? h('ul', { class: 'notices' }, body.notices.map((n) => h('li', {}, n))) : null);
+    (body.notices || []).length ? h('ul', { class: 'notices' }, body.notices.map((n) => h('li', {}, n))) : null]);
   if (body.gate) root.append(gateSection(body.gate, tenant, report.id));
   if (body.trials) root.append(trialsSection(body.trials));
   if (body.perf) root.append(perfSection(body.perf));
