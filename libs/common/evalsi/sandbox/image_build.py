@@ -271,7 +271,12 @@ class _Build:
         """Build ``planned``'s entry on ``tree`` (1), or find that another builder did while this one waited (0)."""
         entry, step = planned.entry, planned.step
         lock = locked(self.base / ".locks" / entry.name)
-        await asyncio.to_thread(lock.__enter__)
+        waiting = asyncio.ensure_future(asyncio.to_thread(lock.__enter__))
+        try:
+            await asyncio.shield(waiting)
+        except asyncio.CancelledError:  # the thread still takes the lock: release it then, or it is held forever
+            waiting.add_done_callback(lambda done: None if done.exception() else lock.__exit__(None, None, None))
+            raise
         try:
             if _entry_ok(entry):
                 return 0
