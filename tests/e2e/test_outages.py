@@ -181,7 +181,9 @@ def test_postgres_down_mid_run_loses_nothing(
         run = finished(client, handle.id)
         assert_exact(client, run, stack)
     log = scheduler_log(stack)[logged:]
-    assert "paused, holding messages" in log  # the outage was felt, and ridden out
+    # The outage was felt, and ridden out: a consumer paused on it or, when no message arrived in a short outage
+    # (a loaded machine), the scheduler's store calls met the refused connection and retried.
+    assert "paused, holding messages" in log or "Connection refused" in log
     assert "dead-lettered" not in log and dead_letters(stack) == dead
     assert len(provider.requests) - asked == RECORDS  # no generation was redone
 
