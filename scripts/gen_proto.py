@@ -23,7 +23,9 @@ ENVOY_DIR = PROTO_DIR / "envoy"
 ENVOY_IMPORT_ROOT = "evalsi/envoy"
 ENVOY_PACKAGES = ["evalsi/envoy/config/core/v3", "evalsi/envoy/type/v3", "evalsi/envoy/service/auth/v3"]
 # Directories of generated code; they hold nothing hand-written.
-GENERATED_PACKAGES = ["evalsi/v1alpha1", "evalsi/bus/v1alpha1", "evalsi/sandbox/v1alpha1", *ENVOY_PACKAGES]
+GENERATED_PACKAGES = [
+    "evalsi/v1alpha1", "evalsi/bus/v1alpha1", "evalsi/plugin/v1alpha1", "evalsi/sandbox/v1alpha1", *ENVOY_PACKAGES
+]
 
 
 def _include_dirs() -> list[str]:
