@@ -6,6 +6,7 @@ from evalsi.evaluators._evaluator import (
     Evaluator,
     Output,
     Param,
+    Stacked,
     Verdict,
     evaluator,
     normalize_scores,
@@ -16,6 +17,7 @@ __all__ = [  # noqa: RUF022 - grouped for readers
     # authoring
     "EvalContext",
     "Output",
+    "Stacked",
     "Verdict",
     "evaluator",
     # packs and lookup

@@ -10,13 +10,17 @@ import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
 
 from google.protobuf import json_format
 
 from evalsi.errors import BadInputError
 from evalsi.records import to_value
 from evalsi.v1alpha1 import evaluator_pb2, score_pb2
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
 
 Scope = Literal["record", "session", "span", "dataset", "comparative"]
 OutputType = Literal["number", "boolean", "label", "structured"]
@@ -50,6 +54,14 @@ class Verdict(NamedTuple):
 
 
 BatchVerdicts = list[bool | Verdict | None]
+
+
+class Stacked(Protocol):
+    """A dataset evaluator's mapped values stacked once (``evaluator(stack=...)``)."""
+
+    def take(self, positions: NDArray[np.intp]) -> Stacked:
+        """The values at ``positions`` (indices into the mapped values, repeats allowed), stacked the same way."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -164,6 +176,10 @@ class Evaluator:
     # verdict the function returns for that record, bare), a ``Verdict`` (the function returns
     # ``Score(passed=..., explanation=...)``) or None (call the function for that record).
     batch: Callable[..., BatchVerdicts] | None = None
+    # Dataset scope: the mapped values stacked once (numpy columns, say) into what the reduce receives instead of
+    # their list; it has ``take(positions)``, the same kind of object for the values at those positions (repeats
+    # included), which is how the bootstrap draws each resample without a Python loop a value.
+    stack: Callable[[list[Any]], Stacked] | None = None
 
     @cached_property
     def output_names(self) -> frozenset[str]:
@@ -387,6 +403,7 @@ def evaluator(
     check: Callable[..., Any] | None = None,
     cheap: bool = False,
     batch: Callable[..., BatchVerdicts] | None = None,
+    stack: Callable[[list[Any]], Stacked] | None = None,
 ) -> Callable[[Callable[..., Any]], Evaluator]:
     """Declare an evaluator.
 
@@ -403,7 +420,9 @@ def evaluator(
     record-scope evaluators whose requirements are text fields) decides many records at once from their texts'
     columns: per record the bare bool the function would return, a ``Verdict`` for the pass/fail ``Score`` with an
     explanation it would return, or None where the function must be called; it must agree with the function record
-    for record (a test of the pack holds it to that).
+    for record (a test of the pack holds it to that). ``stack`` (dataset scope) turns the list of mapped values
+    into one object with ``take(positions)`` that the reduce receives instead (``Stacked``): the bootstrap's
+    resamples are then drawn by position, so a vectorized reduce is not fed a Python list each time.
     """
     if not _NAME.match(name):
         raise ValueError(f"evaluator name {name!r} must look like 'namespace/name' (lowercase, digits, - _ .)")
@@ -421,6 +440,8 @@ def evaluator(
     if batch is not None and not (cheap and set(requires) <= set(BATCH_TEXT_FIELDS)):
         raise ValueError(f"evaluator {name}: a batch form needs a cheap evaluator requiring only "
                          f"{', '.join(BATCH_TEXT_FIELDS)}")
+    if stack is not None and scope != "dataset":
+        raise ValueError(f"evaluator {name}: only dataset-scope evaluators stack their mapped values")
     if scope == "dataset" and mapper is None:
         raise ValueError(f"evaluator {name}: dataset scope needs a mapper (record -> value) to reduce over")
 
@@ -445,6 +466,7 @@ def evaluator(
             check=check,
             cheap=cheap,
             batch=batch,
+            stack=stack,
         )
 
     return decorate

@@ -258,21 +258,25 @@ def _run_dataset(
         except SkipRecord:
             skipped += 1
 
-    def reduce(values: list[Any]) -> list[Score]:
+    # With ``stack``, the reduce gets the stacked values and the bootstrap takes its resamples from them by position.
+    stacked = ev.stack(mapped) if ev.stack is not None and mapped else None
+    data = mapped if stacked is None else stacked
+
+    def reduce(values: Any) -> list[Score]:
         args = (values, ctx) if ev.wants_context else (values,)
         return normalize_scores(ev, ev.fn(*args, **bound.params))
 
-    def figures(values: list[Any]) -> dict[str, float]:
+    def figures(values: Any) -> dict[str, float]:
         return {score.name: float(getattr(score, kind)) for score in reduce(values)
                 if (kind := score.WhichOneof("value")) in ("number", "passed")}
 
-    _finish(result, bound, partial(reduce, mapped))
+    _finish(result, bound, partial(reduce, data))
     if result.outcome != OUTCOME_SCORED:
         return result
     from evalsi.stats.bootstrap import reducer_bootstrap  # numpy: only for dataset-scope evaluators
 
     boot = reducer_bootstrap(mapped, units, figures, level=options.confidence, seed=options.seed,
-                             resamples=options.bootstrap_resamples)
+                             resamples=options.bootstrap_resamples, take=None if stacked is None else stacked.take)
     for score in result.scores:
         score.metadata["n"].CopyFrom(to_value(len(mapped)))
         score.metadata["skipped"].CopyFrom(to_value(skipped))
