@@ -91,6 +91,10 @@ class Executor:
     # Where code evaluators (pool ``sandbox``) open sandboxes: evalsi-sandboxd on a server's sandbox pool; None, the
     # in-process ladder (embedded), made on first use.
     sandbox: SandboxOpener | None = None
+    # Whether a run's sandbox may name a host path as its root when ``sandbox`` is None (the in-process ladder):
+    # no on a worker serving other people's runs without sandboxd; yes embedded (InProcessExecutor: the caller's own
+    # machine).
+    caller_roots: bool = False
     # The evaluators of recent tasks, resolved and bound once: every task of a run names the same ones.
     _bound: BoundLists = field(init=False, repr=False)
     # Harness environments' sandboxes: ``sandbox``, keeping prepared environments between a run's trials
@@ -122,7 +126,7 @@ class Executor:
 
     def _opener(self) -> SandboxOpener:
         if self.sandbox is None:
-            self.sandbox = LadderOpener()
+            self.sandbox = LadderOpener(caller_roots=self.caller_roots)
         return self.sandbox
 
     def _environment_opener(self) -> SandboxOpener:
@@ -133,9 +137,8 @@ class Executor:
         return self._setups
 
     def _sandbox_access(self, sandbox: SandboxSpec | None, project: str) -> SandboxAccess:
-        if self.sandbox is None:
-            self.sandbox = LadderOpener()
-        return SandboxAccess(sandbox_request(sandbox, base=self.sandbox.base), self.sandbox, project)
+        opener = self._opener()
+        return SandboxAccess(sandbox_request(sandbox, base=opener.base), opener, project)
 
     async def records_of(self, task: Task) -> Sequence[Record]:
         if not task.records_ref:

@@ -313,6 +313,7 @@ class InProcessExecutor(Executor):
     rather than serializing and parsing them on the way (the served path's object store round trip)."""
 
     run_records: MemoryRecords | None = None
+    caller_roots: bool = True  # the caller's own machine: its sandboxes may use its image directories
 
     # Each evaluation task's result columns as the runner wrote them, until its result is heard (``columns_of``):
     # in one process they need not be copied into the result message and out again.

@@ -24,11 +24,12 @@ from evalsi.sandbox.config import (
     load_sandbox_config,
 )
 from evalsi.sandbox.ladder import Ladder, check_ladder
-from evalsi.sandbox.model import Level, NetworkPolicy, Resources, SandboxSession, SandboxSpec
+from evalsi.sandbox.model import Level, NetworkPolicy, Resources, RootFilesystem, SandboxSession, SandboxSpec
 from evalsi.v1alpha1 import run_pb2
 from evalsi.yaml_files import read_yaml_file
 
-__all__ = ["LadderOpener", "SandboxAccess", "SandboxOpener", "local_sandbox_config", "sandbox_request"]
+__all__ = ["LadderOpener", "SandboxAccess", "SandboxOpener", "check_served_root", "local_sandbox_config",
+           "sandbox_request"]
 
 _NETWORK = ("deny", "allow")
 
@@ -45,15 +46,34 @@ class SandboxOpener(Protocol):
 
 class LadderOpener:
     """Sessions from the in-process ladder (probed once per process, strongest usable rung first), under the
-    ``sandbox:`` section's root, minimum and bounds (``local_sandbox_config``, as `evalsi sandbox` reads it)."""
+    ``sandbox:`` section's root, minimum and bounds (``local_sandbox_config``, as `evalsi sandbox` reads it).
 
-    def __init__(self, ladder: Ladder | None = None) -> None:
+    ``caller_roots`` False (a worker serving other people's runs on its own ladder, without evalsi-sandboxd): a spec
+    may not name a host path as its root (an image directory, a tarball, a Dockerfile or an OCI layout): only the
+    configured root or an OCI image by reference. evalsi-sandboxd decides that by its ``--image-root`` list; a
+    worker has no such list, so it refuses them all."""
+
+    def __init__(self, ladder: Ladder | None = None, *, caller_roots: bool = True) -> None:
         self.ladder = ladder or Ladder(local_sandbox_config())
         config = self.ladder.config
         self.base = SandboxSpec(min_isolation=config.min_isolation, resources=config.resources, root=config.root)
+        self.caller_roots = caller_roots
 
     async def open(self, spec: SandboxSpec, project: str) -> SandboxSession:
+        if not self.caller_roots:
+            check_served_root(spec.root, self.base.root)
         return await self.ladder.create(spec)  # one process, one caller: nothing to scope by project
+
+
+def check_served_root(root: RootFilesystem, configured: RootFilesystem) -> None:
+    """Refuse a root that names a host path (``BadInputError``): the configured root and OCI references pass."""
+    if root == configured or root.kind == "runtime" or (root.kind == "oci" and not root.path.startswith("/")):
+        return
+    raise BadInputError(
+        f"sandbox root {{{root.kind}: {root.path[:200]!r}}}: this worker opens sandboxes on its own ladder, where a "
+        "run may not name a host path as a sandbox's root; accepted: the runtime root or an OCI image by reference. "
+        "Start the worker with EVALSI_SANDBOXD (evalsi serve and compose do) to let runs name images under "
+        "evalsi-sandboxd's --image-root directories")
 
 
 @dataclass(frozen=True)
