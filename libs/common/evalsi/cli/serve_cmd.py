@@ -63,10 +63,8 @@ def serve_command(
 
     from evalsi.service.supervisor import Supervisor
 
-    config = Config.load(config_path)
     state = Path(state_dir)
-    if config_path is None:
-        config = replace(config, metadata_url=f"sqlite:///{state / 'evalsi.db'}", objects_url=str(state / "objects"))
+    config = Config.load(config_path, state_dir=state)  # a database or objects the file leaves out: in state_dir
     api = replace(
         config.api,
         host=config.api.host if host is None else host,

@@ -124,14 +124,16 @@ class Config:
     sandbox: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def load(cls, path: str | Path | None) -> Config:
-        if path is None:
+    def load(cls, path: str | Path | None, *, state_dir: Path | None = None) -> Config:
+        """The file at ``path`` (None: no file, every default). With ``state_dir`` (`evalsi serve --state-dir`),
+        the metadata database and the object directory the file does not name live there."""
+        if path is None and state_dir is None:
             return cls()
-        document = read_yaml_file(path)
-        return cls.from_mapping(document, where=str(path))
+        document = {} if path is None else read_yaml_file(path)
+        return cls.from_mapping(document, where=str(path or "the flags"), state_dir=state_dir)
 
     @classmethod
-    def from_mapping(cls, document: Any, *, where: str = "evalsi.yaml") -> Config:
+    def from_mapping(cls, document: Any, *, where: str = "evalsi.yaml", state_dir: Path | None = None) -> Config:
         if not isinstance(document, Mapping):
             raise BadInputError(f"{where}: the config must be a mapping of keys")
         _known(document, KEYS, where)
@@ -146,9 +148,13 @@ class Config:
         config = cls(
             nats_url=_url(document, "nats", where, "", extra=("credentials_file",)),
             nats_credentials_file=_string(document, "nats", "credentials_file", where),
-            metadata_url=_url(document, "metadata", where, cls.metadata_url, extra=("password_file",)),
+            metadata_url=_url(document, "metadata", where,
+                              cls.metadata_url if state_dir is None else f"sqlite:///{state_dir / 'evalsi.db'}",
+                              extra=("password_file",)),
             metadata_password_file=_string(document, "metadata", "password_file", where),
-            objects_url=_url(document, "objects", where, cls.objects_url, extra=("credentials_file",)),
+            objects_url=_url(document, "objects", where,
+                             cls.objects_url if state_dir is None else str(state_dir / "objects"),
+                             extra=("credentials_file",)),
             objects_credentials_file=_string(document, "objects", "credentials_file", where),
             traces_url=_url(document, "traces", where, "", extra=("password_file",)),
             traces_password_file=_string(document, "traces", "password_file", where),
