@@ -248,8 +248,8 @@ def auth_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str,
     config.write_text(yaml.safe_dump({
         "auth": {"api_keys": {"keys": [{"name": "viewer", "key": hash_api_key(key), "roles": {"*": ["viewer"]}}]}},
         "sandboxd": {"enabled": False},
-        # With a config file the stores default to .evalsi/state under the working directory, not --state-dir:
-        # named here so that no other server's runs show in this one (the test reads an empty project).
+        # Named, though they are --state-dir's defaults: no other server's runs may show in this one (the test reads
+        # an empty project).
         "metadata": {"url": f"sqlite:///{tmp / 'state' / 'evalsi.db'}"},
         "objects": {"url": str(tmp / "state" / "objects")},
     }))
