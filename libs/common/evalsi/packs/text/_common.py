@@ -1,0 +1,53 @@
+"""What the text pack's evaluators share: the reference texts of a record, and the Porter stemmer of nltk (the
+one rouge-score and nltk's METEOR stem with), loaded only when a metric asks for stems."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import lru_cache
+
+from evalsi.errors import BadInputError, SkipRecord
+from evalsi.packs.core.matching import reference_texts
+from evalsi.records import content_text
+from evalsi.v1alpha1.record_pb2 import Record
+
+# A record's texts are bounded so one record's metric stays microseconds to milliseconds: n-gram counting is
+# linear and ROUGE-L's bit-parallel LCS is linear in words per word, but a megabyte output would still hold the
+# event loop (these evaluators are cheap: they run on it).
+MAX_CHARS = 100_000
+MAX_REFERENCES = 64
+_STEM_CACHE = 1 << 16
+INSTALL_HINT = "pip install 'evalsi[text]' (it brings nltk, whose Porter stemmer this uses)"
+
+
+def texts(record: Record) -> tuple[str, list[str]]:
+    """The output text and the reference texts (each element of a JSON-list reference), bounded."""
+    output = record.output.text or content_text(record.output)
+    references, _ = reference_texts(record)
+    if len(references) > MAX_REFERENCES:
+        raise SkipRecord(f"{len(references)} references; at most {MAX_REFERENCES} are scored")
+    longest = max(len(output), *(len(r) for r in references))
+    if longest > MAX_CHARS:
+        raise SkipRecord(f"a text of {longest} characters; at most {MAX_CHARS} are scored")
+    return output, references
+
+
+@lru_cache(maxsize=1)
+def porter_stem() -> Callable[[str], str]:
+    """nltk's PorterStemmer().stem (its default NLTK_EXTENSIONS mode, as rouge-score and nltk's METEOR use it),
+    memoized per word: stemming is a pure function of the word and the same words recur across records."""
+    try:
+        from nltk.stem.porter import PorterStemmer  # heavy optional dependency (the text extra)
+    except ImportError as exc:
+        raise BadInputError(f"stemming needs nltk, which is not installed: {INSTALL_HINT}") from exc
+    return lru_cache(maxsize=_STEM_CACHE)(PorterStemmer().stem)
+
+
+def check_stemmer(stem: bool, evaluator: str) -> None:
+    """At bind time: a metric asked to stem needs nltk; the error names the evaluator and the install."""
+    if not stem:
+        return
+    try:
+        porter_stem()
+    except BadInputError as exc:
+        raise BadInputError(f"evaluator {evaluator}: {exc}") from None

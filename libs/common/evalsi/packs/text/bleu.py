@@ -1,0 +1,219 @@
+"""BLEU (Papineni et al. 2002) as sacrebleu computes it: ``sentence_bleu`` per record and ``corpus_bleu`` over
+the dataset, with sacrebleu's tokenizers (13a, none, char), smoothing methods and multi-reference rules, so every
+figure equals sacrebleu's on the same texts (tests/packs/test_text_bleu.py holds it to that)."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Callable, Sequence
+from functools import lru_cache
+from typing import Literal
+
+import numpy as np
+
+from evalsi.errors import BadInputError
+from evalsi.evaluators import Output, evaluator
+from evalsi.packs.text._common import texts
+from evalsi.v1alpha1.record_pb2 import Record
+
+MAX_ORDER = 4
+Tokenize = Literal["13a", "none", "char"]
+Smooth = Literal["exp", "floor", "add-k", "none"]
+_SMOOTH_DEFAULTS: dict[str, float] = {"floor": 0.1, "add-k": 1.0}
+# sacrebleu's my_log: log(0) floored, so a zero precision drives the score to 0 rather than raising.
+_LOG_ZERO = -9999999999
+# mteval-v13a's language-dependent rules, as sacrebleu's TokenizerRegexp applies them (in this order).
+_13A_RULES = (
+    (re.compile(r"([\{-\~\[-\` -\&\(-\+\:-\@\/])"), r" \1 "),
+    (re.compile(r"([^0-9])([\.,])"), r"\1 \2 "),
+    (re.compile(r"([\.,])([^0-9])"), r" \1 \2"),
+    (re.compile(r"([0-9])(-)"), r"\1 \2 "),
+)
+_CACHE = 1 << 16
+
+
+@lru_cache(maxsize=_CACHE)
+def _tokenize_13a(line: str) -> str:
+    line = line.replace("<skipped>", "").replace("-\n", "").replace("\n", " ")
+    if "&" in line:
+        line = line.replace("&quot;", '"').replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">")
+    line = f" {line} "
+    for pattern, replacement in _13A_RULES:
+        line = pattern.sub(replacement, line)
+    return " ".join(line.split())
+
+
+def _tokenize_char(line: str) -> str:
+    return " ".join(line)
+
+
+def _tokenize_none(line: str) -> str:
+    return line
+
+
+_TOKENIZERS: dict[str, Callable[[str], str]] = {"13a": _tokenize_13a, "none": _tokenize_none, "char": _tokenize_char}
+
+
+def tokens(text: str, tokenize: str, lowercase: bool) -> list[str]:
+    """sacrebleu's preprocessing of a segment (lowercased if asked, right-stripped, tokenized), split into words."""
+    if lowercase:
+        text = text.lower()
+    return _TOKENIZERS[tokenize](text.rstrip()).split()
+
+
+def _ngrams(words: list[str]) -> list[Counter[tuple[str, ...]]]:
+    """The word n-gram counts of orders 1 to 4, one Counter per order."""
+    return [Counter(zip(*(words[i:] for i in range(n)), strict=False)) for n in range(1, MAX_ORDER + 1)]
+
+
+def _closest_length(hyp_len: int, ref_lens: list[int]) -> int:
+    """The reference length closest to the hypothesis's; the shorter one on a tie (sacrebleu's rule)."""
+    return min(ref_lens, key=lambda length: (abs(hyp_len - length), length))
+
+
+def segment_stats(hypothesis: str, references: list[str], tokenize: str, lowercase: bool) -> list[int]:
+    """One segment's sufficient statistics: [hyp_len, ref_len, correct_1..4, total_1..4], each reference n-gram's
+    count being its highest count in any one reference."""
+    ref_counts: list[Counter[tuple[str, ...]]] = [Counter() for _ in range(MAX_ORDER)]
+    ref_lens = []
+    for reference in references:
+        words = tokens(reference, tokenize, lowercase)
+        ref_lens.append(len(words))
+        for merged, counts in zip(ref_counts, _ngrams(words), strict=True):
+            if not merged:
+                merged.update(counts)
+                continue
+            for gram, count in counts.items():
+                if count > merged[gram]:
+                    merged[gram] = count
+    words = tokens(hypothesis, tokenize, lowercase)
+    correct = [0] * MAX_ORDER
+    total = [0] * MAX_ORDER
+    for order, (hyp, ref) in enumerate(zip(_ngrams(words), ref_counts, strict=True)):
+        total[order] = len(words) - order if len(words) > order else 0
+        correct[order] = sum(min(count, ref[gram]) for gram, count in hyp.items() if gram in ref)
+    return [len(words), _closest_length(len(words), ref_lens), *correct, *total]
+
+
+def compute_bleu(
+    correct: Sequence[float], total: Sequence[float], sys_len: int, ref_len: int, smooth_method: str,
+    smooth_value: float | None, effective_order: bool,
+) -> float:
+    """sacrebleu's BLEU.compute_bleu on the statistics, step for step so the floats are the same."""
+    value = _SMOOTH_DEFAULTS.get(smooth_method, 0.0) if smooth_value is None else smooth_value
+    bp = 1.0
+    if sys_len < ref_len:
+        bp = math.exp(1 - ref_len / sys_len) if sys_len > 0 else 0.0
+    precisions = [0.0] * MAX_ORDER
+    if not any(correct):
+        return 0.0
+    correct, total = [float(c) for c in correct], [float(t) for t in total]
+    smooth_mteval = 1.0
+    eff_order = MAX_ORDER
+    for n in range(1, MAX_ORDER + 1):
+        if smooth_method == "add-k" and n > 1:
+            correct[n - 1] += value
+            total[n - 1] += value
+        if total[n - 1] == 0:
+            break
+        if effective_order:
+            eff_order = n
+        if correct[n - 1] == 0:
+            if smooth_method == "exp":
+                smooth_mteval *= 2
+                precisions[n - 1] = 100.0 / (smooth_mteval * total[n - 1])
+            elif smooth_method == "floor":
+                precisions[n - 1] = 100.0 * value / total[n - 1]
+        else:
+            precisions[n - 1] = 100.0 * correct[n - 1] / total[n - 1]
+    return bp * math.exp(sum([math.log(p) if p != 0.0 else _LOG_ZERO for p in precisions[:eff_order]]) / eff_order)
+
+
+def sentence_bleu(
+    hypothesis: str, references: list[str], *, tokenize: str = "13a", smooth_method: str = "exp",
+    smooth_value: float | None = None, lowercase: bool = False,
+) -> float:
+    """sacrebleu.sentence_bleu(hypothesis, references, ...).score (effective order on, as there)."""
+    stats = segment_stats(hypothesis, references, tokenize, lowercase)
+    return compute_bleu(stats[2:6], stats[6:], stats[0], stats[1], smooth_method, smooth_value, True)
+
+
+def _check_for(name: str) -> Callable[..., None]:
+    def check(*, smooth_method: str = "exp", smooth_value: float | None = None, **_: object) -> None:
+        if smooth_value is None:
+            return
+        if smooth_method not in _SMOOTH_DEFAULTS:
+            raise BadInputError(f"evaluator {name}: param 'smooth_value' applies to smooth_method floor or add-k, "
+                                f"not {smooth_method!r}")
+        if not 0.0 < smooth_value <= 100.0:
+            raise BadInputError(f"evaluator {name}: param 'smooth_value' must be in (0, 100], got {smooth_value}")
+
+    return check
+
+
+_PARAMS = {
+    "tokenize": "sacrebleu's tokenizer: 13a (mteval-v13a, the WMT default), char (every character a token) or "
+    "none (the texts are already tokenized, split on whitespace).",
+    "smooth_method": "sacrebleu's smoothing for n-gram orders without a match: exp (NIST's, the default), floor, "
+    "add-k or none.",
+    "smooth_value": "The constant of floor (default 0.1) or add-k (default 1); unset takes sacrebleu's default.",
+    "lowercase": "Lowercase both texts before tokenizing (case-insensitive BLEU).",
+}
+
+
+@evaluator(
+    "builtin/bleu",
+    version="1.0.0",
+    pack="text",
+    requires=["output", "reference"],
+    cheap=True,  # linear in the texts, which are bounded (_common.MAX_CHARS)
+    check=_check_for("builtin/bleu"),
+    outputs=[Output("bleu", "number", min=0.0, max=100.0,
+                    description="Sentence BLEU on sacrebleu's 0-100 scale, against every reference at once.")],
+    params=_PARAMS,
+)
+def bleu(
+    record: Record, *, tokenize: Tokenize = "13a", smooth_method: Smooth = "exp", smooth_value: float | None = None,
+    lowercase: bool = False,
+) -> float:
+    """Sentence BLEU of the output against the reference (each element of a JSON-list reference is one more
+    reference), equal to sacrebleu.sentence_bleu with the same settings."""
+    output, references = texts(record)
+    return sentence_bleu(output, references, tokenize=tokenize, smooth_method=smooth_method,
+                         smooth_value=smooth_value, lowercase=lowercase)
+
+
+def _corpus_stats(
+    record: Record, *, tokenize: str = "13a", smooth_method: str = "exp", smooth_value: float | None = None,
+    lowercase: bool = False,
+) -> list[int]:
+    output, references = texts(record)
+    return segment_stats(output, references, tokenize, lowercase)
+
+
+@evaluator(
+    "builtin/corpus-bleu",
+    version="1.0.0",
+    pack="text",
+    scope="dataset",
+    requires=["output", "reference"],
+    mapper=_corpus_stats,
+    check=_check_for("builtin/corpus-bleu"),
+    outputs=[Output("bleu", "number", min=0.0, max=100.0,
+                    description="Corpus BLEU on sacrebleu's 0-100 scale: n-gram matches and lengths summed over "
+                    "the records, then one BLEU.")],
+    params=_PARAMS,
+)
+def corpus_bleu(
+    stats: list[list[int]], *, tokenize: Tokenize = "13a", smooth_method: Smooth = "exp",
+    smooth_value: float | None = None, lowercase: bool = False,
+) -> float:
+    """Corpus BLEU over the dataset, equal to sacrebleu.corpus_bleu with the same settings; its interval is the
+    bootstrap over records of the same sums."""
+    summed = np.asarray(stats, dtype=np.int64).sum(axis=0).tolist()
+    return compute_bleu(summed[2:6], summed[6:], summed[0], summed[1], smooth_method, smooth_value, False)
+
+
+EVALUATORS = (bleu, corpus_bleu)

@@ -1,0 +1,170 @@
+"""chrF and chrF++ (Popović 2015, 2017) as sacrebleu computes them: character n-grams (whitespace removed) and,
+for chrF++, word n-grams with sacrebleu's punctuation split; per record ``sentence_chrf`` (the best reference
+by F-score) and over the dataset ``corpus_chrf``, equal to sacrebleu's (tests/packs/test_text_chrf.py)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+
+import numpy as np
+
+from evalsi.errors import BadInputError
+from evalsi.evaluators import Output, evaluator
+from evalsi.packs.text._common import texts
+from evalsi.v1alpha1.record_pb2 import Record
+
+_PUNCTS = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
+_EPS = 1e-16
+MAX_CHAR_ORDER = 10
+MAX_WORD_ORDER = 4
+
+
+def _words(text: str) -> list[str]:
+    """sacrebleu CHRF._remove_punctuation: one punctuation mark split off a word's end, else off its start."""
+    words: list[str] = []
+    for word in text.split():
+        if len(word) == 1:
+            words.append(word)
+        elif word[-1] in _PUNCTS:
+            words += [word[:-1], word[-1]]
+        elif word[0] in _PUNCTS:
+            words += [word[0], word[1:]]
+        else:
+            words.append(word)
+    return words
+
+
+def _ngrams(text: str, char_order: int, word_order: int, whitespace: bool) -> list[Counter[str]]:
+    chars = text if whitespace else "".join(text.split())
+    grams = [Counter([chars[i:i + n] for i in range(len(chars) - n + 1)]) for n in range(1, char_order + 1)]
+    if word_order:
+        words = _words(text)
+        grams += [Counter([" ".join(words[i:i + n]) for i in range(len(words) - n + 1)])
+                  for n in range(1, word_order + 1)]
+    return grams
+
+
+def f_score(stats: list[int], order: int, beta: float) -> float:
+    """sacrebleu CHRF._compute_f_score without eps smoothing (its default): the F-beta of the precision and
+    recall averaged over the orders both sides have n-grams of, on the 0-100 scale."""
+    factor = beta**2
+    avg_prec = avg_rec = 0.0
+    effective_order = 0
+    for i in range(order):
+        n_hyp, n_ref, n_match = stats[3 * i: 3 * i + 3]
+        if n_hyp > 0 and n_ref > 0:
+            avg_prec += n_match / n_hyp
+            avg_rec += n_match / n_ref
+            effective_order += 1
+    if effective_order == 0:
+        return 0.0
+    avg_prec /= effective_order
+    avg_rec /= effective_order
+    if avg_prec + avg_rec:
+        score = (1 + factor) * avg_prec * avg_rec
+        score /= (factor * avg_prec) + avg_rec
+        return 100 * score
+    return 0.0
+
+
+def segment_stats(
+    hypothesis: str, references: list[str], *, char_order: int, word_order: int, beta: float, lowercase: bool,
+    whitespace: bool,
+) -> list[int]:
+    """[hyp, ref, match] counts per order against the reference with the best F-score (the first on a tie)."""
+    if lowercase:
+        hypothesis = hypothesis.lower()
+        references = [r.lower() for r in references]
+    order = char_order + word_order
+    hyp_grams = _ngrams(hypothesis, char_order, word_order, whitespace)
+    best: list[int] = []
+    best_f = -1.0
+    for reference in references:
+        stats: list[int] = []
+        for hyp, ref in zip(hyp_grams, _ngrams(reference, char_order, word_order, whitespace), strict=True):
+            match = sum(min(count, ref[gram]) for gram, count in hyp.items() if gram in ref)
+            stats += [sum(hyp.values()) if ref else 0, sum(ref.values()), match]
+        score = f_score(stats, order, beta)
+        if score > best_f:
+            best_f, best = score, stats
+    return best
+
+
+def _check_for(name: str) -> Callable[..., None]:
+    def check(*, char_order: int = 6, word_order: int = 0, beta: float = 2.0, **_: object) -> None:
+        if not 1 <= char_order <= MAX_CHAR_ORDER:
+            raise BadInputError(f"evaluator {name}: param 'char_order' must be 1 to {MAX_CHAR_ORDER}, got {char_order}")
+        if not 0 <= word_order <= MAX_WORD_ORDER:
+            raise BadInputError(f"evaluator {name}: param 'word_order' must be 0 to {MAX_WORD_ORDER} (2 is chrF++), "
+                                f"got {word_order}")
+        if not 0 < beta <= 100:
+            raise BadInputError(f"evaluator {name}: param 'beta' must be in (0, 100], got {beta}")
+
+    return check
+
+
+_PARAMS = {
+    "char_order": "Character n-gram orders 1 to char_order (sacrebleu's default 6).",
+    "word_order": "Word n-gram orders 1 to word_order added to the character ones: 0 is chrF, 2 is chrF++.",
+    "beta": "Recall's weight against precision in the F-score (2: recall twice as important).",
+    "lowercase": "Lowercase both texts first (case-insensitive chrF).",
+    "whitespace": "Keep whitespace inside character n-grams (sacrebleu removes it by default).",
+}
+
+
+def _stats(
+    record: Record, *, char_order: int = 6, word_order: int = 0, beta: float = 2.0, lowercase: bool = False,
+    whitespace: bool = False,
+) -> list[int]:
+    output, references = texts(record)
+    return segment_stats(output, references, char_order=char_order, word_order=word_order, beta=beta,
+                         lowercase=lowercase, whitespace=whitespace)
+
+
+@evaluator(
+    "builtin/chrf",
+    version="1.0.0",
+    pack="text",
+    requires=["output", "reference"],
+    cheap=True,  # linear in the texts times the orders; texts are bounded (_common.MAX_CHARS)
+    check=_check_for("builtin/chrf"),
+    outputs=[Output("chrf", "number", min=0.0, max=100.0,
+                    description="Sentence chrF (chrF++ with word_order 2) on sacrebleu's 0-100 scale; the best "
+                    "reference counts.")],
+    params=_PARAMS,
+)
+def chrf(
+    record: Record, *, char_order: int = 6, word_order: int = 0, beta: float = 2.0, lowercase: bool = False,
+    whitespace: bool = False,
+) -> float:
+    """Sentence chrF of the output against the reference (or the best of a JSON-list reference's elements), equal
+    to sacrebleu's CHRF(...).sentence_score."""
+    stats = _stats(record, char_order=char_order, word_order=word_order, beta=beta, lowercase=lowercase,
+                   whitespace=whitespace)
+    return f_score(stats, char_order + word_order, beta)
+
+
+@evaluator(
+    "builtin/corpus-chrf",
+    version="1.0.0",
+    pack="text",
+    scope="dataset",
+    requires=["output", "reference"],
+    mapper=_stats,
+    check=_check_for("builtin/corpus-chrf"),
+    outputs=[Output("chrf", "number", min=0.0, max=100.0,
+                    description="Corpus chrF on sacrebleu's 0-100 scale: n-gram counts summed over the records, "
+                    "then one F-score.")],
+    params=_PARAMS,
+)
+def corpus_chrf(
+    stats: list[list[int]], *, char_order: int = 6, word_order: int = 0, beta: float = 2.0, lowercase: bool = False,
+    whitespace: bool = False,
+) -> float:
+    """Corpus chrF over the dataset, equal to sacrebleu's CHRF(...).corpus_score."""
+    summed = np.asarray(stats, dtype=np.int64).sum(axis=0).tolist()
+    return f_score(summed, char_order + word_order, beta)
+
+
+EVALUATORS = (chrf, corpus_chrf)
