@@ -466,7 +466,11 @@ async def test_watch_of_an_unknown_run_is_not_found_and_leaves_no_subscription(a
 
 
 async def test_list_evaluators_lists_manifests_and_packs(api: Api) -> None:
-    response = await api.catalog.list_evaluators(ListEvaluatorsRequest(), ctx())
+    # A project's catalog lists its enabled packs (only core without an evaluators: section); all_packs every
+    # allowed one (docs/packs.md).
+    enabled = await api.catalog.list_evaluators(ListEvaluatorsRequest(), ctx())
+    assert {m.pack for m in enabled.evaluators} == {"core"}
+    response = await api.catalog.list_evaluators(ListEvaluatorsRequest(all_packs=True), ctx())
     names = [m.name for m in response.evaluators]
     assert "builtin/exact-match" in names and "builtin/llm-judge" in names
     packs = {p.name: p for p in response.packs}

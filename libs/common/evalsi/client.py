@@ -473,9 +473,12 @@ class Client:
     def evaluate(self, request: EvaluateRequest) -> EvaluateResponse:
         return self._t.unary("EvaluationService", "Evaluate", request, EvaluateResponse)
 
-    def list_evaluators(self, pack: str = "") -> ListEvaluatorsResponse:
+    def list_evaluators(self, pack: str = "", *, all_packs: bool = False) -> ListEvaluatorsResponse:
+        """The project's catalog: its enabled packs' evaluators (every allowed pack's with ``all_packs``, one
+        pack's with ``pack``) and every pack with its tier, enabled and allowed (docs/packs.md)."""
         return self._t.unary(
-            "CatalogService", "ListEvaluators", ListEvaluatorsRequest(pack=pack), ListEvaluatorsResponse
+            "CatalogService", "ListEvaluators", ListEvaluatorsRequest(pack=pack, all_packs=all_packs),
+            ListEvaluatorsResponse,
         )
 
     def close(self) -> None:

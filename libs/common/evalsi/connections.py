@@ -15,6 +15,7 @@
         tpm: 200000
     harness_tools: [weather_tools:get_weather]   # python tools run specs may give the built-in harness
     cli_agents: {commands: [sh], min_isolation: namespaced, max_timeout_s: 600}   # evalsi.cli_agent_policy
+    evaluators: {packs: [core, judge], allowed_packs: [core, judge, rag]}   # evalsi.pack_policy
     agents:
       shop:
         protocol: http                        # http (docs/agent-protocol.md) | a2a | openai-responses
@@ -43,6 +44,7 @@ from typing import Any
 from evalsi.cli_agent_policy import CliAgentPolicy, load_cli_policy
 from evalsi.errors import BadInputError
 from evalsi.judges.config import ENV_VAR_NAME, PROVIDERS, JudgeConfig, SecretRef
+from evalsi.pack_policy import PackPolicy, load_pack_policy
 from evalsi.yaml_files import read_yaml_file
 
 # `evalsi serve` writes the sections to a file in its state directory and names it here for the api and workers;
@@ -132,15 +134,18 @@ class Connections:
     # Whether served runs may bring a CLI agent (spec.target.agent.cli), which commands, under what isolation
     # (evalsi.cli_agent_policy); None: refused.
     cli_agents: CliAgentPolicy | None = None
+    # Which evaluator packs each project may name and has enabled (the evaluators: section, evalsi.pack_policy).
+    packs: PackPolicy = field(default_factory=PackPolicy)
 
     @classmethod
     def from_mapping(cls, judges: Any, agents: Any, harness_tools: Any = None, *,
-                     where: str = "evalsi.yaml", cli_agents: Any = None) -> Connections:
+                     where: str = "evalsi.yaml", cli_agents: Any = None, evaluators: Any = None) -> Connections:
         return cls(
             {name: _judge(name, value, f"{where}: judges.{name}") for name, value in _entries(judges, "judges", where)},
             {name: _agent(name, value, f"{where}: agents.{name}") for name, value in _entries(agents, "agents", where)},
             _tools(harness_tools, f"{where}: harness_tools"),
             load_cli_policy(cli_agents, where),
+            load_pack_policy(evaluators, where),
         )
 
     @classmethod
@@ -150,7 +155,8 @@ class Connections:
         if not isinstance(document, Mapping):
             raise BadInputError(f"{path}: the config must be a mapping of keys")
         return cls.from_mapping(document.get("judges"), document.get("agents"), document.get("harness_tools"),
-                                where=str(path), cli_agents=document.get("cli_agents"))
+                                where=str(path), cli_agents=document.get("cli_agents"),
+                                evaluators=document.get("evaluators"))
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Connections:
@@ -165,6 +171,8 @@ class Connections:
             document["harness_tools"] = list(self.harness_tools)
         if self.cli_agents is not None:
             document["cli_agents"] = self.cli_agents.to_document()
+        if packs := self.packs.to_document():
+            document["evaluators"] = packs
         return document
 
     def write(self, path: Path) -> Path:

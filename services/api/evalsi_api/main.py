@@ -347,6 +347,10 @@ async def assemble(settings: Settings, life: Lifecycle) -> None:
     # The api serves /readyz on its own port from these conditions; "started" is the lifecycle's own.
     readiness = Readiness(["metadata_store", "object_store", "nats", "started"])
     registry = Registry.from_entry_points()
+    # A pack the evaluators: section names must be installed here: a typo would otherwise allow or enable nothing.
+    unknown = settings.connections.packs.unknown_packs(registry.packs)
+    if unknown:
+        raise BadInputError("; ".join(unknown))
     store = await life.enter("metadata store", open_metadata_store(settings.metadata_url), lambda s: s.close())
     traces = None
     if settings.traces_url:
@@ -379,6 +383,7 @@ async def assemble(settings: Settings, life: Lifecycle) -> None:
         count_tasks=partial(planned_task_count, registry=registry),
         describe_plan=partial(served_dry_run, registry=registry),
         listen_host=settings.server.host,
+        registry=registry,
     )
     table = build_table(
         evaluation=EvaluationHandlers(link.evaluate, registry=registry, limits=settings.limits,
@@ -386,7 +391,7 @@ async def assemble(settings: Settings, life: Lifecycle) -> None:
                                       local=LocalEvaluation(registry, timeout_s=settings.evaluate_timeout_s),
                                       metrics=metrics),
         runs=runs,
-        catalog=CatalogHandlers(registry),
+        catalog=CatalogHandlers(registry, settings.connections.packs),
         traces=TraceHandlers(traces, limits=settings.limits, retrigger=link.retrigger),
         monitor=MonitorHandlers(store, traces, registry=registry, limits=settings.limits,
                                 connections=settings.connections, alerts=store),

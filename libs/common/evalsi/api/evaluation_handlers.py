@@ -22,6 +22,7 @@ from evalsi.api.handlers_common import (
 )
 from evalsi.api.local_evaluation import LocalEvaluation
 from evalsi.api.metrics import ApiMetrics
+from evalsi.api.pack_checks import refuse_unallowed
 from evalsi.connection_rules import evaluate_problems, refuse
 from evalsi.connections import Connections
 from evalsi.errors import BadInputError
@@ -95,6 +96,9 @@ class EvaluationHandlers:
 
     async def _evaluate_one(self, request: EvaluateRequest, project: str, ctx: CallContext) -> EvaluateResponse:
         self.check(request)
+        if self._registry is not None:  # evaluators only of packs the project is allowed (naming is the opt-in)
+            refuse_unallowed(self._connections.packs, self._registry, project,
+                             ((f"evaluators[{i}].ref", ref.ref) for i, ref in enumerate(request.evaluators)))
         # Judges only by the names of the server's connections granted to the project, never an address or key.
         refuse(evaluate_problems(self._connections, request, project, self._registry))
         request.project = project

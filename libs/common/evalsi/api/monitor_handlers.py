@@ -20,6 +20,7 @@ from evalsi.api.handlers_common import (
     page_size,
     required,
 )
+from evalsi.api.pack_checks import refuse_not_enabled, refuse_unallowed
 from evalsi.api.trace_handlers import NO_TRACE_STORE, timestamp_ns
 from evalsi.authz.attributes import stored_policy
 from evalsi.connection_rules import policy_problems
@@ -139,6 +140,10 @@ class MonitorHandlers:
             problems += policy_problems(self._connections, compiled, document.metadata.project)
         if problems:
             raise SpecProblems(problems, what="the policy")
+        # An online policy runs only packs its project enabled, of those it is allowed (docs/packs.md).
+        stages = [(f"spec.cascade[{i}].ref", stage.ref) for i, stage in enumerate(document.spec.cascade)]
+        refuse_unallowed(self._connections.packs, self._registry, document.metadata.project, stages)
+        refuse_not_enabled(self._connections.packs, self._registry, document.metadata.project, stages)
         current = await store.get_policy(document.metadata.project, document.metadata.name)
         await self._check_apply(ctx, current)
         if request.dry_run:

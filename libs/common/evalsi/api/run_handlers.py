@@ -35,6 +35,7 @@ from evalsi.api.handlers_common import (
     required,
     state_name,
 )
+from evalsi.api.pack_checks import refuse_unallowed
 from evalsi.api.run_dataset import (
     count_run_dataset,
     describe_run_dataset,
@@ -56,6 +57,7 @@ from evalsi.connections import Connections
 from evalsi.datasets.run_records import DATASET_LABEL, StoredRunRecords
 from evalsi.documents import SpecProblems, merge_problems, problems_of
 from evalsi.errors import BadInputError, InfraError
+from evalsi.evaluators import Registry
 from evalsi.hosts import is_loopback
 from evalsi.labels import parse_label_filters
 from evalsi.projects import DEFAULT_PROJECT, PROJECT_LABEL
@@ -111,13 +113,16 @@ class RunHandlers:
         count_tasks: CountTasks | None = None,
         describe_plan: DescribePlan | None = None,
         listen_host: str = "",
+        registry: Registry | None = None,
     ) -> None:
         """``connections``: the judges and agents the server offers (evalsi.yaml); none when not given.
+        ``registry``: which pack each evaluator a spec names is in, for the project's allowlist (none: unchecked).
         ``count_tasks``: the size of a run's plan, so a PENDING run counts tasks as a running one does (without
         it a pending run shows 0 tasks until the scheduler plans it). ``listen_host``: where the listeners are;
         on loopback alone every caller is on this machine, so ListRuns may cross projects and a run looked up in
         the wrong project is said to be in its own (elsewhere projects are the boundary between callers)."""
         self._listen_host = listen_host
+        self._registry = registry
         self._loopback_only = bool(listen_host) and is_loopback(listen_host)
         self._connections = connections or Connections()
         self._count_tasks = count_tasks
@@ -138,6 +143,9 @@ class RunHandlers:
         document = request.run
         metadata = document.metadata
         project = ctx.resolve_project(request.project, metadata.project, metadata.labels.get(PROJECT_LABEL, ""))
+        if self._registry is not None:  # evaluators only of packs the project is allowed (naming is the opt-in)
+            refuse_unallowed(self._connections.packs, self._registry, project,
+                             ((f"spec.evaluators[{i}].ref", r.ref) for i, r in enumerate(document.spec.evaluators)))
         reserved = sorted(
             key for key in metadata.labels if key.startswith(RESERVED_LABEL_PREFIX) and key != PROJECT_LABEL
         )

@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 import click
 from google.protobuf import json_format
 
-from evalsi.cli._common import handle_errors
+from evalsi.cli._common import (
+    PROJECT_HELP,
+    F,
+    check_project_flag,
+    client_for,
+    credential_options,
+    handle_errors,
+)
 from evalsi.evaluators import Registry
-from evalsi.v1alpha1.evaluator_pb2 import Scope
+from evalsi.v1alpha1.catalog_service_pb2 import PackInfo
+from evalsi.v1alpha1.evaluator_pb2 import EvaluatorManifest, Scope
 from evalsi.v1alpha1.score_pb2 import ValueKind
 
 # The registry and protobuf load inside the commands: `evalsi --help` must not pay for them.
@@ -20,29 +29,111 @@ def catalog() -> None:
     """List and describe the installed evaluators (packs come from the evalsi.packs entry points)."""
 
 
+_SERVER_HELP = (
+    "Ask this server for the project's catalog: the evaluators of the packs the project has enabled, and which "
+    "packs those are (server: grpc://HOST:8081 or http://HOST:8080). Without it: what is installed here, where "
+    "naming an evaluator is the opt-in and no pack is off."
+)
+_FORMATS = click.Choice(["table", "json"])
+
+
+def _server_options(fn: F) -> F:
+    """``--server`` (optional: absent lists what is installed here), ``--project``, ``--token``, ``--api-key``."""
+    fn = credential_options(fn)
+    fn = click.option("--project", default=None, metavar="NAME", callback=check_project_flag, help=PROJECT_HELP)(fn)
+    return click.option("--server", default=None, metavar="URL", help=_SERVER_HELP)(fn)
+
+
 @catalog.command("list")
-@click.option("--pack", help="Only this pack (core, judge, ...).")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option("--pack", help="Only this pack (core, judge, ...), whether or not the project enables it.")
+@click.option("--all", "all_packs", is_flag=True,
+              help="With --server: the evaluators of every pack the project is allowed, not only those it enables.")
+@_server_options
+@click.option("--format", "fmt", type=_FORMATS, default="table", show_default=True)
 @handle_errors
-def list_command(pack: str | None, fmt: str) -> None:
-    """Every installed evaluator, newest version of each."""
+def list_command(pack: str | None, all_packs: bool, server: str | None, project: str | None, fmt: str) -> None:
+    """Every installed evaluator (newest version of each) with its pack and tier, or with --server the project's
+    catalog on that server. "(on)" marks a pack the project has enabled (here: the packs on by default).
 
-
-    registry = Registry.from_entry_points()
-    evaluators = registry.evaluators(pack)
+    \b
+    Examples:
+      evalsi catalog list --pack core
+      evalsi catalog list --server http://127.0.0.1:8080 --project support --all
+    """
+    manifests, packs = _catalog(pack, all_packs, server, project)
     if fmt == "json":
-        click.echo(json.dumps([json_format.MessageToDict(e.manifest()) for e in evaluators], indent=2))
+        click.echo(json.dumps([json_format.MessageToDict(m) for m in manifests], indent=2))
         return
+    on = {info.name for info in packs if info.enabled}
+    rows = [
+        (m.name, m.version, m.pack + (" (on)" if m.pack in on else ""), m.tier,
+         Scope.Name(m.scope).removeprefix("SCOPE_").lower(), m.description)
+        for m in manifests
+    ]
+    _print_table(("evaluator", "version", "pack", "tier", "scope", "description"), rows)
+
+
+@catalog.command("packs")
+@_server_options
+@click.option("--format", "fmt", type=_FORMATS, default="table", show_default=True)
+@handle_errors
+def packs_command(server: str | None, project: str | None, fmt: str) -> None:
+    """Every installed pack: its tier (native, wrapped with the pinned upstream release, community), how many
+    evaluators it has, and with --server whether the project has it enabled (online policies run it, the catalog
+    lists it) and allowed (requests may name its evaluators).
+
+    \b
+    Examples:
+      evalsi catalog packs
+      evalsi catalog packs --server http://127.0.0.1:8080 --project support
+    """
+    _, packs = _catalog(None, False, server, project)
+    if fmt == "json":
+        click.echo(json.dumps([json_format.MessageToDict(p, always_print_fields_with_no_presence=True)
+                               for p in packs], indent=2))
+        return
+    rows = [
+        (p.name, p.tier, p.upstream or "-", "yes" if p.enabled else "no", "yes" if p.allowed else "no",
+         str(p.evaluators), p.description)
+        for p in packs
+    ]
+    _print_table(("pack", "tier", "upstream", "on", "allowed", "evaluators", "description"), rows)
+
+
+def _catalog(pack: str | None, all_packs: bool, server: str | None,
+             project: str | None) -> tuple[list[EvaluatorManifest], list[PackInfo]]:
+    """The manifests and packs a server offers ``project``, or (no server) what this environment has installed:
+    every pack allowed, the default-on ones on."""
+    if server is None:
+        if all_packs:
+            raise click.UsageError("--all: only with --server (without one, every installed pack is listed)")
+        registry = Registry.from_entry_points()
+        evaluators = registry.evaluators(pack)
+        packs = [
+            PackInfo(name=name, description=info.description, default_on=info.default_on,
+                     evaluators=len(registry.evaluators(name)), tier=info.tier, upstream=info.upstream,
+                     enabled=info.default_on, allowed=True)
+            for name, info in sorted(registry.packs.items())
+        ]
+        return [registry.manifest(ev) for ev in evaluators], packs
+    from evalsi.client_config import client_defaults
+
+    defaults = client_defaults(server, project)
+    with client_for(defaults.require_server(), defaults.project or None) as client:
+        response = client.list_evaluators(pack or "", all_packs=all_packs)
+    return list(response.evaluators), list(response.packs)
+
+
+def _print_table(columns: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> None:
     from rich.console import Console
     from rich.table import Table
 
     table = Table(header_style="bold")
-    for column in ("evaluator", "version", "pack", "scope", "description"):
-        table.add_column(column, style="cyan" if column == "evaluator" else None, overflow="fold")
-    for ev in evaluators:
-        default = " (on)" if registry.packs[ev.pack].default_on else ""
-        table.add_row(ev.name, ev.version, ev.pack + default, ev.scope, ev.description)
-    Console(width=140).print(table)
+    for column in columns:
+        table.add_column(column, style="cyan" if column == columns[0] else None, overflow="fold")
+    for row in rows:
+        table.add_row(*row)
+    Console(width=160).print(table)
 
 
 @catalog.command("show")
@@ -53,14 +144,15 @@ def show_command(name: str, fmt: str) -> None:
     """Params, requirements and outputs of one evaluator (NAME as in --evaluators)."""
 
 
-    ev = Registry.from_entry_points().resolve(name)
-    manifest = ev.manifest()
+    registry = Registry.from_entry_points()
+    ev = registry.resolve(name)
+    manifest = registry.manifest(ev)
     if fmt == "json":
         click.echo(json_format.MessageToJson(manifest))
         return
     lines = [
-        f"{ev.ref}  (pack {ev.pack}, scope {Scope.Name(manifest.scope).removeprefix('SCOPE_').lower()}, "
-        f"pool {ev.pool})",
+        f"{ev.ref}  (pack {ev.pack}, tier {manifest.tier}, "
+        f"scope {Scope.Name(manifest.scope).removeprefix('SCOPE_').lower()}, pool {ev.pool})",
         "",
         ev.description or "(no description)",
         "",

@@ -11,7 +11,7 @@ from evalsi.evaluators._evaluator import (
     evaluator,
     normalize_scores,
 )
-from evalsi.evaluators._registry import ENTRY_POINT_GROUP, Pack, Registry
+from evalsi.evaluators._registry import ENTRY_POINT_GROUP, TIERS, Pack, Registry
 
 __all__ = [  # noqa: RUF022 - grouped for readers
     # authoring
@@ -24,6 +24,7 @@ __all__ = [  # noqa: RUF022 - grouped for readers
     "ENTRY_POINT_GROUP",
     "Pack",
     "Registry",
+    "TIERS",
     # execution
     "JUDGE_PENDING",
     "BoundEvaluator",

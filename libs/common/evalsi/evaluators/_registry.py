@@ -3,25 +3,53 @@
 from __future__ import annotations
 
 import difflib
+import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import metadata
+from typing import Final
 
 from evalsi.errors import BadInputError
 from evalsi.evaluators._evaluator import Evaluator
+from evalsi.v1alpha1.evaluator_pb2 import EvaluatorManifest
 
 ENTRY_POINT_GROUP = "evalsi.packs"
+# The distribution whose packs may call themselves native or wrapped (docs/packs.md, "Tiers").
+OWN_DISTRIBUTION: Final = "evalsi"
+# Adapter maturity (plan §8): native, we own the code and its tests; wrapped, a thin shim over a pinned upstream
+# package; community, published by a third party.
+TIERS: Final = ("native", "wrapped", "community")
+_UPSTREAM = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}==[A-Za-z0-9][A-Za-z0-9.+!_-]{0,49}")
 
 
 @dataclass(frozen=True)
 class Pack:
-    """A named set of evaluators, registered through the ``evalsi.packs`` entry-point group."""
+    """A named set of evaluators, registered through the ``evalsi.packs`` entry-point group.
+
+    ``tier`` is one of ``TIERS``; a wrapped pack names the upstream release it shims in ``upstream``
+    (``ragas==0.2.15``), which the catalog shows.
+    """
 
     name: str
     evaluators: tuple[Evaluator, ...]
     description: str = ""
     default_on: bool = False
+    tier: str = "native"
+    upstream: str = ""
+
+    def __post_init__(self) -> None:
+        if self.tier not in TIERS:
+            raise BadInputError(f"pack {self.name!r}: tier {self.tier!r} is not one of {', '.join(TIERS)}")
+        if self.upstream and not _UPSTREAM.fullmatch(self.upstream):
+            raise BadInputError(
+                f"pack {self.name!r}: upstream {self.upstream!r} must pin one release as name==version "
+                "(e.g. ragas==0.2.15)"
+            )
+        if self.tier == "wrapped" and not self.upstream:
+            raise BadInputError(
+                f"pack {self.name!r}: a wrapped pack pins its upstream package (upstream=name==version)"
+            )
 
 
 def _version_key(version: str) -> tuple[int, ...]:
@@ -57,7 +85,7 @@ class Registry:
                     f"entry point {entry_point.name!r} in group {group!r} ({entry_point.value}) is a "
                     f"{type(pack).__name__}, expected evalsi.Pack"
                 )
-            registry.add_pack(pack)
+            registry.add_pack(_tier_by_origin(pack, entry_point.dist.name if entry_point.dist else ""))
         return registry
 
     def add_pack(self, pack: Pack) -> None:
@@ -84,6 +112,15 @@ class Registry:
             raise BadInputError(f"unknown pack {pack!r}; installed packs: {', '.join(sorted(self._packs))}")
         latest = [max(v.values(), key=lambda e: _version_key(e.version)) for v in self._by_name.values()]
         return sorted((e for e in latest if pack is None or e.pack == pack), key=lambda e: e.name)
+
+    def manifest(self, ev: Evaluator) -> EvaluatorManifest:
+        """``ev``'s manifest with the tier of the pack it is registered in: the pack, not the evaluator, knows
+        where it came from."""
+        manifest = ev.manifest()
+        pack = self._packs.get(ev.pack)
+        if pack is not None:
+            manifest.tier = pack.tier
+        return manifest
 
     def resolve(self, ref: str) -> Evaluator:
         """``ns/name@version``, ``ns/name`` (newest version) or an unambiguous bare ``name``."""
@@ -127,6 +164,12 @@ class Registry:
 
 
 def _with_pack(ev: Evaluator, pack: str) -> Evaluator:
-    from dataclasses import replace
-
     return replace(ev, pack=pack)
+
+
+def _tier_by_origin(pack: Pack, distribution: str) -> Pack:
+    """A pack another distribution installs is community whatever it declares: native and wrapped say that
+    Evals.si maintains and tests the code, which only its own distribution can say."""
+    if pack.tier == "community" or distribution.lower().replace("_", "-") == OWN_DISTRIBUTION:
+        return pack
+    return replace(pack, tier="community")

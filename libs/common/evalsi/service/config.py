@@ -19,6 +19,7 @@
     agents: {shop: {protocol: http, url: http://127.0.0.1:9000, agent: shop, token: {env: SHOP_TOKEN}}}
     harness_tools: [weather_tools:get_weather]   # python tools served runs may give the built-in harness
     cli_agents: {commands: [sh], min_isolation: namespaced}   # served CLI agents (docs/environments.md); none: refused
+    evaluators: {packs: [core, judge], allowed_packs: [core, judge, rag]}   # packs per project (docs/packs.md)
     client: {server: http://127.0.0.1:8080, project: quickstart}   # the CLI's defaults (evalsi.client_config)
     auth: {jwt: {providers: [...]}, api_keys: {keys: [...]}, tls: {cert_file: ..., key_file: ...}}   # docs/auth.md
     rbac: {owners: [...], roles: [...], projects: {...}}     # who may do what, per project (docs/auth.md)
@@ -50,7 +51,7 @@ POOLS = ("cpu", "judge", "gpu", "sandbox", "harness")
 # The top-level keys of evalsi.yaml (docs/server.md lists each; tests/cli/test_serve_docs.py checks it does).
 KEYS = ("nats", "metadata", "objects", "traces", "datasets_dir", "api", "ingest", "scheduler", "workers", "judges",
         "agents", "harness_tools", "client", "auth", "rbac", "authorization", "audit", "sandbox", "sandboxd",
-        "cli_agents")
+        "cli_agents", "evaluators")
 
 
 @dataclass(frozen=True)
@@ -165,7 +166,8 @@ class Config:
             workers=tuple(_section(WorkerConfig, w, f"{where}: workers[{i}]") for i, w in enumerate(workers)),
             connections=Connections.from_mapping(document.get("judges"), document.get("agents"),
                                                  document.get("harness_tools"), where=where,
-                                                 cli_agents=document.get("cli_agents")),
+                                                 cli_agents=document.get("cli_agents"),
+                                                 evaluators=document.get("evaluators")),
             access=AccessSettings.from_document(document, where=where),
             sandboxd=_section(SandboxdConfig, document.get("sandboxd", {}), f"{where}: sandboxd"),
             sandbox=dict(document.get("sandbox") or {}),

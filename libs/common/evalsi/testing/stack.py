@@ -42,9 +42,10 @@ class Stack:
         agents: Mapping[str, Any] | None = None,
         harness_tools: Sequence[str] | None = None,
         cli_agents: Mapping[str, Any] | None = None,
+        evaluators: Mapping[str, Any] | None = None,
     ) -> None:
-        """``judges``, ``agents``, ``harness_tools`` and ``cli_agents``: the evalsi.yaml sections of what the stack
-        offers."""
+        """``judges``, ``agents``, ``harness_tools``, ``cli_agents`` and ``evaluators``: the evalsi.yaml sections of
+        what the stack offers."""
         if datasets_dir is not None:
             datasets_dir.mkdir(parents=True, exist_ok=True)
         ports = distinct_free_ports(4)
@@ -53,7 +54,7 @@ class Stack:
             objects_url=objects_url or str(tmp / "objects"),
             traces_url=traces_url,
             connections=Connections.from_mapping(judges, agents, list(harness_tools) if harness_tools else None,
-                                                 where="Stack", cli_agents=cli_agents),
+                                                 where="Stack", cli_agents=cli_agents, evaluators=evaluators),
             datasets_dir=str(datasets_dir or Path.cwd()),
             api=ApiConfig(host="127.0.0.1", http_port=ports[0], grpc_port=ports[1]),
             ingest=IngestConfig(http_port=ports[2], grpc_port=ports[3], grace_s=ingest_grace_s),

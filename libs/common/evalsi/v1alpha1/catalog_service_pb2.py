@@ -26,7 +26,7 @@ from google.api import annotations_pb2 as google_dot_api_dot_annotations__pb2
 from evalsi.v1alpha1 import evaluator_pb2 as evalsi_dot_v1alpha1_dot_evaluator__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%evalsi/v1alpha1/catalog_service.proto\x12\x0f\x65valsi.v1alpha1\x1a\x1cgoogle/api/annotations.proto\x1a\x1f\x65valsi/v1alpha1/evaluator.proto\"%\n\x15ListEvaluatorsRequest\x12\x0c\n\x04pack\x18\x01 \x01(\t\"U\n\x08PackInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x12\n\ndefault_on\x18\x03 \x01(\x08\x12\x12\n\nevaluators\x18\x04 \x01(\x05\"z\n\x16ListEvaluatorsResponse\x12\x36\n\nevaluators\x18\x01 \x03(\x0b\x32\".evalsi.v1alpha1.EvaluatorManifest\x12(\n\x05packs\x18\x02 \x03(\x0b\x32\x19.evalsi.v1alpha1.PackInfo2\x91\x01\n\x0e\x43\x61talogService\x12\x7f\n\x0eListEvaluators\x12&.evalsi.v1alpha1.ListEvaluatorsRequest\x1a\'.evalsi.v1alpha1.ListEvaluatorsResponse\"\x1c\x82\xd3\xe4\x93\x02\x16\x12\x14/v1alpha1/evaluatorsb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%evalsi/v1alpha1/catalog_service.proto\x12\x0f\x65valsi.v1alpha1\x1a\x1cgoogle/api/annotations.proto\x1a\x1f\x65valsi/v1alpha1/evaluator.proto\"8\n\x15ListEvaluatorsRequest\x12\x0c\n\x04pack\x18\x01 \x01(\t\x12\x11\n\tall_packs\x18\x02 \x01(\x08\"\x97\x01\n\x08PackInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x12\n\ndefault_on\x18\x03 \x01(\x08\x12\x12\n\nevaluators\x18\x04 \x01(\x05\x12\x0c\n\x04tier\x18\x05 \x01(\t\x12\x10\n\x08upstream\x18\x06 \x01(\t\x12\x0f\n\x07\x65nabled\x18\x07 \x01(\x08\x12\x0f\n\x07\x61llowed\x18\x08 \x01(\x08\"z\n\x16ListEvaluatorsResponse\x12\x36\n\nevaluators\x18\x01 \x03(\x0b\x32\".evalsi.v1alpha1.EvaluatorManifest\x12(\n\x05packs\x18\x02 \x03(\x0b\x32\x19.evalsi.v1alpha1.PackInfo2\x91\x01\n\x0e\x43\x61talogService\x12\x7f\n\x0eListEvaluators\x12&.evalsi.v1alpha1.ListEvaluatorsRequest\x1a\'.evalsi.v1alpha1.ListEvaluatorsResponse\"\x1c\x82\xd3\xe4\x93\x02\x16\x12\x14/v1alpha1/evaluatorsb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,11 +36,11 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CATALOGSERVICE'].methods_by_name['ListEvaluators']._loaded_options = None
   _globals['_CATALOGSERVICE'].methods_by_name['ListEvaluators']._serialized_options = b'\202\323\344\223\002\026\022\024/v1alpha1/evaluators'
   _globals['_LISTEVALUATORSREQUEST']._serialized_start=121
-  _globals['_LISTEVALUATORSREQUEST']._serialized_end=158
-  _globals['_PACKINFO']._serialized_start=160
-  _globals['_PACKINFO']._serialized_end=245
-  _globals['_LISTEVALUATORSRESPONSE']._serialized_start=247
-  _globals['_LISTEVALUATORSRESPONSE']._serialized_end=369
-  _globals['_CATALOGSERVICE']._serialized_start=372
-  _globals['_CATALOGSERVICE']._serialized_end=517
+  _globals['_LISTEVALUATORSREQUEST']._serialized_end=177
+  _globals['_PACKINFO']._serialized_start=180
+  _globals['_PACKINFO']._serialized_end=331
+  _globals['_LISTEVALUATORSRESPONSE']._serialized_start=333
+  _globals['_LISTEVALUATORSRESPONSE']._serialized_end=455
+  _globals['_CATALOGSERVICE']._serialized_start=458
+  _globals['_CATALOGSERVICE']._serialized_end=603
 # @@protoc_insertion_point(module_scope)

@@ -9,22 +9,32 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class ListEvaluatorsRequest(_message.Message):
-    __slots__ = ("pack",)
+    __slots__ = ("pack", "all_packs")
     PACK_FIELD_NUMBER: _ClassVar[int]
+    ALL_PACKS_FIELD_NUMBER: _ClassVar[int]
     pack: str
-    def __init__(self, pack: _Optional[str] = ...) -> None: ...
+    all_packs: bool
+    def __init__(self, pack: _Optional[str] = ..., all_packs: _Optional[bool] = ...) -> None: ...
 
 class PackInfo(_message.Message):
-    __slots__ = ("name", "description", "default_on", "evaluators")
+    __slots__ = ("name", "description", "default_on", "evaluators", "tier", "upstream", "enabled", "allowed")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     DEFAULT_ON_FIELD_NUMBER: _ClassVar[int]
     EVALUATORS_FIELD_NUMBER: _ClassVar[int]
+    TIER_FIELD_NUMBER: _ClassVar[int]
+    UPSTREAM_FIELD_NUMBER: _ClassVar[int]
+    ENABLED_FIELD_NUMBER: _ClassVar[int]
+    ALLOWED_FIELD_NUMBER: _ClassVar[int]
     name: str
     description: str
     default_on: bool
     evaluators: int
-    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., default_on: _Optional[bool] = ..., evaluators: _Optional[int] = ...) -> None: ...
+    tier: str
+    upstream: str
+    enabled: bool
+    allowed: bool
+    def __init__(self, name: _Optional[str] = ..., description: _Optional[str] = ..., default_on: _Optional[bool] = ..., evaluators: _Optional[int] = ..., tier: _Optional[str] = ..., upstream: _Optional[str] = ..., enabled: _Optional[bool] = ..., allowed: _Optional[bool] = ...) -> None: ...
 
 class ListEvaluatorsResponse(_message.Message):
     __slots__ = ("evaluators", "packs")
