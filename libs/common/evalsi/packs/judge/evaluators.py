@@ -139,6 +139,16 @@ def judged(score: Score, answer: Answer, template: Template, completion: Complet
     return score
 
 
+def judged_calls(score: Score, explanation: str, template: Template, completions: Sequence[Completion],
+                 **extra: Any) -> Score:
+    """``judged`` for an evaluation that took several judge calls (another pack's claim-by-claim judgements):
+    the tokens of every live call, cached only when every answer was."""
+    score.explanation = explanation
+    _add_cost(score, completions)
+    _metadata(score, {**_judge_metadata(template, completions), **extra})
+    return score
+
+
 def _judge_template(judge: JudgeClient, kind: str) -> Template:
     return select_template(DEFAULT_TEMPLATES[kind], judge.config.template)
 

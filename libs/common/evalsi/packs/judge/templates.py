@@ -21,6 +21,7 @@ Without the markers the whole file is the user message (no system message is sen
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -33,7 +34,7 @@ from typing import Literal
 
 from evalsi.errors import BadInputError
 
-Kind = Literal["rubric", "reference", "pairwise", "custom", "session"]
+Kind = Literal["rubric", "reference", "pairwise", "custom", "session", "rag", "attack"]
 
 KINDS: Mapping[str, tuple[str, ...]] = {
     # llm-judge: one output graded against a rubric.
@@ -46,6 +47,10 @@ KINDS: Mapping[str, tuple[str, ...]] = {
     "custom": ("input", "output", "reference", "context"),
     # the agent pack's goal-judge: a whole session against the user's goal.
     "session": ("goal", "transcript"),
+    # the rag pack: claims extracted from an output, then judged one by one against the context.
+    "rag": ("input", "output", "reference", "context", "claims"),
+    # the safety pack's attack judges: did the output do what the attack in the input wanted?
+    "attack": ("input", "output", "goal"),
 }
 
 PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
@@ -178,6 +183,15 @@ def _load_builtins() -> None:
             text, name=name, version=version, kind=kind, source=f"built-in template {name}@{version}"
         )
         _registry.setdefault(template.ref, template)
+
+
+@functools.cache
+def pack_template(package: str, name: str, version: int, kind: Kind) -> Template:
+    """Another pack's built-in template, read once from ``<package>/templates/<name>.v<version>.txt``; not
+    registered (its evaluators name it themselves), its hash keying the judge cache like any template's."""
+    text = (resources.files(package) / "templates" / f"{name}.v{version}.txt").read_text(encoding="utf-8")
+    return template_from_text(text, name=name, version=version, kind=kind,
+                              source=f"built-in template {name}@{version}")
 
 
 def get_template(ref: str) -> Template:
