@@ -65,7 +65,7 @@ def test_bad_messages_content_says_what_is_accepted():
         BadInputError,
         match=r"<memory>: record 0: field 'input': each message needs a 'role'; "
         "accepted: a string, an object "
-        "with exactly one of text/messages/json, or any JSON value",
+        "with exactly one of text/messages/json/row, or any JSON value",
     ):
         one({"input": {"messages": [{"content": "no role"}]}})
 

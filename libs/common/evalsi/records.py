@@ -1,7 +1,9 @@
 """Records and their content: building them from plain Python values, reading them back, hashing them.
 
 The conventions (DESIGN.md): a string becomes ``Content.text``; an object with exactly one of
-``text``/``messages``/``json`` becomes that content; anything else becomes ``json``.
+``text``/``messages``/``json``/``row`` becomes that content; anything else becomes ``json``. A ``row`` is a
+tabular prediction: ``{"row": {"features": {...}, "prediction": ..., "probabilities": {"<class>": p}}}``, each
+part optional.
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ from typing import Any
 
 from google.protobuf import json_format, struct_pb2
 
-from evalsi.v1alpha1.record_pb2 import Content, Message, Messages, Record, ToolCall
+from evalsi.v1alpha1.record_pb2 import Content, Message, Messages, Record, TabularRow, ToolCall
 
 RECORD_FIELDS = ("id", "input", "output", "reference", "context", "metadata")
+ROW_PARTS = ("features", "prediction", "probabilities")
 
 
 def to_value(obj: Any, *, into: struct_pb2.Value | None = None) -> struct_pb2.Value:
@@ -115,11 +118,56 @@ def to_content(obj: Any) -> Content:
             return Content(messages=_messages(inner))
         if key == "json":
             return Content(json=to_value(inner))
+        if key == "row" and is_row(inner):
+            return Content(row=tabular_row(inner))
     return Content(json=to_value(obj))
 
 
+def is_row(inner: Any) -> bool:
+    """Whether ``{"row": inner}`` is a tabular row: an object of ``features``/``prediction``/``probabilities``
+    (another object under ``row`` is JSON, as ``{"text": 5}`` is)."""
+    return isinstance(inner, Mapping) and bool(inner) and set(inner) <= set(ROW_PARTS)
+
+
+def tabular_row(parts: Mapping[str, Any]) -> TabularRow:
+    """A ``TabularRow`` from ``{"features": {name: value}, "prediction": value, "probabilities": {class: p}}``."""
+    row = TabularRow()
+    features = parts.get("features")
+    if features is not None:
+        if not isinstance(features, Mapping):
+            raise ValueError(f"row.features must be an object of feature name to value, got {type(features).__name__}")
+        for name, value in features.items():
+            to_value(value, into=row.features[str(name)])
+    if "prediction" in parts:
+        to_value(parts["prediction"], into=row.prediction)
+    probabilities = parts.get("probabilities")
+    if probabilities is not None:
+        if not isinstance(probabilities, Mapping):
+            raise ValueError("row.probabilities must be an object of class to probability, got "
+                             f"{type(probabilities).__name__}")
+        for label, probability in probabilities.items():
+            if isinstance(probability, bool) or not isinstance(probability, int | float):
+                raise ValueError(f"row.probabilities[{label!r}] must be a number, got {probability!r}")
+            row.probabilities[str(label)] = probability
+    return row
+
+
+def row_value(row: TabularRow) -> dict[str, Any]:
+    """A ``TabularRow`` as plain values: ``features`` and ``prediction`` (whole numbers as ints) and
+    ``probabilities``; a part the row does not hold is left out."""
+    out: dict[str, Any] = {}
+    if row.features:
+        out["features"] = {name: from_value(value) for name, value in row.features.items()}
+    if row.HasField("prediction"):
+        out["prediction"] = from_value(row.prediction)
+    if row.probabilities:
+        out["probabilities"] = dict(row.probabilities)
+    return out
+
+
 def content_text(content: Content) -> str:
-    """The text an evaluator compares: text as is, the last assistant message, or canonical JSON."""
+    """The text an evaluator compares: text as is, the last assistant message, a row's prediction (a string as is,
+    else canonical JSON), or canonical JSON."""
     kind = content.WhichOneof("kind")
     if kind == "text":
         return content.text
@@ -134,18 +182,25 @@ def content_text(content: Content) -> str:
         if value.WhichOneof("kind") == "string_value":
             return value.string_value
         return canonical_json(from_value(value))
+    if kind == "row":
+        prediction = content.row.prediction
+        if prediction.WhichOneof("kind") == "string_value":
+            return prediction.string_value
+        return canonical_json(from_value(prediction)) if content.row.HasField("prediction") else ""
     if kind is None:
         return ""
     return canonical_json(json_format.MessageToDict(content))
 
 
 def content_value(content: Content) -> Any:
-    """The plain Python value of a content (a string for text, the decoded JSON for json)."""
+    """The plain Python value of a content (a string for text, the decoded JSON for json, ``row_value`` of a row)."""
     kind = content.WhichOneof("kind")
     if kind == "text":
         return content.text
     if kind == "json":
         return from_value(content.json)
+    if kind == "row":
+        return row_value(content.row)
     if kind is None:
         return None
     return json_format.MessageToDict(getattr(content, kind))

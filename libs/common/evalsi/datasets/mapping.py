@@ -7,10 +7,16 @@ a target, one of those fields or ``metadata.<key>`` or ``usage.<field>``, and a 
 the row, where a numeric part indexes a list. Mapped sources are consumed: what a mapping takes does
 not also land in metadata, while the rest of a partly mapped value does (mapping ``answer.text``
 leaves ``answer.start`` in metadata under ``answer``). A top-level ``None`` counts as missing.
+
+A tabular prediction (``Content.row``) is built from columns by the ``output.row.`` targets:
+``output.row.prediction=<column>``, ``output.row.probabilities.<class>=<column>`` (a number, or a string that
+parses as one: CSV cells are strings) and ``output.row.features.<name>=<column>``, or ``output.row.features=*``
+for every column no other mapping or record field takes.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,8 +40,11 @@ USAGE_FIELDS = (
 )
 """The keys a ``usage`` object may hold, and the ``usage.<field>`` mapping targets."""
 
+ROW_TARGET = "output.row."
+ALL_COLUMNS = "*"
 TARGETS_HELP = (
-    f"{', '.join(RECORD_TARGETS)}, metadata.<key>, usage.<field> (<field>: {', '.join(USAGE_FIELDS)})"
+    f"{', '.join(RECORD_TARGETS)}, metadata.<key>, usage.<field> (<field>: {', '.join(USAGE_FIELDS)}), "
+    "output.row.prediction, output.row.probabilities.<class>, output.row.features.<name>, output.row.features=*"
 )
 
 _TARGET_SET = frozenset(RECORD_TARGETS)
@@ -49,8 +58,8 @@ class MappingItem:
     target: str
     source: str
     path: tuple[str, ...]
-    kind: str  # "field", "metadata" or "usage"
-    key: str  # the record field, metadata key or usage field
+    kind: str  # "field", "metadata", "usage" or "row"
+    key: str  # the record field, metadata key, usage field or row part (features.<name>, probabilities.<class>)
 
     def __str__(self) -> str:
         return f"{self.target}={self.source}"
@@ -62,10 +71,14 @@ class FieldMapping:
 
     items: tuple[MappingItem, ...] = ()
     _defaults: frozenset[str] = field(init=False, repr=False, compare=False)
+    _rest_features: bool = field(init=False, repr=False, compare=False)  # output.row.features=*
 
     def __post_init__(self) -> None:
         mapped = {item.key for item in self.items if item.kind == "field"}
+        if any(item.kind == "row" for item in self.items):
+            mapped.add("output")
         object.__setattr__(self, "_defaults", _TARGET_SET - mapped)
+        object.__setattr__(self, "_rest_features", any(_all_columns(item) for item in self.items))
 
     def __bool__(self) -> bool:
         return bool(self.items)
@@ -83,7 +96,12 @@ class FieldMapping:
         usage: dict[str, Any] | None = None
         whole: set[str] = set()
         partial: dict[str, dict[Any, Any]] = {}  # top-level key -> trie of the parts taken
+        tabular: dict[str, Any] = {}
         for index, item in enumerate(self.items):
+            if _all_columns(item):  # the leftover columns, gathered below
+                if missing:
+                    missing.discard(index)
+                continue
             found, value, top, rest = _resolve(row, item)
             if not found:
                 continue
@@ -97,6 +115,8 @@ class FieldMapping:
                 continue
             if item.kind == "field":
                 fields[item.key] = value
+            elif item.kind == "row":
+                _row_part(tabular, item, value)
             elif item.kind == "metadata":
                 metadata = metadata or {}
                 metadata[item.key] = value
@@ -120,7 +140,29 @@ class FieldMapping:
                 if extras is None:
                     extras = {}
                 extras[key] = value
+        if self._rest_features and extras:
+            tabular.setdefault("features", {}).update(extras)
+            extras = None
+        if tabular:
+            fields["output"] = {"row": tabular}
         return fields, metadata, usage, extras
+
+
+def _all_columns(item: MappingItem) -> bool:
+    return item.kind == "row" and item.source == ALL_COLUMNS
+
+
+def _row_part(tabular: dict[str, Any], item: MappingItem, value: Any) -> None:
+    """Put a mapped column's value in its place in the row being built."""
+    part, _, name = item.key.partition(".")
+    if part == "prediction":
+        tabular["prediction"] = value
+        return
+    if part == "probabilities" and type(value) is str:
+        # Not a number: left as it is, and the row's conversion names the class and the value it refuses.
+        with contextlib.suppress(ValueError):
+            value = float(value)
+    tabular.setdefault(part, {})[name] = value
 
 
 SplitRow = tuple[dict[str, Any], dict[str, Any] | None, dict[str, Any] | None, dict[str, Any] | None]
@@ -172,6 +214,9 @@ def parse_mapping(spec: Mapping[str, str] | Sequence[str] | FieldMapping | None)
             )
         seen[item.target] = text
         items.append(item)
+    if "output" in seen and any(item.kind == "row" for item in items):
+        raise BadInputError(f"--map {seen['output']!r}: output is built from the output.row.* mappings; "
+                            "map the whole output or its row parts, not both")
     return FieldMapping(tuple(items))
 
 
@@ -182,6 +227,8 @@ def _item(target: str, source: Any, text: str) -> MappingItem:
         kind, key = "metadata", target[len("metadata.") :]
     elif target.startswith("usage.") and target[len("usage.") :] in USAGE_FIELDS:
         kind, key = "usage", target[len("usage.") :]
+    elif target.startswith(ROW_TARGET) and _row_target(target[len(ROW_TARGET) :], source):
+        kind, key = "row", target[len(ROW_TARGET) :]
     else:
         raise BadInputError(f"--map {text!r}: unknown target {target!r}; accepted targets: {TARGETS_HELP}")
     if not isinstance(source, str) or not source.strip():
@@ -196,6 +243,16 @@ def _item(target: str, source: Any, text: str) -> MappingItem:
             f"--map {text!r}: {source!r} is not a dotted path (an empty part); e.g. answer.text or answers.0"
         )
     return MappingItem(target=target, source=source, path=path, kind=kind, key=key)
+
+
+def _row_target(part: str, source: Any) -> bool:
+    """``prediction``, ``probabilities.<class>``, ``features.<name>``, or ``features`` from ``*``."""
+    head, dot, name = part.partition(".")
+    if head == "prediction":
+        return not dot
+    if head == "features" and not dot:
+        return isinstance(source, str) and source.strip() == ALL_COLUMNS
+    return head in ("features", "probabilities") and bool(name)
 
 
 def _resolve(row: Mapping[str, Any], item: MappingItem) -> tuple[bool, Any, str, tuple[Any, ...]]:

@@ -49,7 +49,7 @@ from evalsi.errors import BadInputError
 from evalsi.records import canonical_json, clear_empty_contents
 from evalsi.v1alpha1.record_pb2 import Record, Trajectory, Usage
 
-CONTENT_HELP = "a string, an object with exactly one of text/messages/json, or any JSON value"
+CONTENT_HELP = "a string, an object with exactly one of text/messages/json/row, or any JSON value"
 _CONTENT_SLOTS = {"input": (0, INPUT), "output": (1, OUTPUT), "reference": (2, REFERENCE)}  # in field-number order
 _TABLED_IDS = 128  # ids shorter than this many bytes take their provenance heads from a table made once
 _BIG_ENDIAN_8 = struct.Struct(">Q").pack  # a record's length as the version hashes it

@@ -20,7 +20,7 @@ from typing import Any
 
 from google.protobuf.message import Message
 
-from evalsi.records import to_content, to_value
+from evalsi.records import is_row, to_content, to_value
 from evalsi.v1alpha1.record_pb2 import Content
 
 LENGTHS = [bytes((n,)) for n in range(128)]
@@ -125,7 +125,7 @@ def _map_order(item: tuple[bytes, Any]) -> bytes:
 
 def content_bytes(value: Any) -> bytes:
     """A ``Content`` by the record conventions (``records.to_content``): a string is text; an object with exactly
-    one of text/messages/json is that content; anything else is JSON."""
+    one of text/messages/json/row is that content; anything else is JSON."""
     if isinstance(value, str):
         return field(_CONTENT_TEXT, value.encode())
     if isinstance(value, Content):
@@ -134,8 +134,8 @@ def content_bytes(value: Any) -> bytes:
         ((key, inner),) = value.items()
         if key == "text" and isinstance(inner, str):
             return field(_CONTENT_TEXT, inner.encode())
-        if key == "messages" and isinstance(inner, list):
-            return message_bytes(to_content(value))
+        if (key == "messages" and isinstance(inner, list)) or (key == "row" and is_row(inner)):
+            return message_bytes(to_content(value))  # rarer contents: protobuf's own encoding
         if key == "json":
             return field(_CONTENT_JSON, value_bytes(inner))
     return field(_CONTENT_JSON, value_bytes(value))
