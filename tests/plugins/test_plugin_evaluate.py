@@ -1,0 +1,89 @@
+"""A plugin in its own virtualenv, run through embedded evaluate() like any evaluator."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import evalsi
+from evalsi.evaluators import Registry
+from evalsi.plugins import PluginSet
+from evalsi.v1alpha1.score_pb2 import ERROR_KIND_EVALUATOR, OUTCOME_ERROR, OUTCOME_SCORED, OUTCOME_SKIPPED
+
+ROWS = [{"id": f"r{i}", "output": "it is ok" if i % 2 else "nope", "reference": "Paris"} for i in range(10)]
+
+
+def test_plugin_evaluators_are_registered_with_their_manifest(plugins: tuple[Registry, PluginSet]) -> None:
+    registry, _ = plugins
+    ev = registry.resolve("acme/has-word")
+    assert (ev.ref, ev.pack, ev.scope, ev.requires) == ("acme/has-word@1.0.0", "acme/checks", "record", ("output",))
+    assert [(p.name, p.default, p.required) for p in ev.params] == [("word", "ok", False)]
+    judged = registry.resolve("acme/judged")
+    assert judged.pool == "judge" and [o.name for o in judged.outputs] == ["grade"]
+    assert judged.outputs[0].min == 1 and judged.outputs[0].max == 5
+    assert registry.resolve("acme/mean-length").scope == "dataset"
+
+
+def test_evaluate_scores_in_the_plugin_venv(plugins: tuple[Registry, PluginSet], venv_cache: Path) -> None:
+    registry, started = plugins
+    with evalsi.evaluate(ROWS, ["acme/has-word"], registry=registry) as results:
+        summary = results.metric("has-word")
+        assert summary.n == 10 and summary.mean == 0.5
+        where = {r.scores[0].explanation for r in results.results}
+    prefixes = {w.split("|")[0] for w in where}
+    pids = {int(w.split("|")[1]) for w in where}
+    # Evaluated by the plugin's process, running its own venv's interpreter, not this one.
+    assert pids == {started.hosts[0].pid} and os.getpid() not in pids
+    assert len(prefixes) == 1 and prefixes != {sys.prefix}
+    assert Path(prefixes.pop()).parent == venv_cache
+
+
+def test_params_skips_and_errors_cross_the_process(plugins: tuple[Registry, PluginSet]) -> None:
+    registry, _ = plugins
+    rows = [{"id": "a", "output": "boom"}, {"id": "b", "output": "skip"}, {"id": "c", "output": "fine"},
+            {"id": "d"}]
+    with evalsi.evaluate(rows, ["acme/boom", {"ref": "acme/has-word", "params": {"word": "fine"}}],
+                         registry=registry) as results:
+        by = {(r.evaluator, r.record_id): r for r in results.results}
+    assert by["boom", "a"].outcome == OUTCOME_ERROR and by["boom", "a"].error_kind == ERROR_KIND_EVALUATOR
+    assert "boom in the plugin" in by["boom", "a"].reason
+    assert by["boom", "b"].outcome == OUTCOME_SKIPPED and by["boom", "b"].reason == "the plugin skipped it"
+    assert by["boom", "c"].outcome == OUTCOME_SCORED
+    # The host skips a record missing a requirement before sending it.
+    assert by["boom", "d"].outcome == OUTCOME_SKIPPED and by["boom", "d"].reason == "missing output"
+    assert by["has-word", "c"].scores[0].passed and not by["has-word", "a"].scores[0].passed
+
+
+def test_dataset_scope_reduces_in_the_plugin(plugins: tuple[Registry, PluginSet]) -> None:
+    registry, _ = plugins
+    rows = [{"id": "a", "output": "xx"}, {"id": "b", "output": "xxxx"}, {"id": "c"}]
+    with evalsi.evaluate(rows, ["acme/mean-length"], registry=registry, bootstrap_resamples=50) as results:
+        [result] = results.results
+    assert result.outcome == OUTCOME_SCORED and result.scores[0].number == 3.0
+    assert result.scores[0].metadata["n"].number_value == 2 and result.scores[0].metadata["skipped"].number_value == 1
+    assert result.scores[0].metadata["ci_low"].number_value <= 3.0 <= result.scores[0].metadata["ci_high"].number_value
+
+
+def test_judge_calls_route_through_the_runs_judge(plugins: tuple[Registry, PluginSet], judge_server) -> None:
+    registry, _ = plugins
+    rows = [{"id": "p", "input": "Capital of France?", "output": "Paris", "reference": "Paris"},
+            {"id": "l", "input": "Capital of France?", "output": "Lyon", "reference": "Paris"}]
+    judge = {"model": "judge-1", "base_url": judge_server.base_url}
+    with evalsi.evaluate(rows, ["acme/judged"], registry=registry, judge=judge) as results:
+        grades = {r.record_id: r.scores[0].number for r in results.results}
+        models = {r.scores[0].explanation for r in results.results}
+    assert grades == {"p": 5.0, "l": 1.0}
+    assert models == {"judge-1"} or len(models) == 1
+    assert len(judge_server.requests) == 2  # the plugin has no key: both calls went through the host's judge
+    with evalsi.evaluate(rows, ["acme/judged"], registry=registry, judge=judge) as again:
+        assert {r.record_id: r.scores[0].number for r in again.results} == grades
+    assert len(judge_server.requests) == 2  # and through its cache
+
+
+def test_a_judge_evaluator_without_a_judge_is_pending(plugins: tuple[Registry, PluginSet]) -> None:
+    registry, _ = plugins
+    with evalsi.evaluate([{"id": "p", "output": "Paris", "reference": "Paris"}], ["acme/judged"],
+                         registry=registry) as results:
+        [result] = results.results
+    assert result.outcome == OUTCOME_SKIPPED and result.reason.startswith("judge_pending")
