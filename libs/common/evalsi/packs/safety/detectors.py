@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import re2
 
 from evalsi.errors import BadInputError
+from evalsi.evaluators._evaluator import BatchVerdicts
 
 # Kind -> RE2 pattern. Digits and word boundaries are ASCII in RE2, which is what these formats use.
 PII_PATTERNS: Mapping[str, str] = {
@@ -173,6 +174,13 @@ def check_allow(evaluator: str, allow: Iterable[str]) -> frozenset[str]:
         raise BadInputError(f"evaluator {evaluator}: param 'allow' must be a list of at most {MAX_ALLOW} "
                             "non-empty strings (exact matched values that are not leaks)")
     return frozenset(values)
+
+
+def clean(texts: list[str], kinds: tuple[str, ...], entropy: bool) -> BatchVerdicts:
+    """A batch form's verdicts: True (nothing to find) where a non-empty text has no candidate at all, None (the
+    function decides, checksums and all) elsewhere, "" included since it may stand for a non-text content."""
+    scanner = _scanner(kinds, entropy)
+    return [True if text and scanner.search(text) is None else None for text in texts]
 
 
 def find(text: str, kinds: tuple[str, ...], *, allow: frozenset[str] = frozenset(), entropy: float | None = None
