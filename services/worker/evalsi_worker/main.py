@@ -38,6 +38,7 @@ from evalsi.judges.cache import SharedJudgeCache
 from evalsi.judges.kv_buckets import NatsKVBucketStore
 from evalsi.judges.panel import JudgeSet
 from evalsi.limits import DEFAULT_CALL_TIMEOUT_S
+from evalsi.plugins import load_plugins
 from evalsi.runs.execute import Executor, RetryTask, result_for
 from evalsi.runs.flags import RunFlags
 from evalsi.runs.result_columns import move_results_to_columns
@@ -91,6 +92,9 @@ OPTIONS = (
     Option("--ack-wait", float, 30.0, "seconds before an unacknowledged task is redelivered (in-progress acks keep "
            "long tasks alive)"),
     Option("--max-deliver", int, 5, "deliveries before a task is dead-lettered"),
+    Option("--plugins-dir", default="", help="a directory of subprocess evaluator plugins "
+           "(<dir>/<plugin>/evalsi-plugin.yaml), each started in its own virtualenv at start (docs/plugins.md); "
+           "venvs are cached under EVALSI_PLUGINS_CACHE"),
     METRICS_PORT,
     Option("--name", default=f"{socket.gethostname()}-{os.getpid()}", help="this worker's name in its results"),
     *LOGGING,
@@ -136,6 +140,9 @@ async def assemble(args: argparse.Namespace, life: Lifecycle) -> None:
     cancels = CancelWatch(flags.get)
     life.on_stop("run cancel watch", cancels.close)  # after the task consumer: its handlers are done by then
     registry = Registry.from_entry_points()
+    if args.plugins_dir:  # server configuration only: no request names a plugin or its path
+        plugins = await asyncio.to_thread(load_plugins, registry, args.plugins_dir)
+        life.on_stop("plugins", lambda: asyncio.to_thread(plugins.close))
     # Every worker of every pool draws on the same per-model quotas: token buckets in NATS KV, on the wall
     # clock the workers share.
     limiter = RateLimiter(store=await NatsKVBucketStore.open(bus.js), clock=time.time)
