@@ -22,7 +22,8 @@ from evalsi.evaluators._evaluator import BatchVerdicts
 
 # Kind -> RE2 pattern. Digits and word boundaries are ASCII in RE2, which is what these formats use.
 PII_PATTERNS: Mapping[str, str] = {
-    "email": r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,24}",
+    # Letters of any script in the local part and domain (internationalized addresses: élodie@exemple.fr).
+    "email": r"[\pL\pN._%+-]+@[\pL\pN-]+(?:\.[\pL\pN-]+)*\.\pL{2,24}",
     # A card number: 13-19 digits, optionally grouped by single spaces or dashes (checked with Luhn).
     "credit_card": r"\b\d(?:[ -]?\d){12,18}\b",
     # An IBAN: country code, two check digits, 11-30 letters/digits, optionally grouped by spaces (mod-97).
