@@ -65,6 +65,11 @@ class PackPolicy:
             chosen = tuple(name for name, on in installed.items() if on)
         return frozenset(chosen) & self.allowed(project, installed)
 
+    def not_enabled(self, project: str, packs: Iterable[str], installed: Mapping[str, bool]) -> list[str]:
+        """Those of ``packs`` (in order, once each) an online policy of ``project`` may not run."""
+        enabled = self.enabled(project, installed)
+        return [name for name in dict.fromkeys(packs) if name not in enabled]
+
     def unknown_packs(self, installed: Collection[str], where: str = "evalsi.yaml") -> list[str]:
         """Each pack the section names that is not installed, naming its key: checked where a registry is."""
         problems = []

@@ -39,16 +39,19 @@ from prometheus_client import REGISTRY
 
 from evalsi.bus import BusBroker, BusConnection, Delivery, Retryable, connect, ensure_streams, subscriptions
 from evalsi.bus.v1alpha1.bus_pb2 import TraceCompleted
+from evalsi.connections import Connections
 from evalsi.datasets.stored import DatasetStore
 from evalsi.errors import BadInputError, InfraError
 from evalsi.evaluators import Registry
 from evalsi.masking import mask_url
+from evalsi.pack_policy import PackPolicy
 from evalsi.policy import WebhookSender, compile_policy, load_policy, unset_alert_secrets
 from evalsi.policy.engine import PolicyEngine, ScoreObserver
 from evalsi.policy.exports import GenAiEvaluationEvents, PrometheusScores
 from evalsi.policy.promotion import DatasetPromoter
 from evalsi.policy.spec import CompiledPolicy
 from evalsi.policy.stages import bus_stage_evaluator
+from evalsi.projects import DEFAULT_PROJECT
 from evalsi.service.kit import parse_flags, run_service, serve_health
 from evalsi.service.lifecycle import Lifecycle
 from evalsi.service.logging import ids
@@ -121,9 +124,10 @@ def load_judges(path: str) -> dict[str, JudgeSpec]:
     return judges
 
 
-def load_files(paths: Sequence[str], registry: Registry) -> list[CompiledPolicy]:
-    """The ``--policy`` files, compiled; an alert whose signing secret is unset here is a usage error (exit 2),
-    as applying such a policy through MonitorService is refused."""
+def load_files(paths: Sequence[str], registry: Registry, packs: PackPolicy | None = None) -> list[CompiledPolicy]:
+    """The ``--policy`` files, compiled; an alert whose signing secret is unset here, or a stage of a pack its
+    project has not enabled (``packs``, evalsi.yaml's evaluators:), is a usage error (exit 2), as applying such a
+    policy through MonitorService is refused."""
     compiled = []
     for path in paths:
         policy = load_policy(path)
@@ -131,16 +135,33 @@ def load_files(paths: Sequence[str], registry: Registry) -> list[CompiledPolicy]
         unset = unset_alert_secrets(policy, os.environ)
         if unset:
             raise BadInputError(f"--policy {path}: " + "\n".join(unset))
+        off = packs_not_enabled(compiled[-1], registry, packs or PackPolicy())
+        if off:
+            raise BadInputError(f"--policy {path}: {off}")
     return compiled
+
+
+def packs_not_enabled(policy: CompiledPolicy, registry: Registry, packs: PackPolicy) -> str:
+    """Why ``policy`` may not run under evalsi.yaml's evaluators: section (docs/packs.md), or ''. The api
+    refuses such a policy when it is applied; this catches one stored before its pack was turned off."""
+    project = policy.project or DEFAULT_PROJECT
+    installed = {name: pack.default_on for name, pack in registry.packs.items()}
+    off = packs.not_enabled(project, (stage.bound.evaluator.pack for stage in policy.cascade.stages), installed)
+    if not off:
+        return ""
+    return (f"project {project!r} has not enabled pack(s) {', '.join(off)} that its cascade names (enabled: "
+            f"{', '.join(sorted(packs.enabled(project, installed))) or 'none'}); evaluators: in evalsi.yaml, "
+            "docs/packs.md")
 
 
 class StoredPolicies:
     """The policies applied through MonitorService, compiled once per generation: a reload recompiles only what
     changed, and a policy that no longer compiles is reported once, not at every reload."""
 
-    def __init__(self, metadata: Any, registry: Registry) -> None:
+    def __init__(self, metadata: Any, registry: Registry, packs: PackPolicy | None = None) -> None:
         self._metadata = metadata
         self._registry = registry
+        self._packs = packs or PackPolicy()
         self._compiled: dict[tuple[str, str, int], CompiledPolicy | None] = {}
 
     async def load(self) -> list[CompiledPolicy]:
@@ -159,14 +180,21 @@ class StoredPolicies:
                       extra=ids(project=stored.project, policy=stored.name))
             return None
         # Stored policies belong to the project they were applied in.
-        return policy if policy.project else dataclasses.replace(policy, project=stored.project)
+        policy = policy if policy.project else dataclasses.replace(policy, project=stored.project)
+        off = packs_not_enabled(policy, self._registry, self._packs)
+        if off:
+            log.error("policy %s (generation %d) is not in force: %s", stored.name, stored.generation, off,
+                      extra=ids(project=stored.project, policy=stored.name))
+            return None
+        return policy
 
 
 async def assemble(args: argparse.Namespace, life: Lifecycle) -> None:
     """The parts in start order; at SIGTERM the consumer stops first (finishing the traces in flight), then the
     exporters, the bus and the stores close."""
     registry = Registry.from_entry_points()
-    files = load_files(args.policy, registry)
+    packs = Connections.from_environ().packs  # evalsi.yaml's evaluators: (evalsi serve names the file)
+    files = load_files(args.policy, registry, packs)
     judges = load_judges(args.judges)
     await serve_health(life, args.metrics_port)
     traces = await life.enter("trace store", open_trace_store(args.traces_url), lambda t: t.close())
@@ -188,7 +216,7 @@ async def assemble(args: argparse.Namespace, life: Lifecycle) -> None:
     engine = PolicyEngine(traces=traces, scores=traces, evaluate=bus_stage_evaluator(
         bus.nc, judges=judges, timeout_s=args.timeout, store=objects), notifier=WebhookSender(session),
         promoter=DatasetPromoter(DatasetStore(objects)), observers=observers, alerts=metadata)
-    stored = StoredPolicies(metadata, registry) if metadata is not None else None
+    stored = StoredPolicies(metadata, registry, packs) if metadata is not None else None
     in_force_names: list[str] = []
 
     async def reload() -> int:
