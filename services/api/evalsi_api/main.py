@@ -53,6 +53,7 @@ from evalsi.errors import BadInputError, InfraError
 from evalsi.evaluators import Registry
 from evalsi.gate.exposure import AccessSettings
 from evalsi.ingest.publishing import BusCompletionPublisher
+from evalsi.plugins import PLUGINS_DIR, describe_plugins
 from evalsi.runs.driver import planned_task_count
 from evalsi.runs.dry_run import served_dry_run
 from evalsi.runs.spec import validate_eval_run
@@ -108,6 +109,8 @@ class Settings:
     connections: Connections = field(default_factory=Connections)
     # evalsi.yaml's auth, rbac and authorization sections, and --no-auth.
     access: AccessSettings = field(default_factory=AccessSettings)
+    # Subprocess evaluator plugins (--plugins-dir): described here so their refs resolve; workers run them.
+    plugins_dir: str = ""
 
     def validate(self) -> None:
         self.access.check(self.server.host)  # refuses a non-loopback --host without an auth section
@@ -153,6 +156,7 @@ OPTIONS = (
            help="authenticate nobody although evalsi.yaml has an auth section; logs a warning at every start"),
     option(METRICS_PORT, help="a loopback port serving /metrics (and /healthz, /readyz) without authentication, "
            "for a scraper on this machine (0: none; the HTTP port's /metrics is the owner's when auth is on)"),
+    PLUGINS_DIR,
     *LOGGING,
 )
 
@@ -184,6 +188,7 @@ def parse_settings(argv: Sequence[str] | None = None, environ: Mapping[str, str]
         log_format=args.log_format,
         metrics_port=args.metrics_port,
         traces_url=args.traces_url,
+        plugins_dir=args.plugins_dir,
         connections=Connections.from_environ(env),
         access=AccessSettings.from_document(read_yaml_file(args.config) if args.config else {},
                                             no_auth=args.no_auth, where=args.config or ""),
@@ -347,6 +352,8 @@ async def assemble(settings: Settings, life: Lifecycle) -> None:
     # The api serves /readyz on its own port from these conditions; "started" is the lifecycle's own.
     readiness = Readiness(["metadata_store", "object_store", "nats", "started"])
     registry = Registry.from_entry_points()
+    if settings.plugins_dir:
+        await asyncio.to_thread(describe_plugins, registry, settings.plugins_dir)
     # A pack the evaluators: section names must be installed here: a typo would otherwise allow or enable nothing.
     unknown = settings.connections.packs.unknown_packs(registry.packs)
     if unknown:

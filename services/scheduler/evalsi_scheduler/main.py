@@ -55,6 +55,7 @@ from evalsi.bus.v1alpha1.bus_pb2 import (
 from evalsi.datasets.run_records import StoredRunRecords
 from evalsi.errors import InfraError
 from evalsi.evaluators import Registry
+from evalsi.plugins import PLUGINS_DIR, describe_plugins
 from evalsi.projects import DEFAULT_PROJECT
 from evalsi.runs.driver import RunDriver
 from evalsi.runs.flags import RunFlags
@@ -101,6 +102,7 @@ OPTIONS = (
            "run after", config="scheduler.lease_ttl_s"),
     METRICS_PORT,
     Option("--name", default=_name(), help="this replica's name, the owner of the runs it leases"),
+    PLUGINS_DIR,
     *LOGGING,
 )
 DESCRIPTION = "Plan, track and finish runs."
@@ -171,11 +173,14 @@ async def assemble(args: argparse.Namespace, life: Lifecycle) -> None:
     store = await life.enter("metadata store", open_metadata_store(args.metadata_url), lambda s: s.close())
     objects = await life.enter("object store", open_object_store(args.objects_url), lambda o: o.close())
     flags = await RunFlags.open(bus.js)
+    registry = Registry.from_entry_points()
+    if args.plugins_dir:  # their evaluators' scopes and pools plan the runs; workers run them
+        await asyncio.to_thread(describe_plugins, registry, args.plugins_dir)
     scheduler = RunDriver(
         store,
         StoredRunRecords(objects),
         _Bus(bus.js, objects, flags),
-        Registry.from_entry_points(),
+        registry,
         owner=args.name,
         lease_ttl_s=args.lease_ttl,
         # Results folded here wake a run's driver; the tick renews its lease and catches what another replica folded.

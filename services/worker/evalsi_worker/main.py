@@ -38,7 +38,7 @@ from evalsi.judges.cache import SharedJudgeCache
 from evalsi.judges.kv_buckets import NatsKVBucketStore
 from evalsi.judges.panel import JudgeSet
 from evalsi.limits import DEFAULT_CALL_TIMEOUT_S
-from evalsi.plugins import load_plugins
+from evalsi.plugins import PLUGINS_DIR, load_plugins
 from evalsi.runs.execute import Executor, RetryTask, result_for
 from evalsi.runs.flags import RunFlags
 from evalsi.runs.result_columns import move_results_to_columns
@@ -92,9 +92,7 @@ OPTIONS = (
     Option("--ack-wait", float, 30.0, "seconds before an unacknowledged task is redelivered (in-progress acks keep "
            "long tasks alive)"),
     Option("--max-deliver", int, 5, "deliveries before a task is dead-lettered"),
-    Option("--plugins-dir", default="", help="a directory of subprocess evaluator plugins "
-           "(<dir>/<plugin>/evalsi-plugin.yaml), each started in its own virtualenv at start (docs/plugins.md); "
-           "venvs are cached under EVALSI_PLUGINS_CACHE"),
+    PLUGINS_DIR,
     METRICS_PORT,
     Option("--name", default=f"{socket.gethostname()}-{os.getpid()}", help="this worker's name in its results"),
     *LOGGING,

@@ -6,9 +6,18 @@ The protocol is ``proto/evalsi/plugin/v1alpha1/plugin.proto``; docs/plugins.md i
 """
 
 from evalsi.plugins.host import PluginHost
-from evalsi.plugins.loader import PLUGINS_DIR_ENV, PluginSet, default_cache_dir, load_plugins, start_host
+from evalsi.plugins.loader import (
+    PLUGINS_DIR,
+    PLUGINS_DIR_ENV,
+    PluginSet,
+    default_cache_dir,
+    describe_plugins,
+    load_plugins,
+    start_host,
+)
 from evalsi.plugins.manifest import MANIFEST_NAME, PluginManifest, read_manifest
 from evalsi.plugins.server import serve, start_server
 
-__all__ = ["MANIFEST_NAME", "PLUGINS_DIR_ENV", "PluginHost", "PluginManifest", "PluginSet", "default_cache_dir",
-           "load_plugins", "read_manifest", "serve", "start_host", "start_server"]
+__all__ = ["MANIFEST_NAME", "PLUGINS_DIR", "PLUGINS_DIR_ENV", "PluginHost", "PluginManifest", "PluginSet",
+           "default_cache_dir", "describe_plugins", "load_plugins", "read_manifest", "serve", "start_host",
+           "start_server"]

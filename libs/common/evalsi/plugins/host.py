@@ -104,7 +104,7 @@ class PluginHost:
         key = (ref, json.dumps(params, sort_keys=True, default=str), id(judge))
         with self._cond:
             if self._closed:
-                raise InfraError(f"plugin {self.manifest.name} is closed")
+                raise self._closed_error()
             self._waiting.setdefault(key, []).append(
                 _Pending(record, judge, asyncio.get_running_loop() if judge is not None else None, future))
             self._cond.notify()
@@ -112,6 +112,8 @@ class PluginHost:
 
     def reduce(self, ref: str, params: Mapping[str, Any], records: Sequence[Record]) -> plugin_pb2.ReduceResponse:
         """A dataset-scope evaluator's scores over ``records`` (retried once on a fresh process if it died)."""
+        if self._closed:
+            raise self._closed_error()
         request = plugin_pb2.ReduceRequest(evaluator=ref, params=_struct(params), records=records)
 
         def call(process: PluginProcess) -> plugin_pb2.ReduceResponse:
@@ -122,6 +124,10 @@ class PluginHost:
 
         return self._with_retry(call, f"Reduce of {len(records)} records")
 
+    def _closed_error(self) -> InfraError:
+        return InfraError(f"plugin {self.manifest.name} is not running in this process (closed, or only described "
+                          "here: workers run plugins)")
+
     def close(self) -> None:
         with self._cond:
             self._closed = True
@@ -129,7 +135,7 @@ class PluginHost:
             self._waiting.clear()
             self._cond.notify_all()
         for pending in waiting:
-            pending.future.set_exception(InfraError(f"plugin {self.manifest.name} was closed"))
+            pending.future.set_exception(self._closed_error())
         self._thread.join(self.manifest.timeout_s + 5)
         with self._process_lock:
             self._process.stop()

@@ -18,8 +18,14 @@ from evalsi.plugins.manifest import MANIFEST_NAME, PluginManifest, read_manifest
 from evalsi.plugins.process import PluginProcess
 from evalsi.plugins.proxies import proxy_evaluators
 from evalsi.plugins.venv import ensure_venv, venv_python
+from evalsi.service.settings import Option
 
-PLUGINS_DIR_ENV = "EVALSI_PLUGINS_DIR"
+# Read by every service (EVALSI_PLUGINS_DIR): workers run the plugins, the api, scheduler and policy engine know
+# their evaluators (refs, pools, requirements) from their Describe answers.
+PLUGINS_DIR = Option("--plugins-dir", default="", shared=True, metavar="DIR",
+                     help="a directory of subprocess evaluator plugins (<dir>/<plugin>/evalsi-plugin.yaml), each "
+                          "in its own virtualenv cached under EVALSI_PLUGINS_CACHE (docs/plugins.md)")
+PLUGINS_DIR_ENV = PLUGINS_DIR.variable("")
 PLUGINS_CACHE_ENV = "EVALSI_PLUGINS_CACHE"
 # Plugins one directory may hold: each is a process.
 MAX_PLUGINS = 64
@@ -57,6 +63,12 @@ class PluginSet:
         registry.add_pack(Pack(name=host.manifest.pack, evaluators=tuple(proxy_evaluators(host)),
                                description=f"subprocess plugin from {host.manifest.source}"))
 
+    def __enter__(self) -> PluginSet:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def close(self) -> None:
         for host in self.hosts:
             host.close()
@@ -74,3 +86,10 @@ def load_plugins(registry: Registry, directory: str | Path, *, cache_dir: Path |
         plugins.close()
         raise
     return plugins
+
+
+def describe_plugins(registry: Registry, directory: str | Path, *, cache_dir: Path | None = None) -> None:
+    """Register the evaluators of every plugin under ``directory`` from its Describe answer, without keeping its
+    process: for services that resolve and route evaluators but never call them (the api, the scheduler). A call
+    to one of these proxies is an infrastructure error saying the plugin runs on workers."""
+    load_plugins(registry, directory, cache_dir=cache_dir).close()
