@@ -120,7 +120,7 @@ def supporting(record: Record, ids: Sequence[str]) -> set[int] | None:
 
 def from_item(item: struct_pb2.Value) -> str:
     kind = item.WhichOneof("kind")
-    return repr(item.string_value) if kind == "string_value" else repr(item.number_value) if kind else "nothing"
+    return repr(item.string_value) if kind == "string_value" else f"{item.number_value:g}" if kind else "nothing"
 
 
 @evaluator(
