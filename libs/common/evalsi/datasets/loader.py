@@ -31,6 +31,7 @@ from evalsi.datasets.formats import (
     read_rows,
 )
 from evalsi.datasets.held import RecordColumns
+from evalsi.datasets.importers import imported_rows
 from evalsi.datasets.mapping import FieldMapping, parse_mapping
 from evalsi.datasets.rows import RecordBuilder, RowError
 from evalsi.errors import BadInputError
@@ -105,6 +106,11 @@ def stream_dataset(
     name = str(source) if name is None else name
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise BadInputError(f"{name}: limit must be a positive integer, got {limit!r}")
+    imported = imported_rows(source, format, name)
+    if imported is not None:  # a benchmark's files (bfcl://, or format="bfcl"): evalsi.datasets.importers
+        if split is not None:
+            raise BadInputError(f"{name}: split={split!r} applies to hf:// sources only")
+        return RecordStream(name, imported[0], field_mapping, limit, imported[1], check_id)
     if isinstance(source, str) and source.startswith(HF_PREFIX):
         if format not in (None, "hf"):
             raise BadInputError(f"{name}: format {format!r} does not apply to hf:// sources")

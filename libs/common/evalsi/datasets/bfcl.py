@@ -1,0 +1,165 @@
+"""BFCL (Berkeley Function Calling Leaderboard) question files as dataset rows: ``bfcl://<path-or-category>``.
+
+BFCL ships each category as JSON lines: ``BFCL_v3_<category>.json`` holds ``{"id", "question", "function"}``
+(``question`` a list of turns, each a list of ``{"role", "content"}`` messages; ``function`` the function
+descriptions), and ``possible_answer/BFCL_v3_<category>.json`` beside it holds ``{"id", "ground_truth"}``. The AST
+categories are single-turn: simple, multiple, parallel, parallel_multiple (and their ``live_`` versions).
+
+Each question becomes a row: ``input`` the messages (a system message first listing the functions and asking for
+BFCL's call format, as BFCL's prompting mode does), ``reference`` the JSON text ``{"category", "function",
+"ground_truth"}`` that ``builtin/bfcl-ast`` grades against (text, so a float stays a float), and metadata
+``tools`` (the functions as OpenAI-style tools, for a target that passes tools) and ``bfcl_category``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from evalsi.datasets.formats import check_file, read_rows
+from evalsi.errors import BadInputError
+
+SCHEME = "bfcl://"
+FORMAT = "bfcl"
+CATEGORIES = ("simple", "multiple", "parallel", "parallel_multiple")
+ANSWERS_DIR = "possible_answer"
+MAX_ANSWERS = 100_000  # possible answers held while the questions are read (BFCL's largest category has ~1,000)
+
+_ID_SUFFIX = re.compile(r"_\d+(-\d+)*$")  # simple_12, live_simple_3-2-0
+# BFCL's type names as JSON Schema types, for the OpenAI-style tools in metadata
+_SCHEMA_TYPES = {"dict": "object", "float": "number", "tuple": "array", "any": "string"}
+
+SYSTEM_PROMPT = (
+    "You are an expert in composing functions. You are given a question and a set of possible functions. Based "
+    "on the question, you will need to make one or more function/tool calls to achieve the purpose. If none of "
+    "the functions can be used, point it out. If the given question lacks the parameters required by the "
+    "function, also point it out.\n\nYou should only return the function calls in your response, in the format "
+    "[func_name1(params_name1=params_value1, params_name2=params_value2...), func_name2(params)]. Do not "
+    "include any other text.\n\nHere is a list of functions in JSON format that you can invoke:\n"
+)
+
+
+def question_file(target: str, name: str) -> Path:
+    """The question file ``bfcl://`` names: a file, or ``<dir>/<category>`` for ``<dir>/BFCL_v*_<category>.json``."""
+    path = Path(target).expanduser()
+    if path.is_file():
+        return path
+    exact = re.compile(rf"BFCL_v(\d+)_{re.escape(path.name)}\.json")  # BFCL_v*_multiple.json: not parallel_multiple
+    found = [(m, p) for p in path.parent.glob(f"BFCL_v*_{path.name}.json") if (m := exact.fullmatch(p.name))]
+    matches = [p for _m, p in sorted(found, key=lambda pair: int(pair[0].group(1)))] if path.name else []
+    if not matches:
+        raise BadInputError(f"{name}: no such file, nor a BFCL category file {path.parent}/BFCL_v*_{path.name}"
+                            ".json; accepted: bfcl://<question file> or bfcl://<dir>/<category> with category "
+                            f"one of {', '.join(CATEGORIES)} (live_ ones too)")
+    return matches[-1]  # the newest version
+
+
+def read_bfcl(path: Path, name: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line, row)`` for each question of a BFCL question file, its possible answers read from
+    ``possible_answer/<same name>`` beside it (which must not lead out of the file's directory)."""
+    # Errors name the files as the source was given: its directory, then the question or answers file.
+    folder = name.rpartition("/")[0] + "/" if "/" in name else ""
+    name, answers_name = folder + path.name, f"{folder}{ANSWERS_DIR}/{path.name}"
+    check_file(path, name)
+    answers_path = path.parent / ANSWERS_DIR / path.name
+    real_dir = path.resolve().parent
+    if not answers_path.resolve().is_relative_to(real_dir):
+        raise BadInputError(f"{answers_name}: leads outside the question file's directory")
+    check_file(answers_path, answers_name)
+    answers = _answers(answers_path, answers_name)
+    for line, row in read_rows(path, "jsonl", name=name):
+        where = f"{name}:{line}"
+        if not isinstance(row, Mapping):
+            raise BadInputError(f"{where}: expected a BFCL question object, got {type(row).__name__}")
+        question_id = row.get("id")
+        if not isinstance(question_id, str) or not question_id:
+            raise BadInputError(f"{where}: id: expected a non-empty string, got {question_id!r}")
+        if question_id not in answers:
+            raise BadInputError(f"{where}: id {question_id!r} has no possible answer in {answers_name}")
+        yield line, question_row(row, answers[question_id], where)
+
+
+def _answers(path: Path, name: str) -> dict[str, list[Any]]:
+    answers: dict[str, list[Any]] = {}
+    for line, row in read_rows(path, "jsonl", name=name):
+        truth = row.get("ground_truth") if isinstance(row, Mapping) else None
+        if not isinstance(truth, list) or not all(
+                isinstance(call, Mapping) and len(call) == 1 and isinstance(next(iter(call.values())), Mapping)
+                for call in truth):
+            raise BadInputError(f"{name}:{line}: ground_truth: expected a list of {{function_name: {{param: "
+                                "[possible values]}}}}")
+        if len(answers) >= MAX_ANSWERS:
+            raise BadInputError(f"{name}: more than {MAX_ANSWERS} possible answers")
+        answers[str(row.get("id"))] = truth
+    return answers
+
+
+def category_of(question_id: str, where: str) -> str:
+    """The category an id names (``parallel_multiple_3`` -> ``parallel_multiple``), refused unless an AST one."""
+    category = _ID_SUFFIX.sub("", question_id)
+    if category.removeprefix("live_") not in CATEGORIES:
+        raise BadInputError(f"{where}: id {question_id!r}: category {category!r} is not one the AST checker grades; "
+                            f"accepted: {', '.join(CATEGORIES)} (live_ ones too)")
+    return category
+
+
+def question_row(row: Mapping[str, Any], truth: list[Any], where: str) -> dict[str, Any]:
+    """One BFCL question (and its possible answers) as a dataset row."""
+    question_id = str(row["id"])
+    category = category_of(question_id, where)
+    functions = row.get("function")
+    if isinstance(functions, Mapping):
+        functions = [functions]
+    if not isinstance(functions, list) or not functions or not all(
+            isinstance(f, Mapping) and isinstance(f.get("name"), str) for f in functions):
+        raise BadInputError(f"{where}: function: expected a list of function descriptions with a name")
+    messages = _messages(row.get("question"), where)
+    listing = json.dumps(functions, ensure_ascii=False, indent=2)
+    return {
+        "id": question_id,
+        "input": {"messages": [{"role": "system", "content": SYSTEM_PROMPT + listing}, *messages]},
+        "reference": json.dumps({"category": category, "function": functions, "ground_truth": truth},
+                                ensure_ascii=False, sort_keys=True),
+        "tools": [openai_tool(f) for f in functions],
+        "bfcl_category": category,
+    }
+
+
+def _messages(question: Any, where: str) -> list[dict[str, str]]:
+    if isinstance(question, str):  # BFCL v1's form: the question as plain text
+        return [{"role": "user", "content": question}]
+    if not isinstance(question, list) or not question:
+        raise BadInputError(f"{where}: question: expected a list of turns (each a list of messages)")
+    if len(question) != 1:
+        raise BadInputError(f"{where}: question: {len(question)} turns; the AST categories are single-turn "
+                            "(multi_turn is not imported)")
+    turn = question[0]
+    if not isinstance(turn, list) or not all(
+            isinstance(m, Mapping) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+            for m in turn):
+        raise BadInputError(f"{where}: question[0]: expected a list of {{\"role\", \"content\"}} messages")
+    return [{"role": m["role"], "content": m["content"]} for m in turn]
+
+
+def openai_tool(function: Mapping[str, Any]) -> dict[str, Any]:
+    """A BFCL function description as an OpenAI-style tool: its types as JSON Schema's, dots in the name as ``_``
+    (those APIs refuse dots; grade with ``dots_as_underscores``)."""
+    return {"type": "function", "function": {
+        "name": str(function["name"]).replace(".", "_"),
+        "description": str(function.get("description", "")),
+        "parameters": _schema(function.get("parameters") or {"type": "dict", "properties": {}}),
+    }}
+
+
+def _schema(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_schema(item) for item in node]
+    if not isinstance(node, Mapping):
+        return node
+    out = {key: _schema(value) for key, value in node.items()}
+    if isinstance(node.get("type"), str):
+        out["type"] = _SCHEMA_TYPES.get(node["type"], node["type"])
+    return out

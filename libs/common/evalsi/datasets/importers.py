@@ -1,0 +1,44 @@
+"""Benchmark formats read as datasets: a ``scheme://`` source, or a file with ``format`` set to the benchmark's.
+
+Each importer turns its benchmark's own files into rows of the usual conventions (``evalsi.datasets.loader``),
+with the reference its grader in the ``benchmarks`` pack reads. A served run names a file under the server's
+datasets directory with ``format`` (the scheme form reads any local path, so it is for embedded runs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from evalsi.datasets import bfcl
+from evalsi.errors import BadInputError
+
+OpenRows = Callable[[], Iterator[tuple[int, Any]]]
+
+# scheme -> format; format -> (how the part after the scheme names a file, the reader of that file)
+SCHEMES = {bfcl.SCHEME: bfcl.FORMAT}
+_IMPORTERS: dict[str, tuple[Callable[[str, str], Path], Callable[[Path, str], Iterator[tuple[int, Any]]]]] = {
+    bfcl.FORMAT: (bfcl.question_file, bfcl.read_bfcl),
+}
+FORMATS = tuple(_IMPORTERS)
+
+
+def imported_rows(source: str | Path, format: str | None, name: str) -> tuple[str, OpenRows] | None:
+    """``(format, open_rows)`` when ``source`` is a benchmark's (its scheme, or ``format`` one of
+    :data:`FORMATS`); None for any other source. The file is found now, read when the rows are opened."""
+    text = str(source)
+    scheme = next((s for s in SCHEMES if text.startswith(s)), None)
+    if scheme is None and format not in _IMPORTERS:
+        return None
+    if scheme is not None:
+        fmt = SCHEMES[scheme]
+        if format not in (None, fmt):
+            raise BadInputError(f"{name}: format {format!r} does not apply to {scheme} sources")
+        find, read = _IMPORTERS[fmt]
+        path = find(text[len(scheme):], name)
+    else:
+        fmt = str(format)
+        find, read = _IMPORTERS[fmt]
+        path = Path(source).expanduser()
+    return fmt, lambda: read(path, name)

@@ -1,0 +1,67 @@
+"""``builtin/bfcl-ast``: BFCL's AST checker over a record imported from ``bfcl://`` (``evalsi.datasets.bfcl``).
+
+The record's reference carries the question's function descriptions, its possible answers and its category (the
+JSON the importer writes); its output (or trajectory) carries the model's calls, decoded as BFCL does.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from evalsi.errors import SkipRecord
+from evalsi.evaluators import evaluator
+from evalsi.packs.benchmarks.bfcl_ast import check_calls
+from evalsi.packs.benchmarks.bfcl_calls import DecodeError, record_calls
+from evalsi.records import content_value
+from evalsi.v1alpha1.record_pb2 import Record
+from evalsi.v1alpha1.score_pb2 import Score
+
+REFERENCE_KEYS = ("category", "function", "ground_truth")
+
+
+def bfcl_reference(record: Record) -> dict[str, Any]:
+    """The record's BFCL reference ``{"category", "function", "ground_truth"}``, from JSON text (as the importer
+    writes it, so floats stay floats) or JSON content."""
+    value = content_value(record.reference)
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            value = None
+    if not isinstance(value, Mapping) or not set(REFERENCE_KEYS) <= set(value):
+        raise SkipRecord("the reference is not a BFCL reference: expected a JSON object with "
+                         f"{', '.join(REFERENCE_KEYS)} (records read from bfcl:// carry one)")
+    return dict(value)
+
+
+@evaluator(
+    "builtin/bfcl-ast",
+    version="1.0.0",
+    pack="benchmarks",
+    requires=["reference"],
+    description="BFCL's AST checker (simple, multiple, parallel, parallel_multiple; Python): the function name, "
+    "required and optional parameters, types (an int for a float allowed), any of the possible values, string "
+    "standardization, and order-insensitive parallel calls. The explanation gives BFCL's error type.",
+    params={"dots_as_underscores": "The model called functions with '.' in their names written '_' (as "
+            "function-calling APIs that refuse dots require); BFCL does this for those models."},
+)
+def bfcl_ast(record: Record, *, dots_as_underscores: bool = False) -> Score:
+    """Pass when the model's calls satisfy BFCL's AST checker against the possible answers."""
+    reference = bfcl_reference(record)
+    try:
+        calls = record_calls(record)
+    except DecodeError as exc:
+        return Score(passed=False, explanation=f"ast_decoder:decoder_failed: {exc}")
+    try:
+        verdict = check_calls(reference["function"], calls, reference["ground_truth"], str(reference["category"]),
+                              dots_as_underscores=dots_as_underscores)
+    except ValueError as exc:
+        raise SkipRecord(str(exc)) from None
+    if verdict.valid:
+        return Score(passed=True)
+    return Score(passed=False, explanation=f"{verdict.error_type}: {verdict.error}"[:2000])
+
+
+EVALUATORS = (bfcl_ast,)
