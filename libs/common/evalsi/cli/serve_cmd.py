@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import click
 
 from evalsi.cli._common import handle_errors
+from evalsi.errors import BadInputError
+from evalsi.evaluators import ENTRY_POINT_GROUP
 from evalsi.gate.exposure import NO_AUTH_ENV
 from evalsi.service.config import Config
 
@@ -81,5 +84,11 @@ def serve_command(
                      access=replace(config.access, no_auth=no_auth))
     config.validate("the flags" if config_path is None else f"{config_path} with the flags")
     config.access.check(config.api.host, "--host" if host is not None else "api.host")  # refused before anything starts
+    # A pack evaluators: names that is not installed: exit 2 now, not an api that exits at every restart. The
+    # entry points' names, not the packs (importing them here would slow the start); the api checks the packs.
+    unknown = config.connections.packs.unknown_packs({e.name for e in entry_points(group=ENTRY_POINT_GROUP)},
+                                                     where=str(config_path or "evalsi.yaml"))
+    if unknown:
+        raise BadInputError("; ".join(unknown))
     # This process is single-threaded and holds no gRPC channel: the services can be its forks (fast start).
     Supervisor(config, state, echo=lambda line: click.echo(line, err=True), fork_services=True).run()
