@@ -3,8 +3,10 @@ one rouge-score and nltk's METEOR stem with), loaded only when a metric asks for
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from functools import lru_cache
+from typing import Any
 
 from evalsi.errors import BadInputError, SkipRecord
 from evalsi.packs.core.matching import reference_texts
@@ -51,3 +53,34 @@ def check_stemmer(stem: bool, evaluator: str) -> None:
         porter_stem()
     except BadInputError as exc:
         raise BadInputError(f"evaluator {evaluator}: {exc}") from None
+
+
+# Dataset-scope metrics sum per-record counts, and the runner's bootstrap re-sums ~2,000 resamples of them
+# (evaluators/runner.py::_run_dataset): each record's counts are packed into one integer, 64 bits a count, so a
+# resample's sum is one built-in sum() of integers instead of a list-of-lists conversion. A count is at most a
+# record's bounded length (MAX_CHARS), so 2**64 holds the sum of any dataset's counts without carrying over.
+_FIELD_BITS = 64
+_FIELD_MASK = (1 << _FIELD_BITS) - 1
+
+
+def pack_counts(counts: list[int]) -> int:
+    """Non-negative counts as one integer, the first in the lowest 64 bits."""
+    packed = 0
+    for count in reversed(counts):
+        packed = (packed << _FIELD_BITS) | count
+    return packed
+
+
+def unpack_counts(packed: int, size: int) -> list[int]:
+    """The ``size`` counts of a packed integer, or of a sum of packed integers (the counts summed)."""
+    return [(packed >> (_FIELD_BITS * i)) & _FIELD_MASK for i in range(size)]
+
+
+def overlap(a: Counter[Any], b: Counter[Any]) -> int:
+    """The clipped overlap of two bags, sum of min(a[g], b[g]) over what they share. Over the shared keys only
+    (a C-level set intersection), and just their number when either bag holds each key once, the common case
+    for word n-grams: min is then 1 for every shared key."""
+    common = a.keys() & b.keys()
+    if len(a) == a.total() or len(b) == b.total():
+        return len(common)
+    return sum(min(a[gram], b[gram]) for gram in common)

@@ -9,13 +9,12 @@ import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from functools import lru_cache
-from typing import Literal
-
-import numpy as np
+from itertools import pairwise
+from typing import Any, Literal
 
 from evalsi.errors import BadInputError
 from evalsi.evaluators import Output, evaluator
-from evalsi.packs.text._common import texts
+from evalsi.packs.text._common import overlap, pack_counts, texts, unpack_counts
 from evalsi.v1alpha1.record_pb2 import Record
 
 MAX_ORDER = 4
@@ -24,13 +23,27 @@ Smooth = Literal["exp", "floor", "add-k", "none"]
 _SMOOTH_DEFAULTS: dict[str, float] = {"floor": 0.1, "add-k": 1.0}
 # sacrebleu's my_log: log(0) floored, so a zero precision drives the score to 0 rather than raising.
 _LOG_ZERO = -9999999999
-# mteval-v13a's language-dependent rules, as sacrebleu's TokenizerRegexp applies them (in this order).
-_13A_RULES = (
-    (re.compile(r"([\{-\~\[-\` -\&\(-\+\:-\@\/])"), r" \1 "),
-    (re.compile(r"([^0-9])([\.,])"), r"\1 \2 "),
-    (re.compile(r"([\.,])([^0-9])"), r" \1 \2"),
-    (re.compile(r"([0-9])(-)"), r"\1 \2 "),
-)
+# mteval-v13a's language-dependent rules, as sacrebleu's TokenizerRegexp applies them, in this order; each
+# replacement is a function rather than a template, whose expansion costs more than the match. The period, comma
+# and dash rules run only when their character is there (a sub without a match returns the text unchanged).
+_13A_SYMBOL = re.compile(r"[\{-\~\[-\` -\&\(-\+\:-\@\/]")
+_13A_PERIOD_COMMA_AFTER = re.compile(r"([^0-9])([\.,])")
+_13A_PERIOD_COMMA_BEFORE = re.compile(r"([\.,])([^0-9])")
+_13A_DASH = re.compile(r"([0-9])(-)")
+
+
+def _spaced(match: re.Match[str]) -> str:
+    return f" {match[0]} "
+
+
+def _split_after(match: re.Match[str]) -> str:
+    return f"{match[1]} {match[2]} "
+
+
+def _split_before(match: re.Match[str]) -> str:
+    return f" {match[1]} {match[2]}"
+
+
 _CACHE = 1 << 16
 
 
@@ -39,9 +52,11 @@ def _tokenize_13a(line: str) -> str:
     line = line.replace("<skipped>", "").replace("-\n", "").replace("\n", " ")
     if "&" in line:
         line = line.replace("&quot;", '"').replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">")
-    line = f" {line} "
-    for pattern, replacement in _13A_RULES:
-        line = pattern.sub(replacement, line)
+    line = _13A_SYMBOL.sub(_spaced, f" {line} ")
+    if "." in line or "," in line:
+        line = _13A_PERIOD_COMMA_BEFORE.sub(_split_before, _13A_PERIOD_COMMA_AFTER.sub(_split_after, line))
+    if "-" in line:
+        line = _13A_DASH.sub(_split_after, line)
     return " ".join(line.split())
 
 
@@ -63,9 +78,10 @@ def tokens(text: str, tokenize: str, lowercase: bool) -> list[str]:
     return _TOKENIZERS[tokenize](text.rstrip()).split()
 
 
-def _ngrams(words: list[str]) -> list[Counter[tuple[str, ...]]]:
-    """The word n-gram counts of orders 1 to 4, one Counter per order."""
-    return [Counter(zip(*(words[i:] for i in range(n)), strict=False)) for n in range(1, MAX_ORDER + 1)]
+def _ngrams(words: list[str]) -> list[Counter[Any]]:
+    """The word n-gram counts of orders 1 to 4, one Counter per order (unigrams as words, the others as tuples)."""
+    return [Counter(words), Counter(pairwise(words)), Counter(zip(words, words[1:], words[2:], strict=False)),
+            Counter(zip(words, words[1:], words[2:], words[3:], strict=False))]
 
 
 def _closest_length(hyp_len: int, ref_lens: list[int]) -> int:
@@ -76,24 +92,21 @@ def _closest_length(hyp_len: int, ref_lens: list[int]) -> int:
 def segment_stats(hypothesis: str, references: list[str], tokenize: str, lowercase: bool) -> list[int]:
     """One segment's sufficient statistics: [hyp_len, ref_len, correct_1..4, total_1..4], each reference n-gram's
     count being its highest count in any one reference."""
-    ref_counts: list[Counter[tuple[str, ...]]] = [Counter() for _ in range(MAX_ORDER)]
+    ref_counts: list[Counter[Any]] = []
     ref_lens = []
     for reference in references:
         words = tokens(reference, tokenize, lowercase)
         ref_lens.append(len(words))
+        if not ref_counts:
+            ref_counts = _ngrams(words)
+            continue
         for merged, counts in zip(ref_counts, _ngrams(words), strict=True):
-            if not merged:
-                merged.update(counts)
-                continue
             for gram, count in counts.items():
                 if count > merged[gram]:
                     merged[gram] = count
     words = tokens(hypothesis, tokenize, lowercase)
-    correct = [0] * MAX_ORDER
-    total = [0] * MAX_ORDER
-    for order, (hyp, ref) in enumerate(zip(_ngrams(words), ref_counts, strict=True)):
-        total[order] = len(words) - order if len(words) > order else 0
-        correct[order] = sum(min(count, ref[gram]) for gram, count in hyp.items() if gram in ref)
+    correct = [overlap(hyp, ref) for hyp, ref in zip(_ngrams(words), ref_counts, strict=True)]
+    total = [max(len(words) - order, 0) for order in range(MAX_ORDER)]
     return [len(words), _closest_length(len(words), ref_lens), *correct, *total]
 
 
@@ -188,9 +201,9 @@ def bleu(
 def _corpus_stats(
     record: Record, *, tokenize: str = "13a", smooth_method: str = "exp", smooth_value: float | None = None,
     lowercase: bool = False,
-) -> list[int]:
+) -> int:
     output, references = texts(record)
-    return segment_stats(output, references, tokenize, lowercase)
+    return pack_counts(segment_stats(output, references, tokenize, lowercase))
 
 
 @evaluator(
@@ -207,12 +220,12 @@ def _corpus_stats(
     params=_PARAMS,
 )
 def corpus_bleu(
-    stats: list[list[int]], *, tokenize: Tokenize = "13a", smooth_method: Smooth = "exp",
+    stats: list[int], *, tokenize: Tokenize = "13a", smooth_method: Smooth = "exp",
     smooth_value: float | None = None, lowercase: bool = False,
 ) -> float:
     """Corpus BLEU over the dataset, equal to sacrebleu.corpus_bleu with the same settings; its interval is the
     bootstrap over records of the same sums."""
-    summed = np.asarray(stats, dtype=np.int64).sum(axis=0).tolist()
+    summed = unpack_counts(sum(stats), 2 + 2 * MAX_ORDER)
     return compute_bleu(summed[2:6], summed[6:], summed[0], summed[1], smooth_method, smooth_value, False)
 
 

@@ -7,11 +7,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 
-import numpy as np
-
 from evalsi.errors import BadInputError
 from evalsi.evaluators import Output, evaluator
-from evalsi.packs.text._common import texts
+from evalsi.packs.text._common import overlap, pack_counts, texts, unpack_counts
 from evalsi.v1alpha1.record_pb2 import Record
 
 _PUNCTS = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
@@ -83,8 +81,7 @@ def segment_stats(
     for reference in references:
         stats: list[int] = []
         for hyp, ref in zip(hyp_grams, _ngrams(reference, char_order, word_order, whitespace), strict=True):
-            match = sum(min(count, ref[gram]) for gram, count in hyp.items() if gram in ref)
-            stats += [sum(hyp.values()) if ref else 0, sum(ref.values()), match]
+            stats += [hyp.total() if ref else 0, ref.total(), overlap(hyp, ref)]
         score = f_score(stats, order, beta)
         if score > best_f:
             best_f, best = score, stats
@@ -116,10 +113,10 @@ _PARAMS = {
 def _stats(
     record: Record, *, char_order: int = 6, word_order: int = 0, beta: float = 2.0, lowercase: bool = False,
     whitespace: bool = False,
-) -> list[int]:
+) -> int:
     output, references = texts(record)
-    return segment_stats(output, references, char_order=char_order, word_order=word_order, beta=beta,
-                         lowercase=lowercase, whitespace=whitespace)
+    return pack_counts(segment_stats(output, references, char_order=char_order, word_order=word_order, beta=beta,
+                                     lowercase=lowercase, whitespace=whitespace))
 
 
 @evaluator(
@@ -140,8 +137,9 @@ def chrf(
 ) -> float:
     """Sentence chrF of the output against the reference (or the best of a JSON-list reference's elements), equal
     to sacrebleu's CHRF(...).sentence_score."""
-    stats = _stats(record, char_order=char_order, word_order=word_order, beta=beta, lowercase=lowercase,
-                   whitespace=whitespace)
+    output, references = texts(record)
+    stats = segment_stats(output, references, char_order=char_order, word_order=word_order, beta=beta,
+                          lowercase=lowercase, whitespace=whitespace)
     return f_score(stats, char_order + word_order, beta)
 
 
@@ -159,11 +157,11 @@ def chrf(
     params=_PARAMS,
 )
 def corpus_chrf(
-    stats: list[list[int]], *, char_order: int = 6, word_order: int = 0, beta: float = 2.0, lowercase: bool = False,
+    stats: list[int], *, char_order: int = 6, word_order: int = 0, beta: float = 2.0, lowercase: bool = False,
     whitespace: bool = False,
 ) -> float:
     """Corpus chrF over the dataset, equal to sacrebleu's CHRF(...).corpus_score."""
-    summed = np.asarray(stats, dtype=np.int64).sum(axis=0).tolist()
+    summed = unpack_counts(sum(stats), 3 * (char_order + word_order))
     return f_score(summed, char_order + word_order, beta)
 
 

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Literal
+from itertools import pairwise
+from typing import Any, Literal
 
 from evalsi.evaluators import Output, evaluator
-from evalsi.packs.text._common import check_stemmer, porter_stem, texts
+from evalsi.packs.text._common import check_stemmer, overlap, porter_stem, texts
 from evalsi.v1alpha1.record_pb2 import Record
 
 _WORD = re.compile(r"[a-z0-9]+")
@@ -50,13 +51,10 @@ def _fmeasure(precision: float, recall: float) -> float:
     return 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
 
 
-def _ngram_scores(target: list[str], prediction: list[str], n: int) -> tuple[float, float, float]:
-    target_grams = Counter(zip(*(target[i:] for i in range(n)), strict=False))
-    prediction_grams = Counter(zip(*(prediction[i:] for i in range(n)), strict=False))
-    overlap = sum(min(count, prediction_grams[gram])
-                  for gram, count in target_grams.items() if gram in prediction_grams)
-    precision = overlap / max(sum(prediction_grams.values()), 1)
-    recall = overlap / max(sum(target_grams.values()), 1)
+def _ngram_scores(target: Counter[Any], prediction: Counter[Any]) -> tuple[float, float, float]:
+    common = overlap(target, prediction)
+    precision = common / max(prediction.total(), 1)
+    recall = common / max(target.total(), 1)
     return precision, recall, _fmeasure(precision, recall)
 
 
@@ -73,10 +71,12 @@ def rouge_scores(prediction: str, targets: list[str], stem: bool = False) -> dic
     """(precision, recall, F-measure) per ROUGE type, each from the target with the highest F-measure for that
     type (the first on a tie), as RougeScorer.score_multi picks them."""
     predicted = rouge_tokens(prediction, stem)
+    unigrams, bigrams = Counter(predicted), Counter(pairwise(predicted))
     best: dict[str, tuple[float, float, float]] = {}
     for target in targets:
         words = rouge_tokens(target, stem)
-        scores = {"rouge1": _ngram_scores(words, predicted, 1), "rouge2": _ngram_scores(words, predicted, 2),
+        scores = {"rouge1": _ngram_scores(Counter(words), unigrams),
+                  "rouge2": _ngram_scores(Counter(pairwise(words)), bigrams),
                   "rougeL": _lcs_scores(words, predicted)}
         for kind, score in scores.items():
             if kind not in best or score[2] > best[kind][2]:
