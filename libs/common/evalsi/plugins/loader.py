@@ -60,8 +60,9 @@ class PluginSet:
 
     def add(self, registry: Registry, host: PluginHost) -> None:
         self.hosts.append(host)
-        registry.add_pack(Pack(name=host.manifest.pack, evaluators=tuple(proxy_evaluators(host)),
-                               description=f"subprocess plugin from {host.manifest.source}"))
+        # Community: like a pack from another distribution, a plugin's code is not Evals.si's to vouch for.
+        registry.add_pack(Pack(name=host.manifest.pack, evaluators=tuple(proxy_evaluators(host)), tier="community",
+                               description=host.manifest.description or f"plugin {host.manifest.source}"))
 
     def __enter__(self) -> PluginSet:
         return self

@@ -25,7 +25,7 @@ TIMEOUT_S = (30.0, 600.0)
 STARTUP_TIMEOUT_S = (60.0, 600.0)
 MAX_BATCH = (64, 1024)
 MAX_MESSAGE_MB = (64, 256)
-_TOP_KEYS = {"name", "version", "kind", "description", "tier", "license", "runtime", "limits"}
+_TOP_KEYS = {"name", "version", "kind", "description", "runtime", "limits"}
 _PYTHON_KEYS = {"package", "path", "entrypoint", "share_host_packages"}
 _LIMIT_KEYS = {"timeout", "startup_timeout", "max_batch", "max_message_mb"}
 # Bytes of a local package hashed into the venv's digest; a bigger tree is refused (a plugin, not a monorepo).
@@ -36,6 +36,7 @@ _MAX_TREE_BYTES = 64 * 1024 * 1024
 class PluginManifest:
     name: str
     version: str
+    description: str
     entrypoint: str
     package: str  # a pip requirement, or "" with path
     path: Path | None  # a local package directory, installed offline
@@ -134,7 +135,8 @@ def read_manifest(path: str | Path) -> PluginManifest:
     _unknown(f"{source}: limits", limits, _LIMIT_KEYS)
     digest = hashlib.sha256(source.read_bytes() + b"\0" + tree.encode()).hexdigest()
     return PluginManifest(
-        name=name, version=version, entrypoint=entrypoint, package=package, path=local_path,
+        name=name, version=version, description=str(doc.get("description", "")), entrypoint=entrypoint,
+        package=package, path=local_path,
         share_host_packages=share,
         timeout_s=_seconds(limits.get("timeout"), f"{source}: limits.timeout", TIMEOUT_S),
         startup_timeout_s=_seconds(limits.get("startup_timeout"), f"{source}: limits.startup_timeout",
