@@ -107,7 +107,7 @@ def stream_dataset(
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise BadInputError(f"{name}: limit must be a positive integer, got {limit!r}")
     imported = imported_rows(source, format, name)
-    if imported is not None:  # a benchmark's files (bfcl://, or format="bfcl"): evalsi.datasets.importers
+    if imported is not None:  # a benchmark's files (bfcl://, tau2://, or their format): evalsi.datasets.importers
         if split is not None:
             raise BadInputError(f"{name}: split={split!r} applies to hf:// sources only")
         return RecordStream(name, imported[0], field_mapping, limit, imported[1], check_id)

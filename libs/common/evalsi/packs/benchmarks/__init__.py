@@ -1,12 +1,13 @@
 """The benchmarks pack: the graders of imported benchmarks (``bfcl://``, ``tau2://`` datasets). Opt-in."""
 
 from evalsi.evaluators import Pack
-from evalsi.packs.benchmarks import bfcl
+from evalsi.packs.benchmarks import bfcl, tau2
 
 PACK = Pack(
     name="benchmarks",
-    evaluators=(*bfcl.EVALUATORS,),
-    description="Graders of imported benchmarks: BFCL's AST checker.",
+    evaluators=(*bfcl.EVALUATORS, *tau2.EVALUATORS),
+    description="Graders of imported benchmarks: BFCL's AST checker; tau2-bench's DB, communicate and action "
+    "checks.",
     default_on=False,
 )
 

@@ -1,0 +1,119 @@
+"""tau2:// datasets and builtin/tau2: a tiny library domain in tau2's format (a DB, two tools, two tasks), graded
+as tau2's evaluator does, the domain's tools replayed in a real bubblewrap sandbox."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import evalsi
+from evalsi.datasets import load_dataset
+from evalsi.errors import BadInputError
+from evalsi.packs.benchmarks.tau2 import action_matches, communicated, missing_actions
+from evalsi.records import from_value, to_content
+from evalsi.v1alpha1.score_pb2 import OUTCOME_SCORED
+
+DOMAIN = Path(__file__).parent / "fixtures" / "tau2" / "library"
+
+
+def _call(name: str, **arguments: Any) -> dict[str, Any]:
+    return {"id": name, "function": {"name": name, "arguments": json.dumps(arguments)}}
+
+
+def _conversation(*turns: tuple[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "Hello, I would like to borrow a book."}]
+    for text, calls in turns:
+        messages.append({"role": "assistant", "content": text, "tool_calls": calls})
+    return {"messages": messages}
+
+
+def test_tasks_become_records() -> None:
+    dataset = load_dataset(f"tau2://{DOMAIN}")
+    assert dataset.format == "tau2" and [r.id for r in dataset] == ["lend_alamut", "refuse_on_loan"]
+    record = dataset.records[0]
+    assert "Reason for call:\n  You want to borrow Alamut (book b1)." in record.input.text
+    assert record.metadata["tau2_domain"].string_value == "library"
+    assert "at most two books" in record.metadata["tau2_policy"].string_value
+    tools = {t["function"]["name"]: t["function"] for t in from_value(record.metadata["tools"])}
+    assert set(tools) == {"get_member", "lend_book"}  # read from tools.py's @is_tool methods, not run
+    assert tools["lend_book"]["parameters"]["required"] == ["member_id", "book_id"]
+    assert tools["lend_book"]["parameters"]["properties"]["days"] == {"type": "integer",
+                                                                      "description": "Days until the book is due."}
+    reference = json.loads(record.reference.text)
+    assert reference["evaluation_criteria"]["communicate_info"] == ["14 days"]
+    assert reference["db"]["books"]["b1"]["available"] is True and "class LibraryTools" in reference["tools_source"]
+    assert json.loads(dataset.records[1].reference.text)["initial_state"]["agent_data"] == {
+        "members": {"m1": {"loans": ["b9"]}}}
+
+
+def test_tasks_needing_the_user_environment_are_refused(tmp_path: Path) -> None:
+    domain = tmp_path / "library"
+    shutil.copytree(DOMAIN, domain)
+    tasks = json.loads((domain / "tasks.json").read_text())
+    tasks[0]["evaluation_criteria"]["actions"][0]["requestor"] = "user"
+    (domain / "tasks.json").write_text(json.dumps(tasks))
+    with pytest.raises(BadInputError, match=r"task 0 \(id 'lend_alamut'\): evaluation_criteria.actions: a user's"):
+        load_dataset(f"tau2://{domain}")
+    with pytest.raises(BadInputError, match="not a directory"):
+        load_dataset(f"tau2://{tmp_path}/nowhere")
+
+
+def test_communicate_and_action_rules() -> None:
+    # tau2: lower case, commas removed from the assistant's text (not from the info)
+    assert communicated(["14 Days", "1000 euros"], ["It is due in 14 days.", "That costs 1,000 euros"]) == []
+    assert communicated(["1,000 euros"], ["That costs 1,000 euros"]) == ["1,000 euros"]
+    lend = {"name": "lend_book", "arguments": {"member_id": "m1", "book_id": "b1"}, "compare_args": ["book_id"]}
+    assert action_matches(lend, "lend_book", {"member_id": "m2", "book_id": "b1"})  # only book_id compared
+    assert not action_matches(lend, "lend_book", {"book_id": "b2"})
+    # without compare_args: the arguments the call gave, compared with the action's
+    look = {"name": "get_member", "arguments": {"member_id": "m1"}}
+    assert action_matches(look, "get_member", {"member_id": "m1"})
+    assert not action_matches(look, "get_member", {"member_id": "m1", "verbose": True})
+    assert missing_actions([look, lend], [("get_member", {"member_id": "m1"})]) == ["lend_book"]
+
+
+CASES = {
+    # record id, conversation -> (reward, db, communicate, action)
+    "lend_alamut/right": ("lend_alamut", _conversation(
+        ("Let me look you up.", [_call("get_member", member_id="m1")]),
+        ("", [_call("lend_book", member_id="m1", book_id="b1", days=14)]),
+        ("Done: Alamut is yours, due back in 14 days.", [])), (1.0, True, True, True)),
+    "lend_alamut/wrong-member": ("lend_alamut", _conversation(
+        ("", [_call("lend_book", member_id="m2", book_id="b1")]),
+        ("Lent for 14 days.", [])), (0.0, False, True, False)),
+    "lend_alamut/not-told": ("lend_alamut", _conversation(
+        ("", [_call("get_member", member_id="m1"), _call("lend_book", member_id="m1", book_id="b1")]),
+        ("Done.", [])), (0.0, True, False, True)),
+    # a call that raises (b2 is on loan) changes nothing: the DB still matches
+    "refuse_on_loan/right": ("refuse_on_loan", _conversation(
+        ("", [_call("get_member", member_id="m1"), _call("lend_book", member_id="m1", book_id="b2")]),
+        ("Sorry, that book is on loan.", [])), (1.0, True, True, True)),
+    "refuse_on_loan/no-lookup": ("refuse_on_loan", _conversation(("Sorry, that book is on loan.", [])),
+                                 (0.0, True, True, False)),
+}
+
+
+def test_graded_as_tau2_does_in_a_sandbox() -> None:
+    assert shutil.which("bwrap"), "bubblewrap is not installed: run scripts/test.sh"
+    tasks = {r.id: r for r in load_dataset(f"tau2://{DOMAIN}")}
+    records = []
+    for name, (task, conversation, _expected) in CASES.items():
+        record = type(tasks[task])()
+        record.CopyFrom(tasks[task])
+        record.id = name
+        record.output.CopyFrom(to_content(conversation))
+        records.append(record)
+    results = evalsi.evaluate(records, ["tau2"])
+    got: dict[str, tuple[Any, ...]] = {}
+    for result in results.results:
+        assert result.outcome == OUTCOME_SCORED, result
+        scores = {s.name: s for s in result.scores}
+        got[result.record_id] = (scores["reward"].number, scores["db"].passed, scores["communicate"].passed,
+                                 scores["action"].passed)
+        assert from_value(scores["db"].metadata["isolation"])["driver"] == "bwrap"
+    assert got == {name: expected for name, (_t, _c, expected) in CASES.items()}
+    assert results.metric("tau2.reward").mean == pytest.approx(2 / 5)
