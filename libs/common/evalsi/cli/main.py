@@ -45,6 +45,10 @@ COMMANDS = {
         "Stored datasets on a server: what runs name with spec.dataset.ref (datasets/<name>[@<version>]).",
     ),
     "eval": LazyCommand("evalsi.cli.eval_cmd:eval_command", "Grade records you bring (Score), embedded: no server."),
+    "import": LazyCommand(
+        "evalsi.cli.import_cmd:import_group",
+        "Import another framework's results as a record file (JSONL) for `evalsi eval` and `evalsi compare`.",
+    ),
     "login": LazyCommand(
         "evalsi.cli.login_cmd:login_command",
         "Sign in to a server's identity provider and cache the tokens for that server.",

@@ -1,0 +1,18 @@
+"""The Inspect AI adapter (``pip install 'evalsi[inspect]'``): Inspect logs imported as records, and Evals.si
+evaluators as Inspect scorers. docs/adapters.md#inspect-ai.
+"""
+
+from evalsi.adapters.inspect.logs import ImportSummary, LogHeader, import_log, log_rows, read_header
+from evalsi.adapters.inspect.rows import SampleParts, sample_row
+from evalsi.adapters.inspect.scorer import evalsi_scorer
+
+__all__ = [
+    "ImportSummary",
+    "LogHeader",
+    "SampleParts",
+    "evalsi_scorer",
+    "import_log",
+    "log_rows",
+    "read_header",
+    "sample_row",
+]

@@ -1,0 +1,81 @@
+"""``evalsi import``: other frameworks' results as record files that ``evalsi eval`` grades (docs/adapters.md)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO
+
+import click
+
+from evalsi.cli._common import handle_errors
+from evalsi.errors import BadInputError
+
+INSPECT_EXTRA = "pip install 'evalsi[inspect]'"
+
+
+@click.group("import")
+def import_group() -> None:
+    """Import another framework's results as a record file (JSONL) for `evalsi eval` and `evalsi compare`."""
+
+
+@import_group.command("inspect")
+@click.argument("log", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--out", "-o", "out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the records here (JSONL; replaced only once the whole log was read). Default: stdout.")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Import only the first N samples.")
+@handle_errors
+def inspect_command(log: Path, out: Path | None, limit: int | None) -> None:
+    """Import an Inspect AI log (LOG.eval or LOG.json) as records, one per sample and epoch.
+
+    Each sample becomes a record: input (the messages the model was given), output (its completion, or its
+    messages when it called tools), reference (the target; several targets mean "any of these"), usage (tokens,
+    cost, working time) and metadata (the sample's own, plus inspect.task, inspect.model, inspect.epoch and
+    Inspect's scores as inspect.<scorer>). A sample's epochs are its trials, so pass@k applies. Needs inspect_ai
+    (pip install 'evalsi[inspect]'). Then:
+
+      evalsi import inspect logs/run.eval -o run.jsonl
+      evalsi eval --data run.jsonl -e exact-match
+    """
+    try:
+        from evalsi.adapters.inspect import import_log  # inspect_ai is optional and heavy: loaded for this only
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.split(".")[0] == "inspect_ai":
+            raise BadInputError(f"evalsi import inspect reads logs with inspect_ai, which is not installed: "
+                                f"{INSPECT_EXTRA}") from None
+        raise
+    if out is None:
+        summary = import_log(log, sys.stdout, limit=limit)
+    else:
+        with _replacing(out) as stream:
+            summary = import_log(log, stream, limit=limit)
+    header = summary.header
+    where = str(out) if out is not None else "stdout"
+    click.echo(
+        f"imported {summary.records} records from {header.path} (task {header.task}, model {header.model}, "
+        f"{header.samples} samples x {header.epochs} epochs) to {where}",
+        err=True,
+    )
+    if header.status != "success":
+        click.echo(f"note: the log's status is {header.status}: imported the samples it holds", err=True)
+    if summary.halted:
+        click.echo(f"note: {summary.halted} samples stopped on an error or a limit (metadata inspect.error, "
+                   "inspect.limit); evaluators needing an output skip those without one", err=True)
+
+
+@contextmanager
+def _replacing(path: Path) -> Iterator[IO[str]]:
+    """A temporary file beside ``path`` that replaces it once written whole and is removed otherwise, so a log
+    refused halfway never leaves half a record file behind."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as stream:
+            yield stream
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
