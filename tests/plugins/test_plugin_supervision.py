@@ -14,7 +14,7 @@ from evalsi.evaluators import Registry
 from evalsi.plugins import PluginHost, PluginSet, read_manifest
 from evalsi.plugins.process import PluginProcess
 from evalsi.v1alpha1.record_pb2 import Record
-from evalsi.v1alpha1.score_pb2 import ERROR_KIND_INFRA, OUTCOME_ERROR, OUTCOME_SCORED
+from evalsi.v1alpha1.score_pb2 import ERROR_KIND_EVALUATOR, ERROR_KIND_INFRA, OUTCOME_ERROR, OUTCOME_SCORED
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -93,3 +93,13 @@ async def test_malformed_answers_are_infra_errors(mode: str, problem: str, tmp_p
         assert host.restarts == 0  # a malformed answer is not retried: the same plugin would answer the same
     finally:
         host.close()
+
+
+async def test_a_batch_the_plugin_refuses_is_each_records_error(plugins: tuple[Registry, PluginSet]) -> None:
+    _, started = plugins
+    host = started.hosts[0]
+    result = await host.evaluate("acme/nope@1.0.0", {}, Record(id="a"), None)
+    assert result.outcome == OUTCOME_ERROR and result.error_kind == ERROR_KIND_EVALUATOR
+    assert result.reason.startswith("plugin: this plugin hosts no evaluator 'acme/nope@1.0.0'; it hosts acme/boom")
+    refused = await host.evaluate("acme/has-word@1.0.0", {"word": 3}, Record(id="b"), None)
+    assert "param 'word' must be str, got int 3" in refused.reason and host.restarts == 0

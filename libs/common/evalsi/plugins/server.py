@@ -28,6 +28,7 @@ from evalsi.evaluators import EvalContext, Evaluator, Pack
 from evalsi.judges.connectors import Completion
 from evalsi.plugin.v1alpha1 import plugin_pb2, plugin_pb2_grpc
 from evalsi.plugins._calls import evaluate_batch, reduce
+from evalsi.v1alpha1.score_pb2 import ERROR_KIND_EVALUATOR, OUTCOME_ERROR
 
 PROTOCOL = 1
 SDK = "evalsi-plugin-sdk/1"
@@ -86,9 +87,16 @@ class _Stream:
             judge: Any = _StreamJudge(self, batch.batch_id, record_id)
             return EvalContext(judge=judge, judges={"default": judge})
 
-        self.out.put(plugin_pb2.EvaluateResponse(results=evaluate_batch(self._evaluators, batch, context)))
+        try:
+            answer = evaluate_batch(self._evaluators, batch, context)
+        except Exception as exc:  # an evaluator this plugin lacks, params it refuses: each record's error
+            answer = plugin_pb2.BatchResults(batch_id=batch.batch_id)
+            for record in batch.records:
+                answer.results.add(record_id=record.id, outcome=OUTCOME_ERROR, error_kind=ERROR_KIND_EVALUATOR,
+                                   reason=f"plugin: {exc}")
+        self.out.put(plugin_pb2.EvaluateResponse(results=answer))
 
-    def read(self, requests: Iterable[plugin_pb2.EvaluateRequest], context: grpc.ServicerContext) -> None:
+    def read(self, requests: Iterable[plugin_pb2.EvaluateRequest]) -> None:
         """Take the host's messages until it closes its side, then end the stream once every batch is answered."""
         with futures.ThreadPoolExecutor(_STREAM_CONCURRENCY, thread_name_prefix="evalsi-plugin-batch") as pool:
             running: list[futures.Future[None]] = []
@@ -100,9 +108,7 @@ class _Stream:
                         self._answer(request.judge_answer)
                 for done in running:
                     done.result()
-            except BadInputError as exc:
-                context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-            except Exception:  # the host's side went away (cancelled, deadline): nothing left to answer
+            except grpc.RpcError:  # the host's side went away (cancelled, deadline): nothing left to answer
                 pass
             finally:
                 self.out.put(None)
@@ -120,7 +126,7 @@ class PluginServicer(plugin_pb2_grpc.EvaluatorPluginServiceServicer):
     def Evaluate(self, request_iterator: Iterator[plugin_pb2.EvaluateRequest], context: grpc.ServicerContext
                  ) -> Iterator[plugin_pb2.EvaluateResponse]:
         stream = _Stream(self._evaluators)
-        reader = threading.Thread(target=stream.read, args=(request_iterator, context), daemon=True,
+        reader = threading.Thread(target=stream.read, args=(request_iterator,), daemon=True,
                                   name="evalsi-plugin-stream")
         reader.start()
         while (response := stream.out.get()) is not None:
