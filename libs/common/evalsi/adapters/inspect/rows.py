@@ -109,9 +109,10 @@ def message_dict(message: ChatMessage) -> dict[str, Any]:
 
 
 def _reference(target: str | Sequence[str]) -> Any:
+    """No target is no reference: Inspect gives a scorer ``[""]`` for a sample without one, a log ``""``."""
     if isinstance(target, str):
         return target or None
-    targets = [str(t) for t in target]
+    targets = [str(t) for t in target if t]
     if not targets:
         return None
     return targets[0] if len(targets) == 1 else targets
