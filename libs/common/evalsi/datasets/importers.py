@@ -11,16 +11,17 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from evalsi.datasets import bfcl, tau2
+from evalsi.datasets import bfcl, swebench, tau2
 from evalsi.errors import BadInputError
 
 OpenRows = Callable[[], Iterator[tuple[int, Any]]]
 
 # scheme -> format; format -> (how the part after the scheme names a file, the reader of that file)
-SCHEMES = {bfcl.SCHEME: bfcl.FORMAT, tau2.SCHEME: tau2.FORMAT}
+SCHEMES = {bfcl.SCHEME: bfcl.FORMAT, tau2.SCHEME: tau2.FORMAT, swebench.SCHEME: swebench.FORMAT}
 _IMPORTERS: dict[str, tuple[Callable[[str, str], Path], Callable[[Path, str], Iterator[tuple[int, Any]]]]] = {
     bfcl.FORMAT: (bfcl.question_file, bfcl.read_bfcl),
     tau2.FORMAT: (tau2.domain_dir, tau2.read_tau2),
+    swebench.FORMAT: (swebench.instances_file, swebench.read_swebench),
 }
 FORMATS = tuple(_IMPORTERS)
 

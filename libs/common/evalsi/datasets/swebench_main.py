@@ -1,0 +1,191 @@
+"""SWE-bench's patch-and-grade steps, run INSIDE the sandbox (standard library only) as ``.swebench/swebench.py``.
+
+- ``python3 .swebench/swebench.py apply PATCH``: applies a unified diff (``git diff`` output: modified, new and
+  deleted files) to the workspace, as ``git apply`` would; exits 1 naming the hunk that does not apply. A CLI agent
+  that only applies a prediction's ``model_patch`` is this command.
+- ``python3 .swebench/swebench.py check``: the checker. Applies ``.swebench/test.patch`` (the instance's
+  ``test_patch``), runs the tests of ``.swebench/tests.json`` (``FAIL_TO_PASS`` and ``PASS_TO_PASS``) and grades
+  as SWE-bench does: resolved when every ``FAIL_TO_PASS`` and every ``PASS_TO_PASS`` test passes (``PASSED`` or
+  ``XFAIL``; a test that did not run fails). It prints one JSON line ``{"success", "reason", "score"}`` (score:
+  the share of the two lists that passed). With pytest importable the tests run under ``pytest -rA`` and its
+  summary lines are read as SWE-bench's pytest log parser reads them; without it (the runtime image), each
+  ``path::function`` or ``path::Class::method`` test is called in a child process and passes when it returns.
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+_HUNK = re.compile(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+_TEST_TIMEOUT_S = 120
+
+_CHILD = r"""
+import importlib.util, sys
+path, names = sys.argv[1], sys.argv[2:]
+sys.path.insert(0, ".")
+spec = importlib.util.spec_from_file_location("swebench_test_module", path)
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+target = module
+for name in names[:-1]:
+    target = getattr(target, name)
+    if isinstance(target, type):
+        target = target()
+getattr(target, names[-1])()
+"""
+
+
+def _strip(path):
+    return path.split("/", 1)[1] if path.startswith(("a/", "b/")) else path
+
+
+def _file_patches(text):
+    """[(old path or None, new path or None, [hunk lines])] of a unified diff."""
+    patches, current = [], None
+    lines = text.splitlines()
+    index = 0
+    while index < len(lines):
+        line = lines[index]
+        if line.startswith("--- ") and index + 1 < len(lines) and lines[index + 1].startswith("+++ "):
+            old = line[4:].split("\t")[0].strip()
+            new = lines[index + 1][4:].split("\t")[0].strip()
+            current = (None if old == "/dev/null" else _strip(old), None if new == "/dev/null" else _strip(new), [])
+            patches.append(current)
+            index += 2
+            continue
+        if current is not None and (line.startswith(("@@", " ", "+", "-", "\\")) or line == ""):
+            current[2].append(line)
+        index += 1
+    return patches
+
+
+def _apply_hunks(original, hunk_lines, name):
+    result, cursor = [], 0
+    index = 0
+    while index < len(hunk_lines):
+        match = _HUNK.match(hunk_lines[index])
+        index += 1
+        if not match:
+            continue
+        old, new = [], []
+        while index < len(hunk_lines) and not hunk_lines[index].startswith("@@"):
+            line = hunk_lines[index]
+            index += 1
+            if line.startswith("\\"):
+                continue
+            tag, body = (line[0], line[1:]) if line else (" ", "")
+            if tag in " -":
+                old.append(body)
+            if tag in " +":
+                new.append(body)
+        start = max(int(match.group(1)) - 1, 0) if old else int(match.group(1))
+        at = _find(original, old, start, cursor)
+        if at is None:
+            raise SystemExit(f"patch does not apply: {name}: hunk {match.group(0)}")
+        result.extend(original[cursor:at])
+        result.extend(new)
+        cursor = at + len(old)
+    result.extend(original[cursor:])
+    return result
+
+
+def _find(lines, block, start, floor):
+    """Where ``block`` sits in ``lines``: at ``start`` or the nearest offset from it, never before ``floor``."""
+    for offset in range(len(lines) + 1):
+        for at in (start - offset, start + offset):
+            if floor <= at <= len(lines) - len(block) and lines[at:at + len(block)] == block:
+                return at
+    return None
+
+
+def apply(patch_path):
+    with open(patch_path, encoding="utf-8") as handle:
+        patches = _file_patches(handle.read())
+    if not patches:
+        raise SystemExit(f"{patch_path}: no file changes in the patch")
+    for old, new, hunks in patches:
+        target = new or old
+        if os.path.isabs(target) or ".." in target.split("/"):
+            raise SystemExit(f"patch does not apply: {target}: outside the workspace")
+        original = []
+        if old is not None:
+            with open(old, encoding="utf-8") as handle:
+                original = handle.read().split("\n")
+            if original and original[-1] == "":
+                original.pop()
+        if new is None:
+            os.remove(old)
+            continue
+        lines = _apply_hunks(original, hunks, target)
+        os.makedirs(os.path.dirname(new) or ".", exist_ok=True)
+        with open(new, "w", encoding="utf-8") as handle:
+            handle.write("\n".join(lines) + "\n" if lines else "")
+
+
+def _pytest_statuses(tests):
+    done = subprocess.run([sys.executable, "-m", "pytest", "-rA", "-p", "no:cacheprovider", *tests],
+                          capture_output=True, text=True, timeout=_TEST_TIMEOUT_S * max(len(tests), 1))
+    statuses = {}
+    for line in done.stdout.splitlines():  # SWE-bench's parse_log_pytest: "<STATUS> <test id> ..."
+        parts = line.split()
+        if len(parts) >= 2 and parts[0] in ("PASSED", "FAILED", "SKIPPED", "ERROR", "XFAIL"):
+            statuses[parts[1]] = parts[0]
+    return statuses
+
+
+def _child_statuses(tests):
+    statuses = {}
+    for test in tests:
+        path, _, names = test.partition("::")
+        if not names:
+            statuses[test] = "ERROR"
+            continue
+        try:
+            done = subprocess.run([sys.executable, "-c", _CHILD, path, *names.split("::")],
+                                  capture_output=True, timeout=_TEST_TIMEOUT_S)
+            statuses[test] = "PASSED" if done.returncode == 0 else "FAILED"
+        except subprocess.TimeoutExpired:
+            statuses[test] = "FAILED"
+    return statuses
+
+
+def check():
+    with open(".swebench/tests.json", encoding="utf-8") as handle:
+        tests = json.load(handle)
+    if os.path.getsize(".swebench/test.patch"):
+        try:
+            apply(".swebench/test.patch")
+        except (SystemExit, OSError) as exc:
+            print(json.dumps({"success": False, "reason": f"the test patch does not apply: {exc}"}))
+            return
+    wanted = list(dict.fromkeys(tests["FAIL_TO_PASS"] + tests["PASS_TO_PASS"]))
+    try:
+        import pytest  # noqa: F401 - only whether the root has it
+
+        statuses = _pytest_statuses(wanted)
+    except ImportError:
+        statuses = _child_statuses(wanted)
+    passed = {test for test, status in statuses.items() if status in ("PASSED", "XFAIL")}
+    f2p = [t for t in tests["FAIL_TO_PASS"] if t in passed]
+    p2p = [t for t in tests["PASS_TO_PASS"] if t in passed]
+    failing = [t for t in wanted if t not in passed]
+    total = len(tests["FAIL_TO_PASS"]) + len(tests["PASS_TO_PASS"])
+    reason = (f"FAIL_TO_PASS {len(f2p)}/{len(tests['FAIL_TO_PASS'])}, PASS_TO_PASS "
+              f"{len(p2p)}/{len(tests['PASS_TO_PASS'])}" + (f"; failing: {', '.join(failing[:10])}" if failing else ""))
+    print(json.dumps({"success": not failing, "reason": reason,
+                      "score": (len(f2p) + len(p2p)) / total if total else 1.0}))
+
+
+def main():
+    if sys.argv[1:2] == ["apply"] and len(sys.argv) == 3:
+        apply(sys.argv[2])
+    elif sys.argv[1:] == ["check"]:
+        check()
+    else:
+        raise SystemExit("usage: swebench.py apply PATCH | swebench.py check")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,130 @@
+"""swebench:// datasets: a tiny Python repository (a local git repo made here, no network) with a bug, its instance
+(test_patch adding the failing test, FAIL_TO_PASS and PASS_TO_PASS), predictions applied by a CLI agent in a real
+bubblewrap sandbox, and the checker grading as SWE-bench does."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from evalsi.cli.main import cli
+from evalsi.datasets import load_dataset
+from evalsi.errors import BadInputError
+from evalsi.records import from_value
+
+CALC = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a + b\n"
+TESTS = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
+                          env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
+                               "GIT_COMMITTER_EMAIL": "t@example.com", "PATH": "/usr/bin:/bin",
+                               "HOME": str(repo)}).stdout
+
+
+def _diff(repo: Path, path: str, text: str) -> str:
+    """The diff that writes ``text`` to ``path`` (then undone), as git prints it."""
+    target = repo / path
+    before = target.read_text() if target.exists() else None
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text)
+    _git(repo, "add", "-N", path)
+    diff = _git(repo, "diff", "--", path)
+    if before is None:
+        _git(repo, "rm", "-q", "--cached", path)
+        target.unlink()
+    else:
+        target.write_text(before)
+    return diff
+
+
+def _instances(root: Path) -> Path:
+    """root/instances.jsonl and root/repos/evals__calc at its base commit: sub() is wrong; the test patch adds the
+    test that shows it."""
+    repo = root / "repos" / "evals__calc"
+    (repo / "tests").mkdir(parents=True)
+    _git(repo, "init", "-q")
+    (repo / "calc.py").write_text(CALC)
+    (repo / "tests" / "test_calc.py").write_text(TESTS)
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-q", "-m", "base")
+    base = _git(repo, "rev-parse", "HEAD").strip()
+    (repo / "calc.py").write_text(CALC + "# a later commit the instance must not see\n")
+    _git(repo, "commit", "-q", "-am", "later")
+    _git(repo, "checkout", "-q", base)
+    test_patch = _diff(repo, "tests/test_calc.py", TESTS + "\n\ndef test_sub():\n    from calc import sub\n"
+                                                           "    assert sub(5, 3) == 2\n")
+    gold = _diff(repo, "calc.py", CALC.replace("return a + b\n", "return a - b\n").replace(
+        "def add(a, b):\n    return a - b", "def add(a, b):\n    return a + b"))
+    wrong = _diff(repo, "calc.py", CALC.replace("def add(a, b):\n    return a + b", "def add(a, b):\n    return 0"))
+    instance = {"instance_id": "evals__calc-1", "repo": "evals/calc", "base_commit": base,
+                "problem_statement": "sub(5, 3) returns 8; it should subtract.", "test_patch": test_patch,
+                "patch": gold, "FAIL_TO_PASS": json.dumps(["tests/test_calc.py::test_sub"]),
+                "PASS_TO_PASS": json.dumps(["tests/test_calc.py::test_add"]), "version": "0.1"}
+    rows = [{**instance, "instance_id": "gold", "model_patch": gold},
+            {**instance, "instance_id": "wrong", "model_patch": wrong},
+            {**instance, "instance_id": "empty", "model_patch": "diff --git a/x b/x\n"}]
+    path = root / "instances.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def test_instances_become_harness_tasks(tmp_path: Path) -> None:
+    path = _instances(tmp_path)
+    dataset = load_dataset(f"swebench://{path}")
+    assert [r.id for r in dataset] == ["gold", "wrong", "empty"]
+    record = dataset.records[0]
+    assert record.input.text == "sub(5, 3) returns 8; it should subtract."
+    environment = from_value(record.metadata["environment"])
+    files = environment["files"]
+    assert files["calc.py"] == CALC  # the base commit's files, not the later commit's
+    assert "test_sub" not in files["tests/test_calc.py"] and "test_sub" in files[".swebench/test.patch"]
+    assert json.loads(files[".swebench/tests.json"]) == {"FAIL_TO_PASS": ["tests/test_calc.py::test_sub"],
+                                                         "PASS_TO_PASS": ["tests/test_calc.py::test_add"]}
+    assert environment["check"]["format"] == "json"
+    assert from_value(record.metadata["swebench"])["repo"] == "evals/calc"
+
+
+def test_bad_instances_are_refused_by_name(tmp_path: Path) -> None:
+    path = _instances(tmp_path)
+    row = json.loads(path.read_text().splitlines()[0])
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({**row, "repo": "evals/missing"}) + "\n")
+    with pytest.raises(BadInputError, match=r"bad.jsonl:1: repo evals/missing: no git repository"):
+        load_dataset(f"swebench://{bad}")
+    bad.write_text(json.dumps({**row, "base_commit": "--output=/tmp/x"}) + "\n")
+    with pytest.raises(BadInputError, match="base_commit: expected a commit hash"):
+        load_dataset(f"swebench://{bad}")
+    bad.write_text(json.dumps({**row, "FAIL_TO_PASS": "not json"}) + "\n")
+    with pytest.raises(BadInputError, match="FAIL_TO_PASS: expected a list of test ids"):
+        load_dataset(f"swebench://{bad}")
+
+
+def test_predictions_graded_by_fail_to_pass_and_pass_to_pass(tmp_path: Path) -> None:
+    assert shutil.which("bwrap"), "bubblewrap is not installed: run scripts/test.sh"
+    _instances(tmp_path)
+    spec = {"apiVersion": "evals.si/v1alpha1", "kind": "EvalRun", "metadata": {"name": "swebench"}, "spec": {
+        "target": {"agent": {"cli": {"command": ["python3", ".swebench/swebench.py", "apply", ".swebench/model.patch"],
+                                     "timeout": "60s"}}},
+        "dataset": {"path": "instances.jsonl", "format": "swebench"},
+        "evaluators": [{"ref": "builtin/task-success"}]}}
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(spec))
+    out = tmp_path / "run.json"
+    done = CliRunner().invoke(cli, ["run", "-f", str(tmp_path / "run.yaml"), "--output", str(out)])
+    assert done.exit_code == 0, done.output
+    run = json.loads(out.read_text())
+    verdicts = {r["recordId"]: r for r in run["results"]}
+    reasons = {key: result["scores"][0].get("explanation", "") for key, result in verdicts.items()}
+    assert {key: result["scores"][0].get("passed", False) for key, result in verdicts.items()} == {
+        "gold": True, "wrong": False, "empty": False}, reasons
+    assert "FAIL_TO_PASS 1/1, PASS_TO_PASS 1/1" in reasons["gold"]
+    # the wrong patch breaks add (PASS_TO_PASS) and leaves sub wrong (FAIL_TO_PASS)
+    assert "FAIL_TO_PASS 0/1, PASS_TO_PASS 0/1" in reasons["wrong"]
+    assert "FAIL_TO_PASS 0/1, PASS_TO_PASS 1/1" in reasons["empty"]
