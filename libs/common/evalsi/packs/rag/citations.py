@@ -137,9 +137,10 @@ def from_item(item: struct_pb2.Value) -> str:
     pack="rag",
 )
 def citation_accuracy(record: Record) -> list[Score]:
-    """Deterministic: the output's citations ([1], [1, 3], [2-4], [^1], [doc-id]) must point at existing context
-    items (``valid``); with ``metadata.supporting`` naming the items that support the answer, the precision and
-    recall of the cited items against them. Outputs that cannot be computed for a record are left out."""
+    """Deterministic: the output's citations ([1], [1, 3], [2-4], [^1], or a document id in brackets) must point at
+    existing context items (``valid``); with ``metadata.supporting`` naming the items that support the answer, the
+    precision and recall of the cited items against them. Outputs that cannot be computed for a record are left out.
+    """
     ids = context_ids(record)
     tokens = citations(content_text(record.output), with_ids=any(ids))
     count = len(record.context)
