@@ -1,8 +1,10 @@
 """Benchmark formats read as datasets: a ``scheme://`` source, or a file with ``format`` set to the benchmark's.
 
-Each importer turns its benchmark's own files into rows of the usual conventions (``evalsi.datasets.loader``),
-with the reference its grader in the ``benchmarks`` pack reads. A served run names a file under the server's
-datasets directory with ``format`` (the scheme form reads any local path, so it is for embedded runs).
+Each importer turns its benchmark's own files into rows of the usual conventions (``evalsi.datasets.loader``):
+BFCL and tau2 with the reference their grader in the ``benchmarks`` pack reads, SWE-bench and Terminal-Bench as
+harness tasks (metadata ``environment``) graded by their checker. A served run names a file under the server's
+datasets directory with ``format`` (the scheme form reads any local path, so it is for embedded runs; a served spec
+naming a scheme in ``path`` finds no such file there).
 """
 
 from __future__ import annotations
@@ -11,17 +13,19 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from evalsi.datasets import bfcl, swebench, tau2
+from evalsi.datasets import bfcl, swebench, tau2, terminal_bench
 from evalsi.errors import BadInputError
 
 OpenRows = Callable[[], Iterator[tuple[int, Any]]]
 
 # scheme -> format; format -> (how the part after the scheme names a file, the reader of that file)
-SCHEMES = {bfcl.SCHEME: bfcl.FORMAT, tau2.SCHEME: tau2.FORMAT, swebench.SCHEME: swebench.FORMAT}
+SCHEMES = {bfcl.SCHEME: bfcl.FORMAT, tau2.SCHEME: tau2.FORMAT, swebench.SCHEME: swebench.FORMAT,
+           terminal_bench.SCHEME: terminal_bench.FORMAT}
 _IMPORTERS: dict[str, tuple[Callable[[str, str], Path], Callable[[Path, str], Iterator[tuple[int, Any]]]]] = {
     bfcl.FORMAT: (bfcl.question_file, bfcl.read_bfcl),
     tau2.FORMAT: (tau2.domain_dir, tau2.read_tau2),
     swebench.FORMAT: (swebench.instances_file, swebench.read_swebench),
+    terminal_bench.FORMAT: (terminal_bench.tasks_dir, terminal_bench.read_terminal_bench),
 }
 FORMATS = tuple(_IMPORTERS)
 
