@@ -33,10 +33,12 @@ PII_PATTERNS: Mapping[str, str] = {
     # Hex groups and colons; validated by ``ipaddress`` (times like 12:30:45 are not addresses).
     "ipv6": r"[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7}(?:\d{1,3}(?:\.\d{1,3}){3})?",
     # E.164 (+ and 8-15 digits, spaces, dots or dashes between groups) and national forms: (555) 123-4567,
-    # 555-123-4567, 020 7946 0958, 06 12 34 56 78. Checked for 7-15 digits in all.
+    # 555-123-4567, 020 7946 0958 (a trunk 0 first), 06 12 34 56 78. Checked for 7-15 digits in all. Grouped numbers
+    # without a trunk 0 or the 3-3-4 shape (100 000 000, 12.345.678) are amounts, not phones.
     "phone": (r"\+[1-9](?:[ .-]?\(?\d{1,4}\)?){2,6}"
               r"|\(\d{2,5}\)[ .-]?\d{3,4}[ .-]?\d{3,4}"
-              r"|\b0?\d{2,4}[ .-]\d{3,4}[ .-]\d{3,4}\b"
+              r"|\b\d{3}[.-]\d{3}[.-]\d{4}\b"
+              r"|\b0\d{1,4}[ -]\d{3,4}[ -]\d{3,4}\b"
               r"|\b0\d(?:[ .]\d{2}){4}\b"),
 }
 
