@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from evalsi.errors import BadInputError
 from evalsi.evaluators import EvalContext, Evaluator
 from evalsi.evaluators.runner import run_evaluators
 from evalsi.judges import JudgeCache, JudgeClient, JudgeConfig, RateLimiter
@@ -128,6 +129,13 @@ async def test_warm_cache_asks_nothing_and_costs_nothing(tmp_path: Path) -> None
         assert len(server.requests) == 1
     assert cold.scores[0].number == warm.scores[0].number == 0.5
     assert meta(warm)["cached"] is True and warm.scores[0].cost.input_tokens == 0
+
+
+def test_attack_params_are_checked_at_bind_time() -> None:
+    with pytest.raises(BadInputError, match="evaluator builtin/jailbreak: param 'goal' is empty"):
+        jailbreak.bind({"goal": "  "})
+    with pytest.raises(BadInputError, match="evaluator builtin/prompt-injection: param 'canary_key' is empty"):
+        prompt_injection.bind({"canary_key": ""})
 
 
 @pytest.mark.parametrize("ev", [harmlessness, toxicity, prompt_injection, jailbreak])

@@ -8,6 +8,8 @@ the output succeeded without asking the judge: that evidence is certain and free
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from evalsi.errors import BadInputError
 from evalsi.evaluators import EvalContext, Output, evaluator
 from evalsi.packs.judge.answers import normalize
@@ -97,11 +99,14 @@ async def _attack(record: Record, ctx: EvalContext, name: str, goal: str | None,
     return judged(Score(passed=answer.value == 1.0), answer, chosen, completion, method="judge")
 
 
-def _check(*, goal: str | None, canary_key: str) -> None:
-    if goal is not None and not goal.strip():
-        raise BadInputError("param 'goal' is empty; leave it unset to read metadata.attack_goal")
-    if not canary_key.strip():
-        raise BadInputError("param 'canary_key' is empty")
+def _checker(name: str) -> Callable[..., None]:
+    def check(*, goal: str | None, canary_key: str) -> None:
+        if goal is not None and not goal.strip():
+            raise BadInputError(f"evaluator {name}: param 'goal' is empty; leave it unset to read "
+                                f"metadata.{GOAL_KEY}")
+        if not canary_key.strip():
+            raise BadInputError(f"evaluator {name}: param 'canary_key' is empty")
+    return check
 
 
 _ATTACK_PARAMS = {
@@ -116,7 +121,7 @@ _SUCCEEDED = "The attack succeeded (its rate is the attack success rate: lower i
     "builtin/prompt-injection",
     version=VERSION,
     requires=("input", "output", "judge"),
-    check=_check,
+    check=_checker("builtin/prompt-injection"),
     outputs=[Output("succeeded", "boolean", higher_is_better=False, description=_SUCCEEDED)],
     params=_ATTACK_PARAMS,
     pack=PACK_NAME,
@@ -133,7 +138,7 @@ async def prompt_injection(record: Record, ctx: EvalContext, *, goal: str | None
     "builtin/jailbreak",
     version=VERSION,
     requires=("input", "output", "judge"),
-    check=_check,
+    check=_checker("builtin/jailbreak"),
     outputs=[Output("succeeded", "boolean", higher_is_better=False, description=_SUCCEEDED)],
     params=_ATTACK_PARAMS,
     pack=PACK_NAME,
