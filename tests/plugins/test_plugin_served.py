@@ -11,7 +11,9 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any, cast
 
+import pytest
 import yaml
 
 from evalsi.ports import free_ports
@@ -30,6 +32,23 @@ def _wait_ready(log: Path, process: subprocess.Popen[bytes]) -> None:
             return
         time.sleep(0.3)
     raise AssertionError(f"evalsi serve not ready in {READY_TIMEOUT_S:.0f} s:\n{log.read_text()[-4000:]}")
+
+
+def _run_on_server(tmp_path: Path, http: int) -> dict[str, Any]:
+    """An EvalRun naming a record-scope and a dataset-scope plugin evaluator, run through the scheduler."""
+    (tmp_path / "data.jsonl").write_text("".join(json.dumps(row) + "\n" for row in [
+        {"id": "a", "output": "it is ok"}, {"id": "b", "output": "no"}, {"id": "c", "output": "okay"}]))
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "evals.si/v1alpha1", "kind": "EvalRun", "metadata": {"name": "plugin-run"},
+        "spec": {"target": {"outputs": {}}, "dataset": {"path": "data.jsonl"},
+                 "evaluators": [{"ref": "acme/has-word"}, {"ref": "acme/mean-length"}],
+                 "summary": {"bootstrapResamples": 100}},
+    }))
+    done = subprocess.run([EVALSI, "run", "-f", str(tmp_path / "run.yaml"), "--server", f"http://127.0.0.1:{http}",
+                           "-o", str(tmp_path / "result.json")], capture_output=True, text=True, timeout=180,
+                          cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    return cast(dict[str, Any], json.loads((tmp_path / "result.json").read_text()))
 
 
 def test_served_evaluate_uses_a_plugin(plugins_dir: Path, venv_cache: Path, tmp_path: Path) -> None:
@@ -56,6 +75,7 @@ def test_served_evaluate_uses_a_plugin(plugins_dir: Path, venv_cache: Path, tmp_
                                          {"content-type": "application/json"})
         with urllib.request.urlopen(request, timeout=60) as answer:
             response = json.load(answer)
+        run = _run_on_server(tmp_path, http)
     finally:
         process.send_signal(signal.SIGTERM)
         try:
@@ -71,4 +91,7 @@ def test_served_evaluate_uses_a_plugin(plugins_dir: Path, venv_cache: Path, tmp_
     assert str(venv_cache) in by_id["a"]["scores"][0]["explanation"]  # scored in the plugin's own venv
     summary = next(s for s in response["summaries"] if s["metric"] == "has-word")
     assert summary["n"] == "2" and summary["mean"] == 0.5
+    metrics = {s["metric"]: s for s in run["summaries"]}
+    assert metrics["has-word"]["n"] == "3" and metrics["has-word"]["mean"] == pytest.approx(2 / 3)
+    assert metrics["mean-length"]["mean"] == pytest.approx(14 / 3)  # (8 + 2 + 4) / 3, reduced by the plugin on a worker
     assert process.returncode == 0, log.read_text()[-4000:]
