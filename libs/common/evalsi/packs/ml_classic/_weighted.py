@@ -25,10 +25,11 @@ class Weighted(Generic[C]):
 
     columns: C
     weights: NDArray[np.float64]
+    whole: bool = True  # every row once: the data itself, not a resample
 
     def take(self, positions: NDArray[np.intp]) -> Weighted[C]:
         counts = np.bincount(positions, minlength=self.weights.shape[0])
-        return Weighted(self.columns, counts.astype(np.float64))
+        return Weighted(self.columns, counts.astype(np.float64), whole=False)
 
 
 def ones(columns: C, size: int) -> Weighted[C]:
