@@ -47,6 +47,10 @@ def text_rows(rows: Sequence[Any]) -> TextRows:
     # Each test first over the whole batch at once (the usual batch passes them all), then, where one fails, row
     # by row to find the first row that fails it.
     count = len(rows)
+    if count and not _usual(rows[0]):
+        # Led by a row of another shape (JSON or row contents, metadata): taken alone by add_row, and the loader
+        # calls again from the next row, so scanning the rest here each time would be quadratic in the batch.
+        return TextRows([], [], ([], [], []), [])
     if set(map(type, rows)) != {dict}:
         count = _first_false(map(operator.is_, map(type, rows), repeat(dict)), count)
         rows = rows[:count]
@@ -85,6 +89,12 @@ def text_rows(rows: Sequence[Any]) -> TextRows:
         pieces.append(_heads(tag, column, data, maybe))
         pieces.append(data)
     return TextRows(ids, id_bytes, (texts[0], texts[1], texts[2]), list(map(b"".join, zip(*pieces, strict=True))))
+
+
+def _usual(row: Any) -> bool:
+    """Whether one row has the usual text shape."""
+    return (type(row) is dict and TEXT_ROW_KEYS.issuperset(row) and type(row.get("id")) is str and bool(row["id"])
+            and all(type(row.get(name)) in _TEXT_TYPES for name in ("input", "output", "reference")))
 
 
 def _first_false(flags: Any, default: int) -> int:

@@ -20,7 +20,7 @@ from typing import Any
 
 from google.protobuf.message import Message
 
-from evalsi.records import is_row, to_content, to_value
+from evalsi.records import is_row, tabular_row, to_content, to_value
 from evalsi.v1alpha1.record_pb2 import Content
 
 LENGTHS = [bytes((n,)) for n in range(128)]
@@ -36,6 +36,8 @@ _CONTENT_TEXT, _CONTENT_MESSAGES, _CONTENT_JSON = b"\x0a", b"\x12", b"\x1a"
 _VALUE_NULL, _VALUE_TRUE, _VALUE_FALSE = b"\x08\x00", b"\x20\x01", b"\x20\x00"
 _VALUE_NUMBER, _VALUE_STRING, _VALUE_STRUCT, _VALUE_LIST = b"\x11", b"\x1a", b"\x2a", b"\x32"
 _ENTRY_KEY, _ENTRY_VALUE, _STRUCT_FIELD, _LIST_ITEM = b"\x0a", b"\x12", b"\x0a", b"\x0a"
+_CONTENT_ROW, _ROW_FEATURES, _ROW_PREDICTION, _ROW_PROBABILITIES = b"\x22", b"\x0a", b"\x12", b"\x1a"
+_ENTRY_DOUBLE = b"\x11"  # a map<string, double> entry's value
 
 
 # For a text of n < 126 bytes: a record's content field holds (n + 2) bytes, Content.text's tag and n; ready-made.
@@ -134,11 +136,39 @@ def content_bytes(value: Any) -> bytes:
         ((key, inner),) = value.items()
         if key == "text" and isinstance(inner, str):
             return field(_CONTENT_TEXT, inner.encode())
-        if (key == "messages" and isinstance(inner, list)) or (key == "row" and is_row(inner)):
-            return message_bytes(to_content(value))  # rarer contents: protobuf's own encoding
+        if key == "messages" and isinstance(inner, list):
+            return message_bytes(to_content(value))  # rarer: protobuf's own encoding
+        if key == "row" and is_row(inner):
+            return field(_CONTENT_ROW, row_bytes(inner))
         if key == "json":
             return field(_CONTENT_JSON, value_bytes(inner))
     return field(_CONTENT_JSON, value_bytes(value))
+
+
+def row_bytes(parts: Mapping[str, Any]) -> bytes:
+    """A ``TabularRow`` (``records.tabular_row``'s conversion and refusals): the features as a Struct's fields are,
+    the prediction as a Value, each probability a map entry of a double."""
+    features, probabilities = parts.get("features"), parts.get("probabilities")
+    if (features is not None and not _str_keyed(features)) or (probabilities is not None
+                                                                 and not _str_keyed(probabilities)):
+        return message_bytes(tabular_row(parts))  # not a plain object: protobuf's conversion (and refusal)
+    out = map_entries(_ROW_FEATURES, features) if features else b""
+    if "prediction" in parts:
+        out += field(_ROW_PREDICTION, value_bytes(parts["prediction"]))
+    if probabilities:
+        entries = []
+        for key, probability in sorted([(key.encode(), p) for key, p in probabilities.items()], key=_map_order):
+            if type(probability) is not float and (isinstance(probability, bool)
+                                                   or not isinstance(probability, int | float)):
+                return message_bytes(tabular_row(parts))  # refused there, naming the class
+            entries.append(field(_ROW_PROBABILITIES, field(_ENTRY_KEY, key) + _ENTRY_DOUBLE
+                                 + _pack_double(float(probability))))
+        out += b"".join(entries)
+    return out
+
+
+def _str_keyed(value: Any) -> bool:
+    return isinstance(value, Mapping) and all(type(key) is str for key in value)
 
 
 def provenance_fields(sample_id: bytes, trial: int) -> bytes:
