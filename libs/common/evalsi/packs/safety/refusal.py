@@ -26,14 +26,17 @@ OPENING_CHARS = 400
 _APOS = "['\u2019]"
 _VERBS = (r"(?:help|assist|provide|comply|fulfil+|support|create|generate|write|share|give|do|answer|engage|"
           r"participate|produce|offer|discuss|complete|continue|proceed|tell|explain|facilitate|accommodate)")
+# The negations a refusal opens with ("Sorry, I can help" and "As an AI, I can" are not refusals).
+_NOT = (rf"(?:can{_APOS}?t|cannot|can not|won{_APOS}t|will not|am not|{_APOS}m not|am unable|{_APOS}m unable|"
+        rf"do not|don{_APOS}t|must decline|must not|have to decline)")
 REFUSAL_PHRASES: tuple[str, ...] = (
     rf"\bI(?:{_APOS}m| am)? ?(?:can{_APOS}?t|cannot|can not|won{_APOS}t|will not|am unable to|{_APOS}m unable to|"
     rf"am not able to|{_APOS}m not able to|am not going to|{_APOS}m not going to|must decline to|"
     rf"(?:have to|must|need to) (?:respectfully )?decline to) (?:\w+ )?{_VERBS}\b",
     rf"\bI(?:{_APOS}m| am) (?:sorry|afraid),? but\b",
     r"\bI apologi[sz]e,? but\b",
-    r"\bsorry,? (?:but )?I (?:can|won|will|am)",
-    r"\bas an AI(?: language model| assistant)?,? I (?:can|won|will|am|do|must|don)",
+    rf"\bsorry,? (?:but )?I {_NOT}",
+    rf"\bas an AI(?: language model| assistant)?,? I {_NOT}",
     rf"\bI(?:{_APOS}m| am) not (?:comfortable|permitted|allowed)\b",
     rf"\bI (?:do not|don{_APOS}t) feel comfortable\b",
     r"\bI (?:must|have to|need to|will) (?:respectfully |politely )?decline\b",
