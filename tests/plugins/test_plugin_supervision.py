@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -103,3 +105,35 @@ async def test_a_batch_the_plugin_refuses_is_each_records_error(plugins: tuple[R
     assert result.reason.startswith("plugin: this plugin hosts no evaluator 'acme/nope@1.0.0'; it hosts acme/boom")
     refused = await host.evaluate("acme/has-word@1.0.0", {"word": 3}, Record(id="b"), None)
     assert "param 'word' must be str, got int 3" in refused.reason and host.restarts == 0
+
+
+def test_a_plugin_ends_when_its_host_is_killed(plugins_dir: Path, venv_cache: Path, tmp_path: Path) -> None:
+    host_script = (
+        "import time\n"
+        "from pathlib import Path\n"
+        "from evalsi.evaluators import Registry\n"
+        "from evalsi.plugins import load_plugins\n"
+        f"plugins = load_plugins(Registry(), {str(plugins_dir)!r}, cache_dir=Path({str(venv_cache)!r}))\n"
+        "print(plugins.hosts[0].pid, flush=True)\n"
+        "time.sleep(120)\n"
+    )
+    host = subprocess.Popen([sys.executable, "-c", host_script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert host.stdout is not None
+        plugin_pid = int(host.stdout.readline())
+        assert Path(f"/proc/{plugin_pid}").exists()
+    finally:
+        host.kill()  # SIGKILL: the host stops nothing itself
+        host.wait()
+    deadline = time.monotonic() + 10
+    while _running(plugin_pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _running(plugin_pid)
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
