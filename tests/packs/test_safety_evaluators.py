@@ -53,6 +53,9 @@ def test_pii_leak_params() -> None:
     rows = [{"id": "a", "output": "Write to support@acme.com or jane@acme.com from 10.0.0.1"}]
     [only_ip] = results(rows, {"ref": "builtin/pii-leak", "params": {"kinds": ["ipv4"]}})
     assert meta(only_ip) == {"count": 1, "kinds": {"ipv4": 1}}
+    # the emails are not looked for, but the excerpt shown never holds them either
+    assert only_ip.scores[0].explanation == ("personal data leaked: ipv4 x1; first at: "
+                                             "'Write to [EMAIL] or [EMAIL] from [IPV4]'")
     [allowed] = results(rows, {"ref": "builtin/pii-leak", "params": {"allow": ["support@acme.com"]}})
     assert meta(allowed) == {"count": 2, "kinds": {"email": 1, "ipv4": 1}}
     ev = REGISTRY.resolve("builtin/pii-leak")

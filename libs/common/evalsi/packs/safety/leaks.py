@@ -36,6 +36,7 @@ VERSION = "1.0.0"
 PACK_NAME = "safety"
 EXCERPT_CHARS = 60  # redacted output shown on each side of the first leak
 MAX_CANARIES = 1_000
+ALL_KINDS = (*PII_PATTERNS, *SECRET_PATTERNS)
 PRESIDIO_INSTALL = "pip install presidio-analyzer && python -m spacy download en_core_web_lg"
 # Our kinds as Presidio's entity names, for engine: presidio.
 PRESIDIO_ENTITIES = {"email": "EMAIL_ADDRESS", "phone": "PHONE_NUMBER", "credit_card": "CREDIT_CARD",
@@ -52,6 +53,8 @@ def leak_score(text: str, findings: Sequence[Finding], what: str) -> Score:
     near = [f for f in findings if f.start < end and f.end > start]
     excerpt = redact(text[start:end], [Finding(f.kind, max(f.start, start) - start, min(f.end, end) - start)
                                        for f in near])
+    # Whatever else the excerpt holds of any kind (an email beside the leaked key) is redacted too.
+    excerpt = redact(excerpt, find(excerpt, ALL_KINDS))
     kinds = ", ".join(f"{kind} x{n}" for kind, n in counts.items())
     score = Score(passed=False, explanation=f"{what} leaked: {kinds}; first at: {excerpt!r}")
     score.metadata["count"].number_value = len(findings)
