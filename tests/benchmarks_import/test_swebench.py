@@ -99,6 +99,13 @@ def test_bad_instances_are_refused_by_name(tmp_path: Path) -> None:
     bad.write_text(json.dumps({**row, "repo": "evals/missing"}) + "\n")
     with pytest.raises(BadInputError, match=r"bad.jsonl:1: repo evals/missing: no git repository"):
         load_dataset(f"swebench://{bad}")
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    escaped = outside / "bad.jsonl"
+    escaped.write_text(json.dumps(row) + "\n")
+    (outside / "repos").symlink_to(tmp_path / "repos")  # its repos/ leads out of the file's directory
+    with pytest.raises(BadInputError, match="leads outside the instances file's directory"):
+        load_dataset(f"swebench://{escaped}")
     bad.write_text(json.dumps({**row, "base_commit": "--output=/tmp/x"}) + "\n")
     with pytest.raises(BadInputError, match="base_commit: expected a commit hash"):
         load_dataset(f"swebench://{bad}")

@@ -84,6 +84,9 @@ def instance_row(instance: Any, repos: Path, where: str) -> dict[str, Any]:
     tests = {"FAIL_TO_PASS": _tests(instance, "FAIL_TO_PASS", where),
              "PASS_TO_PASS": _tests(instance, "PASS_TO_PASS", where)}
     checkout = repos / repo.replace("/", "__")
+    if not checkout.resolve().is_relative_to(repos.parent.resolve()):
+        raise BadInputError(f"{where}: repo {repo}: {REPOS_DIR}/{checkout.name} leads outside the instances file's "
+                            "directory")
     files = repository_files(checkout, str(instance["base_commit"]), f"{where}: repo {repo}")
     files[f"{STATE_DIR}/swebench.py"] = _script()
     files[f"{STATE_DIR}/test.patch"] = str(instance.get("test_patch") or "")
