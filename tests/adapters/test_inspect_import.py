@@ -21,7 +21,7 @@ from inspect_ai.solver import generate, use_tools
 from inspect_ai.tool import Tool, tool
 
 import evalsi
-from evalsi.adapters.inspect import log_rows, read_header
+from evalsi.adapters.inspect import log_rows, logs, read_header
 from evalsi.cli.main import cli
 from evalsi.errors import BadInputError
 
@@ -198,6 +198,24 @@ def test_damaged_logs_are_refused_naming_the_file_and_the_problem(capitals_log: 
         code, _, err = _cli("import", "inspect", str(path), "-o", str(out))
         assert code == 2 and str(path) in err and problem in err, (case, err)
         assert not out.exists() and not list(tmp_path.glob(f".{out.name}.*"))  # nothing half-written left
+
+
+def test_a_json_log_over_the_size_bound_is_refused_with_the_way_out(
+    capitals_log: EvalLog, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    as_json = tmp_path / "big.json"
+    write_eval_log(read_eval_log(capitals_log.location), str(as_json), format="json")
+    monkeypatch.setattr(logs, "MAX_JSON_LOG_BYTES", as_json.stat().st_size - 1)
+    with pytest.raises(BadInputError, match=r"big\.json: a \.json log of \d+ bytes is over .*inspect log convert"):
+        list(log_rows(as_json))
+
+
+def test_without_inspect_ai_the_import_says_how_to_install_it(tmp_path: Path) -> None:
+    script = ("import sys; sys.modules['inspect_ai'] = None; from evalsi.cli.main import main; "
+              "sys.argv = ['evalsi', 'import', 'inspect', 'run.eval']; main()")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 2
+    assert "inspect_ai, which is not installed: pip install 'evalsi[inspect]'" in done.stderr
 
 
 def test_importing_evalsi_does_not_import_inspect_ai() -> None:
