@@ -26,7 +26,10 @@ _LOG_ZERO = -9999999999
 # mteval-v13a's language-dependent rules, as sacrebleu's TokenizerRegexp applies them, in this order; each
 # replacement is a function rather than a template, whose expansion costs more than the match. The period, comma
 # and dash rules run only when their character is there (a sub without a match returns the text unchanged).
-_13A_SYMBOL = re.compile(r"[\{-\~\[-\` -\&\(-\+\:-\@\/]")
+# sacrebleu's first rule also spaces out the space itself (its class starts at " "): that only lengthens runs of
+# spaces, which change no later match (a space takes part in one only as the one character before a period or
+# comma, or after one, whatever the run's length) and which the final split collapses, so it is left out.
+_13A_SYMBOL = re.compile(r"[\{-\~\[-\`!-\&\(-\+\:-\@\/]")
 _13A_PERIOD_COMMA_AFTER = re.compile(r"([^0-9])([\.,])")
 _13A_PERIOD_COMMA_BEFORE = re.compile(r"([\.,])([^0-9])")
 _13A_DASH = re.compile(r"([0-9])(-)")
