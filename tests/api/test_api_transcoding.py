@@ -30,6 +30,8 @@ def test_every_route_of_the_public_services_comes_from_the_descriptors() -> None
             ("POST", "/v1alpha1/runs:compare", "*", "evalsi.v1alpha1.RunService/CompareRuns"),
             ("GET", "/v1alpha1/datasets/{name}", "", "evalsi.v1alpha1.RunService/ListDatasetVersions"),
             ("GET", "/v1alpha1/evaluators", "", "evalsi.v1alpha1.CatalogService/ListEvaluators"),
+            ("PUT", "/v1alpha1/packs/enabled", "*", "evalsi.v1alpha1.CatalogService/SetProjectPacks"),
+            ("PUT", "/v1alpha1/packs/allowed", "*", "evalsi.v1alpha1.CatalogService/SetPackAllowlist"),
             ("GET", "/v1alpha1/traces", "", "evalsi.v1alpha1.TraceService/ListTraces"),
             ("GET", "/v1alpha1/traces/{trace_id}", "", "evalsi.v1alpha1.TraceService/GetTrace"),
             ("POST", "/v1alpha1/feedback", "*", "evalsi.v1alpha1.TraceService/AddFeedback"),

@@ -12,9 +12,10 @@ configured with evalsi.yaml's `evaluators:` section (docs/packs.md):
 from __future__ import annotations
 
 import json
+import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -156,3 +157,55 @@ def test_evalsi_catalog_names_the_server_and_project(stack: Stack) -> None:
     assert len(rows) == 2 and all("(on)" in row and "native" in row for row in rows)
     code, out, _ = _cli("catalog", "list", "--server", stack.http, "--project", "locked", "--all", "--format", "json")
     assert code == 0 and {m["pack"] for m in json.loads(out)} == {"core"}
+
+
+def _log_lines(stack: Stack, child: str, text: str) -> list[str]:
+    path = next(c for c in stack.supervisor.children if c.name == child).log_path
+    return [line for line in path.read_text(errors="replace").splitlines() if text in line]
+
+
+def _eventually(check: Callable[[], bool], timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        assert time.monotonic() < deadline, "not within the time limit"
+        time.sleep(0.3)
+
+
+def test_packs_set_through_the_api_apply_over_evalsi_yaml_and_reach_evalsi_policy(stack: Stack) -> None:
+    server = ("--server", stack.http, "--project", "default")
+    try:
+        code, out, err = _cli("catalog", "set-packs", "core,agent", *server)
+        assert code == 0, err
+        assert out.strip() == ("project default: enabled agent, core (stored); allowed agent, core, judge "
+                               "(from evalsi.yaml)")
+        status, body = _policy(stack, AGENT_EVALUATOR, "default")  # agent now enabled in default
+        assert status == 200, body
+        _eventually(lambda: any("default/watch-default" in line
+                                for line in _log_lines(stack, "policy", "policies in force:")))
+        # Back to evalsi.yaml: the stored policy is no longer in force in evalsi-policy, and applying it is refused.
+        code, out, err = _cli("catalog", "set-packs", "--inherit", *server)
+        assert code == 0 and out.strip().startswith("project default: enabled core (from evalsi.yaml)"), err
+        _eventually(lambda: bool(_log_lines(stack, "policy", "policy watch-default (generation 1) is not in force")))
+        assert _policy(stack, AGENT_EVALUATOR, "default")[0] == 400
+        # The allowlist, stored: support may no longer name agent evaluators at all.
+        code, out, err = _cli("catalog", "allow-packs", "core", "--server", stack.http, "--project", "support")
+        assert code == 0, err
+        status, body = _evaluate(stack, AGENT_EVALUATOR, "support")
+        assert status == 403 and "its allowed packs are core" in body["message"]
+        with evalsi.Client(stack.grpc, project="support") as client:
+            assert [p.name for p in client.list_evaluators().packs if p.enabled] == ["core"]
+            assert list(client.set_pack_allowlist(None).allowed) == ["agent", "core", "judge"]
+        assert _evaluate(stack, AGENT_EVALUATOR, "support")[0] == 200
+        # Enabling a pack outside the allowlist, or one not installed, is refused naming it; nothing is stored.
+        code, _, err = _cli("catalog", "set-packs", "core,code", *server)
+        assert code == 2 and "packs.names: code not in the allowed packs of project 'default' (agent, core, " \
+            "judge); the owner allows packs with SetPackAllowlist" in err, err
+        code, _, err = _cli("catalog", "set-packs", "core,no-such-pack", *server)
+        assert code == 2 and "packs.names[1]: 'no-such-pack' is not an installed pack" in err, err
+        code, _, err = _cli("catalog", "set-packs", *server)
+        assert code == 2 and "PACKS: a comma-separated list such as core,judge (or --inherit)" in err
+    finally:
+        with evalsi.Client(stack.http, project="default") as client:
+            client.set_project_packs(None)
+        with evalsi.Client(stack.http, project="support") as client:
+            client.set_pack_allowlist(None)

@@ -87,7 +87,8 @@ async def test_every_table_carries_project_and_tenant(store_url: str) -> None:
     columns.pop("schema_migrations")
     assert sorted(columns) == [
         "api_keys", "audit_events", "case_report_agents", "case_reports", "cases", "leases", "policies",
-        "policy_alerts", "projects", "results", "role_bindings", "roles", "run_labels", "runs", "tasks",
+        "policy_alerts", "project_packs", "projects", "results", "role_bindings", "roles", "run_labels", "runs",
+        "tasks",
     ]
     for table, names in columns.items():
         assert {"project_id", "tenant_id"} <= names, table

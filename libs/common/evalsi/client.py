@@ -20,7 +20,14 @@ from evalsi.errors import BadInputError
 from evalsi.projects import PROJECT_LABEL, check_project
 from evalsi.stats.defaults import DEFAULT_ADJUSTMENT, DEFAULT_CONFIDENCE
 from evalsi.v1alpha1 import monitor_service_pb2, run_service_pb2, trace_service_pb2
-from evalsi.v1alpha1.catalog_service_pb2 import ListEvaluatorsRequest, ListEvaluatorsResponse
+from evalsi.v1alpha1.catalog_service_pb2 import (
+    ListEvaluatorsRequest,
+    ListEvaluatorsResponse,
+    PackNames,
+    ProjectPacks,
+    SetPackAllowlistRequest,
+    SetProjectPacksRequest,
+)
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResponse
 from evalsi.v1alpha1.monitor_service_pb2 import (
     ApplyPolicyRequest,
@@ -480,6 +487,16 @@ class Client:
             "CatalogService", "ListEvaluators", ListEvaluatorsRequest(pack=pack, all_packs=all_packs),
             ListEvaluatorsResponse,
         )
+
+    def set_project_packs(self, packs: Sequence[str] | None) -> ProjectPacks:
+        """Store the project's enabled packs (None: back to the server's evalsi.yaml); its packs as applied now."""
+        request = SetProjectPacksRequest(packs=None if packs is None else PackNames(names=list(packs)))
+        return self._t.unary("CatalogService", "SetProjectPacks", request, ProjectPacks)
+
+    def set_pack_allowlist(self, packs: Sequence[str] | None) -> ProjectPacks:
+        """Store the project's pack allowlist (the owner's; None: back to the server's evalsi.yaml)."""
+        request = SetPackAllowlistRequest(allowed_packs=None if packs is None else PackNames(names=list(packs)))
+        return self._t.unary("CatalogService", "SetPackAllowlist", request, ProjectPacks)
 
     def close(self) -> None:
         self._t.close()

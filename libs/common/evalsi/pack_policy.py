@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from evalsi.errors import BadInputError
@@ -69,6 +69,16 @@ class PackPolicy:
         """Those of ``packs`` (in order, once each) an online policy of ``project`` may not run."""
         enabled = self.enabled(project, installed)
         return [name for name in dict.fromkeys(packs) if name not in enabled]
+
+    def with_stored(self, stored: Iterable[tuple[str, tuple[str, ...] | None, tuple[str, ...] | None]]) -> PackPolicy:
+        """This policy with the lists stored through the API, ``(project, packs, allowed_packs)``, over the
+        project's own in evalsi.yaml; a list not stored (None) keeps evalsi.yaml's."""
+        projects = dict(self.projects)
+        for project, packs, allowed in stored:
+            base = projects.get(project, ProjectPacks())
+            projects[project] = ProjectPacks(base.packs if packs is None else packs,
+                                             base.allowed_packs if allowed is None else allowed)
+        return replace(self, projects=projects)
 
     def unknown_packs(self, installed: Collection[str], where: str = "evalsi.yaml") -> list[str]:
         """Each pack the section names that is not installed, naming its key: checked where a registry is."""

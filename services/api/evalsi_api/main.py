@@ -45,6 +45,7 @@ from evalsi.api import (
     build_table,
     load_run_dataset,
 )
+from evalsi.api.live_packs import LivePacks
 from evalsi.bus.credentials import NatsCredentials
 from evalsi.bus.shared_broker import SharedConnectionBroker, faststream_log
 from evalsi.bus.v1alpha1.bus_pb2 import CONTROL_ACTION_CREATED, RunControl, TraceCompleted
@@ -378,6 +379,8 @@ async def assemble(settings: Settings, life: Lifecycle) -> None:
     life.on_stop("nats", link.close)
     metrics = ApiMetrics()  # the listeners' and the audit log's, on one /metrics
     access = await open_access(settings.access, store, registry, life, metrics=metrics.registry)
+    # The packs each project enabled and may use: evalsi.yaml's evaluators: with what the API stored over it.
+    packs = await life.enter("packs", LivePacks(settings.connections.packs, store).start(), lambda p: p.close())
     runs = RunHandlers(
         store=store,
         objects=objects,
@@ -391,17 +394,18 @@ async def assemble(settings: Settings, life: Lifecycle) -> None:
         describe_plan=partial(served_dry_run, registry=registry),
         listen_host=settings.server.host,
         registry=registry,
+        packs=packs,
     )
     table = build_table(
         evaluation=EvaluationHandlers(link.evaluate, registry=registry, limits=settings.limits,
                                       connections=settings.connections,
                                       local=LocalEvaluation(registry, timeout_s=settings.evaluate_timeout_s),
-                                      metrics=metrics),
+                                      metrics=metrics, packs=packs),
         runs=runs,
-        catalog=CatalogHandlers(registry, settings.connections.packs),
+        catalog=CatalogHandlers(registry, packs),
         traces=TraceHandlers(traces, limits=settings.limits, retrigger=link.retrigger),
         monitor=MonitorHandlers(store, traces, registry=registry, limits=settings.limits,
-                                connections=settings.connections, alerts=store),
+                                connections=settings.connections, alerts=store, packs=packs),
         auth=access.auth_handlers,
         cases=CaseHandlers(store, limits=settings.limits),
     )

@@ -156,13 +156,16 @@ def packs_not_enabled(policy: CompiledPolicy, registry: Registry, packs: PackPol
 
 class StoredPolicies:
     """The policies applied through MonitorService, compiled once per generation: a reload recompiles only what
-    changed, and a policy that no longer compiles is reported once, not at every reload."""
+    changed, and a policy that no longer compiles is reported once, not at every reload. A policy whose cascade
+    names a pack its project has not enabled (``packs``, evalsi.yaml's evaluators:, with the lists stored through
+    the API over it, re-read at each reload) is not in force while that lasts, reported once each time."""
 
     def __init__(self, metadata: Any, registry: Registry, packs: PackPolicy | None = None) -> None:
         self._metadata = metadata
         self._registry = registry
         self._packs = packs or PackPolicy()
         self._compiled: dict[tuple[str, str, int], CompiledPolicy | None] = {}
+        self._off: dict[tuple[str, str, int], str] = {}
 
     async def load(self) -> list[CompiledPolicy]:
         compiled: dict[tuple[str, str, int], CompiledPolicy | None] = {}
@@ -170,7 +173,21 @@ class StoredPolicies:
             key = (stored.project, stored.name, stored.generation)
             compiled[key] = self._compiled[key] if key in self._compiled else self._compile(stored)
         self._compiled = compiled
-        return [policy for policy in compiled.values() if policy is not None]
+        packs = self._packs.with_stored(
+            (row.project, row.packs, row.allowed_packs) for row in await self._metadata.list_project_packs())
+        in_force, off = [], {}
+        for key, policy in compiled.items():
+            if policy is None:
+                continue
+            if reason := packs_not_enabled(policy, self._registry, packs):
+                if self._off.get(key) != reason:
+                    log.error("policy %s (generation %d) is not in force: %s", key[1], key[2], reason,
+                              extra=ids(project=key[0], policy=key[1]))
+                off[key] = reason
+            else:
+                in_force.append(policy)
+        self._off = off
+        return in_force
 
     def _compile(self, stored: Any) -> CompiledPolicy | None:
         try:
@@ -180,13 +197,7 @@ class StoredPolicies:
                       extra=ids(project=stored.project, policy=stored.name))
             return None
         # Stored policies belong to the project they were applied in.
-        policy = policy if policy.project else dataclasses.replace(policy, project=stored.project)
-        off = packs_not_enabled(policy, self._registry, self._packs)
-        if off:
-            log.error("policy %s (generation %d) is not in force: %s", stored.name, stored.generation, off,
-                      extra=ids(project=stored.project, policy=stored.name))
-            return None
-        return policy
+        return policy if policy.project else dataclasses.replace(policy, project=stored.project)
 
 
 async def assemble(args: argparse.Namespace, life: Lifecycle) -> None:

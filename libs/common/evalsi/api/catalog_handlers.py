@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 from evalsi.api.context import CallContext
+from evalsi.api.live_packs import LivePacks
 from evalsi.errors import BadInputError
 from evalsi.evaluators import Registry
 from evalsi.pack_policy import PackPolicy
-from evalsi.v1alpha1.catalog_service_pb2 import ListEvaluatorsRequest, ListEvaluatorsResponse, PackInfo
+from evalsi.v1alpha1.catalog_service_pb2 import (
+    ListEvaluatorsRequest,
+    ListEvaluatorsResponse,
+    PackInfo,
+    ProjectPacks,
+    SetPackAllowlistRequest,
+    SetProjectPacksRequest,
+)
 from evalsi.v1alpha1.evaluator_pb2 import EvaluatorManifest
 
 # Distinct (pack, all_packs, enabled, allowed) answers kept: they vary with the configured projects only, but a
@@ -19,9 +27,11 @@ class CatalogHandlers:
     ``all_packs``, one pack's with ``pack``), and every installed pack with its tier and whether the project has
     it enabled and allowed (evalsi.pack_policy)."""
 
-    def __init__(self, registry: Registry, packs: PackPolicy | None = None) -> None:
+    def __init__(self, registry: Registry, packs: LivePacks | None = None) -> None:
+        """``packs``: evalsi.yaml's evaluators: section and the lists stored through the API (none: every project
+        has the default-on packs enabled and every pack allowed, and nothing can be stored)."""
         self._registry = registry
-        self._policy = packs or PackPolicy()
+        self._packs = packs or LivePacks(PackPolicy())
         self._installed = {name: pack.default_on for name, pack in registry.packs.items()}
         # The registry does not change while the server runs, so each answer is built once: building it per
         # call (sorting the registry per pack, copying every manifest) cost ~0.5 ms of the api's CPU a call, more
@@ -38,8 +48,9 @@ class CatalogHandlers:
         if pack is not None and pack not in self._installed:
             installed = ", ".join(sorted(self._installed))
             raise BadInputError(f"pack: unknown pack {pack!r}; installed packs: {installed}")
-        allowed = self._policy.allowed(ctx.project, self._installed)
-        enabled = self._policy.enabled(ctx.project, self._installed)
+        policy = self._packs.current()
+        allowed = policy.allowed(ctx.project, self._installed)
+        enabled = policy.enabled(ctx.project, self._installed)
         key = (pack, request.all_packs, enabled, allowed)
         answer = self._answers.get(key)
         if answer is None:
@@ -48,6 +59,16 @@ class CatalogHandlers:
             if len(self._answers) < _MAX_ANSWERS:
                 self._answers[key] = answer
         return answer
+
+    async def set_project_packs(self, request: SetProjectPacksRequest, ctx: CallContext) -> ProjectPacks:
+        project = ctx.resolve_project(request.project)
+        packs = request.packs if request.HasField("packs") else None
+        return await self._packs.set_enabled(project, packs, self._installed, ctx.principal.id)
+
+    async def set_pack_allowlist(self, request: SetPackAllowlistRequest, ctx: CallContext) -> ProjectPacks:
+        project = ctx.resolve_project(request.project)
+        packs = request.allowed_packs if request.HasField("allowed_packs") else None
+        return await self._packs.set_allowed(project, packs, self._installed, ctx.principal.id)
 
 
 def _answer(registry: Registry, manifests: dict[str, EvaluatorManifest], pack: str | None, *,

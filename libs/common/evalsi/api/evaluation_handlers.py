@@ -20,6 +20,7 @@ from evalsi.api.handlers_common import (
     bus_call,
     required,
 )
+from evalsi.api.live_packs import LivePacks
 from evalsi.api.local_evaluation import LocalEvaluation
 from evalsi.api.metrics import ApiMetrics
 from evalsi.api.pack_checks import refuse_unallowed
@@ -38,6 +39,7 @@ class EvaluationHandlers:
     def __init__(
         self, evaluate: Evaluate, *, registry: Registry | None = None, limits: HandlerLimits | None = None,
         connections: Connections | None = None, local: LocalEvaluation | None = None, metrics: ApiMetrics | None = None,
+        packs: LivePacks | None = None,
     ) -> None:
         """``connections``: the judges the server offers (evalsi.yaml judges:); none when not given. ``local``
         answers the requests it takes without the bus; None sends every request to the workers. ``metrics``
@@ -46,6 +48,8 @@ class EvaluationHandlers:
         self._registry = registry
         self._limits = limits or HandlerLimits()
         self._connections = connections or Connections()
+        # Which packs each project may name: evalsi.yaml's evaluators: and what the API stored (docs/packs.md).
+        self._packs = packs or LivePacks(self._connections.packs)
         self._local = local
         routed = (metrics or ApiMetrics(process_metrics=False)).evaluate_routed
         self._to_api, self._to_worker = routed.labels("api"), routed.labels("worker")
@@ -97,7 +101,7 @@ class EvaluationHandlers:
     async def _evaluate_one(self, request: EvaluateRequest, project: str, ctx: CallContext) -> EvaluateResponse:
         self.check(request)
         if self._registry is not None:  # evaluators only of packs the project is allowed (naming is the opt-in)
-            refuse_unallowed(self._connections.packs, self._registry, project,
+            refuse_unallowed(self._packs.current(), self._registry, project,
                              ((f"evaluators[{i}].ref", ref.ref) for i, ref in enumerate(request.evaluators)))
         # Judges only by the names of the server's connections granted to the project, never an address or key.
         refuse(evaluate_problems(self._connections, request, project, self._registry))

@@ -20,6 +20,7 @@ from evalsi.api.handlers_common import (
     page_size,
     required,
 )
+from evalsi.api.live_packs import LivePacks
 from evalsi.api.pack_checks import refuse_not_enabled, refuse_unallowed
 from evalsi.api.trace_handlers import NO_TRACE_STORE, timestamp_ns
 from evalsi.authz.attributes import stored_policy
@@ -94,10 +95,13 @@ class MonitorHandlers:
         clock: Callable[[], float] = time.time,
         connections: Connections | None = None,
         alerts: PolicyAlertStore | None = None,
+        packs: LivePacks | None = None,
     ) -> None:
         """``connections``: the judges the server offers to judge stages (evalsi.yaml judges:); ``alerts``: where
-        evalsi-policy records the alerts it fired (the metadata store)."""
+        evalsi-policy records the alerts it fired (the metadata store); ``packs``: the packs each project enabled
+        and may use (none: ``connections``' evaluators: section alone)."""
         self._connections = connections or Connections()
+        self._packs = packs or LivePacks(self._connections.packs)
         self._alerts = alerts
         self._policies = policies
         self._scores = scores
@@ -142,8 +146,9 @@ class MonitorHandlers:
             raise SpecProblems(problems, what="the policy")
         # An online policy runs only packs its project enabled, of those it is allowed (docs/packs.md).
         stages = [(f"spec.cascade[{i}].ref", stage.ref) for i, stage in enumerate(document.spec.cascade)]
-        refuse_unallowed(self._connections.packs, self._registry, document.metadata.project, stages)
-        refuse_not_enabled(self._connections.packs, self._registry, document.metadata.project, stages)
+        packs = self._packs.current()
+        refuse_unallowed(packs, self._registry, document.metadata.project, stages)
+        refuse_not_enabled(packs, self._registry, document.metadata.project, stages)
         current = await store.get_policy(document.metadata.project, document.metadata.name)
         await self._check_apply(ctx, current)
         if request.dry_run:

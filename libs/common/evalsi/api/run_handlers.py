@@ -35,6 +35,7 @@ from evalsi.api.handlers_common import (
     required,
     state_name,
 )
+from evalsi.api.live_packs import LivePacks
 from evalsi.api.pack_checks import refuse_unallowed
 from evalsi.api.run_dataset import (
     count_run_dataset,
@@ -114,9 +115,11 @@ class RunHandlers:
         describe_plan: DescribePlan | None = None,
         listen_host: str = "",
         registry: Registry | None = None,
+        packs: LivePacks | None = None,
     ) -> None:
         """``connections``: the judges and agents the server offers (evalsi.yaml); none when not given.
-        ``registry``: which pack each evaluator a spec names is in, for the project's allowlist (none: unchecked).
+        ``registry``: which pack each evaluator a spec names is in, for the project's allowlist (none: unchecked);
+        ``packs``: the allowlists (none: ``connections``' evaluators: section alone).
         ``count_tasks``: the size of a run's plan, so a PENDING run counts tasks as a running one does (without
         it a pending run shows 0 tasks until the scheduler plans it). ``listen_host``: where the listeners are;
         on loopback alone every caller is on this machine, so ListRuns may cross projects and a run looked up in
@@ -125,6 +128,7 @@ class RunHandlers:
         self._registry = registry
         self._loopback_only = bool(listen_host) and is_loopback(listen_host)
         self._connections = connections or Connections()
+        self._packs = packs or LivePacks(self._connections.packs)
         self._count_tasks = count_tasks
         self._describe_plan = describe_plan
         self._store = store
@@ -144,7 +148,7 @@ class RunHandlers:
         metadata = document.metadata
         project = ctx.resolve_project(request.project, metadata.project, metadata.labels.get(PROJECT_LABEL, ""))
         if self._registry is not None:  # evaluators only of packs the project is allowed (naming is the opt-in)
-            refuse_unallowed(self._connections.packs, self._registry, project,
+            refuse_unallowed(self._packs.current(), self._registry, project,
                              ((f"spec.evaluators[{i}].ref", r.ref) for i, r in enumerate(document.spec.evaluators)))
         reserved = sorted(
             key for key in metadata.labels if key.startswith(RESERVED_LABEL_PREFIX) and key != PROJECT_LABEL

@@ -79,6 +79,10 @@ _ROWS: tuple[Endpoint, ...] = (
     _rpc("EvaluationService", "Evaluate", "evaluations.run", attrs.evaluate),
     _rpc("EvaluationService", "EvaluateStream", "evaluations.run", attrs.evaluate),
     _rpc("CatalogService", "ListEvaluators", "catalog.read"),
+    # Enabling a pack the project is allowed grants nothing a runner lacks (naming an evaluator is the opt-in): it
+    # lets the project's online policies run it, so it is theirs who write policies. The allowlist is the owner's.
+    _rpc("CatalogService", "SetProjectPacks", "policies.write", mutating=True),
+    _rpc("CatalogService", "SetPackAllowlist", "install.manage", mutating=True),
     _rpc("RunService", "CreateRun", "runs.create", attrs.create_run, mutating=True),
     _rpc("RunService", "GetRun", "runs.read", attrs.run_by_id, stored=True),
     _rpc("RunService", "ListRuns", "runs.read", attrs.list_runs, stored=True),

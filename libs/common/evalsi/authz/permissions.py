@@ -44,7 +44,8 @@ _REGISTRY: tuple[Permission, ...] = (
     Permission("self.read", "who-am-i, and the projects, roles and permissions the caller can see", AUTHENTICATED),
     Permission("projects.manage", "create projects", "owner", install_wide=True),
     Permission("metrics.read", "the Prometheus /metrics endpoint", "owner", install_wide=True),
-    Permission("install.manage", "install settings (reserved: no RPC changes them yet)", "owner", install_wide=True),
+    Permission("install.manage", "install settings: a project's pack allowlist (SetPackAllowlist)", "owner",
+               install_wide=True),
 )
 
 PERMISSIONS: dict[str, Permission] = {permission.name: permission for permission in _REGISTRY}

@@ -15,9 +15,11 @@ from evalsi.cli._common import (
     client_for,
     credential_options,
     handle_errors,
+    server_option,
+    split_list,
 )
 from evalsi.evaluators import Registry
-from evalsi.v1alpha1.catalog_service_pb2 import PackInfo
+from evalsi.v1alpha1.catalog_service_pb2 import PackInfo, ProjectPacks
 from evalsi.v1alpha1.evaluator_pb2 import EvaluatorManifest, Scope
 from evalsi.v1alpha1.score_pb2 import ValueKind
 
@@ -98,6 +100,64 @@ def packs_command(server: str | None, project: str | None, fmt: str) -> None:
         for p in packs
     ]
     _print_table(("pack", "tier", "upstream", "on", "allowed", "evaluators", "description"), rows)
+
+
+_INHERIT = click.option("--inherit", is_flag=True,
+                        help="Remove the stored list: the project goes back to the server's evalsi.yaml.")
+
+
+@catalog.command("set-packs")
+@click.argument("packs", required=False, default="")
+@_INHERIT
+@server_option
+@handle_errors
+def set_packs_command(packs: str, inherit: bool, server: str, project: str | None) -> None:
+    """Enable PACKS (comma-separated) for the project on the server: its online policies may run them and its
+    catalog lists them. Each must be installed there and in the project's allowlist. Needs policies.write.
+
+    \b
+    Examples:
+      evalsi catalog set-packs core,judge,rag --project support --server http://127.0.0.1:8080
+      evalsi catalog set-packs --inherit --project support --server http://127.0.0.1:8080
+    """
+    names = _pack_names(packs, inherit)
+    with client_for(server, project) as client:
+        _echo_project_packs(client.set_project_packs(names))
+
+
+@catalog.command("allow-packs")
+@click.argument("packs", required=False, default="")
+@_INHERIT
+@server_option
+@handle_errors
+def allow_packs_command(packs: str, inherit: bool, server: str, project: str | None) -> None:
+    """Restrict the project to PACKS (comma-separated): its requests may name evaluators of these packs only
+    (403 otherwise). The owner's (install.manage).
+
+    \b
+    Example:
+      evalsi catalog allow-packs core,judge --project sandbox-team --server http://127.0.0.1:8080
+    """
+    names = _pack_names(packs, inherit)
+    with client_for(server, project) as client:
+        _echo_project_packs(client.set_pack_allowlist(names))
+
+
+def _pack_names(packs: str, inherit: bool) -> list[str] | None:
+    if inherit and packs:
+        raise click.UsageError("give PACKS or --inherit, not both")
+    if inherit:
+        return None
+    if not packs:
+        raise click.UsageError("PACKS: a comma-separated list such as core,judge (or --inherit)")
+    return split_list(packs)
+
+
+def _echo_project_packs(answer: ProjectPacks) -> None:
+    enabled = "stored" if answer.enabled_stored else "from evalsi.yaml"
+    allowed = "stored" if answer.allowed_stored else "from evalsi.yaml"
+    click.echo(f"project {answer.project}: enabled {', '.join(answer.enabled) or 'none'} ({enabled}); "
+               f"allowed {', '.join(answer.allowed) or 'none'} ({allowed})")
 
 
 def _catalog(pack: str | None, all_packs: bool, server: str | None,

@@ -29,6 +29,7 @@ from .metadata import (
 from .migrations import LATEST_VERSION, MIGRATIONS, Migration
 from .objects import BlobStore, ConflictError, LocalObjectStore, ObjectStore, S3ObjectStore, content_key
 from .policy_alerts import FiredAlert, PolicyAlertStore
+from .project_packs import ProjectPacksStore, StoredPacks
 from .sql import SqlMetadataStore
 from .urls import open_metadata_store, open_object_store
 
@@ -42,6 +43,8 @@ __all__ = [  # noqa: RUF022 - grouped by topic, not alphabetically, for readers
     "FiredAlert",
     "PolicyAlertStore",
     "PolicyStore",
+    "ProjectPacksStore",
+    "StoredPacks",
     "RunStore",
     "SqlMetadataStore",
     "StoredCase",

@@ -306,6 +306,24 @@ def _v7(dialect: str) -> tuple[str, ...]:
     )
 
 
+def _v8(dialect: str) -> tuple[str, ...]:
+    """Packs per project set through the API (CatalogService.SetProjectPacks and SetPackAllowlist, docs/packs.md):
+    the enabled packs and the allowlist, each a JSON list or NULL (NULL: what evalsi.yaml says)."""
+    pg = dialect == "postgres"
+    key = 'text COLLATE "C"' if pg else "TEXT"
+    text, double = ("text", "double precision") if pg else ("TEXT", "REAL")
+    return (
+        f"""CREATE TABLE project_packs (
+            project_id {key} PRIMARY KEY,
+            tenant_id {text} NOT NULL DEFAULT '',
+            packs {text},
+            allowed_packs {text},
+            updated_at {double} NOT NULL,
+            updated_by {text} NOT NULL DEFAULT ''
+        )""",
+    )
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "runs, results, tasks, leases", sqlite=_v1("sqlite"), postgres=_v1("postgres")),
     Migration(2, "usage of each task", sqlite=_v2("sqlite"), postgres=_v2("postgres")),
@@ -314,6 +332,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(5, "projects, API keys, roles, bindings, audit log", sqlite=_v5("sqlite"), postgres=_v5("postgres")),
     Migration(6, "agent case reports", sqlite=_v6("sqlite"), postgres=_v6("postgres")),
     Migration(7, "alerts fired by online policies", sqlite=_v7("sqlite"), postgres=_v7("postgres")),
+    Migration(8, "packs per project", sqlite=_v8("sqlite"), postgres=_v8("postgres")),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -33,6 +33,7 @@ from .metadata import (
     query_fingerprint,
 )
 from .policy_alerts import SqlPolicyAlerts
+from .project_packs import SqlProjectPacks
 from .sql_documents import SqlDocuments
 from .sql_engines import Column, Conn, Database, PostgresDatabase, SqliteDatabase
 
@@ -78,10 +79,10 @@ def _without_results(run: Run, project: str) -> Run:
     return stored
 
 
-class SqlMetadataStore(SqlDocuments, SqlCaseReports, SqlIdentity, SqlAudit, SqlPolicyAlerts):
+class SqlMetadataStore(SqlDocuments, SqlCaseReports, SqlIdentity, SqlAudit, SqlPolicyAlerts, SqlProjectPacks):
     """The MetadataStore over SQLite or Postgres; open it with ``open_sqlite``/``open_postgres`` or a URL. It is also
-    the IdentityStore (``identity``), the AuditStore (``audit``), the CaseReportStore (``case_reports``) and the
-    PolicyAlertStore (``policy_alerts``)."""
+    the IdentityStore (``identity``), the AuditStore (``audit``), the CaseReportStore (``case_reports``), the
+    PolicyAlertStore (``policy_alerts``) and the ProjectPacksStore (``project_packs``)."""
 
     def __init__(self, db: Database, *, applied_migrations: Sequence[int] = ()) -> None:
         self._db = db

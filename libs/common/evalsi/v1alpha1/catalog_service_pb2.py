@@ -26,7 +26,7 @@ from google.api import annotations_pb2 as google_dot_api_dot_annotations__pb2
 from evalsi.v1alpha1 import evaluator_pb2 as evalsi_dot_v1alpha1_dot_evaluator__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%evalsi/v1alpha1/catalog_service.proto\x12\x0f\x65valsi.v1alpha1\x1a\x1cgoogle/api/annotations.proto\x1a\x1f\x65valsi/v1alpha1/evaluator.proto\"8\n\x15ListEvaluatorsRequest\x12\x0c\n\x04pack\x18\x01 \x01(\t\x12\x11\n\tall_packs\x18\x02 \x01(\x08\"\x97\x01\n\x08PackInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x12\n\ndefault_on\x18\x03 \x01(\x08\x12\x12\n\nevaluators\x18\x04 \x01(\x05\x12\x0c\n\x04tier\x18\x05 \x01(\t\x12\x10\n\x08upstream\x18\x06 \x01(\t\x12\x0f\n\x07\x65nabled\x18\x07 \x01(\x08\x12\x0f\n\x07\x61llowed\x18\x08 \x01(\x08\"z\n\x16ListEvaluatorsResponse\x12\x36\n\nevaluators\x18\x01 \x03(\x0b\x32\".evalsi.v1alpha1.EvaluatorManifest\x12(\n\x05packs\x18\x02 \x03(\x0b\x32\x19.evalsi.v1alpha1.PackInfo2\x91\x01\n\x0e\x43\x61talogService\x12\x7f\n\x0eListEvaluators\x12&.evalsi.v1alpha1.ListEvaluatorsRequest\x1a\'.evalsi.v1alpha1.ListEvaluatorsResponse\"\x1c\x82\xd3\xe4\x93\x02\x16\x12\x14/v1alpha1/evaluatorsb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n%evalsi/v1alpha1/catalog_service.proto\x12\x0f\x65valsi.v1alpha1\x1a\x1cgoogle/api/annotations.proto\x1a\x1f\x65valsi/v1alpha1/evaluator.proto\"\x1a\n\tPackNames\x12\r\n\x05names\x18\x01 \x03(\t\"T\n\x16SetProjectPacksRequest\x12\x0f\n\x07project\x18\x01 \x01(\t\x12)\n\x05packs\x18\x02 \x01(\x0b\x32\x1a.evalsi.v1alpha1.PackNames\"]\n\x17SetPackAllowlistRequest\x12\x0f\n\x07project\x18\x01 \x01(\t\x12\x31\n\rallowed_packs\x18\x02 \x01(\x0b\x32\x1a.evalsi.v1alpha1.PackNames\"q\n\x0cProjectPacks\x12\x0f\n\x07project\x18\x01 \x01(\t\x12\x0f\n\x07\x65nabled\x18\x02 \x03(\t\x12\x0f\n\x07\x61llowed\x18\x03 \x03(\t\x12\x16\n\x0e\x65nabled_stored\x18\x04 \x01(\x08\x12\x16\n\x0e\x61llowed_stored\x18\x05 \x01(\x08\"8\n\x15ListEvaluatorsRequest\x12\x0c\n\x04pack\x18\x01 \x01(\t\x12\x11\n\tall_packs\x18\x02 \x01(\x08\"\x97\x01\n\x08PackInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x02 \x01(\t\x12\x12\n\ndefault_on\x18\x03 \x01(\x08\x12\x12\n\nevaluators\x18\x04 \x01(\x05\x12\x0c\n\x04tier\x18\x05 \x01(\t\x12\x10\n\x08upstream\x18\x06 \x01(\t\x12\x0f\n\x07\x65nabled\x18\x07 \x01(\x08\x12\x0f\n\x07\x61llowed\x18\x08 \x01(\x08\"z\n\x16ListEvaluatorsResponse\x12\x36\n\nevaluators\x18\x01 \x03(\x0b\x32\".evalsi.v1alpha1.EvaluatorManifest\x12(\n\x05packs\x18\x02 \x03(\x0b\x32\x19.evalsi.v1alpha1.PackInfo2\x91\x03\n\x0e\x43\x61talogService\x12\x7f\n\x0eListEvaluators\x12&.evalsi.v1alpha1.ListEvaluatorsRequest\x1a\'.evalsi.v1alpha1.ListEvaluatorsResponse\"\x1c\x82\xd3\xe4\x93\x02\x16\x12\x14/v1alpha1/evaluators\x12}\n\x0fSetProjectPacks\x12\'.evalsi.v1alpha1.SetProjectPacksRequest\x1a\x1d.evalsi.v1alpha1.ProjectPacks\"\"\x82\xd3\xe4\x93\x02\x1c\x1a\x17/v1alpha1/packs/enabled:\x01*\x12\x7f\n\x10SetPackAllowlist\x12(.evalsi.v1alpha1.SetPackAllowlistRequest\x1a\x1d.evalsi.v1alpha1.ProjectPacks\"\"\x82\xd3\xe4\x93\x02\x1c\x1a\x17/v1alpha1/packs/allowed:\x01*b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,12 +35,24 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_CATALOGSERVICE'].methods_by_name['ListEvaluators']._loaded_options = None
   _globals['_CATALOGSERVICE'].methods_by_name['ListEvaluators']._serialized_options = b'\202\323\344\223\002\026\022\024/v1alpha1/evaluators'
-  _globals['_LISTEVALUATORSREQUEST']._serialized_start=121
-  _globals['_LISTEVALUATORSREQUEST']._serialized_end=177
-  _globals['_PACKINFO']._serialized_start=180
-  _globals['_PACKINFO']._serialized_end=331
-  _globals['_LISTEVALUATORSRESPONSE']._serialized_start=333
-  _globals['_LISTEVALUATORSRESPONSE']._serialized_end=455
-  _globals['_CATALOGSERVICE']._serialized_start=458
-  _globals['_CATALOGSERVICE']._serialized_end=603
+  _globals['_CATALOGSERVICE'].methods_by_name['SetProjectPacks']._loaded_options = None
+  _globals['_CATALOGSERVICE'].methods_by_name['SetProjectPacks']._serialized_options = b'\202\323\344\223\002\034\032\027/v1alpha1/packs/enabled:\001*'
+  _globals['_CATALOGSERVICE'].methods_by_name['SetPackAllowlist']._loaded_options = None
+  _globals['_CATALOGSERVICE'].methods_by_name['SetPackAllowlist']._serialized_options = b'\202\323\344\223\002\034\032\027/v1alpha1/packs/allowed:\001*'
+  _globals['_PACKNAMES']._serialized_start=121
+  _globals['_PACKNAMES']._serialized_end=147
+  _globals['_SETPROJECTPACKSREQUEST']._serialized_start=149
+  _globals['_SETPROJECTPACKSREQUEST']._serialized_end=233
+  _globals['_SETPACKALLOWLISTREQUEST']._serialized_start=235
+  _globals['_SETPACKALLOWLISTREQUEST']._serialized_end=328
+  _globals['_PROJECTPACKS']._serialized_start=330
+  _globals['_PROJECTPACKS']._serialized_end=443
+  _globals['_LISTEVALUATORSREQUEST']._serialized_start=445
+  _globals['_LISTEVALUATORSREQUEST']._serialized_end=501
+  _globals['_PACKINFO']._serialized_start=504
+  _globals['_PACKINFO']._serialized_end=655
+  _globals['_LISTEVALUATORSRESPONSE']._serialized_start=657
+  _globals['_LISTEVALUATORSRESPONSE']._serialized_end=779
+  _globals['_CATALOGSERVICE']._serialized_start=782
+  _globals['_CATALOGSERVICE']._serialized_end=1183
 # @@protoc_insertion_point(module_scope)

@@ -8,6 +8,42 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class PackNames(_message.Message):
+    __slots__ = ("names",)
+    NAMES_FIELD_NUMBER: _ClassVar[int]
+    names: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, names: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class SetProjectPacksRequest(_message.Message):
+    __slots__ = ("project", "packs")
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    PACKS_FIELD_NUMBER: _ClassVar[int]
+    project: str
+    packs: PackNames
+    def __init__(self, project: _Optional[str] = ..., packs: _Optional[_Union[PackNames, _Mapping]] = ...) -> None: ...
+
+class SetPackAllowlistRequest(_message.Message):
+    __slots__ = ("project", "allowed_packs")
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    ALLOWED_PACKS_FIELD_NUMBER: _ClassVar[int]
+    project: str
+    allowed_packs: PackNames
+    def __init__(self, project: _Optional[str] = ..., allowed_packs: _Optional[_Union[PackNames, _Mapping]] = ...) -> None: ...
+
+class ProjectPacks(_message.Message):
+    __slots__ = ("project", "enabled", "allowed", "enabled_stored", "allowed_stored")
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    ENABLED_FIELD_NUMBER: _ClassVar[int]
+    ALLOWED_FIELD_NUMBER: _ClassVar[int]
+    ENABLED_STORED_FIELD_NUMBER: _ClassVar[int]
+    ALLOWED_STORED_FIELD_NUMBER: _ClassVar[int]
+    project: str
+    enabled: _containers.RepeatedScalarFieldContainer[str]
+    allowed: _containers.RepeatedScalarFieldContainer[str]
+    enabled_stored: bool
+    allowed_stored: bool
+    def __init__(self, project: _Optional[str] = ..., enabled: _Optional[_Iterable[str]] = ..., allowed: _Optional[_Iterable[str]] = ..., enabled_stored: _Optional[bool] = ..., allowed_stored: _Optional[bool] = ...) -> None: ...
+
 class ListEvaluatorsRequest(_message.Message):
     __slots__ = ("pack", "all_packs")
     PACK_FIELD_NUMBER: _ClassVar[int]

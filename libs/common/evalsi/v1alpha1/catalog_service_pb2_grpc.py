@@ -39,6 +39,16 @@ class CatalogServiceStub:
                 request_serializer=evalsi_dot_v1alpha1_dot_catalog__service__pb2.ListEvaluatorsRequest.SerializeToString,
                 response_deserializer=evalsi_dot_v1alpha1_dot_catalog__service__pb2.ListEvaluatorsResponse.FromString,
                 _registered_method=True)
+        self.SetProjectPacks = channel.unary_unary(
+                '/evalsi.v1alpha1.CatalogService/SetProjectPacks',
+                request_serializer=evalsi_dot_v1alpha1_dot_catalog__service__pb2.SetProjectPacksRequest.SerializeToString,
+                response_deserializer=evalsi_dot_v1alpha1_dot_catalog__service__pb2.ProjectPacks.FromString,
+                _registered_method=True)
+        self.SetPackAllowlist = channel.unary_unary(
+                '/evalsi.v1alpha1.CatalogService/SetPackAllowlist',
+                request_serializer=evalsi_dot_v1alpha1_dot_catalog__service__pb2.SetPackAllowlistRequest.SerializeToString,
+                response_deserializer=evalsi_dot_v1alpha1_dot_catalog__service__pb2.ProjectPacks.FromString,
+                _registered_method=True)
 
 
 class CatalogServiceServicer:
@@ -50,6 +60,21 @@ class CatalogServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SetProjectPacks(self, request, context):
+        """The packs a project enables (online policies run them, its catalog lists them), inside its allowlist; stored,
+        over evalsi.yaml's evaluators: section. policies.write.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def SetPackAllowlist(self, request, context):
+        """The packs a project's requests may name evaluators of; stored, over evalsi.yaml's. The owner's (install.manage).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CatalogServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -57,6 +82,16 @@ def add_CatalogServiceServicer_to_server(servicer, server):
                     servicer.ListEvaluators,
                     request_deserializer=evalsi_dot_v1alpha1_dot_catalog__service__pb2.ListEvaluatorsRequest.FromString,
                     response_serializer=evalsi_dot_v1alpha1_dot_catalog__service__pb2.ListEvaluatorsResponse.SerializeToString,
+            ),
+            'SetProjectPacks': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetProjectPacks,
+                    request_deserializer=evalsi_dot_v1alpha1_dot_catalog__service__pb2.SetProjectPacksRequest.FromString,
+                    response_serializer=evalsi_dot_v1alpha1_dot_catalog__service__pb2.ProjectPacks.SerializeToString,
+            ),
+            'SetPackAllowlist': grpc.unary_unary_rpc_method_handler(
+                    servicer.SetPackAllowlist,
+                    request_deserializer=evalsi_dot_v1alpha1_dot_catalog__service__pb2.SetPackAllowlistRequest.FromString,
+                    response_serializer=evalsi_dot_v1alpha1_dot_catalog__service__pb2.ProjectPacks.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -86,6 +121,60 @@ class CatalogService:
             '/evalsi.v1alpha1.CatalogService/ListEvaluators',
             evalsi_dot_v1alpha1_dot_catalog__service__pb2.ListEvaluatorsRequest.SerializeToString,
             evalsi_dot_v1alpha1_dot_catalog__service__pb2.ListEvaluatorsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetProjectPacks(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/evalsi.v1alpha1.CatalogService/SetProjectPacks',
+            evalsi_dot_v1alpha1_dot_catalog__service__pb2.SetProjectPacksRequest.SerializeToString,
+            evalsi_dot_v1alpha1_dot_catalog__service__pb2.ProjectPacks.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SetPackAllowlist(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/evalsi.v1alpha1.CatalogService/SetPackAllowlist',
+            evalsi_dot_v1alpha1_dot_catalog__service__pb2.SetPackAllowlistRequest.SerializeToString,
+            evalsi_dot_v1alpha1_dot_catalog__service__pb2.ProjectPacks.FromString,
             options,
             channel_credentials,
             insecure,
