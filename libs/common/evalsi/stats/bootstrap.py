@@ -216,7 +216,10 @@ def reducer_bootstrap(
     sizes = np.fromiter(map(len, groups), dtype=np.intp, count=len(groups))
     flat = np.fromiter((i for group in groups for i in group), dtype=np.intp, count=len(values))
     starts = np.cumsum(sizes) - sizes
-    for row in rng.integers(0, len(groups), size=(resamples, len(groups))):
+    for _ in range(resamples):
+        # A resample's draws at a time: the same stream as one (resamples x units) matrix, without holding it
+        # (2,000 x 200,000 units is 3.2 GB of int64).
+        row = rng.integers(0, len(groups), size=len(groups))
         sample: Any
         if take is None:
             sample = [values[i] for g in row for i in groups[g]]
