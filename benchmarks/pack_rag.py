@@ -9,7 +9,8 @@ Prints ``metric  N rec/s  (target >= 20,000)`` (issue 16), with the CPU seconds 
 shared. Two shapes: chunks and citations only (``valid``), and with ``metadata.supporting`` (precision and recall
 too); exact-match over the second shape's rows shows what the engine itself spends on such records (building records
 with context and metadata from dicts). The same rows are then given as Records built beforehand (``make_record``,
-not timed), as a caller holding Records passes them. The judged metrics (faithfulness, answer-relevance,
+not timed), as a caller holding Records passes them, beside a cheap evaluator returning three constant numbers
+(the runner's own cost for three outputs a record). The judged metrics (faithfulness, answer-relevance,
 context-precision, context-recall) are bounded by the judge, not timed here. The first call is made on a few rows
 beforehand and not timed.
 """
@@ -23,7 +24,9 @@ import time
 from typing import Any
 
 import evalsi
+from evalsi import Output, Score, evaluator
 from evalsi.records import make_record
+from evalsi.v1alpha1.record_pb2 import Record
 
 TARGET_PER_S = 20_000
 _SENTENCE = ("the tower was completed in 1889 and is the most visited paid monument in the world its height is 330 "
@@ -48,17 +51,27 @@ def rows(count: int, *, supporting: bool, seed: int = 0) -> list[dict[str, Any]]
     return out
 
 
+@evaluator("bench/three-constants", requires=["output"], cheap=True,
+           outputs=[Output("valid", "number"), Output("precision", "number"), Output("recall", "number")])
+def three_constants(record: Record) -> list[Score]:
+    """What the runner spends on a cheap evaluator returning three numbers, without computing anything: the floor
+    under citation-accuracy's per-record path."""
+    return [Score(name="valid", number=1.0), Score(name="precision", number=0.5), Score(name="recall", number=0.5)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=20_000, help="rows evaluated per shape")
     args = parser.parse_args()
     print(f"{args.records} records per metric; load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} "
           f"on {os.cpu_count()} CPUs")
-    shapes = (("citation-accuracy", "builtin/citation-accuracy", False, False),
+    shapes: tuple[tuple[str, Any, bool, bool], ...] = (
+              ("citation-accuracy", "builtin/citation-accuracy", False, False),
               ("citation-accuracy-supporting", "builtin/citation-accuracy", True, False),
               ("exact-match-same-rows", "exact-match", True, False),
               ("citation-accuracy-records", "builtin/citation-accuracy", True, True),
-              ("exact-match-same-records", "exact-match", True, True))
+              ("exact-match-same-records", "exact-match", True, True),
+              ("three-constant-scores-records", three_constants, True, True))
     for label, metric, supporting, as_records in shapes:
         data: list[Any] = rows(args.records, supporting=supporting)
         if as_records:
