@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -21,6 +22,9 @@ from evalsi.cli._memory import memory_options
 from evalsi.errors import BadInputError
 from evalsi.stats.defaults import DEFAULT_CONFIDENCE
 
+if TYPE_CHECKING:
+    from evalsi.evaluators import Registry
+
 # --judge-<flag> to the judge config key it sets.
 _JUDGE_FLAGS = {
     "judge_provider": "provider",
@@ -31,6 +35,18 @@ _JUDGE_FLAGS = {
     "judge_timeout": "timeout_s",
     "judge_template": "template",
 }
+
+
+def _with_plugins(plugins_dir: str | None, stack: contextlib.ExitStack) -> Registry | None:
+    """The installed packs plus the plugins under ``plugins_dir``, stopped when ``stack`` closes; None without."""
+    if not plugins_dir:
+        return None
+    from evalsi.evaluators import Registry
+    from evalsi.plugins import load_plugins  # grpc: only for a command that runs plugins
+
+    registry = Registry.from_entry_points()
+    stack.enter_context(load_plugins(registry, plugins_dir))
+    return registry
 
 
 def _judge(model: str | None, flags: dict[str, Any], params: tuple[str, ...]) -> dict[str, Any] | None:
@@ -155,6 +171,13 @@ def _judge(model: str | None, flags: dict[str, Any], params: tuple[str, ...]) ->
     is_flag=True,
     help="Exit 0 even when a metric's every evaluation is an infrastructure error (else exit 1).",
 )
+@click.option(
+    "--plugins-dir",
+    type=click.Path(file_okay=False),
+    envvar="EVALSI_PLUGINS_DIR",
+    help="A directory of subprocess evaluator plugins (<dir>/<plugin>/evalsi-plugin.yaml) whose evaluators -e may "
+    "name: each runs in its own virtualenv for this command (docs/plugins.md). Env: EVALSI_PLUGINS_DIR.",
+)
 @memory_options
 @handle_errors
 def eval_command(
@@ -180,6 +203,7 @@ def eval_command(
     allow_errors: bool,
     memory_budget: float | None,
     store_dir: str | None,
+    plugins_dir: str | None,
     **judge_flags: Any,
 ) -> None:
     """Grade records you bring (Score), embedded: no server.
@@ -208,29 +232,31 @@ def eval_command(
     from evalsi.sdk import evaluate
 
     judge = _judge(judge_model, judge_flags, judge_params)
-    results = evaluate(
-        data,
-        split_list(evaluators),
-        judge=judge,
-        params=parse_params(params),
-        mapping=list(mapping) or None,
-        limit=limit,
-        compare_to=compare_to,
-        cluster_by=cluster_by,
-        confidence=confidence,
-        interval=interval,
-        seed=seed,
-        concurrency=concurrency,
-        cache=not no_cache,
-        cache_dir=cache_dir,
-        progress=sys.stderr.isatty() if progress is None else progress,
-        name=name or Path(data).stem,
-        stop_on_interrupt=True,
-        memory_budget=memory_budget,
-        store_dir=store_dir,
-        judge_required=True,
-        warn=warn_on_stderr,
-    )
+    with contextlib.ExitStack() as plugins:
+        results = evaluate(
+            data,
+            split_list(evaluators),
+            judge=judge,
+            params=parse_params(params),
+            mapping=list(mapping) or None,
+            limit=limit,
+            compare_to=compare_to,
+            cluster_by=cluster_by,
+            confidence=confidence,
+            interval=interval,
+            seed=seed,
+            concurrency=concurrency,
+            cache=not no_cache,
+            cache_dir=cache_dir,
+            progress=sys.stderr.isatty() if progress is None else progress,
+            name=name or Path(data).stem,
+            stop_on_interrupt=True,
+            memory_budget=memory_budget,
+            store_dir=store_dir,
+            judge_required=True,
+            warn=warn_on_stderr,
+            registry=_with_plugins(plugins_dir, plugins),
+        )
     with results:
         if output:
             saved = results.save(output)
