@@ -18,6 +18,7 @@ from __future__ import annotations
 import ast
 import json
 from collections.abc import Iterator, Mapping
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,8 @@ from evalsi.errors import BadInputError
 SCHEME = "tau2://"
 FORMAT = "tau2"
 FILES = ("tasks.json", "db.json", "tools.py")
+STATE_DIR = ".tau2"
+MCP_NAME = "tau2"  # the environment's MCP server: its tools reach the built-in agent as tau2_<tool>
 MAX_BYTES = {"tasks.json": 64 << 20, "db.json": 1 << 20, "tools.py": 1 << 20, "policy.md": 1 << 20}
 _JSON_TYPES = {"str": "string", "int": "integer", "float": "number", "bool": "boolean", "list": "array",
                "dict": "object", "List": "array", "Dict": "object"}
@@ -89,6 +92,7 @@ def task_row(task: Any, where: str, *, db: Mapping[str, Any], tools_source: str,
         raise BadInputError(f"{where}: evaluation_criteria.actions: a user's action needs tau2's user "
                             "environment, which is not imported")
     scenario = task.get("user_scenario") or {}
+    initial_state = _initial_state(task.get("initial_state"), where)
     return {
         "id": str(task["id"]),
         "input": scenario_text(scenario),
@@ -96,13 +100,30 @@ def task_row(task: Any, where: str, *, db: Mapping[str, Any], tools_source: str,
             "task_id": str(task["id"]),
             "evaluation_criteria": {key: criteria.get(key) for key in (
                 "actions", "communicate_info", "nl_assertions", "env_assertions", "reward_basis")},
-            "initial_state": _initial_state(task.get("initial_state"), where),
+            "initial_state": initial_state,
             "db": db, "tools_source": tools_source,
         }, ensure_ascii=False, sort_keys=True),
         "tools": tools,
+        "environment": _environment(db, tools_source, initial_state),
         "tau2_policy": policy,
         "tau2_domain": domain,
         "user_scenario": scenario,
+    }
+
+
+@cache
+def _script() -> str:
+    return (Path(__file__).parent / "tau2_main.py").read_text(encoding="utf-8")
+
+
+def _environment(db: Mapping[str, Any], tools_source: str, initial_state: Mapping[str, Any]) -> dict[str, Any]:
+    """A harness environment whose MCP server (in the sandbox) is the domain's toolkit at the task's initial state:
+    the built-in agent calls its tools as ``tau2_<tool>``."""
+    return {
+        "files": {f"{STATE_DIR}/tau2.py": _script(), f"{STATE_DIR}/tools.py": tools_source,
+                  f"{STATE_DIR}/db.json": json.dumps(db), f"{STATE_DIR}/initial_state.json": json.dumps(initial_state)},
+        "tools": {"mcp": [{"name": MCP_NAME, "command": ["python3", f"{STATE_DIR}/tau2.py", "serve"]}]},
+        "sandbox": {"minIsolation": "namespaced", "network": "deny"},
     }
 
 

@@ -4,7 +4,7 @@ As tau2 grades a simulation: the reward is the product of the components its tas
 
 - ``DB``: the domain's DB after replaying the agent's tool calls equals (by hash) the DB after replaying the
   expected actions, both from the task's initial state; the replay runs the domain's toolkit in a sandbox
-  (``tau2_replay.py``), as it is code of the benchmark's;
+  (``evalsi/datasets/tau2_main.py``), as it is code of the benchmark's;
 - ``COMMUNICATE``: every ``communicate_info`` string appears, lower-cased, in some assistant message's text
   (lower-cased, commas removed);
 - ``ACTION``: every expected action matches some tool call: same name, and the same values for ``compare_args``
@@ -24,6 +24,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from evalsi.datasets import tau2_main
+from evalsi.datasets.tau2 import MCP_NAME
 from evalsi.errors import BadInputError, InfraError, SkipRecord
 from evalsi.evaluators import EvalContext, Output, evaluator
 from evalsi.packs.code.execution import isolation_dict
@@ -33,6 +35,7 @@ from evalsi.v1alpha1.record_pb2 import Record
 from evalsi.v1alpha1.score_pb2 import Score
 
 GRADED = ("DB", "COMMUNICATE", "ACTION")
+MCP_PREFIX = f"{MCP_NAME}_"
 REFERENCE_KEYS = ("evaluation_criteria", "db", "tools_source")
 _STDERR_CHARS = 500
 
@@ -62,13 +65,18 @@ def conversation(record: Record) -> tuple[list[str], list[tuple[str, Any]]]:
                 continue
             if message.content:
                 texts.append(message.content)
-            calls.extend((call.name, _arguments(call.arguments)) for call in message.tool_calls)
+            calls.extend((_tool_name(call.name), _arguments(call.arguments)) for call in message.tool_calls)
     elif output.WhichOneof("kind") is not None:
         texts.append(content_text(output))
     if not calls:
-        calls = [(step.tool_call.name, _arguments(step.tool_call.arguments)) for step in record.trajectory.steps
-                 if step.HasField("tool_call")]
+        calls = [(_tool_name(step.tool_call.name), _arguments(step.tool_call.arguments))
+                 for step in record.trajectory.steps if step.HasField("tool_call")]
     return texts, calls
+
+
+def _tool_name(name: str) -> str:
+    """A toolkit tool's name: the harness calls the ``tau2://`` environment's MCP tools ``tau2_<tool>``."""
+    return name.removeprefix(MCP_PREFIX)
 
 
 def _arguments(value: Any) -> Any:
@@ -106,7 +114,7 @@ def missing_actions(actions: Sequence[Mapping[str, Any]], calls: Sequence[tuple[
 
 @cache
 def _replay_source() -> bytes:
-    return (Path(__file__).parent / "tau2_replay.py").read_bytes()
+    return Path(tau2_main.__file__).read_bytes()
 
 
 async def replay(ctx: EvalContext, reference: Mapping[str, Any], calls: Sequence[tuple[str, Any]],
