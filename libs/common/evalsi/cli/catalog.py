@@ -28,7 +28,10 @@ from evalsi.v1alpha1.score_pb2 import ValueKind
 
 @click.group("catalog")
 def catalog() -> None:
-    """List and describe the installed evaluators (packs come from the evalsi.packs entry points)."""
+    """List and describe the installed evaluators and packs, with tiers; --server: a project's catalog.
+
+    Packs come from the evalsi.packs entry points; on a server a project enables packs and an owner may restrict it
+    to an allowlist (docs/packs.md)."""
 
 
 _SERVER_HELP = (

@@ -28,7 +28,7 @@ COMMANDS = {
     ),
     "catalog": LazyCommand(
         "evalsi.cli.catalog:catalog",
-        "List and describe the installed evaluators (packs come from the evalsi.packs entry points).",
+        "List and describe the installed evaluators and packs, with tiers; --server: a project's catalog.",
     ),
     "ci": LazyCommand(
         "evalsi.cli.ci_cmd:ci",
