@@ -8,12 +8,15 @@ import shutil
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 import evalsi
 from evalsi.api.run_dataset import load_run_dataset
+from evalsi.cli.main import cli
 from evalsi.datasets import load_dataset
 from evalsi.errors import BadInputError
 from evalsi.records import to_content
+from evalsi.testing.threaded import ThreadedProvider
 from evalsi.v1alpha1.run_pb2 import EvalRun
 
 FIXTURES = Path(__file__).parent / "fixtures" / "bfcl"
@@ -131,3 +134,31 @@ def test_served_runs_read_format_bfcl_under_the_datasets_dir(tmp_path: Path) -> 
     run.spec.dataset.path = "BFCL_v3_parallel.json"
     with pytest.raises(BadInputError, match="leads outside the question file's directory"):
         list(load_run_dataset(run, datasets_dir=root))
+
+
+def test_a_run_on_a_model_target(tmp_path: Path) -> None:
+    """evalsi run: the BFCL file as the spec's dataset (format bfcl), a model answering in BFCL's format."""
+    seen: list[str] = []
+
+    def reply(body: dict) -> str:
+        system, question = body["messages"][0]["content"], body["messages"][-1]["content"]
+        seen.append(system)
+        if "triangle" in question:
+            return "[geometry.triangle_area(base=10, height=5)]"
+        return "[convert_weights(values=[2.5, 3.0], from_unit='kg', to_unit='pounds', precision=3)]"
+
+    shutil.copytree(FIXTURES, tmp_path / "bfcl")
+    with ThreadedProvider(reply) as server:
+        (tmp_path / "run.yaml").write_text(json.dumps({
+            "apiVersion": "evals.si/v1alpha1", "kind": "EvalRun", "metadata": {"name": "bfcl"}, "spec": {
+                "target": {"model": {"connector": "openai-compatible", "model": "m", "baseUrl": server.base_url}},
+                "dataset": {"path": "bfcl/BFCL_v3_simple.json", "format": "bfcl"},
+                "evaluators": [{"ref": "builtin/bfcl-ast"}]}}))
+        done = CliRunner().invoke(cli, ["run", "-f", str(tmp_path / "run.yaml"), "--output", str(tmp_path / "o.json")])
+    assert done.exit_code == 0, done.output
+    results = {r["recordId"]: r["scores"][0] for r in json.loads((tmp_path / "o.json").read_text())["results"]}
+    assert results["simple_0"].get("passed") is True
+    # precision=3 is not among its possible values (2, or left out)
+    assert results["simple_1"].get("passed", False) is False
+    assert results["simple_1"]["explanation"].startswith("value_error:others")
+    assert all("Here is a list of functions in JSON format" in system for system in seen) and len(seen) == 2
