@@ -45,6 +45,7 @@ def test_every_sample_and_epoch_becomes_one_record_field_by_field(capitals_log: 
     rows = list(log_rows(capitals_log.location))
     by_key = _by_key(rows)
     assert len(rows) == len(by_key) == 9  # one record per (sample, epoch), none repeated
+    assert list(log_rows(capitals_log.location, limit=4)) == rows[:4]
     for sample in log.samples:
         row = by_key[(str(sample.id), sample.epoch - 1)]
         assert row["input"] == {"messages": [{"role": "system", "content": "Answer briefly."},

@@ -27,7 +27,8 @@ def import_group() -> None:
 @click.argument("log", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--out", "-o", "out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the records here (JSONL; replaced only once the whole log was read). Default: stdout.")
-@click.option("--limit", type=click.IntRange(min=1), default=None, help="Import only the first N samples.")
+@click.option("--limit", type=click.IntRange(min=1), default=None,
+              help="Import only the first N records (each epoch of a sample is one).")
 @handle_errors
 def inspect_command(log: Path, out: Path | None, limit: int | None) -> None:
     """Import an Inspect AI log (LOG.eval or LOG.json) as records, one per sample and epoch.

@@ -63,26 +63,28 @@ def read_header(path: str | Path) -> LogHeader:
 
 
 def log_rows(path: str | Path, *, limit: int | None = None) -> Iterator[dict[str, Any]]:
-    """The log's samples as record rows (``rows.sample_row``), in the dataset's order, each sample's epochs in turn."""
-    header = read_header(path)
-    for count, sample in enumerate(_samples(header)):
-        if limit is not None and count >= limit:
-            return
-        yield sample_row(_parts(sample, header))
+    """The log's samples as record rows (``rows.sample_row``), in the dataset's order, each sample's epochs in turn;
+    with ``limit``, the first ``limit`` of them."""
+    for _, row in _read(read_header(path), limit):
+        yield row
 
 
 def import_log(path: str | Path, out: IO[str], *, limit: int | None = None) -> ImportSummary:
     """Write the log's record rows to ``out`` as JSONL (one record a line); what was read, for the caller to say."""
     header = read_header(path)
     records = halted = 0
-    for sample in _samples(header):
-        if limit is not None and records >= limit:
-            break
-        row = sample_row(_parts(sample, header))
+    for sample, row in _read(header, limit):
         out.write(json.dumps(row, ensure_ascii=False, separators=(",", ":")) + "\n")
         records += 1
         halted += bool(sample.error or sample.limit)
     return ImportSummary(header, records, halted)
+
+
+def _read(header: LogHeader, limit: int | None) -> Iterator[tuple[EvalSample, dict[str, Any]]]:
+    for count, sample in enumerate(_samples(header)):
+        if limit is not None and count >= limit:
+            return
+        yield sample, sample_row(_parts(sample, header))
 
 
 def _checked(path: Path) -> Path:
