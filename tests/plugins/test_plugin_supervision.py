@@ -15,6 +15,7 @@ from evalsi.errors import InfraError
 from evalsi.evaluators import Registry
 from evalsi.plugins import PluginHost, PluginSet, read_manifest
 from evalsi.plugins.process import PluginProcess
+from evalsi.plugins.venv import ensure_venv
 from evalsi.v1alpha1.record_pb2 import Record
 from evalsi.v1alpha1.score_pb2 import ERROR_KIND_EVALUATOR, ERROR_KIND_INFRA, OUTCOME_ERROR, OUTCOME_SCORED
 
@@ -137,3 +138,19 @@ def _running(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+async def test_a_message_over_the_limit_is_an_infra_error_naming_it(plugins_dir: Path, venv_cache: Path) -> None:
+    manifest = replace(read_manifest(plugins_dir / "acme" / "evalsi-plugin.yaml"), max_message_bytes=1 << 20)
+    python = ensure_venv(manifest, venv_cache) / "bin" / "python"
+    host = PluginHost(manifest, lambda: PluginProcess(manifest, [str(python), "-m", "evalsi.plugins.main"]))
+    try:
+        big = Record(id="big")
+        big.output.text = "ok" * (1 << 20)  # 2 MiB
+        with pytest.raises(InfraError, match=r"a message over 1 MiB \(limits.max_message_mb\)"):
+            await host.evaluate("acme/has-word@1.0.0", {}, big, None)
+        small = Record(id="small")
+        small.output.text = "ok"
+        assert (await host.evaluate("acme/has-word@1.0.0", {}, small, None)).scores[0].passed
+    finally:
+        host.close()
