@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 from typing import Any
 
 import numpy as np
@@ -236,3 +238,11 @@ def test_monitoring_runs_through_evaluate_with_intervals() -> None:
     assert math.isclose(result.metric("ks.pvalue").mean, expected.pvalue)
     assert result.metric("psi").mean > 0
     assert result.metric("fairness.demographic_parity_difference").n == 200
+
+
+def test_loading_the_ml_packs_does_not_import_numpy() -> None:
+    """The catalog loads every pack: their numpy halves load with the first reduce, not with the pack."""
+    code = ("import sys, evalsi.packs.ml_classic, evalsi.packs.ml_monitoring; "
+            "print(sorted(m for m in ('numpy', 'scipy') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"

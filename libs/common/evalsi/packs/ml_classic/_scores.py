@@ -1,0 +1,157 @@
+"""The numpy side of the probability metrics (``probabilities``): the probability matrix and each class's sorted
+order stacked once, then ROC-AUC, average precision, log-loss, Brier and ECE by weights per (re)sample. Loaded by
+the first reduce, not by the catalog."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from evalsi.errors import SkipRecord
+from evalsi.packs.ml_classic._weighted import Weighted, codes, ones, weighted
+
+NEEDS = "a class label in its reference and class probabilities in its output row"
+_EPS = sys.float_info.epsilon  # log_loss clips probabilities to [eps, 1 - eps], as scikit-learn does (float64's)
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """One class's scores sorted once (highest first): which rows are that class, and the groups of tied scores."""
+
+    order: NDArray[np.intp]
+    positive: NDArray[np.float64]  # 1.0 where the row (in ``order``) has this class as its label
+    groups: NDArray[np.intp]  # the tie group of each sorted row: equal scores share one threshold
+    count: int
+
+
+@dataclass(frozen=True)
+class Probabilities:
+    classes: list[str]
+    truths: NDArray[np.intp]
+    rankings: dict[int, Ranking]
+    # Per record, computed once: -ln p(label) clipped as log_loss clips it, the squared distance of the
+    # probabilities from the label's one-hot vector, the top probability and whether its class is the label.
+    losses: NDArray[np.float64]
+    squared: NDArray[np.float64]
+    confidence: NDArray[np.float64]
+    hit: NDArray[np.float64]
+
+
+def _ranking(scores: NDArray[np.float64], positive: NDArray[np.bool_]) -> Ranking:
+    order = np.argsort(-scores, kind="stable")
+    ranked = scores[order]
+    groups = np.concatenate(([0], np.cumsum(ranked[1:] != ranked[:-1]))).astype(np.intp)
+    return Ranking(order, positive[order].astype(np.float64), groups, int(groups[-1]) + 1)
+
+
+def stack(pairs: list[tuple[str, dict[str, float]]]) -> Weighted[Probabilities]:
+    truths = [truth for truth, _ in pairs]
+    classes = sorted({*truths, *(name for _, given in pairs for name in given)})
+    matrix = np.zeros((len(pairs), len(classes)), dtype=np.float64)
+    column = {name: at for at, name in enumerate(classes)}
+    two = len(classes) == 2
+    for row, (_, given) in enumerate(pairs):
+        for name, probability in given.items():
+            matrix[row, column[name]] = probability
+        if two and len(given) == 1:
+            ((name, probability),) = given.items()
+            matrix[row, 1 - column[name]] = 1.0 - probability
+    labels = codes(truths, classes)
+    rankings = {at: _ranking(matrix[:, at], labels == at) for at in range(len(classes))}
+    rows = np.arange(len(pairs))
+    onehot = np.zeros_like(matrix)
+    onehot[rows, labels] = 1.0
+    predicted = np.argmax(matrix, axis=1)  # the first class in order on a tie
+    stacked = Probabilities(
+        classes, labels, rankings, losses=-np.log(np.clip(matrix[rows, labels], _EPS, 1.0 - _EPS)),
+        squared=((onehot - matrix) ** 2).sum(axis=1), confidence=matrix[rows, predicted],
+        hit=(predicted == labels).astype(np.float64),
+    )
+    return ones(stacked, len(pairs))
+
+
+def _positive_class(data: Probabilities, positive_label: str) -> int | None:
+    """The column scored as positive, or None for the macro one-vs-rest average over every class."""
+    if positive_label:
+        if positive_label not in data.classes:
+            raise SkipRecord(f"positive_label {positive_label!r} is not a class of any record "
+                             f"(classes: {', '.join(data.classes[:10])})")
+        return data.classes.index(positive_label)
+    if len(data.classes) < 2:
+        raise SkipRecord(f"only one class ({data.classes[0]!r}): a score of one class against the rest needs two")
+    return 1 if len(data.classes) == 2 else None
+
+
+def _counts(ranking: Ranking, weights: NDArray[np.float64], name: str) -> tuple[NDArray[np.float64], ...]:
+    """Per tie group (highest score first): the weight of positives and negatives, and their running totals."""
+    sorted_weights = weights[ranking.order]
+    # float with weights (numpy's stub says int)
+    hits = np.asarray(np.bincount(ranking.groups, sorted_weights * ranking.positive, minlength=ranking.count),
+                      dtype=np.float64)
+    misses = np.asarray(np.bincount(ranking.groups, sorted_weights * (1.0 - ranking.positive),
+                                    minlength=ranking.count), dtype=np.float64)
+    if hits.sum() <= 0 or misses.sum() <= 0:
+        side = "no record has" if hits.sum() <= 0 else "every record has"
+        raise SkipRecord(f"{side} the label {name!r}: the metric needs both it and another class among the labels")
+    return hits, misses, np.cumsum(hits), np.cumsum(misses)
+
+
+def _roc_auc(ranking: Ranking, weights: NDArray[np.float64], name: str) -> float:
+    hits, misses, true_positives, false_positives = _counts(ranking, weights, name)
+    # Trapezoids of the ROC curve: each threshold adds its false positives times the mean height across it.
+    area = float((misses * (true_positives - hits / 2.0)).sum())
+    return area / float(true_positives[-1] * false_positives[-1])
+
+
+def _average_precision(ranking: Ranking, weights: NDArray[np.float64], name: str) -> float:
+    hits, _, true_positives, false_positives = _counts(ranking, weights, name)
+    # Sum over thresholds of the recall gained times the precision there (scikit-learn's step-wise AP).
+    listed = true_positives + false_positives  # 0 only before the first drawn record of a resample
+    precision = np.divide(true_positives, listed, out=np.zeros_like(listed), where=listed > 0)
+    return float((hits * precision).sum() / true_positives[-1])
+
+
+def one_vs_rest(values: Any, positive_label: str, metric: Any) -> float:
+    data = weighted(values, NEEDS)
+    stacked: Probabilities = data.columns
+    positive = _positive_class(stacked, positive_label)
+    at_classes = range(len(stacked.classes)) if positive is None else (positive,)
+    return float(np.mean([metric(stacked.rankings[at], data.weights, stacked.classes[at]) for at in at_classes]))
+
+
+def roc_auc(values: Any, positive_label: str) -> float:
+    return one_vs_rest(values, positive_label, _roc_auc)
+
+
+def average_precision(values: Any, positive_label: str) -> float:
+    return one_vs_rest(values, positive_label, _average_precision)
+
+
+def log_loss(values: Any) -> float:
+    data = weighted(values, NEEDS)
+    stacked: Probabilities = data.columns
+    if len(stacked.classes) < 2:
+        raise SkipRecord(f"only one class ({stacked.classes[0]!r}): log-loss needs two")
+    return float((data.weights * stacked.losses).sum() / data.weights.sum())
+
+
+def brier(values: Any) -> float:
+    data = weighted(values, NEEDS)
+    stacked: Probabilities = data.columns
+    k = len(stacked.classes)
+    if k < 2:
+        raise SkipRecord(f"only one class ({stacked.classes[0]!r}): the Brier score needs two")
+    halved = 0.5 if k < 3 else 1.0
+    return halved * float((data.weights * stacked.squared).sum() / data.weights.sum())
+
+
+def ece(values: Any, bins: int) -> float:
+    data = weighted(values, NEEDS)
+    stacked: Probabilities = data.columns
+    which = np.clip(np.ceil(stacked.confidence * bins).astype(np.intp) - 1, 0, bins - 1)
+    gaps = np.bincount(which, data.weights * (stacked.hit - stacked.confidence), minlength=bins)
+    return float(np.abs(gaps).sum() / data.weights.sum())
