@@ -1,5 +1,6 @@
 """Inspect scorers as Evals.si evaluators (contract tests with inspect_ai installed, offline): over the records
-imported from a real log, an adapted Inspect scorer gives what that scorer gave inside Inspect's own eval."""
+imported from a real log, an adapted Inspect scorer gives what that scorer gave inside Inspect's own eval; a
+model-graded scorer's model is the run's judge."""
 
 from __future__ import annotations
 
@@ -7,13 +8,27 @@ from typing import Any
 
 import pytest
 from inspect_ai.log import EvalLog
-from inspect_ai.scorer import CORRECT, INCORRECT, PARTIAL, Score, Scorer, Target, exact, f1, includes, scorer
+from inspect_ai.scorer import (
+    CORRECT,
+    INCORRECT,
+    PARTIAL,
+    Score,
+    Scorer,
+    Target,
+    exact,
+    f1,
+    includes,
+    model_graded_qa,
+    scorer,
+)
 from inspect_ai.solver import TaskState
 
 import evalsi
-from evalsi.adapters.inspect import inspect_evaluator, log_rows, task_state
+from evalsi.adapters.inspect import inspect_evaluator, inspect_judged_evaluator, log_rows, task_state
 from evalsi.errors import BadInputError
+from evalsi.ports import free_ports
 from evalsi.records import make_record
+from evalsi.testing.threaded import ThreadedProvider
 from evalsi.v1alpha1.score_pb2 import ErrorKind, Outcome
 
 
@@ -93,3 +108,34 @@ def test_an_unknown_kind_is_refused() -> None:
     with pytest.raises(BadInputError, match="kind: 'boolean' is not one of passed, number, label"):
         inspect_evaluator(exact(), name="inspect/exact", kind="boolean")  # type: ignore[arg-type]
 
+
+
+def _grade(body: dict[str, Any]) -> str:
+    prompt = " ".join(str(m.get("content", "")) for m in body["messages"])
+    return "The submission names another city. GRADE: I" if "[Submission]: Lyon" in prompt else "GRADE: C"
+
+
+def test_a_model_graded_scorer_calls_the_runs_judge_cached() -> None:
+    rows = [{"id": "a", "input": "Capital of France?", "output": "Paris", "reference": "Paris"},
+            {"id": "b", "input": "Capital of France?", "output": "Lyon", "reference": "Paris"},
+            {"id": "c", "input": "Capital of France?"}]
+    graded_qa = inspect_judged_evaluator(lambda model: model_graded_qa(model=model), name="inspect/graded-qa")
+    with ThreadedProvider(_grade) as server:
+        judge = {"provider": "openai", "model": "judge-1", "base_url": server.base_url}
+        results = evalsi.evaluate(rows, [graded_qa], judge=judge)
+        by_id = {r.record_id: r for r in results.results}
+        assert by_id["a"].scores[0].passed and not by_id["b"].scores[0].passed
+        assert "another city" in by_id["b"].scores[0].explanation
+        assert by_id["c"].outcome == Outcome.OUTCOME_SKIPPED and by_id["c"].reason == "missing output"
+        assert len(server.requests) == 2 and {b["model"] for b in server.requests} == {"judge-1"}
+        assert "[Submission]: Lyon" in server.requests[1]["messages"][0]["content"]
+        again = evalsi.evaluate(rows, [graded_qa], judge=judge)
+        assert [r.outcome for r in again.results] == [r.outcome for r in results.results]
+        assert len(server.requests) == 2  # the judge's answers came from our judge cache
+    unjudged = evalsi.evaluate(rows[:1], [graded_qa])
+    assert unjudged.results[0].outcome == Outcome.OUTCOME_SKIPPED
+    assert unjudged.results[0].reason.startswith("judge_pending")
+    (port,) = free_ports(1)
+    down = {"provider": "openai", "model": "judge-1", "base_url": f"http://127.0.0.1:{port}/v1", "max_retries": 0}
+    failed = evalsi.evaluate(rows[:1], [graded_qa], judge=down, cache=False).results[0]
+    assert failed.outcome == Outcome.OUTCOME_ERROR and failed.error_kind == ErrorKind.ERROR_KIND_INFRA

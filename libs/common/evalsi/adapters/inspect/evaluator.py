@@ -10,8 +10,8 @@ targets), its metadata, id and trial (as the epoch). The scorer's value becomes 
 - ``kind="number"``: Inspect's own ``value_to_float`` (``C`` 1, ``P`` 0.5, ``I`` 0, numbers as they are);
 - ``kind="label"``: the value as a string.
 
-A scorer that returns no score skips the record. Scorers that call a model (``model_graded_qa``) call Inspect's
-model, not our judge: routing those calls through the run's judge is not built (docs/adapters.md).
+A scorer that returns no score skips the record. A scorer that calls a model (``model_graded_qa``) is adapted by
+``judged.inspect_judged_evaluator``, which hands it the run's judge as its model.
 """
 
 from __future__ import annotations
@@ -54,8 +54,7 @@ def inspect_evaluator(scorer: Scorer, *, name: str, kind: Kind = "passed", versi
     """An Evals.si evaluator (``name``: ``namespace/name``) that grades each record with the Inspect ``scorer``;
     ``kind`` is the output it declares (module docstring). Pass it to ``evalsi.evaluate`` as an object, or put it
     in a pack."""
-    if kind not in KINDS:
-        raise BadInputError(f"kind: {kind!r} is not one of {', '.join(KINDS)}")
+    check_kind(kind)
     to_float = value_to_float()
 
     @evaluator(name, version=version, requires=["output"], outputs=[_OUTPUTS[kind]],
@@ -65,9 +64,18 @@ def inspect_evaluator(scorer: Scorer, *, name: str, kind: Kind = "passed", versi
         score = await scorer(state, state.target)
         if score is None:
             raise SkipRecord("the Inspect scorer returned no score")
-        return _score(score, kind, to_float)
+        return record_score(score, kind, to_float)
 
     return graded
+
+
+def check_kind(kind: str) -> None:
+    if kind not in KINDS:
+        raise BadInputError(f"kind: {kind!r} is not one of {', '.join(KINDS)}")
+
+
+def output_of(kind: Kind) -> Output:
+    return _OUTPUTS[kind]
 
 
 def task_state(record: Record) -> TaskState:
@@ -112,7 +120,8 @@ def _message(message: Message) -> ChatMessage:
     return ChatMessageUser(content=message.content)
 
 
-def _score(score: InspectScore, kind: Kind, to_float: Any) -> Score:
+def record_score(score: InspectScore, kind: Kind, to_float: Any) -> Score:
+    """The Inspect score as the Evals.si score of the declared ``kind`` (module docstring)."""
     value = score.value
     out = Score(name=_OUTPUTS[kind].name, explanation=score.explanation or "")
     if kind == "label":
