@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 from evalsi.errors import SkipRecord
@@ -21,19 +22,25 @@ from evalsi.v1alpha1.score_pb2 import Score
 REFERENCE_KEYS = ("category", "function", "ground_truth")
 
 
-def bfcl_reference(record: Record) -> dict[str, Any]:
+@lru_cache(maxsize=1024)
+def _parsed(text: str) -> Any:
+    """A reference's JSON text decoded once: a dataset's records of one question share it (read-only here)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return None
+
+
+def bfcl_reference(record: Record) -> Mapping[str, Any]:
     """The record's BFCL reference ``{"category", "function", "ground_truth"}``, from JSON text (as the importer
     writes it, so floats stay floats) or JSON content."""
     value = content_value(record.reference)
     if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError:
-            value = None
+        value = _parsed(value)
     if not isinstance(value, Mapping) or not set(REFERENCE_KEYS) <= set(value):
         raise SkipRecord("the reference is not a BFCL reference: expected a JSON object with "
                          f"{', '.join(REFERENCE_KEYS)} (records read from bfcl:// carry one)")
-    return dict(value)
+    return value
 
 
 @evaluator(
@@ -41,6 +48,7 @@ def bfcl_reference(record: Record) -> dict[str, Any]:
     version="1.0.0",
     pack="benchmarks",
     requires=["reference"],
+    cheap=True,  # pure, bounded by the output's MAX_TEXT and the reference's size: no thread hop
     description="BFCL's AST checker (simple, multiple, parallel, parallel_multiple; Python): the function name, "
     "required and optional parameters, types (an int for a float allowed), any of the possible values, string "
     "standardization, and order-insensitive parallel calls. The explanation gives BFCL's error type.",

@@ -1,0 +1,68 @@
+"""builtin/bfcl-ast throughput embedded: record-evaluations per second through ``evalsi.evaluate(...)`` over the
+records of ``bfcl://examples/benchmarks/bfcl`` (simple, multiple, parallel, parallel_multiple), each with a model's
+answer in BFCL's prompting format (``[f(a=1), g(b="x")]``, decoded as Python per record), half right and half wrong.
+
+    .venv/bin/python benchmarks/bfcl_ast.py [--records 20000]
+
+Prints ``bfcl-ast  N rec/s  (target >= 20,000)`` (issue 16's figure for deterministic metrics), with the CPU
+seconds and the load average: the machine is shared. A first call on a few records is not timed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+import evalsi
+from evalsi.datasets import load_dataset
+from evalsi.records import to_content
+from evalsi.v1alpha1.record_pb2 import Record
+
+TARGET_PER_S = 20_000
+DATA = Path(__file__).resolve().parents[1] / "examples" / "benchmarks" / "bfcl"
+ANSWERS = {  # record id -> (a right answer, a wrong one)
+    "simple_0": ("[geometry.triangle_area(base=10, height=5, unit='units')]", "[geometry.triangle_area(base=10)]"),
+    "simple_1": ("[convert_weights(values=[2.5, 3.0], from_unit='kg', to_unit='lb', options={'strict': True})]",
+                 "[convert_weights(values=[2.5, 3], from_unit='kg', to_unit='lb')]"),
+    "multiple_0": ("[maps.distance(origin='Ljubljana', destination='Maribor', unit='km')]",
+                   "[weather.current(city='Maribor')]"),
+    "parallel_0": ("[weather.current(city='Rome'), weather.current(city='Paris')]",
+                   "[weather.current(city='Rome'), weather.current(city='Rome')]"),
+    "parallel_multiple_0": ("[weather.current(city='Piran'), restaurant.book(city='Piran', people=4, time='19:30')]",
+                            "[restaurant.book(city='Piran', people='4', time='19:30'), weather.current(city='Piran')]"),
+}
+
+
+def records(count: int) -> list[Record]:
+    questions = [r for category in ("simple", "multiple", "parallel", "parallel_multiple")
+                 for r in load_dataset(f"bfcl://{DATA}/{category}")]
+    out = []
+    for index in range(count):
+        record = Record()
+        record.CopyFrom(questions[index % len(questions)])
+        record.id = f"{record.id}-{index}"
+        right, wrong = ANSWERS[questions[index % len(questions)].id]
+        record.output.CopyFrom(to_content(right if (index // len(questions)) % 2 == 0 else wrong))
+        out.append(record)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=20_000, help="records evaluated")
+    args = parser.parse_args()
+    data = records(args.records)
+    print(f"{args.records} records; load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} "
+          f"on {os.cpu_count()} CPUs")
+    evalsi.evaluate(data[:50], ["bfcl-ast"])
+    wall, cpu = time.perf_counter(), time.process_time()
+    results = evalsi.evaluate(data, ["bfcl-ast"])
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    print(f"bfcl-ast {args.records / wall:>9,.0f} rec/s  (target >= {TARGET_PER_S:,})  cpu {cpu:.2f} s  "
+          f"wall {wall:.2f} s  mean {results.metric('bfcl-ast').mean:.4f}")
+
+
+if __name__ == "__main__":
+    main()
