@@ -3,6 +3,7 @@ redacted explanations, metadata, skips with reasons, bind-time errors, and batch
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from typing import Any
 
@@ -10,7 +11,7 @@ import pytest
 
 import evalsi
 from evalsi.errors import BadInputError
-from evalsi.evaluators import Registry
+from evalsi.evaluators import Registry, _record_pass
 from evalsi.evaluators._columns import TextColumns
 from evalsi.packs.safety.refusal import is_refusal
 from evalsi.records import from_value, make_record
@@ -170,3 +171,23 @@ def test_batch_forms_decide_only_what_the_function_returns(name: str, params: di
         if verdict is not None:
             assert verdict is True
             assert evaluator.fn(record, **params).passed
+
+
+def test_a_resumed_slice_does_not_ask_the_batch_form_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Records the batch form leaves to the function, in slices that each end after one record (as on a loaded
+    machine): the batch form is asked about each record once, not again for all the rest at every slice."""
+    monkeypatch.setattr(_record_pass, "_INLINE_SLICE_S", -1.0)
+    evaluator = REGISTRY.resolve("builtin/pii-leak")
+    assert evaluator.batch is not None
+    original = evaluator.batch
+    asked: list[int] = []
+
+    def spy(texts: dict[str, list[str]], **params: Any) -> Any:
+        asked.append(len(texts["output"]))
+        return original(texts, **params)
+
+    rows = [{"id": f"r{i}", "output": f"write to user{i}@example.com" if i % 2 else f"order {i} shipped"}
+            for i in range(400)]
+    got = evalsi.evaluate(rows, [dataclasses.replace(evaluator, batch=spy)])
+    assert sum(asked) == len(rows)
+    assert got.summaries["pii-leak"].mean == 0.5 and got.summaries["pii-leak"].n == len(rows)

@@ -177,6 +177,7 @@ class ColumnJob(RecordJob):
         self.outcomes = [0] * count
         self.values = [NOT_FOLDABLE] * count
         self.names = [""] * count
+        self.batched_to = 0  # records before this index were offered to the batch form
         identity = EvaluationResult(evaluator=bound.alias, evaluator_ref=bound.evaluator.ref).SerializeToString()
         self.identity = identity
         output = bound.evaluator.outputs[0].name if len(bound.evaluator.outputs) == 1 else ""
@@ -218,10 +219,16 @@ class ColumnJob(RecordJob):
         call, records, reasons, store, bound = self.call, self.records, self.reasons, self.slots.store, self.bound
         data, outcomes, values, names = self.data, self.outcomes, self.values, self.names
         id_fields, trial_fields, middles, output = self.id_fields, self.trial_fields, self.middles, self.output
-        decided = self._decided(start, stop)
         pending: Sequence[int] = range(start, stop)
-        if decided is not None and middles is not None:  # the batch form's verdicts: the function's own
-            self._write_decided(start, decided)
+        if middles is not None and self.bound.evaluator.batch is not None:
+            # The batch form's verdicts (the function's own), asked once for the records not asked yet: a resumed
+            # slice (the last one ran out of time) only takes up the undecided ones, instead of re-asking the batch
+            # for all the rest, which made a batch that outlasts a slice quadratic in the records it leaves undecided.
+            first = max(start, self.batched_to)
+            decided = self._decided(first, stop) if first < stop else None
+            if decided is not None:
+                self._write_decided(first, decided)
+            self.batched_to = max(self.batched_to, stop)
             pending = [index for index in pending if data[index] is None]
         clock = time.perf_counter
         limit = float("inf") if timeout_s is None else timeout_s
