@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import time
@@ -154,3 +155,17 @@ async def test_a_message_over_the_limit_is_an_infra_error_naming_it(plugins_dir:
         assert (await host.evaluate("acme/has-word@1.0.0", {}, small, None)).scores[0].passed
     finally:
         host.close()
+
+
+async def test_a_call_its_caller_abandons_leaves_the_host_serving(plugins: tuple[Registry, PluginSet]) -> None:
+    _, started = plugins
+    host = started.hosts[0]
+    slow = Record(id="slow")
+    slow.output.text = "x"
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(host.evaluate("acme/slow@1.0.0", {"sleep_s": 1.0}, slow, None), 0.2)
+    await asyncio.sleep(1.2)  # its answer arrives for nobody
+    fine = Record(id="fine")
+    fine.output.text = "ok"
+    result = await asyncio.wait_for(host.evaluate("acme/has-word@1.0.0", {}, fine, None), 10)
+    assert result.outcome == OUTCOME_SCORED and host.restarts == 0

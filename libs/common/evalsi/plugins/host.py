@@ -73,6 +73,17 @@ def _check_results(batch: plugin_pb2.Batch, answer: plugin_pb2.BatchResults) -> 
     return list(answer.results)
 
 
+def _settle(future: futures.Future[EvaluationResult], *, result: EvaluationResult | None = None,
+            exception: BaseException | None = None) -> None:
+    """Answer a call unless its caller cancelled it meanwhile (then the answer has nowhere to go)."""
+    if not future.set_running_or_notify_cancel():
+        return
+    if exception is not None:
+        future.set_exception(exception)
+    else:
+        future.set_result(result)  # type: ignore[arg-type]
+
+
 class PluginHost:
     """One plugin's process and the calls to it; ``start`` makes a fresh process (at first, and after a death)."""
 
@@ -135,7 +146,7 @@ class PluginHost:
             self._waiting.clear()
             self._cond.notify_all()
         for pending in waiting:
-            pending.future.set_exception(self._closed_error())
+            _settle(pending.future, exception=self._closed_error())
         self._thread.join(self.manifest.timeout_s + 5)
         with self._process_lock:
             self._process.stop()
@@ -157,7 +168,10 @@ class PluginHost:
                     self._waiting[key] = self._waiting.pop(key)  # to the back: other evaluators take their turn
                 else:
                     del self._waiting[key]
-            self._send(key[0], json.loads(key[1]), taken)
+            # A call whose caller gave up (its deadline, a cancelled run) is not sent.
+            taken = [p for p in taken if not p.future.cancelled()]
+            if taken:
+                self._send(key[0], json.loads(key[1]), taken)
 
     def _send(self, ref: str, params: dict[str, Any], taken: list[_Pending]) -> None:
         batch = plugin_pb2.Batch(batch_id=next(self._batch_ids), evaluator=ref, params=_struct(params),
@@ -167,10 +181,10 @@ class PluginHost:
                                        f"a batch of {len(taken)} records")
         except Exception as exc:
             for pending in taken:
-                pending.future.set_exception(exc)
+                _settle(pending.future, exception=exc)
             return
         for pending, result in zip(taken, results, strict=True):
-            pending.future.set_result(result)
+            _settle(pending.future, result=result)
 
     def _with_retry(self, call: Callable[[PluginProcess], Any], what: str) -> Any:
         for attempt in (1, 2):
