@@ -51,6 +51,7 @@ def test_every_sample_and_epoch_becomes_one_record_field_by_field(capitals_log: 
         assert row["input"] == {"messages": [{"role": "system", "content": "Answer briefly."},
                                              {"role": "user", "content": sample.input}]}
         assert row["output"] == sample.output.completion and row["output"]
+        assert "trajectory" not in row  # no tool was called
         assert row["reference"] == _expected_reference(sample)
         metadata = row["metadata"]
         for key, value in sample.metadata.items():
@@ -147,6 +148,13 @@ def test_a_sample_with_tool_calls_keeps_its_generated_messages(tmp_path: Path) -
         {"role": "tool", "content": "5", "tool_call_id": "c1", "name": "add"},
         {"role": "assistant", "content": "The sum is 5"},
     ]}
+    steps = row["trajectory"]["steps"]
+    assert [step["type"] for step in steps] == ["STEP_TYPE_LLM", "STEP_TYPE_TOOL", "STEP_TYPE_LLM"]
+    assert steps[1]["toolCall"] == {"id": "c1", "name": "add", "arguments": {"x": 2, "y": 3}, "result": "5",
+                                    "status": "TOOL_CALL_STATUS_OK"}
+    agent = evalsi.evaluate([row], [{"ref": "tool-call-accuracy", "params": {"expected": [
+        {"name": "add", "arguments": {"x": 2, "y": 3}}]}}])
+    assert agent.metric("tool-call-accuracy.exact").mean == 1.0  # the agent pack grades the imported steps
     # Both generations count: the sample's usage, not its last call's.
     assert row["usage"]["input_tokens"] == 50 and row["usage"]["output_tokens"] == 9
     results = evalsi.evaluate([row], ["regex-match"], params={"regex-match": {"pattern": "sum is 5$"}})

@@ -11,6 +11,7 @@ scorer receives (``scorer``), so an Evals.si evaluator grades the same record wh
 - ``metadata`` is the sample's metadata, plus ``inspect.task``, ``inspect.model``, ``inspect.sample_id``,
   ``inspect.epoch``, Inspect's own scores as ``inspect.<scorer>``, and ``inspect.error``/``inspect.limit`` when
   the sample was halted.
+- ``trajectory`` (when the model called tools): each generation and each tool call with the tool's answer.
 - ``usage`` is the evaluated model's tokens and cost over the sample, and its working time as the latency.
 """
 
@@ -59,6 +60,9 @@ def sample_row(parts: SampleParts) -> dict[str, Any]:
     if reference is not None:
         row["reference"] = reference
     row["metadata"] = _metadata(parts)
+    trajectory = _trajectory(generated, parts.model)
+    if trajectory is not None:
+        row["trajectory"] = trajectory
     usage = _usage(parts.usage, parts.working_time)
     if usage:
         row["usage"] = usage
@@ -106,6 +110,28 @@ def message_dict(message: ChatMessage) -> dict[str, Any]:
         if message.error and not out["content"]:
             out["content"] = message.error.message
     return out
+
+
+def _trajectory(generated: Sequence[ChatMessage], model: str) -> dict[str, Any] | None:
+    """The agent's steps when it called tools (the agent pack's evaluators read them): each generation, then each
+    of its tool calls with the tool's answer, in the protobuf JSON form of ``Trajectory``."""
+    answers = {m.tool_call_id: m for m in generated if isinstance(m, ChatMessageTool) and m.tool_call_id}
+    steps: list[dict[str, Any]] = []
+    for message in generated:
+        if not isinstance(message, ChatMessageAssistant):
+            continue
+        steps.append({"type": "STEP_TYPE_LLM", "name": "generate", "model": message.model or model,
+                      "output": {"text": message.text}})
+        for call in message.tool_calls or ():
+            tool_call: dict[str, Any] = {"id": call.id, "name": call.function, "arguments": plain(call.arguments)}
+            answer = answers.get(call.id)
+            if answer is not None:
+                tool_call["result"] = answer.text
+                tool_call["status"] = "TOOL_CALL_STATUS_ERROR" if answer.error else "TOOL_CALL_STATUS_OK"
+                if answer.error:
+                    tool_call["error"] = answer.error.message
+            steps.append({"type": "STEP_TYPE_TOOL", "name": call.function, "toolCall": tool_call})
+    return {"steps": steps} if len(steps) > sum(s["type"] == "STEP_TYPE_LLM" for s in steps) else None
 
 
 def _reference(target: str | Sequence[str]) -> Any:
