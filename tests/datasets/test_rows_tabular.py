@@ -11,13 +11,17 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
 from evalsi.datasets import load_dataset, parse_mapping
 from evalsi.datasets.mapping import FieldMapping
 from evalsi.datasets.rows import RecordBuilder, RowError
 from evalsi.datasets.wire import content_bytes
 from evalsi.errors import BadInputError
+from evalsi.ingest import map_span
 from evalsi.records import content_text, content_value, to_content
+from evalsi.traces import assemble_record
 from evalsi.v1alpha1.record_pb2 import Record
 
 _keys = st.text(max_size=6)
@@ -105,3 +109,30 @@ def test_row_mappings_are_checked_when_parsed() -> None:
         parse_mapping(["output.row.label=x"])
     with pytest.raises(BadInputError, match=r"unknown target 'output.row.probabilities'"):
         parse_mapping(["output.row.probabilities=x"])
+
+
+def _span(attributes: dict[str, Any]) -> Span:
+    """A root span (OTLP) with these string, int or double attributes."""
+    values = [KeyValue(key=key, value=AnyValue(string_value=value) if isinstance(value, str)
+                       else AnyValue(int_value=value) if isinstance(value, int) else AnyValue(double_value=value))
+              for key, value in attributes.items()]
+    return Span(trace_id=bytes.fromhex("0af7651916cd43dd8448eb211c80319c"), span_id=(1).to_bytes(8, "big"),
+                name="predict", start_time_unix_nano=1_000, end_time_unix_nano=2_000, attributes=values)
+
+
+def test_a_traced_prediction_becomes_the_records_output_row() -> None:
+    """``evalsi.row.*`` attributes on a trace's root span: the online-policy side of tabular records."""
+    root = map_span(_span({"evalsi.row.features.age": 31, "evalsi.row.features.city": "Lj",
+                               "evalsi.row.prediction": "yes", "evalsi.row.probabilities.yes": 0.8,
+                               "evalsi.row.probabilities.no": "0.2", "input.value": "x"}), {})
+    record = assemble_record([root])
+    assert content_value(record.output) == {"features": {"age": 31, "city": "Lj"}, "prediction": "yes",
+                                            "probabilities": {"yes": 0.8, "no": 0.2}}
+    assert content_text(record.output) == "yes"
+    bad = map_span(_span({"evalsi.row.prediction": "yes", "evalsi.row.probabilities.yes": "high",
+                              "openinference.span.kind": "AGENT", "output.value": "plain"}), {})
+    kept = assemble_record([bad])
+    assert kept.output.text == "plain"  # the trace keeps its output; the refusal is in the metadata
+    assert "must be a number" in kept.metadata["row_error"].string_value
+    plain = assemble_record([map_span(_span({"openinference.span.kind": "AGENT", "output.value": "out"}), {})])
+    assert plain.output.text == "out" and "row_error" not in plain.metadata

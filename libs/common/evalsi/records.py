@@ -152,6 +152,28 @@ def tabular_row(parts: Mapping[str, Any]) -> TabularRow:
     return row
 
 
+ROW_ATTRIBUTE = "evalsi.row."
+
+
+def row_from_attributes(attributes: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The row parts a traced prediction carries as span attributes (plain values): ``evalsi.row.prediction``,
+    ``evalsi.row.features.<name>`` and ``evalsi.row.probabilities.<class>`` (a number, or a string that parses as
+    one); None when it has none. For ``tabular_row``, which refuses a probability that is not a number."""
+    parts: dict[str, Any] = {}
+    for key, value in attributes.items():
+        if not key.startswith(ROW_ATTRIBUTE):
+            continue
+        part, _, name = key[len(ROW_ATTRIBUTE):].partition(".")
+        if part == "prediction" and not name:
+            parts["prediction"] = value
+        elif part in ("features", "probabilities") and name:
+            if part == "probabilities" and isinstance(value, str):
+                with contextlib.suppress(ValueError):
+                    value = float(value)
+            parts.setdefault(part, {})[name] = value
+    return parts or None
+
+
 def row_value(row: TabularRow) -> dict[str, Any]:
     """A ``TabularRow`` as plain values: ``features`` and ``prediction`` (whole numbers as ints) and
     ``probabilities``; a part the row does not hold is left out."""

@@ -4,7 +4,8 @@ The record of a trace:
 - ``trajectory``: every step, ordered by start time (then span id), with parent ids, the trace id and the
   first session id found;
 - ``input``: the first user message of the first step that has one, else the root step's input;
-- ``output``: the last non-empty assistant message of the last step that has one, else the root step's output;
+- ``output``: the last non-empty assistant message of the last step that has one, else the root step's output; a
+  tabular prediction (``evalsi.row.*`` attributes on the root span) is the output row instead;
 - ``usage``: tokens summed over LLM and embedding steps only (``counts_toward_usage``), latency from the first
   start to the last end;
 - ``provenance`` and ``metadata``: trace, root span, project, session, service, span and error counts.
@@ -20,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from evalsi.projects import DEFAULT_PROJECT
-from evalsi.records import from_value, to_value
+from evalsi.records import ROW_ATTRIBUTE, from_value, row_from_attributes, tabular_row, to_value
 from evalsi.v1alpha1.record_pb2 import Content, Messages, Record, Step, Usage
 
 from .model import PLACEHOLDER, MappedSpan, counts_toward_usage, is_log_row
@@ -103,6 +104,7 @@ def assemble_record(spans: Sequence[MappedSpan], *, project: str = DEFAULT_PROJE
         record.output.CopyFrom(Content(text=answer))
     elif root is not None and root.step.HasField("output"):
         record.output.CopyFrom(root.step.output)
+    row_error = _tabular_output(record, root)
 
     record.usage.CopyFrom(sum_usage(steps))
     start = min(span.start_ns for span in ordered)
@@ -122,9 +124,28 @@ def assemble_record(spans: Sequence[MappedSpan], *, project: str = DEFAULT_PROJE
         "error_count": sum(1 for span in ordered if span.error),
         "complete_root": root is not None,
     }
+    if row_error:
+        metadata["row_error"] = row_error
     for key, value in metadata.items():
         record.metadata[key].CopyFrom(to_value(value))
     return record
+
+
+def _tabular_output(record: Record, root: MappedSpan | None) -> str:
+    """A traced tabular prediction (``evalsi.row.*`` attributes on the root span, ``records.row_from_attributes``)
+    becomes the record's output row; what was wrong with it ("" when nothing), for the record's metadata."""
+    if root is None:
+        return ""
+    attributes = root.step.attributes
+    parts = row_from_attributes({key: from_value(attributes[key]) for key in attributes
+                                 if key.startswith(ROW_ATTRIBUTE)})
+    if parts is None:
+        return ""
+    try:
+        record.output.CopyFrom(Content(row=tabular_row(parts)))
+    except ValueError as exc:
+        return str(exc)
+    return ""
 
 
 # --- log rows folded into their span's step -------------------------------------------------------------
