@@ -4,6 +4,7 @@ model-graded scorer's model is the run's judge."""
 
 from __future__ import annotations
 
+from importlib.metadata import version
 from typing import Any
 
 import pytest
@@ -24,8 +25,9 @@ from inspect_ai.scorer import (
 from inspect_ai.solver import TaskState
 
 import evalsi
-from evalsi.adapters.inspect import inspect_evaluator, inspect_judged_evaluator, log_rows, task_state
+from evalsi.adapters.inspect import UPSTREAM, inspect_evaluator, inspect_judged_evaluator, log_rows, task_state
 from evalsi.errors import BadInputError
+from evalsi.evaluators import Pack, Registry
 from evalsi.ports import free_ports
 from evalsi.records import make_record
 from evalsi.testing.threaded import ThreadedProvider
@@ -102,6 +104,16 @@ def test_values_map_to_the_declared_kind_and_no_score_skips() -> None:
     assert [r.scores[0].number for r in numbers.results if r.scores] == [1.0, 0.5, 0.0]
     labels = evalsi.evaluate(rows, [inspect_evaluator(graded_by_length(), name="t/short", kind="label")])
     assert [r.scores[0].label for r in labels.results if r.scores] == ["C", "P", "I"]
+
+
+def test_the_installed_inspect_is_the_pinned_upstream_and_a_pack_of_adapted_scorers_is_wrapped() -> None:
+    assert f"inspect-ai=={version('inspect-ai')}" == UPSTREAM
+    pack = Pack(name="inspect", evaluators=(inspect_evaluator(exact(), name="inspect/exact"),), tier="wrapped",
+                upstream=UPSTREAM)
+    registry = Registry()
+    registry.add_pack(pack)
+    assert registry.packs["inspect"].tier == "wrapped"
+    assert registry.resolve("inspect/exact").pack == "inspect"
 
 
 def test_an_unknown_kind_is_refused() -> None:

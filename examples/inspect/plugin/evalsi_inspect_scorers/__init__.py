@@ -2,7 +2,7 @@
 
 from inspect_ai.scorer import exact, f1, includes, match
 
-from evalsi.adapters.inspect import inspect_evaluator
+from evalsi.adapters.inspect import UPSTREAM, inspect_evaluator
 from evalsi.evaluators import Pack
 
 pack = Pack(
@@ -14,4 +14,6 @@ pack = Pack(
         inspect_evaluator(f1(), name="inspect/f1", kind="number", version="0.3.285"),
     ),
     description="Inspect AI's match, includes, exact and f1 scorers over records.",
+    tier="wrapped",
+    upstream=UPSTREAM,
 )

@@ -39,6 +39,9 @@ from evalsi.records import content_text, from_value
 from evalsi.v1alpha1.record_pb2 import Content, Message, Record
 from evalsi.v1alpha1.score_pb2 import Score
 
+# The release this adapter is a shim over and tested against (pyproject's `inspect` extra pins the same): a pack of
+# adapted scorers declares it, `Pack(..., tier="wrapped", upstream=UPSTREAM)`.
+UPSTREAM = "inspect-ai==0.3.285"
 Kind = Literal["passed", "number", "label"]
 KINDS: tuple[Kind, ...] = ("passed", "number", "label")
 # The model name a task state carries when the record does not say which model produced it.
