@@ -9,8 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
+from evalsi.cli.catalog import _print_table
 from evalsi.cli.main import cli
 
 
@@ -66,3 +68,10 @@ def test_serve_refuses_a_pack_that_is_not_installed_before_starting_anything(tmp
         f"error: {config}: evaluators.projects.support.packs: 'rgg' is not an installed pack; "
     )
     assert not (tmp_path / "s").exists()  # nothing started, nothing written
+
+
+def test_a_description_in_square_brackets_is_printed_as_written(capsys: pytest.CaptureFixture[str]) -> None:
+    # rich reads "[...]" as console markup unless told otherwise: a description's "[doc-id]" vanished from the table.
+    _print_table(("evaluator", "description"), [("acme/cites", "cites [doc-id] and [bold]x[/bold]")])
+    out = capsys.readouterr().out
+    assert "[doc-id]" in out and "[bold]x[/bold]" in out

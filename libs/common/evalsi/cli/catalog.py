@@ -190,12 +190,13 @@ def _catalog(pack: str | None, all_packs: bool, server: str | None,
 def _print_table(columns: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> None:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     table = Table(header_style="bold")
     for column in columns:
         table.add_column(column, style="cyan" if column == columns[0] else None, overflow="fold")
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*(Text(cell) for cell in row))  # plain text: a description's [doc-id] is not console markup
     Console(width=160).print(table)
 
 
