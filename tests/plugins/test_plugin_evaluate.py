@@ -8,7 +8,7 @@ from pathlib import Path
 
 import evalsi
 from evalsi.evaluators import Registry
-from evalsi.plugins import PluginSet
+from evalsi.plugins import PluginSet, load_plugins
 from evalsi.v1alpha1.score_pb2 import ERROR_KIND_EVALUATOR, OUTCOME_ERROR, OUTCOME_SCORED, OUTCOME_SKIPPED
 
 ROWS = [{"id": f"r{i}", "output": "it is ok" if i % 2 else "nope", "reference": "Paris"} for i in range(10)]
@@ -87,3 +87,15 @@ def test_a_judge_evaluator_without_a_judge_is_pending(plugins: tuple[Registry, P
                          registry=registry) as results:
         [result] = results.results
     assert result.outcome == OUTCOME_SKIPPED and result.reason.startswith("judge_pending")
+
+
+def test_the_plugin_sees_no_credentials(plugins_dir: Path, venv_cache: Path, monkeypatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret")
+    monkeypatch.setenv("EVALSI_METADATA_URL", "postgresql://u:pw@db/evalsi")
+    registry = Registry.from_entry_points()
+    with (load_plugins(registry, plugins_dir, cache_dir=venv_cache),
+          evalsi.evaluate([{"id": "a"}], ["acme/env-keys"], registry=registry) as results):
+        [result] = results.results
+    keys = set(result.scores[0].label.split(","))
+    assert "OPENAI_API_KEY" not in keys and "EVALSI_METADATA_URL" not in keys
+    assert keys <= {"PATH", "LANG", "LC_ALL", "TZ", "TMPDIR", "PYTHONUNBUFFERED", "LC_CTYPE"}
