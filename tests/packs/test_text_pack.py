@@ -1,6 +1,6 @@
 """The text pack as a whole: registered opt-in through its entry point, every evaluator's skips (no reference, an
-empty reference list, a text past the bound) with their reasons, and the stemmer's missing dependency refused at
-bind naming the install."""
+empty reference list, a text or references past the bounds) with their reasons, and the stemmer's missing
+dependency refused at bind naming the install."""
 
 from __future__ import annotations
 
@@ -35,6 +35,7 @@ def test_records_without_what_a_metric_needs_are_skipped_with_the_reason() -> No
         {"id": "no-reference", "output": "a cat"},
         {"id": "empty-list", "output": "a cat", "reference": []},
         {"id": "too-long", "output": "word " * (_common.MAX_CHARS // 5 + 1), "reference": "word"},
+        {"id": "too-many", "output": "word", "reference": ["word " * (_common.MAX_CHARS // 5)] * 3},
     ]
     results = evalsi.evaluate(rows, NAMES)
     reasons = {(r.record_id, r.evaluator): r.reason for r in results if r.record_id not in ("ok", "ok2")}
@@ -42,9 +43,10 @@ def test_records_without_what_a_metric_needs_are_skipped_with_the_reason() -> No
         assert "reference" in reasons[("no-reference", name)]
         assert "empty JSON list" in reasons[("empty-list", name)]
         assert f"at most {_common.MAX_CHARS}" in reasons[("too-long", name)]
+        assert f"at most {_common.MAX_REFERENCE_CHARS}" in reasons[("too-many", name)]
     for metric in ("bleu", "chrf", "rouge.rouge1", "meteor", "token-f1", "corpus-bleu", "corpus-chrf"):
         assert results.metric(metric).n == 2, metric
-    assert results.metric("corpus-bleu").skipped == 3
+    assert results.metric("corpus-bleu").skipped == 4
 
 
 def test_stemming_without_nltk_is_refused_at_bind(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,10 +13,12 @@ from evalsi.packs.core.matching import reference_texts
 from evalsi.records import content_text
 from evalsi.v1alpha1.record_pb2 import Record
 
-# A record's texts are bounded so one record's metric stays microseconds to milliseconds: n-gram counting is
-# linear and ROUGE-L's bit-parallel LCS is linear in words per word, but a megabyte output would still hold the
-# event loop (these evaluators are cheap: they run on it).
-MAX_CHARS = 100_000
+# A record's texts are bounded because these evaluators are cheap (the runner calls them on its event loop): each
+# metric is linear in the texts (ROUGE-L's bit-parallel LCS in words times machine words), which at these bounds
+# is at most tens of milliseconds a record (chrF over 20,000 characters, the slowest); the metrics are sentence or
+# segment level, and a longer text is skipped with the reason rather than holding the loop.
+MAX_CHARS = 20_000
+MAX_REFERENCE_CHARS = 50_000  # all of a record's references together
 MAX_REFERENCES = 64
 _STEM_CACHE = 1 << 16
 INSTALL_HINT = "pip install 'evalsi[text]' (it brings nltk, whose Porter stemmer this uses)"
@@ -31,6 +33,9 @@ def texts(record: Record) -> tuple[str, list[str]]:
     longest = max(len(output), *(len(r) for r in references))
     if longest > MAX_CHARS:
         raise SkipRecord(f"a text of {longest} characters; at most {MAX_CHARS} are scored")
+    together = sum(len(r) for r in references)
+    if together > MAX_REFERENCE_CHARS:
+        raise SkipRecord(f"references of {together} characters together; at most {MAX_REFERENCE_CHARS} are scored")
     return output, references
 
 
