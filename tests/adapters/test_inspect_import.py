@@ -227,6 +227,11 @@ def test_without_inspect_ai_the_import_says_how_to_install_it(tmp_path: Path) ->
     assert "inspect_ai, which is not installed: pip install 'evalsi[inspect]'" in done.stderr
 
 
+def test_an_out_file_in_a_missing_directory_is_refused(capitals_log: EvalLog, tmp_path: Path) -> None:
+    code, _, err = _cli("import", "inspect", capitals_log.location, "--out", str(tmp_path / "absent" / "r.jsonl"))
+    assert code == 2 and f"the directory {tmp_path / 'absent'} does not exist" in err
+
+
 def test_importing_evalsi_does_not_import_inspect_ai() -> None:
     script = ("import sys, evalsi, evalsi.cli.main; evalsi.evaluate; from evalsi.cli import import_cmd; "
               "assert 'inspect_ai' not in sys.modules, 'inspect_ai imported'")

@@ -49,6 +49,8 @@ def inspect_command(log: Path, out: Path | None, limit: int | None) -> None:
             raise BadInputError(f"evalsi import inspect reads logs with inspect_ai, which is not installed: "
                                 f"{INSPECT_EXTRA}") from None
         raise
+    if out is not None and not out.parent.is_dir():
+        raise BadInputError(f"--out {out}: the directory {out.parent} does not exist")
     if out is None:
         summary = import_log(log, sys.stdout, limit=limit)
     else:
