@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,10 +15,11 @@ import yaml
 from click.testing import CliRunner
 
 from evalsi.cli.main import cli
-from evalsi.datasets import load_dataset
+from evalsi.datasets import load_dataset, swebench_main
 from evalsi.errors import BadInputError
 from evalsi.records import from_value
 
+SCRIPT = Path(swebench_main.__file__)
 CALC = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a + b\n"
 TESTS = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
 
@@ -135,3 +137,31 @@ def test_predictions_graded_by_fail_to_pass_and_pass_to_pass(tmp_path: Path) -> 
     # the wrong patch breaks add (PASS_TO_PASS) and leaves sub wrong (FAIL_TO_PASS)
     assert "FAIL_TO_PASS 0/1, PASS_TO_PASS 0/1" in reasons["wrong"]
     assert "FAIL_TO_PASS 0/1, PASS_TO_PASS 1/1" in reasons["empty"]
+
+
+def _check(workspace: Path, f2p: list[str], p2p: list[str]) -> dict:
+    """The checker run here (the script is standard library only), with this interpreter's pytest."""
+    (workspace / ".swebench" / "tests.json").write_text(json.dumps({"FAIL_TO_PASS": f2p, "PASS_TO_PASS": p2p}))
+    done = subprocess.run([sys.executable, ".swebench/swebench.py", "check"], cwd=workspace, capture_output=True,
+                          text=True, check=True)
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_grading_follows_swebench_test_passed_and_test_failed(tmp_path: Path) -> None:
+    (tmp_path / ".swebench").mkdir()
+    shutil.copy(SCRIPT, tmp_path / ".swebench" / "swebench.py")
+    (tmp_path / ".swebench" / "test.patch").write_text("")
+    (tmp_path / "test_x.py").write_text("import pytest\n\n\ndef test_ok():\n    pass\n\n\n"
+                                        "@pytest.mark.skip(reason='env')\ndef test_skipped():\n    pass\n\n\n"
+                                        "def test_bad():\n    assert False\n")
+    assert _check(tmp_path, ["test_x.py::test_ok"], []) == {
+        "success": True, "reason": "FAIL_TO_PASS 1/1, PASS_TO_PASS 0/0", "score": 1.0}
+    # pytest -rA's summary line for a skipped test ("SKIPPED [1] test_x.py:9: env") names no test id, so SWE-bench's
+    # pytest parser never sees it: it did not run, and fails
+    assert _check(tmp_path, ["test_x.py::test_ok"], ["test_x.py::test_skipped"]) == {
+        "success": False, "reason": "FAIL_TO_PASS 1/1, PASS_TO_PASS 0/1; failing: test_x.py::test_skipped",
+        "score": 0.5}
+    # a failing test fails it
+    verdict = _check(tmp_path, ["test_x.py::test_ok", "test_x.py::test_bad"], [])
+    assert verdict == {"success": False, "reason": "FAIL_TO_PASS 1/2, PASS_TO_PASS 0/0; failing: test_x.py::test_bad",
+                       "score": 0.5}

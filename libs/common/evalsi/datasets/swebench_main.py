@@ -5,11 +5,12 @@
   that only applies a prediction's ``model_patch`` is this command.
 - ``python3 .swebench/swebench.py check``: the checker. Applies ``.swebench/test.patch`` (the instance's
   ``test_patch``), runs the tests of ``.swebench/tests.json`` (``FAIL_TO_PASS`` and ``PASS_TO_PASS``) and grades
-  as SWE-bench does: resolved when every ``FAIL_TO_PASS`` and every ``PASS_TO_PASS`` test passes (``PASSED`` or
-  ``XFAIL``; a test that did not run fails). It prints one JSON line ``{"success", "reason", "score"}`` (score:
-  the share of the two lists that passed). With pytest importable the tests run under ``pytest -rA`` and its
-  summary lines are read as SWE-bench's pytest log parser reads them; without it (the runtime image), each
-  ``path::function`` or ``path::Class::method`` test is called in a child process and passes when it returns.
+  as SWE-bench does: resolved when no ``FAIL_TO_PASS`` or ``PASS_TO_PASS`` test failed (``FAILED``, ``ERROR``, or
+  did not run; ``PASSED`` and ``XFAIL`` pass, a ``SKIPPED`` one counts for neither). It prints one JSON line
+  ``{"success", "reason", "score"}`` (score: the share of the graded tests that passed). With pytest importable
+  the tests run under ``pytest -rA`` and its summary lines are read as SWE-bench's pytest log parser reads them;
+  without it (the runtime image), each ``path::function`` or ``path::Class::method`` test is called in a child
+  process and passes when it returns.
 """
 
 import json
@@ -167,15 +168,15 @@ def check():
         statuses = _pytest_statuses(wanted)
     except ImportError:
         statuses = _child_statuses(wanted)
-    passed = {test for test, status in statuses.items() if status in ("PASSED", "XFAIL")}
-    f2p = [t for t in tests["FAIL_TO_PASS"] if t in passed]
-    p2p = [t for t in tests["PASS_TO_PASS"] if t in passed]
-    failing = [t for t in wanted if t not in passed]
-    total = len(tests["FAIL_TO_PASS"]) + len(tests["PASS_TO_PASS"])
+    # SWE-bench's test_passed and test_failed: a skipped test is neither, and counts for neither list
+    f2p, p2p = ([t for t in tests[key] if statuses.get(t) in ("PASSED", "XFAIL")] for key in ("FAIL_TO_PASS",
+                                                                                                "PASS_TO_PASS"))
+    failing = [t for t in wanted if statuses.get(t, "FAILED") in ("FAILED", "ERROR")]
+    graded = len(f2p) + len(p2p) + len(failing)
     reason = (f"FAIL_TO_PASS {len(f2p)}/{len(tests['FAIL_TO_PASS'])}, PASS_TO_PASS "
               f"{len(p2p)}/{len(tests['PASS_TO_PASS'])}" + (f"; failing: {', '.join(failing[:10])}" if failing else ""))
     print(json.dumps({"success": not failing, "reason": reason,
-                      "score": (len(f2p) + len(p2p)) / total if total else 1.0}))
+                      "score": (len(f2p) + len(p2p)) / graded if graded else 1.0}))
 
 
 def main():
