@@ -15,6 +15,7 @@ from evalsi.packs.text import _common
 from evalsi.packs.text.bleu import bleu
 from evalsi.packs.text.meteor import meteor
 from evalsi.packs.text.rouge import rouge
+from evalsi.v1alpha1.score_pb2 import OUTCOME_SKIPPED
 
 NAMES = ["bleu", "corpus-bleu", "chrf", "corpus-chrf", "rouge", "meteor", "token-f1"]
 
@@ -61,3 +62,12 @@ def test_stemming_without_nltk_is_refused_at_bind(monkeypatch: pytest.MonkeyPatc
         bleu.bind({})
     finally:
         _common.porter_stem.cache_clear()
+
+
+def test_a_corpus_metric_over_no_scorable_record_is_skipped_not_zero() -> None:
+    results = evalsi.evaluate([{"id": "a", "output": "a cat"}, {"id": "b", "output": "a dog"}],
+                              ["corpus-bleu", "corpus-chrf"])
+    assert sorted(r.evaluator for r in results) == ["corpus-bleu", "corpus-chrf"]
+    for result in results:
+        assert result.outcome == OUTCOME_SKIPPED and not result.scores
+        assert "no record has both an output and a reference" in result.reason

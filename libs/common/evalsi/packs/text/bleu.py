@@ -12,7 +12,7 @@ from functools import lru_cache
 from itertools import pairwise
 from typing import Any, Literal
 
-from evalsi.errors import BadInputError
+from evalsi.errors import BadInputError, SkipRecord
 from evalsi.evaluators import Output, evaluator
 from evalsi.packs.text._common import overlap, pack_counts, texts, unpack_counts
 from evalsi.v1alpha1.record_pb2 import Record
@@ -228,6 +228,8 @@ def corpus_bleu(
 ) -> float:
     """Corpus BLEU over the dataset, equal to sacrebleu.corpus_bleu with the same settings; its interval is the
     bootstrap over records of the same sums."""
+    if not stats:  # a figure of no records would read as a score of 0
+        raise SkipRecord("no record has both an output and a reference to score")
     summed = unpack_counts(sum(stats), 2 + 2 * MAX_ORDER)
     return compute_bleu(summed[2:6], summed[6:], summed[0], summed[1], smooth_method, smooth_value, False)
 

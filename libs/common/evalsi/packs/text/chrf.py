@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from evalsi.errors import BadInputError
+from evalsi.errors import BadInputError, SkipRecord
 from evalsi.evaluators import Output, evaluator
 from evalsi.packs.text._common import overlap, pack_counts, texts, unpack_counts
 from evalsi.v1alpha1.record_pb2 import Record
@@ -166,6 +166,8 @@ def corpus_chrf(
     whitespace: bool = False,
 ) -> float:
     """Corpus chrF over the dataset, equal to sacrebleu's CHRF(...).corpus_score."""
+    if not stats:  # a figure of no records would read as a score of 0
+        raise SkipRecord("no record has both an output and a reference to score")
     summed = unpack_counts(sum(stats), 3 * (char_order + word_order))
     return f_score(summed, char_order + word_order, beta)
 
