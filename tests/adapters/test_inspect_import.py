@@ -169,13 +169,17 @@ def test_a_sample_that_errored_is_imported_without_output_and_skipped(tmp_path: 
 
     samples = [Sample(input="Capital of France?", target="Paris", id="fr"),
                Sample(input="Capital of Italy?", target="Rome", id="it")]
-    log = run_task(tmp_path, answer, samples=samples, epochs=1, fail_on_error=False)
+    log = run_task(tmp_path, answer, samples=samples, epochs=1)
+    assert log.status == "error"  # the eval failed on that sample: its log still holds every sample
     by_id = {row["id"]: row for row in log_rows(log.location)}
     assert "output" not in by_id["it"] and "provider down" in by_id["it"]["metadata"]["inspect.error"]
     assert by_id["fr"]["output"] == "Paris" and "inspect.error" not in by_id["fr"]["metadata"]
     results = evalsi.evaluate(list(by_id.values()), ["exact-match"])
     summary = results.metric("exact-match")
     assert (summary.n, summary.skipped, summary.mean) == (1, 1, 1.0)  # skipped, never counted as wrong
+    code, _, err = _cli("import", "inspect", log.location, "-o", str(tmp_path / "records.jsonl"))
+    assert code == 0 and "the log's status is error: imported the samples it holds" in err
+    assert "1 samples stopped on an error or a limit" in err
 
 
 def _damaged_logs(good: Path, tmp_path: Path) -> dict[str, tuple[Path, str]]:
