@@ -54,8 +54,14 @@ def test_the_parser_reads_real_pytest_output(tmp_path: Path) -> None:
     (tmp_path / "test_outputs.py").write_text("def test_ok():\n    pass\n\n\ndef test_bad():\n    assert 1 == 2\n")
     done = subprocess.run([sys.executable, "-m", "pytest", "-rA", "-p", "no:cacheprovider", "-o", "addopts=",
                            str(tmp_path / "test_outputs.py")], capture_output=True, text=True, cwd=tmp_path)
-    results = parse_pytest(done.stdout)
-    assert results == {"test_outputs.py::test_ok": "PASSED", "test_outputs.py::test_bad": "FAILED"}, done.stdout
+    assert parse_pytest(done.stdout) == {"test_ok": "PASSED", "test_bad": "FAILED"}, done.stdout
+    # as Terminal-Bench reads them: the name after the first "::", a FAILED line's last " - description" dropped,
+    # lines that are not "STATUS name" skipped; no summary at all is its parse error (None)
+    summary = ("== short test summary info ==\nSKIPPED [1] tests/t.py:4: env\nXPASS t.py::test_x - a - b\n"
+               "FAILED t.py::T::test_y - AssertionError - x\nnot a result\n")
+    assert parse_pytest(summary) == {"[1] tests/t.py:4: env": "SKIPPED", "test_x - a - b": "XPASS",
+                                     "T::test_y - AssertionError": "FAILED"}
+    assert parse_pytest("4 passed in 0.1s") is None
 
 
 def test_a_cli_agent_graded_by_the_tasks_tests(tmp_path: Path) -> None:
@@ -74,4 +80,4 @@ def test_a_cli_agent_graded_by_the_tasks_tests(tmp_path: Path) -> None:
     assert {key: score.get("passed", False) for key, score in results.items()} == {
         "count-lines": True, "sum-numbers": False}, results
     assert results["count-lines"]["explanation"] == "2/2 tests passed"
-    assert "0/1 tests passed; failed: test_outputs.py::test_sum_is_right" in results["sum-numbers"]["explanation"]
+    assert "0/1 tests passed; failed: test_sum_is_right" in results["sum-numbers"]["explanation"]
