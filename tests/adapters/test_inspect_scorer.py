@@ -118,3 +118,5 @@ def test_params_are_checked_when_the_scorer_is_made() -> None:
         evalsi_scorer("exact-match", params={"colour": "red"})
     with pytest.raises(BadInputError):
         evalsi_scorer("no-such-evaluator")
+    with pytest.raises(BadInputError, match="needs a judge; pass judge="):
+        evalsi_scorer("llm-judge")

@@ -38,7 +38,7 @@ from inspect_ai.scorer import (
 from inspect_ai.solver import TaskState
 
 from evalsi.adapters.inspect.rows import SampleParts, sample_row
-from evalsi.errors import EvalsiError
+from evalsi.errors import BadInputError, EvalsiError
 from evalsi.evaluators import BoundEvaluator, Output, Registry
 from evalsi.judges.panel import JudgeInput
 from evalsi.records import from_value
@@ -75,6 +75,10 @@ def evalsi_scorer(
     registry = registry or Registry.from_entry_points()
     spec = {"ref": evaluator, "params": dict(params or {}), "alias": name or ""}
     (bound,) = resolve_evaluators([spec], registry)
+    if judge is None and not judges and "judge" in bound.evaluator.requires:
+        # Without it every sample would be skipped as judge_pending: an eval with no scores, said nowhere.
+        raise BadInputError(f"evalsi_scorer({evaluator!r}): the evaluator needs a judge; pass judge= (our judge "
+                            "configuration, e.g. {'provider': 'openai', 'model': ...}): Inspect's model is never used")
     outputs = bound.evaluator.outputs
 
     @scorer(metrics=_metrics(outputs), name=bound.alias)
