@@ -302,3 +302,19 @@ def test_every_evaluator_runs_through_evaluate_with_intervals() -> None:
                              [{"ref": "builtin/ranking", "params": {"k": 2}}])
     assert math.isclose(ranked.metric("ranking.mrr").mean, 0.5)
     assert math.isclose(ranked.metric("ranking.recall").mean, 0.5)
+
+
+def test_the_batch_form_of_correct_agrees_with_the_function() -> None:
+    ev = EVALUATORS["builtin/correct"]
+    assert ev.batch is not None
+    records = [make_record(output=o, reference=r) for o, r in (
+        ("yes", "yes"), ("yes", "no"), ("", "no"), ("1", 1), ({"row": {"prediction": "a"}}, "a"),
+        ({"row": {"probabilities": {"a": 0.3, "b": 0.7}}}, "b"), (2, "2"), ("Yes", "yes"), (True, "true"))]
+    texts = {field: [getattr(r, field).text for r in records] for field in ("output", "reference")}
+    for record, verdict in zip(records, ev.batch(texts), strict=True):
+        expected = ev(record)
+        assert verdict is None or verdict == expected
+    assert [ev(r) for r in records] == [True, False, False, True, True, True, True, False, True]
+    result = evalsi.evaluate([{"output": "a", "reference": "a"}, {"output": {"row": {"prediction": 1}}, "reference": 1},
+                              {"output": "b", "reference": "a"}], ["builtin/correct"])
+    assert result.metric("correct").mean == pytest.approx(2 / 3)
