@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-from conftest import ANSWERS_B, run_task, text_answers, with_usage
 from inspect_ai.dataset import Sample
 from inspect_ai.log import EvalLog, EvalSample, read_eval_log, write_eval_log
 from inspect_ai.model import ChatMessage, ModelOutput
 from inspect_ai.scorer import includes
 from inspect_ai.solver import generate, use_tools
 from inspect_ai.tool import Tool, tool
+from inspect_tasks import ANSWERS_B, run_task, text_answers, with_usage
 
 import evalsi
 from evalsi.adapters.inspect import log_rows, logs, read_header

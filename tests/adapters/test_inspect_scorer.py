@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ANSWERS_A, run_task, text_answers
 from inspect_ai.dataset import Sample
 from inspect_ai.log import EvalLog
+from inspect_tasks import ANSWERS_A, run_task, text_answers
 
 import evalsi
 from evalsi import Output, Registry, Score, evaluator
