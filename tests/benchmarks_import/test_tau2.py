@@ -117,3 +117,22 @@ def test_graded_as_tau2_does_in_a_sandbox() -> None:
         assert from_value(scores["db"].metadata["isolation"])["driver"] == "bwrap"
     assert got == {name: expected for name, (_t, _c, expected) in CASES.items()}
     assert results.metric("tau2.reward").mean == pytest.approx(2 / 5)
+
+
+def test_tasks_without_criteria_or_expected_actions(tmp_path: Path) -> None:
+    domain = tmp_path / "library"
+    shutil.copytree(DOMAIN, domain)
+    tasks = json.loads((domain / "tasks.json").read_text())
+    # tau2: no criteria is reward 1; no expected actions (None, not []) is a DB match, whatever the agent wrote
+    tasks = [{**tasks[0], "id": "none", "evaluation_criteria": None},
+             {**tasks[0], "id": "say-only", "evaluation_criteria": {"communicate_info": ["14 days"]}}]
+    (domain / "tasks.json").write_text(json.dumps(tasks))
+    records = list(load_dataset(f"tau2://{domain}"))
+    for record in records:
+        record.output.CopyFrom(to_content(_conversation(("", [_call("lend_book", member_id="m2", book_id="b1")]),
+                                                        ("Due in 14 days.", []))))
+    results = evalsi.evaluate(records, ["tau2"])
+    got = {r.record_id: {s.name: s.number if s.name == "reward" else s.passed for s in r.scores}
+           for r in results.results}
+    assert got == {"none": {"reward": 1.0, "db": True, "communicate": True, "action": True},
+                   "say-only": {"reward": 1.0, "db": True, "communicate": True, "action": True}}

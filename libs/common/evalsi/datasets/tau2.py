@@ -81,7 +81,8 @@ def task_row(task: Any, where: str, *, db: Mapping[str, Any], tools_source: str,
     if not isinstance(task, Mapping) or task.get("id") in (None, ""):
         raise BadInputError(f"{where}: expected a task object with an id")
     where = f"{where} (id {task['id']!r})"
-    criteria = task.get("evaluation_criteria") or {}
+    given = task.get("evaluation_criteria")
+    criteria = given or {}
     if not isinstance(criteria, Mapping):
         raise BadInputError(f"{where}: evaluation_criteria: expected an object")
     actions = criteria.get("actions") or []
@@ -98,7 +99,7 @@ def task_row(task: Any, where: str, *, db: Mapping[str, Any], tools_source: str,
         "input": scenario_text(scenario),
         "reference": json.dumps({
             "task_id": str(task["id"]),
-            "evaluation_criteria": {key: criteria.get(key) for key in (
+            "evaluation_criteria": None if given is None else {key: criteria.get(key) for key in (
                 "actions", "communicate_info", "nl_assertions", "env_assertions", "reward_basis")},
             "initial_state": initial_state,
             "db": db, "tools_source": tools_source,

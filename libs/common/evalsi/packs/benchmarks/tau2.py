@@ -177,21 +177,28 @@ def _check_timeout(timeout_s: float = 20.0, **_: Any) -> None:
 async def tau2(record: Record, ctx: EvalContext, *, timeout_s: float = 20.0) -> dict[str, Score | float]:
     """tau2's reward for the conversation in the record, with each component."""
     reference = tau2_reference(record)
-    criteria = reference["evaluation_criteria"] or {}
+    criteria = reference["evaluation_criteria"]
+    if criteria is None:  # tau2: a task without criteria gets reward 1
+        return {"reward": 1.0, **{name: Score(passed=True, explanation="the task has no evaluation criteria")
+                                  for name in ("db", "communicate", "action")}}
     basis = list(criteria.get("reward_basis") or ["DB", "COMMUNICATE"])
     unsupported = [kind for kind in basis if kind not in GRADED]
     if unsupported:
         raise SkipRecord(f"reward_basis {unsupported} needs tau2's judge or user environment; graded here: "
                          f"{', '.join(GRADED)}")
     texts, calls = conversation(record)
-    hashes, isolation = await replay(ctx, reference, calls, timeout_s)
-    db = Score(passed=hashes["gold"] == hashes["predicted"])
-    if not db.passed:
-        db.explanation = "the DB differs from the expected actions' DB"
-    if hashes.get("failed_gold_actions"):
-        db.explanation = (db.explanation + "; " if db.explanation else "") + (
-            f"expected actions that raised in the replay: {hashes['failed_gold_actions']}")
-    db.metadata["isolation"].struct_value.update(isolation)
+    if criteria.get("actions") is None and criteria.get("env_assertions") is None:
+        # tau2's environment evaluator: no expected actions (not even an empty list) is a DB match, unreplayed
+        db = Score(passed=True, explanation="no expected actions to compare the DB with")
+    else:
+        hashes, isolation = await replay(ctx, reference, calls, timeout_s)
+        db = Score(passed=hashes["gold"] == hashes["predicted"])
+        if not db.passed:
+            db.explanation = "the DB differs from the expected actions' DB"
+        if hashes.get("failed_gold_actions"):
+            db.explanation = (db.explanation + "; " if db.explanation else "") + (
+                f"expected actions that raised in the replay: {hashes['failed_gold_actions']}")
+        db.metadata["isolation"].struct_value.update(isolation)
     unsaid = communicated(list(criteria.get("communicate_info") or []), texts)
     communicate = Score(passed=not unsaid, explanation=f"not communicated: {unsaid}" if unsaid else "")
     missing = missing_actions(list(criteria.get("actions") or []), calls)
