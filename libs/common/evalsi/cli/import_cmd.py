@@ -34,11 +34,13 @@ def inspect_command(log: Path, out: Path | None, limit: int | None) -> None:
     """Import an Inspect AI log (LOG.eval or LOG.json) as records, one per sample and epoch.
 
     Each sample becomes a record: input (the messages the model was given), output (its completion, or its
-    messages when it called tools), reference (the target; several targets mean "any of these"), usage (tokens,
-    cost, working time) and metadata (the sample's own, plus inspect.task, inspect.model, inspect.epoch and
-    Inspect's scores as inspect.<scorer>). A sample's epochs are its trials, so pass@k applies. Needs inspect_ai
-    (pip install 'evalsi[inspect]'). Then:
+    messages when it called tools, with a trajectory of its tool calls), reference (the target; several targets
+    mean "any of these"), usage (tokens, cost, working time) and metadata (the sample's own, plus inspect.task,
+    inspect.model, inspect.epoch and Inspect's scores as inspect.<scorer>). A sample's epochs are its trials, so
+    pass@k applies. A damaged log is refused (exit 2) and nothing is written. Needs inspect_ai (pip install
+    'evalsi[inspect]'). docs/adapters.md. Then:
 
+    \b
       evalsi import inspect logs/run.eval -o run.jsonl
       evalsi eval --data run.jsonl -e exact-match
     """
