@@ -114,21 +114,10 @@ def map_entries(tag: bytes, mapping: Mapping[str, Any]) -> bytes:
     """The entries of a ``map<string, Value>`` (a Struct's fields, a record's metadata) in deterministic order."""
     if len(mapping) == 1:
         ((key, value),) = mapping.items()
-        return entry(tag, key.encode(), _ENTRY_VALUE, value_bytes(value))
+        return field(tag, field(_ENTRY_KEY, key.encode()) + field(_ENTRY_VALUE, value_bytes(value)))
     keyed = sorted([(key.encode(), value) for key, value in mapping.items()], key=_map_order)
-    return b"".join([entry(tag, key, _ENTRY_VALUE, value_bytes(value)) for key, value in keyed])
-
-
-def entry(tag: bytes, key: bytes, value_tag: bytes, value: bytes) -> bytes:
-    """One map entry (field ``tag``): its key, then ``value`` after ``value_tag`` (length-prefixed for a Value's
-    bytes, bare for a fixed-width double). Small entries (most of them) take their lengths from the table."""
-    size, inner = len(key), len(value) + (value_tag != _ENTRY_DOUBLE)
-    total = size + inner + 3  # the key's tag and length, the value's tag
-    if total < 128 and inner < 129:
-        value_head = value_tag if value_tag == _ENTRY_DOUBLE else value_tag + LENGTHS[inner - 1]
-        return tag + LENGTHS[total] + _ENTRY_KEY + LENGTHS[size] + key + value_head + value
-    value_field = value_tag + value if value_tag == _ENTRY_DOUBLE else field(value_tag, value)
-    return field(tag, field(_ENTRY_KEY, key) + value_field)
+    return b"".join([field(tag, field(_ENTRY_KEY, key) + field(_ENTRY_VALUE, value_bytes(value)))
+                     for key, value in keyed])
 
 
 def _map_order(item: tuple[bytes, Any]) -> bytes:
@@ -172,7 +161,8 @@ def row_bytes(parts: Mapping[str, Any]) -> bytes:
             if type(probability) is not float and (isinstance(probability, bool)
                                                    or not isinstance(probability, int | float)):
                 return message_bytes(tabular_row(parts))  # refused there, naming the class
-            entries.append(entry(_ROW_PROBABILITIES, key, _ENTRY_DOUBLE, _pack_double(float(probability))))
+            entries.append(field(_ROW_PROBABILITIES, field(_ENTRY_KEY, key) + _ENTRY_DOUBLE
+                                 + _pack_double(float(probability))))
         out += b"".join(entries)
     return out
 
