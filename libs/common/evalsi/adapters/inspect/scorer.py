@@ -85,9 +85,7 @@ def evalsi_scorer(
     def evalsi_evaluator() -> Scorer:
         async def score(state: TaskState, target: Target) -> Score | None:
             row = sample_row(state_parts(state, target))
-            results = await evaluate_async(
-                [row], [bound], judge=judge, judges=judges, registry=registry, cache=cache, project="default"
-            )
+            results = await evaluate_async([row], [bound], judge=judge, judges=judges, registry=registry, cache=cache)
             return inspect_score(results.results[0], bound)
 
         return score
