@@ -13,8 +13,9 @@ import pytest
 import evalsi
 from evalsi.datasets import load_dataset
 from evalsi.errors import BadInputError
-from evalsi.packs.benchmarks.tau2 import action_matches, communicated, missing_actions
+from evalsi.packs.benchmarks.tau2 import action_matches, communicated, conversation, missing_actions
 from evalsi.records import from_value, to_content
+from evalsi.v1alpha1.record_pb2 import STEP_TYPE_LLM, STEP_TYPE_TOOL, Record
 from evalsi.v1alpha1.score_pb2 import OUTCOME_SCORED
 
 DOMAIN = Path(__file__).parent / "fixtures" / "tau2" / "library"
@@ -101,11 +102,11 @@ def test_graded_as_tau2_does_in_a_sandbox() -> None:
     assert shutil.which("bwrap"), "bubblewrap is not installed: run scripts/test.sh"
     tasks = {r.id: r for r in load_dataset(f"tau2://{DOMAIN}")}
     records = []
-    for name, (task, conversation, _expected) in CASES.items():
+    for name, (task, messages, _expected) in CASES.items():
         record = type(tasks[task])()
         record.CopyFrom(tasks[task])
         record.id = name
-        record.output.CopyFrom(to_content(conversation))
+        record.output.CopyFrom(to_content(messages))
         records.append(record)
     results = evalsi.evaluate(records, ["tau2"])
     got: dict[str, tuple[Any, ...]] = {}
@@ -136,3 +137,17 @@ def test_tasks_without_criteria_or_expected_actions(tmp_path: Path) -> None:
            for r in results.results}
     assert got == {"none": {"reward": 1.0, "db": True, "communicate": True, "action": True},
                    "say-only": {"reward": 1.0, "db": True, "communicate": True, "action": True}}
+
+
+def test_a_trajectory_is_a_conversation() -> None:
+    """The harness's record: tool calls (named tau2_<tool> by the environment's MCP server) and the model's texts in
+    its trajectory, the last answer as its output."""
+    record = Record(output=to_content("Anything else?"))
+    said = record.trajectory.steps.add(type=STEP_TYPE_LLM)
+    said.output.CopyFrom(to_content("Lent: it is due in 14 days."))
+    call = record.trajectory.steps.add(type=STEP_TYPE_TOOL).tool_call
+    call.name = "tau2_lend_book"
+    call.arguments.struct_value.update({"member_id": "m1", "book_id": "b1"})
+    texts, calls = conversation(record)
+    assert calls == [("lend_book", {"member_id": "m1", "book_id": "b1"})]
+    assert texts == ["Anything else?", "Lent: it is due in 14 days."]

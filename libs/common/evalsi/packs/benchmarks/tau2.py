@@ -11,8 +11,8 @@ As tau2 grades a simulation: the reward is the product of the components its tas
   (or for every argument the call gave, when the action names none).
 
 The conversation is the record's output messages (assistant texts and tool calls), else its trajectory's tool
-calls and its output text. ``NL_ASSERTION`` and ``ENV_ASSERTION`` need tau2's judge and user environment: a task
-whose basis names them is skipped with that reason.
+calls, its LLM steps' texts and its output text. ``NL_ASSERTION`` and ``ENV_ASSERTION`` need tau2's judge and
+user environment: a task whose basis names them is skipped with that reason.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from evalsi.evaluators import EvalContext, Output, evaluator
 from evalsi.packs.code.execution import isolation_dict
 from evalsi.records import content_text, content_value, from_value
 from evalsi.sandbox.model import SandboxUnavailable
-from evalsi.v1alpha1.record_pb2 import Record
+from evalsi.v1alpha1.record_pb2 import STEP_TYPE_LLM, Record
 from evalsi.v1alpha1.score_pb2 import Score
 
 GRADED = ("DB", "COMMUNICATE", "ACTION")
@@ -69,8 +69,12 @@ def conversation(record: Record) -> tuple[list[str], list[tuple[str, Any]]]:
     elif output.WhichOneof("kind") is not None:
         texts.append(content_text(output))
     if not calls:
+        steps = record.trajectory.steps
         calls = [(_tool_name(step.tool_call.name), _arguments(step.tool_call.arguments))
-                 for step in record.trajectory.steps if step.HasField("tool_call")]
+                 for step in steps if step.HasField("tool_call")]
+        # what the model said along the way (its LLM steps' outputs), as tau2 reads every assistant message
+        texts.extend(content_text(step.output) for step in steps
+                     if step.type == STEP_TYPE_LLM and step.HasField("output"))
     return texts, calls
 
 
