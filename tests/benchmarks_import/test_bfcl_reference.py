@@ -4,6 +4,7 @@ cases covering every rule (types, optional parameters, strings, lists, dicts, li
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import random
 import sys
@@ -178,3 +179,63 @@ def test_generated_cases_get_bfcls_verdicts(reference: Any) -> None:
         compared += 1
         passed += expected
     assert compared > 3900 and 200 < passed < compared - 200  # both verdicts well represented
+
+
+DATA = Path(importlib.util.find_spec("bfcl_eval").origin).parent / "data"  # type: ignore[arg-type,union-attr]
+AST_FILES = ("simple_python", "multiple", "parallel", "parallel_multiple", "live_simple", "live_multiple",
+             "live_parallel", "live_parallel_multiple")
+
+
+def _answer_calls(truth: list[dict[str, Any]], rng: random.Random) -> list[dict[str, Any]]:
+    """Calls made of possible values (one of each parameter's, optional ones sometimes left out)."""
+    calls = []
+    for call in truth:
+        ((name, params),) = call.items()
+        arguments = {}
+        for param, values in params.items():
+            given = [v for v in values if v != ""]
+            if given and ("" not in values or rng.random() < 0.5):
+                arguments[param] = rng.choice(given)
+        calls.append({name: arguments})
+    return calls
+
+
+def _perturbed(calls: list[dict[str, Any]], rng: random.Random) -> list[dict[str, Any]]:
+    """One change a model could make: a parameter dropped, a value changed or retyped, an extra call."""
+    out = json.loads(json.dumps(calls))
+    target = rng.choice(out)
+    ((_name, arguments),) = target.items()
+    move = rng.randrange(4)
+    if move == 0 and arguments:
+        del arguments[rng.choice(sorted(arguments))]
+    elif move == 1 and arguments:
+        key = rng.choice(sorted(arguments))
+        value = arguments[key]
+        arguments[key] = (value + 1 if type(value) is int else value * 2 if type(value) is float
+                          else str(value) if not isinstance(value, str) else value + " x")
+    elif move == 2 and arguments:
+        key = rng.choice(sorted(arguments))
+        value = arguments[key]
+        arguments[key] = float(value) if type(value) is int else value
+    else:
+        out.append(target)
+    return out
+
+
+@pytest.mark.parametrize("category", AST_FILES)
+def test_bfcls_own_data_gets_bfcls_verdicts(reference: Any, category: str) -> None:
+    """Every question of BFCL's own v4 file for the category (the data its package ships), read through bfcl://,
+    answered with its possible values and with a perturbed answer: the same verdicts as BFCL's checker."""
+    rng = random.Random(category)
+    records = list(load_dataset(f"bfcl://{DATA}/{category}"))
+    assert len(records) > 10
+    passed = 0
+    for record in records:
+        truth = json.loads(record.reference.text)
+        for calls in (_answer_calls(truth["ground_truth"], rng), None):
+            calls = calls if calls is not None else _perturbed(_answer_calls(truth["ground_truth"], rng), rng)
+            expected = reference(truth["function"], calls, truth["ground_truth"], category)
+            assert check_calls(truth["function"], calls, truth["ground_truth"], truth["category"]).valid == expected, (
+                record.id, calls)
+            passed += expected
+    assert len(records) * 0.6 < passed < len(records) * 2  # the right answers pass, most perturbed ones fail

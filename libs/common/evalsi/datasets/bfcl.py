@@ -3,7 +3,7 @@
 BFCL ships each category as JSON lines: ``BFCL_v3_<category>.json`` holds ``{"id", "question", "function"}``
 (``question`` a list of turns, each a list of ``{"role", "content"}`` messages; ``function`` the function
 descriptions), and ``possible_answer/BFCL_v3_<category>.json`` beside it holds ``{"id", "ground_truth"}``. The AST
-categories are single-turn: simple, multiple, parallel, parallel_multiple (and their ``live_`` versions).
+categories are single-turn: simple (v4: simple_python), multiple, parallel, parallel_multiple (and ``live_`` ones).
 
 Each question becomes a row: ``input`` the messages (a system message first listing the functions and asking for
 BFCL's call format, as BFCL's prompting mode does), ``reference`` the JSON text ``{"category", "function",
@@ -24,7 +24,7 @@ from evalsi.errors import BadInputError
 
 SCHEME = "bfcl://"
 FORMAT = "bfcl"
-CATEGORIES = ("simple", "multiple", "parallel", "parallel_multiple")
+CATEGORIES = ("simple", "simple_python", "multiple", "parallel", "parallel_multiple")  # v3's, and v4's simple_python
 ANSWERS_DIR = "possible_answer"
 MAX_ANSWERS = 100_000  # possible answers held while the questions are read (BFCL's largest category has ~1,000)
 

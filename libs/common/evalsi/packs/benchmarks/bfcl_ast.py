@@ -20,7 +20,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-CATEGORIES = ("simple", "multiple", "parallel", "parallel_multiple")
+# BFCL v3's names, v4's simple_python, and the live_ versions of each (Python: simple_java and simple_javascript
+# convert their values by language first, which is not built)
+CATEGORIES = ("simple", "simple_python", "multiple", "parallel", "parallel_multiple")
 
 # BFCL's type names for Python functions and the Python type a value of each must have.
 PYTHON_TYPES: dict[str, type] = {
@@ -64,8 +66,8 @@ def check_calls(functions: Sequence[Mapping[str, Any]], calls: Sequence[Mapping[
     if category not in CATEGORIES:
         raise ValueError(f"BFCL category {category!r}: the AST checker grades {', '.join(CATEGORIES)}")
     if len(calls) != len(answers):
-        checker = {"simple": "simple_function_checker", "multiple": "multiple_function_checker"}.get(
-            category, "parallel_function_checker_no_order")
+        checker = {"simple": "simple_function_checker", "simple_python": "simple_function_checker",
+                   "multiple": "multiple_function_checker"}.get(category, "parallel_function_checker_no_order")
         return _fail(f"{checker}:wrong_count",
                      f"wrong number of functions: {len(calls)} called, {len(answers)} expected")
     if "parallel" in category:
