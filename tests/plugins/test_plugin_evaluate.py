@@ -6,9 +6,15 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
+
 import evalsi
-from evalsi.evaluators import Registry
+from evalsi.errors import SkipRecord
+from evalsi.evaluators import Output, Pack, Registry, evaluator
+from evalsi.plugin.v1alpha1.plugin_pb2 import ReduceRequest
 from evalsi.plugins import PluginSet, load_plugins
+from evalsi.plugins._calls import MappedDatasets, reduce
+from evalsi.v1alpha1.record_pb2 import Content, Record
 from evalsi.v1alpha1.score_pb2 import ERROR_KIND_EVALUATOR, OUTCOME_ERROR, OUTCOME_SCORED, OUTCOME_SKIPPED
 
 ROWS = [{"id": f"r{i}", "output": "it is ok" if i % 2 else "nope", "reference": "Paris"} for i in range(10)]
@@ -99,3 +105,44 @@ def test_the_plugin_sees_no_credentials(plugins_dir: Path, venv_cache: Path, mon
     keys = set(result.scores[0].label.split(","))
     assert "OPENAI_API_KEY" not in keys and "EVALSI_METADATA_URL" not in keys
     assert keys <= {"PATH", "LANG", "LC_ALL", "TZ", "TMPDIR", "PYTHONUNBUFFERED", "LC_CTYPE"}
+
+
+def _length(record: Record) -> int:
+    if not record.output.text:
+        raise SkipRecord("empty output")
+    return len(record.output.text)
+
+
+@evaluator("local/mean-length", version="1.0.0", scope="dataset", requires=["output"], mapper=_length,
+           outputs=[Output("mean-length", type="number", min=0)])
+def local_mean_length(values: list[int]) -> float:
+    return sum(values) / len(values)
+
+
+def test_a_plugins_bootstrap_matches_the_same_evaluator_in_process(plugins: tuple[Registry, PluginSet]) -> None:
+    registry, _ = plugins
+    registry.add_pack(Pack(name="local-test", evaluators=(local_mean_length,)))
+    rows = [{"id": f"r{i}", "output": "x" * (i % 9 + 1)} for i in range(40)]
+    with evalsi.evaluate(rows, ["acme/mean-length", {"ref": "local/mean-length", "alias": "local"}],
+                         registry=registry, bootstrap_resamples=300, seed=7) as results:
+        plugin, local = (next(r for r in results.results if r.evaluator == name) for name in ("mean-length", "local"))
+    # Same value and the same seeded resamples: the plugin reduced each resample by the positions it was sent.
+    assert plugin.scores[0].number == local.scores[0].number
+    for key in ("ci_low", "ci_high", "n", "resamples"):
+        assert plugin.scores[0].metadata[key] == local.scores[0].metadata[key], key
+
+
+def test_reduce_keeps_a_few_datasets_and_asks_for_a_lost_one() -> None:
+    evaluators = {local_mean_length.ref: local_mean_length}
+    datasets = MappedDatasets(keep=1)
+    records = [Record(id=str(i), output=Content(text="x" * n)) for i, n in enumerate([2, 4, 0, 6])]
+    first = reduce(evaluators, ReduceRequest(evaluator=local_mean_length.ref, records=records, dataset="d1"), datasets)
+    assert [s.number for s in first.scores] == [4.0]  # the empty output skipped by its mapper
+    resample = reduce(evaluators, ReduceRequest(evaluator=local_mean_length.ref, dataset="d1", indices=[0, 0, 2, 3]),
+                      datasets)
+    assert [s.number for s in resample.scores] == [pytest.approx(10 / 3)]  # positions 0, 0 and 3; 2 was skipped
+    reduce(evaluators, ReduceRequest(evaluator=local_mean_length.ref, records=records, dataset="d2"), datasets)
+    lost = reduce(evaluators, ReduceRequest(evaluator=local_mean_length.ref, dataset="d1", indices=[0]), datasets)
+    assert lost.unknown_dataset and not lost.scores
+    past = reduce(evaluators, ReduceRequest(evaluator=local_mean_length.ref, dataset="d2", indices=[9]), datasets)
+    assert past.error == "BadInputError: index 9 is past the dataset's 4 records"

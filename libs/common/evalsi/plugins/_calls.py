@@ -7,8 +7,12 @@ the evaluator's error), so a plugin's evaluator behaves as it would in-process.
 from __future__ import annotations
 
 import asyncio
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+from google.protobuf import json_format
 
 from evalsi.errors import BadInputError, SkipRecord
 from evalsi.evaluators import BoundEvaluator, EvalContext, Evaluator, normalize_scores
@@ -20,6 +24,7 @@ from evalsi.v1alpha1.score_pb2 import EvaluationResult
 
 # The host's batches are bounded by its max_batch; this bounds what a plugin accepts from any caller.
 MAX_BATCH_RECORDS = 4096
+_SKIPPED = object()  # a record its mapper skipped: kept in place so the host's positions still line up
 
 
 def bind(evaluators: Mapping[str, Evaluator], ref: str, params: Any, scope: str) -> BoundEvaluator:
@@ -65,18 +70,61 @@ def evaluate_batch(
     return answer
 
 
-def reduce(evaluators: Mapping[str, Evaluator], request: plugin_pb2.ReduceRequest) -> plugin_pb2.ReduceResponse:
-    """Map each record with the evaluator's mapper (a ``SkipRecord`` leaves it out), then reduce once."""
+class MappedDatasets:
+    """The mapped values of the last few datasets a host sent (by evaluator, params and the host's dataset id), so
+    a bootstrap's resamples name positions instead of sending every record again."""
+
+    def __init__(self, keep: int = 4) -> None:
+        self._keep = keep
+        self._lock = threading.Lock()
+        self._values: OrderedDict[tuple[str, str, str], list[Any]] = OrderedDict()
+
+    def get(self, key: tuple[str, str, str]) -> list[Any] | None:
+        with self._lock:
+            return self._values.get(key)
+
+    def put(self, key: tuple[str, str, str], values: list[Any]) -> None:
+        with self._lock:
+            self._values[key] = values
+            while len(self._values) > self._keep:
+                self._values.popitem(last=False)
+
+
+def _map(bound: BoundEvaluator, records: Sequence[Record]) -> list[Any]:
+    """Each record's mapped value, ``_SKIPPED`` where the mapper raised SkipRecord."""
+    mapper = bound.evaluator.mapper
+    assert mapper is not None  # @evaluator refuses a dataset scope without one
+    mapped: list[Any] = []
+    for record in records:
+        try:
+            mapped.append(mapper(record, **bound.params))
+        except SkipRecord:
+            mapped.append(_SKIPPED)
+    return mapped
+
+
+def reduce(evaluators: Mapping[str, Evaluator], request: plugin_pb2.ReduceRequest,
+           datasets: MappedDatasets) -> plugin_pb2.ReduceResponse:
+    """Map each record with the evaluator's mapper (a ``SkipRecord`` leaves it out), or take the values mapped for
+    the named dataset, at ``indices`` when given; then reduce once."""
     bound = bind(evaluators, request.evaluator, request.params, "dataset")
     ev = bound.evaluator
-    assert ev.mapper is not None  # @evaluator refuses a dataset scope without one
-    values: list[Any] = []
+    key = (request.evaluator, json_format.MessageToJson(request.params, sort_keys=True), request.dataset)
     try:
-        for record in request.records:
-            try:
-                values.append(ev.mapper(record, **bound.params))
-            except SkipRecord:
-                continue
+        if request.records or not request.dataset:
+            mapped = _map(bound, request.records)
+            if request.dataset:
+                datasets.put(key, mapped)
+        else:
+            kept = datasets.get(key)
+            if kept is None:
+                return plugin_pb2.ReduceResponse(unknown_dataset=True)
+            mapped = kept
+        if request.indices:
+            if max(request.indices) >= len(mapped):
+                raise BadInputError(f"index {max(request.indices)} is past the dataset's {len(mapped)} records")
+            mapped = [mapped[i] for i in request.indices]
+        values = [value for value in mapped if value is not _SKIPPED]
         if not values:
             return plugin_pb2.ReduceResponse(skipped="no record could be mapped")
         args: tuple[Any, ...] = (values, EvalContext()) if ev.wants_context else (values,)

@@ -121,11 +121,14 @@ class PluginHost:
             self._cond.notify()
         return await asyncio.wrap_future(future)
 
-    def reduce(self, ref: str, params: Mapping[str, Any], records: Sequence[Record]) -> plugin_pb2.ReduceResponse:
-        """A dataset-scope evaluator's scores over ``records`` (retried once on a fresh process if it died)."""
+    def reduce(self, ref: str, params: Mapping[str, Any], records: Sequence[Record], *, dataset: str = "",
+               indices: Sequence[int] = ()) -> plugin_pb2.ReduceResponse:
+        """A dataset-scope evaluator's scores over ``records`` (or the plugin's kept ``dataset``), at ``indices``
+        when given; retried once on a fresh process if it died."""
         if self._closed:
             raise self._closed_error()
-        request = plugin_pb2.ReduceRequest(evaluator=ref, params=_struct(params), records=records)
+        request = plugin_pb2.ReduceRequest(evaluator=ref, params=_struct(params), records=records, dataset=dataset,
+                                           indices=indices)
 
         def call(process: PluginProcess) -> plugin_pb2.ReduceResponse:
             try:
@@ -133,7 +136,7 @@ class PluginHost:
             except grpc.RpcError as exc:
                 raise self._rpc_failure(process, exc, "Reduce") from None
 
-        return self._with_retry(call, f"Reduce of {len(records)} records")
+        return self._with_retry(call, f"Reduce of {len(records) or len(indices)} records")
 
     def _closed_error(self) -> InfraError:
         return InfraError(f"plugin {self.manifest.name} is not running in this process (closed, or only described "

@@ -2,13 +2,15 @@
 
 The proxies declare the plugin's requirements, so the runner skips records missing one before anything is sent.
 Record scope goes through Evaluate (batched); dataset scope through Reduce (the mapper is the record itself, the
-plugin maps and reduces). Session, span and comparative scopes are not carried by the protocol yet.
+plugin maps and reduces; the records go once, a bootstrap's resamples as positions). Session, span and comparative
+scopes are not carried by the protocol yet.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalsi.errors import BadInputError, InfraError, SkipRecord
 from evalsi.evaluators import EvalContext, Evaluator, Output, Param
@@ -17,6 +19,10 @@ from evalsi.plugins.host import PluginHost
 from evalsi.records import from_value
 from evalsi.v1alpha1 import evaluator_pb2, score_pb2
 from evalsi.v1alpha1.record_pb2 import Record
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
 
 _SCOPES: dict[int, Scope] = {evaluator_pb2.SCOPE_RECORD: "record", evaluator_pb2.SCOPE_DATASET: "dataset"}
 _KINDS: dict[int, OutputType] = {
@@ -80,9 +86,30 @@ def _record_proxy(host: PluginHost, ref: str) -> Any:
     return evaluate
 
 
+class _PluginDataset:
+    """A dataset evaluator's records as the plugin sees them: the first Reduce sends them under an id the plugin
+    keeps their mapped values by; the bootstrap's resamples (``take``) then send positions only."""
+
+    def __init__(self, records: Sequence[Record], positions: Sequence[int] = (), sent: list[str] | None = None
+                 ) -> None:
+        self.records, self.positions = records, positions
+        self.sent = [] if sent is None else sent  # the dataset id, once the plugin was sent the records
+
+    def take(self, positions: NDArray[np.intp]) -> _PluginDataset:
+        return _PluginDataset(self.records, positions.tolist(), self.sent)
+
+
+def _stack(records: list[Any]) -> _PluginDataset:
+    return _PluginDataset(records)
+
+
 def _reduce_proxy(host: PluginHost, ref: str) -> Any:
-    def reduce(records: Sequence[Record], **params: Any) -> list[score_pb2.Score]:
-        answer = host.reduce(ref, params, records)
+    def reduce(data: _PluginDataset, **params: Any) -> list[score_pb2.Score]:
+        answer = host.reduce(ref, params, (), dataset=data.sent[0], indices=data.positions) if data.sent else None
+        if answer is None or answer.unknown_dataset:  # first, or the plugin no longer holds them (restarted)
+            dataset = uuid.uuid4().hex
+            answer = host.reduce(ref, params, data.records, dataset=dataset, indices=data.positions)
+            data.sent[:] = [dataset]
         if answer.error:
             raise PluginEvaluatorError(answer.error)
         if answer.skipped:
@@ -116,5 +143,6 @@ def proxy_evaluators(host: PluginHost) -> list[Evaluator]:
             description=manifest.description, pack=host.manifest.pack,
             pool=manifest.scheduling.pool or ("judge" if manifest.requires.judge else "cpu"),
             wants_context=not dataset, is_async=not dataset, mapper=_the_record if dataset else None,
+            stack=_stack if dataset else None,
         ))
     return evaluators

@@ -27,7 +27,7 @@ from evalsi.errors import BadInputError, InfraError
 from evalsi.evaluators import EvalContext, Evaluator, Pack
 from evalsi.judges.connectors import Completion
 from evalsi.plugin.v1alpha1 import plugin_pb2, plugin_pb2_grpc
-from evalsi.plugins._calls import evaluate_batch, reduce
+from evalsi.plugins._calls import MappedDatasets, evaluate_batch, reduce
 from evalsi.v1alpha1.score_pb2 import ERROR_KIND_EVALUATOR, OUTCOME_ERROR
 
 PROTOCOL = 1
@@ -117,6 +117,7 @@ class _Stream:
 class PluginServicer(plugin_pb2_grpc.EvaluatorPluginServiceServicer):
     def __init__(self, evaluators: Sequence[Evaluator]) -> None:
         self._evaluators = {ev.ref: ev for ev in evaluators}
+        self._datasets = MappedDatasets()
 
     def Describe(self, request: plugin_pb2.DescribeRequest, context: grpc.ServicerContext
                  ) -> plugin_pb2.DescribeResponse:
@@ -135,7 +136,7 @@ class PluginServicer(plugin_pb2_grpc.EvaluatorPluginServiceServicer):
 
     def Reduce(self, request: plugin_pb2.ReduceRequest, context: grpc.ServicerContext) -> plugin_pb2.ReduceResponse:
         try:
-            return reduce(self._evaluators, request)
+            return reduce(self._evaluators, request, self._datasets)
         except BadInputError as exc:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
             raise  # abort raises; this line is for the type checker

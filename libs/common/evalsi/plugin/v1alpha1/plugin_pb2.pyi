@@ -101,21 +101,27 @@ class EvaluateResponse(_message.Message):
     def __init__(self, results: _Optional[_Union[BatchResults, _Mapping]] = ..., judge_request: _Optional[_Union[JudgeRequest, _Mapping]] = ...) -> None: ...
 
 class ReduceRequest(_message.Message):
-    __slots__ = ("evaluator", "params", "records")
+    __slots__ = ("evaluator", "params", "records", "dataset", "indices")
     EVALUATOR_FIELD_NUMBER: _ClassVar[int]
     PARAMS_FIELD_NUMBER: _ClassVar[int]
     RECORDS_FIELD_NUMBER: _ClassVar[int]
+    DATASET_FIELD_NUMBER: _ClassVar[int]
+    INDICES_FIELD_NUMBER: _ClassVar[int]
     evaluator: str
     params: _struct_pb2.Struct
     records: _containers.RepeatedCompositeFieldContainer[_record_pb2.Record]
-    def __init__(self, evaluator: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., records: _Optional[_Iterable[_Union[_record_pb2.Record, _Mapping]]] = ...) -> None: ...
+    dataset: str
+    indices: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, evaluator: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., records: _Optional[_Iterable[_Union[_record_pb2.Record, _Mapping]]] = ..., dataset: _Optional[str] = ..., indices: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class ReduceResponse(_message.Message):
-    __slots__ = ("scores", "error", "skipped")
+    __slots__ = ("scores", "error", "skipped", "unknown_dataset")
     SCORES_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     SKIPPED_FIELD_NUMBER: _ClassVar[int]
+    UNKNOWN_DATASET_FIELD_NUMBER: _ClassVar[int]
     scores: _containers.RepeatedCompositeFieldContainer[_score_pb2.Score]
     error: str
     skipped: str
-    def __init__(self, scores: _Optional[_Iterable[_Union[_score_pb2.Score, _Mapping]]] = ..., error: _Optional[str] = ..., skipped: _Optional[str] = ...) -> None: ...
+    unknown_dataset: bool
+    def __init__(self, scores: _Optional[_Iterable[_Union[_score_pb2.Score, _Mapping]]] = ..., error: _Optional[str] = ..., skipped: _Optional[str] = ..., unknown_dataset: _Optional[bool] = ...) -> None: ...
