@@ -11,11 +11,13 @@ from typing import Any
 import pytest
 
 import evalsi
+from evalsi.api.run_dataset import load_run_dataset
 from evalsi.datasets import load_dataset
 from evalsi.errors import BadInputError
 from evalsi.packs.benchmarks.tau2 import action_matches, communicated, conversation, missing_actions
 from evalsi.records import from_value, to_content
 from evalsi.v1alpha1.record_pb2 import STEP_TYPE_LLM, STEP_TYPE_TOOL, Record
+from evalsi.v1alpha1.run_pb2 import EvalRun
 from evalsi.v1alpha1.score_pb2 import OUTCOME_SCORED
 
 DOMAIN = Path(__file__).parent / "fixtures" / "tau2" / "library"
@@ -151,3 +153,18 @@ def test_a_trajectory_is_a_conversation() -> None:
     texts, calls = conversation(record)
     assert calls == [("lend_book", {"member_id": "m1", "book_id": "b1"})]
     assert texts == ["Anything else?", "Lent: it is due in 14 days."]
+
+
+def test_served_runs_read_a_domain_under_the_datasets_dir(tmp_path: Path) -> None:
+    root = tmp_path / "datasets"
+    shutil.copytree(DOMAIN, root / "library")
+    run = EvalRun()
+    run.spec.dataset.path = "library/tasks.json"
+    run.spec.dataset.format = "tau2"
+    assert [r.id for r in load_run_dataset(run, datasets_dir=root)] == ["lend_alamut", "refuse_on_loan"]
+    # a domain file that leads out of the domain's directory is refused, naming it
+    (tmp_path / "db.json").write_text((DOMAIN / "db.json").read_text())
+    (root / "library" / "db.json").unlink()
+    (root / "library" / "db.json").symlink_to(tmp_path / "db.json")
+    with pytest.raises(BadInputError, match=r"^library/db\.json: leads outside the domain directory"):
+        list(load_run_dataset(run, datasets_dir=root))

@@ -47,6 +47,8 @@ def read_tau2(path: Path, name: str) -> Iterator[tuple[int, dict[str, Any]]]:
     """``(index, row)`` for each task of the domain directory ``path`` (or of a ``tasks.json`` named directly,
     the domain's other files beside it, none leading out of its directory)."""
     folder = path.parent if path.is_file() else path
+    if path.is_file():  # errors name the domain's files as the given file's siblings
+        name = name.rpartition("/")[0] or "."
     texts = {file: _read(folder, file, name) for file in (*FILES, "policy.md") if file != "policy.md" or (
         folder / file).exists()}
     try:
