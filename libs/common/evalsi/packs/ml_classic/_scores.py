@@ -20,11 +20,11 @@ _EPS = sys.float_info.epsilon  # log_loss clips probabilities to [eps, 1 - eps],
 
 @dataclass(frozen=True)
 class Ranking:
-    """One class's scores sorted once (highest first): which rows are that class, and the groups of tied scores."""
+    """One class's scores sorted once (highest first) into groups of tied scores (one threshold each): per record,
+    in the records' own order, 2 x its group + 1 if its label is this class, so one weighted ``np.bincount`` gives
+    every group's positives and negatives without gathering the weights into the sorted order."""
 
-    order: NDArray[np.intp]
-    positive: NDArray[np.float64]  # 1.0 where the row (in ``order``) has this class as its label
-    groups: NDArray[np.intp]  # the tie group of each sorted row: equal scores share one threshold
+    keys: NDArray[np.intp]
     count: int
 
 
@@ -45,7 +45,9 @@ def _ranking(scores: NDArray[np.float64], positive: NDArray[np.bool_]) -> Rankin
     order = np.argsort(-scores, kind="stable")
     ranked = scores[order]
     groups = np.concatenate(([0], np.cumsum(ranked[1:] != ranked[:-1]))).astype(np.intp)
-    return Ranking(order, positive[order].astype(np.float64), groups, int(groups[-1]) + 1)
+    keys = np.empty_like(groups)
+    keys[order] = 2 * groups + positive[order]
+    return Ranking(keys, int(groups[-1]) + 1)
 
 
 def stack(pairs: list[tuple[str, dict[str, float]]]) -> Weighted[Probabilities]:
@@ -88,12 +90,9 @@ def _positive_class(data: Probabilities, positive_label: str) -> int | None:
 
 def _counts(ranking: Ranking, weights: NDArray[np.float64], name: str) -> tuple[NDArray[np.float64], ...]:
     """Per tie group (highest score first): the weight of positives and negatives, and their running totals."""
-    sorted_weights = weights[ranking.order]
-    # float with weights (numpy's stub says int)
-    hits = np.asarray(np.bincount(ranking.groups, sorted_weights * ranking.positive, minlength=ranking.count),
-                      dtype=np.float64)
-    misses = np.asarray(np.bincount(ranking.groups, sorted_weights * (1.0 - ranking.positive),
-                                    minlength=ranking.count), dtype=np.float64)
+    both = np.bincount(ranking.keys, weights, minlength=2 * ranking.count).reshape(ranking.count, 2)
+    hits = np.asarray(both[:, 1], dtype=np.float64)  # float with weights (numpy's stub says int)
+    misses = np.asarray(both[:, 0], dtype=np.float64)
     if hits.sum() <= 0 or misses.sum() <= 0:
         side = "no record has" if hits.sum() <= 0 else "every record has"
         raise SkipRecord(f"{side} the label {name!r}: the metric needs both it and another class among the labels")
