@@ -37,8 +37,10 @@ def test_tasks_become_harness_tasks_with_a_dockerfile_root() -> None:
     assert from_value(record.metadata["terminal_bench"]) == {
         "task": "count-lines", "difficulty": "easy", "category": "file-operations", "tags": ["coding", "shell"],
         "max_agent_timeout_sec": 60, "max_test_timeout_sec": 30}
-    # one task directory, or its task.yaml
+    # one task directory, or its task.yaml, or a list of them
     assert [r.id for r in load_dataset(f"terminal-bench://{TASKS / 'sum-numbers'}")] == ["sum-numbers"]
+    assert [r.id for r in load_dataset(f"terminal-bench://{TASKS / 'sum-numbers' / 'task.yaml'}")] == ["sum-numbers"]
+    assert [r.id for r in load_dataset(f"terminal-bench://{TASKS / 'tasks.txt'}")] == ["count-lines", "sum-numbers"]
 
 
 def test_a_task_missing_its_files_is_refused(tmp_path: Path) -> None:
@@ -46,7 +48,13 @@ def test_a_task_missing_its_files_is_refused(tmp_path: Path) -> None:
     (tmp_path / "broken" / "run-tests.sh").unlink()
     with pytest.raises(BadInputError, match=r"broken/run-tests.sh: missing"):
         load_dataset(f"terminal-bench://{tmp_path}")
-    with pytest.raises(BadInputError, match="not a directory"):
+    (tmp_path / "tasks.txt").write_text("broken\n")
+    with pytest.raises(BadInputError, match=r"/broken/run-tests.sh: missing"):  # named as the list's sibling
+        load_dataset(f"terminal-bench://{tmp_path}/tasks.txt")
+    (tmp_path / "tasks.txt").write_text("../elsewhere\n")
+    with pytest.raises(BadInputError, match="'elsewhere': not a task directory"):
+        load_dataset(f"terminal-bench://{tmp_path}/tasks.txt")
+    with pytest.raises(BadInputError, match="no such file or directory"):
         load_dataset(f"terminal-bench://{tmp_path}/nowhere")
 
 

@@ -32,10 +32,12 @@ _REQUIRED = ("task.yaml", "Dockerfile", "run-tests.sh")
 
 
 def tasks_dir(target: str, name: str) -> Path:
+    """What ``terminal-bench://`` names: a task directory (or its task.yaml), a directory of them, or a task list."""
     path = Path(target).expanduser()
-    if not path.is_dir():
-        raise BadInputError(f"{name}: not a directory; terminal-bench:// names a task directory ({', '.join(_REQUIRED)}"
-                            ", tests/) or a directory of them")
+    if not path.exists():
+        raise BadInputError(f"{name}: no such file or directory; terminal-bench:// names a task directory "
+                            f"({', '.join(_REQUIRED)}, tests/) or its task.yaml, a directory of them, or a list file "
+                            "of them")
     return path
 
 
@@ -48,10 +50,15 @@ def read_terminal_bench(path: Path, name: str) -> Iterator[tuple[int, dict[str, 
     """``(index, row)`` for the task at ``path`` (its directory or its task.yaml), for each task directory in it
     (sorted by name), or for each task a list file names (one directory a line, relative to the file's directory:
     what a run spec's ``dataset.path``, which names a file, gives for several tasks)."""
-    if path.is_file() and path.name != "task.yaml":
+    if path.is_file() and path.name == "task.yaml":
+        yield 0, task_row(path.parent, name.rpartition("/")[0] or path.parent.name)
+        return
+    # each task named as the given directory's entry, or as the given list's sibling
+    folder = (name.rpartition("/")[0] + "/" if "/" in name else "") if path.is_file() else f"{name}/"
+    if path.is_file():
         tasks = _listed(path, name)
-    elif (path.parent if path.is_file() else path).joinpath("task.yaml").is_file():
-        tasks = [path.parent if path.is_file() else path]
+    elif (path / "task.yaml").is_file():
+        tasks = [path]
     else:
         tasks = sorted(child for child in path.iterdir() if (child / "task.yaml").is_file())[:MAX_TASKS + 1]
     if not tasks:
@@ -59,7 +66,7 @@ def read_terminal_bench(path: Path, name: str) -> Iterator[tuple[int, dict[str, 
     if len(tasks) > MAX_TASKS:
         raise BadInputError(f"{name}: more than {MAX_TASKS} tasks")
     for index, task in enumerate(tasks):
-        yield index, task_row(task, f"{name}/{task.name}" if task != path else name)
+        yield index, task_row(task, name if task == path else f"{folder}{task.name}")
 
 
 def _listed(path: Path, name: str) -> list[Path]:
