@@ -22,15 +22,16 @@ _ONE_SAMPLE = ("no reference records, or no current ones: the reference records 
 
 @dataclass(frozen=True)
 class Samples:
-    """Whether each record is a reference record, and its value: a number (``values``; then also the pooled
-    values' order and tie groups, the KS statistic's steps) or a category's code. Bins are made per ``bins``
-    param on first use and kept."""
+    """Whether each record is a reference record, and its value: a number (``values``; then also, per record in
+    its own order, 2 x the tie group of its value among the pooled sorted values + 1 for a reference record: the
+    KS statistic's steps from one weighted bincount) or a category's code. Bins are made per ``bins`` param on
+    first use and kept."""
 
     reference: NDArray[np.float64]  # 1.0 for a reference record
     numeric: bool
     values: NDArray[np.float64]
-    order: NDArray[np.intp]
-    groups: NDArray[np.intp]
+    steps: NDArray[np.intp]
+    step_count: int
     categories: tuple[NDArray[np.intp], int]
     binned: dict[int, tuple[NDArray[np.intp], int]] = field(default_factory=dict)
 
@@ -56,12 +57,14 @@ def stack(pairs: list[tuple[bool, Any]]) -> Weighted[Samples]:
         order = np.argsort(values, kind="stable")
         ranked = values[order]
         groups = np.concatenate(([0], np.cumsum(ranked[1:] != ranked[:-1]))).astype(np.intp)
-        samples = Samples(reference, True, values, order, groups, (empty, 0))
+        steps = np.empty_like(groups)
+        steps[order] = 2 * groups + (reference[order] == 1.0)
+        samples = Samples(reference, True, values, steps, int(groups[-1]) + 1, (empty, 0))
     else:
         texts = [value if isinstance(value, str) else json.dumps(value, sort_keys=True) for _, value in pairs]
         index = {name: at for at, name in enumerate(sorted(set(texts)))}
         codes = np.fromiter(map(index.__getitem__, texts), dtype=np.intp, count=len(texts))
-        samples = Samples(reference, False, np.zeros(0), empty, empty, (codes, len(index)))
+        samples = Samples(reference, False, np.zeros(0), empty, 0, (codes, len(index)))
     return ones(samples, len(pairs))
 
 
@@ -101,11 +104,9 @@ def ks(values: Any, feature: str) -> dict[str, float]:
     samples = data.columns
     if not samples.numeric:
         raise SkipRecord(f"feature {feature!r} is not numeric in every record: KS compares numbers")
-    weights = data.weights[samples.order]
-    flags = samples.reference[samples.order]
-    count = int(samples.groups[-1]) + 1
-    reference = np.cumsum(np.bincount(samples.groups, weights * flags, minlength=count))
-    current = np.cumsum(np.bincount(samples.groups, weights * (1.0 - flags), minlength=count))
+    count = samples.step_count
+    both = np.bincount(samples.steps, data.weights, minlength=2 * count).reshape(count, 2)
+    reference, current = np.cumsum(both[:, 1]), np.cumsum(both[:, 0])
     if reference[-1] <= 0 or current[-1] <= 0:
         raise SkipRecord(_ONE_SAMPLE)
     statistic = float(np.abs(reference / reference[-1] - current / current[-1]).max())
