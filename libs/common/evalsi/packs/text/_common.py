@@ -90,3 +90,12 @@ def overlap(a: Counter[Any], b: Counter[Any]) -> int:
         return len(common)
     # min over the pairs of counts, mapped in C (a generator would run a Python frame per key).
     return sum(map(min, map(a.__getitem__, common), map(b.__getitem__, common)))
+
+
+def list_overlap(a: list[Any], b: list[Any]) -> int:
+    """``overlap`` of two n-gram lists: when either holds each n-gram once (sets as long as the lists), the size
+    of the sets' intersection, without counting; else the counted bags'."""
+    set_a, set_b = set(a), set(b)
+    if len(set_a) == len(a) or len(set_b) == len(b):
+        return len(set_a & set_b)
+    return overlap(Counter(a), Counter(b))

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from evalsi.errors import BadInputError, SkipRecord
 from evalsi.evaluators import Output, evaluator
-from evalsi.packs.text._common import overlap, pack_counts, texts, unpack_counts
+from evalsi.packs.text._common import list_overlap, overlap, pack_counts, texts, unpack_counts
 from evalsi.v1alpha1.record_pb2 import Record
 
 MAX_ORDER = 4
@@ -81,10 +81,10 @@ def tokens(text: str, tokenize: str, lowercase: bool) -> list[str]:
     return _TOKENIZERS[tokenize](text.rstrip()).split()
 
 
-def _ngrams(words: list[str]) -> list[Counter[Any]]:
-    """The word n-gram counts of orders 1 to 4, one Counter per order (unigrams as words, the others as tuples)."""
-    return [Counter(words), Counter(pairwise(words)), Counter(zip(words, words[1:], words[2:], strict=False)),
-            Counter(zip(words, words[1:], words[2:], words[3:], strict=False))]
+def _gram_lists(words: list[str]) -> list[list[Any]]:
+    """The word n-grams of orders 1 to 4, one list per order (unigrams as words, the others as tuples)."""
+    return [words, list(pairwise(words)), list(zip(words, words[1:], words[2:], strict=False)),
+            list(zip(words, words[1:], words[2:], words[3:], strict=False))]
 
 
 def _closest_length(hyp_len: int, ref_lens: list[int]) -> int:
@@ -95,20 +95,27 @@ def _closest_length(hyp_len: int, ref_lens: list[int]) -> int:
 def segment_stats(hypothesis: str, references: list[str], tokenize: str, lowercase: bool) -> list[int]:
     """One segment's sufficient statistics: [hyp_len, ref_len, correct_1..4, total_1..4], each reference n-gram's
     count being its highest count in any one reference."""
-    ref_counts: list[Counter[Any]] = []
-    ref_lens = []
-    for reference in references:
-        words = tokens(reference, tokenize, lowercase)
-        ref_lens.append(len(words))
-        if not ref_counts:
-            ref_counts = _ngrams(words)
-            continue
-        for merged, counts in zip(ref_counts, _ngrams(words), strict=True):
-            for gram, count in counts.items():
-                if count > merged[gram]:
-                    merged[gram] = count
     words = tokens(hypothesis, tokenize, lowercase)
-    correct = [overlap(hyp, ref) for hyp, ref in zip(_ngrams(words), ref_counts, strict=True)]
+    hyp_grams = _gram_lists(words)
+    if len(references) == 1:  # the common case: no merging, and sets where the n-grams do not repeat
+        ref_words = tokens(references[0], tokenize, lowercase)
+        ref_lens = [len(ref_words)]
+        correct = [list_overlap(h, r) for h, r in zip(hyp_grams, _gram_lists(ref_words), strict=True)]
+    else:
+        ref_counts: list[Counter[Any]] = []
+        ref_lens = []
+        for reference in references:
+            ref_words = tokens(reference, tokenize, lowercase)
+            ref_lens.append(len(ref_words))
+            counted = [Counter(grams) for grams in _gram_lists(ref_words)]
+            if not ref_counts:
+                ref_counts = counted
+                continue
+            for merged, counts in zip(ref_counts, counted, strict=True):
+                for gram, count in counts.items():
+                    if count > merged[gram]:
+                        merged[gram] = count
+        correct = [overlap(Counter(h), ref) for h, ref in zip(hyp_grams, ref_counts, strict=True)]
     total = [max(len(words) - order, 0) for order in range(MAX_ORDER)]
     return [len(words), _closest_length(len(words), ref_lens), *correct, *total]
 

@@ -6,12 +6,11 @@ bit-parallel (Hyyrö 2004) over Python integers instead of rouge-score's quadrat
 from __future__ import annotations
 
 import re
-from collections import Counter
 from itertools import pairwise
 from typing import Any, Literal
 
 from evalsi.evaluators import Output, evaluator
-from evalsi.packs.text._common import check_stemmer, overlap, porter_stem, texts
+from evalsi.packs.text._common import check_stemmer, list_overlap, porter_stem, texts
 from evalsi.v1alpha1.record_pb2 import Record
 
 _WORD = re.compile(r"[a-z0-9]+")
@@ -51,10 +50,10 @@ def _fmeasure(precision: float, recall: float) -> float:
     return 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
 
 
-def _ngram_scores(target: Counter[Any], prediction: Counter[Any]) -> tuple[float, float, float]:
-    common = overlap(target, prediction)
-    precision = common / max(prediction.total(), 1)
-    recall = common / max(target.total(), 1)
+def _ngram_scores(target: list[Any], prediction: list[Any]) -> tuple[float, float, float]:
+    common = list_overlap(target, prediction)
+    precision = common / max(len(prediction), 1)
+    recall = common / max(len(target), 1)
     return precision, recall, _fmeasure(precision, recall)
 
 
@@ -71,12 +70,12 @@ def rouge_scores(prediction: str, targets: list[str], stem: bool = False) -> dic
     """(precision, recall, F-measure) per ROUGE type, each from the target with the highest F-measure for that
     type (the first on a tie), as RougeScorer.score_multi picks them."""
     predicted = rouge_tokens(prediction, stem)
-    unigrams, bigrams = Counter(predicted), Counter(pairwise(predicted))
+    bigrams = list(pairwise(predicted))
     best: dict[str, tuple[float, float, float]] = {}
     for target in targets:
         words = rouge_tokens(target, stem)
-        scores = {"rouge1": _ngram_scores(Counter(words), unigrams),
-                  "rouge2": _ngram_scores(Counter(pairwise(words)), bigrams),
+        scores = {"rouge1": _ngram_scores(words, predicted),
+                  "rouge2": _ngram_scores(list(pairwise(words)), bigrams),
                   "rougeL": _lcs_scores(words, predicted)}
         for kind, score in scores.items():
             if kind not in best or score[2] > best[kind][2]:
