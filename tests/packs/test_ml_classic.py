@@ -18,7 +18,7 @@ from sklearn.preprocessing import label_binarize
 
 import evalsi
 from evalsi.errors import SkipRecord
-from evalsi.evaluators import Evaluator
+from evalsi.evaluators import Evaluator, Output, evaluator
 from evalsi.packs.ml_classic import PACK
 from evalsi.records import from_value, make_record
 from evalsi.stats.bootstrap import reducer_bootstrap
@@ -318,3 +318,19 @@ def test_the_batch_form_of_correct_agrees_with_the_function() -> None:
     result = evalsi.evaluate([{"output": "a", "reference": "a"}, {"output": {"row": {"prediction": 1}}, "reference": 1},
                               {"output": "b", "reference": "a"}], ["builtin/correct"])
     assert result.metric("correct").mean == pytest.approx(2 / 3)
+
+
+def test_a_stack_that_fails_is_that_evaluators_outcome_not_the_runs() -> None:
+    def refuse(values: list[Any]) -> Any:
+        raise SkipRecord("nothing to stack")
+
+    def broken(values: list[Any]) -> Any:
+        raise RuntimeError("stack bug")
+
+    made = [evaluator(f"t/{name}", scope="dataset", mapper=lambda r: 1.0, stack=stack,
+                      outputs=[Output("x", "number")])(lambda values: 1.0)
+            for name, stack in (("skips", refuse), ("breaks", broken))]
+    result = evalsi.evaluate([{"output": "a"}, {"output": "b"}], [*made, "builtin/correct"])
+    outcomes = {r.evaluator: (r.outcome, r.reason) for r in result.results if r.evaluator in ("skips", "breaks")}
+    assert outcomes["skips"] == (2, "nothing to stack")  # OUTCOME_SKIPPED
+    assert outcomes["breaks"][1] == "RuntimeError: stack bug"

@@ -259,7 +259,15 @@ def _run_dataset(
             skipped += 1
 
     # With ``stack``, the reduce gets the stacked values and the bootstrap takes its resamples from them by position.
-    stacked = ev.stack(mapped) if ev.stack is not None and mapped else None
+    stacked = None
+    if ev.stack is not None and mapped:
+        try:
+            stacked = ev.stack(mapped)
+        except BadInputError:
+            raise
+        except Exception as exc:  # the evaluator's own failure (or skip), as a reduce's would be
+            fail(result, exc)
+            return result
     data = mapped if stacked is None else stacked
 
     def reduce(values: Any) -> list[Score]:
