@@ -8,6 +8,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -136,3 +138,15 @@ def test_a_traced_prediction_becomes_the_records_output_row() -> None:
     assert "must be a number" in kept.metadata["row_error"].string_value
     plain = assemble_record([map_span(_span({"openinference.span.kind": "AGENT", "output.value": "out"}), {})])
     assert plain.output.text == "out" and "row_error" not in plain.metadata
+
+
+def test_parquet_columns_become_a_row_by_the_same_mappings(tmp_path: Path) -> None:
+    path = tmp_path / "preds.parquet"
+    pq.write_table(pa.table({"id": ["a", "b"], "age": [31, 45], "city": ["Lj", None], "label": [1, 0],
+                             "pred": [1, 1], "p1": [0.8, 0.6]}), path)
+    records = load_dataset(path, mapping=["reference=label", "output.row.prediction=pred",
+                                          "output.row.probabilities.1=p1", "output.row.features=*"]).records
+    assert content_value(records[0].output) == {"features": {"age": 31, "city": "Lj"}, "prediction": 1,
+                                                "probabilities": {"1": 0.8}}
+    assert content_value(records[1].output)["features"] == {"age": 45}  # a null cell is a missing feature
+    assert content_text(records[1].reference) == "0" and content_text(records[1].output) == "1"
