@@ -13,6 +13,8 @@ Anything undefined (the mean of nothing, the spread of one value, an interval fr
 - ``power``: sample size and minimum detectable effect for the paired tests.
 - ``summary``: ``summarize`` (mean, std, interval with an automatic method) and ``label_counts``.
 - ``defaults``: ``DEFAULT_BOOTSTRAP_RESAMPLES`` and ``DEFAULT_CONFIDENCE``, the defaults every surface uses.
+- ``weighted``: a dataset evaluator's mapped values stacked once as columns with a weight a row, which is how
+  its bootstrap resamples are drawn (``evaluator(stack=...)``).
 
 The submodules' names load on first use (numpy and scipy are slow to import).
 """

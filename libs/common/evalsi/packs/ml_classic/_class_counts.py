@@ -10,7 +10,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from evalsi.errors import SkipRecord
-from evalsi.packs.ml_classic._weighted import Weighted, codes, ones, weighted
+from evalsi.stats.weighted import Weighted, codes, ones, weighted
 
 NEEDS = "a class label in its reference and a predicted class in its output"
 ClassColumns = tuple[NDArray[np.intp], NDArray[np.intp], list[str]]

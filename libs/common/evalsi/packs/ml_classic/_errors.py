@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from evalsi.packs.ml_classic._weighted import Weighted, ones, weighted
+from evalsi.stats.weighted import Weighted, ones, weighted
 
 _EPS = sys.float_info.epsilon  # MAPE's floor under |label|, as scikit-learn's (float64's machine epsilon)
 Pairs = tuple[NDArray[np.float64], NDArray[np.float64]]

@@ -12,7 +12,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from evalsi.errors import SkipRecord
-from evalsi.packs.ml_classic._weighted import Weighted, codes, ones, weighted
+from evalsi.stats.weighted import Weighted, codes, ones, weighted
 
 NEEDS = "a class label in its reference and class probabilities in its output row"
 _EPS = sys.float_info.epsilon  # log_loss clips probabilities to [eps, 1 - eps], as scikit-learn does (float64's)

@@ -12,8 +12,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from evalsi.errors import SkipRecord
-from evalsi.packs.ml_classic._weighted import Weighted, ones, weighted
 from evalsi.packs.ml_monitoring._features import as_number
+from evalsi.stats.weighted import Weighted, ones, weighted
 
 PSI_FLOOR = 1e-4  # a bin's share floored here before the log: an empty bin would make PSI infinite
 _ONE_SAMPLE = ("no reference records, or no current ones: the reference records carry metadata.<split_key> = "

@@ -9,7 +9,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from evalsi.errors import SkipRecord
-from evalsi.packs.ml_classic._weighted import Weighted, ones, weighted
+from evalsi.stats.weighted import Weighted, ones, weighted
 
 Groups = tuple[NDArray[np.intp], int, NDArray[np.float64], NDArray[np.float64]]
 

@@ -61,24 +61,31 @@ def check_stemmer(stem: bool, evaluator: str) -> None:
 
 
 # Dataset-scope metrics sum per-record counts, and the runner's bootstrap re-sums ~2,000 resamples of them
-# (evaluators/runner.py::_run_dataset): each record's counts are packed into one integer, 64 bits a count, so a
-# resample's sum is one built-in sum() of integers instead of a list-of-lists conversion. A count is at most a
-# record's bounded length (MAX_CHARS), so 2**64 holds the sum of any dataset's counts without carrying over.
-_FIELD_BITS = 64
-_FIELD_MASK = (1 << _FIELD_BITS) - 1
+# (evaluators/runner.py::_run_dataset). The counts are stacked once as an integer matrix, a row a record
+# (``evaluator(stack=stack_counts)``), and a resample is that matrix with a weight a row (how often the record was
+# drawn, evalsi.stats.weighted): its sums are one weights-by-matrix product, exact in float64 (the counts are
+# bounded by MAX_CHARS, far from 2**53 over any dataset).
 
 
-def pack_counts(counts: list[int]) -> int:
-    """Non-negative counts as one integer, the first in the lowest 64 bits."""
-    packed = 0
-    for count in reversed(counts):
-        packed = (packed << _FIELD_BITS) | count
-    return packed
+def stack_counts(counts: list[list[int]]) -> Any:
+    """The records' counts as one matrix with a weight of one a row (``evalsi.stats.weighted.Weighted``)."""
+    import numpy as np  # numpy loads with the first corpus reduce, not with the catalog
+
+    from evalsi.stats.weighted import ones
+
+    return ones(np.array(counts, dtype=np.int64), len(counts))
 
 
-def unpack_counts(packed: int, size: int) -> list[int]:
-    """The ``size`` counts of a packed integer, or of a sum of packed integers (the counts summed)."""
-    return [(packed >> (_FIELD_BITS * i)) & _FIELD_MASK for i in range(size)]
+def summed_counts(values: Any) -> list[int]:
+    """The counts summed over the records of the data (a list of counts, or the stacked matrix) or of a resample
+    (the matrix weighted by draws); no record at all is a skip, since a figure of none would read as a score of 0."""
+    if not values:
+        raise SkipRecord("no record has both an output and a reference to score")
+    if isinstance(values, list):
+        return [sum(column) for column in zip(*values, strict=True)]
+    if values.whole:
+        return [int(total) for total in values.columns.sum(axis=0)]
+    return [round(total) for total in values.weights @ values.columns]
 
 
 def overlap(a: Counter[Any], b: Counter[Any]) -> int:

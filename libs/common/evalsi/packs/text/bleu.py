@@ -12,9 +12,9 @@ from functools import lru_cache
 from itertools import pairwise
 from typing import Any, Literal
 
-from evalsi.errors import BadInputError, SkipRecord
+from evalsi.errors import BadInputError
 from evalsi.evaluators import Output, evaluator
-from evalsi.packs.text._common import list_overlap, overlap, pack_counts, texts, unpack_counts
+from evalsi.packs.text._common import list_overlap, overlap, stack_counts, summed_counts, texts
 from evalsi.v1alpha1.record_pb2 import Record
 
 MAX_ORDER = 4
@@ -211,9 +211,9 @@ def bleu(
 def _corpus_stats(
     record: Record, *, tokenize: str = "13a", smooth_method: str = "exp", smooth_value: float | None = None,
     lowercase: bool = False,
-) -> int:
+) -> list[int]:
     output, references = texts(record)
-    return pack_counts(segment_stats(output, references, tokenize, lowercase))
+    return segment_stats(output, references, tokenize, lowercase)
 
 
 @evaluator(
@@ -223,6 +223,7 @@ def _corpus_stats(
     scope="dataset",
     requires=["output", "reference"],
     mapper=_corpus_stats,
+    stack=stack_counts,
     check=_check_for("builtin/corpus-bleu"),
     outputs=[Output("bleu", "number", min=0.0, max=100.0,
                     description="Corpus BLEU on sacrebleu's 0-100 scale: n-gram matches and lengths summed over "
@@ -230,14 +231,12 @@ def _corpus_stats(
     params=_PARAMS,
 )
 def corpus_bleu(
-    stats: list[int], *, tokenize: Tokenize = "13a", smooth_method: Smooth = "exp",
+    stats: Any, *, tokenize: Tokenize = "13a", smooth_method: Smooth = "exp",
     smooth_value: float | None = None, lowercase: bool = False,
 ) -> float:
     """Corpus BLEU over the dataset, equal to sacrebleu.corpus_bleu with the same settings; its interval is the
     bootstrap over records of the same sums."""
-    if not stats:  # a figure of no records would read as a score of 0
-        raise SkipRecord("no record has both an output and a reference to score")
-    summed = unpack_counts(sum(stats), 2 + 2 * MAX_ORDER)
+    summed = summed_counts(stats)
     return compute_bleu(summed[2:6], summed[6:], summed[0], summed[1], smooth_method, smooth_value, False)
 
 

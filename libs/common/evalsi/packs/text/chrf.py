@@ -8,9 +8,9 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from evalsi.errors import BadInputError, SkipRecord
+from evalsi.errors import BadInputError
 from evalsi.evaluators import Output, evaluator
-from evalsi.packs.text._common import overlap, pack_counts, texts, unpack_counts
+from evalsi.packs.text._common import overlap, stack_counts, summed_counts, texts
 from evalsi.v1alpha1.record_pb2 import Record
 
 _PUNCTS = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
@@ -118,10 +118,10 @@ _PARAMS = {
 def _stats(
     record: Record, *, char_order: int = 6, word_order: int = 0, beta: float = 2.0, lowercase: bool = False,
     whitespace: bool = False,
-) -> int:
+) -> list[int]:
     output, references = texts(record)
-    return pack_counts(segment_stats(output, references, char_order=char_order, word_order=word_order, beta=beta,
-                                     lowercase=lowercase, whitespace=whitespace))
+    return segment_stats(output, references, char_order=char_order, word_order=word_order, beta=beta,
+                         lowercase=lowercase, whitespace=whitespace)
 
 
 @evaluator(
@@ -155,6 +155,7 @@ def chrf(
     scope="dataset",
     requires=["output", "reference"],
     mapper=_stats,
+    stack=stack_counts,
     check=_check_for("builtin/corpus-chrf"),
     outputs=[Output("chrf", "number", min=0.0, max=100.0,
                     description="Corpus chrF on sacrebleu's 0-100 scale: n-gram counts summed over the records, "
@@ -162,13 +163,11 @@ def chrf(
     params=_PARAMS,
 )
 def corpus_chrf(
-    stats: list[int], *, char_order: int = 6, word_order: int = 0, beta: float = 2.0, lowercase: bool = False,
+    stats: Any, *, char_order: int = 6, word_order: int = 0, beta: float = 2.0, lowercase: bool = False,
     whitespace: bool = False,
 ) -> float:
     """Corpus chrF over the dataset, equal to sacrebleu's CHRF(...).corpus_score."""
-    if not stats:  # a figure of no records would read as a score of 0
-        raise SkipRecord("no record has both an output and a reference to score")
-    summed = unpack_counts(sum(stats), 3 * (char_order + word_order))
+    summed = summed_counts(stats)
     return f_score(summed, char_order + word_order, beta)
 
 
