@@ -130,6 +130,9 @@ class RunDriver:
     news: RunNews = field(default_factory=RunNews)
     _drivers: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     _runs: dict[str, Run] = field(default_factory=dict)
+    # Runs a cancel is being applied to here: between the flag (which delivers a drained run's held reports, and
+    # so may complete its last task) and the cancelled state in the store, the driver must not end it SUCCEEDED.
+    _cancelling: set[str] = field(default_factory=set)
     _writes: ResultWrites = field(init=False)
 
     def __post_init__(self) -> None:
@@ -166,13 +169,17 @@ class RunDriver:
         run = await self.store.get_run(project, run_id)
         if run is None or run.state in TERMINAL:
             return
-        await self.bus.set_run_flag(run_id, "cancelled")
-        for row in await self.store.list_tasks(run_id, states=("pending",)):
-            await self.store.set_task_state(run_id, row.key, "cancelled")
-        state = run.state
-        run.state, run.message = RUN_STATE_CANCELLED, "cancelled on request"
-        # The driver notices and finishes the run as cancelled; a run that finished meanwhile stays finished.
-        await self.store.update_run(run, only_from=(state,))
+        self._cancelling.add(run_id)
+        try:
+            await self.bus.set_run_flag(run_id, "cancelled")
+            for row in await self.store.list_tasks(run_id, states=("pending",)):
+                await self.store.set_task_state(run_id, row.key, "cancelled")
+            state = run.state
+            run.state, run.message = RUN_STATE_CANCELLED, "cancelled on request"
+            # The driver notices and finishes the run as cancelled; a run that finished meanwhile stays finished.
+            await self.store.update_run(run, only_from=(state,))
+        finally:
+            self._cancelling.discard(run_id)
         self.news.wake(run_id)
 
     # --- leases and adoption --------------------------------------------------------------------------
@@ -348,7 +355,7 @@ class RunDriver:
                     await self._publish_reducers(run, bound, reducers)
                     reduce_published = True
                     continue
-                if open_tasks == 0:
+                if open_tasks == 0 and run_id not in self._cancelling:  # a cancel being applied ends it cancelled
                     await self._finish(run, bound, failed_tasks=counts.get("failed", 0))
                     return
             except _OUTAGES as exc:
