@@ -31,8 +31,8 @@ from evalsi.api import (
 from evalsi.bus.v1alpha1.bus_pb2 import RunControl
 from evalsi.errors import BadInputError
 from evalsi.evaluators import Registry
-from evalsi.runs.driver import planned_task_count
 from evalsi.runs.dry_run import served_dry_run
+from evalsi.runs.plan import planned_task_count
 from evalsi.stores import StoredPolicy, policy_hash
 from evalsi.traces import OnlineScore
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateRequest, EvaluateResponse

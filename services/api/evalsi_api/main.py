@@ -55,8 +55,8 @@ from evalsi.evaluators import Registry
 from evalsi.gate.exposure import AccessSettings
 from evalsi.ingest.publishing import BusCompletionPublisher
 from evalsi.plugins import PLUGINS_DIR, describe_plugins
-from evalsi.runs.driver import planned_task_count
 from evalsi.runs.dry_run import served_dry_run
+from evalsi.runs.plan import planned_task_count
 from evalsi.runs.spec import validate_eval_run
 from evalsi.service.kit import STOP_DEADLINE_S, run_service, serve_health
 from evalsi.service.lifecycle import Lifecycle

@@ -39,7 +39,15 @@ from evalsi.runs.outcome import (
     stored_run_manifest,
     target_calls_of_records,
 )
-from evalsi.runs.plan import DEFAULT_SHARD_SIZE, Plan, budget_exceeded, plan_run, task_key, wall_clock_exceeded
+from evalsi.runs.plan import (
+    DEFAULT_SHARD_SIZE,
+    bound_of,
+    budget_exceeded,
+    generates_outputs,
+    plan_of,
+    task_key,
+    wall_clock_exceeded,
+)
 from evalsi.runs.plan import Task as PlannedTask
 from evalsi.runs.ports import BusPort, RunRecords
 from evalsi.runs.record_isolation import EVALUATED_LABEL, SandboxFold, fold_each, store_evaluated
@@ -49,7 +57,6 @@ from evalsi.runs.tasks import ATTEMPT_LABEL, STAGES, index_of, message_id, task_
 from evalsi.runs.unrun import record_unrun
 from evalsi.runs.writes import ResultWrites
 from evalsi.stores import TaskEnd, TaskRow
-from evalsi.targets.identity import generation_kind
 from evalsi.v1alpha1.record_pb2 import Record, Usage
 from evalsi.v1alpha1.run_pb2 import (
     RUN_STATE_BUDGET_EXCEEDED,
@@ -58,7 +65,6 @@ from evalsi.v1alpha1.run_pb2 import (
     RUN_STATE_PENDING,
     RUN_STATE_RUNNING,
     RUN_STATE_SUCCEEDED,
-    EvalRun,
     Run,
 )
 from evalsi.v1alpha1.run_service_pb2 import (
@@ -84,28 +90,6 @@ def _now() -> timestamp_pb2.Timestamp:
     ts = timestamp_pb2.Timestamp()
     ts.GetCurrentTime()
     return ts
-
-
-def bound_of(run: Run, registry: Registry) -> list[BoundEvaluator]:
-    return resolve_evaluators(list(run.spec.evaluators), registry)
-
-
-def generates_outputs(run: Run) -> bool:
-    """Whether a target (a model, an agent or the built-in harness) generates the run's outputs."""
-    return generation_kind(run.spec.target, run.spec.harness) != "outputs"
-
-
-def plan_of(run: Run, n_records: int, bound: Sequence[BoundEvaluator], shard_size: int = DEFAULT_SHARD_SIZE) -> Plan:
-    """The run's plan: the same planner as the embedded mode, so keys and shards agree everywhere."""
-    return plan_run(EvalRun(spec=run.spec), n_records, evaluators=bound, run_id=run.id, shard_size=shard_size)
-
-
-def planned_task_count(
-    document: EvalRun, n_records: int, *, registry: Registry, shard_size: int = DEFAULT_SHARD_SIZE
-) -> int:
-    """How many tasks the scheduler will plan for ``document``: a run's ``progress.total_tasks`` from PENDING on."""
-    bound = resolve_evaluators(list(document.spec.evaluators), registry)
-    return plan_run(document, n_records, evaluators=bound, run_id="pending", shard_size=shard_size).task_count
 
 
 @dataclass

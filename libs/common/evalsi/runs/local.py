@@ -41,14 +41,14 @@ from evalsi.evaluators import Registry
 from evalsi.evaluators.runner import ColumnLists
 from evalsi.judges import JudgeClient, JudgeConfig, RetryPolicy
 from evalsi.judges.panel import JudgeSet
-from evalsi.runs.driver import RunDriver, generates_outputs, planned_task_count
+from evalsi.runs.driver import RunDriver
 from evalsi.runs.execute import Executor
 from evalsi.runs.intake import OBJECTS_DIR, TakenRecords
 from evalsi.runs.manifest import timestamp_of
 from evalsi.runs.memory_budget import exceeds_memory_budget, memory_budget_mb
 from evalsi.runs.news import RunNews
 from evalsi.runs.outcome import TARGET_FAILURE_KEY
-from evalsi.runs.plan import DEFAULT_SHARD_SIZE, budget_exceeded
+from evalsi.runs.plan import DEFAULT_SHARD_SIZE, budget_exceeded, generates_outputs, planned_task_count
 from evalsi.runs.ports import RunRecords
 from evalsi.runs.record_isolation import EVALUATED_LABEL, evaluated_records
 from evalsi.runs.results import EvaluationResults

@@ -30,15 +30,16 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from evalsi.datasets.shards import DEFAULT_SHARD_SIZE  # a run's shards are its stored dataset's shards
-from evalsi.evaluators import BoundEvaluator
+from evalsi.evaluators import BoundEvaluator, Registry
 from evalsi.evaluators.runner import session_key
 from evalsi.records import content_text
+from evalsi.runs.binding import resolve_evaluators
 from evalsi.runs.spec import trials_of
 from evalsi.targets.config import target_config, target_prices
 from evalsi.targets.identity import generation_kind
 from evalsi.targets.models import PromptError, build_messages
 from evalsi.v1alpha1.record_pb2 import Record, Usage
-from evalsi.v1alpha1.run_pb2 import Budget, EvalRun, ModelTarget, RunSpec
+from evalsi.v1alpha1.run_pb2 import Budget, EvalRun, ModelTarget, Run, RunSpec
 
 Stage = Literal["generate", "evaluate", "reduce"]
 STAGES: tuple[Stage, ...] = ("generate", "evaluate", "reduce")
@@ -475,3 +476,25 @@ def wall_clock_exceeded(budget: Budget, elapsed_s: float) -> str | None:
     if limit > 0 and elapsed_s >= limit:
         return f"wall-clock budget exceeded: {limit:g} s elapsed"
     return None
+
+
+def bound_of(run: Run, registry: Registry) -> list[BoundEvaluator]:
+    return resolve_evaluators(list(run.spec.evaluators), registry)
+
+
+def generates_outputs(run: Run) -> bool:
+    """Whether a target (a model, an agent or the built-in harness) generates the run's outputs."""
+    return generation_kind(run.spec.target, run.spec.harness) != "outputs"
+
+
+def plan_of(run: Run, n_records: int, bound: Sequence[BoundEvaluator], shard_size: int = DEFAULT_SHARD_SIZE) -> Plan:
+    """The run's plan: the same planner as the embedded mode, so keys and shards agree everywhere."""
+    return plan_run(EvalRun(spec=run.spec), n_records, evaluators=bound, run_id=run.id, shard_size=shard_size)
+
+
+def planned_task_count(
+    document: EvalRun, n_records: int, *, registry: Registry, shard_size: int = DEFAULT_SHARD_SIZE
+) -> int:
+    """How many tasks the scheduler will plan for ``document``: a run's ``progress.total_tasks`` from PENDING on."""
+    bound = resolve_evaluators(list(document.spec.evaluators), registry)
+    return plan_run(document, n_records, evaluators=bound, run_id="pending", shard_size=shard_size).task_count
