@@ -25,7 +25,7 @@ from evalsi.records import make_record
 from evalsi.v1alpha1.record_pb2 import Record
 
 TARGET_PER_S = 20_000
-METRICS = ("bleu", "corpus-bleu", "chrf", "corpus-chrf", "rouge", "meteor", "token-f1")
+METRICS = ("bleu", "corpus-bleu", "chrf", "corpus-chrf", "rouge", "meteor", "token-f1", "embedding-similarity")
 # Words of a news-like English vocabulary, with inflections (so stems matter) and punctuation.
 _VOCABULARY = [
     "the", "a", "of", "to", "in", "and", "for", "on", "with", "that", "is", "was", "were", "be", "by", "at", "from",

@@ -1,14 +1,15 @@
-"""The text pack: reference-based text metrics (BLEU, chrF, ROUGE, METEOR, token F1), each equal to its
-reference library's figure (sacrebleu, rouge-score, nltk, the SQuAD script). Opt-in."""
+"""The text pack: reference-based text metrics (BLEU, chrF, ROUGE, METEOR, token F1, embedding similarity), each
+equal to its reference library's figure (sacrebleu, rouge-score, nltk, the SQuAD script, WordLlama). Opt-in."""
 
 from evalsi.evaluators import Pack
-from evalsi.packs.text import bleu, chrf, meteor, rouge, token_f1
+from evalsi.packs.text import bleu, chrf, embedding, meteor, rouge, token_f1
 
 PACK = Pack(
     name="text",
-    evaluators=(*bleu.EVALUATORS, *chrf.EVALUATORS, *rouge.EVALUATORS, *meteor.EVALUATORS, *token_f1.EVALUATORS),
+    evaluators=(*bleu.EVALUATORS, *chrf.EVALUATORS, *rouge.EVALUATORS, *meteor.EVALUATORS, *token_f1.EVALUATORS,
+                *embedding.EVALUATORS),
     description="Reference-based text metrics equal to their libraries': sentence and corpus BLEU and chrF "
-    "(sacrebleu), ROUGE-1/2/L (rouge-score), METEOR (nltk), SQuAD token F1.",
+    "(sacrebleu), ROUGE-1/2/L (rouge-score), METEOR (nltk), SQuAD token F1; embedding similarity (WordLlama).",
     default_on=False,
 )
 
