@@ -1,0 +1,164 @@
+"""``EvalsiLM``: an lm-evaluation-harness model (``--model evalsi``) whose generations go through Evals.si's
+model-target connectors: the code a run's ``spec.target.model`` uses, with its retries, rate limits, circuit
+breaker, token usage and prices. Imports ``lm_eval``: it runs where lm-eval is installed (its own virtualenv).
+
+Only ``generate_until`` tasks: our connectors speak chat completions and Anthropic messages, which return no
+prompt logprobs, so ``loglikelihood`` and ``loglikelihood_rolling`` (multiple-choice and perplexity tasks) are
+refused with the task type named. docs/adapters.md#lm-evaluation-harness.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import lm_eval.models  # noqa: F401  # lm-eval registers its own models only into an empty registry: first
+from lm_eval.api.instance import Instance
+from lm_eval.api.model import LM
+from lm_eval.api.registry import register_model
+from lm_eval.models.api_models import JsonChatStr
+
+from evalsi.adapters.lm_eval.config import LmArgs, cut, generation, lm_args
+from evalsi.adapters.lm_eval.offline import quiet_upstream
+from evalsi.errors import BadInputError, InfraError
+from evalsi.judges import CircuitBreakers, RateLimiter
+from evalsi.targets.models import TargetClient
+
+# Before lm-eval's runs import huggingface_hub (it reads the opt-outs once, on import).
+quiet_upstream()
+
+MODEL_NAME = "evalsi"
+UNSUPPORTED = (
+    "lm-eval {kind} requests (multiple-choice and perplexity tasks) need the prompt's token logprobs, which "
+    "Evals.si's connectors (OpenAI-compatible chat completions, Anthropic messages) do not return; --model evalsi "
+    "runs generate_until tasks only (output_type: generate_until). For {kind} tasks use lm-eval's own "
+    "local-completions model against a completions endpoint that returns logprobs"
+)
+
+
+@dataclass
+class UsageTotals:
+    """The calls this model made and what they used, as the connectors reported it."""
+
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = None
+    retries: int = 0
+    per_call: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(self, call: dict[str, Any]) -> None:
+        self.calls += 1
+        self.input_tokens += call["input_tokens"]
+        self.output_tokens += call["output_tokens"]
+        if "cost_usd" in call:
+            self.cost_usd = (self.cost_usd or 0.0) + call["cost_usd"]
+        self.per_call.append(call)
+
+
+@register_model(MODEL_NAME)
+class EvalsiLM(LM):
+    """``lm_eval --model evalsi --model_args model=...,provider=...,base_url=...`` (config.ACCEPTED lists them)."""
+
+    def __init__(self, **model_args: Any) -> None:
+        super().__init__()
+        self.args: LmArgs = lm_args(model_args)
+        self.usage = UsageTotals()
+        self._written = 0  # calls already in the usage log
+
+    def loglikelihood(self, requests: list[Instance]) -> list[tuple[float, bool]]:
+        raise BadInputError(UNSUPPORTED.format(kind="loglikelihood"))
+
+    def loglikelihood_rolling(self, requests: list[Instance]) -> list[float]:
+        raise BadInputError(UNSUPPORTED.format(kind="loglikelihood_rolling"))
+
+    def apply_chat_template(self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True) -> Any:
+        """``--apply_chat_template``: the provider applies the model's template, so the conversation is sent as
+        chat messages (lm-eval's own chat-completion models carry it the same way, as a JSON string)."""
+        return JsonChatStr(json.dumps(chat_history, ensure_ascii=False))
+
+    @property
+    def tokenizer_name(self) -> str:
+        return ""  # the provider's: no local tokenizer
+
+    def chat_template(self, chat_template: bool | str = False) -> str | None:
+        return ""
+
+    def generate_until(self, requests: list[Instance], disable_tqdm: bool = False) -> list[str]:
+        """Each request's context sent as a chat (a user message, or the conversation a chat template built),
+        ``concurrency`` at a time; the texts in the requests' order, each cut at the request's ``until``.
+        A call that fails after the connector's retries stops the evaluation (an ``InfraError`` naming the
+        task and document): an outage is never scored as a wrong answer."""
+        return asyncio.run(self._generate(requests))
+
+    async def _generate(self, requests: list[Instance]) -> list[str]:
+        limiter, breakers = RateLimiter(), CircuitBreakers()
+        semaphore = asyncio.Semaphore(self.args.concurrency)
+        clients: dict[str, TargetClient] = {}
+        async with aiohttp.ClientSession() as session:
+
+            def client_for(params: Mapping[str, Any]) -> TargetClient:
+                key = json.dumps(params, sort_keys=True)
+                if key not in clients:  # one per distinct setting: a task's requests usually share one
+                    target = type(self.args.target)()
+                    target.CopyFrom(self.args.target)
+                    target.params.update(dict(params))
+                    clients[key] = TargetClient(target, session=session, limiter=limiter, breakers=breakers)
+                return clients[key]
+
+            async def one(request: Instance) -> str:
+                context, gen_kwargs = request.args
+                settings = generation(gen_kwargs or {}, self.args.target.connector or "openai")
+                client = client_for(settings.params)
+                async with semaphore:
+                    started = time.perf_counter()
+                    try:
+                        completion = await client.complete(self._messages(context))
+                    except InfraError as exc:
+                        raise InfraError(f"lm-eval task {request.task_name} doc {request.doc_id}: the model "
+                                         f"{self.args.target.model} failed after retries: {exc}") from None
+                    latency = time.perf_counter() - started
+                call: dict[str, Any] = {
+                    "task": request.task_name, "doc_id": request.doc_id,
+                    "input_tokens": completion.input_tokens, "output_tokens": completion.output_tokens,
+                    "latency_s": latency,
+                }
+                cost = client.cost(completion.input_tokens, completion.output_tokens)
+                if cost is not None:
+                    call["cost_usd"] = cost
+                self.usage.add(call)
+                text = cut(completion.text, settings.until)
+                self.cache_hook.add_partial("generate_until", request.args, text)
+                return text
+
+            try:
+                texts = await asyncio.gather(*(one(r) for r in requests))
+            finally:
+                self.usage.retries += sum(c.retries for c in clients.values())
+                self._write_usage()
+        return list(texts)
+
+    def _messages(self, context: Any) -> list[dict[str, Any]]:
+        if isinstance(context, JsonChatStr):
+            messages: list[dict[str, Any]] = json.loads(context.prompt)
+        else:
+            messages = [{"role": "user", "content": str(context)}]
+        if self.args.target.system_prompt and not any(m.get("role") == "system" for m in messages):
+            messages.insert(0, {"role": "system", "content": self.args.target.system_prompt})
+        return messages
+
+    def _write_usage(self) -> None:
+        """``usage_log=PATH``: every call's task, document, tokens, cost and latency, one JSON line each, in the
+        order they finished (``evalsi import lm-eval --usage`` puts them on the records)."""
+        if not self.args.usage_log:
+            return
+        with Path(self.args.usage_log).open("a", encoding="utf-8") as out:
+            for call in self.usage.per_call[self._written:]:
+                out.write(json.dumps(call, separators=(",", ":")) + "\n")
+        self._written = len(self.usage.per_call)
