@@ -19,6 +19,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from evalsi.datasets import harbor
 from evalsi.errors import BadInputError
 from evalsi.harness.environment import MAX_FILES, MAX_FILES_BYTES
 from evalsi.yaml_files import read_yaml_file
@@ -49,7 +50,11 @@ def _script() -> str:
 def read_terminal_bench(path: Path, name: str) -> Iterator[tuple[int, dict[str, Any]]]:
     """``(index, row)`` for the task at ``path`` (its directory or its task.yaml), for each task directory in it
     (sorted by name), or for each task a list file names (one directory a line, relative to the file's directory:
-    what a run spec's ``dataset.path``, which names a file, gives for several tasks)."""
+    what a run spec's ``dataset.path``, which names a file, gives for several tasks). Terminal-Bench 2.0's tasks
+    (a ``task.toml``, no ``task.yaml``) are read as Harbor's (``evalsi.datasets.harbor``)."""
+    if harbor.is_harbor(path):
+        yield from harbor.read_harbor(path, name)
+        return
     if path.is_file() and path.name == "task.yaml":
         yield 0, task_row(path.parent, name.rpartition("/")[0] or path.parent.name)
         return
