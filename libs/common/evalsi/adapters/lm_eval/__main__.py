@@ -3,9 +3,17 @@ registered. lm-eval finds models only in its registry; this registers ours, then
 
 from __future__ import annotations
 
-from lm_eval.__main__ import cli_evaluate
+from evalsi.adapters.lm_eval.offline import quiet_upstream
 
-import evalsi.adapters.lm_eval.model  # noqa: F401  # registers --model evalsi
+
+def main() -> None:
+    quiet_upstream()  # before lm-eval imports datasets and huggingface_hub, which read the opt-outs on import
+    from lm_eval.__main__ import cli_evaluate  # lm-eval: installed in its own virtualenv, not evalsi's
+
+    import evalsi.adapters.lm_eval.model  # noqa: F401  # registers --model evalsi
+
+    cli_evaluate()
+
 
 if __name__ == "__main__":
-    cli_evaluate()
+    main()

@@ -131,17 +131,26 @@ def _trials(filtered: Any, resps: Any, filter_name: str) -> list[Any]:
 
 
 def _loglikelihood(value: Any, where: str) -> float:
+    """A ``[logprob, is_greedy]`` response: lm-eval logs both as strings (``["-0.47", "False"]``)."""
     number = value[0] if isinstance(value, list) and value else value
-    if isinstance(number, bool) or not isinstance(number, int | float):
-        raise BadInputError(f"{where}: a loglikelihood response must be [logprob, is_greedy], got {_clip(value)}")
-    return float(number)
+    try:
+        if isinstance(number, bool) or not isinstance(number, int | float | str):
+            raise ValueError(number)
+        return float(number)
+    except ValueError:
+        raise BadInputError(f"{where}: a loglikelihood response must be [logprob, is_greedy], got "
+                            f"{_clip(value)}") from None
 
 
 def _reference(target: Any, kind: str, requests: Sequence[Sequence[Any]]) -> Any:
     if target is None or target == "":
         return None
-    if kind == "loglikelihood" and isinstance(target, int) and not isinstance(target, bool):
-        return str(requests[target][1]) if 0 <= target < len(requests) else str(target)
+    if kind == "loglikelihood":
+        # A multiple-choice target is the gold choice's index, which lm-eval logs as a string ("0"), or its text.
+        choices = [str(args[1]) for args in requests]
+        index = str(target).strip()
+        if str(target) not in choices and index.isdigit() and int(index) < len(choices):
+            return choices[int(index)]
     if isinstance(target, list):
         targets = [str(t) for t in target if t not in (None, "")]
         return targets or None

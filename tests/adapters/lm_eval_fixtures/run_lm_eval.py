@@ -1,0 +1,92 @@
+"""Runs lm-eval in its own virtualenv for tests/adapters/test_lm_eval_model.py, offline (an audit hook refuses and
+notes every connection or name lookup off this machine): the CLI entry point ``python -m evalsi.adapters.lm_eval``
+with --log_samples, then ``lm_eval.simple_evaluate`` from Python with an ``EvalsiLM``, then a multiple-choice task
+(refused by --model evalsi; logged by lm-eval's dummy model). Writes what it saw to OUT as JSON."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import runpy
+import sys
+from pathlib import Path
+from typing import Any
+
+blocked: list[str] = []
+
+
+def _local(host: Any) -> bool:
+    if not isinstance(host, str) or host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _offline(event: str, args: tuple[Any, ...]) -> None:
+    if event == "socket.connect":
+        address = args[1]
+        host = address[0] if isinstance(address, tuple) else address
+    elif event == "socket.getaddrinfo":
+        host = args[0]
+    else:
+        return
+    if not _local(host):
+        blocked.append(f"{event} {host}")
+        raise OSError(f"offline test: {event} to {host} refused")
+
+
+sys.addaudithook(_offline)
+
+# After the hook, so import-time calls are watched too; the adapter first, as its docs say, so the opt-outs it sets
+# are in place before lm-eval's loggers and tasks import datasets and huggingface_hub.
+from evalsi.adapters.lm_eval.model import EvalsiLM  # noqa: E402, I001
+
+import lm_eval  # noqa: E402
+from lm_eval.loggers import EvaluationTracker  # noqa: E402
+from lm_eval.models.dummy import DummyLM  # noqa: E402
+from lm_eval.tasks import TaskManager  # noqa: E402
+
+
+def _cli(spec: dict[str, Any]) -> None:
+    args = f"model=model-a,provider=openai-compatible,base_url={spec['base_url']},usage_log={spec['usage_a']}"
+    sys.argv = ["lm_eval", "run", "--model", "evalsi", "--model_args", args, "--tasks", "evalsi_capitals",
+                "--include_path", spec["tasks"], "--log_samples", "--output_path", spec["out_a"]]
+    runpy.run_module("evalsi.adapters.lm_eval", run_name="__main__", alter_sys=True)
+
+
+def _save(results: dict[str, Any], out: str) -> None:
+    samples = results.pop("samples")
+    tracker = EvaluationTracker(output_path=out)
+    tracker.general_config_tracker.model_name_sanitized = "run"
+    tracker.save_results_aggregated(results=results, samples=samples)
+    for task in results["configs"]:
+        tracker.save_results_samples(task_name=task, samples=samples[task])
+
+
+def main(spec_path: str, out_path: str) -> None:
+    spec = json.loads(Path(spec_path).read_text())
+    _cli(spec)
+    tasks = TaskManager(include_path=spec["tasks"])
+    lm = EvalsiLM(model="model-b", provider="openai-compatible", base_url=spec["base_url"],
+                  price_per_1k_input="2.0", price_per_1k_output="10", concurrency="2")
+    results = lm_eval.simple_evaluate(model=lm, tasks=["evalsi_capitals"], task_manager=tasks, log_samples=True)
+    metric_b = results["results"]["evalsi_capitals"]["exact_match,none"]
+    _save(results, spec["out_b"])
+    try:
+        lm_eval.simple_evaluate(model=lm, tasks=["evalsi_capitals_choice"], task_manager=tasks)
+        refusal = ""
+    except Exception as exc:  # the refusal is what this records
+        refusal = f"{type(exc).__name__}: {exc}"
+    choice = lm_eval.simple_evaluate(model=DummyLM(), tasks=["evalsi_capitals_choice"], task_manager=tasks,
+                                     log_samples=True)
+    _save(choice, spec["out_choice"])
+    usage = {"calls": lm.usage.calls, "input_tokens": lm.usage.input_tokens, "output_tokens": lm.usage.output_tokens,
+             "cost_usd": lm.usage.cost_usd, "retries": lm.usage.retries}
+    Path(out_path).write_text(json.dumps({"metric_b": metric_b, "usage_b": usage, "refusal": refusal,
+                                          "blocked": blocked}))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
