@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import shutil
+import socket
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from evalsi.plugins.venv import ensure_venv, venv_python
 from evalsi.v1alpha1.score_pb2 import Outcome
 
 FIXTURES = Path(__file__).parent / "mlflow_fixtures"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mlflow" / "evaluate.py"
 # An MLflow run (import, SQLite store creation, the scorers, reading back) takes ~15 s on a loaded 2-core machine.
 RUN_TIMEOUT_S = 300
 
@@ -46,19 +48,26 @@ def mlflow_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return venv_python(ensure_venv(manifest, tmp_path_factory.getbasetemp() / "adapter-venvs"))
 
 
+def _run_offline(python: Path, tmp_path: Path, code: str) -> subprocess.CompletedProcess[str]:
+    """``code`` run by the venv's python with the offline guard (mlflow_fixtures/offline.py) installed first, in a
+    scrubbed environment as a plugin gets: no proxy, no keys, a home of its own."""
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {"PATH": os.environ["PATH"], "HOME": str(home), "LANG": "C.UTF-8", "PYTHONPATH": str(FIXTURES)}
+    guarded = f"import offline\noffline.install()\n{code}\nassert not offline.blocked, offline.blocked\n"
+    done = subprocess.run([str(python), "-c", guarded], env=env, cwd=tmp_path, capture_output=True, text=True,
+                          timeout=RUN_TIMEOUT_S, check=False)
+    # MLflow and the adapter ran offline: no lookup, no connection beyond this machine (refused and noted if tried).
+    assert done.returncode == 0, done.stderr[-4000:]
+    return done
+
+
 def _run_mlflow(python: Path, tmp_path: Path, spec: dict[str, Any]) -> dict[str, Any]:
     spec = {"tracking_uri": f"sqlite:///{tmp_path / 'mlflow.db'}", **spec}
     (tmp_path / "spec.json").write_text(json.dumps(spec))
-    # A scrubbed environment, as a plugin gets: no proxy, no keys, a home of its own.
-    home = tmp_path / "home"
-    home.mkdir()
-    env = {"PATH": os.environ["PATH"], "HOME": str(home), "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1"}
-    done = subprocess.run([str(python), str(FIXTURES / "run_evaluate.py"), str(tmp_path / "spec.json"),
-                           str(tmp_path / "out.json")], env=env, cwd=tmp_path, capture_output=True, text=True,
-                          timeout=RUN_TIMEOUT_S, check=False)
-    assert done.returncode == 0, done.stderr[-4000:]
+    _run_offline(python, tmp_path, f"import run_evaluate\nrun_evaluate.main({str(tmp_path / 'spec.json')!r}, "
+                                   f"{str(tmp_path / 'out.json')!r})")
     out: dict[str, Any] = json.loads((tmp_path / "out.json").read_text())
-    assert out["blocked"] == [], out["blocked"]  # MLflow and the adapter ran offline: no lookup, no connection
     return out
 
 
@@ -95,10 +104,15 @@ def _assert_same(logged: dict[tuple[str, str], dict[str, Any]], results: Any, so
 def test_mlflow_logs_what_evaluate_gives_on_the_same_rows(mlflow_python: Path, judge_server: Any,
                                                           tmp_path: Path) -> None:
     judge = {"provider": "openai", "model": "judge-1", "base_url": judge_server.base_url}
+    with socket.socket() as closed:  # a port nothing listens on: the judge is down
+        closed.bind(("127.0.0.1", 0))
+        down = {"provider": "openai", "model": "judge-1", "max_retries": 0,
+                "base_url": f"http://127.0.0.1:{closed.getsockname()[1]}/v1"}
     data = [{"inputs": {"question": q}, "outputs": a, **({"expectations": {"expected_response": r}} if r else {})}
             for q, a, r in ROWS]
     out = _run_mlflow(mlflow_python, tmp_path, {"data": data, "scorers": [
         {"ref": "builtin/exact-match"}, {"ref": "token-f1"}, {"ref": "llm-judge", "judge": judge, "cache": False},
+        {"ref": "llm-judge", "name": "judge-down", "judge": down, "cache": False},
     ]})
     judged_in_mlflow = list(judge_server.requests)
     records = [{"id": q, "input": q, "output": a, **({"reference": r} if r else {})} for q, a, r in ROWS]
@@ -116,6 +130,13 @@ def test_mlflow_logs_what_evaluate_gives_on_the_same_rows(mlflow_python: Path, j
     assert len(judged_in_mlflow) == 3 and all(body["model"] == "judge-1" for body in judged_in_mlflow)
     assert logged[("Capital of France?", "llm-judge")]["value"] == 1.0
     assert logged[("Capital of Italy?", "llm-judge")]["value"] == 0.0
+    # A judge that is down is an error assessment of each row (our outcome and reason), never a value.
+    with evalsi.evaluate(records[:1], ["llm-judge"], judge=down, cache=False) as failed:
+        (result,) = failed.results
+    for question, _, _ in ROWS:
+        error = logged[(question, "judge-down")]
+        assert error["value"] is None and error["error_code"] == Outcome.Name(result.outcome) != "OUTCOME_SCORED"
+        assert error["error_message"] == result.reason != ""
 
 
 def test_a_traces_retrieval_spans_are_the_records_context(mlflow_python: Path, tmp_path: Path) -> None:
@@ -136,3 +157,18 @@ def test_a_traces_retrieval_spans_are_the_records_context(mlflow_python: Path, t
     assert logged[("Capital of France?", "citation-accuracy.valid")]["value"] == 1.0
     assert logged[("Capital of Spain?", "citation-accuracy.valid")]["value"] == 0.0
     assert not any(key[0] == "Capital of Peru?" for key in logged)
+
+
+def test_the_example_runs_offline_and_prints_our_metrics(mlflow_python: Path, tmp_path: Path) -> None:
+    done = _run_offline(mlflow_python, tmp_path, f"import runpy, sys\nsys.argv = ['evaluate.py', 'tracking']\n"
+                                                 f"runpy.run_path({str(EXAMPLE)!r}, run_name='__main__')")
+    printed = dict(line.split(" = ") for line in done.stdout.splitlines() if " = " in line)
+    records = [{"id": "fr", "output": "Paris", "reference": "Paris"},
+               {"id": "it", "output": "Rome is the capital", "reference": "Rome"},
+               {"id": "planet", "output": "Jupiter"}]
+    results = evalsi.evaluate(records, ["exact-match", "token-f1",
+                                        {"ref": "regex-match", "alias": "one-word",
+                                         "params": {"pattern": "^[A-Z][a-z]+$"}}])
+    assert printed == {f"{name}/mean": f"{results.metric(name).mean:.3f}"
+                       for name in ("exact-match", "one-word", "token-f1")}
+    assert (tmp_path / "tracking" / "mlflow.db").is_file()
