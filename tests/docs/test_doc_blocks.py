@@ -38,12 +38,21 @@ BLOCK_TIMEOUT_S = 240
 BIN_DIR = str(Path(sys.executable).parent)
 
 
-def _environment(home: Path) -> dict[str, str]:
+def _environment(home: Path, plugin_venvs: Path | None = None) -> dict[str, str]:
     env = {key: value for key, value in os.environ.items() if not key.startswith("EVALSI_")}
     env.update(PATH=f"{BIN_DIR}{os.pathsep}{env.get('PATH', '')}", HOME=str(home),
                XDG_CONFIG_HOME=str(home / ".config"), OPENAI_API_KEY="sk-doc-test",
                ANTHROPIC_API_KEY="sk-ant-doc-test", PYTHONUNBUFFERED="1")
+    if plugin_venvs is not None:
+        # One plugin venv cache for every block: a plugin's venv is keyed by its manifest's and package's digest, so
+        # blocks running the same plugin (or adapter) build it once, not once per block's fresh HOME.
+        env["EVALSI_PLUGINS_CACHE"] = str(plugin_venvs)
     return env
+
+
+@pytest.fixture(scope="session")
+def plugin_venvs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("plugin-venvs")
 
 
 def _wait_ready_line(log: Path, deadline_s: float, process: subprocess.Popen[bytes]) -> None:
@@ -147,7 +156,8 @@ def _prepare(block: Block, workdir: Path, addresses: Addresses) -> None:
 
 
 @pytest.mark.parametrize("block", RUN, ids=[block.where for block in RUN])
-def test_block_runs_as_written(block: Block, request: pytest.FixtureRequest, tmp_path: Path) -> None:
+def test_block_runs_as_written(block: Block, request: pytest.FixtureRequest, tmp_path: Path,
+                               plugin_venvs: Path) -> None:
     ports = dict(zip(DOC_PORTS, free_ports(len(DOC_PORTS)), strict=True))
     serving = "serve" in block.directive.needs
     if serving:
@@ -171,7 +181,7 @@ def test_block_runs_as_written(block: Block, request: pytest.FixtureRequest, tmp
     # Output goes to a file, not a pipe: a server the block left in the background would hold a pipe open.
     log = workdir / "block.log"
     with log.open("wb") as out:
-        process = subprocess.Popen(command, cwd=workdir, env=_environment(tmp_path), stdout=out,
+        process = subprocess.Popen(command, cwd=workdir, env=_environment(tmp_path, plugin_venvs), stdout=out,
                                    stderr=subprocess.STDOUT, start_new_session=True)
     try:
         process.wait(timeout=BLOCK_TIMEOUT_S)

@@ -45,6 +45,7 @@ from evalsi.errors import BadInputError, InfraError
 from evalsi.evaluators import Registry
 from evalsi.masking import mask_url
 from evalsi.pack_policy import PackPolicy
+from evalsi.plugins import PLUGINS_DIR, describe_plugins
 from evalsi.policy import WebhookSender, compile_policy, load_policy, unset_alert_secrets
 from evalsi.policy.engine import PolicyEngine, ScoreObserver
 from evalsi.policy.exports import GenAiEvaluationEvents, PrometheusScores
@@ -94,6 +95,7 @@ OPTIONS = (
     Option("--concurrency", int, 16, "completed traces evaluated at once"),
     Option("--timeout", float, 60.0, "seconds a worker pool has to answer one stage"),
     Option("--max-deliver", int, 5, "tries of one completed trace before it is dead-lettered"),
+    PLUGINS_DIR,
     METRICS_PORT,
     *LOGGING,
 )
@@ -204,6 +206,8 @@ async def assemble(args: argparse.Namespace, life: Lifecycle) -> None:
     """The parts in start order; at SIGTERM the consumer stops first (finishing the traces in flight), then the
     exporters, the bus and the stores close."""
     registry = Registry.from_entry_points()
+    if args.plugins_dir:  # their evaluators resolve in policies here; the workers' pools run them
+        await asyncio.to_thread(describe_plugins, registry, args.plugins_dir)
     packs = Connections.from_environ().packs  # evalsi.yaml's evaluators: (evalsi serve names the file)
     files = load_files(args.policy, registry, packs)
     judges = load_judges(args.judges)

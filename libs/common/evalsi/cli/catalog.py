@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Sequence
 
@@ -18,6 +19,7 @@ from evalsi.cli._common import (
     server_option,
     split_list,
 )
+from evalsi.cli._plugins import plugins_dir_option, registry_with_plugins
 from evalsi.evaluators import Registry
 from evalsi.v1alpha1.catalog_service_pb2 import PackInfo, ProjectPacks
 from evalsi.v1alpha1.evaluator_pb2 import EvaluatorManifest, Scope
@@ -40,6 +42,7 @@ _SERVER_HELP = (
     "naming an evaluator is the opt-in and no pack is off."
 )
 _FORMATS = click.Choice(["table", "json"])
+_PLUGINS = plugins_dir_option("are listed with the installed ones (tier community; without --server)")
 
 
 def _server_options(fn: F) -> F:
@@ -54,9 +57,11 @@ def _server_options(fn: F) -> F:
 @click.option("--all", "all_packs", is_flag=True,
               help="With --server: the evaluators of every pack the project is allowed, not only those it enables.")
 @_server_options
+@_PLUGINS
 @click.option("--format", "fmt", type=_FORMATS, default="table", show_default=True)
 @handle_errors
-def list_command(pack: str | None, all_packs: bool, server: str | None, project: str | None, fmt: str) -> None:
+def list_command(pack: str | None, all_packs: bool, server: str | None, project: str | None, plugins_dir: str | None,
+                 fmt: str) -> None:
     """Every installed evaluator (newest version of each) with its pack and tier, or with --server the project's
     catalog on that server. "(on)" marks a pack the project has enabled (here: the packs on by default).
 
@@ -65,7 +70,7 @@ def list_command(pack: str | None, all_packs: bool, server: str | None, project:
       evalsi catalog list --pack core
       evalsi catalog list --server http://127.0.0.1:8080 --project support --all
     """
-    manifests, packs = _catalog(pack, all_packs, server, project)
+    manifests, packs = _catalog(pack, all_packs, server, project, plugins_dir)
     if fmt == "json":
         click.echo(json.dumps([json_format.MessageToDict(m) for m in manifests], indent=2))
         return
@@ -80,9 +85,10 @@ def list_command(pack: str | None, all_packs: bool, server: str | None, project:
 
 @catalog.command("packs")
 @_server_options
+@_PLUGINS
 @click.option("--format", "fmt", type=_FORMATS, default="table", show_default=True)
 @handle_errors
-def packs_command(server: str | None, project: str | None, fmt: str) -> None:
+def packs_command(server: str | None, project: str | None, plugins_dir: str | None, fmt: str) -> None:
     """Every installed pack: its tier (native, wrapped with the pinned upstream release, community), how many
     evaluators it has, and with --server whether the project has it enabled (online policies run it, the catalog
     lists it) and allowed (requests may name its evaluators).
@@ -92,7 +98,7 @@ def packs_command(server: str | None, project: str | None, fmt: str) -> None:
       evalsi catalog packs
       evalsi catalog packs --server http://127.0.0.1:8080 --project support
     """
-    _, packs = _catalog(None, False, server, project)
+    _, packs = _catalog(None, False, server, project, plugins_dir)
     if fmt == "json":
         click.echo(json.dumps([json_format.MessageToDict(p, always_print_fields_with_no_presence=True)
                                for p in packs], indent=2))
@@ -163,14 +169,14 @@ def _echo_project_packs(answer: ProjectPacks) -> None:
                f"allowed {', '.join(answer.allowed) or 'none'} ({allowed})")
 
 
-def _catalog(pack: str | None, all_packs: bool, server: str | None,
-             project: str | None) -> tuple[list[EvaluatorManifest], list[PackInfo]]:
-    """The manifests and packs a server offers ``project``, or (no server) what this environment has installed:
-    every pack allowed, the default-on ones on."""
+def _catalog(pack: str | None, all_packs: bool, server: str | None, project: str | None,
+             plugins_dir: str | None) -> tuple[list[EvaluatorManifest], list[PackInfo]]:
+    """The manifests and packs a server offers ``project``, or (no server) what this environment has installed,
+    with the plugins under ``plugins_dir``: every pack allowed, the default-on ones on."""
     if server is None:
         if all_packs:
             raise click.UsageError("--all: only with --server (without one, every installed pack is listed)")
-        registry = Registry.from_entry_points()
+        registry = _local_registry(plugins_dir)
         evaluators = registry.evaluators(pack)
         packs = [
             PackInfo(name=name, description=info.description, default_on=info.default_on,
@@ -185,6 +191,12 @@ def _catalog(pack: str | None, all_packs: bool, server: str | None,
     with client_for(defaults.require_server(), defaults.project or None) as client:
         response = client.list_evaluators(pack or "", all_packs=all_packs)
     return list(response.evaluators), list(response.packs)
+
+
+def _local_registry(plugins_dir: str | None) -> Registry:
+    """The installed packs and, described once and stopped, the plugins under ``plugins_dir``."""
+    with contextlib.ExitStack() as stack:
+        return registry_with_plugins(plugins_dir, stack, run=False)
 
 
 def _print_table(columns: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> None:
@@ -202,13 +214,12 @@ def _print_table(columns: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> N
 
 @catalog.command("show")
 @click.argument("name")
+@_PLUGINS
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @handle_errors
-def show_command(name: str, fmt: str) -> None:
+def show_command(name: str, plugins_dir: str | None, fmt: str) -> None:
     """Params, requirements and outputs of one evaluator (NAME as in --evaluators)."""
-
-
-    registry = Registry.from_entry_points()
+    registry = _local_registry(plugins_dir)
     ev = registry.resolve(name)
     manifest = registry.manifest(ev)
     if fmt == "json":

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
@@ -19,11 +19,9 @@ from evalsi.cli._common import (
     warn_on_stderr,
 )
 from evalsi.cli._memory import memory_options
+from evalsi.cli._plugins import plugins_dir_option, registry_with_plugins
 from evalsi.errors import BadInputError
 from evalsi.stats.defaults import DEFAULT_CONFIDENCE
-
-if TYPE_CHECKING:
-    from evalsi.evaluators import Registry
 
 # --judge-<flag> to the judge config key it sets.
 _JUDGE_FLAGS = {
@@ -35,18 +33,6 @@ _JUDGE_FLAGS = {
     "judge_timeout": "timeout_s",
     "judge_template": "template",
 }
-
-
-def _with_plugins(plugins_dir: str | None, stack: contextlib.ExitStack) -> Registry | None:
-    """The installed packs plus the plugins under ``plugins_dir``, stopped when ``stack`` closes; None without."""
-    if not plugins_dir:
-        return None
-    from evalsi.evaluators import Registry
-    from evalsi.plugins import load_plugins  # grpc: only for a command that runs plugins
-
-    registry = Registry.from_entry_points()
-    stack.enter_context(load_plugins(registry, plugins_dir))
-    return registry
 
 
 def _judge(model: str | None, flags: dict[str, Any], params: tuple[str, ...]) -> dict[str, Any] | None:
@@ -171,13 +157,7 @@ def _judge(model: str | None, flags: dict[str, Any], params: tuple[str, ...]) ->
     is_flag=True,
     help="Exit 0 even when a metric's every evaluation is an infrastructure error (else exit 1).",
 )
-@click.option(
-    "--plugins-dir",
-    type=click.Path(file_okay=False),
-    envvar="EVALSI_PLUGINS_DIR",
-    help="A directory of subprocess evaluator plugins (<dir>/<plugin>/evalsi-plugin.yaml) whose evaluators -e may "
-    "name: each runs in its own virtualenv for this command (docs/plugins.md). Env: EVALSI_PLUGINS_DIR.",
-)
+@plugins_dir_option("-e may name")
 @memory_options
 @handle_errors
 def eval_command(
@@ -255,7 +235,7 @@ def eval_command(
             store_dir=store_dir,
             judge_required=True,
             warn=warn_on_stderr,
-            registry=_with_plugins(plugins_dir, plugins),
+            registry=registry_with_plugins(plugins_dir, plugins),
         )
     with results:
         if output:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -22,6 +23,7 @@ from evalsi.cli._common import (
     warn_on_stderr,
 )
 from evalsi.cli._memory import memory_options
+from evalsi.cli._plugins import plugins_dir_option, registry_with_plugins
 from evalsi.cli.runs_cmd import describe_run, exit_with, follow, next_steps
 from evalsi.client import state_name
 from evalsi.documents import apply_overrides
@@ -30,6 +32,9 @@ from evalsi.runs.failures import infra_failure
 from evalsi.runs.results import EvaluationResults
 from evalsi.v1alpha1.run_pb2 import RUN_STATE_BUDGET_EXCEEDED, RUN_STATE_CANCELLED, RUN_STATE_FAILED, Run
 
+if TYPE_CHECKING:
+    from evalsi.evaluators import Registry
+
 PASS, FAIL = "✓", "✗"
 
 
@@ -37,10 +42,10 @@ def _overridden(path: str) -> tuple[str | int, ...]:
     return tuple(int(p) if p.isdigit() else p for p in path.split(".") if p)
 
 
-def _load(file: str, sets: tuple[str, ...], *, embedded: bool = False) -> Any:
-    """The spec; for an embedded run, a spec with malformed fields is also checked for every other problem, so
-    one pass lists them all (a server checks its own: its evaluators and datasets may differ from these)."""
-    from evalsi.evaluators import Registry
+def _load(file: str, sets: tuple[str, ...], *, registry: Registry | None = None) -> Any:
+    """The spec; for an embedded run (given the ``registry`` it runs with), a spec with malformed fields is also
+    checked for every other problem, so one pass lists them all (a server checks its own: its evaluators and
+    datasets may differ from these)."""
     from evalsi.runs.spec import eval_run_problems, load_document, parse_eval_run
 
     document, lines = load_document(file)
@@ -54,9 +59,11 @@ def _load(file: str, sets: tuple[str, ...], *, embedded: bool = False) -> Any:
     base_dir = Path(file).resolve().parent
 
     def everything_else(run: Any) -> list[str]:  # only called when the structure has problems
-        return eval_run_problems(run, registry=Registry.from_entry_points(), base_dir=base_dir)
+        assert registry is not None
+        return eval_run_problems(run, registry=registry, base_dir=base_dir)
 
-    return parse_eval_run(document, source=source, lines=lines, also_check=everything_else if embedded else None)
+    return parse_eval_run(document, source=source, lines=lines,
+                          also_check=everything_else if registry is not None else None)
 
 
 def _gate_lines(gates: Any, markdown: bool) -> list[str]:
@@ -122,6 +129,7 @@ def _gate_lines(gates: Any, markdown: bool) -> list[str]:
 )
 @credential_options
 @memory_options
+@plugins_dir_option("the spec may name (embedded runs; a server has its own)")
 @handle_errors
 def run_command(
     file: str,
@@ -138,6 +146,7 @@ def run_command(
     project: str | None,
     memory_budget: float | None,
     store_dir: str | None,
+    plugins_dir: str | None,
 ) -> None:
     """Run a target over a dataset and grade it (Run): embedded, or on a server with --server.
 
@@ -172,40 +181,44 @@ def run_command(
     from evalsi.runs.embedded import dry_run as plan_dry_run
     from evalsi.runs.embedded import execute_run
 
-    run = _load(file, sets, embedded=True)
-    base_dir = Path(file).resolve().parent
-    if dry_run:
-        prepared, projection = plan_dry_run(run, base_dir=base_dir, source=file, warn=warn_on_stderr)
-        if fmt == "json":
-            document = dry_run_document(prepared.plan, projection, name=run.metadata.name,
-                                        project=run.metadata.project)
-            click.echo(json.dumps(document, indent=2))
-        else:
-            click.echo(
-                dry_run_text(
-                    prepared.plan, projection, name=run.metadata.name, project=run.metadata.project,
-                    dataset=prepared.dataset.source,
+    with contextlib.ExitStack() as plugins:  # a dry run only asks the plugins what they host
+        registry = registry_with_plugins(plugins_dir, plugins, run=not dry_run)
+        run = _load(file, sets, registry=registry)
+        base_dir = Path(file).resolve().parent
+        if dry_run:
+            prepared, projection = plan_dry_run(run, base_dir=base_dir, source=file, warn=warn_on_stderr,
+                                                registry=registry)
+            if fmt == "json":
+                document = dry_run_document(prepared.plan, projection, name=run.metadata.name,
+                                            project=run.metadata.project)
+                click.echo(json.dumps(document, indent=2))
+            else:
+                click.echo(
+                    dry_run_text(
+                        prepared.plan, projection, name=run.metadata.name, project=run.metadata.project,
+                        dataset=prepared.dataset.source,
+                    )
                 )
+            return
+        outcome = asyncio.run(
+            execute_run(
+                run,
+                base_dir=base_dir,
+                cache=not no_cache,
+                cache_dir=cache_dir,
+                progress=sys.stderr.isatty() if progress is None else progress,
+                stop_on_interrupt=True,
+                source=file,
+                memory_budget=memory_budget,
+                store_dir=store_dir,
+                warn=warn_on_stderr,
+                collect_records=False,  # not printed: a run beyond its memory budget never holds them all
+                registry=registry,
             )
-        return
-    outcome = asyncio.run(
-        execute_run(
-            run,
-            base_dir=base_dir,
-            cache=not no_cache,
-            cache_dir=cache_dir,
-            progress=sys.stderr.isatty() if progress is None else progress,
-            stop_on_interrupt=True,
-            source=file,
-            memory_budget=memory_budget,
-            store_dir=store_dir,
-            warn=warn_on_stderr,
-            collect_records=False,  # not printed: a run beyond its memory budget never holds them all
         )
-    )
-    with outcome.results as results:
-        _print_results(results, output, fmt)
-    _exit_for(results.run, allow_errors=allow_errors)
+        with outcome.results as results:
+            _print_results(results, output, fmt)
+        _exit_for(results.run, allow_errors=allow_errors)
 
 
 def _print_results(results: EvaluationResults, output: str | None, fmt: str) -> None:
