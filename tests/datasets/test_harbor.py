@@ -37,7 +37,7 @@ def test_tasks_become_harness_tasks_with_a_dockerfile_root() -> None:
     assert from_value(record.metadata["harbor"]) == {
         "task": "count-lines", "version": "1.0", "author_name": "Fixtures", "author_email": "fixtures@example.com",
         "difficulty": "easy", "category": "file-operations", "tags": ["shell", "counting"],
-        "verifier_timeout_sec": 30, "agent_timeout_sec": 60,
+        "expert_time_estimate_min": 1, "verifier_timeout_sec": 30, "agent_timeout_sec": 60,
         "environment": {"build_timeout_sec": 120, "cpus": 1, "memory_mb": 512, "storage_mb": 1024}}
     # one task, its task.toml, a list; terminal-bench:// finds task.toml and reads them the same way
     assert [r.id for r in load_dataset(f"harbor://{TASKS / 'sum-numbers'}")] == ["sum-numbers"]
@@ -81,7 +81,7 @@ def test_unknown_keys_are_tolerated_and_missing_files_refused(tmp_path: Path) ->
     task = _task(tmp_path, 'version = "2.0"\nsomething_new = 1\n[metadata]\nexpert_time_estimate_min = 5\n'
                            '[environment]\ngpu_types = ["H100"]\n[solution.env]\nX = "y"\n')
     assert from_value(load_dataset(f"harbor://{task}").records[0].metadata["harbor"]) == {
-        "task": "task", "version": "2.0"}
+        "task": "task", "version": "2.0", "expert_time_estimate_min": 5}
     (task / "environment" / "docker-compose.yaml").write_text("services: {}\n")
     with pytest.raises(BadInputError, match=r"task/environment/docker-compose.yaml: several containers \(docker "
                                              r"compose\) are not built"):

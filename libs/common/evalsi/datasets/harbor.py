@@ -204,9 +204,10 @@ def _metadata(name: str, config: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"task": name}
     if "version" in config:
         out["version"] = config["version"]
-    for key in _KEYS["metadata"]:
-        if key in config.get("metadata", {}):
-            out[key] = config["metadata"][key]
+    # Harbor's [metadata] is free-form (Terminal-Bench 2.0 adds expert_time_estimate_min...): what JSON can hold
+    for key, value in config.get("metadata", {}).items():
+        if _plain(value) or (isinstance(value, list) and all(_plain(item) for item in value)):
+            out[key] = value
     for section in ("verifier", "agent"):
         if "timeout_sec" in config.get(section, {}):
             out[f"{section}_timeout_sec"] = config[section]["timeout_sec"]
@@ -214,6 +215,10 @@ def _metadata(name: str, config: Mapping[str, Any]) -> dict[str, Any]:
     if environment:
         out["environment"] = environment
     return out
+
+
+def _plain(value: Any) -> bool:
+    return isinstance(value, str | int | float | bool)
 
 
 @cache
