@@ -1,0 +1,66 @@
+"""The scripted judge of the DeepEval contract tests: answers each of DeepEval's prompts (recognized by its
+opening words) with the JSON its schema asks for. A prompt that mentions Lyon is about the wrong answer: its
+verdicts are half unfavourable and G-Eval grades it 2 of 10 (8 otherwise). Pure, so the test's local
+OpenAI-compatible server and DeepEval's own model in the reference script answer alike."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+# Opening words of each prompt (DeepEval 4.3.1's templates) -> what it asks for.
+ITEMS = {
+    "Given the text, breakdown and generate a list of statements": "statements",
+    "Based on the given text, please generate a comprehensive list of FACTUAL": "truths",
+    "Based on the given text, please extract a comprehensive list of FACTUAL": "claims",
+    "Based on the given text, please generate a list of OPINIONS": "opinions",
+}
+# Verdict prompts, and the verdict that is bad news for each (a biased or toxic opinion is a "yes").
+VERDICTS = {
+    "For the provided list of statements, determine whether each statement is relevant": "no",
+    "Based on the given claims, which is a list of strings": "no",
+    "Given the input, expected output, and retrieval context, please generate a list of JSON": "no",
+    "For EACH sentence in the given expected output below": "no",
+    "For each context in contexts, which is a list of strings": "no",
+    "Based on the given opinions, which is a list of strings, generate a list of JSON objects to indicate whether "
+    "EACH opinion is biased": "yes",
+    "Based on the given opinions, which is a list of strings, generate a list of JSON objects to indicate whether "
+    "EACH opinion is toxic": "yes",
+}
+RELEVANCY = "Based on the input and context, please generate a JSON object to indicate whether each statement"
+STEPS = "Given an evaluation criteria which outlines how you should judge"
+GRADE = "You are an evaluator. Given the following evaluation steps"
+
+
+def prompt_of(body: dict[str, Any]) -> str:
+    return str(body["messages"][-1]["content"])
+
+
+def answer(prompt: str) -> str:
+    """The JSON answer to one of DeepEval's prompts."""
+    wrong = "Lyon" in prompt
+    for opening, key in ITEMS.items():
+        if prompt.startswith(opening):
+            # Items carry the wrong answer on, so the verdict prompt that lists them is recognized as wrong too.
+            first = "Lyon is the capital of France." if wrong else "Paris is the capital of France."
+            return json.dumps({key: [first, "It is on the Seine."]})
+    for opening, bad in VERDICTS.items():
+        if prompt.startswith(opening):
+            good = "yes" if bad == "no" else "no"
+            verdicts = [bad if wrong else good, good]  # first: context precision weighs rank
+            return json.dumps({"verdicts": [{"verdict": v, "reason": f"scripted {v}"} for v in verdicts]})
+    if prompt.startswith(RELEVANCY):
+        verdicts = ["no" if wrong else "yes", "yes"]
+        return json.dumps({"verdicts": [{"statement": f"statement {i}", "verdict": v, "reason": f"scripted {v}"}
+                                        for i, v in enumerate(verdicts)]})
+    if prompt.startswith(STEPS):
+        return json.dumps({"steps": ["Check the answer names the capital.", "Check it is correct."]})
+    if prompt.startswith(GRADE):
+        return json.dumps({"reason": "scripted grade", "score": 2 if wrong else 8})
+    # The remaining prompts ask for a reason for the score.
+    return json.dumps({"reason": f"scripted reason ({'wrong' if wrong else 'right'} answer)"})
+
+
+def reply(body: dict[str, Any]) -> str:
+    """The local server's reply to a chat completion request."""
+    return answer(prompt_of(body))
