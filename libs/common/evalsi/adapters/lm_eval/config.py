@@ -76,7 +76,7 @@ def lm_args(args: Mapping[str, Any]) -> LmArgs:
     target_config(target)  # refuses what a run's target would refuse (a negative price, a bad timeout)
     concurrency = _number(args.get("concurrency", DEFAULT_CONCURRENCY), "concurrency")
     if not isinstance(concurrency, int) or not 1 <= concurrency <= MAX_CONCURRENCY:
-        raise BadInputError(f"lm-eval --model_args: concurrency={args.get('concurrency')!r}; accepted: an integer "
+        raise BadInputError(f"lm-eval --model_args: concurrency={concurrency!r}; accepted: an integer "
                             f"from 1 to {MAX_CONCURRENCY}")
     return LmArgs(target=target, concurrency=concurrency, usage_log=_text(args, "usage_log"))
 
@@ -101,11 +101,12 @@ def generation(gen_kwargs: Mapping[str, Any], provider: str) -> Generation:
     if not sample:
         params.setdefault("temperature", 0.0)
     params["max_tokens"] = length
-    if until:
-        if provider == "anthropic":
-            params["stop_sequences"] = [s for s in until if s.strip()]  # Anthropic refuses whitespace-only ones
-        else:
-            params["stop"] = list(until[:OPENAI_MAX_STOP])
+    if provider == "anthropic":
+        stops = [s for s in until if s.strip()]  # Anthropic refuses whitespace-only ones: they are cut here
+        if stops:
+            params["stop_sequences"] = stops
+    elif until:
+        params["stop"] = list(until[:OPENAI_MAX_STOP])
     return Generation(params=params, until=until)
 
 

@@ -148,18 +148,21 @@ def run_rows(run: Run, *, limit: int | None = None, usage: Path | None = None,
     calls = read_usage(usage) if usage is not None else {}
     prefix = len({f.task for f in run.files}) > 1
     count = 0
+    filters: set[str] = set()
     for samples in run.files:
         context = SampleContext(task=samples.task, model=run.model, prefix_ids=prefix)
         first = ""
         for where, sample in _lines(samples.path):
+            rows = sample_rows(sample, context, where)  # checks the line first
             name = str(sample.get("filter", ""))
+            filters.add(name)
             if filter_name and name != filter_name:
                 continue
             first = first or name
             if name != first:
                 raise BadInputError(f"{where}: the task {samples.task} logs several filters ({first}, {name}); "
                                     "choose one with --filter")
-            for row in sample_rows(sample, context, where):
+            for row in rows:
                 if limit is not None and count >= limit:
                     return
                 spent = calls.get((samples.task, sample["doc_id"]))
@@ -167,6 +170,9 @@ def run_rows(run: Run, *, limit: int | None = None, usage: Path | None = None,
                     row["usage"] = spent.pop(0)
                 count += 1
                 yield sample, row
+    if filter_name and filter_name not in filters:
+        raise BadInputError(f"--filter {filter_name!r}: no sample of this run has it; its filters: "
+                            f"{', '.join(sorted(filters)) or 'none'}")
 
 
 def import_samples(run: Run, out: IO[str], *, limit: int | None = None, usage: Path | None = None,
