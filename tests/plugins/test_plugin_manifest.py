@@ -51,12 +51,28 @@ def test_the_fixture_manifest_reads_with_its_limits() -> None:
      "limits.max_batch: must be an integer from 1 to 1024"),
     ("name: acme/x\nversion: 1.0.0\nruntime: {python: {package: p, entrypoint: 'a:b'}}\nextra: 1\n",
      "unknown key(s) extra"),
+    ("name: acme/x\nversion: 1.0.0\ntier: native\nruntime: {python: {package: p, entrypoint: 'a:b'}}\n",
+     "tier 'native': accepted: community, wrapped"),
+    ("name: acme/x\nversion: 1.0.0\ntier: wrapped\nruntime: {python: {package: p, entrypoint: 'a:b'}}\n",
+     "upstream: a wrapped plugin names its pinned upstream release"),
+    ("name: acme/x\nversion: 1.0.0\nupstream: x==1\nruntime: {python: {package: p, entrypoint: 'a:b'}}\n",
+     "only a wrapped one does"),
 ])
+
 def test_a_bad_manifest_names_the_file_and_key(tmp_path: Path, text: str, problem: str) -> None:
     path = _manifest(tmp_path, text)
     with pytest.raises(BadInputError) as raised:
         read_manifest(path)
     assert problem in str(raised.value) and str(path) in str(raised.value)
+
+
+def test_a_wrapped_plugin_names_its_upstream(tmp_path: Path) -> None:
+    manifest = read_manifest(_manifest(tmp_path, "name: acme/x\nversion: 1.0.0\ntier: wrapped\n"
+                                                 "upstream: deepeval==4.3.1\n"
+                                                 "runtime: {python: {package: p, entrypoint: 'a:b'}}\n"))
+    assert (manifest.tier, manifest.upstream) == ("wrapped", "deepeval==4.3.1")
+    community = read_manifest(FIXTURES / "acme_plugin" / "evalsi-plugin.yaml")
+    assert (community.tier, community.upstream) == ("community", "")
 
 
 def test_the_venv_is_built_once_per_digest(plugins_dir: Path, venv_cache: Path,

@@ -60,9 +60,12 @@ class PluginSet:
 
     def add(self, registry: Registry, host: PluginHost) -> None:
         self.hosts.append(host)
-        # Community: like a pack from another distribution, a plugin's code is not Evals.si's to vouch for.
-        registry.add_pack(Pack(name=host.manifest.pack, evaluators=tuple(proxy_evaluators(host)), tier="community",
-                               description=host.manifest.description or f"plugin {host.manifest.source}"))
+        # Community unless the manifest says it wraps a pinned framework release (an adapter): like a pack from
+        # another distribution, a plugin's code is not Evals.si's to vouch for as native.
+        manifest = host.manifest
+        registry.add_pack(Pack(name=manifest.pack, evaluators=tuple(proxy_evaluators(host)), tier=manifest.tier,
+                               upstream=manifest.upstream,
+                               description=manifest.description or f"plugin {manifest.source}"))
 
     def __enter__(self) -> PluginSet:
         return self

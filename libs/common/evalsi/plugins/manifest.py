@@ -25,7 +25,10 @@ TIMEOUT_S = (30.0, 600.0)
 STARTUP_TIMEOUT_S = (60.0, 600.0)
 MAX_BATCH = (64, 1024)
 MAX_MESSAGE_MB = (64, 256)
-_TOP_KEYS = {"name", "version", "kind", "description", "runtime", "limits"}
+_TOP_KEYS = {"name", "version", "kind", "description", "tier", "upstream", "runtime", "limits"}
+# A plugin's maturity tier in the catalog: a community plugin by default; "wrapped" for a thin shim over a pinned
+# upstream framework (the adapters Evals.si ships), which then names that release. "native" is the built-in packs'.
+TIERS = ("community", "wrapped")
 _PYTHON_KEYS = {"package", "path", "entrypoint", "share_host_packages"}
 _LIMIT_KEYS = {"timeout", "startup_timeout", "max_batch", "max_message_mb"}
 # Bytes of a local package hashed into the venv's digest; a bigger tree is refused (a plugin, not a monorepo).
@@ -47,6 +50,8 @@ class PluginManifest:
     max_message_bytes: int
     source: Path
     digest: str  # the manifest's bytes and a local package's files: the venv's cache key
+    tier: str = "community"
+    upstream: str = ""  # a wrapped plugin's pinned upstream release, e.g. "deepeval==4.3.1"
 
     @property
     def pack(self) -> str:
@@ -131,6 +136,12 @@ def read_manifest(path: str | Path) -> PluginManifest:
     share = python.get("share_host_packages", False)
     if not isinstance(share, bool):
         raise BadInputError(f"{source}: runtime.python.share_host_packages must be true or false")
+    tier, upstream = str(doc.get("tier", "community")), doc.get("upstream", "")
+    if tier not in TIERS:
+        raise BadInputError(f"{source}: tier {tier!r}: accepted: {', '.join(TIERS)}")
+    if not isinstance(upstream, str) or len(upstream) > 200 or bool(upstream) != (tier == "wrapped"):
+        raise BadInputError(f"{source}: upstream: a wrapped plugin names its pinned upstream release "
+                            "(e.g. 'deepeval==4.3.1', at most 200 characters); only a wrapped one does")
     limits = _mapping(doc.get("limits", {}), f"{source}: limits")
     _unknown(f"{source}: limits", limits, _LIMIT_KEYS)
     digest = hashlib.sha256(source.read_bytes() + b"\0" + tree.encode()).hexdigest()
@@ -144,5 +155,5 @@ def read_manifest(path: str | Path) -> PluginManifest:
         max_batch=_count(limits.get("max_batch"), f"{source}: limits.max_batch", MAX_BATCH),
         max_message_bytes=_count(limits.get("max_message_mb"), f"{source}: limits.max_message_mb",
                                  MAX_MESSAGE_MB) << 20,
-        source=source, digest=digest,
+        source=source, digest=digest, tier=tier, upstream=upstream,
     )
