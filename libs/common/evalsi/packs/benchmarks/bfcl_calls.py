@@ -1,10 +1,14 @@
 """A model's function calls as BFCL decodes them: ``[{function_name: {param: value}}]``.
 
-From tool calls (an assistant message's, or a trajectory's), from JSON (that same list, or OpenAI-style
-``{"name", "arguments"}`` objects), or from text in BFCL's prompting format ``[f(a=1, b="x"), g(c=[1, 2])]``,
-parsed as a Python expression the way BFCL's ``default_decode_ast_prompting`` does: surrounding backticks,
-newlines and spaces stripped, brackets added where missing, keyword arguments only (positional ones are not
-read), a bare name read as the string of that name (a variable), arithmetic on numbers evaluated.
+From tool calls (an assistant message's, or a trajectory's, as BFCL's function-calling mode reads them), from JSON
+content (that same list, or OpenAI-style ``{"name", "arguments"}`` objects), or from text in BFCL's prompting format
+``[f(a=1, b="x"), g(c=[1, 2])]``, parsed as a Python expression the way BFCL's ``default_decode_ast_prompting``
+does, failing where it fails: surrounding backticks, newlines and spaces stripped, brackets added where missing,
+every element a call, keyword arguments only (positional ones are not read), a bare name read as the string of that
+name (a variable), a call without keywords as its source text, a subscript as its source text, arithmetic on
+literals evaluated (BFCL evaluates it with Python's ``eval``: on a name that fails), a unary operator on a number
+read as its negation (as BFCL does, ``+5`` too), anything else (an attribute, a comprehension, a comparison, an
+f-string...) a decode failure, as it is there. Text in JSON is not read as JSON: BFCL's prompting mode does not.
 """
 
 from __future__ import annotations
@@ -22,7 +26,12 @@ MAX_TEXT = 100_000  # characters of output decoded: BFCL answers are a few calls
 _MAX_POWER = 64  # largest exponent evaluated in an argument's arithmetic (2**64, not 10**10**10)
 _ARITHMETIC: dict[type, Callable[[Any, Any], Any]] = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
-    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow,
+    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Pow: operator.pow, ast.BitAnd: operator.and_,
+    ast.BitOr: operator.or_, ast.BitXor: operator.xor, ast.LShift: operator.lshift, ast.RShift: operator.rshift,
+    ast.MatMult: operator.matmul,
+}
+_UNARY: dict[type, Callable[[Any], Any]] = {
+    ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Not: operator.not_, ast.Invert: operator.invert,
 }
 
 Calls = list[dict[str, Any]]
@@ -97,13 +106,9 @@ def text_calls(text: str) -> Calls:
     if len(text) > MAX_TEXT:
         raise DecodeError(f"output of {len(text)} characters; at most {MAX_TEXT} are decoded")
     stripped = text.strip("`\n ")
-    if stripped.startswith(("[{", "{")):
-        try:
-            return json_calls(json.loads(stripped))
-        except json.JSONDecodeError:
-            pass
     source = stripped if stripped.startswith("[") else "[" + stripped
     source = source if source.endswith("]") else source + "]"
+    source = source.strip().strip("'")  # BFCL's ast_parse drops quotes a model wrapped its answer in
     try:
         tree = ast.parse(source, mode="eval").body
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
@@ -118,24 +123,23 @@ def text_calls(text: str) -> Calls:
 
 
 def _call(node: ast.Call) -> dict[str, Any]:
-    return {_dotted(node.func): {kw.arg: _value(kw.value) for kw in node.keywords if kw.arg is not None}}
+    # BFCL keeps a ``**kwargs`` keyword under the name None, and so does this, so it fails the same checks
+    return {_dotted(node.func): {kw.arg: _value(kw.value) for kw in node.keywords}}
 
 
 def _dotted(node: ast.expr) -> str:
+    """The called name, its attributes joined by dots; BFCL drops a base that is not a name (``x[0].f`` is ``f``)."""
     parts: list[str] = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
         node = node.value
     if isinstance(node, ast.Name):
         parts.append(node.id)
-    else:
-        raise DecodeError(f"function name {ast.unparse(node)[:100]!r} is not a (dotted) name")
     return ".".join(reversed(parts))
 
 
 def _value(node: ast.expr) -> Any:
-    """An argument's value: literals as themselves, a name as its string, a nested call as a call, numbers'
-    arithmetic evaluated, anything else as its source text."""
+    """An argument's value as BFCL's ``resolve_ast_by_type`` reads it (see the module's docstring)."""
     if isinstance(node, ast.Constant):
         return "..." if node.value is Ellipsis else node.value
     if isinstance(node, ast.List):
@@ -143,36 +147,77 @@ def _value(node: ast.expr) -> Any:
     if isinstance(node, ast.Tuple):
         return tuple(_value(item) for item in node.elts)
     if isinstance(node, ast.Dict):
-        pairs = zip(node.keys, node.values, strict=True)
-        return {_value(key) if key is not None else None: _value(value) for key, value in pairs}
+        if any(key is None for key in node.keys):
+            raise DecodeError("a dict unpacks another (**): not a value BFCL decodes")
+        return {_value(key): _value(value) for key, value in zip(node.keys, node.values, strict=True) if key}
     if isinstance(node, ast.Name):
         return node.id
-    if isinstance(node, ast.Call) and node.keywords:
-        return _call(node)
-    if isinstance(node, ast.UnaryOp | ast.BinOp):
-        number = _arithmetic(node)
-        if number is not None:
-            return number
-    return ast.unparse(node)
-
-
-def _arithmetic(node: ast.expr) -> int | float | None:
-    """Numbers' arithmetic (``-5``, ``3*60``, ``1e3/2``); None for anything else or an exponent over
-    ``_MAX_POWER``."""
-    if isinstance(node, ast.Constant) and isinstance(node.value, int | float) and not isinstance(node.value, bool):
-        return node.value
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
-        operand = _arithmetic(node.operand)
-        if operand is None:
-            return None
-        return -operand if isinstance(node.op, ast.USub) else operand
-    if isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC:
-        left, right = _arithmetic(node.left), _arithmetic(node.right)
-        if left is None or right is None or (isinstance(node.op, ast.Pow) and abs(right) > _MAX_POWER):
-            return None
+    if isinstance(node, ast.Call):
+        return _call(node) if node.keywords else ast.unparse(node)
+    if isinstance(node, ast.Subscript):
+        return ast.unparse(node.value) + "[" + ast.unparse(node.slice) + "]"
+    if isinstance(node, ast.UnaryOp):
+        operand = node.operand
+        if not isinstance(operand, ast.Constant) or not isinstance(operand.value, int | float | complex):
+            raise DecodeError(f"{ast.unparse(node)[:100]!r}: BFCL negates a number's value and fails on anything else")
+        return -operand.value
+    if isinstance(node, ast.BinOp):
         try:
-            result: int | float = _ARITHMETIC[type(node.op)](left, right)
-            return result
-        except (ZeroDivisionError, OverflowError):
-            return None
-    return None
+            return _evaluated(node)
+        except _TooLarge:
+            return ast.unparse(node)
+    raise DecodeError(f"{ast.unparse(node)[:100]!r}: a {type(node).__name__} is not a value BFCL decodes; accepted: "
+                      "literals, names, calls, subscripts, arithmetic on literals")
+
+
+class _TooLarge(Exception):
+    """An evaluation whose result would be too large to compute (kept as source text)."""
+
+
+def _evaluated(node: ast.expr) -> Any:
+    """A literal expression evaluated with Python's semantics, as BFCL's ``eval`` would; a name or call in it fails
+    (BFCL's ``eval`` fails on a name; a built-in's call, which it would run, is not run here)."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.List | ast.Tuple | ast.Set):
+        items = [_evaluated(item) for item in node.elts]
+        return items if isinstance(node, ast.List) else tuple(items) if isinstance(node, ast.Tuple) else _set(items)
+    if isinstance(node, ast.Dict) and all(key is not None for key in node.keys):
+        return {_hashable(_evaluated(key)): _evaluated(value)  # type: ignore[arg-type]
+                for key, value in zip(node.keys, node.values, strict=True)}
+    try:
+        if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
+            return _UNARY[type(node.op)](_evaluated(node.operand))
+        if isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC:
+            left, right = _evaluated(node.left), _evaluated(node.right)
+            _check_size(node.op, left, right)
+            return _ARITHMETIC[type(node.op)](left, right)
+    except (TypeError, ValueError, ZeroDivisionError, OverflowError) as exc:
+        raise DecodeError(f"{ast.unparse(node)[:100]!r}: {exc}") from None
+    raise DecodeError(f"{ast.unparse(node)[:100]!r}: not arithmetic on literals; BFCL's eval fails on a name")
+
+
+def _set(items: list[Any]) -> set[Any]:
+    return {_hashable(item) for item in items}
+
+
+def _hashable(item: Any) -> Any:
+    try:
+        hash(item)
+    except TypeError as exc:
+        raise DecodeError(str(exc)) from None
+    return item
+
+
+def _check_size(op: ast.operator, left: Any, right: Any) -> None:
+    """Refuse results too large to compute: an exponent or shift over ``_MAX_POWER``, a repetition or string
+    formatting that could exceed ``MAX_TEXT``."""
+    numbers = all(isinstance(x, int | float) for x in (left, right))
+    if isinstance(op, ast.Pow | ast.LShift) and numbers and abs(right) > _MAX_POWER:
+        raise _TooLarge
+    if isinstance(op, ast.Mult) and not numbers:
+        sequence, count = (left, right) if isinstance(right, int) else (right, left)
+        if isinstance(count, int) and hasattr(sequence, "__len__") and len(sequence) * count > MAX_TEXT:
+            raise _TooLarge
+    if isinstance(op, ast.Mod) and isinstance(left, str | bytes):
+        raise _TooLarge  # a format's width could ask for any size
