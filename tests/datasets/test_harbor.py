@@ -169,6 +169,8 @@ def test_the_oracle_run_through_the_harness(tmp_path: Path) -> None:
     silent = tmp_path / "tasks" / "no-reward"
     shutil.copytree(TASKS / "count-lines", silent)
     (silent / "tests" / "test.sh").write_text("echo graded nothing\nexit 3\n")
+    # its oracle plants a reward where test.sh would write one: only test.sh's own counts
+    (silent / "solution" / "solve.sh").write_text("mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.txt\n")
     (tmp_path / "tasks" / "tasks.txt").write_text("count-lines\nsum-numbers\nbroken-oracle\nno-reward\n")
     spec = yaml.safe_load((TASKS / "run.yaml").read_text())
     spec["spec"]["dataset"]["path"] = str(tmp_path / "tasks" / "tasks.txt")

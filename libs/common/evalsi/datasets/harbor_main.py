@@ -129,6 +129,10 @@ def verify(timeout):
     home = os.path.abspath(STATE)
     verifier_dir = os.path.join(home, "logs", "verifier")
     os.makedirs(verifier_dir, exist_ok=True)
+    # only what test.sh writes grades: a reward the agent left there beforehand is not its
+    for name in ("reward.txt", "reward.json"):
+        if os.path.lexists(os.path.join(verifier_dir, name)):
+            os.remove(os.path.join(verifier_dir, name))
     _map_tree(os.path.join(home, "tests"), home)
     stdout_path = os.path.join(verifier_dir, "test-stdout.txt")
     with open(stdout_path, "wb") as out:
