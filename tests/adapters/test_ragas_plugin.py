@@ -103,6 +103,9 @@ def test_scores_equal_ragas_own_and_judge_calls_are_cached(
     assert ours[("ragas/faithfulness", "good")].scores[0].number == 1.0
     assert ours[("ragas/faithfulness", "mixed")].scores[0].number == pytest.approx(2 / 3)
     assert ours[("ragas/factual-correctness", "wrong")].scores[0].number == 0.0
+    relevancy = ours[("ragas/answer-relevancy", "good")].scores[0]
+    assert 0.0 < relevancy.number < 1.0  # a cosine of WordLlama embeddings, not a verdict
+    assert relevancy.metadata["judge_calls"].number_value == 3  # RAGAS's strictness: three generated questions
 
     calls_with_reference = len(ragas_judge.requests)
     with evalsi.evaluate(ROWS, REFS, registry=registry, judge=judge) as again:

@@ -16,16 +16,32 @@ import warnings
 
 warnings.simplefilter("ignore")  # RAGAS's deprecation notices on stderr are not results
 
+from langchain_core.embeddings import Embeddings  # noqa: E402
 from langchain_openai import ChatOpenAI  # noqa: E402
 from ragas import SingleTurnSample  # noqa: E402
+from ragas.embeddings.base import LangchainEmbeddingsWrapper  # noqa: E402
 from ragas.llms.base import LangchainLLMWrapper  # noqa: E402
 from ragas.metrics._answer_correctness import AnswerCorrectness  # noqa: E402
+from ragas.metrics._answer_relevance import ResponseRelevancy  # noqa: E402
 from ragas.metrics._context_entities_recall import ContextEntityRecall  # noqa: E402
 from ragas.metrics._context_precision import LLMContextPrecisionWithReference  # noqa: E402
 from ragas.metrics._context_recall import LLMContextRecall  # noqa: E402
 from ragas.metrics._factual_correctness import FactualCorrectness  # noqa: E402
 from ragas.metrics._faithfulness import Faithfulness  # noqa: E402
 from ragas.metrics._noise_sensitivity import NoiseSensitivity  # noqa: E402
+
+from evalsi.packs.text.embedding import wordllama_model  # noqa: E402
+
+
+class WordLlama(Embeddings):
+    """A LangChain embeddings model over WordLlama's shipped weights, wrapped the way RAGAS wraps LangChain's."""
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return wordllama_model(256).embed(texts, norm=False).tolist()
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed_documents([text])[0]
+
 
 METRICS = {
     "ragas/faithfulness": lambda: Faithfulness(),
@@ -34,12 +50,15 @@ METRICS = {
     "ragas/context-entity-recall": lambda: ContextEntityRecall(),
     "ragas/factual-correctness": lambda: FactualCorrectness(),
     "ragas/answer-correctness": lambda: AnswerCorrectness(weights=[1.0, 0.0]),
+    "ragas/answer-relevancy": lambda: ResponseRelevancy(embeddings=LangchainEmbeddingsWrapper(WordLlama())),
     "ragas/noise-sensitivity": lambda: NoiseSensitivity(),
 }
 
 
 async def main(base_url: str, model: str, rows: list[dict]) -> dict[str, dict[str, float | None]]:
-    llm = LangchainLLMWrapper(ChatOpenAI(model=model, base_url=base_url, api_key="unused", max_retries=0))
+    # bypass_n: n completions as n requests (the local server answers one choice per request, as our judge asks)
+    llm = LangchainLLMWrapper(ChatOpenAI(model=model, base_url=base_url, api_key="unused", max_retries=0),
+                              bypass_n=True)
     scores: dict[str, dict[str, float | None]] = {}
     for name, make in METRICS.items():
         metric = make()

@@ -77,6 +77,10 @@ def answer(prompt: str) -> str:
                                       for s in sentences(data["answer"])]}
     elif title == "EntitiesList":
         result = {"entities": entities(data["text"])}
+    elif title == "ResponseRelevanceOutput":
+        response = data["response"]
+        result = {"question": f"Which fact is this: {response.rstrip('.')}?",
+                  "noncommittal": int("not sure" in response.lower())}
     elif title == "ClassificationWithReason":
         result = _classify(data)
     else:

@@ -4,8 +4,8 @@ Imported only in the RAGAS plugin's venv (``plugin/``), where RAGAS is installed
 
 A malformed judge answer (RAGAS cannot parse it, nor its repair prompt's answer) raises, so it is the record's
 evaluator error, never a score; a NaN from RAGAS (nothing to judge: no statements, no entities) is a skip with
-the reason. Answer relevancy is not adapted: RAGAS computes it from embeddings, and the plugin has no embedding
-model offline (the rag pack's ``builtin/answer-relevance`` judges relevance statement by statement instead).
+the reason. Answer relevancy's embeddings come from WordLlama's model as its wheel ships it (``embeddings``):
+there is no embedding model to call through the host, and none may be downloaded.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 
 from ragas import SingleTurnSample  # type: ignore[import-not-found]
 from ragas.metrics._answer_correctness import AnswerCorrectness  # type: ignore[import-not-found]
+from ragas.metrics._answer_relevance import ResponseRelevancy  # type: ignore[import-not-found]
 from ragas.metrics._context_entities_recall import ContextEntityRecall  # type: ignore[import-not-found]
 from ragas.metrics._context_precision import LLMContextPrecisionWithReference  # type: ignore[import-not-found]
 from ragas.metrics._context_recall import LLMContextRecall  # type: ignore[import-not-found]
@@ -23,6 +24,7 @@ from ragas.metrics._factual_correctness import FactualCorrectness  # type: ignor
 from ragas.metrics._faithfulness import Faithfulness  # type: ignore[import-not-found]
 from ragas.metrics._noise_sensitivity import NoiseSensitivity  # type: ignore[import-not-found]
 
+from evalsi.adapters.ragas.embeddings import WordLlamaEmbeddings
 from evalsi.adapters.ragas.llm import JudgeLLM
 from evalsi.adapters.ragas.samples import METRICS, UPSTREAM, sample_fields
 from evalsi.errors import BadInputError, SkipRecord
@@ -61,9 +63,9 @@ async def score_with(metric: Any, record: Record, ctx: EvalContext) -> Score:
 
 
 def _adapted(name: str, description: str, check: Callable[..., None] | None = None,
-             params: dict[str, str] | None = None) -> Callable[[Callable[..., Any]], Evaluator]:
+             params: dict[str, str] | None = None, low: float = 0.0) -> Callable[[Callable[..., Any]], Evaluator]:
     return evaluator(f"ragas/{name}", version=VERSION, requires=(*METRICS[name], "judge"),
-                     outputs=[Output("score", "number", min=0.0, max=1.0, description=description)],
+                     outputs=[Output("score", "number", min=low, max=1.0, description=description)],
                      params=params, check=check, pack=PACK_NAME)
 
 
@@ -113,6 +115,15 @@ async def answer_correctness(record: Record, ctx: EvalContext) -> Score:
     return await score_with(AnswerCorrectness(weights=[1.0, 0.0]), record, ctx)
 
 
+@_adapted("answer-relevancy", "Mean cosine of the input and questions the judge derives from the response, "
+          "0 when the response is noncommittal (RAGAS; WordLlama embeddings)", low=-1.0)
+async def answer_relevancy(record: Record, ctx: EvalContext) -> Score:
+    """RAGAS answer relevancy: the judge writes the question the response answers (three times, RAGAS's
+    strictness) and says whether the response is noncommittal; the score is the mean cosine of those questions
+    with the input, embedded by WordLlama's shipped model (RAGAS's default would call an embedding API)."""
+    return await score_with(ResponseRelevancy(embeddings=WordLlamaEmbeddings()), record, ctx)
+
+
 @_adapted("noise-sensitivity", "Incorrect claims of the response that relevant (or irrelevant) contexts support "
           "(RAGAS; lower is better)", check=lambda noise_mode: _check(noise_mode=noise_mode),
           params={"noise_mode": "relevant (default) or irrelevant: which retrieved contexts are blamed"})
@@ -122,6 +133,6 @@ async def noise_sensitivity(record: Record, ctx: EvalContext, *, noise_mode: str
 
 
 EVALUATORS = (faithfulness, context_precision, context_recall, context_entity_recall, factual_correctness,
-              answer_correctness, noise_sensitivity)
+              answer_correctness, answer_relevancy, noise_sensitivity)
 PACK = Pack(name=PACK_NAME, evaluators=EVALUATORS, tier="wrapped", upstream=UPSTREAM,
             description="RAGAS's LLM-based metrics, scored by RAGAS with the run's judge as its LLM.")

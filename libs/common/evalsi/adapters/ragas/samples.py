@@ -28,6 +28,7 @@ METRICS: dict[str, tuple[str, ...]] = {
     "context-entity-recall": ("context", "reference"),
     "factual-correctness": ("output", "reference"),
     "answer-correctness": ("input", "output", "reference"),
+    "answer-relevancy": ("input", "output"),
     "noise-sensitivity": ("input", "output", "context", "reference"),
 }
 
