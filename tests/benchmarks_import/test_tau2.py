@@ -137,8 +137,8 @@ def test_tasks_without_criteria_or_expected_actions(tmp_path: Path) -> None:
     results = evalsi.evaluate(records, ["tau2"])
     got = {r.record_id: {s.name: s.number if s.name == "reward" else s.passed for s in r.scores}
            for r in results.results}
-    assert got == {"none": {"reward": 1.0, "db": True, "communicate": True, "action": True},
-                   "say-only": {"reward": 1.0, "db": True, "communicate": True, "action": True}}
+    passed = {"reward": 1.0, "db": True, "communicate": True, "action": True, "env_assertion": True}
+    assert got == {"none": passed, "say-only": passed}
 
 
 def test_a_trajectory_is_a_conversation() -> None:

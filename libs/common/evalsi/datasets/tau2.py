@@ -30,6 +30,7 @@ FORMAT = "tau2"
 FILES = ("tasks.json", "db.json", "tools.py")
 STATE_DIR = ".tau2"
 MCP_NAME = "tau2"  # the environment's MCP server: its tools reach the built-in agent as tau2_<tool>
+MAX_NL_ASSERTIONS = 50  # one judge call grades them all
 MAX_BYTES = {"tasks.json": 64 << 20, "db.json": 1 << 20, "tools.py": 1 << 20, "policy.md": 1 << 20}
 _JSON_TYPES = {"str": "string", "int": "integer", "float": "number", "bool": "boolean", "list": "array",
                "dict": "object", "List": "array", "Dict": "object"}
@@ -94,6 +95,7 @@ def task_row(task: Any, where: str, *, db: Mapping[str, Any], tools_source: str,
     if any(a.get("requestor", "assistant") != "assistant" for a in actions):
         raise BadInputError(f"{where}: evaluation_criteria.actions: a user's action needs tau2's user "
                             "environment, which is not imported")
+    _check_assertions(criteria, where)
     scenario = task.get("user_scenario") or {}
     initial_state = _initial_state(task.get("initial_state"), where)
     return {
@@ -112,6 +114,28 @@ def task_row(task: Any, where: str, *, db: Mapping[str, Any], tools_source: str,
         "tau2_domain": domain,
         "user_scenario": scenario,
     }
+
+
+def _check_assertions(criteria: Mapping[str, Any], where: str) -> None:
+    """``nl_assertions`` (strings, for the judge) and ``env_assertions`` (``{func_name, arguments, assert_value}``
+    on the assistant's environment) as ``builtin/tau2`` grades them."""
+    nl = criteria.get("nl_assertions")
+    if nl is not None and not (isinstance(nl, list) and all(isinstance(a, str) for a in nl)):
+        raise BadInputError(f"{where}: evaluation_criteria.nl_assertions: expected a list of strings")
+    if nl is not None and len(nl) > MAX_NL_ASSERTIONS:
+        raise BadInputError(f"{where}: evaluation_criteria.nl_assertions: {len(nl)} over the limit of "
+                            f"{MAX_NL_ASSERTIONS}")
+    env = criteria.get("env_assertions")
+    if env is None:
+        return
+    if not isinstance(env, list) or not all(
+            isinstance(a, Mapping) and isinstance(a.get("func_name"), str) and a["func_name"].isidentifier()
+            and not a["func_name"].startswith("_") and isinstance(a.get("arguments") or {}, Mapping) for a in env):
+        raise BadInputError(f"{where}: evaluation_criteria.env_assertions: expected a list of {{func_name (a "
+                            "public toolkit method), arguments (an object), assert_value}}")
+    if any(a.get("env_type", "assistant") != "assistant" for a in env):
+        raise BadInputError(f"{where}: evaluation_criteria.env_assertions: an assertion on the user's "
+                            "environment needs tau2's user environment, which is not imported")
 
 
 @cache

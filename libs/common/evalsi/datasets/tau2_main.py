@@ -4,10 +4,12 @@ The domain's ``tools.py`` is written against tau2's ``ToolKitBase``, ``is_tool``
 small module of the same names (the DB is the domain's JSON object, not tau2's pydantic models). Two modes:
 
 - ``python3 -I -S tau2.py replay`` (``builtin/tau2``'s DB check): reads one JSON line on stdin, ``{"nonce", "db",
-  "initial_actions", "agent_data", "gold_actions", "predicted_calls"}``. As tau2's environment evaluator does, it
-  builds two environments from the same initial state, replays the predicted tool calls on one and the expected
-  actions on the other (a call that raises changes nothing and is not an error), and prints ``<nonce> {"gold":
-  <hash>, "predicted": <hash>, ...}``: the sha256 of each final DB's canonical JSON. The host reads only that line.
+  "initial_actions", "agent_data", "gold_actions", "env_assertions", "predicted_calls"}``. As tau2's environment
+  evaluator does, it builds two environments from the same initial state, replays the predicted tool calls on one
+  and the expected actions on the other (a call that raises changes nothing and is not an error), runs each env
+  assertion (a toolkit method and its arguments) on the predicted one, and prints ``<nonce> {"gold": <hash>,
+  "predicted": <hash>, "env_assertions": [{"func_name", "met"}], ...}``: the sha256 of each final DB's canonical
+  JSON; an assertion is met when its method returns ``assert_value`` (default true). The host reads only that line.
 - ``python3 tau2.py serve`` (the harness environment of a ``tau2://`` record): an MCP server over stdio whose tools
   are the toolkit's, on ``db.json`` beside it with the task's initial state (``initial_state.json``) applied, so
   the built-in agent acts on the domain in the sandbox.
@@ -99,9 +101,24 @@ def replay():
     gold = _environment(kit_class, request)
     gold_errors = [action["name"] for action in request["gold_actions"]
                    if _call(gold, action["name"], action.get("arguments") or {})[0] == "error"]
+    checks = [{"func_name": check["func_name"], "met": _asserted(predicted, check)}
+              for check in request.get("env_assertions") or []]
     result = {"gold": _hash(gold.db), "predicted": _hash(predicted.db), "failed_calls": errors[:20],
-              "failed_gold_actions": gold_errors[:20]}
+              "failed_gold_actions": gold_errors[:20], "env_assertions": checks}
     print(request["nonce"], json.dumps(result), flush=True)
+
+
+def _asserted(toolkit, check):
+    """tau2's ``run_env_assertion``: the toolkit's method (a tool or not, never a private one) on the final DB
+    returns the assertion's value; a method that raises or is missing fails it."""
+    name = check["func_name"]
+    method = getattr(type(toolkit), name, None)
+    if name.startswith("_") or not callable(method):
+        return False
+    try:
+        return method(toolkit, **(check.get("arguments") or {})) == check.get("assert_value", True)
+    except Exception:  # tau2: raise_assertion_error=False, a failing check is unmet
+        return False
 
 
 def _load_toolkit():

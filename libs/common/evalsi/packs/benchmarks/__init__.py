@@ -6,8 +6,8 @@ from evalsi.packs.benchmarks import bfcl, tau2
 PACK = Pack(
     name="benchmarks",
     evaluators=(*bfcl.EVALUATORS, *tau2.EVALUATORS),
-    description="Graders of imported benchmarks: BFCL's AST checker; tau2-bench's DB, communicate and action "
-    "checks.",
+    description="Graders of imported benchmarks: BFCL's AST checker; tau2-bench's DB, communicate, action and env "
+    "assertion checks, and its NL assertions by the run's judge.",
     default_on=False,
 )
 

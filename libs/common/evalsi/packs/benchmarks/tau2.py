@@ -11,8 +11,14 @@ As tau2 grades a simulation: the reward is the product of the components its tas
   (or for every argument the call gave, when the action names none).
 
 The conversation is the record's output messages (assistant texts and tool calls), else its trajectory's tool
-calls, its LLM steps' texts and its output text. ``NL_ASSERTION`` and ``ENV_ASSERTION`` need tau2's judge and
-user environment: a task whose basis names them is skipped with that reason.
+calls, its LLM steps' texts and its output text.
+
+- ``ENV_ASSERTION``: after the agent's calls, each ``env_assertions`` entry (a toolkit method called with its
+  arguments) returns its ``assert_value`` (default true), in the same sandboxed replay;
+- ``NL_ASSERTION``: the run's judge finds every ``nl_assertions`` outcome met (``tau2_nl``, tau2's
+  ``NLAssertionsEvaluator``). Only ``builtin/tau2-judged`` has a judge (the runner hands one only to an evaluator
+  that requires it, and requiring one here would skip every judge-free task): ``builtin/tau2`` skips a task whose
+  basis names ``NL_ASSERTION``, saying to use it.
 """
 
 from __future__ import annotations
@@ -27,14 +33,18 @@ from typing import Any
 from evalsi.datasets import tau2_main
 from evalsi.datasets.tau2 import MCP_NAME
 from evalsi.errors import BadInputError, InfraError, SkipRecord
-from evalsi.evaluators import EvalContext, Output, evaluator
+from evalsi.evaluators import JUDGE_PENDING, EvalContext, Output, evaluator
+from evalsi.judges import JudgeClient
+from evalsi.packs.benchmarks.tau2_nl import nl_assertions
 from evalsi.packs.code.execution import isolation_dict
 from evalsi.records import content_text, content_value, from_value
 from evalsi.sandbox.model import SandboxUnavailable
 from evalsi.v1alpha1.record_pb2 import STEP_TYPE_LLM, Record
 from evalsi.v1alpha1.score_pb2 import Score
 
-GRADED = ("DB", "COMMUNICATE", "ACTION")
+GRADED = ("DB", "COMMUNICATE", "ACTION", "ENV_ASSERTION", "NL_ASSERTION")
+COMPONENTS = {"DB": "db", "COMMUNICATE": "communicate", "ACTION": "action", "ENV_ASSERTION": "env_assertion",
+              "NL_ASSERTION": "nl_assertion"}
 MCP_PREFIX = f"{MCP_NAME}_"
 REFERENCE_KEYS = ("evaluation_criteria", "db", "tools_source")
 _STDERR_CHARS = 500
@@ -76,6 +86,16 @@ def conversation(record: Record) -> tuple[list[str], list[tuple[str, Any]]]:
         texts.extend(content_text(step.output) for step in steps
                      if step.type == STEP_TYPE_LLM and step.HasField("output"))
     return texts, calls
+
+
+def transcript_messages(record: Record) -> list[tuple[str, str]]:
+    """``(role, text)`` of the conversation, for the NL judge: the output's messages with text, else the input as
+    the user's and the assistant's texts."""
+    output = record.output
+    if output.WhichOneof("kind") == "messages":
+        return [(m.role, m.content) for m in output.messages.messages if m.content]
+    said = [("user", content_text(record.input))] if record.HasField("input") else []
+    return said + [("assistant", text) for text in conversation(record)[0] if text]
 
 
 def _tool_name(name: str) -> str:
@@ -133,7 +153,7 @@ async def replay(ctx: EvalContext, reference: Mapping[str, Any], calls: Sequence
     nonce = secrets.token_hex(16)
     request = {"nonce": nonce, "db": reference["db"], "agent_data": initial.get("agent_data"),
                "initial_actions": initial.get("actions") or [], "gold_actions": criteria.get("actions") or [],
-               "predicted_calls": list(calls)}
+               "env_assertions": criteria.get("env_assertions") or [], "predicted_calls": list(calls)}
     try:
         session = await access.open()
     except SandboxUnavailable as exc:
@@ -159,59 +179,115 @@ def _check_timeout(timeout_s: float = 20.0, **_: Any) -> None:
         raise BadInputError(f"params.timeout_s: expected seconds in (0, 300], got {timeout_s!r}")
 
 
+_OUTPUTS = [
+    Output("reward", "number", min=0.0, max=1.0, description="tau2's reward: the product of the task's "
+           "reward_basis components."),
+    Output("db", "boolean", description="The DB after the agent's calls equals the DB after the expected "
+           "actions (hash equality)."),
+    Output("communicate", "boolean", description="Every communicate_info string was said by the assistant."),
+    Output("action", "boolean", description="Every expected action was called (name and compared arguments)."),
+    Output("env_assertion", "boolean", description="Every env assertion holds on the DB after the agent's calls."),
+]
+_NL_OUTPUT = Output("nl_assertion", "boolean", description="The judge found every NL assertion met (tau2's "
+                    "NLAssertionsEvaluator).")
+
+
+async def grade(record: Record, ctx: EvalContext, timeout_s: float, judge: JudgeClient | None
+                ) -> dict[str, Score | float]:
+    """tau2's reward for the record's conversation and each component; ``judge`` None skips NL tasks."""
+    reference = tau2_reference(record)
+    criteria = reference["evaluation_criteria"]
+    names = list(COMPONENTS.values())[:4 if judge is None else 5]
+    if criteria is None:  # tau2: a task without criteria gets reward 1
+        return {"reward": 1.0, **{name: Score(passed=True, explanation="the task has no evaluation criteria")
+                                  for name in names}}
+    basis = list(criteria.get("reward_basis") or ["DB", "COMMUNICATE"])
+    unsupported = [kind for kind in basis if kind not in GRADED]
+    if unsupported:
+        raise SkipRecord(f"reward_basis {unsupported}: not a tau2 component; graded here: {', '.join(GRADED)}")
+    if judge is None and "NL_ASSERTION" in basis:
+        raise SkipRecord(f"{JUDGE_PENDING}: task {reference.get('task_id')!r}: reward_basis names NL_ASSERTION, "
+                         "which the run's judge grades: use builtin/tau2-judged with a judge")
+    texts, calls = conversation(record)
+    parts = {"COMMUNICATE": _communicate(criteria, texts), "ACTION": _action(criteria, calls)}
+    parts["DB"], parts["ENV_ASSERTION"] = await _environment(ctx, reference, calls, timeout_s)
+    if judge is not None:
+        assertions = [str(a) for a in criteria.get("nl_assertions") or []]
+        # tau2: no assertions to check is a pass, without a judge call
+        parts["NL_ASSERTION"] = (await nl_assertions(judge, assertions, transcript_messages(record)) if assertions
+                                 else Score(passed=True, explanation="no NL assertions"))
+    reward = 1.0
+    for kind in basis:
+        reward *= 1.0 if parts[kind].passed else 0.0
+    scores: dict[str, Score | float] = {"reward": reward}
+    scores.update({name: parts[kind] for kind, name in COMPONENTS.items() if name in names})
+    return scores
+
+
+def _communicate(criteria: Mapping[str, Any], texts: Sequence[str]) -> Score:
+    unsaid = communicated(list(criteria.get("communicate_info") or []), texts)
+    return Score(passed=not unsaid, explanation=f"not communicated: {unsaid}" if unsaid else "")
+
+
+def _action(criteria: Mapping[str, Any], calls: Sequence[tuple[str, Any]]) -> Score:
+    missing = missing_actions(list(criteria.get("actions") or []), calls)
+    return Score(passed=not missing, explanation=f"expected actions not called: {missing}" if missing else "")
+
+
+async def _environment(ctx: EvalContext, reference: Mapping[str, Any], calls: Sequence[tuple[str, Any]],
+                       timeout_s: float) -> tuple[Score, Score]:
+    """The ``db`` and ``env_assertion`` components, from one sandboxed replay."""
+    criteria = reference["evaluation_criteria"]
+    if criteria.get("actions") is None and criteria.get("env_assertions") is None:
+        # tau2's environment evaluator: no expected actions (not even an empty list) is a DB match, unreplayed
+        return (Score(passed=True, explanation="no expected actions to compare the DB with"),
+                Score(passed=True, explanation="no env assertions"))
+    hashes, isolation = await replay(ctx, reference, calls, timeout_s)
+    db = Score(passed=hashes["gold"] == hashes["predicted"])
+    if not db.passed:
+        db.explanation = "the DB differs from the expected actions' DB"
+    if hashes.get("failed_gold_actions"):
+        db.explanation = (db.explanation + "; " if db.explanation else "") + (
+            f"expected actions that raised in the replay: {hashes['failed_gold_actions']}")
+    db.metadata["isolation"].struct_value.update(isolation)
+    failed = [check["func_name"] for check in hashes.get("env_assertions") or [] if not check["met"]]
+    env = Score(passed=not failed, explanation=f"env assertions that do not hold: {failed}" if failed else "")
+    return db, env
+
+
 @evaluator(
     "builtin/tau2",
-    version="1.0.0",
+    version="1.1.0",
     pack="benchmarks",
     pool="sandbox",
     requires=["reference"],
-    outputs=[
-        Output("reward", "number", min=0.0, max=1.0, description="tau2's reward: the product of the task's "
-               "reward_basis components."),
-        Output("db", "boolean", description="The DB after the agent's calls equals the DB after the expected "
-               "actions (hash equality)."),
-        Output("communicate", "boolean", description="Every communicate_info string was said by the assistant."),
-        Output("action", "boolean", description="Every expected action was called (name and compared arguments)."),
-    ],
+    outputs=_OUTPUTS,
     description="tau2-bench's evaluator: DB hash equality after replaying the agent's tool calls against the "
-    "expected actions (in a sandbox), communicate-info and action checks; reward over the task's reward_basis.",
+    "expected actions (in a sandbox), env assertions, communicate-info and action checks; reward over the task's "
+    "reward_basis (a task naming NL_ASSERTION is skipped: builtin/tau2-judged grades it).",
     params={"timeout_s": "Seconds the sandboxed replay may run."},
     check=_check_timeout,
 )
 async def tau2(record: Record, ctx: EvalContext, *, timeout_s: float = 20.0) -> dict[str, Score | float]:
     """tau2's reward for the conversation in the record, with each component."""
-    reference = tau2_reference(record)
-    criteria = reference["evaluation_criteria"]
-    if criteria is None:  # tau2: a task without criteria gets reward 1
-        return {"reward": 1.0, **{name: Score(passed=True, explanation="the task has no evaluation criteria")
-                                  for name in ("db", "communicate", "action")}}
-    basis = list(criteria.get("reward_basis") or ["DB", "COMMUNICATE"])
-    unsupported = [kind for kind in basis if kind not in GRADED]
-    if unsupported:
-        raise SkipRecord(f"reward_basis {unsupported} needs tau2's judge or user environment; graded here: "
-                         f"{', '.join(GRADED)}")
-    texts, calls = conversation(record)
-    if criteria.get("actions") is None and criteria.get("env_assertions") is None:
-        # tau2's environment evaluator: no expected actions (not even an empty list) is a DB match, unreplayed
-        db = Score(passed=True, explanation="no expected actions to compare the DB with")
-    else:
-        hashes, isolation = await replay(ctx, reference, calls, timeout_s)
-        db = Score(passed=hashes["gold"] == hashes["predicted"])
-        if not db.passed:
-            db.explanation = "the DB differs from the expected actions' DB"
-        if hashes.get("failed_gold_actions"):
-            db.explanation = (db.explanation + "; " if db.explanation else "") + (
-                f"expected actions that raised in the replay: {hashes['failed_gold_actions']}")
-        db.metadata["isolation"].struct_value.update(isolation)
-    unsaid = communicated(list(criteria.get("communicate_info") or []), texts)
-    communicate = Score(passed=not unsaid, explanation=f"not communicated: {unsaid}" if unsaid else "")
-    missing = missing_actions(list(criteria.get("actions") or []), calls)
-    action = Score(passed=not missing, explanation=f"expected actions not called: {missing}" if missing else "")
-    parts = {"DB": db, "COMMUNICATE": communicate, "ACTION": action}
-    reward = 1.0
-    for kind in basis:
-        reward *= 1.0 if parts[kind].passed else 0.0
-    return {"reward": reward, "db": db, "communicate": communicate, "action": action}
+    return await grade(record, ctx, timeout_s, None)
 
 
-EVALUATORS = (tau2,)
+@evaluator(
+    "builtin/tau2-judged",
+    version="1.0.0",
+    pack="benchmarks",
+    pool="sandbox",
+    requires=["reference", "judge"],
+    outputs=[*_OUTPUTS, _NL_OUTPUT],
+    description="builtin/tau2 with tau2's NL_ASSERTION component: the run's judge checks each natural-language "
+    "assertion against the conversation (tau2's NLAssertionsEvaluator prompt, one call per record, cached).",
+    params={"timeout_s": "Seconds the sandboxed replay may run."},
+    check=_check_timeout,
+)
+async def tau2_judged(record: Record, ctx: EvalContext, *, timeout_s: float = 20.0) -> dict[str, Score | float]:
+    """tau2's reward with every component, NL assertions judged by the run's judge."""
+    return await grade(record, ctx, timeout_s, ctx.require_judge())
+
+
+EVALUATORS = (tau2, tau2_judged)
