@@ -68,6 +68,7 @@ def _run_mlflow(python: Path, tmp_path: Path, spec: dict[str, Any]) -> dict[str,
     _run_offline(python, tmp_path, f"import run_evaluate\nrun_evaluate.main({str(tmp_path / 'spec.json')!r}, "
                                    f"{str(tmp_path / 'out.json')!r})")
     out: dict[str, Any] = json.loads((tmp_path / "out.json").read_text())
+    assert out["telemetry"] is False  # the adapter's opt-out: MLflow made no telemetry client
     return out
 
 

@@ -4,7 +4,7 @@
 ``data`` (MLflow's evaluation rows), ``scorers`` (``evalsi_scorer`` keyword arguments, ``ref`` first) and optionally
 ``rag``: question -> ``answer`` and ``documents``, answered by a traced app whose retrieval span returns the
 documents (so scorers get a trace). OUT gets, per trace, its request and the assessments read back from the
-tracking store, plus the run's metrics.
+tracking store, the run's metrics, and whether MLflow's telemetry client is on.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 
 import mlflow
 from mlflow.entities import Document, SpanType
+from mlflow.telemetry.client import get_telemetry_client
 
 from evalsi.adapters.mlflow import evalsi_scorer
 
@@ -53,4 +54,5 @@ def main(spec_path: str, out_path: str) -> None:
             })
         traces.append({"request": trace.data.request, "assessments": assessments})
     metrics = {key: float(value) for key, value in result.metrics.items()}
-    Path(out_path).write_text(json.dumps({"traces": traces, "metrics": metrics}))
+    telemetry = get_telemetry_client() is not None
+    Path(out_path).write_text(json.dumps({"traces": traces, "metrics": metrics, "telemetry": telemetry}))
