@@ -32,4 +32,5 @@ def test_the_package_names_its_plugin_without_importing_deepeval() -> None:
     assert done.stdout.split("\n")[:2] == [str(PLUGIN_DIR), "False 1"]
     manifest = read_manifest(PLUGIN_DIR / MANIFEST_NAME)
     assert manifest.package == UPSTREAM and manifest.share_host_packages
+    assert (manifest.tier, manifest.upstream) == ("wrapped", UPSTREAM)
     assert manifest.entrypoint == "evalsi.adapters.deepeval.metrics:pack"

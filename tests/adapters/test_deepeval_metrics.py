@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from deepeval_fixtures.scripted import reply
-from deepeval_fixtures.venv import adapter_python, plugins_dir, run_in_venv
+from deepeval_fixtures.venv import adapter_python, plugins_dir, run_in_venv, scripted_reply
 
 import evalsi
+from evalsi.adapters.deepeval import PLUGIN_DIR
 from evalsi.evaluators import Registry
 from evalsi.plugins import load_plugins
 from evalsi.plugins.loader import PluginSet
@@ -43,6 +43,7 @@ METRICS: dict[str, tuple[str, dict[str, Any]]] = {
     "g-eval": ("GEval", {"name": "G-Eval", "criteria": CRITERIA,
                          "evaluation_params": ["input", "actual_output", "expected_output", "retrieval_context"]}),
 }
+reply = scripted_reply()
 EVALUATORS = [{"ref": f"deepeval/{slug}", "params": {"criteria": CRITERIA} if slug == "g-eval" else {}}
               for slug in METRICS]
 
@@ -68,6 +69,7 @@ def test_metrics_equal_deepevals_own_measure_and_cache_their_judge_calls(
         plugin: tuple[Registry, PluginSet], python: Path, tmp_path: Path) -> None:
     registry, started = plugin
     assert registry.resolve("deepeval/faithfulness").pack == "deepeval/metrics"
+    assert started.hosts[0].manifest.source.parent.resolve() == PLUGIN_DIR  # served through the docs' link
     with ThreadedProvider(reply) as server:
         results = evalsi.evaluate(ROWS, EVALUATORS, registry=registry, judge=judge(server))
         calls = len(server.requests)
@@ -127,3 +129,4 @@ def _without_cost(score: Any) -> Any:
     copy.CopyFrom(score)
     copy.ClearField("cost")
     return copy
+

@@ -1,9 +1,11 @@
 """The adapter's plugin for the DeepEval contract tests: a plugins directory linking the shipped plugin (as
-docs/adapters.md tells a user to), and its virtualenv built once per test session in one directory under pytest's
-basetemp (every test module that asks finds it built: ensure_venv caches by the manifest's digest)."""
+docs/adapters.md tells a user to), its virtualenv built once per test session in one directory under pytest's
+basetemp (every test module that asks finds it built: ensure_venv caches by the manifest's digest), and the
+scripted judge of examples/deepeval."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -17,6 +19,16 @@ from evalsi.plugins.manifest import MANIFEST_NAME, read_manifest
 from evalsi.plugins.venv import ensure_venv, venv_python
 
 HERE = Path(__file__).resolve().parent
+EXAMPLE = HERE.parents[2] / "examples" / "deepeval"
+
+
+def scripted_reply() -> Any:
+    """examples/deepeval/scripted_judge.py's ``reply``: DeepEval's prompts answered with the JSON they ask for."""
+    spec = importlib.util.spec_from_file_location("scripted_judge", EXAMPLE / "scripted_judge.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.reply
 
 
 def venv_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:

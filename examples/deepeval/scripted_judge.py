@@ -1,7 +1,9 @@
-"""The scripted judge of the DeepEval contract tests: answers each of DeepEval's prompts (recognized by its
-opening words) with the JSON its schema asks for. A prompt that mentions Lyon is about the wrong answer: its
-verdicts are half unfavourable and G-Eval grades it 2 of 10 (8 otherwise). Pure, so the test's local
-OpenAI-compatible server and DeepEval's own model in the reference script answer alike."""
+"""A scripted judge for DeepEval's metrics, so the example (rag_metrics.py) and the adapter's contract tests run
+offline: it answers each of DeepEval's prompts (recognized by its opening words, DeepEval 4.3.1's templates) with
+the JSON that prompt's schema asks for. A prompt that mentions Lyon is about the wrong answer: its first verdict
+is unfavourable, and G-Eval grades it 2 of 10 (8 otherwise). ``reply`` is what a local OpenAI-compatible server
+(``evalsi.testing.ThreadedProvider``) answers a chat completion request with; a real judge model replaces it.
+"""
 
 from __future__ import annotations
 
@@ -58,7 +60,7 @@ def answer(prompt: str) -> str:
     if prompt.startswith(GRADE):
         return json.dumps({"reason": "scripted grade", "score": 2 if wrong else 8})
     # The remaining prompts ask for a reason for the score.
-    return json.dumps({"reason": f"scripted reason ({'wrong' if wrong else 'right'} answer)"})
+    return json.dumps({"reason": "the scripted judge's reason for the score"})
 
 
 def reply(body: dict[str, Any]) -> str:
