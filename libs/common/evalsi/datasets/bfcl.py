@@ -4,6 +4,8 @@ BFCL ships each category as JSON lines: ``BFCL_v3_<category>.json`` holds ``{"id
 (``question`` a list of turns, each a list of ``{"role", "content"}`` messages; ``function`` the function
 descriptions), and ``possible_answer/BFCL_v3_<category>.json`` beside it holds ``{"id", "ground_truth"}``. The AST
 categories are single-turn: simple (v4: simple_python), multiple, parallel, parallel_multiple (and ``live_`` ones).
+The relevance categories (irrelevance, live_irrelevance, live_relevance) are single-turn too and have no possible
+answers: whether the model called a function at all is what is graded.
 
 Each question becomes a row: ``input`` the messages (a system message first listing the functions and asking for
 BFCL's call format, as BFCL's prompting mode does), ``reference`` the JSON text ``{"category", "function",
@@ -25,6 +27,7 @@ from evalsi.errors import BadInputError
 SCHEME = "bfcl://"
 FORMAT = "bfcl"
 CATEGORIES = ("simple", "simple_python", "multiple", "parallel", "parallel_multiple")  # v3's, and v4's simple_python
+RELEVANCE_CATEGORIES = ("irrelevance", "relevance")  # graded on whether a call is made; no possible answers
 ANSWERS_DIR = "possible_answer"
 MAX_ANSWERS = 100_000  # possible answers held while the questions are read (BFCL's largest category has ~1,000)
 
@@ -53,13 +56,14 @@ def question_file(target: str, name: str) -> Path:
     if not matches:
         raise BadInputError(f"{name}: no such file, nor a BFCL category file {path.parent}/BFCL_v*_{path.name}"
                             ".json; accepted: bfcl://<question file> or bfcl://<dir>/<category> with category "
-                            f"one of {', '.join(CATEGORIES)} (live_ ones too)")
+                            f"one of {', '.join(CATEGORIES + RELEVANCE_CATEGORIES)} (live_ ones too)")
     return matches[-1]  # the newest version
 
 
 def read_bfcl(path: Path, name: str) -> Iterator[tuple[int, dict[str, Any]]]:
     """``(line, row)`` for each question of a BFCL question file, its possible answers read from
-    ``possible_answer/<same name>`` beside it (which must not lead out of the file's directory)."""
+    ``possible_answer/<same name>`` beside it (which must not lead out of the file's directory; it may be absent
+    when every question is of a relevance category, which has none)."""
     # Errors name the files as the source was given: its directory, then the question or answers file.
     folder = name.rpartition("/")[0] + "/" if "/" in name else ""
     name, answers_name = folder + path.name, f"{folder}{ANSWERS_DIR}/{path.name}"
@@ -68,8 +72,10 @@ def read_bfcl(path: Path, name: str) -> Iterator[tuple[int, dict[str, Any]]]:
     real_dir = path.resolve().parent
     if not answers_path.resolve().is_relative_to(real_dir):
         raise BadInputError(f"{answers_name}: leads outside the question file's directory")
-    check_file(answers_path, answers_name)
-    answers = _answers(answers_path, answers_name)
+    answers: dict[str, list[Any]] = {}
+    if answers_path.exists():
+        check_file(answers_path, answers_name)
+        answers = _answers(answers_path, answers_name)
     for line, row in read_rows(path, "jsonl", name=name):
         where = f"{name}:{line}"
         if not isinstance(row, Mapping):
@@ -77,9 +83,10 @@ def read_bfcl(path: Path, name: str) -> Iterator[tuple[int, dict[str, Any]]]:
         question_id = row.get("id")
         if not isinstance(question_id, str) or not question_id:
             raise BadInputError(f"{where}: id: expected a non-empty string, got {question_id!r}")
-        if question_id not in answers:
+        relevance = category_of(question_id, where).removeprefix("live_") in RELEVANCE_CATEGORIES
+        if not relevance and question_id not in answers:
             raise BadInputError(f"{where}: id {question_id!r} has no possible answer in {answers_name}")
-        yield line, question_row(row, answers[question_id], where)
+        yield line, question_row(row, [] if relevance else answers[question_id], where)
 
 
 def _answers(path: Path, name: str) -> dict[str, list[Any]]:
@@ -98,11 +105,13 @@ def _answers(path: Path, name: str) -> dict[str, list[Any]]:
 
 
 def category_of(question_id: str, where: str) -> str:
-    """The category an id names (``parallel_multiple_3`` -> ``parallel_multiple``), refused unless an AST one."""
+    """The category an id names (``parallel_multiple_3`` -> ``parallel_multiple``), refused unless an AST or a
+    relevance one."""
     category = _ID_SUFFIX.sub("", question_id)
-    if category.removeprefix("live_") not in CATEGORIES:
-        raise BadInputError(f"{where}: id {question_id!r}: category {category!r} is not one the AST checker grades; "
-                            f"accepted: {', '.join(CATEGORIES)} (live_ ones too)")
+    if category.removeprefix("live_") not in CATEGORIES + RELEVANCE_CATEGORIES:
+        raise BadInputError(f"{where}: id {question_id!r}: category {category!r} is not one the AST checker grades "
+                            f"nor a relevance one; accepted: {', '.join(CATEGORIES + RELEVANCE_CATEGORIES)} "
+                            "(live_ ones too)")
     return category
 
 
@@ -113,9 +122,11 @@ def question_row(row: Mapping[str, Any], truth: list[Any], where: str) -> dict[s
     functions = row.get("function")
     if isinstance(functions, Mapping):
         functions = [functions]
-    if not isinstance(functions, list) or not functions or not all(
+    relevance = category.removeprefix("live_") in RELEVANCE_CATEGORIES  # may offer no function at all
+    if not isinstance(functions, list) or not (functions or relevance) or not all(
             isinstance(f, Mapping) and isinstance(f.get("name"), str) for f in functions):
-        raise BadInputError(f"{where}: function: expected a list of function descriptions with a name")
+        raise BadInputError(f"{where}: function: expected a list of function descriptions with a name"
+                            + ("" if relevance else " (at least one)"))
     messages = _messages(row.get("question"), where)
     listing = json.dumps(functions, ensure_ascii=False, indent=2)
     return {

@@ -15,6 +15,7 @@ from evalsi.errors import SkipRecord
 from evalsi.evaluators import evaluator
 from evalsi.packs.benchmarks.bfcl_ast import check_calls
 from evalsi.packs.benchmarks.bfcl_calls import DecodeError, record_calls
+from evalsi.packs.benchmarks.bfcl_relevance import check_relevance, is_relevance_category
 from evalsi.records import content_value
 from evalsi.v1alpha1.record_pb2 import Record
 from evalsi.v1alpha1.score_pb2 import Score
@@ -49,21 +50,29 @@ def bfcl_reference(record: Record) -> Mapping[str, Any]:
     pack="benchmarks",
     requires=["reference"],
     cheap=True,  # pure, bounded by the output's MAX_TEXT and the reference's size: no thread hop
-    description="BFCL's AST checker (simple, multiple, parallel, parallel_multiple; Python): the function name, "
-    "required and optional parameters, types (an int for a float allowed), any of the possible values, string "
-    "standardization, and order-insensitive parallel calls. The explanation gives BFCL's error type.",
+    description="BFCL's AST checker (simple, multiple, parallel, parallel_multiple and their live_ versions; "
+    "Python): the function name, required and optional parameters, types (an int for a float allowed), any of the "
+    "possible values, string standardization, and order-insensitive parallel calls; and BFCL's relevance detection "
+    "(irrelevance, live_irrelevance: no call made; live_relevance: at least one). The explanation gives BFCL's "
+    "error type.",
     params={"dots_as_underscores": "The model called functions with '.' in their names written '_' (as "
             "function-calling APIs that refuse dots require); BFCL does this for those models."},
 )
 def bfcl_ast(record: Record, *, dots_as_underscores: bool = False) -> Score:
-    """Pass when the model's calls satisfy BFCL's AST checker against the possible answers."""
+    """Pass when the model's calls satisfy BFCL's AST checker against the possible answers, or, for a relevance
+    category, when the model called no function (irrelevance) or some function (relevance), as BFCL decides."""
     reference = bfcl_reference(record)
+    category = str(reference["category"])
+    if is_relevance_category(category):
+        verdict = check_relevance(lambda: record_calls(record), category)
+        return Score(passed=True) if verdict.valid else Score(
+            passed=False, explanation=f"{verdict.error_type}: {verdict.error}"[:2000])
     try:
         calls = record_calls(record)
     except DecodeError as exc:
         return Score(passed=False, explanation=f"ast_decoder:decoder_failed: {exc}")
     try:
-        verdict = check_calls(reference["function"], calls, reference["ground_truth"], str(reference["category"]),
+        verdict = check_calls(reference["function"], calls, reference["ground_truth"], category,
                               dots_as_underscores=dots_as_underscores)
     except ValueError as exc:
         raise SkipRecord(str(exc)) from None
