@@ -24,7 +24,9 @@ from evalsi.cases.transport import AgentDescription, SeedRefused, Transport, Tra
 from evalsi.errors import BadInputError, InfraError
 from evalsi.judges import JudgeClient
 
-STOP_MARKERS: dict[str, str] = {"<<goal_met>>": "goal_met", "<<gave_up>>": "gave_up"}
+# tau2's user simulator's tokens too, for tau2 tasks simulated through this loop (evalsi.datasets.tau2_sim)
+STOP_MARKERS: dict[str, str] = {"<<goal_met>>": "goal_met", "<<gave_up>>": "gave_up", "###STOP###": "goal_met",
+                                "###TRANSFER###": "transferred", "###OUT-OF-SCOPE###": "out_of_scope"}
 DEFAULT_MAX_TURNS = 8
 PERSONA_TEMPLATE_VERSION = "cases-persona@1"
 KICKOFF = "(The agent's chat window is open. Write your first message to the agent.)"
@@ -36,7 +38,10 @@ def simulated_conversation_id(case_id: str) -> str:
 
 
 def persona_system_prompt(persona: Mapping[str, Any]) -> str:
-    """The persona's whole instruction: goal, style, the facts it knows, the anti-invention rule, the markers."""
+    """The persona's whole instruction: goal, style, the facts it knows, the anti-invention rule, the markers; or,
+    for a persona an importer built (tau2's user simulator), the ``system`` prompt it rendered."""
+    if persona.get("system"):
+        return str(persona["system"])
     knows = persona.get("knows") or {}
     facts = "\n".join(f"- {key}: {value}" for key, value in knows.items()) or "- (none: you know no specifics)"
     parts = [
@@ -62,7 +67,9 @@ def persona_system_prompt(persona: Mapping[str, Any]) -> str:
 
 def persona_messages(persona: Mapping[str, Any], said: Sequence[str], replies: Sequence[str]) -> list[dict[str, str]]:
     """The persona model's view: it is the assistant (the customer); the agent's replies are its user turns."""
-    messages = [{"role": "system", "content": persona_system_prompt(persona)}, {"role": "user", "content": KICKOFF}]
+    # an importer's persona may open with the agent's greeting, as tau2's orchestrator does
+    kickoff = str(persona.get("kickoff") or KICKOFF)
+    messages = [{"role": "system", "content": persona_system_prompt(persona)}, {"role": "user", "content": kickoff}]
     for index, message in enumerate(said):
         messages.append({"role": "assistant", "content": message})
         if index < len(replies):

@@ -20,6 +20,7 @@ from typing import Any
 from evalsi.cases.transcript import NOT_TOOL_CALLS, ToolCall, Turn
 from evalsi.cases.transport import AgentDescription, TransportError
 from evalsi.harness import Harness, HarnessConfig, Task, load_config
+from evalsi.harness.tools import Tool
 from evalsi.records import from_value
 from evalsi.v1alpha1.record_pb2 import STEP_TYPE_TOOL, TOOL_CALL_STATUS_ERROR, Record
 
@@ -62,7 +63,7 @@ class HarnessTransport:
         history = self._history.setdefault(conversation, [])
         number = self._turns[conversation] = self._turns.get(conversation, 0) + 1
         result = await harness.run(Task(id=f"{conversation}-turn-{number}", input=message), run_id=conversation,
-                                   history=history)
+                                   history=history, tools=self.conversation_tools(conversation))
         if result.infra_error:
             raise TransportError(f"evalsi-harness: {result.error}")
         # The system prompt is the harness's own; the rest is the conversation the next turn continues.
@@ -70,6 +71,10 @@ class HarnessTransport:
         self._history[conversation] = [dict(m) for m in result.messages[skip:]]
         return Turn(user=message, reply=result.record.output.text, tool_calls=_calls(result.record),
                     latency_ms=round(result.record.usage.latency.ToNanoseconds() / 1e6, 3))
+
+    def conversation_tools(self, conversation: str) -> Mapping[str, Tool] | None:
+        """Tools of this conversation's own besides the harness's (a tau2 task's toolkit): none here."""
+        return None
 
     async def close(self) -> None:
         self._history.clear()

@@ -1,0 +1,79 @@
+"""A tau2 task as a simulated-user conversation: tau2's user simulator (the persona loop of `evalsi cases simulate`
+given tau2's prompt) against the built-in agent acting on the domain's toolkit in a real bubblewrap sandbox; one
+local OpenAI-compatible server scripts both models; the conversation graded by builtin/tau2."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import evalsi
+from evalsi.datasets import load_dataset
+from evalsi.datasets.tau2_sim import FIRST_AGENT_MESSAGE, simulate_tasks
+from evalsi.harness import config_from_mapping
+from evalsi.judges import JudgeConfig
+from evalsi.judges.panel import JudgeSet
+from evalsi.records import content_value, from_value
+from evalsi.sandbox.access import LadderOpener
+from evalsi.testing import FakeOpenAI
+
+DOMAIN = Path(__file__).parent.parent.parent / "examples" / "benchmarks" / "tau2" / "library"
+
+
+def _user(body: dict[str, Any]) -> str:
+    """tau2's simulated user: it sees the agent's messages as its user turns and its own as the assistant's."""
+    system = body["messages"][0]["content"]
+    assert "<scenario>" in system and "You want to borrow Alamut (book b1)." in system and "###STOP###" in system
+    assert body["messages"][1] == {"role": "user", "content": FIRST_AGENT_MESSAGE}
+    said = sum(1 for m in body["messages"] if m["role"] == "assistant")
+    return ["Hi, I would like to borrow Alamut.", "My member id is m1.", "Thanks, bye! ###STOP###"][min(said, 2)]
+
+
+def _agent(book: str) -> Any:
+    """The agent under test: asks for the member id, looks the member up, lends ``book``, says when it is due."""
+
+    def reply(body: dict[str, Any]) -> Any:
+        messages = body["messages"]
+        assert "<policy>" in messages[0]["content"] and "at most two books" in messages[0]["content"]
+        results = [m["content"] for m in messages if m.get("role") == "tool"]
+        if not any("m1" in str(m.get("content")) for m in messages if m["role"] == "user"):
+            return "Sure. What is your member id?"
+        if not results:
+            return ("tool_calls", [{"name": "tau2_get_member", "arguments": {"member_id": "m1"}}])
+        if len(results) == 1:
+            assert "Ana Novak" in results[0]  # the toolkit's DB answered, in the sandbox
+            return ("tool_calls", [{"name": "tau2_lend_book", "arguments": {"member_id": "m1", "book_id": book}}])
+        return f"Done ({results[1]}): it is due back in 14 days."
+
+    return reply
+
+
+@pytest.mark.parametrize(("book", "reward"), [("b1", 1.0), ("b2", 0.0)])
+async def test_a_simulated_conversation_is_graded_as_tau2_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                               book: str, reward: float) -> None:
+    assert shutil.which("bwrap"), "bubblewrap is not installed: run scripts/test.sh"
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    tasks = [r for r in load_dataset(f"tau2://{DOMAIN}") if r.id == "lend_alamut"]
+    agent = _agent(book)
+    async with FakeOpenAI(lambda body: _user(body) if body["model"] == "user" else agent(body)) as server:
+        config = config_from_mapping({"model": {"model": "agent", "base_url": server.base_url, "max_retries": 0},
+                                      "max_steps": 6})
+        user = JudgeConfig.from_mapping({"model": "user", "base_url": server.base_url, "max_retries": 0,
+                                         "name": "user"})
+        async with JudgeSet({"user": user}, cache=False) as users:
+            records, errors = await simulate_tasks(tasks, config, users.clients["user"], LadderOpener())
+    assert errors == {}
+    [record] = records
+    messages = content_value(record.output)["messages"]
+    assert [m["role"] for m in messages][:4] == ["assistant", "user", "assistant", "user"]
+    assert messages[1]["content"] == "Hi, I would like to borrow Alamut." and messages[-1]["content"] == "Thanks, bye!"
+    assert from_value(record.metadata["tau2_simulation"])["stop"]["reason"] == "goal_met"
+    results = await evalsi.evaluate_async(records, ["tau2"])
+    scores = {s.name: s for s in results.results[0].scores}
+    assert scores["reward"].number == reward, scores
+    assert scores["db"].passed is (book == "b1") and scores["communicate"].passed
