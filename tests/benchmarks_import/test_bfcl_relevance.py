@@ -22,7 +22,7 @@ import pytest
 import evalsi
 from evalsi.datasets import load_dataset
 from evalsi.errors import BadInputError
-from evalsi.packs.benchmarks.bfcl_calls import text_calls
+from evalsi.packs.benchmarks.bfcl_calls import DecodeError, text_calls
 from evalsi.packs.benchmarks.bfcl_relevance import check_relevance
 from evalsi.records import to_content
 
@@ -53,15 +53,25 @@ def _bfcl_function(path: Path, name: str, namespace: dict[str, Any]) -> Callable
 
 
 @pytest.fixture(scope="module")
-def reference() -> Callable[[Any, str, bool], bool]:
-    """``reference(model_result, category, function_calling)``: BFCL's verdict for one relevance entry."""
+def bfcl_decode() -> Callable[[str], Any]:
+    """BFCL's prompting-mode decoder, ``default_decode_ast_prompting``."""
     for parser in ("java_parser", "js_parser"):  # tree-sitter parsers for Java and JavaScript, never used here
         stand_in = types.ModuleType(f"bfcl_eval.model_handler.parser.{parser}")
         stand_in.parse_java_function_call = stand_in.parse_javascript_function_call = None  # type: ignore[attr-defined]
         sys.modules.setdefault(stand_in.__name__, stand_in)
-    from bfcl_eval.constants.enums import ReturnFormat  # type: ignore[import-untyped]
     from bfcl_eval.model_handler.utils import default_decode_ast_prompting  # type: ignore[import-untyped]
+
+    decode: Callable[[str], Any] = default_decode_ast_prompting
+    return decode
+
+
+@pytest.fixture(scope="module")
+def reference(bfcl_decode: Callable[[str], Any]) -> Callable[[Any, str, bool], bool]:
+    """``reference(model_result, category, function_calling)``: BFCL's verdict for one relevance entry."""
+    from bfcl_eval.constants.enums import ReturnFormat  # type: ignore[import-untyped]
     from bfcl_eval.utils import is_empty_output  # type: ignore[import-untyped]
+
+    default_decode_ast_prompting = bfcl_decode
 
     evaluate_entry = _bfcl_function(BFCL / "eval_checker" / "eval_runner.py", "_evaluate_single_relevance_entry",
                                     {"ReturnFormat": ReturnFormat, "is_empty_output": is_empty_output})
@@ -168,3 +178,24 @@ def test_relevance_files_need_no_possible_answers_and_ast_ones_still_do(tmp_path
         (FIXTURES / "possible_answer" / "BFCL_v3_simple.json").read_text())
     with pytest.raises(BadInputError, match=r"function: expected a list .* \(at least one\)"):
         list(load_dataset(f"bfcl://{tmp_path}/simple"))
+
+
+def test_text_is_decoded_as_bfcls_prompting_decoder_does(bfcl_decode: Callable[[str], Any]) -> None:
+    """The same calls, or a failure where BFCL's decoder fails, on every kind of output above and on generated
+    answers to BFCL's own live_simple questions (whose values the AST checker then grades)."""
+    rng = random.Random(16)
+    questions = [json.loads(r.reference.text)["function"] for r in load_dataset(f"bfcl://{BFCL / 'data'}/live_simple")]
+    texts = [*TEXT_OUTPUTS, *(_output(rng, functions) for functions in questions)]
+    failures = 0
+    for text in texts:
+        try:
+            expected = bfcl_decode(text)
+        except Exception:  # BFCL's decoder raises whatever its parser or eval raises
+            expected = None
+        if expected is None:
+            with pytest.raises(DecodeError):
+                text_calls(text)
+            failures += 1
+        else:
+            assert text_calls(text) == expected, text
+    assert 0.1 < failures / len(texts) < 0.9
