@@ -1,5 +1,5 @@
 """The lm-eval adapter against the pinned lm-eval (contract tests, offline): ``--model evalsi`` runs a local
-generate_until task (lm_eval_fixtures: a JSONL dataset, no Hub download) through our connectors to a local
+generate_until task (examples/lm_eval/tasks: a JSONL dataset, no Hub download) through our connectors to a local
 OpenAI-compatible server, from lm-eval's CLI (``python -m evalsi.adapters.lm_eval``) and from
 ``lm_eval.simple_evaluate``; its logged samples, imported, grade to lm-eval's own metric; the calls' usage is
 recorded; loglikelihood tasks are refused; nothing leaves the machine.
@@ -27,6 +27,8 @@ from evalsi.testing.providers import FakeOpenAI
 from evalsi.testing.threaded import ThreadedProvider
 
 FIXTURES = Path(__file__).parent / "lm_eval_fixtures"
+# The example tasks of docs/adapters.md: their data files are named relative to this directory, where lm_eval runs.
+EXAMPLE = Path(__file__).parents[2] / "examples" / "lm_eval"
 # Three lm-eval evaluations in one process take ~30 s on a loaded 2-core machine.
 RUN_TIMEOUT_S = 300
 # What each model answers (by a word of the question). Run A's Italy answer runs on past the task's `until: "\n"`,
@@ -35,7 +37,7 @@ ANSWERS = {
     "model-a": {"France": "Paris", "Italy": "Rome\nQ: and Spain?", "Japan": "Kyoto", "Canada": "Ottawa"},
     "model-b": {"France": "Paris", "Italy": "Rome", "Japan": "Tokyo", "Canada": "Ottawa"},
 }
-REPEATS = 2  # evalsi_capitals.yaml
+REPEATS = 2  # examples/lm_eval/tasks/evalsi_capitals.yaml
 
 
 def _reply(body: dict[str, Any]) -> str:
@@ -46,7 +48,7 @@ def _reply(body: dict[str, Any]) -> str:
 @pytest.fixture(scope="session")
 def lm_eval_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The lm-eval venv's python: the pinned release installed the first time in a session."""
-    source = FIXTURES / "evalsi_capitals.yaml"
+    source = FIXTURES / "run_lm_eval.py"
     manifest = PluginManifest(
         name="adapters/lm-eval", version="0.4.13", description="the lm-eval adapter's contract-test environment",
         entrypoint="evalsi.adapters.lm_eval.model:EvalsiLM", package=UPSTREAM, path=None, share_host_packages=True,
@@ -71,13 +73,13 @@ def lm_eval_run(lm_eval_python: Path, tmp_path_factory: pytest.TempPathFactory) 
     home.mkdir()
     server: FakeOpenAI
     with ThreadedProvider(_reply) as server:
-        spec = {"base_url": server.base_url, "tasks": str(FIXTURES), "out_a": str(root / "a"),
+        spec = {"base_url": server.base_url, "tasks": str(EXAMPLE / "tasks"), "out_a": str(root / "a"),
                 "out_b": str(root / "b"), "out_choice": str(root / "choice"), "usage_a": str(root / "usage-a.jsonl")}
         (root / "spec.json").write_text(json.dumps(spec))
         # A scrubbed environment, as a plugin gets: no proxy, no keys, a home (and Hugging Face cache) of its own.
         env = {"PATH": os.environ["PATH"], "HOME": str(home), "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1"}
         done = subprocess.run([str(lm_eval_python), str(FIXTURES / "run_lm_eval.py"), str(root / "spec.json"),
-                               str(root / "seen.json")], env=env, cwd=FIXTURES, capture_output=True, text=True,
+                               str(root / "seen.json")], env=env, cwd=EXAMPLE, capture_output=True, text=True,
                               timeout=RUN_TIMEOUT_S, check=False)
         requests = list(server.requests)
     assert done.returncode == 0, done.stderr[-4000:]

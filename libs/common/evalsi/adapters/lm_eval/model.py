@@ -69,6 +69,10 @@ class EvalsiLM(LM):
     def __init__(self, **model_args: Any) -> None:
         super().__init__()
         self.args: LmArgs = lm_args(model_args)
+        log_dir = Path(self.args.usage_log).parent
+        if self.args.usage_log and not log_dir.is_dir():  # found now, not after every call was paid for
+            raise BadInputError(f"lm-eval --model_args: usage_log={self.args.usage_log}: the directory {log_dir} "
+                                "does not exist")
         self.usage = UsageTotals()
         self._written = 0  # calls already in the usage log
 
