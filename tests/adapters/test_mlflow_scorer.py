@@ -26,10 +26,16 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "mlflow" / "evaluat
 # An MLflow run (import, SQLite store creation, the scorers, reading back) takes ~15 s on a loaded 2-core machine.
 RUN_TIMEOUT_S = 300
 
-ROWS = [  # (question, answer, expected response or None)
-    ("Capital of France?", "Paris", "Paris"),
-    ("Capital of Italy?", "Rome is it", "Rome"),
-    ("Largest planet?", "Jupiter", None),
+FOUR = [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}]
+# (question, MLflow's outputs, MLflow's expectations, the record's output and reference as evaluate() is given them)
+ROWS: list[tuple[str, Any, dict[str, Any], Any, str | None]] = [
+    ("Capital of France?", "Paris", {"expected_response": "Paris"}, "Paris", "Paris"),
+    ("Capital of Italy?", "Rome is it", {"expected_response": "Rome"}, "Rome is it", "Rome"),
+    ("Largest planet?", "Jupiter", {}, "Jupiter", None),
+    # An OpenAI chat completion is its first choice's text; expected facts are the reference, one per line.
+    ("Capital of Spain?", {"choices": [{"message": {"role": "assistant", "content": "Madrid"}}]},
+     {"expected_facts": ["Madrid", "in Spain"]}, "Madrid", "Madrid\nin Spain"),
+    ("2+2?", {"messages": FOUR}, {"expected_response": "4"}, {"messages": FOUR}, "4"),
 ]
 
 
@@ -109,32 +115,33 @@ def test_mlflow_logs_what_evaluate_gives_on_the_same_rows(mlflow_python: Path, j
         closed.bind(("127.0.0.1", 0))
         down = {"provider": "openai", "model": "judge-1", "max_retries": 0,
                 "base_url": f"http://127.0.0.1:{closed.getsockname()[1]}/v1"}
-    data = [{"inputs": {"question": q}, "outputs": a, **({"expectations": {"expected_response": r}} if r else {})}
-            for q, a, r in ROWS]
+    data = [{"inputs": {"question": q}, "outputs": outputs, **({"expectations": given} if given else {})}
+            for q, outputs, given, _, _ in ROWS]
     out = _run_mlflow(mlflow_python, tmp_path, {"data": data, "scorers": [
         {"ref": "builtin/exact-match"}, {"ref": "token-f1"}, {"ref": "llm-judge", "judge": judge, "cache": False},
         {"ref": "llm-judge", "name": "judge-down", "judge": down, "cache": False},
     ]})
     judged_in_mlflow = list(judge_server.requests)
-    records = [{"id": q, "input": q, "output": a, **({"reference": r} if r else {})} for q, a, r in ROWS]
+    records = [{"id": q, "input": q, "output": output, **({"reference": ref} if ref else {})}
+               for q, _, _, output, ref in ROWS]
     results = evalsi.evaluate(records, ["exact-match", "token-f1", "llm-judge"], judge=judge, cache=False)
     logged = _logged(out)
     _assert_same(logged, results, {"exact-match": "CODE", "token-f1": "CODE", "llm-judge": "LLM_JUDGE"})
     # The row without expectations has no reference: exact-match and token-f1 skip it (no assessment, not a 0).
     assert ("Largest planet?", "exact-match") not in logged and ("Largest planet?", "llm-judge") in logged
-    assert {k for k in logged if k[1] == "exact-match"} == {("Capital of France?", "exact-match"),
-                                                           ("Capital of Italy?", "exact-match")}
+    assert {k[0] for k in logged if k[1] == "exact-match"} == {q for q, *_, ref in ROWS if ref}
     # MLflow's own aggregates are over our values, the skipped row left out.
     assert out["metrics"]["exact-match/mean"] == pytest.approx(results.metric("exact-match").mean) == 0.5
+    assert logged[("2+2?", "exact-match")]["value"] is True  # the last assistant message is the output text
     assert out["metrics"]["token-f1/mean"] == pytest.approx(results.metric("token-f1").mean)
     # One call a row to the judge we gave (never an MLflow model), as evaluate() makes.
-    assert len(judged_in_mlflow) == 3 and all(body["model"] == "judge-1" for body in judged_in_mlflow)
+    assert len(judged_in_mlflow) == len(ROWS) and all(body["model"] == "judge-1" for body in judged_in_mlflow)
     assert logged[("Capital of France?", "llm-judge")]["value"] == 1.0
     assert logged[("Capital of Italy?", "llm-judge")]["value"] == 0.0
     # A judge that is down is an error assessment of each row (our outcome and reason), never a value.
     with evalsi.evaluate(records[:1], ["llm-judge"], judge=down, cache=False) as failed:
         (result,) = failed.results
-    for question, _, _ in ROWS:
+    for question, *_ in ROWS:
         error = logged[(question, "judge-down")]
         assert error["value"] is None and error["error_code"] == Outcome.Name(result.outcome) != "OUTCOME_SCORED"
         assert error["error_message"] == result.reason != ""
