@@ -1,6 +1,7 @@
 """builtin/bfcl-ast throughput embedded: record-evaluations per second through ``evalsi.evaluate(...)`` over the
-records of ``bfcl://examples/benchmarks/bfcl`` (simple, multiple, parallel, parallel_multiple), each with a model's
-answer in BFCL's prompting format (``[f(a=1), g(b="x")]``, decoded as Python per record), half right and half wrong.
+records of ``bfcl://examples/benchmarks/bfcl`` (simple, multiple, parallel, parallel_multiple, and the relevance
+categories irrelevance and live_relevance), each with a model's answer in BFCL's prompting format
+(``[f(a=1), g(b="x")]``, decoded as Python per record), half right and half wrong.
 
     .venv/bin/python benchmarks/bfcl_ast.py [--records 20000]
 
@@ -32,12 +33,16 @@ ANSWERS = {  # record id -> (a right answer, a wrong one)
                    "[weather.current(city='Rome'), weather.current(city='Rome')]"),
     "parallel_multiple_0": ("[weather.current(city='Piran'), restaurant.book(city='Piran', people=4, time='19:30')]",
                             "[restaurant.book(city='Piran', people='4', time='19:30'), weather.current(city='Piran')]"),
+    "irrelevance_0": ("None of the functions can tell who wrote a novel.",
+                      "[geometry.triangle_area(base=1, height=1)]"),
+    "irrelevance_1": ("[]", "[weather.current(city='Ljubljana')]"),
+    "live_relevance_0-0-0": ("[search_engine.query(prompt='Ljubljana marathon news')]", "I can't search the web."),
 }
+CATEGORIES = ("simple", "multiple", "parallel", "parallel_multiple", "irrelevance", "live_relevance")
 
 
 def records(count: int) -> list[Record]:
-    questions = [r for category in ("simple", "multiple", "parallel", "parallel_multiple")
-                 for r in load_dataset(f"bfcl://{DATA}/{category}")]
+    questions = [r for category in CATEGORIES for r in load_dataset(f"bfcl://{DATA}/{category}")]
     out = []
     for index in range(count):
         record = Record()
