@@ -1,6 +1,6 @@
 """The RAGAS adapter's contract: RAGAS 0.4.3's metrics served as a plugin from their own venv (built once per
 session, offline after the build), graded through ``evalsi.evaluate`` with the run's judge a local
-OpenAI-compatible server answering RAGAS's prompts by script (ragas_fixtures/scripted_judge.py). Each score must
+OpenAI-compatible server answering RAGAS's prompts by script (examples/ragas/offline_judge.py). Each score must
 equal what RAGAS's own ``single_turn_ascore`` gives with its own LLM wrapper against the same server, in the same
 venv (ragas_fixtures/ragas_reference.py)."""
 
@@ -26,8 +26,8 @@ from evalsi.testing.threaded import ThreadedProvider
 from evalsi.v1alpha1.score_pb2 import ERROR_KIND_EVALUATOR, OUTCOME_ERROR, OUTCOME_SCORED, OUTCOME_SKIPPED
 
 FIXTURES = Path(__file__).parent / "ragas_fixtures"
-sys.path.insert(0, str(FIXTURES))
-import scripted_judge  # noqa: E402
+sys.path.insert(0, str(Path(__file__).parents[2] / "examples" / "ragas"))
+import offline_judge  # noqa: E402
 
 MODEL = "ragas-judge-1"
 CONTEXTS = ["The Eiffel Tower is located in Paris, France. It was completed in 1889.",
@@ -58,7 +58,7 @@ def ragas_venv(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 @pytest.fixture(scope="module")
 def ragas_judge() -> Iterator[FakeOpenAI]:
-    with ThreadedProvider(scripted_judge.reply) as server:
+    with ThreadedProvider(offline_judge.reply) as server:
         yield server
 
 
@@ -81,6 +81,8 @@ def test_scores_equal_ragas_own_and_judge_calls_are_cached(
         tmp_path: Path) -> None:
     registry, _ = ragas_registry
     assert registry.resolve("ragas/faithfulness").requires == ("input", "output", "context", "judge")
+    pack = registry.packs["ragas/metrics"]
+    assert (pack.tier, pack.upstream) == ("wrapped", "ragas==0.4.3")
     judge = {"model": MODEL, "base_url": ragas_judge.base_url}
     with evalsi.evaluate(ROWS, REFS, registry=registry, judge=judge) as results:
         ours = {(f"ragas/{r.evaluator}", r.record_id): r for r in results.results}

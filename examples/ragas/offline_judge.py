@@ -1,17 +1,23 @@
-"""A scripted judge for RAGAS's prompts: the answer each prompt's output schema asks for, computed from the
-prompt's own input by fixed word-overlap rules, so the same prompt always gets the same answer whoever sends it
-(our plugin through the host's judge, or RAGAS's own LLM wrapper in the reference script).
+"""An offline judge for trying the RAGAS adapter without a model: an OpenAI-compatible server (Evals.si's
+``FakeOpenAI``) whose answer to each RAGAS prompt is what the prompt's output schema asks for, computed from the
+prompt's own input by fixed word-overlap rules. The same prompt always gets the same answer, whoever sends it: the
+adapter's contract tests (tests/adapters/test_ragas_plugin.py) score through it and compare with RAGAS's own.
+
+    python offline_judge.py 8765     # then: --judge-model offline-judge --judge-base-url http://127.0.0.1:8765/v1
 
 RAGAS 0.4.3 renders every prompt as one text: an instruction, ``JSON Schema:\\n{...}`` naming the output model,
-examples, then ``Now perform the same with the following input\\ninput: {...}\\nOutput:``. Standard library only:
-the reference script imports it in RAGAS's venv.
+examples, then ``Now perform the same with the following input\\ninput: {...}\\nOutput:``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
+import sys
 from typing import Any
+
+from evalsi.testing import FakeOpenAI
 
 SCHEMA = re.compile(r"JSON Schema:\n(\{.*?\})Do not use", re.S)
 INPUT = re.compile(r"Now perform the same with the following input\ninput: (\{.*\})\nOutput:", re.S)
@@ -95,3 +101,13 @@ def reply(body: dict[str, Any]) -> str:
     if isinstance(content, list):  # a content-part list, as langchain may send
         content = "".join(part.get("text", "") for part in content)
     return answer(content)
+
+
+async def serve(port: int) -> None:
+    async with FakeOpenAI(reply=reply, port=port) as server:
+        print(f"offline RAGAS judge at {server.base_url}", flush=True)
+        await asyncio.Event().wait()
+
+
+if __name__ == "__main__":
+    asyncio.run(serve(int(sys.argv[1])))
