@@ -4,14 +4,18 @@ local OpenAI-compatible server scripts both models; the conversation graded by b
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
+from click.testing import CliRunner
 
 import evalsi
+from evalsi.cli.main import cli
 from evalsi.datasets import load_dataset
 from evalsi.datasets.tau2_sim import FIRST_AGENT_MESSAGE, simulate_tasks
 from evalsi.harness import config_from_mapping
@@ -20,6 +24,7 @@ from evalsi.judges.panel import JudgeSet
 from evalsi.records import content_value, from_value
 from evalsi.sandbox.access import LadderOpener
 from evalsi.testing import FakeOpenAI
+from evalsi.testing.threaded import ThreadedProvider
 
 DOMAIN = Path(__file__).parent.parent.parent / "examples" / "benchmarks" / "tau2" / "library"
 
@@ -77,3 +82,25 @@ async def test_a_simulated_conversation_is_graded_as_tau2_does(tmp_path: Path, m
     scores = {s.name: s for s in results.results[0].scores}
     assert scores["reward"].number == reward, scores
     assert scores["db"].passed is (book == "b1") and scores["communicate"].passed
+
+
+def test_the_cli_simulates_grades_and_writes_the_conversations(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                               ) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    agent = _agent("b1")
+    with ThreadedProvider(lambda body: _user(body) if body["model"] == "user" else agent(body)) as server:
+        (tmp_path / "agent.yaml").write_text(yaml.safe_dump({
+            "model": {"model": "agent", "base_url": server.base_url, "max_retries": 0}, "max_steps": 6}))
+        args = ["cases", "simulate-tau2", f"tau2://{DOMAIN}", "--agent-harness", "agent.yaml", "--persona-model",
+                "user", "--persona-base-url", server.base_url]
+        refused = CliRunner().invoke(cli, [*args, "--task", "nope"])
+        done = CliRunner().invoke(cli, [*args, "--task", "lend_alamut", "-o", "out.jsonl", "--format", "json"])
+    assert refused.exit_code == 2 and "--task nope: not in" in refused.output and "lend_alamut" in refused.output
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.output)["tasks"] == [{"task": "lend_alamut", "reward": 1.0, "db": True,
+                                                 "communicate": True, "action": True, "env_assertion": True}]
+    # the conversations as a records file that `evalsi eval` grades again
+    [row] = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert row["metadata"]["tau2_simulation"]["stop"]["reason"] == "goal_met"
+    assert evalsi.evaluate([row], ["tau2"]).results[0].scores[0].number == 1.0

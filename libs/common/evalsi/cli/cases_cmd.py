@@ -25,6 +25,7 @@ from evalsi.cli.cases_inputs import (
     write_report,
 )
 from evalsi.cli.cases_reports_cmd import reports, upload_after_run, upload_options
+from evalsi.cli.cases_tau2_cmd import simulate_tau2_command
 from evalsi.errors import BadInputError
 from evalsi.judges import JudgeConfig
 from evalsi.service.config import Config
@@ -101,6 +102,7 @@ def cases() -> None:
 
 
 cases.add_command(reports)
+cases.add_command(simulate_tau2_command)
 
 
 @cases.command("validate")
