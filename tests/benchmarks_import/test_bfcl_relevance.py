@@ -10,6 +10,7 @@ import ast
 import importlib.util
 import json
 import random
+import shutil
 import sys
 import types
 from collections.abc import Callable
@@ -18,13 +19,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 import evalsi
+from evalsi.cli.main import cli
 from evalsi.datasets import load_dataset
 from evalsi.errors import BadInputError
 from evalsi.packs.benchmarks.bfcl_calls import DecodeError, text_calls
 from evalsi.packs.benchmarks.bfcl_relevance import check_relevance
 from evalsi.records import to_content
+from evalsi.testing.threaded import ThreadedProvider
 
 FIXTURES = Path(__file__).parent / "fixtures" / "bfcl"
 BFCL = Path(importlib.util.find_spec("bfcl_eval").origin).parent  # type: ignore[arg-type,union-attr]
@@ -199,3 +203,28 @@ def test_text_is_decoded_as_bfcls_prompting_decoder_does(bfcl_decode: Callable[[
         else:
             assert text_calls(text) == expected, text
     assert 0.1 < failures / len(texts) < 0.9
+
+
+def test_a_run_on_a_model_target(tmp_path: Path) -> None:
+    """evalsi run on a live_irrelevance file alone (no possible_answer/ beside it), a local OpenAI-compatible model
+    answering one question in prose and calling a function it was not offered for the other."""
+
+    def reply(body: dict[str, Any]) -> str:
+        if "joke" in body["messages"][-1]["content"]:
+            return "Why did the accountant cross the road? To reconcile the other side."
+        return "[weather.current(city='Boston'), weather.current(city='San Francisco')]"
+
+    (tmp_path / "bfcl").mkdir()
+    shutil.copy(FIXTURES / "BFCL_v3_live_irrelevance.json", tmp_path / "bfcl")
+    with ThreadedProvider(reply) as server:
+        (tmp_path / "run.yaml").write_text(json.dumps({
+            "apiVersion": "evals.si/v1alpha1", "kind": "EvalRun", "metadata": {"name": "bfcl"}, "spec": {
+                "target": {"model": {"connector": "openai-compatible", "model": "m", "baseUrl": server.base_url}},
+                "dataset": {"path": "bfcl/BFCL_v3_live_irrelevance.json", "format": "bfcl"},
+                "evaluators": [{"ref": "builtin/bfcl-ast"}]}}))
+        done = CliRunner().invoke(cli, ["run", "-f", str(tmp_path / "run.yaml"), "--output", str(tmp_path / "o.json")])
+    assert done.exit_code == 0, done.output
+    results = {r["recordId"]: r["scores"][0] for r in json.loads((tmp_path / "o.json").read_text())["results"]}
+    assert results["live_irrelevance_0-0-0"].get("passed") is True
+    assert results["live_irrelevance_1-1-0"].get("passed", False) is False
+    assert results["live_irrelevance_1-1-0"]["explanation"].startswith("irrelevance_error:decoder_success")
