@@ -36,6 +36,7 @@ RUN_TIMEOUT_S = 300
 ANSWERS = {
     "model-a": {"France": "Paris", "Italy": "Rome\nQ: and Spain?", "Japan": "Kyoto", "Canada": "Ottawa"},
     "model-b": {"France": "Paris", "Italy": "Rome", "Japan": "Tokyo", "Canada": "Ottawa"},
+    "model-chat": {"France": "Paris"},
 }
 REPEATS = 2  # examples/lm_eval/tasks/evalsi_capitals.yaml
 
@@ -74,7 +75,8 @@ def lm_eval_run(lm_eval_python: Path, tmp_path_factory: pytest.TempPathFactory) 
     server: FakeOpenAI
     with ThreadedProvider(_reply) as server:
         spec = {"base_url": server.base_url, "tasks": str(EXAMPLE / "tasks"), "out_a": str(root / "a"),
-                "out_b": str(root / "b"), "out_choice": str(root / "choice"), "usage_a": str(root / "usage-a.jsonl")}
+                "out_b": str(root / "b"), "out_choice": str(root / "choice"),
+                "out_chat": str(root / "chat"), "usage_a": str(root / "usage-a.jsonl")}
         (root / "spec.json").write_text(json.dumps(spec))
         # A scrubbed environment, as a plugin gets: no proxy, no keys, a home (and Hugging Face cache) of its own.
         env = {"PATH": os.environ["PATH"], "HOME": str(home), "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1"}
@@ -205,3 +207,13 @@ def test_a_multiple_choice_log_imports_the_most_likely_choice(lm_eval_run: LmEva
     (summary,) = [s for s in json.loads(stdout)["summaries"] if s["metric"] == "exact-match"]
     acc = _lm_eval_results(directory)["results"]["evalsi_capitals_choice"]["acc,none"]
     assert summary["mean"] == pytest.approx(acc)
+
+
+def test_a_chat_template_conversation_is_sent_and_imported_as_messages(lm_eval_run: LmEvalRun) -> None:
+    messages = [{"role": "system", "content": "Answer with the city only."},
+                {"role": "user", "content": "Q: What is the capital of France?\nA:"}]
+    calls = lm_eval_run.requests_of("model-chat")
+    assert [call["messages"] for call in calls] == [messages] * REPEATS  # limit=1: the first document
+    rows = [row for _, row in run_rows(find_run(lm_eval_run.root / "chat"))]
+    assert [(row["trial"], row["input"], row["output"]) for row in rows] == [
+        (trial, {"messages": messages}, "Paris") for trial in range(REPEATS)]

@@ -1,7 +1,8 @@
 """Runs lm-eval in its own virtualenv for tests/adapters/test_lm_eval_model.py, offline (an audit hook refuses and
 notes every connection or name lookup off this machine): the CLI entry point ``python -m evalsi.adapters.lm_eval``
-with --log_samples, then ``lm_eval.simple_evaluate`` from Python with an ``EvalsiLM``, then a multiple-choice task
-(refused by --model evalsi; logged by lm-eval's dummy model). Writes what it saw to OUT as JSON."""
+with --log_samples, then ``lm_eval.simple_evaluate`` from Python with an ``EvalsiLM``, a multiple-choice task
+(refused by --model evalsi), a chat-template run, and the multiple-choice task logged by lm-eval's dummy model.
+Writes what it saw to OUT as JSON."""
 
 from __future__ import annotations
 
@@ -79,6 +80,11 @@ def main(spec_path: str, out_path: str) -> None:
         refusal = ""
     except Exception as exc:  # the refusal is what this records
         refusal = f"{type(exc).__name__}: {exc}"
+    # --apply_chat_template: lm-eval builds a conversation (here a system instruction and the question).
+    chat = EvalsiLM(model="model-chat", provider="openai-compatible", base_url=spec["base_url"])
+    _save(lm_eval.simple_evaluate(model=chat, tasks=["evalsi_capitals"], task_manager=tasks, limit=1,
+                                  apply_chat_template=True, system_instruction="Answer with the city only.",
+                                  log_samples=True), spec["out_chat"])
     choice = lm_eval.simple_evaluate(model=DummyLM(), tasks=["evalsi_capitals_choice"], task_manager=tasks,
                                      log_samples=True)
     _save(choice, spec["out_choice"])
