@@ -103,7 +103,16 @@ async def test_without_a_judge_an_nl_task_is_skipped_and_a_bad_verdict_is_an_err
         [errored] = (await evalsi.evaluate_async(
             records, ["builtin/tau2-judged"], judge={"provider": "openai", "model": JUDGE,
                                                      "base_url": server.base_url}, cache=False)).results
+        # as tau2: the judge is asked only when the reward_basis names NL_ASSERTION
+        unasked = _records(_domain(tmp_path / "u", {"nl_assertions": [DUE], "reward_basis": ["COMMUNICATE"]}),
+                           {"unasked": "Due in 14 days."})
+        [scored] = (await evalsi.evaluate_async(
+            unasked, ["builtin/tau2-judged"], judge={"provider": "openai", "model": JUDGE,
+                                                     "base_url": server.base_url}, cache=False)).results
+        assert len(server.requests) == 1
     assert errored.outcome == OUTCOME_ERROR and "2 results for 1 expected outcomes" in errored.reason
+    assert scored.outcome == OUTCOME_SCORED and _scores(scored)["reward"] == 1.0
+    assert next(s for s in scored.scores if s.name == "nl_assertion").explanation.startswith("not judged")
 
 
 def test_env_assertions_run_on_the_final_db_in_the_sandbox(tmp_path: Path) -> None:

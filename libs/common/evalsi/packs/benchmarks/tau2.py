@@ -197,7 +197,7 @@ async def grade(record: Record, ctx: EvalContext, timeout_s: float, judge: Judge
     """tau2's reward for the record's conversation and each component; ``judge`` None skips NL tasks."""
     reference = tau2_reference(record)
     criteria = reference["evaluation_criteria"]
-    names = list(COMPONENTS.values())[:4 if judge is None else 5]
+    names = [name for kind, name in COMPONENTS.items() if judge is not None or kind != "NL_ASSERTION"]
     if criteria is None:  # tau2: a task without criteria gets reward 1
         return {"reward": 1.0, **{name: Score(passed=True, explanation="the task has no evaluation criteria")
                                   for name in names}}
@@ -212,16 +212,23 @@ async def grade(record: Record, ctx: EvalContext, timeout_s: float, judge: Judge
     parts = {"COMMUNICATE": _communicate(criteria, texts), "ACTION": _action(criteria, calls)}
     parts["DB"], parts["ENV_ASSERTION"] = await _environment(ctx, reference, calls, timeout_s)
     if judge is not None:
-        assertions = [str(a) for a in criteria.get("nl_assertions") or []]
-        # tau2: no assertions to check is a pass, without a judge call
-        parts["NL_ASSERTION"] = (await nl_assertions(judge, assertions, transcript_messages(record)) if assertions
-                                 else Score(passed=True, explanation="no NL assertions"))
+        parts["NL_ASSERTION"] = await _nl(judge, criteria, basis, record)
     reward = 1.0
     for kind in basis:
         reward *= 1.0 if parts[kind].passed else 0.0
     scores: dict[str, Score | float] = {"reward": reward}
     scores.update({name: parts[kind] for kind, name in COMPONENTS.items() if name in names})
     return scores
+
+
+async def _nl(judge: JudgeClient, criteria: Mapping[str, Any], basis: Sequence[str], record: Record) -> Score:
+    """tau2 asks its judge only when the task's reward_basis names NL_ASSERTION, and no assertion is a pass."""
+    assertions = [str(a) for a in criteria.get("nl_assertions") or []]
+    if "NL_ASSERTION" not in basis:
+        return Score(passed=True, explanation="not judged: the task's reward_basis does not name NL_ASSERTION")
+    if not assertions:
+        return Score(passed=True, explanation="no NL assertions")
+    return await nl_assertions(judge, assertions, transcript_messages(record))
 
 
 def _communicate(criteria: Mapping[str, Any], texts: Sequence[str]) -> Score:
