@@ -118,7 +118,7 @@ def test_scores_equal_ragas_own_and_judge_calls_are_cached(
     assert len(ragas_judge.requests) == calls_with_reference  # every judge call of the second run was cached
 
 
-def test_missing_contexts_skip_and_malformed_answers_error(
+def test_missing_contexts_skip_and_malformed_answers_and_bad_params_error(
         ragas_registry: tuple[Registry, PluginSet], ragas_judge: FakeOpenAI) -> None:
     registry, _ = ragas_registry
     rows = [{"id": "no-context", "input": "Where is the Eiffel Tower?", "output": "In Paris.",
@@ -136,6 +136,12 @@ def test_missing_contexts_skip_and_malformed_answers_error(
         assert error.outcome == OUTCOME_ERROR and error.error_kind == ERROR_KIND_EVALUATOR, error
         assert "RagasOutputParserException" in error.reason, error.reason
     assert results.metric("faithfulness").n == 0
+
+    bad_param = [{"ref": "ragas/factual-correctness", "params": {"mode": "bogus"}}]
+    with evalsi.evaluate(rows[:1], bad_param, registry=registry, judge=judge) as refused:
+        [result] = refused.results
+    assert result.outcome == OUTCOME_ERROR
+    assert "param mode: 'bogus' is not one of f1, precision, recall" in result.reason, result.reason
 
 
 def test_the_plugin_venv_is_sealed_offline(ragas_venv: tuple[Path, Path], tmp_path: Path) -> None:
