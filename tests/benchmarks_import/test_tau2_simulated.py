@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +25,18 @@ from evalsi.judges.panel import JudgeSet
 from evalsi.records import content_value, from_value
 from evalsi.sandbox.access import LadderOpener
 from evalsi.testing import FakeOpenAI
+from evalsi.testing.reachable_tmp import reachable_tmp_dir
 from evalsi.testing.threaded import ThreadedProvider
 
 DOMAIN = Path(__file__).parent.parent.parent / "examples" / "benchmarks" / "tau2" / "library"
+
+
+@pytest.fixture
+def workdir(request: pytest.FixtureRequest) -> Iterator[Path]:
+    """A tmp dir the sandbox's unprivileged host user can search (pytest's own is 0700 under root), so the toolkit
+    runs on bubblewrap rather than a slower rung."""
+    with reachable_tmp_dir(request.node.name) as path:
+        yield path
 
 
 def _user(body: dict[str, Any]) -> str:
@@ -58,11 +68,11 @@ def _agent(book: str) -> Any:
 
 
 @pytest.mark.parametrize(("book", "reward"), [("b1", 1.0), ("b2", 0.0)])
-async def test_a_simulated_conversation_is_graded_as_tau2_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+async def test_a_simulated_conversation_is_graded_as_tau2_does(workdir: Path, monkeypatch: pytest.MonkeyPatch,
                                                                book: str, reward: float) -> None:
     assert shutil.which("bwrap"), "bubblewrap is not installed: run scripts/test.sh"
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(tempfile, "tempdir", str(workdir))
+    monkeypatch.chdir(workdir)
     tasks = [r for r in load_dataset(f"tau2://{DOMAIN}") if r.id == "lend_alamut"]
     agent = _agent(book)
     async with FakeOpenAI(lambda body: _user(body) if body["model"] == "user" else agent(body)) as server:
@@ -82,15 +92,16 @@ async def test_a_simulated_conversation_is_graded_as_tau2_does(tmp_path: Path, m
     scores = {s.name: s for s in results.results[0].scores}
     assert scores["reward"].number == reward, scores
     assert scores["db"].passed is (book == "b1") and scores["communicate"].passed
+    assert from_value(scores["db"].metadata["isolation"])["driver"] == "bwrap"
 
 
-def test_the_cli_simulates_grades_and_writes_the_conversations(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_the_cli_simulates_grades_and_writes_the_conversations(workdir: Path, monkeypatch: pytest.MonkeyPatch
                                                                ) -> None:
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(tempfile, "tempdir", str(workdir))
+    monkeypatch.chdir(workdir)
     agent = _agent("b1")
     with ThreadedProvider(lambda body: _user(body) if body["model"] == "user" else agent(body)) as server:
-        (tmp_path / "agent.yaml").write_text(yaml.safe_dump({
+        (workdir / "agent.yaml").write_text(yaml.safe_dump({
             "model": {"model": "agent", "base_url": server.base_url, "max_retries": 0}, "max_steps": 6}))
         args = ["cases", "simulate-tau2", f"tau2://{DOMAIN}", "--agent-harness", "agent.yaml", "--persona-model",
                 "user", "--persona-base-url", server.base_url]
@@ -101,6 +112,6 @@ def test_the_cli_simulates_grades_and_writes_the_conversations(tmp_path: Path, m
     assert json.loads(done.output)["tasks"] == [{"task": "lend_alamut", "reward": 1.0, "db": True,
                                                  "communicate": True, "action": True, "env_assertion": True}]
     # the conversations as a records file that `evalsi eval` grades again
-    [row] = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    [row] = [json.loads(line) for line in (workdir / "out.jsonl").read_text().splitlines()]
     assert row["metadata"]["tau2_simulation"]["stop"]["reason"] == "goal_met"
     assert evalsi.evaluate([row], ["tau2"]).results[0].scores[0].number == 1.0
