@@ -124,7 +124,9 @@ def test_missing_contexts_skip_and_malformed_answers_and_bad_params_error(
     rows = [{"id": "no-context", "input": "Where is the Eiffel Tower?", "output": "In Paris.",
              "reference": "In Paris."},
             {"id": "malformed", "input": "Where is the gibberish tower?", "output": "The gibberish tower is here.",
-             "context": ["A gibberish tower."], "reference": "Here."}]
+             "context": ["A gibberish tower."], "reference": "Here."},
+            {"id": "no-claims", "input": "Where is the Eiffel Tower?", "output": " ", "context": CONTEXTS,
+             "reference": "The Eiffel Tower is in Paris."}]
     judge = {"model": MODEL, "base_url": ragas_judge.base_url}
     with evalsi.evaluate(rows, ["ragas/faithfulness", "ragas/context-recall"], registry=registry,
                          judge=judge) as results:
@@ -135,6 +137,9 @@ def test_missing_contexts_skip_and_malformed_answers_and_bad_params_error(
         error = got[(ref, "malformed")]
         assert error.outcome == OUTCOME_ERROR and error.error_kind == ERROR_KIND_EVALUATOR, error
         assert "RagasOutputParserException" in error.reason, error.reason
+    nan = got[("ragas/faithfulness", "no-claims")]  # the judge finds no statements: RAGAS gives NaN
+    assert nan.outcome == OUTCOME_SKIPPED and "gave no score (NaN)" in nan.reason, nan
+    assert got[("ragas/context-recall", "no-claims")].outcome == OUTCOME_SCORED
     assert results.metric("faithfulness").n == 0
 
     bad_param = [{"ref": "ragas/factual-correctness", "params": {"mode": "bogus"}}]
