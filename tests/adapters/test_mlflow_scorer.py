@@ -55,12 +55,13 @@ def mlflow_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _run_offline(python: Path, tmp_path: Path, code: str) -> subprocess.CompletedProcess[str]:
-    """``code`` run by the venv's python with the offline guard (mlflow_fixtures/offline.py) installed first, in a
+    """``code`` run by the venv's python with the offline guard (evalsi.testing.offline_guard) installed first, in a
     scrubbed environment as a plugin gets: no proxy, no keys, a home of its own."""
     home = tmp_path / "home"
     home.mkdir()
     env = {"PATH": os.environ["PATH"], "HOME": str(home), "LANG": "C.UTF-8", "PYTHONPATH": str(FIXTURES)}
-    guarded = f"import offline\noffline.install()\n{code}\nassert not offline.blocked, offline.blocked\n"
+    guarded = (f"from evalsi.testing import offline_guard as offline\noffline.install()\n{code}\n"
+               "assert not offline.blocked, offline.blocked\n")
     done = subprocess.run([str(python), "-c", guarded], env=env, cwd=tmp_path, capture_output=True, text=True,
                           timeout=RUN_TIMEOUT_S, check=False)
     # MLflow and the adapter ran offline: no lookup, no connection beyond this machine (refused and noted if tried).

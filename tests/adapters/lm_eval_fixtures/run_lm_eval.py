@@ -6,39 +6,15 @@ Writes what it saw to OUT as JSON."""
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import runpy
 import sys
 from pathlib import Path
 from typing import Any
 
-blocked: list[str] = []
+from evalsi.testing import offline_guard
 
-
-def _local(host: Any) -> bool:
-    if not isinstance(host, str) or host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def _offline(event: str, args: tuple[Any, ...]) -> None:
-    if event == "socket.connect":
-        address = args[1]
-        host = address[0] if isinstance(address, tuple) else address
-    elif event == "socket.getaddrinfo":
-        host = args[0]
-    else:
-        return
-    if not _local(host):
-        blocked.append(f"{event} {host}")
-        raise OSError(f"offline test: {event} to {host} refused")
-
-
-sys.addaudithook(_offline)
+offline_guard.install()
 
 # After the hook, so import-time calls are watched too; the adapter first, as its docs say, so the opt-outs it sets
 # are in place before lm-eval's loggers and tasks import datasets and huggingface_hub.
@@ -91,7 +67,7 @@ def main(spec_path: str, out_path: str) -> None:
     usage = {"calls": lm.usage.calls, "input_tokens": lm.usage.input_tokens, "output_tokens": lm.usage.output_tokens,
              "cost_usd": lm.usage.cost_usd, "retries": lm.usage.retries}
     Path(out_path).write_text(json.dumps({"metric_b": metric_b, "usage_b": usage, "refusal": refusal,
-                                          "blocked": blocked}))
+                                          "blocked": offline_guard.blocked}))
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """An audit hook that refuses, and notes, every name lookup or connection beyond this machine: a process that
-installs it first runs offline or says where it tried to go (``blocked``)."""
+installs it first runs offline or says where it tried to go (``blocked``). The adapters' contract tests run their
+upstream frameworks (MLflow, lm-eval) under it, in those frameworks' own venvs."""
 
 from __future__ import annotations
 
