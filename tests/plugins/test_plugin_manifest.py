@@ -85,6 +85,9 @@ def test_the_venv_is_built_once_per_digest(plugins_dir: Path, venv_cache: Path,
     assert ensure_venv(manifest, venv_cache) == venv and ready.stat().st_mtime_ns == built_at
     assert time.monotonic() - started < 1.0  # reused: no pip, no network
     assert [p for p in venv_cache.iterdir() if p.name.startswith(".building-")] == []
+    # Built from a copy: the plugin's own directory (read-only, or inside an installed package) is never written.
+    assert sorted(p.name for p in (plugins_dir / "acme").iterdir()) == sorted(
+        p.name for p in (FIXTURES / "acme_plugin").iterdir() if p.name != "build" and not p.name.endswith(".egg-info"))
     # Its own interpreter environment, with the plugin installed in it and not in this one.
     assert list(venv.glob("lib/python*/site-packages/acme_checks/__init__.py"))
     with pytest.raises(ModuleNotFoundError):

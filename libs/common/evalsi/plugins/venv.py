@@ -61,13 +61,17 @@ def _install(manifest: PluginManifest, staging: Path) -> None:
         (site_dir / "evalsi-host-packages.pth").write_text("\n".join(_host_paths()) + "\n")
     if manifest.path is not None:
         # A local package's wheel is built offline by this interpreter's own build backend (setuptools), not one
-        # fetched into an isolated build environment; its dependencies, if any, resolve as pip resolves them.
-        wheels = staging / ".wheels"
+        # fetched into an isolated build environment; its dependencies, if any, resolve as pip resolves them. It is
+        # built from a copy: setuptools writes build/ and *.egg-info beside the sources, and the plugin's directory
+        # may be read-only or inside an installed package (the adapters Evals.si ships).
+        wheels, source = staging / ".wheels", staging / ".source"
+        shutil.copytree(manifest.path, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
         _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
-              "--disable-pip-version-check", "-w", str(wheels), str(manifest.path)],
+              "--disable-pip-version-check", "-w", str(wheels), str(source)],
              f"plugin {manifest.name}: building a wheel of {manifest.path}")
         _run([*pip, *map(str, sorted(wheels.glob("*.whl")))], f"plugin {manifest.name}: installing {manifest.path}")
         shutil.rmtree(wheels)
+        shutil.rmtree(source)
     else:
         _run([*pip, manifest.package], f"plugin {manifest.name}: installing {manifest.package}")
 
