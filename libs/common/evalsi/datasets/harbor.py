@@ -21,6 +21,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from evalsi.datasets.task_dirs import task_directories
 from evalsi.errors import BadInputError
 from evalsi.harness.environment import MAX_FILES, MAX_FILES_BYTES
 
@@ -31,7 +32,6 @@ ORACLE_FORMAT = "harbor-oracle"
 ORACLE_COMMAND = ("python3", ".harbor/check.py", "solve")
 STATE_DIR = ".harbor"
 MARKER = "task.toml"
-MAX_TASKS = 1000
 DEFAULT_TIMEOUT_S = 600.0  # Harbor's default for the verifier and the agent
 # The checker's own bound is an hour, the script around test.sh needs room: a task's longer timeout (TB 2.0 has
 # tasks of 3600 s) gives test.sh this much
@@ -86,33 +86,8 @@ def read_harbor_oracle(path: Path, name: str) -> Iterator[tuple[int, dict[str, A
 
 
 def _read(path: Path, name: str, *, oracle: bool) -> Iterator[tuple[int, dict[str, Any]]]:
-    if path.is_file() and path.name == MARKER:
-        yield 0, task_row(path.parent, name.rpartition("/")[0] or path.parent.name, oracle=oracle)
-        return
-    folder = (name.rpartition("/")[0] + "/" if "/" in name else "") if path.is_file() else f"{name}/"
-    if path.is_file():
-        tasks = _listed(path, name)
-    elif (path / MARKER).is_file():
-        tasks = [path]
-    else:
-        tasks = sorted(child for child in path.iterdir() if (child / MARKER).is_file())[:MAX_TASKS + 1]
-    if not tasks:
-        raise BadInputError(f"{name}: no {MARKER} here nor in any subdirectory")
-    if len(tasks) > MAX_TASKS:
-        raise BadInputError(f"{name}: more than {MAX_TASKS} tasks")
-    for index, task in enumerate(tasks):
-        yield index, task_row(task, name if task == path else f"{folder}{task.name}", oracle=oracle)
-
-
-def _listed(path: Path, name: str) -> list[Path]:
-    if path.stat().st_size > _MAX_TEXT_BYTES:
-        raise BadInputError(f"{name}: a task list over 1 MiB")
-    lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
-    tasks = [path.parent / line for line in lines if line and not line.startswith("#")]
-    for task in tasks:
-        if not task.resolve().is_relative_to(path.parent.resolve()) or not (task / MARKER).is_file():
-            raise BadInputError(f"{name}: {task.name!r}: not a task directory (with a {MARKER}) beside the list")
-    return tasks[:MAX_TASKS + 1]
+    for index, (task, where) in enumerate(task_directories(path, name, MARKER)):
+        yield index, task_row(task, where, oracle=oracle)
 
 
 def task_row(task: Path, where: str, *, oracle: bool = False) -> dict[str, Any]:

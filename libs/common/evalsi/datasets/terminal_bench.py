@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from evalsi.datasets import harbor
+from evalsi.datasets.task_dirs import task_directories
 from evalsi.errors import BadInputError
 from evalsi.harness.environment import MAX_FILES, MAX_FILES_BYTES
 from evalsi.yaml_files import read_yaml_file
@@ -28,7 +29,6 @@ SCHEME = "terminal-bench://"
 FORMAT = "terminal-bench"
 STATE_DIR = ".tbench"
 DEFAULT_TEST_TIMEOUT_S = 180.0
-MAX_TASKS = 1000
 _REQUIRED = ("task.yaml", "Dockerfile", "run-tests.sh")
 
 
@@ -55,34 +55,8 @@ def read_terminal_bench(path: Path, name: str) -> Iterator[tuple[int, dict[str, 
     if harbor.is_harbor(path):
         yield from harbor.read_harbor(path, name)
         return
-    if path.is_file() and path.name == "task.yaml":
-        yield 0, task_row(path.parent, name.rpartition("/")[0] or path.parent.name)
-        return
-    # each task named as the given directory's entry, or as the given list's sibling
-    folder = (name.rpartition("/")[0] + "/" if "/" in name else "") if path.is_file() else f"{name}/"
-    if path.is_file():
-        tasks = _listed(path, name)
-    elif (path / "task.yaml").is_file():
-        tasks = [path]
-    else:
-        tasks = sorted(child for child in path.iterdir() if (child / "task.yaml").is_file())[:MAX_TASKS + 1]
-    if not tasks:
-        raise BadInputError(f"{name}: no task.yaml here nor in any subdirectory")
-    if len(tasks) > MAX_TASKS:
-        raise BadInputError(f"{name}: more than {MAX_TASKS} tasks")
-    for index, task in enumerate(tasks):
-        yield index, task_row(task, name if task == path else f"{folder}{task.name}")
-
-
-def _listed(path: Path, name: str) -> list[Path]:
-    if path.stat().st_size > 1 << 20:
-        raise BadInputError(f"{name}: a task list over 1 MiB")
-    lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
-    tasks = [path.parent / line for line in lines if line and not line.startswith("#")]
-    for task in tasks:
-        if not task.resolve().is_relative_to(path.parent.resolve()) or not (task / "task.yaml").is_file():
-            raise BadInputError(f"{name}: {task.name!r}: not a task directory (with a task.yaml) beside the list")
-    return tasks[:MAX_TASKS + 1]
+    for index, (task, where) in enumerate(task_directories(path, name, "task.yaml")):
+        yield index, task_row(task, where)
 
 
 def task_row(task: Path, where: str) -> dict[str, Any]:
