@@ -28,10 +28,10 @@ from deepeval.metrics import BaseMetric  # type: ignore[import-not-found]
 from deepeval.test_case import LLMTestCase  # type: ignore[import-not-found]
 
 from evalsi.adapters.deepeval.cases import case_row
+from evalsi.adapters.reverse import bind_one
 from evalsi.errors import BadInputError, EvalsiError
 from evalsi.evaluators import BoundEvaluator, Output, Registry
 from evalsi.judges.panel import JudgeInput
-from evalsi.runs.binding import resolve_evaluators
 from evalsi.sdk import evaluate, evaluate_async
 from evalsi.v1alpha1.score_pb2 import EvaluationResult, Outcome
 
@@ -48,12 +48,8 @@ class EvalsiMetric(BaseMetric):
                  threshold: float = 0.5, output: str | None = None, registry: Registry | None = None,
                  cache: bool = True) -> None:
         self.registry = registry or Registry.from_entry_points()
-        (self.bound,) = resolve_evaluators([{"ref": evaluator, "params": dict(params or {})}], self.registry)
-        if judge is None and not judges and "judge" in self.bound.evaluator.requires:
-            # Without it every case would be skipped as judge_pending: a run of errors, said nowhere.
-            raise BadInputError(f"evalsi_metric({evaluator!r}): the evaluator needs a judge; pass judge= (our judge "
-                                "configuration, e.g. {'provider': 'openai', 'model': ...}): DeepEval's model is "
-                                "never used")
+        self.bound = bind_one(evaluator, params=params, name=None, registry=self.registry, judge=judge,
+                              judges=judges, caller="evalsi_metric", never_used="DeepEval's model is never used")
         self.graded = graded_output(self.bound, output)
         # Every argument kept under its own name: deepeval.evaluate copies a metric per test case by calling its
         # class with the attributes that match __init__'s parameters.

@@ -38,11 +38,11 @@ from inspect_ai.scorer import (
 from inspect_ai.solver import TaskState
 
 from evalsi.adapters.inspect.rows import SampleParts, sample_row
-from evalsi.errors import BadInputError, EvalsiError
+from evalsi.adapters.reverse import bind_one, plain_value
+from evalsi.errors import EvalsiError
 from evalsi.evaluators import BoundEvaluator, Output, Registry
 from evalsi.judges.panel import JudgeInput
 from evalsi.records import from_value
-from evalsi.runs.binding import resolve_evaluators
 from evalsi.sdk import evaluate_async
 from evalsi.v1alpha1.score_pb2 import EvaluationResult, Outcome
 from evalsi.v1alpha1.score_pb2 import Score as EvalsiScore
@@ -73,12 +73,8 @@ def evalsi_scorer(
     evaluator's short name).
     """
     registry = registry or Registry.from_entry_points()
-    spec = {"ref": evaluator, "params": dict(params or {}), "alias": name or ""}
-    (bound,) = resolve_evaluators([spec], registry)
-    if judge is None and not judges and "judge" in bound.evaluator.requires:
-        # Without it every sample would be skipped as judge_pending: an eval with no scores, said nowhere.
-        raise BadInputError(f"evalsi_scorer({evaluator!r}): the evaluator needs a judge; pass judge= (our judge "
-                            "configuration, e.g. {'provider': 'openai', 'model': ...}): Inspect's model is never used")
+    bound = bind_one(evaluator, params=params, name=name, registry=registry, judge=judge, judges=judges,
+                     caller="evalsi_scorer", never_used="Inspect's model is never used")
     outputs = bound.evaluator.outputs
 
     @scorer(metrics=_metrics(outputs), name=bound.alias)
@@ -132,19 +128,13 @@ def inspect_score(result: EvaluationResult, bound: BoundEvaluator) -> Score | No
 
 
 def _value(score: EvalsiScore, *, single: bool) -> ScoreValue:
-    kind = score.WhichOneof("value")
-    if kind == "passed":
-        if single:
-            return CORRECT if score.passed else INCORRECT
-        return score.passed
-    if kind == "number":
-        return score.number
-    if kind == "label":
-        return score.label
-    if kind == "structured":
-        value: ScoreValue = from_value(score.structured)
-        return value
-    raise EvaluatorFailed(f"evalsi score {score.name!r} holds no value")
+    value = plain_value(score)
+    if value is None:
+        raise EvaluatorFailed(f"evalsi score {score.name!r} holds no value")
+    if single and isinstance(value, bool):
+        return CORRECT if value else INCORRECT
+    result: ScoreValue = value
+    return result
 
 
 def _metrics(outputs: Sequence[Output]) -> list[Metric] | dict[str, list[Metric]]:

@@ -27,11 +27,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from evalsi.adapters.mlflow.rows import MAX_RETRIEVAL_SPANS, mlflow_row, retrieved_documents
-from evalsi.errors import BadInputError, EvalsiError
+from evalsi.adapters.reverse import bind_one, plain_value
+from evalsi.errors import EvalsiError
 from evalsi.evaluators import BoundEvaluator, Registry
 from evalsi.judges.panel import JudgeInput
 from evalsi.records import from_value
-from evalsi.runs.binding import resolve_evaluators
 from evalsi.sdk import evaluate
 from evalsi.v1alpha1.score_pb2 import EvaluationResult, Outcome
 from evalsi.v1alpha1.score_pb2 import Score as EvalsiScore
@@ -106,13 +106,8 @@ def evalsi_scorer(
     evaluator's short name).
     """
     registry = registry or Registry.from_entry_points()
-    spec = {"ref": evaluator, "params": dict(params or {}), "alias": name or ""}
-    (bound,) = resolve_evaluators([spec], registry)
-    if judge is None and not judges and "judge" in bound.evaluator.requires:
-        # Without it every row would be skipped as judge_pending: an evaluation with no assessments, said nowhere.
-        raise BadInputError(f"evalsi_scorer({evaluator!r}): the evaluator needs a judge; pass judge= (our judge "
-                            "configuration, e.g. {'provider': 'openai', 'model': ...}): MLflow's models are never "
-                            "used")
+    bound = bind_one(evaluator, params=params, name=name, registry=registry, judge=judge, judges=judges,
+                     caller="evalsi_scorer", never_used="MLflow's models are never used")
     scorer = EvalsiScorer(name=bound.alias, description=bound.evaluator.description or None)
     scorer._bound, scorer._judge, scorer._judges = bound, judge, judges
     scorer._registry, scorer._cache = registry, cache
@@ -176,17 +171,11 @@ def _feedback(score: EvalsiScore, name: str, source: AssessmentSource, ref: str)
 
 
 def _value(score: EvalsiScore) -> FeedbackValue:
-    kind = score.WhichOneof("value")
-    if kind == "passed":
-        return score.passed
-    if kind == "number":
-        return score.number
-    if kind == "label":
-        return score.label
-    if kind == "structured":
-        value: FeedbackValue = from_value(score.structured)
-        return value
-    raise EvalsiError(f"evalsi score {score.name!r} holds no value")
+    value = plain_value(score)
+    if value is None:
+        raise EvalsiError(f"evalsi score {score.name!r} holds no value")
+    result: FeedbackValue = value
+    return result
 
 
 def _text(value: Any) -> str:
