@@ -59,9 +59,11 @@ def test_evalsi_run_embedded_runs_a_plugin_and_gates_on_it(plugins_dir: Path, ve
     [summary] = [s for s in document["summaries"] if s["metric"] == "has-word"]
     assert summary["n"] == "3" and abs(summary["mean"] - 2 / 3) < 1e-9
     assert document["state"] == "RUN_STATE_SUCCEEDED" and [g["passed"] for g in document["gates"]] == [True]
-    plan = subprocess.run([EVALSI, "run", "-f", str(spec), "--plugins-dir", str(plugins_dir), "--dry-run"],
-                          capture_output=True, text=True, timeout=180, env=env, cwd=tmp_path)
-    assert plan.returncode == 0 and "3" in plan.stdout, plan.stderr[-3000:]
+    plan = subprocess.run([EVALSI, "run", "-f", str(spec), "--plugins-dir", str(plugins_dir), "--dry-run",
+                           "--format", "json"], capture_output=True, text=True, timeout=180, env=env, cwd=tmp_path)
+    assert plan.returncode == 0, plan.stderr[-3000:]
+    planned = json.loads(plan.stdout)  # planned with the plugin's evaluator, on the pool it declared
+    assert planned["evaluations"] == 3 and planned["pools"] == {"cpu": ["has-word"]}
     without = subprocess.run([EVALSI, "run", "-f", str(spec)], capture_output=True, text=True, timeout=120,
                              env={k: v for k, v in env.items() if k != "EVALSI_PLUGINS_DIR"}, cwd=tmp_path)
     assert without.returncode == 2 and "acme/has-word" in without.stderr
