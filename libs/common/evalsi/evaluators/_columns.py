@@ -13,7 +13,9 @@ the result the message path writes (``tests/engine/test_runner_columns.py``).
 
 from __future__ import annotations
 
+import math
 import operator
+import struct
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -25,7 +27,7 @@ from evalsi.datasets.held import TEXT_FIELDS, RecordColumns
 from evalsi.datasets.wire import field, varint
 from evalsi.errors import BadInputError
 from evalsi.evaluators._context import EvalContext
-from evalsi.evaluators._evaluator import BatchVerdicts, BoundEvaluator, Verdict
+from evalsi.evaluators._evaluator import BatchEntry, BatchVerdicts, BoundEvaluator, Verdict
 from evalsi.evaluators._record_pass import MissingFields, RecordJob
 from evalsi.evaluators._slots import RecordKeys, ResultSlots, cancelled, fail, skipped, timed_out
 from evalsi.v1alpha1.evaluation_service_pb2 import EvaluateResponse
@@ -36,9 +38,11 @@ NOT_FOLDABLE = float("nan")  # no score is NaN (a NaN score is an evaluator erro
 _ID_TAG, _TRIAL_TAG = b"\x0a", b"\x40"  # EvaluationResult.record_id (1, bytes) and .trial (8, varint)
 _ID_HEADS = [_ID_TAG + bytes((size,)) for size in range(128)]  # record_id's tag and a one-byte length
 _RESULTS_TAG = b"\x0a"  # EvaluateResponse.results (1, bytes)
-# EvaluationResult.outcome (4) = SCORED, .scores (5); Score.name (1), .passed (3: False, True), .explanation (6).
+# EvaluationResult.outcome (4) = SCORED, .scores (5); Score.name (1), .number (2, a little-endian double), .passed
+# (3: False, True), .explanation (6).
 _SCORED, _SCORES = b"\x20" + bytes((OUTCOME_SCORED,)), b"\x2a"
-_SCORE_NAME, _PASSED, _EXPLANATION = b"\x0a", (b"\x18\x00", b"\x18\x01"), b"\x32"
+_SCORE_NAME, _NUMBER, _PASSED, _EXPLANATION = b"\x0a", b"\x11", (b"\x18\x00", b"\x18\x01"), b"\x32"
+_DOUBLE = struct.Struct("<d").pack
 
 
 def fold_value(result: EvaluationResult) -> tuple[float, str]:
@@ -188,6 +192,13 @@ class ColumnJob(RecordJob):
         # A batch form's Verdict: identity, outcome, then the score's name and pass/fail before its explanation.
         name = field(_SCORE_NAME, output.encode()) if output else b""
         self.score_heads = (name + _PASSED[0], name + _PASSED[1])
+        # A batch form's numbers: per declared output, the bytes of its Score entry up to the double (a Score of a
+        # name and a number always has the same length) and the whole entries of its pass and fail.
+        self.output_heads = [_output_heads(o.name, o.type) for o in bound.evaluator.outputs]
+        kind = bound.evaluator.outputs[0].type if output else ""
+        self.number_middle = (identity + _SCORED + self.output_heads[0][0]) if kind == "number" else None
+        # A batch form's pass/fails are a boolean output's only (a bool for a number output is left to the function).
+        self.bool_middles = self.middles if kind == "boolean" else None
 
     def _explained(self, verdict: Verdict) -> bytes:
         """A result's bytes between its record_id and trial for a batch form's ``Verdict``: the bytes ``store`` gives
@@ -220,7 +231,7 @@ class ColumnJob(RecordJob):
         data, outcomes, values, names = self.data, self.outcomes, self.values, self.names
         id_fields, trial_fields, middles, output = self.id_fields, self.trial_fields, self.middles, self.output
         pending: Sequence[int] = range(start, stop)
-        if middles is not None and self.bound.evaluator.batch is not None:
+        if self.bound.evaluator.batch is not None:
             # The batch form's verdicts (the function's own), asked once for the records not asked yet: a resumed
             # slice (the last one ran out of time) only takes up the undecided ones, instead of re-asking the batch
             # for all the rest, which made a batch that outlasts a slice quadratic in the records it leaves undecided.
@@ -272,25 +283,29 @@ class ColumnJob(RecordJob):
         return stop
 
     def _write_decided(self, start: int, decided: BatchVerdicts) -> None:
-        """The entries of the records from ``start`` on that the batch form decided (a verdict, and no required
-        field missing), written a column at a time: the bytes and values the loop would write one by one."""
-        reasons, middles = self.reasons, self.middles
-        assert middles is not None
+        """The entries of the records from ``start`` on that the batch form decided (an entry of the evaluator's
+        outputs, and no required field missing), written a column at a time: the bytes and values the loop would
+        write one by one."""
+        reasons = self.reasons
         stop = start + len(decided)
         whole = None not in decided and reasons[start:stop].count(None) == len(decided)  # the usual batch
         chosen: Sequence[int] = range(start, stop) if whole else [
-            index for index, verdict in enumerate(decided, start) if verdict is not None and reasons[index] is None]
+            index for index, entry in enumerate(decided, start) if entry is not None and reasons[index] is None]
         if not chosen:
             return
         picked = decided if whole else [decided[index - start] for index in chosen]
-        if set(map(type, picked)) == {bool}:
-            middle = list(map(middles.__getitem__, picked))  # type: ignore[arg-type]
-            values = list(map(float, picked))  # type: ignore[arg-type]
-        else:  # a Verdict: Score(passed=..., explanation=...), as ``store`` writes it, serialized here
-            middle = [middles[verdict] if verdict.__class__ is bool else self._explained(verdict)  # type: ignore
-                      for verdict in picked]
-            values = [1.0 if (verdict if verdict.__class__ is bool else verdict[0]) else 0.0  # type: ignore[index]
-                      for verdict in picked]
+        fast = self._middles(picked)
+        if fast is not None:
+            middle, values = fast
+        else:  # entries of several kinds, or some not one of the outputs' (or not finite): the function decides those
+            slow, folded = self._middles_one_by_one(picked)
+            kept = [position for position, row in enumerate(slow) if row is not None]
+            if len(kept) < len(picked):
+                whole = False
+                chosen = [chosen[position] for position in kept]
+            middle = [row for row in slow if row is not None]
+            values = [folded[position] for position in kept]
+        names = [self.output if value == value else "" for value in values]  # NaN: a result of several scores
         if whole:
             ids, trials = self.id_fields[start:stop], self.trial_fields[start:stop]
         else:
@@ -300,11 +315,59 @@ class ColumnJob(RecordJob):
             self.data[start:stop] = rows
             self.outcomes[start:stop] = [OUTCOME_SCORED] * len(rows)
             self.values[start:stop] = values
-            self.names[start:stop] = [self.output] * len(rows)
+            self.names[start:stop] = names
             return
-        data, outcomes, values_at, names, output = self.data, self.outcomes, self.values, self.names, self.output
-        for index, row, value in zip(chosen, rows, values, strict=True):
-            data[index], outcomes[index], values_at[index], names[index] = row, OUTCOME_SCORED, value, output
+        data, outcomes, values_at, names_at = self.data, self.outcomes, self.values, self.names
+        for index, row, value, name in zip(chosen, rows, values, names, strict=True):
+            data[index], outcomes[index], values_at[index], names_at[index] = row, OUTCOME_SCORED, value, name
+
+    def _middles(self, picked: Sequence[BatchEntry]) -> tuple[list[bytes], list[float]] | None:
+        """Each entry's bytes between its record_id and trial, and its folded value, a column at a time for the
+        common batches (all bare bools, or all finite numbers, of a single output); None otherwise."""
+        kinds = set(map(type, picked))
+        if kinds == {bool} and self.bool_middles is not None:
+            return list(map(self.bool_middles.__getitem__, picked)), list(map(float, picked))  # type: ignore[arg-type]
+        head = self.number_middle
+        if head is not None and kinds <= {float, int} and math.isfinite(sum(picked)):  # type: ignore[arg-type]
+            # A sum is finite only if every term is (NaN and the infinities stay in it); one that overflowed
+            # takes the slower path, which checks each.
+            values = list(map(float, picked))  # type: ignore[arg-type]
+            return [head + _DOUBLE(value) for value in values], values
+        return None
+
+    def _middles_one_by_one(self, picked: Sequence[BatchEntry]) -> tuple[list[bytes | None], list[float]]:
+        """``_middles`` entry by entry: None for an entry that is not one of the outputs' (the function decides it)."""
+        middles: list[bytes | None] = []
+        values: list[float] = []
+        for entry in picked:
+            middle, value = self._middle(entry)
+            middles.append(middle)
+            values.append(value)
+        return middles, values
+
+    def _middle(self, entry: BatchEntry) -> tuple[bytes | None, float]:
+        outputs = self.output_heads
+        if entry.__class__ is bool:
+            if self.bool_middles is None:
+                return None, NOT_FOLDABLE
+            return self.bool_middles[entry], 1.0 if entry else 0.0
+        if isinstance(entry, Verdict):
+            if self.bool_middles is None:
+                return None, NOT_FOLDABLE
+            return self._explained(entry), 1.0 if entry.passed else 0.0
+        if isinstance(entry, tuple):
+            if len(entry) != len(outputs):
+                return None, NOT_FOLDABLE
+            scores = [_score_entry(heads, value) for heads, value in zip(outputs, entry, strict=True)]
+            if None in scores:
+                return None, NOT_FOLDABLE
+            folded = NOT_FOLDABLE if len(entry) != 1 else float(entry[0])
+            return self.identity + _SCORED + b"".join(scores), folded  # type: ignore[arg-type]
+        if len(outputs) == 1:
+            score = _score_entry(outputs[0], entry)
+            if score is not None and not isinstance(entry, bool):
+                return self.identity + _SCORED + score, float(entry)  # type: ignore[arg-type]
+        return None, NOT_FOLDABLE
 
     def _decided(self, start: int, stop: int) -> BatchVerdicts | None:
         """The batch form's verdicts for records [start, stop) (None without a batch form, or when it fails: the
@@ -332,3 +395,28 @@ class ColumnJob(RecordJob):
         columns.outcomes.extend(self.outcomes)
         columns.values.extend(self.values)
         columns.score_names.extend(self.names)
+
+
+OutputHeads = tuple[bytes, bytes, bytes, str]
+
+
+def _output_heads(name: str, kind: str) -> OutputHeads:
+    """An output's Score entry (``EvaluationResult.scores``) up to its number's double, and whole for fail and pass
+    (the bytes ``SerializeToString`` gives for ``Score(name=name, number=...)`` and ``Score(name=name, passed=...)``),
+    and the output's declared type."""
+    named = field(_SCORE_NAME, name.encode())
+    number = named + _NUMBER
+    return (_SCORES + varint(len(number) + 8) + number, field(_SCORES, named + _PASSED[0]),
+            field(_SCORES, named + _PASSED[1]), kind)
+
+
+def _score_entry(heads: OutputHeads, value: object) -> bytes | None:
+    """One output's Score entry for a batch form's bool (a boolean output's) or finite number (a number output's);
+    None for anything else, which the function then decides."""
+    if value.__class__ is bool:
+        if heads[3] != "boolean":
+            return None
+        return heads[2] if value else heads[1]
+    if heads[3] == "number" and isinstance(value, int | float) and math.isfinite(value):
+        return heads[0] + _DOUBLE(value)
+    return None

@@ -53,7 +53,12 @@ class Verdict(NamedTuple):
     explanation: str
 
 
-BatchVerdicts = list[bool | Verdict | None]
+BatchEntry = bool | Verdict | float | tuple[bool | float, ...] | None
+"""What a batch form decides for one record (``evaluator(batch=...)``): see ``BatchVerdicts``."""
+BatchVerdicts = list[BatchEntry]
+"""A batch form's answer, one entry per record: a bare bool or a ``Verdict`` (a single boolean output's pass/fail),
+a float (a single output's number), a tuple with one bool or float per declared output in declared order (the
+dict of numbers and pass/fails the function returns), or None (the function decides that record)."""
 
 
 class Stacked(Protocol):
@@ -174,7 +179,8 @@ class Evaluator:
     # The same evaluation over columns of the records' texts (``evaluators.runner``'s column path): given
     # ``{field: [text, ...]}`` for the required fields and the params, a list with, per record, True or False (the
     # verdict the function returns for that record, bare), a ``Verdict`` (the function returns
-    # ``Score(passed=..., explanation=...)``) or None (call the function for that record).
+    # ``Score(passed=..., explanation=...)``), a float (the single output's number), a tuple of one bool or float
+    # per declared output (the function's dict of them), or None (call the function for that record).
     batch: Callable[..., BatchVerdicts] | None = None
     # Dataset scope: the mapped values stacked once (numpy columns, say) into what the reduce receives instead of
     # their list; it has ``take(positions)``, the same kind of object for the values at those positions (repeats
@@ -419,7 +425,9 @@ def evaluator(
     of a worker thread, whose hop would cost more than the call (evalsi.evaluators.runner). ``batch`` (cheap
     record-scope evaluators whose requirements are text fields) decides many records at once from their texts'
     columns: per record the bare bool the function would return, a ``Verdict`` for the pass/fail ``Score`` with an
-    explanation it would return, or None where the function must be called; it must agree with the function record
+    explanation it would return, a float for a single number output, a tuple of one bool or float per declared
+    output (in declared order) for the dict the function would return, or None where the function must be called
+    (a non-finite number is left to the function too, whose error names it); it must agree with the function record
     for record (a test of the pack holds it to that). ``stack`` (dataset scope) turns the list of mapped values
     into one object with ``take(positions)`` that the reduce receives instead (``Stacked``): the bootstrap's
     resamples are then drawn by position, so a vectorized reduce is not fed a Python list each time.
