@@ -15,11 +15,12 @@ import yaml
 from click.testing import CliRunner
 
 from evalsi.cli.main import cli
-from evalsi.datasets import load_dataset, swebench_main
+from evalsi.datasets import load_dataset, swebench_main, swebench_specs
 from evalsi.errors import BadInputError
 from evalsi.records import from_value
 
 SCRIPT = Path(swebench_main.__file__)
+SPECS = Path(swebench_specs.__file__)
 CALC = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a + b\n"
 TESTS = "from calc import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
 
@@ -150,6 +151,7 @@ def _check(workspace: Path, f2p: list[str], p2p: list[str]) -> dict:
 def test_grading_follows_swebench_test_passed_and_test_failed(tmp_path: Path) -> None:
     (tmp_path / ".swebench").mkdir()
     shutil.copy(SCRIPT, tmp_path / ".swebench" / "swebench.py")
+    shutil.copy(SPECS, tmp_path / ".swebench" / "swebench_specs.py")
     (tmp_path / ".swebench" / "test.patch").write_text("")
     (tmp_path / "test_x.py").write_text("import pytest\n\n\ndef test_ok():\n    pass\n\n\n"
                                         "@pytest.mark.skip(reason='env')\ndef test_skipped():\n    pass\n\n\n"

@@ -8,9 +8,12 @@ with ``git ls-tree`` and ``git cat-file`` (raw blobs: no checkout, no filters, h
 
 Each instance becomes a row: ``input`` the problem statement, metadata ``environment`` a harness environment
 (``evalsi.harness.environment``) whose workspace is the repository at ``base_commit`` plus ``.swebench/``: the
-patch-and-grade script (``swebench_main.py``), the test patch, the tests, and ``model.patch`` when the instance
-carries a prediction. Its checker applies the test patch, runs the tests and grades by FAIL_TO_PASS/PASS_TO_PASS as
-SWE-bench does; ``builtin/task-success`` reads the verdict. Metadata ``swebench`` keeps the instance's identity.
+patch-and-grade script (``swebench_main.py``) with SWE-bench's harness data (``swebench_specs.py``), the test
+patch, the tests, ``spec.json`` (the repository's test command, log parser and test directives) for a repository
+SWE-bench knows, and ``model.patch`` when the instance carries a prediction. Its checker applies the test patch, runs
+the tests and grades by FAIL_TO_PASS/PASS_TO_PASS as SWE-bench does; ``builtin/task-success`` reads the verdict.
+Metadata ``swebench`` keeps the instance's identity and, for a known repository, the spec its environment needs
+(Python version, install command: for an image built with network; nothing here installs it).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from evalsi.datasets import swebench_specs
 from evalsi.datasets.formats import check_file, read_rows
 from evalsi.errors import BadInputError
 from evalsi.harness.environment import MAX_FILES, MAX_FILES_BYTES
@@ -47,8 +51,8 @@ def instances_file(target: str, name: str) -> Path:
 
 
 @cache
-def _script() -> str:
-    return (Path(__file__).parent / "swebench_main.py").read_text(encoding="utf-8")
+def _script(name: str) -> str:
+    return (Path(__file__).parent / name).read_text(encoding="utf-8")
 
 
 def read_swebench(path: Path, name: str) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -88,9 +92,19 @@ def instance_row(instance: Any, repos: Path, where: str) -> dict[str, Any]:
         raise BadInputError(f"{where}: repo {repo}: {REPOS_DIR}/{checkout.name} leads outside the instances file's "
                             "directory")
     files = repository_files(checkout, str(instance["base_commit"]), f"{where}: repo {repo}")
-    files[f"{STATE_DIR}/swebench.py"] = _script()
-    files[f"{STATE_DIR}/test.patch"] = str(instance.get("test_patch") or "")
+    test_patch = str(instance.get("test_patch") or "")
+    version = instance.get("version", "")
+    if not isinstance(version, str | int | float) or isinstance(version, bool):
+        raise BadInputError(f"{where}: version: expected a string such as \"3.0\", got {type(version).__name__}")
+    spec = swebench_specs.spec_for(repo, str(version))
+    files[f"{STATE_DIR}/swebench.py"] = _script("swebench_main.py")
+    files[f"{STATE_DIR}/swebench_specs.py"] = _script("swebench_specs.py")
+    files[f"{STATE_DIR}/test.patch"] = test_patch
     files[f"{STATE_DIR}/tests.json"] = json.dumps(tests)
+    if spec is not None:
+        files[f"{STATE_DIR}/spec.json"] = json.dumps({
+            "test_command": spec.test_command, "log_parser": spec.log_parser,
+            "directives": swebench_specs.patch_directives(repo, test_patch)})
     if instance.get("model_patch"):
         files[f"{STATE_DIR}/model.patch"] = str(instance["model_patch"])
     _check_bounds(files, where)
@@ -105,8 +119,14 @@ def instance_row(instance: Any, repos: Path, where: str) -> dict[str, Any]:
             "sandbox": {"minIsolation": "namespaced", "network": "deny"},
         },
         "swebench": {"instance_id": instance["instance_id"], "repo": repo, "base_commit": instance["base_commit"],
-                     **tests},
+                     "version": str(version), **tests, **({"spec": _spec_metadata(spec)} if spec else {})},
     }
+
+
+def _spec_metadata(spec: swebench_specs.Spec) -> dict[str, Any]:
+    """What an environment for the instance needs, for whoever builds its image with network."""
+    return {"python": spec.python, "install": spec.install, "pre_install": list(spec.pre_install),
+            "test_command": spec.test_command, "log_parser": spec.log_parser}
 
 
 def _check_bounds(files: Mapping[str, str], where: str) -> None:

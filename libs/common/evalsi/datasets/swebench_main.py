@@ -7,20 +7,31 @@
   ``test_patch``), runs the tests of ``.swebench/tests.json`` (``FAIL_TO_PASS`` and ``PASS_TO_PASS``) and grades
   as SWE-bench does: resolved when no ``FAIL_TO_PASS`` or ``PASS_TO_PASS`` test failed (``FAILED``, ``ERROR``, or
   did not run; ``PASSED`` and ``XFAIL`` pass, a ``SKIPPED`` one counts for neither). It prints one JSON line
-  ``{"success", "reason", "score"}`` (score: the share of the graded tests that passed). With pytest importable
-  the tests run under ``pytest -rA`` and its summary lines are read as SWE-bench's pytest log parser reads them;
-  without it (the runtime image), each ``path::function`` or ``path::Class::method`` test is called in a child
-  process and passes when it returns.
+  ``{"success", "reason", "score"}`` (score: the share of the graded tests that passed). For a repository SWE-bench
+  knows, ``.swebench/spec.json`` names its test command, log parser and the directives the importer derived from the
+  test patch (``swebench_specs.py``, shipped beside this script): the command runs on the directives, its output
+  (stdout and stderr together, kept in ``.swebench/test.log``) read by that parser. For another repository, with
+  pytest importable the tests run under ``pytest -rA``, read by SWE-bench's pytest parser; without it (the runtime
+  image), each ``path::function`` or ``path::Class::method`` test is called in a child process and passes when it
+  returns.
 """
 
+import importlib
 import json
 import os
 import re
 import subprocess
 import sys
 
+if __package__:  # imported from the package (the importer reads this file's text; tests): the module beside it
+    from evalsi.datasets import swebench_specs as specs
+else:  # run in the sandbox as .swebench/swebench.py: swebench_specs.py lies beside it, first on sys.path
+    specs = importlib.import_module("swebench_specs")
+
 _HUNK = re.compile(r"@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 _TEST_TIMEOUT_S = 120
+_LOG = ".swebench/test.log"
+_LOG_LIMIT = 64 << 20  # bytes of test output read; a longer log is not graded
 
 _CHILD = r"""
 import importlib.util, sys
@@ -128,12 +139,28 @@ def apply(patch_path):
 def _pytest_statuses(tests):
     done = subprocess.run([sys.executable, "-m", "pytest", "-rA", "-p", "no:cacheprovider", *tests],
                           capture_output=True, text=True, timeout=_TEST_TIMEOUT_S * max(len(tests), 1))
-    statuses = {}
-    for line in done.stdout.splitlines():  # SWE-bench's parse_log_pytest: "<STATUS> <test id> ..."
-        parts = line.split()
-        if len(parts) >= 2 and parts[0] in ("PASSED", "FAILED", "SKIPPED", "ERROR", "XFAIL"):
-            statuses[parts[1]] = parts[0]
-    return statuses
+    return specs.parse_log_pytest(done.stdout)
+
+
+def _spec_statuses(spec, wanted):
+    """The statuses the repository's own runner gives, as SWE-bench's parser for it reads its log; with a reason
+    when the log could not be read."""
+    argv, extra = specs.run_argv(spec["test_command"], spec["directives"], sys.executable)
+    with open(_LOG, "wb") as log:
+        try:
+            subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **extra},
+                           timeout=_TEST_TIMEOUT_S * max(len(wanted), 1))
+        except subprocess.TimeoutExpired:
+            return {}, "the tests timed out"
+    if os.path.getsize(_LOG) > _LOG_LIMIT:
+        return {}, f"the test log is over {_LOG_LIMIT >> 20} MiB"
+    with open(_LOG, encoding="utf-8", errors="replace") as handle:
+        text = handle.read()
+    statuses = specs.PARSERS[spec["log_parser"]](text)
+    if statuses:
+        return statuses, ""
+    tail = text.strip().splitlines()[-1:] or ["(empty)"]
+    return statuses, f"no test result in the log of {spec['test_command']!r} (its last line: {tail[0][:200]})"
 
 
 def _child_statuses(tests):
@@ -162,19 +189,25 @@ def check():
             print(json.dumps({"success": False, "reason": f"the test patch does not apply: {exc}"}))
             return
     wanted = list(dict.fromkeys(tests["FAIL_TO_PASS"] + tests["PASS_TO_PASS"]))
-    try:
-        import pytest  # noqa: F401 - only whether the root has it
+    note = ""
+    if os.path.exists(".swebench/spec.json"):
+        with open(".swebench/spec.json", encoding="utf-8") as handle:
+            statuses, note = _spec_statuses(json.load(handle), wanted)
+    else:
+        try:
+            import pytest  # noqa: F401 - only whether the root has it
 
-        statuses = _pytest_statuses(wanted)
-    except ImportError:
-        statuses = _child_statuses(wanted)
+            statuses = _pytest_statuses(wanted)
+        except ImportError:
+            statuses = _child_statuses(wanted)
     # SWE-bench's test_passed and test_failed: a skipped test is neither, and counts for neither list
     f2p, p2p = ([t for t in tests[key] if statuses.get(t) in ("PASSED", "XFAIL")] for key in ("FAIL_TO_PASS",
                                                                                                 "PASS_TO_PASS"))
     failing = [t for t in wanted if statuses.get(t, "FAILED") in ("FAILED", "ERROR")]
     graded = len(f2p) + len(p2p) + len(failing)
     reason = (f"FAIL_TO_PASS {len(f2p)}/{len(tests['FAIL_TO_PASS'])}, PASS_TO_PASS "
-              f"{len(p2p)}/{len(tests['PASS_TO_PASS'])}" + (f"; failing: {', '.join(failing[:10])}" if failing else ""))
+              f"{len(p2p)}/{len(tests['PASS_TO_PASS'])}" + (f"; failing: {', '.join(failing[:10])}" if failing else "")
+              + (f"; {note}" if note else ""))
     print(json.dumps({"success": not failing, "reason": reason,
                       "score": (len(f2p) + len(p2p)) / graded if graded else 1.0}))
 
