@@ -115,7 +115,7 @@ def test_bad_files_are_refused_naming_the_file_and_line_and_nothing_is_written(
         "a list": ([[1, 2]], ":1: a list, not an lm-eval sample object"),
         "too long": ([good, {**good, "doc": {"text": "x" * 2000}}], ":2: a line over 1000 bytes"),
     }
-    monkeypatch.setattr(samples, "MAX_LINE_BYTES", 1000)
+    monkeypatch.setattr(samples, "MAX_JSONL_LINE_BYTES", 1000)
     for case, (lines, problem) in cases.items():
         path = _write(tmp_path / case.replace(" ", "-"), "capitals", lines)
         out = tmp_path / f"{case}.jsonl"

@@ -57,6 +57,33 @@ def test_jsonl_bad_json_names_file_and_line(tmp_path):
         load_dataset(path)
 
 
+def test_jsonl_line_over_the_limit_is_refused_before_it_is_read_whole(tmp_path, monkeypatch):
+    from evalsi.datasets import formats
+
+    monkeypatch.setattr(formats, "MAX_JSONL_LINE_BYTES", 1000)
+    path = tmp_path / "d.jsonl"
+    path.write_text('{"output": "ok"}\n' + json.dumps({"output": "x" * 999}) + "\n" + '{"output": "never"}\n')
+    rows = read_rows(path, "jsonl", name="d.jsonl")
+    assert next(rows) == (1, {"output": "ok"})
+    with pytest.raises(BadInputError, match=r"d\.jsonl:2: a line over 1,000 bytes, the limit of one record"):
+        next(rows)
+    # A line of exactly the limit (its newline included) is read.
+    path.write_text(json.dumps({"output": "y" * (1000 - 15)}) + "\n")
+    assert [len(row["output"]) for _, row in read_rows(path, "jsonl", name="d.jsonl")] == [985]
+
+
+def test_a_json_document_over_the_limit_is_refused_naming_the_formats_read_a_record_at_a_time(tmp_path, monkeypatch):
+    from evalsi.datasets import formats
+
+    monkeypatch.setattr(formats, "MAX_JSON_DATASET_BYTES", 1000)
+    path = tmp_path / "d.json"
+    path.write_text(json.dumps([{"output": "x" * 100}] * 8))  # 928 bytes
+    assert len(list(read_rows(path, "json", name="d.json"))) == 8
+    path.write_text(json.dumps([{"output": "x" * 100}] * 10))
+    with pytest.raises(BadInputError, match=r"d\.json: a JSON document over 1,000 bytes .* JSON lines \(\.jsonl\)"):
+        list(read_rows(path, "json", name="d.json"))
+
+
 def test_jsonl_trailing_garbage_is_an_error(tmp_path):
     path = write(tmp_path / "d.jsonl", '{"input": "a"} x\n')
     with pytest.raises(BadInputError, match=r"d\.jsonl:1: not valid JSON \(Extra data"):

@@ -29,6 +29,13 @@ MAX_LABEL_VALUE_CHARS = 1024
 # One dataset file uploaded to the API (evalsi run --server, evalsi datasets push): spooled to disk, then stored
 # a shard at a time, so this bounds disk and time, not memory.
 MAX_DATASET_UPLOAD_BYTES = 1 << 30
+# One line of a JSON-lines file (a dataset's record, an imported log's sample): read at most this much before the
+# line is refused, so one line without a newline cannot take the process's memory. A record with a long transcript or
+# few-shot prompt is large, but never this large.
+MAX_JSONL_LINE_BYTES = 64 << 20
+# A dataset in one JSON document (a list of records) is parsed whole, in memory; larger datasets go as JSON lines,
+# CSV or Parquet, which are read a record or a batch at a time.
+MAX_JSON_DATASET_BYTES = 256 << 20
 # Trials per sample and concurrent target calls of one run.
 MAX_TRIALS = 1000
 MAX_CONCURRENCY = 1024

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from evalsi.errors import BadInputError, InfraError
+from evalsi.limits import MAX_JSON_DATASET_BYTES, MAX_JSONL_LINE_BYTES
 
 FORMATS = ("jsonl", "json", "csv", "parquet")
 """The file formats :func:`read_rows` reads, by the name ``format=`` takes."""
@@ -185,7 +186,13 @@ def plain_row(row: Any) -> Any:
 def _read_jsonl(path: Path, name: str) -> Iterator[tuple[int, Any]]:
     with _open(path, name, "rb") as handle:
         loads = _loads
-        for lineno, raw in enumerate(handle, 1):
+        readline = handle.readline
+        lineno = 0
+        while raw := readline(MAX_JSONL_LINE_BYTES + 1):
+            lineno += 1
+            if len(raw) > MAX_JSONL_LINE_BYTES:
+                raise BadInputError(f"{name}:{lineno}: a line over {MAX_JSONL_LINE_BYTES:,} bytes, the limit of one "
+                                    "record; keep large content in files the record names")
             if lineno == 1 and raw.startswith(_BOM):
                 raw = raw[3:]
             if not raw or raw.isspace():
@@ -207,7 +214,11 @@ def _read_jsonl(path: Path, name: str) -> Iterator[tuple[int, Any]]:
 
 def _read_json(path: Path, name: str) -> Iterator[tuple[int, Any]]:
     with _open(path, name, "rb") as handle:
-        data = handle.read()
+        data = handle.read(MAX_JSON_DATASET_BYTES + 1)
+    if len(data) > MAX_JSON_DATASET_BYTES:
+        raise BadInputError(f"{name}: a JSON document over {MAX_JSON_DATASET_BYTES:,} bytes is read whole, in memory; "
+                            "write a dataset this large as JSON lines (.jsonl), CSV or Parquet, read a record at a "
+                            "time")
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

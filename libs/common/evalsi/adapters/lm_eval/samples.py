@@ -1,6 +1,6 @@
 """lm-eval's sample logs (``--log_samples``) read as record rows, by our own bounded JSONL reader: importing
-needs no lm-eval. A line over ``MAX_LINE_BYTES``, a line that is not JSON or not a logged sample, is refused naming
-the file and line, and nothing is written.
+needs no lm-eval. A line over ``MAX_JSONL_LINE_BYTES``, a line that is not JSON or not a logged sample, is refused
+naming the file and line, and nothing is written.
 
 ``PATH`` is one ``samples_<task>_<date>.jsonl`` file, or the directory lm-eval wrote (``--output_path``: its model
 directory, or the directory above holding one): there, the latest run's ``results_<date>.json`` and the samples
@@ -19,8 +19,8 @@ from typing import IO, Any
 
 from evalsi.adapters.lm_eval.rows import SampleContext, sample_rows
 from evalsi.errors import BadInputError
+from evalsi.limits import MAX_JSONL_LINE_BYTES
 
-MAX_LINE_BYTES = 64 << 20  # a sample with a long few-shot prompt is large, but never this large
 MAX_RESULTS_BYTES = 64 << 20
 MAX_FILES = 4096  # samples files of one run (one per task)
 MAX_USAGE_LINES = 10_000_000
@@ -192,11 +192,11 @@ def import_samples(run: Run, out: IO[str], *, limit: int | None = None, usage: P
 def _lines(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
     with path.open("rb") as stream:
         number = 0
-        while line := stream.readline(MAX_LINE_BYTES + 1):
+        while line := stream.readline(MAX_JSONL_LINE_BYTES + 1):
             number += 1
             where = f"{path}:{number}"
-            if len(line) > MAX_LINE_BYTES:
-                raise BadInputError(f"{where}: a line over {MAX_LINE_BYTES} bytes; not an lm-eval sample")
+            if len(line) > MAX_JSONL_LINE_BYTES:
+                raise BadInputError(f"{where}: a line over {MAX_JSONL_LINE_BYTES} bytes; not an lm-eval sample")
             if not line.strip():
                 continue
             try:
