@@ -167,3 +167,126 @@ def test_grading_follows_swebench_test_passed_and_test_failed(tmp_path: Path) ->
     verdict = _check(tmp_path, ["test_x.py::test_ok", "test_x.py::test_bad"], [])
     assert verdict == {"success": False, "reason": "FAIL_TO_PASS 1/2, PASS_TO_PASS 0/0; failing: test_x.py::test_bad",
                        "score": 0.5}
+
+
+# A stand-in for django's tests/runtests.py: it takes exactly the arguments SWE-bench's django command gives (else it
+# exits 2), imports each dotted test module from tests/, and reports at verbosity 2 on stderr as django's runner
+# does: "name (module.Class) ... ok|FAIL|ERROR", a test's own stderr output between "..." and its "ok", then the
+# FAIL:/ERROR: traceback blocks.
+RUNTESTS = '''\
+#!/usr/bin/env python
+import argparse, importlib, os, sys, traceback, unittest
+
+parser = argparse.ArgumentParser()
+parser.add_argument("modules", nargs="+")
+parser.add_argument("--verbosity", type=int, required=True)
+parser.add_argument("--settings", required=True)
+parser.add_argument("--parallel", type=int, required=True)
+args = parser.parse_args()
+if (args.verbosity, args.settings, args.parallel) != (2, "test_sqlite", 1):
+    sys.exit(f"unexpected arguments: {sys.argv[1:]}")
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [here, os.path.dirname(here)]
+importlib.import_module(args.settings)
+out = sys.stderr
+out.write(f"Testing against Django installed in '{os.path.dirname(here)}'\\nSystem check identified no issues "
+          "(0 silenced).\\n")
+blocks, ran = [], 0
+for name in args.modules:
+    module = importlib.import_module(name)
+    for case in [value for value in vars(module).values() if isinstance(value, type)
+                 and issubclass(value, unittest.TestCase)]:
+        for method in sorted(m for m in vars(case) if m.startswith("test")):
+            label = f"{method} ({name}.{case.__name__})"
+            out.write(f"{label} ... ")
+            out.flush()
+            ran += 1
+            try:
+                getattr(case(method), method)()
+                out.write("ok\\n")
+            except Exception as exc:
+                kind = "FAIL" if isinstance(exc, AssertionError) else "ERROR"
+                out.write(kind + "\\n")
+                blocks.append(f"{'=' * 70}\\n{kind}: {label}\\n{'-' * 70}\\n{traceback.format_exc()}")
+out.write("\\n" + "\\n".join(blocks) + f"\\n{'-' * 70}\\nRan {ran} tests in 0.001s\\n\\n")
+out.write(f"FAILED (failures={len(blocks)})\\n" if blocks else "OK\\n")
+sys.exit(1 if blocks else 0)
+'''
+DJANGO_TESTS = '''\
+import sys
+from unittest import TestCase
+
+from calc import add
+
+
+class CalcTests(TestCase):
+    def test_add(self):
+        sys.stderr.write("add() called with ünïcode on the way\\n")  # output between "..." and "ok"
+        self.assertEqual(add(2, 3), 5)
+
+    def test_naïve(self):
+        self.assertEqual(len("naïve"), 5)
+'''
+
+
+def _django_instances(root: Path) -> Path:
+    """root/instances.jsonl and root/repos/django__django: a repository with django's runner layout (a fake
+    tests/runtests.py, tests/test_sqlite.py, a test package) whose sub() is wrong."""
+    repo = root / "repos" / "django__django"
+    (repo / "tests" / "calc_tests").mkdir(parents=True)
+    _git(repo, "init", "-q")
+    (repo / "calc.py").write_text(CALC)
+    (repo / "tests" / "runtests.py").write_text(RUNTESTS)
+    (repo / "tests" / "test_sqlite.py").write_text("DATABASES = {'default': {'ENGINE': 'sqlite3'}}\n")
+    (repo / "tests" / "calc_tests" / "__init__.py").write_text("")
+    (repo / "tests" / "calc_tests" / "tests.py").write_text(DJANGO_TESTS)
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-q", "-m", "base")
+    base = _git(repo, "rev-parse", "HEAD").strip()
+    test_patch = _diff(repo, "tests/calc_tests/tests.py", DJANGO_TESTS + "\n    def test_sub(self):\n"
+                                                                         "        from calc import sub\n"
+                                                                         "        self.assertEqual(sub(5, 3), 2)\n")
+    gold = _diff(repo, "calc.py", CALC.replace("def sub(a, b):\n    return a + b", "def sub(a, b):\n    return a - b"))
+    wrong = _diff(repo, "calc.py", CALC.replace("def add(a, b):\n    return a + b", "def add(a, b):\n    return 0"))
+    label = "(calc_tests.tests.CalcTests)"
+    instance = {"repo": "django/django", "version": "3.0", "base_commit": base, "test_patch": test_patch,
+                "problem_statement": "sub(5, 3) returns 8; it should subtract.",
+                "FAIL_TO_PASS": json.dumps([f"test_sub {label}"]),
+                "PASS_TO_PASS": json.dumps([f"test_add {label}", f"test_naïve {label}"])}
+    path = root / "instances.jsonl"
+    path.write_text("".join(json.dumps({**instance, "instance_id": key, "model_patch": patch}) + "\n" for key, patch
+                            in (("gold", gold), ("wrong", wrong), ("empty", "diff --git a/x b/x\n"))))
+    return path
+
+
+def test_a_django_style_instance_runs_its_runner_and_is_graded_by_its_log(tmp_path: Path) -> None:
+    assert shutil.which("bwrap"), "bubblewrap is not installed: run scripts/test.sh"
+    path = _django_instances(tmp_path)
+    record = load_dataset(f"swebench://{path}").records[0]
+    files = from_value(record.metadata["environment"])["files"]
+    # SWE-bench's django command on the test patch's dotted module
+    assert json.loads(files[".swebench/spec.json"]) == {
+        "test_command": "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1",
+        "log_parser": "django", "directives": ["calc_tests.tests"]}
+    assert from_value(record.metadata["swebench"])["spec"] == {
+        "python": "3.6", "install": "python -m pip install -e .", "pre_install": [],
+        "test_command": "./tests/runtests.py --verbosity 2 --settings=test_sqlite --parallel 1",
+        "log_parser": "django"}
+    spec = {"apiVersion": "evals.si/v1alpha1", "kind": "EvalRun", "metadata": {"name": "swebench-django"}, "spec": {
+        "target": {"agent": {"cli": {"command": ["python3", ".swebench/swebench.py", "apply", ".swebench/model.patch"],
+                                     "timeout": "60s"}}},
+        "dataset": {"path": "instances.jsonl", "format": "swebench"},
+        "evaluators": [{"ref": "builtin/task-success"}]}}
+    (tmp_path / "run.yaml").write_text(yaml.safe_dump(spec))
+    out = tmp_path / "run.json"
+    done = CliRunner().invoke(cli, ["run", "-f", str(tmp_path / "run.yaml"), "--output", str(out)])
+    assert done.exit_code == 0, done.output
+    verdicts = {r["recordId"]: r["scores"][0] for r in json.loads(out.read_text())["results"]}
+    reasons = {key: score.get("explanation", "") for key, score in verdicts.items()}
+    assert {key: score.get("passed", False) for key, score in verdicts.items()} == {
+        "gold": True, "wrong": False, "empty": False}, reasons
+    assert reasons["gold"].startswith("FAIL_TO_PASS 1/1, PASS_TO_PASS 2/2"), reasons
+    # the wrong patch breaks add(); the unicode-named test still passes
+    assert reasons["wrong"].startswith("FAIL_TO_PASS 0/1, PASS_TO_PASS 1/2; failing: test_sub (calc_tests.tests."
+                                       "CalcTests), test_add (calc_tests.tests.CalcTests)"), reasons
+    assert reasons["empty"].startswith("FAIL_TO_PASS 0/1, PASS_TO_PASS 2/2; failing: test_sub"), reasons
