@@ -105,11 +105,11 @@ def test_bad_files_are_refused_by_name(tmp_path: Path) -> None:
         '{"id": "simple_0", "ground_truth": [{"geometry.triangle_area": {"base": [10]}}]}\n')
     with pytest.raises(BadInputError, match=r"BFCL_v3_simple.json:2: id 'simple_1' has no possible answer"):
         load_dataset(f"bfcl://{root}/simple")
-    multi = root / "BFCL_v3_multi_turn_base.json"
-    multi.write_text('{"id": "multi_turn_base_0", "question": [[{"role": "user", "content": "a"}]], "function": '
+    multi = root / "BFCL_v4_multi_turn_composite.json"  # a multi-turn category not imported
+    multi.write_text('{"id": "multi_turn_composite_0", "question": [[{"role": "user", "content": "a"}]], "function": '
                      '[{"name": "f"}]}\n')
-    (root / "possible_answer" / multi.name).write_text('{"id": "multi_turn_base_0", "ground_truth": []}\n')
-    with pytest.raises(BadInputError, match="category 'multi_turn_base' is not one the AST checker grades"):
+    (root / "possible_answer" / multi.name).write_text('{"id": "multi_turn_composite_0", "ground_truth": []}\n')
+    with pytest.raises(BadInputError, match="category 'multi_turn_composite' is not one the AST checker grades"):
         load_dataset(f"bfcl://{multi}")
 
 

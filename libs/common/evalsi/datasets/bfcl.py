@@ -5,7 +5,9 @@ BFCL ships each category as JSON lines: ``BFCL_v3_<category>.json`` holds ``{"id
 descriptions), and ``possible_answer/BFCL_v3_<category>.json`` beside it holds ``{"id", "ground_truth"}``. The AST
 categories are single-turn: simple (v4: simple_python), multiple, parallel, parallel_multiple (and ``live_`` ones).
 The relevance categories (irrelevance, live_irrelevance, live_relevance) are single-turn too and have no possible
-answers: whether the model called a function at all is what is graded.
+answers: whether the model called a function at all is what is graded. The multi-turn categories (multi_turn_base,
+miss_func, miss_param, long_context) hold several user turns, graded by ``builtin/bfcl-multi-turn``
+(``evalsi.datasets.bfcl_multi`` reads their parts).
 
 Each question becomes a row: ``input`` the messages (a system message first listing the functions and asking for
 BFCL's call format, as BFCL's prompting mode does), ``reference`` the JSON text ``{"category", "function",
@@ -21,6 +23,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from evalsi.datasets import bfcl_multi
 from evalsi.datasets.formats import check_file, read_rows
 from evalsi.errors import BadInputError
 
@@ -56,7 +59,8 @@ def question_file(target: str, name: str) -> Path:
     if not matches:
         raise BadInputError(f"{name}: no such file, nor a BFCL category file {path.parent}/BFCL_v*_{path.name}"
                             ".json; accepted: bfcl://<question file> or bfcl://<dir>/<category> with category "
-                            f"one of {', '.join(CATEGORIES + RELEVANCE_CATEGORIES)} (live_ ones too)")
+                            f"one of {', '.join(CATEGORIES + RELEVANCE_CATEGORIES)} (live_ ones too) or "
+                            f"{', '.join(bfcl_multi.CATEGORIES)}")
     return matches[-1]  # the newest version
 
 
@@ -76,6 +80,7 @@ def read_bfcl(path: Path, name: str) -> Iterator[tuple[int, dict[str, Any]]]:
     if answers_path.exists():
         check_file(answers_path, answers_name)
         answers = _answers(answers_path, answers_name)
+    docs = bfcl_multi.FunctionDocs(path, name)  # a multi-turn question's functions, read when one needs them
     for line, row in read_rows(path, "jsonl", name=name):
         where = f"{name}:{line}"
         if not isinstance(row, Mapping):
@@ -86,18 +91,21 @@ def read_bfcl(path: Path, name: str) -> Iterator[tuple[int, dict[str, Any]]]:
         relevance = category_of(question_id, where).removeprefix("live_") in RELEVANCE_CATEGORIES
         if not relevance and question_id not in answers:
             raise BadInputError(f"{where}: id {question_id!r} has no possible answer in {answers_name}")
-        yield line, question_row(row, [] if relevance else answers[question_id], where)
+        truth = [] if relevance else answers[question_id]
+        category = category_of(question_id, where)
+        yield line, (multi_turn_row(row, truth, docs, category, where) if bfcl_multi.is_multi_turn(category)
+                     else question_row(row, truth, where))
 
 
 def _answers(path: Path, name: str) -> dict[str, list[Any]]:
     answers: dict[str, list[Any]] = {}
     for line, row in read_rows(path, "jsonl", name=name):
         truth = row.get("ground_truth") if isinstance(row, Mapping) else None
-        if not isinstance(truth, list) or not all(
+        if not isinstance(truth, list) or not (all(
                 isinstance(call, Mapping) and len(call) == 1 and isinstance(next(iter(call.values())), Mapping)
-                for call in truth):
+                for call in truth) or bfcl_multi.valid_ground_truth(truth)):
             raise BadInputError(f"{name}:{line}: ground_truth: expected a list of {{function_name: {{param: "
-                                "[possible values]}}}}")
+                                "[possible values]}}}}, or (multi-turn) a list of turns of call strings")
         if len(answers) >= MAX_ANSWERS:
             raise BadInputError(f"{name}: more than {MAX_ANSWERS} possible answers")
         answers[str(row.get("id"))] = truth
@@ -105,13 +113,15 @@ def _answers(path: Path, name: str) -> dict[str, list[Any]]:
 
 
 def category_of(question_id: str, where: str) -> str:
-    """The category an id names (``parallel_multiple_3`` -> ``parallel_multiple``), refused unless an AST or a
-    relevance one."""
+    """The category an id names (``parallel_multiple_3`` -> ``parallel_multiple``), refused unless an AST, a
+    relevance or a multi-turn one."""
     category = _ID_SUFFIX.sub("", question_id)
-    if category.removeprefix("live_") not in CATEGORIES + RELEVANCE_CATEGORIES:
+    if category.removeprefix("live_") not in CATEGORIES + RELEVANCE_CATEGORIES and not bfcl_multi.is_multi_turn(
+            category):
         raise BadInputError(f"{where}: id {question_id!r}: category {category!r} is not one the AST checker grades "
-                            f"nor a relevance one; accepted: {', '.join(CATEGORIES + RELEVANCE_CATEGORIES)} "
-                            "(live_ ones too)")
+                            f"nor a relevance or multi-turn one; accepted: "
+                            f"{', '.join(CATEGORIES + RELEVANCE_CATEGORIES)} (live_ ones too), "
+                            f"{', '.join(bfcl_multi.CATEGORIES)}")
     return category
 
 
@@ -146,13 +156,33 @@ def _messages(question: Any, where: str) -> list[dict[str, str]]:
         raise BadInputError(f"{where}: question: expected a list of turns (each a list of messages)")
     if len(question) != 1:
         raise BadInputError(f"{where}: question: {len(question)} turns; the AST categories are single-turn "
-                            "(multi_turn is not imported)")
+                            "(a multi_turn_ category's id names a multi-turn question)")
     turn = question[0]
     if not isinstance(turn, list) or not all(
             isinstance(m, Mapping) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
             for m in turn):
         raise BadInputError(f"{where}: question[0]: expected a list of {{\"role\", \"content\"}} messages")
     return [{"role": m["role"], "content": m["content"]} for m in turn]
+
+
+def multi_turn_row(row: Mapping[str, Any], truth: Any, docs: bfcl_multi.FunctionDocs, category: str,
+                   where: str) -> dict[str, Any]:
+    """One multi-turn question as a row: ``input`` the first turn after the system message listing the functions
+    offered from the start; metadata ``bfcl_turns`` (every turn's messages), ``bfcl_missed_functions`` (held-back
+    functions by the turn that adds them), ``bfcl_involved_classes``, ``tools``; ``reference`` what
+    ``builtin/bfcl-multi-turn`` grades against (the calls per turn, the classes and their initial config)."""
+    parts = bfcl_multi.multi_turn(row, truth, docs, category, where)
+    listing = json.dumps(parts.functions, ensure_ascii=False, indent=2)
+    return {
+        "id": str(row["id"]),
+        "input": {"messages": [{"role": "system", "content": SYSTEM_PROMPT + listing}, *parts.turns[0]]},
+        "reference": parts.reference,
+        "tools": [openai_tool(f) for f in parts.functions],
+        "bfcl_category": category,
+        "bfcl_turns": parts.turns,
+        "bfcl_missed_functions": parts.missed,
+        "bfcl_involved_classes": list(row["involved_classes"]),
+    }
 
 
 def openai_tool(function: Mapping[str, Any]) -> dict[str, Any]:

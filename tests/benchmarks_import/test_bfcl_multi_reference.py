@@ -1,0 +1,241 @@
+"""builtin/bfcl-multi-turn against BFCL's own code (bfcl-eval 2026.3.23, installed without its dependencies by
+scripts/test.sh): the native simulators against BFCL's ``MessageAPI`` and ``TicketAPI`` on the same generated call
+sequences (every result's text and the public state after every call), and the whole verdict against BFCL's
+``_evaluate_single_multi_turn_entry`` (its decoders, ``multi_turn_checker`` and ``execute_multi_turn_func_call``)
+on generated questions answered in BFCL's prompting format and as function calls, right and perturbed."""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+import types
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+import evalsi
+from benchmarks_import.test_bfcl_relevance import BFCL, _bfcl_function
+from evalsi.packs.benchmarks.bfcl_multi_exec import Call, Simulators
+from evalsi.packs.benchmarks.bfcl_multi_sim import public_state
+
+CLASSES = ("MessageAPI", "TicketAPI")
+USERS = ("Ana", "Bor", "Cene", "Alice", "Zoe", "")
+USER_IDS = ("USR001", "USR002", "USR003", "USR004", "USR005", "USR999", "")
+TEXTS = ("Lunch at noon?", "VPN is back.", "lunch", "printer", "", "Ünïcode ✓")
+STATUSES = ("Open", "Closed", "Resolved", "open", "", None)
+FIELDS = ("title", "description", "status", "priority", "owner")
+CONFIGS: tuple[dict[str, Any], ...] = (
+    {},
+    {"MessageAPI": {"user_count": 3, "user_map": {"Ana": "USR001", "Bor": "USR002", "Cene": "USR003"},
+                    "inbox": [{"USR002": "Lunch at noon?"}], "message_count": 1, "current_user": "USR001"},
+     "TicketAPI": {"ticket_queue": [{"id": 1, "title": "Printer jam", "description": "Floor 2", "status": "Open",
+                                     "priority": 2, "created_by": "ana"}], "ticket_counter": 2, "current_user": "ana"}},
+    {"MessageAPI": {"generated_ids": [12345], "current_user": "USR002", "random_seed": 7,
+                    "inbox": [{"USR003": "printer"}, {}]},
+     "TicketAPI": {"ticket_queue": [{"id": 2, "title": "x", "description": "", "status": "Resolved", "priority": 5,
+                                     "created_by": "bo"}], "ticket_counter": 3}},
+)
+
+
+def _arguments(rng: random.Random, name: str) -> dict[str, Any]:
+    """Arguments for ``name``, mostly valid, sometimes of a wrong type, missing or unknown."""
+    one = rng.choice
+    table: dict[str, dict[str, Any]] = {
+        "get_user_id": {"user": one(USERS)}, "message_login": {"user_id": one(USER_IDS)},
+        "send_message": {"receiver_id": one(USER_IDS), "message": one(TEXTS)},
+        "delete_message": {"receiver_id": one(USER_IDS)}, "add_contact": {"user_name": one(USERS)},
+        "search_messages": {"keyword": one(TEXTS)},
+        "create_ticket": {"title": one(TEXTS), **({"description": one(TEXTS)} if rng.random() < 0.5 else {}),
+                          **({"priority": one((1, 3, 5, 0, 6, 2.5))} if rng.random() < 0.7 else {})},
+        "get_ticket": {"ticket_id": one((1, 2, 3, 9, "1"))}, "close_ticket": {"ticket_id": one((1, 2, 3, 9))},
+        "resolve_ticket": {"ticket_id": one((1, 2, 3)), "resolution": one(TEXTS)},
+        "edit_ticket": {"ticket_id": one((1, 2, 3)), "updates": {
+            field: one(("New", 4, None)) for field in rng.sample(FIELDS, rng.randint(1, 3))}},
+        "ticket_login": {"username": one(("ana", "", "bo")), "password": one(("pw", ""))},
+        "get_user_tickets": {"status": one(STATUSES)} if rng.random() < 0.7 else {},
+    }
+    arguments = table.get(name, {})
+    roll = rng.random()
+    if roll < 0.04 and arguments:
+        arguments.pop(next(iter(arguments)))  # a required argument left out
+    elif roll < 0.08:
+        arguments["unknown"] = 1
+    return arguments
+
+
+METHODS = ("list_users", "get_user_id", "message_login", "message_get_login_status", "send_message",
+           "delete_message", "view_messages_sent", "add_contact", "search_messages", "get_message_stats",
+           "create_ticket", "get_ticket", "close_ticket", "resolve_ticket", "edit_ticket", "ticket_login",
+           "ticket_get_login_status", "logout", "get_user_tickets")
+
+
+def _call(rng: random.Random) -> dict[str, dict[str, Any]]:
+    roll = rng.random()
+    name = "not_a_method" if roll < 0.03 else "run" if roll < 0.05 else rng.choice(METHODS)
+    return {name: _arguments(rng, name)}
+
+
+@pytest.fixture(scope="module")
+def bfcl() -> types.SimpleNamespace:
+    """BFCL's executor, decoders and per-entry multi-turn verdict."""
+    for parser in ("java_parser", "js_parser"):  # tree-sitter parsers for Java and JavaScript, never used here
+        stand_in = types.ModuleType(f"bfcl_eval.model_handler.parser.{parser}")
+        stand_in.parse_java_function_call = stand_in.parse_javascript_function_call = None  # type: ignore[attr-defined]
+        sys.modules.setdefault(stand_in.__name__, stand_in)
+    from bfcl_eval.eval_checker.multi_turn_eval import multi_turn_utils  # type: ignore[import-untyped]
+    from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import (  # type: ignore[import-untyped]
+        multi_turn_checker,
+    )
+    from bfcl_eval.model_handler.utils import (  # type: ignore[import-untyped]
+        convert_to_function_call,
+        default_decode_execute_prompting,
+    )
+
+    evaluate_entry = _bfcl_function(
+        BFCL / "eval_checker" / "eval_runner.py", "_evaluate_single_multi_turn_entry",
+        {"multi_turn_checker": multi_turn_checker,
+         "is_empty_execute_response": multi_turn_utils.is_empty_execute_response})
+    return types.SimpleNamespace(utils=multi_turn_utils, evaluate_entry=evaluate_entry,
+                                 fc=convert_to_function_call, prompting=default_decode_execute_prompting)
+
+
+def _forget(utils: Any, model: str) -> None:
+    """Drop BFCL's simulator instances of one check: it keeps them in its module's globals by model and entry."""
+    for key in [key for key in vars(utils) if key.startswith(model)]:
+        del vars(utils)[key]
+
+
+def test_the_simulators_equal_bfcls_on_generated_call_sequences(bfcl: types.SimpleNamespace) -> None:
+    rng = random.Random(16)
+    calls = 0
+    errors = 0
+    for sequence in range(150):
+        config = rng.choice(CONFIGS)
+        classes = list(rng.sample(CLASSES, rng.randint(1, 2)))
+        ours = Simulators(config, classes, long_context=False)
+        model = f"m{uuid.uuid4().hex}"
+        try:
+            for _ in range(rng.randint(1, 12)):
+                call = _call(rng)
+                (name, arguments), = call.items()
+                result = ours.execute([Call(name, arguments)])
+                theirs, instances = bfcl.utils.execute_multi_turn_func_call(
+                    bfcl.fc([call]), config, classes, model, f"seq_{sequence}")
+                assert result == theirs, (sequence, call)
+                for class_name, instance in instances.items():
+                    expected = {k: v for k, v in vars(instance).items() if not k.startswith("_")}
+                    assert public_state(ours.instances[class_name]) == expected, (sequence, call, class_name)
+                calls += 1
+                errors += result[0].startswith("Error during execution")
+        finally:
+            _forget(bfcl.utils, model)
+    assert calls > 800 and 20 < errors < calls / 2  # errors (wrong arguments, unknown names) are exercised too
+
+
+def _text(step: list[dict[str, dict[str, Any]]]) -> str:
+    """A step in BFCL's prompting format."""
+    return "[" + ", ".join(f"{name}({', '.join(f'{k}={v!r}' for k, v in args.items())})"
+                           for call in step for name, args in call.items()) + "]"
+
+
+def _truth_call(rng: random.Random, call: dict[str, dict[str, Any]]) -> str:
+    """A possible answer's call string, as BFCL writes them (sometimes a first argument positional)."""
+    (name, arguments), = call.items()
+    parts = [f"{k}={v!r}" for k, v in arguments.items()]
+    if parts and rng.random() < 0.2:
+        parts[0] = repr(next(iter(arguments.values())))
+    return f"{name}({','.join(parts)})"
+
+
+def _question(rng: random.Random, index: int) -> tuple[dict[str, Any], list[list[str]], list[list[Any]]]:
+    """A question (its entry), its possible answer, and the calls per turn that answer it."""
+    category = rng.choice(("multi_turn_base", "multi_turn_miss_func", "multi_turn_long_context"))
+    turns = rng.randint(1, 4)
+    calls = [[_call(rng) for _ in range(rng.randint(0 if turn and rng.random() < 0.2 else 1, 3))]
+             for turn in range(turns)]
+    entry = {"id": f"{category}_{index}", "initial_config": rng.choice(CONFIGS),
+             "involved_classes": list(rng.sample(CLASSES, 2))}
+    return entry, [[_truth_call(rng, call) for call in turn] for turn in calls], calls
+
+
+def _perturbed(rng: random.Random, calls: list[list[Any]]) -> list[list[Any]]:
+    """The answer's calls, per turn, changed in one of the ways a model gets it wrong (or not at all)."""
+    turns = [list(turn) for turn in calls]
+    roll = rng.random()
+    if roll < 0.3:
+        return turns
+    turn = rng.randrange(len(turns))
+    if roll < 0.45 and turns[turn]:
+        turns[turn].pop(rng.randrange(len(turns[turn])))  # a call left out
+    elif roll < 0.6:
+        turns[turn].insert(rng.randint(0, len(turns[turn])), _call(rng))  # an extra call
+    elif roll < 0.7 and turns[turn]:
+        turns[turn].reverse()  # the order changed
+    elif roll < 0.8 and turn + 1 < len(turns):
+        turns[turn + 1][:0] = turns[turn]  # a turn's calls made a turn late
+        turns[turn] = []
+    elif roll < 0.9:
+        turns.append([]) if rng.random() < 0.5 else turns.pop()  # a turn too many or too few
+    elif turns[turn]:
+        (name, _given), = turns[turn][0].items()
+        turns[turn][0] = {name: _arguments(rng, name)}  # other arguments
+    return turns
+
+
+def _steps(rng: random.Random, turn: list[Any], prompting: bool) -> list[Any]:
+    """A turn's calls as the model's answers (steps): split across steps, with answers that hold no call."""
+    steps: list[Any] = []
+    rest = list(turn)
+    while rest:
+        size = rng.randint(1, len(rest))
+        step, rest = rest[:size], rest[size:]
+        steps.append(_text(step) if prompting else [{n: json.dumps(a)} for call in step for n, a in call.items()])
+    if rng.random() < 0.3:
+        noise: Any = rng.choice(("I have done that.", "[]", "[edit_ticket(ticket_id=1, updates={})]",
+                            "[edit_ticket(ticket_id=1, updates={'get_ticket': {'ticket_id': 1}})]")) if prompting \
+            else []
+        steps.insert(rng.randint(0, len(steps)), noise)
+    return steps
+
+
+def _cases(seed: int, count: int) -> Iterator[tuple[dict[str, Any], list[list[str]], list[list[Any]], bool]]:
+    rng = random.Random(seed)
+    for index in range(count):
+        entry, truth, calls = _question(rng, index)
+        prompting = rng.random() < 0.6
+        yield entry, truth, [_steps(rng, turn, prompting) for turn in _perturbed(rng, calls)], prompting
+
+
+def _bfcl_verdict(bfcl: types.SimpleNamespace, entry: dict[str, Any], truth: list[list[str]], result: list[Any],
+                  prompting: bool) -> tuple[bool, str]:
+    decode: Callable[..., Any] = bfcl.prompting if prompting else bfcl.fc
+    handler = types.SimpleNamespace(decode_execute=lambda step, has_tool_call_tag: decode(step))
+    model = f"m{uuid.uuid4().hex}"
+    try:
+        verdict = bfcl.evaluate_entry(handler, entry["id"], result, truth, dict(entry), model,
+                                      entry["id"].rsplit("_", 1)[0])
+    finally:
+        _forget(bfcl.utils, model)
+    return bool(verdict["valid"]), "" if verdict["valid"] else verdict["error"]["error_type"]
+
+
+def test_the_verdicts_equal_bfcls_on_generated_questions(bfcl: types.SimpleNamespace) -> None:
+    records, expected = [], []
+    for entry, truth, result, prompting in _cases(2026, 600):
+        expected.append(_bfcl_verdict(bfcl, entry, truth, result, prompting))
+        reference = {"category": entry["id"].rsplit("_", 1)[0], "ground_truth": truth,
+                     "initial_config": entry["initial_config"], "involved_classes": entry["involved_classes"]}
+        records.append({"id": entry["id"], "output": {"json": result}, "reference": json.dumps(reference)})
+    results = {r.record_id: r for r in evalsi.evaluate(records, ["builtin/bfcl-multi-turn"]).results}
+    ours = [(results[r["id"]].scores[0].passed, results[r["id"]].scores[0].explanation.partition(": ")[0])
+            for r in records]
+    mismatches = [(i, o, e) for i, (o, e) in enumerate(zip(ours, expected, strict=True)) if o != e]
+    assert not mismatches, mismatches[:5]
+    kinds = {error for _valid, error in expected}
+    assert {"", "multi_turn:force_terminated", "multi_turn:empty_turn_model_response",
+            "multi_turn:instance_state_mismatch", "multi_turn:execution_response_mismatch"} <= kinds
+    passed = sum(valid for valid, _error in expected)
+    assert 100 < passed < 500
