@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import evalsi
-from evalsi.errors import SkipRecord
+from evalsi.errors import BadInputError, SkipRecord
 from evalsi.evaluators import Output, Pack, Registry, evaluator
 from evalsi.plugin.v1alpha1.plugin_pb2 import ReduceRequest
 from evalsi.plugins import PluginSet, load_plugins
@@ -59,6 +59,22 @@ def test_params_skips_and_errors_cross_the_process(plugins: tuple[Registry, Plug
     # The host skips a record missing a requirement before sending it.
     assert by["boom", "d"].outcome == OUTCOME_SKIPPED and by["boom", "d"].reason == "missing output"
     assert by["has-word", "c"].scores[0].passed and not by["has-word", "a"].scores[0].passed
+
+
+def test_a_param_the_plugins_check_refuses_stops_the_evaluation_before_any_record_is_sent(
+        plugins: tuple[Registry, PluginSet], tmp_path: Path) -> None:
+    registry, _ = plugins
+    log = tmp_path / "evaluated.log"
+    rows = [{"id": "a", "output": "long enough output"}, {"id": "b", "output": "short"}]
+    with pytest.raises(BadInputError, match=r"plugin acme/checks: evaluator acme/long-enough: share 5.0 is outside "
+                                            r"0\.\.1"):
+        evalsi.evaluate(rows, [{"ref": "acme/long-enough", "params": {"share": 5, "log": str(log)}}],
+                        registry=registry)
+    assert not log.exists()  # refused at bind: the plugin evaluated nothing
+    with evalsi.evaluate(rows, [{"ref": "acme/long-enough", "params": {"share": 0.8, "log": str(log)}}],
+                         registry=registry) as results:
+        assert [r.scores[0].passed for r in results.results] == [True, False]
+    assert sorted(log.read_text().split()) == ["a", "b"]
 
 
 def test_dataset_scope_reduces_in_the_plugin(plugins: tuple[Registry, PluginSet]) -> None:

@@ -27,12 +27,13 @@ MAX_BATCH_RECORDS = 4096
 _SKIPPED = object()  # a record its mapper skipped: kept in place so the host's positions still line up
 
 
-def bind(evaluators: Mapping[str, Evaluator], ref: str, params: Any, scope: str) -> BoundEvaluator:
-    """The evaluator named ``name@version`` with its params validated; a wrong name or scope is bad input."""
+def bind(evaluators: Mapping[str, Evaluator], ref: str, params: Any, scope: str = "") -> BoundEvaluator:
+    """The evaluator named ``name@version`` with its params validated; a wrong name or scope (when given) is bad
+    input."""
     ev = evaluators.get(ref)
     if ev is None:
         raise BadInputError(f"this plugin hosts no evaluator {ref!r}; it hosts {', '.join(sorted(evaluators))}")
-    if (ev.scope == "dataset") != (scope == "dataset"):
+    if scope and (ev.scope == "dataset") != (scope == "dataset"):
         rpc = "Reduce" if ev.scope == "dataset" else "Evaluate"
         raise BadInputError(f"evaluator {ref} has scope {ev.scope}; call it with {rpc}")
     return ev.bind(struct_to_dict(params))

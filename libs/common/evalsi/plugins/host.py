@@ -138,6 +138,26 @@ class PluginHost:
 
         return self._with_retry(call, f"Reduce of {len(records) or len(indices)} records")
 
+    def check_params(self, ref: str, params: Mapping[str, Any]) -> str:
+        """Why the plugin's evaluator refuses ``params`` ("" when it accepts them), asked as the plugin binds them.
+        "" without asking where the plugin does not run in this process (only described: the worker that runs it
+        asks) or does not implement the check (its records then say what is wrong, one by one). A short call on a
+        Unix socket, made once per binding."""
+        if self._closed:
+            return ""
+        request = plugin_pb2.CheckParamsRequest(evaluator=ref, params=_struct(params))
+
+        def call(process: PluginProcess) -> plugin_pb2.CheckParamsResponse:
+            try:
+                return process.stub.CheckParams(request, timeout=self.manifest.timeout_s)
+            except grpc.RpcError as exc:
+                if exc.code() == grpc.StatusCode.UNIMPLEMENTED:
+                    return plugin_pb2.CheckParamsResponse()
+                raise self._rpc_failure(process, exc, "CheckParams") from None
+
+        answer: plugin_pb2.CheckParamsResponse = self._with_retry(call, f"CheckParams of {ref}")
+        return answer.error
+
     def _closed_error(self) -> InfraError:
         return InfraError(f"plugin {self.manifest.name} is not running in this process (closed, or only described "
                           "here: workers run plugins)")

@@ -119,6 +119,15 @@ def _reduce_proxy(host: PluginHost, ref: str) -> Any:
     return reduce
 
 
+def _check_proxy(host: PluginHost, ref: str) -> Any:
+    def check(**params: Any) -> None:
+        error = host.check_params(ref, params)
+        if error:
+            raise BadInputError(f"plugin {host.manifest.name}: {error}")
+
+    return check
+
+
 def _the_record(record: Record, **_: Any) -> Record:
     return record
 
@@ -143,6 +152,6 @@ def proxy_evaluators(host: PluginHost) -> list[Evaluator]:
             description=manifest.description, pack=host.manifest.pack,
             pool=manifest.scheduling.pool or ("judge" if manifest.requires.judge else "cpu"),
             wants_context=not dataset, is_async=not dataset, mapper=_the_record if dataset else None,
-            stack=_stack if dataset else None,
+            stack=_stack if dataset else None, check=_check_proxy(host, ref),
         ))
     return evaluators

@@ -27,7 +27,7 @@ from evalsi.errors import BadInputError, InfraError
 from evalsi.evaluators import EvalContext, Evaluator, Pack
 from evalsi.judges.connectors import Completion
 from evalsi.plugin.v1alpha1 import plugin_pb2, plugin_pb2_grpc
-from evalsi.plugins._calls import MappedDatasets, evaluate_batch, reduce
+from evalsi.plugins._calls import MappedDatasets, bind, evaluate_batch, reduce
 from evalsi.v1alpha1.score_pb2 import ERROR_KIND_EVALUATOR, OUTCOME_ERROR
 
 PROTOCOL = 1
@@ -140,6 +140,14 @@ class PluginServicer(plugin_pb2_grpc.EvaluatorPluginServiceServicer):
         except BadInputError as exc:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
             raise  # abort raises; this line is for the type checker
+
+    def CheckParams(self, request: plugin_pb2.CheckParamsRequest, context: grpc.ServicerContext
+                    ) -> plugin_pb2.CheckParamsResponse:
+        try:
+            bind(self._evaluators, request.evaluator, request.params)
+        except BadInputError as exc:
+            return plugin_pb2.CheckParamsResponse(error=str(exc))
+        return plugin_pb2.CheckParamsResponse()
 
 
 def evaluators_of(target: Pack | Evaluator | Iterable[Evaluator]) -> list[Evaluator]:

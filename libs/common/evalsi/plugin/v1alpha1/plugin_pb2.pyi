@@ -125,3 +125,17 @@ class ReduceResponse(_message.Message):
     skipped: str
     unknown_dataset: bool
     def __init__(self, scores: _Optional[_Iterable[_Union[_score_pb2.Score, _Mapping]]] = ..., error: _Optional[str] = ..., skipped: _Optional[str] = ..., unknown_dataset: _Optional[bool] = ...) -> None: ...
+
+class CheckParamsRequest(_message.Message):
+    __slots__ = ("evaluator", "params")
+    EVALUATOR_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_FIELD_NUMBER: _ClassVar[int]
+    evaluator: str
+    params: _struct_pb2.Struct
+    def __init__(self, evaluator: _Optional[str] = ..., params: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+
+class CheckParamsResponse(_message.Message):
+    __slots__ = ("error",)
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    error: str
+    def __init__(self, error: _Optional[str] = ...) -> None: ...

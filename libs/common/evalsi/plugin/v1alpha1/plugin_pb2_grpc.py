@@ -49,6 +49,11 @@ class EvaluatorPluginServiceStub:
                 request_serializer=evalsi_dot_plugin_dot_v1alpha1_dot_plugin__pb2.ReduceRequest.SerializeToString,
                 response_deserializer=evalsi_dot_plugin_dot_v1alpha1_dot_plugin__pb2.ReduceResponse.FromString,
                 _registered_method=True)
+        self.CheckParams = channel.unary_unary(
+                '/evalsi.plugin.v1alpha1.EvaluatorPluginService/CheckParams',
+                request_serializer=evalsi_dot_plugin_dot_v1alpha1_dot_plugin__pb2.CheckParamsRequest.SerializeToString,
+                response_deserializer=evalsi_dot_plugin_dot_v1alpha1_dot_plugin__pb2.CheckParamsResponse.FromString,
+                _registered_method=True)
 
 
 class EvaluatorPluginServiceServicer:
@@ -76,6 +81,15 @@ class EvaluatorPluginServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CheckParams(self, request, context):
+        """An evaluator's params checked as the plugin binds them (types, choices and its own check: a regex compiles, a
+        number in range), so the host refuses a bad value before any record is sent. A plugin that does not implement
+        it (UNIMPLEMENTED) has its params checked by Evaluate and Reduce only, record by record.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EvaluatorPluginServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -93,6 +107,11 @@ def add_EvaluatorPluginServiceServicer_to_server(servicer, server):
                     servicer.Reduce,
                     request_deserializer=evalsi_dot_plugin_dot_v1alpha1_dot_plugin__pb2.ReduceRequest.FromString,
                     response_serializer=evalsi_dot_plugin_dot_v1alpha1_dot_plugin__pb2.ReduceResponse.SerializeToString,
+            ),
+            'CheckParams': grpc.unary_unary_rpc_method_handler(
+                    servicer.CheckParams,
+                    request_deserializer=evalsi_dot_plugin_dot_v1alpha1_dot_plugin__pb2.CheckParamsRequest.FromString,
+                    response_serializer=evalsi_dot_plugin_dot_v1alpha1_dot_plugin__pb2.CheckParamsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -176,6 +195,33 @@ class EvaluatorPluginService:
             '/evalsi.plugin.v1alpha1.EvaluatorPluginService/Reduce',
             evalsi_dot_plugin_dot_v1alpha1_dot_plugin__pb2.ReduceRequest.SerializeToString,
             evalsi_dot_plugin_dot_v1alpha1_dot_plugin__pb2.ReduceResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CheckParams(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/evalsi.plugin.v1alpha1.EvaluatorPluginService/CheckParams',
+            evalsi_dot_plugin_dot_v1alpha1_dot_plugin__pb2.CheckParamsRequest.SerializeToString,
+            evalsi_dot_plugin_dot_v1alpha1_dot_plugin__pb2.CheckParamsResponse.FromString,
             options,
             channel_credentials,
             insecure,
