@@ -1,22 +1,49 @@
 """DeepEval's own measurement, for the contract tests: run by the adapter venv's python, it measures each job's
 metric with DeepEval's ``measure()`` (synchronous) and DeepEval's own ``LocalModel`` pointed at the tests' local
-OpenAI-compatible server, and writes the scores as JSON to the file named by its argument. Nothing of the
-adapter is used here.
+OpenAI-compatible server, and writes the scores as JSON to the file named by its argument, with every connection
+beyond this machine it tried (``blocked``: the offline guard refuses them). Nothing of the adapter is used here.
 
 stdin: {"base_url": ..., "jobs": [{"cls": "FaithfulnessMetric", "kwargs": {...}, "case": {LLMTestCase fields}}]}
+A case's ``tools_called``/``expected_tools`` are lists of ``ToolCall`` fields; a case with ``turns`` (a list of
+``Turn`` fields) is a ``ConversationalTestCase``.
 """
 
+# ruff: noqa: E402 (the offline guard is installed before DeepEval loads)
 from __future__ import annotations
 
 import json
 import os
 import sys
 
+from evalsi.testing import offline_guard
+
+offline_guard.install()
 os.environ.setdefault("DEEPEVAL_TELEMETRY_OPT_OUT", "1")
 
 from deepeval import metrics
 from deepeval.models import LocalModel
-from deepeval.test_case import LLMTestCase, SingleTurnParams
+from deepeval.test_case import (
+    ConversationalTestCase,
+    LLMTestCase,
+    MultiTurnParams,
+    SingleTurnParams,
+    ToolCall,
+    ToolCallParams,
+    Turn,
+)
+
+# The enum of each metric's evaluation_params (SingleTurnParams otherwise).
+PARAMS = {"ToolCorrectnessMetric": ToolCallParams, "ConversationalGEval": MultiTurnParams}
+
+
+def test_case(fields: dict) -> LLMTestCase | ConversationalTestCase:
+    fields = dict(fields)
+    if "turns" in fields:
+        return ConversationalTestCase(**{**fields, "turns": [Turn(**turn) for turn in fields["turns"]]})
+    for key in ("tools_called", "expected_tools"):
+        if fields.get(key) is not None:
+            fields[key] = [ToolCall(**call) for call in fields[key]]
+    return LLMTestCase(**fields)
 
 
 def main() -> None:
@@ -26,12 +53,13 @@ def main() -> None:
     for job in spec["jobs"]:
         kwargs = dict(job["kwargs"])
         if "evaluation_params" in kwargs:
-            kwargs["evaluation_params"] = [SingleTurnParams(p) for p in kwargs["evaluation_params"]]
+            enum = PARAMS.get(job["cls"], SingleTurnParams)
+            kwargs["evaluation_params"] = [enum(p) for p in kwargs["evaluation_params"]]
         metric = getattr(metrics, job["cls"])(model=model, async_mode=False, **kwargs)
-        metric.measure(LLMTestCase(**job["case"]), _show_indicator=False)
+        metric.measure(test_case(job["case"]), _show_indicator=False)
         out.append({"score": metric.score, "success": metric.success, "reason": metric.reason})
     with open(sys.argv[1], "w") as answer:
-        json.dump(out, answer)
+        json.dump({"scores": out, "blocked": offline_guard.blocked}, answer)
 
 
 if __name__ == "__main__":

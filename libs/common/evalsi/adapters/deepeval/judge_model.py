@@ -63,3 +63,24 @@ class JudgeLLM(DeepEvalBaseLLM):
         completion = await self.judge.complete([{"role": "user", "content": prompt}], template_hash=self.template)
         self.completions.append(completion)
         return completion.text if schema is None else parse_answer(completion.text, schema)
+
+
+class NoModel(DeepEvalBaseLLM):
+    """The model of a DeepEval metric that scores in code (tool correctness): DeepEval builds a model for every
+    metric, its default an OpenAI client that wants a key; this one holds none and refuses any call."""
+
+    def __init__(self, metric: str) -> None:
+        self.metric = metric
+        super().__init__("none")
+
+    def load_model(self, *args: Any, **kwargs: Any) -> NoModel:
+        return self
+
+    def get_model_name(self, *args: Any, **kwargs: Any) -> str:
+        return "none (scored in code)"
+
+    def generate(self, *args: Any, **kwargs: Any) -> str:
+        raise RuntimeError(f"{self.metric} scores without a model, yet DeepEval asked one")
+
+    async def a_generate(self, *args: Any, **kwargs: Any) -> str:
+        return self.generate()

@@ -12,22 +12,28 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from deepeval import metrics as deepeval_metrics  # type: ignore[import-not-found]
 from deepeval.metrics import BaseMetric  # type: ignore[import-not-found]
 from deepeval.test_case import LLMTestCase, SingleTurnParams  # type: ignore[import-not-found]
 
 from evalsi.adapters.deepeval import UPSTREAM
+from evalsi.adapters.deepeval.agentic import AGENTIC
 from evalsi.adapters.deepeval.cases import case_fields
+from evalsi.adapters.deepeval.conversational import CONVERSATIONAL
 from evalsi.adapters.deepeval.judge_model import JudgeLLM
-from evalsi.errors import BadInputError
-from evalsi.evaluators import EvalContext, Evaluator, Output, Pack, evaluator
+from evalsi.adapters.deepeval.scoring import (
+    COMMON_PARAMS,
+    VERSION,
+    check_criteria,
+    check_threshold,
+    measure,
+    outputs,
+    template,
+)
+from evalsi.evaluators import EvalContext, Evaluator, Pack, evaluator
 from evalsi.v1alpha1.record_pb2 import Record
 from evalsi.v1alpha1.score_pb2 import Score
-
-VERSION = UPSTREAM.split("==")[1]
-MAX_CRITERIA = 4000  # characters of a G-Eval criteria param: it is sent to the judge with every record
 
 
 @dataclass(frozen=True)
@@ -60,61 +66,22 @@ METRICS = (
 )
 
 
-def _outputs(about: str) -> list[Output]:
-    return [
-        Output("score", "number", min=0.0, max=1.0, description=f"DeepEval's score: {about}"),
-        Output("passed", description="DeepEval's success: the score at or above the threshold"),
-    ]
-
-
-def _check_threshold(*, threshold: float, **_: Any) -> None:
-    if not 0.0 <= threshold <= 1.0:
-        raise BadInputError(f"param threshold: {threshold} is outside [0, 1] (DeepEval's scores are in [0, 1])")
-
-
-async def measure(metric: BaseMetric, model: JudgeLLM, record: Record) -> list[Score]:
-    """``metric`` over ``record``'s test case: DeepEval's score and success, explained by its reason."""
-    await metric.a_measure(LLMTestCase(**case_fields(record)), _show_indicator=False)
-    if metric.score is None:
-        raise ValueError(f"DeepEval's {type(metric).__name__} gave no score: {metric.error or 'no error given'}")
-    reason = metric.reason or ""
-    score = Score(name="score", number=float(metric.score), explanation=reason)
-    live = [c for c in model.completions if not c.cached]  # cache hits spent no tokens
-    score.cost.input_tokens = sum(c.input_tokens for c in live)
-    score.cost.output_tokens = sum(c.output_tokens for c in live)
-    score.cost.total_tokens = score.cost.input_tokens + score.cost.output_tokens
-    return [score, Score(name="passed", passed=bool(metric.success), explanation=reason)]
-
-
-def _template(slug: str) -> str:
-    return f"deepeval:{slug}@{VERSION}"
-
-
 def metric_evaluator(spec: MetricSpec) -> Evaluator:
     """The evaluator ``deepeval/<slug>`` measuring each record with DeepEval's metric class ``spec.cls``."""
     make: Callable[..., BaseMetric] = getattr(deepeval_metrics, spec.cls)
 
     @evaluator(f"deepeval/{spec.slug}", version=VERSION, requires=(*spec.requires, "judge"),
-               outputs=_outputs(spec.about), check=_check_threshold,
+               outputs=outputs(spec.about), check=check_threshold,
                description=f"DeepEval's {spec.cls} ({UPSTREAM}), its model calls answered by the run's judge.",
-               params={"threshold": "DeepEval's threshold for passed (0-1)",
-                       "include_reason": "ask the judge for DeepEval's reason (one call more per record)",
-                       "strict_mode": "DeepEval's strict mode: the score is 0 or 1, the threshold 1"})
+               params=COMMON_PARAMS)
     async def measured(record: Record, ctx: EvalContext, *, threshold: float = 0.5, include_reason: bool = True,
                        strict_mode: bool = False) -> list[Score]:
-        model = JudgeLLM(ctx.require_judge(), _template(spec.slug))
+        model = JudgeLLM(ctx.require_judge(), template(spec.slug))
         metric = make(threshold=threshold, model=model, include_reason=include_reason, strict_mode=strict_mode,
                       async_mode=True, verbose_mode=False)
-        return await measure(metric, model, record)
+        return await measure(metric, model, LLMTestCase(**case_fields(record)))
 
     return measured
-
-
-def _check_g_eval(*, threshold: float, criteria: str, **_: Any) -> None:
-    _check_threshold(threshold=threshold)
-    if not criteria.strip() or len(criteria) > MAX_CRITERIA:
-        raise BadInputError(f"param criteria: give what G-Eval grades, 1 to {MAX_CRITERIA} characters "
-                            f"(got {len(criteria.strip())})")
 
 
 def g_eval_params(record: Record) -> list[SingleTurnParams]:
@@ -130,7 +97,7 @@ def g_eval_params(record: Record) -> list[SingleTurnParams]:
 
 
 @evaluator("deepeval/g-eval", version=VERSION, requires=("input", "output", "judge"),
-           outputs=_outputs("G-Eval's normalized grade against the criteria"), check=_check_g_eval,
+           outputs=outputs("G-Eval's normalized grade against the criteria"), check=check_criteria,
            description=f"DeepEval's GEval ({UPSTREAM}): the judge writes evaluation steps for the criteria, then "
                        "grades the record by them.",
            params={"criteria": "what to grade, in words (G-Eval derives its evaluation steps from it)",
@@ -140,14 +107,14 @@ def g_eval_params(record: Record) -> list[SingleTurnParams]:
 async def g_eval(record: Record, ctx: EvalContext, *, criteria: str, name: str = "G-Eval", threshold: float = 0.5,
                  strict_mode: bool = False) -> list[Score]:
     # The template key holds the criteria: steps derived for one criteria are never reused for another.
-    model = JudgeLLM(ctx.require_judge(), f"{_template('g-eval')}:{name}:{criteria}")
+    model = JudgeLLM(ctx.require_judge(), f"{template('g-eval')}:{name}:{criteria}")
     metric = deepeval_metrics.GEval(name=name, criteria=criteria, evaluation_params=g_eval_params(record),
                                     threshold=threshold, model=model, strict_mode=strict_mode, async_mode=True,
                                     verbose_mode=False)
-    return await measure(metric, model, record)
+    return await measure(metric, model, LLMTestCase(**case_fields(record)))
 
 
-EVALUATORS = (*(metric_evaluator(spec) for spec in METRICS), g_eval)
+EVALUATORS = (*(metric_evaluator(spec) for spec in METRICS), g_eval, *AGENTIC, *CONVERSATIONAL)
 
 pack = Pack(name="deepeval", evaluators=EVALUATORS, tier="wrapped", upstream=UPSTREAM,
             description=f"DeepEval's metrics ({UPSTREAM}) graded by the run's judge.")
