@@ -5,6 +5,7 @@ bubblewrap sandbox, and the checker grading as SWE-bench does."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -290,3 +291,33 @@ def test_a_django_style_instance_runs_its_runner_and_is_graded_by_its_log(tmp_pa
     assert reasons["wrong"].startswith("FAIL_TO_PASS 0/1, PASS_TO_PASS 1/2; failing: test_sub (calc_tests.tests."
                                        "CalcTests), test_add (calc_tests.tests.CalcTests)"), reasons
     assert reasons["empty"].startswith("FAIL_TO_PASS 0/1, PASS_TO_PASS 2/2; failing: test_sub"), reasons
+
+
+def _oldest_python() -> str | None:
+    """A Python 3.6 here, the oldest a SWE-bench image's environment runs the checker with (django 3.x's)."""
+    pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
+    installed = next((str(path) for path in sorted(pyenv.glob("versions/3.6*/bin/python3.6"))), None)
+    found = shutil.which("python3.6")
+    return installed or (found if found and "/shims/" not in found else None)  # a pyenv shim may lead nowhere
+
+
+def test_the_checker_runs_on_the_oldest_python_of_swebench_environments(tmp_path: Path) -> None:
+    python = _oldest_python()
+    if python is None:
+        pytest.skip("no Python 3.6 on this machine (the shipped modules' 3.6 syntax is checked in test_swebench_specs)")
+    records = {r.id: r for r in load_dataset(f"swebench://{_django_instances(tmp_path)}")}
+    verdicts = {}
+    for key in ("gold", "wrong"):
+        workspace = tmp_path / key
+        for name, text in from_value(records[key].metadata["environment"])["files"].items():
+            (workspace / name).parent.mkdir(parents=True, exist_ok=True)
+            (workspace / name).write_text(text, encoding="utf-8")
+        env = {"PATH": "/usr/bin:/bin", "PYTHONIOENCODING": "utf-8"}  # django's harness sets a UTF-8 locale
+        subprocess.run([python, ".swebench/swebench.py", "apply", ".swebench/model.patch"], cwd=workspace, env=env,
+                       check=True)
+        done = subprocess.run([python, ".swebench/swebench.py", "check"], cwd=workspace, env=env,
+                              capture_output=True, text=True, check=True)
+        verdicts[key] = json.loads(done.stdout)
+    assert verdicts["gold"] == {"success": True, "reason": "FAIL_TO_PASS 1/1, PASS_TO_PASS 2/2", "score": 1.0}
+    assert verdicts["wrong"]["success"] is False
+    assert verdicts["wrong"]["reason"].startswith("FAIL_TO_PASS 0/1, PASS_TO_PASS 1/2"), verdicts

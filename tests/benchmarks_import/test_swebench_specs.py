@@ -1,7 +1,7 @@
 """SWE-bench's harness data (evalsi/datasets/swebench_specs.py): each log parser on a log written in its runner's
 exact format (status lines, tracebacks between them, parametrized ids with spaces and brackets, unicode), the
 directives derived from realistic test patches, the per-repository spec, and the module's fitness to run in the
-sandbox (standard library only, Python 3.7 syntax)."""
+sandbox (standard library only, Python 3.6 syntax)."""
 
 from __future__ import annotations
 
@@ -353,9 +353,9 @@ def test_each_repository_runs_its_own_command_with_the_sandbox_python() -> None:
 
 
 @pytest.mark.parametrize("module", [swebench_specs, swebench_main])
-def test_the_sandbox_modules_need_only_the_standard_library_and_python_3_7(module: object) -> None:
+def test_the_sandbox_modules_need_only_the_standard_library_and_python_3_6(module: object) -> None:
     source = Path(str(getattr(module, "__file__", ""))).read_text(encoding="utf-8")
-    tree = ast.parse(source, feature_version=(3, 7))  # SyntaxError on anything newer
+    tree = ast.parse(source, feature_version=(3, 6))  # SyntaxError on anything newer
     # an import tried for whether the root has it (pytest, ImportError caught) is not a need
     optional = {id(inner) for node in ast.walk(tree) if isinstance(node, ast.Try)
                 and any("ImportError" in ast.unparse(handler.type or ast.Name("")) for handler in node.handlers)

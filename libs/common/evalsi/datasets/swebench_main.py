@@ -1,4 +1,4 @@
-"""SWE-bench's patch-and-grade steps, run INSIDE the sandbox (standard library only) as ``.swebench/swebench.py``.
+"""SWE-bench's patch-and-grade steps, run INSIDE the sandbox as ``.swebench/swebench.py`` (stdlib only, 3.6 on).
 
 - ``python3 .swebench/swebench.py apply PATCH``: applies a unified diff (``git diff`` output: modified, new and
   deleted files) to the workspace, as ``git apply`` would; exits 1 naming the hunk that does not apply. A CLI agent
@@ -136,31 +136,36 @@ def apply(patch_path):
             handle.write("\n".join(lines) + "\n" if lines else "")
 
 
-def _pytest_statuses(tests):
-    done = subprocess.run([sys.executable, "-m", "pytest", "-rA", "-p", "no:cacheprovider", *tests],
-                          capture_output=True, text=True, timeout=_TEST_TIMEOUT_S * max(len(tests), 1))
-    return specs.parse_log_pytest(done.stdout)
-
-
-def _spec_statuses(spec, wanted):
-    """The statuses the repository's own runner gives, as SWE-bench's parser for it reads its log; with a reason
-    when the log could not be read."""
-    argv, extra = specs.run_argv(spec["test_command"], spec["directives"], sys.executable)
+def _logged_statuses(argv, extra_env, parser, label, timeout):
+    """Runs ``argv`` with its output (stdout and stderr together, as SWE-bench's log has them) in ``.swebench/test.log``
+    and reads it with ``parser``: ``(statuses, note)``, the note saying why the log gave no result."""
     with open(_LOG, "wb") as log:
         try:
-            subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **extra},
-                           timeout=_TEST_TIMEOUT_S * max(len(wanted), 1))
+            subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, env=dict(os.environ, **extra_env),
+                           timeout=timeout)
         except subprocess.TimeoutExpired:
             return {}, "the tests timed out"
     if os.path.getsize(_LOG) > _LOG_LIMIT:
         return {}, f"the test log is over {_LOG_LIMIT >> 20} MiB"
     with open(_LOG, encoding="utf-8", errors="replace") as handle:
         text = handle.read()
-    statuses = specs.PARSERS[spec["log_parser"]](text)
+    statuses = parser(text)
     if statuses:
         return statuses, ""
     tail = text.strip().splitlines()[-1:] or ["(empty)"]
-    return statuses, f"no test result in the log of {spec['test_command']!r} (its last line: {tail[0][:200]})"
+    return statuses, f"no test result in the log of {label!r} (its last line: {tail[0][:200]})"
+
+
+def _spec_statuses(spec, wanted):
+    """The repository's own runner on the test patch's directives, read as SWE-bench's parser for it reads its log."""
+    argv, extra = specs.run_argv(spec["test_command"], spec["directives"], sys.executable)
+    return _logged_statuses(argv, extra, specs.PARSERS[spec["log_parser"]], spec["test_command"],
+                            _TEST_TIMEOUT_S * max(len(wanted), 1))
+
+
+def _pytest_statuses(tests):
+    return _logged_statuses([sys.executable, "-m", "pytest", "-rA", "-p", "no:cacheprovider", *tests], {},
+                            specs.parse_log_pytest, "pytest -rA", _TEST_TIMEOUT_S * max(len(tests), 1))
 
 
 def _child_statuses(tests):
@@ -172,7 +177,7 @@ def _child_statuses(tests):
             continue
         try:
             done = subprocess.run([sys.executable, "-c", _CHILD, path, *names.split("::")],
-                                  capture_output=True, timeout=_TEST_TIMEOUT_S)
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=_TEST_TIMEOUT_S)
             statuses[test] = "PASSED" if done.returncode == 0 else "FAILED"
         except subprocess.TimeoutExpired:
             statuses[test] = "FAILED"
@@ -197,7 +202,7 @@ def check():
         try:
             import pytest  # noqa: F401 - only whether the root has it
 
-            statuses = _pytest_statuses(wanted)
+            statuses, note = _pytest_statuses(wanted)
         except ImportError:
             statuses = _child_statuses(wanted)
     # SWE-bench's test_passed and test_failed: a skipped test is neither, and counts for neither list

@@ -2,21 +2,19 @@
 command (by the instance's ``version``), the test directives it derives from a test patch, and the log parsers.
 
 Read by the importer (``swebench.py``) on the host and shipped into the sandbox as ``.swebench/swebench_specs.py``
-beside the patch-and-grade script, which runs it with the sandbox's ``python3``: so it imports the standard library
-only, and keeps to Python 3.7 syntax and runtime (SWE-bench's own environments run Python 3.5 to 3.11; no
-subscripted builtins outside annotations, no ``removeprefix``, no walrus).
+beside the patch-and-grade script, which runs it with the sandbox's ``python3``, in a SWE-bench image the
+environment's own (Python 3.6 for django 3.x): so it imports the standard library only and keeps to Python 3.6
+(annotations in quotes, so none is evaluated; no dataclasses, ``removeprefix`` or walrus).
 
 The values follow SWE-bench's harness (``swebench/harness/constants/python.py``, ``log_parsers/python.py`` and
 ``test_spec/python.py``). Python versions and install commands are recorded for whoever builds an environment with
 network (an image root); nothing here installs anything.
 """
 
-from __future__ import annotations
-
 import re
 import shlex
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 PASSED, FAILED, SKIPPED, ERROR, XFAIL = "PASSED", "FAILED", "SKIPPED", "ERROR", "XFAIL"
 STATUSES = (FAILED, PASSED, SKIPPED, ERROR, XFAIL)
@@ -37,8 +35,7 @@ NON_TEST_EXTS = (".json", ".png", "csv", ".txt", ".md", ".jpg", ".jpeg", ".pkl",
 _DIFF_TARGET = re.compile(r"diff --git a/.* b/(.*)")
 
 
-@dataclass(frozen=True)
-class Spec:
+class Spec(NamedTuple):
     """What SWE-bench does for one repository at one version."""
 
     repo: str
@@ -47,11 +44,11 @@ class Spec:
     install: str  # run in the repository once its requirements are in (needs the network)
     test_command: str  # SWE-bench's text; the directives are appended
     log_parser: str  # a key of PARSERS
-    pre_install: tuple[str, ...] = ()  # commands SWE-bench runs before installing that the log's format depends on
+    pre_install: "tuple[str, ...]" = ()  # commands SWE-bench runs before installing that the log's format depends on
 
 
 # repo -> (log parser, [(versions, python, install, test command)]); the last row is the repository's newest.
-_TABLE: dict[str, tuple[str, list[tuple[str, str, str, str]]]] = {
+_TABLE: "dict[str, tuple[str, list[tuple[str, str, str, str]]]]" = {
     "astropy/astropy": ("pytest_v2", [
         ("0.1 0.2 0.3 0.4 1.1 1.2 1.3", "3.6", "python -m pip install -e .[test] --verbose", PYTEST_ASTROPY_OLD),
         ("3.0 3.1 3.2 4.1 4.2 4.3 5.0 5.1 5.2", "3.9", "python -m pip install -e .[test] --verbose", PYTEST),
@@ -119,7 +116,7 @@ _TABLE: dict[str, tuple[str, list[tuple[str, str, str, str]]]] = {
 _PRE_INSTALL = {"sphinx-doc/sphinx": ("sed -i 's/pytest/pytest -rA/' tox.ini",)}
 
 
-def spec_for(repo: str, version: str) -> Spec | None:
+def spec_for(repo: str, version: str) -> "Spec | None":
     """The spec of ``repo`` at ``version``: the row SWE-bench lists the version in, else the repository's newest;
     None for a repository SWE-bench does not know."""
     entry = _TABLE.get(repo)
@@ -130,7 +127,7 @@ def spec_for(repo: str, version: str) -> Spec | None:
     return Spec(repo, version, python, install, test_command, parser, _PRE_INSTALL.get(repo, ()))
 
 
-def patch_directives(repo: str, test_patch: str) -> list[str]:
+def patch_directives(repo: str, test_patch: str) -> "list[str]":
     """What SWE-bench appends to the test command: the files the test patch touches, less data files; for django
     the dotted test module (``tests/`` and ``.py`` dropped), which its runner takes."""
     directives = [path for path in _DIFF_TARGET.findall(test_patch) if not path.endswith(NON_TEST_EXTS)]
@@ -144,7 +141,7 @@ def patch_directives(repo: str, test_patch: str) -> list[str]:
     return modules
 
 
-def run_argv(test_command: str, directives: list[str], python: str) -> tuple[list[str], dict[str, str]]:
+def run_argv(test_command: str, directives: "list[str]", python: str) -> "tuple[list[str], dict[str, str]]":
     """``(argv, extra environment)`` that runs ``test_command`` on ``directives`` with the interpreter ``python``:
     every SWE-bench test command is a Python program (``pytest`` and ``tox`` as modules, a script by its path), so
     none depends on a shebang, an executable bit or what is on PATH; leading ``NAME=value`` words are variables."""
@@ -168,7 +165,7 @@ _TEST_FIRST = re.compile(r"^(\S+)\s+(" + _STATUS + r")(?:\s|$)")
 _SKIP_COUNT = re.compile(r"\[\d+\]")  # "SKIPPED [2] path:line: reason" names no test
 
 
-def _pytest_line(line: str) -> tuple[str, str] | None:
+def _pytest_line(line: str) -> "tuple[str, str] | None":
     """``(test, status)`` of a result line: ``STATUS test ...`` (-rA's summary) or ``test STATUS ...`` (-v)."""
     match = _STATUS_FIRST.match(line)
     if match:
@@ -178,7 +175,7 @@ def _pytest_line(line: str) -> tuple[str, str] | None:
     return (match.group(1), match.group(2)) if match else None
 
 
-def parse_log_pytest(log: str) -> dict[str, str]:
+def parse_log_pytest(log: str) -> "dict[str, str]":
     """pytest ``-rA``: the test id is the first word after the status, so an id with a space in its parameters is
     cut at the space, as SWE-bench's FAIL_TO_PASS and PASS_TO_PASS lists write it."""
     statuses = {}
@@ -192,7 +189,7 @@ def parse_log_pytest(log: str) -> dict[str, str]:
 _OPTION = re.compile(r"(.*?)\[(.*)\]")
 
 
-def parse_log_pytest_options(log: str) -> dict[str, str]:
+def parse_log_pytest_options(log: str) -> "dict[str, str]":
     """pytest, with a parameter that is an absolute path cut to its last part (``[/tmp/x/y.txt]`` -> ``[/y.txt]``),
     as SWE-bench keys requests', pylint's and pydicom's tests, whose paths differ from machine to machine."""
     statuses = {}
@@ -211,7 +208,7 @@ _COLOUR = re.compile(r"\[(\d+)m")
 _CONTROL = str.maketrans("", "", "".join(chr(code) for code in range(1, 32)))
 
 
-def parse_log_pytest_v2(log: str) -> dict[str, str]:
+def parse_log_pytest_v2(log: str) -> "dict[str, str]":
     """pytest with colour (astropy, scikit-learn, sphinx under tox): escape codes and control characters dropped
     from each line first."""
     statuses = {}
@@ -222,7 +219,7 @@ def parse_log_pytest_v2(log: str) -> dict[str, str]:
     return statuses
 
 
-def parse_log_matplotlib(log: str) -> dict[str, str]:
+def parse_log_matplotlib(log: str) -> "dict[str, str]":
     """matplotlib: ``STATUS test`` lines only, with the mouse buttons in parameters written as numbers (their
     repr changed between versions)."""
     statuses = {}
@@ -235,7 +232,7 @@ def parse_log_matplotlib(log: str) -> dict[str, str]:
     return statuses
 
 
-def parse_log_seaborn(log: str) -> dict[str, str]:
+def parse_log_seaborn(log: str) -> "dict[str, str]":
     """seaborn: only ``FAILED test`` and ``PASSED`` lines (either order); its errors, skips and xfails are absent."""
     statuses = {}
     for line in log.split("\n"):
@@ -261,7 +258,7 @@ _DJANGO_INTERRUPTED = [
 ]
 
 
-def parse_log_django(log: str) -> dict[str, str]:
+def parse_log_django(log: str) -> "dict[str, str]":
     """django's runner at verbosity 2: ``name (module.Class) ... ok|FAIL|ERROR|skipped 'why'``; a test's output
     between ``...`` and its ``ok`` (the ``ok`` alone on a later line) passes the last test named; ``FAIL: name
     (module.Class)`` and ``ERROR: ...`` blocks mark the bare name (their first word), as SWE-bench does."""
@@ -301,7 +298,7 @@ def parse_log_django(log: str) -> dict[str, str]:
 _SYMPY_FAILURE_HEADER = re.compile(r"(_*) (.*)\.py:(.*) (_*)")
 
 
-def parse_log_sympy(log: str) -> dict[str, str]:
+def parse_log_sympy(log: str) -> "dict[str, str]":
     """sympy's ``bin/test --verbose``: ``test_name ok|F|E`` lines; a traceback's header ``___ path.py:test ___``
     marks ``path.py:test`` failed. The last test of each file carries the file's ``[OK]``/``[FAIL]`` on its line,
     which this reading, like SWE-bench's, does not see."""
@@ -318,7 +315,7 @@ def parse_log_sympy(log: str) -> dict[str, str]:
     return statuses
 
 
-PARSERS: dict[str, Callable[[str], dict[str, str]]] = {
+PARSERS: "dict[str, Callable[[str], dict[str, str]]]" = {
     "pytest": parse_log_pytest,
     "pytest_options": parse_log_pytest_options,
     "pytest_v2": parse_log_pytest_v2,
