@@ -94,6 +94,9 @@ def test_instances_become_harness_tasks(tmp_path: Path) -> None:
                                                          "PASS_TO_PASS": ["tests/test_calc.py::test_add"]}
     assert environment["check"]["format"] == "json"
     assert from_value(record.metadata["swebench"])["repo"] == "evals/calc"
+    # a repository SWE-bench does not know gets no spec: its tests are the ids themselves, under pytest
+    assert ".swebench/spec.json" not in files and "spec" not in from_value(record.metadata["swebench"])
+    assert files[".swebench/swebench_specs.py"] == SPECS.read_text()
 
 
 def test_bad_instances_are_refused_by_name(tmp_path: Path) -> None:
@@ -112,6 +115,9 @@ def test_bad_instances_are_refused_by_name(tmp_path: Path) -> None:
         load_dataset(f"swebench://{escaped}")
     bad.write_text(json.dumps({**row, "base_commit": "--output=/tmp/x"}) + "\n")
     with pytest.raises(BadInputError, match="base_commit: expected a commit hash"):
+        load_dataset(f"swebench://{bad}")
+    bad.write_text(json.dumps({**row, "version": ["3.0"]}) + "\n")
+    with pytest.raises(BadInputError, match=r"bad.jsonl:1: version: expected a string"):
         load_dataset(f"swebench://{bad}")
     bad.write_text(json.dumps({**row, "FAIL_TO_PASS": "not json"}) + "\n")
     with pytest.raises(BadInputError, match="FAIL_TO_PASS: expected a list of test ids"):
