@@ -12,7 +12,7 @@ Which items support the answer comes from ``metadata.supporting`` (positions or 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from google.protobuf import struct_pb2
 
@@ -44,13 +44,17 @@ def _range(token: str) -> list[str] | None:
     return None
 
 
-def citations(text: str, with_ids: bool) -> list[str]:
-    """The citation tokens in ``text``, in order (numbers as decimal strings, ranges expanded, ids as written)."""
+def citations(text: str, with_ids: bool | Callable[[], bool]) -> list[str]:
+    """The citation tokens in ``text``, in order (numbers as decimal strings, ranges expanded, ids as written).
+    ``with_ids``: whether the context has ids, or a function saying so, asked only when a bracket holds a word."""
     found: list[str] = []
     if "[" not in text:
         return found
     for body, link in _BRACKETS.findall(text):
         if link:
+            continue
+        if body.isdecimal():  # [3], the usual citation: what the general path below makes of it
+            found.append(body)
             continue
         for separator in _SEPARATORS[1:]:
             body = body.replace(separator, _SEPARATORS[0])
@@ -62,7 +66,7 @@ def citations(text: str, with_ids: bool) -> list[str]:
             spanned = _range(token)
             if spanned is not None:
                 expanded.extend(spanned)
-            elif token.isdecimal() or (with_ids and " " not in token):
+            elif token.isdecimal() or (" " not in token and (with_ids() if callable(with_ids) else with_ids)):
                 expanded.append(token)
             else:
                 expanded = []
@@ -88,19 +92,42 @@ def context_ids(record: Record) -> list[str]:
     return ids
 
 
-def resolve(token: str, count: int, ids: Sequence[str]) -> int | None:
+class _Ids:
+    """A record's context ids, read when first needed: most records cite by number and name their support by
+    number, and reading each context item's kind costs more than the rest of the evaluation. Ids in metadata are
+    read at once, so that a bad list is the record's error whatever the output cites."""
+
+    def __init__(self, record: Record) -> None:
+        self._record = record
+        self._ids = context_ids(record) if IDS_KEY in record.metadata else None
+
+    def __call__(self) -> list[str]:
+        if self._ids is None:
+            self._ids = context_ids(self._record)
+        return self._ids
+
+    def any(self) -> bool:
+        return any(self())
+
+
+def resolve(token: str, count: int, ids: Sequence[str] | Callable[[], Sequence[str]]) -> int | None:
     """The 0-based context index a citation names, or None when it names none."""
     if token.isdecimal():
         index = int(token) - 1
         return index if 0 <= index < count else None
-    return ids.index(token) if token in ids else None
+    named = ids() if callable(ids) else ids
+    return named.index(token) if token in named else None
 
 
-def supporting(record: Record, ids: Sequence[str]) -> set[int] | None:
-    """The context indexes in ``metadata.supporting`` (1-based positions or ids), None when it is absent."""
-    if SUPPORTING_KEY not in record.metadata:
+def supporting(record: Record, ids: Sequence[str] | Callable[[], Sequence[str]], count: int | None = None
+               ) -> set[int] | None:
+    """The context indexes in ``metadata.supporting`` (1-based positions or ids), None when it is absent.
+    ``count``: the record's number of context items, when the caller has it."""
+    metadata = record.metadata
+    if SUPPORTING_KEY not in metadata:
         return None
-    value = record.metadata[SUPPORTING_KEY]
+    count = len(record.context) if count is None else count
+    value = metadata[SUPPORTING_KEY]
     items: list[struct_pb2.Value] = (list(value.list_value.values) if value.WhichOneof("kind") == "list_value"
                                      else [value])
     found = set()
@@ -108,10 +135,10 @@ def supporting(record: Record, ids: Sequence[str]) -> set[int] | None:
         kind = item.WhichOneof("kind")
         token = (str(int(item.number_value)) if kind == "number_value" and item.number_value.is_integer()
                  else item.string_value if kind == "string_value" else "")
-        index = resolve(token, len(record.context), ids) if token else None
+        index = resolve(token, count, ids) if token else None
         if index is None:
             raise ValueError(f"metadata.{SUPPORTING_KEY} names {from_item(item)}, which is no context item "
-                             f"(1..{len(record.context)} or an id)")
+                             f"(1..{count} or an id)")
         found.add(index)
     return found
 
@@ -141,8 +168,8 @@ def citation_accuracy(record: Record) -> list[Score]:
     existing context items (``valid``); with ``metadata.supporting`` naming the items that support the answer, the
     precision and recall of the cited items against them. Outputs that cannot be computed for a record are left out.
     """
-    ids = context_ids(record)
-    tokens = citations(content_text(record.output), with_ids=any(ids))
+    ids = _Ids(record)
+    tokens = citations(content_text(record.output), with_ids=ids.any)
     count = len(record.context)
     resolved = [resolve(token, count, ids) for token in tokens]
     cited = {index for index in resolved if index is not None}
@@ -154,7 +181,7 @@ def citation_accuracy(record: Record) -> list[Score]:
         if dangling:
             valid.explanation += f"; dangling: {', '.join(dict.fromkeys(dangling))}"
         scores.append(valid)
-    needed = supporting(record, ids)
+    needed = supporting(record, ids, count)
     if needed is not None:
         hit = cited & needed
         if cited:
