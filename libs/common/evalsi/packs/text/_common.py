@@ -4,7 +4,7 @@ one rouge-score and nltk's METEOR stem with), loaded only when a metric asks for
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -37,6 +37,22 @@ def texts(record: Record) -> tuple[str, list[str]]:
     if together > MAX_REFERENCE_CHARS:
         raise SkipRecord(f"references of {together} characters together; at most {MAX_REFERENCE_CHARS} are scored")
     return output, references
+
+
+# A batch form (evaluator(batch=...)) tokenizes a column of texts as one string, SEP between two texts: no text
+# holding it is taken, and no tokenizer's rule matches across it.
+SEP = "\x00"
+
+
+def covered(outputs: Sequence[str], references: Sequence[str]) -> list[int]:
+    """The indexes of the records a batch form decides: both texts non-empty, at most MAX_CHARS long, without SEP.
+    The function decides the rest (None): an empty text may be a non-text content or a JSON-list reference (its
+    text column holds ""), and a longer one is skipped with the reason."""
+    return [
+        index for index, (output, reference) in enumerate(zip(outputs, references, strict=True))
+        if output and reference and len(output) <= MAX_CHARS and len(reference) <= MAX_CHARS
+        and SEP not in output and SEP not in reference
+    ]
 
 
 @lru_cache(maxsize=1)

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from evalsi.errors import BadInputError
 from evalsi.evaluators import Output, evaluator
-from evalsi.packs.text._common import list_overlap, overlap, stack_counts, summed_counts, texts
+from evalsi.packs.text._common import SEP, covered, list_overlap, overlap, stack_counts, summed_counts, texts
 from evalsi.v1alpha1.record_pb2 import Record
 
 MAX_ORDER = 4
@@ -30,7 +30,10 @@ _LOG_ZERO = -9999999999
 # spaces, which change no later match (a space takes part in one only as the one character before a period or
 # comma, or after one, whatever the run's length) and which the final split collapses, so it is left out.
 _13A_SYMBOL = re.compile(r"[\{-\~\[-\`!-\&\(-\+\:-\@\/]")
-_13A_PERIOD_COMMA_AFTER = re.compile(r"([^0-9])([\.,])")
+# sacrebleu's rule ([^0-9])([\.,]) -> "\1 \2 " tries its non-digit at every character
+# (most of 13a's time); it is applied a run of periods and commas at a time instead, the search starting on the
+# run's own characters (_split_after_run; tests/packs/test_text_batch.py holds it equal to the regex).
+_13A_PERIOD_COMMA_RUN = re.compile(r"[\.,]+")
 _13A_PERIOD_COMMA_BEFORE = re.compile(r"([\.,])([^0-9])")
 _13A_DASH = re.compile(r"([0-9])(-)")
 
@@ -43,6 +46,20 @@ def _split_after(match: re.Match[str]) -> str:
     return f"{match[1]} {match[2]} "
 
 
+def _split_after_run(match: re.Match[str]) -> str:
+    """sacrebleu's first period and comma rule (a non-digit x, then a period or comma y: "x y ") over one run of
+    periods and commas. Its matches, left to right without overlap, pair the run's characters: the character
+    before the run (never a period or comma, the run being maximal, so never taken by an earlier match) pairs
+    with the run's first when it is not a digit, then each next two pair up; an odd last one stays. No match
+    reaches past the run: the character after it is no period or comma."""
+    run, start = match[0], match.start()
+    head = ""
+    if start and not "0" <= match.string[start - 1] <= "9":
+        head, run = f" {run[0]} ", run[1:]
+    pairs = "".join(f"{run[i]} {run[i + 1]} " for i in range(0, len(run) - 1, 2))
+    return head + pairs + run[-1] if len(run) % 2 else head + pairs
+
+
 def _split_before(match: re.Match[str]) -> str:
     return f" {match[1]} {match[2]}"
 
@@ -50,17 +67,19 @@ def _split_before(match: re.Match[str]) -> str:
 _CACHE = 1 << 16
 
 
-@lru_cache(maxsize=_CACHE)
-def _tokenize_13a(line: str) -> str:
+def _13a(line: str) -> str:
     line = line.replace("<skipped>", "").replace("-\n", "").replace("\n", " ")
     if "&" in line:
         line = line.replace("&quot;", '"').replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">")
     line = _13A_SYMBOL.sub(_spaced, f" {line} ")
     if "." in line or "," in line:
-        line = _13A_PERIOD_COMMA_BEFORE.sub(_split_before, _13A_PERIOD_COMMA_AFTER.sub(_split_after, line))
+        line = _13A_PERIOD_COMMA_BEFORE.sub(_split_before, _13A_PERIOD_COMMA_RUN.sub(_split_after_run, line))
     if "-" in line:
         line = _13A_DASH.sub(_split_after, line)
     return " ".join(line.split())
+
+
+_tokenize_13a = lru_cache(maxsize=_CACHE)(_13a)
 
 
 def _tokenize_char(line: str) -> str:
@@ -79,6 +98,16 @@ def tokens(text: str, tokenize: str, lowercase: bool) -> list[str]:
     if lowercase:
         text = text.lower()
     return _TOKENIZERS[tokenize](text.rstrip()).split()
+
+
+def joined_tokens(texts: list[str], tokenize: str, lowercase: bool) -> list[str]:
+    """``tokens`` of every text in turn, SEP between two texts' tokens, from one pass over the texts joined by
+    " SEP ": every step of the tokenizers (the replacements, the 13a rules' one-character contexts, the split)
+    acts within a text and never across the separator, whose spaces are the ones 13a pads each text with."""
+    if lowercase:
+        texts = list(map(str.lower, texts))
+    joined = f" {SEP} ".join(map(str.rstrip, texts))
+    return (_13a if tokenize == "13a" else _TOKENIZERS[tokenize])(joined).split()
 
 
 def _gram_lists(words: list[str]) -> list[list[Any]]:
@@ -161,6 +190,31 @@ def sentence_bleu(
     """sacrebleu.sentence_bleu(hypothesis, references, ...).score (effective order on, as there)."""
     stats = segment_stats(hypothesis, references, tokenize, lowercase)
     return compute_bleu(stats[2:6], stats[6:], stats[0], stats[1], smooth_method, smooth_value, True)
+
+
+def bleu_batch(
+    texts: dict[str, list[str]], *, tokenize: str = "13a", smooth_method: str = "exp",
+    smooth_value: float | None = None, lowercase: bool = False,
+) -> list[float | None]:
+    """``bleu`` of every record the batch path covers (``covered``: one reference, both texts present), its
+    n-gram matches counted for all of them at once (``_ngrams``) and scored by ``compute_bleu``; None for the
+    rest, which the function decides."""
+    from evalsi.packs.text import _ngrams  # numpy: loaded by the first batch, not by the catalog
+
+    outputs, references = texts["output"], texts["reference"]
+    decided: list[float | None] = [None] * len(outputs)
+    chosen = covered(outputs, references)
+    if not chosen:
+        return decided
+    hyp, ref, size = _ngrams.word_streams(joined_tokens([outputs[i] for i in chosen], tokenize, lowercase),
+                                          joined_tokens([references[i] for i in chosen], tokenize, lowercase),
+                                          len(chosen))
+    correct = [counts.tolist() for counts in _ngrams.clipped_matches(hyp, ref, size, len(chosen), MAX_ORDER)]
+    for index, hyp_len, ref_len, *matched in zip(chosen, hyp.lengths.tolist(), ref.lengths.tolist(), *correct,
+                                                 strict=True):
+        total = [max(hyp_len - order, 0) for order in range(MAX_ORDER)]
+        decided[index] = compute_bleu(matched, total, hyp_len, ref_len, smooth_method, smooth_value, True)
+    return decided
 
 
 def _check_for(name: str) -> Callable[..., None]:

@@ -10,7 +10,7 @@ from typing import Any
 
 from evalsi.errors import BadInputError
 from evalsi.evaluators import Output, evaluator
-from evalsi.packs.text._common import overlap, stack_counts, summed_counts, texts
+from evalsi.packs.text._common import SEP, covered, overlap, stack_counts, summed_counts, texts
 from evalsi.v1alpha1.record_pb2 import Record
 
 _PUNCTS = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
@@ -91,6 +91,64 @@ def segment_stats(
         if score > best_f:
             best_f, best = score, stats
     return best
+
+
+def _joined_words(texts: list[str]) -> list[str]:
+    """``_words`` of every text in turn, SEP between two texts' words."""
+    out: list[str] = []
+    for index, text in enumerate(texts):
+        if index:
+            out.append(SEP)
+        out += _words(text)
+    return out
+
+
+def _order_stats(hyp_len: int, ref_len: int, matches: list[int], orders: int) -> list[int]:
+    """``segment_stats``' [hyp, ref, match] for orders 1 to ``orders`` of texts of these many characters (or
+    words): a text of length L has max(L - n + 1, 0) n-grams, the hypothesis's counted only where the reference
+    has some."""
+    stats: list[int] = []
+    for n in range(1, orders + 1):
+        n_ref = max(ref_len - n + 1, 0)
+        stats += [max(hyp_len - n + 1, 0) if n_ref else 0, n_ref, matches[n - 1]]
+    return stats
+
+
+def chrf_batch(
+    texts: dict[str, list[str]], *, char_order: int = 6, word_order: int = 0, beta: float = 2.0,
+    lowercase: bool = False, whitespace: bool = False,
+) -> list[float | None]:
+    """``chrf`` of every record the batch path covers (``covered``: one reference, both texts present): the
+    character (and word) n-gram matches counted for all of them at once (``_ngrams``), scored by ``f_score``;
+    None for the rest, which the function decides."""
+    from evalsi.packs.text import _ngrams  # numpy: loaded by the first batch, not by the catalog
+
+    outputs, references = texts["output"], texts["reference"]
+    decided: list[float | None] = [None] * len(outputs)
+    chosen = covered(outputs, references)
+    if not chosen:
+        return decided
+    records = len(chosen)
+    sides = [[outputs[i] for i in chosen], [references[i] for i in chosen]]
+    if lowercase:
+        sides = [list(map(str.lower, side)) for side in sides]
+    # Whitespace removed from the joined texts is removed from each (SEP is not whitespace).
+    hyp_chars, ref_chars = (SEP.join(side) if whitespace else "".join(SEP.join(side).split()) for side in sides)
+    hyp, ref, size = _ngrams.char_streams(hyp_chars, ref_chars, records)
+    chars = [counts.tolist() for counts in _ngrams.clipped_matches(hyp, ref, size, records, char_order)]
+    lengths = [hyp.lengths.tolist(), ref.lengths.tolist()]
+    if word_order:
+        hyp_words, ref_words, size = _ngrams.word_streams(_joined_words(sides[0]), _joined_words(sides[1]), records)
+        words = [counts.tolist() for counts in _ngrams.clipped_matches(hyp_words, ref_words, size, records,
+                                                                         word_order)]
+        lengths += [hyp_words.lengths.tolist(), ref_words.lengths.tolist()]
+    order = char_order + word_order
+    for n, index in enumerate(chosen):
+        stats = _order_stats(lengths[0][n], lengths[1][n], [counts[n] for counts in chars], char_order)
+        if word_order:
+            stats += _order_stats(lengths[2][n], lengths[3][n], [counts[n] for counts in words], word_order)
+        decided[index] = f_score(stats, order, beta)
+    return decided
 
 
 def _check_for(name: str) -> Callable[..., None]:

@@ -6,17 +6,23 @@ bit-parallel (Hyyrö 2004) over Python integers instead of rouge-score's quadrat
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from itertools import pairwise
 from typing import Any, Literal
 
 from evalsi.evaluators import Output, evaluator
-from evalsi.packs.text._common import check_stemmer, list_overlap, porter_stem, texts
+from evalsi.packs.text._common import SEP, check_stemmer, covered, list_overlap, porter_stem, texts
 from evalsi.v1alpha1.record_pb2 import Record
 
 _WORD = re.compile(r"[a-z0-9]+")
 _VALID = re.compile(r"^[a-z0-9]+$")
+_WORD_OR_SEP = re.compile(rf"[a-z0-9]+|{SEP}")
 Measure = Literal["fmeasure", "precision", "recall"]
 _TYPES = ("rouge1", "rouge2", "rougeL")
+
+
+def _stemmed(word: str, stemmer: Callable[[str], str]) -> str:
+    return stemmer(word) if len(word) > 3 else word
 
 
 def rouge_tokens(text: str, stem: bool) -> list[str]:
@@ -26,8 +32,21 @@ def rouge_tokens(text: str, stem: bool) -> list[str]:
     if not stem:
         return words
     stemmer = porter_stem()
-    stemmed = (stemmer(word) if len(word) > 3 else word for word in words)
+    stemmed = (_stemmed(word, stemmer) for word in words)
     return [word for word in stemmed if _VALID.match(word)]
+
+
+def joined_rouge_tokens(texts: list[str], stem: bool) -> list[str]:
+    """``rouge_tokens`` of every text in turn, SEP between two texts' tokens: the words of the texts joined by
+    " SEP " (each lowercased alone) found in one pass, each distinct word stemmed and checked once."""
+    words = _WORD_OR_SEP.findall(f" {SEP} ".join(map(str.lower, texts)))
+    if not stem:
+        return words
+    stemmer = porter_stem()
+    kept = {word: stemmed if _VALID.match(stemmed := _stemmed(word, stemmer)) else ""
+            for word in dict.fromkeys(words)}
+    kept[SEP] = SEP
+    return list(filter(None, map(kept.__getitem__, words)))
 
 
 def lcs_length(a: list[str], b: list[str]) -> int:
@@ -50,20 +69,28 @@ def _fmeasure(precision: float, recall: float) -> float:
     return 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
 
 
+def _counted_scores(common: int, predicted: int, target: int) -> tuple[float, float, float]:
+    precision = common / max(predicted, 1)
+    recall = common / max(target, 1)
+    return precision, recall, _fmeasure(precision, recall)
+
+
 def _ngram_scores(target: list[Any], prediction: list[Any]) -> tuple[float, float, float]:
-    common = list_overlap(target, prediction)
-    precision = common / max(len(prediction), 1)
-    recall = common / max(len(target), 1)
+    return _counted_scores(list_overlap(target, prediction), len(prediction), len(target))
+
+
+def _lcs_counted(common: int, predicted: int, target: int) -> tuple[float, float, float]:
+    if not target or not predicted:
+        return 0.0, 0.0, 0.0
+    precision = common / predicted
+    recall = common / target
     return precision, recall, _fmeasure(precision, recall)
 
 
 def _lcs_scores(target: list[str], prediction: list[str]) -> tuple[float, float, float]:
     if not target or not prediction:
         return 0.0, 0.0, 0.0
-    common = lcs_length(target, prediction)
-    precision = common / len(prediction)
-    recall = common / len(target)
-    return precision, recall, _fmeasure(precision, recall)
+    return _lcs_counted(lcs_length(target, prediction), len(prediction), len(target))
 
 
 def rouge_scores(prediction: str, targets: list[str], stem: bool = False) -> dict[str, tuple[float, float, float]]:
@@ -81,6 +108,47 @@ def rouge_scores(prediction: str, targets: list[str], stem: bool = False) -> dic
             if kind not in best or score[2] > best[kind][2]:
                 best[kind] = score
     return best
+
+
+def _split(tokens: list[str]) -> list[list[str]]:
+    """A SEP-separated token list as one list a record."""
+    out: list[list[str]] = [[]]
+    for token in tokens:
+        if token == SEP:
+            out.append([])
+        else:
+            out[-1].append(token)
+    return out
+
+
+def rouge_batch(
+    texts: dict[str, list[str]], *, use_stemmer: bool = False, measure: str = "fmeasure",
+) -> list[tuple[float, float, float] | None]:
+    """``rouge`` of every record the batch path covers (``covered``: one reference, both texts present) as its
+    (rouge1, rouge2, rougeL): unigram and bigram matches counted for all of them at once, the LCS bit-parallel
+    across records (``_ngrams``), each scored as the function scores it; None for the rest."""
+    from evalsi.packs.text import _ngrams  # numpy: loaded by the first batch, not by the catalog
+
+    outputs, references = texts["output"], texts["reference"]
+    decided: list[tuple[float, float, float] | None] = [None] * len(outputs)
+    chosen = covered(outputs, references)
+    if not chosen:
+        return decided
+    predicted = joined_rouge_tokens([outputs[i] for i in chosen], use_stemmer)
+    target = joined_rouge_tokens([references[i] for i in chosen], use_stemmer)
+    pred, tgt, size = _ngrams.word_streams(predicted, target, len(chosen))
+    unigrams, bigrams = (counts.tolist() for counts in _ngrams.clipped_matches(pred, tgt, size, len(chosen), 2))
+    lcs = _ngrams.lcs_lengths(tgt, pred, size, len(chosen)).tolist()
+    if -1 in lcs:  # records outside the vectorized LCS: the function's own, on their words
+        pred_words, tgt_words = _split(predicted), _split(target)
+        lcs = [common if common >= 0 else lcs_length(tgt_words[n], pred_words[n]) for n, common in enumerate(lcs)]
+    at = ("precision", "recall", "fmeasure").index(measure)
+    for index, one, two, longest, pred_len, tgt_len in zip(chosen, unigrams, bigrams, lcs, pred.lengths.tolist(),
+                                                           tgt.lengths.tolist(), strict=True):
+        decided[index] = (_counted_scores(one, pred_len, tgt_len)[at],
+                          _counted_scores(two, max(pred_len - 1, 0), max(tgt_len - 1, 0))[at],
+                          _lcs_counted(longest, pred_len, tgt_len)[at])
+    return decided
 
 
 def _check(*, use_stemmer: bool = False, **_: object) -> None:

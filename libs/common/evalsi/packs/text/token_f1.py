@@ -9,27 +9,62 @@ import string
 from collections import Counter
 
 from evalsi.evaluators import Output, evaluator
-from evalsi.packs.text._common import texts
+from evalsi.packs.text._common import SEP, covered, texts
 from evalsi.v1alpha1.record_pb2 import Record
 
 _PUNCTUATION = str.maketrans("", "", string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 
 
+def _lowered_tokens(lowered: str) -> list[str]:
+    return _ARTICLES.sub(" ", lowered.translate(_PUNCTUATION)).split()
+
+
 def squad_tokens(text: str) -> list[str]:
     """The official script's normalize_answer(text).split()."""
-    return _ARTICLES.sub(" ", text.lower().translate(_PUNCTUATION)).split()
+    return _lowered_tokens(text.lower())
+
+
+def f1_of_counts(same: int, predicted: int, truth: int) -> float:
+    """The official script's f1_score from the shared words' count and both lengths."""
+    if same == 0:
+        return 0.0
+    precision = 1.0 * same / predicted
+    recall = 1.0 * same / truth
+    return (2 * precision * recall) / (precision + recall)
 
 
 def f1(prediction: list[str], truth: list[str]) -> float:
     """The official script's f1_score on normalized words: 0 when nothing is shared (both empty included)."""
     common = Counter(prediction) & Counter(truth)
-    same = sum(common.values())
-    if same == 0:
-        return 0.0
-    precision = 1.0 * same / len(prediction)
-    recall = 1.0 * same / len(truth)
-    return (2 * precision * recall) / (precision + recall)
+    return f1_of_counts(sum(common.values()), len(prediction), len(truth))
+
+
+def _joined_tokens(texts: list[str]) -> list[str]:
+    """``squad_tokens`` of every text in turn, SEP between two texts' tokens, from one pass over the texts joined
+    by " SEP " (each lowercased alone, so no letter's case depends on the next text): the punctuation removal,
+    the articles' word boundaries and the split act within a text."""
+    return _lowered_tokens(f" {SEP} ".join(map(str.lower, texts)))
+
+
+def token_f1_batch(texts: dict[str, list[str]]) -> list[float | None]:
+    """``token_f1`` of every record the batch path covers (``covered``: one reference, both texts present), the
+    shared words counted for all of them at once (``_ngrams``) and scored by ``f1_of_counts``; None for the rest,
+    which the function decides."""
+    from evalsi.packs.text import _ngrams  # numpy: loaded by the first batch, not by the catalog
+
+    outputs, references = texts["output"], texts["reference"]
+    decided: list[float | None] = [None] * len(outputs)
+    chosen = covered(outputs, references)
+    if not chosen:
+        return decided
+    predicted, truth, size = _ngrams.word_streams(_joined_tokens([outputs[i] for i in chosen]),
+                                                  _joined_tokens([references[i] for i in chosen]), len(chosen))
+    (same,) = _ngrams.clipped_matches(predicted, truth, size, len(chosen), 1)
+    for index, shared, predicted_len, truth_len in zip(chosen, same.tolist(), predicted.lengths.tolist(),
+                                                       truth.lengths.tolist(), strict=True):
+        decided[index] = f1_of_counts(shared, predicted_len, truth_len)
+    return decided
 
 
 @evaluator(

@@ -1,0 +1,168 @@
+"""The n-gram counts of many (hypothesis, reference) pairs at once, for the text pack's batch forms: each text's
+tokens become integer ids through one vocabulary, an n-gram of a record becomes one int64 key (the record's index
+in the top bits, the n ids below), and one sort of both sides' keys gives every record's clipped matches (the sum
+over its n-grams of the smaller of the two counts) for that order. The metrics then score these counts with the
+same Python functions their per-record path uses, so the floats are the same bit for bit.
+
+The streams hold the records a batch form covers (``_common.covered``), ``SEP`` between one record's tokens and
+the next record's."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from evalsi.packs.text._common import SEP
+
+_BITS = 63  # a key and its side bit stay a non-negative int64
+_LCS_WORDS = 64  # ROUGE-L's bit-parallel LCS on one uint64 per record: targets of at most this many words
+_LCS_STEPS = 512  # and predictions of at most this many (a column each), so the matrix stays small
+
+
+@dataclass
+class Stream:
+    """The tokens of one side of many records as ids, in record order, SEP between records."""
+
+    ids: np.ndarray  # int64 token ids; SEP's id between records
+    record: np.ndarray  # each position's record index (a SEP counts with the record after it)
+    token: np.ndarray  # bool: the position is a token, not a SEP
+    lengths: np.ndarray  # tokens per record
+
+    @classmethod
+    def of(cls, ids: np.ndarray, sep: int, records: int) -> Stream:
+        is_sep = ids == sep
+        record = np.cumsum(is_sep)
+        token = ~is_sep
+        return cls(ids, record, token, np.bincount(record[token], minlength=records))
+
+
+def word_streams(hypotheses: list[str], references: list[str], records: int) -> tuple[Stream, Stream, int]:
+    """Both sides' token lists (each record's tokens, SEP between records) as streams over one vocabulary, with
+    the vocabulary's size."""
+    vocabulary = dict.fromkeys([SEP])
+    vocabulary.update(dict.fromkeys(hypotheses))
+    vocabulary.update(dict.fromkeys(references))
+    ids = {word: index for index, word in enumerate(vocabulary)}
+    return (Stream.of(np.fromiter(map(ids.__getitem__, hypotheses), np.int64, len(hypotheses)), 0, records),
+            Stream.of(np.fromiter(map(ids.__getitem__, references), np.int64, len(references)), 0, records),
+            len(ids))
+
+
+def char_streams(hypotheses: str, references: str, records: int) -> tuple[Stream, Stream, int]:
+    """Both sides' characters (each record's text, SEP between records) as streams over their dense codes (the
+    code points present, in order), with the number of codes."""
+    hyp = np.frombuffer(hypotheses.encode("utf-32-le"), dtype=np.uint32).astype(np.int64)
+    ref = np.frombuffer(references.encode("utf-32-le"), dtype=np.uint32).astype(np.int64)
+    present = np.zeros(max(hyp.max(initial=0), ref.max(initial=0)) + 1, dtype=bool)
+    present[hyp] = True
+    present[ref] = True
+    present[0] = True  # SEP, code point 0, keeps id 0 in a batch of one record too
+    dense = np.cumsum(present) - 1
+    return Stream.of(dense[hyp], 0, records), Stream.of(dense[ref], 0, records), int(dense[-1]) + 1
+
+
+def _bit_length(value: int) -> int:
+    return max(int(value), 1).bit_length()
+
+
+def clipped_matches(hyp: Stream, ref: Stream, vocabulary: int, records: int, orders: int) -> list[np.ndarray]:
+    """Each record's clipped n-gram matches between its hypothesis and its reference, for orders 1 to ``orders``
+    (an int64 array a record, one per order). A key is the record's index above the n ids (``bits`` each); when
+    the next order would not fit 63 bits, the keys so far are renumbered densely in order (their rank), which
+    keeps the record in their order and frees the bits."""
+    bits = _bit_length(vocabulary - 1)
+    streams = (hyp, ref)
+    keys = [s.record << bits | s.ids for s in streams]
+    valid = [s.token for s in streams]
+    shift = bits  # a key's record is key >> shift, until renumbered
+    bounds: np.ndarray | None = None  # once renumbered: the first key of each record, in the keys' order
+    width = _bit_length(records) + bits
+    out = []
+    for order in range(1, orders + 1):
+        if order > 1:
+            if width + bits + 1 > _BITS:
+                joined = np.concatenate(keys)
+                ranked, inverse = np.unique(joined, return_inverse=True)
+                firsts = np.arange(records, dtype=np.int64) << shift if bounds is None else bounds
+                bounds = np.searchsorted(ranked, firsts)
+                keys = [inverse[: len(keys[0])], inverse[len(keys[0]):]]
+                width = _bit_length(len(ranked))
+            keys = [k[:-1] << bits | s.ids[order - 1:] for k, s in zip(keys, streams, strict=True)]
+            valid = [v[:-1] & s.token[order - 1:] for v, s in zip(valid, streams, strict=True)]
+            width += bits
+            if bounds is None:
+                shift += bits
+            else:
+                bounds = bounds << bits
+        out.append(_matches(keys[0][valid[0]], keys[1][valid[1]], shift, bounds, records))
+    return out
+
+
+def _matches(hyp: np.ndarray, ref: np.ndarray, shift: int, bounds: np.ndarray | None, records: int) -> np.ndarray:
+    """Per record, the sum over its keys of min(count in hyp, count in ref): both sides sorted together (a side
+    bit below the key), each run of one key counted from the running count of reference entries."""
+    both = np.concatenate((hyp << 1, ref << 1 | 1))
+    if not len(both):
+        return np.zeros(records, dtype=np.int64)
+    both.sort()
+    key = both >> 1
+    change = np.empty(len(key), dtype=bool)
+    change[0] = True
+    np.not_equal(key[1:], key[:-1], out=change[1:])
+    start = np.flatnonzero(change)
+    end = np.append(start[1:], len(both))
+    from_ref = np.zeros(len(both) + 1, dtype=np.int64)
+    np.cumsum(both & 1, out=from_ref[1:])
+    in_ref = from_ref[end] - from_ref[start]
+    common = np.minimum(end - start - in_ref, in_ref)
+    hit = common > 0
+    keys = key[start[hit]]
+    record = keys >> shift if bounds is None else np.searchsorted(bounds, keys, side="right") - 1
+    return np.bincount(record, weights=common[hit], minlength=records).astype(np.int64)
+
+
+def lcs_lengths(target: Stream, prediction: Stream, vocabulary: int, records: int) -> np.ndarray:
+    """Each record's longest common subsequence of its target and prediction tokens by Hyyrö's bit-vector
+    recurrence, all records at once on one uint64 each: -1 for a record outside that (an empty side, a target
+    over 64 tokens or a prediction over 512), for the caller's own LCS."""
+    out = np.full(records, -1, dtype=np.int64)
+    small = ((target.lengths > 0) & (target.lengths <= _LCS_WORDS) & (prediction.lengths > 0)
+             & (prediction.lengths <= _LCS_STEPS))
+    if not small.any():
+        return out
+    bits = _bit_length(vocabulary - 1)
+    # The target's bit masks: for each (record, word), the positions of the word in the record's target.
+    t_ids, t_rec = target.ids[target.token], target.record[target.token]
+    t_pos = np.arange(len(t_ids)) - (np.cumsum(target.lengths) - target.lengths)[t_rec]
+    keep = small[t_rec]
+    t_key = t_rec[keep] << bits | t_ids[keep]
+    t_bit = np.left_shift(np.uint64(1), t_pos[keep].astype(np.uint64))
+    order = np.argsort(t_key, kind="stable")
+    t_key, t_bit = t_key[order], t_bit[order]
+    change = np.empty(len(t_key), dtype=bool)
+    change[0] = True
+    np.not_equal(t_key[1:], t_key[:-1], out=change[1:])
+    start = np.flatnonzero(change)
+    masks, mask_keys = np.bitwise_or.reduceat(t_bit, start), t_key[start]
+    # Each prediction token's mask, in a records-by-steps matrix; a padding 0 leaves the recurrence unchanged.
+    p_ids, p_rec = prediction.ids[prediction.token], prediction.record[prediction.token]
+    p_pos = np.arange(len(p_ids)) - (np.cumsum(prediction.lengths) - prediction.lengths)[p_rec]
+    keep = small[p_rec]
+    p_key, p_rec, p_pos = p_rec[keep] << bits | p_ids[keep], p_rec[keep], p_pos[keep]
+    found = np.minimum(np.searchsorted(mask_keys, p_key), len(mask_keys) - 1)
+    p_mask = np.where(mask_keys[found] == p_key, masks[found], np.uint64(0))
+    rows = np.flatnonzero(small)
+    row_of = np.zeros(records, dtype=np.int64)
+    row_of[rows] = np.arange(len(rows))
+    steps = int(prediction.lengths[rows].max())
+    matrix = np.zeros((steps, len(rows)), dtype=np.uint64)
+    matrix[p_pos, row_of[p_rec]] = p_mask
+    lengths = target.lengths[rows].astype(np.uint64)
+    full = np.uint64(0xFFFFFFFFFFFFFFFF) >> (np.uint64(64) - lengths)
+    v = full.copy()
+    for column in matrix:
+        u = v & column
+        v = ((v + u) | (v - u)) & full
+    out[rows] = target.lengths[rows] - np.bitwise_count(v).astype(np.int64)
+    return out

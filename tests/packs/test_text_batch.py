@@ -1,0 +1,163 @@
+"""The text pack's batch forms (evaluator(batch=...)) decide each record exactly (==, bit for bit) as the
+evaluator's function does: over 2,000 generated pairs and the edge cases (empty, whitespace-only, punctuation,
+unicode, texts at the pack's length bound, a vocabulary too large for one key per n-gram), every param setting;
+None exactly for the records the function must decide (an empty text, a text over the bound, one holding the
+batch separator), where the function skips or reads the content itself."""
+
+from __future__ import annotations
+
+import itertools
+import random
+import re
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+from text_cases import pairs
+
+from evalsi.errors import SkipRecord
+from evalsi.evaluators import Evaluator
+from evalsi.packs.text import _ngrams
+from evalsi.packs.text._common import MAX_CHARS, SEP
+from evalsi.packs.text.bleu import _13A_PERIOD_COMMA_RUN, _split_after, _split_after_run, bleu, bleu_batch
+from evalsi.packs.text.chrf import chrf, chrf_batch
+from evalsi.packs.text.rouge import rouge, rouge_batch
+from evalsi.packs.text.token_f1 import token_f1, token_f1_batch
+from evalsi.records import make_record
+
+
+def _long(rng: random.Random, words: list[str], limit: int) -> str:
+    text = ""
+    while len(text) < limit - 12:
+        text += rng.choice(words) + rng.choice([" ", " ", ". ", ", "])
+    return text[:limit]
+
+
+def _cases() -> list[tuple[str, str]]:
+    """The generated pairs and edge cases, texts at and over the length bound, a large vocabulary (about 6,000
+    distinct words: 13 bits an id, so 4-gram keys are renumbered), and texts holding the separator."""
+    rng = random.Random(7)
+    out = pairs(2000, seed=11)
+    vocabulary = [f"w{index}x" for index in range(6000)]
+    for _ in range(300):
+        reference = [rng.choice(vocabulary) for _ in range(rng.randint(5, 40))]
+        output = [w if rng.random() > 0.3 else rng.choice(vocabulary) for w in reference]
+        out.append((" ".join(output), " ".join(reference)))
+    common = ["the", "cat", "sat", "on", "mat", "dog", "café", "東京", "3.14", "well-known"]
+    out += [(_long(rng, common, MAX_CHARS), _long(rng, common, MAX_CHARS)),
+            (_long(rng, common, 3000), _long(rng, common, 400)),
+            (_long(rng, common, MAX_CHARS + 1), "the cat"), ("the cat", _long(rng, common, MAX_CHARS + 1)),
+            (f"the{SEP}cat", "the cat"), ("the cat", f"the {SEP} cat"), ("ΟΔΟΣ ΣΑΣ.", "οδος σας"),
+            ("İstanbul ǅ ﬁne", "i̇stanbul ǆ fine"), ("\n\t", "x"), ("x", " \u00a0 ")]
+    return out
+
+
+CASES = _cases()
+RECORDS = [make_record(output=output, reference=reference) for output, reference in CASES]
+COLUMNS = {"output": [output for output, _ in CASES], "reference": [reference for _, reference in CASES]}
+# The records the function must decide: an empty text, a text over the bound, a text holding the separator.
+UNCOVERED = {index for index, (output, reference) in enumerate(CASES)
+             if not output or not reference or max(len(output), len(reference)) > MAX_CHARS
+             or SEP in output + reference}
+
+
+def _rouge_tuple(value: dict[str, float]) -> tuple[float, float, float]:
+    return value["rouge1"], value["rouge2"], value["rougeL"]
+
+
+def _check(evaluator: Evaluator, batch: Callable[..., list[Any]], params: dict[str, Any],
+           shape: Callable[[Any], Any] = lambda value: value) -> None:
+    decided = batch(COLUMNS, **params)
+    assert len(decided) == len(RECORDS)
+    assert {index for index, entry in enumerate(decided) if entry is None} == UNCOVERED
+    scored = 0
+    for record, entry in zip(RECORDS, decided, strict=True):
+        try:
+            expected = shape(evaluator.fn(record, **params))
+        except SkipRecord:
+            assert entry is None, record.output.text[:80]
+            continue
+        if entry is not None:
+            assert entry == expected, (record.output.text[:80], record.reference.text[:80], params)
+            assert type(entry) is type(expected)
+            scored += 1
+    assert scored == len(RECORDS) - len(UNCOVERED)
+
+
+@pytest.mark.parametrize(
+    ("tokenize", "smooth_method", "smooth_value", "lowercase"),
+    [(tokenize, smooth, None, lowercase)
+     for tokenize, smooth, lowercase in itertools.product(["13a", "none", "char"], ["exp", "floor", "add-k", "none"],
+                                                          [False, True])]
+    + [("13a", "floor", 0.5, False), ("13a", "add-k", 2.0, True), ("char", "add-k", 0.25, False)],
+)
+def test_bleu_batch_equals_the_function(
+    tokenize: str, smooth_method: str, smooth_value: float | None, lowercase: bool
+) -> None:
+    _check(bleu, bleu_batch, {"tokenize": tokenize, "smooth_method": smooth_method, "smooth_value": smooth_value,
+                              "lowercase": lowercase})
+
+
+@pytest.mark.parametrize(
+    ("char_order", "word_order", "beta", "lowercase", "whitespace"),
+    [(6, 0, 2.0, False, False), (6, 2, 2.0, False, False), (1, 0, 1.0, True, False), (10, 4, 3.0, True, True),
+     (4, 1, 0.5, False, True), (10, 0, 2.0, False, False)],
+)
+def test_chrf_batch_equals_the_function(
+    char_order: int, word_order: int, beta: float, lowercase: bool, whitespace: bool
+) -> None:
+    _check(chrf, chrf_batch, {"char_order": char_order, "word_order": word_order, "beta": beta,
+                              "lowercase": lowercase, "whitespace": whitespace})
+
+
+@pytest.mark.parametrize(("use_stemmer", "measure"),
+                         list(itertools.product([False, True], ["fmeasure", "precision", "recall"])))
+def test_rouge_batch_equals_the_function(use_stemmer: bool, measure: str) -> None:
+    _check(rouge, rouge_batch, {"use_stemmer": use_stemmer, "measure": measure}, _rouge_tuple)
+
+
+def test_token_f1_batch_equals_the_function() -> None:
+    _check(token_f1, token_f1_batch, {})
+
+
+def test_13a_period_comma_runs_equal_sacrebleus_rule() -> None:
+    """13a's ([^0-9])([.,]) rule, applied a run at a time (bleu._split_after_run), gives the regex's text on every
+    string of up to 7 characters over digits, periods, commas, letters and spaces, and on longer random ones."""
+    rule = re.compile(r"([^0-9])([\.,])")
+    rng = random.Random(3)
+    strings = ["".join(chars) for size in range(8) for chars in itertools.product(".,0a ", repeat=size)]
+    strings += ["".join(rng.choice(".,,9a -\n") for _ in range(rng.randint(8, 40))) for _ in range(5000)]
+    for text in strings:
+        assert _13A_PERIOD_COMMA_RUN.sub(_split_after_run, text) == rule.sub(_split_after, text), repr(text)
+
+
+def test_clipped_matches_renumber_keys_that_outgrow_63_bits() -> None:
+    """Ids of 20 bits: from order 2 on, keys are renumbered; each record's matches still equal Counter's."""
+    rng = random.Random(5)
+
+    def text() -> list[int]:
+        return [rng.randrange(1, 1 << 20) if rng.random() < 0.5 else rng.randrange(1, 4)
+                for _ in range(rng.randint(0, 30))]
+
+    def grams(ids: list[int], n: int) -> Counter[tuple[int, ...]]:
+        return Counter(tuple(ids[i:i + n]) for i in range(len(ids) - n + 1))
+
+    texts = [(text(), text()) for _ in range(300)]
+    streams = []
+    for side in range(2):
+        flat: list[int] = []
+        for index, pair in enumerate(texts):
+            flat += ([0] if index else []) + pair[side]
+        streams.append(_ngrams.Stream.of(np.array(flat, dtype=np.int64), 0, len(texts)))
+    matched = _ngrams.clipped_matches(streams[0], streams[1], 1 << 20, len(texts), 4)
+    for n in range(1, 5):
+        assert matched[n - 1].tolist() == [(grams(h, n) & grams(r, n)).total() for h, r in texts]
+    assert any(matched[1])
+
+
+def test_a_batch_of_records_none_covers_is_all_none() -> None:
+    columns = {"output": ["", "x", f"a{SEP}"], "reference": ["x", "", "a"]}
+    for batch in (bleu_batch, chrf_batch, rouge_batch, token_f1_batch):
+        assert batch(columns) == [None, None, None]
