@@ -74,7 +74,7 @@ def model_turns(output: Content) -> list[Turn]:
         raise SkipRecord("the output's JSON is not a list of turns, each a list of steps")
     if len(value) > MAX_TURNS or sum(len(turn) for turn in value) > MAX_STEPS:
         raise SkipRecord(f"the output has more than {MAX_TURNS} turns or {MAX_STEPS} steps")
-    return [[step for raw in turn if (step := _step(raw))] for turn in value]
+    return [[step for raw in turn if (step := decode_step(raw))] for turn in value]
 
 
 def _message_turns(output: Content) -> list[Turn]:
@@ -90,7 +90,7 @@ def _message_turns(output: Content) -> list[Turn]:
                             for call in message.tool_calls]
             else:
                 raw = message.content
-            step = _step(raw)
+            step = decode_step(raw)
             if step:
                 turns[-1].append(step)
         if len(turns) > MAX_TURNS or steps > MAX_STEPS:
@@ -98,7 +98,7 @@ def _message_turns(output: Content) -> list[Turn]:
     return turns
 
 
-def _step(raw: Any) -> Step:
+def decode_step(raw: Any) -> Step:
     """One answer's calls; [] when it does not decode (BFCL then leaves the answer out)."""
     try:
         if isinstance(raw, str):

@@ -180,3 +180,19 @@ def _missing(expected: Sequence[str], results: Sequence[str]) -> list[str]:
 def _shown(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 1000 else text[:1000] + "..."
+
+
+def call_source(call: Call) -> str:
+    """A decoded call as BFCL's prompting mode writes it back (``decoded_output_to_execution_list``): the name the
+    model sees beside its call's result."""
+    return f"{call.name}({', '.join(f'{key}={_source(value)}' for key, value in call.kwargs.items())})"
+
+
+def _source(value: Any) -> str:
+    # BFCL's parse_nested_value: a dict whose values are all dicts is a nested call, any other dict a literal
+    if isinstance(value, dict) and value and all(isinstance(item, dict) for item in value.values()):
+        name, arguments = next(iter(value.items()))
+        return f"{name}({', '.join(f'{key}={_source(item)}' for key, item in arguments.items())})"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"'{key}': {_source(item)}" for key, item in value.items()) + "}"
+    return repr(value)
