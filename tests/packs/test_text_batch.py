@@ -6,6 +6,7 @@ batch separator), where the function skips or reads the content itself."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import random
 import re
@@ -17,6 +18,7 @@ import numpy as np
 import pytest
 from text_cases import pairs
 
+import evalsi
 from evalsi.errors import SkipRecord
 from evalsi.evaluators import Evaluator
 from evalsi.packs.text import _ngrams
@@ -26,6 +28,7 @@ from evalsi.packs.text.chrf import chrf, chrf_batch
 from evalsi.packs.text.rouge import rouge, rouge_batch
 from evalsi.packs.text.token_f1 import token_f1, token_f1_batch
 from evalsi.records import make_record
+from evalsi.v1alpha1.record_pb2 import Record
 
 
 def _long(rng: random.Random, words: list[str], limit: int) -> str:
@@ -161,3 +164,63 @@ def test_a_batch_of_records_none_covers_is_all_none() -> None:
     columns = {"output": ["", "x", f"a{SEP}"], "reference": ["x", "", "a"]}
     for batch in (bleu_batch, chrf_batch, rouge_batch, token_f1_batch):
         assert batch(columns) == [None, None, None]
+
+
+# Through evalsi.evaluate() (the engine's column path): rows of every kind a batch form meets (text pairs, a
+# JSON-list reference, an empty output, a chat output, a missing reference, a text over the bound), each metric's
+# results the same messages as the same evaluator's without its batch form (the function on every record).
+_ROWS: list[dict[str, Any]] = [
+    *({"id": f"r{index}", "output": output, "reference": reference}
+      for index, (output, reference) in enumerate(pairs(300, seed=21))),
+    {"id": "list", "output": "the cat sat", "reference": ["a cat sat", "the cat sat on"]},
+    {"id": "empty-output", "output": "", "reference": "the cat"},
+    {"id": "chat", "output": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "the cat sat"}],
+     "reference": "the cat sat"},
+    {"id": "no-reference", "output": "the cat"},
+    {"id": "too-long", "output": "cat " * (MAX_CHARS // 4 + 1), "reference": "the cat"},
+]
+
+
+@pytest.mark.parametrize(
+    ("evaluator", "params"),
+    [(bleu, {}), (bleu, {"tokenize": "char", "smooth_method": "add-k", "lowercase": True}), (chrf, {}),
+     (chrf, {"word_order": 2, "lowercase": True}), (rouge, {}), (rouge, {"use_stemmer": True, "measure": "recall"}),
+     (token_f1, {})],
+)
+def test_evaluate_with_the_batch_form_gives_the_functions_results(
+    evaluator: Evaluator, params: dict[str, Any]
+) -> None:
+    batch, fn = evaluator.batch, evaluator.fn
+    assert batch is not None
+    decided: list[int] = []
+    called: list[str] = []
+
+    def counted_batch(texts: dict[str, list[str]], **values: Any) -> list[Any]:
+        entries = batch(texts, **values)
+        decided.append(sum(entry is not None for entry in entries))
+        return entries
+
+    def counted_fn(record: Record, **values: Any) -> Any:
+        called.append(record.id)
+        return fn(record, **values)
+
+    counted = dataclasses.replace(evaluator, batch=counted_batch, fn=counted_fn)
+    batched = evalsi.evaluate(_ROWS, [counted.bind(params)])
+    # The batch form decided the text pairs and the function only the rest (but the row without a reference, which
+    # the engine skips): the engine took the batch form's entries.
+    assert sum(decided) >= 280 and len(called) == len(_ROWS) - sum(decided) - 1
+    assert {"list", "empty-output", "chat", "too-long"} <= set(called)
+    alone = evalsi.evaluate(_ROWS, [dataclasses.replace(evaluator, batch=None).bind(params)])
+
+    def rows(results: Any) -> dict[str, bytes]:
+        out = {}
+        for result in results:
+            result.ClearField("duration")
+            out[result.record_id] = result.SerializeToString(deterministic=True)
+        return out
+
+    ours, theirs = rows(batched), rows(alone)
+    assert ours == theirs
+    assert len(ours) == len(_ROWS)
+    summary = next(iter(batched.summaries.values()))
+    assert summary.n == len(_ROWS) - 2 and summary.skipped == 2  # no reference; too long

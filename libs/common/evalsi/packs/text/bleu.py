@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from evalsi.errors import BadInputError
 from evalsi.evaluators import Output, evaluator
+from evalsi.evaluators._evaluator import BatchVerdicts
 from evalsi.packs.text._common import SEP, covered, list_overlap, overlap, stack_counts, summed_counts, texts
 from evalsi.v1alpha1.record_pb2 import Record
 
@@ -195,14 +196,14 @@ def sentence_bleu(
 def bleu_batch(
     texts: dict[str, list[str]], *, tokenize: str = "13a", smooth_method: str = "exp",
     smooth_value: float | None = None, lowercase: bool = False,
-) -> list[float | None]:
+) -> BatchVerdicts:
     """``bleu`` of every record the batch path covers (``covered``: one reference, both texts present), its
     n-gram matches counted for all of them at once (``_ngrams``) and scored by ``compute_bleu``; None for the
     rest, which the function decides."""
     from evalsi.packs.text import _ngrams  # numpy: loaded by the first batch, not by the catalog
 
     outputs, references = texts["output"], texts["reference"]
-    decided: list[float | None] = [None] * len(outputs)
+    decided: BatchVerdicts = [None] * len(outputs)
     chosen = covered(outputs, references)
     if not chosen:
         return decided
@@ -247,6 +248,7 @@ _PARAMS = {
     requires=["output", "reference"],
     cheap=True,  # linear in the texts, which are bounded (_common.MAX_CHARS)
     check=_check_for("builtin/bleu"),
+    batch=bleu_batch,
     outputs=[Output("bleu", "number", min=0.0, max=100.0,
                     description="Sentence BLEU on sacrebleu's 0-100 scale, against every reference at once.")],
     params=_PARAMS,

@@ -10,6 +10,7 @@ from typing import Any
 
 from evalsi.errors import BadInputError
 from evalsi.evaluators import Output, evaluator
+from evalsi.evaluators._evaluator import BatchVerdicts
 from evalsi.packs.text._common import SEP, covered, overlap, stack_counts, summed_counts, texts
 from evalsi.v1alpha1.record_pb2 import Record
 
@@ -117,14 +118,14 @@ def _order_stats(hyp_len: int, ref_len: int, matches: list[int], orders: int) ->
 def chrf_batch(
     texts: dict[str, list[str]], *, char_order: int = 6, word_order: int = 0, beta: float = 2.0,
     lowercase: bool = False, whitespace: bool = False,
-) -> list[float | None]:
+) -> BatchVerdicts:
     """``chrf`` of every record the batch path covers (``covered``: one reference, both texts present): the
     character (and word) n-gram matches counted for all of them at once (``_ngrams``), scored by ``f_score``;
     None for the rest, which the function decides."""
     from evalsi.packs.text import _ngrams  # numpy: loaded by the first batch, not by the catalog
 
     outputs, references = texts["output"], texts["reference"]
-    decided: list[float | None] = [None] * len(outputs)
+    decided: BatchVerdicts = [None] * len(outputs)
     chosen = covered(outputs, references)
     if not chosen:
         return decided
@@ -189,6 +190,7 @@ def _stats(
     requires=["output", "reference"],
     cheap=True,  # linear in the texts times the orders; texts are bounded (_common.MAX_CHARS)
     check=_check_for("builtin/chrf"),
+    batch=chrf_batch,
     outputs=[Output("chrf", "number", min=0.0, max=100.0,
                     description="Sentence chrF (chrF++ with word_order 2) on sacrebleu's 0-100 scale; the best "
                     "reference counts.")],

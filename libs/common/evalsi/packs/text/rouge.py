@@ -11,6 +11,7 @@ from itertools import pairwise
 from typing import Any, Literal
 
 from evalsi.evaluators import Output, evaluator
+from evalsi.evaluators._evaluator import BatchVerdicts
 from evalsi.packs.text._common import SEP, check_stemmer, covered, list_overlap, porter_stem, texts
 from evalsi.v1alpha1.record_pb2 import Record
 
@@ -123,14 +124,14 @@ def _split(tokens: list[str]) -> list[list[str]]:
 
 def rouge_batch(
     texts: dict[str, list[str]], *, use_stemmer: bool = False, measure: str = "fmeasure",
-) -> list[tuple[float, float, float] | None]:
+) -> BatchVerdicts:
     """``rouge`` of every record the batch path covers (``covered``: one reference, both texts present) as its
     (rouge1, rouge2, rougeL): unigram and bigram matches counted for all of them at once, the LCS bit-parallel
     across records (``_ngrams``), each scored as the function scores it; None for the rest."""
     from evalsi.packs.text import _ngrams  # numpy: loaded by the first batch, not by the catalog
 
     outputs, references = texts["output"], texts["reference"]
-    decided: list[tuple[float, float, float] | None] = [None] * len(outputs)
+    decided: BatchVerdicts = [None] * len(outputs)
     chosen = covered(outputs, references)
     if not chosen:
         return decided
@@ -162,6 +163,7 @@ def _check(*, use_stemmer: bool = False, **_: object) -> None:
     requires=["output", "reference"],
     cheap=True,  # linear in the words (LCS: words times machine words of the reference); texts are bounded
     check=_check,
+    batch=rouge_batch,
     outputs=[
         Output("rouge1", "number", min=0.0, max=1.0, description="ROUGE-1: unigram overlap."),
         Output("rouge2", "number", min=0.0, max=1.0, description="ROUGE-2: bigram overlap."),

@@ -9,6 +9,7 @@ import string
 from collections import Counter
 
 from evalsi.evaluators import Output, evaluator
+from evalsi.evaluators._evaluator import BatchVerdicts
 from evalsi.packs.text._common import SEP, covered, texts
 from evalsi.v1alpha1.record_pb2 import Record
 
@@ -47,14 +48,14 @@ def _joined_tokens(texts: list[str]) -> list[str]:
     return _lowered_tokens(f" {SEP} ".join(map(str.lower, texts)))
 
 
-def token_f1_batch(texts: dict[str, list[str]]) -> list[float | None]:
+def token_f1_batch(texts: dict[str, list[str]]) -> BatchVerdicts:
     """``token_f1`` of every record the batch path covers (``covered``: one reference, both texts present), the
     shared words counted for all of them at once (``_ngrams``) and scored by ``f1_of_counts``; None for the rest,
     which the function decides."""
     from evalsi.packs.text import _ngrams  # numpy: loaded by the first batch, not by the catalog
 
     outputs, references = texts["output"], texts["reference"]
-    decided: list[float | None] = [None] * len(outputs)
+    decided: BatchVerdicts = [None] * len(outputs)
     chosen = covered(outputs, references)
     if not chosen:
         return decided
@@ -73,6 +74,7 @@ def token_f1_batch(texts: dict[str, list[str]]) -> list[float | None]:
     pack="text",
     requires=["output", "reference"],
     cheap=True,  # linear in the texts, which are bounded (_common.MAX_CHARS)
+    batch=token_f1_batch,
     outputs=[Output("f1", "number", min=0.0, max=1.0,
                     description="SQuAD v1.1 token F1 against the best reference.")],
 )
