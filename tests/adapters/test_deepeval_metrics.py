@@ -110,13 +110,13 @@ def test_an_unreadable_answer_is_the_evaluators_error_and_params_are_checked(
     assert result.outcome == Outcome.OUTCOME_ERROR and result.error_kind == ErrorKind.ERROR_KIND_EVALUATOR
     assert "not the JSON DeepEval's Statements asks for" in result.reason and not result.scores
     assert no_judge.results[0].outcome == Outcome.OUTCOME_SKIPPED and "judge_pending" in no_judge.results[0].reason
-    # A param's type and presence are checked when the evaluator is bound; its value by the plugin (the protocol
-    # carries declared params, not check functions), so a bad one is each record's evaluator error.
+    # A param's value is checked by the plugin's own check when the evaluator is bound (the protocol's CheckParams):
+    # the evaluation stops naming it, before any record or judge call.
     with ThreadedProvider(reply) as server:
-        (bad,) = evalsi.evaluate(ROWS[:1], [{"ref": "deepeval/bias", "params": {"threshold": 2.0}}],
-                                 registry=registry, judge=judge(server)).results
+        with pytest.raises(evalsi.BadInputError, match=r"param threshold: 2.0 is outside \[0, 1\]"):
+            evalsi.evaluate(ROWS[:1], [{"ref": "deepeval/bias", "params": {"threshold": 2.0}}], registry=registry,
+                            judge=judge(server))
         assert not server.requests
-    assert bad.outcome == Outcome.OUTCOME_ERROR and "param threshold: 2.0 is outside [0, 1]" in bad.reason
     with pytest.raises(evalsi.BadInputError, match="criteria"):
         evalsi.evaluate(ROWS[:1], ["deepeval/g-eval"], registry=registry)
 
