@@ -166,13 +166,18 @@ def test_agentic_and_conversational_metrics_equal_deepevals_own_measure(
     assert all(r.scores[0].cost.total_tokens == 0 for r in [*again[0].results, *again[1].results])
 
 
-def test_missing_expected_tools_or_role_skip_and_bad_params_are_refused(registry: Registry) -> None:
+def test_missing_expected_tools_or_role_skip_and_bad_params_are_refused_or_named(registry: Registry) -> None:
     bare = [{"id": "bare", "input": QUESTION, "output": "sunny", "trajectory": AGENT_ROWS[0]["trajectory"]},
             {"id": "chat", "input": "hi", "output": "hello"}]
     with ThreadedProvider(scripted_reply()) as server:
         results = evalsi.evaluate(bare, ["deepeval/tool-correctness", "deepeval/role-adherence"], registry=registry,
                                   judge=_judge(server.base_url))
+        (uncomparable,) = evalsi.evaluate(bare[:1], [{"ref": "deepeval/tool-correctness", "params": {
+            "expected": ["find_capital"], "evaluation_params": ["input_parameters"]}}], registry=registry).results
         assert not server.requests  # skipped before any judge call
+    # DeepEval itself fails on it with an AttributeError; the adapter names the tool.
+    assert uncomparable.outcome == Outcome.OUTCOME_ERROR
+    assert "the expected tool 'find_capital' has no input_parameters to compare" in uncomparable.reason
     with pytest.raises(evalsi.BadInputError, match=r"evaluation_params: \['name'\] not known; DeepEval compares "
                                                    "input_parameters, output"):
         evalsi.evaluate(bare[:1], [{"ref": "deepeval/tool-correctness", "params": {"evaluation_params": ["name"]}}],

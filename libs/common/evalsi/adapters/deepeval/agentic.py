@@ -61,12 +61,27 @@ def _check_tool_correctness(*, threshold: float, expected: list | None, evaluati
 async def tool_correctness(record: Record, *, expected: list | None = None, evaluation_params: list | None = None,
                            should_exact_match: bool = False, should_consider_ordering: bool = False,
                            threshold: float = 0.5, strict_mode: bool = False) -> list[Score]:
+    wanted = expected_tool_fields(record, expected)
+    if "input_parameters" in (evaluation_params or []) and not should_exact_match:
+        _check_comparable(wanted, tool_call_fields(record))
     metric = deepeval_metrics.ToolCorrectnessMetric(
         threshold=threshold, evaluation_params=[ToolCallParams(p) for p in evaluation_params or []],
         model=NoModel("deepeval/tool-correctness"), should_exact_match=should_exact_match,
         should_consider_ordering=should_consider_ordering, strict_mode=strict_mode, async_mode=True,
         verbose_mode=False)
-    return await measure(metric, None, agent_case(record, expected_tool_fields(record, expected)))
+    return await measure(metric, None, agent_case(record, wanted))
+
+
+def _check_comparable(expected: list[dict[str, Any]], called: list[dict[str, Any]]) -> None:
+    """DeepEval compares the parameters of every expected and called tool of the same name, and fails with an
+    AttributeError when one side has parameters and the other none: this names the tool instead."""
+    for tool in expected:
+        for call in called:
+            if call["name"] == tool["name"] and ("input_parameters" in tool) != ("input_parameters" in call):
+                lacking = "expected" if "input_parameters" not in tool else "called"
+                raise ValueError(f"evaluation_params input_parameters: the {lacking} tool {tool['name']!r} has no "
+                                 f"input_parameters to compare (DeepEval cannot compare a missing one); give them, "
+                                 "or leave input_parameters out of evaluation_params")
 
 
 @evaluator("deepeval/argument-correctness", version=VERSION, requires=("input", "trajectory", "judge"),
