@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import ast
 import json
+import keyword
 import operator
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -105,10 +107,10 @@ def text_calls(text: str) -> Calls:
     """Calls from text: JSON when it parses as such, else BFCL's Python-call form."""
     if len(text) > MAX_TEXT:
         raise DecodeError(f"output of {len(text)} characters; at most {MAX_TEXT} are decoded")
-    stripped = text.strip("`\n ")
-    source = stripped if stripped.startswith("[") else "[" + stripped
-    source = source if source.endswith("]") else source + "]"
-    source = source.strip().strip("'")  # BFCL's ast_parse drops quotes a model wrapped its answer in
+    source = call_source(text)
+    plain = plain_calls(source)
+    if plain is not None:
+        return plain
     try:
         tree = ast.parse(source, mode="eval").body
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
@@ -120,6 +122,15 @@ def text_calls(text: str) -> Calls:
             raise DecodeError(f"element {index} is not a function call: {ast.unparse(element)[:100]!r}")
         calls.append(_call(element))
     return calls
+
+
+def call_source(text: str) -> str:
+    """The Python expression BFCL parses from a model's text: backticks, newlines and spaces stripped, brackets
+    added where missing, quotes around the answer dropped."""
+    stripped = text.strip("`\n ")
+    source = stripped if stripped.startswith("[") else "[" + stripped
+    source = source if source.endswith("]") else source + "]"
+    return source.strip().strip("'")  # BFCL's ast_parse drops quotes a model wrapped its answer in
 
 
 def _call(node: ast.Call) -> dict[str, Any]:
@@ -221,3 +232,145 @@ def _check_size(op: ast.operator, left: Any, right: Any) -> None:
             raise _TooLarge
     if isinstance(op, ast.Mod) and isinstance(left, str | bytes):
         raise _TooLarge  # a format's width could ask for any size
+
+
+# BFCL answers are nearly always ``[name(key=literal, ...), ...]``. ``plain_calls`` reads that shape from tokens
+# instead of through Python's parser (ast.parse is most of a decode's cost): strings without escapes, decimal ints
+# and floats, True/False/None, names, lists, dicts, and calls with keywords only, separated by spaces, tabs or
+# newlines. Whatever else it meets (an escape, a tuple, a positional argument, an operator, a non-ASCII name, a
+# keyword repeated), it answers None and the text goes to ast.parse, so every verdict and message stays the parser's.
+# Each token is (the whitespace before it, its text); a token's first character says its kind.
+_PLAIN_TOKENS = re.compile(r"""([ \t\n]*)(
+    '[^'\\\x00-\x1f\ud800-\udfff]*'|"[^"\\\x00-\x1f\ud800-\udfff]*"
+    |-?(?:0|[1-9][0-9]{0,30})(?:\.[0-9]{1,30})?
+    |[A-Za-z_][A-Za-z0-9_]*
+    |[][(){},:=.]
+)""", re.VERBOSE)
+_QUOTES = ("'", '"')
+_NUMBER_STARTS = frozenset("-0123456789")
+_NAME_STARTS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
+_CONSTANTS: dict[str, Any] = {"True": True, "False": False, "None": None}
+_MAX_PLAIN_DEPTH = 32  # nesting read here; deeper goes to the parser, whose own limit then applies
+
+
+class _NotPlain(Exception):
+    """The text is not of the plain shape: Python's parser reads it."""
+
+
+def plain_calls(source: str) -> Calls | None:
+    """The calls in ``source`` when it is a plain list of calls (see above), as ``text_calls`` decodes them; None
+    when it is not."""
+    if not source.startswith("["):  # leading whitespace is the parser's indentation error
+        return None
+    found = _PLAIN_TOKENS.findall(source)
+    # Matches never overlap, so they tile the source exactly when their lengths add up to it.
+    if sum(len(space) + len(token) for space, token in found) != len(source):
+        return None
+    reader = _PlainReader([token for _, token in found])
+    try:
+        calls: Calls = []
+        reader.expect("[")
+        while reader.peek() != "]":
+            calls.append(reader.call(0, reader.name()))
+            if reader.peek() != "]":
+                reader.expect(",")
+        reader.expect("]")
+        reader.expect("")
+    except _NotPlain:
+        return None
+    return calls
+
+
+class _PlainReader:
+    """Reads values from a list of tokens; the empty token marks the end."""
+
+    def __init__(self, tokens: list[str]) -> None:
+        self.tokens = [*tokens, ""]
+        self.at = 0
+
+    def peek(self) -> str:
+        return self.tokens[self.at]
+
+    def take(self) -> str:
+        token = self.tokens[self.at]
+        if not token:
+            raise _NotPlain
+        self.at += 1
+        return token
+
+    def expect(self, mark: str) -> None:
+        if self.tokens[self.at] != mark:
+            raise _NotPlain
+        self.at += 1
+
+    def name(self) -> str:
+        token = self.take()
+        if token[0] not in _NAME_STARTS or keyword.iskeyword(token) or token == "__debug__":
+            raise _NotPlain
+        return token
+
+    def call(self, depth: int, first: str) -> dict[str, Any]:
+        """``first.name(key=value, ...)`` as ``{name: {key: value}}``, its first name already read."""
+        name = first
+        while self.tokens[self.at] == ".":
+            self.at += 1
+            name += "." + self.name()
+        self.expect("(")
+        arguments: dict[str, Any] = {}
+        while self.tokens[self.at] != ")":
+            key = self.name()
+            if key in arguments:  # a keyword repeated: left to the parser
+                raise _NotPlain
+            self.expect("=")
+            arguments[key] = self.value(depth + 1)
+            if self.tokens[self.at] != ")":
+                self.expect(",")
+        self.at += 1
+        return {name: arguments}
+
+    def value(self, depth: int) -> Any:
+        if depth > _MAX_PLAIN_DEPTH:
+            raise _NotPlain
+        token = self.take()
+        first = token[0]
+        if first in _QUOTES:
+            return token[1:-1]
+        if first in _NUMBER_STARTS:
+            return float(token) if "." in token else int(token)
+        if first in _NAME_STARTS:
+            if token in _CONSTANTS:
+                return _CONSTANTS[token]
+            if keyword.iskeyword(token) or token == "__debug__":
+                raise _NotPlain
+            if self.tokens[self.at] in (".", "("):  # a call as a value: with keywords, its calls' form
+                call = self.call(depth, token)
+                if not next(iter(call.values())):  # without, its source text: left to the parser
+                    raise _NotPlain
+                return call
+            return token
+        if token == "[":
+            items = []
+            while self.tokens[self.at] != "]":
+                items.append(self.value(depth + 1))
+                if self.tokens[self.at] != "]":
+                    self.expect(",")
+            self.at += 1
+            return items
+        if token == "{":
+            return self.mapping(depth)
+        raise _NotPlain
+
+    def mapping(self, depth: int) -> dict[Any, Any]:
+        result: dict[Any, Any] = {}
+        while self.tokens[self.at] != "}":
+            if self.tokens[self.at][:1] in ("[", "{"):  # unhashable: the parser's path says so
+                raise _NotPlain
+            key = self.value(depth + 1)
+            if isinstance(key, dict):
+                raise _NotPlain
+            self.expect(":")
+            result[key] = self.value(depth + 1)
+            if self.tokens[self.at] != "}":
+                self.expect(",")
+        self.at += 1
+        return result
