@@ -41,16 +41,18 @@ class TextRows:
         return len(self.ids)
 
 
-def text_rows(rows: Sequence[Any]) -> TextRows:
-    """The leading rows of ``rows`` that have the usual text shape (up to the first that has not, or that cannot be
-    encoded: ``add_row`` says what is wrong with that one), as columns."""
+def text_rows(rows: Sequence[Any], start: int = 0) -> TextRows:
+    """The leading rows of ``rows[start:]`` that have the usual text shape (up to the first that has not, or that
+    cannot be encoded: ``add_row`` says what is wrong with that one), as columns."""
     # Each test first over the whole batch at once (the usual batch passes them all), then, where one fails, row
     # by row to find the first row that fails it.
-    count = len(rows)
-    if count and not _usual(rows[0]):
+    if start < len(rows) and not _usual(rows[start]):
         # Led by a row of another shape (JSON or row contents, metadata): taken alone by add_row, and the loader
-        # calls again from the next row, so scanning the rest here each time would be quadratic in the batch.
+        # calls again from the next row, so scanning (or copying) the rest here each time would be quadratic.
         return TextRows([], [], ([], [], []), [])
+    if start:
+        rows = rows[start:]
+    count = len(rows)
     if set(map(type, rows)) != {dict}:
         count = _first_false(map(operator.is_, map(type, rows), repeat(dict)), count)
         rows = rows[:count]

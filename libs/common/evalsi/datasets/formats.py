@@ -173,6 +173,33 @@ def to_plain(obj: Any) -> Any:
     raise TypeError(f"cannot store a {kind.__name__} as JSON")
 
 
+_FLAT = _SCALARS | {float}
+_STR_KEYS = frozenset({str})
+
+
+def is_plain(obj: Any) -> bool:
+    """Whether :func:`to_plain` gives ``obj`` back as it is (the same types, equal values): dicts with string keys,
+    lists, strings, ints, bools, None and finite floats. A row of them needs no converted copy; whole maps and lists
+    of scalars are tested a C-level pass at a time."""
+    kind = type(obj)
+    if kind is dict:
+        if not _STR_KEYS.issuperset(map(type, obj)):
+            return False
+        values: Any = obj.values()
+    elif kind is list:
+        values = obj
+    elif kind is float:
+        return math.isfinite(obj)
+    else:
+        return kind in _SCALARS
+    kinds = set(map(type, values))
+    if kinds <= _SCALARS:
+        return True
+    if kinds <= _FLAT:
+        return all(map(math.isfinite, [value for value in values if type(value) is float]))
+    return all(map(is_plain, values))
+
+
 def plain_row(row: Any) -> Any:
     """:func:`to_plain` of a row; a row that is not a mapping is returned as is for the caller to refuse."""
     if not isinstance(row, Mapping):

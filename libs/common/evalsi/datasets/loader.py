@@ -25,6 +25,7 @@ from evalsi.datasets.formats import (
     _kind,
     check_file,
     detect_format,
+    is_plain,
     location,
     plain_row,
     read_hf_rows,
@@ -40,8 +41,6 @@ from evalsi.v1alpha1.record_pb2 import Record
 MappingSpec = Mapping[str, str] | Sequence[str] | FieldMapping | None
 
 _ROW_BATCH = 1024  # rows read and encoded at a time
-_PLAIN_SCALARS = frozenset({str, int, bool, type(None)})  # values a row from memory needs no conversion for
-_STR = frozenset({str})
 
 
 @dataclass(frozen=True)
@@ -248,8 +247,7 @@ def records_from_rows(
     records: list[Record] = []
     for index, row in enumerate(rows):
         try:
-            if type(row) is dict and _STR.issuperset(map(type, row)) and _PLAIN_SCALARS.issuperset(
-                    map(type, row.values())):
+            if type(row) is dict and is_plain(row):
                 records.append(parse(add_row(row)))  # plain already: nothing to convert
             elif isinstance(row, Record):
                 if field_mapping:
@@ -287,8 +285,7 @@ def stream_rows(
     rows = _iterable_rows(rows, source)
 
     def plain(index: int, row: Any) -> Any:
-        if type(row) is dict and _STR.issuperset(map(type, row)) and _PLAIN_SCALARS.issuperset(
-                map(type, row.values())):
+        if type(row) is dict and is_plain(row):
             return row
         if isinstance(row, Record):
             raise BadInputError(f"{source}: record {index}: a stream of rows takes objects, not Records")

@@ -200,7 +200,7 @@ class RecordBuilder:
             return start
         if self.first_fields is None and start < len(rows) and type(rows[start]) is dict:
             self.first_fields = list(rows[start])
-        batch = text_rows(rows[start:] if start else rows)
+        batch = text_rows(rows, start)
         if not batch:
             return start
         trials = self.occurrences.count_all(batch.ids)

@@ -20,7 +20,7 @@ from typing import Any
 
 from google.protobuf.message import Message
 
-from evalsi.records import is_row, tabular_row, to_content, to_value
+from evalsi.records import ROW_PARTS, is_row, tabular_row, to_content, to_value
 from evalsi.v1alpha1.record_pb2 import Content
 
 LENGTHS = [bytes((n,)) for n in range(128)]
@@ -38,6 +38,13 @@ _VALUE_NUMBER, _VALUE_STRING, _VALUE_STRUCT, _VALUE_LIST = b"\x11", b"\x1a", b"\
 _ENTRY_KEY, _ENTRY_VALUE, _STRUCT_FIELD, _LIST_ITEM = b"\x0a", b"\x12", b"\x0a", b"\x0a"
 _CONTENT_ROW, _ROW_FEATURES, _ROW_PREDICTION, _ROW_PROBABILITIES = b"\x22", b"\x0a", b"\x12", b"\x1a"
 _ENTRY_DOUBLE = b"\x11"  # a map<string, double> entry's value
+_STR = frozenset({str})
+_ROW_PARTS = frozenset(ROW_PARTS)
+# Maps' keys in order with their encoded heads, kept for the maps of at most _KEPT_KEYS keys, the first
+# _KEPT_ORDERS key lists met (bounded memory; a dataset whose maps all differ just makes each one's).
+_KEPT_ORDERS, _KEPT_KEYS = 4096, 64
+_KEY_FIELDS: dict[tuple[str, ...], list[tuple[str, bytes]]] = {}
+_PROBABILITY_HEADS: dict[tuple[str, ...], list[tuple[str, bytes]]] = {}
 
 
 # For a text of n < 126 bytes: a record's content field holds (n + 2) bytes, Content.text's tag and n; ready-made.
@@ -112,12 +119,28 @@ def value_bytes(obj: Any) -> bytes:
 
 def map_entries(tag: bytes, mapping: Mapping[str, Any]) -> bytes:
     """The entries of a ``map<string, Value>`` (a Struct's fields, a record's metadata) in deterministic order."""
-    if len(mapping) == 1:
-        ((key, value),) = mapping.items()
-        return field(tag, field(_ENTRY_KEY, key.encode()) + field(_ENTRY_VALUE, value_bytes(value)))
-    keyed = sorted([(key.encode(), value) for key, value in mapping.items()], key=_map_order)
-    return b"".join([field(tag, field(_ENTRY_KEY, key) + field(_ENTRY_VALUE, value_bytes(value)))
-                     for key, value in keyed])
+    keys = tuple(mapping)
+    heads = _KEY_FIELDS.get(keys)
+    if heads is None:
+        heads = _key_fields(keys)
+    out = []
+    for key, head in heads:
+        value = value_bytes(mapping[key])
+        size = len(value)
+        inner = head + _ENTRY_VALUE + (LENGTHS[size] if size < 128 else varint(size)) + value
+        size = len(inner)
+        out.append(tag + (LENGTHS[size] if size < 128 else varint(size)) + inner)
+    return b"".join(out)
+
+
+def _key_fields(keys: tuple[str, ...]) -> list[tuple[str, bytes]]:
+    """Each key in upb's order with its map entry's key field, kept (``_KEY_FIELDS``) for the next map of these
+    keys: a dataset's rows mostly share theirs, and then a map costs no sort and no key encoded."""
+    found = [(key, field(_ENTRY_KEY, data)) for data, key in sorted([(key.encode(), key) for key in keys],
+                                                                    key=_map_order)]
+    if len(keys) <= _KEPT_KEYS and len(_KEY_FIELDS) < _KEPT_ORDERS:
+        _KEY_FIELDS[keys] = found
+    return found
 
 
 def _map_order(item: tuple[bytes, Any]) -> bytes:
@@ -128,18 +151,22 @@ def _map_order(item: tuple[bytes, Any]) -> bytes:
 def content_bytes(value: Any) -> bytes:
     """A ``Content`` by the record conventions (``records.to_content``): a string is text; an object with exactly
     one of text/messages/json/row is that content; anything else is JSON."""
-    if isinstance(value, str):
+    kind = type(value)
+    if kind is str:
         return field(_CONTENT_TEXT, value.encode())
-    if isinstance(value, Content):
-        return message_bytes(value)
-    if isinstance(value, Mapping) and len(value) == 1:
+    if kind is not dict:  # a dict is neither a Content nor any other Mapping: its tests skipped (once a row)
+        if isinstance(value, Content):
+            return message_bytes(value)
+        if not isinstance(value, Mapping):
+            return field(_CONTENT_JSON, value_bytes(value))
+    if len(value) == 1:
         ((key, inner),) = value.items()
+        if key == "row" and ((type(inner) is dict and inner and _ROW_PARTS.issuperset(inner)) or is_row(inner)):
+            return field(_CONTENT_ROW, row_bytes(inner))
         if key == "text" and isinstance(inner, str):
             return field(_CONTENT_TEXT, inner.encode())
         if key == "messages" and isinstance(inner, list):
             return message_bytes(to_content(value))  # rarer: protobuf's own encoding
-        if key == "row" and is_row(inner):
-            return field(_CONTENT_ROW, row_bytes(inner))
         if key == "json":
             return field(_CONTENT_JSON, value_bytes(inner))
     return field(_CONTENT_JSON, value_bytes(value))
@@ -156,18 +183,35 @@ def row_bytes(parts: Mapping[str, Any]) -> bytes:
     if "prediction" in parts:
         out += field(_ROW_PREDICTION, value_bytes(parts["prediction"]))
     if probabilities:
+        keys = tuple(probabilities)
+        heads = _PROBABILITY_HEADS.get(keys)
+        if heads is None:
+            heads = _probability_heads(keys)
         entries = []
-        for key, probability in sorted([(key.encode(), p) for key, p in probabilities.items()], key=_map_order):
-            if type(probability) is not float and (isinstance(probability, bool)
-                                                   or not isinstance(probability, int | float)):
-                return message_bytes(tabular_row(parts))  # refused there, naming the class
-            entries.append(field(_ROW_PROBABILITIES, field(_ENTRY_KEY, key) + _ENTRY_DOUBLE
-                                 + _pack_double(float(probability))))
+        for key, head in heads:
+            probability = probabilities[key]
+            if type(probability) is not float:
+                if isinstance(probability, bool) or not isinstance(probability, int | float):
+                    return message_bytes(tabular_row(parts))  # refused there, naming the class
+                probability = float(probability)
+            entries.append(head + _pack_double(probability))
         out += b"".join(entries)
     return out
 
 
+def _probability_heads(keys: tuple[str, ...]) -> list[tuple[str, bytes]]:
+    """Each class in upb's order with its probability entry up to the double (tag, length, key field, value tag),
+    kept as ``_key_fields`` keeps its own."""
+    found = [(key, _ROW_PROBABILITIES + varint(len(head) + 9) + head + _ENTRY_DOUBLE)
+             for key, head in _key_fields(keys)]
+    if len(keys) <= _KEPT_KEYS and len(_PROBABILITY_HEADS) < _KEPT_ORDERS:
+        _PROBABILITY_HEADS[keys] = found
+    return found
+
+
 def _str_keyed(value: Any) -> bool:
+    if type(value) is dict:
+        return _STR.issuperset(map(type, value))
     return isinstance(value, Mapping) and all(type(key) is str for key in value)
 
 
