@@ -1,18 +1,19 @@
 """The numpy side of the probability metrics (``probabilities``): the probability matrix and each class's sorted
-order stacked once, then ROC-AUC, average precision, log-loss, Brier and ECE by weights per (re)sample. Loaded by
-the first reduce, not by the catalog."""
+order stacked once, then ROC-AUC, average precision, log-loss, Brier and ECE over the drawn rows per (re)sample
+(``_drawn``). Loaded by the first reduce, not by the catalog."""
 
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from evalsi.errors import SkipRecord
-from evalsi.stats.weighted import Weighted, codes, ones, weighted
+from evalsi.packs.ml_classic._drawn import Drawn, drawn, of
+from evalsi.stats.weighted import codes
 
 NEEDS = "a class label in its reference and class probabilities in its output row"
 _EPS = sys.float_info.epsilon  # log_loss clips probabilities to [eps, 1 - eps], as scikit-learn does (float64's)
@@ -21,8 +22,8 @@ _EPS = sys.float_info.epsilon  # log_loss clips probabilities to [eps, 1 - eps],
 @dataclass(frozen=True)
 class Ranking:
     """One class's scores sorted once (highest first) into groups of tied scores (one threshold each): per record,
-    in the records' own order, 2 x its group + 1 if its label is this class, so one weighted ``np.bincount`` gives
-    every group's positives and negatives without gathering the weights into the sorted order."""
+    in the records' own order, its group, plus ``count`` if its label is this class, so one ``np.bincount`` of the
+    drawn records' keys gives every group's negatives, then every group's positives, each run contiguous."""
 
     keys: NDArray[np.intp]
     count: int
@@ -34,23 +35,32 @@ class Probabilities:
     truths: NDArray[np.intp]
     rankings: dict[int, Ranking]
     # Per record, computed once: -ln p(label) clipped as log_loss clips it, the squared distance of the
-    # probabilities from the label's one-hot vector, the top probability and whether its class is the label.
+    # probabilities from the label's one-hot vector, the top probability, and whether its class is the label
+    # (1.0 or 0.0) less that probability.
     losses: NDArray[np.float64]
     squared: NDArray[np.float64]
     confidence: NDArray[np.float64]
-    hit: NDArray[np.float64]
+    gap: NDArray[np.float64]
+    bins: dict[int, NDArray[np.intp]] = field(default_factory=dict)  # each record's ECE bin, per ``bins`` param
+
+    def binned(self, count: int) -> NDArray[np.intp]:
+        """Each record's confidence bin of ``count``: ((m-1)/count, m/count], 0 in the first; made once a count."""
+        if count not in self.bins:
+            self.bins[count] = np.clip(np.ceil(self.confidence * count).astype(np.intp) - 1, 0, count - 1)
+        return self.bins[count]
 
 
 def _ranking(scores: NDArray[np.float64], positive: NDArray[np.bool_]) -> Ranking:
     order = np.argsort(-scores, kind="stable")
     ranked = scores[order]
     groups = np.concatenate(([0], np.cumsum(ranked[1:] != ranked[:-1]))).astype(np.intp)
+    count = int(groups[-1]) + 1
     keys = np.empty_like(groups)
-    keys[order] = 2 * groups + positive[order]
-    return Ranking(keys, int(groups[-1]) + 1)
+    keys[order] = groups + count * positive[order]
+    return Ranking(keys, count)
 
 
-def stack(pairs: list[tuple[str, dict[str, float]]]) -> Weighted[Probabilities]:
+def stack(pairs: list[tuple[str, dict[str, float]]]) -> Drawn[Probabilities]:
     truths = [truth for truth, _ in pairs]
     classes = sorted({*truths, *(name for _, given in pairs for name in given)})
     matrix = np.zeros((len(pairs), len(classes)), dtype=np.float64)
@@ -68,12 +78,13 @@ def stack(pairs: list[tuple[str, dict[str, float]]]) -> Weighted[Probabilities]:
     onehot = np.zeros_like(matrix)
     onehot[rows, labels] = 1.0
     predicted = np.argmax(matrix, axis=1)  # the first class in order on a tie
+    confidence = matrix[rows, predicted]
     stacked = Probabilities(
         classes, labels, rankings, losses=-np.log(np.clip(matrix[rows, labels], _EPS, 1.0 - _EPS)),
-        squared=((onehot - matrix) ** 2).sum(axis=1), confidence=matrix[rows, predicted],
-        hit=(predicted == labels).astype(np.float64),
+        squared=((onehot - matrix) ** 2).sum(axis=1), confidence=confidence,
+        gap=(predicted == labels).astype(np.float64) - confidence,
     )
-    return ones(stacked, len(pairs))
+    return drawn(stacked, len(pairs))
 
 
 def _positive_class(data: Probabilities, positive_label: str) -> int | None:
@@ -88,38 +99,40 @@ def _positive_class(data: Probabilities, positive_label: str) -> int | None:
     return 1 if len(data.classes) == 2 else None
 
 
-def _counts(ranking: Ranking, weights: NDArray[np.float64], name: str) -> tuple[NDArray[np.float64], ...]:
-    """Per tie group (highest score first): the weight of positives and negatives, and their running totals."""
-    both = np.bincount(ranking.keys, weights, minlength=2 * ranking.count).reshape(ranking.count, 2)
-    hits = np.asarray(both[:, 1], dtype=np.float64)  # float with weights (numpy's stub says int)
-    misses = np.asarray(both[:, 0], dtype=np.float64)
-    if hits.sum() <= 0 or misses.sum() <= 0:
-        side = "no record has" if hits.sum() <= 0 else "every record has"
+def _counts(ranking: Ranking, data: Drawn[Probabilities], name: str) -> tuple[NDArray[np.intp], ...]:
+    """Per tie group (highest score first): the drawn positives and negatives, and the running total of positives
+    (integers: every sum below is exact, so the order numpy adds them in cannot change a figure)."""
+    misses, hits = data.count(ranking.keys, 2 * ranking.count).reshape(2, ranking.count)
+    true_positives = np.cumsum(hits)
+    if true_positives[-1] <= 0 or true_positives[-1] >= data.drawn:
+        side = "no record has" if true_positives[-1] <= 0 else "every record has"
         raise SkipRecord(f"{side} the label {name!r}: the metric needs both it and another class among the labels")
-    return hits, misses, np.cumsum(hits), np.cumsum(misses)
+    return hits, misses, true_positives
 
 
-def _roc_auc(ranking: Ranking, weights: NDArray[np.float64], name: str) -> float:
-    hits, misses, true_positives, false_positives = _counts(ranking, weights, name)
-    # Trapezoids of the ROC curve: each threshold adds its false positives times the mean height across it.
-    area = float((misses * (true_positives - hits / 2.0)).sum())
-    return area / float(true_positives[-1] * false_positives[-1])
+def _roc_auc(ranking: Ranking, data: Drawn[Probabilities], name: str) -> float:
+    hits, misses, true_positives = _counts(ranking, data, name)
+    # Trapezoids of the ROC curve: each threshold adds its false positives times the mean height across it (twice
+    # the area here, in integers).
+    twice = int(np.dot(misses, 2 * true_positives - hits))
+    positives = int(true_positives[-1])
+    return twice / 2.0 / float(positives * (data.drawn - positives))
 
 
-def _average_precision(ranking: Ranking, weights: NDArray[np.float64], name: str) -> float:
-    hits, _, true_positives, false_positives = _counts(ranking, weights, name)
+def _average_precision(ranking: Ranking, data: Drawn[Probabilities], name: str) -> float:
+    hits, misses, true_positives = _counts(ranking, data, name)
     # Sum over thresholds of the recall gained times the precision there (scikit-learn's step-wise AP).
-    listed = true_positives + false_positives  # 0 only before the first drawn record of a resample
-    precision = np.divide(true_positives, listed, out=np.zeros_like(listed), where=listed > 0)
+    listed = true_positives + np.cumsum(misses)  # 0 only before the first drawn record of a resample
+    precision = np.divide(true_positives, listed, out=np.zeros(len(listed)), where=listed > 0)
     return float((hits * precision).sum() / true_positives[-1])
 
 
 def one_vs_rest(values: Any, positive_label: str, metric: Any) -> float:
-    data = weighted(values, NEEDS)
+    data = of(values, NEEDS)
     stacked: Probabilities = data.columns
     positive = _positive_class(stacked, positive_label)
     at_classes = range(len(stacked.classes)) if positive is None else (positive,)
-    return float(np.mean([metric(stacked.rankings[at], data.weights, stacked.classes[at]) for at in at_classes]))
+    return float(np.mean([metric(stacked.rankings[at], data, stacked.classes[at]) for at in at_classes]))
 
 
 def roc_auc(values: Any, positive_label: str) -> float:
@@ -131,26 +144,25 @@ def average_precision(values: Any, positive_label: str) -> float:
 
 
 def log_loss(values: Any) -> float:
-    data = weighted(values, NEEDS)
+    data = of(values, NEEDS)
     stacked: Probabilities = data.columns
     if len(stacked.classes) < 2:
         raise SkipRecord(f"only one class ({stacked.classes[0]!r}): log-loss needs two")
-    return float((data.weights * stacked.losses).sum() / data.weights.sum())
+    return data.mean(stacked.losses)
 
 
 def brier(values: Any) -> float:
-    data = weighted(values, NEEDS)
+    data = of(values, NEEDS)
     stacked: Probabilities = data.columns
     k = len(stacked.classes)
     if k < 2:
         raise SkipRecord(f"only one class ({stacked.classes[0]!r}): the Brier score needs two")
     halved = 0.5 if k < 3 else 1.0
-    return halved * float((data.weights * stacked.squared).sum() / data.weights.sum())
+    return halved * data.mean(stacked.squared)
 
 
 def ece(values: Any, bins: int) -> float:
-    data = weighted(values, NEEDS)
+    data = of(values, NEEDS)
     stacked: Probabilities = data.columns
-    which = np.clip(np.ceil(stacked.confidence * bins).astype(np.intp) - 1, 0, bins - 1)
-    gaps = np.bincount(which, data.weights * (stacked.hit - stacked.confidence), minlength=bins)
-    return float(np.abs(gaps).sum() / data.weights.sum())
+    gaps = data.sum_by(stacked.binned(bins), stacked.gap, bins)
+    return float(np.abs(gaps).sum() / data.drawn)

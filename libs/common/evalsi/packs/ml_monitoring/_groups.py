@@ -1,5 +1,6 @@
-"""The numpy side of the fairness metrics (``fairness``): group codes stacked once and per-group rates by weights
-per (re)sample. Loaded by the first reduce, not by the catalog."""
+"""The numpy side of the fairness metrics (``fairness``): each record's cell (its group, whether its label is
+positive, whether it was selected) coded once, and the per-group rates from one ``bincount`` of the drawn cells
+per (re)sample (``ml_classic._drawn``). Loaded by the first reduce, not by the catalog."""
 
 from __future__ import annotations
 
@@ -9,23 +10,17 @@ import numpy as np
 from numpy.typing import NDArray
 
 from evalsi.errors import SkipRecord
-from evalsi.stats.weighted import Weighted, ones, weighted
+from evalsi.packs.ml_classic._drawn import Drawn, drawn, of
 
-Groups = tuple[NDArray[np.intp], int, NDArray[np.float64], NDArray[np.float64]]
+Groups = tuple[NDArray[np.intp], int]  # each record's cell: 4 x group + 2 x positive label + selected; the groups
 
 
-def stack(triples: list[tuple[str, bool, bool]]) -> Weighted[Groups]:
+def stack(triples: list[tuple[str, bool, bool]]) -> Drawn[Groups]:
     names = sorted({group for group, _, _ in triples})
     index = {name: at for at, name in enumerate(names)}
-    codes = np.fromiter((index[group] for group, _, _ in triples), dtype=np.intp, count=len(triples))
-    truths = np.fromiter((truth for _, truth, _ in triples), dtype=np.float64, count=len(triples))
-    chosen = np.fromiter((chosen for _, _, chosen in triples), dtype=np.float64, count=len(triples))
-    return ones((codes, len(names), truths, chosen), len(triples))
-
-
-def _sums(codes: NDArray[np.intp], weights: NDArray[np.float64], count: int) -> NDArray[np.float64]:
-    """Each group's sum of ``weights`` (float: numpy's stub types every bincount as int)."""
-    return np.asarray(np.bincount(codes, weights, minlength=count), dtype=np.float64)
+    cells = np.fromiter((4 * index[group] + 2 * truth + chosen for group, truth, chosen in triples), dtype=np.intp,
+                        count=len(triples))
+    return drawn((cells, len(names)), len(triples))
 
 
 def _gap(top: NDArray[np.float64], bottom: NDArray[np.float64]) -> float | None:
@@ -37,20 +32,20 @@ def _gap(top: NDArray[np.float64], bottom: NDArray[np.float64]) -> float | None:
 
 
 def figures(values: Any, sensitive: str) -> dict[str, float]:
-    data = weighted(values, "the sensitive attribute, a label and a prediction")
-    codes, count, truths, chosen = data.columns
-    weights = data.weights
-    members = _sums(codes, weights, count)
+    data = of(values, "the sensitive attribute, a label and a prediction")
+    cells, count = data.columns
+    # Per group: negatives not selected, negatives selected, positives not selected, positives selected.
+    table = data.count(cells, 4 * count).reshape(count, 4).astype(np.float64)
+    members = table.sum(axis=1)
     if np.count_nonzero(members) < 2:
         raise SkipRecord(f"fewer than two groups of {sensitive!r}: fairness compares groups")
-    selected = _sums(codes, weights * chosen, count)
+    false_positives, true_positives = table[:, 1], table[:, 3]
+    selected = false_positives + true_positives
     rates = selected[members > 0] / members[members > 0]
     figures = {"demographic_parity_difference": float(rates.max() - rates.min())}
     if rates.max() > 0:
         figures["demographic_parity_ratio"] = float(rates.min() / rates.max())
-    positives = _sums(codes, weights * truths, count)
-    true_positives = _sums(codes, weights * truths * chosen, count)
-    false_positives = _sums(codes, weights * (1.0 - truths) * chosen, count)
+    positives = table[:, 2] + true_positives
     gaps = [gap for gap in (_gap(true_positives, positives), _gap(false_positives, members - positives))
             if gap is not None]
     if gaps:
