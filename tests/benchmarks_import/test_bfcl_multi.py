@@ -72,10 +72,15 @@ def test_every_question_of_bfcls_four_multi_turn_files_imports() -> None:
                 for call in turn:
                     parse_ground_truth(call)  # BFCL's possible answers (positional arguments too) all read
     assert counts == dict.fromkeys(CATEGORIES, 200)
-    # the real questions involve classes with no native simulator: skipped, naming the class
-    records[0].output.CopyFrom(to_content([["[sort(file_name='a.txt')]"]] * 4))
-    (verdict,) = _grade(records[0])
-    assert verdict[0] is None and "no simulator; built: MessageAPI, TicketAPI" in verdict[1]
+    # a question involving a class with no native simulator is skipped, naming it; so is TradingBot's long context
+    trading = next(r for r in records if json.loads(r.reference.text)["involved_classes"] == ["TradingBot"])
+    for record in (records[0], trading):
+        record.output.CopyFrom(to_content([["[get_current_time()]"]] * 4))
+    files, long_context = _grade(records[0], trading)
+    assert files == (None, "BFCL class 'TwitterAPI' (one of BFCL's, not built here): no simulator; built: "
+                           "MessageAPI, TicketAPI, TradingBot")
+    assert long_context == (None, "BFCL class 'TradingBot' in a long_context question: its long-context data is "
+                                  "not ported")
 
 
 def test_a_conversation_and_bfcls_result_form_are_graded_turn_by_turn() -> None:

@@ -21,7 +21,9 @@ from benchmarks_import.test_bfcl_relevance import BFCL, _bfcl_function
 from evalsi.packs.benchmarks.bfcl_multi_exec import Call, Simulators
 from evalsi.packs.benchmarks.bfcl_multi_sim import public_state
 
-CLASSES = ("MessageAPI", "TicketAPI")
+DATA = BFCL / "data"
+
+CLASSES = ("MessageAPI", "TicketAPI", "TradingBot")
 USERS = ("Ana", "Bor", "Cene", "Alice", "Zoe", "")
 USER_IDS = ("USR001", "USR002", "USR003", "USR004", "USR005", "USR999", "")
 TEXTS = ("Lunch at noon?", "VPN is back.", "lunch", "printer", "", "Ünïcode ✓")
@@ -36,7 +38,14 @@ CONFIGS: tuple[dict[str, Any], ...] = (
     {"MessageAPI": {"generated_ids": [12345], "current_user": "USR002", "random_seed": 7,
                     "inbox": [{"USR003": "printer"}, {}]},
      "TicketAPI": {"ticket_queue": [{"id": 2, "title": "x", "description": "", "status": "Resolved", "priority": 5,
-                                     "created_by": "bo"}], "ticket_counter": 3}},
+                                     "created_by": "bo"}], "ticket_counter": 3},
+     "TradingBot": {"authenticated": True, "market_status": "Open", "random_seed": 3, "watch_list": ["AAPL"],
+                    "orders": {"7": {"id": 7, "order_type": "Buy", "symbol": "NVDA", "price": 1.5, "amount": 2,
+                                     "status": "Open"}}, "order_counter": 8,
+                    "account_info": {"account_id": 1, "balance": 500.0, "binding_card": 1}}},
+    # a question's own, from BFCL's data (TradingBot's state as its questions start it)
+    next(row["initial_config"] for line in (DATA / "BFCL_v4_multi_turn_base.json").read_text().splitlines()
+         if "TradingBot" in (row := json.loads(line))["initial_config"]),
 )
 
 
@@ -56,6 +65,20 @@ def _arguments(rng: random.Random, name: str) -> dict[str, Any]:
             field: one(("New", 4, None)) for field in rng.sample(FIELDS, rng.randint(1, 3))}},
         "ticket_login": {"username": one(("ana", "", "bo")), "password": one(("pw", ""))},
         "get_user_tickets": {"status": one(STATUSES)} if rng.random() < 0.7 else {},
+        "get_symbol_by_name": {"name": one(("Apple", "Nvidia", "Zeta Corp", "Unknown"))},
+        "get_stock_info": {"symbol": one(SYMBOLS)}, "get_order_details": {"order_id": one(ORDER_IDS)},
+        "cancel_order": {"order_id": one(ORDER_IDS)},
+        "place_order": {"order_type": one(("Buy", "Sell", "buy")), "symbol": one(SYMBOLS),
+                        "price": one((0, 100.5, 227.16, 1e6, -1)), "amount": one((0, 1, 10, 1000))},
+        "withdraw_funds": {"amount": one((0, 50.0, 20000.0, -5))}, "fund_account": {"amount": one((0, 50.0, -5))},
+        "trading_login": {"username": "u", "password": "p"},
+        "remove_stock_from_watchlist": {"symbol": one(SYMBOLS)}, "add_to_watchlist": {"stock": one(SYMBOLS)},
+        "get_transaction_history": {key: one(("2024-09-01", "2024-09-03", "2024-13-01", None))
+                                    for key in rng.sample(("start_date", "end_date"), rng.randint(0, 2))},
+        "get_available_stocks": {"sector": one(("Technology", "Automobile", "Food"))},
+        "filter_stocks_by_price": {"stocks": rng.sample(SYMBOLS, 3), "min_price": one((0, 200.0)),
+                                   "max_price": one((300, 1000.5))},
+        "notify_price_change": {"stocks": rng.sample(SYMBOLS, 3), "threshold": one((0.1, 0.2, 5))},
     }
     arguments = table.get(name, {})
     roll = rng.random()
@@ -69,7 +92,13 @@ def _arguments(rng: random.Random, name: str) -> dict[str, Any]:
 METHODS = ("list_users", "get_user_id", "message_login", "message_get_login_status", "send_message",
            "delete_message", "view_messages_sent", "add_contact", "search_messages", "get_message_stats",
            "create_ticket", "get_ticket", "close_ticket", "resolve_ticket", "edit_ticket", "ticket_login",
-           "ticket_get_login_status", "logout", "get_user_tickets")
+           "ticket_get_login_status", "logout", "get_user_tickets", "get_current_time", "get_symbol_by_name",
+           "get_stock_info", "get_order_details", "cancel_order", "place_order", "withdraw_funds", "get_account_info",
+           "trading_login", "trading_get_login_status", "trading_logout", "fund_account",
+           "remove_stock_from_watchlist", "get_watchlist", "get_order_history", "get_transaction_history",
+           "get_available_stocks", "filter_stocks_by_price", "add_to_watchlist", "notify_price_change")
+SYMBOLS = ("AAPL", "GOOG", "NVDA", "ZETA", "XXXX")
+ORDER_IDS = (12345, 12446, 12447, 7, "12345")
 
 
 def _call(rng: random.Random) -> dict[str, dict[str, Any]]:
@@ -112,9 +141,9 @@ def test_the_simulators_equal_bfcls_on_generated_call_sequences(bfcl: types.Simp
     rng = random.Random(16)
     calls = 0
     errors = 0
-    for sequence in range(150):
+    for sequence in range(250):
         config = rng.choice(CONFIGS)
-        classes = list(rng.sample(CLASSES, rng.randint(1, 2)))
+        classes = list(rng.sample(CLASSES, rng.randint(1, 3)))
         ours = Simulators(config, classes, long_context=False)
         model = f"m{uuid.uuid4().hex}"
         try:
@@ -152,12 +181,15 @@ def _truth_call(rng: random.Random, call: dict[str, dict[str, Any]]) -> str:
 
 def _question(rng: random.Random, index: int) -> tuple[dict[str, Any], list[list[str]], list[list[Any]]]:
     """A question (its entry), its possible answer, and the calls per turn that answer it."""
-    category = rng.choice(("multi_turn_base", "multi_turn_miss_func", "multi_turn_long_context"))
+    classes = list(rng.sample(CLASSES, rng.randint(1, 3)))
+    # TradingBot's long-context variant is not built (it is refused, tested apart)
+    category = rng.choice(("multi_turn_base", "multi_turn_miss_func")
+                          + (() if "TradingBot" in classes else ("multi_turn_long_context",)))
     turns = rng.randint(1, 4)
     calls = [[_call(rng) for _ in range(rng.randint(0 if turn and rng.random() < 0.2 else 1, 3))]
              for turn in range(turns)]
     entry = {"id": f"{category}_{index}", "initial_config": rng.choice(CONFIGS),
-             "involved_classes": list(rng.sample(CLASSES, 2))}
+             "involved_classes": classes}
     return entry, [[_truth_call(rng, call) for call in turn] for turn in calls], calls
 
 
@@ -239,3 +271,47 @@ def test_the_verdicts_equal_bfcls_on_generated_questions(bfcl: types.SimpleNames
             "multi_turn:instance_state_mismatch", "multi_turn:execution_response_mismatch"} <= kinds
     passed = sum(valid for valid, _error in expected)
     assert 100 < passed < 500
+
+
+def _answers(rng: random.Random, truth: list[list[str]]) -> list[list[list[str]]]:
+    """A question's possible answer given back as a model's text steps (a step per turn), and changed: a call left
+    out, a turn's calls made a turn late, a turn missing."""
+    right = [[f"[{', '.join(turn)}]"] if turn else ["There is nothing I can do with these functions."]
+             for turn in truth]
+    busy = [i for i, turn in enumerate(truth) if turn]
+    turn = rng.choice(busy)
+    dropped = [list(calls) for calls in truth]
+    dropped[turn].pop(rng.randrange(len(dropped[turn])))
+    late = [list(calls) for calls in truth]
+    if turn + 1 < len(late):
+        late[turn + 1][:0], late[turn] = late[turn], []
+    return [right, *([[f"[{', '.join(c)}]"] if c else [] for c in changed] for changed in (dropped, late)),
+            right[:-1]]
+
+
+def test_the_verdicts_equal_bfcls_on_bfcls_own_questions(bfcl: types.SimpleNamespace) -> None:
+    from evalsi.datasets import load_dataset
+
+    rng = random.Random(3)
+    records: list[dict[str, Any]] = []
+    expected = []
+    for category in ("multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param"):
+        for record in load_dataset(f"bfcl://{DATA}/{category}"):
+            reference = json.loads(record.reference.text)
+            if not set(reference["involved_classes"]) <= set(CLASSES):
+                continue
+            entry = {"id": record.id, "initial_config": reference["initial_config"],
+                     "involved_classes": reference["involved_classes"]}
+            for index, answer in enumerate(_answers(rng, reference["ground_truth"])):
+                expected.append(_bfcl_verdict(bfcl, entry, reference["ground_truth"], answer, True))
+                records.append({"id": f"{record.id}/{index}", "output": {"json": answer},
+                                "reference": record.reference.text})
+    results = {r.record_id: r for r in evalsi.evaluate(records, ["builtin/bfcl-multi-turn"]).results}
+    ours = [(results[r["id"]].scores[0].passed, results[r["id"]].scores[0].explanation.partition(": ")[0])
+            for r in records]
+    mismatches = [(records[i]["id"], o, e) for i, (o, e) in enumerate(zip(ours, expected, strict=True)) if o != e]
+    assert not mismatches, mismatches[:5]
+    assert len(records) == 4 * 126  # 42 questions in each category involve only MessageAPI, TicketAPI, TradingBot
+    right = [valid for record, (valid, _error) in zip(records, expected, strict=True) if record["id"].endswith("/0")]
+    assert sum(right) > 100  # BFCL's possible answers pass (those with positional arguments, which BFCL's decoder
+    # drops from a model's text, fail in both)

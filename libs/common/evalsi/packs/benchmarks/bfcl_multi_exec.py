@@ -129,6 +129,11 @@ def check_multi_turn(turns: Sequence[Turn], ground_truth: Sequence[Sequence[Call
                      initial_config: Mapping[str, Any], classes: Sequence[str], category: str) -> Verdict:
     """BFCL's verdict for one multi-turn question (see the module's docstring). Raises ``NotBuiltError`` for a
     class with no simulator and ``ValueError`` for more than :data:`MAX_CALLS` calls."""
+    long_context = "long_context" in category
+    model = Simulators(initial_config, classes, long_context)
+    expected = Simulators(initial_config, classes, long_context)
+    model.start()  # a class with no simulator is refused whatever the answer
+    expected.start()
     if len(turns) != len(ground_truth):
         return Verdict(False, "multi_turn:force_terminated",
                        f"Model was force-terminated during inference phase. The length of the model result turns "
@@ -136,9 +141,6 @@ def check_multi_turn(turns: Sequence[Turn], ground_truth: Sequence[Sequence[Call
     count = sum(len(step) for turn in turns for step in turn) + sum(len(calls) for calls in ground_truth)
     if count > MAX_CALLS:
         raise ValueError(f"{count} calls to execute; at most {MAX_CALLS} are")
-    long_context = "long_context" in category
-    model = Simulators(initial_config, classes, long_context)
-    expected = Simulators(initial_config, classes, long_context)
     all_model_results: list[str] = []
     for index, (turn, expected_calls) in enumerate(zip(turns, ground_truth, strict=True)):
         for step in turn:

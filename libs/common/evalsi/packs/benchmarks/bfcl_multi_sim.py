@@ -1,12 +1,13 @@
-"""BFCL's multi-turn API simulators, native: ``MessageAPI`` and ``TicketAPI`` (bfcl-eval 2026.3.23's
-``multi_turn_eval/func_source_code/message_api.py`` and ``ticket_api.py``, method for method).
+"""BFCL's multi-turn API simulators, native: ``MessageAPI`` and ``TicketAPI`` here, ``TradingBot`` in
+``bfcl_multi_trading`` (bfcl-eval 2026.3.23's ``multi_turn_eval/func_source_code/message_api.py``, ``ticket_api.py``
+and ``trading_bot.py``, method for method).
 
 BFCL's checker compares two runs of a simulator by their public attributes and their calls' results as text, so
 these classes keep BFCL's attribute names, method names and signatures (a call with a wrong argument fails with the
 same ``TypeError`` text), return values and error texts, and its seeded message ids. The other classes BFCL
-simulates (``GorillaFileSystem``, ``TwitterAPI``, ``TradingBot``, ``TravelAPI``, ``VehicleControlAPI``,
-``MathAPI``) are not built: :func:`new_simulator` refuses them by name. tests/benchmarks_import/
-test_bfcl_multi_reference.py holds these to bfcl-eval's classes on the same call sequences.
+simulates (``GorillaFileSystem``, ``TwitterAPI``, ``TravelAPI``, ``VehicleControlAPI``, ``MathAPI``), and
+``TradingBot``'s long-context variant, are not built: :func:`new_simulator` refuses them by name.
+tests/benchmarks_import/test_bfcl_multi_reference.py holds these to bfcl-eval's classes on the same call sequences.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from __future__ import annotations
 import random
 from copy import deepcopy
 from typing import Any
+
+from evalsi.packs.benchmarks.bfcl_multi_trading import TradingBot
 
 _MESSAGE_DEFAULTS: dict[str, Any] = {
     "generated_ids": set(),
@@ -230,9 +233,12 @@ class TicketAPI:
         return tickets
 
 
-SIMULATORS: dict[str, type[MessageAPI] | type[TicketAPI]] = {"MessageAPI": MessageAPI, "TicketAPI": TicketAPI}
+SIMULATORS: dict[str, type[MessageAPI] | type[TicketAPI] | type[TradingBot]] = {
+    "MessageAPI": MessageAPI, "TicketAPI": TicketAPI, "TradingBot": TradingBot}
 # BFCL's other multi-turn classes, refused by name
-NOT_BUILT = ("GorillaFileSystem", "MathAPI", "TwitterAPI", "TradingBot", "TravelAPI", "VehicleControlAPI")
+NOT_BUILT = ("GorillaFileSystem", "MathAPI", "TwitterAPI", "TravelAPI", "VehicleControlAPI")
+# classes whose long-context variant (answers padded with BFCL's long-context data) is not ported
+NO_LONG_CONTEXT = ("TradingBot",)
 
 
 class NotBuiltError(ValueError):
@@ -245,6 +251,9 @@ def new_simulator(class_name: str, config: dict[str, Any], *, long_context: bool
     if cls is None:
         known = " (one of BFCL's, not built here)" if class_name in NOT_BUILT else ""
         raise NotBuiltError(f"BFCL class {class_name!r}{known}: no simulator; built: {', '.join(SIMULATORS)}")
+    if long_context and class_name in NO_LONG_CONTEXT:
+        raise NotBuiltError(f"BFCL class {class_name!r} in a long_context question: its long-context data is not "
+                            "ported")
     instance = cls()
     instance._load_scenario(deepcopy(config), long_context=long_context)
     return instance
