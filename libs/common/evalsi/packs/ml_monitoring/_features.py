@@ -29,9 +29,18 @@ def features(record: Record) -> dict[str, Any]:
     raise SkipRecord("no tabular row (Content.row) in the output or the input to read features from")
 
 
+def row_feature(record: Record, name: str) -> Any:
+    """``features(record).get(name)``, converting only that feature (a mapper reads one feature of every record)."""
+    for content in (record.output, record.input):
+        if content.WhichOneof("kind") == "row":
+            found = content.row.features
+            return from_value(found[name]) if name in found else None
+    raise SkipRecord("no tabular row (Content.row) in the output or the input to read features from")
+
+
 def feature(record: Record, name: str) -> Any:
     """One feature's value; a feature the row lacks (or holds as null) skips the record, naming it."""
-    found = features(record).get(name)
+    found = row_feature(record, name)
     if found is None:
         raise SkipRecord(f"feature {name!r} is missing from the row")
     return found

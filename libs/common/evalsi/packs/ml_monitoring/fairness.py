@@ -18,7 +18,7 @@ from evalsi.errors import SkipRecord
 from evalsi.evaluators import Output, evaluator
 from evalsi.evaluators._evaluator import Stacked
 from evalsi.packs.ml_classic._values import label
-from evalsi.packs.ml_monitoring._features import features
+from evalsi.packs.ml_monitoring._features import row_feature
 from evalsi.records import from_value
 from evalsi.v1alpha1.record_pb2 import Record
 
@@ -32,7 +32,7 @@ def _numeric() -> ModuleType:
 def _mapper(record: Record, *, sensitive: str, positive_label: str) -> tuple[str, bool, bool]:
     group: Any = None
     with contextlib.suppress(SkipRecord):  # a prediction without a row: the attribute may be in the metadata
-        group = features(record).get(sensitive)
+        group = row_feature(record, sensitive)
     if group is None and sensitive in record.metadata:
         group = from_value(record.metadata[sensitive])
     if group is None:
