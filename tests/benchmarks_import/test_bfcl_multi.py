@@ -78,7 +78,7 @@ def test_every_question_of_bfcls_four_multi_turn_files_imports() -> None:
         record.output.CopyFrom(to_content([["[get_current_time()]"]] * 4))
     files, long_context = _grade(records[0], trading)
     assert files == (None, "BFCL class 'TwitterAPI' (one of BFCL's, not built here): no simulator; built: "
-                           "MessageAPI, TicketAPI, TradingBot")
+                           "MessageAPI, TicketAPI, TradingBot, VehicleControlAPI")
     assert long_context == (None, "BFCL class 'TradingBot' in a long_context question: its long-context data is "
                                   "not ported")
 

@@ -95,4 +95,4 @@ async def test_a_question_whose_class_has_no_simulator_is_refused_before_the_mod
             played, errors = await play_questions(records, models.clients["model"])
     assert played == [] and seen == []
     assert errors == {"multi_turn_base_0": "BFCL class 'TravelAPI' (one of BFCL's, not built here): no simulator; "
-                                           "built: MessageAPI, TicketAPI, TradingBot"}
+                                           "built: MessageAPI, TicketAPI, TradingBot, VehicleControlAPI"}

@@ -23,7 +23,7 @@ from evalsi.packs.benchmarks.bfcl_multi_sim import public_state
 
 DATA = BFCL / "data"
 
-CLASSES = ("MessageAPI", "TicketAPI", "TradingBot")
+CLASSES = ("MessageAPI", "TicketAPI", "TradingBot", "VehicleControlAPI")
 USERS = ("Ana", "Bor", "Cene", "Alice", "Zoe", "")
 USER_IDS = ("USR001", "USR002", "USR003", "USR004", "USR005", "USR999", "")
 TEXTS = ("Lunch at noon?", "VPN is back.", "lunch", "printer", "", "Ünïcode ✓")
@@ -43,10 +43,17 @@ CONFIGS: tuple[dict[str, Any], ...] = (
                     "orders": {"7": {"id": 7, "order_type": "Buy", "symbol": "NVDA", "price": 1.5, "amount": 2,
                                      "status": "Open"}}, "order_counter": 8,
                     "account_info": {"account_id": 1, "balance": 500.0, "binding_card": 1}}},
-    # a question's own, from BFCL's data (TradingBot's state as its questions start it)
-    next(row["initial_config"] for line in (DATA / "BFCL_v4_multi_turn_base.json").read_text().splitlines()
-         if "TradingBot" in (row := json.loads(line))["initial_config"]),
+    # questions' own, from BFCL's data (TradingBot's and VehicleControlAPI's states as its questions start them)
+    *(next(row["initial_config"] for line in (DATA / "BFCL_v4_multi_turn_base.json").read_text().splitlines()
+           if name in (row := json.loads(line))["initial_config"]) for name in ("TradingBot", "VehicleControlAPI")),
+    {"VehicleControlAPI": {"engineState": "running", "doorStatus": {"driver": "locked", "passenger": "locked",
+                                                                    "rear_left": "locked", "rear_right": "locked"},
+                           "brakePedalStatus": "pressed", "brakePedalForce": 1000.0, "fuelLevel": 10.5,
+                           "random_seed": 5}},
 )
+DOORS = ("driver", "passenger", "rear_left", "rear_right")
+CITIES = ("Rivermist", "Stonebrook", "San Francisco", "Silverpine", "Nowhere")
+ZIPCODES = ("83214", "74532", "94016", "62947", "08540", "00000")
 
 
 def _arguments(rng: random.Random, name: str) -> dict[str, Any]:
@@ -79,6 +86,25 @@ def _arguments(rng: random.Random, name: str) -> dict[str, Any]:
         "filter_stocks_by_price": {"stocks": rng.sample(SYMBOLS, 3), "min_price": one((0, 200.0)),
                                    "max_price": one((300, 1000.5))},
         "notify_price_change": {"stocks": rng.sample(SYMBOLS, 3), "threshold": one((0.1, 0.2, 5))},
+        "startEngine": {"ignitionMode": one(("START", "STOP", "ON"))},
+        "fillFuelTank": {"fuelAmount": one((-1, 10, 45.5, 60))},
+        "lockDoors": {"unlock": one((True, False)),
+                      "door": rng.sample(DOORS, rng.randint(1, 4)) + (["trunk"] if rng.random() < 0.05 else [])},
+        "adjustClimateControl": {"temperature": one((22, 70.5)), **({"unit": one(("celsius", "fahrenheit"))}
+                                                                  if rng.random() < 0.5 else {}),
+                                 **({"fanSpeed": one((30, 120))} if rng.random() < 0.5 else {})},
+        "setHeadlights": {"mode": one(("on", "off", "auto", "dim"))},
+        "displayCarStatus": {"option": one(("fuel", "battery", "doors", "climate", "headlights", "parkingBrake",
+                                            "brakePedal", "engine", "radio"))},
+        "activateParkingBrake": {"mode": one(("engage", "release", "hold"))},
+        "pressBrakePedal": {"pedalPosition": one((0, 0.5, 1, 1.0, 1.5))},
+        "setCruiseControl": {"speed": one((65, 67, 130)), "activate": one((True, False)),
+                             "distanceToNextVehicle": one((100, 40.5))},
+        "estimate_drive_feasibility_by_mileage": {"distance": one((100, 2000))},
+        "liter_to_gallon": {"liter": one((10, 2.5))}, "gallon_to_liter": {"gallon": one((3, 0.5))},
+        "estimate_distance": {"cityA": one(ZIPCODES), "cityB": one(ZIPCODES)},
+        "get_zipcode_based_on_city": {"city": one(CITIES)}, "set_navigation": {"destination": one(CITIES)},
+        "display_log": {"messages": rng.sample(TEXTS, 2)},
     }
     arguments = table.get(name, {})
     roll = rng.random()
@@ -96,7 +122,12 @@ METHODS = ("list_users", "get_user_id", "message_login", "message_get_login_stat
            "get_stock_info", "get_order_details", "cancel_order", "place_order", "withdraw_funds", "get_account_info",
            "trading_login", "trading_get_login_status", "trading_logout", "fund_account",
            "remove_stock_from_watchlist", "get_watchlist", "get_order_history", "get_transaction_history",
-           "get_available_stocks", "filter_stocks_by_price", "add_to_watchlist", "notify_price_change")
+           "get_available_stocks", "filter_stocks_by_price", "add_to_watchlist", "notify_price_change",
+           "startEngine", "fillFuelTank", "lockDoors", "adjustClimateControl", "get_outside_temperature_from_google",
+           "get_outside_temperature_from_weather_com", "setHeadlights", "displayCarStatus", "activateParkingBrake",
+           "pressBrakePedal", "releaseBrakePedal", "setCruiseControl", "get_current_speed", "display_log",
+           "estimate_drive_feasibility_by_mileage", "liter_to_gallon", "gallon_to_liter", "estimate_distance",
+           "get_zipcode_based_on_city", "set_navigation", "check_tire_pressure", "find_nearest_tire_shop")
 SYMBOLS = ("AAPL", "GOOG", "NVDA", "ZETA", "XXXX")
 ORDER_IDS = (12345, 12446, 12447, 7, "12345")
 
@@ -141,9 +172,9 @@ def test_the_simulators_equal_bfcls_on_generated_call_sequences(bfcl: types.Simp
     rng = random.Random(16)
     calls = 0
     errors = 0
-    for sequence in range(250):
+    for sequence in range(400):
         config = rng.choice(CONFIGS)
-        classes = list(rng.sample(CLASSES, rng.randint(1, 3)))
+        classes = list(rng.sample(CLASSES, rng.randint(1, 4)))
         ours = Simulators(config, classes, long_context=False)
         model = f"m{uuid.uuid4().hex}"
         try:
@@ -181,10 +212,10 @@ def _truth_call(rng: random.Random, call: dict[str, dict[str, Any]]) -> str:
 
 def _question(rng: random.Random, index: int) -> tuple[dict[str, Any], list[list[str]], list[list[Any]]]:
     """A question (its entry), its possible answer, and the calls per turn that answer it."""
-    classes = list(rng.sample(CLASSES, rng.randint(1, 3)))
-    # TradingBot's long-context variant is not built (it is refused, tested apart)
-    category = rng.choice(("multi_turn_base", "multi_turn_miss_func")
-                          + (() if "TradingBot" in classes else ("multi_turn_long_context",)))
+    classes = list(rng.sample(CLASSES, rng.randint(1, 4)))
+    # TradingBot's and VehicleControlAPI's long-context variants are not built (refused, tested apart)
+    category = rng.choice(("multi_turn_base", "multi_turn_miss_func") + (
+        () if {"TradingBot", "VehicleControlAPI"} & set(classes) else ("multi_turn_long_context",)))
     turns = rng.randint(1, 4)
     calls = [[_call(rng) for _ in range(rng.randint(0 if turn and rng.random() < 0.2 else 1, 3))]
              for turn in range(turns)]
@@ -311,7 +342,7 @@ def test_the_verdicts_equal_bfcls_on_bfcls_own_questions(bfcl: types.SimpleNames
             for r in records]
     mismatches = [(records[i]["id"], o, e) for i, (o, e) in enumerate(zip(ours, expected, strict=True)) if o != e]
     assert not mismatches, mismatches[:5]
-    assert len(records) == 4 * 126  # 42 questions in each category involve only MessageAPI, TicketAPI, TradingBot
+    assert len(records) == 4 * 3 * 72  # 72 questions in each category involve only classes built here
     right = [valid for record, (valid, _error) in zip(records, expected, strict=True) if record["id"].endswith("/0")]
     assert sum(right) > 100  # BFCL's possible answers pass (those with positional arguments, which BFCL's decoder
     # drops from a model's text, fail in both)

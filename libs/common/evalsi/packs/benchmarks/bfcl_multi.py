@@ -145,8 +145,8 @@ def _empty_dict(value: Any) -> bool:
     description="BFCL's multi-turn checker (multi_turn_base, miss_func, miss_param, long_context): the model's "
     "calls per turn and the possible answer's replayed on fresh API simulators; after each turn the simulators' "
     "states must be equal and every expected call's result among the model's. Simulators built: MessageAPI, "
-    "TicketAPI, TradingBot (not its long_context variant); a question involving another class is skipped, naming "
-    "it.",
+    "TicketAPI, TradingBot, VehicleControlAPI (not the last two's long_context variants); a question involving "
+    "another class is skipped, naming it.",
 )
 def bfcl_multi_turn(record: Record) -> Score:
     """Pass when BFCL's multi-turn checker finds the model's calls leave the simulators as the possible answer's do

@@ -1,12 +1,13 @@
 """BFCL's multi-turn API simulators, native: ``MessageAPI`` and ``TicketAPI`` here, ``TradingBot`` in
-``bfcl_multi_trading`` (bfcl-eval 2026.3.23's ``multi_turn_eval/func_source_code/message_api.py``, ``ticket_api.py``
-and ``trading_bot.py``, method for method).
+``bfcl_multi_trading``, ``VehicleControlAPI`` in ``bfcl_multi_vehicle`` (bfcl-eval 2026.3.23's
+``multi_turn_eval/func_source_code/message_api.py``, ``ticket_api.py``, ``trading_bot.py`` and
+``vehicle_control.py``, method for method).
 
 BFCL's checker compares two runs of a simulator by their public attributes and their calls' results as text, so
 these classes keep BFCL's attribute names, method names and signatures (a call with a wrong argument fails with the
 same ``TypeError`` text), return values and error texts, and its seeded message ids. The other classes BFCL
-simulates (``GorillaFileSystem``, ``TwitterAPI``, ``TravelAPI``, ``VehicleControlAPI``, ``MathAPI``), and
-``TradingBot``'s long-context variant, are not built: :func:`new_simulator` refuses them by name.
+simulates (``GorillaFileSystem``, ``TwitterAPI``, ``TravelAPI``, ``MathAPI``), and the long-context variants of
+``TradingBot`` and ``VehicleControlAPI``, are not built: :func:`new_simulator` refuses them by name.
 tests/benchmarks_import/test_bfcl_multi_reference.py holds these to bfcl-eval's classes on the same call sequences.
 """
 
@@ -17,6 +18,7 @@ from copy import deepcopy
 from typing import Any
 
 from evalsi.packs.benchmarks.bfcl_multi_trading import TradingBot
+from evalsi.packs.benchmarks.bfcl_multi_vehicle import VehicleControlAPI
 
 _MESSAGE_DEFAULTS: dict[str, Any] = {
     "generated_ids": set(),
@@ -233,12 +235,12 @@ class TicketAPI:
         return tickets
 
 
-SIMULATORS: dict[str, type[MessageAPI] | type[TicketAPI] | type[TradingBot]] = {
-    "MessageAPI": MessageAPI, "TicketAPI": TicketAPI, "TradingBot": TradingBot}
+SIMULATORS: dict[str, type[MessageAPI] | type[TicketAPI] | type[TradingBot] | type[VehicleControlAPI]] = {
+    "MessageAPI": MessageAPI, "TicketAPI": TicketAPI, "TradingBot": TradingBot, "VehicleControlAPI": VehicleControlAPI}
 # BFCL's other multi-turn classes, refused by name
-NOT_BUILT = ("GorillaFileSystem", "MathAPI", "TwitterAPI", "TravelAPI", "VehicleControlAPI")
+NOT_BUILT = ("GorillaFileSystem", "MathAPI", "TwitterAPI", "TravelAPI")
 # classes whose long-context variant (answers padded with BFCL's long-context data) is not ported
-NO_LONG_CONTEXT = ("TradingBot",)
+NO_LONG_CONTEXT = ("TradingBot", "VehicleControlAPI")
 
 
 class NotBuiltError(ValueError):
