@@ -109,6 +109,9 @@ def test_a_conversation_and_bfcls_result_form_are_graded_turn_by_turn() -> None:
     assert verdicts[3][1].startswith("multi_turn:execution_response_mismatch")  # the ticket was never shown
     assert verdicts[4][1].startswith("multi_turn:force_terminated")
     assert verdicts[5][1] == "multi_turn:empty_turn_model_response: Model response list is empty for turn 0"
+    # a model target's one answer (the first turn's) is no conversation: skipped, saying how to play the questions
+    ((passed, reason),) = _grade(_record("multi_turn_base", "[get_user_id(user='Bor')]"))
+    assert passed is None and reason.endswith("play the questions with evalsi.datasets.bfcl_multi_drive")
 
 
 def test_a_held_back_function_is_graded_from_the_turn_that_adds_it() -> None:

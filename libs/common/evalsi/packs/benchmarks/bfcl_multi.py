@@ -69,7 +69,8 @@ def model_turns(output: Content) -> list[Turn]:
             value = json.loads(value)
         except json.JSONDecodeError:
             raise SkipRecord("the output is neither messages nor JSON turns: expected a list of turns, each a list "
-                             "of steps (text in BFCL's call format, or a list of calls)") from None
+                             "of steps (text in BFCL's call format, or a list of calls); a model target answers the "
+                             "first turn only: play the questions with evalsi.datasets.bfcl_multi_drive") from None
     if not isinstance(value, list) or not all(isinstance(turn, list) for turn in value):
         raise SkipRecord("the output's JSON is not a list of turns, each a list of steps")
     if len(value) > MAX_TURNS or sum(len(turn) for turn in value) > MAX_STEPS:
