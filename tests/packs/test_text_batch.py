@@ -1,8 +1,9 @@
-"""The text pack's batch forms (evaluator(batch=...)) decide each record exactly (==, bit for bit) as the
-evaluator's function does: over 2,000 generated pairs and the edge cases (empty, whitespace-only, punctuation,
-unicode, texts at the pack's length bound, a vocabulary too large for one key per n-gram), every param setting;
-None exactly for the records the function must decide (an empty text, a text over the bound, one holding the
-batch separator), where the function skips or reads the content itself."""
+"""The text pack's batch forms (evaluator(batch=...) of bleu, chrf, rouge, meteor, token-f1) decide each record
+exactly (==, bit for bit) as the evaluator's function does: over 2,000 generated pairs and the edge cases (empty,
+whitespace-only, punctuation, unicode, texts at the pack's length bound, a vocabulary too large for one key per
+n-gram), every param setting; None exactly for the records the function must decide (an empty text, a text over
+the bound, one holding the batch separator), where the function skips or reads the content itself; and
+evaluate() with them gives the result messages the function alone gives."""
 
 from __future__ import annotations
 
@@ -22,9 +23,16 @@ import evalsi
 from evalsi.errors import SkipRecord
 from evalsi.evaluators import Evaluator
 from evalsi.packs.text import _ngrams
-from evalsi.packs.text._common import MAX_CHARS, SEP
-from evalsi.packs.text.bleu import _13A_PERIOD_COMMA_RUN, _split_after, _split_after_run, bleu, bleu_batch
+from evalsi.packs.text._common import BATCH_CHARS, MAX_CHARS, SEP
+from evalsi.packs.text.bleu import (
+    _split_after,
+    bleu,
+    bleu_batch,
+    period_comma_after,
+    sentence_bleu,
+)
 from evalsi.packs.text.chrf import chrf, chrf_batch
+from evalsi.packs.text.meteor import meteor, meteor_batch
 from evalsi.packs.text.rouge import rouge, rouge_batch
 from evalsi.packs.text.token_f1 import token_f1, token_f1_batch
 from evalsi.records import make_record
@@ -121,19 +129,32 @@ def test_rouge_batch_equals_the_function(use_stemmer: bool, measure: str) -> Non
     _check(rouge, rouge_batch, {"use_stemmer": use_stemmer, "measure": measure}, _rouge_tuple)
 
 
+@pytest.mark.parametrize(
+    ("tokenize", "alpha", "beta", "gamma"),
+    [("whitespace", 0.9, 3.0, 0.5), ("13a", 0.9, 3.0, 0.5), ("whitespace", 0.5, 1.0, 0.9), ("13a", 0.1, 0.0, 0.0)],
+)
+def test_meteor_batch_equals_the_function(tokenize: str, alpha: float, beta: float, gamma: float) -> None:
+    _check(meteor, meteor_batch, {"tokenize": tokenize, "alpha": alpha, "beta": beta, "gamma": gamma})
+
+
+def test_meteor_batch_leaves_synonyms_to_the_function() -> None:
+    assert meteor_batch(COLUMNS, synonyms=True) == [None] * len(RECORDS)
+
+
 def test_token_f1_batch_equals_the_function() -> None:
     _check(token_f1, token_f1_batch, {})
 
 
 def test_13a_period_comma_runs_equal_sacrebleus_rule() -> None:
-    """13a's ([^0-9])([.,]) rule, applied a run at a time (bleu._split_after_run), gives the regex's text on every
-    string of up to 7 characters over digits, periods, commas, letters and spaces, and on longer random ones."""
+    """13a's ([^0-9])([.,]) rule, applied from the periods and commas (bleu.period_comma_after), gives the regex's
+    text on every string of up to 7 characters over digits, periods, commas, letters and spaces, and on longer
+    random ones."""
     rule = re.compile(r"([^0-9])([\.,])")
     rng = random.Random(3)
     strings = ["".join(chars) for size in range(8) for chars in itertools.product(".,0a ", repeat=size)]
     strings += ["".join(rng.choice(".,,9a -\n") for _ in range(rng.randint(8, 40))) for _ in range(5000)]
     for text in strings:
-        assert _13A_PERIOD_COMMA_RUN.sub(_split_after_run, text) == rule.sub(_split_after, text), repr(text)
+        assert period_comma_after(text) == rule.sub(_split_after, text), repr(text)
 
 
 def test_clipped_matches_renumber_keys_that_outgrow_63_bits() -> None:
@@ -160,9 +181,18 @@ def test_clipped_matches_renumber_keys_that_outgrow_63_bits() -> None:
     assert any(matched[1])
 
 
+def test_a_batch_decides_records_up_to_its_character_budget() -> None:
+    """Texts over BATCH_CHARS in all: the records after the budget runs out are the function's (None)."""
+    text = "the cat sat on the mat " * 400
+    count = BATCH_CHARS // (2 * len(text)) + 5
+    decided = bleu_batch({"output": [text] * count, "reference": [text] * count})
+    assert decided[:count - 5] == [sentence_bleu(text, [text])] * (count - 5)
+    assert decided[count - 5:] == [None] * 5
+
+
 def test_a_batch_of_records_none_covers_is_all_none() -> None:
     columns = {"output": ["", "x", f"a{SEP}"], "reference": ["x", "", "a"]}
-    for batch in (bleu_batch, chrf_batch, rouge_batch, token_f1_batch):
+    for batch in (bleu_batch, chrf_batch, rouge_batch, token_f1_batch, meteor_batch):
         assert batch(columns) == [None, None, None]
 
 
@@ -185,7 +215,7 @@ _ROWS: list[dict[str, Any]] = [
     ("evaluator", "params"),
     [(bleu, {}), (bleu, {"tokenize": "char", "smooth_method": "add-k", "lowercase": True}), (chrf, {}),
      (chrf, {"word_order": 2, "lowercase": True}), (rouge, {}), (rouge, {"use_stemmer": True, "measure": "recall"}),
-     (token_f1, {})],
+     (token_f1, {}), (meteor, {}), (meteor, {"tokenize": "13a", "gamma": 0.3})],
 )
 def test_evaluate_with_the_batch_form_gives_the_functions_results(
     evaluator: Evaluator, params: dict[str, Any]

@@ -9,6 +9,7 @@ the next record's."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,16 +38,16 @@ class Stream:
         return cls(ids, record, token, np.bincount(record[token], minlength=records))
 
 
-def word_streams(hypotheses: list[str], references: list[str], records: int) -> tuple[Stream, Stream, int]:
+def word_streams(hypotheses: list[str], references: list[str], records: int) -> tuple[Stream, Stream, list[str]]:
     """Both sides' token lists (each record's tokens, SEP between records) as streams over one vocabulary, with
-    the vocabulary's size."""
+    the vocabulary (a token's id is its index there)."""
     vocabulary = dict.fromkeys([SEP])
     vocabulary.update(dict.fromkeys(hypotheses))
     vocabulary.update(dict.fromkeys(references))
     ids = {word: index for index, word in enumerate(vocabulary)}
     return (Stream.of(np.fromiter(map(ids.__getitem__, hypotheses), np.int64, len(hypotheses)), 0, records),
             Stream.of(np.fromiter(map(ids.__getitem__, references), np.int64, len(references)), 0, records),
-            len(ids))
+            list(ids))
 
 
 def char_streams(hypotheses: str, references: str, records: int) -> tuple[Stream, Stream, int]:
@@ -133,8 +134,7 @@ def lcs_lengths(target: Stream, prediction: Stream, vocabulary: int, records: in
         return out
     bits = _bit_length(vocabulary - 1)
     # The target's bit masks: for each (record, word), the positions of the word in the record's target.
-    t_ids, t_rec = target.ids[target.token], target.record[target.token]
-    t_pos = np.arange(len(t_ids)) - (np.cumsum(target.lengths) - target.lengths)[t_rec]
+    t_ids, t_rec, t_pos = _positions(target)
     keep = small[t_rec]
     t_key = t_rec[keep] << bits | t_ids[keep]
     t_bit = np.left_shift(np.uint64(1), t_pos[keep].astype(np.uint64))
@@ -146,8 +146,7 @@ def lcs_lengths(target: Stream, prediction: Stream, vocabulary: int, records: in
     start = np.flatnonzero(change)
     masks, mask_keys = np.bitwise_or.reduceat(t_bit, start), t_key[start]
     # Each prediction token's mask, in a records-by-steps matrix; a padding 0 leaves the recurrence unchanged.
-    p_ids, p_rec = prediction.ids[prediction.token], prediction.record[prediction.token]
-    p_pos = np.arange(len(p_ids)) - (np.cumsum(prediction.lengths) - prediction.lengths)[p_rec]
+    p_ids, p_rec, p_pos = _positions(prediction)
     keep = small[p_rec]
     p_key, p_rec, p_pos = p_rec[keep] << bits | p_ids[keep], p_rec[keep], p_pos[keep]
     found = np.minimum(np.searchsorted(mask_keys, p_key), len(mask_keys) - 1)
@@ -166,3 +165,64 @@ def lcs_lengths(target: Stream, prediction: Stream, vocabulary: int, records: in
         v = ((v + u) | (v - u)) & full
     out[rows] = target.lengths[rows] - np.bitwise_count(v).astype(np.int64)
     return out
+
+
+def _positions(stream: Stream) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A stream's tokens (SEPs dropped): their ids, records, and positions within their record's text."""
+    ids, record = stream.ids[stream.token], stream.record[stream.token]
+    return ids, record, np.arange(len(ids)) - (np.cumsum(stream.lengths) - stream.lengths)[record]
+
+
+def _from_the_end(key: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """Each entry's rank among the entries of its key, counted from the last position back (0 for the last)."""
+    order = np.lexsort((-at, key))
+    sorted_key = key[order]
+    change = np.empty(len(key), dtype=bool)
+    change[:1] = True
+    np.not_equal(sorted_key[1:], sorted_key[:-1], out=change[1:])
+    starts = np.maximum.accumulate(np.where(change, np.arange(len(key)), 0))
+    rank = np.empty(len(key), dtype=np.int64)
+    rank[order] = np.arange(len(key)) - starts
+    return rank
+
+
+def _greedy_pairs(
+    hyp: tuple[np.ndarray, np.ndarray, np.ndarray], ref: tuple[np.ndarray, np.ndarray, np.ndarray], bits: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """nltk METEOR's _match_enums over each record's (word, position) lists: from the last hypothesis word back,
+    each takes the last unmatched equal reference word, so the k-th equal word from the end on one side pairs
+    with the k-th from the end on the other. Returns the indexes (into hyp's and ref's arrays) of the pairs."""
+    keys = [record << bits | ids for ids, record, _ in (hyp, ref)]
+    ranked = [key << 20 | _from_the_end(key, side[2]) for key, side in zip(keys, (hyp, ref), strict=True)]
+    _, at_hyp, at_ref = np.intersect1d(ranked[0], ranked[1], assume_unique=True, return_indices=True)
+    return at_hyp, at_ref
+
+
+def meteor_alignments(
+    hyp: Stream, ref: Stream, words: list[str], stem: Callable[[str], str], records: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each record's METEOR alignment as nltk's single_meteor_score makes it without synonyms: words matched
+    exactly, then the words left matched by stem (each distinct word of the vocabulary stemmed once), greedily
+    from the end; returns the matches and the chunks (runs of matches adjacent on both sides, in hypothesis
+    order) a record."""
+    stem_ids: dict[str, int] = {}
+    stems = np.fromiter((stem_ids.setdefault(stem(word), len(stem_ids)) for word in words), np.int64, len(words))
+    bits = _bit_length(max(len(words), len(stem_ids)) - 1)
+    sides = [_positions(hyp), _positions(ref)]
+    exact = _greedy_pairs(sides[0], sides[1], bits)
+    left = []
+    for side, taken in zip(sides, exact, strict=True):
+        keep = np.ones(len(side[0]), dtype=bool)
+        keep[taken] = False
+        index = np.flatnonzero(keep)
+        left.append((index, (stems[side[0][index]], side[1][index], side[2][index])))
+    by_stem = _greedy_pairs(left[0][1], left[1][1], bits)
+    at_hyp = np.concatenate((exact[0], left[0][0][by_stem[0]]))
+    at_ref = np.concatenate((exact[1], left[1][0][by_stem[1]]))
+    record, hyp_pos, ref_pos = sides[0][1][at_hyp], sides[0][2][at_hyp], sides[1][2][at_ref]
+    order = np.lexsort((hyp_pos, record))
+    record, hyp_pos, ref_pos = record[order], hyp_pos[order], ref_pos[order]
+    matches = np.bincount(record, minlength=records)
+    joined = (record[1:] == record[:-1]) & (hyp_pos[1:] == hyp_pos[:-1] + 1) & (ref_pos[1:] == ref_pos[:-1] + 1)
+    breaks = np.bincount(record[1:][(record[1:] == record[:-1]) & ~joined], minlength=records)
+    return matches, np.where(matches > 0, breaks + 1, 0)

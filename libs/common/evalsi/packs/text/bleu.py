@@ -31,10 +31,13 @@ _LOG_ZERO = -9999999999
 # spaces, which change no later match (a space takes part in one only as the one character before a period or
 # comma, or after one, whatever the run's length) and which the final split collapses, so it is left out.
 _13A_SYMBOL = re.compile(r"[\{-\~\[-\`!-\&\(-\+\:-\@\/]")
-# sacrebleu's rule ([^0-9])([\.,]) -> "\1 \2 " tries its non-digit at every character
-# (most of 13a's time); it is applied a run of periods and commas at a time instead, the search starting on the
-# run's own characters (_split_after_run; tests/packs/test_text_batch.py holds it equal to the regex).
-_13A_PERIOD_COMMA_RUN = re.compile(r"[\.,]+")
+# sacrebleu's rule ([^0-9])([\.,]) -> "\1 \2 " tries its non-digit at every character (most of 13a's time). It is
+# applied instead from the periods and commas themselves (searches that start on them): a lone one after a
+# non-digit is spaced out by a literal replacement, and a run of several, rare, a run at a time
+# (_period_comma_after; tests/packs/test_text_batch.py holds it equal to the regex).
+_13A_LONE_PERIOD = re.compile(r"\.(?<=[^0-9.,]\.)(?![.,])")
+_13A_LONE_COMMA = re.compile(r",(?<=[^0-9.,],)(?![.,])")
+_13A_PERIOD_COMMA_RUN = re.compile(r"[\.,]{2,}")
 _13A_PERIOD_COMMA_BEFORE = re.compile(r"([\.,])([^0-9])")
 _13A_DASH = re.compile(r"([0-9])(-)")
 
@@ -48,8 +51,8 @@ def _split_after(match: re.Match[str]) -> str:
 
 
 def _split_after_run(match: re.Match[str]) -> str:
-    """sacrebleu's first period and comma rule (a non-digit x, then a period or comma y: "x y ") over one run of
-    periods and commas. Its matches, left to right without overlap, pair the run's characters: the character
+    """sacrebleu's first period and comma rule (a non-digit x, then a period or comma y: "x y ") over one maximal
+    run of periods and commas. Its matches, left to right without overlap, pair the run's characters: the character
     before the run (never a period or comma, the run being maximal, so never taken by an earlier match) pairs
     with the run's first when it is not a digit, then each next two pair up; an odd last one stays. No match
     reaches past the run: the character after it is no period or comma."""
@@ -61,6 +64,16 @@ def _split_after_run(match: re.Match[str]) -> str:
     return head + pairs + run[-1] if len(run) % 2 else head + pairs
 
 
+def period_comma_after(line: str) -> str:
+    """sacrebleu's ([^0-9])([\\.,]) -> "\\1 \\2 " on ``line``: a lone period or comma (no other next to it) after a
+    non-digit becomes " . " (" , "); runs of several go through _split_after_run. The two kinds never touch:
+    a lone one's neighbours are no periods or commas, and a run's first neighbour is left as it is."""
+    line = _13A_LONE_COMMA.sub(" , ", _13A_LONE_PERIOD.sub(" . ", line))
+    if ".." in line or ".," in line or ",." in line or ",," in line:
+        line = _13A_PERIOD_COMMA_RUN.sub(_split_after_run, line)
+    return line
+
+
 def _split_before(match: re.Match[str]) -> str:
     return f" {match[1]} {match[2]}"
 
@@ -68,16 +81,21 @@ def _split_before(match: re.Match[str]) -> str:
 _CACHE = 1 << 16
 
 
-def _13a(line: str) -> str:
+def _13a_spaced(line: str) -> str:
+    """mteval-v13a on ``line``, its tokens separated by runs of whitespace (the split is the caller's)."""
     line = line.replace("<skipped>", "").replace("-\n", "").replace("\n", " ")
     if "&" in line:
         line = line.replace("&quot;", '"').replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">")
     line = _13A_SYMBOL.sub(_spaced, f" {line} ")
     if "." in line or "," in line:
-        line = _13A_PERIOD_COMMA_BEFORE.sub(_split_before, _13A_PERIOD_COMMA_RUN.sub(_split_after_run, line))
+        line = _13A_PERIOD_COMMA_BEFORE.sub(_split_before, period_comma_after(line))
     if "-" in line:
         line = _13A_DASH.sub(_split_after, line)
-    return " ".join(line.split())
+    return line
+
+
+def _13a(line: str) -> str:
+    return " ".join(_13a_spaced(line).split())
 
 
 _tokenize_13a = lru_cache(maxsize=_CACHE)(_13a)
@@ -108,7 +126,7 @@ def joined_tokens(texts: list[str], tokenize: str, lowercase: bool) -> list[str]
     if lowercase:
         texts = list(map(str.lower, texts))
     joined = f" {SEP} ".join(map(str.rstrip, texts))
-    return (_13a if tokenize == "13a" else _TOKENIZERS[tokenize])(joined).split()
+    return (_13a_spaced if tokenize == "13a" else _TOKENIZERS[tokenize])(joined).split()
 
 
 def _gram_lists(words: list[str]) -> list[list[Any]]:
@@ -207,10 +225,11 @@ def bleu_batch(
     chosen = covered(outputs, references)
     if not chosen:
         return decided
-    hyp, ref, size = _ngrams.word_streams(joined_tokens([outputs[i] for i in chosen], tokenize, lowercase),
+    hyp, ref, words = _ngrams.word_streams(joined_tokens([outputs[i] for i in chosen], tokenize, lowercase),
                                           joined_tokens([references[i] for i in chosen], tokenize, lowercase),
                                           len(chosen))
-    correct = [counts.tolist() for counts in _ngrams.clipped_matches(hyp, ref, size, len(chosen), MAX_ORDER)]
+    orders = _ngrams.clipped_matches(hyp, ref, len(words), len(chosen), MAX_ORDER)
+    correct = [counts.tolist() for counts in orders]
     for index, hyp_len, ref_len, *matched in zip(chosen, hyp.lengths.tolist(), ref.lengths.tolist(), *correct,
                                                  strict=True):
         total = [max(hyp_len - order, 0) for order in range(MAX_ORDER)]

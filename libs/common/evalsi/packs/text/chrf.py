@@ -138,10 +138,12 @@ def chrf_batch(
     hyp, ref, size = _ngrams.char_streams(hyp_chars, ref_chars, records)
     chars = [counts.tolist() for counts in _ngrams.clipped_matches(hyp, ref, size, records, char_order)]
     lengths = [hyp.lengths.tolist(), ref.lengths.tolist()]
+    words: list[list[int]] = []
     if word_order:
-        hyp_words, ref_words, size = _ngrams.word_streams(_joined_words(sides[0]), _joined_words(sides[1]), records)
-        words = [counts.tolist() for counts in _ngrams.clipped_matches(hyp_words, ref_words, size, records,
-                                                                         word_order)]
+        hyp_words, ref_words, vocabulary = _ngrams.word_streams(_joined_words(sides[0]), _joined_words(sides[1]),
+                                                                records)
+        words = [counts.tolist() for counts in _ngrams.clipped_matches(hyp_words, ref_words, len(vocabulary),
+                                                                         records, word_order)]
         lengths += [hyp_words.lengths.tolist(), ref_words.lengths.tolist()]
     order = char_order + word_order
     for n, index in enumerate(chosen):

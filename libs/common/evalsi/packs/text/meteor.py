@@ -17,7 +17,9 @@ from typing import Any, Literal, Protocol
 
 from evalsi.errors import BadInputError
 from evalsi.evaluators import Output, evaluator
-from evalsi.packs.text._common import check_stemmer, porter_stem, texts
+from evalsi.evaluators._evaluator import BatchVerdicts
+from evalsi.packs.text._common import SEP, check_stemmer, covered, porter_stem, texts
+from evalsi.packs.text.bleu import joined_tokens as bleu_joined_tokens
 from evalsi.packs.text.bleu import tokens as bleu_tokens
 from evalsi.v1alpha1.record_pb2 import Record
 
@@ -96,10 +98,15 @@ def single_meteor(
     pairs = sorted(exact + stemmed + synonyms, key=lambda pair: pair[0])
     if not pairs:
         return 0.0
-    precision = float(len(pairs)) / len(hyp)
-    recall = float(len(pairs)) / len(ref)
+    return _scored(len(pairs), len(hyp), len(ref), _chunks(pairs), alpha, beta, gamma)
+
+
+def _scored(matched: int, hyp_len: int, ref_len: int, chunks: int, alpha: float, beta: float, gamma: float) -> float:
+    """nltk's score of an alignment with ``matched`` (at least one) pairs in ``chunks`` chunks."""
+    precision = float(matched) / hyp_len
+    recall = float(matched) / ref_len
     fmean = (precision * recall) / (alpha * precision + (1 - alpha) * recall)
-    fragmentation = float(_chunks(pairs)) / len(pairs)
+    fragmentation = float(chunks) / matched
     return (1 - gamma * fragmentation**beta) * fmean
 
 
@@ -132,6 +139,36 @@ _SPLIT: dict[str, Callable[[str], list[str]]] = {
 }
 
 
+def _joined_words(texts: list[str], tokenize: str) -> list[str]:
+    """Every text's words (``_SPLIT``) lowercased, SEP between two texts' words: one split of the texts joined by
+    " SEP " (each word lowercased alone, as single_meteor does)."""
+    words = bleu_joined_tokens(texts, "13a", False) if tokenize == "13a" else f" {SEP} ".join(texts).split()
+    return list(map(str.lower, words))
+
+
+def meteor_batch(
+    texts: dict[str, list[str]], *, tokenize: str = "whitespace", synonyms: bool = False, alpha: float = 0.9,
+    beta: float = 3.0, gamma: float = 0.5,
+) -> BatchVerdicts:
+    """``meteor`` of every record the batch path covers (``covered``: one reference, both texts present) without
+    synonyms: each record's exact and stem alignment made for all of them at once (``_ngrams``), each distinct
+    word stemmed once, scored by ``_scored``; None for the rest, and for all with synonyms (WordNet's lookups)."""
+    from evalsi.packs.text import _ngrams  # numpy: loaded by the first batch, not by the catalog
+
+    outputs, references = texts["output"], texts["reference"]
+    decided: BatchVerdicts = [None] * len(outputs)
+    chosen = [] if synonyms else covered(outputs, references)
+    if not chosen:
+        return decided
+    hyp, ref, words = _ngrams.word_streams(_joined_words([outputs[i] for i in chosen], tokenize),
+                                           _joined_words([references[i] for i in chosen], tokenize), len(chosen))
+    matches, chunks = _ngrams.meteor_alignments(hyp, ref, words, porter_stem(), len(chosen))
+    for index, matched, hyp_len, ref_len, runs in zip(chosen, matches.tolist(), hyp.lengths.tolist(),
+                                                      ref.lengths.tolist(), chunks.tolist(), strict=True):
+        decided[index] = _scored(matched, hyp_len, ref_len, runs, alpha, beta, gamma) if matched else 0.0
+    return decided
+
+
 def _check(*, alpha: float = 0.9, beta: float = 3.0, gamma: float = 0.5, synonyms: bool = False, **_: object) -> None:
     check_stemmer(True, "builtin/meteor")
     if not 0.0 < alpha < 1.0:
@@ -151,6 +188,7 @@ def _check(*, alpha: float = 0.9, beta: float = 3.0, gamma: float = 0.5, synonym
     requires=["output", "reference"],
     cheap=True,  # linear in the words (stems memoized); texts are bounded. Synonyms read WordNet: see synonyms
     check=_check,
+    batch=meteor_batch,
     outputs=[Output("meteor", "number", min=0.0, max=1.0,
                     description="METEOR (nltk's): exact and stem matches (and WordNet synonyms if asked), the "
                     "best reference.")],

@@ -137,9 +137,10 @@ def rouge_batch(
         return decided
     predicted = joined_rouge_tokens([outputs[i] for i in chosen], use_stemmer)
     target = joined_rouge_tokens([references[i] for i in chosen], use_stemmer)
-    pred, tgt, size = _ngrams.word_streams(predicted, target, len(chosen))
-    unigrams, bigrams = (counts.tolist() for counts in _ngrams.clipped_matches(pred, tgt, size, len(chosen), 2))
-    lcs = _ngrams.lcs_lengths(tgt, pred, size, len(chosen)).tolist()
+    pred, tgt, words = _ngrams.word_streams(predicted, target, len(chosen))
+    matched = _ngrams.clipped_matches(pred, tgt, len(words), len(chosen), 2)
+    unigrams, bigrams = (counts.tolist() for counts in matched)
+    lcs = _ngrams.lcs_lengths(tgt, pred, len(words), len(chosen)).tolist()
     if -1 in lcs:  # records outside the vectorized LCS: the function's own, on their words
         pred_words, tgt_words = _split(predicted), _split(target)
         lcs = [common if common >= 0 else lcs_length(tgt_words[n], pred_words[n]) for n, common in enumerate(lcs)]

@@ -59,9 +59,9 @@ def token_f1_batch(texts: dict[str, list[str]]) -> BatchVerdicts:
     chosen = covered(outputs, references)
     if not chosen:
         return decided
-    predicted, truth, size = _ngrams.word_streams(_joined_tokens([outputs[i] for i in chosen]),
+    predicted, truth, words = _ngrams.word_streams(_joined_tokens([outputs[i] for i in chosen]),
                                                   _joined_tokens([references[i] for i in chosen]), len(chosen))
-    (same,) = _ngrams.clipped_matches(predicted, truth, size, len(chosen), 1)
+    (same,) = _ngrams.clipped_matches(predicted, truth, len(words), len(chosen), 1)
     for index, shared, predicted_len, truth_len in zip(chosen, same.tolist(), predicted.lengths.tolist(),
                                                        truth.lengths.tolist(), strict=True):
         decided[index] = f1_of_counts(shared, predicted_len, truth_len)
