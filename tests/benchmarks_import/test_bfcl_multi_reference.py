@@ -18,8 +18,9 @@ import pytest
 
 import evalsi
 from benchmarks_import.test_bfcl_relevance import BFCL, _bfcl_function
-from evalsi.packs.benchmarks.bfcl_multi_exec import Call, Simulators
+from evalsi.packs.benchmarks.bfcl_multi_exec import Call, Simulators, parse_ground_truth
 from evalsi.packs.benchmarks.bfcl_multi_sim import public_state
+from evalsi.records import from_value
 
 DATA = BFCL / "data"
 
@@ -326,11 +327,15 @@ def test_the_verdicts_equal_bfcls_on_bfcls_own_questions(bfcl: types.SimpleNames
     rng = random.Random(3)
     records: list[dict[str, Any]] = []
     expected = []
+    read = 0
     for category in ("multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param"):
         for record in load_dataset(f"bfcl://{DATA}/{category}"):
+            read += 1
             reference = json.loads(record.reference.text)
+            truth = [[parse_ground_truth(call) for call in turn] for turn in reference["ground_truth"]]
             if not set(reference["involved_classes"]) <= set(CLASSES):
                 continue
+            assert len(truth) == len(from_value(record.metadata["bfcl_turns"]))
             entry = {"id": record.id, "initial_config": reference["initial_config"],
                      "involved_classes": reference["involved_classes"]}
             for index, answer in enumerate(_answers(rng, reference["ground_truth"])):
@@ -342,7 +347,7 @@ def test_the_verdicts_equal_bfcls_on_bfcls_own_questions(bfcl: types.SimpleNames
             for r in records]
     mismatches = [(records[i]["id"], o, e) for i, (o, e) in enumerate(zip(ours, expected, strict=True)) if o != e]
     assert not mismatches, mismatches[:5]
-    assert len(records) == 4 * 3 * 72  # 72 questions in each category involve only classes built here
+    assert read == 3 * 200 and len(records) == 4 * 3 * 72  # 72 of each file's 200 involve only classes built here
     right = [valid for record, (valid, _error) in zip(records, expected, strict=True) if record["id"].endswith("/0")]
     assert sum(right) > 100  # BFCL's possible answers pass (those with positional arguments, which BFCL's decoder
     # drops from a model's text, fail in both)
