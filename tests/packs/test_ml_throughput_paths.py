@@ -1,0 +1,205 @@
+"""The fast paths of the ml-classic and ml-monitoring packs give what the plain ones give.
+
+- ``_values.plain`` reads a protobuf Value as ``records.from_value`` does (types included: a whole number is an int).
+- A bootstrap resample reduced from its drawn positions (``_drawn``) equals the same metric computed on the drawn
+  rows themselves: by scikit-learn where it has the metric, by the evaluator's own whole-data path otherwise, and
+  for drift (bins fixed from the whole data) by the PSI and Jensen-Shannon definitions with those bins. Cases: ties,
+  unicode labels, a class missing from a record's probabilities, resamples that miss a class or a group.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sklearn import metrics as sk
+
+from evalsi.evaluators import Evaluator
+from evalsi.packs.ml_classic import PACK as CLASSIC
+from evalsi.packs.ml_classic._values import plain
+from evalsi.packs.ml_monitoring import PACK as MONITORING
+from evalsi.packs.ml_monitoring._features import features, row_feature
+from evalsi.records import from_value, make_record, to_value
+from evalsi.v1alpha1.record_pb2 import Record
+
+EVALUATORS = {ev.name: ev for ev in (*CLASSIC.evaluators, *MONITORING.evaluators)}
+_LABELS = ["ja", "né", "ünï", "x y", "猫"]
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**60), 2**60) | st.floats(allow_nan=False, allow_infinity=False)
+    | st.sampled_from([2.0**53, -(2.0**53), 2.0**53 - 1, -0.0, 1e300, 0.5]) | st.text(max_size=6),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner, max_size=4),
+    max_leaves=15,
+)
+
+
+def _same(left: Any, right: Any) -> bool:
+    if type(left) is not type(right):
+        return False
+    if isinstance(left, dict):
+        return list(left) == list(right) and all(_same(left[key], right[key]) for key in left)
+    if isinstance(left, list):
+        return len(left) == len(right) and all(_same(a, b) for a, b in zip(left, right, strict=True))
+    return bool(left == right) and math.copysign(1, left) == math.copysign(1, right) if isinstance(left, float) \
+        else bool(left == right)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_json)
+def test_plain_reads_a_value_as_from_value_does(value: Any) -> None:
+    message = to_value(value)
+    assert _same(plain(message), from_value(message))
+
+
+def test_plain_refuses_what_from_value_refuses() -> None:
+    for number in (math.nan, math.inf, -math.inf):
+        message = to_value([1, {"x": number}])
+        with pytest.raises(ValueError) as theirs:
+            from_value(message)
+        with pytest.raises(ValueError) as ours:
+            plain(message)
+        assert str(ours.value) == str(theirs.value)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.dictionaries(st.sampled_from(["age", "city", "é", ""]), _json, max_size=4), st.booleans())
+def test_one_feature_is_that_feature_of_every_feature(row: dict[str, Any], in_input: bool) -> None:
+    content = {"row": {"features": row, "prediction": "x"}}
+    record = make_record(input=content) if in_input else make_record(output=content)
+    for name in ("age", "city", "é", "", "absent"):
+        assert _same(row_feature(record, name), features(record).get(name))
+
+
+def _by_positions(name: str, records: list[Record], positions: np.ndarray, **params: Any) -> Any:
+    ev: Evaluator = EVALUATORS[name]
+    assert ev.mapper is not None and ev.stack is not None
+    return ev.fn(ev.stack([ev.mapper(record, **params) for record in records]).take(positions), **params)
+
+
+def _on_rows(name: str, records: list[Record], **params: Any) -> Any:
+    ev: Evaluator = EVALUATORS[name]
+    assert ev.mapper is not None and ev.stack is not None
+    return ev.fn(ev.stack([ev.mapper(record, **params) for record in records]), **params)
+
+
+def _draws(rng: np.random.Generator, n: int) -> list[np.ndarray]:
+    """Resamples: ordinary ones, a lopsided one (a few records drawn many times), and one record drawn twice."""
+    return [*(rng.integers(0, n, size=n) for _ in range(6)), rng.integers(0, 3, size=n), np.array([1, 1])]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_class_and_probability_resamples_equal_scikit_learn_on_the_drawn_rows(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n, k = 50, 3 + seed % 2
+    classes = sorted(_LABELS[:k])  # scikit-learn takes the columns in sorted order
+    raw = rng.integers(0, 3, size=(n, k)).astype(float) + 0.5 if seed % 2 else rng.random((n, k))
+    raw[0, -1] = 0.0
+    matrix = raw / raw.sum(axis=1, keepdims=True)
+    truths = [classes[i] for i in rng.permutation(np.arange(n) % k)]
+    predictions = [classes[i] for i in rng.integers(0, k, n)]
+    given = [dict(zip(classes, map(float, row), strict=True)) for row in matrix]
+    given[0] = {name: p for name, p in given[0].items() if name != classes[-1]}  # a class left out counts as 0
+    records = [make_record(id=str(i), reference=truths[i],
+                           output={"row": {"prediction": predictions[i], "probabilities": given[i]}})
+               for i in range(n)]
+    for positions in _draws(rng, n):
+        drawn_truths = [truths[i] for i in positions]
+        drawn_predictions = [predictions[i] for i in positions]
+        figures = _by_positions("builtin/classification", records, positions)
+        assert figures["accuracy"] == pytest.approx(sk.accuracy_score(drawn_truths, drawn_predictions), rel=1e-12)
+        for average in ("macro", "weighted"):
+            precision, recall, f1, _ = sk.precision_recall_fscore_support(
+                drawn_truths, drawn_predictions, average=average, zero_division=0)
+            assert [figures[f"{m}_{average}"] for m in ("precision", "recall", "f1")] == pytest.approx(
+                [precision, recall, f1], rel=1e-12, abs=1e-15)
+        labels = sorted({*truths, *predictions})
+        counts = _by_positions("builtin/confusion-matrix", records, positions)
+        assert np.array_equal(np.array(from_value(counts.structured)["counts"]),
+                              sk.confusion_matrix(drawn_truths, drawn_predictions, labels=labels))
+        rows = [records[i] for i in positions]
+        for name in ("builtin/log-loss", "builtin/brier", "builtin/ece", "builtin/roc-auc", "builtin/pr-auc"):
+            try:
+                expected = _on_rows(name, rows)
+            except Exception as exc:
+                with pytest.raises(type(exc)):
+                    _by_positions(name, records, positions)
+                continue
+            assert _by_positions(name, records, positions) == pytest.approx(expected, rel=1e-12, abs=1e-15)
+        if len(set(drawn_truths)) == k:
+            assert _by_positions("builtin/log-loss", records, positions) == pytest.approx(
+                sk.log_loss(drawn_truths, matrix[positions], labels=classes), rel=1e-9)
+            assert _by_positions("builtin/roc-auc", records, positions) == pytest.approx(
+                sk.roc_auc_score(drawn_truths, matrix[positions], multi_class="ovr", labels=classes), rel=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_regression_and_fairness_resamples_equal_the_drawn_rows(seed: int) -> None:
+    rng = np.random.default_rng(50 + seed)
+    n = 40
+    truths = np.round(rng.normal(0, 3, n), 1)
+    truths[:3] = 0.0  # MAPE's epsilon floor
+    guesses = truths + np.round(rng.normal(0, 1, n), 1)
+    numbers = [make_record(id=str(i), reference=float(truths[i]), output={"row": {"prediction": float(guesses[i])}})
+               for i in range(n)]
+    groups = [_LABELS[i % 3] for i in range(n)]
+    labels = [["ja", "né"][i] for i in rng.integers(0, 2, n)]
+    chosen = [["ja", "né"][i] for i in rng.integers(0, 2, n)]
+    people = [make_record(id=str(i), reference=labels[i],
+                          output={"row": {"prediction": chosen[i], "features": {"group": groups[i]}}})
+              for i in range(n)]
+    for positions in _draws(rng, n):
+        figures = _by_positions("builtin/regression", numbers, positions)
+        assert figures["mae"] == pytest.approx(sk.mean_absolute_error(truths[positions], guesses[positions]))
+        assert figures["mse"] == pytest.approx(sk.mean_squared_error(truths[positions], guesses[positions]))
+        assert figures["mape"] == pytest.approx(
+            sk.mean_absolute_percentage_error(truths[positions], guesses[positions]))
+        assert ("r2" in figures) == (len(set(positions.tolist())) >= 2)
+        if "r2" in figures:
+            assert figures["r2"] == pytest.approx(sk.r2_score(truths[positions], guesses[positions]), rel=1e-9)
+        rows = [people[i] for i in positions]
+        params = {"sensitive": "group", "positive_label": "ja"}
+        try:
+            expected = _on_rows("builtin/fairness", rows, **params)
+        except Exception as exc:
+            with pytest.raises(type(exc)):
+                _by_positions("builtin/fairness", people, positions, **params)
+            continue
+        assert _by_positions("builtin/fairness", people, positions, **params) == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("numeric", [True, False])
+def test_drift_resamples_equal_the_definitions_over_the_whole_datas_bins(numeric: bool) -> None:
+    rng = np.random.default_rng(9)
+    n = 80
+    values: list[Any] = (list(np.round(rng.normal(0, 1, n), 1)) if numeric
+                         else [_LABELS[i] for i in rng.integers(0, 4, n)])
+    split = [i % 3 == 0 for i in range(n)]
+    records = [make_record(id=str(i), output={"row": {"features": {"x": values[i]}}},
+                           metadata={"split": "reference"} if split[i] else {}) for i in range(n)]
+    if numeric:
+        reference = np.array([v for v, is_ref in zip(values, split, strict=True) if is_ref])
+        edges = np.unique(np.quantile(reference, np.linspace(0.0, 1.0, 6)))
+        bin_of = [int(np.searchsorted(edges[1:-1], v, side="right")) for v in values]
+        count = len(edges) - 1
+    else:
+        names = sorted(set(values))
+        bin_of = [names.index(v) for v in values]
+        count = len(names)
+    for positions in _draws(rng, n)[:6]:
+        shares = np.zeros((2, count))
+        for i in positions:
+            shares[0 if split[i] else 1, bin_of[i]] += 1
+        if not shares[0].sum() or not shares[1].sum():
+            continue
+        ref, cur = shares[0] / shares[0].sum(), shares[1] / shares[1].sum()
+        floored_ref, floored_cur = np.maximum(ref, 1e-4), np.maximum(cur, 1e-4)
+        psi = sum((c - r) * math.log(c / r) for r, c in zip(floored_ref, floored_cur, strict=True))
+        assert _by_positions("builtin/psi", records, positions, feature="x", bins=5) == pytest.approx(psi, rel=1e-12)
+        middle = (ref + cur) / 2
+        divergence = sum(0.5 * s * math.log2(s / m) for share in (ref, cur)
+                         for s, m in zip(share, middle, strict=True) if s > 0)
+        js = _by_positions("builtin/js-divergence", records, positions, feature="x", bins=5)
+        assert js["divergence"] == pytest.approx(max(divergence, 0.0), rel=1e-9, abs=1e-15)
