@@ -82,7 +82,7 @@ def main() -> None:
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
         means = " ".join(f"{name} {summary.mean:.4f}" for name, summary in results.summaries.items())
         print(f"{label:<29} {args.records / wall:>9,.0f} rec/s  (target >= {TARGET_PER_S:,})  "
-              f"cpu {cpu:.2f} s  wall {wall:.2f} s  mean {means}")
+              f"{args.records / cpu:>9,.0f} rec/CPU-s  cpu {cpu:.2f} s  wall {wall:.2f} s  mean {means}")
 
 
 if __name__ == "__main__":
