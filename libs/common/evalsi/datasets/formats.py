@@ -174,13 +174,14 @@ def to_plain(obj: Any) -> Any:
 
 
 _FLAT = _SCALARS | {float}
+_CONTAINERS = frozenset({dict, list})
 _STR_KEYS = frozenset({str})
 
 
 def is_plain(obj: Any) -> bool:
     """Whether :func:`to_plain` gives ``obj`` back as it is (the same types, equal values): dicts with string keys,
-    lists, strings, ints, bools, None and finite floats. A row of them needs no converted copy; whole maps and lists
-    of scalars are tested a C-level pass at a time."""
+    lists, strings, ints, bools, None and finite floats. A row of them needs no converted copy. A dict's or list's
+    scalars are tested a C-level pass at a time; only its dicts and lists are looked into, one call each."""
     kind = type(obj)
     if kind is dict:
         if not _STR_KEYS.issuperset(map(type, obj)):
@@ -195,9 +196,12 @@ def is_plain(obj: Any) -> bool:
     kinds = set(map(type, values))
     if kinds <= _SCALARS:
         return True
-    if kinds <= _FLAT:
-        return all(map(math.isfinite, [value for value in values if type(value) is float]))
-    return all(map(is_plain, values))
+    if float in kinds and not all(map(math.isfinite, [value for value in values if type(value) is float])):
+        return False
+    nested = kinds - _FLAT
+    if not nested:
+        return True
+    return nested <= _CONTAINERS and all(map(is_plain, [value for value in values if type(value) in _CONTAINERS]))
 
 
 def plain_row(row: Any) -> Any:
