@@ -69,13 +69,18 @@ def _bit_length(value: int) -> int:
 
 def clipped_matches(hyp: Stream, ref: Stream, vocabulary: int, records: int, orders: int) -> list[np.ndarray]:
     """Each record's clipped n-gram matches between its hypothesis and its reference, for orders 1 to ``orders``
-    (an int64 array a record, one per order). A key is the record's index above the n ids (``bits`` each); when
-    the next order would not fit 63 bits, the keys so far are renumbered densely in order (their rank), which
-    keeps the record in their order and frees the bits."""
-    bits = _bit_length(vocabulary - 1)
-    streams = (hyp, ref)
-    keys = [s.record << bits | s.ids for s in streams]
-    valid = [s.token for s in streams]
+    (an int64 array a record, one per order). Both sides are one stream (the hypotheses, a SEP, the references)
+    whose n-gram keys are the record's index above the n ids (``bits`` each), a side bit below. An n-gram across
+    a SEP is kept, and harmless: the references' SEP is another id (``vocabulary``), so no such n-gram of one side
+    equals one of the other. When the next order would not fit 63 bits, the keys so far are renumbered densely in
+    order (their rank), which keeps the record in their order and frees the bits."""
+    bits = _bit_length(vocabulary)
+    ref_ids = ref.ids.copy()
+    ref_ids[~ref.token] = vocabulary
+    ids = np.concatenate((hyp.ids, [0], ref_ids))
+    side = np.zeros(len(ids), dtype=np.int64)
+    side[len(hyp.ids) + 1:] = 1
+    keys = np.concatenate((hyp.record, [records - 1], ref.record)) << bits | ids
     shift = bits  # a key's record is key >> shift, until renumbered
     bounds: np.ndarray | None = None  # once renumbered: the first key of each record, in the keys' order
     width = _bit_length(records) + bits
@@ -83,44 +88,42 @@ def clipped_matches(hyp: Stream, ref: Stream, vocabulary: int, records: int, ord
     for order in range(1, orders + 1):
         if order > 1:
             if width + bits + 1 > _BITS:
-                joined = np.concatenate(keys)
-                ranked, inverse = np.unique(joined, return_inverse=True)
-                firsts = np.arange(records, dtype=np.int64) << shift if bounds is None else bounds
-                bounds = np.searchsorted(ranked, firsts)
-                keys = [inverse[: len(keys[0])], inverse[len(keys[0]):]]
+                ranked, keys = np.unique(keys, return_inverse=True)
+                bounds = np.searchsorted(ranked, np.arange(records, dtype=np.int64) << shift if bounds is None
+                                         else bounds)
                 width = _bit_length(len(ranked))
-            keys = [k[:-1] << bits | s.ids[order - 1:] for k, s in zip(keys, streams, strict=True)]
-            valid = [v[:-1] & s.token[order - 1:] for v, s in zip(valid, streams, strict=True)]
+            keys = keys[:-1] << bits | ids[order - 1:]
             width += bits
             if bounds is None:
                 shift += bits
             else:
                 bounds = bounds << bits
-        out.append(_matches(keys[0][valid[0]], keys[1][valid[1]], shift, bounds, records))
+        out.append(_matches(keys << 1 | side[:len(keys)], shift, bounds, records))
     return out
 
 
-def _matches(hyp: np.ndarray, ref: np.ndarray, shift: int, bounds: np.ndarray | None, records: int) -> np.ndarray:
-    """Per record, the sum over its keys of min(count in hyp, count in ref): both sides sorted together (a side
-    bit below the key), each run of one key counted from the running count of reference entries."""
-    both = np.concatenate((hyp << 1, ref << 1 | 1))
+def _matches(both: np.ndarray, shift: int, bounds: np.ndarray | None, records: int) -> np.ndarray:
+    """Per record, the sum over its keys of min(count in hyp, count in ref), from the keys with their side bit
+    (sorted here, in place). Sorted, each value's entries are one run; a key on both sides is two runs in a row,
+    the hypothesis's (an even value v) and the reference's (v + 1), and the smaller run is its matches."""
     if not len(both):
         return np.zeros(records, dtype=np.int64)
     both.sort()
-    key = both >> 1
-    change = np.empty(len(key), dtype=bool)
+    change = np.empty(len(both), dtype=bool)
     change[0] = True
-    np.not_equal(key[1:], key[:-1], out=change[1:])
+    np.not_equal(both[1:], both[:-1], out=change[1:])
     start = np.flatnonzero(change)
-    end = np.append(start[1:], len(both))
-    from_ref = np.zeros(len(both) + 1, dtype=np.int64)
-    np.cumsum(both & 1, out=from_ref[1:])
-    in_ref = from_ref[end] - from_ref[start]
-    common = np.minimum(end - start - in_ref, in_ref)
-    hit = common > 0
-    keys = key[start[hit]]
+    values = both[start]
+    size = np.diff(start, append=len(both))
+    pair = np.flatnonzero((values[1:] - values[:-1] == 1) & (values[:-1] & 1 == 0))
+    common = np.minimum(size[pair], size[pair + 1])
+    keys = values[pair] >> 1
     record = keys >> shift if bounds is None else np.searchsorted(bounds, keys, side="right") - 1
-    return np.bincount(record, weights=common[hit], minlength=records).astype(np.int64)
+    counts = np.bincount(record, minlength=records)
+    more = common > 1  # most keys match once: the weighted count only for the others
+    if more.any():
+        counts += np.bincount(record[more], weights=common[more] - 1, minlength=records).astype(np.int64)
+    return counts
 
 
 def lcs_lengths(target: Stream, prediction: Stream, vocabulary: int, records: int) -> np.ndarray:
