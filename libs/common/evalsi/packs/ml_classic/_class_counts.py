@@ -30,11 +30,6 @@ def _matrix(data: Drawn[ClassColumns]) -> NDArray[np.float64]:
     return data.count(cells, k * k).reshape(k, k).astype(np.float64)
 
 
-def _ratio(top: NDArray[np.float64], bottom: NDArray[np.float64]) -> NDArray[np.float64]:
-    """``top / bottom``, 0 where ``bottom`` is 0 (scikit-learn's zero_division=0)."""
-    return np.divide(top, bottom, out=np.zeros_like(top), where=bottom > 0)
-
-
 def averaged(values: Any) -> dict[str, float]:
     """Accuracy and precision, recall and F1 micro-, macro- and weighted-averaged over the classes present."""
     matrix = _matrix(of(values, NEEDS))
@@ -46,8 +41,10 @@ def averaged(values: Any) -> dict[str, float]:
     accuracy = float(hits.sum() / total)
     # Precision, recall and F1 of every class as the rows of one matrix: a few numpy calls a (re)sample, not one
     # per figure (the bootstrap reduces this 2,000 times).
-    per_class = _ratio(np.stack((hits, hits, 2 * hits)), np.stack((predicted, truths, both)))
-    macro = per_class[:, present].mean(axis=1).tolist()
+    # A count is 0 or at least 1, and a class's hits are 0 where its bottom is: dividing by max(bottom, 1) is
+    # scikit-learn's zero_division=0 without a masked division.
+    per_class = np.array((hits, hits, 2 * hits)) / np.maximum(np.array((predicted, truths, both)), 1.0)
+    macro = (per_class[:, present].sum(axis=1) / np.count_nonzero(present)).tolist()  # np.mean's sum / count
     weighted = ((per_class * truths).sum(axis=1) / total).tolist()
     figures = {"accuracy": accuracy}
     for at, name in enumerate(("precision", "recall", "f1")):
