@@ -1,9 +1,9 @@
-"""The text pack's batch forms (evaluator(batch=...) of bleu, chrf, rouge, meteor, token-f1) decide each record
-exactly (==, bit for bit) as the evaluator's function does: over 2,000 generated pairs and the edge cases (empty,
-whitespace-only, punctuation, unicode, texts at the pack's length bound, a vocabulary too large for one key per
-n-gram), every param setting; None exactly for the records the function must decide (an empty text, a text over
-the bound, one holding the batch separator), where the function skips or reads the content itself; and
-evaluate() with them gives the result messages the function alone gives."""
+"""The text pack's batch forms (evaluator(batch=...) of bleu, chrf, rouge, meteor, token-f1 and
+embedding-similarity) decide each record exactly (==, bit for bit) as the evaluator's function does: over 2,000
+generated pairs and the edge cases (empty, whitespace-only, punctuation, unicode, texts at the pack's length bound,
+a vocabulary too large for one key per n-gram), every param setting; None exactly for the records the function
+must decide (an empty text, a text over the bound, one holding the batch separator), where the function skips or
+reads the content itself; and evaluate() with them gives the result messages the function alone gives."""
 
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ from evalsi.packs.text.bleu import (
     sentence_bleu,
 )
 from evalsi.packs.text.chrf import chrf, chrf_batch
+from evalsi.packs.text.embedding import BATCH_TEXT_CHARS, embedding_batch, embedding_similarity
 from evalsi.packs.text.meteor import meteor, meteor_batch
 from evalsi.packs.text.rouge import rouge, rouge_batch
 from evalsi.packs.text.token_f1 import token_f1, token_f1_batch
@@ -79,10 +80,10 @@ def _rouge_tuple(value: dict[str, float]) -> tuple[float, float, float]:
 
 
 def _check(evaluator: Evaluator, batch: Callable[..., list[Any]], params: dict[str, Any],
-           shape: Callable[[Any], Any] = lambda value: value) -> None:
+           shape: Callable[[Any], Any] = lambda value: value, uncovered: set[int] = UNCOVERED) -> None:
     decided = batch(COLUMNS, **params)
     assert len(decided) == len(RECORDS)
-    assert {index for index, entry in enumerate(decided) if entry is None} == UNCOVERED
+    assert {index for index, entry in enumerate(decided) if entry is None} == uncovered
     scored = 0
     for record, entry in zip(RECORDS, decided, strict=True):
         try:
@@ -94,7 +95,7 @@ def _check(evaluator: Evaluator, batch: Callable[..., list[Any]], params: dict[s
             assert entry == expected, (record.output.text[:80], record.reference.text[:80], params)
             assert type(entry) is type(expected)
             scored += 1
-    assert scored == len(RECORDS) - len(UNCOVERED)
+    assert scored == len(RECORDS) - len(uncovered)
 
 
 @pytest.mark.parametrize(
@@ -139,6 +140,16 @@ def test_meteor_batch_equals_the_function(tokenize: str, alpha: float, beta: flo
 
 def test_meteor_batch_leaves_synonyms_to_the_function() -> None:
     assert meteor_batch(COLUMNS, synonyms=True) == [None] * len(RECORDS)
+
+
+@pytest.mark.parametrize("dim", [256, 64])
+def test_embedding_batch_equals_the_function(dim: int) -> None:
+    """Texts over BATCH_TEXT_CHARS are the function's too (embedded one at a time, not padded to the longest)."""
+    pytest.importorskip("wordllama", reason="the embeddings extra is in the dev install")
+    longer = {index for index, (output, reference) in enumerate(CASES)
+              if max(len(output), len(reference)) > BATCH_TEXT_CHARS}
+    assert longer - UNCOVERED
+    _check(embedding_similarity, embedding_batch, {"dim": dim}, uncovered=UNCOVERED | longer)
 
 
 def test_token_f1_batch_equals_the_function() -> None:
@@ -215,11 +226,13 @@ _ROWS: list[dict[str, Any]] = [
     ("evaluator", "params"),
     [(bleu, {}), (bleu, {"tokenize": "char", "smooth_method": "add-k", "lowercase": True}), (chrf, {}),
      (chrf, {"word_order": 2, "lowercase": True}), (rouge, {}), (rouge, {"use_stemmer": True, "measure": "recall"}),
-     (token_f1, {}), (meteor, {}), (meteor, {"tokenize": "13a", "gamma": 0.3})],
+     (token_f1, {}), (meteor, {}), (meteor, {"tokenize": "13a", "gamma": 0.3}), (embedding_similarity, {})],
 )
 def test_evaluate_with_the_batch_form_gives_the_functions_results(
     evaluator: Evaluator, params: dict[str, Any]
 ) -> None:
+    if evaluator is embedding_similarity:
+        pytest.importorskip("wordllama", reason="the embeddings extra is in the dev install")
     batch, fn = evaluator.batch, evaluator.fn
     assert batch is not None
     decided: list[int] = []
