@@ -8,6 +8,7 @@ and a run through the column path writes the bytes the message path writes."""
 from __future__ import annotations
 
 import random
+import re
 from typing import Any
 
 import pytest
@@ -66,6 +67,16 @@ def test_matching_at_the_joins_and_on_patterns_that_read_the_separator() -> None
                            (r"x*", ["", "y"]), (r"(?s)a.b", ["xa", "bx", "a\nb"])):
         regex = re2.compile(pattern)
         assert detectors.matching(regex, texts) == [regex.search(t) is not None for t in texts], pattern
+
+
+def test_no_detector_pattern_anchors_at_a_texts_edge() -> None:
+    """``matching`` joins texts: a ^, $, \\A or \\z in a detector pattern would see the joined text's edges, not
+    each text's, with no match holding the separator to send the batch back to a search a text."""
+    patterns = [*detectors.PII_PATTERNS.values(), *detectors.SECRET_PATTERNS.values(), detectors._TOKEN,
+                _detector().pattern]
+    for pattern in patterns:
+        outside_classes = re.sub(r"\[(?:\\.|[^\]])*\]", "", pattern.replace("\\\\", ""))
+        assert not re.search(r"(?<!\\)[$^]|\\[AzZ]", outside_classes), pattern
 
 
 def _records(count: int, seed: int) -> list[Record]:
