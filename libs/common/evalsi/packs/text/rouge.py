@@ -20,6 +20,7 @@ _VALID = re.compile(r"^[a-z0-9]+$")
 _WORD_OR_SEP = re.compile(rf"[a-z0-9]+|{SEP}")
 Measure = Literal["fmeasure", "precision", "recall"]
 _TYPES = ("rouge1", "rouge2", "rougeL")
+_MEASURES = ("precision", "recall", "fmeasure")  # the order of each type's scores
 
 
 def _stemmed(word: str, stemmer: Callable[[str], str]) -> str:
@@ -89,8 +90,6 @@ def _lcs_counted(common: int, predicted: int, target: int) -> tuple[float, float
 
 
 def _lcs_scores(target: list[str], prediction: list[str]) -> tuple[float, float, float]:
-    if not target or not prediction:
-        return 0.0, 0.0, 0.0
     return _lcs_counted(lcs_length(target, prediction), len(prediction), len(target))
 
 
@@ -144,7 +143,7 @@ def rouge_batch(
     if -1 in lcs:  # records outside the vectorized LCS: the function's own, on their words
         pred_words, tgt_words = _split(predicted), _split(target)
         lcs = [common if common >= 0 else lcs_length(tgt_words[n], pred_words[n]) for n, common in enumerate(lcs)]
-    at = ("precision", "recall", "fmeasure").index(measure)
+    at = _MEASURES.index(measure)
     for index, one, two, longest, pred_len, tgt_len in zip(chosen, unigrams, bigrams, lcs, pred.lengths.tolist(),
                                                            tgt.lengths.tolist(), strict=True):
         decided[index] = (_counted_scores(one, pred_len, tgt_len)[at],
@@ -180,7 +179,7 @@ def rouge(record: Record, *, use_stemmer: bool = False, measure: Measure = "fmea
     """ROUGE-1/2/L of the output against the reference (the best of a JSON-list reference's elements per type),
     equal to rouge_score.rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"], use_stemmer=...)."""
     output, references = texts(record)
-    index = ("precision", "recall", "fmeasure").index(measure)
+    index = _MEASURES.index(measure)
     scores = rouge_scores(output, references, use_stemmer)
     return {kind: scores[kind][index] for kind in _TYPES}
 
