@@ -37,8 +37,9 @@ def plain(value: Value) -> Any:
         if number.is_integer() and abs(number) < _WHOLE:
             return int(number)
         return number if math.isfinite(number) else from_value(value)
-    if kind == "list_value":
-        return [plain(item) for item in value.list_value.values]
+    if kind == "list_value":  # a string item (an id, a label) read in place: no call an item
+        return [item.string_value if item.WhichOneof("kind") == "string_value" else plain(item)
+                for item in value.list_value.values]
     if kind == "struct_value":
         fields = value.struct_value.fields
         return {key: plain(fields[key]) for key in fields}
