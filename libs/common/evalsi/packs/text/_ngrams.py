@@ -102,6 +102,22 @@ def clipped_matches(hyp: Stream, ref: Stream, vocabulary: int, records: int, ord
     return out
 
 
+def order_stats(hyp: Stream, ref: Stream, matches: list[np.ndarray]) -> np.ndarray:
+    """chrF's [hyp, ref, match] per order (sacrebleu's statistics) of each record, from its two texts' lengths and
+    each order's matches: a text of length L has max(L - n + 1, 0) n-grams of order n, the hypothesis's counted
+    only where the reference has some. A row a record."""
+    columns = []
+    for n, matched in enumerate(matches, 1):
+        in_ref = np.maximum(ref.lengths - (n - 1), 0)
+        columns += [np.where(in_ref > 0, np.maximum(hyp.lengths - (n - 1), 0), 0), in_ref, matched]
+    return np.stack(columns, axis=1)
+
+
+def stacked(blocks: list[np.ndarray]) -> list[list[int]]:
+    """Blocks of per-record rows side by side, as one list of Python ints a record."""
+    return np.concatenate(blocks, axis=1).tolist()
+
+
 def _matches(both: np.ndarray, shift: int, bounds: np.ndarray | None, records: int) -> np.ndarray:
     """Per record, the sum over its keys of min(count in hyp, count in ref), from the keys with their side bit
     (sorted here, in place). Sorted, each value's entries are one run; a key on both sides is two runs in a row,

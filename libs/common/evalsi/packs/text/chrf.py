@@ -104,17 +104,6 @@ def _joined_words(texts: list[str]) -> list[str]:
     return out
 
 
-def _order_stats(hyp_len: int, ref_len: int, matches: list[int], orders: int) -> list[int]:
-    """``segment_stats``' [hyp, ref, match] for orders 1 to ``orders`` of texts of these many characters (or
-    words): a text of length L has max(L - n + 1, 0) n-grams, the hypothesis's counted only where the reference
-    has some."""
-    stats: list[int] = []
-    for n in range(1, orders + 1):
-        n_ref = max(ref_len - n + 1, 0)
-        stats += [max(hyp_len - n + 1, 0) if n_ref else 0, n_ref, matches[n - 1]]
-    return stats
-
-
 def chrf_batch(
     texts: dict[str, list[str]], *, char_order: int = 6, word_order: int = 0, beta: float = 2.0,
     lowercase: bool = False, whitespace: bool = False,
@@ -136,21 +125,15 @@ def chrf_batch(
     # Whitespace removed from the joined texts is removed from each (SEP is not whitespace).
     hyp_chars, ref_chars = (SEP.join(side) if whitespace else "".join(SEP.join(side).split()) for side in sides)
     hyp, ref, size = _ngrams.char_streams(hyp_chars, ref_chars, records)
-    chars = [counts.tolist() for counts in _ngrams.clipped_matches(hyp, ref, size, records, char_order)]
-    lengths = [hyp.lengths.tolist(), ref.lengths.tolist()]
-    words: list[list[int]] = []
+    stats = [_ngrams.order_stats(hyp, ref, _ngrams.clipped_matches(hyp, ref, size, records, char_order))]
     if word_order:
         hyp_words, ref_words, vocabulary = _ngrams.word_streams(_joined_words(sides[0]), _joined_words(sides[1]),
                                                                 records)
-        words = [counts.tolist() for counts in _ngrams.clipped_matches(hyp_words, ref_words, len(vocabulary),
-                                                                         records, word_order)]
-        lengths += [hyp_words.lengths.tolist(), ref_words.lengths.tolist()]
+        matched = _ngrams.clipped_matches(hyp_words, ref_words, len(vocabulary), records, word_order)
+        stats.append(_ngrams.order_stats(hyp_words, ref_words, matched))
     order = char_order + word_order
-    for n, index in enumerate(chosen):
-        stats = _order_stats(lengths[0][n], lengths[1][n], [counts[n] for counts in chars], char_order)
-        if word_order:
-            stats += _order_stats(lengths[2][n], lengths[3][n], [counts[n] for counts in words], word_order)
-        decided[index] = f_score(stats, order, beta)
+    for index, row in zip(chosen, _ngrams.stacked(stats), strict=True):
+        decided[index] = f_score(row, order, beta)
     return decided
 
 
