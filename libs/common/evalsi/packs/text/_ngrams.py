@@ -142,6 +142,14 @@ def _matches(both: np.ndarray, shift: int, bounds: np.ndarray | None, records: i
     return counts
 
 
+def _popcount(v: np.ndarray) -> np.ndarray:
+    """The set bits of each uint64 (SWAR; numpy's bitwise_count needs numpy 2, and the pyproject allows 1.26)."""
+    v = v - ((v >> np.uint64(1)) & np.uint64(0x5555555555555555))
+    v = (v & np.uint64(0x3333333333333333)) + ((v >> np.uint64(2)) & np.uint64(0x3333333333333333))
+    v = (v + (v >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
+    return ((v * np.uint64(0x0101010101010101)) >> np.uint64(56)).astype(np.int64)
+
+
 def lcs_lengths(target: Stream, prediction: Stream, vocabulary: int, records: int) -> np.ndarray:
     """Each record's longest common subsequence of its target and prediction tokens by Hyyrö's bit-vector
     recurrence, all records at once on one uint64 each: -1 for a record outside that (an empty side, a target
@@ -182,7 +190,7 @@ def lcs_lengths(target: Stream, prediction: Stream, vocabulary: int, records: in
     for column in matrix:
         u = v & column
         v = ((v + u) | (v - u)) & full
-    out[rows] = target.lengths[rows] - np.bitwise_count(v).astype(np.int64)
+    out[rows] = target.lengths[rows] - _popcount(v)
     return out
 
 
