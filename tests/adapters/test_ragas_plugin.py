@@ -17,6 +17,7 @@ import pytest
 
 import evalsi
 from evalsi.adapters.ragas import METRICS, PLUGIN_DIR
+from evalsi.errors import BadInputError
 from evalsi.evaluators import Registry
 from evalsi.plugins import PluginSet, load_plugins
 from evalsi.plugins.manifest import MANIFEST_NAME, read_manifest
@@ -142,11 +143,12 @@ def test_missing_contexts_skip_and_malformed_answers_and_bad_params_error(
     assert got[("ragas/context-recall", "no-claims")].outcome == OUTCOME_SCORED
     assert results.metric("faithfulness").n == 0
 
+    # A bad param is refused when the evaluator is bound (the plugin's CheckParams), before any record is sent.
     bad_param = [{"ref": "ragas/factual-correctness", "params": {"mode": "bogus"}}]
-    with evalsi.evaluate(rows[:1], bad_param, registry=registry, judge=judge) as refused:
-        [result] = refused.results
-    assert result.outcome == OUTCOME_ERROR
-    assert "param mode: 'bogus' is not one of f1, precision, recall" in result.reason, result.reason
+    requests = len(ragas_judge.requests)
+    with pytest.raises(BadInputError, match=r"param mode: 'bogus' is not one of f1, precision, recall"):
+        evalsi.evaluate(rows[:1], bad_param, registry=registry, judge=judge)
+    assert len(ragas_judge.requests) == requests
 
 
 def test_the_plugin_venv_is_sealed_offline(ragas_venv: tuple[Path, Path], tmp_path: Path) -> None:
