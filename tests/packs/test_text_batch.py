@@ -185,7 +185,7 @@ def test_clipped_matches_renumber_keys_that_outgrow_63_bits() -> None:
         flat: list[int] = []
         for index, pair in enumerate(texts):
             flat += ([0] if index else []) + pair[side]
-        streams.append(_ngrams.Stream.of(np.array(flat, dtype=np.int64), 0, len(texts)))
+        streams.append(_ngrams.Stream.of(np.array(flat, dtype=np.int64), len(texts)))
     matched = _ngrams.clipped_matches(streams[0], streams[1], 1 << 20, len(texts), 4)
     for n in range(1, 5):
         assert matched[n - 1].tolist() == [(grams(h, n) & grams(r, n)).total() for h, r in texts]
@@ -199,6 +199,17 @@ def test_a_batch_decides_records_up_to_its_character_budget() -> None:
     decided = bleu_batch({"output": [text] * count, "reference": [text] * count})
     assert decided[:count - 5] == [sentence_bleu(text, [text])] * (count - 5)
     assert decided[count - 5:] == [None] * 5
+
+
+def test_rouge_batch_past_the_vectorized_lcs_rows_equals_the_function() -> None:
+    """Past 8,192 records in one call, ROUGE-L's LCS is the function's own, with the same figures."""
+    rng = random.Random(9)
+    words = ["a", "b", "c", "d", "e"]
+    pairs_ = [(" ".join(rng.choices(words, k=rng.randint(1, 6))), " ".join(rng.choices(words, k=rng.randint(1, 6))))
+              for _ in range(8300)]
+    decided = rouge_batch({"output": [o for o, _ in pairs_], "reference": [r for _, r in pairs_]})
+    for (output, reference), entry in zip(pairs_, decided, strict=True):
+        assert entry == _rouge_tuple(rouge.fn(make_record(output=output, reference=reference)))
 
 
 def test_a_batch_of_records_none_covers_is_all_none() -> None:

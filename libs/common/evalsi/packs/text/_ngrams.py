@@ -18,21 +18,23 @@ from evalsi.packs.text._common import SEP
 
 _BITS = 63  # a key and its side bit stay a non-negative int64
 _LCS_WORDS = 64  # ROUGE-L's bit-parallel LCS on one uint64 per record: targets of at most this many words
-_LCS_STEPS = 512  # and predictions of at most this many (a column each), so the matrix stays small
+_LCS_STEPS = 512  # and predictions of at most this many (a column each), so the matrix stays small:
+_LCS_ROWS = 8192  # at most this many records a call (32 MB of uint64); the runner's chunks are 2,048
+_RANK_BITS = 20  # a word's rank among its equals in one text: a text has at most MAX_CHARS (20,000) words
 
 
 @dataclass
 class Stream:
     """The tokens of one side of many records as ids, in record order, SEP between records."""
 
-    ids: np.ndarray  # int64 token ids; SEP's id between records
+    ids: np.ndarray  # int64 token ids; SEP's id (0) between records
     record: np.ndarray  # each position's record index (a SEP counts with the record after it)
     token: np.ndarray  # bool: the position is a token, not a SEP
     lengths: np.ndarray  # tokens per record
 
     @classmethod
-    def of(cls, ids: np.ndarray, sep: int, records: int) -> Stream:
-        is_sep = ids == sep
+    def of(cls, ids: np.ndarray, records: int) -> Stream:
+        is_sep = ids == 0
         record = np.cumsum(is_sep)
         token = ~is_sep
         return cls(ids, record, token, np.bincount(record[token], minlength=records))
@@ -45,8 +47,8 @@ def word_streams(hypotheses: list[str], references: list[str], records: int) -> 
     vocabulary.update(dict.fromkeys(hypotheses))
     vocabulary.update(dict.fromkeys(references))
     ids = {word: index for index, word in enumerate(vocabulary)}
-    return (Stream.of(np.fromiter(map(ids.__getitem__, hypotheses), np.int64, len(hypotheses)), 0, records),
-            Stream.of(np.fromiter(map(ids.__getitem__, references), np.int64, len(references)), 0, records),
+    return (Stream.of(np.fromiter(map(ids.__getitem__, hypotheses), np.int64, len(hypotheses)), records),
+            Stream.of(np.fromiter(map(ids.__getitem__, references), np.int64, len(references)), records),
             list(ids))
 
 
@@ -60,7 +62,7 @@ def char_streams(hypotheses: str, references: str, records: int) -> tuple[Stream
     present[ref] = True
     present[0] = True  # SEP, code point 0, keeps id 0 in a batch of one record too
     dense = np.cumsum(present) - 1
-    return Stream.of(dense[hyp], 0, records), Stream.of(dense[ref], 0, records), int(dense[-1]) + 1
+    return Stream.of(dense[hyp], records), Stream.of(dense[ref], records), int(dense[-1]) + 1
 
 
 def _bit_length(value: int) -> int:
@@ -153,10 +155,11 @@ def _popcount(v: np.ndarray) -> np.ndarray:
 def lcs_lengths(target: Stream, prediction: Stream, vocabulary: int, records: int) -> np.ndarray:
     """Each record's longest common subsequence of its target and prediction tokens by Hyyrö's bit-vector
     recurrence, all records at once on one uint64 each: -1 for a record outside that (an empty side, a target
-    over 64 tokens or a prediction over 512), for the caller's own LCS."""
+    over 64 tokens or a prediction over 512, past the first 8,192 records), for the caller's own LCS."""
     out = np.full(records, -1, dtype=np.int64)
     small = ((target.lengths > 0) & (target.lengths <= _LCS_WORDS) & (prediction.lengths > 0)
              & (prediction.lengths <= _LCS_STEPS))
+    small &= np.cumsum(small) <= _LCS_ROWS
     if not small.any():
         return out
     bits = _bit_length(vocabulary - 1)
@@ -220,7 +223,7 @@ def _greedy_pairs(
     each takes the last unmatched equal reference word, so the k-th equal word from the end on one side pairs
     with the k-th from the end on the other. Returns the indexes (into hyp's and ref's arrays) of the pairs."""
     keys = [record << bits | ids for ids, record, _ in (hyp, ref)]
-    ranked = [key << 20 | _from_the_end(key, side[2]) for key, side in zip(keys, (hyp, ref), strict=True)]
+    ranked = [key << _RANK_BITS | _from_the_end(key, side[2]) for key, side in zip(keys, (hyp, ref), strict=True)]
     _, at_hyp, at_ref = np.intersect1d(ranked[0], ranked[1], assume_unique=True, return_indices=True)
     return at_hyp, at_ref
 
