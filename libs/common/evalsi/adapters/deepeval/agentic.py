@@ -13,7 +13,15 @@ from deepeval.test_case import LLMTestCase, ToolCall, ToolCallParams  # type: ig
 from evalsi.adapters.deepeval import UPSTREAM
 from evalsi.adapters.deepeval.cases import expected_list, expected_tool_fields, tool_call_fields
 from evalsi.adapters.deepeval.judge_model import JudgeLLM, NoModel
-from evalsi.adapters.deepeval.scoring import COMMON_PARAMS, VERSION, check_threshold, measure, outputs, template
+from evalsi.adapters.deepeval.scoring import (
+    COMMON_PARAMS,
+    VERSION,
+    check_optional_text,
+    check_threshold,
+    measure,
+    outputs,
+    template,
+)
 from evalsi.errors import BadInputError
 from evalsi.evaluators import EvalContext, evaluator
 from evalsi.records import content_text, has_content
@@ -101,9 +109,7 @@ async def argument_correctness(record: Record, ctx: EvalContext, *, threshold: f
 
 def _check_task(*, threshold: float, task: str | None, **_: Any) -> None:
     check_threshold(threshold=threshold)
-    if task is not None and not 0 < len(task.strip()) <= MAX_TASK:
-        raise BadInputError(f"param task: 1 to {MAX_TASK} characters, or unset for the judge to read the task from "
-                            f"the input (got {len(task.strip())})")
+    check_optional_text("task", task, MAX_TASK, "for the judge to read the task from the input")
 
 
 @evaluator("deepeval/task-completion", version=VERSION, requires=("input", "output", "judge"),

@@ -24,6 +24,7 @@ from evalsi.adapters.deepeval.scoring import (
     COMMON_PARAMS,
     VERSION,
     check_criteria,
+    check_optional_text,
     check_threshold,
     measure,
     outputs,
@@ -106,9 +107,7 @@ async def knowledge_retention(record: Record, ctx: EvalContext, *, threshold: fl
 
 def _check_role(*, threshold: float, chatbot_role: str | None, **_: Any) -> None:
     check_threshold(threshold=threshold)
-    if chatbot_role is not None and not 0 < len(chatbot_role.strip()) <= MAX_ROLE:
-        raise BadInputError(f"param chatbot_role: 1 to {MAX_ROLE} characters, or unset to read it from the record "
-                            f"(got {len(chatbot_role.strip())})")
+    check_optional_text("chatbot_role", chatbot_role, MAX_ROLE, "to read it from the record")
 
 
 @evaluator("deepeval/role-adherence", version=VERSION, requires=("input", "judge"),

@@ -34,6 +34,12 @@ def check_threshold(*, threshold: float, **_: Any) -> None:
         raise BadInputError(f"param threshold: {threshold} is outside [0, 1] (DeepEval's scores are in [0, 1])")
 
 
+def check_optional_text(param: str, value: str | None, limit: int, unset: str) -> None:
+    """An optional text param: 1 to ``limit`` characters, or unset (``unset`` says what happens then)."""
+    if value is not None and not 0 < len(value.strip()) <= limit:
+        raise BadInputError(f"param {param}: 1 to {limit} characters, or unset {unset} (got {len(value.strip())})")
+
+
 def check_criteria(*, threshold: float, criteria: str, **_: Any) -> None:
     check_threshold(threshold=threshold)
     if not criteria.strip() or len(criteria) > MAX_CRITERIA:
