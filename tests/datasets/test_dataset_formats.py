@@ -67,6 +67,13 @@ def test_jsonl_line_over_the_limit_is_refused_before_it_is_read_whole(tmp_path, 
     assert next(rows) == (1, {"output": "ok"})
     with pytest.raises(BadInputError, match=r"d\.jsonl:2: a line over 1,000 bytes, the limit of one record"):
         next(rows)
+    # A CSV file's lines are bounded the same way, before the csv module sees them.
+    table = tmp_path / "d.csv"
+    table.write_text("output\nok\n" + "x" * 2000 + "\n")
+    rows = read_rows(table, "csv", name="d.csv")
+    assert next(rows)[1] == {"output": "ok"}
+    with pytest.raises(BadInputError, match=r"d\.csv:3: a line over 1,000 bytes"):
+        next(rows)
     # A line of exactly the limit (its newline included) is read.
     path.write_text(json.dumps({"output": "y" * (1000 - 15)}) + "\n")
     assert [len(row["output"]) for _, row in read_rows(path, "jsonl", name="d.jsonl")] == [985]

@@ -214,18 +214,25 @@ def plain_row(row: Any) -> Any:
 # --- JSONL --------------------------------------------------------------------------------------------
 
 
+def _bounded_lines(handle: Any, name: str) -> Iterator[tuple[int, bytes]]:
+    """``(line number, line)`` of a binary file, its BOM dropped; a line over ``MAX_JSONL_LINE_BYTES`` is refused
+    after reading only that much of it, so one line without a newline cannot take the process's memory."""
+    readline = handle.readline
+    lineno = 0
+    while raw := readline(MAX_JSONL_LINE_BYTES + 1):
+        lineno += 1
+        if len(raw) > MAX_JSONL_LINE_BYTES:
+            raise BadInputError(f"{name}:{lineno}: a line over {MAX_JSONL_LINE_BYTES:,} bytes, the limit of one "
+                                "record; keep large content in files the record names")
+        if lineno == 1 and raw.startswith(_BOM):
+            raw = raw[3:]
+        yield lineno, raw
+
+
 def _read_jsonl(path: Path, name: str) -> Iterator[tuple[int, Any]]:
     with _open(path, name, "rb") as handle:
         loads = _loads
-        readline = handle.readline
-        lineno = 0
-        while raw := readline(MAX_JSONL_LINE_BYTES + 1):
-            lineno += 1
-            if len(raw) > MAX_JSONL_LINE_BYTES:
-                raise BadInputError(f"{name}:{lineno}: a line over {MAX_JSONL_LINE_BYTES:,} bytes, the limit of one "
-                                    "record; keep large content in files the record names")
-            if lineno == 1 and raw.startswith(_BOM):
-                raw = raw[3:]
+        for lineno, raw in _bounded_lines(handle, name):
             if not raw or raw.isspace():
                 continue
             try:
@@ -321,9 +328,7 @@ def _read_csv(path: Path, name: str) -> Iterator[tuple[int, Any]]:
 
 def _utf8_lines(handle: Any, name: str) -> Iterator[str]:
     """The lines of a binary file as text, so a bad byte is reported on its own line."""
-    for lineno, raw in enumerate(handle, 1):
-        if lineno == 1 and raw.startswith(_BOM):
-            raw = raw[3:]
+    for lineno, raw in _bounded_lines(handle, name):
         try:
             yield raw.decode("utf-8")
         except UnicodeDecodeError:
