@@ -41,7 +41,7 @@ from evalsi.evaluators._columns import (
     rows_as_results,
 )
 from evalsi.evaluators._context import JUDGE_PENDING, EvalContext
-from evalsi.evaluators._evaluator import BoundEvaluator, normalize_scores
+from evalsi.evaluators._evaluator import BoundEvaluator, normalize_scores, plain_figures
 from evalsi.evaluators._lanes import in_lanes
 from evalsi.evaluators._record_pass import MissingFields, Progress, RecordJob, run_record_jobs
 from evalsi.evaluators._slots import (
@@ -275,7 +275,12 @@ def _run_dataset(
         return normalize_scores(ev, ev.fn(*args, **bound.params))
 
     def figures(values: Any) -> dict[str, float]:
-        return {score.name: float(getattr(score, kind)) for score in reduce(values)
+        args = (values, ctx) if ev.wants_context else (values,)
+        returned = ev.fn(*args, **bound.params)
+        plain = plain_figures(ev, returned)
+        if plain is not None:
+            return plain
+        return {score.name: float(getattr(score, kind)) for score in normalize_scores(ev, returned)
                 if (kind := score.WhichOneof("value")) in ("number", "passed")}
 
     _finish(result, bound, partial(reduce, data))
