@@ -94,3 +94,10 @@ def test_plain_reader_edges() -> None:
         nested = [nested]
     deep = "[f(a=" + "[" * 40 + "]" * 40 + ")]"  # deeper than the plain reader goes: the parser reads it
     assert plain(deep) is None and bfcl_calls.text_calls(deep) == [{"f": {"a": nested}}]
+
+
+@pytest.mark.parametrize("text", ["[f(a={[1]: 2})]", "[f(a={(1, [2]): 2})]", "[f(a={'k': {[]: 1}})]"])
+def test_an_unhashable_dict_key_is_a_decode_failure_as_in_bfcl(text: str) -> None:
+    # BFCL's decode builds the dict and fails; its checker counts that as the decoder failing, not as a crash.
+    with pytest.raises(bfcl_calls.DecodeError, match="unhashable type: 'list'"):
+        bfcl_calls.text_calls(text)

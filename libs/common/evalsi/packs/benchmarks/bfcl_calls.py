@@ -160,7 +160,9 @@ def _value(node: ast.expr) -> Any:
     if isinstance(node, ast.Dict):
         if any(key is None for key in node.keys):
             raise DecodeError("a dict unpacks another (**): not a value BFCL decodes")
-        return {_value(key): _value(value) for key, value in zip(node.keys, node.values, strict=True) if key}
+        # An unhashable key (a list) fails BFCL's own decode, so it is a decode failure here too, not an error.
+        return {_hashable(_value(key)): _value(value)
+                for key, value in zip(node.keys, node.values, strict=True) if key}
     if isinstance(node, ast.Name):
         return node.id
     if isinstance(node, ast.Call):
