@@ -102,6 +102,9 @@ def test_drift_needs_both_samples_and_the_feature() -> None:
         ev.mapper(make_record(output="text"), feature="x")
     with pytest.raises(BadInputError, match="'bins' must be between 2 and 1000"):
         ev.bind({"feature": "x", "bins": 1})
+    # KS compares the values themselves: it takes no bins, and says so rather than ignoring one.
+    with pytest.raises(BadInputError, match=r"builtin/ks: unknown param\(s\) bins"):
+        EVALUATORS["builtin/ks"].bind({"feature": "x", "bins": 5})
     result = evalsi.evaluate([{"output": {"row": {"features": {"x": 1}}}}] * 4,
                              [{"ref": "builtin/ks", "params": {"feature": "x"}}])
     (only,) = result.results

@@ -109,12 +109,12 @@ def js_divergence(values: Any, *, feature: str, bins: int = 10, split_key: str =
         Output("pvalue", "number", 0.0, 1.0, description="Its two-sided p-value (scipy.stats.ks_2samp); no "
                                                           "interval: a p-value is no bootstrap quantity."),
     ],
-    params=_DRIFT_PARAMS,
+    params={name: doc for name, doc in _DRIFT_PARAMS.items() if name != "bins"},
 )
-def ks(values: Any, *, feature: str, bins: int = 10, split_key: str = "split",
-       reference_split: str = "reference") -> dict[str, float]:
+def ks(values: Any, *, feature: str, split_key: str = "split", reference_split: str = "reference"
+       ) -> dict[str, float]:
     """The two-sample KS statistic of a numeric feature, reference against current, and its two-sided p-value:
-    scipy's ``ks_2samp`` (method ``auto``). ``bins`` is unused here (shared with PSI and JS)."""
+    scipy's ``ks_2samp`` (method ``auto``). It compares the values themselves, so it takes no ``bins``."""
     figures: dict[str, float] = _numeric().ks(values, feature)
     return figures
 
