@@ -7,9 +7,11 @@ import random
 
 import numpy as np
 
+import evalsi
 from evalsi import stats
 from evalsi.evaluators import Output
 from evalsi.evaluators._evaluator import evaluator
+from evalsi.runs.results import summary_row
 from evalsi.runs.summary import SummaryBuilder, summarize_results
 from evalsi.v1alpha1.score_pb2 import (
     ERROR_KIND_INFRA,
@@ -108,3 +110,16 @@ def test_one_scored_value_is_summarized_as_its_statistics_say() -> None:
         assert (summaries["g.score"].n, summaries["g.score"].mean) == (1, value)
         assert not summaries["g.score"].HasField("ci") or summaries["g.score"].ci.method == ""
         assert set(summaries) == {"g.score", "g.passed"}  # one trial: no pass@k
+
+
+def test_a_structured_metric_reads_as_one_in_the_table_not_as_nothing_scored() -> None:
+    # The confusion matrix is a structured value: the table says where to read it instead of "n 0, mean —", which
+    # reads as if nothing had been evaluated; a number metric's row is unchanged beside it.
+    rows = [{"id": f"r{i}", "output": {"row": {"prediction": "a" if i % 3 else "b"}},
+             "reference": {"row": {"prediction": "a"}}} for i in range(30)]
+    results = evalsi.evaluate(rows, ["confusion-matrix", "correct"])
+    table = {row["metric"]: row for row in map(summary_row, results.summaries.values())}
+    assert (table["confusion-matrix"]["n"], table["confusion-matrix"]["mean"]) == ("—", "see results (structured)")
+    assert (table["correct"]["n"], table["correct"]["mean"]) == ("30", "0.667")
+    (matrix,) = [r for r in results if r.evaluator == "confusion-matrix"]
+    assert matrix.scores[0].WhichOneof("value") == "structured"

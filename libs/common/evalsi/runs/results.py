@@ -23,6 +23,7 @@ from evalsi.stats.defaults import DEFAULT_CONFIDENCE
 from evalsi.v1alpha1.run_pb2 import Run
 from evalsi.v1alpha1.score_pb2 import (
     VALUE_KIND_LABEL,
+    VALUE_KIND_STRUCTURED,
     EvaluationResult,
     MetricSummary,
     Outcome,
@@ -46,6 +47,9 @@ def _fmt(value: float | None) -> str:
 def summary_row(summary: MetricSummary) -> dict[str, str]:
     """One metric as display strings: metric, n, mean, CI, skipped, errors."""
     mean = summary.mean if summary.HasField("mean") else None
+    if summary.kind == VALUE_KIND_STRUCTURED and not summary.n:  # a matrix, a report: nothing to average
+        return {"metric": summary.metric, "n": "—", "mean": "see results (structured)", "ci": "",
+                "skipped": str(summary.skipped), "errors": error_breakdown(summary)}
     if summary.kind == VALUE_KIND_LABEL and summary.labels:
         top = sorted(summary.labels.items(), key=lambda kv: -kv[1].count)[:3]
         mean_text = ", ".join(f"{label} {entry.share:.0%}" for label, entry in top)
