@@ -46,7 +46,7 @@ def bfcl_reference(record: Record) -> Mapping[str, Any]:
 
 @evaluator(
     "builtin/bfcl-ast",
-    version="1.1.1",  # 1.1: relevance categories; text decoded strictly as BFCL does; .1: unhashable keys fail to decode
+    version="1.1.1",  # 1.1: relevance categories, text decoded strictly as BFCL does; 1.1.1: unhashable keys
     pack="benchmarks",
     requires=["reference"],
     cheap=True,  # pure, bounded by the output's MAX_TEXT and the reference's size: no thread hop
