@@ -14,45 +14,12 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from google.protobuf.struct_pb2 import Value
-
 from evalsi.errors import SkipRecord
 from evalsi.records import content_text, content_value, from_value
 from evalsi.v1alpha1.record_pb2 import Content
 
 MAX_CLASSES = 1_000  # a record's probabilities: more classes than this is not a classifier's output
 MAX_RANKED = 10_000  # ids in a ranked output or a relevance judgement
-_WHOLE = 2.0**53  # from_value gives a whole number below this as an int
-
-
-def plain(value: Value) -> Any:
-    """``records.from_value(value)``, read field by field instead of through protobuf's JSON printer (several times
-    slower, and a metric reads a value a record): strings, bools, nulls, finite numbers (whole ones as ints), and
-    lists and objects of them; a NaN or infinite number goes to ``from_value``, which refuses it."""
-    kind = value.WhichOneof("kind")
-    if kind == "string_value":
-        return value.string_value
-    if kind == "number_value":
-        number = value.number_value
-        if number.is_integer() and abs(number) < _WHOLE:
-            return int(number)
-        return number if math.isfinite(number) else from_value(value)
-    if kind == "list_value":  # a string item (an id, a label) read in place: no call an item
-        return [item.string_value if item.WhichOneof("kind") == "string_value" else plain(item)
-                for item in value.list_value.values]
-    if kind == "struct_value":
-        fields = value.struct_value.fields
-        return {key: plain(fields[key]) for key in fields}
-    if kind == "bool_value":
-        return value.bool_value
-    return None
-
-
-def _content_plain(content: Content) -> Any:
-    """``records.content_value`` with a JSON content read by ``plain``."""
-    return plain(content.json) if content.WhichOneof("kind") == "json" else content_value(content)
-
-
 def label(content: Content, field: str) -> str:
     """A class label: text, a JSON scalar, or a row's prediction (its most probable class when it has none)."""
     kind = content.WhichOneof("kind")
@@ -75,9 +42,9 @@ def number(content: Content, field: str) -> float:
     """A finite number: a JSON number, a text or JSON string that parses as one, or a row's numeric prediction."""
     value: Any
     if content.WhichOneof("kind") == "row":
-        value = plain(content.row.prediction) if content.row.HasField("prediction") else None
+        value = from_value(content.row.prediction) if content.row.HasField("prediction") else None
     else:
-        value = _content_plain(content)
+        value = content_value(content)
     if isinstance(value, str):
         try:
             value = float(value)
@@ -107,7 +74,7 @@ def probabilities(content: Content) -> dict[str, float]:
 
 def ranked_ids(content: Content) -> list[str]:
     """A ranked list of ids, best first: a JSON list, or a text holding one (ids compared as text)."""
-    value = _content_plain(content)
+    value = content_value(content)
     if isinstance(value, str):
         try:
             value = json.loads(value)
@@ -122,7 +89,7 @@ def ranked_ids(content: Content) -> list[str]:
 
 def relevances(content: Content) -> dict[str, float]:
     """Relevance judgements: a list (or set) of relevant ids (each relevance 1), or ``{id: graded relevance}``."""
-    value = _content_plain(content)
+    value = content_value(content)
     if isinstance(value, str):
         try:
             value = json.loads(value)

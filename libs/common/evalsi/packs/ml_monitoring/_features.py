@@ -12,7 +12,7 @@ import math
 from typing import Any
 
 from evalsi.errors import SkipRecord
-from evalsi.packs.ml_classic._values import plain
+from evalsi.records import from_value
 from evalsi.v1alpha1.record_pb2 import Record
 
 SPLIT_PARAMS = {
@@ -25,7 +25,7 @@ def features(record: Record) -> dict[str, Any]:
     """The record's row features as plain values (the output's row, else the input's)."""
     for content in (record.output, record.input):
         if content.WhichOneof("kind") == "row":
-            return {name: plain(value) for name, value in content.row.features.items()}
+            return {name: from_value(value) for name, value in content.row.features.items()}
     raise SkipRecord("no tabular row (Content.row) in the output or the input to read features from")
 
 
@@ -34,7 +34,7 @@ def row_feature(record: Record, name: str) -> Any:
     for content in (record.output, record.input):
         if content.WhichOneof("kind") == "row":
             found = content.row.features
-            return plain(found[name]) if name in found else None
+            return from_value(found[name]) if name in found else None
     raise SkipRecord("no tabular row (Content.row) in the output or the input to read features from")
 
 
