@@ -13,6 +13,7 @@ every encoding here to protobuf's own bytes, so a protobuf release that changes 
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Mapping, Sequence
 from itertools import chain
@@ -40,11 +41,9 @@ _CONTENT_ROW, _ROW_FEATURES, _ROW_PREDICTION, _ROW_PROBABILITIES = b"\x22", b"\x
 _ENTRY_DOUBLE = b"\x11"  # a map<string, double> entry's value
 _STR = frozenset({str})
 _ROW_PARTS = frozenset(ROW_PARTS)
-# Maps' keys in order with their encoded heads, kept for the maps of at most _KEPT_KEYS keys, the first
-# _KEPT_ORDERS key lists met (bounded memory; a dataset whose maps all differ just makes each one's).
+# Maps' keys in order with their encoded heads are kept for maps of at most _KEPT_KEYS keys, the _KEPT_ORDERS key
+# lists used last (bounded memory; a dataset whose maps all differ just makes each one's).
 _KEPT_ORDERS, _KEPT_KEYS = 4096, 64
-_KEY_FIELDS: dict[tuple[str, ...], list[tuple[str, bytes]]] = {}
-_PROBABILITY_HEADS: dict[tuple[str, ...], list[tuple[str, bytes]]] = {}
 
 
 # For a text of n < 126 bytes: a record's content field holds (n + 2) bytes, Content.text's tag and n; ready-made.
@@ -120,9 +119,7 @@ def value_bytes(obj: Any) -> bytes:
 def map_entries(tag: bytes, mapping: Mapping[str, Any]) -> bytes:
     """The entries of a ``map<string, Value>`` (a Struct's fields, a record's metadata) in deterministic order."""
     keys = tuple(mapping)
-    heads = _KEY_FIELDS.get(keys)
-    if heads is None:
-        heads = _key_fields(keys)
+    heads = _kept_key_fields(keys) if len(keys) <= _KEPT_KEYS else _key_fields(keys)
     out = []
     for key, head in heads:
         value = value_bytes(mapping[key])
@@ -133,14 +130,17 @@ def map_entries(tag: bytes, mapping: Mapping[str, Any]) -> bytes:
     return b"".join(out)
 
 
-def _key_fields(keys: tuple[str, ...]) -> list[tuple[str, bytes]]:
-    """Each key in upb's order with its map entry's key field, kept (``_KEY_FIELDS``) for the next map of these
-    keys: a dataset's rows mostly share theirs, and then a map costs no sort and no key encoded."""
-    found = [(key, field(_ENTRY_KEY, data)) for data, key in sorted([(key.encode(), key) for key in keys],
-                                                                    key=_map_order)]
-    if len(keys) <= _KEPT_KEYS and len(_KEY_FIELDS) < _KEPT_ORDERS:
-        _KEY_FIELDS[keys] = found
-    return found
+def _key_fields(keys: tuple[str, ...]) -> tuple[tuple[str, bytes], ...]:
+    """Each key in upb's order with its map entry's key field."""
+    return tuple((key, field(_ENTRY_KEY, data)) for data, key in sorted([(key.encode(), key) for key in keys],
+                                                                       key=_map_order))
+
+
+@functools.lru_cache(maxsize=_KEPT_ORDERS)
+def _kept_key_fields(keys: tuple[str, ...]) -> tuple[tuple[str, bytes], ...]:
+    """``_key_fields``, kept for the next map of these keys: a dataset's rows mostly share theirs, and then a map
+    costs no sort and no key encoded."""
+    return _key_fields(keys)
 
 
 def _map_order(item: tuple[bytes, Any]) -> bytes:
@@ -184,9 +184,7 @@ def row_bytes(parts: Mapping[str, Any]) -> bytes:
         out += field(_ROW_PREDICTION, value_bytes(parts["prediction"]))
     if probabilities:
         keys = tuple(probabilities)
-        heads = _PROBABILITY_HEADS.get(keys)
-        if heads is None:
-            heads = _probability_heads(keys)
+        heads = _kept_probability_heads(keys) if len(keys) <= _KEPT_KEYS else _probability_heads(keys)
         entries = []
         for key, head in heads:
             probability = probabilities[key]
@@ -199,14 +197,13 @@ def row_bytes(parts: Mapping[str, Any]) -> bytes:
     return out
 
 
-def _probability_heads(keys: tuple[str, ...]) -> list[tuple[str, bytes]]:
-    """Each class in upb's order with its probability entry up to the double (tag, length, key field, value tag),
-    kept as ``_key_fields`` keeps its own."""
-    found = [(key, _ROW_PROBABILITIES + varint(len(head) + 9) + head + _ENTRY_DOUBLE)
-             for key, head in _key_fields(keys)]
-    if len(keys) <= _KEPT_KEYS and len(_PROBABILITY_HEADS) < _KEPT_ORDERS:
-        _PROBABILITY_HEADS[keys] = found
-    return found
+def _probability_heads(keys: tuple[str, ...]) -> tuple[tuple[str, bytes], ...]:
+    """Each class in upb's order with its probability entry up to the double (tag, length, key field, value tag)."""
+    return tuple((key, _ROW_PROBABILITIES + varint(len(head) + 9) + head + _ENTRY_DOUBLE)
+                 for key, head in _key_fields(keys))
+
+
+_kept_probability_heads = functools.lru_cache(maxsize=_KEPT_ORDERS)(_probability_heads)
 
 
 def _str_keyed(value: Any) -> bool:
