@@ -63,13 +63,24 @@ def test_params_skips_and_errors_cross_the_process(plugins: tuple[Registry, Plug
 
 def test_a_param_the_plugins_check_refuses_stops_the_evaluation_before_any_record_is_sent(
         plugins: tuple[Registry, PluginSet], tmp_path: Path) -> None:
-    registry, _ = plugins
+    registry, started = plugins
+    (host,) = started.hosts
+    asked: list[str] = []
+    real = host._with_retry
+
+    def counted(call, what):
+        asked.append(what)
+        return real(call, what)
+
+    host._with_retry = counted  # type: ignore[method-assign]
     log = tmp_path / "evaluated.log"
     rows = [{"id": "a", "output": "long enough output"}, {"id": "b", "output": "short"}]
-    with pytest.raises(BadInputError, match=r"plugin acme/checks: evaluator acme/long-enough: share 5.0 is outside "
-                                            r"0\.\.1"):
-        evalsi.evaluate(rows, [{"ref": "acme/long-enough", "params": {"share": 5, "log": str(log)}}],
-                        registry=registry)
+    for _ in range(2):  # the second binding of the same params is answered from the first check
+        with pytest.raises(BadInputError, match=r"plugin acme/checks: evaluator acme/long-enough: share 5.0 is "
+                                                r"outside 0\.\.1"):
+            evalsi.evaluate(rows, [{"ref": "acme/long-enough", "params": {"share": 5, "log": str(log)}}],
+                            registry=registry)
+    assert asked == ["CheckParams of acme/long-enough@1.0.0"]
     assert not log.exists()  # refused at bind: the plugin evaluated nothing
     with evalsi.evaluate(rows, [{"ref": "acme/long-enough", "params": {"share": 0.8, "log": str(log)}}],
                          registry=registry) as results:

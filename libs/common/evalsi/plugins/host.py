@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 _OUTCOMES = (OUTCOME_SCORED, OUTCOME_SKIPPED, OUTCOME_ERROR)
 # Judge requests one batch may make per record: a plugin looping on its judge is stopped, not billed forever.
 MAX_JUDGE_CALLS_PER_RECORD = 32
+_CHECKS_KEPT = 1024  # answers of CheckParams kept, by evaluator and params: binding the same again asks nothing
 
 
 class _Crashed(Exception):
@@ -97,6 +98,7 @@ class PluginHost:
         self._cond = threading.Condition()
         self._closed = False
         self._batch_ids = itertools.count(1)
+        self._checked: dict[tuple[str, str], str] = {}
         self._thread = threading.Thread(target=self._dispatch, daemon=True, name=f"evalsi-plugin-{manifest.name}")
         self._thread.start()
 
@@ -145,6 +147,12 @@ class PluginHost:
         Unix socket, made once per binding."""
         if self._closed:
             return ""
+        # A check depends on the evaluator and the params only: a policy re-read, a run's tasks or an SDK loop that
+        # binds the same params again (synchronously, maybe on an event loop) does not wait on the plugin again.
+        key = (ref, json.dumps(params, sort_keys=True, default=str))
+        known = self._checked.get(key)
+        if known is not None:
+            return known
         request = plugin_pb2.CheckParamsRequest(evaluator=ref, params=_struct(params))
 
         def call(process: PluginProcess) -> plugin_pb2.CheckParamsResponse:
@@ -156,6 +164,9 @@ class PluginHost:
                 raise self._rpc_failure(process, exc, "CheckParams") from None
 
         answer: plugin_pb2.CheckParamsResponse = self._with_retry(call, f"CheckParams of {ref}")
+        if len(self._checked) >= _CHECKS_KEPT:
+            self._checked.clear()
+        self._checked[key] = answer.error
         return answer.error
 
     def _closed_error(self) -> InfraError:
