@@ -167,6 +167,7 @@ def test_a_case_opened_by_link_and_by_keyboard(served: Served, page: Page) -> No
     page.keyboard.press("Enter")
     page.wait_for_url("**#/cases/coupon")
     page.locator("#case-yaml").wait_for()
+    wait_for_page(page)  # "In recent reports" is drawn after the definition, once its reports are read
     assert page.locator("#case-yaml").text_content() == COUPON
     assert "coupon.yaml:1" in page.locator("dl.kv").inner_text()
     assert served.get("/v1alpha1/cases/coupon")["yaml"] == COUPON
