@@ -26,6 +26,7 @@ from evalsi.packs.ml_classic import PACK as CLASSIC
 from evalsi.packs.ml_monitoring import PACK as MONITORING
 from evalsi.packs.ml_monitoring._features import features, row_feature
 from evalsi.records import from_value, make_record, struct_to_dict, to_value
+from evalsi.stats.bootstrap import reducer_bootstrap
 from evalsi.v1alpha1.record_pb2 import Record
 
 EVALUATORS = {ev.name: ev for ev in (*CLASSIC.evaluators, *MONITORING.evaluators)}
@@ -221,3 +222,79 @@ def test_drift_resamples_equal_the_definitions_over_the_whole_datas_bins(numeric
                          for s, m in zip(share, middle, strict=True) if s > 0)
         js = _by_positions("builtin/js-divergence", records, positions, feature="x", bins=5)
         assert js["divergence"] == pytest.approx(max(divergence, 0.0), rel=1e-9, abs=1e-15)
+
+
+def _counted_like(stacked: Any, positions: np.ndarray) -> Any:
+    """The resample of ``positions`` as the bootstrap's counted form: the first row of each declared cell the draw
+    reached, and how many drawn rows fall in that cell."""
+    codes, count = stacked.cells
+    drawn = np.bincount(codes[positions], minlength=count)
+    reached = np.flatnonzero(drawn)
+    firsts = np.array([int(np.flatnonzero(codes == cell)[0]) for cell in reached], dtype=np.intp)
+    return stacked.counted(firsts, drawn[reached])
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_resample_counted_by_cell_gives_what_its_drawn_positions_give(seed: int) -> None:
+    rng = np.random.default_rng(70 + seed)
+    n = 60
+    truths = [_LABELS[i] for i in rng.integers(0, 3, n)]
+    predictions = [_LABELS[i] for i in rng.integers(0, 3, n)]
+    ages: list[Any] = [int(v) for v in rng.integers(18, 30, n)] if seed != 1 else [_LABELS[i] for i in
+                                                                                   rng.integers(0, 4, n)]
+    records = [make_record(id=str(i), reference=truths[i], metadata={"split": "reference"} if i % 4 == 0 else {},
+                           output={"row": {"prediction": predictions[i], "features": {"age": ages[i],
+                                                                                     "group": _LABELS[i % 3]}}})
+               for i in range(n)]
+    cases: list[tuple[str, dict[str, Any]]] = [
+        ("builtin/classification", {}), ("builtin/positive-class", {"positive_label": _LABELS[0]}),
+        ("builtin/fairness", {"sensitive": "group", "positive_label": _LABELS[1]}),
+        ("builtin/psi", {"feature": "age", "bins": 4}), ("builtin/js-divergence", {"feature": "age", "bins": 4}),
+        *([("builtin/ks", {"feature": "age"})] if seed != 1 else []),
+    ]
+    for name, params in cases:
+        ev: Evaluator = EVALUATORS[name]
+        assert ev.mapper is not None and ev.stack is not None
+        stacked = ev.stack([ev.mapper(record, **params) for record in records])
+        assert stacked.cells is not None, name
+        ev.fn(stacked, **params)  # the whole data first, as the runner reduces it (drift's bins are fixed there)
+        for positions in _draws(rng, n):
+            try:
+                expected = ev.fn(stacked.take(positions), **params)
+            except Exception as exc:
+                with pytest.raises(type(exc)):
+                    ev.fn(_counted_like(stacked, positions), **params)
+                continue
+            assert ev.fn(_counted_like(stacked, positions), **params) == expected, (name, positions)
+
+
+def test_the_bootstrap_counts_by_cell_where_declared_and_its_interval_is_the_positions_one() -> None:
+    rng = np.random.default_rng(5)
+    n = 600
+    labels = ["a", "b", "c"]
+    truths = [labels[i] for i in rng.integers(0, 3, n)]
+    predictions = [truth if rng.random() < 0.6 else labels[int(rng.integers(0, 3))] for truth in truths]
+    records = [make_record(id=str(i), reference=truths[i], output=predictions[i]) for i in range(n)]
+    ev = EVALUATORS["builtin/classification"]
+    assert ev.mapper is not None and ev.stack is not None
+    mapped = [ev.mapper(record) for record in records]
+    stacked = ev.stack(mapped)
+    units = [str(i) for i in range(n)]
+    calls: list[int] = []
+
+    def counted(positions: np.ndarray, counts: np.ndarray) -> Any:
+        calls.append(int(counts.sum()))
+        return stacked.counted(positions, counts)
+
+    by_cell = reducer_bootstrap(mapped, units, ev.fn, seed=2, resamples=2000, take=stacked.take,
+                                cells=stacked.cells, counted=counted)
+    by_position = reducer_bootstrap(mapped, units, ev.fn, seed=2, resamples=2000, take=stacked.take)
+    assert calls == [n] * 2000  # every resample counted by cell, each of n draws
+    # Two seeded estimates of the same percentiles (the counts' distribution is the same): within a few 1/n steps.
+    for name in ("accuracy", "f1_macro", "precision_weighted"):
+        assert by_cell.intervals[name] == pytest.approx(by_position.intervals[name], abs=4 / n), name
+    # One unit with two values (trials): its cells are not one value's, so positions are drawn as before.
+    calls.clear()
+    reducer_bootstrap(mapped, ["0", *units[1:-1], "0"], ev.fn, seed=2, resamples=50, take=stacked.take,
+                      cells=stacked.cells, counted=counted)
+    assert calls == []

@@ -10,7 +10,7 @@ import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 from google.protobuf import json_format
 
@@ -66,6 +66,19 @@ class Stacked(Protocol):
 
     def take(self, positions: NDArray[np.intp]) -> Stacked:
         """The values at ``positions`` (indices into the mapped values, repeats allowed), stacked the same way."""
+        ...
+
+
+@runtime_checkable
+class CountedStacked(Stacked, Protocol):
+    """A ``Stacked`` that may declare ``cells`` (each value's cell, and how many cells) when its reduce reads a
+    resample only through how many drawn values fall in each cell; the bootstrap may then draw the counts by cell
+    (``evalsi.stats.bootstrap.reducer_bootstrap``)."""
+
+    cells: tuple[NDArray[np.intp], int] | None
+
+    def counted(self, positions: NDArray[np.intp], counts: NDArray[np.intp]) -> Stacked:
+        """The resample that drew the value at ``positions[i]`` ``counts[i]`` times."""
         ...
 
 

@@ -41,7 +41,7 @@ from evalsi.evaluators._columns import (
     rows_as_results,
 )
 from evalsi.evaluators._context import JUDGE_PENDING, EvalContext
-from evalsi.evaluators._evaluator import BoundEvaluator, normalize_scores, plain_figures
+from evalsi.evaluators._evaluator import BoundEvaluator, CountedStacked, normalize_scores, plain_figures
 from evalsi.evaluators._lanes import in_lanes
 from evalsi.evaluators._record_pass import MissingFields, Progress, RecordJob, run_record_jobs
 from evalsi.evaluators._slots import (
@@ -288,8 +288,11 @@ def _run_dataset(
         return result
     from evalsi.stats.bootstrap import reducer_bootstrap  # numpy: only for dataset-scope evaluators
 
+    by_cell = stacked if isinstance(stacked, CountedStacked) and stacked.cells is not None else None
     boot = reducer_bootstrap(mapped, units, figures, level=options.confidence, seed=options.seed,
-                             resamples=options.bootstrap_resamples, take=None if stacked is None else stacked.take)
+                             resamples=options.bootstrap_resamples, take=None if stacked is None else stacked.take,
+                             cells=None if by_cell is None else by_cell.cells,
+                             counted=None if by_cell is None else by_cell.counted)
     for score in result.scores:
         score.metadata["n"].CopyFrom(to_value(len(mapped)))
         score.metadata["skipped"].CopyFrom(to_value(skipped))

@@ -18,7 +18,7 @@ Three plans, by what is cheapest while staying the bootstrap:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar, cast
 
@@ -192,13 +192,22 @@ def reducer_bootstrap(
     seed: int = 0,
     resamples: int = DEFAULT_BOOTSTRAP_RESAMPLES,
     take: Callable[[NDArray[np.intp]], Any] | None = None,
+    cells: tuple[NDArray[np.intp], int] | None = None,
+    counted: Callable[[NDArray[np.intp], NDArray[np.intp]], Any] | None = None,
 ) -> ReducerBootstrap:
     """Percentile bootstrap of any reducer over mapped values: whole units (the records, with every trial of a
     record together) are drawn with replacement from numpy's seeded generator, the reducer runs on each
     resample, and the quantiles are interpolated. A resample the reducer raises on (one class only, say) is
     counted in ``failed``, never silently dropped from the report. With ``take``, a resample is
     ``take(positions)`` (the drawn values' positions in ``values``, repeats included) rather than a list of the
-    values: a reducer over columns stacked once draws them with numpy instead of a Python loop a value."""
+    values: a reducer over columns stacked once draws them with numpy instead of a Python loop a value.
+
+    ``cells`` (each value's cell, and how many cells) with ``counted(positions, counts)`` declare that the reducer
+    reads a resample only through how many drawn values fall in each cell. With one value a unit and few cells
+    (at most a quarter of the units), a resample is then ``counted`` (a value of each cell and its count), the
+    counts drawn as one multinomial over the cells' shares: exactly the distribution of the counts of n values
+    drawn with replacement, from a random number a cell instead of one a value (another stream than the draw by
+    position, so another interval from the same seed)."""
     level = _check_level(level)
     if resamples < 1:
         raise ValueError(f"resamples must be at least 1, got {resamples}")
@@ -213,22 +222,11 @@ def reducer_bootstrap(
     rng = np.random.default_rng(seed)
     drawn: dict[str, list[float]] = {}
     failed = 0
-    sizes = np.fromiter(map(len, groups), dtype=np.intp, count=len(groups))
-    flat = np.fromiter((i for group in groups for i in group), dtype=np.intp, count=len(values))
-    starts = np.cumsum(sizes) - sizes
-    for _ in range(resamples):
-        # A resample's draws at a time: the same stream as one (resamples x units) matrix, without holding it
-        # (2,000 x 200,000 units is 3.2 GB of int64).
-        row = rng.integers(0, len(groups), size=len(groups))
-        sample: Any
-        if take is None:
-            sample = [values[i] for g in row for i in groups[g]]
-        elif len(groups) == len(values):  # one value a unit: the drawn units are the positions
-            sample = take(flat[row])
-        else:  # each drawn unit's run of positions: its start, then one step per member
-            lengths = sizes[row]
-            ends = np.cumsum(lengths)
-            sample = take(flat[np.repeat(starts[row] - ends + lengths, lengths) + np.arange(ends[-1])])
+    samples = (_counted_samples(cells, counted, resamples, rng)
+               if cells is not None and counted is not None and len(groups) == len(values)
+               and np.count_nonzero(np.bincount(cells[0], minlength=cells[1])) <= _DISTINCT_FRACTION * len(values)
+               else _drawn_samples(values, groups, resamples, rng, take))
+    for sample in samples:
         try:
             figures = reduce(sample)
         except Exception:  # the reducer's own failure on this resample: counted and reported
@@ -247,3 +245,38 @@ def reducer_bootstrap(
         else:
             intervals[name] = None
     return ReducerBootstrap(intervals, {name: len(found) for name, found in drawn.items()}, failed)
+
+
+def _drawn_samples(values: Sequence[T], groups: list[list[int]], resamples: int, rng: np.random.Generator,
+                   take: Callable[[NDArray[np.intp]], Any] | None) -> Iterator[Any]:
+    """Each resample as its drawn values (or ``take`` of their positions): units drawn with replacement."""
+    sizes = np.fromiter(map(len, groups), dtype=np.intp, count=len(groups))
+    flat = np.fromiter((i for group in groups for i in group), dtype=np.intp, count=len(values))
+    starts = np.cumsum(sizes) - sizes
+    for _ in range(resamples):
+        # A resample's draws at a time: the same stream as one (resamples x units) matrix, without holding it
+        # (2,000 x 200,000 units is 3.2 GB of int64).
+        row = rng.integers(0, len(groups), size=len(groups))
+        if take is None:
+            yield [values[i] for g in row for i in groups[g]]
+        elif len(groups) == len(values):  # one value a unit: the drawn units are the positions
+            yield take(flat[row])
+        else:  # each drawn unit's run of positions: its start, then one step per member
+            lengths = sizes[row]
+            ends = np.cumsum(lengths)
+            yield take(flat[np.repeat(starts[row] - ends + lengths, lengths) + np.arange(ends[-1])])
+
+
+def _counted_samples(cells: tuple[NDArray[np.intp], int], counted: Callable[[NDArray[np.intp], NDArray[np.intp]], Any],
+                     resamples: int, rng: np.random.Generator) -> Iterator[Any]:
+    """Each resample as ``counted``: the first value of each occupied cell and its multinomial count."""
+    codes, count = cells
+    tally = np.bincount(codes, minlength=count)
+    occupied = np.flatnonzero(tally)
+    order = np.argsort(codes, kind="stable")
+    firsts = order[(np.cumsum(tally) - tally)[occupied]]
+    shares = tally[occupied] / codes.size
+    step = max(1, _CHUNK_ELEMENTS // occupied.size)
+    for start in range(0, resamples, step):
+        for drawn_counts in rng.multinomial(codes.size, shares, size=min(step, resamples - start)):
+            yield counted(firsts, drawn_counts)

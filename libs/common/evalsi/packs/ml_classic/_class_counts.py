@@ -21,7 +21,8 @@ def stack(pairs: list[tuple[str, str]]) -> Drawn[ClassColumns]:
     truths = [truth for truth, _ in pairs]
     predictions = [prediction for _, prediction in pairs]
     classes = sorted({*truths, *predictions})
-    return drawn((codes(truths, classes) * len(classes) + codes(predictions, classes), classes), len(pairs))
+    cells = codes(truths, classes) * len(classes) + codes(predictions, classes)
+    return drawn((cells, classes), len(pairs), cells=(cells, len(classes) ** 2))  # every figure counts cells
 
 
 def _matrix(data: Drawn[ClassColumns]) -> NDArray[np.float64]:

@@ -30,6 +30,9 @@ class Drawn(Generic[C]):
     columns: C
     size: int
     positions: NDArray[np.intp] | None = None
+    # With ``positions``: how many times each of them was drawn (a counted resample), else once per listing.
+    weights: NDArray[np.intp] | None = None
+    cells: tuple[NDArray[np.intp], int] | None = None  # each row's cell and the number of cells, when declared
 
     @property
     def whole(self) -> bool:
@@ -38,17 +41,30 @@ class Drawn(Generic[C]):
 
     @property
     def drawn(self) -> int:
-        return self.size if self.positions is None else len(self.positions)
+        if self.positions is None:
+            return self.size
+        return len(self.positions) if self.weights is None else int(self.weights.sum())
 
     def take(self, positions: NDArray[np.intp]) -> Drawn[C]:
         return Drawn(self.columns, self.size, positions)
 
+    def counted(self, positions: NDArray[np.intp], weights: NDArray[np.intp]) -> Drawn[C]:
+        """The resample that drew row ``positions[i]`` (one of each declared cell) ``weights[i]`` times."""
+        return Drawn(self.columns, self.size, positions, weights)
+
     def at(self, column: NDArray[Any]) -> NDArray[Any]:
         """The column's value of each drawn row (the column itself for the whole data)."""
+        if self.weights is not None:
+            # A counted resample lists each cell once: only counts by a code of the cells read it right.
+            raise ValueError("a resample counted by cell is read through count(), not row by row")
         return column if self.positions is None else column[self.positions]
 
     def count(self, codes: NDArray[np.intp], length: int) -> NDArray[np.intp]:
         """How many drawn rows have each code in ``range(length)``."""
+        if self.weights is not None:
+            assert self.positions is not None
+            # Float sums of whole counts below 2**53: exact.
+            return np.bincount(codes[self.positions], self.weights, minlength=length).astype(np.intp)
         return np.bincount(self.at(codes), minlength=length)
 
     def sum_by(self, codes: NDArray[np.intp], values: NDArray[np.float64], length: int) -> NDArray[np.float64]:
@@ -60,9 +76,9 @@ class Drawn(Generic[C]):
         return float(self.at(values).sum() / self.drawn)
 
 
-def drawn(columns: C, size: int) -> Drawn[C]:
-    """The stacked columns of ``size`` mapped values, every row once."""
-    return Drawn(columns, size)
+def drawn(columns: C, size: int, cells: tuple[NDArray[np.intp], int] | None = None) -> Drawn[C]:
+    """The stacked columns of ``size`` mapped values, every row once; ``cells`` as the class's."""
+    return Drawn(columns, size, cells=cells)
 
 
 def of(values: Any, needs: str) -> Drawn[Any]:

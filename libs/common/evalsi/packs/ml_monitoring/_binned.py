@@ -69,7 +69,10 @@ def stack(pairs: list[tuple[bool, Any]]) -> Drawn[Samples]:
         index = {name: at for at, name in enumerate(sorted(set(texts)))}
         codes = np.fromiter(map(index.__getitem__, texts), dtype=np.intp, count=len(texts))
         samples = Samples(reference, False, np.zeros(0), empty, 0, (codes + len(index) * reference, len(index)))
-    return drawn(samples, len(pairs))
+    # Every figure counts the drawn rows by a code fixed by the value and the sample (a bin of a value, its KS
+    # step, its category): the cells are a number's step or a category, in its sample.
+    codes, count = (samples.steps, samples.step_count) if samples.numeric else samples.categories
+    return drawn(samples, len(pairs), cells=(codes, 2 * count))
 
 
 def _shares(data: Drawn[Samples], bins: int) -> tuple[NDArray[np.float64], NDArray[np.float64]]:

@@ -20,7 +20,7 @@ def stack(triples: list[tuple[str, bool, bool]]) -> Drawn[Groups]:
     index = {name: at for at, name in enumerate(names)}
     cells = np.fromiter((4 * index[group] + 2 * truth + chosen for group, truth, chosen in triples), dtype=np.intp,
                         count=len(triples))
-    return drawn((cells, len(names)), len(triples))
+    return drawn((cells, len(names)), len(triples), cells=(cells, 4 * len(names)))  # every figure counts cells
 
 
 def _gap(top: NDArray[np.float64], bottom: NDArray[np.float64]) -> float | None:
