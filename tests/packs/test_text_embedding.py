@@ -4,20 +4,24 @@ evaluator's loader, and nothing may be downloaded: every test runs with the prox
 
 from __future__ import annotations
 
+import random
 import shutil
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from text_cases import pairs, reference_sets
 
 import evalsi
 from evalsi.errors import BadInputError
 from evalsi.packs.text import embedding
+from evalsi.packs.text._embed import Embedder
 from evalsi.packs.text.embedding import embedding_similarity
 from evalsi.records import make_record
 
 wordllama = pytest.importorskip("wordllama", reason="the embeddings extra is in the dev install")
+Tokenizer = pytest.importorskip("tokenizers").Tokenizer
 
 
 @pytest.fixture(autouse=True)
@@ -108,3 +112,49 @@ def test_without_wordllama_the_bind_names_the_install(monkeypatch: pytest.Monkey
     finally:
         monkeypatch.undo()
         embedding.wordllama_model.cache_clear()
+
+
+def _awkward_texts(count: int, seed: int) -> list[str]:
+    """Texts the tokenizer treats unusually: runs of spaces, leading and trailing spaces, "▁" itself, characters
+    outside the vocabulary (byte fallback), combining marks, the tokenizer's added tokens, control characters."""
+    rng = random.Random(seed)
+    odd = [*"abcéèABC.,;:!?'\"-()[]$%&@#0129 \t\n", "中", "文", "ß", "ﬁ", "İ", "ı", "ς", "😀", "\u200b", "\u00a0",
+           "…", "«", "\u0301", "’", "、", "１", "\u2581", "<s>", "</s>", "<unk>", "  ", "   ", "\U0010ffff", "\x01"]
+    words = ["the ", "cat ", "sat ", "mat ", "a ", "dog's ", "U.S. ", "1,000 ", "3.14 ", "don't ", "  "]
+    return ["".join(rng.choice(odd) if rng.random() < 0.5 else rng.choice(words)
+                    for _ in range(rng.randint(0, 60))) for _ in range(count)]
+
+
+@pytest.mark.parametrize("dim", [256, 64])
+def test_the_batch_embedder_equals_wordllamas_embed_and_cosine_bit_for_bit(dim: int) -> None:
+    """The batch form's ``Embedder`` (its own tokenizing by pieces, pooling and cosines) against WordLlama's
+    ``embed`` and ``vector_similarity`` on the same model: the same float32 bits, on generated and awkward texts,
+    empty ones and texts of thousands of tokens among them."""
+    model = embedding.wordllama_model(dim)
+    embedder = Embedder(model)
+    assert embedder._exact, "the shipped tokenizer splits at spaces: the fast path must be the one tested"
+    texts = [*_awkward_texts(1500, seed=33), *(text for pair in pairs(300, seed=34) for text in pair),
+             "", " ", "word " * 1200 + "end", "\u2581\u2581x"]
+    mine = embedder.embed(texts)
+    theirs = model.embed(texts)
+    assert mine.dtype == theirs.dtype == np.float32
+    assert np.array_equal(mine.view(np.uint32), theirs.view(np.uint32))
+    half = len(texts) // 2
+    expected = [model.vector_similarity(theirs[i], theirs[half + i]).item() for i in range(half)]
+    assert embedder.cosines(mine[:half], mine[half:2 * half]) == expected
+
+
+def test_a_tokenizer_of_another_shape_is_left_to_wordllama() -> None:
+    """A pre-tokenizer (or any normalizer but WordLlama's two edits) voids the argument for tokenizing by pieces:
+    the embedder then calls WordLlama's own ``embed``."""
+    from tokenizers import pre_tokenizers
+    from wordllama.inference import WordLlamaInference
+
+    shipped = embedding.wordllama_model(64)
+    tokenizer = Tokenizer.from_str(shipped.tokenizer.to_str())
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    model = WordLlamaInference(shipped.embedding, tokenizer)
+    embedder = Embedder(model)
+    assert not embedder._exact
+    texts = ["the cat  sat", "a dog's mat", ""]
+    assert np.array_equal(embedder.embed(texts), model.embed(texts))

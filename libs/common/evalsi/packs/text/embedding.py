@@ -20,6 +20,7 @@ from evalsi.errors import BadInputError
 from evalsi.evaluators import Output, evaluator
 from evalsi.evaluators._evaluator import BatchVerdicts
 from evalsi.packs.text._common import covered, texts
+from evalsi.packs.text._embed import Embedder
 from evalsi.v1alpha1.record_pb2 import Record
 
 INSTALL_HINT = "pip install 'evalsi[embeddings]' (it brings wordllama, whose wheel holds the model)"
@@ -27,9 +28,6 @@ INSTALL_HINT = "pip install 'evalsi[embeddings]' (it brings wordllama, whose whe
 DIMENSIONS = (64, 128, 256)
 _WEIGHTS = ("weights", "l2_supercat_256.safetensors")
 _TOKENIZER = ("tokenizers", "l2_supercat_tokenizer_config.json")
-# WordLlama embeds a list 64 texts at a time, each padded to the longest of its 64: a batch form embeds texts of at
-# most this many characters (a few hundred tokens), and leaves longer ones to the function, one at a time.
-BATCH_TEXT_CHARS = 2_000
 
 
 @lru_cache(maxsize=len(DIMENSIONS))
@@ -52,21 +50,25 @@ def wordllama_model(dim: int = 256) -> Any:
     return WordLlamaInference(embedding, WordLlama.load_tokenizer(tokenizer))
 
 
+@lru_cache(maxsize=len(DIMENSIONS))
+def wordllama_embedder(dim: int = 256) -> Embedder:
+    """The batch form's embedder over ``wordllama_model(dim)`` (it remembers the pieces it has tokenized)."""
+    return Embedder(wordllama_model(dim))
+
+
 def embedding_batch(texts: dict[str, list[str]], *, dim: int = 256) -> BatchVerdicts:
     """``embedding_similarity`` of every record the batch path covers (``covered``: one reference, both texts
-    present, neither over BATCH_TEXT_CHARS), all its texts embedded by one ``embed`` call (WordLlama tokenizes a
-    list at once, and pools each text alone: the same vectors as one text at a time), each pair's cosine by the
-    same ``vector_similarity`` that ``similarity`` uses; None for the rest, which the function decides."""
+    present): every text embedded at once and each pair's cosine, by ``Embedder``,
+    whose vectors and cosines are WordLlama's to the bit; None for the rest, which the function decides."""
     outputs, references = texts["output"], texts["reference"]
     decided: BatchVerdicts = [None] * len(outputs)
-    chosen = [index for index in covered(outputs, references)
-              if max(len(outputs[index]), len(references[index])) <= BATCH_TEXT_CHARS]
+    chosen = covered(outputs, references)
     if not chosen:
         return decided
-    model = wordllama_model(dim)
-    embedded = model.embed([outputs[i] for i in chosen] + [references[i] for i in chosen])
-    for at, index in enumerate(chosen):
-        decided[index] = float(model.vector_similarity(embedded[at], embedded[len(chosen) + at]).item())
+    embedder = wordllama_embedder(dim)
+    embedded = embedder.embed([outputs[i] for i in chosen] + [references[i] for i in chosen])
+    for index, cosine in zip(chosen, embedder.cosines(embedded[:len(chosen)], embedded[len(chosen):]), strict=True):
+        decided[index] = cosine
     return decided
 
 
