@@ -16,6 +16,7 @@ from evalsi.datasets import load_dataset
 from evalsi.datasets.bfcl_multi import CATEGORIES
 from evalsi.errors import BadInputError
 from evalsi.packs.benchmarks.bfcl_multi_exec import parse_ground_truth
+from evalsi.packs.benchmarks.bfcl_multi_sim import SIMULATORS
 from evalsi.records import from_value, to_content
 from evalsi.v1alpha1.record_pb2 import Record
 
@@ -70,15 +71,15 @@ def test_bfcls_long_context_file_imports_and_what_is_not_built_is_skipped_by_nam
         for turn in json.loads(record.reference.text)["ground_truth"]:
             for call in turn:
                 parse_ground_truth(call)  # BFCL's possible answers (positional arguments too) all read
-    # a question involving a class with no native simulator is skipped, naming it; so is TradingBot's long context
+    # a question involving a class with no native simulator is skipped, naming it; TradingBot's long context is graded
     trading = next(r for r in records if json.loads(r.reference.text)["involved_classes"] == ["TradingBot"])
+    reference = json.loads(records[0].reference.text)
+    records[0].reference.text = json.dumps({**reference, "involved_classes": ["TwitterAPI", "WeatherAPI"]})
     for record in (records[0], trading):
         record.output.CopyFrom(to_content([["[get_current_time()]"]] * 4))
-    files, long_context = _grade(records[0], trading)
-    assert files == (None, "BFCL class 'TwitterAPI' (one of BFCL's, not built here): no simulator; built: "
-                           "MessageAPI, TicketAPI, TradingBot, VehicleControlAPI")
-    assert long_context == (None, "BFCL class 'TradingBot' in a long_context question: its long-context data is "
-                                  "not ported")
+    unknown, long_context = _grade(records[0], trading)
+    assert unknown == (None, f"BFCL class 'WeatherAPI': no simulator; built: {', '.join(SIMULATORS)}")
+    assert long_context[0] is False and long_context[1].startswith("multi_turn:")
 
 
 def test_a_conversation_and_bfcls_result_form_are_graded_turn_by_turn() -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import json
 from collections.abc import Mapping, Sequence
+from copy import deepcopy
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -112,8 +113,11 @@ class Simulators:
             raise NameError(f"name '{name.split('.')[0]}' is not defined")
         if depth > MAX_DEPTH:
             raise RecursionError(f"calls nested more than {MAX_DEPTH} deep")
-        values = {key: self._value(value, nested, depth) for key, value in kwargs.items()}
-        return method(*args, **values)
+        # BFCL evaluates a call's source, so its arguments are new objects each time; a parsed call here is shared
+        # (a question's records share its possible answer) and a simulator may keep and change an argument
+        # (TwitterAPI's mention extends a posted tweet's mentions list), so each call gets its own copy
+        values = {key: self._value(value, nested, depth) for key, value in deepcopy(dict(kwargs)).items()}
+        return method(*deepcopy(args), **values)
 
     def _value(self, value: Any, nested: bool, depth: int) -> Any:
         # BFCL's prompting decoder writes a dict whose values are all dicts as a call of its first key

@@ -1,14 +1,15 @@
 """BFCL's multi-turn API simulators, native: ``MessageAPI`` and ``TicketAPI`` here, ``TradingBot`` in
-``bfcl_multi_trading``, ``VehicleControlAPI`` in ``bfcl_multi_vehicle`` (bfcl-eval 2026.3.23's
-``multi_turn_eval/func_source_code/message_api.py``, ``ticket_api.py``, ``trading_bot.py`` and
-``vehicle_control.py``, method for method).
+``bfcl_multi_trading``, ``VehicleControlAPI`` in ``bfcl_multi_vehicle``, ``TwitterAPI`` in ``bfcl_multi_twitter``,
+``TravelAPI`` in ``bfcl_multi_travel`` (bfcl-eval 2026.3.23's ``multi_turn_eval/func_source_code/message_api.py``,
+``ticket_api.py``, ``trading_bot.py``, ``vehicle_control.py``, ``posting_api.py`` and ``travel_booking.py``, method
+for method, with their long-context variants).
 
 BFCL's checker compares two runs of a simulator by their public attributes and their calls' results as text, so
 these classes keep BFCL's attribute names, method names and signatures (a call with a wrong argument fails with the
 same ``TypeError`` text), return values and error texts, and its seeded message ids. The other classes BFCL
-simulates (``GorillaFileSystem``, ``TwitterAPI``, ``TravelAPI``, ``MathAPI``), and the long-context variants of
-``TradingBot`` and ``VehicleControlAPI``, are not built: :func:`new_simulator` refuses them by name.
-tests/benchmarks_import/test_bfcl_multi_reference.py holds these to bfcl-eval's classes on the same call sequences.
+simulates (:data:`NOT_BUILT`), and the long-context variants in :data:`NO_LONG_CONTEXT`, are not built:
+:func:`new_simulator` refuses them by name. tests/benchmarks_import/test_bfcl_multi_reference.py and
+test_bfcl_multi_twitter_travel.py hold these to bfcl-eval's classes on the same call sequences.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from copy import deepcopy
 from typing import Any
 
 from evalsi.packs.benchmarks.bfcl_multi_trading import TradingBot
+from evalsi.packs.benchmarks.bfcl_multi_travel import TravelAPI
+from evalsi.packs.benchmarks.bfcl_multi_twitter import TwitterAPI
 from evalsi.packs.benchmarks.bfcl_multi_vehicle import VehicleControlAPI
 
 _MESSAGE_DEFAULTS: dict[str, Any] = {
@@ -235,12 +238,13 @@ class TicketAPI:
         return tickets
 
 
-SIMULATORS: dict[str, type[MessageAPI] | type[TicketAPI] | type[TradingBot] | type[VehicleControlAPI]] = {
-    "MessageAPI": MessageAPI, "TicketAPI": TicketAPI, "TradingBot": TradingBot, "VehicleControlAPI": VehicleControlAPI}
+SIMULATORS: dict[str, type[Any]] = {
+    "MessageAPI": MessageAPI, "TicketAPI": TicketAPI, "TradingBot": TradingBot, "VehicleControlAPI": VehicleControlAPI,
+    "TwitterAPI": TwitterAPI, "TravelAPI": TravelAPI}
 # BFCL's other multi-turn classes, refused by name
-NOT_BUILT = ("GorillaFileSystem", "MathAPI", "TwitterAPI", "TravelAPI")
+NOT_BUILT = ("GorillaFileSystem", "MathAPI")
 # classes whose long-context variant (answers padded with BFCL's long-context data) is not ported
-NO_LONG_CONTEXT = ("TradingBot", "VehicleControlAPI")
+NO_LONG_CONTEXT: tuple[str, ...] = ()
 
 
 class NotBuiltError(ValueError):

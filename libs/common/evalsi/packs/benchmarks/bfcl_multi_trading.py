@@ -1,7 +1,8 @@
 """BFCL's ``TradingBot`` simulator, native (bfcl-eval 2026.3.23's ``func_source_code/trading_bot.py``, method for
 method: attribute names, signatures, return values, error texts, and its seeded transaction timestamps, rendered in
-local time as BFCL renders them). Its ``long_context`` variant, which pads answers with BFCL's long-context data, is
-not ported: ``bfcl_multi_sim.new_simulator`` refuses it.
+local time as BFCL renders them), with its ``long_context`` variant: answers padded with BFCL's long-context data
+(``bfcl_multi_long_context``) as BFCL pads them (a stock's moving averages, an order's metadata, the watch list, the
+transaction history, a sector's stocks); the state is the same as without it.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import random
 from copy import deepcopy
 from datetime import datetime, timedelta
 from typing import Any
+
+from evalsi.packs.benchmarks.bfcl_multi_long_context import long_context_data
 
 CURRENT_TIME = datetime(2024, 9, 1, 10, 30)
 _STOCK = ("price", "percent_change", "volume", "MA(5)", "MA(20)")
@@ -76,12 +79,28 @@ class TradingBot:
     def get_stock_info(self, symbol: str) -> dict[str, Any]:
         if symbol not in self.stocks:
             return {"error": f"Stock with symbol '{symbol}' not found."}
+        if self.long_context:
+            stock = self.stocks[symbol].copy()
+            stock["MA(5)"] = long_context_data()["MA_5_EXTENSION"]
+            stock["MA(20)"] = long_context_data()["MA_20_EXTENSION"]
+            return stock
         return self.stocks[symbol]
 
     def get_order_details(self, order_id: int) -> dict[str, Any]:
         if order_id not in self.orders:
             return {"error": f"Order with ID {order_id} not found." + "Here is the list of orders_id: "
                     + str(list(self.orders.keys()))}
+        if self.long_context:
+            order = self.orders[order_id].copy()
+            symbol = order["symbol"]
+            metadata = {}
+            for key, template in long_context_data()["ORDER_DETAIL_EXTENSION"].items():
+                try:  # str.format of BFCL's text with the order's symbol, as BFCL formats it
+                    metadata[key] = template.format(symbol=symbol)
+                except KeyError as exc:
+                    return {"error": f"KeyError during formatting: {exc!s}"}
+            order["metadata"] = metadata
+            return order
         return self.orders[order_id]
 
     def cancel_order(self, order_id: int) -> dict[str, Any]:
@@ -167,6 +186,10 @@ class TradingBot:
     def get_watchlist(self) -> Any:
         if not self.authenticated:  # a list, not a dict, as BFCL returns it
             return ["Error: User not authenticated. Please log in to view the watchlist."]
+        if self.long_context:  # a list, not a dict, as BFCL returns it padded
+            watch_list = self.watch_list.copy()
+            watch_list.extend(long_context_data()["WATCH_LIST_EXTENSION"])
+            return watch_list
         return {"watchlist": self.watch_list}
 
     def get_order_history(self) -> Any:
@@ -181,10 +204,16 @@ class TradingBot:
         end = datetime.strptime(end_date, "%Y-%m-%d") if end_date else datetime.max
         history = [transaction for transaction in self.transaction_history
                    if start <= datetime.strptime(transaction["timestamp"], "%Y-%m-%d %H:%M:%S") <= end]
+        if self.long_context:
+            history.extend(long_context_data()["TRANSACTION_HISTORY_EXTENSION"])
         return {"transaction_history": history}
 
     def get_available_stocks(self, sector: str) -> dict[str, Any]:
         sectors = {"Technology": ["AAPL", "GOOG", "MSFT", "NVDA"], "Automobile": ["TSLA", "F", "GM"]}
+        if self.long_context:  # BFCL's padding lists start with these symbols again
+            data = long_context_data()
+            sectors = {"Technology": sectors["Technology"] + data["TECHNOLOGY_EXTENSION"],
+                       "Automobile": sectors["Automobile"] + data["AUTOMOBILE_EXTENSION"]}
         return {"stock_list": sectors.get(sector, [])}
 
     def filter_stocks_by_price(self, stocks: list[str], min_price: float, max_price: float) -> dict[str, Any]:

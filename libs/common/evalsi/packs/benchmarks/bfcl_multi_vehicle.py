@@ -1,7 +1,8 @@
 """BFCL's ``VehicleControlAPI`` simulator, native (bfcl-eval 2026.3.23's ``func_source_code/vehicle_control.py``,
-method for method: attribute names, signatures, return values, error texts, and its seeded random readings). Its
-``long_context`` variant, which pads answers with BFCL's long-context data, is not ported:
-``bfcl_multi_sim.new_simulator`` refuses it.
+method for method: attribute names, signatures, return values, error texts, and its seeded random readings), with its
+``long_context`` variant: answers padded with BFCL's long-context data (``bfcl_multi_long_context``) as BFCL pads
+them (the car's metadata, a parking-brake manual, a weather history, intermediary cities); the state is the same as
+without it.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 import random
 from copy import deepcopy
 from typing import Any
+
+from evalsi.packs.benchmarks.bfcl_multi_long_context import long_context_data, padding
 
 MAX_FUEL_LEVEL = 50
 MIN_FUEL_LEVEL = 0.0
@@ -134,7 +137,11 @@ class VehicleControlAPI:
         self.acMode = mode
         return {"currentACTemperature": temperature, "climateMode": mode, "humidityLevel": self.humidityLevel}
 
-    def get_outside_temperature_from_google(self) -> dict[str, float]:
+    def get_outside_temperature_from_google(self) -> dict[str, Any]:
+        if self.long_context:  # BFCL sets the reading on its module-level weather history and returns that
+            weather = padding("LONG_WEATHER_EXTENSION")
+            weather["outsideTemperature"] = self._random.uniform(-10.0, 40.0)
+            return weather
         return {"outsideTemperature": self._random.uniform(-10.0, 40.0)}
 
     def get_outside_temperature_from_weather_com(self) -> dict[str, int]:
@@ -158,10 +165,11 @@ class VehicleControlAPI:
             "brakePedal": (("brakePedalStatus", "brakePedalStatus"), ("brakePedalForce", "_brakePedalForce")),
             "engine": (("engineState", "engine_state"),),
         }
+        status = {"metadata": long_context_data()["CAR_STATUS_METADATA_EXTENSION"]} if self.long_context else {}
         fields = next((value for key, value in shown.items() if option == key), None)
         if fields is None:
-            return {"error": "Invalid option"}
-        return {name: getattr(self, attribute) for name, attribute in fields}
+            return {**status, "error": "Invalid option"}
+        return {**status, **{name: getattr(self, attribute) for name, attribute in fields}}
 
     def activateParkingBrake(self, mode: str) -> dict[str, Any]:
         if mode not in ["engage", "release"]:
@@ -169,8 +177,11 @@ class VehicleControlAPI:
         self.parkingBrakeStatus = "engaged" if mode == "engage" else "released"
         self._parkingBrakeForce = 500.0 if mode == "engage" else 0.0
         self._slopeAngle = 10.0
-        return {"parkingBrakeStatus": self.parkingBrakeStatus, "_parkingBrakeForce": self._parkingBrakeForce,
-                "_slopeAngle": 10.0}
+        status = {"parkingBrakeStatus": self.parkingBrakeStatus, "_parkingBrakeForce": self._parkingBrakeForce,
+                  "_slopeAngle": 10.0}
+        if self.long_context:  # the manual first, as BFCL answers
+            return {"parkingBrakeInstruction": long_context_data()["PARKING_BRAKE_INSTRUCTION"], **status}
+        return status
 
     def pressBrakePedal(self, pedalPosition: float) -> dict[str, Any]:
         if not 0 <= pedalPosition <= 1:
@@ -221,10 +232,12 @@ class VehicleControlAPI:
         return {"liter": gallon * 3.78541}
 
     def estimate_distance(self, cityA: str, cityB: str) -> dict[str, Any]:
-        for (a, b), distance in _DISTANCES:
-            if (cityA == a and cityB == b) or (cityA == b and cityB == a):
-                return {"distance": distance}
-        return {"error": "distance not found in database."}
+        found: dict[str, Any] = next(({"distance": distance} for (a, b), distance in _DISTANCES
+                                      if (cityA == a and cityB == b) or (cityA == b and cityB == a)),
+                                     {"error": "distance not found in database."})
+        if self.long_context:
+            found["intermediaryCities"] = long_context_data()["INTERMEDIARY_CITIES"]
+        return found
 
     def get_zipcode_based_on_city(self, city: str) -> dict[str, str]:
         return {"zipcode": next((zipcode for name, zipcode in _ZIPCODES if city == name), "00000")}
@@ -240,7 +253,8 @@ class VehicleControlAPI:
                      "rearRightTirePressure": self.rearRightTirePressure}
         healthy = 30 <= (self.frontLeftTirePressure + self.frontRightTirePressure + self.rearLeftTirePressure
                          + self.rearRightTirePressure) / 4 <= 35
-        return {**pressures, "healthy_tire_pressure": healthy, "car_info": {}}
+        car_info = long_context_data()["CAR_STATUS_METADATA_EXTENSION"] if self.long_context else {}
+        return {**pressures, "healthy_tire_pressure": healthy, "car_info": car_info}
 
     def find_nearest_tire_shop(self) -> dict[str, str]:
         return {"shopLocation": "456 Oakwood Avenue, Rivermist, 83214"}
