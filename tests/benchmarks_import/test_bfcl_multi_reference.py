@@ -214,9 +214,7 @@ def _truth_call(rng: random.Random, call: dict[str, dict[str, Any]]) -> str:
 def _question(rng: random.Random, index: int) -> tuple[dict[str, Any], list[list[str]], list[list[Any]]]:
     """A question (its entry), its possible answer, and the calls per turn that answer it."""
     classes = list(rng.sample(CLASSES, rng.randint(1, 4)))
-    # TradingBot's and VehicleControlAPI's long-context variants are not built (refused, tested apart)
-    category = rng.choice(("multi_turn_base", "multi_turn_miss_func") + (
-        () if {"TradingBot", "VehicleControlAPI"} & set(classes) else ("multi_turn_long_context",)))
+    category = rng.choice(("multi_turn_base", "multi_turn_miss_func", "multi_turn_long_context"))
     turns = rng.randint(1, 4)
     calls = [[_call(rng) for _ in range(rng.randint(0 if turn and rng.random() < 0.2 else 1, 3))]
              for turn in range(turns)]

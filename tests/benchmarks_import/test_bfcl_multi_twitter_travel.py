@@ -208,7 +208,6 @@ def test_the_simulators_equal_bfcls_on_generated_call_sequences_plain_and_long_c
                     names.add(name)
             finally:
                 reference._forget(bfcl.utils, model)
-    print(calls, raised, refused)
     # errors are exercised too: exceptions (wrong arguments, unknown names) and the simulators' error answers
     assert calls > 2000 and 100 < raised < calls / 3 and 100 < refused < calls / 3
     assert {m for c in CLASSES for m in METHODS[c]} <= names  # every method of the six classes was called

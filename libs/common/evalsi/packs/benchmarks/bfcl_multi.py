@@ -139,15 +139,14 @@ def _empty_dict(value: Any) -> bool:
 
 @evaluator(
     "builtin/bfcl-multi-turn",
-    version="1.0.0",
+    version="1.1.0",  # 1.1.0: TwitterAPI, TravelAPI and the long-context variants graded
     pack="benchmarks",
     requires=["output", "reference"],
     cheap=True,  # pure; bounded by MAX_TURNS, MAX_STEPS and the executor's MAX_CALLS
     description="BFCL's multi-turn checker (multi_turn_base, miss_func, miss_param, long_context): the model's "
-    "calls per turn and the possible answer's replayed on fresh API simulators; after each turn the simulators' "
-    "states must be equal and every expected call's result among the model's. Simulators built: MessageAPI, "
-    "TicketAPI, TradingBot, VehicleControlAPI (not the last two's long_context variants); a question involving "
-    "another class is skipped, naming it.",
+    "calls per turn and the possible answer's replayed on fresh API simulators (native ports of BFCL's classes, "
+    "long-context variants included); after each turn the simulators' states must be equal and every expected "
+    "call's result among the model's. A question involving a class with no simulator is skipped, naming it.",
 )
 def bfcl_multi_turn(record: Record) -> Score:
     """Pass when BFCL's multi-turn checker finds the model's calls leave the simulators as the possible answer's do
