@@ -191,9 +191,11 @@ class TravelAPI:
             datetime.strptime(travel_date, "%Y-%m-%d")
         except ValueError:
             return {"booking_status": False, "error": "Invalid date format. Use YYYY-MM-DD."}
-        valid_classes = {"economy", "business", "first"}  # shown in a set's order, as BFCL shows it
-        if travel_class not in valid_classes:
-            return {"booking_status": False, "error": f"Invalid travel class. Must be one of {valid_classes}"}
+        if travel_class not in {"economy", "business", "first"}:
+            # BFCL prints its set of the classes, whose order changes from one Python process to another (its
+            # strings' hashes are salted per process); here it is always its source's order
+            return {"booking_status": False,
+                    "error": "Invalid travel class. Must be one of {'economy', 'business', 'first'}"}
         try:
             self.get_flight_cost(travel_from=travel_from, travel_to=travel_to, travel_date=travel_date,
                                  travel_class=travel_class)
