@@ -86,7 +86,7 @@ def test_json_list_reference_is_several_references() -> None:
 @pytest.mark.parametrize(
     ("params", "message"),
     [
-        ({"tokenize": "intl"}, "tokenize"),
+        ({"tokenize": "ja-mecab"}, "tokenize"),
         ({"smooth_method": "floor", "smooth_value": 0.0}, "smooth_value"),
         ({"smooth_method": "exp", "smooth_value": 0.5}, "floor or add-k"),
         ({"smoothing": "exp"}, "smoothing"),

@@ -1,6 +1,7 @@
 """BLEU (Papineni et al. 2002) as sacrebleu computes it: ``sentence_bleu`` per record and ``corpus_bleu`` over
-the dataset, with sacrebleu's tokenizers (13a, none, char), smoothing methods and multi-reference rules, so every
-figure equals sacrebleu's on the same texts (tests/packs/test_text_bleu.py holds it to that)."""
+the dataset, with sacrebleu's tokenizers (13a, zh, intl, none, char), smoothing methods and multi-reference rules,
+so every figure equals sacrebleu's on the same texts (tests/packs/test_text_bleu.py and
+test_text_bleu_languages.py hold it to that)."""
 
 from __future__ import annotations
 
@@ -16,10 +17,11 @@ from evalsi.errors import BadInputError
 from evalsi.evaluators import Output, evaluator
 from evalsi.evaluators._evaluator import BatchVerdicts
 from evalsi.packs.text._common import SEP, covered, list_overlap, overlap, stack_counts, summed_counts, texts
+from evalsi.packs.text._language_tokenizers import check_intl, intl_spaced, zh_spaced
 from evalsi.v1alpha1.record_pb2 import Record
 
 MAX_ORDER = 4
-Tokenize = Literal["13a", "none", "char"]
+Tokenize = Literal["13a", "none", "char", "zh", "intl"]
 Smooth = Literal["exp", "floor", "add-k", "none"]
 _SMOOTH_DEFAULTS: dict[str, float] = {"floor": 0.1, "add-k": 1.0}
 # sacrebleu's my_log: log(0) floored, so a zero precision drives the score to 0 rather than raising.
@@ -86,7 +88,12 @@ def _13a_spaced(line: str) -> str:
     line = line.replace("<skipped>", "").replace("-\n", "").replace("\n", " ")
     if "&" in line:
         line = line.replace("&quot;", '"').replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">")
-    line = _13A_SYMBOL.sub(_spaced, f" {line} ")
+    return _regexp_spaced(f" {line} ")
+
+
+def _regexp_spaced(line: str) -> str:
+    """sacrebleu's TokenizerRegexp (13a's rules, which its zh tokenizer applies too) before the final split."""
+    line = _13A_SYMBOL.sub(_spaced, line)
     if "." in line or "," in line:
         line = _13A_PERIOD_COMMA_BEFORE.sub(_split_before, period_comma_after(line))
     if "-" in line:
@@ -109,7 +116,20 @@ def _tokenize_none(line: str) -> str:
     return line
 
 
-_TOKENIZERS: dict[str, Callable[[str], str]] = {"13a": _tokenize_13a, "none": _tokenize_none, "char": _tokenize_char}
+def _tokenize_zh(line: str) -> str:
+    return " ".join(zh_spaced(line, _regexp_spaced).split())
+
+
+def _tokenize_intl(line: str) -> str:
+    return " ".join(intl_spaced(line).split())
+
+
+_TOKENIZERS: dict[str, Callable[[str], str]] = {
+    "13a": _tokenize_13a, "none": _tokenize_none, "char": _tokenize_char,
+    "zh": lru_cache(maxsize=_CACHE)(_tokenize_zh), "intl": lru_cache(maxsize=_CACHE)(_tokenize_intl)}
+# Tokenizers whose rules read the start and end of a text (zh strips it, intl has no padding): a column of texts
+# joined by " SEP " is tokenized a text at a time rather than as one string.
+_BY_TEXT = frozenset({"zh", "intl"})
 
 
 def tokens(text: str, tokenize: str, lowercase: bool) -> list[str]:
@@ -125,6 +145,9 @@ def joined_tokens(texts: list[str], tokenize: str, lowercase: bool) -> list[str]
     acts within a text and never across the separator, whose spaces are the ones 13a pads each text with."""
     if lowercase:
         texts = list(map(str.lower, texts))
+    if tokenize in _BY_TEXT:
+        tokenizer = _TOKENIZERS[tokenize]
+        return f" {SEP} ".join(tokenizer(text.rstrip()) for text in texts).split()
     joined = f" {SEP} ".join(map(str.rstrip, texts))
     return (_13a_spaced if tokenize == "13a" else _TOKENIZERS[tokenize])(joined).split()
 
@@ -238,7 +261,13 @@ def bleu_batch(
 
 
 def _check_for(name: str) -> Callable[..., None]:
-    def check(*, smooth_method: str = "exp", smooth_value: float | None = None, **_: object) -> None:
+    def check(*, tokenize: str = "13a", smooth_method: str = "exp", smooth_value: float | None = None,
+              **_: object) -> None:
+        if tokenize == "intl":
+            try:
+                check_intl()
+            except BadInputError as exc:
+                raise BadInputError(f"evaluator {name}: {exc}") from None
         if smooth_value is None:
             return
         if smooth_method not in _SMOOTH_DEFAULTS:
@@ -251,8 +280,9 @@ def _check_for(name: str) -> Callable[..., None]:
 
 
 _PARAMS = {
-    "tokenize": "sacrebleu's tokenizer: 13a (mteval-v13a, the WMT default), char (every character a token) or "
-    "none (the texts are already tokenized, split on whitespace).",
+    "tokenize": "sacrebleu's tokenizer: 13a (mteval-v13a, the WMT default), zh (Chinese characters apart, then "
+    "13a's rules), intl (mteval-v14's international tokenization; needs the text extra), char (every character a "
+    "token) or none (the texts are already tokenized, split on whitespace).",
     "smooth_method": "sacrebleu's smoothing for n-gram orders without a match: exp (NIST's, the default), floor, "
     "add-k or none.",
     "smooth_value": "The constant of floor (default 0.1) or add-k (default 1); unset takes sacrebleu's default.",
