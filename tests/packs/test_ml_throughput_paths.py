@@ -21,13 +21,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn import metrics as sk
 
-from evalsi.evaluators import Evaluator
+import evalsi
+from evalsi.evaluators import Evaluator, Output, evaluator
 from evalsi.packs.ml_classic import PACK as CLASSIC
 from evalsi.packs.ml_monitoring import PACK as MONITORING
 from evalsi.packs.ml_monitoring._features import features, row_feature
 from evalsi.records import from_value, make_record, struct_to_dict, to_value
 from evalsi.stats.bootstrap import reducer_bootstrap
 from evalsi.v1alpha1.record_pb2 import Record
+from evalsi.v1alpha1.score_pb2 import Score
 
 EVALUATORS = {ev.name: ev for ev in (*CLASSIC.evaluators, *MONITORING.evaluators)}
 _LABELS = ["ja", "né", "ünï", "x y", "猫"]
@@ -298,3 +300,19 @@ def test_the_bootstrap_counts_by_cell_where_declared_and_its_interval_is_the_pos
     reducer_bootstrap(mapped, ["0", *units[1:-1], "0"], ev.fn, seed=2, resamples=50, take=stacked.take,
                       cells=stacked.cells, counted=counted)
     assert calls == []
+
+
+def test_a_dataset_evaluator_with_no_number_output_is_reduced_once_without_a_bootstrap() -> None:
+    calls: list[int] = []
+
+    @evaluator("test/structured-only", scope="dataset", mapper=lambda record: record.id,
+               outputs=[Output("ids", "structured")])
+    def structured_only(ids: list[str]) -> Score:
+        calls.append(len(ids))
+        return Score(structured=to_value({"count": len(ids)}))
+
+    result = evalsi.evaluate([{"id": f"r{i}", "output": "x"} for i in range(30)], [structured_only],
+                             bootstrap_resamples=200)
+    assert calls == [30]  # the reduce on the data, and no resample
+    (score,) = [score for res in result.results if res.evaluator == "structured-only" for score in res.scores]
+    assert from_value(score.metadata["n"]) == 30 and "resamples" not in score.metadata

@@ -289,13 +289,16 @@ def _run_dataset(
     from evalsi.stats.bootstrap import reducer_bootstrap  # numpy: only for dataset-scope evaluators
 
     by_cell = stacked if isinstance(stacked, CountedStacked) and stacked.cells is not None else None
-    boot = reducer_bootstrap(mapped, units, figures, level=options.confidence, seed=options.seed,
-                             resamples=options.bootstrap_resamples, take=None if stacked is None else stacked.take,
-                             cells=None if by_cell is None else by_cell.cells,
-                             counted=None if by_cell is None else by_cell.counted)
+    # No number or pass/fail output (a confusion matrix): no figure a resample could give an interval to.
+    boot = None if not any(out.type in ("number", "boolean") for out in ev.outputs) else reducer_bootstrap(
+        mapped, units, figures, level=options.confidence, seed=options.seed, resamples=options.bootstrap_resamples,
+        take=None if stacked is None else stacked.take, cells=None if by_cell is None else by_cell.cells,
+        counted=None if by_cell is None else by_cell.counted)
     for score in result.scores:
         score.metadata["n"].CopyFrom(to_value(len(mapped)))
         score.metadata["skipped"].CopyFrom(to_value(skipped))
+        if boot is None:
+            continue
         interval = boot.intervals.get(score.name)
         if interval is not None:
             score.metadata["ci_low"].CopyFrom(to_value(interval[0]))
