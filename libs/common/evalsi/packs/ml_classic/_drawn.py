@@ -12,6 +12,7 @@ last place (the terms summed in draw order).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Generic, TypeVar
 
 import numpy as np
@@ -44,6 +45,15 @@ class Drawn(Generic[C]):
         if self.positions is None:
             return self.size
         return len(self.positions) if self.weights is None else int(self.weights.sum())
+
+    @cached_property
+    def drawn_counts(self) -> NDArray[np.intp]:
+        """How many times each row was drawn (1 each for the whole data); made once a resample."""
+        if self.positions is None:
+            return np.ones(self.size, dtype=np.intp)
+        if self.weights is None:
+            return np.bincount(self.positions, minlength=self.size)
+        return np.bincount(self.positions, self.weights, minlength=self.size).astype(np.intp)
 
     def take(self, positions: NDArray[np.intp]) -> Drawn[C]:
         return Drawn(self.columns, self.size, positions)

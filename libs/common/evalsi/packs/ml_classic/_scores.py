@@ -23,10 +23,23 @@ _EPS = sys.float_info.epsilon  # log_loss clips probabilities to [eps, 1 - eps],
 class Ranking:
     """One class's scores sorted once (highest first) into groups of tied scores (one threshold each): per record,
     in the records' own order, its group, plus ``count`` if its label is this class, so one ``np.bincount`` of the
-    drawn records' keys gives every group's negatives, then every group's positives, each run contiguous."""
+    drawn records' keys gives every group's negatives, then every group's positives, each run contiguous (the
+    data itself).
+
+    For a resample, which has each record's draw count: the positives' and the negatives' records in rank order,
+    and per record how many positives (or negatives) the groups before its own (``_above``) or up to its own
+    (``_through``) hold. Then the drawn positives up to a group are one prefix sum over the positives' counts, and
+    ROC-AUC and average precision are a few passes over the records of one side, with no count by group."""
 
     keys: NDArray[np.intp]
     count: int
+    positives: NDArray[np.intp]
+    negatives: NDArray[np.intp]
+    positives_above_negative: NDArray[np.intp]
+    positives_through_negative: NDArray[np.intp]
+    positives_through_positive: NDArray[np.intp]
+    negatives_through_positive: NDArray[np.intp]
+    tied: bool  # a positive and a negative share a score
 
 
 @dataclass(frozen=True)
@@ -56,8 +69,16 @@ def _ranking(scores: NDArray[np.float64], positive: NDArray[np.bool_]) -> Rankin
     groups = np.concatenate(([0], np.cumsum(ranked[1:] != ranked[:-1]))).astype(np.intp)
     count = int(groups[-1]) + 1
     keys = np.empty_like(groups)
-    keys[order] = groups + count * positive[order]
-    return Ranking(keys, count)
+    ranked_positive = positive[order]
+    keys[order] = groups + count * ranked_positive
+    in_group = np.bincount(groups, ranked_positive, minlength=count).astype(np.intp)  # positives a group
+    through = np.cumsum(in_group)
+    above = through - in_group
+    negatives_through = np.cumsum(np.bincount(groups, minlength=count)) - through
+    of_positives, of_negatives = groups[ranked_positive], groups[~ranked_positive]
+    return Ranking(keys, count, order[ranked_positive], order[~ranked_positive], above[of_negatives],
+                   through[of_negatives], through[of_positives], negatives_through[of_positives],
+                   bool((above[of_negatives] != through[of_negatives]).any()))
 
 
 def stack(pairs: list[tuple[str, dict[str, float]]]) -> Drawn[Probabilities]:
@@ -110,7 +131,30 @@ def _counts(ranking: Ranking, data: Drawn[Probabilities], name: str) -> tuple[ND
     return hits, misses, true_positives
 
 
+def _drawn_positives(ranking: Ranking, data: Drawn[Probabilities], name: str
+                     ) -> tuple[NDArray[np.intp], NDArray[np.intp], int]:
+    """A resample's draw count of each positive (rank order), the prefix sums of those counts (0 first), and their
+    total; a resample without a positive, or without a negative, is a skip as the data's would be."""
+    drawn_counts = data.drawn_counts
+    positives = drawn_counts[ranking.positives]
+    prefix = np.zeros(len(positives) + 1, dtype=np.intp)
+    np.cumsum(positives, out=prefix[1:])
+    total = int(prefix[-1])
+    if total <= 0 or total >= data.drawn:
+        side = "no record has" if total <= 0 else "every record has"
+        raise SkipRecord(f"{side} the label {name!r}: the metric needs both it and another class among the labels")
+    return positives, prefix, total
+
+
 def _roc_auc(ranking: Ranking, data: Drawn[Probabilities], name: str) -> float:
+    if not data.whole:
+        _, prefix, positives = _drawn_positives(ranking, data, name)
+        negatives = data.drawn_counts[ranking.negatives]
+        # Twice the area: each drawn negative times the drawn positives above its group plus those up to it.
+        below = prefix[ranking.positives_above_negative]
+        twice = (int(np.dot(negatives, below + prefix[ranking.positives_through_negative])) if ranking.tied
+                 else 2 * int(np.dot(negatives, below)))
+        return twice / 2.0 / float(positives * (data.drawn - positives))
     hits, misses, true_positives = _counts(ranking, data, name)
     # Trapezoids of the ROC curve: each threshold adds its false positives times the mean height across it (twice
     # the area here, in integers).
@@ -120,6 +164,15 @@ def _roc_auc(ranking: Ranking, data: Drawn[Probabilities], name: str) -> float:
 
 
 def _average_precision(ranking: Ranking, data: Drawn[Probabilities], name: str) -> float:
+    if not data.whole:
+        drawn_positives, prefix, positives = _drawn_positives(ranking, data, name)
+        negatives = np.zeros(len(ranking.negatives) + 1, dtype=np.intp)
+        np.cumsum(data.drawn_counts[ranking.negatives], out=negatives[1:])
+        # Each drawn positive at the precision of its group's threshold (its drawn positives over all listed).
+        true_positives = prefix[ranking.positives_through_positive]
+        listed = true_positives + negatives[ranking.negatives_through_positive]
+        # A positive no draw reached may have 0 listed (and 0 true) at its threshold: 0 / 1 there, not 0 / 0.
+        return float(np.dot(drawn_positives, true_positives / np.maximum(listed, 1)) / positives)
     hits, misses, true_positives = _counts(ranking, data, name)
     # Sum over thresholds of the recall gained times the precision there (scikit-learn's step-wise AP).
     listed = true_positives + np.cumsum(misses)

@@ -3,9 +3,10 @@
 Each record's probabilities (``Content.row.probabilities``) and label are stacked once into a matrix over the
 classes (every label and probability key, sorted as text; a class missing from a record's probabilities counts
 as 0, except that in a two-class task a record giving only one class's probability gives the other as its
-complement). The scores are sorted once per class, ties grouped; a resample is only new weights over that order,
-so ROC-AUC and average precision cost two ``np.bincount`` a class per resample and never a sort (``_scores``,
-numpy, loaded by the first reduce). Equal to scikit-learn's ``roc_auc_score`` (binary; ``multi_class="ovr"``,
+complement). The scores are sorted once per class, ties grouped; a resample is only each record's draw count
+(one ``np.bincount`` shared by the classes) read in that order, so ROC-AUC and average precision cost a prefix sum
+over a class's positives and a few passes over its records per resample, never a sort (``_scores``, numpy, loaded
+by the first reduce). Equal to scikit-learn's ``roc_auc_score`` (binary; ``multi_class="ovr"``,
 macro), ``average_precision_score``, ``log_loss`` and ``brier_score_loss``; ECE to its definition
 (tests/packs/test_ml_classic.py).
 """
