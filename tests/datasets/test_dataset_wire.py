@@ -16,7 +16,7 @@ from evalsi.datasets import dataset_version, load_dataset, records_from_rows, st
 from evalsi.datasets.mapping import FieldMapping
 from evalsi.datasets.rows import RecordBuilder, RowError
 from evalsi.datasets.shards import write_dataset
-from evalsi.datasets.wire import METADATA, content_bytes, map_entries, value_bytes
+from evalsi.datasets.wire import METADATA, content_bytes, map_entries, value_bytes, varint
 from evalsi.errors import BadInputError
 from evalsi.records import to_content, to_value
 from evalsi.v1alpha1.record_pb2 import Record
@@ -123,3 +123,13 @@ def test_what_cannot_be_encoded_is_refused_naming_its_field() -> None:
         with pytest.raises(BadInputError) as refused:
             records_from_rows([row])
         assert str(refused.value).startswith(f"<memory>: record 0: {field}"), str(refused.value)
+
+
+def test_varint_is_protobufs_on_each_side_of_its_table() -> None:
+    """The ready-made varints (0 to 16,383) and the computed ones after them, negative ints as ten bytes: the bytes
+    protobuf's own encoder writes."""
+    from google.protobuf.internal.encoder import _VarintBytes
+
+    numbers = [*range(0, 20_000), 2**21 - 1, 2**21, 2**31 - 1, 2**63 - 1, -1, -2, -(2**31)]
+    for number in numbers:
+        assert varint(number) == _VarintBytes(number % (1 << 64)), number
