@@ -139,7 +139,8 @@ def _empty_dict(value: Any) -> bool:
 
 @evaluator(
     "builtin/bfcl-multi-turn",
-    version="1.1.0",  # 1.1.0: TwitterAPI, TravelAPI and the long-context variants graded
+    version="1.2.0",  # 1.1.0: TwitterAPI, TravelAPI and the long-context variants graded; 1.2.0: GorillaFileSystem
+    # and MathAPI, so every class of BFCL's
     pack="benchmarks",
     requires=["output", "reference"],
     cheap=True,  # pure; bounded by MAX_TURNS, MAX_STEPS and the executor's MAX_CALLS

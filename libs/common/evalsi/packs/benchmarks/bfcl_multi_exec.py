@@ -96,16 +96,9 @@ class Simulators:
             if call.name.split(".")[-1] in _BLOCKED:
                 raise PermissionError(f"Function call {call.name.split('.')[-1]} is not allowed.")
             value = self._invoke(call.name, call.args, call.kwargs, call.nested_calls, 0)
-        except Exception as exc:  # any error of the call is its result, as in BFCL
+            return _text(value)
+        except Exception as exc:  # any error of the call or of its text is its result, as in BFCL
             return f"Error during execution: {exc}"
-        if type(value) is str:
-            return value
-        if type(value) is dict:
-            try:
-                return json.dumps(value)
-            except (TypeError, ValueError):
-                return str(value)
-        return str(value)
 
     def _invoke(self, name: str, args: tuple[Any, ...], kwargs: Mapping[str, Any], nested: bool, depth: int) -> Any:
         method = self.methods.get(name)
@@ -127,6 +120,19 @@ class Simulators:
         if nested and isinstance(value, dict):
             return {str(key): self._value(item, nested, depth) for key, item in value.items()}
         return value
+
+
+def _text(value: Any) -> str:
+    """A call's result as BFCL writes it: a string as is, a dict as its JSON (else ``str()``), anything else ``str()``
+    (which fails for an int of more digits than Python prints, an error of the call there too)."""
+    if type(value) is str:
+        return value
+    if type(value) is dict:
+        try:
+            return json.dumps(value)
+        except (TypeError, ValueError):
+            return str(value)
+    return str(value)
 
 
 def check_multi_turn(turns: Sequence[Turn], ground_truth: Sequence[Sequence[Call]],

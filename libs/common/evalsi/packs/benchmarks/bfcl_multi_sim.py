@@ -18,6 +18,8 @@ import random
 from copy import deepcopy
 from typing import Any
 
+from evalsi.packs.benchmarks.bfcl_multi_files import GorillaFileSystem
+from evalsi.packs.benchmarks.bfcl_multi_math import MathAPI
 from evalsi.packs.benchmarks.bfcl_multi_trading import TradingBot
 from evalsi.packs.benchmarks.bfcl_multi_travel import TravelAPI
 from evalsi.packs.benchmarks.bfcl_multi_twitter import TwitterAPI
@@ -240,9 +242,11 @@ class TicketAPI:
 
 SIMULATORS: dict[str, type[Any]] = {
     "MessageAPI": MessageAPI, "TicketAPI": TicketAPI, "TradingBot": TradingBot, "VehicleControlAPI": VehicleControlAPI,
-    "TwitterAPI": TwitterAPI, "TravelAPI": TravelAPI}
+    "TwitterAPI": TwitterAPI, "TravelAPI": TravelAPI, "GorillaFileSystem": GorillaFileSystem, "MathAPI": MathAPI}
+# classes with no state, into which BFCL loads no scenario
+STATELESS = ("MathAPI",)
 # BFCL's other multi-turn classes, refused by name
-NOT_BUILT = ("GorillaFileSystem", "MathAPI")
+NOT_BUILT: tuple[str, ...] = ()
 # classes whose long-context variant (answers padded with BFCL's long-context data) is not ported
 NO_LONG_CONTEXT: tuple[str, ...] = ()
 
@@ -261,7 +265,8 @@ def new_simulator(class_name: str, config: dict[str, Any], *, long_context: bool
         raise NotBuiltError(f"BFCL class {class_name!r} in a long_context question: its long-context data is not "
                             "ported")
     instance = cls()
-    instance._load_scenario(deepcopy(config), long_context=long_context)
+    if class_name not in STATELESS:
+        instance._load_scenario(deepcopy(config), long_context=long_context)
     return instance
 
 
