@@ -259,8 +259,8 @@ def _drawn_samples(values: Sequence[T], groups: list[list[int]], resamples: int,
         row = rng.integers(0, len(groups), size=len(groups))
         if take is None:
             yield [values[i] for g in row for i in groups[g]]
-        elif len(groups) == len(values):  # one value a unit: the drawn units are the positions
-            yield take(flat[row])
+        elif len(groups) == len(values):  # one value a unit, units in value order: the drawn units are the positions
+            yield take(row)
         else:  # each drawn unit's run of positions: its start, then one step per member
             lengths = sizes[row]
             ends = np.cumsum(lengths)
