@@ -161,6 +161,7 @@ def test_the_classes_have_bfcls_methods_and_signatures(bfcl: types.SimpleNamespa
     for name, theirs in (("GorillaFileSystem", gorilla_file_system.GorillaFileSystem), ("MathAPI", math_api.MathAPI)):
         ours = SIMULATORS[name]
         methods = sorted(m for m, _ in inspect.getmembers(theirs, inspect.isfunction) if not m.startswith("_"))
+        assert set(methods) == set(FILE_METHODS if name == "GorillaFileSystem" else MATH_METHODS)  # all generated
         assert sorted(m for m, _ in inspect.getmembers(ours, inspect.isfunction) if not m.startswith("_")) == methods
         for method in methods:
             expected = inspect.signature(getattr(theirs, method)).parameters.values()
@@ -171,6 +172,7 @@ def test_the_classes_have_bfcls_methods_and_signatures(bfcl: types.SimpleNamespa
 def test_the_simulators_equal_bfcls_on_generated_call_sequences(bfcl: types.SimpleNamespace) -> None:
     rng = random.Random(1616)
     calls = errors = 0
+    names: set[str] = set()
     for sequence in range(300):
         config = {"GorillaFileSystem": rng.choice(FILE_SYSTEMS)}
         classes = _classes(rng)
@@ -189,9 +191,11 @@ def test_the_simulators_equal_bfcls_on_generated_call_sequences(bfcl: types.Simp
                     assert _state(ours.instances[class_name]) == _state(instance), (sequence, call, class_name)
                 calls += 1
                 errors += result[0].startswith("Error during execution")
+                names.add(name)
         finally:
             reference._forget(bfcl.utils, model)
     assert calls > 1500 and 100 < errors < calls / 2  # errors (wrong arguments, unknown names) are exercised too
+    assert {*FILE_METHODS, *MATH_METHODS} <= names  # every method of both
 
 
 def _question(rng: random.Random, index: int) -> tuple[dict[str, Any], list[list[str]], list[list[Any]]]:

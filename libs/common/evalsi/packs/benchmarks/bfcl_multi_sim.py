@@ -1,15 +1,17 @@
 """BFCL's multi-turn API simulators, native: ``MessageAPI`` and ``TicketAPI`` here, ``TradingBot`` in
 ``bfcl_multi_trading``, ``VehicleControlAPI`` in ``bfcl_multi_vehicle``, ``TwitterAPI`` in ``bfcl_multi_twitter``,
-``TravelAPI`` in ``bfcl_multi_travel`` (bfcl-eval 2026.3.23's ``multi_turn_eval/func_source_code/message_api.py``,
-``ticket_api.py``, ``trading_bot.py``, ``vehicle_control.py``, ``posting_api.py`` and ``travel_booking.py``, method
-for method, with their long-context variants).
+``TravelAPI`` in ``bfcl_multi_travel``, ``GorillaFileSystem`` in ``bfcl_multi_files``, ``MathAPI`` in
+``bfcl_multi_math`` (bfcl-eval 2026.3.23's ``multi_turn_eval/func_source_code/message_api.py``, ``ticket_api.py``,
+``trading_bot.py``, ``vehicle_control.py``, ``posting_api.py``, ``travel_booking.py``, ``gorilla_file_system.py``
+and ``math_api.py``, method for method, with their long-context variants).
 
 BFCL's checker compares two runs of a simulator by their public attributes and their calls' results as text, so
 these classes keep BFCL's attribute names, method names and signatures (a call with a wrong argument fails with the
 same ``TypeError`` text), return values and error texts, and its seeded message ids. The other classes BFCL
 simulates (:data:`NOT_BUILT`), and the long-context variants in :data:`NO_LONG_CONTEXT`, are not built:
-:func:`new_simulator` refuses them by name. tests/benchmarks_import/test_bfcl_multi_reference.py and
-test_bfcl_multi_twitter_travel.py hold these to bfcl-eval's classes on the same call sequences.
+:func:`new_simulator` refuses them by name (both are empty now: every class BFCL has is built).
+tests/benchmarks_import/test_bfcl_multi_reference.py, test_bfcl_multi_twitter_travel.py and
+test_bfcl_multi_files_math.py hold these to bfcl-eval's classes on the same call sequences.
 """
 
 from __future__ import annotations
