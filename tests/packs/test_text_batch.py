@@ -28,10 +28,11 @@ from evalsi.packs.text.bleu import (
     _split_after,
     bleu,
     bleu_batch,
+    corpus_bleu,
     period_comma_after,
     sentence_bleu,
 )
-from evalsi.packs.text.chrf import chrf, chrf_batch
+from evalsi.packs.text.chrf import chrf, chrf_batch, corpus_chrf
 from evalsi.packs.text.embedding import embedding_batch, embedding_similarity
 from evalsi.packs.text.meteor import meteor, meteor_batch
 from evalsi.packs.text.rouge import rouge, rouge_batch
@@ -276,3 +277,34 @@ def test_evaluate_with_the_batch_form_gives_the_functions_results(
     assert len(ours) == len(_ROWS)
     summary = next(iter(batched.summaries.values()))
     assert summary.n == len(_ROWS) - 2 and summary.skipped == 2  # no reference; too long
+
+
+@pytest.mark.parametrize(("ev", "params"), [
+    (corpus_bleu, {}), (corpus_bleu, {"tokenize": "char", "lowercase": True}), (corpus_bleu, {"tokenize": "zh"}),
+    (corpus_chrf, {}), (corpus_chrf, {"word_order": 2, "lowercase": True, "whitespace": True}),
+    (corpus_chrf, {"char_order": 3, "word_order": 1}),
+])
+def test_corpus_map_batch_equals_the_mapper(ev: Evaluator, params: dict[str, Any]) -> None:
+    """corpus-bleu's and corpus-chrf's ``map_batch``: each record's counts equal to the mapper's, same ints; None
+    for exactly the records the mapper must decide (it skips the empty and the over-long ones)."""
+    assert ev.map_batch is not None and ev.mapper is not None
+    mapped = ev.map_batch(COLUMNS, **params)
+    assert {index for index, value in enumerate(mapped) if value is None} == UNCOVERED
+    for record, value in zip(RECORDS, mapped, strict=True):
+        if value is not None:
+            expected = ev.mapper(record, **params)
+            assert value == expected and all(type(v) is int for v in value), record.output.text[:80]
+
+
+@pytest.mark.parametrize("ev", [corpus_bleu, corpus_chrf])
+def test_corpus_metrics_through_evaluate_equal_sacrebleu(ev: Evaluator) -> None:
+    """With the batch mapper on the runner's path, the whole figure is still sacrebleu's corpus score."""
+    import sacrebleu
+    from sacrebleu.metrics import CHRF
+
+    kept = [(h, r) for h, r in CASES[:600] if h.strip() and r.strip() and SEP not in h + r]
+    rows = [{"id": str(i), "output": h, "reference": r} for i, (h, r) in enumerate(kept)]
+    got = evalsi.evaluate(rows, [ev]).metric(ev.name.split("/")[1])
+    hyps, refs = [h for h, _ in kept], [[r for _, r in kept]]
+    expected = (sacrebleu.corpus_bleu(hyps, refs) if ev is corpus_bleu else CHRF().corpus_score(hyps, refs)).score
+    assert got.mean == expected and got.ci.low < got.mean < got.ci.high

@@ -199,6 +199,10 @@ class Evaluator:
     # their list; it has ``take(positions)``, the same kind of object for the values at those positions (repeats
     # included), which is how the bootstrap draws each resample without a Python loop a value.
     stack: Callable[[list[Any]], Stacked] | None = None
+    # Dataset scope: the mapper over columns of the records' texts, as ``batch`` is the function's: given
+    # ``{field: [text, ...]}`` for the required fields and the params, a list with, per record, the value
+    # ``mapper(record)`` returns, or None (call the mapper for that record: it may skip it).
+    map_batch: Callable[..., Sequence[Any]] | None = None
 
     @cached_property
     def output_names(self) -> frozenset[str]:
@@ -450,6 +454,7 @@ def evaluator(
     cheap: bool = False,
     batch: Callable[..., BatchVerdicts] | None = None,
     stack: Callable[[list[Any]], Stacked] | None = None,
+    map_batch: Callable[..., Sequence[Any]] | None = None,
 ) -> Callable[[Callable[..., Any]], Evaluator]:
     """Declare an evaluator.
 
@@ -471,6 +476,9 @@ def evaluator(
     for record (a test of the pack holds it to that). ``stack`` (dataset scope) turns the list of mapped values
     into one object with ``take(positions)`` that the reduce receives instead (``Stacked``): the bootstrap's
     resamples are then drawn by position, so a vectorized reduce is not fed a Python list each time.
+    ``map_batch`` (dataset scope, requirements that are text fields) is the mapper's batch form: from the records'
+    text columns, per record the value the mapper returns, or None where the mapper must be called; it must agree
+    with the mapper record for record.
     """
     if not _NAME.match(name):
         raise ValueError(f"evaluator name {name!r} must look like 'namespace/name' (lowercase, digits, - _ .)")
@@ -492,6 +500,9 @@ def evaluator(
         raise ValueError(f"evaluator {name}: only dataset-scope evaluators stack their mapped values")
     if scope == "dataset" and mapper is None:
         raise ValueError(f"evaluator {name}: dataset scope needs a mapper (record -> value) to reduce over")
+    if map_batch is not None and not (mapper is not None and set(requires) <= set(BATCH_TEXT_FIELDS)):
+        raise ValueError(f"evaluator {name}: a map_batch needs a dataset-scope mapper requiring only "
+                         f"{', '.join(BATCH_TEXT_FIELDS)}")
 
     def decorate(fn: Callable[..., Any]) -> Evaluator:
         doc = description if description is not None else inspect.getdoc(fn) or ""
@@ -515,6 +526,7 @@ def evaluator(
             cheap=cheap,
             batch=batch,
             stack=stack,
+            map_batch=map_batch,
         )
 
     return decorate

@@ -236,6 +236,24 @@ async def _run_async_units(
     await asyncio.gather(*(worker() for _ in range(max(1, min(concurrency, len(units))))))
 
 
+def _batch_mapped(bound: BoundEvaluator, records: Sequence[Record], chunk_size: int) -> list[Any]:
+    """The mapper's batch form (``map_batch``) over the records' text columns, a chunk at a time: per record its
+    value, or None for the mapper to decide (every record, without a batch form or where it fails)."""
+    map_batch = bound.evaluator.map_batch
+    if map_batch is None:
+        return [None] * len(records)
+    out: list[Any] = []
+    for start in range(0, len(records), chunk_size):
+        chunk = records[start:start + chunk_size]
+        texts = {name: [getattr(record, name).text for record in chunk] for name in bound.evaluator.requires}
+        try:
+            values = list(map_batch(texts, **bound.params))
+        except Exception:  # the mapper, the evaluator's definition, then decides these records
+            values = []
+        out += values if len(values) == len(chunk) else [None] * len(chunk)
+    return out
+
+
 def _run_dataset(
     bound: BoundEvaluator, records: Sequence[Record], ctx: EvalContext, options: RunnerOptions
 ) -> EvaluationResult:
@@ -247,16 +265,18 @@ def _run_dataset(
     )
     mapped: list[Any] = []
     units: list[str] = []  # the record each mapped value came from: its trials are resampled together
-    skipped = 0
-    for record in records:
-        if _missing(bound, record, ctx) is not None:
-            skipped += 1
-            continue
-        try:
-            mapped.append(ev.mapper(record, **bound.params))
-            units.append(record.id)
-        except SkipRecord:
-            skipped += 1
+    present = [record for record in records if _missing(bound, record, ctx) is None]
+    skipped = len(records) - len(present)
+    batched = _batch_mapped(bound, present, options.chunk_size)
+    for record, value in zip(present, batched, strict=True):
+        if value is None:
+            try:
+                value = ev.mapper(record, **bound.params)
+            except SkipRecord:
+                skipped += 1
+                continue
+        mapped.append(value)
+        units.append(record.id)
 
     # With ``stack``, the reduce gets the stacked values and the bootstrap takes its resamples from them by position.
     stacked = None

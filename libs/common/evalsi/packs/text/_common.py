@@ -91,16 +91,19 @@ def check_stemmer(stem: bool, evaluator: str) -> None:
 # (evaluators/runner.py::_run_dataset). The counts are stacked once as an integer matrix, a row a record
 # (``evaluator(stack=stack_counts)``), and a resample is that matrix with a weight a row (how often the record was
 # drawn, evalsi.stats.weighted): its sums are one weights-by-matrix product, exact in float64 (the counts are
-# bounded by MAX_CHARS, far from 2**53 over any dataset).
+# bounded by MAX_CHARS, far from 2**53 over any dataset, so any order of the additions gives the same sums). The
+# matrix is float64 from the start (an integer one was converted again for every resample's product) and stored
+# column by column, which BLAS multiplies by the weights about twice as fast as row by row.
 
 
 def stack_counts(counts: list[list[int]]) -> Any:
-    """The records' counts as one matrix with a weight of one a row (``evalsi.stats.weighted.Weighted``)."""
+    """The records' counts as one float64 matrix (whole numbers) with a weight of one a row
+    (``evalsi.stats.weighted.Weighted``)."""
     import numpy as np  # numpy loads with the first corpus reduce, not with the catalog
 
     from evalsi.stats.weighted import ones
 
-    return ones(np.array(counts, dtype=np.int64), len(counts))
+    return ones(np.array(counts, dtype=np.float64, order="F"), len(counts))
 
 
 def summed_counts(values: Any) -> list[int]:

@@ -234,30 +234,46 @@ def sentence_bleu(
     return compute_bleu(stats[2:6], stats[6:], stats[0], stats[1], smooth_method, smooth_value, True)
 
 
-def bleu_batch(
-    texts: dict[str, list[str]], *, tokenize: str = "13a", smooth_method: str = "exp",
-    smooth_value: float | None = None, lowercase: bool = False,
-) -> BatchVerdicts:
-    """``bleu`` of every record the batch path covers (``covered``: one reference, both texts present), its
-    n-gram matches counted for all of them at once (``_ngrams``) and scored by ``compute_bleu``; None for the
-    rest, which the function decides."""
+def _batch_stats(texts: dict[str, list[str]], tokenize: str, lowercase: bool) -> tuple[list[int], list[list[int]]]:
+    """``segment_stats`` of every record the batch path covers (``covered``: one reference, both texts present),
+    their n-gram matches counted for all of them at once (``_ngrams``): the records' indexes and their stats."""
     from evalsi.packs.text import _ngrams  # numpy: loaded by the first batch, not by the catalog
 
     outputs, references = texts["output"], texts["reference"]
-    decided: BatchVerdicts = [None] * len(outputs)
     chosen = covered(outputs, references)
     if not chosen:
-        return decided
+        return chosen, []
     hyp, ref, words = _ngrams.word_streams(joined_tokens([outputs[i] for i in chosen], tokenize, lowercase),
                                           joined_tokens([references[i] for i in chosen], tokenize, lowercase),
                                           len(chosen))
     orders = _ngrams.clipped_matches(hyp, ref, len(words), len(chosen), MAX_ORDER)
     correct = [counts.tolist() for counts in orders]
-    for index, hyp_len, ref_len, *matched in zip(chosen, hyp.lengths.tolist(), ref.lengths.tolist(), *correct,
-                                                 strict=True):
-        total = [max(hyp_len - order, 0) for order in range(MAX_ORDER)]
-        decided[index] = compute_bleu(matched, total, hyp_len, ref_len, smooth_method, smooth_value, True)
+    stats = [[hyp_len, ref_len, *matched, *(max(hyp_len - order, 0) for order in range(MAX_ORDER))]
+             for hyp_len, ref_len, *matched in zip(hyp.lengths.tolist(), ref.lengths.tolist(), *correct, strict=True)]
+    return chosen, stats
+
+
+def bleu_batch(
+    texts: dict[str, list[str]], *, tokenize: str = "13a", smooth_method: str = "exp",
+    smooth_value: float | None = None, lowercase: bool = False,
+) -> BatchVerdicts:
+    """``bleu`` of every record the batch path covers (``_batch_stats``), scored by ``compute_bleu``; None for the
+    rest, which the function decides."""
+    decided: BatchVerdicts = [None] * len(texts["output"])
+    for index, stats in zip(*_batch_stats(texts, tokenize, lowercase), strict=True):
+        decided[index] = compute_bleu(stats[2:6], stats[6:], stats[0], stats[1], smooth_method, smooth_value, True)
     return decided
+
+
+def _corpus_batch(
+    texts: dict[str, list[str]], *, tokenize: str = "13a", smooth_method: str = "exp",
+    smooth_value: float | None = None, lowercase: bool = False,
+) -> list[list[int] | None]:
+    """corpus-bleu's mapper (``segment_stats``) for every record the batch path covers; None for the rest."""
+    mapped: list[list[int] | None] = [None] * len(texts["output"])
+    for index, stats in zip(*_batch_stats(texts, tokenize, lowercase), strict=True):
+        mapped[index] = stats
+    return mapped
 
 
 def _check_for(name: str) -> Callable[..., None]:
@@ -328,6 +344,7 @@ def _corpus_stats(
     scope="dataset",
     requires=["output", "reference"],
     mapper=_corpus_stats,
+    map_batch=_corpus_batch,
     stack=stack_counts,
     check=_check_for("builtin/corpus-bleu"),
     outputs=[Output("bleu", "number", min=0.0, max=100.0,

@@ -104,20 +104,18 @@ def _joined_words(texts: list[str]) -> list[str]:
     return out
 
 
-def chrf_batch(
-    texts: dict[str, list[str]], *, char_order: int = 6, word_order: int = 0, beta: float = 2.0,
-    lowercase: bool = False, whitespace: bool = False,
-) -> BatchVerdicts:
-    """``chrf`` of every record the batch path covers (``covered``: one reference, both texts present): the
-    character (and word) n-gram matches counted for all of them at once (``_ngrams``), scored by ``f_score``;
-    None for the rest, which the function decides."""
+def _batch_stats(
+    texts: dict[str, list[str]], *, char_order: int, word_order: int, lowercase: bool, whitespace: bool,
+) -> tuple[list[int], list[list[int]]]:
+    """``segment_stats`` of every record the batch path covers (``covered``: one reference, both texts present),
+    the character (and word) n-gram matches counted for all of them at once (``_ngrams``): the records' indexes
+    and their stats."""
     from evalsi.packs.text import _ngrams  # numpy: loaded by the first batch, not by the catalog
 
     outputs, references = texts["output"], texts["reference"]
-    decided: BatchVerdicts = [None] * len(outputs)
     chosen = covered(outputs, references)
     if not chosen:
-        return decided
+        return chosen, []
     records = len(chosen)
     sides = [[outputs[i] for i in chosen], [references[i] for i in chosen]]
     if lowercase:
@@ -131,10 +129,34 @@ def chrf_batch(
                                                                 records)
         matched = _ngrams.clipped_matches(hyp_words, ref_words, len(vocabulary), records, word_order)
         stats.append(_ngrams.order_stats(hyp_words, ref_words, matched))
-    order = char_order + word_order
-    for index, row in zip(chosen, _ngrams.stacked(stats), strict=True):
-        decided[index] = f_score(row, order, beta)
+    return chosen, _ngrams.stacked(stats)
+
+
+def chrf_batch(
+    texts: dict[str, list[str]], *, char_order: int = 6, word_order: int = 0, beta: float = 2.0,
+    lowercase: bool = False, whitespace: bool = False,
+) -> BatchVerdicts:
+    """``chrf`` of every record the batch path covers (``_batch_stats``), scored by ``f_score``; None for the
+    rest, which the function decides."""
+    decided: BatchVerdicts = [None] * len(texts["output"])
+    chosen, rows = _batch_stats(texts, char_order=char_order, word_order=word_order, lowercase=lowercase,
+                                whitespace=whitespace)
+    for index, row in zip(chosen, rows, strict=True):
+        decided[index] = f_score(row, char_order + word_order, beta)
     return decided
+
+
+def _corpus_batch(
+    texts: dict[str, list[str]], *, char_order: int = 6, word_order: int = 0, beta: float = 2.0,
+    lowercase: bool = False, whitespace: bool = False,
+) -> list[list[int] | None]:
+    """corpus-chrf's mapper (``segment_stats``) for every record the batch path covers; None for the rest."""
+    mapped: list[list[int] | None] = [None] * len(texts["output"])
+    chosen, rows = _batch_stats(texts, char_order=char_order, word_order=word_order, lowercase=lowercase,
+                                whitespace=whitespace)
+    for index, row in zip(chosen, rows, strict=True):
+        mapped[index] = row
+    return mapped
 
 
 def _check_for(name: str) -> Callable[..., None]:
@@ -200,6 +222,7 @@ def chrf(
     scope="dataset",
     requires=["output", "reference"],
     mapper=_stats,
+    map_batch=_corpus_batch,
     stack=stack_counts,
     check=_check_for("builtin/corpus-chrf"),
     outputs=[Output("chrf", "number", min=0.0, max=100.0,
