@@ -167,12 +167,17 @@ def test_13a_period_comma_runs_equal_sacrebleus_rule() -> None:
         assert period_comma_after(text) == rule.sub(_split_after, text), repr(text)
 
 
-def test_clipped_matches_renumber_keys_that_outgrow_63_bits() -> None:
-    """Ids of 20 bits: from order 2 on, keys are renumbered; each record's matches still equal Counter's."""
-    rng = random.Random(5)
+@pytest.mark.parametrize(("id_bits", "orders", "one_sort"),
+                         [(20, 4, False), (13, 2, False), (6, 6, True), (11, 4, True)])
+def test_clipped_matches_equal_counters(id_bits: int, orders: int, one_sort: bool) -> None:
+    """Each record's matches equal Counter's, by either path: one sort an order (ids of 20 bits, whose keys are
+    renumbered from order 2 on; two orders, which one sort does not make cheaper), and one sort for all orders
+    where every order's key fits 63 bits (6 orders of 6-bit ids, as chrF's characters; 4 of 11-bit ids)."""
+    rng = random.Random(5 + id_bits)
+    high = 1 << id_bits
 
     def text() -> list[int]:
-        return [rng.randrange(1, 1 << 20) if rng.random() < 0.5 else rng.randrange(1, 4)
+        return [rng.randrange(1, high) if rng.random() < 0.5 else rng.randrange(1, 4)
                 for _ in range(rng.randint(0, 30))]
 
     def grams(ids: list[int], n: int) -> Counter[tuple[int, ...]]:
@@ -185,8 +190,10 @@ def test_clipped_matches_renumber_keys_that_outgrow_63_bits() -> None:
         for index, pair in enumerate(texts):
             flat += ([0] if index else []) + pair[side]
         streams.append(_ngrams.Stream.of(np.array(flat, dtype=np.int64), len(texts)))
-    matched = _ngrams.clipped_matches(streams[0], streams[1], 1 << 20, len(texts), 4)
-    for n in range(1, 5):
+    bits = (high + 1).bit_length()
+    assert (orders > 2 and len(texts).bit_length() + orders * bits + 1 <= 63) == one_sort
+    matched = _ngrams.clipped_matches(streams[0], streams[1], high, len(texts), orders)
+    for n in range(1, orders + 1):
         assert matched[n - 1].tolist() == [(grams(h, n) & grams(r, n)).total() for h, r in texts]
     assert any(matched[1])
 
