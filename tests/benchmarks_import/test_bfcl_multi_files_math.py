@@ -96,12 +96,7 @@ def _arguments(rng: random.Random, name: str) -> dict[str, Any]:
         "max_value": {"numbers": numbers()}, "sum_values": {"numbers": numbers()},
     }
     arguments = table.get(name, {})
-    roll = rng.random()
-    if roll < 0.04 and arguments:
-        arguments.pop(next(iter(arguments)))  # a required argument left out
-    elif roll < 0.08:
-        arguments["unknown"] = 1
-    return arguments
+    return reference.perturbed(rng, arguments)
 
 
 FILE_METHODS = ("pwd", "ls", "cd", "mkdir", "touch", "echo", "cat", "find", "wc", "sort", "grep", "du", "tail", "diff",

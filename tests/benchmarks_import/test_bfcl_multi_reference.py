@@ -57,6 +57,16 @@ CITIES = ("Rivermist", "Stonebrook", "San Francisco", "Silverpine", "Nowhere")
 ZIPCODES = ("83214", "74532", "94016", "62947", "08540", "00000")
 
 
+def perturbed(rng: random.Random, arguments: dict[str, Any]) -> dict[str, Any]:
+    """A call's arguments, now and then wrong: a required one left out (4%), or an unknown one added (4%)."""
+    roll = rng.random()
+    if roll < 0.04 and arguments:
+        arguments.pop(next(iter(arguments)))
+    elif roll < 0.08:
+        arguments["unknown"] = 1
+    return arguments
+
+
 def _arguments(rng: random.Random, name: str) -> dict[str, Any]:
     """Arguments for ``name``, mostly valid, sometimes of a wrong type, missing or unknown."""
     one = rng.choice
@@ -108,12 +118,7 @@ def _arguments(rng: random.Random, name: str) -> dict[str, Any]:
         "display_log": {"messages": rng.sample(TEXTS, 2)},
     }
     arguments = table.get(name, {})
-    roll = rng.random()
-    if roll < 0.04 and arguments:
-        arguments.pop(next(iter(arguments)))  # a required argument left out
-    elif roll < 0.08:
-        arguments["unknown"] = 1
-    return arguments
+    return perturbed(rng, arguments)
 
 
 METHODS = ("list_users", "get_user_id", "message_login", "message_get_login_status", "send_message",

@@ -118,12 +118,7 @@ def _arguments(rng: random.Random, name: str, ours: Simulators) -> dict[str, Any
         "contact_customer_support": {"booking_id": one(bookings), "message": one(TEXTS)},
     }
     arguments = table[name] if name in table else reference._arguments(rng, name)
-    roll = rng.random()
-    if roll < 0.04 and arguments:
-        arguments.pop(next(iter(arguments)))  # a required argument left out
-    elif roll < 0.08:
-        arguments["unknown"] = 1
-    return arguments
+    return reference.perturbed(rng, arguments)
 
 
 def _call(rng: random.Random, classes: list[str], ours: Simulators) -> dict[str, dict[str, Any]]:
