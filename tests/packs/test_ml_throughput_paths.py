@@ -316,3 +316,28 @@ def test_a_dataset_evaluator_with_no_number_output_is_reduced_once_without_a_boo
     assert calls == [30]  # the reduce on the data, and no resample
     (score,) = [score for res in result.results if res.evaluator == "structured-only" for score in res.scores]
     assert from_value(score.metadata["n"]) == 30 and "resamples" not in score.metadata
+
+
+def test_a_run_of_dataset_evaluators_alone_publishes_its_reduce_before_waiting_for_news(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from evalsi.runs import driver as run_driver
+    from evalsi.runs import news as run_news
+
+    steps: list[str] = []
+    wait, publish = run_news.RunNews.wait, run_driver.RunDriver._publish_reducers
+
+    async def waiting(self: Any, run_id: str, timeout_s: float) -> None:
+        steps.append("wait")
+        await wait(self, run_id, timeout_s)
+
+    async def publishing(self: Any, *args: Any) -> None:
+        steps.append("reduce published")
+        await publish(self, *args)
+
+    monkeypatch.setattr(run_news.RunNews, "wait", waiting)
+    monkeypatch.setattr(run_driver.RunDriver, "_publish_reducers", publishing)
+    result = evalsi.evaluate([{"id": f"r{i}", "reference": "ab"[i % 2], "output": "ab"[i // 2 % 2]} for i in range(20)],
+                             ["builtin/classification"], bootstrap_resamples=20)
+    assert result.metric("classification.accuracy").mean == 0.5
+    # Nothing was in flight before the reduce: a wait first would only have run out its tick (0.25 s embedded).
+    assert steps[0] == "reduce published" and "wait" in steps

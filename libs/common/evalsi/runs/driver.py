@@ -287,8 +287,11 @@ class RunDriver:
         last_progress = None
         last_partial, partial_cpu_due = time.monotonic(), 0.0
         last_pass = time.monotonic()
+        look_first = True  # a run of reducers alone has published nothing yet: no news would come for a tick
         while True:
-            await self.news.wait(run_id, self.tick_s)
+            if not look_first:
+                await self.news.wait(run_id, self.tick_s)
+            look_first = False
             if self.pass_every_s:  # what arrives meanwhile is seen by this look
                 await asyncio.sleep(max(0.0, last_pass + self.pass_every_s - time.monotonic()))
             last_pass = time.monotonic()
