@@ -222,10 +222,13 @@ def reducer_bootstrap(
     rng = np.random.default_rng(seed)
     drawn: dict[str, list[float]] = {}
     failed = 0
-    samples = (_counted_samples(cells, counted, resamples, rng)
-               if cells is not None and counted is not None and len(groups) == len(values)
-               and np.count_nonzero(np.bincount(cells[0], minlength=cells[1])) <= _DISTINCT_FRACTION * len(values)
-               else _drawn_samples(values, groups, resamples, rng, take))
+    samples: Iterator[Any] | None = None
+    if cells is not None and counted is not None and len(groups) == len(values):
+        tally = np.bincount(cells[0], minlength=cells[1])  # values a cell
+        if np.count_nonzero(tally) <= _DISTINCT_FRACTION * len(values):
+            samples = _counted_samples(cells[0], tally, counted, resamples, rng)
+    if samples is None:
+        samples = _drawn_samples(values, groups, resamples, rng, take)
     for sample in samples:
         try:
             figures = reduce(sample)
@@ -267,11 +270,11 @@ def _drawn_samples(values: Sequence[T], groups: list[list[int]], resamples: int,
             yield take(flat[np.repeat(starts[row] - ends + lengths, lengths) + np.arange(ends[-1])])
 
 
-def _counted_samples(cells: tuple[NDArray[np.intp], int], counted: Callable[[NDArray[np.intp], NDArray[np.intp]], Any],
-                     resamples: int, rng: np.random.Generator) -> Iterator[Any]:
-    """Each resample as ``counted``: the first value of each occupied cell and its multinomial count."""
-    codes, count = cells
-    tally = np.bincount(codes, minlength=count)
+def _counted_samples(codes: NDArray[np.intp], tally: NDArray[np.intp],
+                     counted: Callable[[NDArray[np.intp], NDArray[np.intp]], Any], resamples: int,
+                     rng: np.random.Generator) -> Iterator[Any]:
+    """Each resample as ``counted``: the first value of each occupied cell (``codes``, each value's; ``tally``,
+    values a cell) and its multinomial count."""
     occupied = np.flatnonzero(tally)
     order = np.argsort(codes, kind="stable")
     firsts = order[(np.cumsum(tally) - tally)[occupied]]

@@ -13,8 +13,9 @@ BPE merges themselves a few; then a padded gather and a masked mean per group of
   piece (a word with its leading space) is tokenized once, by the model's own BPE, and remembered. A text holding
   one of the tokenizer's added tokens (``<s>``, ...) is tokenized whole by the tokenizer, as WordLlama does.
   A tokenizer of any other shape is left to WordLlama's own ``embed``;
-- **pooling**: one gather of every token's row and one ``np.add.reduceat`` (rows added in order, in float32, as
-  WordLlama's masked sum adds them), divided by the token count in float32;
+- **pooling**: the texts longest first, the token rows at each position added at once for every text still that
+  long (so each text's rows are added in order, in float32, as WordLlama's masked sum adds them), then divided
+  by the token count in float32;
 - **cosine**: the norms and the division for the whole column at once (numpy reduces each row alike whatever the
   number of rows), then WordLlama's own matrix product for each pair, on the same shapes.
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from functools import lru_cache
+from typing import Any
 
 from evalsi.errors import BadInputError
 
@@ -47,7 +48,7 @@ def zh_spaced(line: str, regexp_spaced: Callable[[str], str]) -> str:
 
 
 @lru_cache(maxsize=1)
-def _intl_rules() -> tuple[tuple[object, str], ...]:
+def _intl_rules() -> tuple[tuple[Any, str], ...]:
     try:
         import regex  # heavy optional dependency (the text extra, through nltk)
     except ImportError as exc:
@@ -60,7 +61,7 @@ def _intl_rules() -> tuple[tuple[object, str], ...]:
 def intl_spaced(line: str) -> str:
     """sacrebleu's TokenizerV14International before its final split."""
     for pattern, replacement in _intl_rules():
-        line = pattern.sub(replacement, line)  # type: ignore[attr-defined]
+        line = pattern.sub(replacement, line)
     return line
 
 
