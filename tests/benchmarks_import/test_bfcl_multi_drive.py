@@ -64,7 +64,7 @@ async def test_a_miss_func_question_is_played_turn_by_turn_and_graded() -> None:
     assert all("resolve_ticket" not in request[0]["content"] for request in seen)
     added = [m for m in seen[-1] if m["role"] == "user" and "I have updated some more functions" in m["content"]]
     assert len(added) == 1 and "'name': 'resolve_ticket'" in added[0]["content"]
-    assert from_value(record.metadata[SIMULATION_KEY]) == {"reason": "done", "turns": 4}
+    assert from_value(record.metadata[SIMULATION_KEY]) == {"reason": "done", "turns": 4, "mode": "prompting"}
     results = await evalsi.evaluate_async([record], ["builtin/bfcl-multi-turn"])
     assert results.results[0].scores[0].passed, results.results[0].scores[0].explanation
 
@@ -73,7 +73,7 @@ async def test_a_model_that_keeps_calling_is_stopped_and_fails_as_force_terminat
     seen.clear()
     [record], errors = await _play("looping", "multi_turn_base")
     assert errors == {} and len(seen) == MAX_STEPS + 1  # BFCL's limit: the 21st step with calls ends the question
-    assert from_value(record.metadata[SIMULATION_KEY]) == {"reason": "step_limit", "turns": 1}
+    assert from_value(record.metadata[SIMULATION_KEY]) == {"reason": "step_limit", "turns": 1, "mode": "prompting"}
     [result] = (await evalsi.evaluate_async([record], ["builtin/bfcl-multi-turn"])).results
     assert result.scores[0].explanation.startswith("multi_turn:force_terminated")
 
