@@ -4,8 +4,9 @@ OpenAI-compatible server, and writes the scores as JSON to the file named by its
 beyond this machine it tried (``blocked``: the offline guard refuses them). Nothing of the adapter is used here.
 
 stdin: {"base_url": ..., "jobs": [{"cls": "FaithfulnessMetric", "kwargs": {...}, "case": {LLMTestCase fields}}]}
-A case's ``tools_called``/``expected_tools`` are lists of ``ToolCall`` fields; a case with ``turns`` (a list of
-``Turn`` fields) is a ``ConversationalTestCase``.
+A case's ``tools_called``/``expected_tools`` (and a turn's ``tools_called``, a job's ``available_tools``) are lists
+of ``ToolCall`` fields; a case's ``trace`` is its ``_trace_dict``; a case with ``turns`` (a list of ``Turn`` fields)
+is a ``ConversationalTestCase``.
 """
 
 # ruff: noqa: E402 (the offline guard is installed before DeepEval loads)
@@ -36,14 +37,21 @@ from deepeval.test_case import (
 PARAMS = {"ToolCorrectnessMetric": ToolCallParams, "ConversationalGEval": MultiTurnParams}
 
 
+def tool_calls(fields: dict, *keys: str) -> dict:
+    calls = {key: [ToolCall(**call) for call in fields[key]] for key in keys if fields.get(key) is not None}
+    return {**fields, **calls}
+
+
 def test_case(fields: dict) -> LLMTestCase | ConversationalTestCase:
     fields = dict(fields)
     if "turns" in fields:
-        return ConversationalTestCase(**{**fields, "turns": [Turn(**turn) for turn in fields["turns"]]})
-    for key in ("tools_called", "expected_tools"):
-        if fields.get(key) is not None:
-            fields[key] = [ToolCall(**call) for call in fields[key]]
-    return LLMTestCase(**fields)
+        return ConversationalTestCase(**{**fields, "turns": [Turn(**tool_calls(turn, "tools_called"))
+                                                             for turn in fields["turns"]]})
+    trace = fields.pop("trace", None)
+    case = LLMTestCase(**tool_calls(fields, "tools_called", "expected_tools"))
+    if trace is not None:
+        case._trace_dict = trace  # as DeepEval's evaluate() sets it from an @observe'd run
+    return case
 
 
 def main() -> None:
@@ -55,9 +63,13 @@ def main() -> None:
         if "evaluation_params" in kwargs:
             enum = PARAMS.get(job["cls"], SingleTurnParams)
             kwargs["evaluation_params"] = [enum(p) for p in kwargs["evaluation_params"]]
+        if "available_tools" in kwargs:
+            kwargs["available_tools"] = [ToolCall(**tool) for tool in kwargs["available_tools"]]
         metric = getattr(metrics, job["cls"])(model=model, async_mode=False, **kwargs)
         metric.measure(test_case(job["case"]), _show_indicator=False)
-        out.append({"score": metric.score, "success": metric.success, "reason": metric.reason})
+        # successful: what DeepEval's evaluate() reports, asked after measuring (tool use leaves success unset).
+        out.append({"score": metric.score, "success": metric.success, "reason": metric.reason,
+                    "successful": metric.is_successful()})
     with open(sys.argv[1], "w") as answer:
         json.dump({"scores": out, "blocked": offline_guard.blocked}, answer)
 

@@ -22,6 +22,7 @@ from evalsi.adapters.deepeval.agentic import AGENTIC
 from evalsi.adapters.deepeval.cases import case_fields
 from evalsi.adapters.deepeval.conversational import CONVERSATIONAL
 from evalsi.adapters.deepeval.judge_model import JudgeLLM
+from evalsi.adapters.deepeval.multiturn import MULTITURN
 from evalsi.adapters.deepeval.scoring import (
     COMMON_PARAMS,
     VERSION,
@@ -31,6 +32,7 @@ from evalsi.adapters.deepeval.scoring import (
     outputs,
     template,
 )
+from evalsi.adapters.deepeval.traced import TRACED_EVALUATORS
 from evalsi.evaluators import EvalContext, Evaluator, Pack, evaluator
 from evalsi.v1alpha1.record_pb2 import Record
 from evalsi.v1alpha1.score_pb2 import Score
@@ -114,7 +116,8 @@ async def g_eval(record: Record, ctx: EvalContext, *, criteria: str, name: str =
     return await measure(metric, model, LLMTestCase(**case_fields(record)))
 
 
-EVALUATORS = (*(metric_evaluator(spec) for spec in METRICS), g_eval, *AGENTIC, *CONVERSATIONAL)
+EVALUATORS = (*(metric_evaluator(spec) for spec in METRICS), g_eval, *AGENTIC, *TRACED_EVALUATORS, *CONVERSATIONAL,
+              *MULTITURN)
 
 pack = Pack(name="deepeval", evaluators=EVALUATORS, tier="wrapped", upstream=UPSTREAM,
             description=f"DeepEval's metrics ({UPSTREAM}) graded by the run's judge.")

@@ -64,4 +64,6 @@ async def measure(metric: Any, model: JudgeLLM | None, case: Any) -> list[Score]
     score.cost.input_tokens = sum(c.input_tokens for c in live)
     score.cost.output_tokens = sum(c.output_tokens for c in live)
     score.cost.total_tokens = score.cost.input_tokens + score.cost.output_tokens
-    return [score, Score(name="passed", passed=bool(metric.success), explanation=reason)]
+    # DeepEval's evaluate() asks is_successful() after measuring; a few metrics (tool use) leave success unset.
+    success = metric.success if metric.success is not None else metric.is_successful()
+    return [score, Score(name="passed", passed=bool(success), explanation=reason)]
