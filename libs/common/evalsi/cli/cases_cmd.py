@@ -15,6 +15,7 @@ from evalsi.cases.model import DEFAULT_TENANT, BrokenCase, Case
 from evalsi.cases.perf import perf_summary
 from evalsi.cases.store import CaseNotFound, export_cases, import_corpus, load_stored, read_corpus, stored_cases
 from evalsi.cli._common import EXIT_BAD_INPUT, handle_errors
+from evalsi.cli.cases_bfcl_cmd import play_bfcl_command
 from evalsi.cli.cases_inputs import (
     conversation_ids,
     dir_items,
@@ -103,6 +104,7 @@ def cases() -> None:
 
 cases.add_command(reports)
 cases.add_command(simulate_tau2_command)
+cases.add_command(play_bfcl_command)
 
 
 @cases.command("validate")
