@@ -1,0 +1,64 @@
+"""A scripted model on a local OpenAI-compatible server that answers with tool calls, for playing the example's BFCL
+multi-turn questions offline in function-calling mode (``evalsi cases play-bfcl --mode fc``).
+
+    python examples/benchmarks/bfcl/scripted_fc_model.py --port 8766
+
+It plays as ``scripted_model.py`` does in text: ``multi_turn_base_0`` right, and in ``multi_turn_miss_func_0`` it
+calls ``resolve_ticket`` a turn before that function is offered, then has nothing left to do in the turn that offers
+it, which BFCL fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+from typing import Any
+
+from evalsi.testing import FakeOpenAI
+
+Answer = str | list[dict[str, Any]]  # text, or tool calls ({"name", "arguments"})
+SCRIPT: dict[str, list[Answer]] = {  # the start of a user turn -> the model's answers in that turn, in order
+    "Send Bor the message": [
+        [{"name": "get_user_id", "arguments": {"user": "Bor"}}],
+        [{"name": "send_message", "arguments": {"receiver_id": "USR002",
+                                                "message": "The printer on floor 2 is jammed again."}}],
+        "Sent."],
+    "Raise the priority of ticket 1": [
+        [{"name": "edit_ticket", "arguments": {"ticket_id": 1, "updates": {"priority": 4}}},
+         {"name": "get_ticket", "arguments": {"ticket_id": 1}}],
+        "Ticket 1 now has priority 4."],
+    "Close it.": [[{"name": "close_ticket", "arguments": {"ticket_id": 1}}], "Closed."],
+    "Open a ticket titled 'VPN down'": [
+        [{"name": "create_ticket", "arguments": {"title": "VPN down", "priority": 3}}], "Opened ticket 2."],
+    "Resolve ticket 2": [
+        [{"name": "resolve_ticket", "arguments": {"ticket_id": 2, "resolution": "Restarted the VPN gateway"}}],
+        "Resolved."],
+    "I have updated some more functions": ["It is already resolved."],
+    "Tell Cene the VPN works again": [
+        [{"name": "get_user_id", "arguments": {"user": "Cene"}}],
+        [{"name": "send_message", "arguments": {"receiver_id": "USR003", "message": "VPN is back."}}], "Sent."],
+}
+
+
+def reply(body: dict[str, Any]) -> Any:
+    # In FC mode a step's results come back as tool messages: the last user message starts the turn.
+    messages = body["messages"]
+    turn = max(i for i, m in enumerate(messages) if m["role"] == "user")
+    answers = next((script for start, script in SCRIPT.items() if messages[turn]["content"].startswith(start)),
+                   ["I cannot help with that."])
+    answer = answers[min(sum(1 for m in messages[turn:] if m["role"] == "assistant"), len(answers) - 1)]
+    return answer if isinstance(answer, str) else ("tool_calls", answer)
+
+
+async def serve(port: int) -> None:
+    async with FakeOpenAI(reply, port=port) as server:
+        print(f"scripted BFCL model (tool calls); base_url: {server.base_url}", flush=True)
+        await asyncio.Event().wait()  # until Ctrl-C
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=8766)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(serve(parser.parse_args().port))
