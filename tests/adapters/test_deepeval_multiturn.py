@@ -1,5 +1,5 @@
-"""DeepEval's trace metrics (plan adherence, plan quality, step efficiency) and its other multi-turn metrics (the
-turn-level contextual RAG metrics, goal accuracy, topic adherence, tool use) as Evals.si evaluators, served by the
+"""DeepEval's trace metrics (plan adherence, plan quality, step efficiency), MCP use, and its other multi-turn
+metrics (the turn-level RAG metrics, goal accuracy, topic adherence, tool use) as Evals.si evaluators, served by the
 adapter's plugin from DeepEval's venv (built once per session, shared with the other DeepEval tests). A record's
 trajectory becomes DeepEval's trace and its conversation DeepEval's turns; every score, success and reason equals
 DeepEval's own ``metric.measure()`` with DeepEval's own model over the test case written out here, against the same
@@ -28,6 +28,10 @@ QUESTION = "What is the weather in its capital?"
 TOOLS = [{"name": "find_capital", "description": "The capital of a country."},
          {"name": "get_weather", "description": "Today's weather in a city."}]
 REFERENCE = "Paris is the capital of France, and it is sunny there."
+# The agent's MCP server: it offers the weather tool (find_capital is the agent's own function).
+SERVERS = [{"server_name": "weather", "transport": "stdio",
+            "available_tools": [{"name": "get_weather", "description": "Today's weather in a city.",
+                                 "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}}}}]}]
 
 
 def _row(city: str) -> dict[str, Any]:
@@ -42,7 +46,7 @@ def _row(city: str) -> dict[str, Any]:
         "output": f"It is sunny in {city}.",
         "reference": REFERENCE,
         "context": [f"{city} is the capital of France.", "The weather in France is sunny today."],
-        "metadata": {"available_tools": TOOLS},
+        "metadata": {"available_tools": TOOLS, "mcp_servers": SERVERS},
         "trajectory": {"steps": [
             {"id": "s1", "type": "STEP_TYPE_LLM", "name": "plan", "model": "agent-model",
              "input": {"text": "Plan how to answer."},
@@ -86,6 +90,10 @@ def _case(slug: str, city: str) -> dict[str, Any]:
     if slug in TRACED:
         return {"input": QUESTION, "actual_output": f"It is sunny in {city}.", "tools_called": _calls(city),
                 "trace": _trace(city)}
+    if slug == "mcp-use":
+        calls = [{**call, "type": "MCP" if call["name"] == "get_weather" else "FUNCTION"} for call in _calls(city)]
+        return {"input": QUESTION, "actual_output": f"It is sunny in {city}.", "tools_called": calls,
+                "mcp_servers": SERVERS}
     if slug.startswith("turn-"):
         context = [f"{city} is the capital of France.", "The weather in France is sunny today."]
         expected = REFERENCE if slug in ("turn-contextual-precision", "turn-contextual-recall") else None
@@ -99,12 +107,14 @@ TRACED = {"plan-adherence": "PlanAdherenceMetric", "plan-quality": "PlanQualityM
 # Evaluator -> (its params, DeepEval's class, the keyword arguments DeepEval's own run takes).
 METRICS: dict[str, tuple[dict[str, Any], str, dict[str, Any]]] = {
     **{slug: ({}, cls, {}) for slug, cls in TRACED.items()},
+    "turn-faithfulness": ({}, "TurnFaithfulnessMetric", {}),
     "turn-contextual-relevancy": ({}, "TurnContextualRelevancyMetric", {}),
     "turn-contextual-precision": ({}, "TurnContextualPrecisionMetric", {}),
     "turn-contextual-recall": ({}, "TurnContextualRecallMetric", {}),
     "goal-accuracy": ({}, "GoalAccuracyMetric", {}),
     "topic-adherence": ({"relevant_topics": TOPICS}, "TopicAdherenceMetric", {"relevant_topics": TOPICS}),
     "tool-use": ({}, "ToolUseMetric", {"available_tools": TOOLS}),
+    "mcp-use": ({}, "MCPUseMetric", {}),
 }
 
 
@@ -152,7 +162,7 @@ def test_trace_and_multi_turn_metrics_equal_deepevals_own_measure(
         measured = json.loads(run_in_venv(python, "reference.py", {"base_url": server.base_url, "jobs": jobs},
                                           tmp_path))
     assert measured["blocked"] == []  # DeepEval's own run reached nothing beyond this machine
-    assert calls > 0
+    assert calls > 0, [(r.evaluator, r.outcome, r.reason[:300]) for r in ours.results]
     by_key = {(r.record_id, r.evaluator): r for r in ours.results}
     keys = [(row["id"], slug) for row in ROWS for slug in METRICS]
     assert sorted(by_key) == sorted(keys)
@@ -169,6 +179,7 @@ def test_trace_and_multi_turn_metrics_equal_deepevals_own_measure(
     assert by_key[("right", "goal-accuracy")].scores[0].number == pytest.approx(0.9)  # mean of goal 1.0, plan 0.8
     assert by_key[("wrong", "tool-use")].scores[0].number == pytest.approx(0.3)  # the lower: selection 0.3
     assert by_key[("right", "tool-use")].scores[1].passed  # DeepEval's tool use leaves success unset: asked after
+    assert by_key[("wrong", "mcp-use")].scores[0].number == pytest.approx(0.2)  # the lower: arguments 0.2
     assert all(r.scores[0].cost.total_tokens == 0 for r in again.results)
     assert [(r.record_id, r.evaluator, r.scores[0].number) for r in again.results] == [
         (r.record_id, r.evaluator, r.scores[0].number) for r in ours.results]
@@ -180,13 +191,17 @@ def test_a_record_lacking_what_a_metric_reads_is_skipped_naming_it_and_params_ar
             {"id": "no-steps", "input": QUESTION, "output": "It is sunny.", "reference": REFERENCE,
              "trajectory": {"sessionId": "s"}}]
     refs = ["deepeval/plan-adherence", "deepeval/turn-contextual-relevancy", "deepeval/turn-contextual-recall",
-            "deepeval/tool-use"]
+            "deepeval/tool-use", "deepeval/mcp-use"]
     with ThreadedProvider(reply) as server:
         results = evalsi.evaluate(bare, refs, registry=registry, judge=_judge(server.base_url))
         assert not server.requests  # skipped before any judge call
         with pytest.raises(evalsi.BadInputError, match="param relevant_topics: 1 to 50 topics"):
             evalsi.evaluate(bare, [{"ref": "deepeval/topic-adherence", "params": {"relevant_topics": []}}],
                             registry=registry, judge=_judge(server.base_url))
+        with pytest.raises(evalsi.BadInputError, match=r"param 'mcp_servers'\[0\].transport must be one of stdio"):
+            evalsi.evaluate(bare, [{"ref": "deepeval/mcp-use", "params": {
+                "mcp_servers": [{"server_name": "weather", "transport": "pigeon"}]}}], registry=registry,
+                            judge=_judge(server.base_url))
         with pytest.raises(evalsi.BadInputError, match=r"param 'available_tools'\[0\] must be a tool name"):
             evalsi.evaluate(bare, [{"ref": "deepeval/tool-use", "params": {"available_tools": [3]}}],
                             registry=registry, judge=_judge(server.base_url))
@@ -194,6 +209,7 @@ def test_a_record_lacking_what_a_metric_reads_is_skipped_naming_it_and_params_ar
     assert all(r.outcome == Outcome.OUTCOME_SKIPPED for r in results.results), [
         (r.record_id, r.evaluator, r.outcome) for r in results.results]
     reasons = {key: r.reason for key, r in by_key.items()}
+    assert reasons[("chat", "mcp-use")] == "no MCP servers: set param 'mcp_servers' or metadata 'mcp_servers'"
     assert reasons[("chat", "plan-adherence")] == "missing trajectory"
     assert reasons[("no-steps", "plan-adherence")].startswith("no trajectory: DeepEval's trace metrics read the "
                                                               "agent's steps (trajectory.steps)")

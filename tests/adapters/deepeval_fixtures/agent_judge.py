@@ -20,14 +20,19 @@ GRADES = {
     "You are an expert evaluator assessing the **planning quality**": (0.8, 0.6),
     "You are an expert evaluator assessing the **Tool Selection Quality**": (0.9, 0.3),
     "You are an expert evaluator assessing the **Tool Argument Quality**": (1.0, 0.4),
+    "Evaluate whether the tools (primitives) selected and used by the agent": (0.9, 0.5),
+    "Evaluate whether the arguments passed to each tool (primitive) used by the agent": (0.8, 0.2),
 }
 PLAN = "You are a **systems analyst** evaluating an AI agent's execution trace."
 TASK = "You are a **trace analyst** tasked with extracting"
 QA_PAIRS = "Your task is to extract question-answer (QA) pairs"
 QA_VERDICT = "You are given:\n- A list of **relevant topics**"
 JUSTIFICATION = "You are an expert evaluator providing a **final justification**"
+CLAIMS = "Extract every factual-sounding claim"
+TRUTHS = "Extract factual, explicit truths from the REFERENCE CONTEXT"
 # Verdict lists, one per claim, context node or sentence: the first is bad news for the wrong run.
 VERDICTS = (
+    "For each claim, determine whether it is supported",
     "Given the user message, assistant output, and retrieval context, please generate a list of JSON objects",
     "For EACH sentence in the given assistant output below",
 )
@@ -59,6 +64,11 @@ def answer(prompt: str) -> str | None:
         return json.dumps({"verdict": verdict, "reason": f"scripted {verdict}"})
     if prompt.startswith(JUSTIFICATION):  # asked without a schema: the judge's text is the reason
         return "Scripted final justification."
+    if prompt.startswith(CLAIMS):
+        return json.dumps({"claims": [f"{'Lyon' if wrong else 'Paris'} is the capital of France.",
+                                      "It is sunny there."]})
+    if prompt.startswith(TRUTHS):
+        return json.dumps({"truths": ["Paris is the capital of France.", "It is sunny in France today."]})
     for opening in VERDICTS:
         if prompt.startswith(opening):
             verdicts = ["no" if wrong else "yes", "yes"]

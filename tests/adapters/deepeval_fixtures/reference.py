@@ -5,8 +5,8 @@ beyond this machine it tried (``blocked``: the offline guard refuses them). Noth
 
 stdin: {"base_url": ..., "jobs": [{"cls": "FaithfulnessMetric", "kwargs": {...}, "case": {LLMTestCase fields}}]}
 A case's ``tools_called``/``expected_tools`` (and a turn's ``tools_called``, a job's ``available_tools``) are lists
-of ``ToolCall`` fields; a case's ``trace`` is its ``_trace_dict``; a case with ``turns`` (a list of ``Turn`` fields)
-is a ``ConversationalTestCase``.
+of ``ToolCall`` fields; a case's ``trace`` is its ``_trace_dict``, its ``mcp_servers`` ``MCPServer`` fields; a case
+with ``turns`` (a list of ``Turn`` fields) is a ``ConversationalTestCase``.
 """
 
 # ruff: noqa: E402 (the offline guard is installed before DeepEval loads)
@@ -26,6 +26,7 @@ from deepeval.models import LocalModel
 from deepeval.test_case import (
     ConversationalTestCase,
     LLMTestCase,
+    MCPServer,
     MultiTurnParams,
     SingleTurnParams,
     ToolCall,
@@ -48,6 +49,8 @@ def test_case(fields: dict) -> LLMTestCase | ConversationalTestCase:
         return ConversationalTestCase(**{**fields, "turns": [Turn(**tool_calls(turn, "tools_called"))
                                                              for turn in fields["turns"]]})
     trace = fields.pop("trace", None)
+    if fields.get("mcp_servers") is not None:
+        fields["mcp_servers"] = [MCPServer(**server) for server in fields["mcp_servers"]]
     case = LLMTestCase(**tool_calls(fields, "tools_called", "expected_tools"))
     if trace is not None:
         case._trace_dict = trace  # as DeepEval's evaluate() sets it from an @observe'd run

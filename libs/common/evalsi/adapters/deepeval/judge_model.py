@@ -10,6 +10,7 @@ never a score.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from deepeval.errors import DeepEvalError  # type: ignore[import-not-found]
@@ -44,6 +45,9 @@ class JudgeLLM(DeepEvalBaseLLM):
         self.judge = judge
         self.template = template
         self.completions: list[Completion] = []
+        # The loop the judge client answers on: a metric measured synchronously in a worker thread
+        # (scoring.measure's threaded) has its calls answered there.
+        self.loop = asyncio.get_running_loop()
         super().__init__("evalsi-judge")
 
     def load_model(self, *args: Any, **kwargs: Any) -> JudgeLLM:
@@ -52,9 +56,18 @@ class JudgeLLM(DeepEvalBaseLLM):
     def get_model_name(self, *args: Any, **kwargs: Any) -> str:
         return "evalsi judge"
 
-    def generate(self, *args: Any, **kwargs: Any) -> str:
-        # The judge client is asynchronous: the adapter measures with a_measure, which calls a_generate only.
-        raise RuntimeError("the Evals.si judge answers asynchronously: measure DeepEval metrics with a_measure")
+    def generate(self, prompt: str, schema: type[BaseModel] | None = None, **kwargs: Any) -> Any:
+        # The judge client is asynchronous: on the loop's own thread a blocking call would never be answered; from a
+        # worker thread (a metric whose a_measure asks the model synchronously, measured in one) it waits for the
+        # loop to answer.
+        try:
+            on_loop = asyncio.get_running_loop() is self.loop
+        except RuntimeError:  # no loop runs in this thread
+            on_loop = False
+        if on_loop:
+            raise RuntimeError("the Evals.si judge answers asynchronously: measure DeepEval metrics with a_measure, "
+                               "or synchronously in a worker thread")
+        return asyncio.run_coroutine_threadsafe(self.a_generate(prompt, schema, **kwargs), self.loop).result()
 
     async def a_generate(self, prompt: str, schema: type[BaseModel] | None = None, **kwargs: Any) -> Any:
         if not isinstance(prompt, str):

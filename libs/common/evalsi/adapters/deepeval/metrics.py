@@ -22,6 +22,7 @@ from evalsi.adapters.deepeval.agentic import AGENTIC
 from evalsi.adapters.deepeval.cases import case_fields
 from evalsi.adapters.deepeval.conversational import CONVERSATIONAL
 from evalsi.adapters.deepeval.judge_model import JudgeLLM
+from evalsi.adapters.deepeval.mcp_use import mcp_use
 from evalsi.adapters.deepeval.multiturn import MULTITURN
 from evalsi.adapters.deepeval.scoring import (
     COMMON_PARAMS,
@@ -116,8 +117,8 @@ async def g_eval(record: Record, ctx: EvalContext, *, criteria: str, name: str =
     return await measure(metric, model, LLMTestCase(**case_fields(record)))
 
 
-EVALUATORS = (*(metric_evaluator(spec) for spec in METRICS), g_eval, *AGENTIC, *TRACED_EVALUATORS, *CONVERSATIONAL,
-              *MULTITURN)
+EVALUATORS = (*(metric_evaluator(spec) for spec in METRICS), g_eval, *AGENTIC, *TRACED_EVALUATORS, mcp_use,
+              *CONVERSATIONAL, *MULTITURN)
 
 pack = Pack(name="deepeval", evaluators=EVALUATORS, tier="wrapped", upstream=UPSTREAM,
             description=f"DeepEval's metrics ({UPSTREAM}) graded by the run's judge.")

@@ -1,5 +1,5 @@
-"""DeepEval's other multi-turn metrics as Evals.si evaluators, judged: the turn-level RAG metrics (contextual
-relevancy, precision and recall of each reply's retrieved context), goal accuracy, tool use and topic
+"""DeepEval's other multi-turn metrics as Evals.si evaluators, judged: the turn-level RAG metrics (faithfulness, and
+the contextual relevancy, precision and recall of each reply's retrieved context), goal accuracy, tool use and topic
 adherence. A record is one conversation (``conversational.conversation``'s mapping) whose last reply, the record's
 output, carries the record's context and the trajectory's tool calls (``traces.rag_turn_fields``,
 ``traces.tool_turn_fields``); the expected outcome is the record's reference. Runs in DeepEval's virtualenv."""
@@ -19,9 +19,6 @@ from evalsi.adapters.deepeval.conversational import MAX_WINDOW
 from evalsi.adapters.deepeval.judge_model import JudgeLLM
 from evalsi.adapters.deepeval.scoring import COMMON_PARAMS, VERSION, check_threshold, measure, outputs, template
 from evalsi.adapters.deepeval.traces import rag_turn_fields, tool_turn_fields
-
-# Not wrapped: TurnFaithfulnessMetric. DeepEval 4.3.1's a_measure asks each interaction's reason synchronously
-# (_get_interaction_score_and_reason calls model.generate), which the run's judge, asynchronous, does not answer.
 from evalsi.errors import BadInputError, SkipRecord
 from evalsi.evaluators import EvalContext, Evaluator, evaluator
 from evalsi.records import content_text, from_value
@@ -46,9 +43,14 @@ class TurnRagSpec:
     cls: str
     about: str
     expects: bool  # reads the expected outcome (the record's reference)
+    # Measured by DeepEval's synchronous measure in a worker thread: DeepEval 4.3.1's TurnFaithfulnessMetric.a_measure
+    # asks each interaction's reason with the synchronous model.generate, which would block the judge's loop.
+    threaded: bool = False
 
 
 TURN_RAG = (
+    TurnRagSpec("turn-faithfulness", "TurnFaithfulnessMetric", expects=False, threaded=True,
+                about="mean over the replies with context of their claims the context supports / claims"),
     TurnRagSpec("turn-contextual-relevancy", "TurnContextualRelevancyMetric", expects=False,
                 about="mean over the replies with context of their context's statements relevant to the user"),
     TurnRagSpec("turn-contextual-precision", "TurnContextualPrecisionMetric", expects=True,
@@ -82,8 +84,9 @@ def turn_rag_evaluator(spec: TurnRagSpec) -> Evaluator:
             expected_outcome=content_text(record.reference) if spec.expects else None)
         model = JudgeLLM(ctx.require_judge(), template(spec.slug))
         metric = make(threshold=threshold, model=model, eval_mode="llm", include_reason=include_reason,
-                      strict_mode=strict_mode, window_size=window_size, async_mode=True, verbose_mode=False)
-        return await measure(metric, model, case)
+                      strict_mode=strict_mode, window_size=window_size, async_mode=not spec.threaded,
+                      verbose_mode=False)
+        return await measure(metric, model, case, threaded=spec.threaded)
 
     return measured
 

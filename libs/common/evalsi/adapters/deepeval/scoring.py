@@ -4,6 +4,7 @@ imports nothing of DeepEval: the metric and the test case are built by the calle
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from evalsi.adapters.deepeval import UPSTREAM
@@ -52,10 +53,15 @@ def template(slug: str) -> str:
     return f"deepeval:{slug}@{VERSION}"
 
 
-async def measure(metric: Any, model: JudgeLLM | None, case: Any) -> list[Score]:
+async def measure(metric: Any, model: JudgeLLM | None, case: Any, *, threaded: bool = False) -> list[Score]:
     """``metric`` (a DeepEval metric) over ``case`` (its test case): DeepEval's score and success, explained by its
-    reason, the score costed with the judge tokens ``model`` spent (None: a metric that asks no model)."""
-    await metric.a_measure(case, _show_indicator=False)
+    reason, the score costed with the judge tokens ``model`` spent (None: a metric that asks no model). ``threaded``:
+    DeepEval's synchronous ``measure`` in a worker thread (the metric made with async_mode=False), for a metric whose
+    a_measure asks its model synchronously; the judge answers it on this loop (``JudgeLLM.generate``)."""
+    if threaded:
+        await asyncio.to_thread(metric.measure, case, _show_indicator=False)
+    else:
+        await metric.a_measure(case, _show_indicator=False)
     if metric.score is None:
         raise ValueError(f"DeepEval's {type(metric).__name__} gave no score: {metric.error or 'no error given'}")
     reason = metric.reason or ""
