@@ -17,7 +17,7 @@ from deepeval_fixtures.agent_judge import reply
 from deepeval_fixtures.venv import adapter_python, plugins_dir, run_in_venv
 
 import evalsi
-from evalsi.adapters.deepeval.traces import trace_dict
+from evalsi.adapters.deepeval.traces import rag_turn_fields, tool_turn_fields, trace_dict
 from evalsi.evaluators import Registry
 from evalsi.plugins import load_plugins
 from evalsi.records import make_record
@@ -28,10 +28,12 @@ QUESTION = "What is the weather in its capital?"
 TOOLS = [{"name": "find_capital", "description": "The capital of a country."},
          {"name": "get_weather", "description": "Today's weather in a city."}]
 REFERENCE = "Paris is the capital of France, and it is sunny there."
-# The agent's MCP server: it offers the weather tool (find_capital is the agent's own function).
-SERVERS = [{"server_name": "weather", "transport": "stdio",
-            "available_tools": [{"name": "get_weather", "description": "Today's weather in a city.",
-                                 "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}}}}]}]
+# The agent's MCP server: it offers the weather tool (find_capital is the agent's own function). Its objects' keys
+# are in the order a record's metadata keeps them (a protobuf Struct's: by key), which DeepEval's prompt shows.
+SERVERS = [{"available_tools": [{"description": "Today's weather in a city.",
+                                 "inputSchema": {"properties": {"city": {"type": "string"}}, "type": "object"},
+                                 "name": "get_weather"}],
+            "server_name": "weather", "transport": "stdio"}]
 
 
 def _row(city: str) -> dict[str, Any]:
@@ -141,6 +143,10 @@ def test_a_trajectory_is_deepevals_nested_trace() -> None:
     record = make_record(id="right", input=ROWS[0]["input"], output=ROWS[0]["output"])
     json_format.ParseDict(ROWS[0]["trajectory"], record.trajectory)
     assert trace_dict(record) == _trace("Paris")
+    record = make_record(id="right", input=ROWS[0]["input"], output=ROWS[0]["output"], context=ROWS[0]["context"])
+    json_format.ParseDict(ROWS[0]["trajectory"], record.trajectory)
+    assert rag_turn_fields(record) == _case("turn-faithfulness", "Paris")["turns"]
+    assert tool_turn_fields(record) == _case("tool-use", "Paris")["turns"]
     # Parents in a cycle (or unknown) are the root's children, so the trace stays a tree.
     json_format.ParseDict({"steps": [{"id": "a", "parent_id": "b", "name": "a"},
                                      {"id": "b", "parent_id": "a", "name": "b"},

@@ -1,10 +1,15 @@
 """A scripted judge for DeepEval's trace and multi-turn metrics (test_deepeval_multiturn.py), offline: it answers
 each of their prompts (recognized by its opening words, DeepEval 4.3.1's templates) with the JSON its schema asks for,
 and hands every other prompt to examples/deepeval's scripted judge. As there, a prompt that mentions Lyon is about the
-wrong run: its grades are lower, its first verdict unfavourable and its off-topic question answered."""
+wrong run: its grades are lower, its first verdict unfavourable and its on-topic question answered wrong.
+
+Every reason (and every extracted task or response) it writes ends with a digest of the prompt it answers: the
+reasons DeepEval builds from them then equal only where every prompt was the same, so comparing DeepEval's reasons
+checks the test case each side built (the trace, the turns, the tool calls) and not just the scripted numbers."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from typing import Any
@@ -80,7 +85,25 @@ def answer(prompt: str) -> str | None:
     return None
 
 
+STAMPED = ("reason", "task", "response")  # free-text fields of the answers (verdicts are literals, left alone)
+
+
+def _stamp(value: Any, digest: str) -> Any:
+    if isinstance(value, dict):
+        return {key: f"{item} [{digest}]" if key in STAMPED and isinstance(item, str) else _stamp(item, digest)
+                for key, item in value.items()}
+    if isinstance(value, list):
+        return [_stamp(item, digest) for item in value]
+    return value
+
+
 def reply(body: dict[str, Any]) -> str:
-    """The local server's reply to a chat completion request."""
-    mine = answer(str(body["messages"][-1]["content"]))
-    return fallback(body) if mine is None else mine
+    """The local server's reply to a chat completion request, stamped with its prompt's digest."""
+    prompt = str(body["messages"][-1]["content"])
+    text = answer(prompt)
+    text = fallback(body) if text is None else text
+    digest = hashlib.sha256(prompt.encode()).hexdigest()[:10]
+    try:
+        return json.dumps(_stamp(json.loads(text), digest))
+    except json.JSONDecodeError:  # a plain-text answer (a reason asked without a schema)
+        return f"{text} [{digest}]"
