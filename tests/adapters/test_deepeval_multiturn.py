@@ -17,6 +17,7 @@ from deepeval_fixtures.agent_judge import reply
 from deepeval_fixtures.venv import adapter_python, plugins_dir, run_in_venv
 
 import evalsi
+from evalsi.adapters.deepeval.cases import tool_call_fields
 from evalsi.adapters.deepeval.traces import rag_turn_fields, tool_turn_fields, trace_dict
 from evalsi.evaluators import Registry
 from evalsi.plugins import load_plugins
@@ -147,6 +148,18 @@ def test_a_trajectory_is_deepevals_nested_trace() -> None:
     json_format.ParseDict(ROWS[0]["trajectory"], record.trajectory)
     assert rag_turn_fields(record) == _case("turn-faithfulness", "Paris")["turns"]
     assert tool_turn_fields(record) == _case("tool-use", "Paris")["turns"]
+    # A record's objects come back from protobuf in no fixed order; DeepEval is given them sorted, so the same record
+    # makes the same prompt in every process.
+    keys = ["zeta", "alpha", "mid", "beta", "omega"]
+    del record.trajectory.steps[:]
+    json_format.ParseDict({"steps": [{"name": "t", "toolCall": {"name": "t", "arguments": dict.fromkeys(keys, 1),
+                                                                "result": {"b": 1, "a": {"d": 2, "c": 3}}}}]},
+                          record.trajectory)
+    (call,) = tool_call_fields(record)
+    assert list(call["input_parameters"]) == sorted(keys)
+    assert json.dumps(call["output"]) == '{"a": {"c": 3, "d": 2}, "b": 1}'
+    assert list(trace_dict(record)["children"][0]["input"]) == sorted(keys)
+    del record.trajectory.steps[:]
     # Parents in a cycle (or unknown) are the root's children, so the trace stays a tree.
     json_format.ParseDict({"steps": [{"id": "a", "parent_id": "b", "name": "a"},
                                      {"id": "b", "parent_id": "a", "name": "b"},
@@ -200,7 +213,10 @@ def test_a_record_lacking_what_a_metric_reads_is_skipped_naming_it_and_params_ar
             "deepeval/tool-use", "deepeval/mcp-use"]
     with ThreadedProvider(reply) as server:
         results = evalsi.evaluate(bare, refs, registry=registry, judge=_judge(server.base_url))
-        assert not server.requests  # skipped before any judge call
+        (malformed,) = evalsi.evaluate([{"id": "bad", "input": QUESTION, "output": "It is sunny.",
+                                         "metadata": {"mcp_servers": [{"server_name": "weather", "tools": []}]}}],
+                                       ["deepeval/mcp-use"], registry=registry, judge=_judge(server.base_url)).results
+        assert not server.requests  # skipped (or failed) before any judge call
         with pytest.raises(evalsi.BadInputError, match="param relevant_topics: 1 to 50 topics"):
             evalsi.evaluate(bare, [{"ref": "deepeval/topic-adherence", "params": {"relevant_topics": []}}],
                             registry=registry, judge=_judge(server.base_url))
@@ -215,6 +231,9 @@ def test_a_record_lacking_what_a_metric_reads_is_skipped_naming_it_and_params_ar
     assert all(r.outcome == Outcome.OUTCOME_SKIPPED for r in results.results), [
         (r.record_id, r.evaluator, r.outcome) for r in results.results]
     reasons = {key: r.reason for key, r in by_key.items()}
+    # A record's malformed servers fail that record, naming the entry.
+    assert malformed.outcome == Outcome.OUTCOME_ERROR
+    assert "metadata 'mcp_servers'[0]: ['tools'] not known" in malformed.reason
     assert reasons[("chat", "mcp-use")] == "no MCP servers: set param 'mcp_servers' or metadata 'mcp_servers'"
     assert reasons[("chat", "plan-adherence")] == "missing trajectory"
     assert reasons[("no-steps", "plan-adherence")].startswith("no trajectory: DeepEval's trace metrics read the "
