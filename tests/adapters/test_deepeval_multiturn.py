@@ -170,6 +170,13 @@ def test_a_trajectory_is_deepevals_nested_trace() -> None:
 
 def test_trace_and_multi_turn_metrics_equal_deepevals_own_measure(
         registry: Registry, python: Path, tmp_path: Path) -> None:
+    # The catalog: each is the plugin's, requiring what the docs' tables say (and a judge).
+    catalog = {slug: registry.resolve(f"deepeval/{slug}") for slug in METRICS}
+    assert {slug: catalog[slug].requires for slug in ("plan-adherence", "turn-contextual-recall", "mcp-use")} == {
+        "plan-adherence": ("input", "output", "trajectory", "judge"),
+        "turn-contextual-recall": ("input", "output", "reference", "context", "judge"),
+        "mcp-use": ("input", "output", "judge")}
+    assert {entry.pack for entry in catalog.values()} == {"deepeval/metrics"}
     evaluators = [{"ref": f"deepeval/{slug}", "params": params} for slug, (params, *_) in METRICS.items()]
     jobs = [{"cls": cls, "kwargs": kwargs, "case": _case(slug, city)}
             for city in ("Paris", "Lyon") for slug, (_, cls, kwargs) in METRICS.items()]
