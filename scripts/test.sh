@@ -64,7 +64,7 @@ fi
 .venv/bin/python -m pip install --quiet -e '.[dev]'
 # BFCL's own AST checker, which tests/benchmarks_import compares builtin/bfcl-ast with: the package alone, without the
 # model SDKs and ML stack it depends on (its checker imports none of them).
-.venv/bin/python -m pip install --quiet --no-deps 'bfcl-eval==2026.3.23'
+.venv/bin/python -m pip install --quiet --no-deps 'bfcl-eval==2026.3.23' 'rank-bm25==0.2.2'
 # The small guest kernel the vm rung's tests boot, into their cache (tests/sandbox/vm_cache.py): minutes the first
 # time, then a lookup by digest. A failed build fails this script (set -e) instead of skipping those tests.
 .venv/bin/evalsi sandbox kernel build --cache-dir "${EVALSI_TEST_VM_CACHE:-${TMPDIR:-/tmp}/evalsi-test-vm-cache}"

@@ -7,7 +7,8 @@ categories are single-turn: simple (v4: simple_python), multiple, parallel, para
 The relevance categories (irrelevance, live_irrelevance, live_relevance) are single-turn too and have no possible
 answers: whether the model called a function at all is what is graded. The multi-turn categories (multi_turn_base,
 miss_func, miss_param, long_context) hold several user turns, graded by ``builtin/bfcl-multi-turn``
-(``evalsi.datasets.bfcl_multi`` reads their parts).
+(``evalsi.datasets.bfcl_multi`` reads their parts). The memory categories (memory_kv, memory_rec_sum,
+memory_vector) are read by ``evalsi.datasets.bfcl_memory`` and graded by ``builtin/bfcl-agentic``.
 
 Each question becomes a row: ``input`` the messages (a system message first listing the functions and asking for
 BFCL's call format, as BFCL's prompting mode does), ``reference`` the JSON text ``{"category", "function",
@@ -23,7 +24,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from evalsi.datasets import bfcl_multi
+from evalsi.datasets import bfcl_memory, bfcl_multi
 from evalsi.datasets.formats import check_file, read_rows
 from evalsi.errors import BadInputError
 
@@ -53,6 +54,9 @@ def question_file(target: str, name: str) -> Path:
     path = Path(target).expanduser()
     if path.is_file():
         return path
+    memory = bfcl_memory.memory_file(path, path.name)  # memory_kv, memory_rec_sum, memory_vector: one file
+    if memory is not None:
+        return memory
     exact = re.compile(rf"BFCL_v(\d+)_{re.escape(path.name)}\.json")  # BFCL_v*_multiple.json: not parallel_multiple
     found = [(m, p) for p in path.parent.glob(f"BFCL_v*_{path.name}.json") if (m := exact.fullmatch(p.name))]
     matches = [p for _m, p in sorted(found, key=lambda pair: int(pair[0].group(1)))] if path.name else []
@@ -60,7 +64,7 @@ def question_file(target: str, name: str) -> Path:
         raise BadInputError(f"{name}: no such file, nor a BFCL category file {path.parent}/BFCL_v*_{path.name}"
                             ".json; accepted: bfcl://<question file> or bfcl://<dir>/<category> with category "
                             f"one of {', '.join(CATEGORIES + RELEVANCE_CATEGORIES)} (live_ ones too) or "
-                            f"{', '.join(bfcl_multi.CATEGORIES)}")
+                            f"{', '.join(bfcl_multi.CATEGORIES + bfcl_memory.CATEGORIES)}")
     return matches[-1]  # the newest version
 
 
@@ -68,6 +72,9 @@ def read_bfcl(path: Path, name: str) -> Iterator[tuple[int, dict[str, Any]]]:
     """``(line, row)`` for each question of a BFCL question file, its possible answers read from
     ``possible_answer/<same name>`` beside it (which must not lead out of the file's directory; it may be absent
     when every question is of a relevance category, which has none)."""
+    if isinstance(path, bfcl_memory.MemoryQuestions):
+        yield from bfcl_memory.read_memory(path, name, openai_tool)
+        return
     # Errors name the files as the source was given: its directory, then the question or answers file.
     folder = name.rpartition("/")[0] + "/" if "/" in name else ""
     name, answers_name = folder + path.name, f"{folder}{ANSWERS_DIR}/{path.name}"

@@ -44,13 +44,17 @@ Mode = Literal["prompting", "fc"]
 MODES: tuple[Mode, ...] = ("prompting", "fc")
 
 
-def _question(record: Record) -> tuple[list[list[dict[str, Any]]], Simulators]:
+def _question(record: Record, simulators: Simulators | None = None
+              ) -> tuple[list[list[dict[str, Any]]], Simulators]:
     """A question's turns and its simulators, started (a class with no simulator is refused before the model is
-    asked anything)."""
+    asked anything); ``simulators`` given (the memory driver's, whose state it reads afterwards) are used as
+    they are."""
     reference = json.loads(record.reference.text) if record.reference.WhichOneof("kind") == "text" else {}
     if "bfcl_turns" not in record.metadata or not {"initial_config", "involved_classes"} <= set(reference):
         raise ValueError(f"{record.id}: not a BFCL multi-turn question (read one from bfcl://DIR/multi_turn_base)")
     turns = from_value(record.metadata["bfcl_turns"])
+    if simulators is not None:
+        return turns, simulators
     simulators = Simulators(reference["initial_config"], reference["involved_classes"],
                             long_context="long_context" in str(reference.get("category", "")))
     simulators.start()
@@ -68,12 +72,13 @@ def _played(record: Record, output: list[dict[str, Any]], stop: dict[str, Any], 
     return played
 
 
-async def play_question(record: Record, model: JudgeClient | ChatModel) -> Record:
+async def play_question(record: Record, model: JudgeClient | ChatModel, *,
+                        simulators: Simulators | None = None) -> Record:
     """The record with the model's conversation in BFCL's prompting mode as its output (see the module's
     docstring). Raises ``InfraError`` when the model fails after retries, and ``NotBuiltError`` or ``ValueError``
     for a question that cannot be played (a class with no simulator, a record not read from a BFCL multi-turn
-    file)."""
-    turns, simulators = _question(record)
+    file). ``simulators``: the calls run on these (already started) rather than on new ones."""
+    turns, simulators = _question(record, simulators)
     sent: list[dict[str, Any]] = list(content_value(record.input)["messages"])
     output: list[dict[str, Any]] = []
     stop = {"reason": "done", "turns": len(turns)}
@@ -104,12 +109,16 @@ async def play_question(record: Record, model: JudgeClient | ChatModel) -> Recor
     return _played(record, output, stop, "prompting")
 
 
-async def play_question_fc(record: Record, model: ChatModel) -> Record:
+async def play_question_fc(record: Record, model: ChatModel, *, simulators: Simulators | None = None,
+                           functions: list[dict[str, Any]] | None = None) -> Record:
     """The record with the model's conversation in BFCL's function-calling mode as its output (see the module's
     docstring); raises as :func:`play_question` does. ``model`` speaks OpenAI chat completions (the tool calls are
-    read from its answer's body, their arguments as the model wrote them)."""
-    turns, simulators = _question(record)
-    functions = listed_functions(content_value(record.input)["messages"][0]["content"])
+    read from its answer's body, their arguments as the model wrote them). ``simulators`` as in
+    :func:`play_question`; ``functions``: the tools' functions when the record's system message does not list them
+    (a memory question's, whose system message is the memory's)."""
+    turns, simulators = _question(record, simulators)
+    if functions is None:
+        functions = listed_functions(content_value(record.input)["messages"][0]["content"])
     missed: dict[str, list[dict[str, Any]]] = from_value(record.metadata["bfcl_missed_functions"]) if (
         "bfcl_missed_functions" in record.metadata) else {}
     tools = fc_tools(functions)
