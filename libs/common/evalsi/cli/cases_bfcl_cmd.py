@@ -1,5 +1,6 @@
 """``evalsi cases play-bfcl``: BFCL's multi-turn questions played against a model as bfcl-eval plays them, in its
-function-calling or prompting mode (``evalsi.datasets.bfcl_multi_drive``), graded by ``builtin/bfcl-multi-turn``."""
+function-calling or prompting mode (``evalsi.datasets.bfcl_multi_drive``), graded by ``builtin/bfcl-multi-turn``; and
+its memory questions (``evalsi.datasets.bfcl_memory_drive``), graded by ``builtin/bfcl-agentic``."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from evalsi.judges import JudgeConfig
 
 EXIT_ERRORS = 1
 EVALUATOR = "builtin/bfcl-multi-turn"
+MEMORY_EVALUATOR = "builtin/bfcl-agentic"  # the memory categories'
 
 
 @click.command("play-bfcl")
@@ -61,6 +63,11 @@ def play_bfcl_command(sources: tuple[str, ...], model_name: str, base_url: str |
     conversation is graded by builtin/bfcl-multi-turn: the simulators' states and the calls' results, turn by
     turn, against BFCL's possible answer.
 
+    The memory categories (memory_kv, memory_rec_sum; DIR/memory_prereq_conversation/ beside the questions) are
+    played as bfcl-eval plays them: each scenario's prerequisite conversations first, on a memory the model writes
+    with the backend's functions, then each question from the memory they left, graded by builtin/bfcl-agentic
+    (one of the possible answers in the model's final answer). memory_vector is not built.
+
     Example: evalsi cases play-bfcl bfcl://data/multi_turn_base --model gpt-4o-mini --limit 5 -o played.jsonl
 
     Exit codes: 0 every question played and graded (and --min-pass-rate met), 1 a question could not be played
@@ -70,7 +77,7 @@ def play_bfcl_command(sources: tuple[str, ...], model_name: str, base_url: str |
 
     records = [record for source in sources
                for record in load_dataset(source if source.startswith("bfcl://") else f"bfcl://{source}")]
-    multi = [record for record in records if "bfcl_turns" in record.metadata]
+    multi = [record for record in records if "bfcl_turns" in record.metadata or "bfcl_memory" in record.metadata]
     if len(multi) < len(records):
         raise BadInputError(f"{', '.join(sources)}: {len(records) - len(multi)} question(s) are not multi-turn "
                             f"(e.g. {next(r.id for r in records if 'bfcl_turns' not in r.metadata)}); play-bfcl "
@@ -136,18 +143,23 @@ def _table(rows: list[dict[str, Any]], mode: str, rate: float | None, graded: in
 async def _play(records: list, config: JudgeConfig, mode: str, concurrency: int, progress: bool
                 ) -> tuple[list, list, dict[str, str]]:
     import evalsi
-    from evalsi.datasets.bfcl_multi_drive import play_questions
+    from evalsi.datasets.bfcl_memory_drive import play_memory
+    from evalsi.datasets.bfcl_multi_drive import Mode, play_questions
     from evalsi.harness.models import ConnectorModel
     from evalsi.runs.console import progress_bar
 
     model = ConnectorModel(config, [])  # no cache: a cached model would replay one answer to a changed state
+    memory = [record for record in records if "bfcl_memory" in record.metadata]
+    multi = [record for record in records if "bfcl_memory" not in record.metadata]
+    how: Mode = "fc" if mode == "fc" else "prompting"
     try:
         with progress_bar(progress, len(records)) as advance:
-            played, errors = await play_questions(records, model, concurrency=concurrency,
-                                                  mode="fc" if mode == "fc" else "prompting", on_done=advance)
+            played, errors = await play_questions(multi, model, concurrency=concurrency, mode=how, on_done=advance)
+            remembered, memory_errors = await play_memory(memory, model, concurrency=concurrency, mode=how,
+                                                          on_done=advance)
     finally:
         await model.aclose()
-    if not played:
-        return played, [], errors
-    results = await evalsi.evaluate_async(played, [EVALUATOR])
-    return played, list(results.results), errors
+    results = [*(await evalsi.evaluate_async(played, [EVALUATOR])).results] if played else []
+    if remembered:  # the memory questions: BFCL's agentic checker
+        results.extend((await evalsi.evaluate_async(remembered, [MEMORY_EVALUATOR])).results)
+    return [*played, *remembered], results, {**errors, **memory_errors}

@@ -13,7 +13,8 @@ prerequisite conversations left (``evalsi.datasets.bfcl_memory_drive``).
 A row: ``input`` the question's messages, ``reference`` ``{"category", "ground_truth"}`` (``builtin/bfcl-agentic``
 grades against it), metadata ``bfcl_category``, ``bfcl_memory`` (``backend``, ``scenario``, ``class``),
 ``bfcl_prereq`` (the scenario's prerequisite conversations: ``[{"id", "turns"}]``), ``bfcl_functions`` (the
-backend's functions from ``multi_turn_func_doc/``) and ``tools``.
+backend's functions from ``multi_turn_func_doc/``, as JSON text, which keeps their keys' order for the prompting
+mode's listing) and ``tools``.
 """
 
 from __future__ import annotations
@@ -107,7 +108,7 @@ def read_memory(path: MemoryQuestions, name: str, tool: Callable[[Mapping[str, A
             "bfcl_category": category,
             "bfcl_memory": {"backend": path.backend, "scenario": scenario, "class": class_name},
             "bfcl_prereq": prereqs[scenario],
-            "bfcl_functions": functions,
+            "bfcl_functions": json.dumps(functions, ensure_ascii=False),  # text: the prompt lists them in order
         }
 
 
