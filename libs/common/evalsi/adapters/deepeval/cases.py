@@ -70,17 +70,6 @@ def _chunk_text(chunk: Any) -> str:
     return chunk if isinstance(chunk, str) else str(chunk.model_dump())
 
 
-def ordered(value: Any) -> Any:
-    """``value`` with every object's keys sorted. A record's objects (protobuf Structs) come back with their keys in
-    no fixed order (it changes from one process to the next), and DeepEval prints them into its prompts as they
-    are: sorted, the same record always makes the same prompt, so the judge cache and a rerun find it again."""
-    if isinstance(value, Mapping):
-        return {key: ordered(value[key]) for key in sorted(value)}
-    if isinstance(value, list | tuple):
-        return [ordered(item) for item in value]
-    return value
-
-
 def tool_call_fields(record: Record) -> list[dict[str, Any]]:
     """The keyword arguments of a DeepEval ``ToolCall`` for each tool call of the record's trajectory, in the agent
     pack's order: its name, its arguments (``input_parameters``, absent when the call has none) and its result
@@ -96,7 +85,7 @@ def tool_call_fields(record: Record) -> list[dict[str, Any]]:
             item["input_parameters"] = _parameters(call.arguments, f"trajectory.steps[{call.step}] ({call.name})",
                                                    ValueError)
         if step.tool_call.HasField("result"):
-            item["output"] = ordered(from_value(step.tool_call.result))
+            item["output"] = from_value(step.tool_call.result)
         fields.append(item)
     return fields
 
@@ -137,7 +126,7 @@ def expected_list(items: Any, source: str, error: type[Exception]) -> list[dict[
             if parameters is not None:
                 tool["input_parameters"] = _parameters(parameters, f"{source}[{index}]", error)
             if "output" in item:
-                tool["output"] = ordered(item["output"])
+                tool["output"] = item["output"]
             expected.append(tool)
             continue
         raise error(f"{source}[{index}] must be a tool name or an object with a 'name' (and optionally "
@@ -153,7 +142,7 @@ def _parameters(value: Any, where: str, error: type[Exception]) -> dict[str, Any
     if not isinstance(value, Mapping):
         raise error(f"{where}: the arguments must be a JSON object (DeepEval's input_parameters), got "
                     f"{type(value).__name__}")
-    return ordered(value)
+    return dict(value)
 
 
 def turn_fields(record: Record) -> list[dict[str, str]]:

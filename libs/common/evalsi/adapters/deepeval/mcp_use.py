@@ -13,7 +13,7 @@ from deepeval import metrics as deepeval_metrics  # type: ignore[import-not-foun
 from deepeval.test_case import LLMTestCase, MCPServer, ToolCall, ToolCallType  # type: ignore[import-not-found]
 
 from evalsi.adapters.deepeval import UPSTREAM
-from evalsi.adapters.deepeval.cases import MAX_TOOL_CALLS, ordered, tool_call_fields
+from evalsi.adapters.deepeval.cases import MAX_TOOL_CALLS, tool_call_fields
 from evalsi.adapters.deepeval.judge_model import JudgeLLM
 from evalsi.adapters.deepeval.scoring import COMMON_PARAMS, VERSION, check_threshold, measure, outputs, template
 from evalsi.adapters.deepeval.traces import request_text
@@ -54,7 +54,7 @@ def server_fields(items: Any, source: str, error: type[Exception]) -> list[dict[
             if listed is not None and (not isinstance(listed, list | tuple) or len(listed) > MAX_TOOL_CALLS
                                        or not all(isinstance(p, Mapping) for p in listed)):
                 raise error(f"{where}.{primitive} must be a list of at most {MAX_TOOL_CALLS} objects")
-            server[primitive] = None if listed is None else [ordered(p) for p in listed]
+            server[primitive] = None if listed is None else list(listed)
         servers.append(server)
     return servers
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalsi.adapters.deepeval.cases import ordered, tool_call_fields, turn_fields
+from evalsi.adapters.deepeval.cases import tool_call_fields, turn_fields
 from evalsi.errors import SkipRecord
 from evalsi.records import content_text, content_value, from_value, has_content
 from evalsi.v1alpha1.record_pb2 import (
@@ -87,13 +87,13 @@ def _span(step: Step) -> dict[str, Any]:
                             "type": SPAN_TYPES.get(step.type, "tool" if step.HasField("tool_call") else "base")}
     # A tool span's input is the call's arguments and its output the call's result, as @observe records a tool.
     if step.HasField("tool_call") and step.tool_call.HasField("arguments"):
-        span["input"] = ordered(from_value(step.tool_call.arguments))
+        span["input"] = from_value(step.tool_call.arguments)
     elif step.HasField("input"):
-        span["input"] = ordered(content_value(step.input))
+        span["input"] = content_value(step.input)
     if step.HasField("tool_call") and step.tool_call.HasField("result"):
-        span["output"] = ordered(from_value(step.tool_call.result))
+        span["output"] = from_value(step.tool_call.result)
     elif step.HasField("output"):
-        span["output"] = ordered(content_value(step.output))
+        span["output"] = content_value(step.output)
     error = step.error or step.tool_call.error
     if error:
         span["error"] = error
