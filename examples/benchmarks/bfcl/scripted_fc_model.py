@@ -5,7 +5,8 @@ multi-turn questions offline in function-calling mode (``evalsi cases play-bfcl 
 
 It plays as ``scripted_model.py`` does in text: ``multi_turn_base_0`` right, and in ``multi_turn_miss_func_0`` it
 calls ``resolve_ticket`` a turn before that function is offered, then has nothing left to do in the turn that offers
-it, which BFCL fails.
+it, which BFCL fails. For ``memory/`` (``bfcl://examples/benchmarks/bfcl/memory/memory_kv``) it stores what the
+prerequisite conversations say in its key-value memory and answers two of the three questions from it.
 """
 
 from __future__ import annotations
@@ -38,6 +39,16 @@ SCRIPT: dict[str, list[Answer]] = {  # the start of a user turn -> the model's a
     "Tell Cene the VPN works again": [
         [{"name": "get_user_id", "arguments": {"user": "Cene"}}],
         [{"name": "send_message", "arguments": {"receiver_id": "USR003", "message": "VPN is back."}}], "Sent."],
+    # memory/ (memory_kv): the prerequisite conversations write the memory, the questions read it
+    "My dentist appointment is on May 3.": [
+        [{"name": "core_memory_add", "arguments": {"key": "dentist_appointment", "value": "May 3"}}], "Noted."],
+    "Thanks!": ["You are welcome."],
+    "Rent is due on the 1st.": [
+        [{"name": "archival_memory_add", "arguments": {"key": "rent_due", "value": "the 1st"}}], "Noted."],
+    "When is my dentist appointment?": ["{'answer': 'May 3', 'context': 'in my core memory'}"],
+    "When is rent due?": [[{"name": "archival_memory_retrieve", "arguments": {"key": "rent_due"}}],
+                          "{'answer': 'the 1st', 'context': 'in my archival memory'}"],
+    "What is my cat's name?": ["{'answer': 'I do not know', 'context': 'I do not know'}"],
 }
 
 
