@@ -225,3 +225,36 @@ def test_play_bfcl_plays_and_grades_memory_questions(tmp_path: Path) -> None:
     assert summary["pass_rate"] == pytest.approx(2 / 3)
     again = evalsi.evaluate(list(load_dataset(str(out))), ["builtin/bfcl-agentic"])  # the records grade again
     assert [r.scores[0].passed for r in again.results] == [True, True, False]
+
+
+async def test_bfcls_own_scenario_fills_the_memory_to_its_limits() -> None:
+    """BFCL's notetaker scenario (five prerequisite conversations, 24 user turns) against a model that stores each
+    user message in its core memory: the eighth store meets BFCL's core-memory limit, and every question starts
+    from the seven that fit."""
+    records = [r for r in load_dataset(f"bfcl://{DATA}/memory_kv") if "notetaker" in r.id][:2]
+    stored: list[str] = []
+
+    def reply(body: dict[str, Any]) -> Any:
+        messages = body["messages"]
+        if messages[-1]["role"] == "tool":
+            stored.append(messages[-1]["content"])
+            return "Noted."
+        if "answer" in messages[0]["content"].split("\n\n")[-1]:  # a question: BFCL's answer format leads it
+            return "{'answer': 'I do not know', 'context': 'I do not know'}"
+        return ("tool_calls", [{"name": "core_memory_add",
+                                "arguments": {"key": f"note_{len(stored)}", "value": messages[-1]["content"][:50]}}])
+
+    async with FakeOpenAI(reply) as server:
+        model = ConnectorModel(JudgeConfig(model="scripted", base_url=server.base_url, max_retries=0), [])
+        try:
+            played, errors = await play_memory(records, model, mode="fc")
+        finally:
+            await model.aclose()
+    assert errors == {} and len(played) == 2
+    turns = sum(len(p["turns"]) for p in from_value(records[0].metadata["bfcl_prereq"]))
+    assert turns == 24 and len(stored) == turns
+    assert stored[:7] == ['{"status": "Key-value pair added."}'] * 7
+    assert set(stored[7:]) == {'{"error": "Core memory is full. Please clear some entries."}'}
+    snapshot = from_value(played[0].metadata[SNAPSHOT_KEY])
+    assert list(snapshot["core_memory"]) == [f"note_{i}" for i in range(7)] and snapshot["archival_memory"] == {}
+    assert '"note_6"' in content_value(played[1].input)["messages"][0]["content"]
