@@ -14,6 +14,7 @@ import evalsi
 from evalsi.api.run_dataset import load_run_dataset
 from evalsi.cli.main import cli
 from evalsi.datasets import load_dataset
+from evalsi.datasets.bfcl_prompt import PROMPT
 from evalsi.errors import BadInputError
 from evalsi.records import to_content
 from evalsi.testing.threaded import ThreadedProvider
@@ -161,4 +162,4 @@ def test_a_run_on_a_model_target(tmp_path: Path) -> None:
     # precision=3 is not among its possible values (2, or left out)
     assert results["simple_1"].get("passed", False) is False
     assert results["simple_1"]["explanation"].startswith("value_error:others")
-    assert all("Here is a list of functions in JSON format" in system for system in seen) and len(seen) == 2
+    assert all(system.startswith(PROMPT.partition("{functions}")[0]) for system in seen) and len(seen) == 2

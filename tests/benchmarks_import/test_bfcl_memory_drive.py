@@ -31,6 +31,7 @@ from evalsi.datasets.bfcl_memory_drive import (
     play_memory,
 )
 from evalsi.datasets.bfcl_multi_drive import SIMULATION_KEY, Mode
+from evalsi.datasets.bfcl_prompt import PYTHON_HINT, hinted, listed_functions
 from evalsi.errors import BadInputError
 from evalsi.harness.models import ConnectorModel
 from evalsi.judges import JudgeConfig
@@ -194,8 +195,13 @@ async def test_a_scenario_is_played_prereqs_first_and_graded(tmp_path: Path, bac
         assert '"dentist_appointment": "May 3"' in question[0]["content"] and "rent_due" not in question[0]["content"]
     leading = "You are an expert" if mode == "prompting" else AGENT_SETTINGS["notetaker"]
     assert question[0]["content"].startswith(leading)
+    # the functions are offered as bfcl-eval offers them, each description with its language hint
+    functions = hinted(json.loads(records[0].metadata["bfcl_functions"].string_value))
     if mode == "fc":
         assert all("tools" in body for body in seen)
+        assert all(tool["function"]["description"].endswith(PYTHON_HINT) for body in seen for tool in body["tools"])
+    else:
+        assert listed_functions(question[0]["content"]) == functions
     results = {r.record_id: r.scores[0] for r in evalsi.evaluate(played, ["builtin/bfcl-agentic"]).results}
     assert [results[f"memory_{backend}_{i}-notetaker-{i}"].passed for i in range(3)] == [True, True, False]
     assert results[f"memory_{backend}_2-notetaker-2"].explanation.startswith("agentic:answer_not_found")

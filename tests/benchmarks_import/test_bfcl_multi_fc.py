@@ -19,7 +19,8 @@ from benchmarks_import.test_bfcl_multi_drive import EXAMPLES, SCRIPT
 from benchmarks_import.test_bfcl_multi_reference import DATA, _bfcl_verdict, bfcl
 from evalsi.datasets import load_dataset
 from evalsi.datasets.bfcl_multi_drive import MAX_STEPS, SIMULATION_KEY, play_questions
-from evalsi.datasets.bfcl_multi_fc import ADDED_FUNCTIONS_FC, fc_tools, listed_functions
+from evalsi.datasets.bfcl_multi_fc import ADDED_FUNCTIONS_FC, fc_tools
+from evalsi.datasets.bfcl_prompt import listed_functions
 from evalsi.harness.models import ConnectorModel
 from evalsi.judges import JudgeConfig
 from evalsi.judges.panel import JudgeSet

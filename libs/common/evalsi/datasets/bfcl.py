@@ -10,8 +10,9 @@ miss_func, miss_param, long_context) hold several user turns, graded by ``builti
 (``evalsi.datasets.bfcl_multi`` reads their parts). The memory categories (memory_kv, memory_rec_sum,
 memory_vector) are read by ``evalsi.datasets.bfcl_memory`` and graded by ``builtin/bfcl-agentic``.
 
-Each question becomes a row: ``input`` the messages (a system message first listing the functions and asking for
-BFCL's call format, as BFCL's prompting mode does), ``reference`` the JSON text ``{"category", "function",
+Each question becomes a row: ``input`` the messages as bfcl-eval's prompting mode sends them
+(``evalsi.datasets.bfcl_prompt``: its system prompt listing the functions and asking for its call format first in
+the question's system message, or a new one), ``reference`` the JSON text ``{"category", "function",
 "ground_truth"}`` that ``builtin/bfcl-ast`` grades against (text, so a float stays a float), and metadata
 ``tools`` (the functions as OpenAI-style tools, for a target that passes tools) and ``bfcl_category``.
 """
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from evalsi.datasets import bfcl_memory, bfcl_multi
+from evalsi.datasets.bfcl_prompt import hinted, prompting_turn
 from evalsi.datasets.formats import check_file, read_rows
 from evalsi.errors import BadInputError
 
@@ -38,15 +40,6 @@ MAX_ANSWERS = 100_000  # possible answers held while the questions are read (BFC
 _ID_SUFFIX = re.compile(r"_\d+(-\d+)*$")  # simple_12, live_simple_3-2-0
 # BFCL's type names as JSON Schema types, for the OpenAI-style tools in metadata
 _SCHEMA_TYPES = {"dict": "object", "float": "number", "tuple": "array", "any": "string"}
-
-SYSTEM_PROMPT = (
-    "You are an expert in composing functions. You are given a question and a set of possible functions. Based "
-    "on the question, you will need to make one or more function/tool calls to achieve the purpose. If none of "
-    "the functions can be used, point it out. If the given question lacks the parameters required by the "
-    "function, also point it out.\n\nYou should only return the function calls in your response, in the format "
-    "[func_name1(params_name1=params_value1, params_name2=params_value2...), func_name2(params)]. Do not "
-    "include any other text.\n\nHere is a list of functions in JSON format that you can invoke:\n"
-)
 
 
 def question_file(target: str, name: str) -> Path:
@@ -145,10 +138,9 @@ def question_row(row: Mapping[str, Any], truth: list[Any], where: str) -> dict[s
         raise BadInputError(f"{where}: function: expected a list of function descriptions with a name"
                             + ("" if relevance else " (at least one)"))
     messages = _messages(row.get("question"), where)
-    listing = json.dumps(functions, ensure_ascii=False, indent=2)
     return {
         "id": question_id,
-        "input": {"messages": [{"role": "system", "content": SYSTEM_PROMPT + listing}, *messages]},
+        "input": {"messages": prompting_turn(messages, hinted(functions))},
         "reference": json.dumps({"category": category, "function": functions, "ground_truth": truth},
                                 ensure_ascii=False, sort_keys=True),
         "tools": [openai_tool(f) for f in functions],
@@ -179,10 +171,9 @@ def multi_turn_row(row: Mapping[str, Any], truth: Any, docs: bfcl_multi.Function
     functions by the turn that adds them), ``bfcl_involved_classes``, ``tools``; ``reference`` what
     ``builtin/bfcl-multi-turn`` grades against (the calls per turn, the classes and their initial config)."""
     parts = bfcl_multi.multi_turn(row, truth, docs, category, where)
-    listing = json.dumps(parts.functions, ensure_ascii=False, indent=2)
     return {
         "id": str(row["id"]),
-        "input": {"messages": [{"role": "system", "content": SYSTEM_PROMPT + listing}, *parts.turns[0]]},
+        "input": {"messages": prompting_turn(parts.turns[0], hinted(parts.functions))},
         "reference": parts.reference,
         "tools": [openai_tool(f) for f in parts.functions],
         "bfcl_category": category,

@@ -9,7 +9,8 @@ and its turns are played with the memory's functions; the memory it leaves is th
 ``_flush_memory_to_local_file``). Then each question of the scenario, from the last snapshot (each on its own copy,
 so no question sees another's writes, as in BFCL, where questions do not flush): its system message is the memory
 prompt and BFCL's agentic answer format, joined by a blank line (``add_memory_instruction_system_prompt``). In
-prompting mode BFCL's function-listing prompt (:data:`PROMPTING_PROMPT`) comes first in the same system message.
+prompting mode BFCL's prompting system prompt (``evalsi.datasets.bfcl_prompt``) comes first in the same system
+message. The functions (as listed, or as tools) carry the language hint bfcl-eval adds to their descriptions.
 
 The played question is the record with the conversation as its output (graded by ``builtin/bfcl-agentic``), the
 messages sent first as its input, metadata ``bfcl_simulation`` (how it ended, the mode) and
@@ -21,10 +22,10 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, Sequence
-from copy import deepcopy
 from typing import Any
 
 from evalsi.datasets.bfcl_multi_drive import SIMULATION_KEY, Mode, play_question, play_question_fc
+from evalsi.datasets.bfcl_prompt import hinted, lead_system, prompting_turn
 from evalsi.errors import InfraError
 from evalsi.harness.models import ChatModel
 from evalsi.judges import JudgeClient
@@ -66,23 +67,6 @@ UNIFIED_PROMPT = (
     "content of your memory system from previous interactions:\n{memory_content}\n")
 
 
-# BFCL's prompting-mode system prompt as its default format (``formulate_system_prompt`` with
-# DEFAULT_SYSTEM_PROMPT_FORMAT: Python calls, no tool-call tag, the functions as JSON indented by 4, plain text,
-# classic style); bfcl-eval 2026.3.23 words it so (the multi-turn driver's is its older wording)
-PROMPTING_PROMPT = (
-    "You are an expert in composing functions.You are given a question and a set of possible functions. Based on "
-    "the question, you will need to make one or more function/tool calls to achieve the purpose. If none of the "
-    "functions can be used, point it out. If the given question lacks the parameters required by the function, "
-    "also point it out.\n\nYou should only return the function calls in your response.\n\nIf you decide to invoke "
-    "any of the function(s), you MUST put it in the format of [func_name1(params_name1=params_value1, "
-    "params_name2=params_value2...), func_name2(params)].  You SHOULD NOT include any other text in the "
-    "response.\n\nAt each turn, you should try your best to complete the tasks requested by the user within the "
-    "current turn. Continue to output functions to call until you have fulfilled the user's request to the best of "
-    "your ability. Once you have no more functions to call, the system will consider the current turn complete and "
-    "proceed to the next turn or task.\n\nHere is a list of functions in json format that you can invoke.\n"
-    "{functions}\n")
-
-
 def memory_prompt(backend: str, scenario: str, memory: Any) -> str:
     """BFCL's memory system prompt for a scenario, showing ``memory`` (a ``bfcl_memory`` instance)."""
     template = UNIFIED_PROMPT if backend == "rec_sum" else CORE_ARCHIVAL_PROMPT
@@ -92,17 +76,11 @@ def memory_prompt(backend: str, scenario: str, memory: Any) -> str:
 
 def _first_turn(turn: list[dict[str, str]], prompt: str, functions: list[dict[str, Any]], mode: Mode
                 ) -> list[dict[str, str]]:
-    """The first turn with the memory prompt leading its system message (a new one when it has none), and in
-    prompting mode BFCL's function listing before that (``system_prompt_pre_processing_chat_model``)."""
-    turn = deepcopy(turn)
-    if turn and turn[0]["role"] == "system":
-        turn[0]["content"] = prompt + "\n\n" + turn[0]["content"]
-    else:
-        turn.insert(0, {"role": "system", "content": prompt})
-    if mode == "prompting":
-        listing = PROMPTING_PROMPT.format(functions=json.dumps(functions, indent=4))
-        turn[0]["content"] = listing + "\n\n" + turn[0]["content"]
-    return turn
+    """The first turn with the memory prompt leading its system message (a new one when it has none,
+    ``add_memory_instruction_system_prompt``), and in prompting mode BFCL's prompting system prompt listing
+    ``functions`` (already hinted) before that (``system_prompt_pre_processing_chat_model``)."""
+    turn = lead_system(turn, prompt)
+    return prompting_turn(turn, functions) if mode == "prompting" else turn
 
 
 async def _conversation(record_id: str, turns: list[list[dict[str, str]]], memory: dict[str, Any],
@@ -154,8 +132,9 @@ async def play_memory(records: Sequence[Record], model: JudgeClient | ChatModel,
 
     async def scenario(questions: list[Record]) -> list[Record]:
         first = questions[0]
+        # offered as bfcl-eval offers them, listed or as tools: each description with its language hint
         memory = {**from_value(first.metadata["bfcl_memory"]),
-                  "functions": json.loads(first.metadata["bfcl_functions"].string_value)}
+                  "functions": hinted(json.loads(first.metadata["bfcl_functions"].string_value))}
         snapshot: dict[str, Any] = {}
         try:
             for prereq in from_value(first.metadata["bfcl_prereq"]):

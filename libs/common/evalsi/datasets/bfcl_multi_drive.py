@@ -28,7 +28,8 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from evalsi.datasets.bfcl_multi_fc import ADDED_FUNCTIONS_FC, fc_calls, fc_tools, listed_functions
+from evalsi.datasets.bfcl_multi_fc import ADDED_FUNCTIONS_FC, fc_calls, fc_tools
+from evalsi.datasets.bfcl_prompt import listed_functions
 from evalsi.errors import InfraError
 from evalsi.harness.models import ChatModel
 from evalsi.judges import JudgeClient

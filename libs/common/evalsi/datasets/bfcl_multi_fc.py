@@ -13,7 +13,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from evalsi.datasets.bfcl import SYSTEM_PROMPT
 from evalsi.harness.tools import ToolSpec
 from evalsi.packs.benchmarks.bfcl_multi_exec import Call
 
@@ -95,18 +94,6 @@ def _mapped(kind: Any, name: str, key: str) -> str:
     if not isinstance(kind, str) or kind not in GORILLA_TO_OPENAPI:
         raise ValueError(f"function {name!r}: parameter {key!r}: item type {kind!r} is not one BFCL maps")
     return GORILLA_TO_OPENAPI[kind]
-
-
-def listed_functions(system_message: str) -> list[dict[str, Any]]:
-    """The functions a ``bfcl://`` multi-turn record offers from the start: the JSON list its system message ends
-    with (``evalsi.datasets.bfcl`` writes BFCL's prompting system prompt, then the list)."""
-    if not system_message.startswith(SYSTEM_PROMPT):
-        raise ValueError("the record's first message is not BFCL's system prompt listing the functions "
-                         "(read the question from bfcl://DIR/multi_turn_base)")
-    functions = json.loads(system_message[len(SYSTEM_PROMPT):])
-    if not isinstance(functions, list) or not all(isinstance(f, dict) for f in functions):
-        raise ValueError("the record's system message does not end with the functions' JSON list")
-    return functions
 
 
 def fc_calls(tool_calls: Sequence[Mapping[str, Any]]) -> list[Call]:
