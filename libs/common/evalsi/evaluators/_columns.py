@@ -327,6 +327,14 @@ class ColumnJob(RecordJob):
         kinds = set(map(type, picked))
         if kinds == {bool} and self.bool_middles is not None:
             return list(map(self.bool_middles.__getitem__, picked)), list(map(float, picked))  # type: ignore[arg-type]
+        if kinds == {bool, Verdict} and self.bool_middles is not None:
+            # Passes as bare bools, failures with their explanation (exact-match's batch): in one loop, not a call
+            # of ``_middle`` an entry.
+            middles, explained = self.bool_middles, self._explained
+            return ([middles[entry] if entry.__class__ is bool else explained(entry)  # type: ignore[arg-type]
+                     for entry in picked],
+                    [1.0 if entry is True or (entry.__class__ is Verdict and entry[0]) else 0.0
+                     for entry in picked])
         head = self.number_middle
         if head is not None and kinds <= {float, int} and math.isfinite(sum(picked)):  # type: ignore[arg-type]
             # A sum is finite only if every term is (NaN and the infinities stay in it); one that overflowed
