@@ -2,7 +2,7 @@
 generate_until task (examples/lm_eval/tasks: a JSONL dataset, no Hub download) through our connectors to a local
 OpenAI-compatible server, from lm-eval's CLI (``python -m evalsi.adapters.lm_eval``) and from
 ``lm_eval.simple_evaluate``; its logged samples, imported, grade to lm-eval's own metric; the calls' usage is
-recorded; loglikelihood tasks are refused; nothing leaves the machine.
+recorded; a loglikelihood task against a chat-only server fails saying what it needs; nothing leaves the machine.
 
 lm-eval runs in its own virtualenv (its pins clash with ours), built once per test session sharing the host's
 packages, so pip installs only lm-eval and what the host lacks."""
@@ -183,10 +183,12 @@ def test_two_imported_runs_compare_document_by_document(lm_eval_run: LmEvalRun, 
     assert metric["meanA"] == pytest.approx(0.75) and metric["meanB"] == pytest.approx(1.0)
 
 
-def test_loglikelihood_tasks_are_refused_naming_the_task_type(lm_eval_run: LmEvalRun) -> None:
+def test_a_loglikelihood_task_against_a_chat_only_server_names_what_it_needs(lm_eval_run: LmEvalRun) -> None:
+    # This server has no /v1/completions route (test_lm_eval_loglikelihood.py runs them against one that has).
     refusal = lm_eval_run.seen["refusal"]
-    assert refusal.startswith("BadInputError: lm-eval loglikelihood requests (multiple-choice")
-    assert "generate_until tasks only" in refusal
+    assert refusal.startswith("InfraError: lm-eval task evalsi_capitals_choice doc ")
+    assert "404" in refusal and "/v1/completions" in refusal
+    assert "completions endpoint that returns the prompt's logprobs (echo: true with logprobs: 1" in refusal
 
 
 def test_a_multiple_choice_log_imports_the_most_likely_choice(lm_eval_run: LmEvalRun, tmp_path: Path) -> None:

@@ -1,8 +1,8 @@
 """Runs lm-eval in its own virtualenv for tests/adapters/test_lm_eval_model.py, offline (an audit hook refuses and
 notes every connection or name lookup off this machine): the CLI entry point ``python -m evalsi.adapters.lm_eval``
 with --log_samples, then ``lm_eval.simple_evaluate`` from Python with an ``EvalsiLM``, a multiple-choice task
-(refused by --model evalsi), a chat-template run, and the multiple-choice task logged by lm-eval's dummy model.
-Writes what it saw to OUT as JSON."""
+(failing against this chat-only server), a chat-template run, and the multiple-choice task logged by lm-eval's dummy
+model. Writes what it saw to OUT as JSON."""
 
 from __future__ import annotations
 

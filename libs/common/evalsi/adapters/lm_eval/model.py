@@ -2,9 +2,10 @@
 model-target connectors: the code a run's ``spec.target.model`` uses, with its retries, rate limits, circuit
 breaker, token usage and prices. Imports ``lm_eval``: it runs where lm-eval is installed (its own virtualenv).
 
-Only ``generate_until`` tasks: our connectors speak chat completions and Anthropic messages, which return no
-prompt logprobs, so ``loglikelihood`` and ``loglikelihood_rolling`` (multiple-choice and perplexity tasks) are
-refused with the task type named. docs/adapters.md#lm-evaluation-harness.
+``generate_until`` through the chat connectors; ``loglikelihood`` (multiple-choice tasks) through an
+OpenAI-compatible completions endpoint that echoes the prompt's logprobs (``logprobs.py``).
+``loglikelihood_rolling`` (perplexity tasks) is refused: lm-eval windows its text by tokens, which needs the
+model's tokenizer. docs/adapters.md#lm-evaluation-harness.
 """
 
 from __future__ import annotations
@@ -25,20 +26,26 @@ from lm_eval.api.registry import register_model
 from lm_eval.models.api_models import JsonChatStr
 
 from evalsi.adapters.lm_eval.config import LmArgs, cut, generation, lm_args
+from evalsi.adapters.lm_eval.logprobs import NEEDS, CompletionsConnector, Split, score, split
 from evalsi.adapters.lm_eval.offline import quiet_upstream
 from evalsi.errors import BadInputError, InfraError
 from evalsi.judges import CircuitBreakers, RateLimiter
+from evalsi.targets.config import target_config, target_prices
 from evalsi.targets.models import TargetClient
 
 # Before lm-eval's runs import huggingface_hub (it reads the opt-outs once, on import).
 quiet_upstream()
 
 MODEL_NAME = "evalsi"
-UNSUPPORTED = (
-    "lm-eval {kind} requests (multiple-choice and perplexity tasks) need the prompt's token logprobs, which "
-    "Evals.si's connectors (OpenAI-compatible chat completions, Anthropic messages) do not return; --model evalsi "
-    "runs generate_until tasks only (output_type: generate_until). For {kind} tasks use lm-eval's own "
-    "local-completions model against a completions endpoint that returns logprobs"
+ROLLING_UNSUPPORTED = (
+    "lm-eval loglikelihood_rolling requests (perplexity tasks) are split into windows of the model's tokens, which "
+    "needs its tokenizer; --model evalsi has none, so it runs generate_until and loglikelihood tasks only. For "
+    "loglikelihood_rolling tasks use lm-eval's own local-completions model with a tokenizer_backend"
+)
+ANTHROPIC_UNSUPPORTED = (
+    "lm-eval loglikelihood requests (multiple-choice tasks) need the prompt's token logprobs, which Anthropic's "
+    "messages API does not return; use provider=openai-compatible with the base_url of a completions endpoint "
+    "that echoes them (echo + logprobs: vLLM, llama.cpp's server)"
 )
 
 
@@ -76,11 +83,16 @@ class EvalsiLM(LM):
         self.usage = UsageTotals()
         self._written = 0  # calls already in the usage log
 
-    def loglikelihood(self, requests: list[Instance]) -> list[tuple[float, bool]]:
-        raise BadInputError(UNSUPPORTED.format(kind="loglikelihood"))
+    def loglikelihood(self, requests: list[Instance], disable_tqdm: bool = False) -> list[tuple[float, bool]]:
+        """Each request's ``(context, continuation)`` scored by one completions call (``logprobs.py``),
+        ``concurrency`` at a time: ``(log-likelihood, is_greedy)`` in the requests' order. A server without
+        prompt logprobs is a ``BadInputError`` naming the endpoint; a call failing after retries an InfraError."""
+        if self.args.target.connector == "anthropic":
+            raise BadInputError(ANTHROPIC_UNSUPPORTED)
+        return asyncio.run(self._loglikelihoods(requests))
 
-    def loglikelihood_rolling(self, requests: list[Instance]) -> list[float]:
-        raise BadInputError(UNSUPPORTED.format(kind="loglikelihood_rolling"))
+    def loglikelihood_rolling(self, requests: list[Instance], disable_tqdm: bool = False) -> list[float]:
+        raise BadInputError(ROLLING_UNSUPPORTED)
 
     def apply_chat_template(self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True) -> Any:
         """``--apply_chat_template``: the provider applies the model's template, so the conversation is sent as
@@ -147,6 +159,47 @@ class EvalsiLM(LM):
                 self.usage.retries += sum(c.retries for c in clients.values())
                 self._write_usage()
         return list(texts)
+
+    async def _loglikelihoods(self, requests: list[Instance]) -> list[tuple[float, bool]]:
+        splits = [split(*request.args) for request in requests]  # bad requests found before any call is paid
+        semaphore = asyncio.Semaphore(self.args.concurrency)
+        config = target_config(self.args.target)
+        breaker = CircuitBreakers().for_model(config.provider, config.model)
+        async with aiohttp.ClientSession() as session:
+            limiter = RateLimiter().for_model(config.provider, config.model, rpm=config.rpm, tpm=config.tpm)
+            connector = CompletionsConnector(config, session=session, limiter=limiter)
+
+            async def one(request: Instance, text: Split) -> tuple[float, bool]:
+                async with semaphore:
+                    started = time.perf_counter()
+                    try:
+                        with breaker.guard():
+                            completion = await connector.complete([{"role": "user", "content": text.prompt}])
+                    except InfraError as exc:
+                        # A chat-only server has no completions route: say what the request needs.
+                        hint = f"; {NEEDS}" if getattr(exc, "status", None) in (404, 405) else ""
+                        raise InfraError(f"lm-eval task {request.task_name} doc {request.doc_id}: the model "
+                                         f"{config.model} failed after retries: {exc}{hint}") from None
+                    latency = time.perf_counter() - started
+                result = score(completion.raw, text, connector.url)
+                self._record(request, completion.input_tokens, completion.output_tokens, latency, self.args.target)
+                self.cache_hook.add_partial("loglikelihood", request.args, result)
+                return result
+
+            try:
+                results = await asyncio.gather(*(one(r, s) for r, s in zip(requests, splits, strict=True)))
+            finally:
+                self.usage.retries += connector.retries
+                self._write_usage()
+        return list(results)
+
+    def _record(self, request: Instance, input_tokens: int, output_tokens: int, latency: float, target: Any) -> None:
+        call: dict[str, Any] = {"task": request.task_name, "doc_id": request.doc_id, "input_tokens": input_tokens,
+                                "output_tokens": output_tokens, "latency_s": latency}
+        prices = target_prices(target)
+        if prices is not None:
+            call["cost_usd"] = input_tokens / 1000 * prices[0] + output_tokens / 1000 * prices[1]
+        self.usage.add(call)
 
     def _messages(self, context: Any) -> list[dict[str, Any]]:
         if isinstance(context, JsonChatStr):
