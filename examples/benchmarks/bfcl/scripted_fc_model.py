@@ -6,12 +6,15 @@ multi-turn questions offline in function-calling mode (``evalsi cases play-bfcl 
 It plays as ``scripted_model.py`` does in text: ``multi_turn_base_0`` right, and in ``multi_turn_miss_func_0`` it
 calls ``resolve_ticket`` a turn before that function is offered, then has nothing left to do in the turn that offers
 it, which BFCL fails. For ``memory/`` (``bfcl://examples/benchmarks/bfcl/memory/memory_kv``) it stores what the
-prerequisite conversations say in its key-value memory and answers two of the three questions from it.
+prerequisite conversations say in its key-value memory and answers two of the three questions from it. For
+``web_search/`` (``bfcl://examples/benchmarks/bfcl/web_search/web_search_base``, played against a search endpoint) it
+searches, reads the first result's page and answers ``web_search_0``; it gives up on ``web_search_1``.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import asyncio
 import contextlib
 from typing import Any
@@ -49,7 +52,17 @@ SCRIPT: dict[str, list[Answer]] = {  # the start of a user turn -> the model's a
     "When is rent due?": [[{"name": "archival_memory_retrieve", "arguments": {"key": "rent_due"}}],
                           "{'answer': 'the 1st', 'context': 'in my archival memory'}"],
     "What is my cat's name?": ["{'answer': 'I do not know', 'context': 'I do not know'}"],
+    # web_search/: FIRST_HREF stands for the first result's link in the search's answer
+    "Some countries are known for producing luxury goods": [
+        [{"name": "search_engine_query", "arguments": {"keywords": "richest billionaire China Forbes April 2025"}}],
+        [{"name": "fetch_url_content", "arguments": {"url": "FIRST_HREF", "mode": "truncate"}}],
+        "{'answer': 'Zhang Yiming', 'context': 'Forbes lists him as the richest person in China, where Da Hong Pao "
+        "is grown'}"],
+    "The Super Bowl halftime show": [
+        [{"name": "search_engine_query", "arguments": {"keywords": "2024 Super Bowl halftime performer"}}],
+        "{'answer': 'I do not know', 'context': 'I do not know'}"],
 }
+FIRST_HREF = "FIRST_HREF"
 
 
 def reply(body: dict[str, Any]) -> Any:
@@ -59,7 +72,19 @@ def reply(body: dict[str, Any]) -> Any:
     answers = next((script for start, script in SCRIPT.items() if messages[turn]["content"].startswith(start)),
                    ["I cannot help with that."])
     answer = answers[min(sum(1 for m in messages[turn:] if m["role"] == "assistant"), len(answers) - 1)]
-    return answer if isinstance(answer, str) else ("tool_calls", answer)
+    if isinstance(answer, str):
+        return answer
+    return "tool_calls", [{**call, "arguments": {key: _first_href(messages) if value == FIRST_HREF else value
+                                                  for key, value in call["arguments"].items()}} for call in answer]
+
+
+def _first_href(messages: list[dict[str, Any]]) -> str:
+    """The first link in the last search results the conversation holds (a list's Python text, as BFCL's
+    execution gives a result that is not a dict)."""
+    for message in reversed(messages):
+        if message["role"] == "tool" and message["content"].startswith("[{"):
+            return str(ast.literal_eval(message["content"])[0]["href"])
+    return "https://example.invalid/"
 
 
 async def serve(port: int) -> None:

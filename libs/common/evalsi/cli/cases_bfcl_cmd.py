@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,15 @@ MEMORY_EVALUATOR = "builtin/bfcl-agentic"  # the memory categories'
               help="Retries of a failed model call (429, 5xx, timeouts) before the question is an error.")
 @click.option("--timeout", "timeout_s", default=120.0, show_default=True, type=click.FloatRange(min=1),
               help="Seconds one model call may take.")
+@click.option("--search-base-url", default="https://serpapi.com", show_default=True, metavar="URL",
+              help="web_search: the SerpAPI-compatible search endpoint the questions' searches go to.")
+@click.option("--search-api-key-env", metavar="VAR",
+              help="web_search: environment variable holding the search endpoint's API key (required to play a "
+                   "web_search question).")
+@click.option("--fetch-max-bytes", default=5_000_000, show_default=True, type=click.IntRange(1),
+              help="web_search: the most bytes one page fetch reads (past it the fetch is an error).")
+@click.option("--fetch-timeout", "fetch_timeout_s", default=20.0, show_default=True, type=click.FloatRange(min=1),
+              help="web_search: seconds one page fetch may take in all.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), metavar="FILE",
               help="Write the played conversations as a records file (JSONL) that `evalsi eval` grades again.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
@@ -51,7 +61,8 @@ MEMORY_EVALUATOR = "builtin/bfcl-agentic"  # the memory categories'
 @handle_errors
 def play_bfcl_command(sources: tuple[str, ...], model_name: str, base_url: str | None, api_key_env: str | None,
                       mode: str, question_ids: tuple[str, ...], limit: int | None, concurrency: int,
-                      max_retries: int, timeout_s: float, output: str | None, fmt: str,
+                      max_retries: int, timeout_s: float, search_base_url: str, search_api_key_env: str | None,
+                      fetch_max_bytes: int, fetch_timeout_s: float, output: str | None, fmt: str,
                       min_pass_rate: float | None, progress: bool | None) -> None:
     """Play BFCL's multi-turn questions against a model, as bfcl-eval does, and grade them with BFCL's checker.
 
@@ -68,6 +79,11 @@ def play_bfcl_command(sources: tuple[str, ...], model_name: str, base_url: str |
     with the backend's functions, then each question from the memory they left, graded by builtin/bfcl-agentic
     (one of the possible answers in the model's final answer). memory_vector is not built.
 
+    The web search categories (web_search_base, web_search_no_snippet) are played with BFCL's WebSearchAPI
+    searching the endpoint --search-base-url names with the key in --search-api-key-env, and fetching the pages
+    the model asks for (--fetch-max-bytes, --fetch-timeout; its markdown mode is not built), graded by
+    builtin/bfcl-agentic.
+
     Example: evalsi cases play-bfcl bfcl://data/multi_turn_base --model gpt-4o-mini --limit 5 -o played.jsonl
 
     Exit codes: 0 every question played and graded (and --min-pass-rate met), 1 a question could not be played
@@ -77,10 +93,10 @@ def play_bfcl_command(sources: tuple[str, ...], model_name: str, base_url: str |
 
     records = [record for source in sources
                for record in load_dataset(source if source.startswith("bfcl://") else f"bfcl://{source}")]
-    multi = [record for record in records if "bfcl_turns" in record.metadata or "bfcl_memory" in record.metadata]
+    multi = [record for record in records if {"bfcl_turns", "bfcl_memory", "bfcl_web_search"} & set(record.metadata)]
     if len(multi) < len(records):
         raise BadInputError(f"{', '.join(sources)}: {len(records) - len(multi)} question(s) are not multi-turn "
-                            f"(e.g. {next(r.id for r in records if 'bfcl_turns' not in r.metadata)}); play-bfcl "
+                            f"(e.g. {next(r.id for r in records if r not in multi)}); play-bfcl "
                             "plays the multi_turn_ categories (grade single-turn ones with `evalsi run`)")
     if question_ids:
         unknown = sorted(set(question_ids) - {record.id for record in multi})
@@ -89,12 +105,13 @@ def play_bfcl_command(sources: tuple[str, ...], model_name: str, base_url: str |
                                 f"{', '.join(record.id for record in multi)[:500]}")
         multi = [record for record in multi if record.id in question_ids]
     multi = multi[:limit] if limit else multi
+    endpoint = _search_endpoint(multi, search_base_url, search_api_key_env, fetch_max_bytes, fetch_timeout_s)
     settings: dict[str, Any] = {"model": model_name, "name": "model", "max_retries": max_retries,
                                 "timeout_s": timeout_s}
     settings.update({key: value for key, value in (("base_url", base_url), ("api_key_env", api_key_env)) if value})
     config = JudgeConfig.from_mapping(settings, where="--model")
     shown = sys.stderr.isatty() if progress is None else progress
-    played, results, errors = asyncio.run(_play(multi, config, mode, concurrency, shown))
+    played, results, errors = asyncio.run(_play(multi, config, mode, concurrency, shown, endpoint))
     if output:
         from evalsi.harness.record import record_row
 
@@ -116,6 +133,24 @@ def play_bfcl_command(sources: tuple[str, ...], model_name: str, base_url: str |
         click.echo(f"pass rate {rate or 0.0:.3f} is below --min-pass-rate {min_pass_rate:g}", err=True)
         sys.exit(EXIT_GATE_FAILED)
     sys.exit(0)
+
+
+def _search_endpoint(records: list, base_url: str, key_env: str | None, max_bytes: int, timeout_s: float) -> Any:
+    """The web search questions' endpoint (None when there are none); refused without a key's variable."""
+    from evalsi.packs.benchmarks.bfcl_web_search import SearchEndpoint
+
+    searched = [record.id for record in records if "bfcl_web_search" in record.metadata]
+    if not searched:
+        return None
+    if not key_env:
+        raise BadInputError(f"{searched[0]}: a web_search question searches the web: name the search endpoint's "
+                            "API key's environment variable with --search-api-key-env (and the endpoint with "
+                            "--search-base-url, default https://serpapi.com)")
+    if not os.environ.get(key_env):
+        raise BadInputError(f"--search-api-key-env {key_env}: the environment variable is not set")
+    if not base_url.startswith(("http://", "https://")):
+        raise BadInputError(f"--search-base-url {base_url!r}: expected an http:// or https:// URL")
+    return SearchEndpoint(api_key_env=key_env, base_url=base_url, max_bytes=max_bytes, timeout_s=timeout_s)
 
 
 def _row(result: Any) -> dict[str, Any]:
@@ -140,26 +175,34 @@ def _table(rows: list[dict[str, Any]], mode: str, rate: float | None, graded: in
                    + (f"; {len(rows) - graded} not played" if len(rows) > graded else ""))
 
 
-async def _play(records: list, config: JudgeConfig, mode: str, concurrency: int, progress: bool
+async def _play(records: list, config: JudgeConfig, mode: str, concurrency: int, progress: bool, endpoint: Any
                 ) -> tuple[list, list, dict[str, str]]:
     import evalsi
     from evalsi.datasets.bfcl_memory_drive import play_memory
     from evalsi.datasets.bfcl_multi_drive import Mode, play_questions
+    from evalsi.datasets.bfcl_web_search_drive import play_web_search
     from evalsi.harness.models import ConnectorModel
     from evalsi.runs.console import progress_bar
 
     model = ConnectorModel(config, [])  # no cache: a cached model would replay one answer to a changed state
     memory = [record for record in records if "bfcl_memory" in record.metadata]
-    multi = [record for record in records if "bfcl_memory" not in record.metadata]
+    searched = [record for record in records if "bfcl_web_search" in record.metadata]
+    multi = [record for record in records if "bfcl_turns" in record.metadata]
     how: Mode = "fc" if mode == "fc" else "prompting"
     try:
         with progress_bar(progress, len(records)) as advance:
             played, errors = await play_questions(multi, model, concurrency=concurrency, mode=how, on_done=advance)
             remembered, memory_errors = await play_memory(memory, model, concurrency=concurrency, mode=how,
                                                           on_done=advance)
+            found: list = []
+            search_errors: dict[str, str] = {}
+            if searched:
+                found, search_errors = await play_web_search(searched, model, endpoint, concurrency=concurrency,
+                                                             mode=how, on_done=advance)
     finally:
         await model.aclose()
     results = [*(await evalsi.evaluate_async(played, [EVALUATOR])).results] if played else []
-    if remembered:  # the memory questions: BFCL's agentic checker
-        results.extend((await evalsi.evaluate_async(remembered, [MEMORY_EVALUATOR])).results)
-    return [*played, *remembered], results, {**errors, **memory_errors}
+    agentic = [*remembered, *found]
+    if agentic:  # the memory and web search questions: BFCL's agentic checker
+        results.extend((await evalsi.evaluate_async(agentic, [MEMORY_EVALUATOR])).results)
+    return [*played, *agentic], results, {**errors, **memory_errors, **search_errors}

@@ -25,7 +25,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from evalsi.datasets import bfcl_memory, bfcl_multi
+from evalsi.datasets import bfcl_memory, bfcl_multi, bfcl_web_search
 from evalsi.datasets.bfcl_prompt import hinted, prompting_turn
 from evalsi.datasets.formats import check_file, read_rows
 from evalsi.errors import BadInputError
@@ -50,6 +50,9 @@ def question_file(target: str, name: str) -> Path:
     memory = bfcl_memory.memory_file(path, path.name)  # memory_kv, memory_rec_sum, memory_vector: one file
     if memory is not None:
         return memory
+    searched = bfcl_web_search.web_search_file(path, path.name)  # web_search_base, web_search_no_snippet: one file
+    if searched is not None:
+        return searched
     exact = re.compile(rf"BFCL_v(\d+)_{re.escape(path.name)}\.json")  # BFCL_v*_multiple.json: not parallel_multiple
     found = [(m, p) for p in path.parent.glob(f"BFCL_v*_{path.name}.json") if (m := exact.fullmatch(p.name))]
     matches = [p for _m, p in sorted(found, key=lambda pair: int(pair[0].group(1)))] if path.name else []
@@ -57,7 +60,7 @@ def question_file(target: str, name: str) -> Path:
         raise BadInputError(f"{name}: no such file, nor a BFCL category file {path.parent}/BFCL_v*_{path.name}"
                             ".json; accepted: bfcl://<question file> or bfcl://<dir>/<category> with category "
                             f"one of {', '.join(CATEGORIES + RELEVANCE_CATEGORIES)} (live_ ones too) or "
-                            f"{', '.join(bfcl_multi.CATEGORIES + bfcl_memory.CATEGORIES)}")
+                            f"{', '.join(bfcl_multi.CATEGORIES + bfcl_memory.CATEGORIES + bfcl_web_search.CATEGORIES)}")
     return matches[-1]  # the newest version
 
 
@@ -67,6 +70,9 @@ def read_bfcl(path: Path, name: str) -> Iterator[tuple[int, dict[str, Any]]]:
     when every question is of a relevance category, which has none)."""
     if isinstance(path, bfcl_memory.MemoryQuestions):
         yield from bfcl_memory.read_memory(path, name, openai_tool)
+        return
+    if isinstance(path, bfcl_web_search.WebSearchQuestions):
+        yield from bfcl_web_search.read_web_search(path, name, openai_tool)
         return
     # Errors name the files as the source was given: its directory, then the question or answers file.
     folder = name.rpartition("/")[0] + "/" if "/" in name else ""
