@@ -5,6 +5,7 @@ server, graded by ``builtin/bfcl-agentic``."""
 
 from __future__ import annotations
 
+import ast
 import copy
 import importlib.util
 import json
@@ -102,3 +103,31 @@ def test_a_web_search_question_needs_the_search_flags(monkeypatch: pytest.Monkey
     monkeypatch.delenv(KEY_ENV, raising=False)
     unset = CliRunner().invoke(cli, [*args, "--search-api-key-env", KEY_ENV])
     assert unset.exit_code == 2 and f"{KEY_ENV}: the environment variable is not set" in unset.output
+
+
+def test_prompting_mode_lists_the_functions_and_runs_the_calls_written_as_text(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(KEY_ENV, KEY)
+    seen: list[list[dict[str, Any]]] = []
+
+    def reply(body: dict[str, Any]) -> str:
+        seen.append(copy.deepcopy(body["messages"]))
+        if len(body["messages"]) == 2:
+            return "[search_engine_query(keywords='halftime show 2024', max_results=2)]"
+        return "{'answer': 'seven', 'context': 'the Falcons won 7 games'}"
+
+    [record] = [r for r in load_dataset(f"{WEB}/web_search_no_snippet") if r.id.endswith("_1")]
+    with serve() as (search, server), ThreadedProvider(reply) as model:
+        done = CliRunner().invoke(cli, [
+            "cases", "play-bfcl", f"{WEB}/web_search_no_snippet", "--question", record.id, "--mode", "prompting",
+            "--model", "scripted", "--base-url", model.base_url, "--search-base-url", search,
+            "--search-api-key-env", KEY_ENV, "--no-progress"])
+    assert done.exit_code == 0, done.output
+    assert done.output.splitlines()[1].split() == ["web_search_no_snippet_1", "pass"]
+    functions = hinted(json.loads(record.metadata["bfcl_functions"].string_value))
+    assert seen[0] == prompting_turn(list(content_value(record.input)["messages"]), functions)
+    results = ast.literal_eval(seen[1][-1]["content"])  # BFCL's prompting mode sends the results as Python text
+    assert len(results) == 1 and results[0]["name"].startswith("search_engine_query(")
+    assert ast.literal_eval(results[0]["content"]) == [  # no snippets: no body
+        {"title": f"Result {n} for halftime show 2024", "href": f"{search}/page{n - 1}.html"} for n in (1, 2)]
+    assert [query["q"] for query in server.queries] == ["halftime show 2024"]
