@@ -9,25 +9,29 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import subprocess
 import sys
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from evalsi.adapters.lm_eval import UPSTREAM, find_run, run_rows
-from evalsi.adapters.lm_eval.logprobs import Split, score, split
+from evalsi.adapters.lm_eval.config import lm_args
+from evalsi.adapters.lm_eval.logprobs import Split, score, score_tokens, split
 from evalsi.errors import BadInputError
 from evalsi.plugins.manifest import PluginManifest
 from evalsi.plugins.venv import ensure_venv, venv_python
 
 FIXTURES = Path(__file__).parent / "lm_eval_fixtures"
 sys.path.insert(0, str(FIXTURES))
-from completions_server import CompletionsServer, expected, tokenize  # noqa: E402
+from completions_server import CompletionsServer, expected, logprob, tokenize  # noqa: E402
 
 TASK = "evalsi_ll_choice"
+MAX_LENGTH = 8  # run_lm_eval_loglikelihood.py's, for the perplexity task
 DOCS = [json.loads(line) for line in (FIXTURES / "tasks" / "ll_choice.jsonl").read_text().splitlines()]
 # Three lm-eval evaluations of 18 requests each, in one process: ~10 s.
 RUN_TIMEOUT_S = 300
@@ -86,14 +90,32 @@ def test_each_choice_scores_as_lm_evals_own_local_completions(run: Seen) -> None
 
 
 def test_the_requests_are_text_completions_echoing_logprobs(run: Seen) -> None:
-    ours = [r for r in run.requests if isinstance(r["prompt"], str) and r["path"] == "/v1/completions"]
-    assert len(ours) == 2 * 18  # the CLI's run and simple_evaluate's: 6 documents x 3 choices each
+    ours = [r for r in run.requests if "seed" not in r and r["path"] == "/v1/completions"]  # lm-eval sends one
+    choices = [r for r in ours if isinstance(r["prompt"], str)]
+    assert len(choices) == 2 * 18  # the CLI's run and simple_evaluate's: 6 documents x 3 choices each
     for body in ours:
         assert (body["echo"], body["logprobs"], body["max_tokens"], body["temperature"]) == (True, 1, 1, 0)
-        assert body["prompt"].startswith("Q: ") and "\nA: " in body["prompt"]
-    # local-completions sent token ids (its remote tokenizer): the same prompts, tokenized.
-    theirs = [r for r in run.requests if isinstance(r["prompt"], list)]
-    assert len(theirs) == 18
+    assert all(body["prompt"].startswith("Q: ") and "\nA: " in body["prompt"] for body in choices)
+    # local-completions sent token ids (its remote tokenizer) for the same 18 requests, and the rolling windows.
+    theirs = [r for r in run.requests if "seed" in r]
+    assert len(theirs) == 18 + len(ours) - len(choices)
+
+
+def test_perplexity_scores_as_lm_evals_own_local_completions_window_by_window(run: Seen) -> None:
+    ours, upstream = run.seen["rolling_evalsi"], run.seen["rolling_upstream"]
+    assert ours == upstream
+    assert set(ours["metrics"]) >= {"word_perplexity,none", "byte_perplexity,none", "bits_per_byte,none"}
+    texts = [json.loads(line)["text"] for line in (FIXTURES / "tasks" / "ll_rolling.jsonl").read_text().splitlines()]
+    # The short texts fit one window: every token given the one before, the first given the BOS token.
+    for doc_id in (0, 2):
+        tokens = ["<s>", *tokenize(texts[doc_id])]
+        assert len(tokens) <= MAX_LENGTH - 1
+        assert ours["samples"][str(doc_id)] == pytest.approx(sum(logprob(a, b) for a, b in pairwise(tokens)))
+    # The long one was scored in windows of at most max_length - 1 token ids (one kept for the generated token),
+    # each predicting max_length - 2 of its tokens (one more is the window's context).
+    windows = [r["prompt"] for r in run.requests if "seed" not in r and isinstance(r["prompt"], list)]
+    assert len(windows) == 2 + math.ceil(len(tokenize(texts[1])) / (MAX_LENGTH - 2)) > 4
+    assert max(len(w) for w in windows) == MAX_LENGTH - 1
 
 
 def test_the_cli_run_logs_samples_and_usage_that_import(run: Seen) -> None:
@@ -118,9 +140,9 @@ def test_a_server_without_prompt_logprobs_is_refused_naming_the_endpoint(run: Se
     assert "echo: true with logprobs: 1" in error
 
 
-def test_rolling_loglikelihood_is_refused_saying_why(run: Seen) -> None:
+def test_rolling_loglikelihood_without_a_tokenizer_is_refused_saying_what_is_needed(run: Seen) -> None:
     assert run.seen["rolling"].startswith("BadInputError: lm-eval loglikelihood_rolling requests (perplexity")
-    assert "tokenizer" in run.seen["rolling"]
+    assert "add tokenizer_backend=remote to --model_args" in run.seen["rolling"]
 
 
 def test_nothing_left_the_machine(run: Seen) -> None:
@@ -160,3 +182,22 @@ def test_score_refuses_a_response_that_did_not_echo_the_prompt() -> None:
     del no_offsets["choices"][0]["logprobs"]["text_offset"]
     with pytest.raises(BadInputError, match=r"logprobs.text_offset is NoneType"):
         score(no_offsets, request, "u")
+
+
+def test_score_tokens_scores_a_window_from_its_context_length() -> None:
+    doc = _echo(["<s>", " a", " b", " c", " the"], [None, -1.0, -2.0, -0.5, -0.1],
+                [None, {" a": -1.0}, {" x": -1.0}, {" c": -0.5}, {" the": -0.1}])
+    assert score_tokens(doc, length=4, ctxlen=2, url="u") == (-2.5, False)
+    assert score_tokens(doc, length=4, ctxlen=3, url="u") == (-0.5, True)
+    with pytest.raises(BadInputError, match="2 echoed token logprobs for a prompt of 4 tokens"):
+        score_tokens(_echo(["<s>", " a"], [None, -1.0], [None, {" a": -1.0}]), length=4, ctxlen=1, url="u")
+
+
+def test_tokenizer_backend_and_max_length_model_args() -> None:
+    args = lm_args({"model": "m", "tokenizer_backend": "remote", "max_length": "512"})
+    assert (args.tokenizer_backend, args.max_length) == ("remote", 512)
+    assert (lm_args({"model": "m"}).tokenizer_backend, lm_args({"model": "m"}).max_length) == ("none", 2048)
+    with pytest.raises(BadInputError, match="tokenizer_backend='huggingface'; accepted: none, remote"):
+        lm_args({"model": "m", "tokenizer_backend": "huggingface"})
+    with pytest.raises(BadInputError, match="max_length=2; accepted: an integer from 3"):
+        lm_args({"model": "m", "max_length": 2})

@@ -1,8 +1,9 @@
 """Runs lm-eval in its own virtualenv for tests/adapters/test_lm_eval_loglikelihood.py, offline (an audit hook refuses
 and notes every connection off this machine): the multiple-choice task tasks/evalsi_ll_choice.yaml scored by
 ``--model evalsi`` from the CLI and by lm-eval's own ``local-completions`` (remote tokenizer backend) from
-``simple_evaluate``, against the same local completions server; then the errors: a server that returns no logprobs,
-a loglikelihood_rolling request. Writes what it saw to OUT as JSON."""
+``simple_evaluate``, against the same local completions server; the perplexity task tasks/evalsi_ll_rolling.yaml
+by both, with the server's tokenizer (``tokenizer_backend=remote``); then the errors: a server that returns no
+logprobs, a loglikelihood_rolling request without a tokenizer. Writes what it saw to OUT as JSON."""
 
 from __future__ import annotations
 
@@ -24,12 +25,21 @@ from lm_eval.models.openai_completions import LocalCompletionsAPI  # noqa: E402
 from lm_eval.tasks import TaskManager  # noqa: E402
 
 TASK = "evalsi_ll_choice"
+ROLLING = "evalsi_ll_rolling"
+# Short windows, so the fixture's longer text is scored in several (lm-eval's default is 2048 tokens).
+MAX_LENGTH = 8
 
 
 def _scores(results: dict[str, Any]) -> dict[str, Any]:
     """Per document: each choice's (log-likelihood, is_greedy) as lm-eval logged them, and the task's accuracy."""
     samples = {str(s["doc_id"]): [list(r[0]) for r in s["resps"]] for s in results["samples"][TASK]}
     return {"acc": results["results"][TASK]["acc,none"], "samples": samples}
+
+
+def _rolling(results: dict[str, Any]) -> dict[str, Any]:
+    samples = {str(s["doc_id"]): s["resps"][0][0] for s in results["samples"][ROLLING]}
+    metrics = {k: v for k, v in results["results"][ROLLING].items() if k.endswith(",none")}
+    return {"metrics": metrics, "samples": samples}
 
 
 def _error(call: Any) -> str:
@@ -53,11 +63,18 @@ def main(spec_path: str, out_path: str) -> None:
     evalsi = _scores(lm_eval.simple_evaluate(model=ours, tasks=[TASK], task_manager=tasks, log_samples=True))
     reference = LocalCompletionsAPI(model="tiny", base_url=f"{base}/v1/completions", tokenizer_backend="remote")
     upstream = _scores(lm_eval.simple_evaluate(model=reference, tasks=[TASK], task_manager=tasks, log_samples=True))
+    rolling_ours = EvalsiLM(model="tiny", provider="openai-compatible", base_url=f"{base}/v1",
+                            tokenizer_backend="remote", max_length=MAX_LENGTH)
+    rolling_theirs = LocalCompletionsAPI(model="tiny", base_url=f"{base}/v1/completions", tokenizer_backend="remote",
+                                         max_length=MAX_LENGTH)
+    rolled = {name: _rolling(lm_eval.simple_evaluate(model=lm, tasks=[ROLLING], task_manager=tasks, log_samples=True))
+              for name, lm in (("evalsi", rolling_ours), ("upstream", rolling_theirs))}
     plain = EvalsiLM(model="tiny", provider="openai-compatible", base_url=f"{base}/plain/v1")
     request = Instance(request_type="loglikelihood", doc={}, arguments=("Q: Why?\nA:", " Because"), idx=0)
     rolling = Instance(request_type="loglikelihood_rolling", doc={}, arguments=("Some text.",), idx=0)
     Path(out_path).write_text(json.dumps({
-        "evalsi": evalsi, "upstream": upstream,
+        "evalsi": evalsi, "upstream": upstream, "rolling_evalsi": rolled["evalsi"],
+        "rolling_upstream": rolled["upstream"],
         "no_logprobs": _error(lambda: plain.loglikelihood([request])),
         "rolling": _error(lambda: ours.loglikelihood_rolling([rolling])),
         "blocked": offline_guard.blocked,

@@ -21,11 +21,17 @@ from evalsi.v1alpha1.run_pb2 import ModelTarget
 TARGET_ARGS = ("provider", "model", "base_url", "api_key_env", "system_prompt")
 # Provider params sent with every call, and the call settings of ``TARGET_CALL_PARAMS``.
 NUMBER_ARGS = ("seed", "timeout_s", "max_retries", "rpm", "tpm", "price_per_1k_input", "price_per_1k_output")
-ADAPTER_ARGS = ("concurrency", "usage_log")
+ADAPTER_ARGS = ("concurrency", "usage_log", "tokenizer_backend", "max_length")
 # What lm-eval adds to every model's arguments (``--batch_size``, ``--max_batch_size``, ``--device``): calls are
 # sent ``concurrency`` at a time whatever the batch size, and there is no device.
 LM_EVAL_ARGS = ("batch_size", "max_batch_size", "device")
 ACCEPTED = (*TARGET_ARGS, *NUMBER_ARGS, *ADAPTER_ARGS, *LM_EVAL_ARGS)
+# ``tokenizer_backend``: none, or the server's own tokenizer endpoints (lm-eval's ``remote``: /tokenize,
+# /detokenize, /tokenizer_info, as vLLM serves them). lm-eval's ``huggingface`` and ``tiktoken`` backends download
+# the tokenizer (and huggingface needs transformers), so they are not offered.
+TOKENIZER_BACKENDS = ("none", "remote")
+# lm-eval's API models' default ``max_length``: a loglikelihood_rolling window holds at most this many tokens.
+DEFAULT_MAX_LENGTH = 2048
 MAX_CONCURRENCY = 64
 DEFAULT_CONCURRENCY = 4
 # lm-eval's own default for a request that names no length (its API models' ``_max_gen_toks``).
@@ -44,6 +50,8 @@ class LmArgs:
     target: ModelTarget
     concurrency: int
     usage_log: str  # "" when no per-call usage is written
+    tokenizer_backend: str = "none"
+    max_length: int = DEFAULT_MAX_LENGTH
 
 
 @dataclass(frozen=True)
@@ -78,7 +86,17 @@ def lm_args(args: Mapping[str, Any]) -> LmArgs:
     if not isinstance(concurrency, int) or not 1 <= concurrency <= MAX_CONCURRENCY:
         raise BadInputError(f"lm-eval --model_args: concurrency={concurrency!r}; accepted: an integer "
                             f"from 1 to {MAX_CONCURRENCY}")
-    return LmArgs(target=target, concurrency=concurrency, usage_log=_text(args, "usage_log"))
+    backend = _text(args, "tokenizer_backend").lower() or "none"
+    if backend not in TOKENIZER_BACKENDS:
+        raise BadInputError(f"lm-eval --model_args: tokenizer_backend={backend!r}; accepted: "
+                            f"{', '.join(TOKENIZER_BACKENDS)} (remote: the server's /tokenize endpoints; lm-eval's "
+                            "huggingface and tiktoken backends download a tokenizer and are not offered)")
+    max_length = _number(args.get("max_length", DEFAULT_MAX_LENGTH), "max_length")
+    if not isinstance(max_length, int) or not 3 <= max_length <= MAX_GEN_TOKS:
+        raise BadInputError(f"lm-eval --model_args: max_length={max_length!r}; accepted: an integer from 3 to "
+                            f"{MAX_GEN_TOKS}")
+    return LmArgs(target=target, concurrency=concurrency, usage_log=_text(args, "usage_log"),
+                  tokenizer_backend=backend, max_length=max_length)
 
 
 def generation(gen_kwargs: Mapping[str, Any], provider: str) -> Generation:

@@ -72,7 +72,7 @@ def score(doc: Any, request: Split, url: str) -> tuple[float, bool]:
     """The continuation's log-likelihood and whether each of its tokens was the most likely one (lm-eval's
     ``LocalCompletionsAPI.parse_logprobs``: the sum of ``token_logprobs`` and ``token == max(top_logprobs)``), over
     the echoed tokens from the one holding ``boundary`` to the prompt's end (the generated token left out)."""
-    logprobs = _logprobs(doc, url)
+    logprobs = _logprobs(doc, url, ("text_offset", "token_logprobs", "top_logprobs"))
     offsets, token_lps, tops = logprobs["text_offset"], logprobs["token_logprobs"], logprobs["top_logprobs"]
     if not (len(offsets) == len(token_lps) == len(tops)) or not offsets:
         raise BadInputError(f"{url}: logprobs.text_offset, token_logprobs and top_logprobs differ in length "
@@ -82,8 +82,23 @@ def score(doc: Any, request: Split, url: str) -> tuple[float, bool]:
     if start is None or start == 0 or end <= start:
         raise BadInputError(f"{url}: the echoed tokens' text_offset {offsets[:8]}... do not cover the prompt's "
                             f"{len(request.prompt)} characters with the continuation at {request.boundary}; {NEEDS}")
+    return _sum(token_lps, tops, range(start, end), url)
+
+
+def score_tokens(doc: Any, length: int, ctxlen: int, url: str) -> tuple[float, bool]:
+    """A prompt sent as ``length`` token ids scored from token ``ctxlen`` on: lm-eval's ``parse_logprobs``
+    (``token_logprobs[ctxlen:-1]``, the generated token left out), for ``loglikelihood_rolling`` windows."""
+    logprobs = _logprobs(doc, url)
+    token_lps, tops = logprobs["token_logprobs"], logprobs["top_logprobs"]
+    if len(token_lps) < length or len(tops) < length or not 0 < ctxlen < length:
+        raise BadInputError(f"{url}: {len(token_lps)} echoed token logprobs for a prompt of {length} tokens "
+                            f"(scored from {ctxlen}); {NEEDS}")
+    return _sum(token_lps, tops, range(ctxlen, length), url)
+
+
+def _sum(token_lps: list[Any], tops: list[Any], indices: range, url: str) -> tuple[float, bool]:
     total, greedy = 0.0, True
-    for index in range(start, end):
+    for index in indices:
         value, top = token_lps[index], tops[index]
         if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
             raise BadInputError(f"{url}: token_logprobs[{index}] is {value!r}, not a log-probability; {NEEDS}")
@@ -94,16 +109,17 @@ def score(doc: Any, request: Split, url: str) -> tuple[float, bool]:
     return total, greedy
 
 
-def _logprobs(doc: Any, url: str) -> dict[str, list[Any]]:
+def _logprobs(doc: Any, url: str, fields: tuple[str, ...] = ("token_logprobs", "top_logprobs"),
+              ) -> dict[str, list[Any]]:
     choices = doc.get("choices") if isinstance(doc, dict) else None
     logprobs = choices[0].get("logprobs") if isinstance(choices, list) and choices else None
     if not isinstance(logprobs, dict):
         raise BadInputError(f"{url} returned no logprobs (choices[0].logprobs is {logprobs!r}); {NEEDS}")
-    fields = {}
-    for name in ("text_offset", "token_logprobs", "top_logprobs"):
+    found = {}
+    for name in fields:
         value = logprobs.get(name)
         if not isinstance(value, list):
             raise BadInputError(f"{url} returned no prompt logprobs (choices[0].logprobs.{name} is "
                                 f"{type(value).__name__}); {NEEDS}")
-        fields[name] = value
-    return fields
+        found[name] = value
+    return found

@@ -4,16 +4,17 @@ breaker, token usage and prices. Imports ``lm_eval``: it runs where lm-eval is i
 
 ``generate_until`` through the chat connectors; ``loglikelihood`` (multiple-choice tasks) through an
 OpenAI-compatible completions endpoint that echoes the prompt's logprobs (``logprobs.py``).
-``loglikelihood_rolling`` (perplexity tasks) is refused: lm-eval windows its text by tokens, which needs the
-model's tokenizer. docs/adapters.md#lm-evaluation-harness.
+``loglikelihood_rolling`` (perplexity tasks) with ``tokenizer_backend=remote``: lm-eval windows the text by the
+server's tokens (``rolling.py``). docs/adapters.md#lm-evaluation-harness.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,10 +27,12 @@ from lm_eval.api.registry import register_model
 from lm_eval.models.api_models import JsonChatStr
 
 from evalsi.adapters.lm_eval.config import LmArgs, cut, generation, lm_args
-from evalsi.adapters.lm_eval.logprobs import NEEDS, CompletionsConnector, Split, score, split
+from evalsi.adapters.lm_eval.logprobs import NEEDS, CompletionsConnector, score, score_tokens, split
 from evalsi.adapters.lm_eval.offline import quiet_upstream
+from evalsi.adapters.lm_eval.rolling import prefix_token, remote_tokenizer, windows
 from evalsi.errors import BadInputError, InfraError
 from evalsi.judges import CircuitBreakers, RateLimiter
+from evalsi.judges.config import JudgeConfig
 from evalsi.targets.config import target_config, target_prices
 from evalsi.targets.models import TargetClient
 
@@ -39,8 +42,8 @@ quiet_upstream()
 MODEL_NAME = "evalsi"
 ROLLING_UNSUPPORTED = (
     "lm-eval loglikelihood_rolling requests (perplexity tasks) are split into windows of the model's tokens, which "
-    "needs its tokenizer; --model evalsi has none, so it runs generate_until and loglikelihood tasks only. For "
-    "loglikelihood_rolling tasks use lm-eval's own local-completions model with a tokenizer_backend"
+    "needs its tokenizer: add tokenizer_backend=remote to --model_args when the server serves its tokenizer "
+    "(/tokenize, /detokenize, /tokenizer_info beside /v1/completions, as vLLM does)"
 )
 ANTHROPIC_UNSUPPORTED = (
     "lm-eval loglikelihood requests (multiple-choice tasks) need the prompt's token logprobs, which Anthropic's "
@@ -87,12 +90,39 @@ class EvalsiLM(LM):
         """Each request's ``(context, continuation)`` scored by one completions call (``logprobs.py``),
         ``concurrency`` at a time: ``(log-likelihood, is_greedy)`` in the requests' order. A server without
         prompt logprobs is a ``BadInputError`` naming the endpoint; a call failing after retries an InfraError."""
-        if self.args.target.connector == "anthropic":
-            raise BadInputError(ANTHROPIC_UNSUPPORTED)
-        return asyncio.run(self._loglikelihoods(requests))
+        self._check_completions()
+        splits = [split(*request.args) for request in requests]  # bad requests found before any call is paid
+        scorers = [functools.partial(score, request=text) for text in splits]
+        results = asyncio.run(self._score(requests, [text.prompt for text in splits], scorers))
+        for request, result in zip(requests, results, strict=True):
+            self.cache_hook.add_partial("loglikelihood", request.args, result)
+        return results
 
     def loglikelihood_rolling(self, requests: list[Instance], disable_tqdm: bool = False) -> list[float]:
-        raise BadInputError(ROLLING_UNSUPPORTED)
+        """Each text's log-likelihood, summed over lm-eval's rolling windows of the server's tokens
+        (``rolling.py``; ``tokenizer_backend=remote``)."""
+        self._check_completions()
+        if self.args.tokenizer_backend != "remote":
+            raise BadInputError(ROLLING_UNSUPPORTED)
+        config = target_config(self.args.target)
+        tokenizer = remote_tokenizer(f"{config.base_url}/completions", config.timeout_s, _api_key(config))
+        prefix = prefix_token(tokenizer)
+        per_text = [windows(tokenizer.encode(request.args[0]), prefix, self.args.max_length) for request in requests]
+        flat = [(request, window) for request, texts in zip(requests, per_text, strict=True) for window in texts]
+        scores = asyncio.run(self._score(
+            [request for request, _ in flat], [window.ids for _, window in flat],
+            [functools.partial(score_tokens, length=len(w.ids), ctxlen=w.ctxlen) for _, w in flat]))
+        totals, at = [], 0
+        for request, texts in zip(requests, per_text, strict=True):
+            total = sum(value for value, _ in scores[at:at + len(texts)])  # is_greedy is not reported, as lm-eval
+            at += len(texts)
+            self.cache_hook.add_partial("loglikelihood_rolling", request.args, total)
+            totals.append(total)
+        return totals
+
+    def _check_completions(self) -> None:
+        if self.args.target.connector == "anthropic":
+            raise BadInputError(ANTHROPIC_UNSUPPORTED)
 
     def apply_chat_template(self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True) -> Any:
         """``--apply_chat_template``: the provider applies the model's template, so the conversation is sent as
@@ -160,8 +190,10 @@ class EvalsiLM(LM):
                 self._write_usage()
         return list(texts)
 
-    async def _loglikelihoods(self, requests: list[Instance]) -> list[tuple[float, bool]]:
-        splits = [split(*request.args) for request in requests]  # bad requests found before any call is paid
+    async def _score(self, requests: list[Instance], prompts: list[str] | list[list[int]],
+                     scorers: list[Callable[..., tuple[float, bool]]]) -> list[tuple[float, bool]]:
+        """One completions call a prompt (text or token ids), ``concurrency`` at a time, each response read by
+        its scorer; the results in the prompts' order."""
         semaphore = asyncio.Semaphore(self.args.concurrency)
         config = target_config(self.args.target)
         breaker = CircuitBreakers().for_model(config.provider, config.model)
@@ -169,34 +201,35 @@ class EvalsiLM(LM):
             limiter = RateLimiter().for_model(config.provider, config.model, rpm=config.rpm, tpm=config.tpm)
             connector = CompletionsConnector(config, session=session, limiter=limiter)
 
-            async def one(request: Instance, text: Split) -> tuple[float, bool]:
+            async def one(request: Instance, prompt: str | list[int],
+                          scorer: Callable[..., tuple[float, bool]]) -> tuple[float, bool]:
                 async with semaphore:
                     started = time.perf_counter()
                     try:
                         with breaker.guard():
-                            completion = await connector.complete([{"role": "user", "content": text.prompt}])
+                            completion = await connector.complete([{"role": "user", "content": prompt}])
                     except InfraError as exc:
                         # A chat-only server has no completions route: say what the request needs.
                         hint = f"; {NEEDS}" if getattr(exc, "status", None) in (404, 405) else ""
                         raise InfraError(f"lm-eval task {request.task_name} doc {request.doc_id}: the model "
                                          f"{config.model} failed after retries: {exc}{hint}") from None
                     latency = time.perf_counter() - started
-                result = score(completion.raw, text, connector.url)
-                self._record(request, completion.input_tokens, completion.output_tokens, latency, self.args.target)
-                self.cache_hook.add_partial("loglikelihood", request.args, result)
+                result = scorer(completion.raw, url=connector.url)
+                self._record(request, completion.input_tokens, completion.output_tokens, latency)
                 return result
 
             try:
-                results = await asyncio.gather(*(one(r, s) for r, s in zip(requests, splits, strict=True)))
+                results = await asyncio.gather(*(one(request, prompt, scorer) for request, prompt, scorer
+                                                 in zip(requests, prompts, scorers, strict=True)))
             finally:
                 self.usage.retries += connector.retries
                 self._write_usage()
         return list(results)
 
-    def _record(self, request: Instance, input_tokens: int, output_tokens: int, latency: float, target: Any) -> None:
+    def _record(self, request: Instance, input_tokens: int, output_tokens: int, latency: float) -> None:
         call: dict[str, Any] = {"task": request.task_name, "doc_id": request.doc_id, "input_tokens": input_tokens,
                                 "output_tokens": output_tokens, "latency_s": latency}
-        prices = target_prices(target)
+        prices = target_prices(self.args.target)
         if prices is not None:
             call["cost_usd"] = input_tokens / 1000 * prices[0] + output_tokens / 1000 * prices[1]
         self.usage.add(call)
@@ -219,3 +252,11 @@ class EvalsiLM(LM):
             for call in self.usage.per_call[self._written:]:
                 out.write(json.dumps(call, separators=(",", ":")) + "\n")
         self._written = len(self.usage.per_call)
+
+
+def _api_key(config: JudgeConfig) -> str | None:
+    """The key the completions calls send, for the tokenizer endpoints too (none when the target names none)."""
+    try:
+        return config.api_key(None)
+    except BadInputError:
+        return None
