@@ -131,3 +131,24 @@ def test_prompting_mode_lists_the_functions_and_runs_the_calls_written_as_text(
     assert ast.literal_eval(results[0]["content"]) == [  # no snippets: no body
         {"title": f"Result {n} for halftime show 2024", "href": f"{search}/page{n - 1}.html"} for n in (1, 2)]
     assert [query["q"] for query in server.queries] == ["halftime show 2024"]
+
+
+def test_the_searches_run_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+    import threading
+
+    from evalsi.datasets.bfcl_multi_drive import _execute
+    from evalsi.datasets.bfcl_web_search_drive import _simulators
+    from evalsi.packs.benchmarks.bfcl_multi_exec import Call
+    from evalsi.packs.benchmarks.bfcl_web_search import SearchEndpoint
+
+    monkeypatch.setenv(KEY_ENV, KEY)
+    with serve() as (search, _server):
+        simulators = _simulators({"show_snippet": True}, SearchEndpoint(api_key_env=KEY_ENV, base_url=search))
+        seen: list[str] = []
+        fetch = simulators.methods["fetch_url_content"]
+        simulators.methods["fetch_url_content"] = lambda **kw: seen.append(threading.current_thread().name) or fetch(
+            **kw)
+        [result] = asyncio.run(_execute(simulators, [Call("fetch_url_content", {"url": f"{search}/latin"})]))
+    assert json.loads(result) == {"content": "<p>Café crème</p>"}
+    assert seen and seen[0] != threading.main_thread().name

@@ -62,6 +62,14 @@ def _question(record: Record, simulators: Simulators | None = None
     return turns, simulators
 
 
+async def _execute(simulators: Simulators, calls: list[Any]) -> list[str]:
+    """The calls' results; simulators that do network work (``blocking``: the web search's) run in a thread, so a
+    slow page does not hold up the other questions played at the same time."""
+    if getattr(simulators, "blocking", False):
+        return await asyncio.to_thread(simulators.execute, calls)
+    return simulators.execute(calls)
+
+
 def _played(record: Record, output: list[dict[str, Any]], stop: dict[str, Any], mode: Mode,
             sent_input: list[dict[str, Any]] | None = None) -> Record:
     played = Record()
@@ -96,7 +104,7 @@ async def play_question(record: Record, model: JudgeClient | ChatModel, *,
             if not calls:
                 break
             names = [call_source(call) for call in calls]
-            results = simulators.execute(calls)
+            results = await _execute(simulators, calls)
             sent.append({"role": "user", "content": repr([{"role": "tool", "name": name, "content": result}
                                                          for name, result in zip(names, results, strict=True)])})
             output.extend({"role": "tool", "name": name, "content": result}
@@ -147,7 +155,7 @@ async def play_question_fc(record: Record, model: ChatModel, *, simulators: Simu
             calls = fc_calls(raw_calls)
             if not calls:  # no tool call, or one BFCL cannot decode: the turn ends (no results are sent)
                 break
-            results = simulators.execute(calls)
+            results = await _execute(simulators, calls)
             for call, result in zip(message["tool_calls"], results, strict=True):
                 result_message = {"role": "tool", "tool_call_id": call["id"], "name": call["name"], "content": result}
                 sent.append(result_message)

@@ -9,8 +9,8 @@ question's first message is BFCL's agentic answer format; in prompting mode BFCL
 language hint. The played question is the record with the conversation as its output (graded by
 ``builtin/bfcl-agentic``), the messages sent first as its input, and metadata ``bfcl_simulation``.
 
-The drivers run a call synchronously, so a search or a page fetch holds up the other questions played at the same
-time for as long as it takes (at most the endpoint's ``timeout_s`` for a page).
+Its simulators are marked ``blocking``, so the drivers run its searches and page fetches in a worker thread and a
+slow page holds up only its own question.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from evalsi.datasets.bfcl_multi_drive import SIMULATION_KEY, Mode, play_question, play_question_fc
 from evalsi.datasets.bfcl_prompt import hinted, prompting_turn
@@ -34,10 +35,17 @@ from evalsi.v1alpha1.record_pb2 import Record
 CLASS_NAME = "WebSearchAPI"
 
 
+@dataclass
+class NetworkSimulators(Simulators):
+    """Simulators whose calls go over the network: the drivers run them in a worker thread."""
+
+    blocking: ClassVar[bool] = True
+
+
 def _simulators(config: dict[str, Any], endpoint: SearchEndpoint) -> Simulators:
     """The question's simulators: its one ``WebSearchAPI`` on the operator's endpoint, already started (``start``
     keeps the instances it finds), so the registry of BFCL's classes is not asked for it."""
-    simulators = Simulators({CLASS_NAME: config}, [CLASS_NAME], long_context=False)
+    simulators = NetworkSimulators({CLASS_NAME: config}, [CLASS_NAME], long_context=False)
     instance = WebSearchAPI(endpoint)
     instance._load_scenario(config)
     simulators.instances[CLASS_NAME] = instance
