@@ -45,14 +45,14 @@ _SCHEMA_TYPES = {"dict": "object", "float": "number", "tuple": "array", "any": "
 def question_file(target: str, name: str) -> Path:
     """The question file ``bfcl://`` names: a file, or ``<dir>/<category>`` for ``<dir>/BFCL_v*_<category>.json``."""
     path = Path(target).expanduser()
+    searched = bfcl_web_search.web_search_file(path, path.name)  # web_search_base, _no_snippet, web_search: one file
+    if searched is not None:
+        return searched
     if path.is_file():
         return path
     memory = bfcl_memory.memory_file(path, path.name)  # memory_kv, memory_rec_sum, memory_vector: one file
     if memory is not None:
         return memory
-    searched = bfcl_web_search.web_search_file(path, path.name)  # web_search_base, web_search_no_snippet: one file
-    if searched is not None:
-        return searched
     exact = re.compile(rf"BFCL_v(\d+)_{re.escape(path.name)}\.json")  # BFCL_v*_multiple.json: not parallel_multiple
     found = [(m, p) for p in path.parent.glob(f"BFCL_v*_{path.name}.json") if (m := exact.fullmatch(p.name))]
     matches = [p for _m, p in sorted(found, key=lambda pair: int(pair[0].group(1)))] if path.name else []

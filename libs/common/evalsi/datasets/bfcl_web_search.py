@@ -1,5 +1,6 @@
 """BFCL's ``web_search`` category as dataset rows: ``bfcl://DIR/web_search_base`` or ``web_search_no_snippet``
-(BFCL's two categories of one question file: the search results with and without their snippets).
+(BFCL's two categories of one question file: the search results with and without their snippets), and
+``bfcl://DIR/web_search`` or the file itself for both (bfcl-eval's ``web_search`` group).
 
 ``DIR/BFCL_v*_web_search.json`` holds the questions (``{"id": "web_search_0", "question", "involved_classes":
 ["WebSearchAPI"]}``, one turn each), ``DIR/possible_answer/`` the same name their possible answers
@@ -36,6 +37,7 @@ from evalsi.datasets.formats import check_file, read_rows
 from evalsi.errors import BadInputError
 
 CATEGORIES = ("web_search_base", "web_search_no_snippet")  # bfcl_eval's WEB_SEARCH_CATEGORY
+GROUP = "web_search"  # bfcl-eval's name for both: their questions, base ones first
 CLASS_NAME = "WebSearchAPI"
 _QUESTION_ID = re.compile(r"web_search_(\d+)")
 
@@ -47,10 +49,15 @@ class WebSearchQuestions(PosixPath):
 
 
 def web_search_file(path: Path, category: str) -> WebSearchQuestions | None:
-    """The newest ``BFCL_v*_web_search.json`` beside ``path`` for a web search category (None for another)."""
-    if category not in CATEGORIES:
-        return None
+    """The newest ``BFCL_v*_web_search.json`` beside ``path`` for a web search category or ``web_search`` (None for
+    another); ``path`` itself when it is such a file (both categories)."""
     exact = re.compile(r"BFCL_v(\d+)_web_search\.json")
+    if path.is_file() and exact.fullmatch(path.name):
+        named = WebSearchQuestions(path)
+        named.category = GROUP
+        return named
+    if category not in (*CATEGORIES, GROUP):
+        return None
     found = sorted(((int(m.group(1)), p) for p in path.parent.glob("BFCL_v*_web_search.json")
                     if (m := exact.fullmatch(p.name))), key=lambda pair: pair[0])
     if not found:
@@ -74,6 +81,12 @@ def read_web_search(path: WebSearchQuestions, name: str, tool: Callable[[Mapping
         raise BadInputError(f"{doc_name}: expected function descriptions with a name")
     name = folder + path.name
     check_file(path, name)
+    for category in CATEGORIES if path.category == GROUP else (path.category,):
+        yield from _rows(path, name, category, answers, [tool(f) for f in functions], functions)
+
+
+def _rows(path: Path, name: str, category: str, answers: dict[str, list[str]], tools: list[dict[str, Any]],
+          functions: list[dict[str, Any]]) -> Iterator[tuple[int, dict[str, Any]]]:
     for line, row in read_rows(path, "jsonl", name=name):
         where = f"{name}:{line}"
         question_id = row.get("id") if isinstance(row, Mapping) else None
@@ -92,12 +105,12 @@ def read_web_search(path: WebSearchQuestions, name: str, tool: Callable[[Mapping
         messages = [{"role": "system", "content": AGENTIC_FORMAT_PROMPT},
                     *({"role": m["role"], "content": m["content"]} for m in question[0])]
         yield line, {
-            "id": question_id.replace("web_search", path.category),
+            "id": question_id.replace("web_search", category),
             "input": {"messages": messages},
-            "reference": json.dumps({"category": path.category, "ground_truth": answers[question_id]},
+            "reference": json.dumps({"category": category, "ground_truth": answers[question_id]},
                                     ensure_ascii=False),
-            "tools": [tool(f) for f in functions],
-            "bfcl_category": path.category,
-            "bfcl_web_search": {"show_snippet": "no_snippet" not in path.category},
+            "tools": tools,
+            "bfcl_category": category,
+            "bfcl_web_search": {"show_snippet": "no_snippet" not in category},
             "bfcl_functions": json.dumps(functions, ensure_ascii=False),
         }
