@@ -1,6 +1,7 @@
 """``evalsi cases play-bfcl``: BFCL's multi-turn questions played against a model as bfcl-eval plays them, in its
 function-calling or prompting mode (``evalsi.datasets.bfcl_multi_drive``), graded by ``builtin/bfcl-multi-turn``; and
-its memory questions (``evalsi.datasets.bfcl_memory_drive``), graded by ``builtin/bfcl-agentic``."""
+its memory and web search questions (``evalsi.datasets.bfcl_memory_drive``, ``bfcl_web_search_drive``), graded by
+``builtin/bfcl-agentic``."""
 
 from __future__ import annotations
 
