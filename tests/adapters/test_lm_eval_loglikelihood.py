@@ -12,12 +12,12 @@ import json
 import math
 import os
 import subprocess
-import sys
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
 import pytest
+from lm_eval_fixtures.completions_server import CompletionsServer, expected, logprob, tokenize
 
 from evalsi.adapters.lm_eval import UPSTREAM, find_run, run_rows
 from evalsi.adapters.lm_eval.config import lm_args
@@ -27,8 +27,6 @@ from evalsi.plugins.manifest import PluginManifest
 from evalsi.plugins.venv import ensure_venv, venv_python
 
 FIXTURES = Path(__file__).parent / "lm_eval_fixtures"
-sys.path.insert(0, str(FIXTURES))
-from completions_server import CompletionsServer, expected, logprob, tokenize  # noqa: E402
 
 TASK = "evalsi_ll_choice"
 MAX_LENGTH = 8  # run_lm_eval_loglikelihood.py's, for the perplexity task

@@ -14,7 +14,7 @@ import asyncio
 import functools
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -190,8 +190,8 @@ class EvalsiLM(LM):
                 self._write_usage()
         return list(texts)
 
-    async def _score(self, requests: list[Instance], prompts: list[str] | list[list[int]],
-                     scorers: list[Callable[..., tuple[float, bool]]]) -> list[tuple[float, bool]]:
+    async def _score(self, requests: list[Instance], prompts: Sequence[str | list[int]],
+                     scorers: Sequence[Callable[..., tuple[float, bool]]]) -> list[tuple[float, bool]]:
         """One completions call a prompt (text or token ids), ``concurrency`` at a time, each response read by
         its scorer; the results in the prompts' order."""
         semaphore = asyncio.Semaphore(self.args.concurrency)
