@@ -21,7 +21,13 @@ import pytest
 import requests
 
 from benchmarks_import.bfcl_web_servers import KEY, LATIN, PAGE, serve
-from evalsi.packs.benchmarks.bfcl_web_search import SearchEndpoint, WebSearchAPI, page_text
+from evalsi.packs.benchmarks.bfcl_web_search import (
+    PrivateAddressError,
+    SearchEndpoint,
+    WebSearchAPI,
+    _check_peer,
+    page_text,
+)
 
 KEY_ENV = "EVALSI_TEST_SEARCH_KEY"
 
@@ -56,7 +62,9 @@ def reference(server: tuple[str, Any], monkeypatch: pytest.MonkeyPatch) -> Any:
 
 
 def _port(server: tuple[str, Any], **limits: Any) -> WebSearchAPI:
-    return WebSearchAPI(SearchEndpoint(api_key_env=KEY_ENV, base_url=server[0], **limits), sleep=lambda _s: None)
+    # The local page server is on loopback, which page fetches may reach only when the operator allows it.
+    return WebSearchAPI(SearchEndpoint(api_key_env=KEY_ENV, base_url=server[0], private_addresses=True, **limits),
+                        sleep=lambda _s: None)
 
 
 @pytest.mark.parametrize("show_snippet", [True, False])
@@ -140,3 +148,32 @@ def test_truncate_text_is_beautifulsoups(html: str) -> None:
     for tag in soup(["script", "style"]):
         tag.extract()
     assert page_text(html) == soup.get_text(separator="\n", strip=True)
+
+
+class _Socket:
+    def __init__(self, address: str) -> None:
+        self.address, self.closed = address, False
+
+    def getpeername(self) -> tuple[str, int]:
+        return self.address, 80
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1", "10.1.2.3", "192.168.0.9", "169.254.169.254", "::1",
+                                     "::ffff:127.0.0.1", "fe80::1%eth0", "fd00::1", "0.0.0.0", "224.0.0.1"])
+def test_a_fetch_never_reaches_a_private_address_unless_allowed(address: str) -> None:
+    sock = _Socket(address)
+    with pytest.raises(PrivateAddressError, match="not a public address"):
+        _check_peer(sock)
+    assert sock.closed  # nothing of the request was sent on it
+    _check_peer(_Socket("93.184.215.14"))  # a public address passes
+    _check_peer(_Socket("2606:4700::6810:85e5"))
+
+
+def test_the_local_page_is_refused_by_default(server: tuple[str, Any]) -> None:
+    page = f"{server[0]}/page0.html"
+    refused = WebSearchAPI(SearchEndpoint(api_key_env=KEY_ENV, base_url=server[0])).fetch_url_content(page)
+    assert set(refused) == {"error"} and "127.0.0.1 is not a public address" in refused["error"]
+    assert set(_port(server).fetch_url_content(page)) == {"content"}  # allowed by the operator

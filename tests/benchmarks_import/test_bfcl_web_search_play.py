@@ -69,7 +69,7 @@ def test_play_bfcl_searches_fetches_and_grades(tmp_path: Path, monkeypatch: pyte
         done = CliRunner().invoke(cli, [
             "cases", "play-bfcl", f"{WEB}/web_search_base", f"{WEB}/web_search_no_snippet", "--model", "scripted",
             "--base-url", model.base_url, "--search-base-url", search, "--search-api-key-env", KEY_ENV,
-            "--format", "json", "-o", str(out), "--no-progress"])
+            "--fetch-private-addresses", "--format", "json", "-o", str(out), "--no-progress"])
     assert done.exit_code == 0, done.output
     summary = json.loads(done.output)
     assert summary["questions"][0] == {"question": "web_search_base_0", "passed": True}
@@ -121,7 +121,7 @@ def test_prompting_mode_lists_the_functions_and_runs_the_calls_written_as_text(
         done = CliRunner().invoke(cli, [
             "cases", "play-bfcl", f"{WEB}/web_search_no_snippet", "--question", record.id, "--mode", "prompting",
             "--model", "scripted", "--base-url", model.base_url, "--search-base-url", search,
-            "--search-api-key-env", KEY_ENV, "--no-progress"])
+            "--search-api-key-env", KEY_ENV, "--fetch-private-addresses", "--no-progress"])
     assert done.exit_code == 0, done.output
     assert done.output.splitlines()[1].split() == ["web_search_no_snippet_1", "pass"]
     functions = hinted(json.loads(record.metadata["bfcl_functions"].string_value))
@@ -144,7 +144,8 @@ def test_the_searches_run_off_the_event_loop(monkeypatch: pytest.MonkeyPatch) ->
 
     monkeypatch.setenv(KEY_ENV, KEY)
     with serve() as (search, _server):
-        simulators = _simulators({"show_snippet": True}, SearchEndpoint(api_key_env=KEY_ENV, base_url=search))
+        endpoint = SearchEndpoint(api_key_env=KEY_ENV, base_url=search, private_addresses=True)
+        simulators = _simulators({"show_snippet": True}, endpoint)
         seen: list[str] = []
         fetch = simulators.methods["fetch_url_content"]
         simulators.methods["fetch_url_content"] = lambda **kw: seen.append(threading.current_thread().name) or fetch(

@@ -52,6 +52,9 @@ MEMORY_EVALUATOR = "builtin/bfcl-agentic"  # the memory categories'
               help="web_search: the most bytes one page fetch reads (past it the fetch is an error).")
 @click.option("--fetch-timeout", "fetch_timeout_s", default=20.0, show_default=True, type=click.FloatRange(min=1),
               help="web_search: seconds one page fetch may take in all.")
+@click.option("--fetch-private-addresses", is_flag=True,
+              help="web_search: let page fetches reach loopback, private and link-local addresses (refused by "
+                   "default: the model picks the URLs, and a page can pick them for it).")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), metavar="FILE",
               help="Write the played conversations as a records file (JSONL) that `evalsi eval` grades again.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
@@ -63,7 +66,8 @@ MEMORY_EVALUATOR = "builtin/bfcl-agentic"  # the memory categories'
 def play_bfcl_command(sources: tuple[str, ...], model_name: str, base_url: str | None, api_key_env: str | None,
                       mode: str, question_ids: tuple[str, ...], limit: int | None, concurrency: int,
                       max_retries: int, timeout_s: float, search_base_url: str, search_api_key_env: str | None,
-                      fetch_max_bytes: int, fetch_timeout_s: float, output: str | None, fmt: str,
+                      fetch_max_bytes: int, fetch_timeout_s: float, fetch_private_addresses: bool,
+                      output: str | None, fmt: str,
                       min_pass_rate: float | None, progress: bool | None) -> None:
     """Play BFCL's multi-turn questions against a model, as bfcl-eval does, and grade them with BFCL's checker.
 
@@ -106,7 +110,8 @@ def play_bfcl_command(sources: tuple[str, ...], model_name: str, base_url: str |
                                 f"{', '.join(record.id for record in multi)[:500]}")
         multi = [record for record in multi if record.id in question_ids]
     multi = multi[:limit] if limit else multi
-    endpoint = _search_endpoint(multi, search_base_url, search_api_key_env, fetch_max_bytes, fetch_timeout_s)
+    endpoint = _search_endpoint(multi, search_base_url, search_api_key_env, fetch_max_bytes, fetch_timeout_s,
+                                fetch_private_addresses)
     settings: dict[str, Any] = {"model": model_name, "name": "model", "max_retries": max_retries,
                                 "timeout_s": timeout_s}
     settings.update({key: value for key, value in (("base_url", base_url), ("api_key_env", api_key_env)) if value})
@@ -136,7 +141,8 @@ def play_bfcl_command(sources: tuple[str, ...], model_name: str, base_url: str |
     sys.exit(0)
 
 
-def _search_endpoint(records: list, base_url: str, key_env: str | None, max_bytes: int, timeout_s: float) -> Any:
+def _search_endpoint(records: list, base_url: str, key_env: str | None, max_bytes: int, timeout_s: float,
+                     private_addresses: bool) -> Any:
     """The web search questions' endpoint (None when there are none); refused without a key's variable."""
     from evalsi.packs.benchmarks.bfcl_web_search import SearchEndpoint
 
@@ -151,7 +157,8 @@ def _search_endpoint(records: list, base_url: str, key_env: str | None, max_byte
         raise BadInputError(f"--search-api-key-env {key_env}: the environment variable is not set")
     if not base_url.startswith(("http://", "https://")):
         raise BadInputError(f"--search-base-url {base_url!r}: expected an http:// or https:// URL")
-    return SearchEndpoint(api_key_env=key_env, base_url=base_url, max_bytes=max_bytes, timeout_s=timeout_s)
+    return SearchEndpoint(api_key_env=key_env, base_url=base_url, max_bytes=max_bytes, timeout_s=timeout_s,
+                          private_addresses=private_addresses)
 
 
 def _row(result: Any) -> dict[str, Any]:

@@ -16,11 +16,19 @@ text as BeautifulSoup's ``get_text(separator="\\n", strip=True)`` after removing
 ``max_bytes`` and takes at most ``timeout_s`` in all (BFCL: 20 s per socket operation, no size limit); past either
 it is an error. Error texts for a refused status are requests' (``404 Client Error: Not Found for url: <url>``);
 those for a connection that fails are urllib's, not requests'.
+
+The model under test picks the URLs it fetches, and a page can tell it which: a fetch that reaches a loopback,
+private, link-local, multicast or reserved address (cloud metadata at 169.254.169.254 among them) is refused, the
+address checked on the connected socket itself, so a redirect or a name that resolves there is refused too, unless
+the operator allows those addresses (``SearchEndpoint.private_addresses``). Fetches go direct, not through a proxy
+from the environment (a proxy's address would be the one checked). BFCL fetches whatever the model names.
 """
 
 from __future__ import annotations
 
 import gzip
+import http.client
+import ipaddress
 import json
 import os
 import random
@@ -66,6 +74,7 @@ class SearchEndpoint:
     base_url: str = DEFAULT_BASE_URL
     max_bytes: int = 5_000_000
     timeout_s: float = 20.0
+    private_addresses: bool = False  # page fetches may reach this machine's and its networks' own addresses
 
     def api_key(self) -> str:
         key = os.environ.get(self.api_key_env, "")
@@ -152,8 +161,9 @@ def _fetch(url: str, endpoint: SearchEndpoint) -> str:
     """The page's body as text (see the module's docstring); raises with requests' words for a refused status."""
     deadline = time.monotonic() + endpoint.timeout_s
     request = urllib.request.Request(url, headers=FETCH_HEADERS)
+    opener = _ANY_ADDRESS if endpoint.private_addresses else _PUBLIC_ONLY
     try:
-        response = urllib.request.urlopen(request, timeout=endpoint.timeout_s)
+        response = opener.open(request, timeout=endpoint.timeout_s)
     except urllib.error.HTTPError as exc:
         kind = "Client" if exc.code < 500 else "Server"
         raise OSError(f"{exc.code} {kind} Error: {exc.reason} for url: {exc.url}") from None
@@ -170,6 +180,51 @@ def _fetch(url: str, endpoint: SearchEndpoint) -> str:
         headers: Message = response.headers
     body = _decoded(b"".join(chunks), headers.get("Content-Encoding", ""), endpoint.max_bytes)
     return body.decode(_charset(headers), errors="replace")
+
+
+class PrivateAddressError(OSError):
+    """A page fetch reached an address the operator did not allow (see the module's docstring)."""
+
+
+def _check_peer(sock: Any) -> None:
+    address = ipaddress.ip_address(sock.getpeername()[0].split("%")[0])
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    if not address.is_global or address.is_multicast:
+        sock.close()
+        raise PrivateAddressError(f"{address} is not a public address: page fetches may not reach it "
+                                  "(play-bfcl --fetch-private-addresses allows it)")
+
+
+class _PublicHTTPConnection(http.client.HTTPConnection):
+    def connect(self) -> None:
+        super().connect()
+        _check_peer(self.sock)  # before a byte of the request is sent
+
+
+class _PublicHTTPSConnection(http.client.HTTPSConnection):
+    def connect(self) -> None:
+        # The socket is connected, then wrapped: checked once connected, before the handshake sends anything
+        # the page could use.
+        http.client.HTTPConnection.connect(self)
+        _check_peer(self.sock)
+        server_hostname = self._tunnel_host or self.host  # type: ignore[attr-defined]
+        self.sock = self._context.wrap_socket(self.sock, server_hostname=server_hostname)  # type: ignore[attr-defined]
+
+
+class _PublicHTTPHandler(urllib.request.HTTPHandler):
+    def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(_PublicHTTPConnection, req)
+
+
+class _PublicHTTPSHandler(urllib.request.HTTPSHandler):
+    def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+        return self.do_open(_PublicHTTPSConnection, req, context=self._context)  # type: ignore[attr-defined]
+
+
+# No ProxyHandler from the environment in either: fetches go direct.
+_PUBLIC_ONLY = urllib.request.build_opener(urllib.request.ProxyHandler({}), _PublicHTTPHandler, _PublicHTTPSHandler)
+_ANY_ADDRESS = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 def _decoded(body: bytes, encoding: str, max_bytes: int) -> bytes:
