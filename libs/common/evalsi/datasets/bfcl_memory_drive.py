@@ -24,7 +24,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from evalsi.datasets.bfcl_multi_drive import SIMULATION_KEY, Mode, play_question, play_question_fc
+from evalsi.datasets.bfcl_multi_drive import Mode, as_played, play_each, play_question, play_question_fc
 from evalsi.datasets.bfcl_prompt import hinted, lead_system, prompting_turn
 from evalsi.errors import InfraError
 from evalsi.harness.models import ChatModel
@@ -147,27 +147,16 @@ async def play_memory(records: Sequence[Record], model: JudgeClient | ChatModel,
             if on_done is not None:
                 on_done(len(questions))
             return []
-        played = await asyncio.gather(*(question(record, memory, snapshot) for record in questions))
-        return [record for record in played if record is not None]
+        async def question(record: Record) -> Record:
+            turns = [list(content_value(record.input)["messages"])]
+            played, _after = await _conversation(record.id, turns, memory, snapshot, model, mode)
+            result = as_played(record, played)
+            result.metadata[SNAPSHOT_KEY].CopyFrom(to_value(snapshot))
+            return result
 
-    async def question(record: Record, memory: dict[str, Any], snapshot: dict[str, Any]) -> Record | None:
-        async with gate:
-            try:
-                turns = [list(content_value(record.input)["messages"])]
-                played, _after = await _conversation(record.id, turns, memory, snapshot, model, mode)
-            except (InfraError, NotBuiltError, ValueError) as exc:
-                errors[record.id] = str(exc)
-                return None
-            finally:
-                if on_done is not None:
-                    on_done(1)
-        result = Record()
-        result.CopyFrom(record)
-        result.input.CopyFrom(played.input)
-        result.output.CopyFrom(played.output)
-        result.metadata[SIMULATION_KEY].CopyFrom(played.metadata[SIMULATION_KEY])
-        result.metadata[SNAPSHOT_KEY].CopyFrom(to_value(snapshot))
-        return result
+        played, failed = await play_each(questions, question, concurrency=concurrency, on_done=on_done, gate=gate)
+        errors.update(failed)
+        return played
 
     done = await asyncio.gather(*(scenario(questions) for questions in groups.values()))
     return [record for played in done for record in played], errors

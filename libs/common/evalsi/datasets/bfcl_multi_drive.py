@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Literal
 
 from evalsi.datasets.bfcl_multi_fc import ADDED_FUNCTIONS_FC, fc_calls, fc_tools
@@ -179,16 +179,29 @@ async def play_questions(records: Sequence[Record], model: JudgeClient | ChatMod
     if mode == "fc" and isinstance(model, JudgeClient):
         raise TypeError("mode 'fc' needs a model that takes tools (evalsi.harness.models.ConnectorModel), "
                         "not a JudgeClient")
-    gate = asyncio.Semaphore(concurrency)
+
+    async def play(record: Record) -> Record:
+        if mode == "fc":
+            assert not isinstance(model, JudgeClient)
+            return await play_question_fc(record, model)
+        return await play_question(record, model)
+
+    return await play_each(records, play, concurrency=concurrency, on_done=on_done)
+
+
+async def play_each(records: Sequence[Record], play: Callable[[Record], Awaitable[Record]], *, concurrency: int,
+                    on_done: Callable[[int], None] | None = None,
+                    gate: asyncio.Semaphore | None = None) -> tuple[list[Record], dict[str, str]]:
+    """``play`` of each record, ``concurrency`` at a time (or under ``gate``, shared with other calls): the played
+    records in order, and the reason of each that could not be played (a model failing after retries, a class
+    with no simulator, a record that is not a question), by its id. ``on_done`` is told of each one finished."""
+    gate = gate or asyncio.Semaphore(concurrency)
     errors: dict[str, str] = {}
 
     async def one(record: Record) -> Record | None:
         async with gate:
             try:
-                if mode == "fc":
-                    assert not isinstance(model, JudgeClient)
-                    return await play_question_fc(record, model)
-                return await play_question(record, model)
+                return await play(record)
             except (InfraError, NotBuiltError, ValueError) as exc:
                 errors[record.id] = str(exc)
                 return None
@@ -198,3 +211,14 @@ async def play_questions(records: Sequence[Record], model: JudgeClient | ChatMod
 
     played = await asyncio.gather(*(one(record) for record in records))
     return [record for record in played if record is not None], errors
+
+
+def as_played(record: Record, played: Record) -> Record:
+    """The question's record with what was played: the messages sent first as its input, the conversation as its
+    output, and how it ended (``bfcl_simulation``)."""
+    result = Record()
+    result.CopyFrom(record)
+    result.input.CopyFrom(played.input)
+    result.output.CopyFrom(played.output)
+    result.metadata[SIMULATION_KEY].CopyFrom(played.metadata[SIMULATION_KEY])
+    return result

@@ -15,19 +15,16 @@ slow page holds up only its own question.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from evalsi.datasets.bfcl_multi_drive import SIMULATION_KEY, Mode, play_question, play_question_fc
+from evalsi.datasets.bfcl_multi_drive import Mode, as_played, play_each, play_question, play_question_fc
 from evalsi.datasets.bfcl_prompt import hinted, prompting_turn
-from evalsi.errors import InfraError
 from evalsi.harness.models import ChatModel
 from evalsi.judges import JudgeClient
 from evalsi.packs.benchmarks.bfcl_multi_exec import Simulators
-from evalsi.packs.benchmarks.bfcl_multi_sim import NotBuiltError
 from evalsi.packs.benchmarks.bfcl_web_search import SearchEndpoint, WebSearchAPI
 from evalsi.records import content_value, from_value, to_content, to_value
 from evalsi.v1alpha1.record_pb2 import Record
@@ -81,27 +78,10 @@ async def play_web_search(records: Sequence[Record], model: JudgeClient | ChatMo
     if mode == "fc" and isinstance(model, JudgeClient):
         raise TypeError("mode 'fc' needs a model that takes tools (evalsi.harness.models.ConnectorModel), "
                         "not a JudgeClient")
-    gate = asyncio.Semaphore(concurrency)
-    errors: dict[str, str] = {}
 
-    async def one(record: Record) -> Record | None:
-        async with gate:
-            try:
-                if "bfcl_web_search" not in record.metadata or "bfcl_functions" not in record.metadata:
-                    raise ValueError("not a BFCL web search question (read one from bfcl://DIR/web_search_base)")
-                played = await _question(record, model, mode, endpoint)
-            except (InfraError, NotBuiltError, ValueError) as exc:
-                errors[record.id] = str(exc)
-                return None
-            finally:
-                if on_done is not None:
-                    on_done(1)
-        result = Record()
-        result.CopyFrom(record)
-        result.input.CopyFrom(played.input)
-        result.output.CopyFrom(played.output)
-        result.metadata[SIMULATION_KEY].CopyFrom(played.metadata[SIMULATION_KEY])
-        return result
+    async def play(record: Record) -> Record:
+        if "bfcl_web_search" not in record.metadata or "bfcl_functions" not in record.metadata:
+            raise ValueError("not a BFCL web search question (read one from bfcl://DIR/web_search_base)")
+        return as_played(record, await _question(record, model, mode, endpoint))
 
-    done = await asyncio.gather(*(one(record) for record in records))
-    return [record for record in done if record is not None], errors
+    return await play_each(records, play, concurrency=concurrency, on_done=on_done)
