@@ -112,7 +112,8 @@ def test_perplexity_scores_as_lm_evals_own_local_completions_window_by_window(ru
     # The long one was scored in windows of at most max_length - 1 token ids (one kept for the generated token),
     # each predicting max_length - 2 of its tokens (one more is the window's context).
     windows = [r["prompt"] for r in run.requests if "seed" not in r and isinstance(r["prompt"], list)]
-    assert len(windows) == 2 + math.ceil(len(tokenize(texts[1])) / (MAX_LENGTH - 2)) > 4
+    # 18 + 1: the next test's choices and empty context, also sent as token ids.
+    assert len(windows) == 18 + 1 + 2 + math.ceil(len(tokenize(texts[1])) / (MAX_LENGTH - 2))
     assert max(len(w) for w in windows) == MAX_LENGTH - 1
 
 
@@ -129,6 +130,20 @@ def test_the_cli_run_logs_samples_and_usage_that_import(run: Seen) -> None:
     prompts = {f"Q: {d['question']}\nA: {c}" for d in DOCS for c in d["choices"]}
     assert sorted(u["input_tokens"] for u in usage) == sorted(len(tokenize(p)) for p in prompts)
     assert {u["output_tokens"] for u in usage} == {1}
+
+
+def test_with_the_servers_tokenizer_choices_are_sent_as_token_ids_as_lm_eval_sends_them(run: Seen) -> None:
+    ours, upstream = run.seen["tokenized_evalsi"], run.seen["tokenized_upstream"]
+    assert ours == upstream
+    # Every prompt (9 to 12 tokens) was over the window and cut on the left to max_length - 1 ids; the server scores
+    # a token given the one before, which the cut keeps, so the scores are the text path's.
+    ids = [r["prompt"] for r in run.requests if "seed" not in r and isinstance(r["prompt"], list)]
+    assert sum(len(prompt) == MAX_LENGTH - 1 for prompt in ids) >= 18
+    assert ours["samples"] == run.seen["evalsi"]["samples"]
+    # An empty context is the BOS token (the text path refuses it: test_split_...).
+    (evalsi, upstream_empty) = run.seen["empty_context"]
+    assert evalsi == upstream_empty
+    assert evalsi[0] == pytest.approx(sum(logprob(a, b) for a, b in pairwise(["<s>", "Paris", " is", " big"])))
 
 
 def test_a_server_without_prompt_logprobs_is_refused_naming_the_endpoint(run: Seen) -> None:

@@ -2,7 +2,8 @@
 and notes every connection off this machine): the multiple-choice task tasks/evalsi_ll_choice.yaml scored by
 ``--model evalsi`` from the CLI and by lm-eval's own ``local-completions`` (remote tokenizer backend) from
 ``simple_evaluate``, against the same local completions server; the perplexity task tasks/evalsi_ll_rolling.yaml
-by both, with the server's tokenizer (``tokenizer_backend=remote``); then the errors: a server that returns no
+by both, with the server's tokenizer (``tokenizer_backend=remote``), and the multiple-choice task again with it;
+then the errors: a server that returns no
 logprobs, a loglikelihood_rolling request without a tokenizer. Writes what it saw to OUT as JSON."""
 
 from __future__ import annotations
@@ -67,6 +68,12 @@ def main(spec_path: str, out_path: str) -> None:
                             tokenizer_backend="remote", max_length=MAX_LENGTH)
     rolling_theirs = LocalCompletionsAPI(model="tiny", base_url=f"{base}/v1/completions", tokenizer_backend="remote",
                                          max_length=MAX_LENGTH)
+    # The multiple-choice task sent as token ids, its prompts (9 to 12 tokens) left-truncated to the window.
+    tokenized = {name: _scores(lm_eval.simple_evaluate(model=lm, tasks=[TASK], task_manager=tasks, log_samples=True))
+                 for name, lm in (("evalsi", rolling_ours), ("upstream", rolling_theirs))}
+    # An empty context: conditioned on the BOS token, which needs the tokenizer.
+    empty = Instance(request_type="loglikelihood", doc={}, arguments=("", "Paris is big"), idx=0)
+    empty_context = [list(lm.loglikelihood([empty])[0]) for lm in (rolling_ours, rolling_theirs)]
     rolled = {name: _rolling(lm_eval.simple_evaluate(model=lm, tasks=[ROLLING], task_manager=tasks, log_samples=True))
               for name, lm in (("evalsi", rolling_ours), ("upstream", rolling_theirs))}
     plain = EvalsiLM(model="tiny", provider="openai-compatible", base_url=f"{base}/plain/v1")
@@ -74,7 +81,8 @@ def main(spec_path: str, out_path: str) -> None:
     rolling = Instance(request_type="loglikelihood_rolling", doc={}, arguments=("Some text.",), idx=0)
     Path(out_path).write_text(json.dumps({
         "evalsi": evalsi, "upstream": upstream, "rolling_evalsi": rolled["evalsi"],
-        "rolling_upstream": rolled["upstream"],
+        "rolling_upstream": rolled["upstream"], "tokenized_evalsi": tokenized["evalsi"],
+        "tokenized_upstream": tokenized["upstream"], "empty_context": empty_context,
         "no_logprobs": _error(lambda: plain.loglikelihood([request])),
         "rolling": _error(lambda: ours.loglikelihood_rolling([rolling])),
         "blocked": offline_guard.blocked,

@@ -3,9 +3,10 @@ model-target connectors: the code a run's ``spec.target.model`` uses, with its r
 breaker, token usage and prices. Imports ``lm_eval``: it runs where lm-eval is installed (its own virtualenv).
 
 ``generate_until`` through the chat connectors; ``loglikelihood`` (multiple-choice tasks) through an
-OpenAI-compatible completions endpoint that echoes the prompt's logprobs (``logprobs.py``).
-``loglikelihood_rolling`` (perplexity tasks) with ``tokenizer_backend=remote``: lm-eval windows the text by the
-server's tokens (``rolling.py``). docs/adapters.md#lm-evaluation-harness.
+OpenAI-compatible completions endpoint that echoes the prompt's logprobs (``logprobs.py``), as text or, with
+``tokenizer_backend=remote``, as the server's token ids; ``loglikelihood_rolling`` (perplexity tasks) with
+``tokenizer_backend=remote``: lm-eval's windows of the server's tokens (``tokenized.py``).
+docs/adapters.md#lm-evaluation-harness.
 """
 
 from __future__ import annotations
@@ -25,11 +26,12 @@ from lm_eval.api.instance import Instance
 from lm_eval.api.model import LM
 from lm_eval.api.registry import register_model
 from lm_eval.models.api_models import JsonChatStr
+from lm_eval.utils import RemoteTokenizer
 
 from evalsi.adapters.lm_eval.config import LmArgs, cut, generation, lm_args
 from evalsi.adapters.lm_eval.logprobs import NEEDS, CompletionsConnector, score, score_tokens, split
 from evalsi.adapters.lm_eval.offline import quiet_upstream
-from evalsi.adapters.lm_eval.rolling import prefix_token, remote_tokenizer, windows
+from evalsi.adapters.lm_eval.tokenized import pair, prefix_token, remote_tokenizer, windows
 from evalsi.errors import BadInputError, InfraError
 from evalsi.judges import CircuitBreakers, RateLimiter
 from evalsi.judges.config import JudgeConfig
@@ -87,26 +89,38 @@ class EvalsiLM(LM):
         self._written = 0  # calls already in the usage log
 
     def loglikelihood(self, requests: list[Instance], disable_tqdm: bool = False) -> list[tuple[float, bool]]:
-        """Each request's ``(context, continuation)`` scored by one completions call (``logprobs.py``),
-        ``concurrency`` at a time: ``(log-likelihood, is_greedy)`` in the requests' order. A server without
-        prompt logprobs is a ``BadInputError`` naming the endpoint; a call failing after retries an InfraError."""
+        """Each request's ``(context, continuation)`` scored by one completions call, ``concurrency`` at a time:
+        ``(log-likelihood, is_greedy)`` in the requests' order. Sent as text, the continuation found by the
+        echoed tokens' offsets (``logprobs.py``); with ``tokenizer_backend=remote``, as token ids the way lm-eval's
+        API models send them (``tokenized.py``). A server without prompt logprobs is a ``BadInputError`` naming
+        the endpoint; a call failing after retries an InfraError."""
         self._check_completions()
-        splits = [split(*request.args) for request in requests]  # bad requests found before any call is paid
-        scorers = [functools.partial(score, request=text) for text in splits]
-        results = asyncio.run(self._score(requests, [text.prompt for text in splits], scorers))
+        prompts: list[str | list[int]] = []
+        scorers: list[Callable[..., tuple[float, bool]]] = []
+        if self.args.tokenizer_backend == "remote":
+            tokenizer, prefix = self._tokenizer()
+            for request in requests:
+                context, continuation = request.args
+                window = pair(tokenizer, prefix, context, continuation, self.args.max_length)
+                prompts.append(window.ids)
+                scorers.append(functools.partial(score_tokens, length=len(window.ids), ctxlen=window.ctxlen))
+        else:
+            for request in requests:  # bad requests found before any call is paid for
+                text = split(*request.args)
+                prompts.append(text.prompt)
+                scorers.append(functools.partial(score, request=text))
+        results = asyncio.run(self._score(requests, prompts, scorers))
         for request, result in zip(requests, results, strict=True):
             self.cache_hook.add_partial("loglikelihood", request.args, result)
         return results
 
     def loglikelihood_rolling(self, requests: list[Instance], disable_tqdm: bool = False) -> list[float]:
         """Each text's log-likelihood, summed over lm-eval's rolling windows of the server's tokens
-        (``rolling.py``; ``tokenizer_backend=remote``)."""
+        (``tokenized.py``; ``tokenizer_backend=remote``)."""
         self._check_completions()
         if self.args.tokenizer_backend != "remote":
             raise BadInputError(ROLLING_UNSUPPORTED)
-        config = target_config(self.args.target)
-        tokenizer = remote_tokenizer(f"{config.base_url}/completions", config.timeout_s, _api_key(config))
-        prefix = prefix_token(tokenizer)
+        tokenizer, prefix = self._tokenizer()
         per_text = [windows(tokenizer.encode(request.args[0]), prefix, self.args.max_length) for request in requests]
         flat = [(request, window) for request, texts in zip(requests, per_text, strict=True) for window in texts]
         scores = asyncio.run(self._score(
@@ -119,6 +133,11 @@ class EvalsiLM(LM):
             self.cache_hook.add_partial("loglikelihood_rolling", request.args, total)
             totals.append(total)
         return totals
+
+    def _tokenizer(self) -> tuple[RemoteTokenizer, int]:
+        config = target_config(self.args.target)
+        tokenizer = remote_tokenizer(f"{config.base_url}/completions", config.timeout_s, _api_key(config))
+        return tokenizer, prefix_token(tokenizer)
 
     def _check_completions(self) -> None:
         if self.args.target.connector == "anthropic":
