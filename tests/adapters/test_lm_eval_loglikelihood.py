@@ -7,6 +7,7 @@ without prompt logprobs and a loglikelihood_rolling request are refused saying w
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import math
@@ -21,10 +22,12 @@ from lm_eval_fixtures.completions_server import CompletionsServer, expected, log
 
 from evalsi.adapters.lm_eval import UPSTREAM, find_run, run_rows
 from evalsi.adapters.lm_eval.config import lm_args
-from evalsi.adapters.lm_eval.logprobs import Split, score, score_tokens, split
+from evalsi.adapters.lm_eval.logprobs import CompletionsConnector, Split, score, score_tokens, split
 from evalsi.errors import BadInputError
 from evalsi.plugins.manifest import PluginManifest
 from evalsi.plugins.venv import ensure_venv, venv_python
+from evalsi.targets.config import target_config
+from evalsi.v1alpha1.run_pb2 import ModelTarget
 
 FIXTURES = Path(__file__).parent / "lm_eval_fixtures"
 
@@ -214,3 +217,22 @@ def test_tokenizer_backend_and_max_length_model_args() -> None:
         lm_args({"model": "m", "tokenizer_backend": "huggingface"})
     with pytest.raises(BadInputError, match="max_length=2; accepted: an integer from 3"):
         lm_args({"model": "m", "max_length": 2})
+
+
+def test_a_busy_completions_server_is_retried_by_the_connector() -> None:
+    async def call(base_url: str) -> tuple[float, bool]:
+        target = ModelTarget(connector="openai-compatible", model="tiny", base_url=f"{base_url}/v1")
+        target.params.update({"max_retries": 2})
+        connector = CompletionsConnector(target_config(target), sleep=lambda _: asyncio.sleep(0))
+        text = split("A:", " big city")
+        try:
+            completion = await connector.complete([{"role": "user", "content": text.prompt}])
+        finally:
+            await connector.aclose()
+        assert connector.retries == 2
+        return score(completion.raw, text, connector.url)
+
+    with CompletionsServer() as server:
+        server.unavailable = 2
+        assert asyncio.run(call(server.base_url)) == expected("A:", " big city")
+        assert len(server.requests) == 3

@@ -56,6 +56,7 @@ def expected(context: str, continuation: str) -> tuple[float, bool]:
 class CompletionsServer:
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
+        self.unavailable = 0  # completions calls still to answer 503 (a busy server)
         self._vocab: dict[str, int] = {}
         self._words: list[str] = []
         self._lock = threading.Lock()
@@ -130,6 +131,10 @@ class CompletionsServer:
                 elif self.path in ("/v1/completions", "/plain/v1/completions"):
                     with server._lock:
                         server.requests.append({"path": self.path, **body})
+                        busy, server.unavailable = server.unavailable > 0, max(0, server.unavailable - 1)
+                    if busy:
+                        self._reply({"error": {"message": "busy"}}, 503)
+                        return
                     prompt = body["prompt"]
                     # One prompt (text or token ids) or a batch of them.
                     batch = prompt if isinstance(prompt, list) and prompt and not isinstance(prompt[0], int) \
