@@ -6,6 +6,9 @@ record by the mapping the plugin uses, reversed (``cases.case_row``), and is gra
 (the same binding, runner and judge client as every evaluation, not a copy of the evaluator). An evaluator that
 needs a judge calls the judge given here (our judge configuration), never DeepEval's model.
 
+``evalsi_metric(ref, conversational=True)`` grades ``ConversationalTestCase``s the same way, each case one record
+holding the conversation (``reverse_turns.conversation_row``, the inverse of the conversational metrics' mapping).
+
 How a result becomes DeepEval's:
 
 - scored: ``score`` is the chosen output (``output=``; by default the evaluator's only pass/fail or numeric one,
@@ -20,14 +23,15 @@ How a result becomes DeepEval's:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from deepeval.errors import MissingTestCaseParamsError  # type: ignore[import-not-found]
-from deepeval.metrics import BaseMetric  # type: ignore[import-not-found]
-from deepeval.test_case import LLMTestCase  # type: ignore[import-not-found]
+from deepeval.metrics import BaseConversationalMetric, BaseMetric  # type: ignore[import-not-found]
+from deepeval.test_case import ConversationalTestCase, LLMTestCase, Turn  # type: ignore[import-not-found]
 
-from evalsi.adapters.deepeval.cases import case_row
+from evalsi.adapters.deepeval.cases import _chunk_text, case_row
+from evalsi.adapters.deepeval.reverse_turns import conversation_row
 from evalsi.adapters.reverse import bind_one
 from evalsi.errors import BadInputError, EvalsiError
 from evalsi.evaluators import BoundEvaluator, Output, Registry
@@ -40,8 +44,11 @@ class EvaluatorFailed(EvalsiError):
     """The evaluator could not grade the test case (its own error, or the judge down after retries): not a score."""
 
 
-class EvalsiMetric(BaseMetric):
-    """A DeepEval metric grading each test case with the Evals.si evaluator ``evaluator`` (see ``evalsi_metric``)."""
+class _Graded:
+    """What both metrics share: the bound evaluator, measuring a test case's record with it, and DeepEval's
+    attributes set from the result. A subclass says how its kind of test case becomes a record (``_row``)."""
+
+    _row: Callable[[Any], dict[str, Any]]
 
     def __init__(self, evaluator: str, *, params: Mapping[str, Any] | None = None,
                  judge: JudgeInput | None = None, judges: Mapping[str, JudgeInput] | None = None,
@@ -68,12 +75,12 @@ class EvalsiMetric(BaseMetric):
     def __name__(self) -> str:  # DeepEval names a metric by this property in its results
         return f"evalsi:{self.bound.evaluator.ref}"
 
-    def measure(self, test_case: LLMTestCase, *args: Any, **kwargs: Any) -> float:
+    def measure(self, test_case: Any, *args: Any, **kwargs: Any) -> float:
         results = evaluate([self._row(test_case)], [self.bound], judge=self.judge, judges=self.judges,
                            registry=self.registry, cache=self.cache)
         return self._take(results.results[0], test_case)
 
-    async def a_measure(self, test_case: LLMTestCase, *args: Any, **kwargs: Any) -> float:
+    async def a_measure(self, test_case: Any, *args: Any, **kwargs: Any) -> float:
         results = await evaluate_async([self._row(test_case)], [self.bound], judge=self.judge, judges=self.judges,
                                        registry=self.registry, cache=self.cache)
         return self._take(results.results[0], test_case)
@@ -81,12 +88,7 @@ class EvalsiMetric(BaseMetric):
     def is_successful(self) -> bool:
         return bool(self.success) and self.error is None
 
-    def _row(self, test_case: LLMTestCase) -> dict[str, Any]:
-        return case_row(input=test_case.input, actual_output=test_case.actual_output,
-                        expected_output=test_case.expected_output, retrieval_context=test_case.retrieval_context,
-                        context=test_case.context, name=test_case.name, metadata=test_case.metadata)
-
-    def _take(self, result: EvaluationResult, test_case: LLMTestCase) -> float:
+    def _take(self, result: EvaluationResult, test_case: Any) -> float:
         """Set DeepEval's score, success and reason from ``result`` (module docstring)."""
         self.error = None
         if result.outcome == Outcome.OUTCOME_SKIPPED:
@@ -95,11 +97,54 @@ class EvalsiMetric(BaseMetric):
         if result.outcome != Outcome.OUTCOME_SCORED:
             self.error = f"{Outcome.Name(result.outcome)}: {result.reason}"
             raise EvaluatorFailed(f"evalsi evaluator {self.bound.evaluator.ref} did not grade the test case "
-                                  f"{test_case.name or test_case.input[:60]!r} ({self.error})")
+                                  f"{test_case.name or _described(test_case)!r} ({self.error})")
         self.score, self.success = score_and_success(result, self.bound.evaluator.outputs, self.graded,
                                                       self.threshold)
         self.reason = "\n".join(s.explanation for s in result.scores if s.explanation) or None
         return self.score
+
+
+def _described(test_case: Any) -> str:
+    """A test case without a name, for an error: its input, or its first turn's text."""
+    if isinstance(test_case, ConversationalTestCase):
+        return test_case.turns[0].content[:60] if test_case.turns else "(no turns)"
+    return str(test_case.input)[:60]
+
+
+class EvalsiMetric(_Graded, BaseMetric):
+    """A DeepEval metric grading each single-turn test case (``LLMTestCase``) with the Evals.si evaluator
+    ``evaluator`` (see ``evalsi_metric``)."""
+
+    def _row(self, test_case: LLMTestCase) -> dict[str, Any]:
+        return case_row(input=test_case.input, actual_output=test_case.actual_output,
+                        expected_output=test_case.expected_output, retrieval_context=test_case.retrieval_context,
+                        context=test_case.context, name=test_case.name, metadata=test_case.metadata)
+
+
+class EvalsiConversationalMetric(_Graded, BaseConversationalMetric):
+    """A DeepEval conversational metric grading each ``ConversationalTestCase`` with the Evals.si evaluator
+    ``evaluator``: the case becomes one record (``reverse_turns.conversation_row``, the forward mapping's inverse).
+    A separate class because DeepEval gives a conversational case only ``BaseConversationalMetric``s, and a
+    ``BaseMetric`` only single-turn cases (``evalsi_metric(..., conversational=True)``)."""
+
+    def _row(self, test_case: ConversationalTestCase) -> dict[str, Any]:
+        return conversation_row(turns=[_turn(turn) for turn in test_case.turns],
+                                expected_outcome=test_case.expected_outcome, context=test_case.context,
+                                name=test_case.name, metadata=test_case.metadata,
+                                chatbot_role=test_case.chatbot_role, scenario=test_case.scenario,
+                                user_description=test_case.user_description)
+
+
+def _turn(turn: Turn) -> dict[str, Any]:
+    """A DeepEval ``Turn`` as the plain fields ``conversation_row`` reads (its MCP calls, audio and metadata are not
+    mapped: a record has no place for them beside the trajectory)."""
+    fields: dict[str, Any] = {"role": turn.role, "content": turn.content}
+    if turn.tools_called:
+        fields["tools_called"] = [{"name": call.name, "input_parameters": call.input_parameters,
+                                   "output": call.output} for call in turn.tools_called]
+    if turn.retrieval_context:
+        fields["retrieval_context"] = [_chunk_text(chunk) for chunk in turn.retrieval_context]
+    return fields
 
 
 def graded_output(bound: BoundEvaluator, name: str | None) -> Output:
@@ -140,14 +185,18 @@ def score_and_success(result: EvaluationResult, outputs: Sequence[Output], outpu
 
 def evalsi_metric(evaluator: str, *, params: Mapping[str, Any] | None = None, judge: JudgeInput | None = None,
                   judges: Mapping[str, JudgeInput] | None = None, threshold: float = 0.5, output: str | None = None,
-                  registry: Registry | None = None, cache: bool = True) -> EvalsiMetric:
+                  registry: Registry | None = None, cache: bool = True, conversational: bool = False
+                  ) -> EvalsiMetric | EvalsiConversationalMetric:
     """A DeepEval metric grading with the Evals.si evaluator ``evaluator`` (a ref such as ``builtin/exact-match``,
     ``exact-match`` or ``acme/json-valid@1.0.0``).
 
     ``params`` are the evaluator's params, checked now (a wrong one raises ``BadInputError`` before any case
     runs); ``judge``/``judges`` configure the judge an evaluator that needs one calls (as ``evaluate()`` takes them;
     judged calls are cached unless ``cache=False``); ``threshold`` decides success for a numeric output;
-    ``output`` chooses the output that is DeepEval's score when the evaluator has several.
+    ``output`` chooses the output that is DeepEval's score when the evaluator has several; ``conversational=True``
+    makes the metric for ``ConversationalTestCase``s (``EvalsiConversationalMetric``), as DeepEval wants a metric of
+    each kind for each kind of case.
     """
-    return EvalsiMetric(evaluator, params=params, judge=judge, judges=judges, threshold=threshold, output=output,
+    kind = EvalsiConversationalMetric if conversational else EvalsiMetric
+    return kind(evaluator, params=params, judge=judge, judges=judges, threshold=threshold, output=output,
                         registry=registry, cache=cache)
