@@ -8,6 +8,8 @@ calls, no tool-call tag, the functions as JSON indented by 4, plain text, classi
 the first turn's system message, before what that message said, or as a new system message when the turn has none
 (``system_prompt_pre_processing_chat_model``: :func:`prompting_turn`). The memory categories' own prompt is put
 first the same way, before the listing is (``add_memory_instruction_system_prompt``: :func:`lead_system`).
+The format_sensitivity category asks under other prompt configurations (``evalsi.datasets.bfcl_formats``): given
+one, :func:`system_prompt` and :func:`prompting_turn` write that configuration's prompt instead.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import copy
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from evalsi.datasets import bfcl_formats
 
 # bfcl_eval.utils._get_language_specific_hint for a Python category (not Java's, not JavaScript's)
 PYTHON_HINT = " Note that the provided function is in Python 3 syntax."
@@ -45,8 +49,11 @@ def hinted(functions: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def system_prompt(functions: Sequence[Mapping[str, Any]]) -> str:
-    """:data:`PROMPT` listing ``functions`` as given (already :func:`hinted`), their keys in order."""
+def system_prompt(functions: Sequence[Mapping[str, Any]], config: str | None = None) -> str:
+    """:data:`PROMPT` listing ``functions`` as given (already :func:`hinted`), their keys in order; or, given a
+    prompt configuration (``ret_fmt=...&...``), bfcl-eval's prompt for it (:func:`bfcl_formats.formulate`)."""
+    if config is not None and config != bfcl_formats.DEFAULT:
+        return bfcl_formats.formulate(config, functions)
     return PROMPT.format(functions=json.dumps(list(functions), indent=4))
 
 
@@ -61,11 +68,11 @@ def lead_system(turn: Sequence[Mapping[str, str]], text: str) -> list[dict[str, 
     return messages
 
 
-def prompting_turn(turn: Sequence[Mapping[str, str]], functions: Sequence[Mapping[str, Any]]
-                   ) -> list[dict[str, str]]:
+def prompting_turn(turn: Sequence[Mapping[str, str]], functions: Sequence[Mapping[str, Any]],
+                   config: str | None = None) -> list[dict[str, str]]:
     """The first turn as bfcl-eval's prompting mode sends it: :func:`system_prompt` of ``functions`` (already
-    :func:`hinted`) leading it (:func:`lead_system`)."""
-    return lead_system(turn, system_prompt(functions))
+    :func:`hinted`) under ``config`` (the default one when None) leading it (:func:`lead_system`)."""
+    return lead_system(turn, system_prompt(functions, config))
 
 
 def listed_functions(system_message: str) -> list[dict[str, Any]]:
