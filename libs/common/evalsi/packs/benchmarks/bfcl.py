@@ -1,7 +1,8 @@
 """``builtin/bfcl-ast``: BFCL's AST checker over a record imported from ``bfcl://`` (``evalsi.datasets.bfcl``).
 
 The record's reference carries the question's function descriptions, its possible answers and its category (the
-JSON the importer writes); its output (or trajectory) carries the model's calls, decoded as BFCL does.
+JSON the importer writes); its output (or trajectory) carries the model's calls, decoded as BFCL does (a
+format_sensitivity record's in the return format its metadata's ``bfcl_prompt_config`` asked for).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from evalsi.evaluators import evaluator
 from evalsi.packs.benchmarks.bfcl_ast import check_calls
 from evalsi.packs.benchmarks.bfcl_calls import DecodeError, record_calls
 from evalsi.packs.benchmarks.bfcl_relevance import check_relevance, is_relevance_category
+from evalsi.packs.benchmarks.bfcl_return_formats import configured_calls
 from evalsi.records import content_value
 from evalsi.v1alpha1.record_pb2 import Record
 from evalsi.v1alpha1.score_pb2 import Score
@@ -46,7 +48,8 @@ def bfcl_reference(record: Record) -> Mapping[str, Any]:
 
 @evaluator(
     "builtin/bfcl-ast",
-    version="1.1.1",  # 1.1: relevance categories, text decoded strictly as BFCL does; 1.1.1: unhashable keys
+    version="1.2.0",  # 1.1: relevance categories, text decoded strictly as BFCL does; 1.1.1: unhashable keys;
+    # 1.2: a format_sensitivity record's answer decoded in the return format of its prompt configuration
     pack="benchmarks",
     requires=["reference"],
     cheap=True,  # pure, bounded by the output's MAX_TEXT and the reference's size: no thread hop
@@ -68,7 +71,8 @@ def bfcl_ast(record: Record, *, dots_as_underscores: bool = False) -> Score:
         return Score(passed=True) if verdict.valid else Score(
             passed=False, explanation=f"{verdict.error_type}: {verdict.error}"[:2000])
     try:
-        calls = record_calls(record)
+        configured = configured_calls(record)  # format_sensitivity: in the format its configuration asked for
+        calls = record_calls(record) if configured is None else configured
     except DecodeError as exc:
         return Score(passed=False, explanation=f"ast_decoder:decoder_failed: {exc}")
     try:

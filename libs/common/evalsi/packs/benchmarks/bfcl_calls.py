@@ -107,7 +107,12 @@ def text_calls(text: str) -> Calls:
     """Calls from text: JSON when it parses as such, else BFCL's Python-call form."""
     if len(text) > MAX_TEXT:
         raise DecodeError(f"output of {len(text)} characters; at most {MAX_TEXT} are decoded")
-    source = call_source(text)
+    return python_calls(call_source(text))
+
+
+def python_calls(source: str) -> Calls:
+    """The calls in a Python expression as BFCL's ``ast_parse`` reads it: one call, or a list (tuple, set) of
+    calls. (``text_calls`` always hands it a list; inside ``<TOOLCALL>`` tags no brackets are added.)"""
     plain = plain_calls(source)
     if plain is not None:
         return plain
@@ -115,7 +120,9 @@ def text_calls(text: str) -> Calls:
         tree = ast.parse(source, mode="eval").body
     except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
         raise DecodeError(f"invalid syntax, failed to decode the calls: {exc}") from None
-    elements = tree.elts if isinstance(tree, ast.List) else [tree]
+    if isinstance(tree, ast.Call):
+        return [_call(tree)]
+    elements = tree.elts if isinstance(tree, ast.List | ast.Tuple | ast.Set) else [tree]  # else BFCL fails
     calls: Calls = []
     for index, element in enumerate(elements):
         if not isinstance(element, ast.Call):
