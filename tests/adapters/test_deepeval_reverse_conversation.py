@@ -105,3 +105,4 @@ def test_evalsi_conversational_metrics_in_deepeval_evaluate_equal_our_evaluate(
     assert by_case["booking"]["evalsi:builtin/llm-judge@1.0.0"]["score"] == 1.0  # "Paris" in it: the judge's 5/5
     # measure() itself, outside DeepEval's error handling: the case without tool calls raises its error.
     assert answer["measured"][:2] == [1.0, 0.0] and "missing trajectory" in answer["measured"][2]
+    assert answer["asserted"][:2] == [True, False] and "missing trajectory" in answer["asserted"][2]

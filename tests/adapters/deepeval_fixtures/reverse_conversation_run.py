@@ -1,8 +1,8 @@
 """The reverse adapter's conversational metrics inside a real DeepEval run, for the contract tests: run by the
 adapter venv's python, it grades ``ConversationalTestCase``s with ``deepeval.evaluate`` and Evals.si evaluators as
 DeepEval conversational metrics (``evalsi_metric(..., conversational=True)``), measures the first metric on each
-case synchronously (``metric.measure``, recording a ``MissingTestCaseParamsError``), and writes both as JSON to the
-file named by its argument.
+case synchronously (``metric.measure``, recording a ``MissingTestCaseParamsError``) and with ``assert_test``, and
+writes them as JSON to the file named by its argument.
 
 stdin: {"cases": [{ConversationalTestCase fields, each turn {Turn fields, tools_called: [{ToolCall fields}]}}],
         "metrics": [{"evaluator": ..., other evalsi_metric keywords}]}
@@ -17,7 +17,7 @@ from typing import Any
 
 from evalsi.adapters.deepeval import evalsi_metric  # first: it turns DeepEval's telemetry off before DeepEval loads
 
-from deepeval import evaluate
+from deepeval import assert_test, evaluate
 from deepeval.errors import MissingTestCaseParamsError
 from deepeval.evaluate import AsyncConfig, DisplayConfig, ErrorConfig
 from deepeval.test_case import ConversationalTestCase, ToolCall, Turn
@@ -46,8 +46,17 @@ def main() -> None:
             measured.append(evalsi_metric(**spec["metrics"][0], conversational=True).measure(case))
         except MissingTestCaseParamsError as exc:
             measured.append(f"missing: {exc}")
+    asserted: list[bool | str] = []
+    for case in cases:  # assert_test with the first metric
+        try:
+            assert_test(case, [evalsi_metric(**spec["metrics"][0], conversational=True)], run_async=False)
+            asserted.append(True)
+        except AssertionError:
+            asserted.append(False)
+        except MissingTestCaseParamsError as exc:
+            asserted.append(f"missing: {exc}")
     with open(sys.argv[1], "w") as answer:
-        json.dump({"graded": graded, "measured": measured}, answer)
+        json.dump({"graded": graded, "measured": measured, "asserted": asserted}, answer)
 
 
 if __name__ == "__main__":
