@@ -175,3 +175,21 @@ def test_edge_answers_decode_as_bfcl_eval_decodes_them(theirs: types.SimpleNames
             assert ours == expected, (return_format, answer)
     with pytest.raises(DecodeError, match="TOOLCALL"):
         format_calls("[f(a=1)]", return_format, True)
+
+
+def test_long_structured_answers_fail_fast() -> None:
+    """BFCL's regular expressions are quadratic on some texts: past MAX_STRUCTURED characters, no decode."""
+    import time
+
+    from evalsi.packs.benchmarks.bfcl_return_formats import MAX_STRUCTURED
+
+    started = time.monotonic()
+    for return_format, text in (("json", "[{" * (MAX_STRUCTURED // 2)), ("json", "[{} ," * (MAX_STRUCTURED // 5)),
+                                ("verbose_xml", "<functions>" * (MAX_STRUCTURED // 11))):
+        try:  # within the bound: decoded, to nothing or a failure of BFCL's own
+            assert format_calls(text[:MAX_STRUCTURED - 2], return_format, False) == []
+        except DecodeError as exc:
+            assert "at most" not in str(exc)
+        with pytest.raises(DecodeError, match="at most"):
+            format_calls(text + "x" * 100, return_format, False)
+    assert time.monotonic() - started < 5

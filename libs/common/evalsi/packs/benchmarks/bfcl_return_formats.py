@@ -26,6 +26,10 @@ from evalsi.packs.benchmarks.bfcl_calls import MAX_TEXT, Calls, DecodeError, pyt
 from evalsi.records import content_text, from_value
 from evalsi.v1alpha1.record_pb2 import Record
 
+# BFCL's own regular expressions (kept, so what they pick is what BFCL picks) take time quadratic in the text for
+# some inputs (50,000 "[{" take 18 s): the JSON and XML formats decode at most this many characters, a few
+# hundred calls' worth, and fail on more (BFCL would spend that time, and might decode it).
+MAX_STRUCTURED = 20_000
 _TOOL_CALL = re.compile(r"<TOOLCALL>(.*?)</TOOLCALL>", re.DOTALL)
 _FUNCTIONS = re.compile(r"<functions>(.*?)</functions>", re.DOTALL)
 _JSON_LIST = re.compile(r"\[.*\]", re.DOTALL)
@@ -48,6 +52,9 @@ def format_calls(text: str, return_format: str, tool_call_tag: bool) -> Calls:
     decoder = _DECODERS.get(return_format)
     if decoder is None:
         raise ValueError(f"BFCL return format {return_format!r}; accepted: {', '.join(_DECODERS)}")
+    if return_format != "python" and len(source) > MAX_STRUCTURED:
+        raise DecodeError(f"{return_format} output of {len(source)} characters; at most {MAX_STRUCTURED} are "
+                          "decoded in that format")
     return decoder(source)
 
 
