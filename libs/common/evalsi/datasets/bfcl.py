@@ -8,7 +8,9 @@ The relevance categories (irrelevance, live_irrelevance, live_relevance) are sin
 answers: whether the model called a function at all is what is graded. The multi-turn categories (multi_turn_base,
 miss_func, miss_param, long_context) hold several user turns, graded by ``builtin/bfcl-multi-turn``
 (``evalsi.datasets.bfcl_multi`` reads their parts). The memory categories (memory_kv, memory_rec_sum,
-memory_vector) are read by ``evalsi.datasets.bfcl_memory`` and graded by ``builtin/bfcl-agentic``.
+memory_vector) are read by ``evalsi.datasets.bfcl_memory`` and graded by ``builtin/bfcl-agentic``. The
+format_sensitivity category (listed questions of the AST categories under each of bfcl-eval's prompt
+configurations) is read by ``evalsi.datasets.bfcl_format_sensitivity``.
 
 Each question becomes a row: ``input`` the messages as bfcl-eval's prompting mode sends them
 (``evalsi.datasets.bfcl_prompt``: its system prompt listing the functions and asking for its call format first in
@@ -25,7 +27,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from evalsi.datasets import bfcl_memory, bfcl_multi, bfcl_web_search
+from evalsi.datasets import bfcl_format_sensitivity, bfcl_memory, bfcl_multi, bfcl_web_search
 from evalsi.datasets.bfcl_prompt import hinted, prompting_turn
 from evalsi.datasets.formats import check_file, read_rows
 from evalsi.errors import BadInputError
@@ -48,6 +50,9 @@ def question_file(target: str, name: str) -> Path:
     searched = bfcl_web_search.web_search_file(path, path.name)  # web_search_base, _no_snippet, web_search: one file
     if searched is not None:
         return searched
+    listed = bfcl_format_sensitivity.sensitivity_file(path)  # format_sensitivity: an id file of other categories
+    if listed is not None:
+        return listed
     if path.is_file():
         return path
     memory = bfcl_memory.memory_file(path, path.name)  # memory_kv, memory_rec_sum, memory_vector: one file
@@ -60,7 +65,8 @@ def question_file(target: str, name: str) -> Path:
         raise BadInputError(f"{name}: no such file, nor a BFCL category file {path.parent}/BFCL_v*_{path.name}"
                             ".json; accepted: bfcl://<question file> or bfcl://<dir>/<category> with category "
                             f"one of {', '.join(CATEGORIES + RELEVANCE_CATEGORIES)} (live_ ones too) or "
-                            f"{', '.join(bfcl_multi.CATEGORIES + bfcl_memory.CATEGORIES + bfcl_web_search.CATEGORIES)}")
+                            f"{', '.join(bfcl_multi.CATEGORIES + bfcl_memory.CATEGORIES + bfcl_web_search.CATEGORIES)}"
+                            f", {bfcl_format_sensitivity.CATEGORY}")
     return matches[-1]  # the newest version
 
 
@@ -73,6 +79,11 @@ def read_bfcl(path: Path, name: str) -> Iterator[tuple[int, dict[str, Any]]]:
         return
     if isinstance(path, bfcl_web_search.WebSearchQuestions):
         yield from bfcl_web_search.read_web_search(path, name, openai_tool)
+        return
+    if isinstance(path, bfcl_format_sensitivity.FormatSensitivityQuestions):
+        yield from bfcl_format_sensitivity.read_format_sensitivity(
+            path, name, CATEGORIES, lambda category, where: read_bfcl(question_file(str(path.parent / category),
+                                                                                     where), where))
         return
     # Errors name the files as the source was given: its directory, then the question or answers file.
     folder = name.rpartition("/")[0] + "/" if "/" in name else ""
