@@ -20,6 +20,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from typing import Any
 
+from evalsi.datasets.bfcl_format_sensitivity import CONFIG_KEY  # the configuration a record was asked under
 from evalsi.datasets.bfcl_formats import parse
 from evalsi.errors import SkipRecord
 from evalsi.packs.benchmarks.bfcl_calls import MAX_TEXT, Calls, DecodeError, python_calls
@@ -152,8 +153,6 @@ _DECODERS: dict[str, Callable[[str], Calls]] = {
     "python": _python, "json": _json, "verbose_xml": _verbose_xml, "concise_xml": _concise_xml,
 }
 
-
-CONFIG_KEY = "bfcl_prompt_config"  # the record's metadata naming the prompt configuration it was asked under
 
 
 def configured_calls(record: Record) -> Calls | None:
