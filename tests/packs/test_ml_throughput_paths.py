@@ -53,14 +53,15 @@ def _same(left: Any, right: Any) -> bool:
 
 
 def _printed(message: Value) -> Any:
-    """The reference: protobuf's JSON printer, whole numbers below 2**53 as ints."""
+    """The reference: protobuf's JSON printer, whole numbers below 2**53 as ints, an object's keys sorted (a
+    Struct keeps no order, and ``struct_to_dict`` sorts them so every process reads a record alike)."""
     def whole(obj: Any) -> Any:
         if isinstance(obj, float) and obj.is_integer() and abs(obj) < 2**53:
             return int(obj)
         if isinstance(obj, list):
             return [whole(item) for item in obj]
         if isinstance(obj, dict):
-            return {key: whole(item) for key, item in obj.items()}
+            return {key: whole(obj[key]) for key in sorted(obj)}
         return obj
 
     return whole(json_format.MessageToDict(message))
