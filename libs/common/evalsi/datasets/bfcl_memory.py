@@ -94,11 +94,7 @@ def read_memory(path: MemoryQuestions, name: str, tool: Callable[[Mapping[str, A
             raise BadInputError(f"{name}: more than {MAX_QUESTIONS} questions")
         if scenario not in prereqs:
             prereqs[scenario] = _prereq(path.parent, real, folder, scenario, category)
-        question = row.get("question")
-        if not (isinstance(question, list) and len(question) == 1 and _messages(question[0])):
-            raise BadInputError(f"{where}: question: expected one turn of {{\"role\", \"content\"}} messages")
-        messages = [{"role": "system", "content": AGENTIC_FORMAT_PROMPT},
-                    *({"role": m["role"], "content": m["content"]} for m in question[0])]
+        messages = agentic_turn(row.get("question"), where)
         yield line, {
             "id": question_id.replace("memory", category),
             "input": {"messages": messages},
@@ -158,6 +154,14 @@ def _prereq(folder: Path, real: Path, shown: str, scenario: str, category: str) 
                               "turns": [[{"role": m["role"], "content": m["content"]} for m in turn]
                                         for turn in turns]})
     return conversations
+
+
+def agentic_turn(question: Any, where: str) -> list[dict[str, Any]]:
+    """An agentic question's one turn (memory, web search) led by BFCL's answer-format system message."""
+    if not (isinstance(question, list) and len(question) == 1 and _messages(question[0])):
+        raise BadInputError(f"{where}: question: expected one turn of {{\"role\", \"content\"}} messages")
+    return [{"role": "system", "content": AGENTIC_FORMAT_PROMPT},
+            *({"role": m["role"], "content": m["content"]} for m in question[0])]
 
 
 def _messages(turn: Any) -> bool:

@@ -25,13 +25,12 @@ from pathlib import Path, PosixPath
 from typing import Any
 
 from evalsi.datasets.bfcl_memory import (
-    AGENTIC_FORMAT_PROMPT,
     ANSWERS_DIR,
     FUNC_DOC_DIR,
     MAX_QUESTIONS,
     _answers,
     _inside,
-    _messages,
+    agentic_turn,
 )
 from evalsi.datasets.formats import check_file, read_rows
 from evalsi.errors import BadInputError
@@ -99,11 +98,7 @@ def _rows(path: Path, name: str, category: str, answers: dict[str, list[str]], t
             raise BadInputError(f"{where}: id {question_id!r} has no possible answer in {ANSWERS_DIR}/{path.name}")
         if line > MAX_QUESTIONS:
             raise BadInputError(f"{name}: more than {MAX_QUESTIONS} questions")
-        question = row.get("question")
-        if not (isinstance(question, list) and len(question) == 1 and _messages(question[0])):
-            raise BadInputError(f"{where}: question: expected one turn of {{\"role\", \"content\"}} messages")
-        messages = [{"role": "system", "content": AGENTIC_FORMAT_PROMPT},
-                    *({"role": m["role"], "content": m["content"]} for m in question[0])]
+        messages = agentic_turn(row.get("question"), where)
         yield line, {
             "id": question_id.replace("web_search", category),
             "input": {"messages": messages},
