@@ -11,7 +11,7 @@ from typing import Any
 from evalsi.errors import BadInputError
 from evalsi.evaluators import Output, evaluator
 from evalsi.evaluators._evaluator import BatchVerdicts
-from evalsi.packs.text._common import SEP, covered, overlap, stack_counts, summed_counts, texts
+from evalsi.packs.text._common import SEP, covered, overlap, summed_counts, texts
 from evalsi.v1alpha1.record_pb2 import Record
 
 _PUNCTS = frozenset("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
@@ -159,6 +159,19 @@ def _corpus_batch(
     return mapped
 
 
+def _stack(rows: list[list[int]]) -> Any:
+    """corpus-chrf's counts stacked for its bootstrap (``_exact_counts``: float32 sums where exact)."""
+    from evalsi.packs.text._exact_counts import stack_exact  # numpy: loaded by the first corpus reduce
+
+    return stack_exact(rows)
+
+
+def _summed(stats: Any) -> list[int]:
+    """The counts summed over the records: of a list of counts (``summed_counts``), or of the stacked data or
+    a resample of it (``_stack``)."""
+    return summed_counts(stats) if isinstance(stats, list) else stats.sums()
+
+
 def _check_for(name: str) -> Callable[..., None]:
     def check(*, char_order: int = 6, word_order: int = 0, beta: float = 2.0, **_: object) -> None:
         if not 1 <= char_order <= MAX_CHAR_ORDER:
@@ -223,7 +236,7 @@ def chrf(
     requires=["output", "reference"],
     mapper=_stats,
     map_batch=_corpus_batch,
-    stack=stack_counts,
+    stack=_stack,
     check=_check_for("builtin/corpus-chrf"),
     outputs=[Output("chrf", "number", min=0.0, max=100.0,
                     description="Corpus chrF on sacrebleu's 0-100 scale: n-gram counts summed over the records, "
@@ -235,8 +248,7 @@ def corpus_chrf(
     whitespace: bool = False,
 ) -> float:
     """Corpus chrF over the dataset, equal to sacrebleu's CHRF(...).corpus_score."""
-    summed = summed_counts(stats)
-    return f_score(summed, char_order + word_order, beta)
+    return f_score(_summed(stats), char_order + word_order, beta)
 
 
 EVALUATORS = (chrf, corpus_chrf)

@@ -1,0 +1,56 @@
+"""Per-record counts stacked once for corpus chrF's bootstrap, summed per resample in float32 where that is exact.
+
+The runner's bootstrap (evaluators/runner.py::_run_dataset) calls ``take`` with each resample's drawn positions and
+the reduce reads the resample's column sums. A resample's sums are one weights-by-matrix product, and BLAS's
+float32 product of a 20,000 x 18 matrix runs about five times as fast as float64's here (25 against 120 µs, most
+of a resample after the draw itself). Counts and weights are whole numbers, so a float product is exact, in any
+order of its additions, while every partial sum is below the float's integer limit (2**24 for float32): with n
+positions drawn and no count above ``peak``, no sum passes n * peak. The matrix is float32 when that bound holds
+for the data's own size, float64 otherwise (exact to 2**53, far past any dataset of bounded texts), and a
+resample of more positions than that bound allows is summed in int64 (numpy's own integer product): the sums are
+the same integers whichever way, so the figure and the interval are those of the lists of counts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+_EXACT = {np.dtype(np.float32): 1 << 24, np.dtype(np.float64): 1 << 53}
+
+
+@dataclass(frozen=True)
+class ExactCounts:
+    """The records' counts (a row a record) and, for a resample, how often each record was drawn."""
+
+    counts: NDArray[np.int64]  # the records' counts, row by row
+    columns: NDArray[np.floating]  # the same counts as floats, column by column (BLAS's faster layout for w @ M)
+    peak: int  # the largest count
+    weights: NDArray[np.int64] | None = None  # None: the data itself, every row once
+    drawn: int = 0  # positions drawn (the weights' total)
+
+    def take(self, positions: NDArray[np.intp]) -> ExactCounts:
+        """The resample that drew the records at ``positions`` (repeats allowed)."""
+        weights = np.bincount(positions, minlength=self.counts.shape[0])
+        return ExactCounts(self.counts, self.columns, self.peak, weights, len(positions))
+
+    def sums(self) -> list[int]:
+        """The column sums of the data or of the resample, as Python ints."""
+        if self.weights is None:
+            return [int(total) for total in self.counts.sum(axis=0)]
+        if self.drawn * self.peak < _EXACT[self.columns.dtype]:
+            totals = self.weights.astype(self.columns.dtype) @ self.columns
+            return [int(total) for total in np.rint(totals).tolist()]
+        return [int(total) for total in self.weights @ self.counts]
+
+    def __len__(self) -> int:
+        return int(self.counts.shape[0])
+
+
+def stack_exact(rows: list[list[int]]) -> ExactCounts:
+    """The records' counts (lists of non-negative ints of one length) stacked for ``ExactCounts.sums``."""
+    counts = np.array(rows, dtype=np.int64)
+    peak = int(counts.max(initial=0))
+    dtype = np.float32 if len(rows) * peak < _EXACT[np.dtype(np.float32)] else np.float64
+    return ExactCounts(counts, np.asarray(counts, dtype=dtype, order="F"), peak)
