@@ -116,28 +116,35 @@ def _one_sort(ids: np.ndarray, side: np.ndarray, record: np.ndarray, bits: int, 
     n-gram of the highest order (``pad`` past the stream's end, an id no text has), then its side. Sorted so, the
     keys of one n-gram of any lower order n are one run too (their top bits are its record and first n ids), whose
     entries of each side are counted from the sides' running sum: the smaller count is its matches. Only
-    reference n-grams run past the end, and none of them equals a hypothesis n-gram, as in the per-order sorts."""
+    reference n-grams run past the end, and none of them equals a hypothesis n-gram, as in the per-order sorts.
+
+    A run of order n starts where two neighbouring keys differ above their last orders - n ids (their XOR reaches
+    that bit), so each order is one comparison of the same XORs; a record's runs are consecutive, so its matches
+    are the difference of the runs' running sum at its first run and the next record's (one search of the
+    records' first positions among the runs' starts), which costs less than a weighted count by record."""
     size = len(ids)
     padded = np.concatenate((ids, np.full(orders - 1, pad, dtype=np.int64)))
-    keys = record.astype(np.int64)
+    both = record.astype(np.int64)
     for offset in range(orders):
-        keys = keys << bits | padded[offset:offset + size]
-    both = keys << 1 | side
+        both <<= bits
+        both |= padded[offset:offset + size]
+    both <<= 1
+    both |= side
     both.sort()
-    refs_before = np.concatenate(([0], np.cumsum(both & 1)))  # reference entries among the first k
-    change = np.empty(size, dtype=bool)
-    change[0] = True
+    refs_before = np.zeros(size + 1, dtype=np.int64)  # reference entries among the first k
+    np.cumsum(both & 1, out=refs_before[1:])
+    differ = both[1:] ^ both[:-1]
+    firsts = np.searchsorted(both >> (1 + orders * bits), np.arange(records + 1))  # each record's, then the end
+    change = np.ones(size + 1, dtype=bool)  # change[0] and change[size]: the first run's start, the end
     out = []
     for order in range(1, orders + 1):
-        gram = both >> (1 + (orders - order) * bits)
-        np.not_equal(gram[1:], gram[:-1], out=change[1:])
-        start = np.flatnonzero(change)
-        end = np.append(start[1:], size)
-        refs = refs_before[end] - refs_before[start]
-        common = np.minimum(end - start - refs, refs)
-        matched = common > 0
-        owner = gram[start[matched]] >> (order * bits)
-        out.append(np.bincount(owner, weights=common[matched], minlength=records).astype(np.int64))
+        np.greater_equal(differ, 1 << (1 + (orders - order) * bits), out=change[1:size])
+        starts = np.flatnonzero(change)  # each run's first position, then the end
+        refs = np.diff(refs_before[starts])
+        common = np.minimum(np.diff(starts) - refs, refs)
+        running = np.zeros(len(common) + 1, dtype=np.int64)
+        np.cumsum(common, out=running[1:])
+        out.append(np.diff(running[np.searchsorted(starts, firsts)]))
     return out
 
 
