@@ -119,9 +119,11 @@ def _one_sort(ids: np.ndarray, side: np.ndarray, record: np.ndarray, bits: int, 
     reference n-grams run past the end, and none of them equals a hypothesis n-gram, as in the per-order sorts.
 
     A run of order n starts where two neighbouring keys differ above their last orders - n ids (their XOR reaches
-    that bit), so each order is one comparison of the same XORs; a record's runs are consecutive, so its matches
-    are the difference of the runs' running sum at its first run and the next record's (one search of the
-    records' first positions among the runs' starts), which costs less than a weighted count by record."""
+    that bit), so each order is one comparison of the same XORs. A run of h hypothesis and r reference entries
+    matches min(h, r) = (h + r - |h - r|) / 2 times, and h - r is the difference of the running sum of +1 a
+    hypothesis entry, -1 a reference one, at the run's ends; a record's runs are consecutive, so its matches are
+    (its entries - the sum of its runs' |h - r|) / 2, the sum one ``np.add.reduceat`` from each record's first
+    run (found among the runs' starts by one search of the records' first positions)."""
     size = len(ids)
     padded = np.concatenate((ids, np.full(orders - 1, pad, dtype=np.int64)))
     both = record.astype(np.int64)
@@ -131,20 +133,25 @@ def _one_sort(ids: np.ndarray, side: np.ndarray, record: np.ndarray, bits: int, 
     both <<= 1
     both |= side
     both.sort()
-    refs_before = np.zeros(size + 1, dtype=np.int64)  # reference entries among the first k
-    np.cumsum(both & 1, out=refs_before[1:])
+    # The running +1/-1 sum; int32 holds it: a call's texts total at most BATCH_CHARS (_common.covered).
+    balance = np.zeros(size + 1, dtype=np.int32)
+    np.cumsum(1 - 2 * (both & 1).astype(np.int32), out=balance[1:])
     differ = both[1:] ^ both[:-1]
     firsts = np.searchsorted(both >> (1 + orders * bits), np.arange(records + 1))  # each record's, then the end
+    entries = np.diff(firsts)
+    empty = entries == 0  # no entry (its texts were whitespace only): reduceat would give the next run's value
     change = np.ones(size + 1, dtype=bool)  # change[0] and change[size]: the first run's start, the end
     out = []
     for order in range(1, orders + 1):
         np.greater_equal(differ, 1 << (1 + (orders - order) * bits), out=change[1:size])
         starts = np.flatnonzero(change)  # each run's first position, then the end
-        refs = np.diff(refs_before[starts])
-        common = np.minimum(np.diff(starts) - refs, refs)
-        running = np.zeros(len(common) + 1, dtype=np.int64)
-        np.cumsum(common, out=running[1:])
-        out.append(np.diff(running[np.searchsorted(starts, firsts)]))
+        ends = balance[starts]
+        unbalanced = np.zeros(len(starts), dtype=np.int64)  # each run's |h - r|, then a 0 for the empty records
+        np.subtract(ends[1:], ends[:-1], out=unbalanced[:-1])
+        np.abs(unbalanced, out=unbalanced)
+        per_record = np.add.reduceat(unbalanced, np.searchsorted(starts, firsts[:-1]))
+        per_record[empty] = 0
+        out.append((entries - per_record) // 2)
     return out
 
 
