@@ -11,7 +11,7 @@ a clean start) and :meth:`_snapshot` returns what BFCL would write, so the drive
 
 ``MemoryAPI_kv``'s key search ranks with BM25+ (``rank_bm25.BM25Plus``, its defaults k1=1.5, b=0.75, delta=1):
 :class:`BM25Plus` is that algorithm with the same float operations in the same order, so the scores are equal.
-``MemoryAPI_vector`` (sentence-transformers' all-MiniLM-L6-v2 from the Hugging Face Hub, and faiss) is not built.
+The third backend, ``MemoryAPI_vector``, is ``bfcl_memory_vector``'s.
 """
 
 from __future__ import annotations
@@ -263,4 +263,3 @@ class MemoryAPI_rec_sum(MemoryAPI):  # BFCL's class name
 
 
 MEMORY_CLASSES: dict[str, type[MemoryAPI]] = {"MemoryAPI_kv": MemoryAPI_kv, "MemoryAPI_rec_sum": MemoryAPI_rec_sum}
-MEMORY_NOT_BUILT = ("MemoryAPI_vector",)  # needs a sentence-transformers model from the Hub, and faiss

@@ -8,9 +8,9 @@ and ``math_api.py``, method for method, with their long-context variants).
 BFCL's checker compares two runs of a simulator by their public attributes and their calls' results as text, so
 these classes keep BFCL's attribute names, method names and signatures (a call with a wrong argument fails with the
 same ``TypeError`` text), return values and error texts, and its seeded message ids. The other classes BFCL
-simulates (:data:`NOT_BUILT`), and the long-context variants in :data:`NO_LONG_CONTEXT`, are not built:
-:func:`new_simulator` refuses them by name (the memory category's vector backend only). The memory category's kv
-and rec_sum backends are in ``bfcl_memory``.
+simulates (:data:`NOT_BUILT`, none now), and the long-context variants in :data:`NO_LONG_CONTEXT`, are not
+built: :func:`new_simulator` refuses them by name. The memory category's kv and rec_sum backends are in
+``bfcl_memory``, its vector backend in ``bfcl_memory_vector``.
 tests/benchmarks_import/test_bfcl_multi_reference.py, test_bfcl_multi_twitter_travel.py and
 test_bfcl_multi_files_math.py hold these to bfcl-eval's classes on the same call sequences.
 """
@@ -21,7 +21,8 @@ import random
 from copy import deepcopy
 from typing import Any
 
-from evalsi.packs.benchmarks.bfcl_memory import MEMORY_CLASSES, MEMORY_NOT_BUILT
+from evalsi.packs.benchmarks.bfcl_memory import MEMORY_CLASSES
+from evalsi.packs.benchmarks.bfcl_memory_vector import MemoryAPI_vector
 from evalsi.packs.benchmarks.bfcl_multi_files import GorillaFileSystem
 from evalsi.packs.benchmarks.bfcl_multi_math import MathAPI
 from evalsi.packs.benchmarks.bfcl_multi_trading import TradingBot
@@ -244,14 +245,16 @@ class TicketAPI:
         return tickets
 
 
+# the memory category's three backends (last) take the memory's snapshot as their config (bfcl_memory,
+# bfcl_memory_vector)
 SIMULATORS: dict[str, type[Any]] = {
     "MessageAPI": MessageAPI, "TicketAPI": TicketAPI, "TradingBot": TradingBot, "VehicleControlAPI": VehicleControlAPI,
     "TwitterAPI": TwitterAPI, "TravelAPI": TravelAPI, "GorillaFileSystem": GorillaFileSystem, "MathAPI": MathAPI,
-    **MEMORY_CLASSES}  # the memory category's backends: their config is the memory's snapshot (bfcl_memory)
+    **MEMORY_CLASSES, "MemoryAPI_vector": MemoryAPI_vector}
 # classes with no state, into which BFCL loads no scenario
 STATELESS = ("MathAPI",)
 # BFCL's other multi-turn classes, refused by name
-NOT_BUILT: tuple[str, ...] = MEMORY_NOT_BUILT
+NOT_BUILT: tuple[str, ...] = ()
 # classes whose long-context variant (answers padded with BFCL's long-context data) is not ported
 NO_LONG_CONTEXT: tuple[str, ...] = ()
 
