@@ -62,7 +62,7 @@ def test_bfcls_memory_questions_are_read_per_backend() -> None:
     messages = content_value(kv[0].input)["messages"]
     assert messages == [{"role": "system", "content": AGENTIC_FORMAT_PROMPT},
                         {"role": "user", "content": "What is my first name?"}]
-    assert len(list(load_dataset(f"bfcl://{DATA}/memory_vector"))) == 155  # read; its backend is not built
+    assert len(list(load_dataset(f"bfcl://{DATA}/memory_vector"))) == 155  # played: test_bfcl_memory_vector_drive
     with pytest.raises(BadInputError, match="memory_kv"):
         load_dataset(f"bfcl://{DATA}/memory_nothing")
 
@@ -207,15 +207,6 @@ async def test_a_scenario_is_played_prereqs_first_and_graded(tmp_path: Path, bac
     assert results[f"memory_{backend}_2-notetaker-2"].explanation.startswith("agentic:answer_not_found")
     rent = content_value(by_id[f"memory_{backend}_1-notetaker-1"].output)["messages"]
     assert [m["role"] for m in rent] == ["assistant", "tool", "assistant"]
-
-
-async def test_the_vector_backend_is_refused_by_name(tmp_path: Path) -> None:
-    folder = _scenario(tmp_path)
-    shutil.copy(DATA / "multi_turn_func_doc" / "memory_vector.json", folder / "multi_turn_func_doc")
-    records = list(load_dataset(f"bfcl://{folder}/memory_vector"))
-    played, errors = await _play(records, "kv", "fc", [])
-    assert played == [] and len(errors) == 3
-    assert all("MemoryAPI_vector" in why and "not built" in why for why in errors.values())
 
 
 def test_play_bfcl_plays_and_grades_memory_questions(tmp_path: Path) -> None:

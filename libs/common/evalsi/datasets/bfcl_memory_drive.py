@@ -1,8 +1,9 @@
-"""BFCL's memory questions played against a model as bfcl-eval plays its ``memory_kv`` and ``memory_rec_sum``
-categories, in its prompting or function-calling mode (the turn loop is ``bfcl_multi_drive``'s).
+"""BFCL's memory questions played against a model as bfcl-eval plays its ``memory_kv``, ``memory_rec_sum`` and
+``memory_vector`` categories, in its prompting or function-calling mode (the turn loop is ``bfcl_multi_drive``'s).
 
 For each scenario (and backend) of the records, first its prerequisite conversations (metadata ``bfcl_prereq``),
-one after another: each starts a fresh memory (``bfcl_memory``'s ``MemoryAPI_kv`` or ``MemoryAPI_rec_sum``) from
+one after another: each starts a fresh memory (``bfcl_memory``'s ``MemoryAPI_kv`` or ``MemoryAPI_rec_sum``,
+``bfcl_memory_vector``'s ``MemoryAPI_vector``, which embeds with all-MiniLM-L6-v2 from its wheel) from
 the snapshot the previous one left (none for the first), its first turn led by BFCL's memory system prompt (the
 scenario's setting, how the memory works, and the memory's content as ``_dump_core_memory_to_context`` shows it),
 and its turns are played with the memory's functions; the memory it leaves is the next snapshot (BFCL's
@@ -29,6 +30,7 @@ from evalsi.datasets.bfcl_prompt import hinted, lead_system, prompting_turn
 from evalsi.errors import InfraError
 from evalsi.harness.models import ChatModel
 from evalsi.judges import JudgeClient
+from evalsi.packs.benchmarks.bfcl_memory_vector import require_model
 from evalsi.packs.benchmarks.bfcl_multi_exec import Simulators
 from evalsi.packs.benchmarks.bfcl_multi_sim import NotBuiltError
 from evalsi.records import content_value, from_value, to_content, to_value
@@ -90,7 +92,7 @@ async def _conversation(record_id: str, turns: list[list[dict[str, str]]], memor
     snapshot after it."""
     class_name = str(memory["class"])
     simulators = Simulators({class_name: snapshot}, [class_name], long_context=False)
-    simulators.start()  # NotBuiltError for the vector backend
+    simulators.start()
     instance = simulators.instances[class_name]
     functions: list[dict[str, Any]] = memory["functions"]
     first = _first_turn(turns[0], memory_prompt(str(memory["backend"]), str(memory["scenario"]), instance),
@@ -118,6 +120,9 @@ async def play_memory(records: Sequence[Record], model: JudgeClient | ChatModel,
     if mode == "fc" and isinstance(model, JudgeClient):
         raise TypeError("mode 'fc' needs a model that takes tools (evalsi.harness.models.ConnectorModel), "
                         "not a JudgeClient")
+    if any(from_value(r.metadata["bfcl_memory"]).get("backend") == "vector" for r in records
+           if "bfcl_memory" in r.metadata):
+        require_model()  # the vector backend's model: a missing wheel is bad input, named before anything plays
     gate = asyncio.Semaphore(concurrency)
     errors: dict[str, str] = {}
     groups: dict[tuple[str, str], list[Record]] = {}
