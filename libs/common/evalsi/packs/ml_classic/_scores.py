@@ -12,6 +12,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from evalsi.errors import SkipRecord
+from evalsi.packs.ml_classic._curves import average_precisions, check, roc_aucs
 from evalsi.packs.ml_classic._drawn import Drawn, drawn, of
 from evalsi.stats.weighted import codes
 
@@ -27,17 +28,17 @@ class Ranking:
     data itself).
 
     For a resample, which has each record's draw count: the positives' and the negatives' records in rank order,
-    and per record how many positives (or negatives) the groups before its own (``_above``) or up to its own
-    (``_through``) hold. Then the drawn positives up to a group are one prefix sum over the positives' counts, and
-    ROC-AUC and average precision are a few passes over the records of one side, with no count by group."""
+    and per positive how many positives the groups up to its own hold, and how many negatives the groups before its
+    own (``_above``) and up to it (``_through``) hold. Then the drawn records up to a threshold are running totals
+    of the counts over the positives and over the negatives (``_prefix``), read at the positives: ROC-AUC and
+    average precision are a few passes over the positives, with no count by group."""
 
     keys: NDArray[np.intp]
     count: int
     positives: NDArray[np.intp]
     negatives: NDArray[np.intp]
-    positives_above_negative: NDArray[np.intp]
-    positives_through_negative: NDArray[np.intp]
     positives_through_positive: NDArray[np.intp]
+    negatives_above_positive: NDArray[np.intp]
     negatives_through_positive: NDArray[np.intp]
     tied: bool  # a positive and a negative share a score
 
@@ -55,6 +56,8 @@ class Probabilities:
     confidence: NDArray[np.float64]
     gap: NDArray[np.float64]
     bins: dict[int, NDArray[np.intp]] = field(default_factory=dict)  # each record's ECE bin, per ``bins`` param
+    # The resamples' grids of running totals, per metric and classes scored (``_curves``): made by the first.
+    curves: dict[tuple[str, tuple[int, ...]], Any] = field(default_factory=dict)
 
     def binned(self, count: int) -> NDArray[np.intp]:
         """Each record's confidence bin of ``count``: ((m-1)/count, m/count], 0 in the first; made once a count."""
@@ -73,12 +76,13 @@ def _ranking(scores: NDArray[np.float64], positive: NDArray[np.bool_]) -> Rankin
     keys[order] = groups + count * ranked_positive
     in_group = np.bincount(groups, ranked_positive, minlength=count).astype(np.intp)  # positives a group
     through = np.cumsum(in_group)
-    above = through - in_group
-    negatives_through = np.cumsum(np.bincount(groups, minlength=count)) - through
-    of_positives, of_negatives = groups[ranked_positive], groups[~ranked_positive]
-    return Ranking(keys, count, order[ranked_positive], order[~ranked_positive], above[of_negatives],
-                   through[of_negatives], through[of_positives], negatives_through[of_positives],
-                   bool((above[of_negatives] != through[of_negatives]).any()))
+    negatives_in_group = np.bincount(groups, minlength=count) - in_group
+    negatives_through = np.cumsum(negatives_in_group)
+    negatives_above = negatives_through - negatives_in_group
+    of_positives = groups[ranked_positive]
+    return Ranking(keys, count, order[ranked_positive], order[~ranked_positive], through[of_positives],
+                   negatives_above[of_positives], negatives_through[of_positives],
+                   bool((negatives_above[of_positives] != negatives_through[of_positives]).any()))
 
 
 def stack(pairs: list[tuple[str, dict[str, float]]]) -> Drawn[Probabilities]:
@@ -125,36 +129,11 @@ def _counts(ranking: Ranking, data: Drawn[Probabilities], name: str) -> tuple[ND
     (integers: every sum below is exact, so the order numpy adds them in cannot change a figure)."""
     misses, hits = data.count(ranking.keys, 2 * ranking.count).reshape(2, ranking.count)
     true_positives = np.cumsum(hits)
-    if true_positives[-1] <= 0 or true_positives[-1] >= data.drawn:
-        side = "no record has" if true_positives[-1] <= 0 else "every record has"
-        raise SkipRecord(f"{side} the label {name!r}: the metric needs both it and another class among the labels")
+    check(int(true_positives[-1]), data.drawn, name)
     return hits, misses, true_positives
 
 
-def _drawn_positives(ranking: Ranking, data: Drawn[Probabilities], name: str
-                     ) -> tuple[NDArray[np.intp], NDArray[np.intp], int]:
-    """A resample's draw count of each positive (rank order), the prefix sums of those counts (0 first), and their
-    total; a resample without a positive, or without a negative, is a skip as the data's would be."""
-    drawn_counts = data.drawn_counts
-    positives = drawn_counts[ranking.positives]
-    prefix = np.zeros(len(positives) + 1, dtype=np.intp)
-    np.cumsum(positives, out=prefix[1:])
-    total = int(prefix[-1])
-    if total <= 0 or total >= data.drawn:
-        side = "no record has" if total <= 0 else "every record has"
-        raise SkipRecord(f"{side} the label {name!r}: the metric needs both it and another class among the labels")
-    return positives, prefix, total
-
-
 def _roc_auc(ranking: Ranking, data: Drawn[Probabilities], name: str) -> float:
-    if not data.whole:
-        _, prefix, positives = _drawn_positives(ranking, data, name)
-        negatives = data.drawn_counts[ranking.negatives]
-        # Twice the area: each drawn negative times the drawn positives above its group plus those up to it.
-        below = prefix[ranking.positives_above_negative]
-        twice = (int(np.dot(negatives, below + prefix[ranking.positives_through_negative])) if ranking.tied
-                 else 2 * int(np.dot(negatives, below)))
-        return twice / 2.0 / float(positives * (data.drawn - positives))
     hits, misses, true_positives = _counts(ranking, data, name)
     # Trapezoids of the ROC curve: each threshold adds its false positives times the mean height across it (twice
     # the area here, in integers).
@@ -164,38 +143,31 @@ def _roc_auc(ranking: Ranking, data: Drawn[Probabilities], name: str) -> float:
 
 
 def _average_precision(ranking: Ranking, data: Drawn[Probabilities], name: str) -> float:
-    if not data.whole:
-        drawn_positives, prefix, positives = _drawn_positives(ranking, data, name)
-        negatives = np.zeros(len(ranking.negatives) + 1, dtype=np.intp)
-        np.cumsum(data.drawn_counts[ranking.negatives], out=negatives[1:])
-        # Each drawn positive at the precision of its group's threshold (its drawn positives over all listed).
-        true_positives = prefix[ranking.positives_through_positive]
-        listed = true_positives + negatives[ranking.negatives_through_positive]
-        # A positive no draw reached may have 0 listed (and 0 true) at its threshold: 0 / 1 there, not 0 / 0.
-        return float(np.dot(drawn_positives, true_positives / np.maximum(listed, 1)) / positives)
     hits, misses, true_positives = _counts(ranking, data, name)
     # Sum over thresholds of the recall gained times the precision there (scikit-learn's step-wise AP).
     listed = true_positives + np.cumsum(misses)
-    # 0 listed only before the first drawn record of a resample, where 0 are true: a precision of 0 there (and a
-    # division by 1 rather than a masked one, several times slower).
-    precision = true_positives / np.maximum(listed, 1)
+    precision = true_positives / listed  # every threshold lists a record of the data
     return float((hits * precision).sum() / true_positives[-1])
 
 
-def one_vs_rest(values: Any, positive_label: str, metric: Any) -> float:
+def one_vs_rest(values: Any, positive_label: str, metric: Any, resampled: Any) -> float:
+    """The metric of the positive class, or the mean over the classes: on the data, by tie group a class; on a
+    resample, every class at once from the draw counts (``_curves``)."""
     data = of(values, NEEDS)
     stacked: Probabilities = data.columns
     positive = _positive_class(stacked, positive_label)
-    at_classes = range(len(stacked.classes)) if positive is None else (positive,)
+    at_classes = tuple(range(len(stacked.classes))) if positive is None else (positive,)
+    if not data.whole:
+        return float(np.mean(resampled(data, at_classes)))
     return float(np.mean([metric(stacked.rankings[at], data, stacked.classes[at]) for at in at_classes]))
 
 
 def roc_auc(values: Any, positive_label: str) -> float:
-    return one_vs_rest(values, positive_label, _roc_auc)
+    return one_vs_rest(values, positive_label, _roc_auc, roc_aucs)
 
 
 def average_precision(values: Any, positive_label: str) -> float:
-    return one_vs_rest(values, positive_label, _average_precision)
+    return one_vs_rest(values, positive_label, _average_precision, average_precisions)
 
 
 def log_loss(values: Any) -> float:
