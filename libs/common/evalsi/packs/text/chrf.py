@@ -160,10 +160,14 @@ def _corpus_batch(
 
 
 def _stack(rows: list[list[int]]) -> Any:
-    """corpus-chrf's counts stacked for its bootstrap (``_exact_counts``: float32 sums where exact)."""
+    """corpus-chrf's counts stacked for its bootstrap (``_exact_counts``: float32 sums where exact). A text of L
+    characters (or words) has L - n + 1 n-grams of order n, so each order's hypothesis and reference n-grams are
+    the previous order's less one wherever both texts are that long: declared as steps, which leaves the resample's
+    product the first order's two columns and the matches (8 columns of chrF's 18)."""
     from evalsi.packs.text._exact_counts import stack_exact  # numpy: loaded by the first corpus reduce
 
-    return stack_exact(rows)
+    orders = len(rows[0]) // 3 if rows else 0
+    return stack_exact(rows, [(3 * n + side, 3 * (n - 1) + side, 1) for n in range(1, orders) for side in (0, 1)])
 
 
 def _summed(stats: Any) -> list[int]:
