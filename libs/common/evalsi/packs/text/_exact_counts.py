@@ -13,7 +13,7 @@ the same integers whichever way, so the figure and the interval are those of the
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
@@ -31,14 +31,16 @@ class ExactCounts:
     columns: NDArray[np.floating]  # the basis columns as floats, column by column (BLAS's faster layout for w @ M)
     peak: int  # the largest count in ``columns``
     expand: NDArray[np.int64]  # (the basis columns' sums, the rows counted) @ expand: every column's sums
-    irregular: NDArray[np.intp]  # the rows a step does not hold for: zero in ``columns``, summed from ``counts``
+    irregular: NDArray[np.intp]  # the rows a step does not hold for: zero in ``columns``, summed whole
+    irregular_counts: NDArray[np.int64]  # their rows of ``counts``
     weights: NDArray[np.int64] | None = None  # None: the data itself, every row once
     drawn: int = 0  # positions drawn (the weights' total)
 
     def take(self, positions: NDArray[np.intp]) -> ExactCounts:
         """The resample that drew the records at ``positions`` (repeats allowed)."""
         weights = np.bincount(positions, minlength=self.counts.shape[0])
-        return replace(self, weights=weights, drawn=len(positions))
+        return ExactCounts(self.counts, self.columns, self.peak, self.expand, self.irregular, self.irregular_counts,
+                           weights, len(positions))
 
     def sums(self) -> list[int]:
         """The column sums of the data or of the resample, as Python ints."""
@@ -49,7 +51,7 @@ class ExactCounts:
         basis = np.rint(self.weights.astype(self.columns.dtype) @ self.columns).astype(np.int64)
         drawn_irregular = self.weights[self.irregular]
         regular = self.drawn - int(drawn_irregular.sum())
-        totals = np.append(basis, regular) @ self.expand + drawn_irregular @ self.counts[self.irregular]
+        totals = basis @ self.expand[:-1] + regular * self.expand[-1] + drawn_irregular @ self.irregular_counts
         return [int(total) for total in totals]
 
     def __len__(self) -> int:
@@ -81,4 +83,6 @@ def stack_exact(rows: list[list[int]], steps: Sequence[tuple[int, int, int]] = (
     regular = np.where(holds[:, None], counts[:, basis], 0)
     peak = int(regular.max(initial=0))
     dtype = np.float32 if len(rows) * peak < _EXACT[np.dtype(np.float32)] else np.float64
-    return ExactCounts(counts, np.asarray(regular, dtype=dtype, order="F"), peak, expand, np.flatnonzero(~holds))
+    irregular = np.flatnonzero(~holds)
+    return ExactCounts(counts, np.asarray(regular, dtype=dtype, order="F"), peak, expand, irregular,
+                       counts[irregular])
