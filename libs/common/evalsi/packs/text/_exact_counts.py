@@ -2,13 +2,14 @@
 
 The runner's bootstrap (evaluators/runner.py::_run_dataset) calls ``take`` with each resample's drawn positions and
 the reduce reads the resample's column sums. A resample's sums are one weights-by-matrix product, and BLAS's
-float32 product of a 20,000 x 18 matrix runs about five times as fast as float64's here (25 against 120 µs, most
-of a resample after the draw itself). Counts and weights are whole numbers, so a float product is exact, in any
-order of its additions, while every partial sum is below the float's integer limit (2**24 for float32): with n
-positions drawn and no count above ``peak``, no sum passes n * peak. The matrix is float32 when that bound holds
-for the data's own size, float64 otherwise (exact to 2**53, far past any dataset of bounded texts), and a
-resample of more positions than that bound allows is summed in int64 (numpy's own integer product): the sums are
-the same integers whichever way, so the figure and the interval are those of the lists of counts."""
+float32 product of chrF's 20,000 x 18 counts ran about five times as fast as float64's here (25 against 120 µs,
+most of a resample after the draw itself); columns that follow from another by a step (``stack_exact``) leave it
+8 columns. Counts and weights are whole numbers, so a float product is exact, in any order of its additions,
+while every partial sum is below the float's integer limit (2**24 for float32): with n positions drawn and no
+count above ``peak``, no sum passes n * peak. The matrix is float32 when that bound holds for the data's own
+size, float64 otherwise (exact to 2**53, far past any dataset of bounded texts), and a resample of more positions
+than that bound allows is summed in int64 (numpy's own integer product): the sums are the same integers whichever
+way, so the figure and the interval are those of the lists of counts."""
 
 from __future__ import annotations
 
