@@ -50,10 +50,10 @@ class Curves:
 
     def weights(self, counts: NDArray[np.float64]) -> NDArray[np.float64]:
         """Each positive's count."""
-        return np.take(counts, self.positives, out=self.scratch.get("weights", len(self.positives)), mode="wrap")
+        return counts.take(self.positives, out=self.scratch.get("weights", len(self.positives)), mode="wrap")
 
     def at(self, totals: NDArray[np.float64], cells: NDArray[np.intp], name: str) -> NDArray[np.float64]:
-        return np.take(totals, cells, out=self.scratch.get(name, len(cells)), mode="wrap")
+        return totals.take(cells, out=self.scratch.get(name, len(cells)), mode="wrap")
 
 
 def _bounds(data: Probabilities, classes: tuple[int, ...]) -> tuple[int, ...]:

@@ -38,9 +38,10 @@ class Runs:
     def totals(self, counts: NDArray[np.float64], out: NDArray[np.float64]) -> NDArray[np.float64]:
         """Every cell's running total (flat, row-major) of ``counts`` (a count a record, then a 0 at ``size``), in
         ``out`` (as many as ``cells``)."""
-        grid = np.take(counts, self.cells, out=out, mode="wrap").reshape(ROWS, self.columns)  # "wrap": unbuffered
-        sums = grid.sum(axis=0)
-        before = np.cumsum(sums)
+        # ndarray methods and ufuncs rather than numpy's functions (a Python wrapper each: a resample is small).
+        grid = counts.take(self.cells, out=out, mode="wrap").reshape(ROWS, self.columns)  # "wrap": unbuffered
+        sums = np.add.reduce(grid, axis=0)
+        before = np.add.accumulate(sums)
         before -= sums  # the columns before each one, of every run: less those of the runs before its own
         grid[0] += before - before[self.run_start]
         for row in range(1, ROWS):

@@ -12,6 +12,8 @@ matrix would still rank it last; on a ranking that lists every judged id they ar
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
+from operator import mul
 
 from evalsi.errors import BadInputError, SkipRecord
 from evalsi.evaluators import Output, evaluator
@@ -49,27 +51,19 @@ def ranking(record: Record, *, k: int = 10) -> dict[str, float]:
     relevant = sum(1 for grade in grades.values() if grade > 0)
     if not relevant:
         raise SkipRecord("reference: no id has a relevance above 0, so no ranking of it can be scored")
-    seen: set[str] = set()
-    gains: list[float] = []
-    for item in ranked_ids(record.output):
-        if item not in seen:
-            seen.add(item)
-            gains.append(grades.get(item, 0.0))
+    # Each id at its first place (a dict keeps the first of equal keys in order), as its gain.
+    gains = [grades.get(item, 0.0) for item in dict.fromkeys(ranked_ids(record.output))]
     ideal = sorted(grades.values(), reverse=True)[:k]
-    dcg = sum(gain * discount for gain, discount in zip(gains[:k], _DISCOUNTS, strict=False))
-    idcg = sum(gain * discount for gain, discount in zip(ideal, _DISCOUNTS, strict=False))
-    first = next((rank for rank, gain in enumerate(gains) if gain > 0), None)
-    found = 0
-    precision_sum = 0.0
-    for rank, gain in enumerate(gains):
-        if gain > 0:
-            found += 1
-            precision_sum += found / (rank + 1)
+    # ``sum`` of the products in rank order: the same additions, in the same order, as a loop would make.
+    dcg = sum(map(mul, gains[:k], _DISCOUNTS))
+    idcg = sum(map(mul, ideal, _DISCOUNTS))
+    hits = [rank for rank, gain in enumerate(gains) if gain > 0]  # the places of the relevant ids listed
+    precision_sum = sum(found / (rank + 1) for found, rank in enumerate(hits, start=1))
     return {
         "ndcg": dcg / idcg,
-        "mrr": 0.0 if first is None else 1.0 / (first + 1),
+        "mrr": 1.0 / (hits[0] + 1) if hits else 0.0,
         "map": precision_sum / relevant,
-        "recall": sum(1 for gain in gains[:k] if gain > 0) / relevant,
+        "recall": bisect_left(hits, k) / relevant,
     }
 
 
