@@ -2,8 +2,8 @@
 both modes with the default embedding (all-MiniLM-L6-v2 from its wheel through the numpy encoder), graded by
 ``builtin/bfcl-agentic``, and every tool result the model got held to bfcl-eval's own ``MemoryAPI_vector``
 (sentence-transformers and faiss in the PyTorch reference venv, one reference call for the module) on the same calls.
-Also: BFCL's vector memory prompt, ``evalsi cases play-bfcl`` on a vector source, and the install line a missing
-model wheel names."""
+Also: a query that is not text fails with sentence-transformers' error, as in BFCL; BFCL's vector memory prompt;
+``evalsi cases play-bfcl`` on a vector source; and the install line a missing model wheel names."""
 
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ from evalsi.errors import BadInputError
 from evalsi.harness.models import ConnectorModel
 from evalsi.judges import JudgeConfig
 from evalsi.packs.benchmarks.bfcl_memory_vector import MemoryAPI_vector
+from evalsi.packs.benchmarks.bfcl_multi_exec import Call, Simulators
 from evalsi.records import content_value, from_value
 from evalsi.testing import FakeOpenAI
 from evalsi.testing.threaded import ThreadedProvider
@@ -55,6 +56,11 @@ SCRIPT: dict[str, list[Any]] = {
 }
 
 
+# a query that is not text: sentence-transformers' refusal, as BFCL's executor writes it
+ODD_QUERIES = [["core_memory_add", {"text": "x"}], *(["core_memory_retrieve", {"query": query}]
+                                                     for query in (5, 2.5, None, True))]
+
+
 def _calls(steps: list[Any]) -> list[list[Any]]:
     return [[name, arguments] for step in steps if isinstance(step, list) for call in step
             for name, arguments in call.items()]
@@ -68,6 +74,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     sequences = [{"resume": index > 0, "calls": _calls(SCRIPT[start])} for index, start in enumerate(
         ("My dentist appointment is on May 3.", "Rent is due on the 1st.", "When is rent due?",
          "What is my cat's name?"))]
+    sequences.append({"resume": False, "calls": ODD_QUERIES})
     answer = run_reference(reference_python(tmp_path_factory), REFERENCE, {"source": str(SOURCE),
                                                                           "sequences": sequences},
                            tmp_path_factory.mktemp("bfcl-memory-vector-drive"))
@@ -135,7 +142,7 @@ async def test_a_vector_scenario_is_played_as_bfcl_plays_it(tmp_path: Path, mode
     differences: list[float] = []
     questions = [content_value(by_id[f"memory_vector_{i}-notetaker-{i}"].output)["messages"] for i in (1, 2)]
     ours = [*prereq_results.values(), *(_tool_results(messages) for messages in questions)]
-    for got, theirs in zip(ours, reference, strict=True):
+    for got, theirs in zip(ours, reference[:4], strict=True):
         assert len(got) == len(theirs["results"])
         for a, b in zip(got, theirs["results"], strict=True):
             _same_result(a, b, differences)
@@ -148,6 +155,13 @@ async def test_a_vector_scenario_is_played_as_bfcl_plays_it(tmp_path: Path, mode
     results = {r.record_id: r.scores[0] for r in evalsi.evaluate(played, ["builtin/bfcl-agentic"]).results}
     assert [results[f"memory_vector_{i}-notetaker-{i}"].passed for i in range(3)] == [True, True, False]
     print(f"scores differing from BFCL's: {len(differences)}, largest {max(differences, default=0.0):.3g}")
+
+
+def test_a_query_that_is_not_text_fails_as_in_bfcl(reference: list[dict[str, Any]]) -> None:
+    ours = Simulators({"MemoryAPI_vector": {}}, ["MemoryAPI_vector"], long_context=False)
+    results = [ours.execute([Call(name, arguments)])[0] for name, arguments in ODD_QUERIES]
+    assert results == reference[4]["results"]
+    assert results[1].startswith("Error during execution: Unsupported input type: int.")
 
 
 def test_the_vector_prompt_is_bfcls(bfcl: types.SimpleNamespace) -> None:

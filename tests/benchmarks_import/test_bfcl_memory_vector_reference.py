@@ -63,14 +63,18 @@ spec.loader.exec_module(module)
 sentence_transformers.SentenceTransformer = from_hub
 import faiss
 
-log = []
+log, known = [], {}
 encode = module.ENCODER.encode
 
 
 def logged(texts, **kwargs):
-    vectors = encode(texts, **kwargs)
-    log.append([list(texts), np.asarray(vectors, dtype=np.float32).tolist()])
-    return vectors
+    # the same texts in the same batch embed the same on a CPU: each batch is encoded once (the sequences repeat
+    # a few texts), every call logged
+    key = json.dumps([texts, kwargs])
+    if key not in known:
+        known[key] = np.asarray(encode(texts, **kwargs), dtype=np.float32)
+    log.append([list(texts), known[key].tolist()])
+    return known[key].copy()
 
 
 module.ENCODER.encode = logged
@@ -106,8 +110,9 @@ for sequence in payload["sequences"]:
 
 vectors = np.array([row for entry in (e for s in sequences for e in s["embeds"]) for row in entry[1]],
                    dtype=np.float32)
-vectors = np.unique(vectors, axis=0)[:120]
 rng = np.random.default_rng(5)
+noise = rng.standard_normal((200, vectors.shape[1])).astype(np.float32)  # and unit vectors of every direction
+vectors = np.concatenate([np.unique(vectors, axis=0), noise / np.linalg.norm(noise, axis=1, keepdims=True)])
 order = rng.permutation(len(vectors))
 levels = {}
 for name in ("NONE", "AVX2", "AVX512"):
@@ -137,7 +142,8 @@ QUERIES = ("When is my dentist appointment?", "rent", "What is my cat's name?", 
 
 def _call(rng: random.Random, archival_heavy: bool) -> tuple[str, dict[str, Any]]:
     side = "archival" if archival_heavy or rng.random() < 0.5 else "core"
-    text: Any = rng.choice((*TEXTS, *TEXTS, "x" * 301, "y" * 2001, 7, rng.choice(TEXTS) + f" #{rng.randint(0, 9)}"))
+    varied = f"{rng.choice(TEXTS)} #{rng.randint(0, 99)}"
+    text: Any = rng.choice((*TEXTS, *TEXTS, "x" * 301, "y" * 2001, 7, *[varied] * 8))
     vec_id: Any = rng.choice((0, 1, 2, 3, 4, 5, 6, 7, 9, rng.randint(0, 55), -1, "1", 2.0, True))
     weights = (2, 0, 0, 0, 0, 0) if archival_heavy else (6, 2, 2, 1, 5, 1)
     name = rng.choices(("add", "remove", "update", "clear", "retrieve", "retrieve_all"), weights)[0]

