@@ -8,6 +8,11 @@ the matching but weigh 0 in the averages (its default weights without idf: 1 for
 2PR/(P+R), and an empty side (only [CLS] and [SEP]) scores 0 for all three. With several references, each of P, R
 and F1 is its best over the references, as ``BERTScorer.score`` takes the maximum of each column separately.
 
+A pair is scored alone, as bert-score scores it with ``batch_size=1``: bert-score's batched matching lets a padded
+position's masked similarity (0) win the maximum, so in its default batches of 64 a token whose best cosine is
+negative scores 0 when the other text is shorter than the batch's longest, a figure that depends on the pairs
+listed beside it (docs/text-pack.md).
+
 Not built: idf weighting (bert-score computes it over a corpus of references, a dataset-level figure), baseline
 rescaling (bert-score ships no baseline file for this model), other models (only this wheel's, so a served
 request cannot name a path). ``tests/packs/test_text_bertscore.py`` holds P, R and F1 to ``BERTScorer(model_type=
