@@ -57,8 +57,8 @@ SCRIPT: dict[str, list[Any]] = {
 
 
 # a query that is not text: sentence-transformers' refusal, as BFCL's executor writes it
-ODD_QUERIES = [["core_memory_add", {"text": "x"}], *(["core_memory_retrieve", {"query": query}]
-                                                     for query in (5, 2.5, None, True))]
+ODD_QUERIES: list[tuple[str, dict[str, Any]]] = [("core_memory_add", {"text": "x"}), *(
+    ("core_memory_retrieve", {"query": query}) for query in (5, 2.5, None, True))]
 
 
 def _calls(steps: list[Any]) -> list[list[Any]]:
@@ -78,7 +78,8 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
     answer = run_reference(reference_python(tmp_path_factory), REFERENCE, {"source": str(SOURCE),
                                                                           "sequences": sequences},
                            tmp_path_factory.mktemp("bfcl-memory-vector-drive"))
-    return answer["sequences"]  # type: ignore[no-any-return]
+    sequences_played: list[dict[str, Any]] = answer["sequences"]
+    return sequences_played
 
 
 def _vector_scenario(tmp_path: Path) -> Path:

@@ -170,7 +170,8 @@ def _sequences() -> list[dict[str, Any]]:
 def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     python = reference_python(tmp_path_factory)
     payload = {"source": str(SOURCE), "sequences": _sequences()}
-    return run_reference(python, REFERENCE, payload, tmp_path_factory.mktemp("bfcl-memory-vector"))  # type: ignore[no-any-return]
+    answer: dict[str, Any] = run_reference(python, REFERENCE, payload, tmp_path_factory.mktemp("bfcl-memory-vector"))
+    return answer
 
 
 def _replay(embeds: list[list[Any]]) -> Any:
