@@ -17,7 +17,8 @@ from evalsi.packs.text.meteor import meteor
 from evalsi.packs.text.rouge import rouge
 from evalsi.v1alpha1.score_pb2 import OUTCOME_SKIPPED
 
-NAMES = ["bleu", "corpus-bleu", "chrf", "corpus-chrf", "rouge", "meteor", "token-f1", "embedding-similarity"]
+NAMES = ["bleu", "corpus-bleu", "chrf", "corpus-chrf", "rouge", "meteor", "token-f1", "embedding-similarity",
+         "bertscore"]
 
 
 def test_the_pack_is_registered_opt_in() -> None:
@@ -40,12 +41,12 @@ def test_records_without_what_a_metric_needs_are_skipped_with_the_reason() -> No
     ]
     results = evalsi.evaluate(rows, NAMES)
     reasons = {(r.record_id, r.evaluator): r.reason for r in results if r.record_id not in ("ok", "ok2")}
-    for name in ("bleu", "chrf", "rouge", "meteor", "token-f1", "embedding-similarity"):
+    for name in ("bleu", "chrf", "rouge", "meteor", "token-f1", "embedding-similarity", "bertscore"):
         assert "reference" in reasons[("no-reference", name)]
         assert "empty JSON list" in reasons[("empty-list", name)]
         assert f"at most {_common.MAX_CHARS}" in reasons[("too-long", name)]
         assert f"at most {_common.MAX_REFERENCE_CHARS}" in reasons[("too-many", name)]
-    for metric in ("bleu", "chrf", "rouge.rouge1", "meteor", "token-f1", "corpus-bleu", "corpus-chrf"):
+    for metric in ("bleu", "chrf", "rouge.rouge1", "meteor", "token-f1", "corpus-bleu", "corpus-chrf", "bertscore.f1"):
         assert results.metric(metric).n == 2, metric
     assert results.metric("corpus-bleu").skipped == 4
 
