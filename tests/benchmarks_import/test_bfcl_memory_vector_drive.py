@@ -3,7 +3,8 @@ both modes with the default embedding (all-MiniLM-L6-v2 from its wheel through t
 ``builtin/bfcl-agentic``, and every tool result the model got held to bfcl-eval's own ``MemoryAPI_vector``
 (sentence-transformers and faiss in the PyTorch reference venv, one reference call for the module) on the same calls.
 Also: a query that is not text fails with sentence-transformers' error, as in BFCL; BFCL's vector memory prompt;
-``evalsi cases play-bfcl`` on a vector source; and the install line a missing model wheel names."""
+``evalsi cases play-bfcl`` on a vector source; BFCL's own notetaker scenario to the core memory's limit; and the
+install line a missing model wheel names."""
 
 from __future__ import annotations
 
@@ -217,3 +218,34 @@ def test_play_bfcl_names_the_install_line_of_a_missing_model(tmp_path: Path, mon
     done = CliRunner().invoke(cli, ["cases", "play-bfcl", f"bfcl://{folder}/memory_vector", "--model", "scripted",
                                     "--base-url", "http://127.0.0.1:9/v1", "--no-progress"])
     assert done.exit_code == 2 and INSTALL in done.output, done.output
+
+
+async def test_bfcls_own_scenario_fills_the_vector_memory_to_its_limit() -> None:
+    """BFCL's notetaker scenario (five prerequisite conversations, 24 user turns) against a model that stores each
+    user message in its core memory: the eighth add meets BFCL's limit of 7, and the questions start from the
+    seven that fit, shown in their prompt under their ids."""
+    records = [r for r in load_dataset(f"bfcl://{DATA}/memory_vector") if "notetaker" in r.id][:2]
+    stored: list[str] = []
+
+    def reply(body: dict[str, Any]) -> Any:
+        messages = body["messages"]
+        if messages[-1]["role"] == "tool":
+            stored.append(messages[-1]["content"])
+            return "Noted."
+        if "answer" in messages[0]["content"].split("\n\n")[-1]:  # a question: BFCL's answer format leads it
+            return "{'answer': 'I do not know', 'context': 'I do not know'}"
+        return ("tool_calls", [{"name": "core_memory_add", "arguments": {"text": messages[-1]["content"][:50]}}])
+
+    async with FakeOpenAI(reply) as server:
+        model = ConnectorModel(JudgeConfig(model="scripted", base_url=server.base_url, max_retries=0), [])
+        try:
+            played, errors = await play_memory(records, model, mode="fc")
+        finally:
+            await model.aclose()
+    assert errors == {} and len(played) == 2 and len(stored) == 24
+    assert stored[:7] == [json.dumps({"id": index}) for index in range(7)]
+    assert set(stored[7:]) == {'{"error": "Memory size exceeds maximum size of 7 entries."}'}
+    snapshot = from_value(played[0].metadata[SNAPSHOT_KEY])
+    assert list(snapshot["core_memory"]["store"]) == [str(index) for index in range(7)]
+    assert snapshot["core_memory"]["next_id"] == 7 and snapshot["archival_memory"] == {"next_id": 0, "store": {}}
+    assert '"6": ' in content_value(played[1].input)["messages"][0]["content"]
