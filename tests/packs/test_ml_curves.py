@@ -27,7 +27,9 @@ def test_the_grids_running_totals_are_each_runs_cumsum(lengths: list[int]) -> No
     records = [rng.integers(0, size, length) for length in lengths]
     grid = runs(records, size)
     counts = np.append(rng.integers(0, 5, size).astype(np.float64), 0.0)
-    totals = grid.totals(counts, Scratch().get("totals", len(grid.cells)))
+    scratch = Scratch()
+    totals = grid.totals(counts, scratch)
+    assert np.array_equal(grid.totals(counts, scratch), totals)  # the thread's arrays again: the same totals
     for at, run in enumerate(records):
         expected = np.concatenate(([0.0], np.cumsum(counts[run])))
         assert np.array_equal(totals[grid.at(at, np.arange(len(run) + 1))], expected)

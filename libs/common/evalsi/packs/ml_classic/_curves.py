@@ -46,7 +46,7 @@ class Curves:
         counts.fill(0.0)
         # Into this array, as float64 (whole numbers: exact): about half the time of ``np.bincount``, then a copy.
         np.add.at(counts, data.positions, 1.0 if data.weights is None else data.weights)
-        return counts, self.runs.totals(counts, self.scratch.get("totals", len(self.runs.cells)))
+        return counts, self.runs.totals(counts, self.scratch)
 
     def weights(self, counts: NDArray[np.float64]) -> NDArray[np.float64]:
         """Each positive's count."""

@@ -35,18 +35,19 @@ class Runs:
         """The cells that will hold the total of the run's first ``through`` records (0: its empty cell)."""
         return (through % ROWS) * self.columns + (self.origins[run] + through // ROWS)
 
-    def totals(self, counts: NDArray[np.float64], out: NDArray[np.float64]) -> NDArray[np.float64]:
+    def totals(self, counts: NDArray[np.float64], scratch: Scratch) -> NDArray[np.float64]:
         """Every cell's running total (flat, row-major) of ``counts`` (a count a record, then a 0 at ``size``), in
-        ``out`` (as many as ``cells``)."""
+        the thread's array of them."""
+        out, pairs = scratch.grid(len(self.cells))
         # ndarray methods and ufuncs rather than numpy's functions (a Python wrapper each: a resample is small).
         grid = counts.take(self.cells, out=out, mode="wrap").reshape(ROWS, self.columns)  # "wrap": unbuffered
         sums = np.add.reduce(grid, axis=0)
         before = np.add.accumulate(sums)
         before -= sums  # the columns before each one, of every run: less those of the runs before its own
         grid[0] += before - before[self.run_start]
-        for row in range(1, ROWS):
-            np.add(grid[row - 1], grid[row], out=grid[row])
-        return grid.reshape(-1)
+        for previous, row in pairs:
+            np.add(previous, row, out=row)
+        return out
 
 
 def runs(records: Sequence[NDArray[np.intp]], size: int) -> Runs:
@@ -63,12 +64,21 @@ def runs(records: Sequence[NDArray[np.intp]], size: int) -> Runs:
 
 
 class Scratch(threading.local):
-    """A thread's work arrays, made by its first resample and overwritten by each next one. At 20,000 records
-    these are a few hundred kB each: made anew every resample, the allocator hands them back to the system and
-    maps them again, a page fault a page, which cost more than the passes that fill them."""
+    """A thread's work arrays for one grid, made by its first resample and overwritten by each next one. At 20,000
+    records these are a few hundred kB each: made anew every resample, the allocator hands them back to the system
+    and maps them again, a page fault a page, which cost more than the passes that fill them."""
 
     def __init__(self) -> None:
         self.arrays: dict[str, NDArray[np.float64]] = {}
+        self.rows: list[tuple[NDArray[np.float64], NDArray[np.float64]]] = []
+
+    def grid(self, size: int) -> tuple[NDArray[np.float64], list[tuple[NDArray[np.float64], NDArray[np.float64]]]]:
+        """The grid's array (flat) and each row with the one before it, as views made once (30 a resample, else)."""
+        flat = self.get("grid", size)
+        if not self.rows:
+            grid = flat.reshape(ROWS, -1)
+            self.rows = [(grid[row - 1], grid[row]) for row in range(1, ROWS)]
+        return flat, self.rows
 
     def get(self, name: str, size: int) -> NDArray[np.float64]:
         found = self.arrays.get(name)
