@@ -45,7 +45,9 @@ class Curves:
         counts = self.scratch.get("counts", data.size + 1)
         counts.fill(0.0)
         # Into this array, as float64 (whole numbers: exact): about half the time of ``np.bincount``, then a copy.
-        np.add.at(counts, data.positions, 1.0 if data.weights is None else data.weights)
+        # Added as float64: another type (a Python int, the weights' int64) takes numpy's casting path, 50 times
+        # slower.
+        np.add.at(counts, data.positions, 1.0 if data.weights is None else data.weights.astype(np.float64))
         return counts, self.runs.totals(counts, self.scratch)
 
     def weights(self, counts: NDArray[np.float64]) -> NDArray[np.float64]:
