@@ -3,12 +3,12 @@
 Each record's probabilities (``Content.row.probabilities``) and label are stacked once into a matrix over the
 classes (every label and probability key, sorted as text; a class missing from a record's probabilities counts
 as 0, except that in a two-class task a record giving only one class's probability gives the other as its
-complement). The scores are sorted once per class, ties grouped; a resample is only each record's draw count
-(one ``np.bincount`` shared by the classes) read in that order, so ROC-AUC and average precision cost a prefix sum
-over a class's positives and a few passes over its records per resample, never a sort (``_scores``, numpy, loaded
-by the first reduce). Equal to scikit-learn's ``roc_auc_score`` (binary; ``multi_class="ovr"``,
-macro), ``average_precision_score``, ``log_loss`` and ``brier_score_loss``; ECE to its definition
-(tests/packs/test_ml_classic.py).
+complement). The scores are sorted once per class, ties grouped; a resample is only each record's draw count,
+whose running totals over every scored class's records in rank order are taken at once in a grid (``_curves``,
+``_prefix``), so ROC-AUC and average precision cost a few passes over the records per resample, never a sort
+(``_scores``, numpy, loaded by the first reduce). Equal to scikit-learn's ``roc_auc_score`` (binary;
+``multi_class="ovr"``, macro), ``average_precision_score``, ``log_loss`` and ``brier_score_loss``; ECE to its
+definition (tests/packs/test_ml_classic.py, tests/packs/test_ml_curves.py).
 """
 
 from __future__ import annotations
