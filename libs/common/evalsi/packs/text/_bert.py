@@ -20,13 +20,15 @@ feed-forward with the config's activation, each followed by a residual LayerNorm
 sorted by length (a batch holds at most ``_BATCH_TOKENS`` padded tokens), so padding costs little; padded
 positions are masked out of every attention, so a text's numbers do not depend on its batch beyond float rounding.
 ``tests/packs/test_text_bert_encoder.py`` holds them to transformers' and sentence-transformers' (PyTorch).
+
+Products are 2-D or contiguous stacks, which numpy hands to BLAS (OpenBLAS, its own threads: on a machine busy
+with other work, ``OPENBLAS_NUM_THREADS=1`` is several times faster, docs/text-pack.md says by how much).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, nullcontext
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -67,25 +69,6 @@ def _relu(x: np.ndarray) -> np.ndarray:
 
 _ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "gelu": _gelu, "gelu_new": _gelu_tanh, "gelu_pytorch_tanh": _gelu_tanh, "relu": _relu}
-
-
-@lru_cache(maxsize=1)
-def _blas_controller() -> Any:
-    try:
-        from threadpoolctl import ThreadpoolController  # the bertscore extra; without it, BLAS's own threading
-    except ImportError:
-        return None
-    return ThreadpoolController()
-
-
-def _one_blas_thread() -> AbstractContextManager[Any]:
-    """BLAS on one thread for a forward pass. OpenBLAS starts and joins its threads for every product; with the
-    attention's stacks of small ones (rows x heads matrices of length x 32) and other work on the machine, that
-    made 172 texts (6,157 padded tokens) take 12.3 s on this 2-core machine against 1.8 s on one thread
-    (2026-12-04, load average 3.6; the attention's products 5.9 s against 0.2 s). The limit is the process's
-    while it lasts (threadpoolctl sets OpenBLAS's count), so BLAS elsewhere in the process is on one thread then."""
-    controller = _blas_controller()
-    return nullcontext() if controller is None else controller.limit(limits=1, user_api="blas")
 
 
 def minilm_model_dir() -> Path:
@@ -179,6 +162,10 @@ class BertEncoder:
         self.tokenizer.no_padding()
         self.tokenizer.no_truncation()
         self.pad_id = int(config.get("pad_token_id", 0))
+        cls_id, sep_id = self.tokenizer.token_to_id("[CLS]"), self.tokenizer.token_to_id("[SEP]")
+        if cls_id is None or sep_id is None:
+            raise BadInputError(f"{self.model_dir}: the tokenizer has no [CLS] or no [SEP]")
+        self.special_ids = (cls_id, sep_id)  # [CLS] and [SEP]
         self._truncation: int | None = None
         self._pipeline: tuple[int, bool] | None = None
 
@@ -208,8 +195,7 @@ class BertEncoder:
         out: list[np.ndarray] = [np.empty((0, self.hidden_size), np.float32)] * len(ids)
         order = np.argsort(-lengths, kind="stable")  # longest first: each batch pads to its first text
         ranked = lengths[order]
-        with _one_blas_thread():
-            self._batches(ids, order, ranked, layer, out)
+        self._batches(ids, order, ranked, layer, out)
         return out
 
     def _batches(self, ids: Sequence[Sequence[int]], order: np.ndarray, ranked: np.ndarray, layer: int,

@@ -79,8 +79,8 @@ def _pair(candidate: _Encoded, reference: _Encoded) -> Scores:
 def _encode(encoder: BertEncoder, unique: list[str], layer: int) -> dict[str, _Encoded]:
     ids = encoder.token_ids([text.strip() for text in unique])  # bert-score's sent_encode strips
     states = encoder.hidden_states_of_ids(ids, layer)
-    special = (int(encoder.tokenizer.token_to_id("[CLS]")), int(encoder.tokenizer.token_to_id("[SEP]")))
-    return {text: _Encoded(state, row, special) for text, state, row in zip(unique, states, ids, strict=True)}
+    return {text: _Encoded(state, row, encoder.special_ids)
+            for text, state, row in zip(unique, states, ids, strict=True)}
 
 
 def bertscore_pairs(candidates: Sequence[str], references: Sequence[Sequence[str]],
