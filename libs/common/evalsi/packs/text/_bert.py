@@ -28,6 +28,7 @@ with other work, ``OPENBLAS_NUM_THREADS=1`` is several times faster, docs/text-p
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -167,6 +168,7 @@ class BertEncoder:
             raise BadInputError(f"{self.model_dir}: the tokenizer has no [CLS] or no [SEP]")
         self.special_ids = (cls_id, sep_id)  # [CLS] and [SEP]
         self._truncation: int | None = None
+        self._tokenizing = threading.Lock()
         self._pipeline: tuple[int, bool] | None = None
 
     def token_ids(self, texts: Sequence[str], max_length: int = MAX_LENGTH) -> list[list[int]]:
@@ -174,10 +176,14 @@ class BertEncoder:
         max_length=max_length)`` cuts them (the special tokens kept)."""
         if max_length > self.max_positions:
             raise BadInputError(f"max_length {max_length} exceeds the model's {self.max_positions} positions")
-        if self._truncation != max_length:
-            self.tokenizer.enable_truncation(max_length)
-            self._truncation = max_length
-        return [encoding.ids for encoding in self.tokenizer.encode_batch(list(texts), add_special_tokens=True)]
+        # The truncation is the tokenizer's state: a lock keeps another thread's length (sentence embeddings cut at
+        # 256 while BERTScore cuts at 512, both on the process's one encoder) from applying to these texts.
+        with self._tokenizing:
+            if self._truncation != max_length:
+                self.tokenizer.enable_truncation(max_length)
+                self._truncation = max_length
+            encodings = self.tokenizer.encode_batch(list(texts), add_special_tokens=True)
+        return [encoding.ids for encoding in encodings]
 
     def hidden_states(self, texts: Sequence[str], layer: int | None = None,
                       max_length: int = MAX_LENGTH) -> list[np.ndarray]:
