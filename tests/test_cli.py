@@ -172,6 +172,8 @@ def test_catalog_lists_packs_and_shows_params() -> None:
     code, out, _ = run("catalog", "show", "fuzzy-match")
     assert code == 0
     assert "threshold (float, default 0.8" in out and "similarity: number [0, 1]" in out
+    code, out, _ = run("catalog", "show", "ece")
+    assert code == 0 and "bins (int, default 10):" in out  # an int param's default without protobuf's ".0"
     code, _, err = run("catalog", "list", "--pack", "nope")
     assert code == 2 and "installed packs" in err
 

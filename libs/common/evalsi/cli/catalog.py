@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Sequence
+from typing import Any
 
 import click
 from google.protobuf import json_format
@@ -248,9 +249,17 @@ def show_command(name: str, plugins_dir: str | None, fmt: str) -> None:
         )
     lines.append("params:" if manifest.params else "params: none")
     for param in manifest.params:
-        default = "required" if param.required else f"default {json.dumps(json_format.MessageToDict(param.default))}"
+        default = "required" if param.required else f"default {_param_value(param.type, param.default)}"
         choices = ""
         if param.choices:
-            choices = ", one of " + ", ".join(json.dumps(json_format.MessageToDict(c)) for c in param.choices)
+            choices = ", one of " + ", ".join(_param_value(param.type, c) for c in param.choices)
         lines.append(f"  {param.name} ({param.type}, {default}{choices}): {param.description}")
     click.echo("\n".join(lines))
+
+
+def _param_value(kind: str, value: Any) -> str:
+    """A param's default or choice as JSON; an int param's number without the ".0" protobuf's double gives it."""
+    plain = json_format.MessageToDict(value)
+    if kind == "int" and isinstance(plain, float) and plain.is_integer():
+        plain = int(plain)
+    return json.dumps(plain)
