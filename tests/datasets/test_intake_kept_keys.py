@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from evalsi.datasets import records_from_rows, wire
+from evalsi.datasets import formats, records_from_rows, wire
 from evalsi.datasets.formats import is_plain, to_plain
 from evalsi.datasets.mapping import FieldMapping
 from evalsi.datasets.rows import RecordBuilder
@@ -47,11 +47,29 @@ def test_is_plain_exactly_when_to_plain_gives_the_value_back(value: Any) -> None
     assert is_plain(value) == _same(converted, value)
 
 
+@settings(max_examples=150, deadline=None)
+@given(st.dictionaries(st.text(max_size=3) | st.integers(0, 3), _any, min_size=10, max_size=24))
+def test_is_plain_of_a_dict_above_and_below_the_small_size_agrees_with_to_plain(value: dict[Any, Any]) -> None:
+    # Up to formats._SMALL_DICT entries a dict is tested entry by entry, beyond a pass at a time: the same answers.
+    try:
+        converted = to_plain(value)
+    except (TypeError, ValueError):
+        assert not is_plain(value)
+        return
+    assert is_plain(value) == _same(converted, value)
+
+
 def test_is_plain_refuses_what_to_plain_converts() -> None:
     assert is_plain({"a": [1, "x", None, True, 2.5, {"b": -0.0}]})
     for value in ({"a": math.nan}, {"a": [1.0, math.inf]}, {1: "x"}, {"a": (1,)}, {"a": {"b": [math.nan]}},
                   {"a": b"x"}, [1, 2.0, math.nan]):
         assert not is_plain(value), value
+    for size in (formats._SMALL_DICT, formats._SMALL_DICT + 1):  # entry by entry, then a pass at a time
+        row: dict[Any, Any] = {f"k{index}": [index, 0.5, {"x": None}] for index in range(size)}
+        assert is_plain(row)
+        for last in (math.nan, -math.inf, (1,), b"x", {"y": [math.nan]}):
+            assert not is_plain({**row, f"k{size - 1}": last}), (size, last)
+        assert not is_plain({**{key: 1 for key in range(size - 1)}, "a": 1})
 
 
 @settings(max_examples=150, deadline=None)

@@ -12,6 +12,7 @@ from evalsi.datasets import stream_rows
 from evalsi.datasets.loader import parse_mapping
 from evalsi.datasets.rows import RecordBuilder, RowError
 from evalsi.errors import BadInputError
+from evalsi.v1alpha1.record_pb2 import Record
 
 _TEXTS = ["Paris", "", "é" * 70, "日本語", "x" * 125, "y" * 126, "z" * 300, "a\nb", "\u00a0"]
 
@@ -92,3 +93,20 @@ def test_a_limit_stops_within_a_batch() -> None:
     limited = RecordStream("<memory>", "memory", parse_mapping(None), 1500, source._open_rows)
     assert len(list(limited.encoded())) == 1500 and limited.count == 1500
     assert limited.version == _row_by_row(rows[:1500])[1]
+
+
+@pytest.mark.parametrize("bad", [{"id": "bad", "trial": -1}, Record(id="bad")])
+def test_runs_of_rows_of_another_shape_encode_as_row_by_row_and_a_bad_one_comes_after_them(bad: Any) -> None:
+    # Tabular rows mostly (the loader takes a run of them by add_row without asking add_text_rows again), text rows
+    # between; a bad row, refused by add_row or before it (a Record in a stream of rows), ends the rows before it.
+    rng = random.Random(5)
+    rows: list[Any] = [{"id": f"t{index}", "output": {"row": {"prediction": "a", "probabilities": {"a": 0.25}}},
+                        "metadata": {"k": index}} if rng.random() < 0.8 else _row(rng, index) for index in range(3000)]
+    stream = stream_rows(rows)
+    assert list(stream.encoded()) == _row_by_row(rows)[0]
+    rows[1700] = bad
+    seen = []
+    with pytest.raises(BadInputError, match="record 1700: "):
+        for data in stream_rows(rows).encoded():
+            seen.append(data)
+    assert seen == _row_by_row(rows[:1700])[0]

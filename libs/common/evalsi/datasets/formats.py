@@ -176,14 +176,32 @@ def to_plain(obj: Any) -> Any:
 _FLAT = _SCALARS | {float}
 _CONTAINERS = frozenset({dict, list})
 _STR_KEYS = frozenset({str})
+# A dict of at most this many entries is tested entry by entry: a row's small maps (a row, its features, its
+# probabilities, its metadata) cost a third of the passes below, whose sets and comprehensions cost more than a
+# few entries do.
+_SMALL_DICT = 16
 
 
 def is_plain(obj: Any) -> bool:
     """Whether :func:`to_plain` gives ``obj`` back as it is (the same types, equal values): dicts with string keys,
-    lists, strings, ints, bools, None and finite floats. A row of them needs no converted copy. A dict's or list's
-    scalars are tested a C-level pass at a time; only its dicts and lists are looked into, one call each."""
+    lists, strings, ints, bools, None and finite floats. A row of them needs no converted copy. A small dict is
+    tested entry by entry; a larger one's or a list's scalars a C-level pass at a time, and only its dicts and lists
+    are looked into, one call each."""
     kind = type(obj)
     if kind is dict:
+        if len(obj) <= _SMALL_DICT:
+            for key, value in obj.items():
+                if type(key) is not str:
+                    return False
+                kind = type(value)
+                if kind in _SCALARS:
+                    continue
+                if kind is float:
+                    if not math.isfinite(value):
+                        return False
+                elif kind not in _CONTAINERS or not is_plain(value):
+                    return False
+            return True
         if not _STR_KEYS.issuperset(map(type, obj)):
             return False
         values: Any = obj.values()

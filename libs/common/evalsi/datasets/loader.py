@@ -20,6 +20,7 @@ from itertools import chain, islice
 from pathlib import Path
 from typing import Any
 
+from evalsi.datasets._text_rows import _usual as usual_text_row
 from evalsi.datasets.formats import (
     HF_PREFIX,
     _kind,
@@ -200,22 +201,31 @@ class RecordStream:
                 if not batch:
                     break
                 plain = [row for _position, row in batch]
-                index = 0
-                while index < len(batch):
+                index, size = 0, len(batch)
+                while index < size:
                     encoded: list[bytes] = []
                     taken = add_text_rows(plain, index, encoded)
+                    # The row it stopped at, and each next row not of the usual shape (every row of a tabular
+                    # dataset), by add_row, yielded with them: add_text_rows is asked again only for a usual row,
+                    # and a bad row raises once the rows before it are out.
+                    while taken < size:
+                        position, row = batch[taken]
+                        try:
+                            if to_plain is not None:
+                                row = to_plain(position, row)
+                            encoded.append(add_row(row))
+                        except (RowError, BadInputError) as exc:
+                            if encoded:
+                                yield encoded
+                            if isinstance(exc, BadInputError):
+                                raise
+                            raise BadInputError(f"{location(self.source, fmt, position)}: {exc}") from None
+                        taken += 1
+                        if taken < size and usual_text_row(plain[taken]):
+                            break
                     if encoded:
                         yield encoded
-                    if taken < len(batch):
-                        position, row = batch[taken]
-                        if to_plain is not None:
-                            row = to_plain(position, row)
-                        try:
-                            data = add_row(row)
-                        except RowError as exc:
-                            raise BadInputError(f"{location(self.source, fmt, position)}: {exc}") from None
-                        yield [data]
-                    index = taken + 1
+                    index = taken
                 if builder.count == limit:
                     break
             if failed is not None:
