@@ -62,7 +62,7 @@ def test_pii_leak_params() -> None:
     ev = REGISTRY.resolve("builtin/pii-leak")
     with pytest.raises(BadInputError, match=r"unknown kind.*passport.*known: email"):
         ev.bind({"kinds": ["passport"]})
-    with pytest.raises(BadInputError, match=r"presidio_analyzer.*pip install presidio-analyzer"):
+    with pytest.raises(BadInputError, match=r"presidio.*no longer built in.*plugin presidio/pii-leak.*PLUGIN_DIR"):
         ev.bind({"engine": "presidio"})
     with pytest.raises(BadInputError, match="must be one of patterns, presidio"):
         ev.bind({"engine": "spacy"})
