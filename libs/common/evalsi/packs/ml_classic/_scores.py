@@ -158,8 +158,14 @@ def one_vs_rest(values: Any, positive_label: str, metric: Any, resampled: Any) -
     positive = _positive_class(stacked, positive_label)
     at_classes = tuple(range(len(stacked.classes))) if positive is None else (positive,)
     if not data.whole:
-        return float(np.mean(resampled(data, at_classes)))
-    return float(np.mean([metric(stacked.rankings[at], data, stacked.classes[at]) for at in at_classes]))
+        return _mean(resampled(data, at_classes))
+    return _mean([metric(stacked.rankings[at], data, stacked.classes[at]) for at in at_classes])
+
+
+def _mean(figures: list[float]) -> float:
+    """``np.mean`` of the figures, as it computes it (``np.add.reduce``, then a division by the count) without its
+    Python layers: a few µs a resample."""
+    return float(np.add.reduce(np.array(figures, dtype=np.float64)) / len(figures))
 
 
 def roc_auc(values: Any, positive_label: str) -> float:

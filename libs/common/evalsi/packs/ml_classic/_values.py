@@ -63,7 +63,8 @@ def probabilities(content: Content) -> dict[str, float]:
     if content.WhichOneof("kind") != "row" or not content.row.probabilities:
         raise SkipRecord("output: no class probabilities (a row output's probabilities: "
                          '{"row": {"probabilities": {"<class>": p, ...}}})')
-    found = dict(content.row.probabilities)
+    given = content.row.probabilities
+    found = {name: given[name] for name in given}  # dict(given) reads protobuf's map through Mapping's Python views
     if len(found) > MAX_CLASSES:
         raise SkipRecord(f"output: {len(found)} class probabilities, more than {MAX_CLASSES}")
     for name, probability in found.items():
