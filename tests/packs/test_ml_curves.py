@@ -100,3 +100,11 @@ def test_threads_reading_resamples_at_once_get_each_their_own_figures() -> None:
     for thread in threads:
         thread.join()
     assert all(found[thread] == alone for thread in range(4))
+
+
+def test_the_mean_over_classes_is_np_means_to_the_bit() -> None:
+    rng = np.random.default_rng(4)
+    for size in (1, 2, 3, 5, 8, 9, 17):
+        for _ in range(200):
+            figures = (rng.random(size) * 10.0 ** rng.integers(-3, 3, size)).tolist()
+            assert _scores._mean(figures) == float(np.mean(figures))

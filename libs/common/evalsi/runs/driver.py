@@ -411,7 +411,9 @@ class RunDriver:
     async def _publish_reducers(
         self, run: Run, bound: Sequence[BoundEvaluator], reducers: Sequence[PlannedTask]
     ) -> None:
-        ref = await self.records.put_outputs(run, await self._final_records(run))
+        # The dataset itself by reference, as a shard is (in process: read as held, no serialized copy made).
+        ref = (await self.records.shard_ref(run, 0, await self.records.record_count(run)) if not generates_outputs(run)
+               else await self.records.put_outputs(run, await self._final_records(run)))
         for p in reducers:
             await self.bus.publish_task(p.pool, task_message(run, bound, p, ref), message_id(run, p))
 
