@@ -47,20 +47,28 @@ def analyzer() -> Any:
 
 def findings(text: str, kinds: tuple[str, ...], allow: frozenset[str], score_threshold: float) -> list[Finding]:
     """Presidio's matches of ``kinds`` in ``text`` at or above ``score_threshold``, less the ``allow``ed values.
-    Matches that overlap (Presidio's recognizers each report their own: digits read as a phone number inside an
-    IBAN) count once, as the most confident (then the longest): the redaction covers it whole."""
+    Matches that overlap (each recognizer reports its own: a phone number read across a card number) are one
+    finding spanning them all, so the redaction hides every character Presidio flagged, of the most confident
+    match's kind (then the longest's)."""
     wanted = {ENTITIES[kind] for kind in kinds}
-    hits = analyzer().analyze(text=text, entities=sorted(wanted), language="en", score_threshold=score_threshold)
-    kept: list[Finding] = []
-    for hit in sorted(hits, key=lambda h: (-h.score, h.start - h.end, h.start)):
+    hits = []
+    for hit in analyzer().analyze(text=text, entities=sorted(wanted), language="en", score_threshold=score_threshold):
         value = text[hit.start:hit.end]
-        if value in allow or any(hit.start < f.end and f.start < hit.end for f in kept):
-            continue
         kind = _ip_kind(value) if hit.entity_type == "IP_ADDRESS" else next(
             k for k in kinds if ENTITIES[k] == hit.entity_type)
-        if kind in kinds:  # an IPv6 address when only ipv4 was asked for (or the other way round) is not one
-            kept.append(Finding(kind, hit.start, hit.end))
-    return sorted(kept, key=lambda f: f.start)
+        # An IPv6 address when only ipv4 was asked for (or the other way round) is not one.
+        if value not in allow and kind in kinds:
+            hits.append((hit.start, hit.end, hit.score, kind))
+    found: list[Finding] = []
+    cluster: list[tuple[int, int, float, str]] = []
+    for hit in [*sorted(hits), None]:
+        if cluster and (hit is None or hit[0] >= max(end for _, end, _, _ in cluster)):
+            best = max(cluster, key=lambda h: (h[2], h[1] - h[0]))
+            found.append(Finding(best[3], cluster[0][0], max(end for _, end, _, _ in cluster)))
+            cluster = []
+        if hit is not None:
+            cluster.append(hit)
+    return found
 
 
 def _ip_kind(value: str) -> str:
