@@ -36,3 +36,12 @@ def test_a_taken_port_and_an_avoided_one_are_never_picked() -> None:
         avoid_one = sorted(avoid)[: len(avoid) // 2]
         picked = ports.free_ports(20, avoid=set(avoid_one), rng=random.Random(1))
     assert taken not in picked and not set(picked) & set(avoid_one)
+
+
+def test_a_port_handed_out_is_not_handed_out_again_before_it_is_bound() -> None:
+    # Two picks from the same sequence of random candidates: the second must skip what the first handed out,
+    # though nothing has bound those ports yet (a stack's api ports, then its nats-server's).
+    first = ports.free_ports(5, rng=random.Random(11))
+    second = ports.free_ports(5, rng=random.Random(11))
+    assert all(ports.port_free(port) for port in first)  # still unbound, yet
+    assert not set(first) & set(second)

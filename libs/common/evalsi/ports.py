@@ -4,17 +4,29 @@ A port the kernel hands out for ``bind(port 0)`` comes from its ephemeral range,
 every outgoing connection: between picking such a port and the server binding it, a client connection (to
 Postgres, NATS, ClickHouse) can take it, and the server fails with "address already in use". So ports are picked
 at random outside that range, and checked free on every address the server will listen on.
+
+A free port is not yet a bound one, so two picks made before either server binds (a test stack's api ports, then
+its nats-server's, then a child's /metrics) could agree. Every port this process hands out is therefore held
+back from its later picks for a while.
 """
 
 from __future__ import annotations
 
 import random
 import socket
+import threading
+import time
 from collections.abc import Collection, Sequence
 from pathlib import Path
 
 _EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 _LOWEST = 10_000  # above the well-known and registered ports most local services use
+_HOLD_S = 900.0  # longer than any start-up between a pick and its bind
+
+# Process-wide on purpose: the picks that must not agree are made by unrelated code (a test, the supervisor,
+# nats-server's wrapper), and a port is a process-wide resource.
+_handed_out: dict[int, float] = {}
+_handed_out_lock = threading.Lock()
 
 
 def pick_range() -> tuple[int, int]:
@@ -46,12 +58,17 @@ def free_ports(count: int, *, avoid: Collection[int] = (), hosts: Sequence[str] 
     pick = rng or random.Random()
     low, high = pick_range()
     chosen: list[int] = []
-    for _ in range(4_000):
-        port = pick.randrange(low, high)
-        if port not in chosen and port not in avoid and port_free(port, hosts):
-            chosen.append(port)
-            if len(chosen) == count:
-                return chosen
+    with _handed_out_lock:
+        now = time.monotonic()
+        for port in [port for port, at in _handed_out.items() if now - at > _HOLD_S]:
+            del _handed_out[port]
+        for _ in range(4_000):
+            port = pick.randrange(low, high)
+            if port not in chosen and port not in avoid and port not in _handed_out and port_free(port, hosts):
+                chosen.append(port)
+                if len(chosen) == count:
+                    _handed_out.update(dict.fromkeys(chosen, now))
+                    return chosen
     raise RuntimeError(f"could not find {count} free ports between {low} and {high - 1}")
 
 

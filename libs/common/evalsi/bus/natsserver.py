@@ -26,7 +26,7 @@ from types import TracebackType
 from typing import Any
 
 from evalsi import child_processes
-from evalsi.ports import free_port
+from evalsi.ports import free_ports
 
 __all__ = ["NatsServer", "find_nats_server"]
 
@@ -47,8 +47,6 @@ def find_nats_server() -> str:
     )
 
 
-def _free_port(host: str) -> int:
-    return free_port(hosts=(host,))
 
 
 class NatsServer:
@@ -72,8 +70,7 @@ class NatsServer:
         self._want_port = port
         self._want_monitor_port = monitor_port
         # Ports are fixed here, so the URL is known before the server starts (clients may connect early).
-        self.port = port or _free_port(host)
-        self.monitor_port = monitor_port or _free_port(host)
+        self.port, self.monitor_port = self._pick_ports()
         self._binary = binary
         self._extra_args = tuple(extra_args)
         self._startup_timeout_s = startup_timeout_s
@@ -85,6 +82,12 @@ class NatsServer:
         self._work_dir: Path | None = None  # ours: holds the log, and the store when none was given
         self._store_dir: Path | None = Path(store_dir) if store_dir else None
         self._proc: subprocess.Popen[bytes] | None = None
+
+    def _pick_ports(self) -> tuple[int, int]:
+        """The ports asked for, else free ones: picked in one go, so the two differ from each other and from
+        a port asked for."""
+        client, monitor = free_ports(2, avoid={self._want_port, self._want_monitor_port}, hosts=(self.host,))
+        return self._want_port or client, self._want_monitor_port or monitor
 
     # -- addresses -------------------------------------------------------------------------------------------
 
@@ -138,8 +141,7 @@ class NatsServer:
         attempts = _START_ATTEMPTS if 0 in (self._want_port, self._want_monitor_port) else 1
         for attempt in range(1, attempts + 1):
             if attempt > 1:
-                self.port = self._want_port or _free_port(self.host)
-                self.monitor_port = self._want_monitor_port or _free_port(self.host)
+                self.port, self.monitor_port = self._pick_ports()
             try:
                 self._spawn(binary)
                 return self

@@ -45,7 +45,7 @@ from evalsi.connections import CONNECTIONS_ENV
 from evalsi.errors import BadInputError, EvalsiError
 from evalsi.gate.exposure import NO_AUTH_ENV
 from evalsi.masking import mask_url
-from evalsi.ports import free_port
+from evalsi.ports import free_port, free_ports
 from evalsi.service.bus_users import BundledBusUsers
 from evalsi.service.config import Config
 from evalsi.service.forked import ForkedProcess, fork_service, preload, service_imports
@@ -433,9 +433,14 @@ class Supervisor:
             # Fresh at every start: a user per service, admitted by nats-server and by nothing else.
             self.bus_users = BundledBusUsers.fresh([w.pool for w in self.config.workers],
                                                    self.state_dir / "nats-credentials")
-            # Its ports are chosen now, so the children's plan can name it before it runs.
+            # Its ports are chosen now, so the children's plan can name it before it runs; never one of the
+            # configured ports (bound only later, by the children), and fixed: a retry on other ports would leave
+            # the children the URL of a server that is not there.
+            api, ingest = self.config.api, self.config.ingest
+            client, monitor = free_ports(2, avoid={api.http_port, api.grpc_port, ingest.http_port,
+                                                   ingest.grpc_port}, hosts=("127.0.0.1",))
             self.nats = NatsServer(store_dir=str((self.state_dir / "nats").resolve()), die_with_parent=True,
-                                   authorization=self.bus_users.authorization())
+                                   authorization=self.bus_users.authorization(), port=client, monitor_port=monitor)
             nats_url = self.nats.url
         children = self.plan(self.config, nats_url, self.state_dir)
         check_ports(children, self.config.api.host)
