@@ -433,12 +433,10 @@ class Supervisor:
             # Fresh at every start: a user per service, admitted by nats-server and by nothing else.
             self.bus_users = BundledBusUsers.fresh([w.pool for w in self.config.workers],
                                                    self.state_dir / "nats-credentials")
-            # Its ports are chosen now, so the children's plan can name it before it runs; never one of the
-            # configured ports (bound only later, by the children), and fixed: a retry on other ports would leave
-            # the children the URL of a server that is not there.
+            # Its ports are chosen now, so the children's plan can name it; never a configured port (the children
+            # bind those later), and fixed: a retry elsewhere would leave the children a URL with nothing behind it.
             api, ingest = self.config.api, self.config.ingest
-            client, monitor = free_ports(2, avoid={api.http_port, api.grpc_port, ingest.http_port,
-                                                   ingest.grpc_port}, hosts=("127.0.0.1",))
+            client, monitor = free_ports(2, avoid={api.http_port, api.grpc_port, ingest.http_port, ingest.grpc_port})
             self.nats = NatsServer(store_dir=str((self.state_dir / "nats").resolve()), die_with_parent=True,
                                    authorization=self.bus_users.authorization(), port=client, monitor_port=monitor)
             nats_url = self.nats.url
