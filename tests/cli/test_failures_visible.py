@@ -203,3 +203,26 @@ def test_a_spec_judge_evaluator_without_its_judge_is_exit_2_naming_the_keys(tmp_
         "not define (defined: none); define spec.judges.default: a model (model, baseUrl), or on a server "
         "connection: naming an entry of its evalsi.yaml `judges:`\n"
     )
+
+
+# --- an evaluator that skipped everything says why under the table ------------------------------------------------
+
+
+def test_an_evaluator_that_skipped_everything_says_why_under_the_table(tmp_path: Path) -> None:
+    # A CSV whose label and prediction columns are not mapped: the dataset-scope metric skips as one result, and
+    # the table alone would say only "skipped 1".
+    path = tmp_path / "churn.csv"
+    path.write_text("id,label,pred\n1,yes,yes\n2,no,yes\n")
+    code, out, _ = run("eval", "--data", str(path), "-e", "classification,exact-match", "--map", "output=pred")
+    assert code == 0
+    notes = out.split("measured nothing:\n", 1)[1].splitlines()
+    assert notes == [
+        "  classification: nothing scored (1 skipped), the first because: no record had a class label in its "
+        "reference and a predicted class in its output",
+        "  exact-match: nothing scored (2 skipped), the first because: missing reference",
+    ]
+    code, out, _ = run("eval", "--data", str(path), "-e", "classification", "--map", "output=pred",
+                       "--map", "reference=label", "--format", "md")
+    assert code == 0 and "Measured nothing" not in out  # scored: no note
+    code, out, _ = run("eval", "--data", str(path), "-e", "classification", "--format", "md")
+    assert "**Measured nothing**\n\n- classification: nothing scored (1 skipped)" in out

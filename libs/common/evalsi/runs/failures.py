@@ -1,6 +1,6 @@
-"""What a run's errors say to a reader: errors by kind with their first cause, and the metrics that measured nothing
+"""What a run's errors say to a reader: errors by kind with their first cause, the metrics that measured nothing
 because every evaluation of them failed on infrastructure (which the CLI turns into exit 1 unless
-``--allow-errors``).
+``--allow-errors``), and why an evaluator that skipped everything did.
 
 Pure functions over the summaries (``MetricSummary.error_kinds``), so an embedded run, a served one and a saved
 result read the same way.
@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from evalsi.v1alpha1.score_pb2 import (
     ERROR_KIND_EVALUATOR,
     ERROR_KIND_INFRA,
+    OUTCOME_SKIPPED,
+    EvaluationResult,
     MetricSummary,
 )
 
@@ -94,3 +96,26 @@ def infra_failure(summaries: Sequence[MetricSummary]) -> str:
             + (f"; the first: {first}" if first else "")
         )
     return "\n".join(lines) + f"\n(exit 1: nothing was measured; {ALLOW_ERRORS_FLAG} accepts it and exits 0)"
+
+
+def skip_notes(summaries: Iterable[MetricSummary], results: Iterable[EvaluationResult]) -> list[str]:
+    """Why an evaluator measured nothing when it skipped every evaluation: the first skip's reason. A dataset-scope
+    evaluator (``classification``) skips as one result, so the table alone would say only ``skipped 1``."""
+    groups: dict[str, list[MetricSummary]] = {}
+    for summary in summaries:
+        groups.setdefault(summary.evaluator, []).append(summary)
+    skipped = {
+        name: max(s.skipped for s in group)
+        for name, group in groups.items()
+        if all(s.n == 0 and s.skipped and not s.errors and not s.cancelled for s in group)
+    }
+    first: dict[str, str] = {}
+    for result in results if skipped else ():
+        if result.evaluator in skipped and result.outcome == OUTCOME_SKIPPED:
+            first.setdefault(result.evaluator, result.reason)
+            if len(first) == len(skipped):
+                break
+    return [
+        f"{name}: nothing scored ({count} skipped), the first because: {first.get(name) or '(no reason given)'}"
+        for name, count in skipped.items()
+    ]

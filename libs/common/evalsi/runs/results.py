@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, TextIO
 from google.protobuf import json_format
 
 from evalsi.errors import BadInputError
-from evalsi.runs.failures import error_breakdown, error_notes
+from evalsi.runs.failures import error_breakdown, error_notes, skip_notes
 from evalsi.stats.defaults import DEFAULT_CONFIDENCE
 from evalsi.v1alpha1.run_pb2 import Run
 from evalsi.v1alpha1.score_pb2 import (
@@ -135,13 +135,19 @@ class EvaluationResults:
 
     def table(self, format: TableFormat = "table") -> str:
         """The metric table: n, mean, the interval, skipped and errors per metric; under it each evaluator's errors
-        by kind with the first cause."""
-        notes = [note.text() for note in error_notes(self.run.summaries)]
-        if format == "md":
-            errors = ["", "", "**Errors** (excluded from the metrics)", "", *(f"- {note}" for note in notes)]
-            return self._table(format) + ("\n".join(errors) if notes else "")
-        errors = ["errors (excluded from the metrics):", *(f"  {note}" for note in notes)]
-        return self._table(format) + ("\n" + "\n".join(errors) if notes else "")
+        by kind with the first cause, and why an evaluator that skipped everything did."""
+        sections = [  # (heading, its Markdown, notes)
+            ("errors (excluded from the metrics)", "**Errors** (excluded from the metrics)",
+             [note.text() for note in error_notes(self.run.summaries)]),
+            ("measured nothing", "**Measured nothing**", skip_notes(self.run.summaries, self)),
+        ]
+        text = self._table(format)
+        for heading, markdown, notes in sections:
+            if notes and format == "md":
+                text += "\n\n" + "\n".join([markdown, "", *(f"- {note}" for note in notes)])
+            elif notes:
+                text += "\n" + "\n".join([f"{heading}:", *(f"  {note}" for note in notes)])
+        return text
 
     def _table(self, format: TableFormat) -> str:
         level = f"{self.confidence:.0%} CI"
